@@ -1,0 +1,47 @@
+#include "devices/dtype.h"
+
+namespace infergate {
+
+size_t ElementSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64:
+    case DType::kInt64: return 8;
+    case DType::kFloat32:
+    case DType::kInt32: return 4;
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kBool: return 1;
+  }
+  return 0;
+}
+
+bool IsFloatingPoint(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16 ||
+         dtype == DType::kFloat64;
+}
+
+std::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "FLOAT32";
+    case DType::kFloat16: return "FLOAT16";
+    case DType::kBFloat16: return "BFLOAT16";
+    case DType::kFloat64: return "FLOAT64";
+    case DType::kInt64: return "INT64";
+    case DType::kInt32: return "INT32";
+    case DType::kInt8: return "INT8";
+    case DType::kUInt8: return "UINT8";
+    case DType::kBool: return "BOOL";
+  }
+  return "UNKNOWN";
+}
+
+std::optional<DType> DTypeFromName(std::string_view name) {
+  for (DType d : kAllDTypes) {
+    if (DTypeName(d) == name) return d;
+  }
+  return std::nullopt;
+}
+
+}  // namespace infergate

@@ -1,0 +1,32 @@
+#pragma once
+// Element types the server understands, independent of protobuf and LibTorch.
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+namespace infergate {
+
+enum class DType {
+  kFloat32,
+  kFloat16,
+  kBFloat16,
+  kFloat64,
+  kInt64,
+  kInt32,
+  kInt8,
+  kUInt8,
+  kBool,
+};
+
+inline constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16,
+                                       DType::kFloat64, DType::kInt64,   DType::kInt32,
+                                       DType::kInt8,    DType::kUInt8,   DType::kBool};
+
+size_t ElementSize(DType dtype);
+bool IsFloatingPoint(DType dtype);
+// Upper-case wire name, e.g. "FLOAT32".
+std::string_view DTypeName(DType dtype);
+std::optional<DType> DTypeFromName(std::string_view name);
+
+}  // namespace infergate

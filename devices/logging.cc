@@ -1,0 +1,56 @@
+#include "devices/logging.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <string>
+
+namespace infergate {
+namespace {
+std::atomic<int> g_min_level{static_cast<int>(LogLevel::kInfo)};
+std::mutex g_write_mu;
+
+char LevelLetter(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug: return 'D';
+    case LogLevel::kInfo: return 'I';
+    case LogLevel::kWarning: return 'W';
+    case LogLevel::kError: return 'E';
+  }
+  return '?';
+}
+}  // namespace
+
+void SetMinLogLevel(LogLevel level) { g_min_level.store(static_cast<int>(level)); }
+LogLevel MinLogLevel() { return static_cast<LogLevel>(g_min_level.load(std::memory_order_relaxed)); }
+
+void EmitLog(LogLevel level, std::string_view file, int line, std::string_view msg) {
+  auto now = std::chrono::system_clock::now();
+  std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (auto slash = file.rfind('/'); slash != std::string_view::npos) file.remove_prefix(slash + 1);
+  std::string out;
+  out.reserve(msg.size() + 64);
+  out += LevelLetter(level);
+  out += ' ';
+  out += stamp;
+  char frac[16];
+  std::snprintf(frac, sizeof(frac), ".%06lldZ ", static_cast<long long>(micros));
+  out += frac;
+  out += file;
+  out += ':';
+  out += std::to_string(line);
+  out += "] ";
+  out += msg;
+  out += '\n';
+  std::lock_guard<std::mutex> lock(g_write_mu);
+  std::fwrite(out.data(), 1, out.size(), stderr);
+}
+
+}  // namespace infergate

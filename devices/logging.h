@@ -1,0 +1,41 @@
+#pragma once
+// Minimal leveled logging to stderr, shared by every layer of the server.
+// absl/log is not in Debian bookworm's absl, hence this.
+
+#include <sstream>
+#include <string_view>
+
+namespace infergate {
+
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
+
+void SetMinLogLevel(LogLevel level);
+LogLevel MinLogLevel();
+void EmitLog(LogLevel level, std::string_view file, int line, std::string_view msg);
+
+namespace internal {
+class LogLine {
+ public:
+  LogLine(LogLevel level, const char* file, int line) : level_(level), file_(file), line_(line) {}
+  ~LogLine() { EmitLog(level_, file_, line_, stream_.str()); }
+  std::ostream& stream() { return stream_; }
+
+ private:
+  LogLevel level_;
+  const char* file_;
+  int line_;
+  std::ostringstream stream_;
+};
+}  // namespace internal
+
+}  // namespace infergate
+
+#define IG_LOG(level)                                                        \
+  if (::infergate::LogLevel::level < ::infergate::MinLogLevel()) {           \
+  } else                                                                     \
+    ::infergate::internal::LogLine(::infergate::LogLevel::level, __FILE__, __LINE__).stream()
+
+#define LOG_INFO IG_LOG(kInfo)
+#define LOG_WARNING IG_LOG(kWarning)
+#define LOG_ERROR IG_LOG(kError)
+#define LOG_DEBUG IG_LOG(kDebug)

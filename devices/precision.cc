@@ -1,0 +1,45 @@
+#include "devices/precision.h"
+
+namespace infergate {
+
+std::string_view PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kAuto: return "AUTO";
+    case Precision::kFp32: return "FP32";
+    case Precision::kFp16: return "FP16";
+    case Precision::kBf16: return "BF16";
+  }
+  return "UNKNOWN";
+}
+
+bool SupportsBf16(const PrecisionTraits& device) {
+  switch (device.kind) {
+    case DeviceKind::kCpu: return true;
+    case DeviceKind::kCuda: return device.compute_capability >= 80;
+    case DeviceKind::kMps: return device.macos_major >= 14;
+  }
+  return false;
+}
+
+Precision DefaultPrecision(const PrecisionTraits& device) {
+  switch (device.kind) {
+    case DeviceKind::kCpu: return Precision::kFp32;
+    case DeviceKind::kCuda: return SupportsBf16(device) ? Precision::kBf16 : Precision::kFp16;
+    case DeviceKind::kMps: return Precision::kFp16;
+  }
+  return Precision::kFp32;
+}
+
+DType ResolveComputeDType(const PrecisionTraits& device, Precision requested, Precision model_override) {
+  Precision p = requested != Precision::kAuto ? requested : model_override;
+  if (p == Precision::kAuto) p = DefaultPrecision(device);
+  switch (p) {
+    case Precision::kFp32: return DType::kFloat32;
+    case Precision::kFp16: return DType::kFloat16;
+    case Precision::kBf16: return SupportsBf16(device) ? DType::kBFloat16 : DType::kFloat16;
+    case Precision::kAuto: break;
+  }
+  return DType::kFloat32;
+}
+
+}  // namespace infergate

@@ -1,0 +1,36 @@
+#pragma once
+// Per-device compute precision policy: which dtype a model runs in, given the
+// device, what the client asked for and the model config's override.
+
+#include <string_view>
+
+#include "devices/device_id.h"
+#include "devices/dtype.h"
+
+namespace infergate {
+
+enum class Precision { kAuto, kFp32, kFp16, kBf16 };
+
+std::string_view PrecisionName(Precision p);
+
+// Facts about a device that the policy depends on.
+struct PrecisionTraits {
+  DeviceKind kind = DeviceKind::kCpu;
+  // CUDA compute capability as major*10+minor (80 for 8.0); 0 when unknown.
+  int compute_capability = 0;
+  // macOS major version for MPS; 0 when unknown.
+  int macos_major = 0;
+};
+
+// The dtype a floating-point model runs in. `requested` is the client's
+// precision, `model_override` the model config's; the client wins over the
+// model, and both are held to what the device can do (bf16 on CUDA needs
+// capability >= 8.0, on MPS macOS 14+; otherwise fp16 is used instead).
+DType ResolveComputeDType(const PrecisionTraits& device, Precision requested, Precision model_override);
+
+// Precision used when neither client nor model asks for one.
+Precision DefaultPrecision(const PrecisionTraits& device);
+
+bool SupportsBf16(const PrecisionTraits& device);
+
+}  // namespace infergate

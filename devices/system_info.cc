@@ -1,0 +1,74 @@
+#include "devices/system_info.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+
+namespace infergate {
+namespace {
+std::string ReadFile(const char* path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+std::string CpuModelName() {
+  std::string text = ReadFile("/proc/cpuinfo");
+  for (std::string_view line : absl::StrSplit(text, '\n')) {
+    // x86 says "model name", some ARM kernels "Model" or "Hardware".
+    if (absl::StartsWith(line, "model name") || absl::StartsWith(line, "Model") ||
+        absl::StartsWith(line, "Hardware")) {
+      auto colon = line.find(':');
+      if (colon != std::string_view::npos) {
+        std::string name(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+        if (!name.empty()) return name;
+      }
+    }
+  }
+  return "unknown CPU";
+}
+
+unsigned LogicalCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<unsigned>(n);
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<unsigned>(n) : 1;
+}
+
+HostMemory ParseMeminfo(const std::string& text) {
+  uint64_t total_kb = 0, avail_kb = 0, free_kb = 0;
+  bool have_avail = false;
+  for (std::string_view line : absl::StrSplit(text, '\n')) {
+    std::vector<std::string_view> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (parts.size() < 2) continue;
+    uint64_t value = 0;
+    if (!absl::SimpleAtoi(parts[1], &value)) continue;
+    if (parts[0] == "MemTotal:") total_kb = value;
+    if (parts[0] == "MemAvailable:") {
+      avail_kb = value;
+      have_avail = true;
+    }
+    if (parts[0] == "MemFree:") free_kb = value;
+  }
+  if (!have_avail) avail_kb = free_kb;
+  HostMemory mem;
+  mem.total_bytes = total_kb * 1024;
+  mem.used_bytes = total_kb > avail_kb ? (total_kb - avail_kb) * 1024 : 0;
+  return mem;
+}
+
+HostMemory ReadHostMemory() { return ParseMeminfo(ReadFile("/proc/meminfo")); }
+
+}  // namespace infergate

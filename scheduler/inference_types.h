@@ -1,0 +1,75 @@
+#pragma once
+// A request as the scheduler sees it (already decoded by service/), and what
+// it hands back.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "devices/dtype.h"
+#include "devices/precision.h"
+#include "scheduler/tensor_types.h"
+
+namespace infergate {
+
+using Clock = std::chrono::steady_clock;
+
+struct InferenceRequest {
+  std::string model;
+  std::string version;  // "" = latest
+  std::string device;   // as the client sent it
+  Precision precision = Precision::kAuto;
+  bool allow_fallback = true;
+  // CPU tensors. They may alias the client's request bytes, so they must
+  // not be read after the callback has run.
+  std::vector<NamedTensor> inputs;
+  Clock::time_point received = Clock::now();
+  Clock::time_point deadline = Clock::time_point::max();
+};
+
+struct Placement {
+  std::string device;
+  std::string requested_device;
+  DType dtype = DType::kFloat32;
+  bool fell_back = false;
+  std::string fallback_reason;
+  uint32_t batch_size = 1;
+  int64_t model_version = 0;
+};
+
+struct Timing {
+  uint64_t queue_us = 0;
+  uint64_t compute_us = 0;
+  uint64_t total_us = 0;
+};
+
+struct InferenceResult {
+  std::vector<NamedTensor> outputs;  // CPU, contiguous
+  Placement placement;
+  Timing timing;
+};
+
+using InferCallback = std::function<void(absl::StatusOr<InferenceResult>)>;
+
+struct LoadRequest {
+  std::string model;
+  std::string version;
+  std::string device;
+  Precision precision = Precision::kAuto;
+};
+
+struct LoadResult {
+  int64_t version = 0;
+  std::string device;
+  DType dtype = DType::kFloat32;
+  uint64_t load_us = 0;
+};
+
+inline uint64_t MicrosBetween(Clock::time_point a, Clock::time_point b) {
+  return b > a ? std::chrono::duration_cast<std::chrono::microseconds>(b - a).count() : 0;
+}
+
+}  // namespace infergate

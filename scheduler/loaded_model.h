@@ -1,0 +1,48 @@
+#pragma once
+// One TorchScript model loaded on one device in one compute dtype.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "devices/device_id.h"
+#include "devices/dtype.h"
+#include "infergate/v1/model_config.pb.h"
+#include "scheduler/input_signature.h"
+#include "scheduler/tensor_types.h"
+
+namespace infergate {
+
+class LoadedModel {
+ public:
+  // torch::jit::load on the CPU, checks forward()'s signature against the
+  // config, casts floating parameters to `compute_dtype` and moves it to
+  // `device`. Errors: INTERNAL for an unreadable file or a bad signature.
+  static absl::StatusOr<std::shared_ptr<LoadedModel>> Load(const std::string& path, const v1::ModelConfig& config,
+                                                           const DeviceId& device, DType compute_dtype);
+  ~LoadedModel();
+
+  // Runs forward() on inputs already ordered as signature(). Floating
+  // inputs are cast to the compute dtype, integer ones are left alone.
+  // Outputs come back on the CPU, contiguous, in the declared output dtype
+  // (float32 for undeclared floating outputs). A throwing model gives
+  // INTERNAL with the model's message.
+  absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>& inputs) const;
+
+  const InputSignature& signature() const { return signature_; }
+  DType compute_dtype() const { return compute_dtype_; }
+  uint64_t parameter_bytes() const { return parameter_bytes_; }
+
+ private:
+  struct Impl;
+  LoadedModel(std::unique_ptr<Impl> impl, InputSignature signature, DType dtype, uint64_t bytes);
+
+  std::unique_ptr<Impl> impl_;
+  InputSignature signature_;
+  DType compute_dtype_;
+  uint64_t parameter_bytes_;
+};
+
+}  // namespace infergate

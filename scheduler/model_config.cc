@@ -1,0 +1,114 @@
+#include "scheduler/model_config.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "infergate/v1/tensor.pb.h"
+
+namespace infergate {
+namespace {
+
+// Collects the text parser's complaints instead of letting it print them.
+class ErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (first_.empty()) first_ = absl::StrCat("line ", line + 1, " column ", column + 1, ": ", message);
+  }
+  void AddWarning(int, int, const std::string&) override {}
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string first_;
+};
+
+absl::Status CheckSpecs(const google::protobuf::RepeatedPtrField<v1::TensorSpec>& specs, std::string_view kind) {
+  std::set<std::string> seen;
+  for (int i = 0; i < specs.size(); ++i) {
+    const v1::TensorSpec& s = specs[i];
+    std::string where = absl::StrCat(kind, "[", i, "]");
+    if (s.name().empty()) return absl::InvalidArgumentError(absl::StrCat(where, ".name: is empty"));
+    if (!seen.insert(s.name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".name: '", s.name(), "' is declared twice"));
+    }
+    if (!DTypeFromProto(s.dtype())) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".dtype: must be set for '", s.name(), "'"));
+    }
+    if (s.dims_size() > kMaxTensorRank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".dims: rank ", s.dims_size(), " exceeds the limit of ", kMaxTensorRank));
+    }
+    for (int d = 0; d < s.dims_size(); ++d) {
+      if (s.dims(d) < -1 || s.dims(d) == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".dims[", d, "]: ", s.dims(d), " is not -1 (variable) or a positive size"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::optional<DType> DTypeFromProto(int wire) {
+  switch (wire) {
+    case v1::FLOAT32: return DType::kFloat32;
+    case v1::FLOAT16: return DType::kFloat16;
+    case v1::BFLOAT16: return DType::kBFloat16;
+    case v1::FLOAT64: return DType::kFloat64;
+    case v1::INT64: return DType::kInt64;
+    case v1::INT32: return DType::kInt32;
+    case v1::INT8: return DType::kInt8;
+    case v1::UINT8: return DType::kUInt8;
+    case v1::BOOL: return DType::kBool;
+    default: return std::nullopt;
+  }
+}
+
+v1::DataType DTypeToProto(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return v1::FLOAT32;
+    case DType::kFloat16: return v1::FLOAT16;
+    case DType::kBFloat16: return v1::BFLOAT16;
+    case DType::kFloat64: return v1::FLOAT64;
+    case DType::kInt64: return v1::INT64;
+    case DType::kInt32: return v1::INT32;
+    case DType::kInt8: return v1::INT8;
+    case DType::kUInt8: return v1::UINT8;
+    case DType::kBool: return v1::BOOL;
+  }
+  return v1::DATA_TYPE_UNSPECIFIED;
+}
+
+absl::StatusOr<v1::ModelConfig> ParseModelConfig(std::string_view text, std::string_view folder_name) {
+  v1::ModelConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  ErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(std::string(text), &config)) {
+    return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", errors.first()));
+  }
+  if (!config.name().empty() && config.name() != folder_name) {
+    return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: name '", config.name(),
+                                                   "' does not match the model folder '", folder_name, "'"));
+  }
+  config.set_name(std::string(folder_name));
+  if (absl::Status s = CheckSpecs(config.inputs(), "inputs"); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", s.message()));
+  }
+  if (absl::Status s = CheckSpecs(config.outputs(), "outputs"); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", s.message()));
+  }
+  const auto& preferred = config.dynamic_batching().preferred_batch_sizes();
+  for (int i = 0; i < preferred.size(); ++i) {
+    if (preferred[i] == 0 || preferred[i] > config.max_batch_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: dynamic_batching.preferred_batch_sizes[", i,
+                                                     "]: ", preferred[i], " is not in 1..max_batch_size (",
+                                                     config.max_batch_size(), ")"));
+    }
+  }
+  return config;
+}
+
+}  // namespace infergate

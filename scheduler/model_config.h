@@ -1,0 +1,27 @@
+#pragma once
+// Reading and checking a model's config.pbtxt.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "devices/dtype.h"
+#include "infergate/v1/model_config.pb.h"
+#include "infergate/v1/tensor.pb.h"
+
+namespace infergate {
+
+inline constexpr int kMaxTensorRank = 8;
+
+// Parses protobuf text format and checks it: unique non-empty tensor names,
+// specified dtypes, dims of -1 or >= 1, rank <= kMaxTensorRank, name equal
+// to `folder_name` when set. Errors are INVALID_ARGUMENT naming the file's
+// field, e.g. "inputs[1].dims[0]".
+// DataType <-> DType; DATA_TYPE_UNSPECIFIED and unknown numbers give nullopt.
+std::optional<DType> DTypeFromProto(int wire);
+v1::DataType DTypeToProto(DType dtype);
+
+absl::StatusOr<v1::ModelConfig> ParseModelConfig(std::string_view text, std::string_view folder_name);
+
+}  // namespace infergate

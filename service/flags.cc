@@ -1,0 +1,110 @@
+#include "service/flags.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+
+namespace infergate {
+
+void FlagSet::String(std::string name, std::string* target, std::string help) {
+  flags_.push_back({name, std::move(help), absl::StrCat("\"", *target, "\""), false,
+                    [target](const std::string& v) {
+                      *target = v;
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagSet::Int(std::string name, int64_t* target, std::string help) {
+  flags_.push_back({name, std::move(help), absl::StrCat(*target), false, [target, name](const std::string& v) {
+                      int64_t parsed = 0;
+                      if (!absl::SimpleAtoi(v, &parsed)) {
+                        return absl::InvalidArgumentError(
+                            absl::StrCat("--", name, ": '", v, "' is not an integer"));
+                      }
+                      *target = parsed;
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagSet::Bool(std::string name, bool* target, std::string help) {
+  flags_.push_back({name, std::move(help), *target ? "true" : "false", true,
+                    [target, name](const std::string& v) {
+                      if (v == "true" || v == "1" || v == "yes") {
+                        *target = true;
+                      } else if (v == "false" || v == "0" || v == "no") {
+                        *target = false;
+                      } else {
+                        return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", v, "' is not a boolean"));
+                      }
+                      return absl::OkStatus();
+                    }});
+}
+
+const FlagSet::Flag* FlagSet::Find(const std::string& name) const {
+  for (const Flag& f : flags_) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, const char* const* argv, bool* help) {
+  *help = false;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      for (++i; i < argc; ++i) positional.emplace_back(argv[i]);
+      break;
+    }
+    if (arg == "--help" || arg == "-h") {
+      *help = true;
+      continue;
+    }
+    if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
+      positional.push_back(arg);
+      continue;
+    }
+    std::string body = arg.substr(2);
+    std::string name = body, value;
+    bool has_value = false;
+    if (size_t eq = body.find('='); eq != std::string::npos) {
+      name = body.substr(0, eq);
+      value = body.substr(eq + 1);
+      has_value = true;
+    }
+    const Flag* flag = Find(name);
+    if (!flag && !has_value && absl::StartsWith(name, "no")) {
+      const Flag* negated = Find(name.substr(2));
+      if (negated && negated->is_bool) {
+        if (absl::Status s = negated->set("false"); !s.ok()) return s;
+        continue;
+      }
+    }
+    if (!flag) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
+    if (!has_value) {
+      if (flag->is_bool) {
+        value = "true";
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+    }
+    if (absl::Status s = flag->set(value); !s.ok()) return s;
+  }
+  return positional;
+}
+
+std::string FlagSet::Help() const {
+  std::string out = usage_;
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  out += "\nFlags:\n";
+  for (const Flag& f : flags_) {
+    absl::StrAppend(&out, "  --", f.name, " (default: ", f.default_value, ")\n      ", f.help, "\n");
+  }
+  absl::StrAppend(&out, "  --help\n      Show this help and exit.\n");
+  return out;
+}
+
+}  // namespace infergate

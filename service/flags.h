@@ -1,0 +1,43 @@
+#pragma once
+// A small command-line flag parser shared by the server and the tools, so
+// that --help always lists every flag with its default.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace infergate {
+
+class FlagSet {
+ public:
+  explicit FlagSet(std::string usage) : usage_(std::move(usage)) {}
+
+  void String(std::string name, std::string* target, std::string help);
+  void Int(std::string name, int64_t* target, std::string help);
+  void Bool(std::string name, bool* target, std::string help);
+
+  // Accepts --name=value and --name value (bools: --name, --name=true|false,
+  // --noname). Returns the positional arguments. `*help` is set when --help
+  // or -h is given. Unknown flags and bad values are errors naming the flag.
+  absl::StatusOr<std::vector<std::string>> Parse(int argc, const char* const* argv, bool* help);
+
+  std::string Help() const;
+
+ private:
+  struct Flag {
+    std::string name;
+    std::string help;
+    std::string default_value;
+    bool is_bool = false;
+    std::function<absl::Status(const std::string&)> set;
+  };
+  const Flag* Find(const std::string& name) const;
+
+  std::string usage_;
+  std::vector<Flag> flags_;
+};
+
+}  // namespace infergate

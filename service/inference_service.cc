@@ -1,0 +1,226 @@
+#include "service/inference_service.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "scheduler/model_config.h"
+#include "service/status_convert.h"
+
+namespace infergate {
+namespace {
+
+absl::StatusOr<Precision> PrecisionFromWire(int p, std::string_view field) {
+  switch (p) {
+    case v1::AUTO: return Precision::kAuto;
+    case v1::FP32: return Precision::kFp32;
+    case v1::FP16: return Precision::kFp16;
+    case v1::BF16: return Precision::kBf16;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": unknown precision ", p, "; expected AUTO, FP32, FP16 or BF16"));
+  }
+}
+
+v1::Precision PrecisionToWire(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return v1::FP32;
+    case Precision::kFp16: return v1::FP16;
+    case Precision::kBf16: return v1::BF16;
+    case Precision::kAuto: break;
+  }
+  return v1::AUTO;
+}
+
+v1::DeviceKind KindToWire(DeviceKind k) {
+  switch (k) {
+    case DeviceKind::kCpu: return v1::CPU;
+    case DeviceKind::kCuda: return v1::CUDA;
+    case DeviceKind::kMps: return v1::MPS;
+  }
+  return v1::DEVICE_KIND_UNSPECIFIED;
+}
+
+// The client's deadline on our steady clock; max() when it set none.
+Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
+  auto deadline = ctx.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return Clock::time_point::max();
+  auto left = deadline - std::chrono::system_clock::now();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
+}
+
+void FillLoaded(const ModelKey& key, v1::LoadedModel* out) {
+  out->set_version(key.version);
+  out->set_device(key.device.ToString());
+  out->set_dtype(DTypeToProto(key.dtype));
+}
+
+}  // namespace
+
+InferenceServiceImpl::InferenceServiceImpl(Scheduler& scheduler, ModelRepository& repository,
+                                           DeviceRegistry& devices, CodecLimits limits)
+    : scheduler_(scheduler), repository_(repository), devices_(devices), limits_(limits) {}
+
+grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContext* ctx,
+                                                      const v1::InferRequest* request,
+                                                      v1::InferResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  InferenceRequest req;
+  req.received = Clock::now();
+  req.deadline = SteadyDeadline(*ctx);
+  absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
+  if (!precision.ok()) {
+    reactor->Finish(ToGrpcStatus(precision.status()));
+    return reactor;
+  }
+  if (request->fallback() != v1::ALLOW && request->fallback() != v1::DENY) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 absl::StrCat("fallback: unknown policy ", request->fallback(),
+                                              "; expected ALLOW or DENY")));
+    return reactor;
+  }
+  req.model = request->model();
+  req.version = request->version();
+  req.device = request->device();
+  req.precision = *precision;
+  req.allow_fallback = request->fallback() == v1::ALLOW;
+  req.inputs.reserve(request->inputs_size());
+  for (int i = 0; i < request->inputs_size(); ++i) {
+    const v1::Tensor& wire = request->inputs(i);
+    // Aliases the request's bytes: gRPC keeps `request` alive until Finish.
+    absl::StatusOr<at::Tensor> tensor = DecodeTensor(wire, absl::StrCat("inputs[", i, "]"), limits_);
+    if (!tensor.ok()) {
+      reactor->Finish(ToGrpcStatus(tensor.status()));
+      return reactor;
+    }
+    req.inputs.push_back({wire.name(), *std::move(tensor)});
+  }
+  Clock::time_point received = req.received;
+  scheduler_.Infer(std::move(req), [reactor, request, response, received](absl::StatusOr<InferenceResult> result) {
+    if (!result.ok()) {
+      reactor->Finish(ToGrpcStatus(result.status()));
+      return;
+    }
+    for (const NamedTensor& out : result->outputs) {
+      if (absl::Status s = EncodeTensor(out.tensor, out.name, response->add_outputs()); !s.ok()) {
+        reactor->Finish(ToGrpcStatus(s));
+        return;
+      }
+    }
+    const Placement& p = result->placement;
+    v1::Placement* placement = response->mutable_placement();
+    placement->set_device(p.device);
+    placement->set_requested_device(p.requested_device);
+    placement->set_dtype(DTypeToProto(p.dtype));
+    placement->set_fell_back(p.fell_back);
+    placement->set_fallback_reason(p.fallback_reason);
+    placement->set_batch_size(p.batch_size);
+    placement->set_model_version(p.model_version);
+    v1::Timing* timing = response->mutable_timing();
+    timing->set_queue_us(result->timing.queue_us);
+    timing->set_compute_us(result->timing.compute_us);
+    timing->set_total_us(MicrosBetween(received, Clock::now()));
+    response->set_request_id(request->request_id());
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServerContext* ctx,
+                                                            const v1::ListDevicesRequest*,
+                                                            v1::ListDevicesResponse* response) {
+  std::vector<ResidentModel> resident = scheduler_.Resident();
+  for (const DeviceInfo& d : devices_.Snapshot()) {
+    v1::DeviceInfo* out = response->add_devices();
+    out->set_id(d.id.ToString());
+    out->set_kind(KindToWire(d.id.kind));
+    out->set_name(d.name);
+    out->set_available(d.available);
+    out->set_simulated(d.simulated);
+    out->set_backend_detail(d.backend_detail);
+    for (DType t : d.supported_dtypes) out->add_supported_dtypes(DTypeToProto(t));
+    out->set_default_precision(PrecisionToWire(DefaultPrecision(d.precision)));
+    out->set_memory_total_bytes(d.memory_total_bytes);
+    out->set_memory_used_bytes(d.memory_used_bytes);
+    DeviceLoad load = scheduler_.Load(d.id);
+    out->set_queue_depth(static_cast<uint32_t>(load.queue_depth));
+    out->set_in_flight(static_cast<uint32_t>(load.in_flight));
+    for (const ResidentModel& r : resident) {
+      if (r.key.device == d.id) {
+        out->add_resident_models(absl::StrCat(r.key.model, ":", r.key.version, ":", DTypeName(r.key.dtype)));
+      }
+    }
+    out->set_logical_cores(d.logical_cores);
+    out->set_compute_capability(d.compute_capability);
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerContext* ctx,
+                                                           const v1::ListModelsRequest*,
+                                                           v1::ListModelsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status s = repository_.Scan(); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  std::vector<ResidentModel> resident = scheduler_.Resident();
+  for (const ModelEntry& entry : repository_.List()) {
+    v1::ModelInfo* info = response->add_models();
+    info->set_name(entry.name);
+    for (int64_t v : entry.versions) info->add_versions(v);
+    *info->mutable_config() = entry.config;
+    for (const ResidentModel& r : resident) {
+      if (r.key.model == entry.name) FillLoaded(r.key, info->add_loaded());
+    }
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerContext* ctx,
+                                                          const v1::LoadModelRequest* request,
+                                                          v1::LoadModelResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
+  if (!precision.ok()) {
+    reactor->Finish(ToGrpcStatus(precision.status()));
+    return reactor;
+  }
+  LoadRequest load{request->model(), request->version(), request->device(), *precision};
+  scheduler_.LoadModel(load, [reactor, response, model = request->model()](absl::StatusOr<LoadResult> result) {
+    if (!result.ok()) {
+      reactor->Finish(ToGrpcStatus(result.status()));
+      return;
+    }
+    v1::LoadedModel* loaded = response->mutable_loaded();
+    loaded->set_version(result->version);
+    loaded->set_device(result->device);
+    loaded->set_dtype(DTypeToProto(result->dtype));
+    response->set_load_us(result->load_us);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InferenceServiceImpl::UnloadModel(grpc::CallbackServerContext* ctx,
+                                                            const v1::UnloadModelRequest* request,
+                                                            v1::UnloadModelResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
+  if (!precision.ok()) {
+    reactor->Finish(ToGrpcStatus(precision.status()));
+    return reactor;
+  }
+  absl::StatusOr<size_t> n =
+      scheduler_.UnloadModel({request->model(), request->version(), request->device(), *precision});
+  if (!n.ok()) {
+    reactor->Finish(ToGrpcStatus(n.status()));
+    return reactor;
+  }
+  response->set_unloaded(static_cast<uint32_t>(*n));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace infergate

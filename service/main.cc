@@ -1,0 +1,108 @@
+// infergate server entry point: discovers devices, scans the model
+// repository, serves gRPC until SIGTERM/SIGINT, then drains.
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "devices/device_registry.h"
+#include "devices/logging.h"
+#include "scheduler/model_repository.h"
+#include "scheduler/scheduler.h"
+#include "service/inference_service.h"
+#include "service/server_options.h"
+
+namespace infergate {
+namespace {
+
+LogLevel ParseLevel(const std::string& s) {
+  if (s == "debug") return LogLevel::kDebug;
+  if (s == "warning") return LogLevel::kWarning;
+  if (s == "error") return LogLevel::kError;
+  return LogLevel::kInfo;
+}
+
+int Run(int argc, char** argv) {
+  std::string help;
+  absl::StatusOr<ServerOptions> parsed = ParseServerOptions(argc, argv, &help);
+  if (!parsed.ok()) {
+    std::cerr << "infergate: " << parsed.status().message() << "\n";
+    return 2;
+  }
+  if (!help.empty()) {
+    std::cout << help;
+    return 0;
+  }
+  const ServerOptions& opts = *parsed;
+  SetMinLogLevel(ParseLevel(opts.log_level));
+
+  // Signals are taken by a dedicated thread with sigwait, so block them in
+  // every thread the process starts from here on.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  DeviceRegistry devices = DeviceRegistry::Discover();
+  ModelRepository repository(opts.model_repository);
+  SchedulerOptions sched_opts;
+  sched_opts.cpu_workers = static_cast<int>(opts.cpu_workers);
+  sched_opts.intra_op_threads = static_cast<int>(opts.intra_op_threads);
+  sched_opts.queue_capacity = static_cast<size_t>(opts.queue_capacity);
+  Scheduler scheduler(repository, devices, sched_opts);
+  CodecLimits limits{static_cast<int>(opts.max_tensor_rank), opts.max_tensor_elements};
+  InferenceServiceImpl service(scheduler, repository, devices, limits);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(opts.address, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(opts.max_receive_bytes));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    LOG_ERROR << "cannot listen on " << opts.address;
+    return 1;
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  const std::string kService = "infergate.v1.InferenceService";
+  health->SetServingStatus(false);
+
+  std::string host = opts.address.substr(0, opts.address.rfind(':'));
+  LOG_INFO << "infergate listening on " << host << ":" << port << ", model repository " << opts.model_repository;
+  // Tests and scripts read the bound port from this line.
+  std::printf("infergate listening on %s:%d\n", host.c_str(), port);
+  std::fflush(stdout);
+
+  if (absl::Status s = repository.Scan(); !s.ok()) {
+    LOG_ERROR << s.message();
+    server->Shutdown();
+    return 1;
+  }
+  LOG_INFO << "model repository scanned: " << repository.List().size() << " model(s)";
+  scheduler.Warmup();
+  health->SetServingStatus(true);
+  health->SetServingStatus(kService, true);
+  LOG_INFO << "serving";
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  LOG_INFO << "signal " << sig << ": draining (grace " << opts.shutdown_grace_ms << " ms)";
+  health->SetServingStatus(false);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(opts.shutdown_grace_ms));
+  scheduler.Shutdown();
+  LOG_INFO << "stopped";
+  return 0;
+}
+
+}  // namespace
+}  // namespace infergate
+
+int main(int argc, char** argv) { return infergate::Run(argc, argv); }

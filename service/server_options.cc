@@ -1,0 +1,54 @@
+#include "service/server_options.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "service/flags.h"
+
+namespace infergate {
+
+absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* argv, std::string* help_text) {
+  ServerOptions o;
+  FlagSet flags(
+      "infergate: gRPC inference server for TorchScript models.\n"
+      "Usage: infergate [--address HOST:PORT] [--model-repository DIR] [flags]");
+  flags.String("address", &o.address, "HOST:PORT to serve gRPC on; port 0 picks a free one.");
+  flags.String("model-repository", &o.model_repository,
+               "Folder of <model>/config.pbtxt and <model>/<version>/model.pt.");
+  flags.Int("max-receive-bytes", &o.max_receive_bytes,
+            "Largest request message accepted; larger ones get RESOURCE_EXHAUSTED.");
+  flags.Int("cpu-workers", &o.cpu_workers, "Threads running models on the CPU; 0 picks min(cores, 4).");
+  flags.Int("intra-op-threads", &o.intra_op_threads, "LibTorch intra-op threads; 0 picks cores / cpu-workers.");
+  flags.Int("queue-capacity", &o.queue_capacity,
+            "Requests that may wait per device; more get RESOURCE_EXHAUSTED.");
+  flags.Int("max-tensor-rank", &o.max_tensor_rank, "Largest rank accepted for an input tensor.");
+  flags.Int("max-tensor-elements", &o.max_tensor_elements, "Largest element count accepted for an input tensor.");
+  flags.Int("shutdown-grace-ms", &o.shutdown_grace_ms,
+            "On SIGTERM/SIGINT, how long in-flight requests may take before they are cancelled.");
+  flags.String("log-level", &o.log_level, "debug, info, warning or error.");
+  bool help = false;
+  absl::StatusOr<std::vector<std::string>> rest = flags.Parse(argc, argv, &help);
+  if (!rest.ok()) return rest.status();
+  if (help) {
+    *help_text = flags.Help();
+    return ServerOptions{};
+  }
+  if (!rest->empty()) return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", rest->front(), "'"));
+  if (o.max_receive_bytes < 1024 || o.max_receive_bytes > (int64_t{2} << 30) - 1) {
+    return absl::InvalidArgumentError("--max-receive-bytes: must be between 1024 and 2147483647");
+  }
+  if (o.queue_capacity < 1) return absl::InvalidArgumentError("--queue-capacity: must be at least 1");
+  if (o.cpu_workers < 0 || o.cpu_workers > 256) return absl::InvalidArgumentError("--cpu-workers: must be 0..256");
+  if (o.intra_op_threads < 0 || o.intra_op_threads > 1024) {
+    return absl::InvalidArgumentError("--intra-op-threads: must be 0..1024");
+  }
+  if (o.max_tensor_rank < 1 || o.max_tensor_rank > 64) {
+    return absl::InvalidArgumentError("--max-tensor-rank: must be 1..64");
+  }
+  if (o.max_tensor_elements < 1) return absl::InvalidArgumentError("--max-tensor-elements: must be positive");
+  if (o.log_level != "debug" && o.log_level != "info" && o.log_level != "warning" && o.log_level != "error") {
+    return absl::InvalidArgumentError("--log-level: must be debug, info, warning or error");
+  }
+  return o;
+}
+
+}  // namespace infergate

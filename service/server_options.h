@@ -1,0 +1,27 @@
+#pragma once
+// Everything the server can be told on its command line.
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace infergate {
+
+struct ServerOptions {
+  std::string address = "0.0.0.0:50051";
+  std::string model_repository = "./models";
+  int64_t max_receive_bytes = 64 << 20;
+  int64_t cpu_workers = 0;
+  int64_t intra_op_threads = 0;
+  int64_t queue_capacity = 1024;
+  int64_t max_tensor_rank = 8;
+  int64_t max_tensor_elements = int64_t{1} << 28;
+  int64_t shutdown_grace_ms = 10000;
+  std::string log_level = "info";
+};
+
+// Parses argv. `*help_text` is set (and options left default) for --help.
+absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* argv, std::string* help_text);
+
+}  // namespace infergate

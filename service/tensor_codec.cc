@@ -1,0 +1,107 @@
+#include "service/tensor_codec.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "devices/torch_dtype.h"
+#include "scheduler/model_config.h"
+
+namespace infergate {
+namespace {
+
+// Reverses each element's bytes; used only on big-endian hosts.
+void SwapBytes(char* data, size_t count, size_t width) {
+  for (size_t i = 0; i < count; ++i) {
+    char* e = data + i * width;
+    for (size_t a = 0, b = width - 1; a < b; ++a, --b) std::swap(e[a], e[b]);
+  }
+}
+
+constexpr bool kLittleEndian = std::endian::native == std::endian::little;
+
+}  // namespace
+
+absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, std::string_view field, const CodecLimits& limits) {
+  std::optional<DType> dtype = DTypeFromProto(wire.dtype());
+  if (!dtype) {
+    std::string what = wire.dtype() == 0 ? "is unset" : absl::StrCat("is unknown (", wire.dtype(), ")");
+    return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: ", what,
+                                                   "; expected one of FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT64, "
+                                                   "INT32, INT8, UINT8, BOOL"));
+  }
+  if (wire.shape_size() > limits.max_rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".shape: rank ", wire.shape_size(), " exceeds the limit of ", limits.max_rank));
+  }
+  int64_t elements = 1;
+  std::vector<int64_t> shape(wire.shape().begin(), wire.shape().end());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".shape[", d, "]: ", shape[d], " is negative"));
+    }
+    if (shape[d] > 0 && elements > limits.max_elements / shape[d]) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".shape: [", absl::StrJoin(shape, ","),
+                                                     "] has more than ", limits.max_elements, " elements"));
+    }
+    elements *= shape[d];
+  }
+  size_t width = ElementSize(*dtype);
+  const std::string& bytes = wire.data();
+  uint64_t expected = static_cast<uint64_t>(elements) * width;
+  if (bytes.size() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".data: holds ", bytes.size(), " bytes but shape [",
+                                                   absl::StrJoin(shape, ","), "] of ", DTypeName(*dtype),
+                                                   " needs ", expected));
+  }
+  if (*dtype == DType::kBool) {
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      if (static_cast<unsigned char>(bytes[i]) > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".data: BOOL element ", i, " is ", static_cast<int>(static_cast<unsigned char>(bytes[i])),
+                         "; booleans are one byte, 0 or 1"));
+      }
+    }
+  }
+  auto options = at::TensorOptions().dtype(ToScalarType(*dtype)).device(at::kCPU);
+  bool aligned = reinterpret_cast<uintptr_t>(bytes.data()) % width == 0;
+  if (kLittleEndian && aligned && !bytes.empty()) {
+    return at::from_blob(const_cast<char*>(bytes.data()), shape, options);
+  }
+  at::Tensor owned = at::empty(shape, options);
+  if (!bytes.empty()) {
+    std::memcpy(owned.data_ptr(), bytes.data(), bytes.size());
+    if (!kLittleEndian) SwapBytes(static_cast<char*>(owned.data_ptr()), elements, width);
+  }
+  return owned;
+}
+
+absl::Status EncodeTensor(const at::Tensor& tensor, std::string_view name, v1::Tensor* wire) {
+  std::optional<DType> dtype = FromScalarType(tensor.scalar_type());
+  if (!dtype) {
+    return absl::InternalError(absl::StrCat("output '", name, "' has dtype ", c10::toString(tensor.scalar_type()),
+                                            " which the wire API cannot carry"));
+  }
+  at::Tensor cpu = tensor.device().is_cpu() ? tensor.contiguous() : tensor.to(at::kCPU).contiguous();
+  wire->set_name(std::string(name));
+  wire->set_dtype(DTypeToProto(*dtype));
+  wire->mutable_shape()->Reserve(static_cast<int>(cpu.dim()));
+  for (int64_t d : cpu.sizes()) wire->add_shape(d);
+  size_t nbytes = cpu.numel() * cpu.element_size();
+  std::string* data = wire->mutable_data();
+  data->resize(nbytes);
+  if (nbytes > 0) {
+    std::memcpy(data->data(), cpu.data_ptr(), nbytes);
+    if (!kLittleEndian) SwapBytes(data->data(), cpu.numel(), cpu.element_size());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace infergate

@@ -1,0 +1,28 @@
+#pragma once
+// Wire tensors (raw little-endian bytes + dtype + shape) <-> LibTorch tensors.
+
+#include <cstdint>
+#include <string_view>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+#include "infergate/v1/tensor.pb.h"
+
+namespace infergate {
+
+struct CodecLimits {
+  int max_rank = 8;
+  int64_t max_elements = int64_t{1} << 31;
+};
+
+// A CPU tensor over `wire`'s bytes. On a little-endian host with suitably
+// aligned bytes it aliases them (no copy), so `wire` must outlive it.
+// Errors are INVALID_ARGUMENT naming `field` ("inputs[2].shape[1]").
+absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, std::string_view field,
+                                        const CodecLimits& limits = {});
+
+// Writes `tensor` (any device; any dtype the wire carries) into `wire`.
+absl::Status EncodeTensor(const at::Tensor& tensor, std::string_view name, v1::Tensor* wire);
+
+}  // namespace infergate
