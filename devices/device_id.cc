@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "devices/device_id.h"
 
 #include <charconv>
@@ -9,7 +10,7 @@
 
 namespace infergate {
 
-std::string_view DeviceKindName(DeviceKind kind) {
+absl::string_view DeviceKindName(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::kCpu: return "cpu";
     case DeviceKind::kCuda: return "cuda";
@@ -29,7 +30,7 @@ std::string DeviceRequest::ToString() const {
   return std::string(DeviceKindName(kind));
 }
 
-absl::StatusOr<DeviceRequest> ParseDeviceRequest(std::string_view text, std::string_view field) {
+absl::StatusOr<DeviceRequest> ParseDeviceRequest(absl::string_view text, absl::string_view field) {
   std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   DeviceRequest req;
   if (lower.empty() || lower == "auto") return req;
@@ -47,7 +48,7 @@ absl::StatusOr<DeviceRequest> ParseDeviceRequest(std::string_view text, std::str
     req.any_index = true;
     return req;
   }
-  std::string_view rest = lower;
+  absl::string_view rest = lower;
   if (absl::ConsumePrefix(&rest, "cuda:") && !rest.empty() && rest.size() <= 4) {
     int index = -1;
     auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), index);

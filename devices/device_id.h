@@ -3,7 +3,7 @@
 // request string.
 
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -11,7 +11,7 @@ namespace infergate {
 
 enum class DeviceKind { kCpu, kCuda, kMps };
 
-std::string_view DeviceKindName(DeviceKind kind);  // "cpu", "cuda", "mps"
+absl::string_view DeviceKindName(DeviceKind kind);  // "cpu", "cuda", "mps"
 
 // A concrete device: kind plus index (always 0 for cpu and mps).
 struct DeviceId {
@@ -36,6 +36,6 @@ struct DeviceRequest {
 // Accepts "", "auto", "cpu", "cuda", "cuda:N", "mps" (case-insensitive,
 // surrounding blanks ignored). Anything else is INVALID_ARGUMENT naming
 // `field` and the offending string.
-absl::StatusOr<DeviceRequest> ParseDeviceRequest(std::string_view text, std::string_view field = "device");
+absl::StatusOr<DeviceRequest> ParseDeviceRequest(absl::string_view text, absl::string_view field = "device");
 
 }  // namespace infergate

@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "devices/dtype.h"
 
 namespace infergate {
@@ -22,7 +23,7 @@ bool IsFloatingPoint(DType dtype) {
          dtype == DType::kFloat64;
 }
 
-std::string_view DTypeName(DType dtype) {
+absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
     case DType::kFloat32: return "FLOAT32";
     case DType::kFloat16: return "FLOAT16";
@@ -37,7 +38,7 @@ std::string_view DTypeName(DType dtype) {
   return "UNKNOWN";
 }
 
-std::optional<DType> DTypeFromName(std::string_view name) {
+std::optional<DType> DTypeFromName(absl::string_view name) {
   for (DType d : kAllDTypes) {
     if (DTypeName(d) == name) return d;
   }

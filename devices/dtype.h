@@ -3,7 +3,7 @@
 
 #include <cstddef>
 #include <optional>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 namespace infergate {
 
@@ -26,7 +26,7 @@ inline constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::
 size_t ElementSize(DType dtype);
 bool IsFloatingPoint(DType dtype);
 // Upper-case wire name, e.g. "FLOAT32".
-std::string_view DTypeName(DType dtype);
-std::optional<DType> DTypeFromName(std::string_view name);
+absl::string_view DTypeName(DType dtype);
+std::optional<DType> DTypeFromName(absl::string_view name);
 
 }  // namespace infergate

@@ -26,14 +26,19 @@ class LogLine {
   int line_;
   std::ostringstream stream_;
 };
+// Turns the streamed expression into void so it fits the ternary below.
+struct Voidify {
+  void operator&(std::ostream&) {}
+};
 }  // namespace internal
 
 }  // namespace infergate
 
-#define IG_LOG(level)                                                        \
-  if (::infergate::LogLevel::level < ::infergate::MinLogLevel()) {           \
-  } else                                                                     \
-    ::infergate::internal::LogLine(::infergate::LogLevel::level, __FILE__, __LINE__).stream()
+#define IG_LOG(level)                                                   \
+  (::infergate::LogLevel::level < ::infergate::MinLogLevel())           \
+      ? (void)0                                                         \
+      : ::infergate::internal::Voidify() &                              \
+            ::infergate::internal::LogLine(::infergate::LogLevel::level, __FILE__, __LINE__).stream()
 
 #define LOG_INFO IG_LOG(kInfo)
 #define LOG_WARNING IG_LOG(kWarning)

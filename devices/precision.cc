@@ -1,8 +1,9 @@
+#include "absl/strings/string_view.h"
 #include "devices/precision.h"
 
 namespace infergate {
 
-std::string_view PrecisionName(Precision p) {
+absl::string_view PrecisionName(Precision p) {
   switch (p) {
     case Precision::kAuto: return "AUTO";
     case Precision::kFp32: return "FP32";
@@ -30,8 +31,10 @@ Precision DefaultPrecision(const PrecisionTraits& device) {
   return Precision::kFp32;
 }
 
-DType ResolveComputeDType(const PrecisionTraits& device, Precision requested, Precision model_override) {
+DType ResolveComputeDType(const PrecisionTraits& device, Precision requested, Precision model_override,
+                          bool model_is_float64) {
   Precision p = requested != Precision::kAuto ? requested : model_override;
+  if (p == Precision::kAuto && model_is_float64 && device.kind == DeviceKind::kCpu) return DType::kFloat64;
   if (p == Precision::kAuto) p = DefaultPrecision(device);
   switch (p) {
     case Precision::kFp32: return DType::kFloat32;

@@ -2,7 +2,7 @@
 // Per-device compute precision policy: which dtype a model runs in, given the
 // device, what the client asked for and the model config's override.
 
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "devices/device_id.h"
 #include "devices/dtype.h"
@@ -11,7 +11,7 @@ namespace infergate {
 
 enum class Precision { kAuto, kFp32, kFp16, kBf16 };
 
-std::string_view PrecisionName(Precision p);
+absl::string_view PrecisionName(Precision p);
 
 // Facts about a device that the policy depends on.
 struct PrecisionTraits {
@@ -26,7 +26,11 @@ struct PrecisionTraits {
 // precision, `model_override` the model config's; the client wins over the
 // model, and both are held to what the device can do (bf16 on CUDA needs
 // capability >= 8.0, on MPS macOS 14+; otherwise fp16 is used instead).
-DType ResolveComputeDType(const PrecisionTraits& device, Precision requested, Precision model_override);
+// A model that declares float64 inputs keeps float64 when nobody asks for a
+// precision and the device has float64 (everything but MPS): AUTO never
+// silently drops a double-precision model to a narrower type on the CPU.
+DType ResolveComputeDType(const PrecisionTraits& device, Precision requested, Precision model_override,
+                          bool model_is_float64 = false);
 
 // Precision used when neither client nor model asks for one.
 Precision DefaultPrecision(const PrecisionTraits& device);

@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "devices/system_info.h"
 
 #include <sched.h>
@@ -23,12 +24,12 @@ std::string ReadFile(const char* path) {
 
 std::string CpuModelName() {
   std::string text = ReadFile("/proc/cpuinfo");
-  for (std::string_view line : absl::StrSplit(text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
     // x86 says "model name", some ARM kernels "Model" or "Hardware".
     if (absl::StartsWith(line, "model name") || absl::StartsWith(line, "Model") ||
         absl::StartsWith(line, "Hardware")) {
       auto colon = line.find(':');
-      if (colon != std::string_view::npos) {
+      if (colon != absl::string_view::npos) {
         std::string name(absl::StripAsciiWhitespace(line.substr(colon + 1)));
         if (!name.empty()) return name;
       }
@@ -50,8 +51,8 @@ unsigned LogicalCores() {
 HostMemory ParseMeminfo(const std::string& text) {
   uint64_t total_kb = 0, avail_kb = 0, free_kb = 0;
   bool have_avail = false;
-  for (std::string_view line : absl::StrSplit(text, '\n')) {
-    std::vector<std::string_view> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::vector<absl::string_view> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
     if (parts.size() < 2) continue;
     uint64_t value = 0;
     if (!absl::SimpleAtoi(parts[1], &value)) continue;

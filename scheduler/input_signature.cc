@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "scheduler/input_signature.h"
 
 #include "absl/status/status.h"
@@ -22,7 +23,7 @@ std::string ShapeText(const InputSignature& sig, const InputSpec& spec) {
 }
 
 absl::Status CheckOne(const InputSignature& sig, const InputSpec& spec, const TensorMeta& t, size_t index,
-                      std::string_view model) {
+                      absl::string_view model) {
   std::string field = absl::StrCat("inputs[", index, "]");
   if (spec.dtype && *spec.dtype != t.dtype) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: model '", model, "' input '", spec.name,
@@ -62,7 +63,7 @@ absl::Status CheckOne(const InputSignature& sig, const InputSpec& spec, const Te
 }  // namespace
 
 absl::StatusOr<std::vector<size_t>> MatchInputs(const InputSignature& sig, std::span<const TensorMeta> tensors,
-                                                std::string_view model) {
+                                                absl::string_view model) {
   if (tensors.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("inputs: request has no inputs; model '", model, "' expects ",
                                                    sig.inputs.size(), " ", ExpectedNames(sig)));

@@ -6,7 +6,7 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,7 +27,7 @@ struct InputSignature {
 
 // The parts of a request tensor that matching looks at.
 struct TensorMeta {
-  std::string_view name;
+  absl::string_view name;
   DType dtype;
   std::span<const int64_t> shape;
 };
@@ -38,7 +38,7 @@ struct TensorMeta {
 // and the model.
 absl::StatusOr<std::vector<size_t>> MatchInputs(const InputSignature& signature,
                                                 std::span<const TensorMeta> tensors,
-                                                std::string_view model);
+                                                absl::string_view model);
 
 // Rows in the request (leading dim) for a batchable model, else 1.
 int64_t BatchRows(const InputSignature& signature, std::span<const TensorMeta> tensors);

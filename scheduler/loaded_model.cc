@@ -19,11 +19,16 @@ c10::Device TorchDevice(const DeviceId& id) {
   return c10::Device(c10::DeviceType::CPU);
 }
 
-std::string FirstLine(const std::string& s) {
-  // LibTorch messages carry a C++ stack trace after the first lines.
-  size_t cut = s.find("\nException raised from");
-  std::string out = s.substr(0, cut);
+// LibTorch messages carry a C++ stack trace, and interpreter errors a
+// TorchScript traceback ending in the model's own "Kind: message" line; the
+// client gets just the message.
+std::string Concise(const std::string& s) {
+  std::string out = s.substr(0, s.find("\nException raised from"));
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  if (out.find("The following operation failed in the TorchScript interpreter") != std::string::npos) {
+    size_t nl = out.rfind('\n');
+    if (nl != std::string::npos) out = out.substr(nl + 1);
+  }
   return out;
 }
 
@@ -54,7 +59,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
     impl->module = torch::jit::load(path, c10::Device(c10::DeviceType::CPU));
   } catch (const std::exception& e) {
     return absl::InternalError(
-        absl::StrCat("model '", config.name(), "': cannot load ", path, ": ", FirstLine(e.what())));
+        absl::StrCat("model '", config.name(), "': cannot load ", path, ": ", Concise(e.what())));
   }
 
   InputSignature sig;
@@ -119,7 +124,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
     }
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("model '", config.name(), "': preparing ", path,
-                                            " failed: ", FirstLine(e.what())));
+                                            " failed: ", Concise(e.what())));
   }
   return std::shared_ptr<LoadedModel>(new LoadedModel(std::move(impl), std::move(sig), compute_dtype, bytes));
 }
@@ -207,7 +212,7 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
       outputs.push_back({std::move(name), tensor.to(at::kCPU, out_type).contiguous()});
     }
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("model '", m.name, "' failed: ", FirstLine(e.what())));
+    return absl::InternalError(absl::StrCat("model '", m.name, "' failed: ", Concise(e.what())));
   }
   return outputs;
 }

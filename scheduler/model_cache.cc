@@ -12,7 +12,7 @@ std::string ModelKey::ToString() const {
 
 absl::StatusOr<std::shared_ptr<LoadedModel>> ModelCache::GetOrLoad(const ModelKey& key, const Loader& loader,
                                                                    bool* loaded) {
-  if (loaded) *loaded = false;
+  bool owner = false;
   std::shared_ptr<Slot> slot;
   std::promise<Result> promise;
   {
@@ -24,10 +24,11 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> ModelCache::GetOrLoad(const ModelKe
       slot = std::make_shared<Slot>();
       slot->result = promise.get_future().share();
       slots_.emplace(key, slot);
-      if (loaded) *loaded = true;
+      owner = true;
     }
   }
-  if (loaded && *loaded) {
+  if (loaded) *loaded = owner;
+  if (owner) {
     Result result = loader();
     {
       std::lock_guard<std::mutex> lock(mu_);

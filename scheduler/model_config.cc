@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "scheduler/model_config.h"
 
 #include <set>
@@ -23,7 +24,7 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
   std::string first_;
 };
 
-absl::Status CheckSpecs(const google::protobuf::RepeatedPtrField<v1::TensorSpec>& specs, std::string_view kind) {
+absl::Status CheckSpecs(const google::protobuf::RepeatedPtrField<v1::TensorSpec>& specs, absl::string_view kind) {
   std::set<std::string> seen;
   for (int i = 0; i < specs.size(); ++i) {
     const v1::TensorSpec& s = specs[i];
@@ -81,7 +82,7 @@ v1::DataType DTypeToProto(DType dtype) {
   return v1::DATA_TYPE_UNSPECIFIED;
 }
 
-absl::StatusOr<v1::ModelConfig> ParseModelConfig(std::string_view text, std::string_view folder_name) {
+absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name) {
   v1::ModelConfig config;
   google::protobuf::TextFormat::Parser parser;
   ErrorCollector errors;

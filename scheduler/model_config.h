@@ -3,7 +3,7 @@
 
 #include <optional>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "devices/dtype.h"
@@ -22,6 +22,6 @@ inline constexpr int kMaxTensorRank = 8;
 std::optional<DType> DTypeFromProto(int wire);
 v1::DataType DTypeToProto(DType dtype);
 
-absl::StatusOr<v1::ModelConfig> ParseModelConfig(std::string_view text, std::string_view folder_name);
+absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name);
 
 }  // namespace infergate

@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "scheduler/model_name.h"
 
 #include "absl/strings/str_cat.h"
@@ -5,7 +6,7 @@
 
 namespace infergate {
 
-absl::Status ValidateModelName(std::string_view name, std::string_view field) {
+absl::Status ValidateModelName(absl::string_view name, absl::string_view field) {
   if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": model name is empty"));
   std::string shown = absl::CHexEscape(name.substr(0, 64));
   if (name.size() > kMaxModelNameLength) {

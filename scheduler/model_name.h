@@ -1,7 +1,7 @@
 #pragma once
 // Model names are folder names inside the repository; this keeps them there.
 
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 
@@ -12,6 +12,6 @@ inline constexpr size_t kMaxModelNameLength = 128;
 // OK for 1..128 characters of [A-Za-z0-9_.-] that do not start with '.'
 // (so no "..", no hidden folders, no separators, no absolute paths).
 // Otherwise INVALID_ARGUMENT naming `field`.
-absl::Status ValidateModelName(std::string_view name, std::string_view field = "model");
+absl::Status ValidateModelName(absl::string_view name, absl::string_view field = "model");
 
 }  // namespace infergate

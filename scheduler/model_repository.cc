@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "scheduler/model_repository.h"
 
 #include <algorithm>
@@ -17,7 +18,7 @@ namespace infergate {
 
 namespace fs = std::filesystem;
 
-absl::StatusOr<int64_t> ParseVersion(std::string_view text, std::string_view field) {
+absl::StatusOr<int64_t> ParseVersion(absl::string_view text, absl::string_view field) {
   if (text.empty() || text.size() > 18 ||
       !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": '", absl::CHexEscape(text.substr(0, 32)),
@@ -111,7 +112,7 @@ std::vector<ModelEntry> ModelRepository::List() const {
   return out;
 }
 
-absl::StatusOr<std::shared_ptr<const ModelEntry>> ModelRepository::Find(std::string_view name) {
+absl::StatusOr<std::shared_ptr<const ModelEntry>> ModelRepository::Find(absl::string_view name) {
   if (absl::Status s = ValidateModelName(name); !s.ok()) return s;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -130,8 +131,8 @@ absl::StatusOr<std::shared_ptr<const ModelEntry>> ModelRepository::Find(std::str
   return entry;
 }
 
-absl::StatusOr<int64_t> ModelRepository::ResolveVersion(const ModelEntry& model, std::string_view version,
-                                                        std::string_view field) {
+absl::StatusOr<int64_t> ModelRepository::ResolveVersion(const ModelEntry& model, absl::string_view version,
+                                                        absl::string_view field) {
   if (version.empty()) {
     if (model.versions.empty()) {
       return absl::NotFoundError(absl::StrCat("model '", model.name, "' has no versions"));

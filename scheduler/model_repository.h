@@ -7,7 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,10 +38,10 @@ class ModelRepository {
   // A known model, or one added to disk since the last scan. Errors:
   // INVALID_ARGUMENT for a bad name, NOT_FOUND, FAILED_PRECONDITION for a
   // model whose config is broken.
-  absl::StatusOr<std::shared_ptr<const ModelEntry>> Find(std::string_view name);
+  absl::StatusOr<std::shared_ptr<const ModelEntry>> Find(absl::string_view name);
 
   // "" is the highest version; otherwise an integer that must exist.
-  absl::StatusOr<int64_t> ResolveVersion(const ModelEntry& model, std::string_view version, std::string_view field = "version");
+  absl::StatusOr<int64_t> ResolveVersion(const ModelEntry& model, absl::string_view version, absl::string_view field = "version");
 
   std::string ModelFile(const ModelEntry& model, int64_t version) const;
   const std::string& root() const { return root_; }
@@ -55,6 +55,6 @@ class ModelRepository {
 };
 
 // Parses a version string: digits only, at most 18 of them.
-absl::StatusOr<int64_t> ParseVersion(std::string_view text, std::string_view field);
+absl::StatusOr<int64_t> ParseVersion(absl::string_view text, absl::string_view field);
 
 }  // namespace infergate

@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "scheduler/scheduler.h"
 
 #include <ATen/Parallel.h>
@@ -74,8 +75,8 @@ DeviceLoad Scheduler::Load(const DeviceId& device) const {
   return {it->second->queue_depth(), it->second->in_flight()};
 }
 
-absl::StatusOr<Scheduler::Route> Scheduler::Plan(std::string_view model, std::string_view version,
-                                                 std::string_view device, Precision precision,
+absl::StatusOr<Scheduler::Route> Scheduler::Plan(absl::string_view model, absl::string_view version,
+                                                 absl::string_view device, Precision precision,
                                                  bool allow_fallback) {
   Route route;
   absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(model);
@@ -118,7 +119,9 @@ absl::StatusOr<Scheduler::Route> Scheduler::Plan(std::string_view model, std::st
   }
   std::optional<DeviceInfo> info = devices_.Find(route.resolution.device);
   PrecisionTraits traits = info ? info->precision : PrecisionTraits{};
-  route.dtype = ResolveComputeDType(traits, precision, FromConfigPrecision(config.precision()));
+  bool float64_model = false;
+  for (const InputSpec& in : route.model->declared.inputs) float64_model |= in.dtype == DType::kFloat64;
+  route.dtype = ResolveComputeDType(traits, precision, FromConfigPrecision(config.precision()), float64_model);
   return route;
 }
 

@@ -2,6 +2,7 @@
 // Routes requests to devices, queues them on each device's executor, loads
 // models through the per-device cache and runs them off the gRPC threads.
 
+#include "absl/strings/string_view.h"
 #include <map>
 #include <memory>
 #include <string>
@@ -58,7 +59,7 @@ class Scheduler {
     DeviceResolution resolution;
     DType dtype = DType::kFloat32;
   };
-  absl::StatusOr<Route> Plan(std::string_view model, std::string_view version, std::string_view device,
+  absl::StatusOr<Route> Plan(absl::string_view model, absl::string_view version, absl::string_view device,
                              Precision precision, bool allow_fallback);
   absl::StatusOr<std::shared_ptr<LoadedModel>> GetModel(const Route& route, bool* loaded);
   void RunInference(const Route& route, InferenceRequest& request, Clock::time_point enqueued,

@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "service/inference_service.h"
 
 #include "absl/status/status.h"
@@ -8,7 +9,7 @@
 namespace infergate {
 namespace {
 
-absl::StatusOr<Precision> PrecisionFromWire(int p, std::string_view field) {
+absl::StatusOr<Precision> PrecisionFromWire(int p, absl::string_view field) {
   switch (p) {
     case v1::AUTO: return Precision::kAuto;
     case v1::FP32: return Precision::kFp32;

@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "service/tensor_codec.h"
 
 #include <ATen/ops/empty.h>
@@ -29,7 +30,7 @@ constexpr bool kLittleEndian = std::endian::native == std::endian::little;
 
 }  // namespace
 
-absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, std::string_view field, const CodecLimits& limits) {
+absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, absl::string_view field, const CodecLimits& limits) {
   std::optional<DType> dtype = DTypeFromProto(wire.dtype());
   if (!dtype) {
     std::string what = wire.dtype() == 0 ? "is unset" : absl::StrCat("is unknown (", wire.dtype(), ")");
@@ -83,7 +84,7 @@ absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, std::string_view
   return owned;
 }
 
-absl::Status EncodeTensor(const at::Tensor& tensor, std::string_view name, v1::Tensor* wire) {
+absl::Status EncodeTensor(const at::Tensor& tensor, absl::string_view name, v1::Tensor* wire) {
   std::optional<DType> dtype = FromScalarType(tensor.scalar_type());
   if (!dtype) {
     return absl::InternalError(absl::StrCat("output '", name, "' has dtype ", c10::toString(tensor.scalar_type()),

@@ -2,7 +2,7 @@
 // Wire tensors (raw little-endian bytes + dtype + shape) <-> LibTorch tensors.
 
 #include <cstdint>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -19,10 +19,10 @@ struct CodecLimits {
 // A CPU tensor over `wire`'s bytes. On a little-endian host with suitably
 // aligned bytes it aliases them (no copy), so `wire` must outlive it.
 // Errors are INVALID_ARGUMENT naming `field` ("inputs[2].shape[1]").
-absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, std::string_view field,
+absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, absl::string_view field,
                                         const CodecLimits& limits = {});
 
 // Writes `tensor` (any device; any dtype the wire carries) into `wire`.
-absl::Status EncodeTensor(const at::Tensor& tensor, std::string_view name, v1::Tensor* wire);
+absl::Status EncodeTensor(const at::Tensor& tensor, absl::string_view name, v1::Tensor* wire);
 
 }  // namespace infergate

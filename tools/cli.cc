@@ -5,6 +5,7 @@
 //   infergate-cli [--address A] infer --model NAME [--version V] [--device D]
 //       [--precision P] [--input NAME=SHAPE:random|FILE]... [--repeat N]
 
+#include "absl/strings/string_view.h"
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -113,10 +114,10 @@ void FillRandom(v1::Tensor* t, size_t count, std::mt19937& rng) {
   }
 }
 
-bool ParseShape(std::string_view text, std::vector<int64_t>* shape) {
+bool ParseShape(absl::string_view text, std::vector<int64_t>* shape) {
   shape->clear();
   if (text.empty() || text == "scalar") return true;
-  for (std::string_view d : absl::StrSplit(text, absl::ByAnyChar("x,"))) {
+  for (absl::string_view d : absl::StrSplit(text, absl::ByAnyChar("x,"))) {
     int64_t v;
     if (!absl::SimpleAtoi(d, &v) || v < 0) return false;
     shape->push_back(v);

@@ -1,0 +1,183 @@
+#include "tests/integration/server_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace infergate::testing {
+namespace {
+
+std::string TempDir(const std::string& prefix) {
+  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
+  char* made = mkdtemp(pattern.data());
+  return made ? std::string(made) : std::string();
+}
+
+std::vector<char*> Argv(std::vector<std::string>& args) {
+  std::vector<char*> out;
+  for (std::string& a : args) out.push_back(a.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+bool WaitServing(const std::string& address, std::chrono::steady_clock::time_point deadline) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  while (std::chrono::steady_clock::now() < deadline) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    grpc::health::v1::HealthCheckRequest req;
+    grpc::health::v1::HealthCheckResponse resp;
+    if (stub->Check(&ctx, req, &resp).ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& args,
+                                                    std::chrono::seconds timeout) {
+  auto server = std::unique_ptr<ServerProcess>(new ServerProcess());
+  std::string dir = TempDir("ig_server_");
+  server->log_path_ = dir + "/stderr.log";
+  int out_pipe[2];
+  if (pipe(out_pipe) != 0) {
+    ADD_FAILURE() << "pipe failed";
+    return nullptr;
+  }
+  std::vector<std::string> full = {INFERGATE_BIN, "--address=127.0.0.1:0"};
+  full.insert(full.end(), args.begin(), args.end());
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_pipe[1], STDOUT_FILENO);
+    int err = open(server->log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (err >= 0) dup2(err, STDERR_FILENO);
+    close(out_pipe[0]);
+    std::vector<char*> argv = Argv(full);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  server->pid_ = pid;
+  server->stdout_fd_ = out_pipe[0];
+
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string seen;
+  const std::string marker = "infergate listening on ";
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd pfd{server->stdout_fd_, POLLIN, 0};
+    if (poll(&pfd, 1, 100) > 0) {
+      char buf[512];
+      ssize_t n = read(server->stdout_fd_, buf, sizeof(buf));
+      if (n <= 0) break;
+      seen.append(buf, static_cast<size_t>(n));
+      size_t at = seen.find(marker);
+      size_t nl = at == std::string::npos ? std::string::npos : seen.find('\n', at);
+      if (nl != std::string::npos) {
+        server->address_ = seen.substr(at + marker.size(), nl - at - marker.size());
+        break;
+      }
+    }
+    if (!server->Alive()) break;
+  }
+  if (server->address_.empty()) {
+    ADD_FAILURE() << "server did not report its address; log:\n" << server->Log();
+    return nullptr;
+  }
+  if (!WaitServing(server->address_, deadline)) {
+    ADD_FAILURE() << "server at " << server->address_ << " never became SERVING; log:\n" << server->Log();
+    return nullptr;
+  }
+  return server;
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0) Stop();
+  if (stdout_fd_ >= 0) close(stdout_fd_);
+}
+
+bool ServerProcess::Alive() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+int ServerProcess::Stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 600; ++i) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return -1;
+}
+
+std::string ServerProcess::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int RunCommand(const std::vector<std::string>& argv_in, std::string* output) {
+  std::vector<std::string> args = argv_in;
+  int out_pipe[2];
+  if (pipe(out_pipe) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_pipe[1], STDOUT_FILENO);
+    close(out_pipe[0]);
+    std::vector<char*> argv = Argv(args);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(out_pipe[0], buf, sizeof(buf))) > 0) output->append(buf, static_cast<size_t>(n));
+  close(out_pipe[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+const std::string& DemoRepository() {
+  static const std::string repo = [] {
+    std::string dir = TempDir("ig_models_");
+    std::string out;
+    int rc = RunCommand({MAKE_DEMO_MODELS_BIN, dir, "--with-test-models"}, &out);
+    if (rc != 0) ADD_FAILURE() << "make-demo-models failed with " << rc << ":\n" << out;
+    return dir;
+  }();
+  return repo;
+}
+
+}  // namespace infergate::testing

@@ -1,0 +1,44 @@
+#pragma once
+// Starts the real infergate binary on a loopback ephemeral port for a test,
+// and makes the demo model repository it serves.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace infergate::testing {
+
+class ServerProcess {
+ public:
+  // Runs INFERGATE_BIN with `args` plus --address=127.0.0.1:0, waits for its
+  // "listening" line and for health to report SERVING. Fails the test
+  // (returns nullptr) if that does not happen within `timeout`.
+  static std::unique_ptr<ServerProcess> Start(const std::vector<std::string>& args,
+                                              std::chrono::seconds timeout = std::chrono::seconds(120));
+  ~ServerProcess();
+
+  const std::string& address() const { return address_; }
+  pid_t pid() const { return pid_; }
+  bool Alive();
+  // SIGTERM and wait; returns the exit status (or -1).
+  int Stop();
+  std::string Log() const;  // the server's stderr so far
+
+ private:
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  std::string address_;
+  std::string log_path_;
+};
+
+// A fresh temporary repository written by make-demo-models
+// --with-test-models; made once per test process.
+const std::string& DemoRepository();
+
+// Runs a command, returns its exit status and fills `output` with stdout.
+int RunCommand(const std::vector<std::string>& argv, std::string* output);
+
+}  // namespace infergate::testing

@@ -1,0 +1,467 @@
+// Starts the real server on loopback and talks to it with real gRPC clients.
+
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+#include <torch/script.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "devices/torch_dtype.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "infergate/v1/inference.grpc.pb.h"
+#include "tests/integration/server_process.h"
+
+namespace infergate::testing {
+namespace {
+
+v1::Tensor ToWire(const at::Tensor& t, const std::string& name) {
+  at::Tensor c = t.contiguous();
+  v1::Tensor w;
+  w.set_name(name);
+  switch (c.scalar_type()) {
+    case at::kFloat: w.set_dtype(v1::FLOAT32); break;
+    case at::kDouble: w.set_dtype(v1::FLOAT64); break;
+    case at::kLong: w.set_dtype(v1::INT64); break;
+    case at::kInt: w.set_dtype(v1::INT32); break;
+    default: ADD_FAILURE() << "unexpected dtype in test";
+  }
+  for (int64_t d : c.sizes()) w.add_shape(d);
+  w.set_data(std::string(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size()));
+  return w;
+}
+
+at::Tensor FromWire(const v1::Tensor& w) {
+  at::ScalarType type = at::kFloat;
+  switch (w.dtype()) {
+    case v1::FLOAT32: type = at::kFloat; break;
+    case v1::FLOAT64: type = at::kDouble; break;
+    case v1::INT64: type = at::kLong; break;
+    default: ADD_FAILURE() << "unexpected wire dtype " << w.dtype();
+  }
+  std::vector<int64_t> shape(w.shape().begin(), w.shape().end());
+  at::Tensor t = at::empty(shape, at::TensorOptions().dtype(type));
+  EXPECT_EQ(static_cast<size_t>(t.numel() * t.element_size()), w.data().size());
+  std::memcpy(t.data_ptr(), w.data().data(), std::min<size_t>(w.data().size(), t.numel() * t.element_size()));
+  return t;
+}
+
+// The same model.pt run in this process: what the server must agree with.
+at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& inputs, int version = 1) {
+  torch::jit::Module m = torch::jit::load(DemoRepository() + "/" + model + "/" + std::to_string(version) + "/model.pt");
+  m.eval();
+  c10::InferenceMode guard;
+  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+  return m.forward(args).toTensor();
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = ServerProcess::Start({"--model-repository=" + DemoRepository()});
+    ASSERT_NE(server_, nullptr);
+    channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+    stub_ = v1::InferenceService::NewStub(channel_);
+  }
+  void TearDown() override {
+    if (server_) {
+      EXPECT_EQ(server_->Stop(), 0) << "server did not exit cleanly on SIGTERM";
+    }
+  }
+
+  grpc::Status Infer(const v1::InferRequest& req, v1::InferResponse* resp, int timeout_ms = 30000) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+    return stub_->Infer(&ctx, req, resp);
+  }
+
+  v1::InferRequest Request(const std::string& model, std::vector<std::pair<std::string, at::Tensor>> inputs) {
+    v1::InferRequest req;
+    req.set_model(model);
+    for (auto& [name, t] : inputs) *req.add_inputs() = ToWire(t, name);
+    return req;
+  }
+
+  // Runs `model` through the server and in-process; they must agree.
+  void ExpectAgreement(const std::string& model, std::vector<std::pair<std::string, at::Tensor>> inputs,
+                       v1::DataType out_dtype) {
+    v1::InferResponse resp;
+    grpc::Status s = Infer(Request(model, inputs), &resp);
+    ASSERT_TRUE(s.ok()) << model << ": " << s.error_message();
+    ASSERT_EQ(resp.outputs_size(), 1) << model;
+    EXPECT_EQ(resp.outputs(0).dtype(), out_dtype) << model;
+    std::vector<at::Tensor> raw;
+    for (auto& [name, t] : inputs) raw.push_back(t);
+    at::Tensor expected = Reference(model, raw);
+    at::Tensor got = FromWire(resp.outputs(0));
+    ASSERT_EQ(got.sizes(), expected.sizes()) << model;
+    EXPECT_TRUE(at::allclose(got, expected.to(got.scalar_type()), 1e-5, 1e-5)) << model;
+    EXPECT_EQ(resp.placement().device(), "cpu");
+    EXPECT_FALSE(resp.placement().fell_back());
+    EXPECT_GT(resp.timing().compute_us(), 0u);
+    EXPECT_GE(resp.timing().total_us(), resp.timing().compute_us());
+  }
+
+  std::unique_ptr<ServerProcess> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::InferenceService::Stub> stub_;
+};
+
+TEST_F(ServerTest, HealthIsServing) {
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  for (const char* service : {"", "infergate.v1.InferenceService"}) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    grpc::health::v1::HealthCheckResponse resp;
+    ASSERT_TRUE(health->Check(&ctx, req, &resp).ok()) << service;
+    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
+  }
+}
+
+TEST_F(ServerTest, ReflectionListsAndDescribesTheService) {
+  auto reflection = grpc::reflection::v1alpha::ServerReflection::NewStub(channel_);
+  grpc::ClientContext ctx;
+  auto stream = reflection->ServerReflectionInfo(&ctx);
+  grpc::reflection::v1alpha::ServerReflectionRequest req;
+  req.set_list_services("");
+  ASSERT_TRUE(stream->Write(req));
+  grpc::reflection::v1alpha::ServerReflectionResponse resp;
+  ASSERT_TRUE(stream->Read(&resp));
+  std::vector<std::string> names;
+  for (const auto& s : resp.list_services_response().service()) names.push_back(s.name());
+  EXPECT_NE(std::find(names.begin(), names.end(), "infergate.v1.InferenceService"), names.end());
+
+  req.set_file_containing_symbol("infergate.v1.InferenceService");
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_GE(resp.file_descriptor_response().file_descriptor_proto_size(), 1);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(ServerTest, ListDevicesReportsTheCpuWithRealFigures) {
+  grpc::ClientContext ctx;
+  v1::ListDevicesResponse resp;
+  ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &resp).ok());
+  const v1::DeviceInfo* cpu = nullptr;
+  for (const auto& d : resp.devices()) {
+    if (d.id() == "cpu") {
+      cpu = &d;
+    } else {
+      EXPECT_TRUE(d.kind() == v1::CUDA || d.kind() == v1::MPS) << d.id();
+    }
+    EXPECT_FALSE(d.simulated()) << "simulated devices appear only when asked for";
+  }
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(cpu->kind(), v1::CPU);
+  EXPECT_TRUE(cpu->available());
+  EXPECT_FALSE(cpu->name().empty());
+  EXPECT_EQ(cpu->logical_cores(), std::thread::hardware_concurrency());
+  EXPECT_GT(cpu->memory_total_bytes(), 0u);
+  EXPECT_GT(cpu->memory_used_bytes(), 0u);
+  EXPECT_LT(cpu->memory_used_bytes(), cpu->memory_total_bytes());
+  EXPECT_EQ(cpu->default_precision(), v1::FP32);
+  EXPECT_EQ(cpu->supported_dtypes_size(), 9);
+  // mlp and cnn ask for warm-up, so they are resident from the start.
+  std::vector<std::string> resident(cpu->resident_models().begin(), cpu->resident_models().end());
+  EXPECT_NE(std::find(resident.begin(), resident.end(), "mlp:1:FLOAT32"), resident.end());
+}
+
+TEST_F(ServerTest, EveryDemoModelAgreesWithInProcessForward) {
+  ExpectAgreement("mlp", {{"x", at::randn({1, 256})}}, v1::FLOAT32);
+  ExpectAgreement("mlp", {{"x", at::randn({5, 256})}}, v1::FLOAT32);
+  ExpectAgreement("cnn", {{"image", at::randn({2, 3, 64, 64})}}, v1::FLOAT32);
+  ExpectAgreement("poly64", {{"x", at::randn({3, 4}, at::TensorOptions().dtype(at::kDouble))}}, v1::FLOAT64);
+  ExpectAgreement("embed", {{"ids", at::randint(0, 100, {4, 8}, at::TensorOptions().dtype(at::kLong))}},
+                  v1::FLOAT32);
+}
+
+TEST_F(ServerTest, Float64ModelRunsInFloat64AndIntegerInputsAreNotCast) {
+  v1::InferResponse resp;
+  ASSERT_TRUE(Infer(Request("poly64", {{"x", at::randn({1, 4}, at::TensorOptions().dtype(at::kDouble))}}), &resp).ok());
+  EXPECT_EQ(resp.placement().dtype(), v1::FLOAT64);
+  ASSERT_TRUE(Infer(Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
+  EXPECT_EQ(resp.placement().dtype(), v1::FLOAT32);
+}
+
+TEST_F(ServerTest, PlacementAndTimingAreFilledIn) {
+  v1::InferRequest req = Request("mlp", {{"x", at::randn({3, 256})}});
+  req.set_request_id("req-42");
+  req.set_device("cpu");
+  v1::InferResponse resp;
+  ASSERT_TRUE(Infer(req, &resp).ok());
+  EXPECT_EQ(resp.request_id(), "req-42");
+  EXPECT_EQ(resp.placement().device(), "cpu");
+  EXPECT_EQ(resp.placement().requested_device(), "cpu");
+  EXPECT_EQ(resp.placement().batch_size(), 3u);
+  EXPECT_EQ(resp.placement().model_version(), 1);
+  EXPECT_EQ(resp.outputs(0).name(), "logits");
+  EXPECT_EQ(resp.outputs(0).shape(0), 3);
+  EXPECT_EQ(resp.outputs(0).shape(1), 10);
+}
+
+TEST_F(ServerTest, AbsentDeviceFallsBackUnlessDenied) {
+  v1::InferRequest req = Request("mlp", {{"x", at::randn({1, 256})}});
+  req.set_device("cuda:7");
+  v1::InferResponse resp;
+  ASSERT_TRUE(Infer(req, &resp).ok());
+  EXPECT_EQ(resp.placement().device(), "cpu");
+  EXPECT_EQ(resp.placement().requested_device(), "cuda:7");
+  EXPECT_TRUE(resp.placement().fell_back());
+  EXPECT_EQ(resp.placement().fallback_reason(), "device_unavailable:cuda:7");
+  req.set_fallback(v1::DENY);
+  grpc::Status s = Infer(req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("cuda:7"), std::string::npos);
+}
+
+TEST_F(ServerTest, VersionsAreSelectable) {
+  at::Tensor x = at::ones({1, 2});
+  for (auto [version, factor] : std::vector<std::pair<std::string, float>>{{"1", 3.0f}, {"2", 5.0f}, {"", 5.0f}}) {
+    v1::InferRequest req = Request("versioned", {{"x", x}});
+    req.set_version(version);
+    v1::InferResponse resp;
+    ASSERT_TRUE(Infer(req, &resp).ok()) << version;
+    EXPECT_FLOAT_EQ(FromWire(resp.outputs(0))[0][0].item<float>(), factor) << version;
+    EXPECT_EQ(resp.placement().model_version(), version.empty() ? 2 : std::stoi(version));
+  }
+}
+
+TEST_F(ServerTest, DictOutputsKeepNamesAndIntegerDtypes) {
+  v1::InferResponse resp;
+  ASSERT_TRUE(Infer(Request("pair", {{"a", at::randn({2, 3})}, {"b", at::randn({2, 3})}}), &resp).ok());
+  ASSERT_EQ(resp.outputs_size(), 2);
+  std::map<std::string, v1::DataType> got;
+  for (const auto& o : resp.outputs()) got[o.name()] = o.dtype();
+  EXPECT_EQ(got["sum"], v1::FLOAT32);
+  EXPECT_EQ(got["argmax"], v1::INT64);
+}
+
+struct BadCase {
+  std::string what;
+  std::function<void(v1::InferRequest*)> mutate;
+  grpc::StatusCode code;
+  std::string expect;  // the field or model the message must name
+};
+
+std::vector<BadCase> BadCases() {
+  auto set_shape = [](v1::InferRequest* r, std::vector<int64_t> shape) {
+    r->mutable_inputs(0)->clear_shape();
+    for (int64_t d : shape) r->mutable_inputs(0)->add_shape(d);
+  };
+  using C = grpc::StatusCode;
+  return {
+      {"empty request", [](v1::InferRequest* r) { r->Clear(); }, C::INVALID_ARGUMENT, "model"},
+      {"unknown model", [](v1::InferRequest* r) { r->set_model("nope"); }, C::NOT_FOUND, "nope"},
+      {"unknown version", [](v1::InferRequest* r) { r->set_version("9"); }, C::NOT_FOUND, "version"},
+      {"bad version", [](v1::InferRequest* r) { r->set_version("latest"); }, C::INVALID_ARGUMENT, "version"},
+      {"dotdot model", [](v1::InferRequest* r) { r->set_model("../mlp"); }, C::INVALID_ARGUMENT, "model"},
+      {"absolute model", [](v1::InferRequest* r) { r->set_model("/etc/passwd"); }, C::INVALID_ARGUMENT, "model"},
+      {"no inputs", [](v1::InferRequest* r) { r->clear_inputs(); }, C::INVALID_ARGUMENT, "inputs"},
+      {"extra input", [](v1::InferRequest* r) { *r->add_inputs() = r->inputs(0); }, C::INVALID_ARGUMENT, "inputs"},
+      {"wrong name", [](v1::InferRequest* r) { r->mutable_inputs(0)->set_name("y"); }, C::INVALID_ARGUMENT,
+       "inputs[0].name"},
+      {"wrong dtype",
+       [](v1::InferRequest* r) {
+         r->mutable_inputs(0)->set_dtype(v1::INT32);
+       },
+       C::INVALID_ARGUMENT, "inputs[0].dtype"},
+      {"unset dtype", [](v1::InferRequest* r) { r->mutable_inputs(0)->set_dtype(v1::DATA_TYPE_UNSPECIFIED); },
+       C::INVALID_ARGUMENT, "inputs[0].dtype"},
+      {"wrong rank", [&](v1::InferRequest* r) { set_shape(r, {256}); }, C::INVALID_ARGUMENT, "inputs[0].shape"},
+      {"wrong dim", [&](v1::InferRequest* r) { set_shape(r, {2, 128}); }, C::INVALID_ARGUMENT, "inputs[0].shape[1]"},
+      {"bytes mismatch", [&](v1::InferRequest* r) { set_shape(r, {2, 256}); }, C::INVALID_ARGUMENT,
+       "inputs[0].data"},
+      {"truncated data", [](v1::InferRequest* r) { r->mutable_inputs(0)->mutable_data()->resize(1000); },
+       C::INVALID_ARGUMENT, "inputs[0].data"},
+      {"negative dim", [&](v1::InferRequest* r) { set_shape(r, {1, -256}); }, C::INVALID_ARGUMENT,
+       "inputs[0].shape[1]"},
+      {"absurd dims", [&](v1::InferRequest* r) { set_shape(r, {INT64_MAX, INT64_MAX}); }, C::INVALID_ARGUMENT,
+       "inputs[0].shape"},
+      {"rank 40", [&](v1::InferRequest* r) { set_shape(r, std::vector<int64_t>(40, 1)); }, C::INVALID_ARGUMENT,
+       "inputs[0].shape"},
+      {"batch over max", [&](v1::InferRequest* r) {
+         set_shape(r, {65, 256});
+         r->mutable_inputs(0)->mutable_data()->resize(65 * 256 * 4);
+       }, C::INVALID_ARGUMENT, "inputs[0].shape[0]"},
+      {"unknown device", [](v1::InferRequest* r) { r->set_device("gpu:0"); }, C::INVALID_ARGUMENT, "device"},
+      {"bad precision", [](v1::InferRequest* r) { r->set_precision(static_cast<v1::Precision>(17)); },
+       C::INVALID_ARGUMENT, "precision"},
+      {"bad fallback", [](v1::InferRequest* r) { r->set_fallback(static_cast<v1::FallbackPolicy>(9)); },
+       C::INVALID_ARGUMENT, "fallback"},
+      {"broken config", [](v1::InferRequest* r) { r->set_model("badconfig"); }, C::FAILED_PRECONDITION,
+       "config.pbtxt"},
+  };
+}
+
+TEST_F(ServerTest, EveryBadInputGetsItsCodeAndNamesTheField) {
+  for (const BadCase& c : BadCases()) {
+    v1::InferRequest req = Request("mlp", {{"x", at::randn({1, 256})}});
+    c.mutate(&req);
+    v1::InferResponse resp;
+    grpc::Status s = Infer(req, &resp);
+    EXPECT_EQ(s.error_code(), c.code) << c.what << ": " << s.error_message();
+    EXPECT_NE(s.error_message().find(c.expect), std::string::npos) << c.what << ": " << s.error_message();
+  }
+}
+
+TEST_F(ServerTest, HundredsOfMalformedRequestsThenAGoodOne) {
+  std::vector<BadCase> cases = BadCases();
+  for (int i = 0; i < 400; ++i) {
+    const BadCase& c = cases[i % cases.size()];
+    v1::InferRequest req = Request("mlp", {{"x", at::randn({1, 256})}});
+    c.mutate(&req);
+    v1::InferResponse resp;
+    ASSERT_EQ(Infer(req, &resp).error_code(), c.code) << c.what;
+  }
+  ASSERT_TRUE(server_->Alive());
+  ExpectAgreement("mlp", {{"x", at::randn({2, 256})}}, v1::FLOAT32);
+}
+
+TEST_F(ServerTest, OversizedMessagesAreResourceExhausted) {
+  auto small = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--max-receive-bytes=65536"});
+  ASSERT_NE(small, nullptr);
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(small->address(), grpc::InsecureChannelCredentials()));
+  v1::InferRequest req = Request("mlp", {{"x", at::randn({64, 256})}});  // 64 KiB of floats + framing
+  grpc::ClientContext ctx;
+  v1::InferResponse resp;
+  grpc::Status s = stub->Infer(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  grpc::ClientContext ok_ctx;
+  EXPECT_TRUE(stub->Infer(&ok_ctx, Request("mlp", {{"x", at::randn({8, 256})}}), &resp).ok());
+  EXPECT_EQ(small->Stop(), 0);
+}
+
+TEST_F(ServerTest, ThrowingAndCorruptModelsFailAloneWithClearMessages) {
+  v1::InferResponse resp;
+  grpc::Status s = Infer(Request("fails", {{"x", -at::ones({4})}}), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_NE(s.error_message().find("negative input to fails"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("'fails'"), std::string::npos) << s.error_message();
+  ASSERT_TRUE(Infer(Request("fails", {{"x", at::ones({4})}}), &resp).ok());
+  EXPECT_FLOAT_EQ(FromWire(resp.outputs(0))[0].item<float>(), 2.0f);
+
+  s = Infer(Request("corrupt", {{"x", at::ones({2})}}), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_NE(s.error_message().find("corrupt"), std::string::npos) << s.error_message();
+  ExpectAgreement("mlp", {{"x", at::randn({1, 256})}}, v1::FLOAT32);
+}
+
+TEST_F(ServerTest, ConcurrentClientsEachGetTheirOwnAnswer) {
+  constexpr int kThreads = 8, kPerThread = 25;
+  std::vector<at::Tensor> inputs;
+  std::vector<at::Tensor> expected;
+  for (int i = 0; i < kThreads * kPerThread; ++i) {
+    inputs.push_back(at::randn({1 + i % 4, 256}));
+    expected.push_back(Reference("mlp", {inputs.back()}));
+  }
+  std::atomic<int> wrong{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto stub = v1::InferenceService::NewStub(channel_);
+      for (int i = t * kPerThread; i < (t + 1) * kPerThread; ++i) {
+        v1::InferRequest req = Request("mlp", {{"x", inputs[i]}});
+        v1::InferResponse resp;
+        grpc::ClientContext ctx;
+        if (!stub->Infer(&ctx, req, &resp).ok()) {
+          failed++;
+          continue;
+        }
+        if (!at::allclose(FromWire(resp.outputs(0)), expected[i], 1e-5, 1e-5)) wrong++;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST_F(ServerTest, ListModelsLoadAndUnload) {
+  grpc::ClientContext ctx;
+  v1::ListModelsResponse models;
+  ASSERT_TRUE(stub_->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());
+  std::map<std::string, const v1::ModelInfo*> by_name;
+  for (const auto& m : models.models()) by_name[m.name()] = &m;
+  for (const char* name : {"mlp", "cnn", "poly64", "embed", "versioned"}) ASSERT_TRUE(by_name.count(name)) << name;
+  EXPECT_EQ(by_name["versioned"]->versions_size(), 2);
+  EXPECT_EQ(by_name["mlp"]->config().max_batch_size(), 64u);
+
+  v1::LoadModelRequest load;
+  load.set_model("versioned");
+  load.set_version("1");
+  load.set_device("cpu");
+  v1::LoadModelResponse loaded;
+  grpc::ClientContext lctx;
+  ASSERT_TRUE(stub_->LoadModel(&lctx, load, &loaded).ok());
+  EXPECT_EQ(loaded.loaded().device(), "cpu");
+  EXPECT_EQ(loaded.loaded().version(), 1);
+
+  auto resident = [&] {
+    grpc::ClientContext dctx;
+    v1::ListDevicesResponse devices;
+    EXPECT_TRUE(stub_->ListDevices(&dctx, v1::ListDevicesRequest(), &devices).ok());
+    std::vector<std::string> out;
+    for (const auto& d : devices.devices()) out.insert(out.end(), d.resident_models().begin(), d.resident_models().end());
+    return out;
+  };
+  auto r = resident();
+  EXPECT_NE(std::find(r.begin(), r.end(), "versioned:1:FLOAT32"), r.end());
+
+  v1::UnloadModelRequest unload;
+  unload.set_model("versioned");
+  v1::UnloadModelResponse unloaded;
+  grpc::ClientContext uctx;
+  ASSERT_TRUE(stub_->UnloadModel(&uctx, unload, &unloaded).ok());
+  EXPECT_EQ(unloaded.unloaded(), 1u);
+  r = resident();
+  EXPECT_EQ(std::find(r.begin(), r.end(), "versioned:1:FLOAT32"), r.end());
+
+  v1::LoadModelRequest bad = load;
+  bad.set_model("corrupt");
+  bad.clear_version();
+  grpc::ClientContext bctx;
+  EXPECT_EQ(stub_->LoadModel(&bctx, bad, &loaded).error_code(), grpc::StatusCode::INTERNAL);
+  bad.set_model("../x");
+  grpc::ClientContext b2ctx;
+  EXPECT_EQ(stub_->LoadModel(&b2ctx, bad, &loaded).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ServerTest, CliTalksToTheServer) {
+  std::string out;
+  int rc = RunCommand({INFERGATE_CLI_BIN, "--address", server_->address(), "infer", "--model", "mlp"}, &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("output logits FLOAT32 [1,10]"), std::string::npos) << out;
+  EXPECT_NE(out.find("placement: device=cpu"), std::string::npos) << out;
+  out.clear();
+  rc = RunCommand({INFERGATE_CLI_BIN, "--address", server_->address(), "devices"}, &out);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(out.rfind("cpu\t", 0), 0u) << out;
+  out.clear();
+  rc = RunCommand({INFERGATE_CLI_BIN, "--address", server_->address(), "infer", "--model", "embed", "--input",
+                   "ids=2x8:random"},
+                  &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("output embedding FLOAT32 [2,16]"), std::string::npos) << out;
+}
+
+TEST(ServerStartup, HelpListsFlagsAndMissingRepositoryFails) {
+  std::string out;
+  EXPECT_EQ(RunCommand({INFERGATE_BIN, "--help"}, &out), 0);
+  EXPECT_NE(out.find("--model-repository"), std::string::npos);
+  EXPECT_NE(out.find("--max-receive-bytes"), std::string::npos);
+  out.clear();
+  EXPECT_NE(RunCommand({INFERGATE_BIN, "--address=127.0.0.1:0", "--model-repository=/nonexistent/ig"}, &out), 0);
+  out.clear();
+  EXPECT_EQ(RunCommand({INFERGATE_BIN, "--bogus-flag"}, &out), 2);
+}
+
+}  // namespace
+}  // namespace infergate::testing

@@ -1,0 +1,79 @@
+#include "scheduler/model_config.h"
+
+#include <gtest/gtest.h>
+
+namespace infergate {
+namespace {
+
+TEST(ModelConfig, ParsesAFullConfig) {
+  auto c = ParseModelConfig(R"(
+    # comment
+    name: "mlp"
+    description: "demo"
+    max_batch_size: 64
+    inputs { name: "x" dtype: FLOAT32 dims: [256] }
+    outputs { name: "logits" dtype: FLOAT32 dims: [10] }
+    dynamic_batching { max_queue_delay_us: 500 preferred_batch_sizes: [16, 32] }
+    allowed_devices: [CPU, CUDA]
+    precision: BF16
+    pinned: true
+    warmup: true
+  )",
+                            "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_batch_size(), 64u);
+  ASSERT_EQ(c->inputs_size(), 1);
+  EXPECT_EQ(c->inputs(0).dims(0), 256);
+  EXPECT_EQ(c->dynamic_batching().preferred_batch_sizes_size(), 2);
+  EXPECT_EQ(c->allowed_devices_size(), 2);
+  EXPECT_EQ(c->precision(), v1::BF16);
+  EXPECT_TRUE(c->pinned());
+  EXPECT_TRUE(c->warmup());
+}
+
+TEST(ModelConfig, EmptyConfigTakesTheFolderName) {
+  auto c = ParseModelConfig("", "plain");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name(), "plain");
+  EXPECT_EQ(c->max_batch_size(), 0u);
+}
+
+struct Broken {
+  const char* text;
+  const char* expect_in_message;
+};
+
+TEST(ModelConfig, BrokenConfigsNameTheField) {
+  const Broken cases[] = {
+      {"max_batch_size: -3", "line 1"},
+      {"nonsense_field: 1", "nonsense_field"},
+      {"inputs { name: \"x\" dtype: FLOAT32 ", "line"},
+      {"name: \"other\"", "does not match"},
+      {"inputs { dtype: FLOAT32 dims: [1] }", "inputs[0].name"},
+      {"inputs { name: \"x\" dims: [1] }", "inputs[0].dtype"},
+      {"inputs { name: \"x\" dtype: FLOAT32 } inputs { name: \"x\" dtype: INT64 }", "inputs[1].name"},
+      {"inputs { name: \"x\" dtype: FLOAT32 dims: [4, 0] }", "inputs[0].dims[1]"},
+      {"outputs { name: \"y\" dtype: FLOAT32 dims: [-2] }", "outputs[0].dims[0]"},
+      {"inputs { name: \"x\" dtype: FLOAT32 dims: [1,1,1,1,1,1,1,1,1] }", "inputs[0].dims"},
+      {"max_batch_size: 8 dynamic_batching { preferred_batch_sizes: [16] }", "preferred_batch_sizes[0]"},
+      {"inputs { name: \"x\" dtype: NOT_A_TYPE }", "NOT_A_TYPE"},
+  };
+  for (const Broken& b : cases) {
+    auto c = ParseModelConfig(b.text, "m");
+    ASSERT_FALSE(c.ok()) << b.text;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << b.text;
+    EXPECT_NE(c.status().message().find(b.expect_in_message), absl::string_view::npos)
+        << b.text << " -> " << c.status();
+  }
+}
+
+TEST(ModelConfig, DTypeWireMappingRoundTrips) {
+  for (DType d : kAllDTypes) {
+    EXPECT_EQ(DTypeFromProto(DTypeToProto(d)), d);
+  }
+  EXPECT_FALSE(DTypeFromProto(0).has_value());
+  EXPECT_FALSE(DTypeFromProto(99).has_value());
+}
+
+}  // namespace
+}  // namespace infergate

@@ -1,0 +1,93 @@
+#include "scheduler/model_repository.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace infergate {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelRepositoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("ig_repo_" + std::to_string(::getpid()) + "_" +
+                                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void AddVersion(const std::string& model, const std::string& version) {
+    fs::create_directories(root_ / model / version);
+    std::ofstream(root_ / model / version / "model.pt") << "x";
+  }
+  void Config(const std::string& model, const std::string& text) {
+    fs::create_directories(root_ / model);
+    std::ofstream(root_ / model / "config.pbtxt") << text;
+  }
+
+  fs::path root_;
+};
+
+TEST_F(ModelRepositoryTest, ScansModelsAndIntegerVersions) {
+  AddVersion("a", "1");
+  AddVersion("a", "10");
+  AddVersion("a", "2");
+  AddVersion("a", "latest");  // not an integer: ignored
+  fs::create_directories(root_ / "a" / "3");  // no model.pt: ignored
+  Config("a", "max_batch_size: 4");
+  ModelRepository repo(root_.string());
+  ASSERT_TRUE(repo.Scan().ok());
+  auto a = repo.Find("a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->versions, (std::vector<int64_t>{1, 2, 10}));
+  EXPECT_EQ((*a)->config.max_batch_size(), 4u);
+  EXPECT_EQ(*repo.ResolveVersion(**a, ""), 10);
+  EXPECT_EQ(*repo.ResolveVersion(**a, "2"), 2);
+  EXPECT_EQ(repo.ResolveVersion(**a, "3").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(repo.ResolveVersion(**a, "v2").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(repo.ResolveVersion(**a, "-1").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(repo.ModelFile(**a, 2), (root_ / "a" / "2" / "model.pt").string());
+}
+
+TEST_F(ModelRepositoryTest, UnknownAndEscapingNames) {
+  AddVersion("a", "1");
+  ModelRepository repo(root_.string());
+  ASSERT_TRUE(repo.Scan().ok());
+  EXPECT_EQ(repo.Find("b").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(repo.Find("../a").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(repo.Find(root_.string() + "/a").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ModelRepositoryTest, BrokenConfigIsReportedOnUse) {
+  AddVersion("bad", "1");
+  Config("bad", "max_batch_size: {");
+  AddVersion("good", "1");
+  ModelRepository repo(root_.string());
+  ASSERT_TRUE(repo.Scan().ok());
+  auto bad = repo.Find("bad");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(bad.status().message().find("config.pbtxt"), absl::string_view::npos) << bad.status();
+  EXPECT_TRUE(repo.Find("good").ok());
+}
+
+TEST_F(ModelRepositoryTest, ModelsAndVersionsAddedLaterAreFound) {
+  ModelRepository repo(root_.string());
+  ASSERT_TRUE(repo.Scan().ok());
+  AddVersion("late", "1");
+  auto late = repo.Find("late");
+  ASSERT_TRUE(late.ok()) << late.status();
+  AddVersion("late", "5");
+  EXPECT_EQ(*repo.ResolveVersion(**late, "5"), 5);
+}
+
+TEST_F(ModelRepositoryTest, MissingRootFailsScan) {
+  ModelRepository repo((root_ / "nope").string());
+  EXPECT_EQ(repo.Scan().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace infergate

@@ -1,0 +1,121 @@
+#include "service/tensor_codec.h"
+
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "devices/torch_dtype.h"
+#include "scheduler/model_config.h"
+
+namespace infergate {
+namespace {
+
+v1::Tensor Wire(v1::DataType dtype, std::vector<int64_t> shape, std::string data) {
+  v1::Tensor t;
+  t.set_name("x");
+  t.set_dtype(dtype);
+  for (int64_t d : shape) t.add_shape(d);
+  t.set_data(std::move(data));
+  return t;
+}
+
+TEST(TensorCodec, EveryDTypeRoundTrips) {
+  for (DType d : kAllDTypes) {
+    at::Tensor original = at::arange(24, at::TensorOptions().dtype(at::kFloat)).reshape({2, 3, 4});
+    if (d == DType::kBool) {
+      original = original.remainder(2).to(at::kBool);
+    } else {
+      original = original.to(ToScalarType(d));
+    }
+    v1::Tensor wire;
+    ASSERT_TRUE(EncodeTensor(original, "t", &wire).ok()) << DTypeName(d);
+    EXPECT_EQ(wire.dtype(), DTypeToProto(d));
+    EXPECT_EQ(wire.shape_size(), 3);
+    EXPECT_EQ(wire.data().size(), 24 * ElementSize(d)) << DTypeName(d);
+    auto back = DecodeTensor(wire, "inputs[0]");
+    ASSERT_TRUE(back.ok()) << DTypeName(d) << ": " << back.status();
+    EXPECT_EQ(back->scalar_type(), ToScalarType(d));
+    EXPECT_EQ(back->sizes(), original.sizes());
+    EXPECT_TRUE(at::equal(*back, original)) << DTypeName(d);
+  }
+}
+
+TEST(TensorCodec, BytesAreLittleEndianRowMajor) {
+  float values[] = {1.5f, -2.0f, 3.25f, 0.0f, 8.0f, -0.5f};
+  std::string bytes(reinterpret_cast<const char*>(values), sizeof(values));
+  v1::Tensor wire = Wire(v1::FLOAT32, {2, 3}, bytes);  // the tensor aliases it
+  auto t = DecodeTensor(wire, "inputs[0]");
+  ASSERT_TRUE(t.ok());
+  EXPECT_FLOAT_EQ((*t)[1][0].item<float>(), 0.0f);
+  EXPECT_FLOAT_EQ((*t)[0][2].item<float>(), 3.25f);
+  EXPECT_FLOAT_EQ((*t)[1][2].item<float>(), -0.5f);
+}
+
+TEST(TensorCodec, DecodingDoesNotCopyAlignedBytes) {
+  v1::Tensor wire = Wire(v1::FLOAT32, {64}, std::string(256, '\0'));
+  auto t = DecodeTensor(wire, "inputs[0]");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->data_ptr(), static_cast<const void*>(wire.data().data()));
+}
+
+TEST(TensorCodec, ScalarsAndEmptyTensors) {
+  double one = 1.0;
+  v1::Tensor scalar_wire = Wire(v1::FLOAT64, {}, std::string(reinterpret_cast<char*>(&one), 8));
+  auto scalar = DecodeTensor(scalar_wire, "inputs[0]");
+  ASSERT_TRUE(scalar.ok()) << scalar.status();
+  EXPECT_EQ(scalar->dim(), 0);
+  EXPECT_DOUBLE_EQ(scalar->item<double>(), 1.0);
+  auto empty = DecodeTensor(Wire(v1::INT64, {0, 5}, ""), "inputs[0]");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->numel(), 0);
+}
+
+struct Bad {
+  const char* what;
+  v1::Tensor wire;
+  const char* field;
+};
+
+TEST(TensorCodec, BadTensorsNameTheirField) {
+  std::vector<Bad> cases = {
+      {"unset dtype", Wire(v1::DATA_TYPE_UNSPECIFIED, {1}, "abcd"), "inputs[3].dtype"},
+      {"unknown dtype", Wire(static_cast<v1::DataType>(42), {1}, "abcd"), "inputs[3].dtype"},
+      {"short data", Wire(v1::FLOAT32, {2, 2}, std::string(15, 'a')), "inputs[3].data"},
+      {"long data", Wire(v1::FLOAT32, {2, 2}, std::string(17, 'a')), "inputs[3].data"},
+      {"negative dim", Wire(v1::FLOAT32, {2, -2}, ""), "inputs[3].shape[1]"},
+      {"absurd dims", Wire(v1::FLOAT32, {int64_t{1} << 40, int64_t{1} << 40}, ""), "inputs[3].shape"},
+      {"overflowing dims", Wire(v1::INT8, {INT64_MAX, 2}, ""), "inputs[3].shape"},
+      {"rank too high", Wire(v1::INT8, {1, 1, 1, 1, 1, 1, 1, 1, 1}, "a"), "inputs[3].shape"},
+      {"bool not 0/1", Wire(v1::BOOL, {2}, std::string("\x01\x07", 2)), "inputs[3].data"},
+  };
+  for (const Bad& b : cases) {
+    auto t = DecodeTensor(b.wire, "inputs[3]");
+    ASSERT_FALSE(t.ok()) << b.what;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << b.what;
+    EXPECT_NE(t.status().message().find(b.field), absl::string_view::npos) << b.what << ": " << t.status();
+  }
+}
+
+TEST(TensorCodec, ElementLimitIsAFlag) {
+  CodecLimits limits;
+  limits.max_elements = 10;
+  auto t = DecodeTensor(Wire(v1::INT8, {11}, std::string(11, '\0')), "inputs[0]", limits);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(DecodeTensor(Wire(v1::INT8, {10}, std::string(10, '\0')), "inputs[0]", limits).ok());
+}
+
+TEST(TensorCodec, EncodesNonContiguousTensors) {
+  at::Tensor t = at::arange(6, at::TensorOptions().dtype(at::kFloat)).reshape({2, 3}).t();
+  v1::Tensor wire;
+  ASSERT_TRUE(EncodeTensor(t, "y", &wire).ok());
+  auto back = DecodeTensor(wire, "outputs[0]");
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(at::equal(*back, t.contiguous()));
+  EXPECT_EQ(wire.name(), "y");
+}
+
+}  // namespace
+}  // namespace infergate
