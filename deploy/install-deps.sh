@@ -11,7 +11,8 @@ packages=(
   libgtest-dev libgmock-dev
 )
 if [ "${1:-}" = "--test" ]; then
-  packages+=(python3)
+  # The cross-language client test runs on Debian's own Python and gRPC.
+  packages+=(python3 python3-grpcio python3-protobuf)
 fi
 
 missing=()
