@@ -340,6 +340,7 @@ TEST_F(ServerTest, OversizedMessagesAreResourceExhausted) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
   grpc::ClientContext ok_ctx;
   EXPECT_TRUE(stub->Infer(&ok_ctx, Request("mlp", {{"x", at::randn({8, 256})}}), &resp).ok());
+  stub.reset();
   EXPECT_EQ(small->Stop(), 0);
 }
 
