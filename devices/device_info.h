@@ -2,12 +2,14 @@
 // What the server knows about one device: identity, capabilities, figures.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "devices/device_id.h"
 #include "devices/dtype.h"
 #include "devices/precision.h"
+#include "devices/simulation.h"
 
 namespace infergate {
 
@@ -24,6 +26,8 @@ struct DeviceInfo {
   uint64_t memory_used_bytes = 0;
   unsigned logical_cores = 0;  // CPU only
   std::string compute_capability;  // "8.6" for CUDA when known
+  // Set for simulated devices: the rules their runs enforce.
+  std::shared_ptr<const SimulationRules> simulation;
 };
 
 }  // namespace infergate

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "devices/device_id.h"
 #include "devices/device_info.h"
+#include "devices/simulation.h"
 
 namespace infergate {
 
@@ -20,13 +21,26 @@ struct DeviceResolution {
   std::string fallback_reason;  // "device_unavailable:cuda:7"
 };
 
+struct DiscoveryOptions {
+  // Operator allow-list (--devices); empty allows every device. The CPU is
+  // always kept: it is where fallbacks run.
+  std::vector<DeviceRequest> allow;
+  std::vector<SimulatedDeviceSpec> simulated;
+  std::vector<std::string> mps_unsupported_ops = DefaultMpsUnsupportedOps();
+  std::string nvml_library = "libnvidia-ml.so.1";
+};
+
+// Parses --devices: "cpu", "cpu,cuda:1", "cuda,mps". Errors name the flag.
+absl::StatusOr<std::vector<DeviceRequest>> ParseDeviceAllowList(absl::string_view text);
+
 class DeviceRegistry {
  public:
-  // Asks the OS and LibTorch what is present; logs one line per device.
-  static DeviceRegistry Discover();
+  // Asks the OS, LibTorch and NVML what is present, adds simulated devices,
+  // applies the allow-list, and logs one line per device.
+  static absl::StatusOr<DeviceRegistry> Discover(const DiscoveryOptions& options);
 
   // Devices in cold-start preference order: CUDA, MPS, CPU.
-  explicit DeviceRegistry(std::vector<DeviceInfo> devices);
+  explicit DeviceRegistry(std::vector<DeviceInfo> devices, std::string nvml_library = "");
   DeviceRegistry(DeviceRegistry&& other) noexcept;
 
   // Every device with current memory figures.
@@ -44,6 +58,7 @@ class DeviceRegistry {
  private:
   mutable std::mutex mu_;
   std::vector<DeviceInfo> devices_;
+  std::string nvml_library_;
 };
 
 }  // namespace infergate

@@ -34,7 +34,11 @@ Precision DefaultPrecision(const PrecisionTraits& device) {
 DType ResolveComputeDType(const PrecisionTraits& device, Precision requested, Precision model_override,
                           bool model_is_float64) {
   Precision p = requested != Precision::kAuto ? requested : model_override;
-  if (p == Precision::kAuto && model_is_float64 && device.kind == DeviceKind::kCpu) return DType::kFloat64;
+  // A float64 model asked for nothing: keep float64 where the device has it,
+  // else the nearest type MPS has.
+  if (p == Precision::kAuto && model_is_float64) {
+    return device.kind == DeviceKind::kMps ? DType::kFloat32 : DType::kFloat64;
+  }
   if (p == Precision::kAuto) p = DefaultPrecision(device);
   switch (p) {
     case Precision::kFp32: return DType::kFloat32;
@@ -44,5 +48,7 @@ DType ResolveComputeDType(const PrecisionTraits& device, Precision requested, Pr
   }
   return DType::kFloat32;
 }
+
+DType CastTarget(DType tensor, DType compute) { return IsFloatingPoint(tensor) ? compute : tensor; }
 
 }  // namespace infergate

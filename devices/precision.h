@@ -27,8 +27,8 @@ struct PrecisionTraits {
 // model, and both are held to what the device can do (bf16 on CUDA needs
 // capability >= 8.0, on MPS macOS 14+; otherwise fp16 is used instead).
 // A model that declares float64 inputs keeps float64 when nobody asks for a
-// precision and the device has float64 (everything but MPS): AUTO never
-// silently drops a double-precision model to a narrower type on the CPU.
+// precision and the device has float64; on MPS, which has none, it runs in
+// float32. AUTO never drops a double-precision model to 16 bits.
 DType ResolveComputeDType(const PrecisionTraits& device, Precision requested, Precision model_override,
                           bool model_is_float64 = false);
 
@@ -36,5 +36,11 @@ DType ResolveComputeDType(const PrecisionTraits& device, Precision requested, Pr
 Precision DefaultPrecision(const PrecisionTraits& device);
 
 bool SupportsBf16(const PrecisionTraits& device);
+
+// The dtype a tensor (parameter, buffer or input) is converted to before it
+// reaches the device: floating tensors take the compute dtype, integer and
+// bool tensors are never cast. Since the compute dtype is never float64 on
+// MPS, this is also where float64 is normalised away for MPS.
+DType CastTarget(DType tensor, DType compute);
 
 }  // namespace infergate

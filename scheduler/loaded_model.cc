@@ -4,20 +4,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "devices/device_failure.h"
+#include "devices/logging.h"
+#include "devices/simulated_run.h"
+#include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"
 #include "scheduler/model_config.h"
 
 namespace infergate {
 namespace {
-
-c10::Device TorchDevice(const DeviceId& id) {
-  switch (id.kind) {
-    case DeviceKind::kCuda: return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(id.index));
-    case DeviceKind::kMps: return c10::Device(c10::DeviceType::MPS);
-    case DeviceKind::kCpu: break;
-  }
-  return c10::Device(c10::DeviceType::CPU);
-}
 
 // LibTorch messages carry a C++ stack trace, and interpreter errors a
 // TorchScript traceback ending in the model's own "Kind: message" line; the
@@ -32,12 +27,33 @@ std::string Concise(const std::string& s) {
   return out;
 }
 
+// Turns what LibTorch threw into a status; the failures a scheduler can act
+// on are tagged so it need not parse messages.
+absl::Status StatusFromException(const std::exception& e, const std::string& prefix) {
+  std::string msg = absl::StrCat(prefix, Concise(e.what()));
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) {
+    return WithDeviceFailure(absl::ResourceExhaustedError(msg), DeviceFailure::kOutOfMemory, "");
+  }
+  if (dynamic_cast<const c10::NotImplementedError*>(&e)) {
+    std::string op = UnsupportedOpFromMessage(e.what());
+    if (!op.empty()) return WithDeviceFailure(absl::InternalError(msg), DeviceFailure::kUnsupportedOp, op);
+  }
+  if (dynamic_cast<const c10::TypeError*>(&e) && std::string(e.what()).find("float64") != std::string::npos) {
+    return WithDeviceFailure(absl::InternalError(msg), DeviceFailure::kDtype, "float64");
+  }
+  return absl::InternalError(msg);
+}
+
 }  // namespace
 
 struct LoadedModel::Impl {
+  ~Impl() {
+    if (simulation && simulation->memory) simulation->memory->Release(reserved_bytes);
+  }
   mutable torch::jit::Module module;
-  c10::Device device{c10::DeviceType::CPU};
-  c10::ScalarType compute_type = c10::ScalarType::Float;
+  TensorPlacement placement;
+  std::shared_ptr<const SimulationRules> simulation;
+  uint64_t reserved_bytes = 0;
   std::string name;
   std::vector<std::string> output_names;        // declared, may be empty
   std::vector<std::optional<DType>> output_dtypes;
@@ -50,11 +66,11 @@ LoadedModel::~LoadedModel() = default;
 
 absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string& path,
                                                                const v1::ModelConfig& config,
-                                                               const DeviceId& device, DType compute_dtype) {
+                                                               const DeviceInfo& device, DType compute_dtype) {
   auto impl = std::make_unique<Impl>();
   impl->name = config.name();
-  impl->device = TorchDevice(device);
-  impl->compute_type = ToScalarType(compute_dtype);
+  impl->placement = PlanPlacement(device, compute_dtype);
+  impl->simulation = device.simulation;
   try {
     impl->module = torch::jit::load(path, c10::Device(c10::DeviceType::CPU));
   } catch (const std::exception& e) {
@@ -108,23 +124,26 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
     }
 
     // Only floating-point state follows the compute dtype; integer buffers
-    // (indices, counters) keep theirs.
+    // (indices, counters) keep theirs. Converted once here, per (device,
+    // dtype), never per request.
     c10::InferenceMode guard;
-    for (const auto& p : impl->module.named_parameters(/*recurse=*/true)) {
-      at::Tensor t = p.value;
-      at::ScalarType target = t.is_floating_point() ? impl->compute_type : t.scalar_type();
-      t.set_data(t.to(impl->device, target));
+    std::vector<at::Tensor> state;
+    for (const auto& p : impl->module.named_parameters(/*recurse=*/true)) state.push_back(p.value);
+    for (const auto& b : impl->module.named_buffers(/*recurse=*/true)) state.push_back(b.value);
+    for (at::Tensor& t : state) {
+      t.set_data(Place(t, impl->placement));
       bytes += t.numel() * t.element_size();
     }
-    for (const auto& b : impl->module.named_buffers(/*recurse=*/true)) {
-      at::Tensor t = b.value;
-      at::ScalarType target = t.is_floating_point() ? impl->compute_type : t.scalar_type();
-      t.set_data(t.to(impl->device, target));
-      bytes += t.numel() * t.element_size();
+    if (impl->simulation && impl->simulation->memory) {
+      const MemoryLedger& ledger = *impl->simulation->memory;
+      TORCH_CHECK_WITH(OutOfMemoryError, impl->simulation->memory->TryReserve(bytes),
+                       device.id.kind == DeviceKind::kCuda ? "CUDA" : "MPS", " out of memory. Tried to allocate ", bytes, " bytes for the parameters of '",
+                       config.name(), "' (", device.id.ToString(), "; ", ledger.capacity(), " bytes total capacity; ",
+                       ledger.used(), " bytes already allocated; simulated device)");
+      impl->reserved_bytes = bytes;
     }
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("model '", config.name(), "': preparing ", path,
-                                            " failed: ", Concise(e.what())));
+    return StatusFromException(e, absl::StrCat("model '", config.name(), "': preparing ", path, " failed: "));
   }
   return std::shared_ptr<LoadedModel>(new LoadedModel(std::move(impl), std::move(sig), compute_dtype, bytes));
 }
@@ -136,14 +155,15 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
     c10::InferenceMode guard;
     std::vector<c10::IValue> args;
     args.reserve(inputs.size());
-    for (const at::Tensor& t : inputs) {
-      if (t.is_floating_point()) {
-        args.emplace_back(t.to(m.device, m.compute_type));
-      } else {
-        args.emplace_back(t.to(m.device));
-      }
+    for (const at::Tensor& t : inputs) args.emplace_back(Place(t, m.placement));
+    c10::IValue result;
+    if (m.simulation) {
+      SimulatedRun run(*m.simulation);
+      result = m.module.forward(std::move(args));
+      run.Check();
+    } else {
+      result = m.module.forward(std::move(args));
     }
-    c10::IValue result = m.module.forward(std::move(args));
 
     std::vector<std::pair<std::string, at::Tensor>> raw;
     auto add = [&](std::string name, const c10::IValue& v) -> absl::Status {
@@ -209,10 +229,13 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
         return absl::InternalError(absl::StrCat("model '", m.name, "' output '", name, "' has dtype ",
                                                 c10::toString(out_type), " which the wire API cannot carry"));
       }
+      // Emulated fp16 rounds what the model produced, as fp16 hardware would.
+      if (m.placement.emulated() && tensor.is_floating_point()) tensor = tensor.to(m.placement.storage);
       outputs.push_back({std::move(name), tensor.to(at::kCPU, out_type).contiguous()});
     }
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("model '", m.name, "' failed: ", Concise(e.what())));
+    LOG_DEBUG << "model '" << m.name << "' threw: " << e.what();
+    return StatusFromException(e, absl::StrCat("model '", m.name, "' failed: "));
   }
   return outputs;
 }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "devices/device_id.h"
+#include "devices/device_info.h"
 #include "devices/dtype.h"
 #include "infergate/v1/model_config.pb.h"
 #include "scheduler/input_signature.h"
@@ -19,16 +19,18 @@ class LoadedModel {
  public:
   // torch::jit::load on the CPU, checks forward()'s signature against the
   // config, casts floating parameters to `compute_dtype` and moves it to
-  // `device`. Errors: INTERNAL for an unreadable file or a bad signature.
+  // `device`. Errors: INTERNAL for an unreadable file or a bad signature;
+  // RESOURCE_EXHAUSTED (with an OOM device failure) when it does not fit.
   static absl::StatusOr<std::shared_ptr<LoadedModel>> Load(const std::string& path, const v1::ModelConfig& config,
-                                                           const DeviceId& device, DType compute_dtype);
+                                                           const DeviceInfo& device, DType compute_dtype);
   ~LoadedModel();
 
   // Runs forward() on inputs already ordered as signature(). Floating
   // inputs are cast to the compute dtype, integer ones are left alone.
   // Outputs come back on the CPU, contiguous, in the declared output dtype
   // (float32 for undeclared floating outputs). A throwing model gives
-  // INTERNAL with the model's message.
+  // INTERNAL with the model's message; device failures (unsupported op,
+  // dtype, out of memory) carry a DeviceFailure payload.
   absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>& inputs) const;
 
   const InputSignature& signature() const { return signature_; }

@@ -118,7 +118,11 @@ absl::StatusOr<Scheduler::Route> Scheduler::Plan(absl::string_view model, absl::
     }
   }
   std::optional<DeviceInfo> info = devices_.Find(route.resolution.device);
-  PrecisionTraits traits = info ? info->precision : PrecisionTraits{};
+  if (!info) {
+    return absl::UnavailableError(absl::StrCat("device: ", route.resolution.device.ToString(), " is not known"));
+  }
+  route.device = *std::move(info);
+  const PrecisionTraits& traits = route.device.precision;
   bool float64_model = false;
   for (const InputSpec& in : route.model->declared.inputs) float64_model |= in.dtype == DType::kFloat64;
   route.dtype = ResolveComputeDType(traits, precision, FromConfigPrecision(config.precision()), float64_model);
@@ -132,7 +136,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> Scheduler::GetModel(const Route& ro
       key,
       [&]() -> absl::StatusOr<std::shared_ptr<LoadedModel>> {
         Clock::time_point start = Clock::now();
-        auto model = LoadedModel::Load(path, route.model->config, route.resolution.device, route.dtype);
+        auto model = LoadedModel::Load(path, route.model->config, route.device, route.dtype);
         if (model.ok()) {
           LOG_INFO << "loaded " << key.ToString() << " from " << path << " in "
                    << MicrosBetween(start, Clock::now()) / 1000 << " ms (" << (*model)->parameter_bytes()

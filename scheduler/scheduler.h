@@ -57,6 +57,7 @@ class Scheduler {
     std::shared_ptr<const ModelEntry> model;
     int64_t version = 0;
     DeviceResolution resolution;
+    DeviceInfo device;
     DType dtype = DType::kFloat32;
   };
   absl::StatusOr<Route> Plan(absl::string_view model, absl::string_view version, absl::string_view device,

@@ -49,7 +49,12 @@ int Run(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  DeviceRegistry devices = DeviceRegistry::Discover();
+  absl::StatusOr<DeviceRegistry> discovered = DeviceRegistry::Discover(*DiscoveryFromOptions(opts));
+  if (!discovered.ok()) {
+    std::cerr << "infergate: " << discovered.status().message() << "\n";
+    return 2;
+  }
+  DeviceRegistry& devices = *discovered;
   ModelRepository repository(opts.model_repository);
   SchedulerOptions sched_opts;
   sched_opts.cpu_workers = static_cast<int>(opts.cpu_workers);

@@ -2,6 +2,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "service/flags.h"
 
 namespace infergate {
@@ -25,6 +28,17 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Int("shutdown-grace-ms", &o.shutdown_grace_ms,
             "On SIGTERM/SIGINT, how long in-flight requests may take before they are cancelled.");
   flags.String("log-level", &o.log_level, "debug, info, warning or error.");
+  flags.String("devices", &o.devices,
+               "Allow-list of devices to use, e.g. \"cpu\" (force CPU) or \"cuda:0,mps\"; empty uses all. "
+               "The CPU is always kept for fallbacks.");
+  flags.String("simulate-devices", &o.simulate_devices,
+               "Simulated devices for tests and demos: mps and cuda:N entries, each optionally =MEMORY "
+               "(e.g. 2GiB) and @CAPABILITY (cuda, e.g. 7.5) or @MACOS (mps, e.g. 13). They compute on the CPU "
+               "but enforce the real backend's rules.");
+  flags.String("simulate-mps-unsupported-ops", &o.simulate_mps_unsupported_ops,
+               "Comma-separated aten ops simulated MPS raises NotImplementedError for; empty uses a default list "
+               "of ops real MPS has lacked (aten::upsample_bicubic2d, aten::grid_sampler_3d, ...).");
+  flags.String("nvml-library", &o.nvml_library, "NVIDIA management library to read GPU names and memory from.");
   bool help = false;
   absl::StatusOr<std::vector<std::string>> rest = flags.Parse(argc, argv, &help);
   if (!rest.ok()) return rest.status();
@@ -48,7 +62,30 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   if (o.log_level != "debug" && o.log_level != "info" && o.log_level != "warning" && o.log_level != "error") {
     return absl::InvalidArgumentError("--log-level: must be debug, info, warning or error");
   }
+  if (absl::StatusOr<DiscoveryOptions> d = DiscoveryFromOptions(o); !d.ok()) return d.status();
   return o;
+}
+
+absl::StatusOr<DiscoveryOptions> DiscoveryFromOptions(const ServerOptions& o) {
+  DiscoveryOptions d;
+  absl::StatusOr<std::vector<DeviceRequest>> allow = ParseDeviceAllowList(o.devices);
+  if (!allow.ok()) return allow.status();
+  d.allow = *std::move(allow);
+  absl::StatusOr<std::vector<SimulatedDeviceSpec>> sim = ParseSimulatedDevices(o.simulate_devices);
+  if (!sim.ok()) return sim.status();
+  d.simulated = *std::move(sim);
+  if (!o.simulate_mps_unsupported_ops.empty()) {
+    d.mps_unsupported_ops.clear();
+    for (absl::string_view op : absl::StrSplit(o.simulate_mps_unsupported_ops, ',', absl::SkipWhitespace())) {
+      if (!absl::StartsWith(absl::StripAsciiWhitespace(op), "aten::")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--simulate-mps-unsupported-ops: '", op, "' is not an aten op such as aten::max_pool2d"));
+      }
+      d.mps_unsupported_ops.push_back(std::string(absl::StripAsciiWhitespace(op)));
+    }
+  }
+  d.nvml_library = o.nvml_library;
+  return d;
 }
 
 }  // namespace infergate

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "devices/device_registry.h"
 
 namespace infergate {
 
@@ -19,9 +20,16 @@ struct ServerOptions {
   int64_t max_tensor_elements = int64_t{1} << 28;
   int64_t shutdown_grace_ms = 10000;
   std::string log_level = "info";
+  std::string devices;           // allow-list; empty = all
+  std::string simulate_devices;  // e.g. "mps,cuda:0=2GiB@7.5"
+  std::string simulate_mps_unsupported_ops;  // empty = the default list
+  std::string nvml_library = "libnvidia-ml.so.1";
 };
 
 // Parses argv. `*help_text` is set (and options left default) for --help.
 absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* argv, std::string* help_text);
+
+// The device-discovery part of the options, parsed (errors name the flag).
+absl::StatusOr<DiscoveryOptions> DiscoveryFromOptions(const ServerOptions& options);
 
 }  // namespace infergate

@@ -63,8 +63,12 @@ at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& in
 
 class ServerTest : public ::testing::Test {
  protected:
+  virtual std::vector<std::string> ExtraArgs() const { return {}; }
+
   void SetUp() override {
-    server_ = ServerProcess::Start({"--model-repository=" + DemoRepository()});
+    std::vector<std::string> args = {"--model-repository=" + DemoRepository()};
+    for (const std::string& a : ExtraArgs()) args.push_back(a);
+    server_ = ServerProcess::Start(args);
     ASSERT_NE(server_, nullptr);
     channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
     stub_ = v1::InferenceService::NewStub(channel_);
@@ -455,6 +459,173 @@ TEST_F(ServerTest, CliTalksToTheServer) {
                   &out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("output embedding FLOAT32 [2,16]"), std::string::npos) << out;
+}
+
+// Devices and precision, on simulated CUDA (compute capability 7.5) and MPS.
+class SimulatedDevicesTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--simulate-devices=mps,cuda:0@7.5", "--simulate-mps-unsupported-ops=aten::max_pool2d"};
+  }
+
+  v1::InferResponse Run(v1::InferRequest req, grpc::StatusCode expect = grpc::StatusCode::OK) {
+    v1::InferResponse resp;
+    grpc::Status s = Infer(req, &resp);
+    EXPECT_EQ(s.error_code(), expect) << s.error_message();
+    return resp;
+  }
+};
+
+TEST_F(SimulatedDevicesTest, ListDevicesShowsThreeWithTwoSimulated) {
+  grpc::ClientContext ctx;
+  v1::ListDevicesResponse resp;
+  ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &resp).ok());
+  ASSERT_EQ(resp.devices_size(), 3);
+  std::map<std::string, v1::DeviceInfo> by_id;
+  for (const auto& d : resp.devices()) by_id[d.id()] = d;
+  ASSERT_TRUE(by_id.count("cuda:0") && by_id.count("mps") && by_id.count("cpu"));
+  EXPECT_TRUE(by_id["cuda:0"].simulated());
+  EXPECT_TRUE(by_id["mps"].simulated());
+  EXPECT_FALSE(by_id["cpu"].simulated());
+  EXPECT_EQ(by_id["cuda:0"].kind(), v1::CUDA);
+  EXPECT_EQ(by_id["cuda:0"].compute_capability(), "7.5");
+  EXPECT_EQ(by_id["cuda:0"].default_precision(), v1::FP16);
+  EXPECT_EQ(by_id["mps"].default_precision(), v1::FP16);
+  EXPECT_GT(by_id["cuda:0"].memory_total_bytes(), 0u);
+  // Warm-up models went to cuda:0, the first device on a cold start, and
+  // their parameters count against its memory.
+  EXPECT_GT(by_id["cuda:0"].memory_used_bytes(), 0u);
+  for (const auto& d : resp.devices()) {
+    EXPECT_FALSE(d.name().empty());
+    EXPECT_TRUE(d.available());
+    EXPECT_GT(d.supported_dtypes_size(), 0);
+  }
+  for (int t : by_id["mps"].supported_dtypes()) EXPECT_NE(t, v1::FLOAT64);
+  for (int t : by_id["cuda:0"].supported_dtypes()) EXPECT_NE(t, v1::BFLOAT16);
+}
+
+TEST_F(SimulatedDevicesTest, Float64InputRunsOnMpsAsFloat32) {
+  at::Tensor x = at::randn({2, 4}, at::TensorOptions().dtype(at::kDouble));
+  v1::InferRequest req = Request("poly64", {{"x", x}});
+  req.set_device("mps");
+  v1::InferResponse resp = Run(req);
+  EXPECT_EQ(resp.placement().device(), "mps");
+  EXPECT_EQ(resp.placement().dtype(), v1::FLOAT32);
+  EXPECT_FALSE(resp.placement().fell_back());
+  ASSERT_EQ(resp.outputs_size(), 1);
+  EXPECT_EQ(resp.outputs(0).dtype(), v1::FLOAT64);  // the declared output dtype
+  EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("poly64", {x}), 1e-4, 1e-4));
+}
+
+TEST_F(SimulatedDevicesTest, IntegerInputsAreNotCastOnMps) {
+  at::Tensor ids = at::randint(0, 100, {3, 8}, at::TensorOptions().dtype(at::kLong));
+  v1::InferRequest req = Request("embed", {{"ids", ids}});
+  req.set_device("mps");
+  v1::InferResponse resp = Run(req);
+  EXPECT_EQ(resp.placement().dtype(), v1::FLOAT16);
+  EXPECT_EQ(resp.outputs(0).dtype(), v1::FLOAT32);
+  // fp16 embeddings of the right rows: close to the fp32 reference.
+  EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("embed", {ids}), 1e-2, 1e-2));
+}
+
+TEST_F(SimulatedDevicesTest, AbsentDeviceFallsBackOrFailsWithDeny) {
+  v1::InferRequest req = Request("mlp", {{"x", at::randn({1, 256})}});
+  req.set_device("cuda:7");
+  v1::InferResponse resp = Run(req);
+  EXPECT_EQ(resp.placement().device(), "cpu");
+  EXPECT_TRUE(resp.placement().fell_back());
+  EXPECT_EQ(resp.placement().fallback_reason(), "device_unavailable:cuda:7");
+  req.set_fallback(v1::DENY);
+  Run(req, grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(SimulatedDevicesTest, Bf16OnCapability75GivesFp16AndSaysSo) {
+  at::Tensor x = at::randn({2, 256});
+  v1::InferRequest req = Request("mlp", {{"x", x}});
+  req.set_device("cuda:0");
+  req.set_precision(v1::BF16);
+  v1::InferResponse resp = Run(req);
+  EXPECT_EQ(resp.placement().device(), "cuda:0");
+  EXPECT_EQ(resp.placement().dtype(), v1::FLOAT16);
+  EXPECT_EQ(resp.outputs(0).dtype(), v1::FLOAT32);
+  EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("mlp", {x}), 5e-2, 5e-2));
+  req.set_precision(v1::FP32);
+  resp = Run(req);
+  EXPECT_EQ(resp.placement().dtype(), v1::FLOAT32);
+  EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("mlp", {x}), 1e-5, 1e-5));
+}
+
+TEST_F(SimulatedDevicesTest, CpuHonoursExplicitHalfPrecisions) {
+  at::Tensor x = at::randn({2, 256});
+  for (auto [precision, dtype] : std::vector<std::pair<v1::Precision, v1::DataType>>{
+           {v1::FP16, v1::FLOAT16}, {v1::BF16, v1::BFLOAT16}, {v1::AUTO, v1::FLOAT32}}) {
+    v1::InferRequest req = Request("mlp", {{"x", x}});
+    req.set_device("cpu");
+    req.set_precision(precision);
+    v1::InferResponse resp = Run(req);
+    EXPECT_EQ(resp.placement().dtype(), dtype);
+    EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("mlp", {x}), 1e-1, 1e-1));
+  }
+}
+
+TEST_F(SimulatedDevicesTest, UnsupportedMpsOpRaisesTheRealMessage) {
+  v1::InferRequest req = Request("cnn", {{"image", at::randn({1, 3, 64, 64})}});
+  req.set_device("mps");
+  req.set_fallback(v1::DENY);
+  v1::InferResponse resp;
+  grpc::Status s = Infer(req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_NE(s.error_message().find("The operator 'aten::max_pool2d' is not currently implemented for the MPS device"),
+            std::string::npos)
+      << s.error_message();
+  // mlp uses no denied op and runs on mps.
+  v1::InferRequest ok = Request("mlp", {{"x", at::randn({1, 256})}});
+  ok.set_device("mps");
+  EXPECT_EQ(Run(ok).placement().device(), "mps");
+}
+
+class ForceCpuTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--simulate-devices=mps,cuda:0", "--devices=cpu"};
+  }
+};
+
+TEST_F(ForceCpuTest, AllowListHidesEveryOtherDevice) {
+  grpc::ClientContext ctx;
+  v1::ListDevicesResponse devices;
+  ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+  ASSERT_EQ(devices.devices_size(), 1);
+  EXPECT_EQ(devices.devices(0).id(), "cpu");
+  for (const char* dev : {"mps", "cuda:0", "", "auto"}) {
+    v1::InferRequest req = Request("mlp", {{"x", at::randn({1, 256})}});
+    req.set_device(dev);
+    v1::InferResponse resp;
+    ASSERT_TRUE(Infer(req, &resp).ok()) << dev;
+    EXPECT_EQ(resp.placement().device(), "cpu") << dev;
+  }
+}
+
+class TinyCudaTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override { return {"--simulate-devices=cuda:0=1MiB"}; }
+};
+
+TEST_F(TinyCudaTest, ModelLargerThanSimulatedMemoryIsOutOfMemory) {
+  v1::InferRequest req = Request("mlp", {{"x", at::randn({1, 256})}});
+  req.set_device("cuda:0");
+  req.set_precision(v1::FP32);  // 1.6 MB of fp32 parameters
+  req.set_fallback(v1::DENY);
+  v1::InferResponse resp;
+  grpc::Status s = Infer(req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("out of memory"), std::string::npos) << s.error_message();
+  // A small model fits.
+  v1::InferRequest small = Request("poly64", {{"x", at::randn({1, 4}, at::TensorOptions().dtype(at::kDouble))}});
+  small.set_device("cuda:0");
+  v1::InferResponse ok;
+  ASSERT_TRUE(Infer(small, &ok).ok());
+  EXPECT_EQ(ok.placement().device(), "cuda:0");
 }
 
 TEST(ServerStartup, HelpListsFlagsAndMissingRepositoryFails) {

@@ -1,0 +1,39 @@
+#pragma once
+// Enforces a simulated device's rules on every op the current thread runs
+// while an instance is alive, by watching LibTorch's dispatcher through a
+// thread-local RecordFunction callback: the ops checked are exactly the ops
+// the request runs, not a static reading of the graph.
+
+#include <cstdint>
+#include <string>
+
+#include "devices/simulation.h"
+
+namespace infergate {
+
+class SimulatedRun {
+ public:
+  explicit SimulatedRun(const SimulationRules& rules);
+  ~SimulatedRun();
+  SimulatedRun(const SimulatedRun&) = delete;
+  SimulatedRun& operator=(const SimulatedRun&) = delete;
+
+  // Throws what the real backend would have raised at the first violation:
+  // c10::NotImplementedError for an unsupported MPS op, c10::TypeError for
+  // a float64 tensor on MPS, c10::OutOfMemoryError past the memory size.
+  // (Callbacks may not throw, so the run completes on the CPU first.)
+  void Check() const;
+
+  // Called from the dispatcher callbacks.
+  void OnOp(const char* name, uint64_t working_bytes, bool saw_float64);
+
+ private:
+  const SimulationRules& rules_;
+  uint64_t handle_ = 0;
+  SimulatedRun* previous_ = nullptr;
+  std::string unsupported_op_;
+  bool float64_ = false;
+  uint64_t peak_bytes_ = 0;
+};
+
+}  // namespace infergate

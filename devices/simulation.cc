@@ -1,0 +1,113 @@
+#include "devices/simulation.h"
+
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace infergate {
+
+bool MemoryLedger::TryReserve(uint64_t bytes) {
+  uint64_t cur = used_.load(std::memory_order_relaxed);
+  do {
+    if (cur + bytes > capacity_ || cur + bytes < cur) return false;
+  } while (!used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+void MemoryLedger::Release(uint64_t bytes) {
+  uint64_t cur = used_.load(std::memory_order_relaxed);
+  while (!used_.compare_exchange_weak(cur, cur >= bytes ? cur - bytes : 0, std::memory_order_relaxed)) {
+  }
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
+  std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  struct Unit {
+    const char* suffix;
+    double factor;
+  };
+  const Unit units[] = {{"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
+                        {"kb", 1e3},      {"mb", 1e6},         {"gb", 1e9},            {"tb", 1e12},
+                        {"k", 1024.0},    {"m", 1048576.0},    {"g", 1073741824.0},    {"b", 1.0}};
+  double factor = 1.0;
+  absl::string_view number = t;
+  for (const Unit& u : units) {
+    if (absl::ConsumeSuffix(&number, u.suffix)) {
+      factor = u.factor;
+      break;
+    }
+  }
+  double value = 0;
+  if (number.empty() || !absl::SimpleAtod(number, &value) || value < 0 || !std::isfinite(value) ||
+      value * factor > 1.8e19) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a byte size such as 2GiB or 512MiB"));
+  }
+  return static_cast<uint64_t>(value * factor);
+}
+
+absl::StatusOr<std::vector<SimulatedDeviceSpec>> ParseSimulatedDevices(absl::string_view text) {
+  std::vector<SimulatedDeviceSpec> out;
+  for (absl::string_view entry : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    entry = absl::StripAsciiWhitespace(entry);
+    auto bad = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat("--simulate-devices: entry '", entry, "': ", why));
+    };
+    absl::string_view rest = entry;
+    absl::string_view capability;
+    if (size_t at = rest.find('@'); at != absl::string_view::npos) {
+      capability = rest.substr(at + 1);
+      rest = rest.substr(0, at);
+    }
+    absl::string_view memory;
+    if (size_t eq = rest.find('='); eq != absl::string_view::npos) {
+      memory = rest.substr(eq + 1);
+      rest = rest.substr(0, eq);
+    }
+    absl::StatusOr<DeviceRequest> dev = ParseDeviceRequest(rest, "--simulate-devices");
+    if (!dev.ok()) return dev.status();
+    if (dev->automatic || dev->kind == DeviceKind::kCpu) return bad("only cuda:N and mps can be simulated");
+    SimulatedDeviceSpec spec;
+    spec.id = {dev->kind, dev->kind == DeviceKind::kCuda ? dev->index : 0};
+    if (!memory.empty()) {
+      absl::StatusOr<uint64_t> bytes = ParseByteSize(memory);
+      if (!bytes.ok()) return bad(bytes.status().message());
+      if (*bytes == 0) return bad("memory size must be positive");
+      spec.memory_bytes = *bytes;
+    }
+    if (!capability.empty()) {
+      double v = 0;
+      if (!absl::SimpleAtod(capability, &v) || v <= 0 || v >= 100) {
+        return bad("expected @MAJOR.MINOR compute capability (cuda) or @MAJOR macOS version (mps)");
+      }
+      if (spec.id.kind == DeviceKind::kCuda) {
+        spec.compute_capability = static_cast<int>(std::lround(v * 10));
+      } else {
+        spec.macos_major = static_cast<int>(v);
+      }
+    }
+    for (const SimulatedDeviceSpec& s : out) {
+      if (s.id == spec.id) return bad("device listed twice");
+    }
+    out.push_back(spec);
+  }
+  return out;
+}
+
+std::vector<std::string> DefaultMpsUnsupportedOps() {
+  return {"aten::upsample_bicubic2d", "aten::grid_sampler_3d", "aten::max_unpool2d", "aten::linalg_lstsq",
+          "aten::_ctc_loss"};
+}
+
+std::string OpBaseName(absl::string_view op) {
+  op = absl::StripAsciiWhitespace(op);
+  size_t colons = op.find("::");
+  size_t dot = op.find('.', colons == absl::string_view::npos ? 0 : colons + 2);
+  return std::string(op.substr(0, dot));
+}
+
+}  // namespace infergate

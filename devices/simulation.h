@@ -1,0 +1,63 @@
+#pragma once
+// Simulated CUDA and MPS devices: they compute on the CPU but enforce the
+// target backend's rules, so CUDA/MPS code paths run on machines without
+// either. Only present when asked for with --simulate-devices.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "devices/device_id.h"
+
+namespace infergate {
+
+// Bytes in use on a simulated device, against its capacity.
+class MemoryLedger {
+ public:
+  explicit MemoryLedger(uint64_t capacity) : capacity_(capacity) {}
+  // False (and nothing reserved) when `bytes` would not fit.
+  bool TryReserve(uint64_t bytes);
+  void Release(uint64_t bytes);
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  uint64_t capacity() const { return capacity_; }
+
+ private:
+  const uint64_t capacity_;
+  std::atomic<uint64_t> used_{0};
+};
+
+// What a simulated device enforces while a model runs on it.
+struct SimulationRules {
+  DeviceId device;
+  bool reject_float64 = false;            // MPS
+  std::set<std::string> unsupported_ops;  // MPS; "aten::op" without overload
+  std::shared_ptr<MemoryLedger> memory;   // capacity counted from parameters and live tensors
+};
+
+// One entry of --simulate-devices: "cuda:0", "cuda:1=2GiB@7.5", "mps@13".
+struct SimulatedDeviceSpec {
+  DeviceId id;
+  uint64_t memory_bytes = uint64_t{16} << 30;
+  int compute_capability = 80;  // CUDA, major*10+minor
+  int macos_major = 14;         // MPS
+};
+
+// Parses the comma-separated --simulate-devices list. Errors name the flag
+// and the entry.
+absl::StatusOr<std::vector<SimulatedDeviceSpec>> ParseSimulatedDevices(absl::string_view text);
+
+// "2GiB", "512MiB", "1.5GB", "1048576": a byte count.
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
+
+// Ops real MPS has lacked in some releases; the default deny list.
+std::vector<std::string> DefaultMpsUnsupportedOps();
+
+// Normalises "aten::upsample_bicubic2d.out" to "aten::upsample_bicubic2d".
+std::string OpBaseName(absl::string_view op);
+
+}  // namespace infergate
