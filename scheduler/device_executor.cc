@@ -4,8 +4,8 @@
 
 namespace infergate {
 
-DeviceExecutor::DeviceExecutor(DeviceId device, int workers, size_t capacity, std::function<void()> init)
-    : device_(device), capacity_(capacity), init_(std::move(init)) {
+DeviceExecutor::DeviceExecutor(DeviceId device, int workers, size_t capacity, BatchRunner runner)
+    : device_(device), capacity_(capacity), runner_(std::move(runner)) {
   if (workers < 1) workers = 1;
   workers_.reserve(workers);
   for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
@@ -13,55 +13,143 @@ DeviceExecutor::DeviceExecutor(DeviceId device, int workers, size_t capacity, st
 
 DeviceExecutor::~DeviceExecutor() { Stop(); }
 
-absl::Status DeviceExecutor::Submit(Task task) {
+absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) {
-      return absl::UnavailableError(absl::StrCat("server is shutting down; device ", device_.ToString(),
-                                                 " takes no new work"));
+    if (!accepting_) {
+      return absl::UnavailableError(
+          absl::StrCat("server is draining; device ", device_.ToString(), " takes no new work"));
     }
     if (queue_.size() >= capacity_) {
-      return absl::ResourceExhaustedError(absl::StrCat("device ", device_.ToString(), " queue is full (",
-                                                       capacity_, " requests waiting)"));
+      return absl::ResourceExhaustedError(absl::StrCat("device ", device_.ToString(), " queue is full (", capacity_,
+                                                       " requests waiting)"));
     }
-    queue_.push_back(std::move(task));
+    job->executor = this;
+    queue_.push_back(std::move(job));
+    depth_.store(queue_.size(), std::memory_order_relaxed);
+    if (waiting_batchers_ > 0) batch_cv_.notify_all();
   }
-  cv_.notify_one();
+  work_cv_.notify_one();
   return absl::OkStatus();
+}
+
+absl::Status DeviceExecutor::SubmitTask(std::function<void()> task) {
+  auto job = std::make_shared<Job>();
+  job->task = std::move(task);
+  job->enqueued = Clock::now();
+  return Submit(std::move(job));
+}
+
+size_t DeviceExecutor::PurgeCancelled() {
+  Batch removed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if ((*it)->cancelled.load()) {
+        removed.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    depth_.store(queue_.size(), std::memory_order_relaxed);
+  }
+  for (auto& job : removed) job->Finish(absl::CancelledError("request cancelled by the client while queued"));
+  if (!removed.empty()) idle_cv_.notify_all();
+  return removed.size();
+}
+
+void DeviceExecutor::StopAccepting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  accepting_ = false;
+}
+
+bool DeviceExecutor::WaitIdle(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_cv_.wait_until(lock, deadline, [this] { return queue_.empty() && running_workers_ == 0; });
 }
 
 void DeviceExecutor::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && workers_.empty()) return;
+    accepting_ = false;
+    if (stopping_) return;
     stopping_ = true;
   }
-  cv_.notify_all();
+  work_cv_.notify_all();
+  batch_cv_.notify_all();
   for (std::thread& t : workers_) {
     if (t.joinable()) t.join();
   }
-  workers_.clear();
 }
 
-size_t DeviceExecutor::queue_depth() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return queue_.size();
+void DeviceExecutor::Collect(const std::shared_ptr<Job>& first, int64_t* rows, Batch* batch) {
+  for (auto it = queue_.begin(); it != queue_.end() && *rows < first->max_batch_rows;) {
+    const Job& j = **it;
+    if (!j.task && !j.cancelled.load() && j.batch_key == first->batch_key && *rows + j.rows <= first->max_batch_rows) {
+      *rows += j.rows;
+      batch->push_back(std::move(*it));
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  depth_.store(queue_.size(), std::memory_order_relaxed);
+}
+
+DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lock) {
+  Batch batch;
+  std::shared_ptr<Job> first = std::move(queue_.front());
+  queue_.pop_front();
+  depth_.store(queue_.size(), std::memory_order_relaxed);
+  batch.push_back(first);
+  if (first->task || first->batch_key.empty() || first->max_batch_rows <= 1) return batch;
+  int64_t rows = first->rows;
+  Collect(first, &rows, &batch);
+  // Wait for companions only while another worker keeps the device busy: an
+  // idle device runs what it has at once, so batching never adds latency
+  // at low load. The delay is counted from the oldest request's arrival.
+  if (rows < first->max_batch_rows && first->max_queue_delay_us > 0 && running_workers_ > 0) {
+    Clock::time_point until = first->enqueued + std::chrono::microseconds(first->max_queue_delay_us);
+    ++waiting_batchers_;
+    while (rows < first->max_batch_rows && !stopping_ && running_workers_ > 0 &&
+           batch_cv_.wait_until(lock, until) != std::cv_status::timeout) {
+      Collect(first, &rows, &batch);
+    }
+    Collect(first, &rows, &batch);
+    --waiting_batchers_;
+  }
+  return batch;
 }
 
 void DeviceExecutor::WorkerLoop() {
-  if (init_) init_();
   for (;;) {
-    Task task;
+    Batch batch;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      in_flight_.fetch_add(1, std::memory_order_relaxed);
+      batch = TakeBatch(lock);
+      ++running_workers_;
+      running_jobs_.fetch_add(batch.size(), std::memory_order_relaxed);
     }
-    task();
-    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    // More work may be waiting for another worker.
+    work_cv_.notify_one();
+    Clock::time_point start = Clock::now();
+    if (batch.size() == 1 && batch[0]->task) {
+      batch[0]->task();
+    } else {
+      runner_(batch);
+    }
+    busy_us_.fetch_add(MicrosBetween(start, Clock::now()), std::memory_order_relaxed);
+    running_jobs_.fetch_sub(batch.size(), std::memory_order_relaxed);
+    batch.clear();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --running_workers_;
+      if (waiting_batchers_ > 0) batch_cv_.notify_all();  // "others busy" changed
+    }
+    idle_cv_.notify_all();
   }
 }
 

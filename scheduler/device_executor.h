@@ -1,51 +1,74 @@
 #pragma once
-// A device's bounded work queue and the worker threads that drain it.
+// A device's bounded queue and the worker threads that drain it, forming
+// batches of compatible jobs on the way out.
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "devices/device_id.h"
+#include "scheduler/job.h"
 
 namespace infergate {
 
 class DeviceExecutor {
  public:
-  using Task = std::function<void()>;
+  using Batch = std::vector<std::shared_ptr<Job>>;
+  // Runs an inference batch (all jobs share a batch key, or it is one job).
+  using BatchRunner = std::function<void(Batch&)>;
 
-  // `init` runs once on each worker thread before it takes work.
-  DeviceExecutor(DeviceId device, int workers, size_t capacity, std::function<void()> init = {});
+  DeviceExecutor(DeviceId device, int workers, size_t capacity, BatchRunner runner);
   ~DeviceExecutor();
 
-  // Queues `task`. RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE
-  // once Stop() has begun.
-  absl::Status Submit(Task task);
+  // Queues `job`. RESOURCE_EXHAUSTED naming the device when the queue is
+  // full, UNAVAILABLE once draining has begun.
+  absl::Status Submit(std::shared_ptr<Job> job);
+  // Runs `task` as a job of its own (explicit loads).
+  absl::Status SubmitTask(std::function<void()> task);
 
+  // Takes cancelled jobs out of the queue and answers them CANCELLED.
+  size_t PurgeCancelled();
+
+  // Refuses new work from now on.
+  void StopAccepting();
+  // Waits until nothing is queued or running, or `deadline`; true if idle.
+  bool WaitIdle(Clock::time_point deadline);
   // Refuses new work, runs what is queued, joins the workers.
   void Stop();
 
-  size_t queue_depth() const;
-  size_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+  size_t queue_depth() const { return depth_.load(std::memory_order_relaxed); }
+  size_t in_flight() const { return running_jobs_.load(std::memory_order_relaxed); }
+  int workers() const { return static_cast<int>(workers_.size()); }
+  uint64_t busy_us() const { return busy_us_.load(std::memory_order_relaxed); }
   const DeviceId& device() const { return device_; }
-  size_t capacity() const { return capacity_; }
 
  private:
   void WorkerLoop();
+  Batch TakeBatch(std::unique_lock<std::mutex>& lock);
+  void Collect(const std::shared_ptr<Job>& first, int64_t* rows, Batch* batch);
 
   DeviceId device_;
   size_t capacity_;
-  std::function<void()> init_;
+  BatchRunner runner_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;
+  std::condition_variable work_cv_;   // workers wait for jobs
+  std::condition_variable batch_cv_;  // a batcher waits for companions
+  std::condition_variable idle_cv_;   // WaitIdle
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool accepting_ = true;
   bool stopping_ = false;
-  std::atomic<size_t> in_flight_{0};
+  int running_workers_ = 0;  // under mu_
+  int waiting_batchers_ = 0;  // under mu_
+  std::atomic<size_t> depth_{0};
+  std::atomic<size_t> running_jobs_{0};
+  std::atomic<uint64_t> busy_us_{0};
   std::vector<std::thread> workers_;
 };
 

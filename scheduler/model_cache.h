@@ -1,6 +1,8 @@
 #pragma once
-// Models resident per device, keyed by (model, version, device, dtype).
-// Loads are single-flight: concurrent first requests for a key share one load.
+// Models resident per device, keyed by (model, version, device, dtype), under
+// a memory budget per device with least-recently-used eviction. Loads are
+// single-flight: concurrent first requests for a key share one load. A model
+// with a request in flight, or pinned by its config, is never evicted.
 
 #include <cstdint>
 #include <functional>
@@ -33,33 +35,83 @@ struct ModelKey {
 struct ResidentModel {
   ModelKey key;
   uint64_t bytes = 0;
+  bool pinned = false;
+  int in_flight = 0;
 };
 
 class ModelCache {
  public:
   using Loader = std::function<absl::StatusOr<std::shared_ptr<LoadedModel>>()>;
 
-  // The loaded model for `key`, loading it with `loader` when absent. A
-  // failed load is not cached, so a fixed file loads on the next request.
-  // `*loaded` tells whether this call did the load.
-  absl::StatusOr<std::shared_ptr<LoadedModel>> GetOrLoad(const ModelKey& key, const Loader& loader,
-                                                         bool* loaded = nullptr);
+  // A loaded model held for one use: it is not evicted while a lease lives.
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& other) noexcept;
+    Lease& operator=(Lease&& other) noexcept;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease();
+    const LoadedModel& operator*() const { return *model_; }
+    const LoadedModel* operator->() const { return model_.get(); }
+    bool loaded_now() const { return loaded_now_; }
 
-  // Drops every resident key for which `match` is true; returns how many.
+   private:
+    friend class ModelCache;
+    std::shared_ptr<LoadedModel> model_;
+    std::shared_ptr<void> slot_;
+    ModelCache* cache_ = nullptr;
+    bool loaded_now_ = false;
+  };
+
+  // Called after every eviction (for metrics and logs).
+  using EvictionListener = std::function<void(const ModelKey&, uint64_t bytes, const char* why)>;
+
+  // Bytes the models resident on `device` may take; 0 = unlimited.
+  void SetBudget(const DeviceId& device, uint64_t bytes);
+  uint64_t Budget(const DeviceId& device) const;
+  void SetEvictionListener(EvictionListener listener) { listener_ = std::move(listener); }
+
+  // The model for `key`, loading it with `loader` when absent. A failed load
+  // is not cached, so a fixed file loads on the next request. After a load,
+  // least-recently-used idle unpinned models on the device are evicted until
+  // the budget holds; a model that alone exceeds it is RESOURCE_EXHAUSTED.
+  absl::StatusOr<Lease> Acquire(const ModelKey& key, const Loader& loader, bool pinned = false);
+
+  // Evicts every idle unpinned model on `device` except `keep`; returns how
+  // many. Used to make room after an out-of-memory error.
+  size_t EvictIdle(const DeviceId& device, const ModelKey* keep, const char* why);
+
+  // Drops every resident key for which `match` is true (pinned or not, but
+  // not while in flight); returns how many.
   size_t Unload(const std::function<bool(const ModelKey&)>& match);
 
   std::vector<ResidentModel> Resident() const;
+  bool IsResident(const ModelKey& key) const;
+  uint64_t ResidentBytes(const DeviceId& device) const;
 
  private:
   using Result = absl::StatusOr<std::shared_ptr<LoadedModel>>;
   struct Slot {
     std::shared_future<Result> result;
     bool ready = false;
+    bool pinned = false;
     uint64_t bytes = 0;
+    uint64_t last_used = 0;
+    int in_flight = 0;  // under mu_
   };
+  void Release(const std::shared_ptr<void>& slot);
+  // Under mu_: evicts LRU idle unpinned slots on `device` (never `keep`)
+  // until resident bytes <= target. Returns the evicted entries.
+  std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>> EvictLocked(const DeviceId& device, uint64_t target,
+                                                                      const ModelKey* keep);
+  void Notify(const std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>>& evicted, const char* why);
 
   mutable std::mutex mu_;
   std::map<ModelKey, std::shared_ptr<Slot>> slots_;
+  std::map<DeviceId, uint64_t> budgets_;
+  uint64_t clock_ = 0;
+  EvictionListener listener_;
 };
 
 }  // namespace infergate

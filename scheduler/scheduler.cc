@@ -1,4 +1,3 @@
-#include "absl/strings/string_view.h"
 #include "scheduler/scheduler.h"
 
 #include <ATen/Parallel.h>
@@ -8,9 +7,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "devices/device_failure.h"
 #include "devices/logging.h"
 #include "devices/system_info.h"
 #include "devices/torch_dtype.h"
+#include "scheduler/batch_tensors.h"
 #include "scheduler/loaded_model.h"
 
 namespace infergate {
@@ -46,21 +47,49 @@ std::vector<TensorMeta> Metas(const std::vector<NamedTensor>& inputs) {
   return metas;
 }
 
+ModelKey KeyOf(const Route& route) {
+  return {route.model->name, route.version, route.resolution.device, route.dtype};
+}
+
+// Requests that may share a batch have equal keys: same model, version,
+// device and dtype, and the same input names, dtypes and non-batch dims.
+std::string BatchKey(const Route& route, const std::vector<NamedTensor>& inputs) {
+  std::string key = KeyOf(route).ToString();
+  for (const NamedTensor& t : inputs) {
+    absl::StrAppend(&key, "|", t.name, ":", static_cast<int>(t.tensor.scalar_type()));
+    for (int64_t d = 1; d < t.tensor.dim(); ++d) absl::StrAppend(&key, ",", t.tensor.size(d));
+  }
+  return key;
+}
+
 }  // namespace
 
 Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, SchedulerOptions options)
-    : repository_(repository), devices_(devices), options_(options) {
+    : repository_(repository), devices_(devices), options_(std::move(options)), unsupported_(options_.state_file) {
   int cores = static_cast<int>(LogicalCores());
   if (options_.cpu_workers <= 0) options_.cpu_workers = std::clamp(cores, 1, 4);
   if (options_.intra_op_threads <= 0) options_.intra_op_threads = std::max(1, cores / options_.cpu_workers);
   // Process-wide in LibTorch; each worker thread picks it up on first use.
   at::set_num_threads(options_.intra_op_threads);
-  for (const DeviceId& id : devices_.Available()) {
-    int workers = id.kind == DeviceKind::kCpu ? options_.cpu_workers : 1;
-    executors_[id] = std::make_unique<DeviceExecutor>(id, workers, options_.queue_capacity);
+  if (absl::Status s = unsupported_.Load(); !s.ok()) {
+    LOG_WARNING << s.message() << "; starting with no learned device limits";
+  }
+  for (const DeviceInfo& d : devices_.Snapshot()) {
+    if (!d.available) continue;
+    int workers = d.id.kind == DeviceKind::kCpu ? options_.cpu_workers : options_.accelerator_workers;
+    executors_[d.id] = std::make_unique<DeviceExecutor>(d.id, workers, options_.queue_capacity,
+                                                        [this](DeviceExecutor::Batch& batch) { RunBatch(batch); });
+    auto budget = options_.cache_budgets.find(d.id);
+    uint64_t bytes = budget != options_.cache_budgets.end()
+                         ? budget->second
+                         : static_cast<uint64_t>(static_cast<double>(d.memory_total_bytes) * options_.cache_budget_fraction);
+    cache_.SetBudget(d.id, bytes);
+    LOG_INFO << "device " << d.id.ToString() << ": " << workers << " worker(s), model cache budget " << bytes
+             << " bytes";
   }
   LOG_INFO << "scheduler: " << options_.cpu_workers << " cpu workers x " << options_.intra_op_threads
-           << " intra-op threads, queue capacity " << options_.queue_capacity << " per device";
+           << " intra-op threads, queue capacity " << options_.queue_capacity << " per device, batching "
+           << (options_.batching ? "on" : "off");
 }
 
 Scheduler::~Scheduler() { Shutdown(); }
@@ -69,15 +98,69 @@ void Scheduler::Shutdown() {
   for (auto& [id, executor] : executors_) executor->Stop();
 }
 
-DeviceLoad Scheduler::Load(const DeviceId& device) const {
-  auto it = executors_.find(device);
-  if (it == executors_.end()) return {};
-  return {it->second->queue_depth(), it->second->in_flight()};
+bool Scheduler::Drain(Clock::time_point deadline) {
+  for (auto& [id, executor] : executors_) executor->StopAccepting();
+  bool idle = true;
+  // CPU last: device failures may still move work onto it while others drain.
+  for (auto& [id, executor] : executors_) {
+    if (id.kind != DeviceKind::kCpu) idle = executor->WaitIdle(deadline) && idle;
+  }
+  for (auto& [id, executor] : executors_) {
+    if (id.kind == DeviceKind::kCpu) idle = executor->WaitIdle(deadline) && idle;
+  }
+  return idle;
 }
 
-absl::StatusOr<Scheduler::Route> Scheduler::Plan(absl::string_view model, absl::string_view version,
-                                                 absl::string_view device, Precision precision,
-                                                 bool allow_fallback) {
+DeviceExecutor* Scheduler::Executor(const DeviceId& device) const {
+  auto it = executors_.find(device);
+  return it == executors_.end() ? nullptr : it->second.get();
+}
+
+DeviceLoad Scheduler::Load(const DeviceId& device) const {
+  DeviceExecutor* ex = Executor(device);
+  if (!ex) return {};
+  return {ex->queue_depth(), ex->in_flight(), ex->busy_us()};
+}
+
+absl::Status Scheduler::PlaceOn(Route& route, const DeviceId& device, Precision precision) {
+  std::optional<DeviceInfo> info = devices_.Find(device);
+  if (!info) return absl::UnavailableError(absl::StrCat("device: ", device.ToString(), " is not known"));
+  route.device = *std::move(info);
+  route.resolution.device = device;
+  bool float64_model = false;
+  for (const InputSpec& in : route.model->declared.inputs) float64_model |= in.dtype == DType::kFloat64;
+  route.dtype = ResolveComputeDType(route.device.precision, precision,
+                                    FromConfigPrecision(route.model->config.precision()), float64_model);
+  return absl::OkStatus();
+}
+
+DeviceId Scheduler::ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
+                               const std::vector<DeviceId>& allowed) {
+  std::vector<RouteCandidate> candidates;
+  candidates.reserve(allowed.size());
+  for (const DeviceId& id : allowed) {
+    RouteCandidate c;
+    c.device = id;
+    if (DeviceExecutor* ex = Executor(id)) {
+      c.queued = ex->queue_depth();
+      c.running = ex->in_flight();
+      c.workers = ex->workers();
+    }
+    std::optional<DeviceInfo> info = devices_.Find(id);
+    bool float64_model = false;
+    for (const InputSpec& in : model.declared.inputs) float64_model |= in.dtype == DType::kFloat64;
+    DType dtype = ResolveComputeDType(info ? info->precision : PrecisionTraits{}, precision,
+                                      FromConfigPrecision(model.config.precision()), float64_model);
+    c.resident = cache_.IsResident({model.name, version, id, dtype});
+    c.latency_us = latency_.Mean(model.name, id);
+    candidates.push_back(c);
+  }
+  int best = ChooseDevice(candidates, options_.router);
+  return candidates[best].device;
+}
+
+absl::StatusOr<Route> Scheduler::Plan(absl::string_view model, absl::string_view version, absl::string_view device,
+                                      Precision precision, bool allow_fallback) {
   Route route;
   absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(model);
   if (!entry.ok()) return entry.status();
@@ -89,50 +172,58 @@ absl::StatusOr<Scheduler::Route> Scheduler::Plan(absl::string_view model, absl::
   absl::StatusOr<DeviceRequest> wanted = ParseDeviceRequest(device);
   if (!wanted.ok()) return wanted.status();
   const v1::ModelConfig& config = route.model->config;
+  const std::string& name = route.model->name;
   if (wanted->automatic) {
-    bool found = false;
+    std::vector<DeviceId> allowed;
     for (const DeviceId& id : devices_.Available()) {
-      if (KindAllowed(config, id.kind)) {
-        route.resolution.device = id;
-        found = true;
-        break;
-      }
+      if (KindAllowed(config, id.kind) && !unsupported_.Lookup(name, id.kind)) allowed.push_back(id);
     }
-    if (!found) {
+    if (allowed.empty()) {
       return absl::FailedPreconditionError(
-          absl::StrCat("device: no available device is allowed for model '", route.model->name, "'"));
+          absl::StrCat("device: no available device is allowed for model '", name, "'"));
     }
-  } else {
-    absl::StatusOr<DeviceResolution> res = devices_.Resolve(*wanted, allow_fallback);
-    if (!res.ok()) return res.status();
-    route.resolution = *std::move(res);
-    if (!KindAllowed(config, route.resolution.device.kind)) {
-      std::string id = route.resolution.device.ToString();
-      if (!allow_fallback || !KindAllowed(config, DeviceKind::kCpu)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("device: model '", route.model->name, "' may not run on ", id));
-      }
-      route.resolution.device = {DeviceKind::kCpu, 0};
-      route.resolution.fell_back = true;
-      route.resolution.fallback_reason = absl::StrCat("device_not_allowed:", id);
+    if (absl::Status s = PlaceOn(route, ChooseAuto(*route.model, route.version, precision, allowed), precision);
+        !s.ok()) {
+      return s;
     }
+    return route;
   }
-  std::optional<DeviceInfo> info = devices_.Find(route.resolution.device);
-  if (!info) {
-    return absl::UnavailableError(absl::StrCat("device: ", route.resolution.device.ToString(), " is not known"));
+
+  absl::StatusOr<DeviceResolution> res = devices_.Resolve(*wanted, allow_fallback);
+  if (!res.ok()) return res.status();
+  route.resolution = *std::move(res);
+  DeviceId target = route.resolution.device;
+  std::string id = target.ToString();
+  if (!KindAllowed(config, target.kind)) {
+    if (!allow_fallback || !KindAllowed(config, DeviceKind::kCpu)) {
+      return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' may not run on ", id));
+    }
+    target = {DeviceKind::kCpu, 0};
+    route.resolution.fell_back = true;
+    route.resolution.fallback_reason = absl::StrCat("device_not_allowed:", id);
+  } else if (std::optional<std::string> learned = unsupported_.Lookup(name, target.kind)) {
+    // Known not to run there: go straight to the CPU instead of failing first.
+    if (!allow_fallback) {
+      return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' cannot run on ", id, " (",
+                                                        *learned, ") and fallback is DENY"));
+    }
+    target = {DeviceKind::kCpu, 0};
+    route.resolution.fell_back = true;
+    route.resolution.fallback_reason = *learned;
+    counters_.learned_redirects++;
   }
-  route.device = *std::move(info);
-  const PrecisionTraits& traits = route.device.precision;
-  bool float64_model = false;
-  for (const InputSpec& in : route.model->declared.inputs) float64_model |= in.dtype == DType::kFloat64;
-  route.dtype = ResolveComputeDType(traits, precision, FromConfigPrecision(config.precision()), float64_model);
+  bool fell_back = route.resolution.fell_back;
+  std::string reason = route.resolution.fallback_reason;
+  if (absl::Status s = PlaceOn(route, target, precision); !s.ok()) return s;
+  route.resolution.fell_back = fell_back;
+  route.resolution.fallback_reason = reason;
   return route;
 }
 
-absl::StatusOr<std::shared_ptr<LoadedModel>> Scheduler::GetModel(const Route& route, bool* loaded) {
-  ModelKey key{route.model->name, route.version, route.resolution.device, route.dtype};
+absl::StatusOr<ModelCache::Lease> Scheduler::GetModel(const Route& route) {
+  ModelKey key = KeyOf(route);
   std::string path = repository_.ModelFile(*route.model, route.version);
-  return cache_.GetOrLoad(
+  return cache_.Acquire(
       key,
       [&]() -> absl::StatusOr<std::shared_ptr<LoadedModel>> {
         Clock::time_point start = Clock::now();
@@ -144,93 +235,227 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> Scheduler::GetModel(const Route& ro
         }
         return model;
       },
-      loaded);
+      route.model->config.pinned());
 }
 
-void Scheduler::Infer(InferenceRequest request, InferCallback done) {
+std::shared_ptr<Job> Scheduler::Infer(InferenceRequest request, InferCallback done) {
+  auto job = std::make_shared<Job>();
+  job->set_done(std::move(done));
   absl::StatusOr<Route> route =
       Plan(request.model, request.version, request.device, request.precision, request.allow_fallback);
-  if (!route.ok()) return done(route.status());
+  if (!route.ok()) {
+    job->Finish(route.status());
+    return job;
+  }
+  const ModelEntry& model = *route->model;
   // Check against what config.pbtxt declares before taking a queue slot.
-  if (!route->model->declared.inputs.empty()) {
-    std::vector<TensorMeta> metas = Metas(request.inputs);
-    absl::StatusOr<std::vector<size_t>> order = MatchInputs(route->model->declared, metas, route->model->name);
-    if (!order.ok()) return done(order.status());
+  std::vector<TensorMeta> metas = Metas(request.inputs);
+  if (!model.declared.inputs.empty()) {
+    absl::StatusOr<std::vector<size_t>> order = MatchInputs(model.declared, metas, model.name);
+    if (!order.ok()) {
+      job->Finish(order.status());
+      return job;
+    }
   } else if (request.inputs.empty()) {
-    return done(absl::InvalidArgumentError(
-        absl::StrCat("inputs: request has no inputs for model '", route->model->name, "'")));
+    job->Finish(absl::InvalidArgumentError(absl::StrCat("inputs: request has no inputs for model '", model.name, "'")));
+    return job;
   }
-  auto it = executors_.find(route->resolution.device);
-  if (it == executors_.end()) {
-    return done(absl::UnavailableError(
-        absl::StrCat("device: ", route->resolution.device.ToString(), " has no executor")));
+  uint32_t max_batch = model.config.max_batch_size();
+  if (options_.batching && max_batch > 1) {
+    bool batchable = true;
+    for (const NamedTensor& t : request.inputs) {
+      batchable = batchable && t.tensor.dim() >= 1 && t.tensor.size(0) == request.inputs[0].tensor.size(0);
+    }
+    if (batchable) {
+      job->batch_key = BatchKey(*route, request.inputs);
+      job->rows = request.inputs[0].tensor.size(0);
+      job->max_batch_rows = max_batch;
+      job->max_queue_delay_us = model.config.dynamic_batching().max_queue_delay_us();
+    }
   }
-  Clock::time_point enqueued = Clock::now();
-  // The task owns the request; `done` is shared so it survives a refused Submit.
-  auto shared_done = std::make_shared<InferCallback>(std::move(done));
-  auto task = [this, r = *std::move(route), req = std::move(request), enqueued, shared_done]() mutable {
-    RunInference(r, req, enqueued, *shared_done);
-  };
-  absl::Status submitted = it->second->Submit(std::move(task));
-  if (!submitted.ok()) (*shared_done)(submitted);
+  job->rows = std::max<int64_t>(job->rows, BatchRows(model.declared, metas));
+  job->route = *std::move(route);
+  job->request = std::move(request);
+  job->enqueued = Clock::now();
+  DeviceExecutor* ex = Executor(job->route.resolution.device);
+  if (!ex) {
+    job->Finish(absl::UnavailableError(
+        absl::StrCat("device: ", job->route.resolution.device.ToString(), " has no executor")));
+    return job;
+  }
+  if (absl::Status s = ex->Submit(job); !s.ok()) job->Finish(s);
+  return job;
 }
 
-void Scheduler::RunInference(const Route& route, InferenceRequest& request, Clock::time_point enqueued,
-                             const InferCallback& done) {
-  Clock::time_point started = Clock::now();
-  if (started > request.deadline) {
-    return done(absl::DeadlineExceededError(absl::StrCat("model '", route.model->name, "': deadline passed after ",
-                                                         MicrosBetween(enqueued, started),
-                                                         " us waiting in the queue of ",
-                                                         route.resolution.device.ToString())));
-  }
-  absl::StatusOr<std::shared_ptr<LoadedModel>> model = GetModel(route, nullptr);
-  if (!model.ok()) return done(model.status());
-  const LoadedModel& m = **model;
+void Scheduler::Cancel(const std::shared_ptr<Job>& job) {
+  if (!job || job->finished()) return;
+  job->cancelled.store(true);
+  if (DeviceExecutor* ex = job->executor) ex->PurgeCancelled();
+}
 
-  std::vector<TensorMeta> metas = Metas(request.inputs);
-  absl::StatusOr<std::vector<size_t>> order = MatchInputs(m.signature(), metas, route.model->name);
-  if (!order.ok()) return done(order.status());
-  std::vector<at::Tensor> ordered;
-  ordered.reserve(order->size());
-  for (size_t i : *order) ordered.push_back(request.inputs[i].tensor);
-  uint32_t rows = static_cast<uint32_t>(BatchRows(m.signature(), metas));
+void Scheduler::RunBatch(DeviceExecutor::Batch& batch) {
+  Clock::time_point now = Clock::now();
+  DeviceExecutor::Batch live;
+  live.reserve(batch.size());
+  for (auto& job : batch) {
+    if (job->cancelled.load()) {
+      job->Finish(absl::CancelledError("request cancelled by the client while queued"));
+    } else if (now > job->request.deadline) {
+      job->Finish(absl::DeadlineExceededError(
+          absl::StrCat("model '", job->route.model->name, "': deadline passed after ",
+                       MicrosBetween(job->enqueued, now), " us waiting in the queue of ",
+                       job->route.resolution.device.ToString(), "; the request was not run")));
+    } else {
+      live.push_back(job);
+    }
+  }
+  if (!live.empty()) RunOnDevice(live, /*oom_retried=*/false);
+}
+
+void Scheduler::RunOnDevice(DeviceExecutor::Batch& jobs, bool oom_retried) {
+  const Route& route = jobs[0]->route;
+  const DeviceId device = route.resolution.device;
+  const std::string& name = route.model->name;
+  Clock::time_point started = Clock::now();
+
+  absl::StatusOr<ModelCache::Lease> lease = GetModel(route);
+  if (!lease.ok()) {
+    std::optional<DeviceFailureInfo> failure = DeviceFailureOf(lease.status());
+    if (failure && failure->kind == DeviceFailure::kOutOfMemory && device.kind != DeviceKind::kCpu) {
+      if (!oom_retried) {
+        counters_.oom_retries++;
+        cache_.EvictIdle(device, nullptr, "out of memory while loading");
+        return RunOnDevice(jobs, true);
+      }
+      return FallBack(jobs, lease.status(), "oom");
+    }
+    for (auto& job : jobs) job->Finish(lease.status());
+    return;
+  }
+  const LoadedModel& model = **lease;
+
+  DeviceExecutor::Batch ready;
+  std::vector<std::vector<at::Tensor>> parts;
+  std::vector<int64_t> rows;
+  for (auto& job : jobs) {
+    std::vector<TensorMeta> metas = Metas(job->request.inputs);
+    absl::StatusOr<std::vector<size_t>> order = MatchInputs(model.signature(), metas, name);
+    if (!order.ok()) {
+      job->Finish(order.status());
+      continue;
+    }
+    std::vector<at::Tensor> ordered;
+    ordered.reserve(order->size());
+    for (size_t i : *order) ordered.push_back(job->request.inputs[i].tensor);
+    parts.push_back(std::move(ordered));
+    rows.push_back(jobs.size() == 1 ? BatchRows(model.signature(), metas) : job->rows);
+    ready.push_back(job);
+  }
+  if (ready.empty()) return;
 
   Clock::time_point compute_start = Clock::now();
-  absl::StatusOr<std::vector<NamedTensor>> outputs = m.Run(ordered);
+  absl::StatusOr<std::vector<NamedTensor>> outputs = model.Run(ConcatBatch(parts));
   Clock::time_point compute_end = Clock::now();
-  ordered.clear();
-  if (!outputs.ok()) return done(outputs.status());
+  parts.clear();
+  if (!outputs.ok()) {
+    std::optional<DeviceFailureInfo> failure = DeviceFailureOf(outputs.status());
+    if (failure && device.kind != DeviceKind::kCpu) {
+      if (failure->kind == DeviceFailure::kUnsupportedOp || failure->kind == DeviceFailure::kDtype) {
+        std::string reason = failure->kind == DeviceFailure::kUnsupportedOp
+                                 ? absl::StrCat("unsupported_op:", failure->detail)
+                                 : absl::StrCat("dtype:", failure->detail);
+        if (unsupported_.Record(name, device.kind, reason)) {
+          LOG_WARNING << "model '" << name << "' cannot run on " << DeviceKindName(device.kind) << " (" << reason
+                      << "); its requests go to the cpu from now on";
+        }
+        return FallBack(ready, outputs.status(), reason);
+      }
+      if (failure->kind == DeviceFailure::kOutOfMemory) {
+        if (!oom_retried) {
+          counters_.oom_retries++;
+          ModelKey keep = KeyOf(route);
+          cache_.EvictIdle(device, &keep, "out of memory while running");
+          return RunOnDevice(ready, true);
+        }
+        return FallBack(ready, outputs.status(), "oom");
+      }
+    }
+    for (auto& job : ready) job->Finish(outputs.status());
+    return;
+  }
 
-  InferenceResult result;
-  result.outputs = *std::move(outputs);
-  result.placement.device = route.resolution.device.ToString();
-  result.placement.requested_device = request.device;
-  result.placement.dtype = m.compute_dtype();
-  result.placement.fell_back = route.resolution.fell_back;
-  result.placement.fallback_reason = route.resolution.fallback_reason;
-  result.placement.batch_size = rows;
-  result.placement.model_version = route.version;
-  result.timing.queue_us = MicrosBetween(enqueued, started);
-  result.timing.compute_us = MicrosBetween(compute_start, compute_end);
-  result.timing.total_us = MicrosBetween(request.received, compute_end);
-  done(std::move(result));
+  absl::StatusOr<std::vector<std::vector<NamedTensor>>> split = SplitBatch(*outputs, rows);
+  if (!split.ok()) {
+    for (auto& job : ready) job->Finish(split.status());
+    return;
+  }
+  uint64_t compute_us = MicrosBetween(compute_start, compute_end);
+  latency_.Observe(name, device, static_cast<double>(compute_us) / static_cast<double>(ready.size()));
+  int64_t total_rows = 0;
+  for (int64_t r : rows) total_rows += r;
+  for (size_t j = 0; j < ready.size(); ++j) {
+    Job& job = *ready[j];
+    InferenceResult result;
+    result.outputs = std::move((*split)[j]);
+    result.placement.device = device.ToString();
+    result.placement.requested_device = job.request.device;
+    result.placement.dtype = model.compute_dtype();
+    result.placement.fell_back = job.route.resolution.fell_back;
+    result.placement.fallback_reason = job.route.resolution.fallback_reason;
+    result.placement.batch_size = static_cast<uint32_t>(total_rows);
+    result.placement.model_version = job.route.version;
+    result.timing.queue_us = MicrosBetween(job.enqueued, started);
+    result.timing.compute_us = compute_us;
+    result.timing.total_us = MicrosBetween(job.request.received, compute_end);
+    job.Finish(std::move(result));
+  }
+}
+
+void Scheduler::FallBack(DeviceExecutor::Batch& jobs, const absl::Status& failure, const std::string& reason) {
+  const DeviceId cpu{DeviceKind::kCpu, 0};
+  DeviceExecutor* ex = Executor(cpu);
+  for (auto& job : jobs) {
+    const std::string from = job->route.resolution.device.ToString();
+    if (!job->request.allow_fallback || !ex) {
+      if (absl::IsResourceExhausted(failure)) {
+        job->Finish(failure);
+      } else {
+        job->Finish(absl::FailedPreconditionError(absl::StrCat("device: model '", job->route.model->name,
+                                                               "' cannot run on ", from, " (", reason,
+                                                               ") and fallback is DENY: ", failure.message())));
+      }
+      continue;
+    }
+    Route route = job->route;
+    if (absl::Status s = PlaceOn(route, cpu, job->request.precision); !s.ok()) {
+      job->Finish(s);
+      continue;
+    }
+    route.resolution.fell_back = true;
+    route.resolution.fallback_reason = reason;
+    job->route = std::move(route);
+    job->batch_key.clear();
+    counters_.device_retries++;
+    LOG_INFO << "retrying model '" << job->route.model->name << "' on cpu after " << from << " failed ("
+             << reason << ")";
+    if (absl::Status s = ex->Submit(job); !s.ok()) job->Finish(s);
+  }
 }
 
 void Scheduler::LoadModel(const LoadRequest& request, std::function<void(absl::StatusOr<LoadResult>)> done) {
   absl::StatusOr<Route> route = Plan(request.model, request.version, request.device, request.precision,
                                      /*allow_fallback=*/false);
   if (!route.ok()) return done(route.status());
-  auto it = executors_.find(route->resolution.device);
-  if (it == executors_.end()) {
+  DeviceExecutor* ex = Executor(route->resolution.device);
+  if (!ex) {
     return done(absl::UnavailableError(
         absl::StrCat("device: ", route->resolution.device.ToString(), " has no executor")));
   }
   auto shared_done = std::make_shared<std::function<void(absl::StatusOr<LoadResult>)>>(std::move(done));
-  absl::Status submitted = it->second->Submit([this, r = *std::move(route), shared_done] {
+  absl::Status submitted = ex->SubmitTask([this, r = *std::move(route), shared_done] {
     Clock::time_point start = Clock::now();
-    absl::StatusOr<std::shared_ptr<LoadedModel>> model = GetModel(r, nullptr);
-    if (!model.ok()) return (*shared_done)(model.status());
+    absl::StatusOr<ModelCache::Lease> lease = GetModel(r);
+    if (!lease.ok()) return (*shared_done)(lease.status());
     LoadResult result;
     result.version = r.version;
     result.device = r.resolution.device.ToString();
@@ -286,7 +511,7 @@ void Scheduler::Warmup() {
       LOG_WARNING << "warm-up of model '" << entry.name << "' skipped: " << route.status().message();
       continue;
     }
-    absl::StatusOr<std::shared_ptr<LoadedModel>> model = GetModel(*route, nullptr);
+    absl::StatusOr<ModelCache::Lease> model = GetModel(*route);
     if (!model.ok()) continue;  // the cache has logged why
     const InputSignature& sig = (*model)->signature();
     std::vector<at::Tensor> zeros;

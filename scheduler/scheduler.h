@@ -1,8 +1,8 @@
 #pragma once
-// Routes requests to devices, queues them on each device's executor, loads
-// models through the per-device cache and runs them off the gRPC threads.
+// Routes requests to devices, queues them on each device's executor, batches
+// them, loads models through the per-device cache, retries on the CPU what a
+// device cannot run, and runs everything off the gRPC threads.
 
-#include "absl/strings/string_view.h"
 #include <map>
 #include <memory>
 #include <string>
@@ -12,20 +12,38 @@
 #include "devices/device_registry.h"
 #include "scheduler/device_executor.h"
 #include "scheduler/inference_types.h"
+#include "scheduler/job.h"
 #include "scheduler/model_cache.h"
 #include "scheduler/model_repository.h"
+#include "scheduler/router.h"
+#include "scheduler/unsupported_ops.h"
 
 namespace infergate {
 
 struct SchedulerOptions {
   int cpu_workers = 0;       // 0: picked from the core count
   int intra_op_threads = 0;  // 0: cores / cpu_workers
+  int accelerator_workers = 1;
   size_t queue_capacity = 1024;
+  bool batching = true;  // false: every request runs alone
+  // Cache budget per device; devices not listed get this fraction of their memory.
+  std::map<DeviceId, uint64_t> cache_budgets;
+  double cache_budget_fraction = 0.8;
+  std::string state_file;  // learned device limits; empty = not persisted
+  RouterOptions router;
 };
 
 struct DeviceLoad {
   size_t queue_depth = 0;
   size_t in_flight = 0;
+  uint64_t busy_us = 0;
+};
+
+// Counts the scheduler keeps for tests, logs and metrics.
+struct SchedulerCounters {
+  std::atomic<uint64_t> device_retries{0};   // runs retried on the CPU after a device failure
+  std::atomic<uint64_t> learned_redirects{0};  // requests sent to the CPU by the learned table
+  std::atomic<uint64_t> oom_retries{0};
 };
 
 class Scheduler {
@@ -34,9 +52,11 @@ class Scheduler {
   ~Scheduler();
 
   // Resolves model, version, device and precision, validates the inputs and
-  // queues the work; `done` runs exactly once, on a worker thread or, for an
-  // early error, on the caller's.
-  void Infer(InferenceRequest request, InferCallback done);
+  // queues the work. `done` runs exactly once: on a worker thread, or for an
+  // early error on the caller's. The returned job can be cancelled.
+  std::shared_ptr<Job> Infer(InferenceRequest request, InferCallback done);
+  // The client went away: a queued job leaves the queue (answered CANCELLED).
+  void Cancel(const std::shared_ptr<Job>& job);
 
   // Loads a model on a device ahead of traffic; `done` runs once.
   void LoadModel(const LoadRequest& request, std::function<void(absl::StatusOr<LoadResult>)> done);
@@ -45,31 +65,39 @@ class Scheduler {
 
   // Loads (and runs once on zeros) every model whose config asks for warm-up.
   void Warmup();
-  // Refuses new work and finishes what is queued.
+  // Refuses new work, then waits up to `deadline` for queued and running
+  // work to finish; true if everything finished.
+  bool Drain(Clock::time_point deadline);
+  // Stops the workers (after finishing whatever is still queued).
   void Shutdown();
 
   std::vector<ResidentModel> Resident() const { return cache_.Resident(); }
   DeviceLoad Load(const DeviceId& device) const;
+  std::vector<std::string> UnsupportedOps(DeviceKind kind) const { return unsupported_.ForKind(kind); }
   const SchedulerOptions& options() const { return options_; }
+  const SchedulerCounters& counters() const { return counters_; }
+  ModelCache& cache() { return cache_; }
 
  private:
-  struct Route {
-    std::shared_ptr<const ModelEntry> model;
-    int64_t version = 0;
-    DeviceResolution resolution;
-    DeviceInfo device;
-    DType dtype = DType::kFloat32;
-  };
   absl::StatusOr<Route> Plan(absl::string_view model, absl::string_view version, absl::string_view device,
                              Precision precision, bool allow_fallback);
-  absl::StatusOr<std::shared_ptr<LoadedModel>> GetModel(const Route& route, bool* loaded);
-  void RunInference(const Route& route, InferenceRequest& request, Clock::time_point enqueued,
-                    const InferCallback& done);
+  absl::Status PlaceOn(Route& route, const DeviceId& device, Precision precision);
+  DeviceId ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
+                      const std::vector<DeviceId>& allowed);
+  absl::StatusOr<ModelCache::Lease> GetModel(const Route& route);
+  void RunBatch(DeviceExecutor::Batch& batch);
+  void RunOnDevice(DeviceExecutor::Batch& jobs, bool oom_retried);
+  // Sends `jobs` to the CPU after a device failure, or fails them.
+  void FallBack(DeviceExecutor::Batch& jobs, const absl::Status& failure, const std::string& reason);
+  DeviceExecutor* Executor(const DeviceId& device) const;
 
   ModelRepository& repository_;
   DeviceRegistry& devices_;
   SchedulerOptions options_;
   ModelCache cache_;
+  LatencyStats latency_;
+  UnsupportedOpTable unsupported_;
+  SchedulerCounters counters_;
   std::map<DeviceId, std::unique_ptr<DeviceExecutor>> executors_;
 };
 

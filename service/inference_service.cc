@@ -1,6 +1,8 @@
 #include "absl/strings/string_view.h"
 #include "service/inference_service.h"
 
+#include <mutex>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler/model_config.h"
@@ -54,6 +56,30 @@ void FillLoaded(const ModelKey& key, v1::LoadedModel* out) {
   out->set_dtype(DTypeToProto(key.dtype));
 }
 
+// A unary reactor that pulls its job out of the device queue when the
+// client cancels or its deadline passes.
+class InferReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit InferReactor(Scheduler& scheduler) : scheduler_(scheduler) {}
+  void set_job(std::shared_ptr<Job> job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = std::move(job);
+    if (cancelled_) scheduler_.Cancel(job_);
+  }
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    if (job_) scheduler_.Cancel(job_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Scheduler& scheduler_;
+  std::mutex mu_;
+  bool cancelled_ = false;
+  std::shared_ptr<Job> job_;
+};
+
 }  // namespace
 
 InferenceServiceImpl::InferenceServiceImpl(Scheduler& scheduler, ModelRepository& repository,
@@ -63,7 +89,11 @@ InferenceServiceImpl::InferenceServiceImpl(Scheduler& scheduler, ModelRepository
 grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContext* ctx,
                                                       const v1::InferRequest* request,
                                                       v1::InferResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto* reactor = new InferReactor(scheduler_);
+  if (draining_.load()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is draining; retry on another replica"));
+    return reactor;
+  }
   InferenceRequest req;
   req.received = Clock::now();
   req.deadline = SteadyDeadline(*ctx);
@@ -95,7 +125,8 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
     req.inputs.push_back({wire.name(), *std::move(tensor)});
   }
   Clock::time_point received = req.received;
-  scheduler_.Infer(std::move(req), [reactor, request, response, received](absl::StatusOr<InferenceResult> result) {
+  std::shared_ptr<Job> job = scheduler_.Infer(std::move(req), [reactor, request, response, received](
+                                                                 absl::StatusOr<InferenceResult> result) {
     if (!result.ok()) {
       reactor->Finish(ToGrpcStatus(result.status()));
       return;
@@ -122,6 +153,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
     response->set_request_id(request->request_id());
     reactor->Finish(grpc::Status::OK);
   });
+  reactor->set_job(std::move(job));
   return reactor;
 }
 
@@ -148,6 +180,9 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServer
       if (r.key.device == d.id) {
         out->add_resident_models(absl::StrCat(r.key.model, ":", r.key.version, ":", DTypeName(r.key.dtype)));
       }
+    }
+    if (d.id.kind == DeviceKind::kMps) {
+      for (const std::string& op : scheduler_.UnsupportedOps(DeviceKind::kMps)) out->add_unsupported_ops(op);
     }
     out->set_logical_cores(d.logical_cores);
     out->set_compute_capability(d.compute_capability);

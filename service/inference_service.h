@@ -3,6 +3,8 @@
 // requests, hands them to the scheduler, encodes the replies. Callback API,
 // so no gRPC thread waits for a model.
 
+#include <atomic>
+
 #include "devices/device_registry.h"
 #include "infergate/v1/inference.grpc.pb.h"
 #include "scheduler/model_repository.h"
@@ -27,7 +29,12 @@ class InferenceServiceImpl final : public v1::InferenceService::CallbackService 
   grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* ctx, const v1::UnloadModelRequest* request,
                                         v1::UnloadModelResponse* response) override;
 
+  // From now on new inference calls get UNAVAILABLE; calls already
+  // accepted run to the end.
+  void StartDraining() { draining_.store(true); }
+
  private:
+  std::atomic<bool> draining_{false};
   Scheduler& scheduler_;
   ModelRepository& repository_;
   DeviceRegistry& devices_;

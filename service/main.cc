@@ -56,11 +56,8 @@ int Run(int argc, char** argv) {
   }
   DeviceRegistry& devices = *discovered;
   ModelRepository repository(opts.model_repository);
-  SchedulerOptions sched_opts;
-  sched_opts.cpu_workers = static_cast<int>(opts.cpu_workers);
-  sched_opts.intra_op_threads = static_cast<int>(opts.intra_op_threads);
-  sched_opts.queue_capacity = static_cast<size_t>(opts.queue_capacity);
-  Scheduler scheduler(repository, devices, sched_opts);
+  Scheduler scheduler(repository, devices, *SchedulerFromOptions(opts));
+  const std::chrono::milliseconds drain_timeout = *ParseDuration(opts.drain_timeout, "--drain-timeout");
   CodecLimits limits{static_cast<int>(opts.max_tensor_rank), opts.max_tensor_elements};
   InferenceServiceImpl service(scheduler, repository, devices, limits);
 
@@ -99,9 +96,21 @@ int Run(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  LOG_INFO << "signal " << sig << ": draining (grace " << opts.shutdown_grace_ms << " ms)";
+  // Drain: probes see NOT_SERVING, new calls get UNAVAILABLE, accepted
+  // work finishes (up to --drain-timeout), then gRPC shuts down.
+  LOG_INFO << "signal " << sig << ": draining for up to " << drain_timeout.count() << " ms";
   health->SetServingStatus(false);
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(opts.shutdown_grace_ms));
+  health->SetServingStatus(kService, false);
+  service.StartDraining();
+  auto deadline = std::chrono::steady_clock::now() + drain_timeout;
+  bool idle = scheduler.Drain(deadline);
+  if (!idle) LOG_WARNING << "drain timeout passed with work still queued or running";
+  // Replies of finished work are written out before Shutdown returns; the
+  // remaining budget bounds it, and at least one second is allowed.
+  auto left = std::max(std::chrono::steady_clock::duration(std::chrono::seconds(1)),
+                       deadline - std::chrono::steady_clock::now());
+  server->Shutdown(std::chrono::system_clock::now() +
+                   std::chrono::duration_cast<std::chrono::system_clock::duration>(left));
   scheduler.Shutdown();
   LOG_INFO << "stopped";
   return 0;

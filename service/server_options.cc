@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "service/flags.h"
@@ -25,8 +26,14 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
             "Requests that may wait per device; more get RESOURCE_EXHAUSTED.");
   flags.Int("max-tensor-rank", &o.max_tensor_rank, "Largest rank accepted for an input tensor.");
   flags.Int("max-tensor-elements", &o.max_tensor_elements, "Largest element count accepted for an input tensor.");
-  flags.Int("shutdown-grace-ms", &o.shutdown_grace_ms,
-            "On SIGTERM/SIGINT, how long in-flight requests may take before they are cancelled.");
+  flags.String("drain-timeout", &o.drain_timeout,
+               "On SIGTERM/SIGINT, how long queued and running requests may take to finish (e.g. 30s, 500ms).");
+  flags.Bool("batching", &o.batching, "Dynamic batching for models whose config sets max_batch_size > 1.");
+  flags.String("cache-budget", &o.cache_budget,
+               "Model cache budget per device, e.g. \"cpu=8GiB,cuda:0=20GiB\"; least-recently-used idle, unpinned "
+               "models are evicted to stay under it.");
+  flags.String("state-file", &o.state_file,
+               "File keeping what the server learned a device cannot run (MPS ops), so a restart remembers it.");
   flags.String("log-level", &o.log_level, "debug, info, warning or error.");
   flags.String("devices", &o.devices,
                "Allow-list of devices to use, e.g. \"cpu\" (force CPU) or \"cuda:0,mps\"; empty uses all. "
@@ -63,7 +70,53 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
     return absl::InvalidArgumentError("--log-level: must be debug, info, warning or error");
   }
   if (absl::StatusOr<DiscoveryOptions> d = DiscoveryFromOptions(o); !d.ok()) return d.status();
+  if (absl::StatusOr<SchedulerOptions> s = SchedulerFromOptions(o); !s.ok()) return s.status();
+  if (absl::StatusOr<std::chrono::milliseconds> d = ParseDuration(o.drain_timeout, "--drain-timeout"); !d.ok()) {
+    return d.status();
+  }
   return o;
+}
+
+absl::StatusOr<std::chrono::milliseconds> ParseDuration(absl::string_view text, absl::string_view flag) {
+  absl::string_view number = absl::StripAsciiWhitespace(text);
+  double scale = 1000;
+  if (absl::ConsumeSuffix(&number, "ms")) {
+    scale = 1;
+  } else if (absl::ConsumeSuffix(&number, "s")) {
+    scale = 1000;
+  } else if (absl::ConsumeSuffix(&number, "m")) {
+    scale = 60000;
+  }
+  double value = 0;
+  if (!absl::SimpleAtod(number, &value) || value < 0 || value > 86400000) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": '", text, "' is not a duration such as 30s or 500ms"));
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(value * scale));
+}
+
+absl::StatusOr<SchedulerOptions> SchedulerFromOptions(const ServerOptions& o) {
+  SchedulerOptions s;
+  s.cpu_workers = static_cast<int>(o.cpu_workers);
+  s.intra_op_threads = static_cast<int>(o.intra_op_threads);
+  s.queue_capacity = static_cast<size_t>(o.queue_capacity);
+  s.batching = o.batching;
+  s.state_file = o.state_file;
+  s.cache_budget_fraction = o.cache_budget_fraction;
+  for (absl::string_view entry : absl::StrSplit(o.cache_budget, ',', absl::SkipWhitespace())) {
+    size_t eq = entry.find('=');
+    if (eq == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("--cache-budget: '", entry, "' is not DEVICE=SIZE"));
+    }
+    absl::StatusOr<DeviceRequest> dev = ParseDeviceRequest(entry.substr(0, eq), "--cache-budget");
+    if (!dev.ok()) return dev.status();
+    if (dev->automatic || dev->any_index) {
+      return absl::InvalidArgumentError(absl::StrCat("--cache-budget: '", entry, "' must name one device"));
+    }
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(entry.substr(eq + 1));
+    if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat("--cache-budget: ", bytes.status().message()));
+    s.cache_budgets[DeviceId{dev->kind, dev->kind == DeviceKind::kCuda ? dev->index : 0}] = *bytes;
+  }
+  return s;
 }
 
 absl::StatusOr<DiscoveryOptions> DiscoveryFromOptions(const ServerOptions& o) {

@@ -5,7 +5,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include <chrono>
+
 #include "devices/device_registry.h"
+#include "scheduler/scheduler.h"
 
 namespace infergate {
 
@@ -18,7 +21,11 @@ struct ServerOptions {
   int64_t queue_capacity = 1024;
   int64_t max_tensor_rank = 8;
   int64_t max_tensor_elements = int64_t{1} << 28;
-  int64_t shutdown_grace_ms = 10000;
+  std::string drain_timeout = "30s";
+  bool batching = true;
+  std::string cache_budget;  // "cpu=8GiB,cuda:0=20GiB"
+  double cache_budget_fraction = 0.8;
+  std::string state_file;
   std::string log_level = "info";
   std::string devices;           // allow-list; empty = all
   std::string simulate_devices;  // e.g. "mps,cuda:0=2GiB@7.5"
@@ -31,5 +38,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
 
 // The device-discovery part of the options, parsed (errors name the flag).
 absl::StatusOr<DiscoveryOptions> DiscoveryFromOptions(const ServerOptions& options);
+// The scheduler part of the options.
+absl::StatusOr<SchedulerOptions> SchedulerFromOptions(const ServerOptions& options);
+// "30s", "1500ms", "2m", "45" (seconds).
+absl::StatusOr<std::chrono::milliseconds> ParseDuration(absl::string_view text, absl::string_view flag);
 
 }  // namespace infergate

@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "infergate/v1/inference.grpc.pb.h"
 #include "service/flags.h"
+#include "tools/bench.h"
 
 namespace v1 = infergate::v1;
 
@@ -34,6 +35,8 @@ constexpr char kUsage[] =
     "  infergate-cli [flags] devices\n"
     "  infergate-cli [flags] models\n"
     "  infergate-cli [flags] infer --model NAME [--input NAME=SHAPE:random|FILE]...\n"
+    "  infergate-cli [flags] bench --model NAME [--rows R] --concurrency N --duration S\n"
+    "  infergate-cli [flags] bench --rpc health --concurrency N --duration S\n"
     "SHAPE is dims joined by 'x' (1x256). FILE holds raw little-endian bytes.\n"
     "Without --input, every declared input is filled with random data, batch 1.";
 
@@ -46,6 +49,12 @@ struct CliOptions {
   std::string fallback = "ALLOW";
   std::string input;  // repeatable; collected separately
   int64_t repeat = 1;
+  int64_t rows = 1;
+  int64_t concurrency = 8;
+  std::string duration = "10";
+  std::string warmup = "1";
+  std::string rpc = "infer";
+  int64_t channels = 1;
   int64_t timeout_ms = 30000;
   int64_t show = 8;
 };
@@ -192,9 +201,10 @@ int Models(v1::InferenceService::Stub& stub, const CliOptions& o) {
   return 0;
 }
 
-int Infer(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vector<std::string>& inputs) {
-  if (o.model.empty()) return Fail("infer needs --model NAME");
-  v1::InferRequest req;
+// Builds the request `infer` and `bench` send; returns 0 or an exit code.
+int BuildRequest(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vector<std::string>& inputs,
+                 v1::InferRequest& req) {
+  if (o.model.empty()) return Fail("needs --model NAME");
   req.set_model(o.model);
   req.set_version(o.version);
   req.set_device(o.device);
@@ -226,7 +236,7 @@ int Infer(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vect
   if (specs.empty() && config) {
     for (const auto& s : config->inputs()) {
       std::vector<std::string> dims;
-      if (config->max_batch_size() > 0) dims.push_back("1");
+      if (config->max_batch_size() > 0) dims.push_back(absl::StrCat(o.rows));
       for (int64_t d : s.dims()) dims.push_back(absl::StrCat(d < 0 ? 1 : d));
       specs.push_back(absl::StrCat(s.name(), "=", absl::StrJoin(dims, "x"), ":random"));
     }
@@ -259,7 +269,12 @@ int Infer(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vect
       t->set_data(bytes.str());
     }
   }
+  return 0;
+}
 
+int Infer(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vector<std::string>& inputs) {
+  v1::InferRequest req;
+  if (int rc = BuildRequest(stub, o, inputs, req); rc != 0) return rc;
   std::vector<double> latencies_us;
   v1::InferResponse resp;
   for (int64_t i = 0; i < std::max<int64_t>(1, o.repeat); ++i) {
@@ -296,6 +311,27 @@ int Infer(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vect
   return 0;
 }
 
+int Bench(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vector<std::string>& inputs) {
+  infergate::tools::BenchOptions b;
+  b.address = o.address;
+  b.rpc = o.rpc;
+  b.concurrency = static_cast<int>(std::max<int64_t>(1, o.concurrency));
+  b.channels = static_cast<int>(std::max<int64_t>(1, o.channels));
+  b.timeout_ms = o.timeout_ms;
+  if (!absl::SimpleAtod(o.duration, &b.duration_s) || b.duration_s <= 0) return Fail("--duration: seconds > 0");
+  if (!absl::SimpleAtod(o.warmup, &b.warmup_s) || b.warmup_s < 0) return Fail("--warmup: seconds >= 0");
+  v1::InferRequest req;
+  if (b.rpc == "infer") {
+    if (int rc = BuildRequest(stub, o, inputs, req); rc != 0) return rc;
+  } else if (b.rpc != "health") {
+    return Fail("--rpc: expected infer or health");
+  }
+  infergate::tools::BenchResult r = infergate::tools::RunBench(b, req);
+  std::cout << "bench rpc=" << b.rpc << (b.rpc == "infer" ? " model=" + o.model : "")
+            << " concurrency=" << b.concurrency << " " << r.Summary() << "\n";
+  return r.ok > 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -324,6 +360,12 @@ int main(int argc, char** argv) {
   flags.Int("repeat", &o.repeat, "infer: send the request this many times and print latency percentiles.");
   flags.Int("timeout-ms", &o.timeout_ms, "Deadline of each call.");
   flags.Int("show", &o.show, "infer: how many values of each output to print.");
+  flags.Int("rows", &o.rows, "infer/bench: rows per request for generated inputs of batchable models.");
+  flags.Int("concurrency", &o.concurrency, "bench: calls kept outstanding.");
+  flags.String("duration", &o.duration, "bench: seconds to measure.");
+  flags.String("warmup", &o.warmup, "bench: seconds to run before measuring.");
+  flags.String("rpc", &o.rpc, "bench: infer, or health for the gRPC floor.");
+  flags.Int("channels", &o.channels, "bench: gRPC channels (connections) to spread calls over.");
   bool help = false;
   auto positional = flags.Parse(static_cast<int>(rest.size()), rest.data(), &help);
   if (!positional.ok()) return Fail(std::string(positional.status().message()));
@@ -337,5 +379,6 @@ int main(int argc, char** argv) {
   if (command == "devices") return Devices(*stub, o);
   if (command == "models") return Models(*stub, o);
   if (command == "infer") return Infer(*stub, o, inputs);
+  if (command == "bench") return Bench(*stub, o, inputs);
   return Fail(absl::StrCat("unknown command '", command, "'; expected devices, models or infer"));
 }

@@ -568,20 +568,61 @@ TEST_F(SimulatedDevicesTest, CpuHonoursExplicitHalfPrecisions) {
   }
 }
 
-TEST_F(SimulatedDevicesTest, UnsupportedMpsOpRaisesTheRealMessage) {
+TEST_F(SimulatedDevicesTest, UnsupportedMpsOpRunsOnCpuOnceLearnedAndDenyFails) {
+  at::Tensor image = at::randn({1, 3, 64, 64});
+  v1::InferRequest req = Request("cnn", {{"image", image}});
+  req.set_device("mps");
+  for (int i = 0; i < 2; ++i) {
+    v1::InferResponse resp = Run(req);
+    EXPECT_EQ(resp.placement().device(), "cpu");
+    EXPECT_EQ(resp.placement().requested_device(), "mps");
+    EXPECT_TRUE(resp.placement().fell_back());
+    EXPECT_EQ(resp.placement().fallback_reason(), "unsupported_op:aten::max_pool2d");
+    EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("cnn", {image}), 1e-5, 1e-5));
+  }
+  // Only the first request touched MPS.
+  std::string log = server_->Log();
+  size_t retries = 0;
+  for (size_t at = log.find("retrying model 'cnn' on cpu"); at != std::string::npos;
+       at = log.find("retrying model 'cnn' on cpu", at + 1)) {
+    ++retries;
+  }
+  EXPECT_EQ(retries, 1u) << log;
+  // ListDevices shows what was learned.
+  grpc::ClientContext ctx;
+  v1::ListDevicesResponse devices;
+  ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+  for (const auto& d : devices.devices()) {
+    if (d.id() == "mps") {
+      ASSERT_EQ(d.unsupported_ops_size(), 1);
+      EXPECT_EQ(d.unsupported_ops(0), "cnn:aten::max_pool2d");
+    }
+  }
+  // DENY now fails at once, naming the op; auto avoids MPS for this model.
+  req.set_fallback(v1::DENY);
+  v1::InferResponse denied;
+  grpc::Status s = Infer(req, &denied);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("aten::max_pool2d"), std::string::npos) << s.error_message();
+  req.set_fallback(v1::ALLOW);
+  req.set_device("auto");
+  EXPECT_NE(Run(req).placement().device(), "mps");
+  // mlp uses no denied op and runs on mps.
+  v1::InferRequest ok = Request("mlp", {{"x", at::randn({1, 256})}});
+  ok.set_device("mps");
+  EXPECT_EQ(Run(ok).placement().device(), "mps");
+}
+
+TEST_F(SimulatedDevicesTest, UnsupportedOpWithDenyFailsWithTheRealMessage) {
   v1::InferRequest req = Request("cnn", {{"image", at::randn({1, 3, 64, 64})}});
   req.set_device("mps");
   req.set_fallback(v1::DENY);
   v1::InferResponse resp;
   grpc::Status s = Infer(req, &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(s.error_message().find("The operator 'aten::max_pool2d' is not currently implemented for the MPS device"),
             std::string::npos)
       << s.error_message();
-  // mlp uses no denied op and runs on mps.
-  v1::InferRequest ok = Request("mlp", {{"x", at::randn({1, 256})}});
-  ok.set_device("mps");
-  EXPECT_EQ(Run(ok).placement().device(), "mps");
 }
 
 class ForceCpuTest : public ServerTest {

@@ -4,40 +4,177 @@
 
 #include <atomic>
 #include <future>
+#include <mutex>
 
 namespace infergate {
 namespace {
 
+using Batch = DeviceExecutor::Batch;
+
+// Records the batches the executor forms, as lists of job ids.
+struct Recorder {
+  std::mutex mu;
+  std::vector<std::vector<int>> batches;
+  DeviceExecutor::BatchRunner Runner() {
+    return [this](Batch& batch) {
+      std::vector<int> ids;
+      for (auto& j : batch) {
+        ids.push_back(static_cast<int>(j->request.precision == Precision::kAuto ? j->rows * 100 : 0) +
+                      static_cast<int>(j->request.model.size()));
+        j->Finish(InferenceResult{});
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      batches.push_back(ids);
+    };
+  }
+};
+
+std::shared_ptr<Job> MakeJob(const std::string& key, int64_t rows, uint32_t max_rows, int id,
+                             uint64_t delay_us = 0) {
+  auto job = std::make_shared<Job>();
+  job->batch_key = key;
+  job->rows = rows;
+  job->max_batch_rows = max_rows;
+  job->max_queue_delay_us = delay_us;
+  job->request.model = std::string(id, 'x');  // the id, recoverable as a length
+  job->enqueued = Clock::now();
+  return job;
+}
+
+// Holds the executor's only worker until released.
+struct Gate {
+  std::promise<void> started, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::function<void()> Task() {
+    return [this] {
+      started.set_value();
+      released.wait();
+    };
+  }
+};
+
 TEST(DeviceExecutor, RunsEverythingQueuedBeforeStopping) {
   std::atomic<int> ran{0};
-  DeviceExecutor ex({DeviceKind::kCpu, 0}, 2, 1000);
-  for (int i = 0; i < 500; ++i) ASSERT_TRUE(ex.Submit([&] { ran++; }).ok());
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, 2, 1000, [](Batch&) {});
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(ex.SubmitTask([&] { ran++; }).ok());
   ex.Stop();
   EXPECT_EQ(ran.load(), 500);
-  absl::Status late = ex.Submit([] {});
+  absl::Status late = ex.SubmitTask([] {});
   EXPECT_EQ(late.code(), absl::StatusCode::kUnavailable);
 }
 
-TEST(DeviceExecutor, FullQueueIsResourceExhausted) {
-  std::promise<void> release;
-  std::shared_future<void> gate = release.get_future().share();
-  std::promise<void> started;
-  DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 2);
-  ASSERT_TRUE(ex.Submit([&] {
-                  started.set_value();
-                  gate.wait();
-                }).ok());
-  started.get_future().wait();  // the worker holds the first task
-  EXPECT_TRUE(ex.Submit([] {}).ok());
-  EXPECT_TRUE(ex.Submit([] {}).ok());
-  absl::Status full = ex.Submit([] {});
+TEST(DeviceExecutor, FullQueueIsResourceExhaustedNamingTheDevice) {
+  Gate gate;
+  DeviceExecutor ex({DeviceKind::kCuda, 1}, 1, 2, [](Batch&) {});
+  ASSERT_TRUE(ex.SubmitTask(gate.Task()).ok());
+  gate.started.get_future().wait();
+  EXPECT_TRUE(ex.SubmitTask([] {}).ok());
+  EXPECT_TRUE(ex.SubmitTask([] {}).ok());
+  absl::Status full = ex.SubmitTask([] {});
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(full.message().find("cpu"), absl::string_view::npos);
+  EXPECT_NE(full.message().find("cuda:1"), absl::string_view::npos);
   EXPECT_EQ(ex.queue_depth(), 2u);
-  EXPECT_EQ(ex.in_flight(), 1u);
-  release.set_value();
+  gate.release.set_value();
   ex.Stop();
   EXPECT_EQ(ex.queue_depth(), 0u);
+}
+
+TEST(DeviceExecutor, BatchesCompatibleJobsUpToMaxRowsInArrivalOrder) {
+  Recorder rec;
+  Gate gate;
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, rec.Runner());
+  ASSERT_TRUE(ex.SubmitTask(gate.Task()).ok());
+  gate.started.get_future().wait();
+  // While the worker is busy: 5 one-row jobs for key A (max 4 rows), a job
+  // for key B in between, and a 3-row A job that no longer fits the first batch.
+  ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 4, 1)).ok());
+  ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 4, 2)).ok());
+  ASSERT_TRUE(ex.Submit(MakeJob("B", 1, 4, 3)).ok());
+  ASSERT_TRUE(ex.Submit(MakeJob("A", 3, 4, 4)).ok());
+  ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 4, 5)).ok());
+  ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 4, 6)).ok());
+  ASSERT_TRUE(ex.Submit(MakeJob("", 1, 4, 7)).ok());  // not batchable
+  gate.release.set_value();
+  ex.Stop();
+  // ids are rows*100 + id
+  std::vector<std::vector<int>> expected = {{101, 102, 105, 106}, {103}, {304}, {107}};
+  EXPECT_EQ(rec.batches, expected);
+}
+
+TEST(DeviceExecutor, IdleDeviceDoesNotWaitForABatch) {
+  Recorder rec;
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, rec.Runner());
+  auto start = Clock::now();
+  std::promise<void> done;
+  auto job = MakeJob("A", 1, 8, 1, /*delay_us=*/2'000'000);
+  job->set_done([&](absl::StatusOr<InferenceResult>) { done.set_value(); });
+  ASSERT_TRUE(ex.Submit(job).ok());
+  done.get_future().wait();
+  EXPECT_LT(MicrosBetween(start, Clock::now()), 1'000'000u);
+  ex.Stop();
+}
+
+TEST(DeviceExecutor, BusyDeviceWaitsUpToTheQueueDelayForCompanions) {
+  Recorder rec;
+  Gate gate;
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, 2, 100, rec.Runner());
+  ASSERT_TRUE(ex.SubmitTask(gate.Task()).ok());  // keeps one worker busy
+  gate.started.get_future().wait();
+  ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 8, 1, /*delay_us=*/3'000'000)).ok());
+  // The free worker takes job 1 and waits for more rows, since the device is busy.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 8, 2)).ok());
+  ASSERT_TRUE(ex.Submit(MakeJob("A", 6, 8, 3)).ok());  // fills the batch: no need to wait longer
+  auto filled = Clock::now();
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(rec.mu);
+      if (!rec.batches.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_LT(MicrosBetween(filled, Clock::now()), 1'000'000u);
+  gate.release.set_value();
+  ex.Stop();
+  ASSERT_FALSE(rec.batches.empty());
+  EXPECT_EQ(rec.batches[0], (std::vector<int>{101, 102, 603}));
+}
+
+TEST(DeviceExecutor, CancelledJobsLeaveTheQueue) {
+  Recorder rec;
+  Gate gate;
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, rec.Runner());
+  ASSERT_TRUE(ex.SubmitTask(gate.Task()).ok());
+  gate.started.get_future().wait();
+  auto job = MakeJob("", 1, 0, 1);
+  absl::Status answer;
+  job->set_done([&](absl::StatusOr<InferenceResult> r) { answer = r.status(); });
+  ASSERT_TRUE(ex.Submit(job).ok());
+  ASSERT_TRUE(ex.Submit(MakeJob("", 1, 0, 2)).ok());
+  EXPECT_EQ(ex.queue_depth(), 2u);
+  job->cancelled = true;
+  EXPECT_EQ(ex.PurgeCancelled(), 1u);
+  EXPECT_EQ(ex.queue_depth(), 1u);
+  EXPECT_EQ(answer.code(), absl::StatusCode::kCancelled);
+  gate.release.set_value();
+  ex.Stop();
+  EXPECT_EQ(rec.batches, (std::vector<std::vector<int>>{{102}}));
+}
+
+TEST(DeviceExecutor, DrainRefusesNewWorkAndWaitsForQueuedWork) {
+  std::atomic<int> ran{0};
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, [](Batch&) {});
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(ex.SubmitTask([&] {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                    ran++;
+                  }).ok());
+  }
+  ex.StopAccepting();
+  EXPECT_EQ(ex.SubmitTask([] {}).code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(ex.WaitIdle(Clock::now() + std::chrono::seconds(30)));
+  EXPECT_EQ(ran.load(), 20);
+  ex.Stop();
 }
 
 }  // namespace

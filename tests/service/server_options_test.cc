@@ -21,7 +21,7 @@ TEST(ServerOptions, HelpListsEveryFlag) {
   ASSERT_TRUE(ParseServerOptions(2, argv, &help).ok());
   for (const char* flag : {"--address (default: \"0.0.0.0:50051\")", "--model-repository (default: \"./models\")",
                            "--max-receive-bytes (default: 67108864)", "--cpu-workers", "--intra-op-threads",
-                           "--queue-capacity", "--shutdown-grace-ms", "--log-level"}) {
+                           "--queue-capacity", "--drain-timeout", "--log-level", "--devices", "--simulate-devices", "--batching", "--cache-budget", "--state-file"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag << "\n" << help;
   }
 }

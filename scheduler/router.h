@@ -1,0 +1,50 @@
+#pragma once
+// Picks the device expected to finish a request soonest, from per-device
+// load and a moving average of the model's measured latency there.
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "devices/device_id.h"
+
+namespace infergate {
+
+// Exponentially weighted moving averages of per-request compute time, by
+// (model, device). Thread-safe; updates are one short lock.
+class LatencyStats {
+ public:
+  explicit LatencyStats(double alpha = 0.2) : alpha_(alpha) {}
+  void Observe(const std::string& model, const DeviceId& device, double micros);
+  std::optional<double> Mean(const std::string& model, const DeviceId& device) const;
+
+ private:
+  double alpha_;
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, DeviceId>, double> ewma_;
+};
+
+struct RouteCandidate {
+  DeviceId device;
+  size_t queued = 0;   // jobs waiting
+  size_t running = 0;  // jobs executing
+  int workers = 1;
+  bool resident = false;               // the model is loaded there
+  std::optional<double> latency_us;    // the model's average there, if measured
+};
+
+struct RouterOptions {
+  double unmeasured_latency_us = 1000;  // assumed until measured
+  double load_penalty_us = 50000;       // cost of loading a model that is not resident
+};
+
+// Index of the candidate with the smallest expected completion time:
+// (work ahead / workers + this request) x latency, plus the load penalty
+// when not resident. Ties keep the earlier candidate, so candidates listed
+// in cold-start order (CUDA, MPS, CPU) decide a cold start. -1 if empty.
+int ChooseDevice(const std::vector<RouteCandidate>& candidates, const RouterOptions& options = {});
+
+}  // namespace infergate

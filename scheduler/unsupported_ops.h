@@ -1,0 +1,49 @@
+#pragma once
+// What the server has learned a device kind cannot run for a model (an op
+// MPS does not implement, a dtype it cannot hold), kept in a small state
+// file so a restart remembers it. Thread-safe.
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "devices/device_id.h"
+
+namespace infergate {
+
+class UnsupportedOpTable {
+ public:
+  // `state_file` may be empty: the table then lives in memory only.
+  explicit UnsupportedOpTable(std::string state_file);
+
+  // Reads the state file if it exists. A malformed file is an error (the
+  // table stays empty); a missing one is not.
+  absl::Status Load();
+
+  // Records that `model` fails on `kind` for `reason` ("unsupported_op:aten::x",
+  // "dtype:float64") and rewrites the state file atomically. True if new.
+  bool Record(const std::string& model, DeviceKind kind, const std::string& reason);
+
+  std::optional<std::string> Lookup(const std::string& model, DeviceKind kind) const;
+  // "model:reason-detail" entries for one kind, e.g. "cnn:aten::max_pool2d".
+  std::vector<std::string> ForKind(DeviceKind kind) const;
+  absl::Status last_write_status() const;
+
+ private:
+  absl::Status Save() const;  // under mu_
+
+  std::string state_file_;
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, DeviceKind>, std::string> entries_;
+  absl::Status last_write_;
+};
+
+// Writes `contents` to `path` so that a crash leaves either the old or the
+// new file, never a torn one: temp file in the same folder, fsync, rename.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
+
+}  // namespace infergate

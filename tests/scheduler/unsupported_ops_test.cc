@@ -1,0 +1,73 @@
+#include "scheduler/unsupported_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace infergate {
+namespace {
+
+namespace fs = std::filesystem;
+
+class UnsupportedOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ig_state_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(UnsupportedOpsTest, LearnedLimitsSurviveARestart) {
+  std::string path = (dir_ / "state").string();
+  {
+    UnsupportedOpTable table(path);
+    ASSERT_TRUE(table.Load().ok());  // no file yet
+    EXPECT_TRUE(table.Record("cnn", DeviceKind::kMps, "unsupported_op:aten::max_pool2d"));
+    EXPECT_FALSE(table.Record("cnn", DeviceKind::kMps, "unsupported_op:aten::max_pool2d"));
+    EXPECT_TRUE(table.Record("poly", DeviceKind::kMps, "dtype:float64"));
+    EXPECT_TRUE(table.last_write_status().ok());
+  }
+  UnsupportedOpTable again(path);
+  ASSERT_TRUE(again.Load().ok());
+  EXPECT_EQ(again.Lookup("cnn", DeviceKind::kMps), "unsupported_op:aten::max_pool2d");
+  EXPECT_FALSE(again.Lookup("cnn", DeviceKind::kCuda).has_value());
+  EXPECT_EQ(again.ForKind(DeviceKind::kMps), (std::vector<std::string>{"cnn:aten::max_pool2d", "poly:float64"}));
+  // Only the state file is left behind: no temporary files.
+  int files = 0;
+  for (auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, 1);
+}
+
+TEST_F(UnsupportedOpsTest, MalformedFileIsReportedAndIgnored) {
+  std::string path = (dir_ / "state").string();
+  std::ofstream(path) << "mps\tcnn\n";  // a torn line
+  UnsupportedOpTable table(path);
+  absl::Status s = table.Load();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(table.ForKind(DeviceKind::kMps).empty());
+}
+
+TEST_F(UnsupportedOpsTest, AtomicWriteReplacesWholeFiles) {
+  std::string path = (dir_ / "f").string();
+  ASSERT_TRUE(WriteFileAtomically(path, "first").ok());
+  ASSERT_TRUE(WriteFileAtomically(path, "second, longer").ok());
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "second, longer");
+  EXPECT_FALSE(WriteFileAtomically((dir_ / "missing" / "f").string(), "x").ok());
+}
+
+TEST_F(UnsupportedOpsTest, InMemoryTableWithoutAFile) {
+  UnsupportedOpTable table("");
+  EXPECT_TRUE(table.Load().ok());
+  EXPECT_TRUE(table.Record("m", DeviceKind::kMps, "dtype:float64"));
+  EXPECT_TRUE(table.Lookup("m", DeviceKind::kMps).has_value());
+}
+
+}  // namespace
+}  // namespace infergate

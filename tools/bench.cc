@@ -1,0 +1,155 @@
+#include "tools/bench.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "infergate/v1/inference.grpc.pb.h"
+
+namespace infergate::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK: return "OK";
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED: return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL: return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "OTHER";
+  }
+}
+
+struct Call {
+  grpc::ClientContext ctx;
+  grpc::Status status;
+  v1::InferResponse infer;
+  grpc::health::v1::HealthCheckResponse health;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::InferResponse>> infer_rpc;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::health::v1::HealthCheckResponse>> health_rpc;
+  Clock::time_point start;
+};
+
+}  // namespace
+
+double BenchResult::Percentile(const std::vector<double>& v, double q) const {
+  if (v.empty()) return 0;
+  std::vector<double> s = v;
+  size_t k = static_cast<size_t>(q * static_cast<double>(s.size() - 1));
+  std::nth_element(s.begin(), s.begin() + static_cast<long>(k), s.end());
+  return s[k];
+}
+
+std::string BenchResult::Summary() const {
+  std::string out = absl::StrFormat(
+      "requests=%d seconds=%.2f req/s=%.1f rows/s=%.1f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f "
+      "server_overhead_p50_us=%.1f",
+      ok, seconds, seconds > 0 ? ok / seconds : 0, seconds > 0 ? rows / seconds : 0,
+      Percentile(latency_us, 0.5) / 1000, Percentile(latency_us, 0.9) / 1000, Percentile(latency_us, 0.99) / 1000,
+      Percentile(overhead_us, 0.5));
+  uint64_t batched = 0, total = 0;
+  for (const auto& [size, n] : batch_sizes) {
+    total += n;
+    batched += size * n;
+  }
+  if (total > 0) absl::StrAppend(&out, absl::StrFormat(" mean_batch=%.2f", static_cast<double>(batched) / total));
+  for (const auto& [device, n] : devices) absl::StrAppend(&out, " device[", device, "]=", n);
+  uint64_t failed = 0;
+  for (const auto& [code, n] : errors) failed += n;
+  absl::StrAppend(&out, " errors=", failed);
+  for (const auto& [code, n] : errors) absl::StrAppend(&out, " ", code, "=", n);
+  return out;
+}
+
+BenchResult RunBench(const BenchOptions& options, const v1::InferRequest& request) {
+  std::vector<std::unique_ptr<v1::InferenceService::Stub>> infer_stubs;
+  std::vector<std::unique_ptr<grpc::health::v1::Health::Stub>> health_stubs;
+  for (int i = 0; i < std::max(1, options.channels); ++i) {
+    // Distinct channel args keep gRPC from sharing one connection.
+    grpc::ChannelArguments args;
+    args.SetInt("infergate.bench.channel", i);
+    auto channel = grpc::CreateCustomChannel(options.address, grpc::InsecureChannelCredentials(), args);
+    infer_stubs.push_back(v1::InferenceService::NewStub(channel));
+    health_stubs.push_back(grpc::health::v1::Health::NewStub(channel));
+  }
+  int64_t rows_per_request = 1;
+  if (request.inputs_size() > 0 && request.inputs(0).shape_size() > 0) rows_per_request = request.inputs(0).shape(0);
+  const bool health = options.rpc == "health";
+  grpc::health::v1::HealthCheckRequest health_request;
+
+  grpc::CompletionQueue cq;
+  BenchResult result;
+  Clock::time_point begin = Clock::now();
+  Clock::time_point measure_from = begin + std::chrono::microseconds(static_cast<int64_t>(options.warmup_s * 1e6));
+  Clock::time_point end = measure_from + std::chrono::microseconds(static_cast<int64_t>(options.duration_s * 1e6));
+  uint64_t issued = 0;
+
+  auto start_call = [&]() {
+    auto* call = new Call();
+    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options.timeout_ms));
+    call->start = Clock::now();
+    size_t lane = issued++ % infer_stubs.size();
+    if (health) {
+      call->health_rpc = health_stubs[lane]->AsyncCheck(&call->ctx, health_request, &cq);
+      call->health_rpc->Finish(&call->health, &call->status, call);
+    } else {
+      call->infer_rpc = infer_stubs[lane]->AsyncInfer(&call->ctx, request, &cq);
+      call->infer_rpc->Finish(&call->infer, &call->status, call);
+    }
+  };
+  int outstanding = 0;
+  for (int i = 0; i < options.concurrency; ++i, ++outstanding) start_call();
+  void* tag = nullptr;
+  bool ok = false;
+  while (outstanding > 0 && cq.Next(&tag, &ok)) {
+    std::unique_ptr<Call> call(static_cast<Call*>(tag));
+    --outstanding;
+    Clock::time_point now = Clock::now();
+    if (call->start >= measure_from && now <= end) {
+      if (call->status.ok()) {
+        result.ok++;
+        result.rows += static_cast<uint64_t>(rows_per_request);
+        result.latency_us.push_back(std::chrono::duration<double, std::micro>(now - call->start).count());
+        if (!health) {
+          const v1::Timing& t = call->infer.timing();
+          result.overhead_us.push_back(static_cast<double>(t.total_us()) - static_cast<double>(t.compute_us()));
+          result.batch_sizes[call->infer.placement().batch_size()]++;
+          result.devices[call->infer.placement().device()]++;
+        }
+      } else {
+        result.errors[CodeName(call->status.error_code())]++;
+      }
+    }
+    if (now < end) {
+      start_call();
+      ++outstanding;
+    }
+  }
+  result.seconds = std::chrono::duration<double>(std::min(Clock::now(), end) - measure_from).count();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return result;
+}
+
+}  // namespace infergate::tools

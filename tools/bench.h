@@ -1,0 +1,43 @@
+#pragma once
+// Closed-loop load generator on gRPC's asynchronous client API: keeps
+// `concurrency` calls outstanding for `duration` and reports throughput,
+// latency percentiles and error codes.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "infergate/v1/inference.pb.h"
+
+namespace infergate::tools {
+
+struct BenchOptions {
+  std::string address = "127.0.0.1:50051";
+  std::string rpc = "infer";  // "infer" or "health" (the gRPC floor)
+  int concurrency = 8;
+  double duration_s = 10;
+  double warmup_s = 1;
+  int channels = 1;
+  int64_t timeout_ms = 30000;
+};
+
+struct BenchResult {
+  uint64_t ok = 0;
+  uint64_t rows = 0;
+  std::map<std::string, uint64_t> errors;  // by gRPC code name
+  double seconds = 0;
+  std::vector<double> latency_us;          // client-side, successful calls
+  std::vector<double> overhead_us;         // total_us - compute_us from the responses
+  std::map<uint32_t, uint64_t> batch_sizes;  // placement.batch_size -> count
+  std::map<std::string, uint64_t> devices;   // placement.device -> count
+
+  double Percentile(const std::vector<double>& v, double q) const;
+  std::string Summary() const;
+};
+
+// Sends `request` (for rpc "infer") over and over. Rows per request are read
+// from the first input's leading dimension.
+BenchResult RunBench(const BenchOptions& options, const v1::InferRequest& request);
+
+}  // namespace infergate::tools
