@@ -19,25 +19,41 @@ uint64_t TensorBytes(const c10::IValue& v, bool* float64) {
   return static_cast<uint64_t>(t.numel()) * t.element_size();
 }
 
+// Inputs are checked for float64 only: their bytes are parameters (already
+// counted in the device's ledger) or earlier outputs.
 std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
   if (!t_current) return nullptr;
   bool f64 = false;
-  uint64_t bytes = 0;
-  for (const c10::IValue& v : fn.inputs()) bytes += TensorBytes(v, &f64);
-  t_current->OnOp(fn.name(), bytes, f64);
+  for (const c10::IValue& v : fn.inputs()) TensorBytes(v, &f64);
+  t_current->OnOp(fn.name(), 0, f64);
   return nullptr;
 }
 
+// What an op returns is newly live memory on the device, unless it is a
+// view of an input (aten::t, reshape, ...), which allocates nothing.
 void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   if (!t_current) return;
   bool f64 = false;
   uint64_t bytes = 0;
-  for (const c10::IValue& v : fn.inputs()) bytes += TensorBytes(v, &f64);
-  for (const c10::IValue& v : fn.outputs()) bytes += TensorBytes(v, &f64);
+  for (const c10::IValue& v : fn.outputs()) {
+    bool view = false;
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().has_storage()) {
+      const void* data = v.toTensor().storage().data();
+      for (const c10::IValue& in : fn.inputs()) {
+        view = view || (in.isTensor() && in.toTensor().defined() && in.toTensor().has_storage() &&
+                        in.toTensor().storage().data() == data);
+      }
+    }
+    uint64_t b = TensorBytes(v, &f64);
+    if (!view) bytes += b;
+  }
   t_current->OnOp(fn.name(), bytes, f64);
 }
 
-std::string GiB(uint64_t b) { return absl::StrFormat("%.2f GiB", static_cast<double>(b) / (1u << 30)); }
+std::string GiB(uint64_t b) {
+  if (b < (uint64_t{1} << 30)) return absl::StrFormat("%.2f MiB", static_cast<double>(b) / (1u << 20));
+  return absl::StrFormat("%.2f GiB", static_cast<double>(b) / (1u << 30));
+}
 
 }  // namespace
 
@@ -54,7 +70,8 @@ SimulatedRun::~SimulatedRun() {
   t_current = previous_;
 }
 
-void SimulatedRun::OnOp(const char* name, uint64_t working_bytes, bool saw_float64) {
+void SimulatedRun::OnOp(const char* name, uint64_t output_bytes, bool saw_float64) {
+  uint64_t working_bytes = output_bytes;
   if (working_bytes > peak_bytes_) peak_bytes_ = working_bytes;
   if (saw_float64 && rules_.reject_float64) float64_ = true;
   if (unsupported_op_.empty() && !rules_.unsupported_ops.empty() && rules_.unsupported_ops.count(name)) {

@@ -25,7 +25,9 @@ class SimulatedRun {
   void Check() const;
 
   // Called from the dispatcher callbacks.
-  void OnOp(const char* name, uint64_t working_bytes, bool saw_float64);
+  // `output_bytes`: what the op allocated; the peak over ops stands for the
+  // run's live tensors on top of the resident parameters.
+  void OnOp(const char* name, uint64_t output_bytes, bool saw_float64);
 
  private:
   const SimulationRules& rules_;
