@@ -248,7 +248,11 @@ absl::StatusOr<DeviceResolution> DeviceRegistry::Resolve(const DeviceRequest& re
     return absl::FailedPreconditionError(absl::StrCat(
         "device: requested device '", wanted, "' is not available on this server and fallback is DENY"));
   }
-  LOG_WARNING << "requested device " << wanted << " is not available; falling back to cpu";
+  static LogRateLimiter limiter(5);
+  if (uint64_t held = 0; limiter.Allow(&held)) {
+    LOG_WARNING << "requested device " << wanted << " is not available; falling back to cpu"
+                << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
+  }
   res.device = {DeviceKind::kCpu, 0};
   res.fell_back = true;
   res.fallback_reason = absl::StrCat("device_unavailable:", wanted);

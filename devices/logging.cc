@@ -23,6 +23,20 @@ char LevelLetter(LogLevel level) {
 }
 }  // namespace
 
+bool LogRateLimiter::Allow(uint64_t* suppressed) {
+  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count();
+  int64_t window = window_.load(std::memory_order_relaxed);
+  if (now != window && window_.compare_exchange_strong(window, now)) used_.store(0);
+  if (used_.fetch_add(1) >= per_second_) {
+    suppressed_.fetch_add(1);
+    return false;
+  }
+  *suppressed = suppressed_.exchange(0);
+  return true;
+}
+
 void SetMinLogLevel(LogLevel level) { g_min_level.store(static_cast<int>(level)); }
 LogLevel MinLogLevel() { return static_cast<LogLevel>(g_min_level.load(std::memory_order_relaxed)); }
 

@@ -2,6 +2,8 @@
 // Minimal leveled logging to stderr, shared by every layer of the server.
 // absl/log is not in Debian bookworm's absl, hence this.
 
+#include <atomic>
+#include <cstdint>
 #include <sstream>
 #include <string_view>
 
@@ -12,6 +14,22 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 void SetMinLogLevel(LogLevel level);
 LogLevel MinLogLevel();
 void EmitLog(LogLevel level, std::string_view file, int line, std::string_view msg);
+
+// Lets at most `per_second` lines through each second, so a storm of
+// similar events cannot flood the log; reports how many it held back.
+class LogRateLimiter {
+ public:
+  explicit LogRateLimiter(int per_second) : per_second_(per_second) {}
+  // True if a line may be written now; `*suppressed` is how many were held
+  // back since the last line that was let through.
+  bool Allow(uint64_t* suppressed);
+
+ private:
+  const int per_second_;
+  std::atomic<int64_t> window_{0};
+  std::atomic<int> used_{0};
+  std::atomic<uint64_t> suppressed_{0};
+};
 
 namespace internal {
 class LogLine {

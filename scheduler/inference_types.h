@@ -52,7 +52,9 @@ struct InferenceResult {
   Timing timing;
 };
 
-using InferCallback = std::function<void(absl::StatusOr<InferenceResult>)>;
+struct Job;
+// Receives the answer and the job (for where it was routed, also on errors).
+using InferCallback = std::function<void(absl::StatusOr<InferenceResult>, const Job&)>;
 
 struct LoadRequest {
   std::string model;

@@ -38,12 +38,15 @@ struct Job {
   // Set for non-inference work; runs alone.
   std::function<void()> task;
   std::atomic<bool> cancelled{false};
+  bool routed = false;  // `route` is set
   DeviceExecutor* executor = nullptr;
 
   // Delivers the answer; only the first call counts.
   void Finish(absl::StatusOr<InferenceResult> result) {
-    if (!finished_.exchange(true) && done_) done_(std::move(result));
+    if (!finished_.exchange(true) && done_) done_(std::move(result), *this);
   }
+  // The device label for metrics: where it ran or was headed; "" if unrouted.
+  std::string DeviceLabel() const { return routed ? route.resolution.device.ToString() : ""; }
   bool finished() const { return finished_.load(); }
   void set_done(InferCallback done) { done_ = std::move(done); }
 

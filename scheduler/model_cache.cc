@@ -129,7 +129,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
       slots_.erase(it);
     }
   }
-  Notify(evicted, "cache budget");
+  Notify(evicted, "budget");
   if (!result.ok()) LOG_WARNING << "loading " << key.ToString() << " failed: " << result.status().message();
   promise.set_value(over_budget.ok() ? result : Result(over_budget));
   if (!over_budget.ok()) return over_budget;
@@ -161,7 +161,7 @@ size_t ModelCache::Unload(const std::function<bool(const ModelKey&)>& match) {
       }
     }
   }
-  Notify(dropped, "unloaded on request");
+  Notify(dropped, "unload");
   return dropped.size();
 }
 

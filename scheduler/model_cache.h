@@ -64,7 +64,8 @@ class ModelCache {
     bool loaded_now_ = false;
   };
 
-  // Called after every eviction (for metrics and logs).
+  // Called after every eviction (for metrics and logs); `why` is "budget",
+  // "oom" or "unload".
   using EvictionListener = std::function<void(const ModelKey&, uint64_t bytes, const char* why)>;
 
   // Bytes the models resident on `device` may take; 0 = unlimited.

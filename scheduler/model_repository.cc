@@ -152,6 +152,11 @@ absl::StatusOr<int64_t> ModelRepository::ResolveVersion(const ModelEntry& model,
   return absl::NotFoundError(absl::StrCat(field, ": model '", model.name, "' has no version ", *v));
 }
 
+bool ModelRepository::Known(absl::string_view name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return models_.find(name) != models_.end();
+}
+
 std::string ModelRepository::ModelFile(const ModelEntry& model, int64_t version) const {
   return (fs::path(model.dir) / std::to_string(version) / "model.pt").string();
 }

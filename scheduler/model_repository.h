@@ -44,6 +44,8 @@ class ModelRepository {
   absl::StatusOr<int64_t> ResolveVersion(const ModelEntry& model, absl::string_view version, absl::string_view field = "version");
 
   std::string ModelFile(const ModelEntry& model, int64_t version) const;
+  // Whether `name` is a model seen in the repository (for bounded metric labels).
+  bool Known(absl::string_view name) const;
   const std::string& root() const { return root_; }
 
  private:

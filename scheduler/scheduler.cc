@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "devices/device_failure.h"
 #include "devices/logging.h"
@@ -71,6 +72,9 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
   if (options_.intra_op_threads <= 0) options_.intra_op_threads = std::max(1, cores / options_.cpu_workers);
   // Process-wide in LibTorch; each worker thread picks it up on first use.
   at::set_num_threads(options_.intra_op_threads);
+  cache_.SetEvictionListener([this](const ModelKey& key, uint64_t, const char* why) {
+    observer_->OnEviction(key.device, why);
+  });
   if (absl::Status s = unsupported_.Load(); !s.ok()) {
     LOG_WARNING << s.message() << "; starting with no learned device limits";
   }
@@ -119,7 +123,7 @@ DeviceExecutor* Scheduler::Executor(const DeviceId& device) const {
 DeviceLoad Scheduler::Load(const DeviceId& device) const {
   DeviceExecutor* ex = Executor(device);
   if (!ex) return {};
-  return {ex->queue_depth(), ex->in_flight(), ex->busy_us()};
+  return {ex->queue_depth(), ex->in_flight(), ex->busy_us(), ex->workers()};
 }
 
 absl::Status Scheduler::PlaceOn(Route& route, const DeviceId& device, Precision precision) {
@@ -212,6 +216,13 @@ absl::StatusOr<Route> Scheduler::Plan(absl::string_view model, absl::string_view
     route.resolution.fallback_reason = *learned;
     counters_.learned_redirects++;
   }
+  if (route.resolution.fell_back) {
+    const std::string& reason = route.resolution.fallback_reason;
+    // An absent device is labelled by kind: clients choose the index.
+    std::string from = absl::StartsWith(reason, "device_unavailable") ? std::string(DeviceKindName(wanted->kind))
+                                                                      : wanted->ToString();
+    observer_->OnFallback(from, target.ToString(), reason.substr(0, reason.find(':')));
+  }
   bool fell_back = route.resolution.fell_back;
   std::string reason = route.resolution.fallback_reason;
   if (absl::Status s = PlaceOn(route, target, precision); !s.ok()) return s;
@@ -223,11 +234,12 @@ absl::StatusOr<Route> Scheduler::Plan(absl::string_view model, absl::string_view
 absl::StatusOr<ModelCache::Lease> Scheduler::GetModel(const Route& route) {
   ModelKey key = KeyOf(route);
   std::string path = repository_.ModelFile(*route.model, route.version);
-  return cache_.Acquire(
+  absl::StatusOr<ModelCache::Lease> lease = cache_.Acquire(
       key,
       [&]() -> absl::StatusOr<std::shared_ptr<LoadedModel>> {
         Clock::time_point start = Clock::now();
         auto model = LoadedModel::Load(path, route.model->config, route.device, route.dtype);
+        observer_->OnModelLoad(key.model, key.device, MicrosBetween(start, Clock::now()) / 1e6, model.ok());
         if (model.ok()) {
           LOG_INFO << "loaded " << key.ToString() << " from " << path << " in "
                    << MicrosBetween(start, Clock::now()) / 1000 << " ms (" << (*model)->parameter_bytes()
@@ -236,6 +248,8 @@ absl::StatusOr<ModelCache::Lease> Scheduler::GetModel(const Route& route) {
         return model;
       },
       route.model->config.pinned());
+  observer_->OnCacheLookup(key.device, lease.ok() && !lease->loaded_now());
+  return lease;
 }
 
 std::shared_ptr<Job> Scheduler::Infer(InferenceRequest request, InferCallback done) {
@@ -275,6 +289,7 @@ std::shared_ptr<Job> Scheduler::Infer(InferenceRequest request, InferCallback do
   }
   job->rows = std::max<int64_t>(job->rows, BatchRows(model.declared, metas));
   job->route = *std::move(route);
+  job->routed = true;
   job->request = std::move(request);
   job->enqueued = Clock::now();
   DeviceExecutor* ex = Executor(job->route.resolution.device);
@@ -283,14 +298,19 @@ std::shared_ptr<Job> Scheduler::Infer(InferenceRequest request, InferCallback do
         absl::StrCat("device: ", job->route.resolution.device.ToString(), " has no executor")));
     return job;
   }
-  if (absl::Status s = ex->Submit(job); !s.ok()) job->Finish(s);
+  if (absl::Status s = ex->Submit(job); !s.ok()) {
+    if (absl::IsResourceExhausted(s)) observer_->OnRejected(job->route.resolution.device, "queue_full");
+    job->Finish(s);
+  }
   return job;
 }
 
 void Scheduler::Cancel(const std::shared_ptr<Job>& job) {
   if (!job || job->finished()) return;
   job->cancelled.store(true);
-  if (DeviceExecutor* ex = job->executor) ex->PurgeCancelled();
+  if (DeviceExecutor* ex = job->executor) {
+    for (size_t n = ex->PurgeCancelled(); n > 0; --n) observer_->OnRejected(ex->device(), "cancelled");
+  }
 }
 
 void Scheduler::RunBatch(DeviceExecutor::Batch& batch) {
@@ -299,8 +319,10 @@ void Scheduler::RunBatch(DeviceExecutor::Batch& batch) {
   live.reserve(batch.size());
   for (auto& job : batch) {
     if (job->cancelled.load()) {
+      observer_->OnRejected(job->route.resolution.device, "cancelled");
       job->Finish(absl::CancelledError("request cancelled by the client while queued"));
     } else if (now > job->request.deadline) {
+      observer_->OnRejected(job->route.resolution.device, "deadline");
       job->Finish(absl::DeadlineExceededError(
           absl::StrCat("model '", job->route.model->name, "': deadline passed after ",
                        MicrosBetween(job->enqueued, now), " us waiting in the queue of ",
@@ -324,7 +346,8 @@ void Scheduler::RunOnDevice(DeviceExecutor::Batch& jobs, bool oom_retried) {
     if (failure && failure->kind == DeviceFailure::kOutOfMemory && device.kind != DeviceKind::kCpu) {
       if (!oom_retried) {
         counters_.oom_retries++;
-        cache_.EvictIdle(device, nullptr, "out of memory while loading");
+        LOG_WARNING << "out of memory while loading " << KeyOf(route).ToString() << "; evicting idle models";
+        cache_.EvictIdle(device, nullptr, "oom");
         return RunOnDevice(jobs, true);
       }
       return FallBack(jobs, lease.status(), "oom");
@@ -374,7 +397,8 @@ void Scheduler::RunOnDevice(DeviceExecutor::Batch& jobs, bool oom_retried) {
         if (!oom_retried) {
           counters_.oom_retries++;
           ModelKey keep = KeyOf(route);
-          cache_.EvictIdle(device, &keep, "out of memory while running");
+          LOG_WARNING << "out of memory while running " << keep.ToString() << "; evicting idle models";
+          cache_.EvictIdle(device, &keep, "oom");
           return RunOnDevice(ready, true);
         }
         return FallBack(ready, outputs.status(), "oom");
@@ -436,8 +460,12 @@ void Scheduler::FallBack(DeviceExecutor::Batch& jobs, const absl::Status& failur
     job->route = std::move(route);
     job->batch_key.clear();
     counters_.device_retries++;
-    LOG_INFO << "retrying model '" << job->route.model->name << "' on cpu after " << from << " failed ("
-             << reason << ")";
+    observer_->OnFallback(from, "cpu", reason.substr(0, reason.find(':')));
+    static LogRateLimiter limiter(5);
+    if (uint64_t held = 0; limiter.Allow(&held)) {
+      LOG_INFO << "retrying model '" << job->route.model->name << "' on cpu after " << from << " failed ("
+               << reason << ")" << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
+    }
     if (absl::Status s = ex->Submit(job); !s.ok()) job->Finish(s);
   }
 }

@@ -16,6 +16,7 @@
 #include "scheduler/model_cache.h"
 #include "scheduler/model_repository.h"
 #include "scheduler/router.h"
+#include "scheduler/scheduler_observer.h"
 #include "scheduler/unsupported_ops.h"
 
 namespace infergate {
@@ -37,6 +38,7 @@ struct DeviceLoad {
   size_t queue_depth = 0;
   size_t in_flight = 0;
   uint64_t busy_us = 0;
+  int workers = 0;
 };
 
 // Counts the scheduler keeps for tests, logs and metrics.
@@ -77,6 +79,8 @@ class Scheduler {
   const SchedulerOptions& options() const { return options_; }
   const SchedulerCounters& counters() const { return counters_; }
   ModelCache& cache() { return cache_; }
+  // Where events go; set before serving. Not owned.
+  void SetObserver(SchedulerObserver* observer) { observer_ = observer ? observer : &ignore_; }
 
  private:
   absl::StatusOr<Route> Plan(absl::string_view model, absl::string_view version, absl::string_view device,
@@ -91,6 +95,8 @@ class Scheduler {
   void FallBack(DeviceExecutor::Batch& jobs, const absl::Status& failure, const std::string& reason);
   DeviceExecutor* Executor(const DeviceId& device) const;
 
+  SchedulerObserver ignore_;
+  SchedulerObserver* observer_ = &ignore_;
   ModelRepository& repository_;
   DeviceRegistry& devices_;
   SchedulerOptions options_;

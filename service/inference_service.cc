@@ -83,30 +83,36 @@ class InferReactor final : public grpc::ServerUnaryReactor {
 }  // namespace
 
 InferenceServiceImpl::InferenceServiceImpl(Scheduler& scheduler, ModelRepository& repository,
-                                           DeviceRegistry& devices, CodecLimits limits)
-    : scheduler_(scheduler), repository_(repository), devices_(devices), limits_(limits) {}
+                                           DeviceRegistry& devices, CodecLimits limits, Metrics* metrics)
+    : scheduler_(scheduler), repository_(repository), devices_(devices), limits_(limits), metrics_(metrics) {}
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContext* ctx,
                                                       const v1::InferRequest* request,
                                                       v1::InferResponse* response) {
   auto* reactor = new InferReactor(scheduler_);
-  if (draining_.load()) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is draining; retry on another replica"));
+  Clock::time_point received = Clock::now();
+  // Finishes a call that never reached the scheduler.
+  auto refuse = [&](const absl::Status& status) {
+    if (metrics_) {
+      metrics_->RecordRequest(repository_.Known(request->model()) ? request->model() : "", "",
+                              static_cast<int>(status.code()), MicrosBetween(received, Clock::now()) / 1e6, 0, 0, 0,
+                              false);
+    }
+    reactor->Finish(ToGrpcStatus(status));
     return reactor;
+  };
+  if (draining_.load()) {
+    if (metrics_) metrics_->OnDrainingRejection();
+    return refuse(absl::UnavailableError("server is draining; retry on another replica"));
   }
   InferenceRequest req;
-  req.received = Clock::now();
+  req.received = received;
   req.deadline = SteadyDeadline(*ctx);
   absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
-  if (!precision.ok()) {
-    reactor->Finish(ToGrpcStatus(precision.status()));
-    return reactor;
-  }
+  if (!precision.ok()) return refuse(precision.status());
   if (request->fallback() != v1::ALLOW && request->fallback() != v1::DENY) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 absl::StrCat("fallback: unknown policy ", request->fallback(),
-                                              "; expected ALLOW or DENY")));
-    return reactor;
+    return refuse(absl::InvalidArgumentError(
+        absl::StrCat("fallback: unknown policy ", request->fallback(), "; expected ALLOW or DENY")));
   }
   req.model = request->model();
   req.version = request->version();
@@ -118,41 +124,51 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
     const v1::Tensor& wire = request->inputs(i);
     // Aliases the request's bytes: gRPC keeps `request` alive until Finish.
     absl::StatusOr<at::Tensor> tensor = DecodeTensor(wire, absl::StrCat("inputs[", i, "]"), limits_);
-    if (!tensor.ok()) {
-      reactor->Finish(ToGrpcStatus(tensor.status()));
-      return reactor;
-    }
+    if (!tensor.ok()) return refuse(tensor.status());
     req.inputs.push_back({wire.name(), *std::move(tensor)});
   }
-  Clock::time_point received = req.received;
-  std::shared_ptr<Job> job = scheduler_.Infer(std::move(req), [reactor, request, response, received](
-                                                                 absl::StatusOr<InferenceResult> result) {
-    if (!result.ok()) {
-      reactor->Finish(ToGrpcStatus(result.status()));
-      return;
-    }
-    for (const NamedTensor& out : result->outputs) {
-      if (absl::Status s = EncodeTensor(out.tensor, out.name, response->add_outputs()); !s.ok()) {
-        reactor->Finish(ToGrpcStatus(s));
-        return;
-      }
-    }
-    const Placement& p = result->placement;
-    v1::Placement* placement = response->mutable_placement();
-    placement->set_device(p.device);
-    placement->set_requested_device(p.requested_device);
-    placement->set_dtype(DTypeToProto(p.dtype));
-    placement->set_fell_back(p.fell_back);
-    placement->set_fallback_reason(p.fallback_reason);
-    placement->set_batch_size(p.batch_size);
-    placement->set_model_version(p.model_version);
-    v1::Timing* timing = response->mutable_timing();
-    timing->set_queue_us(result->timing.queue_us);
-    timing->set_compute_us(result->timing.compute_us);
-    timing->set_total_us(MicrosBetween(received, Clock::now()));
-    response->set_request_id(request->request_id());
-    reactor->Finish(grpc::Status::OK);
-  });
+  std::shared_ptr<Job> job = scheduler_.Infer(
+      std::move(req), [this, reactor, request, response, received](absl::StatusOr<InferenceResult> result,
+                                                                    const Job& job) {
+        grpc::Status status = grpc::Status::OK;
+        if (!result.ok()) {
+          status = ToGrpcStatus(result.status());
+        } else {
+          for (const NamedTensor& out : result->outputs) {
+            if (absl::Status s = EncodeTensor(out.tensor, out.name, response->add_outputs()); !s.ok()) {
+              status = ToGrpcStatus(s);
+              break;
+            }
+          }
+        }
+        uint64_t total_us = MicrosBetween(received, Clock::now());
+        if (status.ok()) {
+          const Placement& p = result->placement;
+          v1::Placement* placement = response->mutable_placement();
+          placement->set_device(p.device);
+          placement->set_requested_device(p.requested_device);
+          placement->set_dtype(DTypeToProto(p.dtype));
+          placement->set_fell_back(p.fell_back);
+          placement->set_fallback_reason(p.fallback_reason);
+          placement->set_batch_size(p.batch_size);
+          placement->set_model_version(p.model_version);
+          v1::Timing* timing = response->mutable_timing();
+          timing->set_queue_us(result->timing.queue_us);
+          timing->set_compute_us(result->timing.compute_us);
+          timing->set_total_us(total_us);
+          response->set_request_id(request->request_id());
+        }
+        if (metrics_) {
+          bool ran = status.ok();
+          const std::string& model = job.routed ? job.route.model->name : request->model();
+          metrics_->RecordRequest(job.routed || repository_.Known(model) ? model : "",
+                                  ran ? result->placement.device : job.DeviceLabel(),
+                                  static_cast<int>(status.error_code()), total_us / 1e6,
+                                  ran ? result->timing.queue_us / 1e6 : 0, ran ? result->timing.compute_us / 1e6 : 0,
+                                  ran ? result->placement.batch_size : 0, ran);
+        }
+        reactor->Finish(status);
+      });
   reactor->set_job(std::move(job));
   return reactor;
 }

@@ -9,14 +9,16 @@
 #include "infergate/v1/inference.grpc.pb.h"
 #include "scheduler/model_repository.h"
 #include "scheduler/scheduler.h"
+#include "service/metrics.h"
 #include "service/tensor_codec.h"
 
 namespace infergate {
 
 class InferenceServiceImpl final : public v1::InferenceService::CallbackService {
  public:
+  // `metrics` may be null (metrics disabled).
   InferenceServiceImpl(Scheduler& scheduler, ModelRepository& repository, DeviceRegistry& devices,
-                       CodecLimits limits);
+                       CodecLimits limits, Metrics* metrics = nullptr);
 
   grpc::ServerUnaryReactor* Infer(grpc::CallbackServerContext* ctx, const v1::InferRequest* request,
                                   v1::InferResponse* response) override;
@@ -39,6 +41,7 @@ class InferenceServiceImpl final : public v1::InferenceService::CallbackService 
   ModelRepository& repository_;
   DeviceRegistry& devices_;
   CodecLimits limits_;
+  Metrics* metrics_;
 };
 
 }  // namespace infergate

@@ -12,6 +12,7 @@
 
 #include "devices/device_registry.h"
 #include "devices/logging.h"
+#include "devices/torch_probe.h"
 #include "scheduler/model_repository.h"
 #include "scheduler/scheduler.h"
 #include "service/inference_service.h"
@@ -59,7 +60,24 @@ int Run(int argc, char** argv) {
   Scheduler scheduler(repository, devices, *SchedulerFromOptions(opts));
   const std::chrono::milliseconds drain_timeout = *ParseDuration(opts.drain_timeout, "--drain-timeout");
   CodecLimits limits{static_cast<int>(opts.max_tensor_rank), opts.max_tensor_elements};
-  InferenceServiceImpl service(scheduler, repository, devices, limits);
+  std::unique_ptr<Metrics> metrics;
+  if (!opts.metrics_address.empty()) {
+    absl::StatusOr<std::unique_ptr<Metrics>> started =
+        Metrics::Start(opts.metrics_address, devices, scheduler,
+                       {INFERGATE_VERSION, TorchVersion(), grpc::Version()});
+    if (!started.ok()) {
+      std::cerr << "infergate: " << started.status().message() << "\n";
+      return 2;
+    }
+    metrics = *std::move(started);
+    scheduler.SetObserver(metrics.get());
+    std::string mhost = opts.metrics_address.substr(0, opts.metrics_address.rfind(':'));
+    LOG_INFO << "metrics on http://" << mhost << ":" << metrics->port() << "/metrics";
+    // Tests and scripts read the metrics port from this line.
+    std::printf("infergate metrics on %s:%d\n", mhost.c_str(), metrics->port());
+    std::fflush(stdout);
+  }
+  InferenceServiceImpl service(scheduler, repository, devices, limits, metrics.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -112,6 +130,7 @@ int Run(int argc, char** argv) {
   server->Shutdown(std::chrono::system_clock::now() +
                    std::chrono::duration_cast<std::chrono::system_clock::duration>(left));
   scheduler.Shutdown();
+  scheduler.SetObserver(nullptr);
   LOG_INFO << "stopped";
   return 0;
 }

@@ -32,6 +32,8 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.String("cache-budget", &o.cache_budget,
                "Model cache budget per device, e.g. \"cpu=8GiB,cuda:0=20GiB\"; least-recently-used idle, unpinned "
                "models are evicted to stay under it.");
+  flags.String("metrics-address", &o.metrics_address,
+               "HOST:PORT for Prometheus to scrape /metrics from; port 0 picks one; empty disables metrics.");
   flags.String("state-file", &o.state_file,
                "File keeping what the server learned a device cannot run (MPS ops), so a restart remembers it.");
   flags.String("log-level", &o.log_level, "debug, info, warning or error.");

@@ -26,6 +26,7 @@ struct ServerOptions {
   std::string cache_budget;  // "cpu=8GiB,cuda:0=20GiB"
   double cache_budget_fraction = 0.8;
   std::string state_file;
+  std::string metrics_address = "0.0.0.0:9464";
   std::string log_level = "info";
   std::string devices;           // allow-list; empty = all
   std::string simulate_devices;  // e.g. "mps,cuda:0=2GiB@7.5"

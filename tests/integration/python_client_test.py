@@ -90,10 +90,13 @@ def main():
         from infergate.v1 import inference_pb2, inference_pb2_grpc, tensor_pb2
         from health_stubs.health.v1 import health_pb2, health_pb2_grpc
 
-        server = subprocess.Popen([args.server, "--address=127.0.0.1:0", "--model-repository=" + models],
+        server = subprocess.Popen([args.server, "--address=127.0.0.1:0", "--metrics-address=127.0.0.1:0",
+                                   "--model-repository=" + models],
                                   stdout=subprocess.PIPE, stderr=open(os.path.join(work, "server.log"), "w"),
                                   text=True)
-        line = server.stdout.readline()
+        line = ""
+        while "listening on" not in line and server.poll() is None:
+            line = server.stdout.readline()
         m = re.search(r"infergate listening on (\S+)", line)
         if not m:
             fail("server did not report its address: %r" % line)

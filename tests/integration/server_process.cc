@@ -61,7 +61,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
     ADD_FAILURE() << "pipe failed";
     return nullptr;
   }
-  std::vector<std::string> full = {INFERGATE_BIN, "--address=127.0.0.1:0"};
+  std::vector<std::string> full = {INFERGATE_BIN, "--address=127.0.0.1:0", "--metrics-address=127.0.0.1:0"};
   full.insert(full.end(), args.begin(), args.end());
   pid_t pid = fork();
   if (pid == 0) {
@@ -91,6 +91,12 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
       size_t nl = at == std::string::npos ? std::string::npos : seen.find('\n', at);
       if (nl != std::string::npos) {
         server->address_ = seen.substr(at + marker.size(), nl - at - marker.size());
+        const std::string metrics_marker = "infergate metrics on ";
+        size_t m = seen.find(metrics_marker);
+        size_t mnl = m == std::string::npos ? std::string::npos : seen.find('\n', m);
+        if (mnl != std::string::npos) {
+          server->metrics_address_ = seen.substr(m + metrics_marker.size(), mnl - m - metrics_marker.size());
+        }
         break;
       }
     }

@@ -21,6 +21,8 @@ class ServerProcess {
   ~ServerProcess();
 
   const std::string& address() const { return address_; }
+  // HOST:PORT of /metrics ("" when the server runs without metrics).
+  const std::string& metrics_address() const { return metrics_address_; }
   pid_t pid() const { return pid_; }
   bool Alive();
   // SIGTERM and wait; returns the exit status (or -1).
@@ -31,6 +33,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
   std::string address_;
+  std::string metrics_address_;
   std::string log_path_;
 };
 

@@ -963,7 +963,7 @@ TEST_F(OomRetryTest, EvictsIdleModelsAndRetriesOnce) {
   }
   std::string log = server_->Log();
   EXPECT_NE(log.find("evicted cnn:1@cuda:0/FLOAT32"), std::string::npos) << log;
-  EXPECT_NE(log.find("out of memory while loading"), std::string::npos) << log;
+  EXPECT_NE(log.find("out of memory while loading mlp:1@cuda:0/FLOAT32"), std::string::npos) << log;
 }
 
 TEST(ServerStartup, HelpListsFlagsAndMissingRepositoryFails) {

@@ -107,7 +107,7 @@ TEST(DeviceExecutor, IdleDeviceDoesNotWaitForABatch) {
   auto start = Clock::now();
   std::promise<void> done;
   auto job = MakeJob("A", 1, 8, 1, /*delay_us=*/2'000'000);
-  job->set_done([&](absl::StatusOr<InferenceResult>) { done.set_value(); });
+  job->set_done([&](absl::StatusOr<InferenceResult>, const Job&) { done.set_value(); });
   ASSERT_TRUE(ex.Submit(job).ok());
   done.get_future().wait();
   EXPECT_LT(MicrosBetween(start, Clock::now()), 1'000'000u);
@@ -148,7 +148,7 @@ TEST(DeviceExecutor, CancelledJobsLeaveTheQueue) {
   gate.started.get_future().wait();
   auto job = MakeJob("", 1, 0, 1);
   absl::Status answer;
-  job->set_done([&](absl::StatusOr<InferenceResult> r) { answer = r.status(); });
+  job->set_done([&](absl::StatusOr<InferenceResult> r, const Job&) { answer = r.status(); });
   ASSERT_TRUE(ex.Submit(job).ok());
   ASSERT_TRUE(ex.Submit(MakeJob("", 1, 0, 2)).ok());
   EXPECT_EQ(ex.queue_depth(), 2u);

@@ -1,0 +1,24 @@
+#pragma once
+// Events the scheduler reports for metrics and logs; the default ignores them.
+// Calls come from worker and gRPC threads and must not block.
+
+#include <string>
+
+#include "devices/device_id.h"
+
+namespace infergate {
+
+class SchedulerObserver {
+ public:
+  virtual ~SchedulerObserver() = default;
+  virtual void OnCacheLookup(const DeviceId& /*device*/, bool /*hit*/) {}
+  virtual void OnModelLoad(const std::string& /*model*/, const DeviceId& /*device*/, double /*seconds*/,
+                           bool /*ok*/) {}
+  virtual void OnEviction(const DeviceId& /*device*/, const std::string& /*why*/) {}
+  // reason: device_unavailable, device_not_allowed, unsupported_op, dtype, oom
+  virtual void OnFallback(const std::string& /*from*/, const std::string& /*to*/, const std::string& /*reason*/) {}
+  // reason: queue_full, deadline, cancelled
+  virtual void OnRejected(const DeviceId& /*device*/, const std::string& /*reason*/) {}
+};
+
+}  // namespace infergate

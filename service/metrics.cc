@@ -1,0 +1,263 @@
+#include "service/metrics.h"
+
+#include <prometheus/client_metric.h>
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace infergate {
+namespace {
+
+const char* kCodeNames[17] = {"OK",          "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
+                              "DEADLINE_EXCEEDED", "NOT_FOUND",    "ALREADY_EXISTS",    "PERMISSION_DENIED",
+                              "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",   "OUT_OF_RANGE",
+                              "UNIMPLEMENTED", "INTERNAL",         "UNAVAILABLE",       "DATA_LOSS",
+                              "UNAUTHENTICATED"};
+
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+}
+
+prometheus::ClientMetric Sample(std::vector<std::pair<std::string, std::string>> labels, double value,
+                                bool counter) {
+  prometheus::ClientMetric m;
+  for (auto& [k, v] : labels) m.label.push_back({k, v});
+  if (counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  return m;
+}
+
+prometheus::MetricFamily Family(const std::string& name, const std::string& help, prometheus::MetricType type) {
+  prometheus::MetricFamily f;
+  f.name = name;
+  f.help = help;
+  f.type = type;
+  return f;
+}
+
+// Per-device figures read when Prometheus scrapes, so they are always current.
+class DeviceCollector : public prometheus::Collectable {
+ public:
+  DeviceCollector(DeviceRegistry& devices, Scheduler& scheduler) : devices_(devices), scheduler_(scheduler) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    using prometheus::MetricType;
+    auto up = Family("infergate_device_up", "1 when the device is available for work.", MetricType::Gauge);
+    auto depth = Family("infergate_device_queue_depth", "Requests waiting in the device's queue.", MetricType::Gauge);
+    auto in_flight = Family("infergate_device_in_flight", "Requests running on the device.", MetricType::Gauge);
+    auto busy = Family("infergate_device_busy_seconds_total",
+                       "Worker time spent running models; rate() over workers gives utilisation.",
+                       MetricType::Counter);
+    auto workers = Family("infergate_device_workers", "Worker threads serving the device.", MetricType::Gauge);
+    auto mem_total = Family("infergate_device_memory_total_bytes", "Device memory.", MetricType::Gauge);
+    auto mem_used = Family("infergate_device_memory_used_bytes", "Device memory in use.", MetricType::Gauge);
+    auto resident = Family("infergate_model_cache_resident_bytes", "Parameter bytes of models resident on the device.",
+                           MetricType::Gauge);
+    auto resident_models = Family("infergate_model_cache_resident_models", "Models resident on the device.",
+                                  MetricType::Gauge);
+    auto budget = Family("infergate_model_cache_budget_bytes", "Model cache budget of the device (0: none).",
+                         MetricType::Gauge);
+    std::vector<ResidentModel> models = scheduler_.Resident();
+    for (const DeviceInfo& d : devices_.Snapshot()) {
+      std::string id = d.id.ToString();
+      up.metric.push_back(Sample({{"device", id},
+                                  {"kind", std::string(DeviceKindName(d.id.kind))},
+                                  {"simulated", d.simulated ? "true" : "false"}},
+                                 d.available ? 1 : 0, false));
+      DeviceLoad load = scheduler_.Load(d.id);
+      depth.metric.push_back(Sample({{"device", id}}, static_cast<double>(load.queue_depth), false));
+      in_flight.metric.push_back(Sample({{"device", id}}, static_cast<double>(load.in_flight), false));
+      busy.metric.push_back(Sample({{"device", id}}, static_cast<double>(load.busy_us) / 1e6, true));
+      workers.metric.push_back(Sample({{"device", id}}, load.workers, false));
+      mem_total.metric.push_back(Sample({{"device", id}}, static_cast<double>(d.memory_total_bytes), false));
+      mem_used.metric.push_back(Sample({{"device", id}}, static_cast<double>(d.memory_used_bytes), false));
+      double bytes = 0, count = 0;
+      for (const ResidentModel& r : models) {
+        if (r.key.device == d.id) {
+          bytes += static_cast<double>(r.bytes);
+          count += 1;
+        }
+      }
+      resident.metric.push_back(Sample({{"device", id}}, bytes, false));
+      resident_models.metric.push_back(Sample({{"device", id}}, count, false));
+      budget.metric.push_back(
+          Sample({{"device", id}}, static_cast<double>(scheduler_.cache().Budget(d.id)), false));
+    }
+    return {up, depth, in_flight, busy, workers, mem_total, mem_used, resident, resident_models, budget};
+  }
+
+ private:
+  DeviceRegistry& devices_;
+  Scheduler& scheduler_;
+};
+
+}  // namespace
+
+Metrics::Metrics(DeviceRegistry& devices, Scheduler& scheduler)
+    : devices_(devices), scheduler_(scheduler), registry_(std::make_shared<prometheus::Registry>()) {}
+
+Metrics::~Metrics() { http_.reset(); }
+
+absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& address, DeviceRegistry& devices,
+                                                         Scheduler& scheduler, const BuildVersions& versions) {
+  std::unique_ptr<Metrics> m(new Metrics(devices, scheduler));
+  prometheus::Registry& r = *m->registry_;
+  m->requests_ = &prometheus::BuildCounter()
+                      .Name("infergate_requests_total")
+                      .Help("Infer calls by model, device and gRPC status code.")
+                      .Register(r);
+  m->request_seconds_ = &prometheus::BuildHistogram()
+                             .Name("infergate_request_duration_seconds")
+                             .Help("Time from a decoded request to its reply.")
+                             .Register(r);
+  m->queue_seconds_ = &prometheus::BuildHistogram()
+                           .Name("infergate_queue_duration_seconds")
+                           .Help("Time requests wait in a device queue.")
+                           .Register(r);
+  m->compute_seconds_ = &prometheus::BuildHistogram()
+                             .Name("infergate_compute_duration_seconds")
+                             .Help("Time running the model for a request's batch.")
+                             .Register(r);
+  m->batch_size_ = &prometheus::BuildHistogram()
+                        .Name("infergate_batch_size")
+                        .Help("Rows in the batch each request ran in.")
+                        .Register(r);
+  m->cache_hits_ = &prometheus::BuildCounter()
+                        .Name("infergate_model_cache_hits_total")
+                        .Help("Requests that found their model resident.")
+                        .Register(r);
+  m->cache_misses_ = &prometheus::BuildCounter()
+                          .Name("infergate_model_cache_misses_total")
+                          .Help("Requests that had to load their model.")
+                          .Register(r);
+  m->loads_ = &prometheus::BuildCounter()
+                   .Name("infergate_model_loads_total")
+                   .Help("Model loads by model, device and result (ok, error).")
+                   .Register(r);
+  m->load_seconds_ = &prometheus::BuildHistogram()
+                          .Name("infergate_model_load_duration_seconds")
+                          .Help("Time to load and prepare a model.")
+                          .Register(r);
+  m->evictions_ = &prometheus::BuildCounter()
+                       .Name("infergate_model_evictions_total")
+                       .Help("Models dropped from a device's cache, by reason (budget, oom, unload).")
+                       .Register(r);
+  m->fallbacks_ = &prometheus::BuildCounter()
+                       .Name("infergate_fallbacks_total")
+                       .Help("Requests moved off the device they were meant for, by from, to and reason.")
+                       .Register(r);
+  m->rejections_ = &prometheus::BuildCounter()
+                        .Name("infergate_rejections_total")
+                        .Help("Requests refused without running, by reason (queue_full, deadline, cancelled, draining).")
+                        .Register(r);
+  prometheus::BuildGauge()
+      .Name("infergate_build_info")
+      .Help("Versions infergate was built with.")
+      .Register(r)
+      .Add({{"version", versions.infergate}, {"libtorch", versions.libtorch}, {"grpc", versions.grpc}})
+      .Set(1);
+  // Pre-create the series dashboards and alerts expect, so they exist at 0.
+  for (const char* reason : {"queue_full", "deadline", "cancelled", "draining"}) {
+    m->rejections_->Add({{"reason", reason}});
+  }
+  for (const DeviceInfo& d : devices.Snapshot()) {
+    std::string id = d.id.ToString();
+    m->cache_hits_->Add({{"device", id}});
+    m->cache_misses_->Add({{"device", id}});
+  }
+  m->device_collector_ = std::make_shared<DeviceCollector>(devices, scheduler);
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
+      MetricsHttpServer::Start(address, {m->registry_, m->device_collector_});
+  if (!http.ok()) return http.status();
+  m->http_ = *std::move(http);
+  m->port_ = m->http_->port();
+  return m;
+}
+
+Metrics::RequestSeries& Metrics::SeriesFor(const std::string& model, const std::string& device) {
+  std::pair<std::string, std::string> key(model, device);
+  {
+    std::shared_lock<std::shared_mutex> lock(series_mu_);
+    auto it = series_.find(key);
+    if (it != series_.end()) return *it->second;
+  }
+  std::unique_lock<std::shared_mutex> lock(series_mu_);
+  auto& slot = series_[key];
+  if (!slot) {
+    slot = std::make_unique<RequestSeries>();
+    prometheus::Labels labels{{"model", model}, {"device", device}};
+    slot->request = &request_seconds_->Add(labels, LatencyBuckets());
+    slot->queue = &queue_seconds_->Add(labels, LatencyBuckets());
+    slot->compute = &compute_seconds_->Add(labels, LatencyBuckets());
+    slot->batch = &batch_size_->Add(labels, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256});
+  }
+  return *slot;
+}
+
+prometheus::Counter& Metrics::Cached(prometheus::Family<prometheus::Counter>& family,
+                                     const prometheus::Labels& labels) {
+  std::pair<void*, prometheus::Labels> key(&family, labels);
+  {
+    std::shared_lock<std::shared_mutex> lock(counters_mu_);
+    auto it = counters_.find(key);
+    if (it != counters_.end()) return *it->second;
+  }
+  std::unique_lock<std::shared_mutex> lock(counters_mu_);
+  prometheus::Counter*& c = counters_[key];
+  if (!c) c = &family.Add(labels);
+  return *c;
+}
+
+void Metrics::RecordRequest(const std::string& model, const std::string& device, int grpc_code, double total_s,
+                            double queue_s, double compute_s, uint32_t batch_size, bool ran) {
+  RequestSeries& s = SeriesFor(model, device);
+  int code = grpc_code >= 0 && grpc_code < 17 ? grpc_code : 2;
+  prometheus::Counter* counter = s.by_code[code].load(std::memory_order_acquire);
+  if (!counter) {
+    counter = &requests_->Add({{"model", model}, {"device", device}, {"code", kCodeNames[code]}});
+    s.by_code[code].store(counter, std::memory_order_release);
+  }
+  counter->Increment();
+  s.request->Observe(total_s);
+  if (ran) {
+    s.queue->Observe(queue_s);
+    s.compute->Observe(compute_s);
+    s.batch->Observe(batch_size);
+  }
+}
+
+void Metrics::OnCacheLookup(const DeviceId& device, bool hit) {
+  Cached(hit ? *cache_hits_ : *cache_misses_, {{"device", device.ToString()}}).Increment();
+}
+
+void Metrics::OnModelLoad(const std::string& model, const DeviceId& device, double seconds, bool ok) {
+  Cached(*loads_, {{"model", model}, {"device", device.ToString()}, {"result", ok ? "ok" : "error"}}).Increment();
+  if (ok) {
+    std::unique_lock<std::shared_mutex> lock(series_mu_);  // Family::Add for a rare event
+    load_seconds_->Add({{"device", device.ToString()}}, LatencyBuckets()).Observe(seconds);
+  }
+}
+
+void Metrics::OnEviction(const DeviceId& device, const std::string& why) {
+  Cached(*evictions_, {{"device", device.ToString()}, {"reason", why}}).Increment();
+}
+
+void Metrics::OnFallback(const std::string& from, const std::string& to, const std::string& reason) {
+  Cached(*fallbacks_, {{"from", from}, {"to", to}, {"reason", reason}}).Increment();
+}
+
+void Metrics::OnRejected(const DeviceId& device, const std::string& reason) {
+  (void)device;  // rejections are counted by reason only: the device is in the request metrics
+  Cached(*rejections_, {{"reason", reason}}).Increment();
+}
+
+void Metrics::OnDrainingRejection() { Cached(*rejections_, {{"reason", "draining"}}).Increment(); }
+
+}  // namespace infergate

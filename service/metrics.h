@@ -1,0 +1,96 @@
+#pragma once
+// Prometheus exposition: request, queue, compute and batch metrics recorded
+// by the service; cache, fallback and rejection events from the scheduler;
+// per-device figures read at scrape time. Metric references are cached so
+// the request path does no family lookups.
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "devices/device_registry.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_observer.h"
+#include "service/metrics_http.h"
+
+namespace infergate {
+
+struct BuildVersions {
+  std::string infergate;
+  std::string libtorch;
+  std::string grpc;
+};
+
+class Metrics final : public SchedulerObserver {
+ public:
+  // Serves /metrics on `address` ("0.0.0.0:9464"; port 0 picks one).
+  static absl::StatusOr<std::unique_ptr<Metrics>> Start(const std::string& address, DeviceRegistry& devices,
+                                                        Scheduler& scheduler, const BuildVersions& versions);
+  ~Metrics() override;
+
+  int port() const { return port_; }
+
+  // One finished Infer call. `model` must be a repository model or "" (never
+  // a client-supplied unknown name); `device` "" when it was never routed.
+  // Timings are absent (zero) for calls that did not run.
+  void RecordRequest(const std::string& model, const std::string& device, int grpc_code, double total_s,
+                     double queue_s, double compute_s, uint32_t batch_size, bool ran);
+
+  void OnCacheLookup(const DeviceId& device, bool hit) override;
+  void OnModelLoad(const std::string& model, const DeviceId& device, double seconds, bool ok) override;
+  void OnEviction(const DeviceId& device, const std::string& why) override;
+  void OnFallback(const std::string& from, const std::string& to, const std::string& reason) override;
+  void OnRejected(const DeviceId& device, const std::string& reason) override;
+  // Calls refused because the server is draining.
+  void OnDrainingRejection();
+
+ private:
+  Metrics(DeviceRegistry& devices, Scheduler& scheduler);
+
+  struct RequestSeries {
+    prometheus::Histogram* request = nullptr;
+    prometheus::Histogram* queue = nullptr;
+    prometheus::Histogram* compute = nullptr;
+    prometheus::Histogram* batch = nullptr;
+    std::array<std::atomic<prometheus::Counter*>, 17> by_code{};
+  };
+  RequestSeries& SeriesFor(const std::string& model, const std::string& device);
+  prometheus::Counter& Cached(prometheus::Family<prometheus::Counter>& family, const prometheus::Labels& labels);
+
+  DeviceRegistry& devices_;
+  Scheduler& scheduler_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> device_collector_;
+  std::unique_ptr<MetricsHttpServer> http_;
+  int port_ = 0;
+
+  prometheus::Family<prometheus::Counter>* requests_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* request_seconds_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* queue_seconds_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* compute_seconds_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* batch_size_ = nullptr;
+  prometheus::Family<prometheus::Counter>* cache_hits_ = nullptr;
+  prometheus::Family<prometheus::Counter>* cache_misses_ = nullptr;
+  prometheus::Family<prometheus::Counter>* loads_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* load_seconds_ = nullptr;
+  prometheus::Family<prometheus::Counter>* evictions_ = nullptr;
+  prometheus::Family<prometheus::Counter>* fallbacks_ = nullptr;
+  prometheus::Family<prometheus::Counter>* rejections_ = nullptr;
+
+  std::shared_mutex series_mu_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<RequestSeries>> series_;
+  std::shared_mutex counters_mu_;
+  std::map<std::pair<void*, prometheus::Labels>, prometheus::Counter*> counters_;
+};
+
+}  // namespace infergate
