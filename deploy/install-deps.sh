@@ -13,6 +13,8 @@ packages=(
 if [ "${1:-}" = "--test" ]; then
   # The cross-language client test runs on Debian's own Python and gRPC.
   packages+=(python3 python3-grpcio python3-protobuf)
+  # Metrics are checked by a real Prometheus server and promtool.
+  packages+=(prometheus)
 fi
 
 missing=()

@@ -46,6 +46,7 @@ class DeviceExecutor {
   size_t queue_depth() const { return depth_.load(std::memory_order_relaxed); }
   size_t in_flight() const { return running_jobs_.load(std::memory_order_relaxed); }
   int workers() const { return static_cast<int>(workers_.size()); }
+  size_t capacity() const { return capacity_; }
   uint64_t busy_us() const { return busy_us_.load(std::memory_order_relaxed); }
   const DeviceId& device() const { return device_; }
 

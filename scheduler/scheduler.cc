@@ -123,7 +123,7 @@ DeviceExecutor* Scheduler::Executor(const DeviceId& device) const {
 DeviceLoad Scheduler::Load(const DeviceId& device) const {
   DeviceExecutor* ex = Executor(device);
   if (!ex) return {};
-  return {ex->queue_depth(), ex->in_flight(), ex->busy_us(), ex->workers()};
+  return {ex->queue_depth(), ex->in_flight(), ex->busy_us(), ex->workers(), ex->capacity()};
 }
 
 absl::Status Scheduler::PlaceOn(Route& route, const DeviceId& device, Precision precision) {

@@ -39,6 +39,7 @@ struct DeviceLoad {
   size_t in_flight = 0;
   uint64_t busy_us = 0;
   int workers = 0;
+  size_t capacity = 0;
 };
 
 // Counts the scheduler keeps for tests, logs and metrics.

@@ -56,6 +56,8 @@ class DeviceCollector : public prometheus::Collectable {
                        "Worker time spent running models; rate() over workers gives utilisation.",
                        MetricType::Counter);
     auto workers = Family("infergate_device_workers", "Worker threads serving the device.", MetricType::Gauge);
+    auto capacity = Family("infergate_device_queue_capacity", "Requests the device's queue holds before refusing.",
+                           MetricType::Gauge);
     auto mem_total = Family("infergate_device_memory_total_bytes", "Device memory.", MetricType::Gauge);
     auto mem_used = Family("infergate_device_memory_used_bytes", "Device memory in use.", MetricType::Gauge);
     auto resident = Family("infergate_model_cache_resident_bytes", "Parameter bytes of models resident on the device.",
@@ -76,6 +78,7 @@ class DeviceCollector : public prometheus::Collectable {
       in_flight.metric.push_back(Sample({{"device", id}}, static_cast<double>(load.in_flight), false));
       busy.metric.push_back(Sample({{"device", id}}, static_cast<double>(load.busy_us) / 1e6, true));
       workers.metric.push_back(Sample({{"device", id}}, load.workers, false));
+      capacity.metric.push_back(Sample({{"device", id}}, static_cast<double>(load.capacity), false));
       mem_total.metric.push_back(Sample({{"device", id}}, static_cast<double>(d.memory_total_bytes), false));
       mem_used.metric.push_back(Sample({{"device", id}}, static_cast<double>(d.memory_used_bytes), false));
       double bytes = 0, count = 0;
@@ -90,7 +93,7 @@ class DeviceCollector : public prometheus::Collectable {
       budget.metric.push_back(
           Sample({{"device", id}}, static_cast<double>(scheduler_.cache().Budget(d.id)), false));
     }
-    return {up, depth, in_flight, busy, workers, mem_total, mem_used, resident, resident_models, budget};
+    return {up, depth, capacity, in_flight, busy, workers, mem_total, mem_used, resident, resident_models, budget};
   }
 
  private:
@@ -171,6 +174,7 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
     std::string id = d.id.ToString();
     m->cache_hits_->Add({{"device", id}});
     m->cache_misses_->Add({{"device", id}});
+    for (const char* why : {"budget", "oom", "unload"}) m->evictions_->Add({{"device", id}, {"reason", why}});
   }
   m->device_collector_ = std::make_shared<DeviceCollector>(devices, scheduler);
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =

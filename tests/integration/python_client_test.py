@@ -12,38 +12,13 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def generate_stubs(proto_dir, out_dir):
-    protos = ["infergate/v1/tensor.proto", "infergate/v1/model_config.proto", "infergate/v1/inference.proto",
-              "grpc/health/v1/health.proto"]
-    cmd = ["protoc", "-I", proto_dir, "--python_out", out_dir, "--grpc_python_out", out_dir,
-           "--plugin=protoc-gen-grpc_python=" + shutil.which("grpc_python_plugin")] + protos
-    subprocess.run(cmd, check=True)
-    # protoc writes infergate/v1/*_pb2.py; make them importable as packages.
-    for d in ["infergate", "infergate/v1"]:
-        open(os.path.join(out_dir, d, "__init__.py"), "a").close()
-    # The health stubs live under grpc/health/v1, which would shadow the real
-    # grpc package; move them to a private name.
-    os.rename(os.path.join(out_dir, "grpc"), os.path.join(out_dir, "health_stubs"))
-    for root, _, files in os.walk(os.path.join(out_dir, "health_stubs")):
-        open(os.path.join(root, "__init__.py"), "a").close()
-        for f in files:
-            if f.endswith(".py"):
-                p = os.path.join(root, f)
-                text = open(p).read().replace("from grpc.health.v1 import", "from health_stubs.health.v1 import")
-                open(p, "w").write(text)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from igtest import Server, fail, generate_stubs  # noqa: E402
 
 
 def mlp_reference(model_pt, x):
@@ -82,39 +57,13 @@ def main():
     try:
         models = os.path.join(work, "models")
         subprocess.run([args.make_models, models], check=True, stdout=subprocess.DEVNULL)
-        stubs = os.path.join(work, "stubs")
-        os.makedirs(stubs)
-        generate_stubs(args.proto_dir, stubs)
-        sys.path.insert(0, stubs)
+        generate_stubs(args.proto_dir, os.path.join(work, "stubs"))
         import grpc
         from infergate.v1 import inference_pb2, inference_pb2_grpc, tensor_pb2
-        from health_stubs.health.v1 import health_pb2, health_pb2_grpc
 
-        server = subprocess.Popen([args.server, "--address=127.0.0.1:0", "--metrics-address=127.0.0.1:0",
-                                   "--model-repository=" + models],
-                                  stdout=subprocess.PIPE, stderr=open(os.path.join(work, "server.log"), "w"),
-                                  text=True)
-        line = ""
-        while "listening on" not in line and server.poll() is None:
-            line = server.stdout.readline()
-        m = re.search(r"infergate listening on (\S+)", line)
-        if not m:
-            fail("server did not report its address: %r" % line)
-        address = m.group(1)
-        channel = grpc.insecure_channel(address)
-        health = health_pb2_grpc.HealthStub(channel)
-        deadline = time.time() + 60
-        while True:
-            try:
-                if health.Check(health_pb2.HealthCheckRequest(), timeout=2).status == \
-                        health_pb2.HealthCheckResponse.SERVING:
-                    break
-            except grpc.RpcError:
-                pass
-            if time.time() > deadline:
-                fail("server never became SERVING")
-            time.sleep(0.05)
-
+        server = Server(args.server, ["--model-repository=" + models], os.path.join(work, "server.log"))
+        server.wait_serving()
+        channel = grpc.insecure_channel(server.address)
         stub = inference_pb2_grpc.InferenceServiceStub(channel)
         devices = stub.ListDevices(inference_pb2.ListDevicesRequest(), timeout=10).devices
         ids = [d.id for d in devices]
@@ -150,11 +99,7 @@ def main():
         print("1 passed, 0 failed")
     finally:
         if server is not None:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

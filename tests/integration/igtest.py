@@ -1,0 +1,90 @@
+"""Helpers for the Python integration tests: stubs generated from proto/ at
+test time (Debian's protoc + grpc_python_plugin), and the real server
+started on loopback ephemeral ports."""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def generate_stubs(proto_dir, out_dir):
+    """Generates Python stubs into out_dir and puts it on sys.path."""
+    protos = ["infergate/v1/tensor.proto", "infergate/v1/model_config.proto", "infergate/v1/inference.proto",
+              "grpc/health/v1/health.proto"]
+    os.makedirs(out_dir, exist_ok=True)
+    subprocess.run(["protoc", "-I", proto_dir, "--python_out", out_dir, "--grpc_python_out", out_dir,
+                    "--plugin=protoc-gen-grpc_python=" + shutil.which("grpc_python_plugin")] + protos, check=True)
+    for d in ["infergate", "infergate/v1"]:
+        open(os.path.join(out_dir, d, "__init__.py"), "a").close()
+    # grpc/health/v1 would shadow the real grpc package: move it aside.
+    os.rename(os.path.join(out_dir, "grpc"), os.path.join(out_dir, "health_stubs"))
+    for root, _, files in os.walk(os.path.join(out_dir, "health_stubs")):
+        open(os.path.join(root, "__init__.py"), "a").close()
+        for f in files:
+            if f.endswith(".py"):
+                p = os.path.join(root, f)
+                text = open(p).read().replace("from grpc.health.v1 import", "from health_stubs.health.v1 import")
+                open(p, "w").write(text)
+    sys.path.insert(0, out_dir)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """The infergate binary on 127.0.0.1 with ephemeral gRPC and metrics ports."""
+
+    def __init__(self, binary, args, log_path):
+        self.log_path = log_path
+        self.proc = subprocess.Popen([binary, "--address=127.0.0.1:0", "--metrics-address=127.0.0.1:0"] + args,
+                                     stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True)
+        self.address = None
+        self.metrics_address = None
+        while self.address is None and self.proc.poll() is None:
+            line = self.proc.stdout.readline()
+            m = re.search(r"infergate metrics on (\S+)", line)
+            if m:
+                self.metrics_address = m.group(1)
+            m = re.search(r"infergate listening on (\S+)", line)
+            if m:
+                self.address = m.group(1)
+        if self.address is None:
+            fail("server did not start:\n" + open(log_path).read())
+
+    def wait_serving(self, timeout=60):
+        import grpc
+        from health_stubs.health.v1 import health_pb2, health_pb2_grpc
+        channel = grpc.insecure_channel(self.address)
+        health = health_pb2_grpc.HealthStub(channel)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                if health.Check(health_pb2.HealthCheckRequest(), timeout=2).status == \
+                        health_pb2.HealthCheckResponse.SERVING:
+                    channel.close()
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.05)
+        fail("server never became SERVING")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.returncode
