@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# infergate benchmark: the gRPC floor (health Check), the in-process floor
+# (LibTorch running the same model.pt directly) and infergate itself, all on
+# this machine in one run. Writes bench/results/<stamp>.md and .csv.
+#
+#   bench/run.sh              full run (about 3 minutes of measuring)
+#   BENCH_SECONDS=1 BENCH_SMOKE=1 bench/run.sh   a quick smoke run (used by the tests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${BENCH_SECONDS:-5}"
+warmup="${BENCH_WARMUP:-1}"
+smoke="${BENCH_SMOKE:-0}"
+build_dir="${BUILD_DIR:-build}"
+out_dir="${BENCH_OUT:-bench/results}"
+
+if [ "${BENCH_SKIP_BUILD:-0}" != 1 ]; then
+  ./deploy/install-deps.sh
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$build_dir" --target infergate infergate-cli make-demo-models inprocess-bench
+fi
+bin="$build_dir/service/infergate"
+cli="$build_dir/tools/infergate-cli"
+
+work=$(mktemp -d)
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ]; then kill -TERM "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+"$build_dir/tools/make-demo-models" "$work/models" >/dev/null
+
+mkdir -p "$out_dir"
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+csv="$out_dir/$stamp.csv"
+md="$out_dir/$stamp.md"
+echo "suite,model,mode,concurrency,batch,throughput_rps,rows_per_s,p50_ms,p99_ms,server_overhead_p50_us,mean_batch,errors" >"$csv"
+
+start_server() {  # $@: extra flags
+  "$bin" --address=127.0.0.1:0 --metrics-address= --model-repository="$work/models" "$@" \
+    >"$work/server.out" 2>"$work/server.err" &
+  server_pid=$!
+  for _ in $(seq 200); do
+    address=$(sed -n 's/^infergate listening on //p' "$work/server.out" | head -n1)
+    [ -n "$address" ] && grep -q "serving" "$work/server.err" && return 0
+    sleep 0.05
+  done
+  echo "server did not start" >&2; cat "$work/server.err" >&2; exit 1
+}
+stop_server() { kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=""; }
+
+field() { sed -n "s|.* $1=\([^ ]*\).*|\1|p" <<<"$2"; }
+
+# suite model mode concurrency batch line
+record() {
+  local line="$6"
+  echo "  $line" >&2
+  printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$1" "$2" "$3" "$4" "$5" \
+    "$(field 'req/s' "$line")" "$(field 'rows/s' "$line")" "$(field p50_ms "$line")" "$(field p99_ms "$line")" \
+    "$(field server_overhead_p50_us "$line")" "$(field mean_batch "$line")" "$(field errors "$line")" >>"$csv"
+}
+
+concurrencies="1 8 64"
+echo "== gRPC floor (health Check)" >&2
+start_server
+for c in $concurrencies; do
+  record grpc-floor health - "$c" - "$("$cli" --address "$address" bench --rpc health --concurrency "$c" --duration "$seconds" --warmup "$warmup")"
+done
+stop_server
+
+echo "== in-process floor" >&2
+batches="1,2,4,8,16,32,64"
+[ "$smoke" = 1 ] && batches="1,8"
+for spec in "mlp 256 float32" "cnn 3x64x64 float32"; do
+  set -- $spec
+  out=$("$build_dir/tools/inprocess-bench" "$work/models/$1/1/model.pt" "$2" --dtype "$3" --seconds "$seconds" --batches "$batches")
+  b1=$(grep '^inprocess batch=1 ' <<<"$out")
+  best=$(grep '^inprocess best' <<<"$out")
+  best_batch=$(field batch "$best")
+  best_line=$(grep "^inprocess batch=$best_batch " <<<"$out")
+  for row in "1|$b1" "$best_batch|$best_line"; do
+    b=${row%%|*}; line=${row#*|}
+    rows=$(field 'rows/s' "$line")
+    calls_per_s=$(awk -v r="$rows" -v b="$b" 'BEGIN { printf "%.1f", r / b }')
+    echo "  $line" >&2
+    printf 'inprocess,%s,%s,1,%s,%s,%s,%s,%s,,,0\n' "$1" "$([ "$b" = 1 ] && echo batch1 || echo best-batch)" "$b" \
+      "$calls_per_s" "$rows" "$(field p50_ms "$line")" "$(field p99_ms "$line")" >>"$csv"
+  done
+done
+
+for batching in on off; do
+  echo "== infergate, batching $batching" >&2
+  start_server --batching=$([ $batching = on ] && echo true || echo false)
+  for c in $concurrencies; do
+    record infergate mlp "batching-$batching" "$c" 1 \
+      "$("$cli" --address "$address" bench --model mlp --rows 1 --concurrency "$c" --duration "$seconds" --warmup "$warmup")"
+    record infergate cnn "batching-$batching" "$c" 1 \
+      "$("$cli" --address "$address" bench --model cnn --rows 1 --concurrency "$c" --duration "$seconds" --warmup "$warmup")"
+  done
+  stop_server
+done
+
+{
+  echo "# infergate benchmark $stamp"
+  echo
+  echo "Machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1); ${seconds}s per row after ${warmup}s warm-up; client and server share the machine."
+  echo
+  echo "| suite | model | mode | concurrency | batch | req/s | rows/s | p50 ms | p99 ms | server overhead p50 us | mean batch | errors |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  tail -n +2 "$csv" | awk -F, '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12 }'
+} >"$md"
+cat "$md"
+echo "wrote $md and $csv" >&2

@@ -1,0 +1,88 @@
+// The in-process floor: a TorchScript file run directly with LibTorch in one
+// process, no serving layer. Prints one line per batch size with rows/s and
+// per-call latency, and the best batch size.
+//
+//   inprocess-bench MODEL.pt SHAPE_WITHOUT_BATCH [--dtype float32|int64]
+//       [--batches 1,2,4,...] [--seconds S] [--threads T]
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
+#include <torch/script.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::vector<int64_t> ParseList(const std::string& text, char sep) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, sep)) {
+    if (!item.empty()) out.push_back(std::stoll(item));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::cerr << "usage: inprocess-bench MODEL.pt SHAPE (e.g. 256 or 3x64x64) [--dtype float32|int64] "
+                 "[--batches 1,2,4,8,16,32,64] [--seconds 3] [--threads N]\n";
+    return 2;
+  }
+  std::string path = argv[1];
+  std::vector<int64_t> item_shape = ParseList(argv[2], 'x');
+  std::string dtype = "float32";
+  std::vector<int64_t> batches = {1, 2, 4, 8, 16, 32, 64};
+  double seconds = 3;
+  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  for (int i = 3; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--dtype") dtype = argv[i + 1];
+    else if (flag == "--batches") batches = ParseList(argv[i + 1], ',');
+    else if (flag == "--seconds") seconds = std::stod(argv[i + 1]);
+    else if (flag == "--threads") threads = std::stoi(argv[i + 1]);
+  }
+  at::set_num_threads(std::max(1, threads));
+  torch::jit::Module m = torch::jit::load(path);
+  m.eval();
+  c10::InferenceMode guard;
+  double best_rows = 0;
+  int64_t best_batch = 0;
+  for (int64_t b : batches) {
+    std::vector<int64_t> shape = {b};
+    shape.insert(shape.end(), item_shape.begin(), item_shape.end());
+    at::Tensor x = dtype == "int64" ? at::randint(0, 100, shape, at::TensorOptions().dtype(at::kLong))
+                                    : at::randn(shape);
+    std::vector<c10::IValue> args = {x};
+    for (int i = 0; i < 5; ++i) m.forward(args);  // warm-up: profiling runs
+    std::vector<double> lat;
+    auto start = std::chrono::steady_clock::now();
+    auto end = start + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      auto t0 = std::chrono::steady_clock::now();
+      m.forward(args);
+      lat.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::sort(lat.begin(), lat.end());
+    double rows = static_cast<double>(lat.size()) * static_cast<double>(b) / elapsed;
+    std::printf("inprocess batch=%lld calls=%zu rows/s=%.1f p50_ms=%.3f p99_ms=%.3f\n", static_cast<long long>(b),
+                lat.size(), rows, lat[lat.size() / 2] / 1000, lat[static_cast<size_t>(0.99 * (lat.size() - 1))] / 1000);
+    if (rows > best_rows) {
+      best_rows = rows;
+      best_batch = b;
+    }
+  }
+  std::printf("inprocess best batch=%lld rows/s=%.1f\n", static_cast<long long>(best_batch), best_rows);
+  return 0;
+}
