@@ -47,6 +47,8 @@ class DeviceExecutor {
   size_t in_flight() const { return running_jobs_.load(std::memory_order_relaxed); }
   int workers() const { return static_cast<int>(workers_.size()); }
   size_t capacity() const { return capacity_; }
+  // How long an idle worker polls for work before it sleeps.
+  void set_spin_us(int us) { spin_us_ = us; }
   uint64_t busy_us() const { return busy_us_.load(std::memory_order_relaxed); }
   const DeviceId& device() const { return device_; }
 
@@ -70,6 +72,8 @@ class DeviceExecutor {
   std::atomic<size_t> depth_{0};
   std::atomic<size_t> running_jobs_{0};
   std::atomic<uint64_t> busy_us_{0};
+  std::atomic<int> spin_us_{0};
+  std::atomic<int> spinning_{0};
   std::vector<std::thread> workers_;
 };
 

@@ -83,6 +83,7 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
     int workers = d.id.kind == DeviceKind::kCpu ? options_.cpu_workers : options_.accelerator_workers;
     executors_[d.id] = std::make_unique<DeviceExecutor>(d.id, workers, options_.queue_capacity,
                                                         [this](DeviceExecutor::Batch& batch) { RunBatch(batch); });
+    executors_[d.id]->set_spin_us(options_.worker_spin_us);
     auto budget = options_.cache_budgets.find(d.id);
     uint64_t bytes = budget != options_.cache_budgets.end()
                          ? budget->second

@@ -27,6 +27,7 @@ struct SchedulerOptions {
   int accelerator_workers = 1;
   size_t queue_capacity = 1024;
   bool batching = true;  // false: every request runs alone
+  int worker_spin_us = 0;  // idle workers poll this long before sleeping
   // Cache budget per device; devices not listed get this fraction of their memory.
   std::map<DeviceId, uint64_t> cache_budgets;
   double cache_budget_fraction = 0.8;

@@ -1,5 +1,7 @@
 #include "service/server_options.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
@@ -29,6 +31,8 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.String("drain-timeout", &o.drain_timeout,
                "On SIGTERM/SIGINT, how long queued and running requests may take to finish (e.g. 30s, 500ms).");
   flags.Bool("batching", &o.batching, "Dynamic batching for models whose config sets max_batch_size > 1.");
+  flags.Int("worker-spin-us", &o.worker_spin_us,
+            "Microseconds an idle worker polls its queue before sleeping; trades CPU for latency.");
   flags.String("cache-budget", &o.cache_budget,
                "Model cache budget per device, e.g. \"cpu=8GiB,cuda:0=20GiB\"; least-recently-used idle, unpinned "
                "models are evicted to stay under it.");
@@ -102,6 +106,7 @@ absl::StatusOr<SchedulerOptions> SchedulerFromOptions(const ServerOptions& o) {
   s.intra_op_threads = static_cast<int>(o.intra_op_threads);
   s.queue_capacity = static_cast<size_t>(o.queue_capacity);
   s.batching = o.batching;
+  s.worker_spin_us = static_cast<int>(std::clamp<int64_t>(o.worker_spin_us, 0, 10000));
   s.state_file = o.state_file;
   s.cache_budget_fraction = o.cache_budget_fraction;
   for (absl::string_view entry : absl::StrSplit(o.cache_budget, ',', absl::SkipWhitespace())) {

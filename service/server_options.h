@@ -23,6 +23,7 @@ struct ServerOptions {
   int64_t max_tensor_elements = int64_t{1} << 28;
   std::string drain_timeout = "30s";
   bool batching = true;
+  int64_t worker_spin_us = 200;
   std::string cache_budget;  // "cpu=8GiB,cuda:0=20GiB"
   double cache_budget_fraction = 0.8;
   std::string state_file;

@@ -8,6 +8,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
+#include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
+#include <torch/csrc/jit/passes/freeze_module.h>
 #include <torch/script.h>
 
 #include <algorithm>
@@ -45,16 +47,19 @@ int main(int argc, char** argv) {
   std::vector<int64_t> batches = {1, 2, 4, 8, 16, 32, 64};
   double seconds = 3;
   int threads = static_cast<int>(std::thread::hardware_concurrency());
+  bool optimize = false;
   for (int i = 3; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--dtype") dtype = argv[i + 1];
     else if (flag == "--batches") batches = ParseList(argv[i + 1], ',');
     else if (flag == "--seconds") seconds = std::stod(argv[i + 1]);
     else if (flag == "--threads") threads = std::stoi(argv[i + 1]);
+    else if (flag == "--optimize") optimize = std::string(argv[i + 1]) == "true";
   }
   at::set_num_threads(std::max(1, threads));
   torch::jit::Module m = torch::jit::load(path);
   m.eval();
+  if (optimize) m = torch::jit::optimize_for_inference(m);
   c10::InferenceMode guard;
   double best_rows = 0;
   int64_t best_batch = 0;

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs bench/run.sh for about a second per row and checks that every row is
+# there, produced numbers and saw no errors.
+set -euo pipefail
+src="$1"
+build="$2"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+cd "$src"
+BENCH_SKIP_BUILD=1 BENCH_SMOKE=1 BENCH_SECONDS=1 BENCH_WARMUP=0.2 BUILD_DIR="$build" BENCH_OUT="$out" \
+  bench/run.sh >/dev/null 2>"$out/log" || { cat "$out/log"; exit 1; }
+csv=$(ls "$out"/*.csv)
+rows=$(($(wc -l <"$csv") - 1))
+passed=0
+failed=0
+check() {
+  if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1"; fi
+}
+check "19 rows (3 gRPC floor, 4 in-process, 12 infergate), got $rows" '[ "$rows" -eq 19 ]'
+while IFS=, read -r suite model mode conc batch rps rowsps p50 p99 overhead meanb errors; do
+  [ "$suite" = suite ] && continue
+  check "$suite $model $mode c=$conc has a throughput" 'awk -v v="$rps" "BEGIN { exit !(v > 0) }"'
+  check "$suite $model $mode c=$conc has a p50" 'awk -v v="$p50" "BEGIN { exit !(v > 0) }"'
+  check "$suite $model $mode c=$conc had no errors ($errors)" '[ "$errors" = 0 ]'
+done <"$csv"
+check "a Markdown table was written" '[ -s "$(ls "$out"/*.md)" ]'
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
