@@ -82,6 +82,26 @@ v1::DataType DTypeToProto(DType dtype) {
   return v1::DATA_TYPE_UNSPECIFIED;
 }
 
+std::optional<Precision> PrecisionFromProto(int wire) {
+  switch (wire) {
+    case v1::AUTO: return Precision::kAuto;
+    case v1::FP32: return Precision::kFp32;
+    case v1::FP16: return Precision::kFp16;
+    case v1::BF16: return Precision::kBf16;
+    default: return std::nullopt;
+  }
+}
+
+v1::Precision PrecisionToProto(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32: return v1::FP32;
+    case Precision::kFp16: return v1::FP16;
+    case Precision::kBf16: return v1::BF16;
+    case Precision::kAuto: break;
+  }
+  return v1::AUTO;
+}
+
 absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name) {
   v1::ModelConfig config;
   google::protobuf::TextFormat::Parser parser;

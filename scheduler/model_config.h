@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "devices/dtype.h"
+#include "devices/precision.h"
 #include "infergate/v1/model_config.pb.h"
 #include "infergate/v1/tensor.pb.h"
 
@@ -21,6 +22,9 @@ inline constexpr int kMaxTensorRank = 8;
 // DataType <-> DType; DATA_TYPE_UNSPECIFIED and unknown numbers give nullopt.
 std::optional<DType> DTypeFromProto(int wire);
 v1::DataType DTypeToProto(DType dtype);
+// Precision <-> infergate.v1.Precision; unknown numbers give nullopt.
+std::optional<Precision> PrecisionFromProto(int wire);
+v1::Precision PrecisionToProto(Precision precision);
 
 absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name);
 

@@ -14,6 +14,7 @@
 #include "devices/torch_dtype.h"
 #include "scheduler/batch_tensors.h"
 #include "scheduler/loaded_model.h"
+#include "scheduler/model_config.h"
 
 namespace infergate {
 namespace {
@@ -29,13 +30,13 @@ bool KindAllowed(const v1::ModelConfig& config, DeviceKind kind) {
   return false;
 }
 
-Precision FromConfigPrecision(int p) {
-  switch (p) {
-    case v1::FP32: return Precision::kFp32;
-    case v1::FP16: return Precision::kFp16;
-    case v1::BF16: return Precision::kBf16;
-    default: return Precision::kAuto;
-  }
+// The compute dtype of `model` on a device with `traits` for a request
+// asking for `precision`.
+DType ComputeDType(const ModelEntry& model, const PrecisionTraits& traits, Precision precision) {
+  bool float64_model = false;
+  for (const InputSpec& in : model.declared.inputs) float64_model |= in.dtype == DType::kFloat64;
+  Precision model_override = PrecisionFromProto(model.config.precision()).value_or(Precision::kAuto);
+  return ResolveComputeDType(traits, precision, model_override, float64_model);
 }
 
 std::vector<TensorMeta> Metas(const std::vector<NamedTensor>& inputs) {
@@ -132,10 +133,7 @@ absl::Status Scheduler::PlaceOn(Route& route, const DeviceId& device, Precision 
   if (!info) return absl::UnavailableError(absl::StrCat("device: ", device.ToString(), " is not known"));
   route.device = *std::move(info);
   route.resolution.device = device;
-  bool float64_model = false;
-  for (const InputSpec& in : route.model->declared.inputs) float64_model |= in.dtype == DType::kFloat64;
-  route.dtype = ResolveComputeDType(route.device.precision, precision,
-                                    FromConfigPrecision(route.model->config.precision()), float64_model);
+  route.dtype = ComputeDType(*route.model, route.device.precision, precision);
   return absl::OkStatus();
 }
 
@@ -152,10 +150,7 @@ DeviceId Scheduler::ChooseAuto(const ModelEntry& model, int64_t version, Precisi
       c.workers = ex->workers();
     }
     std::optional<DeviceInfo> info = devices_.Find(id);
-    bool float64_model = false;
-    for (const InputSpec& in : model.declared.inputs) float64_model |= in.dtype == DType::kFloat64;
-    DType dtype = ResolveComputeDType(info ? info->precision : PrecisionTraits{}, precision,
-                                      FromConfigPrecision(model.config.precision()), float64_model);
+    DType dtype = ComputeDType(model, info ? info->precision : PrecisionTraits{}, precision);
     c.resident = cache_.IsResident({model.name, version, id, dtype});
     c.latency_us = latency_.Mean(model.name, id);
     candidates.push_back(c);

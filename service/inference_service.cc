@@ -12,25 +12,12 @@ namespace infergate {
 namespace {
 
 absl::StatusOr<Precision> PrecisionFromWire(int p, absl::string_view field) {
-  switch (p) {
-    case v1::AUTO: return Precision::kAuto;
-    case v1::FP32: return Precision::kFp32;
-    case v1::FP16: return Precision::kFp16;
-    case v1::BF16: return Precision::kBf16;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": unknown precision ", p, "; expected AUTO, FP32, FP16 or BF16"));
+  std::optional<Precision> precision = PrecisionFromProto(p);
+  if (!precision) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": unknown precision ", p, "; expected AUTO, FP32, FP16 or BF16"));
   }
-}
-
-v1::Precision PrecisionToWire(Precision p) {
-  switch (p) {
-    case Precision::kFp32: return v1::FP32;
-    case Precision::kFp16: return v1::FP16;
-    case Precision::kBf16: return v1::BF16;
-    case Precision::kAuto: break;
-  }
-  return v1::AUTO;
+  return *precision;
 }
 
 v1::DeviceKind KindToWire(DeviceKind k) {
@@ -186,7 +173,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServer
     out->set_simulated(d.simulated);
     out->set_backend_detail(d.backend_detail);
     for (DType t : d.supported_dtypes) out->add_supported_dtypes(DTypeToProto(t));
-    out->set_default_precision(PrecisionToWire(DefaultPrecision(d.precision)));
+    out->set_default_precision(PrecisionToProto(DefaultPrecision(d.precision)));
     out->set_memory_total_bytes(d.memory_total_bytes);
     out->set_memory_used_bytes(d.memory_used_bytes);
     DeviceLoad load = scheduler_.Load(d.id);
