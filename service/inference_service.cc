@@ -67,11 +67,32 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   std::shared_ptr<Job> job_;
 };
 
+absl::string_view Authorization(const grpc::CallbackServerContext& ctx) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("authorization");
+  return it == md.end() ? absl::string_view() : absl::string_view(it->second.data(), it->second.size());
+}
+
+// Finishes `ctx`'s call with the auth failure, if any; true when it did.
+bool Refused(const TokenAuth& auth, grpc::CallbackServerContext* ctx, TokenAuth::Role role,
+             grpc::ServerUnaryReactor* reactor) {
+  absl::Status s = auth.Check(Authorization(*ctx), role);
+  if (s.ok()) return false;
+  reactor->Finish(ToGrpcStatus(s));
+  return true;
+}
+
 }  // namespace
 
 InferenceServiceImpl::InferenceServiceImpl(Scheduler& scheduler, ModelRepository& repository,
-                                           DeviceRegistry& devices, CodecLimits limits, Metrics* metrics)
-    : scheduler_(scheduler), repository_(repository), devices_(devices), limits_(limits), metrics_(metrics) {}
+                                           DeviceRegistry& devices, CodecLimits limits, Metrics* metrics,
+                                           TokenAuth auth)
+    : scheduler_(scheduler),
+      repository_(repository),
+      devices_(devices),
+      limits_(limits),
+      metrics_(metrics),
+      auth_(std::move(auth)) {}
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContext* ctx,
                                                       const v1::InferRequest* request,
@@ -88,6 +109,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   };
+  if (absl::Status s = auth_.Check(Authorization(*ctx), TokenAuth::Role::kInference); !s.ok()) return refuse(s);
   if (draining_.load()) {
     if (metrics_) metrics_->OnDrainingRejection();
     return refuse(absl::UnavailableError("server is draining; retry on another replica"));
@@ -163,6 +185,8 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServerContext* ctx,
                                                             const v1::ListDevicesRequest*,
                                                             v1::ListDevicesResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (Refused(auth_, ctx, TokenAuth::Role::kInference, reactor)) return reactor;
   std::vector<ResidentModel> resident = scheduler_.Resident();
   for (const DeviceInfo& d : devices_.Snapshot()) {
     v1::DeviceInfo* out = response->add_devices();
@@ -190,7 +214,6 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServer
     out->set_logical_cores(d.logical_cores);
     out->set_compute_capability(d.compute_capability);
   }
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -199,6 +222,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerC
                                                            const v1::ListModelsRequest*,
                                                            v1::ListModelsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (Refused(auth_, ctx, TokenAuth::Role::kInference, reactor)) return reactor;
   if (absl::Status s = repository_.Scan(); !s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
@@ -221,6 +245,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerCo
                                                           const v1::LoadModelRequest* request,
                                                           v1::LoadModelResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (Refused(auth_, ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
   absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
   if (!precision.ok()) {
     reactor->Finish(ToGrpcStatus(precision.status()));
@@ -246,6 +271,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::UnloadModel(grpc::CallbackServer
                                                             const v1::UnloadModelRequest* request,
                                                             v1::UnloadModelResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (Refused(auth_, ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
   absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
   if (!precision.ok()) {
     reactor->Finish(ToGrpcStatus(precision.status()));

@@ -9,6 +9,7 @@
 #include "infergate/v1/inference.grpc.pb.h"
 #include "scheduler/model_repository.h"
 #include "scheduler/scheduler.h"
+#include "service/auth.h"
 #include "service/metrics.h"
 #include "service/tensor_codec.h"
 
@@ -18,7 +19,7 @@ class InferenceServiceImpl final : public v1::InferenceService::CallbackService 
  public:
   // `metrics` may be null (metrics disabled).
   InferenceServiceImpl(Scheduler& scheduler, ModelRepository& repository, DeviceRegistry& devices,
-                       CodecLimits limits, Metrics* metrics = nullptr);
+                       CodecLimits limits, Metrics* metrics = nullptr, TokenAuth auth = {});
 
   grpc::ServerUnaryReactor* Infer(grpc::CallbackServerContext* ctx, const v1::InferRequest* request,
                                   v1::InferResponse* response) override;
@@ -42,6 +43,7 @@ class InferenceServiceImpl final : public v1::InferenceService::CallbackService 
   DeviceRegistry& devices_;
   CodecLimits limits_;
   Metrics* metrics_;
+  TokenAuth auth_;
 };
 
 }  // namespace infergate

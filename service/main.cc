@@ -7,6 +7,8 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <cstdio>
 #include <iostream>
 
@@ -15,6 +17,7 @@
 #include "devices/torch_probe.h"
 #include "scheduler/model_repository.h"
 #include "scheduler/scheduler.h"
+#include "absl/strings/str_cat.h"
 #include "service/inference_service.h"
 #include "service/server_options.h"
 
@@ -26,6 +29,30 @@ LogLevel ParseLevel(const std::string& s) {
   if (s == "warning") return LogLevel::kWarning;
   if (s == "error") return LogLevel::kError;
   return LogLevel::kInfo;
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view flag) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(const ServerOptions& opts) {
+  absl::StatusOr<std::string> cert = ReadPem(opts.tls_cert, "--tls-cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPem(opts.tls_key, "--tls-key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!opts.tls_client_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadPem(opts.tls_client_ca, "--tls-client-ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
 }
 
 int Run(int argc, char** argv) {
@@ -77,13 +104,28 @@ int Run(int argc, char** argv) {
     std::printf("infergate metrics on %s:%d\n", mhost.c_str(), metrics->port());
     std::fflush(stdout);
   }
-  InferenceServiceImpl service(scheduler, repository, devices, limits, metrics.get());
+  absl::StatusOr<TokenAuth> auth = TokenAuth::FromFiles(opts.auth_token_file, opts.admin_token_file,
+                                                        opts.disable_admin);
+  if (!auth.ok()) {
+    std::cerr << "infergate: " << auth.status().message() << "\n";
+    return 2;
+  }
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!opts.tls_cert.empty()) {
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls = TlsCredentials(opts);
+    if (!tls.ok()) {
+      std::cerr << "infergate: " << tls.status().message() << "\n";
+      return 2;
+    }
+    credentials = *std::move(tls);
+  }
+  InferenceServiceImpl service(scheduler, repository, devices, limits, metrics.get(), *std::move(auth));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(opts.address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(opts.address, credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(opts.max_receive_bytes));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -38,6 +38,15 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                "models are evicted to stay under it.");
   flags.String("metrics-address", &o.metrics_address,
                "HOST:PORT for Prometheus to scrape /metrics from; port 0 picks one; empty disables metrics.");
+  flags.String("tls-cert", &o.tls_cert, "PEM certificate chain for the gRPC port; enables TLS (with --tls-key).");
+  flags.String("tls-key", &o.tls_key, "PEM private key for --tls-cert.");
+  flags.String("tls-client-ca", &o.tls_client_ca,
+               "PEM CA bundle; clients must present a certificate it signed (mutual TLS).");
+  flags.String("auth-token-file", &o.auth_token_file,
+               "File of bearer tokens (one per line) required for Infer, ListDevices and ListModels.");
+  flags.String("admin-token-file", &o.admin_token_file,
+               "File of bearer tokens required for LoadModel and UnloadModel (admin tokens may also infer).");
+  flags.Bool("disable-admin", &o.disable_admin, "Refuse LoadModel and UnloadModel entirely.");
   flags.String("state-file", &o.state_file,
                "File keeping what the server learned a device cannot run (MPS ops), so a restart remembers it.");
   flags.String("log-level", &o.log_level, "debug, info, warning or error.");
@@ -74,6 +83,12 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   if (o.max_tensor_elements < 1) return absl::InvalidArgumentError("--max-tensor-elements: must be positive");
   if (o.log_level != "debug" && o.log_level != "info" && o.log_level != "warning" && o.log_level != "error") {
     return absl::InvalidArgumentError("--log-level: must be debug, info, warning or error");
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key must be given together");
+  }
+  if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
+    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
   }
   if (absl::StatusOr<DiscoveryOptions> d = DiscoveryFromOptions(o); !d.ok()) return d.status();
   if (absl::StatusOr<SchedulerOptions> s = SchedulerFromOptions(o); !s.ok()) return s.status();

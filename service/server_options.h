@@ -28,6 +28,12 @@ struct ServerOptions {
   double cache_budget_fraction = 0.8;
   std::string state_file;
   std::string metrics_address = "0.0.0.0:9464";
+  std::string tls_cert;       // PEM certificate chain; TLS when set
+  std::string tls_key;        // PEM private key
+  std::string tls_client_ca;  // PEM CA; mutual TLS when set
+  std::string auth_token_file;
+  std::string admin_token_file;
+  bool disable_admin = false;
   std::string log_level = "info";
   std::string devices;           // allow-list; empty = all
   std::string simulate_devices;  // e.g. "mps,cuda:0=2GiB@7.5"

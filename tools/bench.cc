@@ -85,12 +85,14 @@ BenchResult RunBench(const BenchOptions& options, const v1::InferRequest& reques
   std::vector<std::unique_ptr<v1::InferenceService::Stub>> infer_stubs;
   std::vector<std::unique_ptr<grpc::health::v1::Health::Stub>> health_stubs;
   for (int i = 0; i < std::max(1, options.channels); ++i) {
-    // Distinct channel args keep gRPC from sharing one connection.
-    grpc::ChannelArguments args;
-    args.SetInt("infergate.bench.channel", i);
-    auto channel = grpc::CreateCustomChannel(options.address, grpc::InsecureChannelCredentials(), args);
-    infer_stubs.push_back(v1::InferenceService::NewStub(channel));
-    health_stubs.push_back(grpc::health::v1::Health::NewStub(channel));
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options.connection, i + 1);
+    if (!channel.ok()) {
+      BenchResult failed;
+      failed.errors[std::string(channel.status().message())] = 1;
+      return failed;
+    }
+    infer_stubs.push_back(v1::InferenceService::NewStub(*channel));
+    health_stubs.push_back(grpc::health::v1::Health::NewStub(*channel));
   }
   int64_t rows_per_request = 1;
   if (request.inputs_size() > 0 && request.inputs(0).shape_size() > 0) rows_per_request = request.inputs(0).shape(0);
@@ -107,6 +109,7 @@ BenchResult RunBench(const BenchOptions& options, const v1::InferRequest& reques
   auto start_call = [&]() {
     auto* call = new Call();
     call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options.timeout_ms));
+    Authorize(call->ctx, options.connection);
     call->start = Clock::now();
     size_t lane = issued++ % infer_stubs.size();
     if (health) {

@@ -9,11 +9,12 @@
 #include <vector>
 
 #include "infergate/v1/inference.pb.h"
+#include "tools/connection.h"
 
 namespace infergate::tools {
 
 struct BenchOptions {
-  std::string address = "127.0.0.1:50051";
+  Connection connection;
   std::string rpc = "infer";  // "infer" or "health" (the gRPC floor)
   int concurrency = 8;
   double duration_s = 10;

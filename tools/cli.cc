@@ -41,7 +41,7 @@ constexpr char kUsage[] =
     "Without --input, every declared input is filled with random data, batch 1.";
 
 struct CliOptions {
-  std::string address = "127.0.0.1:50051";
+  infergate::tools::Connection connection;
   std::string model;
   std::string version;
   std::string device;
@@ -148,6 +148,7 @@ int RpcFail(const char* rpc, const grpc::Status& s) {
 std::unique_ptr<grpc::ClientContext> Context(const CliOptions& o) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(o.timeout_ms));
+  infergate::tools::Authorize(*ctx, o.connection);
   return ctx;
 }
 
@@ -313,7 +314,7 @@ int Infer(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vect
 
 int Bench(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vector<std::string>& inputs) {
   infergate::tools::BenchOptions b;
-  b.address = o.address;
+  b.connection = o.connection;
   b.rpc = o.rpc;
   b.concurrency = static_cast<int>(std::max<int64_t>(1, o.concurrency));
   b.channels = static_cast<int>(std::max<int64_t>(1, o.channels));
@@ -350,7 +351,13 @@ int main(int argc, char** argv) {
     }
   }
   infergate::FlagSet flags(kUsage);
-  flags.String("address", &o.address, "Server address, HOST:PORT.");
+  flags.String("address", &o.connection.address, "Server address, HOST:PORT or dns:///HOST:PORT.");
+  flags.String("lb", &o.connection.lb, "Load-balancing policy for several resolved addresses, e.g. round_robin.");
+  flags.String("tls-ca", &o.connection.tls_ca, "PEM CA to verify the server with; enables TLS.");
+  flags.String("tls-cert", &o.connection.tls_cert, "PEM client certificate for mutual TLS.");
+  flags.String("tls-key", &o.connection.tls_key, "PEM client key for mutual TLS.");
+  flags.String("tls-server-name", &o.connection.tls_server_name, "Name to check in the server certificate.");
+  flags.String("token", &o.connection.token, "Bearer token sent as authorization metadata.");
   flags.String("model", &o.model, "infer: model name.");
   flags.String("version", &o.version, "infer: model version; empty for the latest.");
   flags.String("device", &o.device, "infer: \"\", auto, cpu, cuda, cuda:N or mps.");
@@ -373,8 +380,9 @@ int main(int argc, char** argv) {
     std::cout << flags.Help();
     return help ? 0 : 2;
   }
-  auto channel = grpc::CreateChannel(o.address, grpc::InsecureChannelCredentials());
-  auto stub = v1::InferenceService::NewStub(channel);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = infergate::tools::MakeChannel(o.connection);
+  if (!channel.ok()) return Fail(std::string(channel.status().message()));
+  auto stub = v1::InferenceService::NewStub(*channel);
   const std::string& command = positional->front();
   if (command == "devices") return Devices(*stub, o);
   if (command == "models") return Models(*stub, o);

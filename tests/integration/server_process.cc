@@ -33,8 +33,9 @@ std::vector<char*> Argv(std::vector<std::string>& args) {
   return out;
 }
 
-bool WaitServing(const std::string& address, std::chrono::steady_clock::time_point deadline) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+bool WaitServing(const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                 std::chrono::steady_clock::time_point deadline) {
+  auto channel = grpc::CreateChannel(address, creds);
   auto stub = grpc::health::v1::Health::NewStub(channel);
   while (std::chrono::steady_clock::now() < deadline) {
     grpc::ClientContext ctx;
@@ -52,7 +53,8 @@ bool WaitServing(const std::string& address, std::chrono::steady_clock::time_poi
 }  // namespace
 
 std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& args,
-                                                    std::chrono::seconds timeout) {
+                                                    std::chrono::seconds timeout, const std::string& tls_ca,
+                                                    const std::string& tls_cert, const std::string& tls_key) {
   auto server = std::unique_ptr<ServerProcess>(new ServerProcess());
   std::string dir = TempDir("ig_server_");
   server->log_path_ = dir + "/stderr.log";
@@ -106,7 +108,23 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
     ADD_FAILURE() << "server did not report its address; log:\n" << server->Log();
     return nullptr;
   }
-  if (!WaitServing(server->address_, deadline)) {
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!tls_ca.empty()) {
+    auto slurp = [](const std::string& path) {
+      std::ifstream in(path);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = slurp(tls_ca);
+    if (!tls_cert.empty()) {
+      ssl.pem_cert_chain = slurp(tls_cert);
+      ssl.pem_private_key = slurp(tls_key);
+    }
+    creds = grpc::SslCredentials(ssl);
+  }
+  if (!WaitServing(server->address_, creds, deadline)) {
     ADD_FAILURE() << "server at " << server->address_ << " never became SERVING; log:\n" << server->Log();
     return nullptr;
   }

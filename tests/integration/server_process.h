@@ -16,8 +16,12 @@ class ServerProcess {
   // Runs INFERGATE_BIN with `args` plus --address=127.0.0.1:0, waits for its
   // "listening" line and for health to report SERVING. Fails the test
   // (returns nullptr) if that does not happen within `timeout`.
+  // For a TLS server, `tls_ca` (and for mutual TLS the client pair) are the
+  // PEM files the health check connects with.
   static std::unique_ptr<ServerProcess> Start(const std::vector<std::string>& args,
-                                              std::chrono::seconds timeout = std::chrono::seconds(120));
+                                              std::chrono::seconds timeout = std::chrono::seconds(120),
+                                              const std::string& tls_ca = "", const std::string& tls_cert = "",
+                                              const std::string& tls_key = "");
   ~ServerProcess();
 
   const std::string& address() const { return address_; }

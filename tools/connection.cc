@@ -1,0 +1,49 @@
+#include "tools/connection.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace infergate::tools {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const Connection& c, int lane) {
+  grpc::ChannelArguments args;
+  if (lane > 0) args.SetInt("infergate.lane", lane);  // distinct args: a connection of its own
+  if (!c.lb.empty()) args.SetLoadBalancingPolicyName(c.lb);
+  if (!c.tls_server_name.empty()) args.SetSslTargetNameOverride(c.tls_server_name);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!c.tls_ca.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    absl::StatusOr<std::string> ca = ReadFile(c.tls_ca, "--tls-ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    if (!c.tls_cert.empty()) {
+      absl::StatusOr<std::string> cert = ReadFile(c.tls_cert, "--tls-cert");
+      if (!cert.ok()) return cert.status();
+      absl::StatusOr<std::string> key = ReadFile(c.tls_key, "--tls-key");
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
+    creds = grpc::SslCredentials(ssl);
+  }
+  return grpc::CreateCustomChannel(c.address, creds, args);
+}
+
+void Authorize(grpc::ClientContext& ctx, const Connection& c) {
+  if (!c.token.empty()) ctx.AddMetadata("authorization", "Bearer " + c.token);
+}
+
+}  // namespace infergate::tools
