@@ -15,6 +15,10 @@ if [ "${1:-}" = "--test" ]; then
   packages+=(python3 python3-grpcio python3-protobuf openssl)
   # Metrics are checked by a real Prometheus server and promtool.
   packages+=(prometheus)
+  # Kubernetes manifests: rendered by kubectl's kustomize, linted, schema-checked with Node.
+  packages+=(yamllint)
+  command -v kubectl >/dev/null || packages+=(kubernetes-client)
+  command -v npm >/dev/null || packages+=(nodejs npm)
 fi
 
 missing=()

@@ -3,6 +3,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 
 namespace infergate {
@@ -96,6 +99,17 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, const char* co
   return positional;
 }
 
+absl::Status FlagSet::ParseEnvironment(absl::string_view prefix) {
+  for (const Flag& f : flags_) {
+    std::string name = absl::StrCat(prefix, f.name);
+    for (char& c : name) c = c == '-' ? '_' : static_cast<char>(absl::ascii_toupper(static_cast<unsigned char>(c)));
+    const char* value = std::getenv(name.c_str());
+    if (!value) continue;
+    if (absl::Status s = f.set(value); !s.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 std::string FlagSet::Help() const {
   std::string out = usage_;
   if (!out.empty() && out.back() != '\n') out += '\n';
@@ -104,6 +118,8 @@ std::string FlagSet::Help() const {
     absl::StrAppend(&out, "  --", f.name, " (default: ", f.default_value, ")\n      ", f.help, "\n");
   }
   absl::StrAppend(&out, "  --help\n      Show this help and exit.\n");
+  absl::StrAppend(&out, "\nEvery flag can also be set by an environment variable, e.g. --drain-timeout by "
+                        "INFERGATE_DRAIN_TIMEOUT; the command line wins.\n");
   return out;
 }
 

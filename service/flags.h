@@ -24,6 +24,12 @@ class FlagSet {
   // or -h is given. Unknown flags and bad values are errors naming the flag.
   absl::StatusOr<std::vector<std::string>> Parse(int argc, const char* const* argv, bool* help);
 
+  // Sets flags from environment variables named `prefix` + the flag name in
+  // upper case with '-' as '_' (INFERGATE_DRAIN_TIMEOUT for --drain-timeout),
+  // so a Kubernetes ConfigMap can configure the server. Call before Parse:
+  // the command line wins.
+  absl::Status ParseEnvironment(absl::string_view prefix);
+
   std::string Help() const;
 
  private:

@@ -127,6 +127,12 @@ int Run(int argc, char** argv) {
   int port = 0;
   builder.AddListeningPort(opts.address, credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(opts.max_receive_bytes));
+  if (!opts.max_connection_age.empty()) {
+    auto age = *ParseDuration(opts.max_connection_age, "--max-connection-age");
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, static_cast<int>(age.count()));
+    // Calls in progress when the age is reached get this long to finish.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 30000);
+  }
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
@@ -136,6 +142,9 @@ int Run(int argc, char** argv) {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   const std::string kService = "infergate.v1.InferenceService";
   health->SetServingStatus(false);
+  // Liveness stays SERVING while the process can answer, drain included;
+  // readiness ("" and the service name) follows scanning, warm-up and drain.
+  health->SetServingStatus("liveness", true);
 
   std::string host = opts.address.substr(0, opts.address.rfind(':'));
   LOG_INFO << "infergate listening on " << host << ":" << port << ", model repository " << opts.model_repository;

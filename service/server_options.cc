@@ -47,6 +47,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.String("admin-token-file", &o.admin_token_file,
                "File of bearer tokens required for LoadModel and UnloadModel (admin tokens may also infer).");
   flags.Bool("disable-admin", &o.disable_admin, "Refuse LoadModel and UnloadModel entirely.");
+  flags.String("max-connection-age", &o.max_connection_age,
+               "Close client connections after this long (e.g. 5m) so clients reconnect and new replicas get "
+               "traffic; empty keeps them open.");
   flags.String("state-file", &o.state_file,
                "File keeping what the server learned a device cannot run (MPS ops), so a restart remembers it.");
   flags.String("log-level", &o.log_level, "debug, info, warning or error.");
@@ -61,6 +64,7 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                "Comma-separated aten ops simulated MPS raises NotImplementedError for; empty uses a default list "
                "of ops real MPS has lacked (aten::upsample_bicubic2d, aten::grid_sampler_3d, ...).");
   flags.String("nvml-library", &o.nvml_library, "NVIDIA management library to read GPU names and memory from.");
+  if (absl::Status s = flags.ParseEnvironment("INFERGATE_"); !s.ok()) return s;
   bool help = false;
   absl::StatusOr<std::vector<std::string>> rest = flags.Parse(argc, argv, &help);
   if (!rest.ok()) return rest.status();
@@ -94,6 +98,12 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   if (absl::StatusOr<SchedulerOptions> s = SchedulerFromOptions(o); !s.ok()) return s.status();
   if (absl::StatusOr<std::chrono::milliseconds> d = ParseDuration(o.drain_timeout, "--drain-timeout"); !d.ok()) {
     return d.status();
+  }
+  if (!o.max_connection_age.empty()) {
+    if (absl::StatusOr<std::chrono::milliseconds> d = ParseDuration(o.max_connection_age, "--max-connection-age");
+        !d.ok()) {
+      return d.status();
+    }
   }
   return o;
 }

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Renders every kustomize overlay, lints the output with yamllint and
+# validates every object offline against the Kubernetes and Prometheus
+# Operator schemas; a deliberately broken manifest must fail the same check.
+set -uo pipefail
+src="$1"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$src/deploy/k8s"
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok: $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
+
+(cd validate && npm ci --no-audit --no-fund --loglevel=error >"$work/npm.log" 2>&1) || { cat "$work/npm.log"; bad "npm ci"; }
+
+if yamllint -c .yamllint base overlays monitoring >"$work/lint-src.log" 2>&1; then ok "yamllint sources"; else cat "$work/lint-src.log"; bad "yamllint sources"; fi
+
+rendered=()
+for dir in overlays/cpu overlays/gpu monitoring; do
+  out="$work/$(echo "$dir" | tr / -).yaml"
+  if kubectl kustomize "$dir" >"$out" 2>"$work/kustomize.err"; then
+    ok "kubectl kustomize $dir"
+    rendered+=("$out")
+  else
+    cat "$work/kustomize.err"
+    bad "kubectl kustomize $dir"
+    continue
+  fi
+  if yamllint -c .yamllint "$out" >"$work/lint.log" 2>&1; then ok "yamllint rendered $dir"; else cat "$work/lint.log"; bad "yamllint rendered $dir"; fi
+  if node validate/validate.js --rules "$src/deploy/monitoring/rules/infergate.rules.yml" "$out"; then
+    ok "schemas $dir"
+  else
+    bad "schemas $dir"
+  fi
+done
+
+# What the overlays must contain.
+cpu="$work/overlays-cpu.yaml"
+gpu="$work/overlays-gpu.yaml"
+for want in "kind: Deployment" "kind: PodDisruptionBudget" "kind: HorizontalPodAutoscaler" "clusterIP: None" \
+            "service: liveness" "readOnlyRootFilesystem: true" "INFERGATE_DEVICES: cpu"; do
+  if grep -q "$want" "$cpu"; then ok "cpu overlay has '$want'"; else bad "cpu overlay lacks '$want'"; fi
+done
+for want in "nvidia.com/gpu: \"1\"" "runtimeClassName: nvidia" "image: infergate:0.1.0-cuda"; do
+  if grep -q "$want" "$gpu"; then ok "gpu overlay has '$want'"; else bad "gpu overlay lacks '$want'"; fi
+done
+
+# The check itself must catch a broken manifest.
+if node validate/validate.js "$src/tests/k8s/broken-deployment.yaml" >/dev/null 2>&1; then
+  bad "a broken manifest passed the schema check"
+else
+  ok "a broken manifest fails the schema check"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
