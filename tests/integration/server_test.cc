@@ -791,10 +791,16 @@ TEST_F(OneWorkerTest, FullQueueAnswersResourceExhaustedNamingTheDevice) {
   EXPECT_EQ(exhausted.load() + ok.load(), 16);
 }
 
-TEST_F(OneWorkerTest, RequestWhoseDeadlinePassesInTheQueueNeverRuns) {
-  // Keep the only worker busy with two big batches.
+class DeadlineTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override { return {"--cpu-workers=1", "--batching=false"}; }
+};
+
+TEST_F(DeadlineTest, RequestWhoseDeadlinePassesInTheQueueNeverRuns) {
+  // Keep the only worker busy with big batches, and wait until one of them
+  // is queued behind the one running.
   std::vector<std::thread> hogs;
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 3; ++i) {
     hogs.emplace_back([&] {
       auto stub = v1::InferenceService::NewStub(channel_);
       grpc::ClientContext ctx;
@@ -802,10 +808,18 @@ TEST_F(OneWorkerTest, RequestWhoseDeadlinePassesInTheQueueNeverRuns) {
       stub->Infer(&ctx, Request("cnn", {{"image", at::randn({32, 3, 64, 64})}}), &resp);
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  bool queued = false;
+  for (int i = 0; i < 500 && !queued; ++i) {
+    grpc::ClientContext ctx;
+    v1::ListDevicesResponse devices;
+    ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+    queued = devices.devices(0).queue_depth() >= 1;
+    if (!queued) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(queued) << "the hogs never queued up";
   v1::InferRequest req = Request("versioned", {{"x", at::ones({1, 2})}});
   v1::InferResponse resp;
-  grpc::Status s = Infer(req, &resp, /*timeout_ms=*/5);
+  grpc::Status s = Infer(req, &resp, /*timeout_ms=*/20);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   for (auto& t : hogs) t.join();
   // Never loaded, so never run: the model is not resident anywhere.
