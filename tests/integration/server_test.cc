@@ -1126,6 +1126,55 @@ TEST(Security, AdminRpcsCanBeDisabled) {
   EXPECT_EQ(server->Stop(), 0);
 }
 
+// Faults in the model repository: a corrupt file fails alone and a fixed
+// file then loads; a model deleted while loaded keeps serving from memory.
+TEST(Faults, CorruptModelIsFixedInPlaceAndDeletedModelKeepsServing) {
+  namespace fs = std::filesystem;
+  char pattern[] = "/tmp/ig_faults_XXXXXX";
+  std::string repo = mkdtemp(pattern);
+  fs::copy(DemoRepository() + "/mlp", repo + "/mlp", fs::copy_options::recursive);
+  fs::copy(DemoRepository() + "/embed", repo + "/embed", fs::copy_options::recursive);
+  fs::create_directories(repo + "/broken/1");
+  std::ofstream(repo + "/broken/1/model.pt") << "not a model";
+  std::ofstream(repo + "/broken/config.pbtxt") << "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\n";
+  auto server = ServerProcess::Start({"--model-repository=" + repo});
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  auto infer = [&](const std::string& model, v1::InferResponse* resp) {
+    v1::InferRequest req;
+    req.set_model(model);
+    *req.add_inputs() = ToWire(at::randn({1, 256}), "x");
+    grpc::ClientContext ctx;
+    return stub->Infer(&ctx, req, resp);
+  };
+  v1::InferResponse resp;
+  grpc::Status s = infer("broken", &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_NE(s.error_message().find("broken"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(infer("mlp", &resp).ok());
+  // Fix the file in place: the next request loads it.
+  fs::copy_file(repo + "/mlp/1/model.pt", repo + "/broken/1/model.pt", fs::copy_options::overwrite_existing);
+  s = infer("broken", &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+
+  // Delete mlp from disk while it is loaded: it keeps serving from memory.
+  fs::remove_all(repo + "/mlp");
+  EXPECT_TRUE(infer("mlp", &resp).ok());
+  // Once unloaded it is gone, with a clear status.
+  v1::UnloadModelRequest unload;
+  unload.set_model("mlp");
+  v1::UnloadModelResponse unloaded;
+  grpc::ClientContext uctx;
+  ASSERT_TRUE(stub->UnloadModel(&uctx, unload, &unloaded).ok());
+  EXPECT_GE(unloaded.unloaded(), 1u);
+  s = infer("mlp", &resp);
+  EXPECT_NE(s.error_code(), grpc::StatusCode::OK);
+  EXPECT_NE(s.error_message().find("mlp"), std::string::npos) << s.error_message();
+  stub.reset();
+  EXPECT_EQ(server->Stop(), 0);
+  fs::remove_all(repo);
+}
+
 // Connections are recycled after --max-connection-age; calls keep working
 // across the reconnects, and the CLI reaches the server through a dns:///
 // target with round_robin balancing.
