@@ -15,6 +15,8 @@ if [ "${1:-}" = "--test" ]; then
   packages+=(python3 python3-grpcio python3-protobuf openssl)
   # Metrics are checked by a real Prometheus server and promtool.
   packages+=(prometheus)
+  # The fuzz target: clang with libFuzzer and the sanitizer runtimes.
+  packages+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
   # Kubernetes manifests: rendered by kubectl's kustomize, linted, schema-checked with Node.
   packages+=(yamllint)
   command -v kubectl >/dev/null || packages+=(kubernetes-client)

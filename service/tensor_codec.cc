@@ -31,47 +31,13 @@ constexpr bool kLittleEndian = std::endian::native == std::endian::little;
 }  // namespace
 
 absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, absl::string_view field, const CodecLimits& limits) {
-  std::optional<DType> dtype = DTypeFromProto(wire.dtype());
-  if (!dtype) {
-    std::string what = wire.dtype() == 0 ? "is unset" : absl::StrCat("is unknown (", wire.dtype(), ")");
-    return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: ", what,
-                                                   "; expected one of FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT64, "
-                                                   "INT32, INT8, UINT8, BOOL"));
-  }
-  if (wire.shape_size() > limits.max_rank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".shape: rank ", wire.shape_size(), " exceeds the limit of ", limits.max_rank));
-  }
-  int64_t elements = 1;
-  std::vector<int64_t> shape(wire.shape().begin(), wire.shape().end());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".shape[", d, "]: ", shape[d], " is negative"));
-    }
-    if (shape[d] > 0 && elements > limits.max_elements / shape[d]) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".shape: [", absl::StrJoin(shape, ","),
-                                                     "] has more than ", limits.max_elements, " elements"));
-    }
-    elements *= shape[d];
-  }
-  size_t width = ElementSize(*dtype);
+  absl::StatusOr<WireTensorInfo> info = ValidateWireTensor(wire, field, limits);
+  if (!info.ok()) return info.status();
   const std::string& bytes = wire.data();
-  uint64_t expected = static_cast<uint64_t>(elements) * width;
-  if (bytes.size() != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".data: holds ", bytes.size(), " bytes but shape [",
-                                                   absl::StrJoin(shape, ","), "] of ", DTypeName(*dtype),
-                                                   " needs ", expected));
-  }
-  if (*dtype == DType::kBool) {
-    for (size_t i = 0; i < bytes.size(); ++i) {
-      if (static_cast<unsigned char>(bytes[i]) > 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(field, ".data: BOOL element ", i, " is ", static_cast<int>(static_cast<unsigned char>(bytes[i])),
-                         "; booleans are one byte, 0 or 1"));
-      }
-    }
-  }
-  auto options = at::TensorOptions().dtype(ToScalarType(*dtype)).device(at::kCPU);
+  const std::vector<int64_t>& shape = info->shape;
+  const int64_t elements = info->elements;
+  const size_t width = ElementSize(info->dtype);
+  auto options = at::TensorOptions().dtype(ToScalarType(info->dtype)).device(at::kCPU);
   bool aligned = reinterpret_cast<uintptr_t>(bytes.data()) % width == 0;
   if (kLittleEndian && aligned && !bytes.empty()) {
     return at::from_blob(const_cast<char*>(bytes.data()), shape, options);

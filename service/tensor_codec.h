@@ -8,13 +8,9 @@
 
 #include "absl/status/statusor.h"
 #include "infergate/v1/tensor.pb.h"
+#include "service/wire_tensor.h"
 
 namespace infergate {
-
-struct CodecLimits {
-  int max_rank = 8;
-  int64_t max_elements = int64_t{1} << 31;
-};
 
 // A CPU tensor over `wire`'s bytes. On a little-endian host with suitably
 // aligned bytes it aliases them (no copy), so `wire` must outlive it.

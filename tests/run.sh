@@ -35,6 +35,11 @@ if [ "$tsan" = 1 ]; then
   TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/scheduler_test --gtest_brief=1
 fi
 
+if [ "${INFERGATE_FUZZ_SECONDS:-60}" -gt 0 ]; then
+  # Request parsing and validation under libFuzzer (ASan + UBSan), bounded.
+  ./tests/fuzz/run.sh "${INFERGATE_FUZZ_SECONDS:-60}"
+fi
+
 # Last, so CI reads CTest's closing line.
 cd "$build_dir"
 ctest --output-on-failure -j "$(nproc)" "$@"

@@ -1,0 +1,32 @@
+#pragma once
+// Checks a wire tensor's dtype, shape and byte count against each other and
+// the limits, without LibTorch (so the fuzzer and the codec share it).
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "devices/dtype.h"
+#include "infergate/v1/tensor.pb.h"
+
+namespace infergate {
+
+struct CodecLimits {
+  int max_rank = 8;
+  int64_t max_elements = int64_t{1} << 31;
+};
+
+struct WireTensorInfo {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  int64_t elements = 0;
+};
+
+// INVALID_ARGUMENT naming `field` ("inputs[2].shape[1]") for an unknown
+// dtype, a rank over the limit, negative or overflowing dims, a byte count
+// that does not match the shape, or BOOL bytes other than 0 and 1.
+absl::StatusOr<WireTensorInfo> ValidateWireTensor(const v1::Tensor& wire, absl::string_view field,
+                                                  const CodecLimits& limits = {});
+
+}  // namespace infergate

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer target (clang, ASan + UBSan) in build-fuzz/ and runs it
+# on a copy of the seed corpus. One command for a longer run:
+#   tests/fuzz/run.sh 3600
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds="${1:-60}"
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+  -DINFERGATE_BUILD_TESTS=OFF -DINFERGATE_FUZZ=ON \
+  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -O1" >/dev/null
+cmake --build build-fuzz --target request_fuzzer
+corpus=$(mktemp -d)
+trap 'rm -rf "$corpus"' EXIT
+cp tests/fuzz/corpus/* "$corpus/"
+# Exit status is non-zero on any crash, sanitizer report or leak.
+rc=0
+build-fuzz/tests/fuzz/request_fuzzer "$corpus" -max_total_time="$seconds" -print_final_stats=1 -close_fd_mask=1 \
+  >"$corpus/.log" 2>&1 || rc=$?
+grep -E "^(stat::|==|SUMMARY|ERROR|Done)|DONE" "$corpus/.log" || true
+if [ "$rc" -ne 0 ]; then tail -n 60 "$corpus/.log"; fi
+exit "$rc"
