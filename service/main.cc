@@ -127,6 +127,7 @@ int Run(int argc, char** argv) {
   int port = 0;
   builder.AddListeningPort(opts.address, credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(opts.max_receive_bytes));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, static_cast<int>(opts.max_concurrent_streams));
   if (!opts.max_connection_age.empty()) {
     auto age = *ParseDuration(opts.max_connection_age, "--max-connection-age");
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, static_cast<int>(age.count()));

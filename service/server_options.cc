@@ -47,6 +47,8 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.String("admin-token-file", &o.admin_token_file,
                "File of bearer tokens required for LoadModel and UnloadModel (admin tokens may also infer).");
   flags.Bool("disable-admin", &o.disable_admin, "Refuse LoadModel and UnloadModel entirely.");
+  flags.Int("max-concurrent-streams", &o.max_concurrent_streams,
+            "Calls one client connection may have open at once; more wait in the client (HTTP/2 flow control).");
   flags.String("max-connection-age", &o.max_connection_age,
                "Close client connections after this long (e.g. 5m) so clients reconnect and new replicas get "
                "traffic; empty keeps them open.");
@@ -77,6 +79,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
     return absl::InvalidArgumentError("--max-receive-bytes: must be between 1024 and 2147483647");
   }
   if (o.queue_capacity < 1) return absl::InvalidArgumentError("--queue-capacity: must be at least 1");
+  if (o.max_concurrent_streams < 1 || o.max_concurrent_streams > 100000) {
+    return absl::InvalidArgumentError("--max-concurrent-streams: must be 1..100000");
+  }
   if (o.cpu_workers < 0 || o.cpu_workers > 256) return absl::InvalidArgumentError("--cpu-workers: must be 0..256");
   if (o.intra_op_threads < 0 || o.intra_op_threads > 1024) {
     return absl::InvalidArgumentError("--intra-op-threads: must be 0..1024");

@@ -1212,6 +1212,32 @@ TEST(Connections, MaxConnectionAgeRecyclesWithoutFailingCalls) {
   EXPECT_EQ(server->Stop(), 0);
 }
 
+// With one stream per connection, 8 concurrent calls on one channel are
+// serialised by HTTP/2 flow control, not refused: all succeed.
+TEST(Connections, ConcurrentStreamLimitQueuesCallsInTheClient) {
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--max-concurrent-streams=1"});
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  std::atomic<int> ok{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 8; ++i) {
+    clients.emplace_back([&] {
+      auto stub = v1::InferenceService::NewStub(channel);
+      v1::InferRequest req;
+      req.set_model("mlp");
+      *req.add_inputs() = ToWire(at::randn({1, 256}), "x");
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      v1::InferResponse resp;
+      if (stub->Infer(&ctx, req, &resp).ok()) ok++;
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  channel.reset();
+  EXPECT_EQ(server->Stop(), 0);
+}
+
 TEST(ServerStartup, FlagsComeFromTheEnvironmentToo) {
   std::string out;
   EXPECT_EQ(RunCommand({"/usr/bin/env", "INFERGATE_DRAIN_TIMEOUT=forever", INFERGATE_BIN, "--address=127.0.0.1:0",
