@@ -12,7 +12,7 @@ packages=(
 )
 if [ "${1:-}" = "--test" ]; then
   # The cross-language client test runs on Debian's own Python and gRPC.
-  packages+=(python3 python3-grpcio python3-protobuf openssl)
+  packages+=(python3 python3-grpcio python3-protobuf openssl curl)
   # Metrics are checked by a real Prometheus server and promtool.
   packages+=(prometheus)
   # The fuzz target: clang with libFuzzer and the sanitizer runtimes.

@@ -13,6 +13,7 @@ const char* KindName(DeviceFailure kind) {
     case DeviceFailure::kUnsupportedOp: return "unsupported_op";
     case DeviceFailure::kDtype: return "dtype";
     case DeviceFailure::kOutOfMemory: return "oom";
+    case DeviceFailure::kDeviceError: return "device_error";
   }
   return "unknown";
 }
@@ -30,7 +31,8 @@ std::optional<DeviceFailureInfo> DeviceFailureOf(const absl::Status& status) {
   size_t bar = text.find('|');
   std::string kind = text.substr(0, bar);
   std::string detail = bar == std::string::npos ? "" : text.substr(bar + 1);
-  for (DeviceFailure k : {DeviceFailure::kUnsupportedOp, DeviceFailure::kDtype, DeviceFailure::kOutOfMemory}) {
+  for (DeviceFailure k : {DeviceFailure::kUnsupportedOp, DeviceFailure::kDtype, DeviceFailure::kOutOfMemory,
+                          DeviceFailure::kDeviceError}) {
     if (kind == KindName(k)) return DeviceFailureInfo{k, detail};
   }
   return std::nullopt;

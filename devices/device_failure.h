@@ -15,6 +15,7 @@ enum class DeviceFailure {
   kUnsupportedOp,  // c10::NotImplementedError for the device; detail "aten::op"
   kDtype,          // c10::TypeError: a dtype the device cannot hold; detail "float64"
   kOutOfMemory,    // c10::OutOfMemoryError
+  kDeviceError,    // the device itself failed ("CUDA error: ..."); detail: the device id
 };
 
 struct DeviceFailureInfo {

@@ -90,6 +90,9 @@ DeviceInfo SimulatedDevice(const SimulatedDeviceSpec& spec, const DiscoveryOptio
     rules->reject_float64 = true;
     for (const std::string& op : options.mps_unsupported_ops) rules->unsupported_ops.insert(OpBaseName(op));
   }
+  for (const DeviceId& id : options.failing) {
+    if (id == spec.id) rules->fail_after_runs = options.fail_after_runs;
+  }
   d.supported_dtypes = SupportedDTypes(d.precision);
   d.memory_total_bytes = spec.memory_bytes;
   d.simulation = std::move(rules);
@@ -184,12 +187,24 @@ DeviceRegistry::DeviceRegistry(DeviceRegistry&& other) noexcept {
   nvml_library_ = std::move(other.nvml_library_);
 }
 
+void DeviceRegistry::MarkUnhealthy(const DeviceId& id, std::chrono::steady_clock::time_point until) {
+  if (id.kind == DeviceKind::kCpu) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  down_until_[id] = until;
+}
+
+bool DeviceRegistry::Down(const DeviceId& id) const {
+  auto it = down_until_.find(id);
+  return it != down_until_.end() && std::chrono::steady_clock::now() < it->second;
+}
+
 std::vector<DeviceInfo> DeviceRegistry::Snapshot() const {
   HostMemory mem = ReadHostMemory();
   std::vector<DeviceInfo> out;
   {
     std::lock_guard<std::mutex> lock(mu_);
     out = devices_;
+    for (DeviceInfo& d : out) d.available = d.available && !Down(d.id);
   }
   bool has_real_cuda = false;
   for (const DeviceInfo& d : out) has_real_cuda |= d.id.kind == DeviceKind::kCuda && !d.simulated;
@@ -214,7 +229,11 @@ std::vector<DeviceInfo> DeviceRegistry::Snapshot() const {
 std::optional<DeviceInfo> DeviceRegistry::Find(const DeviceId& id) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const DeviceInfo& d : devices_) {
-    if (d.id == id) return d;
+    if (d.id == id) {
+      DeviceInfo copy = d;
+      copy.available = d.available && !Down(d.id);
+      return copy;
+    }
   }
   return std::nullopt;
 }
@@ -223,7 +242,7 @@ std::vector<DeviceId> DeviceRegistry::Available() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<DeviceId> out;
   for (const DeviceInfo& d : devices_) {
-    if (d.available) out.push_back(d.id);
+    if (d.available && !Down(d.id)) out.push_back(d.id);
   }
   return out;
 }

@@ -2,6 +2,8 @@
 // The thread-safe set of devices the server may place work on, discovered once
 // at start; memory figures are refreshed when read.
 
+#include <chrono>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -28,6 +30,10 @@ struct DiscoveryOptions {
   std::vector<SimulatedDeviceSpec> simulated;
   std::vector<std::string> mps_unsupported_ops = DefaultMpsUnsupportedOps();
   std::string nvml_library = "libnvidia-ml.so.1";
+  // Fault injection for simulated devices: these fail every run after
+  // `fail_after_runs` runs.
+  std::vector<DeviceId> failing;
+  int64_t fail_after_runs = 0;
 };
 
 // Parses --devices: "cpu", "cpu,cuda:1", "cuda,mps". Errors name the flag.
@@ -55,9 +61,15 @@ class DeviceRegistry {
   // FAILED_PRECONDITION.
   absl::StatusOr<DeviceResolution> Resolve(const DeviceRequest& request, bool allow_fallback) const;
 
+  // Takes a device out of service until `until` after it failed (never the
+  // CPU): routing skips it and explicit requests fall back.
+  void MarkUnhealthy(const DeviceId& id, std::chrono::steady_clock::time_point until);
+
  private:
   mutable std::mutex mu_;
   std::vector<DeviceInfo> devices_;
+  std::map<DeviceId, std::chrono::steady_clock::time_point> down_until_;
+  bool Down(const DeviceId& id) const;  // under mu_
   std::string nvml_library_;
 };
 

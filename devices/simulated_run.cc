@@ -80,6 +80,10 @@ void SimulatedRun::OnOp(const char* name, uint64_t output_bytes, bool saw_float6
 }
 
 void SimulatedRun::Check() const {
+  int64_t run = rules_.runs->fetch_add(1) + 1;
+  TORCH_CHECK(rules_.fail_after_runs < 0 || run <= rules_.fail_after_runs,
+              rules_.device.kind == DeviceKind::kCuda ? "CUDA error" : "MPS error",
+              ": unspecified launch failure (simulated device fault after ", rules_.fail_after_runs, " runs)");
   TORCH_CHECK_NOT_IMPLEMENTED(
       unsupported_op_.empty(), "The operator '", unsupported_op_,
       "' is not currently implemented for the MPS device. If you want this op to be added in priority during the "

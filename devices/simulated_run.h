@@ -20,7 +20,8 @@ class SimulatedRun {
 
   // Throws what the real backend would have raised at the first violation:
   // c10::NotImplementedError for an unsupported MPS op, c10::TypeError for
-  // a float64 tensor on MPS, c10::OutOfMemoryError past the memory size.
+  // a float64 tensor on MPS, c10::OutOfMemoryError past the memory size,
+  // c10::Error "CUDA error: ..." once an injected device fault is due.
   // (Callbacks may not throw, so the run completes on the CPU first.)
   void Check() const;
 

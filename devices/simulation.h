@@ -37,6 +37,10 @@ struct SimulationRules {
   bool reject_float64 = false;            // MPS
   std::set<std::string> unsupported_ops;  // MPS; "aten::op" without overload
   std::shared_ptr<MemoryLedger> memory;   // capacity counted from parameters and live tensors
+  // Fault injection: after this many runs every run fails like a lost GPU
+  // ("CUDA error: ..."); -1 never.
+  int64_t fail_after_runs = -1;
+  std::shared_ptr<std::atomic<int64_t>> runs = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 // One entry of --simulate-devices: "cuda:0", "cuda:1=2GiB@7.5", "mps@13".

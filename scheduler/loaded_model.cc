@@ -41,6 +41,11 @@ absl::Status StatusFromException(const std::exception& e, const std::string& pre
   if (dynamic_cast<const c10::TypeError*>(&e) && std::string(e.what()).find("float64") != std::string::npos) {
     return WithDeviceFailure(absl::InternalError(msg), DeviceFailure::kDtype, "float64");
   }
+  // The device runtime itself failed (as opposed to the model's own code).
+  std::string what = e.what();
+  if (what.rfind("CUDA error", 0) == 0 || what.rfind("MPS error", 0) == 0 || what.find("\nCUDA error") != std::string::npos) {
+    return WithDeviceFailure(absl::UnavailableError(msg), DeviceFailure::kDeviceError, "");
+  }
   return absl::InternalError(msg);
 }
 

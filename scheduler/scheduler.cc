@@ -389,6 +389,12 @@ void Scheduler::RunOnDevice(DeviceExecutor::Batch& jobs, bool oom_retried) {
         }
         return FallBack(ready, outputs.status(), reason);
       }
+      if (failure->kind == DeviceFailure::kDeviceError) {
+        devices_.MarkUnhealthy(device, Clock::now() + options_.device_failure_cooldown);
+        LOG_WARNING << "device " << device.ToString() << " failed (" << outputs.status().message()
+                    << "); out of service for " << options_.device_failure_cooldown.count() << " ms";
+        return FallBack(ready, outputs.status(), absl::StrCat("device_error:", device.ToString()));
+      }
       if (failure->kind == DeviceFailure::kOutOfMemory) {
         if (!oom_retried) {
           counters_.oom_retries++;
@@ -437,7 +443,7 @@ void Scheduler::FallBack(DeviceExecutor::Batch& jobs, const absl::Status& failur
   for (auto& job : jobs) {
     const std::string from = job->route.resolution.device.ToString();
     if (!job->request.allow_fallback || !ex) {
-      if (absl::IsResourceExhausted(failure)) {
+      if (absl::IsResourceExhausted(failure) || absl::IsUnavailable(failure)) {
         job->Finish(failure);
       } else {
         job->Finish(absl::FailedPreconditionError(absl::StrCat("device: model '", job->route.model->name,

@@ -32,6 +32,8 @@ struct SchedulerOptions {
   std::map<DeviceId, uint64_t> cache_budgets;
   double cache_budget_fraction = 0.8;
   std::string state_file;  // learned device limits; empty = not persisted
+  // How long a device that failed stays out of service.
+  std::chrono::milliseconds device_failure_cooldown{30000};
   RouterOptions router;
 };
 

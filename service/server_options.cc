@@ -65,6 +65,12 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.String("simulate-mps-unsupported-ops", &o.simulate_mps_unsupported_ops,
                "Comma-separated aten ops simulated MPS raises NotImplementedError for; empty uses a default list "
                "of ops real MPS has lacked (aten::upsample_bicubic2d, aten::grid_sampler_3d, ...).");
+  flags.String("simulate-failing-devices", &o.simulate_failing_devices,
+               "Fault injection: simulated devices (e.g. cuda:0) that fail every run after "
+               "--simulate-failures-after runs, like a lost GPU.");
+  flags.Int("simulate-failures-after", &o.simulate_failures_after, "Runs a failing simulated device completes first.");
+  flags.String("device-failure-cooldown", &o.device_failure_cooldown,
+               "How long a device that failed stays out of service (its work goes to the CPU).");
   flags.String("nvml-library", &o.nvml_library, "NVIDIA management library to read GPU names and memory from.");
   if (absl::Status s = flags.ParseEnvironment("INFERGATE_"); !s.ok()) return s;
   bool help = false;
@@ -139,6 +145,9 @@ absl::StatusOr<SchedulerOptions> SchedulerFromOptions(const ServerOptions& o) {
   s.worker_spin_us = static_cast<int>(std::clamp<int64_t>(o.worker_spin_us, 0, 10000));
   s.state_file = o.state_file;
   s.cache_budget_fraction = o.cache_budget_fraction;
+  absl::StatusOr<std::chrono::milliseconds> cooldown = ParseDuration(o.device_failure_cooldown, "--device-failure-cooldown");
+  if (!cooldown.ok()) return cooldown.status();
+  s.device_failure_cooldown = *cooldown;
   for (absl::string_view entry : absl::StrSplit(o.cache_budget, ',', absl::SkipWhitespace())) {
     size_t eq = entry.find('=');
     if (eq == absl::string_view::npos) {
@@ -175,6 +184,22 @@ absl::StatusOr<DiscoveryOptions> DiscoveryFromOptions(const ServerOptions& o) {
     }
   }
   d.nvml_library = o.nvml_library;
+  absl::StatusOr<std::vector<DeviceRequest>> failing = ParseDeviceAllowList(o.simulate_failing_devices);
+  if (!failing.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--simulate-failing-devices: ", failing.status().message()));
+  }
+  for (const DeviceRequest& r : *failing) {
+    DeviceId id{r.kind, r.kind == DeviceKind::kCuda ? r.index : 0};
+    bool simulated = false;
+    for (const SimulatedDeviceSpec& s : d.simulated) simulated |= s.id == id;
+    if (!simulated || r.any_index) {
+      return absl::InvalidArgumentError(absl::StrCat("--simulate-failing-devices: ", id.ToString(),
+                                                     " is not in --simulate-devices"));
+    }
+    d.failing.push_back(id);
+  }
+  d.fail_after_runs = std::max<int64_t>(0, o.simulate_failures_after);
   return d;
 }
 

@@ -35,7 +35,10 @@ struct ServerOptions {
   std::string admin_token_file;
   bool disable_admin = false;
   std::string max_connection_age;
-  int64_t max_concurrent_streams = 256;  // per client connection  // e.g. "5m"; empty = connections live forever
+  int64_t max_concurrent_streams = 256;  // per client connection
+  std::string device_failure_cooldown = "30s";
+  std::string simulate_failing_devices;
+  int64_t simulate_failures_after = 0;  // e.g. "5m"; empty = connections live forever
   std::string log_level = "info";
   std::string devices;           // allow-list; empty = all
   std::string simulate_devices;  // e.g. "mps,cuda:0=2GiB@7.5"

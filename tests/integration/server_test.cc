@@ -1175,6 +1175,48 @@ TEST(Faults, CorruptModelIsFixedInPlaceAndDeletedModelKeepsServing) {
   fs::remove_all(repo);
 }
 
+// A simulated GPU that starts failing every call: its work moves to the CPU,
+// it leaves service, and ListDevices and the metrics say so.
+class FailingDeviceTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--simulate-devices=cuda:0", "--simulate-failing-devices=cuda:0", "--simulate-failures-after=5"};
+  }
+};
+
+TEST_F(FailingDeviceTest, WorkMovesToTheCpuAndTheDeviceShowsDown) {
+  std::map<std::string, int> reasons;
+  int on_cuda = 0;
+  for (int i = 0; i < 10; ++i) {
+    at::Tensor x = at::randn({1, 256});
+    v1::InferRequest req = Request("mlp", {{"x", x}});
+    req.set_device("cuda:0");
+    v1::InferResponse resp;
+    grpc::Status s = Infer(req, &resp);
+    ASSERT_TRUE(s.ok()) << i << ": " << s.error_message();
+    on_cuda += resp.placement().device() == "cuda:0";
+    if (resp.placement().fell_back()) reasons[resp.placement().fallback_reason()]++;
+    EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("mlp", {x}), 5e-2, 5e-2));
+  }
+  EXPECT_GE(on_cuda, 1);
+  EXPECT_EQ(reasons["device_error:cuda:0"], 1);
+  EXPECT_EQ(reasons["device_unavailable:cuda:0"], 10 - on_cuda - 1);
+  grpc::ClientContext ctx;
+  v1::ListDevicesResponse devices;
+  ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+  for (const auto& d : devices.devices()) {
+    if (d.id() == "cuda:0") {
+      EXPECT_FALSE(d.available());
+    }
+  }
+  std::string scrape;
+  ASSERT_EQ(RunCommand({"/usr/bin/curl", "-s", "http://" + server_->metrics_address() + "/metrics"}, &scrape), 0);
+  EXPECT_NE(scrape.find("infergate_device_up{device=\"cuda:0\",kind=\"cuda\",simulated=\"true\"} 0"),
+            std::string::npos);
+  EXPECT_NE(scrape.find("infergate_fallbacks_total{from=\"cuda:0\",reason=\"device_error\",to=\"cpu\"} 1"),
+            std::string::npos);
+}
+
 // Connections are recycled after --max-connection-age; calls keep working
 // across the reconnects, and the CLI reaches the server through a dns:///
 // target with round_robin balancing.
