@@ -156,6 +156,18 @@ def forward(self, x):
     Write(root, "versioned", m2, "max_batch_size: 8\ninputs { name: \"x\" dtype: FLOAT32 dims: [2] }\n", 2);
   }
   {
+    // About a second of matrix products per call, whatever the input.
+    torch::jit::Module m("Slow");
+    m.define(R"(
+def forward(self, x):
+    y = torch.ones([1024, 1024]) * 0.001
+    for _ in range(64):
+        y = torch.mm(y, y) * 0.001
+    return x + torch.sum(y) * 0.0
+)");
+    Write(root, "slow", m, "inputs { name: \"x\" dtype: FLOAT32 dims: [-1] }\n");
+  }
+  {
     fs::create_directories(root / "corrupt" / "1");
     std::ofstream(root / "corrupt" / "1" / "model.pt") << "this is not a TorchScript archive";
     std::ofstream(root / "corrupt" / "config.pbtxt") << "inputs { name: \"x\" dtype: FLOAT32 dims: [2] }\n";

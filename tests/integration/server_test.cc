@@ -1175,6 +1175,21 @@ TEST(Faults, CorruptModelIsFixedInPlaceAndDeletedModelKeepsServing) {
   fs::remove_all(repo);
 }
 
+// A model much slower than the client's deadline: the client gets
+// DEADLINE_EXCEEDED, the server keeps answering others meanwhile and after.
+TEST_F(ServerTest, ModelSlowerThanTheDeadlineTimesOutAloneAndTheServerCarriesOn) {
+  auto start = std::chrono::steady_clock::now();
+  v1::InferResponse resp;
+  grpc::Status s = Infer(Request("slow", {{"x", at::ones({4})}}), &resp, /*timeout_ms=*/200);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  // The slow run still occupies one worker; the other serves mlp.
+  ExpectAgreement("mlp", {{"x", at::randn({1, 256})}}, v1::FLOAT32);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ExpectAgreement("mlp", {{"x", at::randn({1, 256})}}, v1::FLOAT32);
+  EXPECT_TRUE(server_->Alive());
+}
+
 // A simulated GPU that starts failing every call: its work moves to the CPU,
 // it leaves service, and ListDevices and the metrics say so.
 class FailingDeviceTest : public ServerTest {
