@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Installs what the build and tests need, builds, and runs every test
 # through CTest; before that, the scheduler's unit tests under
-# ThreadSanitizer (in build-tsan/).
-#   ./tests/run.sh [--no-tsan] [extra ctest args]
+# ThreadSanitizer (build-tsan/), the whole suite under AddressSanitizer and
+# UndefinedBehaviorSanitizer (build-asan/) and the request fuzzer (build-fuzz/).
+#   ./tests/run.sh [--no-tsan] [--no-asan] [extra ctest args]
 # BUILD_DIR (default: build) picks the build folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tsan=1
-if [ "${1:-}" = "--no-tsan" ]; then
-  tsan=0
-  shift
-fi
+asan=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-tsan) tsan=0; shift ;;
+    --no-asan) asan=0; shift ;;
+    *) break ;;
+  esac
+done
 
 ./deploy/install-deps.sh --test
 
@@ -33,6 +38,29 @@ if [ "$tsan" = 1 ]; then
   cmake --build build-tsan --target scheduler_test
   echo "tsan build took $(( $(date +%s) - start )) s"
   TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/scheduler_test --gtest_brief=1
+fi
+
+if [ "$asan" = 1 ]; then
+  # Every unit and integration test (the server binary included) under ASan
+  # and UBSan. The soak, the benchmark smoke run and the non-C++ checks run
+  # once, in the plain build below.
+  start=$(date +%s)
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -O1 -Wno-error=maybe-uninitialized" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+  cmake --build build-asan
+  echo "asan build took $(( $(date +%s) - start )) s"
+  if ! (cd build-asan &&
+    ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/../tests/sanitizers/lsan.supp" \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --output-on-failure -j "$(nproc)" -E "Soak|bench_smoke|k8s_manifests|monitoring|python_client" \
+    >ctest.log 2>&1); then
+    cat build-asan/ctest.log
+    echo "the ASan/UBSan suite failed" >&2
+    exit 1
+  fi
+  tail -n 4 build-asan/ctest.log
 fi
 
 if [ "${INFERGATE_FUZZ_SECONDS:-60}" -gt 0 ]; then
