@@ -37,7 +37,9 @@ if [ "$tsan" = 1 ]; then
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null
   cmake --build build-tsan --target scheduler_test
   echo "tsan build took $(( $(date +%s) - start )) s"
-  TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/scheduler_test --gtest_brief=1
+  # (The crash-mid-write test forks and SIGKILLs a writer: not a TSAN subject.)
+  TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/scheduler_test --gtest_brief=1 \
+    --gtest_filter=-*CrashMidWrite*
 fi
 
 if [ "$asan" = 1 ]; then

@@ -2,8 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <thread>
 
 namespace infergate {
 namespace {
@@ -60,6 +66,34 @@ TEST_F(UnsupportedOpsTest, AtomicWriteReplacesWholeFiles) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "second, longer");
   EXPECT_FALSE(WriteFileAtomically((dir_ / "missing" / "f").string(), "x").ok());
+}
+
+// A process killed with SIGKILL in the middle of rewriting the state file
+// leaves either the old or the new file: every kill point loads cleanly.
+TEST_F(UnsupportedOpsTest, CrashMidWriteNeverCorruptsTheStateFile) {
+  std::string path = (dir_ / "state").string();
+  std::mt19937 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    pid_t child = fork();
+    if (child == 0) {
+      UnsupportedOpTable table(path);
+      (void)table.Load();
+      for (int i = 0;; ++i) {
+        table.Record(std::string(200, 'm') + std::to_string(round) + "_" + std::to_string(i), DeviceKind::kMps,
+                     "unsupported_op:aten::op" + std::to_string(i));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % 20000));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    UnsupportedOpTable reread(path);
+    absl::Status s = reread.Load();
+    ASSERT_TRUE(s.ok()) << "round " << round << ": " << s;
+  }
+  UnsupportedOpTable last(path);
+  ASSERT_TRUE(last.Load().ok());
+  EXPECT_FALSE(last.ForKind(DeviceKind::kMps).empty());
 }
 
 TEST_F(UnsupportedOpsTest, InMemoryTableWithoutAFile) {
