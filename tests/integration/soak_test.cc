@@ -24,29 +24,10 @@
 
 #include "infergate/v1/inference.grpc.pb.h"
 #include "tests/integration/server_process.h"
+#include "tests/integration/wire_tensors.h"
 
 namespace infergate::testing {
 namespace {
-
-v1::Tensor Wire(const at::Tensor& t, const std::string& name) {
-  at::Tensor c = t.contiguous();
-  v1::Tensor w;
-  w.set_name(name);
-  w.set_dtype(c.scalar_type() == at::kLong ? v1::INT64 : c.scalar_type() == at::kDouble ? v1::FLOAT64 : v1::FLOAT32);
-  for (int64_t d : c.sizes()) w.add_shape(d);
-  w.set_data(std::string(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size()));
-  return w;
-}
-
-at::Tensor Unwire(const v1::Tensor& w) {
-  at::ScalarType type = w.dtype() == v1::FLOAT64 ? at::kDouble : at::kFloat;
-  std::vector<int64_t> shape(w.shape().begin(), w.shape().end());
-  at::Tensor t = at::empty(shape, at::TensorOptions().dtype(type));
-  if (static_cast<size_t>(t.numel() * t.element_size()) == w.data().size()) {
-    std::memcpy(t.data_ptr(), w.data().data(), w.data().size());
-  }
-  return t;
-}
 
 uint64_t RssKib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -108,7 +89,7 @@ TEST(Soak, MixedTrafficKeepsAnswersRightAndResourcesFlat) {
       v1::InferRequest req;
       req.set_model(m.name);
       req.set_device(devices[rng() % 4]);
-      *req.add_inputs() = Wire(x, m.input);
+      *req.add_inputs() = ToWire(x, m.input);
       int kind = static_cast<int>(rng() % 10);  // 0-5 valid, 6-7 malformed, 8 cancelled, 9 short deadline
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
@@ -148,7 +129,7 @@ TEST(Soak, MixedTrafficKeepsAnswersRightAndResourcesFlat) {
         c10::InferenceMode guard;
         want = m.module.forward({x}).toTensor();
       }
-      at::Tensor got = Unwire(resp.outputs(0));
+      at::Tensor got = FromWire(resp.outputs(0));
       bool half = resp.placement().dtype() == v1::FLOAT16 || resp.placement().dtype() == v1::BFLOAT16;
       double tol = half ? 0.1 : 1e-4;
       if (got.sizes() != want.sizes() || !at::allclose(got, want.to(got.scalar_type()), tol, tol)) wrong++;
