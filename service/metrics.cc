@@ -12,11 +12,6 @@
 namespace infergate {
 namespace {
 
-const char* kCodeNames[17] = {"OK",          "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
-                              "DEADLINE_EXCEEDED", "NOT_FOUND",    "ALREADY_EXISTS",    "PERMISSION_DENIED",
-                              "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",   "OUT_OF_RANGE",
-                              "UNIMPLEMENTED", "INTERNAL",         "UNAVAILABLE",       "DATA_LOSS",
-                              "UNAUTHENTICATED"};
 
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {
   return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
@@ -225,7 +220,8 @@ void Metrics::RecordRequest(const std::string& model, const std::string& device,
   int code = grpc_code >= 0 && grpc_code < 17 ? grpc_code : 2;
   prometheus::Counter* counter = s.by_code[code].load(std::memory_order_acquire);
   if (!counter) {
-    counter = &requests_->Add({{"model", model}, {"device", device}, {"code", kCodeNames[code]}});
+    counter = &requests_->Add(
+        {{"model", model}, {"device", device}, {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
     s.by_code[code].store(counter, std::memory_order_release);
   }
   counter->Increment();
