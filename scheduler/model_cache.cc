@@ -153,7 +153,9 @@ size_t ModelCache::Unload(const std::function<bool(const ModelKey&)>& match) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = slots_.begin(); it != slots_.end();) {
-      if (it->second->ready && it->second->in_flight == 0 && match(it->first)) {
+      // A model with requests in flight is dropped too: their leases keep it
+      // alive until they finish, and the next request loads a fresh copy.
+      if (it->second->ready && match(it->first)) {
         dropped.push_back(*it);
         it = slots_.erase(it);
       } else {

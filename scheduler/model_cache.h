@@ -83,8 +83,9 @@ class ModelCache {
   // many. Used to make room after an out-of-memory error.
   size_t EvictIdle(const DeviceId& device, const ModelKey* keep, const char* why);
 
-  // Drops every resident key for which `match` is true (pinned or not, but
-  // not while in flight); returns how many.
+  // Drops every resident key for which `match` is true (pinned or not);
+  // returns how many. Requests already holding a lease finish on the dropped
+  // copy, whose memory is freed when the last of them ends.
   size_t Unload(const std::function<bool(const ModelKey&)>& match);
 
   std::vector<ResidentModel> Resident() const;

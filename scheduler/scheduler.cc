@@ -484,8 +484,9 @@ void Scheduler::LoadModel(const LoadRequest& request, std::function<void(absl::S
   auto shared_done = std::make_shared<std::function<void(absl::StatusOr<LoadResult>)>>(std::move(done));
   absl::Status submitted = ex->SubmitTask([this, r = *std::move(route), shared_done] {
     Clock::time_point start = Clock::now();
-    absl::StatusOr<ModelCache::Lease> lease = GetModel(r);
-    if (!lease.ok()) return (*shared_done)(lease.status());
+    // The lease ends before the answer goes out, so a client that unloads the
+    // model right after this reply never finds it still in use.
+    if (absl::Status loaded = GetModel(r).status(); !loaded.ok()) return (*shared_done)(loaded);
     LoadResult result;
     result.version = r.version;
     result.device = r.resolution.device.ToString();

@@ -123,5 +123,26 @@ TEST(ModelCache, EvictIdleKeepsTheModelInUse) {
   EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"b"}));
 }
 
+TEST(ModelCache, UnloadDropsModelsInUseWhoseLeasesFinishOnTheOldCopy) {
+  ModelCache cache;
+  std::atomic<int> loads{0};
+  auto busy = cache.Acquire(Key("busy"), Loader(16, &loads));
+  ASSERT_TRUE(busy.ok());
+  ASSERT_TRUE(cache.Acquire(Key("pinned"), Loader(16), /*pinned=*/true).ok());
+  ASSERT_TRUE(cache.Acquire(Key("other"), Loader(16)).ok());
+  EXPECT_EQ(cache.Unload([](const ModelKey& k) { return k.model != "other"; }), 2u);
+  EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"other"}));
+  // The request in flight still holds a usable model.
+  EXPECT_EQ((*busy)->parameter_bytes(), 16u * 4);
+  // The next request loads a fresh copy; ending the old lease later is harmless.
+  auto again = cache.Acquire(Key("busy"), Loader(16, &loads));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(loads.load(), 2);
+  *busy = ModelCache::Lease();
+  EXPECT_TRUE(cache.IsResident(Key("busy")));
+  EXPECT_EQ(cache.Unload([](const ModelKey&) { return true; }), 2u);
+  EXPECT_TRUE(cache.Resident().empty());
+}
+
 }  // namespace
 }  // namespace infergate
