@@ -1,6 +1,6 @@
-#include "absl/strings/string_view.h"
 #include "devices/system_info.h"
 
+#include <dlfcn.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 
 namespace infergate {
 namespace {
@@ -71,5 +72,15 @@ HostMemory ParseMeminfo(const std::string& text) {
 }
 
 HostMemory ReadHostMemory() { return ParseMeminfo(ReadFile("/proc/meminfo")); }
+
+std::string SetBlasThreads(int threads) {
+  for (const char* name : {"openblas_set_num_threads", "bli_thread_set_num_threads", "MKL_Set_Num_Threads"}) {
+    if (void* fn = dlsym(RTLD_DEFAULT, name)) {
+      reinterpret_cast<void (*)(int)>(fn)(threads);
+      return name;
+    }
+  }
+  return "";
+}
 
 }  // namespace infergate

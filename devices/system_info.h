@@ -15,6 +15,14 @@ std::string CpuModelName();  // from /proc/cpuinfo; "unknown CPU" if absent
 unsigned LogicalCores();     // CPUs this process may run on
 HostMemory ReadHostMemory();  // from /proc/meminfo; cgroup limits are not applied
 
+// Sets the thread count of the BLAS library LibTorch calls for matrix
+// products, when that library is OpenBLAS or BLIS/MKL-style with a run-time
+// setter (looked up with dlsym, so any BLAS links). OpenBLAS otherwise runs
+// every product on all cores and serialises concurrent callers, which turns
+// several model workers into one. Returns the setter's name, or "" when the
+// BLAS has none (the reference BLAS is single-threaded anyway).
+std::string SetBlasThreads(int threads);
+
 // Parses /proc/meminfo text; exposed for tests.
 HostMemory ParseMeminfo(const std::string& text);
 

@@ -73,6 +73,8 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
   if (options_.intra_op_threads <= 0) options_.intra_op_threads = std::max(1, cores / options_.cpu_workers);
   // Process-wide in LibTorch; each worker thread picks it up on first use.
   at::set_num_threads(options_.intra_op_threads);
+  // The BLAS has a thread pool of its own, sized to every core by default.
+  std::string blas = SetBlasThreads(options_.intra_op_threads);
   cache_.SetEvictionListener([this](const ModelKey& key, uint64_t, const char* why) {
     observer_->OnEviction(key.device, why);
   });
@@ -94,7 +96,8 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
              << " bytes";
   }
   LOG_INFO << "scheduler: " << options_.cpu_workers << " cpu workers x " << options_.intra_op_threads
-           << " intra-op threads, queue capacity " << options_.queue_capacity << " per device, batching "
+           << " intra-op threads" << (blas.empty() ? "" : absl::StrCat(" (BLAS too, via ", blas, ")"))
+           << ", queue capacity " << options_.queue_capacity << " per device, batching "
            << (options_.batching ? "on" : "off");
 }
 

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "devices/system_info.h"
+
 namespace {
 
 std::vector<int64_t> ParseList(const std::string& text, char sep) {
@@ -57,6 +59,7 @@ int main(int argc, char** argv) {
     else if (flag == "--optimize") optimize = std::string(argv[i + 1]) == "true";
   }
   at::set_num_threads(std::max(1, threads));
+  infergate::SetBlasThreads(std::max(1, threads));  // as the server does
   torch::jit::Module m = torch::jit::load(path);
   m.eval();
   if (optimize) m = torch::jit::optimize_for_inference(m);

@@ -1,5 +1,6 @@
 #include "devices/system_info.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 namespace infergate {
@@ -23,6 +24,19 @@ TEST(SystemInfo, ReadsThisMachine) {
   EXPECT_GT(m.total_bytes, 0u);
   EXPECT_LE(m.used_bytes, m.total_bytes);
   EXPECT_FALSE(CpuModelName().empty());
+}
+
+// The test binary links LibTorch, so the BLAS it calls is loaded; with
+// Debian's OpenBLAS (what deploy/install-deps.sh installs) the setter is
+// found and its pool really shrinks.
+TEST(SystemInfo, SetsTheBlasThreadPoolSize) {
+  std::string setter = SetBlasThreads(1);
+  auto get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  if (!get) GTEST_SKIP() << "the BLAS here is not OpenBLAS (setter: '" << setter << "')";
+  EXPECT_EQ(setter, "openblas_set_num_threads");
+  EXPECT_EQ(get(), 1);
+  SetBlasThreads(2);
+  EXPECT_EQ(get(), 2);
 }
 
 }  // namespace
