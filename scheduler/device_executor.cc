@@ -119,6 +119,17 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lo
     Collect(first, &rows, &batch);
     --waiting_batchers_;
   }
+  // Run the prefix whose size goes fastest here; the rest stays at the head
+  // of the queue, in order, for the next worker.
+  std::vector<int64_t> job_rows;
+  job_rows.reserve(batch.size());
+  for (const auto& job : batch) job_rows.push_back(job->rows);
+  size_t keep = batch_cost_.Choose(first->batch_key, job_rows);
+  if (keep < batch.size()) {
+    for (size_t i = batch.size(); i-- > keep;) queue_.push_front(std::move(batch[i]));
+    batch.resize(keep);
+    depth_.store(queue_.size(), std::memory_order_relaxed);
+  }
   return batch;
 }
 
@@ -127,13 +138,15 @@ void DeviceExecutor::WorkerLoop() {
     Batch batch;
     // Poll briefly before sleeping: a futex wake-up costs tens of
     // microseconds, which is most of a small model's serving overhead. Only
-    // one idle worker polls at a time, so polling never crowds out the
-    // threads doing work.
+    // one idle worker polls at a time, and only while the device is idle:
+    // when another worker is running, the cores are better left to it and
+    // to the threads reading requests off the network.
     int no_spinner = 0;
     if (spin_us_ > 0 && depth_.load(std::memory_order_relaxed) == 0 &&
-        spinning_.compare_exchange_strong(no_spinner, 1)) {
+        running_jobs_.load(std::memory_order_relaxed) == 0 && spinning_.compare_exchange_strong(no_spinner, 1)) {
       Clock::time_point until = Clock::now() + std::chrono::microseconds(spin_us_);
-      while (depth_.load(std::memory_order_relaxed) == 0 && Clock::now() < until) {
+      while (depth_.load(std::memory_order_relaxed) == 0 && running_jobs_.load(std::memory_order_relaxed) == 0 &&
+             Clock::now() < until) {
         __builtin_ia32_pause();
       }
       spinning_.store(0);

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "devices/device_id.h"
+#include "scheduler/batch_cost.h"
 #include "scheduler/job.h"
 
 namespace infergate {
@@ -51,6 +52,12 @@ class DeviceExecutor {
   void set_spin_us(int us) { spin_us_ = us; }
   uint64_t busy_us() const { return busy_us_.load(std::memory_order_relaxed); }
   const DeviceId& device() const { return device_; }
+  // The batcher sizes batches by what they cost here (see BatchCostModel);
+  // the runner reports each batch's compute time.
+  void RecordBatchCost(const std::string& batch_key, int64_t rows, uint64_t us) {
+    batch_cost_.Record(batch_key, rows, us);
+  }
+  const BatchCostModel& batch_cost() const { return batch_cost_; }
 
  private:
   void WorkerLoop();
@@ -74,6 +81,7 @@ class DeviceExecutor {
   std::atomic<uint64_t> busy_us_{0};
   std::atomic<int> spin_us_{0};
   std::atomic<int> spinning_{0};
+  BatchCostModel batch_cost_;
   std::vector<std::thread> workers_;
 };
 

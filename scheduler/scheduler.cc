@@ -422,6 +422,9 @@ void Scheduler::RunOnDevice(DeviceExecutor::Batch& jobs, bool oom_retried) {
   latency_.Observe(name, device, static_cast<double>(compute_us) / static_cast<double>(ready.size()));
   int64_t total_rows = 0;
   for (int64_t r : rows) total_rows += r;
+  if (!ready[0]->batch_key.empty() && ready.size() == jobs.size()) {
+    if (DeviceExecutor* ex = Executor(device)) ex->RecordBatchCost(ready[0]->batch_key, total_rows, compute_us);
+  }
   for (size_t j = 0; j < ready.size(); ++j) {
     Job& job = *ready[j];
     InferenceResult result;

@@ -1,0 +1,73 @@
+#include "scheduler/batch_cost.h"
+
+#include <algorithm>
+
+namespace infergate {
+
+namespace {
+constexpr double kAlpha = 0.2;  // weight of a new sample in the moving average
+int64_t Tracked(int64_t rows) { return std::clamp<int64_t>(rows, 1, BatchCostModel::kMaxTrackedRows); }
+}  // namespace
+
+void BatchCostModel::Record(const std::string& key, int64_t rows, uint64_t us) {
+  if (key.empty()) return;
+  int64_t r = Tracked(rows);
+  std::lock_guard<std::mutex> lock(mu_);
+  Curve& curve = curves_[key];
+  if (static_cast<int64_t>(curve.sizes.size()) <= r) curve.sizes.resize(r + 1);
+  Size& s = curve.sizes[r];
+  // The first run of a size may include one-time work (TorchScript's
+  // profiling runs for a new shape), so the second sample replaces it.
+  if (s.samples <= 1) {
+    s.us = static_cast<double>(us);
+  } else {
+    s.us += kAlpha * (static_cast<double>(us) - s.us);
+  }
+  s.samples++;
+}
+
+size_t BatchCostModel::Choose(const std::string& key, const std::vector<int64_t>& job_rows) {
+  if (job_rows.size() <= 1 || key.empty()) return job_rows.size();
+  std::vector<int64_t> prefix;
+  prefix.reserve(job_rows.size());
+  int64_t total = 0;
+  for (int64_t r : job_rows) prefix.push_back(total += r);
+
+  std::lock_guard<std::mutex> lock(mu_);
+  Curve& curve = curves_[key];
+  uint64_t decision = curve.decisions++;
+  auto size_of = [&](size_t i) -> const Size* {
+    int64_t r = Tracked(prefix[i]);
+    return r < static_cast<int64_t>(curve.sizes.size()) ? &curve.sizes[r] : nullptr;
+  };
+  // Unmeasured sizes first, the largest of them.
+  for (size_t i = prefix.size(); i-- > 0;) {
+    const Size* s = size_of(i);
+    if (!s || s->samples < 2) return i + 1;
+  }
+  // Now and then, another size than the best, taken in turn.
+  if (decision % kExploreEvery == kExploreEvery - 1) {
+    return (decision / kExploreEvery) % prefix.size() + 1;
+  }
+  size_t best = prefix.size() - 1;
+  double best_rate = -1;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    double rate = static_cast<double>(prefix[i]) / std::max(size_of(i)->us, 1.0);
+    if (rate >= best_rate) {
+      best_rate = rate;
+      best = i;
+    }
+  }
+  return best + 1;
+}
+
+double BatchCostModel::CostUs(const std::string& key, int64_t rows) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = curves_.find(key);
+  int64_t r = Tracked(rows);
+  if (it == curves_.end() || r >= static_cast<int64_t>(it->second.sizes.size())) return -1;
+  const Size& s = it->second.sizes[r];
+  return s.samples == 0 ? -1 : s.us;
+}
+
+}  // namespace infergate

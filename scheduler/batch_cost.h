@@ -1,0 +1,53 @@
+#pragma once
+// What a batch costs on a device, learned from the batches that ran, and the
+// batch size that gets the most rows through per second.
+//
+// Bigger is not always faster: OpenBLAS, for one, multiplies one or two rows
+// with a small-matrix kernel but packs the whole weight matrix for three or
+// more, so a Linear layer runs 2 rows in 28 us and 3 rows in 170 us. The
+// batcher therefore takes, of the jobs it has collected (in arrival order),
+// the prefix whose size has the best measured rows per second, and leaves
+// the rest queued for the next batch.
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace infergate {
+
+class BatchCostModel {
+ public:
+  // Sizes above this are tracked as this size.
+  static constexpr int64_t kMaxTrackedRows = 1024;
+  // One decision in this many explores a size other than the best known,
+  // so estimates follow the device as load and caches change.
+  static constexpr uint64_t kExploreEvery = 16;
+
+  // Records that a batch of `rows` rows with key `key` computed in `us`.
+  void Record(const std::string& key, int64_t rows, uint64_t us);
+
+  // Given the row counts of the collected jobs in order, returns how many
+  // jobs (a prefix, at least 1) to run now. A size never measured twice is
+  // tried before any measured one (its first run may include one-time
+  // warm-up); otherwise the best measured rows/s wins, larger on a tie.
+  size_t Choose(const std::string& key, const std::vector<int64_t>& job_rows);
+
+  // Measured microseconds per batch of `rows`, or -1 when unknown.
+  double CostUs(const std::string& key, int64_t rows) const;
+
+ private:
+  struct Size {
+    double us = 0;
+    uint64_t samples = 0;
+  };
+  struct Curve {
+    std::vector<Size> sizes;  // index = rows
+    uint64_t decisions = 0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Curve, std::less<>> curves_;
+};
+
+}  // namespace infergate

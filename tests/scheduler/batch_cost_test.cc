@@ -1,0 +1,59 @@
+#include "scheduler/batch_cost.h"
+
+#include <gtest/gtest.h>
+
+namespace infergate {
+namespace {
+
+// Measures every size 1..n twice with `us(rows)`.
+template <typename F>
+void Learn(BatchCostModel& model, const std::string& key, int64_t n, F us) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int64_t r = 1; r <= n; ++r) model.Record(key, r, us(r));
+  }
+}
+
+TEST(BatchCost, UnmeasuredSizesAreTriedFirstLargestFirst) {
+  BatchCostModel model;
+  EXPECT_EQ(model.Choose("k", {1, 1, 1}), 3u);
+  model.Record("k", 3, 100);
+  EXPECT_EQ(model.Choose("k", {1, 1, 1}), 3u) << "one sample may be warm-up; measure again";
+  model.Record("k", 3, 100);
+  EXPECT_EQ(model.Choose("k", {1, 1, 1}), 2u);
+  EXPECT_EQ(model.Choose("k", {5}), 1u) << "a single job is always taken whole";
+}
+
+TEST(BatchCost, TakesThePrefixWithTheBestRowsPerSecond) {
+  BatchCostModel model;
+  // Like OpenBLAS on a Linear layer: 1-2 rows cheap, 3-15 rows pay for
+  // packing the weights, large batches amortise it.
+  auto us = [](int64_t r) -> uint64_t { return r <= 2 ? 25 + 2 * r : r < 16 ? 170 + 5 * r : 150 + 5 * r; };
+  Learn(model, "mlp", 64, us);
+  EXPECT_EQ(model.Choose("mlp", {1, 1, 1, 1, 1}), 2u);  // 2 rows: 69k rows/s beats 5 rows: 26k
+  std::vector<int64_t> many(40, 1);
+  EXPECT_EQ(model.Choose("mlp", many), 40u);  // 40 rows: 114k rows/s
+  EXPECT_EQ(model.Choose("mlp", {2, 3}), 1u);  // prefixes are whole jobs: 2 or 5 rows
+  // A model on another key has a curve of its own.
+  Learn(model, "linear", 8, [](int64_t r) -> uint64_t { return 100 + r; });
+  EXPECT_EQ(model.Choose("linear", {1, 1, 1, 1}), 4u);
+}
+
+TEST(BatchCost, SometimesExploresAnotherSizeAndFollowsChanges) {
+  BatchCostModel model;
+  Learn(model, "k", 4, [](int64_t r) -> uint64_t { return r == 1 ? 10 : 1000; });
+  int others = 0;
+  for (uint64_t i = 0; i < 10 * BatchCostModel::kExploreEvery; ++i) {
+    if (model.Choose("k", {1, 1, 1, 1}) != 1u) others++;
+  }
+  EXPECT_GT(others, 0);
+  EXPECT_LE(others, 10);
+  // Batches of 4 become cheap: the moving average follows within a few runs.
+  for (int i = 0; i < 30; ++i) model.Record("k", 4, 12);
+  EXPECT_EQ(model.Choose("k", {1, 1, 1, 1}), 4u);
+  EXPECT_NEAR(model.CostUs("k", 4), 12, 5);
+  EXPECT_EQ(model.CostUs("k", 9), -1);
+  EXPECT_EQ(model.CostUs("other", 1), -1);
+}
+
+}  // namespace
+}  // namespace infergate
