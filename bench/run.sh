@@ -70,21 +70,35 @@ done
 stop_server
 
 echo "== in-process floor" >&2
+# Two ways to use the machine's cores: one caller with every core as intra-op
+# threads, or one caller per core with one thread each (what the server's
+# workers do). The floor is the better of the two, at batch 1 and at the best
+# batch size.
 batches="1,2,4,8,16,32,64"
 [ "$smoke" = 1 ] && batches="1,8"
+cores=$(nproc)
+configs="1x$cores"
+[ "$cores" -gt 1 ] && configs="$configs ${cores}x1"
+best_of() {  # lines on stdin; prints the one with the highest rows/s
+  awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^rows\/s=/) { split($i, kv, "="); if (kv[2] + 0 > best) { best = kv[2] + 0; line = $0 } } }
+       END { print line }'
+}
 for spec in "mlp 256 float32" "cnn 3x64x64 float32"; do
   set -- $spec
-  out=$("$build_dir/tools/inprocess-bench" "$work/models/$1/1/model.pt" "$2" --dtype "$3" --seconds "$seconds" --batches "$batches")
-  b1=$(grep '^inprocess batch=1 ' <<<"$out")
-  best=$(grep '^inprocess best' <<<"$out")
-  best_batch=$(field batch "$best")
-  best_line=$(grep "^inprocess batch=$best_batch " <<<"$out")
-  for row in "1|$b1" "$best_batch|$best_line"; do
-    b=${row%%|*}; line=${row#*|}
+  all=""
+  for cfg in $configs; do
+    all+=$("$build_dir/tools/inprocess-bench" "$work/models/$1/1/model.pt" "$2" --dtype "$3" --seconds "$seconds" \
+      --batches "$batches" --callers "${cfg%x*}" --threads "${cfg#*x}" | grep '^inprocess batch=')$'\n'
+  done
+  echo "$all" | sed '/^$/d; s/^/  /' >&2
+  b1=$(grep '^inprocess batch=1 ' <<<"$all" | best_of)
+  best_line=$(sed '/^$/d' <<<"$all" | best_of)
+  for line in "$b1" "$best_line"; do
+    b=$(field batch "$line")
     rows=$(field 'rows/s' "$line")
     calls_per_s=$(awk -v r="$rows" -v b="$b" 'BEGIN { printf "%.1f", r / b }')
-    echo "  $line" >&2
-    printf 'inprocess,%s,%s,1,%s,%s,%s,%s,%s,,,0\n' "$1" "$([ "$b" = 1 ] && echo batch1 || echo best-batch)" "$b" \
+    mode="$([ "$line" = "$b1" ] && echo batch1 || echo best-batch) $(field callers "$line")x$(field threads "$line")"
+    printf 'inprocess,%s,%s,%s,%s,%s,%s,%s,%s,,,0\n' "$1" "$mode" "$(field callers "$line")" "$b" \
       "$calls_per_s" "$rows" "$(field p50_ms "$line")" "$(field p99_ms "$line")" >>"$csv"
   done
 done
