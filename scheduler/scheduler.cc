@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/zeros.h>
 
+#include <time.h>
+
 #include <algorithm>
 
 #include "absl/status/status.h"
@@ -62,6 +64,12 @@ std::string BatchKey(const Route& route, const std::vector<NamedTensor>& inputs)
     for (int64_t d = 1; d < t.tensor.dim(); ++d) absl::StrAppend(&key, ",", t.tensor.size(d));
   }
   return key;
+}
+
+uint64_t ThreadCpuMicros() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
 }
 
 }  // namespace
@@ -376,7 +384,9 @@ void Scheduler::RunOnDevice(DeviceExecutor::Batch& jobs, bool oom_retried) {
   if (ready.empty()) return;
 
   Clock::time_point compute_start = Clock::now();
+  uint64_t cpu_start = ThreadCpuMicros();
   absl::StatusOr<std::vector<NamedTensor>> outputs = model.Run(ConcatBatch(parts));
+  uint64_t cpu_us = ThreadCpuMicros() - cpu_start;
   Clock::time_point compute_end = Clock::now();
   parts.clear();
   if (!outputs.ok()) {
@@ -423,7 +433,12 @@ void Scheduler::RunOnDevice(DeviceExecutor::Batch& jobs, bool oom_retried) {
   int64_t total_rows = 0;
   for (int64_t r : rows) total_rows += r;
   if (!ready[0]->batch_key.empty() && ready.size() == jobs.size()) {
-    if (DeviceExecutor* ex = Executor(device)) ex->RecordBatchCost(ready[0]->batch_key, total_rows, compute_us);
+    // On a CPU worker with one intra-op thread, the thread's CPU time is the
+    // batch's cost without the time other threads took the core away.
+    bool own_cpu = device.kind == DeviceKind::kCpu && options_.intra_op_threads == 1;
+    if (DeviceExecutor* ex = Executor(device)) {
+      ex->RecordBatchCost(ready[0]->batch_key, total_rows, own_cpu ? cpu_us : compute_us);
+    }
   }
   for (size_t j = 0; j < ready.size(); ++j) {
     Job& job = *ready[j];
