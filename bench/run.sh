@@ -93,11 +93,12 @@ for spec in "mlp 256 float32" "cnn 3x64x64 float32"; do
   echo "$all" | sed '/^$/d; s/^/  /' >&2
   b1=$(grep '^inprocess batch=1 ' <<<"$all" | best_of)
   best_line=$(sed '/^$/d' <<<"$all" | best_of)
-  for line in "$b1" "$best_line"; do
+  for kind in batch1 best-batch; do
+    line=$([ "$kind" = batch1 ] && echo "$b1" || echo "$best_line")
     b=$(field batch "$line")
     rows=$(field 'rows/s' "$line")
     calls_per_s=$(awk -v r="$rows" -v b="$b" 'BEGIN { printf "%.1f", r / b }')
-    mode="$([ "$line" = "$b1" ] && echo batch1 || echo best-batch) $(field callers "$line")x$(field threads "$line")"
+    mode="$kind $(field callers "$line")x$(field threads "$line")"
     printf 'inprocess,%s,%s,%s,%s,%s,%s,%s,%s,,,0\n' "$1" "$mode" "$(field callers "$line")" "$b" \
       "$calls_per_s" "$rows" "$(field p50_ms "$line")" "$(field p99_ms "$line")" >>"$csv"
   done
