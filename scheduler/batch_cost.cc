@@ -26,12 +26,16 @@ void BatchCostModel::Record(const std::string& key, int64_t rows, uint64_t us) {
   s.samples++;
 }
 
-size_t BatchCostModel::Choose(const std::string& key, const std::vector<int64_t>& job_rows) {
+size_t BatchCostModel::Choose(const std::string& key, const std::vector<int64_t>& job_rows,
+                              const std::vector<int64_t>& preferred) {
   if (job_rows.size() <= 1 || key.empty()) return job_rows.size();
   std::vector<int64_t> prefix;
   prefix.reserve(job_rows.size());
   int64_t total = 0;
   for (int64_t r : job_rows) prefix.push_back(total += r);
+  for (size_t i = prefix.size(); i-- > 0 && !preferred.empty();) {
+    if (std::find(preferred.begin(), preferred.end(), prefix[i]) != preferred.end()) return i + 1;
+  }
 
   std::lock_guard<std::mutex> lock(mu_);
   Curve& curve = curves_[key];

@@ -29,10 +29,13 @@ class BatchCostModel {
   void Record(const std::string& key, int64_t rows, uint64_t us);
 
   // Given the row counts of the collected jobs in order, returns how many
-  // jobs (a prefix, at least 1) to run now. A size never measured twice is
-  // tried before any measured one (its first run may include one-time
-  // warm-up); otherwise the best measured rows/s wins, larger on a tie.
-  size_t Choose(const std::string& key, const std::vector<int64_t>& job_rows);
+  // jobs (a prefix, at least 1) to run now. When the model's config lists
+  // preferred batch sizes, the largest prefix of such a size wins. Else a
+  // size never measured twice is tried before any measured one (its first
+  // run may include one-time warm-up), then the best measured rows/s wins,
+  // larger on a tie.
+  size_t Choose(const std::string& key, const std::vector<int64_t>& job_rows,
+                const std::vector<int64_t>& preferred = {});
 
   // Measured microseconds per batch of `rows`, or -1 when unknown.
   double CostUs(const std::string& key, int64_t rows) const;

@@ -124,7 +124,7 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lo
   std::vector<int64_t> job_rows;
   job_rows.reserve(batch.size());
   for (const auto& job : batch) job_rows.push_back(job->rows);
-  size_t keep = batch_cost_.Choose(first->batch_key, job_rows);
+  size_t keep = batch_cost_.Choose(first->batch_key, job_rows, first->preferred_batch_rows);
   if (keep < batch.size()) {
     for (size_t i = batch.size(); i-- > keep;) queue_.push_front(std::move(batch[i]));
     batch.resize(keep);

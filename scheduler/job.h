@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "devices/device_info.h"
 #include "devices/device_registry.h"
@@ -35,6 +36,7 @@ struct Job {
   int64_t rows = 1;
   uint32_t max_batch_rows = 0;
   uint64_t max_queue_delay_us = 0;
+  std::vector<int64_t> preferred_batch_rows;  // from the config; usually empty
   // Set for non-inference work; runs alone.
   std::function<void()> task;
   std::atomic<bool> cancelled{false};

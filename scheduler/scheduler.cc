@@ -292,6 +292,8 @@ std::shared_ptr<Job> Scheduler::Infer(InferenceRequest request, InferCallback do
       job->rows = request.inputs[0].tensor.size(0);
       job->max_batch_rows = max_batch;
       job->max_queue_delay_us = model.config.dynamic_batching().max_queue_delay_us();
+      const auto& preferred = model.config.dynamic_batching().preferred_batch_sizes();
+      job->preferred_batch_rows.assign(preferred.begin(), preferred.end());
     }
   }
   job->rows = std::max<int64_t>(job->rows, BatchRows(model.declared, metas));

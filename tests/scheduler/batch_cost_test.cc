@@ -55,5 +55,15 @@ TEST(BatchCost, SometimesExploresAnotherSizeAndFollowsChanges) {
   EXPECT_EQ(model.CostUs("other", 1), -1);
 }
 
+TEST(BatchCost, PreferredSizesFromTheConfigComeFirst) {
+  BatchCostModel model;
+  Learn(model, "k", 64, [](int64_t r) -> uint64_t { return r == 1 ? 1 : 1000; });  // 1 row looks best
+  std::vector<int64_t> rows(40, 1);
+  EXPECT_EQ(model.Choose("k", rows, {16, 32, 64}), 32u);
+  EXPECT_EQ(model.Choose("k", {8, 8, 8, 8, 8}, {16, 32}), 4u);
+  // No prefix has a preferred size: the measured costs decide.
+  EXPECT_EQ(model.Choose("k", {1, 1, 1}, {16, 32}), 1u);
+}
+
 }  // namespace
 }  // namespace infergate
