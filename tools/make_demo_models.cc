@@ -54,7 +54,7 @@ description: "MLP 256-512-512-10, ReLU"
 max_batch_size: 64
 inputs { name: "x" dtype: FLOAT32 dims: [256] }
 outputs { name: "logits" dtype: FLOAT32 dims: [10] }
-dynamic_batching { max_queue_delay_us: 500 preferred_batch_sizes: [16, 32, 64] }
+dynamic_batching { max_queue_delay_us: 500 }
 warmup: true
 )");
 }
