@@ -57,7 +57,6 @@ class DeviceExecutor {
   void RecordBatchCost(const std::string& batch_key, int64_t rows, uint64_t us) {
     batch_cost_.Record(batch_key, rows, us);
   }
-  const BatchCostModel& batch_cost() const { return batch_cost_; }
 
  private:
   void WorkerLoop();

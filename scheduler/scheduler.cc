@@ -385,10 +385,14 @@ void Scheduler::RunOnDevice(DeviceExecutor::Batch& jobs, bool oom_retried) {
   }
   if (ready.empty()) return;
 
+  // On a CPU worker with one intra-op thread, the thread's CPU time is the
+  // batch's cost without the time other threads took the core away; that is
+  // what batch sizing learns from (compute_us, reported, stays wall time).
+  const bool own_cpu = device.kind == DeviceKind::kCpu && options_.intra_op_threads == 1;
   Clock::time_point compute_start = Clock::now();
-  uint64_t cpu_start = ThreadCpuMicros();
+  uint64_t cpu_start = own_cpu ? ThreadCpuMicros() : 0;
   absl::StatusOr<std::vector<NamedTensor>> outputs = model.Run(ConcatBatch(parts));
-  uint64_t cpu_us = ThreadCpuMicros() - cpu_start;
+  uint64_t cpu_us = own_cpu ? ThreadCpuMicros() - cpu_start : 0;
   Clock::time_point compute_end = Clock::now();
   parts.clear();
   if (!outputs.ok()) {
@@ -435,9 +439,6 @@ void Scheduler::RunOnDevice(DeviceExecutor::Batch& jobs, bool oom_retried) {
   int64_t total_rows = 0;
   for (int64_t r : rows) total_rows += r;
   if (!ready[0]->batch_key.empty() && ready.size() == jobs.size()) {
-    // On a CPU worker with one intra-op thread, the thread's CPU time is the
-    // batch's cost without the time other threads took the core away.
-    bool own_cpu = device.kind == DeviceKind::kCpu && options_.intra_op_threads == 1;
     if (DeviceExecutor* ex = Executor(device)) {
       ex->RecordBatchCost(ready[0]->batch_key, total_rows, own_cpu ? cpu_us : compute_us);
     }
