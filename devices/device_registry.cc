@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "devices/logging.h"
+#include "common/logging.h"
 #include "devices/macos.h"
 #include "devices/nvml.h"
 #include "devices/system_info.h"
@@ -247,35 +247,9 @@ std::vector<DeviceId> DeviceRegistry::Available() const {
   return out;
 }
 
-absl::StatusOr<DeviceResolution> DeviceRegistry::Resolve(const DeviceRequest& request,
-                                                         bool allow_fallback) const {
-  std::vector<DeviceId> available = Available();
-  DeviceResolution res;
-  if (request.automatic) {
-    if (available.empty()) return absl::UnavailableError("device: no device is available");
-    res.device = available.front();
-    return res;
-  }
-  for (const DeviceId& id : available) {
-    if (id.kind == request.kind && (request.any_index || id.index == request.index)) {
-      res.device = id;
-      return res;
-    }
-  }
-  std::string wanted = request.ToString();
-  if (!allow_fallback) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "device: requested device '", wanted, "' is not available on this server and fallback is DENY"));
-  }
-  static LogRateLimiter limiter(5);
-  if (uint64_t held = 0; limiter.Allow(&held)) {
-    LOG_WARNING << "requested device " << wanted << " is not available; falling back to cpu"
-                << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
-  }
-  res.device = {DeviceKind::kCpu, 0};
-  res.fell_back = true;
-  res.fallback_reason = absl::StrCat("device_unavailable:", wanted);
-  return res;
+bool DeviceRegistry::OutOfService(const DeviceId& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Down(id);
 }
 
 }  // namespace infergate

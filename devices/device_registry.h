@@ -16,13 +16,6 @@
 
 namespace infergate {
 
-// Where a request goes after the fallback rules.
-struct DeviceResolution {
-  DeviceId device;
-  bool fell_back = false;
-  std::string fallback_reason;  // "device_unavailable:cuda:7"
-};
-
 struct DiscoveryOptions {
   // Operator allow-list (--devices); empty allows every device. The CPU is
   // always kept: it is where fallbacks run.
@@ -55,11 +48,8 @@ class DeviceRegistry {
   // Available devices, in preference order.
   std::vector<DeviceId> Available() const;
 
-  // Maps a client's request to a present device. "auto" takes the first
-  // available device in preference order. A valid request for an absent
-  // device falls back to the CPU when `allow_fallback`, else it is
-  // FAILED_PRECONDITION.
-  absl::StatusOr<DeviceResolution> Resolve(const DeviceRequest& request, bool allow_fallback) const;
+  // True while a device that failed is cooling down (see MarkUnhealthy).
+  bool OutOfService(const DeviceId& id) const;
 
   // Takes a device out of service until `until` after it failed (never the
   // CPU): routing skips it and explicit requests fall back.

@@ -40,13 +40,18 @@ DType ResolveComputeDType(const PrecisionTraits& device, Precision requested, Pr
     return device.kind == DeviceKind::kMps ? DType::kFloat32 : DType::kFloat64;
   }
   if (p == Precision::kAuto) p = DefaultPrecision(device);
-  switch (p) {
+  if (p == Precision::kBf16 && !SupportsBf16(device)) p = Precision::kFp16;
+  return PrecisionDType(p).value_or(DType::kFloat32);
+}
+
+std::optional<DType> PrecisionDType(Precision precision) {
+  switch (precision) {
     case Precision::kFp32: return DType::kFloat32;
     case Precision::kFp16: return DType::kFloat16;
-    case Precision::kBf16: return SupportsBf16(device) ? DType::kBFloat16 : DType::kFloat16;
+    case Precision::kBf16: return DType::kBFloat16;
     case Precision::kAuto: break;
   }
-  return DType::kFloat32;
+  return std::nullopt;
 }
 
 DType CastTarget(DType tensor, DType compute) { return IsFloatingPoint(tensor) ? compute : tensor; }

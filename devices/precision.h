@@ -2,6 +2,8 @@
 // Per-device compute precision policy: which dtype a model runs in, given the
 // device, what the client asked for and the model config's override.
 
+#include <optional>
+
 #include "absl/strings/string_view.h"
 
 #include "devices/device_id.h"
@@ -12,6 +14,8 @@ namespace infergate {
 enum class Precision { kAuto, kFp32, kFp16, kBf16 };
 
 absl::string_view PrecisionName(Precision p);
+// The dtype an explicit precision names; nullopt for AUTO.
+std::optional<DType> PrecisionDType(Precision precision);
 
 // Facts about a device that the policy depends on.
 struct PrecisionTraits {

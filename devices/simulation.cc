@@ -1,5 +1,7 @@
 #include "devices/simulation.h"
 
+#include "common/units.h"
+
 #include <cmath>
 
 #include "absl/status/status.h"
@@ -23,31 +25,6 @@ void MemoryLedger::Release(uint64_t bytes) {
   uint64_t cur = used_.load(std::memory_order_relaxed);
   while (!used_.compare_exchange_weak(cur, cur >= bytes ? cur - bytes : 0, std::memory_order_relaxed)) {
   }
-}
-
-absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
-  std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
-  struct Unit {
-    const char* suffix;
-    double factor;
-  };
-  const Unit units[] = {{"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
-                        {"kb", 1e3},      {"mb", 1e6},         {"gb", 1e9},            {"tb", 1e12},
-                        {"k", 1024.0},    {"m", 1048576.0},    {"g", 1073741824.0},    {"b", 1.0}};
-  double factor = 1.0;
-  absl::string_view number = t;
-  for (const Unit& u : units) {
-    if (absl::ConsumeSuffix(&number, u.suffix)) {
-      factor = u.factor;
-      break;
-    }
-  }
-  double value = 0;
-  if (number.empty() || !absl::SimpleAtod(number, &value) || value < 0 || !std::isfinite(value) ||
-      value * factor > 1.8e19) {
-    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a byte size such as 2GiB or 512MiB"));
-  }
-  return static_cast<uint64_t>(value * factor);
 }
 
 absl::StatusOr<std::vector<SimulatedDeviceSpec>> ParseSimulatedDevices(absl::string_view text) {

@@ -55,9 +55,6 @@ struct SimulatedDeviceSpec {
 // and the entry.
 absl::StatusOr<std::vector<SimulatedDeviceSpec>> ParseSimulatedDevices(absl::string_view text);
 
-// "2GiB", "512MiB", "1.5GB", "1048576": a byte count.
-absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
-
 // Ops real MPS has lacked in some releases; the default deny list.
 std::vector<std::string> DefaultMpsUnsupportedOps();
 

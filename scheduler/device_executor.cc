@@ -13,23 +13,45 @@ DeviceExecutor::DeviceExecutor(DeviceId device, int workers, size_t capacity, Ba
 
 DeviceExecutor::~DeviceExecutor() { Stop(); }
 
+namespace {
+
+// Tells the core an idle poll is in progress (x86 PAUSE, arm64 YIELD), so a
+// sibling hyper-thread gets the pipeline; elsewhere a plain compiler barrier.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  asm volatile("yield" ::: "memory");
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+
+}  // namespace
+
 absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job) {
+  Job* submitted = job.get();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!accepting_) {
       return absl::UnavailableError(
-          absl::StrCat("server is draining; device ", device_.ToString(), " takes no new work"));
+          absl::StrCat("server is shutting down; device ", device_.ToString(), " takes no new work"));
     }
     if (queue_.size() >= capacity_) {
       return absl::ResourceExhaustedError(absl::StrCat("device ", device_.ToString(), " queue is full (", capacity_,
                                                        " requests waiting)"));
     }
-    job->executor = this;
+    submitted->executor.store(this);
     queue_.push_back(std::move(job));
     depth_.store(queue_.size(), std::memory_order_relaxed);
     if (waiting_batchers_ > 0) batch_cv_.notify_all();
   }
   work_cv_.notify_one();
+  // A client that cancelled while the job moved here (a fallback) may have
+  // looked at the executor before this one was stored: the store above and
+  // the load below, both sequentially consistent, pair with Job::Cancel's
+  // store of `cancelled` and load of `executor`, so at least one side purges.
+  if (submitted->cancelled.load()) PurgeCancelled();
   return absl::OkStatus();
 }
 
@@ -55,13 +77,11 @@ size_t DeviceExecutor::PurgeCancelled() {
     depth_.store(queue_.size(), std::memory_order_relaxed);
   }
   for (auto& job : removed) job->Finish(absl::CancelledError("request cancelled by the client while queued"));
-  if (!removed.empty()) idle_cv_.notify_all();
+  if (!removed.empty()) {
+    idle_cv_.notify_all();
+    if (purge_listener_) purge_listener_(removed.size());
+  }
   return removed.size();
-}
-
-void DeviceExecutor::StopAccepting() {
-  std::lock_guard<std::mutex> lock(mu_);
-  accepting_ = false;
 }
 
 bool DeviceExecutor::WaitIdle(Clock::time_point deadline) {
@@ -147,7 +167,7 @@ void DeviceExecutor::WorkerLoop() {
       Clock::time_point until = Clock::now() + std::chrono::microseconds(spin_us_);
       while (depth_.load(std::memory_order_relaxed) == 0 && running_jobs_.load(std::memory_order_relaxed) == 0 &&
              Clock::now() < until) {
-        __builtin_ia32_pause();
+        CpuRelax();
       }
       spinning_.store(0);
     }

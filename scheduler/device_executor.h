@@ -1,6 +1,12 @@
 #pragma once
 // A device's bounded queue and the worker threads that drain it, forming
 // batches of compatible jobs on the way out.
+//
+// Threading: Submit, PurgeCancelled and the figures may be called from any
+// thread. The batch runner and tasks run on this executor's worker threads,
+// one batch per worker at a time; they may Submit to other executors (a
+// fallback) but must not wait for them. The purge listener runs on the
+// thread that purged, outside the queue's lock.
 
 #include <atomic>
 #include <condition_variable>
@@ -29,16 +35,18 @@ class DeviceExecutor {
   ~DeviceExecutor();
 
   // Queues `job`. RESOURCE_EXHAUSTED naming the device when the queue is
-  // full, UNAVAILABLE once draining has begun.
+  // full, UNAVAILABLE once Stop has begun. (Draining refuses new requests
+  // in the scheduler, so work already accepted can still move here.)
   absl::Status Submit(std::shared_ptr<Job> job);
   // Runs `task` as a job of its own (explicit loads).
   absl::Status SubmitTask(std::function<void()> task);
 
   // Takes cancelled jobs out of the queue and answers them CANCELLED.
   size_t PurgeCancelled();
+  // Told how many jobs each purge answered CANCELLED (for metrics). Set
+  // before the first Submit.
+  void set_purge_listener(std::function<void(size_t)> listener) { purge_listener_ = std::move(listener); }
 
-  // Refuses new work from now on.
-  void StopAccepting();
   // Waits until nothing is queued or running, or `deadline`; true if idle.
   bool WaitIdle(Clock::time_point deadline);
   // Refuses new work, runs what is queued, joins the workers.
@@ -66,6 +74,7 @@ class DeviceExecutor {
   DeviceId device_;
   size_t capacity_;
   BatchRunner runner_;
+  std::function<void(size_t)> purge_listener_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;   // workers wait for jobs
   std::condition_variable batch_cv_;  // a batcher waits for companions

@@ -1,5 +1,5 @@
 #pragma once
-// A request as the scheduler sees it (already decoded by service/), and what
+// A request as the core sees it (already decoded by a front end), and what
 // it hands back.
 
 #include <chrono>
@@ -35,7 +35,7 @@ struct Placement {
   std::string requested_device;
   DType dtype = DType::kFloat32;
   bool fell_back = false;
-  std::string fallback_reason;
+  std::string fallback_reason;  // "kind:detail", e.g. "unsupported_op:aten::max_pool2d"
   uint32_t batch_size = 1;
   int64_t model_version = 0;
 };
@@ -52,9 +52,14 @@ struct InferenceResult {
   Timing timing;
 };
 
-struct Job;
-// Receives the answer and the job (for where it was routed, also on errors).
-using InferCallback = std::function<void(absl::StatusOr<InferenceResult>, const Job&)>;
+// Bounded labels for metrics about a finished request, also on errors.
+struct RequestLabels {
+  std::string model;   // a repository model's name; "" when the request named no known model
+  std::string device;  // where it ran or was headed; "" when it was never routed
+};
+
+// Receives the answer, exactly once per submitted request.
+using InferCallback = std::function<void(absl::StatusOr<InferenceResult>, const RequestLabels&)>;
 
 struct LoadRequest {
   std::string model;

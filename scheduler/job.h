@@ -1,6 +1,13 @@
 #pragma once
-// One unit of queued device work: an inference request with its routing
-// decision, or a plain task (an explicit model load).
+// One unit of queued device work: an inference request with its route, or
+// a plain task (an explicit model load). Internal to the scheduler; front
+// ends see it only as a RequestHandle.
+//
+// Threading: created on the submitting thread; then owned by the queue it is
+// in, or by the worker running it. `route` and the batch fields are written
+// only before the job is (re)queued, so the worker that dequeues it reads
+// them without a lock. `cancelled` and `executor` are atomics, read and
+// written from any thread.
 
 #include <atomic>
 #include <functional>
@@ -8,27 +15,19 @@
 #include <string>
 #include <vector>
 
-#include "devices/device_info.h"
-#include "devices/device_registry.h"
 #include "scheduler/inference_types.h"
-#include "scheduler/model_repository.h"
+#include "scheduler/request_handle.h"
+#include "scheduler/route.h"
 
 namespace infergate {
 
 class DeviceExecutor;
 
-// Where and how a request runs.
-struct Route {
-  std::shared_ptr<const ModelEntry> model;
-  int64_t version = 0;
-  DeviceResolution resolution;  // the device plus any fallback already taken
-  DeviceInfo device;
-  DType dtype = DType::kFloat32;
-};
-
-struct Job {
+struct Job final : RequestHandle {
   InferenceRequest request;
   Route route;
+  bool routed = false;      // `route` is set
+  std::string model_label;  // for a request never routed: the model if the repository knows it
   Clock::time_point enqueued;
   // Jobs with the same non-empty key may run as one batch: same model,
   // version, device, dtype, input names and non-batch dims.
@@ -40,15 +39,16 @@ struct Job {
   // Set for non-inference work; runs alone.
   std::function<void()> task;
   std::atomic<bool> cancelled{false};
-  bool routed = false;  // `route` is set
-  DeviceExecutor* executor = nullptr;
+  // The executor whose queue holds the job, or last held it. A fallback
+  // moves the job to another executor while a client may be cancelling it,
+  // so both sides go through this atomic (see DeviceExecutor::Submit).
+  std::atomic<DeviceExecutor*> executor{nullptr};
 
-  // Delivers the answer; only the first call counts.
-  void Finish(absl::StatusOr<InferenceResult> result) {
-    if (!finished_.exchange(true) && done_) done_(std::move(result), *this);
-  }
-  // The device label for metrics: where it ran or was headed; "" if unrouted.
-  std::string DeviceLabel() const { return routed ? route.resolution.device.ToString() : ""; }
+  void Cancel() override;
+
+  // Delivers the answer; only the first call counts. Runs the callback on
+  // the calling thread.
+  void Finish(absl::StatusOr<InferenceResult> result);
   bool finished() const { return finished_.load(); }
   void set_done(InferCallback done) { done_ = std::move(done); }
 

@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "devices/device_failure.h"
-#include "devices/logging.h"
+#include "common/logging.h"
 #include "devices/simulated_run.h"
 #include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"

@@ -1,5 +1,6 @@
 #pragma once
-// One TorchScript model loaded on one device in one compute dtype.
+// One TorchScript model loaded on one device in one compute dtype: the
+// servable the server runs in production.
 
 #include <cstdint>
 #include <memory>
@@ -11,11 +12,12 @@
 #include "devices/dtype.h"
 #include "infergate/v1/model_config.pb.h"
 #include "scheduler/input_signature.h"
+#include "scheduler/servable.h"
 #include "scheduler/tensor_types.h"
 
 namespace infergate {
 
-class LoadedModel {
+class LoadedModel final : public Servable {
  public:
   // torch::jit::load on the CPU, checks forward()'s signature against the
   // config, casts floating parameters to `compute_dtype` and moves it to
@@ -23,7 +25,7 @@ class LoadedModel {
   // RESOURCE_EXHAUSTED (with an OOM device failure) when it does not fit.
   static absl::StatusOr<std::shared_ptr<LoadedModel>> Load(const std::string& path, const v1::ModelConfig& config,
                                                            const DeviceInfo& device, DType compute_dtype);
-  ~LoadedModel();
+  ~LoadedModel() override;
 
   // Runs forward() on inputs already ordered as signature(). Floating
   // inputs are cast to the compute dtype, integer ones are left alone.
@@ -31,11 +33,12 @@ class LoadedModel {
   // (float32 for undeclared floating outputs). A throwing model gives
   // INTERNAL with the model's message; device failures (unsupported op,
   // dtype, out of memory) carry a DeviceFailure payload.
-  absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>& inputs) const;
+  absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>& inputs) const override;
 
-  const InputSignature& signature() const { return signature_; }
-  DType compute_dtype() const { return compute_dtype_; }
-  uint64_t parameter_bytes() const { return parameter_bytes_; }
+  const InputSignature& signature() const override { return signature_; }
+  DType compute_dtype() const override { return compute_dtype_; }
+  // Parameter and buffer bytes.
+  uint64_t resident_bytes() const override { return parameter_bytes_; }
 
  private:
   struct Impl;

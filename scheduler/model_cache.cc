@@ -1,17 +1,13 @@
 #include "scheduler/model_cache.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "devices/logging.h"
-#include "scheduler/loaded_model.h"
+#include "common/logging.h"
 
 namespace infergate {
-
-std::string ModelKey::ToString() const {
-  return absl::StrCat(model, ":", version, "@", device.ToString(), "/", DTypeName(dtype));
-}
 
 ModelCache::Lease::Lease(Lease&& other) noexcept { *this = std::move(other); }
 
@@ -105,7 +101,12 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
     return lease;
   }
 
-  Result result = loader();
+  Result result = absl::InternalError("model loader did not run");
+  try {
+    result = loader();
+  } catch (const std::exception& e) {  // a loader that throws must not leave waiters hanging
+    result = absl::InternalError(absl::StrCat("loading ", key.ToString(), " threw: ", e.what()));
+  }
   std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>> evicted;
   absl::Status over_budget;
   {
@@ -113,7 +114,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
     auto it = slots_.find(key);
     if (result.ok()) {
       slot->ready = true;
-      slot->bytes = (*result)->parameter_bytes();
+      slot->bytes = (*result)->resident_bytes();
       auto budget = budgets_.find(key.device);
       if (budget != budgets_.end() && budget->second > 0) {
         if (slot->bytes > budget->second) {

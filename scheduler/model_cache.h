@@ -3,6 +3,10 @@
 // a memory budget per device with least-recently-used eviction. Loads are
 // single-flight: concurrent first requests for a key share one load. A model
 // with a request in flight, or pinned by its config, is never evicted.
+//
+// Thread-safe. A loader runs on the thread of the first Acquire for its key;
+// the others wait for it. The eviction listener runs on the thread that
+// evicted, after the cache's lock is released.
 
 #include <cstdint>
 #include <functional>
@@ -16,32 +20,14 @@
 #include "absl/status/statusor.h"
 #include "devices/device_id.h"
 #include "devices/dtype.h"
+#include "scheduler/model_key.h"
+#include "scheduler/servable.h"
 
 namespace infergate {
 
-class LoadedModel;
-
-struct ModelKey {
-  std::string model;
-  int64_t version = 0;
-  DeviceId device;
-  DType dtype = DType::kFloat32;
-
-  std::string ToString() const;  // "mlp:1@cpu/FLOAT32"
-  friend auto operator<=>(const ModelKey&, const ModelKey&) = default;
-  friend bool operator==(const ModelKey&, const ModelKey&) = default;
-};
-
-struct ResidentModel {
-  ModelKey key;
-  uint64_t bytes = 0;
-  bool pinned = false;
-  int in_flight = 0;
-};
-
 class ModelCache {
  public:
-  using Loader = std::function<absl::StatusOr<std::shared_ptr<LoadedModel>>()>;
+  using Loader = std::function<absl::StatusOr<std::shared_ptr<Servable>>()>;
 
   // A loaded model held for one use: it is not evicted while a lease lives.
   class Lease {
@@ -52,13 +38,13 @@ class ModelCache {
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
     ~Lease();
-    const LoadedModel& operator*() const { return *model_; }
-    const LoadedModel* operator->() const { return model_.get(); }
+    const Servable& operator*() const { return *model_; }
+    const Servable* operator->() const { return model_.get(); }
     bool loaded_now() const { return loaded_now_; }
 
    private:
     friend class ModelCache;
-    std::shared_ptr<LoadedModel> model_;
+    std::shared_ptr<Servable> model_;
     std::shared_ptr<void> slot_;
     ModelCache* cache_ = nullptr;
     bool loaded_now_ = false;
@@ -93,7 +79,7 @@ class ModelCache {
   uint64_t ResidentBytes(const DeviceId& device) const;
 
  private:
-  using Result = absl::StatusOr<std::shared_ptr<LoadedModel>>;
+  using Result = absl::StatusOr<std::shared_ptr<Servable>>;
   struct Slot {
     std::shared_future<Result> result;
     bool ready = false;

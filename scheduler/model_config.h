@@ -6,8 +6,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
-#include "devices/dtype.h"
-#include "devices/precision.h"
+#include "common/proto_enums.h"
 #include "infergate/v1/model_config.pb.h"
 #include "infergate/v1/tensor.pb.h"
 
@@ -19,13 +18,6 @@ inline constexpr int kMaxTensorRank = 8;
 // specified dtypes, dims of -1 or >= 1, rank <= kMaxTensorRank, name equal
 // to `folder_name` when set. Errors are INVALID_ARGUMENT naming the file's
 // field, e.g. "inputs[1].dims[0]".
-// DataType <-> DType; DATA_TYPE_UNSPECIFIED and unknown numbers give nullopt.
-std::optional<DType> DTypeFromProto(int wire);
-v1::DataType DTypeToProto(DType dtype);
-// Precision <-> infergate.v1.Precision; unknown numbers give nullopt.
-std::optional<Precision> PrecisionFromProto(int wire);
-v1::Precision PrecisionToProto(Precision precision);
-
 absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name);
 
 }  // namespace infergate

@@ -3,14 +3,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "devices/logging.h"
+#include "common/file_util.h"
+#include "common/logging.h"
 #include "scheduler/model_config.h"
 #include "scheduler/model_name.h"
 
@@ -58,10 +57,8 @@ absl::StatusOr<std::shared_ptr<const ModelEntry>> ModelRepository::ReadModel(con
   entry->config.set_name(name);
   fs::path config_path = dir / "config.pbtxt";
   if (fs::exists(config_path, ec)) {
-    std::ifstream in(config_path);
-    std::stringstream text;
-    text << in.rdbuf();
-    absl::StatusOr<v1::ModelConfig> config = ParseModelConfig(text.str(), name);
+    absl::StatusOr<std::string> text = ReadFile(config_path.string(), "config.pbtxt");
+    absl::StatusOr<v1::ModelConfig> config = text.ok() ? ParseModelConfig(*text, name) : text.status();
     if (config.ok()) {
       entry->config = *std::move(config);
     } else {

@@ -1,8 +1,21 @@
 #pragma once
-// Routes requests to devices, queues them on each device's executor, batches
-// them, loads models through the per-device cache, retries on the CPU what a
-// device cannot run, and runs everything off the gRPC threads.
+// The core's engine: takes a decoded request, plans its route, queues it on
+// the device's executor, runs batches there, and applies the failure policy
+// (evict and retry, CPU fallback, device out of service). It composes the
+// parts that each own one concern:
+//   RoutePlanner   where a request runs (route_planner.h)
+//   DecideOnFailure what a device failure leads to (failure_policy.h)
+//   ModelManager   resident models, loads, unloads, warm-up (model_manager.h)
+//   DeviceExecutor queues, workers, batch forming (device_executor.h)
+//   RunBatch       one batch on one servable (batch_execution.h)
+// Front ends do not use this class; they use InferenceCore.
+//
+// Threading: Submit, Load, Unload and the figures are called from front-end
+// threads; batches run on executor workers. Callbacks run on a worker, or
+// on the submitting thread for an early error. Drain and Shutdown are called
+// once, from the thread that stops the server.
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -12,30 +25,16 @@
 #include "devices/device_registry.h"
 #include "scheduler/device_executor.h"
 #include "scheduler/inference_types.h"
-#include "scheduler/job.h"
-#include "scheduler/model_cache.h"
+#include "scheduler/model_manager.h"
 #include "scheduler/model_repository.h"
+#include "scheduler/request_handle.h"
+#include "scheduler/route_planner.h"
 #include "scheduler/router.h"
 #include "scheduler/scheduler_observer.h"
+#include "scheduler/scheduler_options.h"
 #include "scheduler/unsupported_ops.h"
 
 namespace infergate {
-
-struct SchedulerOptions {
-  int cpu_workers = 0;       // 0: picked from the core count
-  int intra_op_threads = 0;  // 0: cores / cpu_workers
-  int accelerator_workers = 1;
-  size_t queue_capacity = 1024;
-  bool batching = true;  // false: every request runs alone
-  int worker_spin_us = 0;  // idle workers poll this long before sleeping
-  // Cache budget per device; devices not listed get this fraction of their memory.
-  std::map<DeviceId, uint64_t> cache_budgets;
-  double cache_budget_fraction = 0.8;
-  std::string state_file;  // learned device limits; empty = not persisted
-  // How long a device that failed stays out of service.
-  std::chrono::milliseconds device_failure_cooldown{30000};
-  RouterOptions router;
-};
 
 struct DeviceLoad {
   size_t queue_depth = 0;
@@ -45,58 +44,44 @@ struct DeviceLoad {
   size_t capacity = 0;
 };
 
-// Counts the scheduler keeps for tests, logs and metrics.
-struct SchedulerCounters {
-  std::atomic<uint64_t> device_retries{0};   // runs retried on the CPU after a device failure
-  std::atomic<uint64_t> learned_redirects{0};  // requests sent to the CPU by the learned table
-  std::atomic<uint64_t> oom_retries{0};
-};
-
 class Scheduler {
  public:
-  Scheduler(ModelRepository& repository, DeviceRegistry& devices, SchedulerOptions options);
+  // `repository` and `devices` are not owned and must outlive the scheduler.
+  Scheduler(ModelRepository& repository, DeviceRegistry& devices, SchedulerOptions options,
+            ServableLoader loader = {});
   ~Scheduler();
 
-  // Resolves model, version, device and precision, validates the inputs and
-  // queues the work. `done` runs exactly once: on a worker thread, or for an
-  // early error on the caller's. The returned job can be cancelled.
-  std::shared_ptr<Job> Infer(InferenceRequest request, InferCallback done);
-  // The client went away: a queued job leaves the queue (answered CANCELLED).
-  void Cancel(const std::shared_ptr<Job>& job);
-
-  // Loads a model on a device ahead of traffic; `done` runs once.
+  // Plans, validates and queues; `done` runs exactly once.
+  std::shared_ptr<RequestHandle> Submit(InferenceRequest request, InferCallback done);
+  // Loads a model on a device ahead of traffic; `done` runs once, on a worker.
   void LoadModel(const LoadRequest& request, std::function<void(absl::StatusOr<LoadResult>)> done);
-  // Drops matching cache entries; empty version/device mean all.
   absl::StatusOr<size_t> UnloadModel(const LoadRequest& request);
-
   // Loads (and runs once on zeros) every model whose config asks for warm-up.
   void Warmup();
-  // Refuses new work, then waits up to `deadline` for queued and running
-  // work to finish; true if everything finished.
+
+  // Refuses new requests, then waits up to `deadline` for accepted ones:
+  // accelerators first, the CPU last, since work failing on an accelerator
+  // may still move to the CPU. True if everything finished.
   bool Drain(Clock::time_point deadline);
-  // Stops the workers (after finishing whatever is still queued).
+  // Runs whatever is still queued and joins the workers.
   void Shutdown();
 
-  std::vector<ResidentModel> Resident() const { return cache_.Resident(); }
   DeviceLoad Load(const DeviceId& device) const;
-  std::vector<std::string> UnsupportedOps(DeviceKind kind) const { return unsupported_.ForKind(kind); }
+  std::vector<ResidentModel> Resident() const { return models_.cache().Resident(); }
+  uint64_t CacheBudget(const DeviceId& device) const { return models_.cache().Budget(device); }
+  std::vector<std::string> UnsupportedOps(DeviceKind kind) const { return learned_.ForKind(kind); }
   const SchedulerOptions& options() const { return options_; }
-  const SchedulerCounters& counters() const { return counters_; }
-  ModelCache& cache() { return cache_; }
-  // Where events go; set before serving. Not owned.
-  void SetObserver(SchedulerObserver* observer) { observer_ = observer ? observer : &ignore_; }
+  // Where events go; set before serving. Not owned; null ignores them.
+  void SetObserver(SchedulerObserver* observer);
 
  private:
-  absl::StatusOr<Route> Plan(absl::string_view model, absl::string_view version, absl::string_view device,
-                             Precision precision, bool allow_fallback);
-  absl::Status PlaceOn(Route& route, const DeviceId& device, Precision precision);
-  DeviceId ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
-                      const std::vector<DeviceId>& allowed);
-  absl::StatusOr<ModelCache::Lease> GetModel(const Route& route);
-  void RunBatch(DeviceExecutor::Batch& batch);
-  void RunOnDevice(DeviceExecutor::Batch& jobs, bool oom_retried);
-  // Sends `jobs` to the CPU after a device failure, or fails them.
-  void FallBack(DeviceExecutor::Batch& jobs, const absl::Status& failure, const std::string& reason);
+  using Batch = DeviceExecutor::Batch;
+  // The executors' batch runner: answers cancelled and expired jobs, runs the rest.
+  void RunQueued(Batch& batch);
+  void Execute(Batch& jobs, bool oom_retried);
+  void HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried);
+  void FallBack(Batch& jobs, const FallbackReason& reason, const absl::Status& failure);
+  void ReportFallback(const std::string& from, const DeviceId& to, const FallbackReason& reason);
   DeviceExecutor* Executor(const DeviceId& device) const;
 
   SchedulerObserver ignore_;
@@ -104,10 +89,11 @@ class Scheduler {
   ModelRepository& repository_;
   DeviceRegistry& devices_;
   SchedulerOptions options_;
-  ModelCache cache_;
+  UnsupportedOpTable learned_;
   LatencyStats latency_;
-  UnsupportedOpTable unsupported_;
-  SchedulerCounters counters_;
+  ModelManager models_;
+  RoutePlanner planner_;
+  std::atomic<bool> draining_{false};
   std::map<DeviceId, std::unique_ptr<DeviceExecutor>> executors_;
 };
 

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "devices/device_id.h"
+#include "scheduler/fallback_reason.h"
 
 namespace infergate {
 
@@ -24,11 +25,11 @@ class UnsupportedOpTable {
   // table stays empty); a missing one is not.
   absl::Status Load();
 
-  // Records that `model` fails on `kind` for `reason` ("unsupported_op:aten::x",
-  // "dtype:float64") and rewrites the state file atomically. True if new.
-  bool Record(const std::string& model, DeviceKind kind, const std::string& reason);
+  // Records that `model` fails on `kind` for `reason` (an unsupported op, a
+  // dtype) and rewrites the state file atomically. True if new.
+  bool Record(const std::string& model, DeviceKind kind, const FallbackReason& reason);
 
-  std::optional<std::string> Lookup(const std::string& model, DeviceKind kind) const;
+  std::optional<FallbackReason> Lookup(const std::string& model, DeviceKind kind) const;
   // "model:reason-detail" entries for one kind, e.g. "cnn:aten::max_pool2d".
   std::vector<std::string> ForKind(DeviceKind kind) const;
   absl::Status last_write_status() const;
@@ -38,12 +39,8 @@ class UnsupportedOpTable {
 
   std::string state_file_;
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, DeviceKind>, std::string> entries_;
+  std::map<std::pair<std::string, DeviceKind>, FallbackReason> entries_;
   absl::Status last_write_;
 };
-
-// Writes `contents` to `path` so that a crash leaves either the old or the
-// new file, never a torn one: temp file in the same folder, fsync, rename.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
 
 }  // namespace infergate

@@ -1,11 +1,10 @@
 #include "service/auth.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "absl/strings/str_split.h"
 
 namespace infergate {
@@ -22,12 +21,10 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }
 
 absl::StatusOr<std::vector<std::string>> ReadTokenFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("token file ", path, " cannot be read"));
-  std::stringstream text;
-  text << in.rdbuf();
+  absl::StatusOr<std::string> text = ReadFile(path, "token file");
+  if (!text.ok()) return text.status();
   std::vector<std::string> tokens;
-  for (absl::string_view line : absl::StrSplit(text.str(), '\n')) {
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line[0] == '#') continue;
     if (line.size() < 16) {

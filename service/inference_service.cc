@@ -1,11 +1,11 @@
-#include "absl/strings/string_view.h"
 #include "service/inference_service.h"
 
 #include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "scheduler/model_config.h"
+#include "absl/strings/string_view.h"
+#include "common/proto_enums.h"
 #include "service/status_convert.h"
 
 namespace infergate {
@@ -43,28 +43,26 @@ void FillLoaded(const ModelKey& key, v1::LoadedModel* out) {
   out->set_dtype(DTypeToProto(key.dtype));
 }
 
-// A unary reactor that pulls its job out of the device queue when the
-// client cancels or its deadline passes.
+// A unary reactor that cancels its request in the core when the client
+// cancels or its deadline passes.
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
-  explicit InferReactor(Scheduler& scheduler) : scheduler_(scheduler) {}
-  void set_job(std::shared_ptr<Job> job) {
+  void set_handle(std::shared_ptr<RequestHandle> handle) {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = std::move(job);
-    if (cancelled_) scheduler_.Cancel(job_);
+    handle_ = std::move(handle);
+    if (cancelled_) handle_->Cancel();
   }
   void OnCancel() override {
     std::lock_guard<std::mutex> lock(mu_);
     cancelled_ = true;
-    if (job_) scheduler_.Cancel(job_);
+    if (handle_) handle_->Cancel();
   }
   void OnDone() override { delete this; }
 
  private:
-  Scheduler& scheduler_;
   std::mutex mu_;
   bool cancelled_ = false;
-  std::shared_ptr<Job> job_;
+  std::shared_ptr<RequestHandle> handle_;
 };
 
 absl::string_view Authorization(const grpc::CallbackServerContext& ctx) {
@@ -84,12 +82,8 @@ bool Refused(const TokenAuth& auth, grpc::CallbackServerContext* ctx, TokenAuth:
 
 }  // namespace
 
-InferenceServiceImpl::InferenceServiceImpl(Scheduler& scheduler, ModelRepository& repository,
-                                           DeviceRegistry& devices, CodecLimits limits, Metrics* metrics,
-                                           TokenAuth auth)
-    : scheduler_(scheduler),
-      repository_(repository),
-      devices_(devices),
+InferenceServiceImpl::InferenceServiceImpl(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth)
+    : core_(core),
       limits_(limits),
       metrics_(metrics),
       auth_(std::move(auth)) {}
@@ -97,12 +91,12 @@ InferenceServiceImpl::InferenceServiceImpl(Scheduler& scheduler, ModelRepository
 grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContext* ctx,
                                                       const v1::InferRequest* request,
                                                       v1::InferResponse* response) {
-  auto* reactor = new InferReactor(scheduler_);
+  auto* reactor = new InferReactor();
   Clock::time_point received = Clock::now();
   // Finishes a call that never reached the scheduler.
   auto refuse = [&](const absl::Status& status) {
     if (metrics_) {
-      metrics_->RecordRequest(repository_.Known(request->model()) ? request->model() : "", "",
+      metrics_->RecordRequest(core_.KnownModel(request->model()) ? request->model() : "", "",
                               static_cast<int>(status.code()), MicrosBetween(received, Clock::now()) / 1e6, 0, 0, 0,
                               false);
     }
@@ -136,9 +130,9 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
     if (!tensor.ok()) return refuse(tensor.status());
     req.inputs.push_back({wire.name(), *std::move(tensor)});
   }
-  std::shared_ptr<Job> job = scheduler_.Infer(
+  std::shared_ptr<RequestHandle> handle = core_.Infer(
       std::move(req), [this, reactor, request, response, received](absl::StatusOr<InferenceResult> result,
-                                                                    const Job& job) {
+                                                                    const RequestLabels& labels) {
         grpc::Status status = grpc::Status::OK;
         if (!result.ok()) {
           status = ToGrpcStatus(result.status());
@@ -169,16 +163,14 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
         }
         if (metrics_) {
           bool ran = status.ok();
-          const std::string& model = job.routed ? job.route.model->name : request->model();
-          metrics_->RecordRequest(job.routed || repository_.Known(model) ? model : "",
-                                  ran ? result->placement.device : job.DeviceLabel(),
+          metrics_->RecordRequest(labels.model, ran ? result->placement.device : labels.device,
                                   static_cast<int>(status.error_code()), total_us / 1e6,
                                   ran ? result->timing.queue_us / 1e6 : 0, ran ? result->timing.compute_us / 1e6 : 0,
                                   ran ? result->placement.batch_size : 0, ran);
         }
         reactor->Finish(status);
       });
-  reactor->set_job(std::move(job));
+  reactor->set_handle(std::move(handle));
   return reactor;
 }
 
@@ -187,8 +179,8 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServer
                                                             v1::ListDevicesResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (Refused(auth_, ctx, TokenAuth::Role::kInference, reactor)) return reactor;
-  std::vector<ResidentModel> resident = scheduler_.Resident();
-  for (const DeviceInfo& d : devices_.Snapshot()) {
+  for (const DeviceStatus& status : core_.Devices()) {
+    const DeviceInfo& d = status.info;
     v1::DeviceInfo* out = response->add_devices();
     out->set_id(d.id.ToString());
     out->set_kind(KindToWire(d.id.kind));
@@ -200,17 +192,12 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServer
     out->set_default_precision(PrecisionToProto(DefaultPrecision(d.precision)));
     out->set_memory_total_bytes(d.memory_total_bytes);
     out->set_memory_used_bytes(d.memory_used_bytes);
-    DeviceLoad load = scheduler_.Load(d.id);
-    out->set_queue_depth(static_cast<uint32_t>(load.queue_depth));
-    out->set_in_flight(static_cast<uint32_t>(load.in_flight));
-    for (const ResidentModel& r : resident) {
-      if (r.key.device == d.id) {
-        out->add_resident_models(absl::StrCat(r.key.model, ":", r.key.version, ":", DTypeName(r.key.dtype)));
-      }
+    out->set_queue_depth(static_cast<uint32_t>(status.queue_depth));
+    out->set_in_flight(static_cast<uint32_t>(status.in_flight));
+    for (const ResidentModel& r : status.resident) {
+      out->add_resident_models(absl::StrCat(r.key.model, ":", r.key.version, ":", DTypeName(r.key.dtype)));
     }
-    if (d.id.kind == DeviceKind::kMps) {
-      for (const std::string& op : scheduler_.UnsupportedOps(DeviceKind::kMps)) out->add_unsupported_ops(op);
-    }
+    for (const std::string& op : status.unsupported_ops) out->add_unsupported_ops(op);
     out->set_logical_cores(d.logical_cores);
     out->set_compute_capability(d.compute_capability);
   }
@@ -223,19 +210,17 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerC
                                                            v1::ListModelsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (Refused(auth_, ctx, TokenAuth::Role::kInference, reactor)) return reactor;
-  if (absl::Status s = repository_.Scan(); !s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
+  absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
+  if (!models.ok()) {
+    reactor->Finish(ToGrpcStatus(models.status()));
     return reactor;
   }
-  std::vector<ResidentModel> resident = scheduler_.Resident();
-  for (const ModelEntry& entry : repository_.List()) {
+  for (ModelStatus& model : *models) {
     v1::ModelInfo* info = response->add_models();
-    info->set_name(entry.name);
-    for (int64_t v : entry.versions) info->add_versions(v);
-    *info->mutable_config() = entry.config;
-    for (const ResidentModel& r : resident) {
-      if (r.key.model == entry.name) FillLoaded(r.key, info->add_loaded());
-    }
+    info->set_name(model.name);
+    for (int64_t v : model.versions) info->add_versions(v);
+    *info->mutable_config() = std::move(model.config);
+    for (const ModelKey& key : model.loaded) FillLoaded(key, info->add_loaded());
   }
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -252,7 +237,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerCo
     return reactor;
   }
   LoadRequest load{request->model(), request->version(), request->device(), *precision};
-  scheduler_.LoadModel(load, [reactor, response, model = request->model()](absl::StatusOr<LoadResult> result) {
+  core_.LoadModel(load, [reactor, response, model = request->model()](absl::StatusOr<LoadResult> result) {
     if (!result.ok()) {
       reactor->Finish(ToGrpcStatus(result.status()));
       return;
@@ -278,7 +263,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::UnloadModel(grpc::CallbackServer
     return reactor;
   }
   absl::StatusOr<size_t> n =
-      scheduler_.UnloadModel({request->model(), request->version(), request->device(), *precision});
+      core_.UnloadModel({request->model(), request->version(), request->device(), *precision});
   if (!n.ok()) {
     reactor->Finish(ToGrpcStatus(n.status()));
     return reactor;

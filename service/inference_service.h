@@ -1,14 +1,13 @@
 #pragma once
 // The gRPC face of infergate.v1.InferenceService: decodes and validates wire
-// requests, hands them to the scheduler, encodes the replies. Callback API,
-// so no gRPC thread waits for a model.
+// requests, hands them to the core facade, encodes the replies. Callback
+// API, so no gRPC thread waits for a model. Stateless apart from the drain
+// flag: every lookup goes through the core.
 
 #include <atomic>
 
-#include "devices/device_registry.h"
 #include "infergate/v1/inference.grpc.pb.h"
-#include "scheduler/model_repository.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/inference_core.h"
 #include "service/auth.h"
 #include "service/metrics.h"
 #include "service/tensor_codec.h"
@@ -18,8 +17,8 @@ namespace infergate {
 class InferenceServiceImpl final : public v1::InferenceService::CallbackService {
  public:
   // `metrics` may be null (metrics disabled).
-  InferenceServiceImpl(Scheduler& scheduler, ModelRepository& repository, DeviceRegistry& devices,
-                       CodecLimits limits, Metrics* metrics = nullptr, TokenAuth auth = {});
+  // `core` and `metrics` are not owned and must outlive the service.
+  InferenceServiceImpl(InferenceCore& core, CodecLimits limits, Metrics* metrics = nullptr, TokenAuth auth = {});
 
   grpc::ServerUnaryReactor* Infer(grpc::CallbackServerContext* ctx, const v1::InferRequest* request,
                                   v1::InferResponse* response) override;
@@ -38,9 +37,7 @@ class InferenceServiceImpl final : public v1::InferenceService::CallbackService 
 
  private:
   std::atomic<bool> draining_{false};
-  Scheduler& scheduler_;
-  ModelRepository& repository_;
-  DeviceRegistry& devices_;
+  InferenceCore& core_;
   CodecLimits limits_;
   Metrics* metrics_;
   TokenAuth auth_;

@@ -7,18 +7,16 @@
 #include <signal.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <cstdio>
 #include <iostream>
 
-#include "devices/device_registry.h"
-#include "devices/logging.h"
-#include "devices/torch_probe.h"
-#include "scheduler/model_repository.h"
-#include "scheduler/scheduler.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "devices/device_registry.h"
+#include "devices/torch_probe.h"
+#include "scheduler/inference_core.h"
 #include "service/inference_service.h"
 #include "service/server_options.h"
 
@@ -32,23 +30,15 @@ LogLevel ParseLevel(const std::string& s) {
   return LogLevel::kInfo;
 }
 
-absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view flag) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(const ServerOptions& opts) {
-  absl::StatusOr<std::string> cert = ReadPem(opts.tls_cert, "--tls-cert");
+  absl::StatusOr<std::string> cert = ReadFile(opts.tls_cert, "--tls-cert");
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPem(opts.tls_key, "--tls-key");
+  absl::StatusOr<std::string> key = ReadFile(opts.tls_key, "--tls-key");
   if (!key.ok()) return key.status();
   grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   ssl.pem_key_cert_pairs.push_back({*key, *cert});
   if (!opts.tls_client_ca.empty()) {
-    absl::StatusOr<std::string> ca = ReadPem(opts.tls_client_ca, "--tls-client-ca");
+    absl::StatusOr<std::string> ca = ReadFile(opts.tls_client_ca, "--tls-client-ca");
     if (!ca.ok()) return ca.status();
     ssl.pem_root_certs = *ca;
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
@@ -82,27 +72,22 @@ int Run(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  absl::StatusOr<DeviceRegistry> discovered = DeviceRegistry::Discover(*DiscoveryFromOptions(opts));
+  absl::StatusOr<DeviceRegistry> discovered = DeviceRegistry::Discover(opts.discovery);
   if (!discovered.ok()) {
     std::cerr << "infergate: " << discovered.status().message() << "\n";
     return 2;
   }
-  DeviceRegistry& devices = *discovered;
-  ModelRepository repository(opts.model_repository);
-  Scheduler scheduler(repository, devices, *SchedulerFromOptions(opts));
-  const std::chrono::milliseconds drain_timeout = *ParseDuration(opts.drain_timeout, "--drain-timeout");
-  CodecLimits limits{static_cast<int>(opts.max_tensor_rank), opts.max_tensor_elements};
+  InferenceCore core(opts.model_repository, *std::move(discovered), opts.scheduler);
   std::unique_ptr<Metrics> metrics;
   if (!opts.metrics_address.empty()) {
     absl::StatusOr<std::unique_ptr<Metrics>> started =
-        Metrics::Start(opts.metrics_address, devices, scheduler,
-                       {INFERGATE_VERSION, TorchVersion(), grpc::Version()});
+        Metrics::Start(opts.metrics_address, core, {INFERGATE_VERSION, TorchVersion(), grpc::Version()});
     if (!started.ok()) {
       std::cerr << "infergate: " << started.status().message() << "\n";
       return 2;
     }
     metrics = *std::move(started);
-    scheduler.SetObserver(metrics.get());
+    core.SetObserver(metrics.get());
     std::string mhost = opts.metrics_address.substr(0, opts.metrics_address.rfind(':'));
     LOG_INFO << "metrics on http://" << mhost << ":" << metrics->port() << "/metrics";
     // Tests and scripts read the metrics port from this line.
@@ -124,7 +109,7 @@ int Run(int argc, char** argv) {
     }
     credentials = *std::move(tls);
   }
-  InferenceServiceImpl service(scheduler, repository, devices, limits, metrics.get(), *std::move(auth));
+  InferenceServiceImpl service(core, opts.tensor_limits, metrics.get(), *std::move(auth));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -133,9 +118,8 @@ int Run(int argc, char** argv) {
   builder.AddListeningPort(opts.address, credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(opts.max_receive_bytes));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, static_cast<int>(opts.max_concurrent_streams));
-  if (!opts.max_connection_age.empty()) {
-    auto age = *ParseDuration(opts.max_connection_age, "--max-connection-age");
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, static_cast<int>(age.count()));
+  if (opts.max_connection_age.count() > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, static_cast<int>(opts.max_connection_age.count()));
     // Calls in progress when the age is reached get this long to finish.
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 30000);
   }
@@ -158,13 +142,11 @@ int Run(int argc, char** argv) {
   std::printf("infergate listening on %s:%d\n", host.c_str(), port);
   std::fflush(stdout);
 
-  if (absl::Status s = repository.Scan(); !s.ok()) {
+  if (absl::Status s = core.Start(); !s.ok()) {
     LOG_ERROR << s.message();
     server->Shutdown();
     return 1;
   }
-  LOG_INFO << "model repository scanned: " << repository.List().size() << " model(s)";
-  scheduler.Warmup();
   health->SetServingStatus(true);
   health->SetServingStatus(kService, true);
   LOG_INFO << "serving";
@@ -173,12 +155,12 @@ int Run(int argc, char** argv) {
   sigwait(&stop_signals, &sig);
   // Drain: probes see NOT_SERVING, new calls get UNAVAILABLE, accepted
   // work finishes (up to --drain-timeout), then gRPC shuts down.
-  LOG_INFO << "signal " << sig << ": draining for up to " << drain_timeout.count() << " ms";
+  LOG_INFO << "signal " << sig << ": draining for up to " << opts.drain_timeout.count() << " ms";
   health->SetServingStatus(false);
   health->SetServingStatus(kService, false);
   service.StartDraining();
-  auto deadline = std::chrono::steady_clock::now() + drain_timeout;
-  bool idle = scheduler.Drain(deadline);
+  auto deadline = std::chrono::steady_clock::now() + opts.drain_timeout;
+  bool idle = core.Drain(deadline);
   if (!idle) LOG_WARNING << "drain timeout passed with work still queued or running";
   // Replies of finished work are written out before Shutdown returns; the
   // remaining budget bounds it, and at least one second is allowed.
@@ -186,8 +168,8 @@ int Run(int argc, char** argv) {
                        deadline - std::chrono::steady_clock::now());
   server->Shutdown(std::chrono::system_clock::now() +
                    std::chrono::duration_cast<std::chrono::system_clock::duration>(left));
-  scheduler.Shutdown();
-  scheduler.SetObserver(nullptr);
+  core.Shutdown();
+  core.SetObserver(nullptr);
   LOG_INFO << "stopped";
   return 0;
 }

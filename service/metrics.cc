@@ -40,7 +40,7 @@ prometheus::MetricFamily Family(const std::string& name, const std::string& help
 // Per-device figures read when Prometheus scrapes, so they are always current.
 class DeviceCollector : public prometheus::Collectable {
  public:
-  DeviceCollector(DeviceRegistry& devices, Scheduler& scheduler) : devices_(devices), scheduler_(scheduler) {}
+  explicit DeviceCollector(const InferenceCore& core) : core_(core) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     using prometheus::MetricType;
@@ -61,51 +61,46 @@ class DeviceCollector : public prometheus::Collectable {
                                   MetricType::Gauge);
     auto budget = Family("infergate_model_cache_budget_bytes", "Model cache budget of the device (0: none).",
                          MetricType::Gauge);
-    std::vector<ResidentModel> models = scheduler_.Resident();
-    for (const DeviceInfo& d : devices_.Snapshot()) {
+    for (const DeviceStatus& status : core_.Devices()) {
+      const DeviceInfo& d = status.info;
       std::string id = d.id.ToString();
       up.metric.push_back(Sample({{"device", id},
                                   {"kind", std::string(DeviceKindName(d.id.kind))},
                                   {"simulated", d.simulated ? "true" : "false"}},
                                  d.available ? 1 : 0, false));
-      DeviceLoad load = scheduler_.Load(d.id);
-      depth.metric.push_back(Sample({{"device", id}}, static_cast<double>(load.queue_depth), false));
-      in_flight.metric.push_back(Sample({{"device", id}}, static_cast<double>(load.in_flight), false));
-      busy.metric.push_back(Sample({{"device", id}}, static_cast<double>(load.busy_us) / 1e6, true));
-      workers.metric.push_back(Sample({{"device", id}}, load.workers, false));
-      capacity.metric.push_back(Sample({{"device", id}}, static_cast<double>(load.capacity), false));
+      depth.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.queue_depth), false));
+      in_flight.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.in_flight), false));
+      busy.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.busy_us) / 1e6, true));
+      workers.metric.push_back(Sample({{"device", id}}, status.workers, false));
+      capacity.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.queue_capacity), false));
       mem_total.metric.push_back(Sample({{"device", id}}, static_cast<double>(d.memory_total_bytes), false));
       mem_used.metric.push_back(Sample({{"device", id}}, static_cast<double>(d.memory_used_bytes), false));
       double bytes = 0, count = 0;
-      for (const ResidentModel& r : models) {
-        if (r.key.device == d.id) {
-          bytes += static_cast<double>(r.bytes);
-          count += 1;
-        }
+      for (const ResidentModel& r : status.resident) {
+        bytes += static_cast<double>(r.bytes);
+        count += 1;
       }
       resident.metric.push_back(Sample({{"device", id}}, bytes, false));
       resident_models.metric.push_back(Sample({{"device", id}}, count, false));
       budget.metric.push_back(
-          Sample({{"device", id}}, static_cast<double>(scheduler_.cache().Budget(d.id)), false));
+          Sample({{"device", id}}, static_cast<double>(status.cache_budget_bytes), false));
     }
     return {up, depth, capacity, in_flight, busy, workers, mem_total, mem_used, resident, resident_models, budget};
   }
 
  private:
-  DeviceRegistry& devices_;
-  Scheduler& scheduler_;
+  const InferenceCore& core_;
 };
 
 }  // namespace
 
-Metrics::Metrics(DeviceRegistry& devices, Scheduler& scheduler)
-    : devices_(devices), scheduler_(scheduler), registry_(std::make_shared<prometheus::Registry>()) {}
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {}
 
 Metrics::~Metrics() { http_.reset(); }
 
-absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& address, DeviceRegistry& devices,
-                                                         Scheduler& scheduler, const BuildVersions& versions) {
-  std::unique_ptr<Metrics> m(new Metrics(devices, scheduler));
+absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& address, const InferenceCore& core,
+                                                         const BuildVersions& versions) {
+  std::unique_ptr<Metrics> m(new Metrics());
   prometheus::Registry& r = *m->registry_;
   m->requests_ = &prometheus::BuildCounter()
                       .Name("infergate_requests_total")
@@ -165,13 +160,13 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
   for (const char* reason : {"queue_full", "deadline", "cancelled", "draining"}) {
     m->rejections_->Add({{"reason", reason}});
   }
-  for (const DeviceInfo& d : devices.Snapshot()) {
-    std::string id = d.id.ToString();
+  for (const DeviceStatus& d : core.Devices()) {
+    std::string id = d.info.id.ToString();
     m->cache_hits_->Add({{"device", id}});
     m->cache_misses_->Add({{"device", id}});
     for (const char* why : {"budget", "oom", "unload"}) m->evictions_->Add({{"device", id}, {"reason", why}});
   }
-  m->device_collector_ = std::make_shared<DeviceCollector>(devices, scheduler);
+  m->device_collector_ = std::make_shared<DeviceCollector>(core);
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
       MetricsHttpServer::Start(address, {m->registry_, m->device_collector_});
   if (!http.ok()) return http.status();

@@ -18,8 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "devices/device_registry.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/inference_core.h"
 #include "scheduler/scheduler_observer.h"
 #include "service/metrics_http.h"
 
@@ -34,8 +33,9 @@ struct BuildVersions {
 class Metrics final : public SchedulerObserver {
  public:
   // Serves /metrics on `address` ("0.0.0.0:9464"; port 0 picks one).
-  static absl::StatusOr<std::unique_ptr<Metrics>> Start(const std::string& address, DeviceRegistry& devices,
-                                                        Scheduler& scheduler, const BuildVersions& versions);
+  // Device figures are read from `core` at scrape time; it must outlive this.
+  static absl::StatusOr<std::unique_ptr<Metrics>> Start(const std::string& address, const InferenceCore& core,
+                                                        const BuildVersions& versions);
   ~Metrics() override;
 
   int port() const { return port_; }
@@ -55,7 +55,7 @@ class Metrics final : public SchedulerObserver {
   void OnDrainingRejection();
 
  private:
-  Metrics(DeviceRegistry& devices, Scheduler& scheduler);
+  Metrics();
 
   struct RequestSeries {
     prometheus::Histogram* request = nullptr;
@@ -67,8 +67,6 @@ class Metrics final : public SchedulerObserver {
   RequestSeries& SeriesFor(const std::string& model, const std::string& device);
   prometheus::Counter& Cached(prometheus::Family<prometheus::Counter>& family, const prometheus::Labels& labels);
 
-  DeviceRegistry& devices_;
-  Scheduler& scheduler_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<prometheus::Collectable> device_collector_;
   std::unique_ptr<MetricsHttpServer> http_;

@@ -15,7 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "devices/logging.h"
+#include "common/logging.h"
 
 namespace infergate {
 namespace {

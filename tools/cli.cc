@@ -12,17 +12,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <random>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "infergate/v1/inference.grpc.pb.h"
-#include "service/flags.h"
+#include "common/file_util.h"
+#include "common/flags.h"
 #include "tools/bench.h"
 
 namespace v1 = infergate::v1;
@@ -47,12 +46,12 @@ struct CliOptions {
   std::string device;
   std::string precision = "AUTO";
   std::string fallback = "ALLOW";
-  std::string input;  // repeatable; collected separately
+  std::vector<std::string> inputs;  // --input, once per input
   int64_t repeat = 1;
   int64_t rows = 1;
   int64_t concurrency = 8;
-  std::string duration = "10";
-  std::string warmup = "1";
+  double duration_s = 10;
+  double warmup_s = 1;
   std::string rpc = "infer";
   int64_t channels = 1;
   int64_t timeout_ms = 30000;
@@ -219,11 +218,13 @@ int BuildRequest(v1::InferenceService::Stub& stub, const CliOptions& o, const st
   // Declared inputs tell the dtype (and the shape when --input is omitted).
   v1::ListModelsResponse models;
   grpc::Status ls = stub.ListModels(Context(o).get(), v1::ListModelsRequest(), &models);
+  if (!ls.ok()) return RpcFail("ListModels", ls);
   const v1::ModelConfig* config = nullptr;
-  if (ls.ok()) {
-    for (const auto& m : models.models()) {
-      if (m.name() == o.model) config = &m.config();
-    }
+  for (const auto& m : models.models()) {
+    if (m.name() == o.model) config = &m.config();
+  }
+  if (!config) {
+    return Fail(absl::StrCat("--model: '", o.model, "' is not a model this server has (see `infergate-cli models`)"));
   }
   auto declared = [&](const std::string& name) -> const v1::TensorSpec* {
     if (!config) return nullptr;
@@ -234,7 +235,7 @@ int BuildRequest(v1::InferenceService::Stub& stub, const CliOptions& o, const st
   };
   std::mt19937 rng(42);
   std::vector<std::string> specs = inputs;
-  if (specs.empty() && config) {
+  if (specs.empty()) {
     for (const auto& s : config->inputs()) {
       std::vector<std::string> dims;
       if (config->max_batch_size() > 0) dims.push_back(absl::StrCat(o.rows));
@@ -263,11 +264,9 @@ int BuildRequest(v1::InferenceService::Stub& stub, const CliOptions& o, const st
     if (source == "random") {
       FillRandom(t, count, rng);
     } else {
-      std::ifstream in(source, std::ios::binary);
-      if (!in) return Fail(absl::StrCat("--input '", spec, "': cannot read ", source));
-      std::stringstream bytes;
-      bytes << in.rdbuf();
-      t->set_data(bytes.str());
+      absl::StatusOr<std::string> bytes = infergate::ReadFile(source, absl::StrCat("--input '", spec, "'"));
+      if (!bytes.ok()) return Fail(std::string(bytes.status().message()));
+      t->set_data(*std::move(bytes));
     }
   }
   return 0;
@@ -319,8 +318,10 @@ int Bench(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vect
   b.concurrency = static_cast<int>(std::max<int64_t>(1, o.concurrency));
   b.channels = static_cast<int>(std::max<int64_t>(1, o.channels));
   b.timeout_ms = o.timeout_ms;
-  if (!absl::SimpleAtod(o.duration, &b.duration_s) || b.duration_s <= 0) return Fail("--duration: seconds > 0");
-  if (!absl::SimpleAtod(o.warmup, &b.warmup_s) || b.warmup_s < 0) return Fail("--warmup: seconds >= 0");
+  b.duration_s = o.duration_s;
+  b.warmup_s = o.warmup_s;
+  if (b.duration_s <= 0) return Fail("--duration: seconds > 0");
+  if (b.warmup_s < 0) return Fail("--warmup: seconds >= 0");
   v1::InferRequest req;
   if (b.rpc == "infer") {
     if (int rc = BuildRequest(stub, o, inputs, req); rc != 0) return rc;
@@ -337,19 +338,6 @@ int Bench(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vect
 
 int main(int argc, char** argv) {
   CliOptions o;
-  std::vector<std::string> inputs;
-  // --input repeats, which FlagSet does not model; pull those out first.
-  std::vector<const char*> rest = {argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--input" && i + 1 < argc) {
-      inputs.push_back(argv[++i]);
-    } else if (a.rfind("--input=", 0) == 0) {
-      inputs.push_back(a.substr(8));
-    } else {
-      rest.push_back(argv[i]);
-    }
-  }
   infergate::FlagSet flags(kUsage);
   flags.String("address", &o.connection.address, "Server address, HOST:PORT or dns:///HOST:PORT.");
   flags.String("lb", &o.connection.lb, "Load-balancing policy for several resolved addresses, e.g. round_robin.");
@@ -363,18 +351,18 @@ int main(int argc, char** argv) {
   flags.String("device", &o.device, "infer: \"\", auto, cpu, cuda, cuda:N or mps.");
   flags.String("precision", &o.precision, "infer: AUTO, FP32, FP16 or BF16.");
   flags.String("fallback", &o.fallback, "infer: ALLOW or DENY.");
-  flags.String("input", &o.input, "infer: NAME=SHAPE:random|FILE; repeat for each input.");
+  flags.Repeated("input", &o.inputs, "infer: NAME=SHAPE:random|FILE; repeat for each input.");
   flags.Int("repeat", &o.repeat, "infer: send the request this many times and print latency percentiles.");
   flags.Int("timeout-ms", &o.timeout_ms, "Deadline of each call.");
   flags.Int("show", &o.show, "infer: how many values of each output to print.");
   flags.Int("rows", &o.rows, "infer/bench: rows per request for generated inputs of batchable models.");
   flags.Int("concurrency", &o.concurrency, "bench: calls kept outstanding.");
-  flags.String("duration", &o.duration, "bench: seconds to measure.");
-  flags.String("warmup", &o.warmup, "bench: seconds to run before measuring.");
+  flags.Double("duration", &o.duration_s, "bench: seconds to measure.");
+  flags.Double("warmup", &o.warmup_s, "bench: seconds to run before measuring.");
   flags.String("rpc", &o.rpc, "bench: infer, or health for the gRPC floor.");
   flags.Int("channels", &o.channels, "bench: gRPC channels (connections) to spread calls over.");
   bool help = false;
-  auto positional = flags.Parse(static_cast<int>(rest.size()), rest.data(), &help);
+  auto positional = flags.Parse(argc, argv, &help);
   if (!positional.ok()) return Fail(std::string(positional.status().message()));
   if (help || positional->empty()) {
     std::cout << flags.Help();
@@ -386,7 +374,7 @@ int main(int argc, char** argv) {
   const std::string& command = positional->front();
   if (command == "devices") return Devices(*stub, o);
   if (command == "models") return Models(*stub, o);
-  if (command == "infer") return Infer(*stub, o, inputs);
-  if (command == "bench") return Bench(*stub, o, inputs);
+  if (command == "infer") return Infer(*stub, o, o.inputs);
+  if (command == "bench") return Bench(*stub, o, o.inputs);
   return Fail(absl::StrCat("unknown command '", command, "'; expected devices, models or infer"));
 }

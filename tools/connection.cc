@@ -1,22 +1,9 @@
 #include "tools/connection.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 
 namespace infergate::tools {
-namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const Connection& c, int lane) {
   grpc::ChannelArguments args;

@@ -6,7 +6,7 @@
 // and C callers x 1 thread are candidates for the floor.
 //
 //   inprocess-bench MODEL.pt SHAPE_WITHOUT_BATCH [--dtype float32|int64]
-//       [--batches 1,2,4,...] [--seconds S] [--threads T] [--callers N]
+//       [--batches 1,2,4,...] [--seconds S] [--threads T] [--callers N] [--optimize]
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/randint.h>
@@ -19,63 +19,83 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/flags.h"
 #include "devices/system_info.h"
 
 namespace {
 
-std::vector<int64_t> ParseList(const std::string& text, char sep) {
+// "1,2,4" or "3x64x64": positive integers and a separator; nullopt otherwise.
+std::optional<std::vector<int64_t>> ParseList(const std::string& text, char sep) {
   std::vector<int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, sep)) {
-    if (!item.empty()) out.push_back(std::stoll(item));
+  for (absl::string_view item : absl::StrSplit(text, sep, absl::SkipEmpty())) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(item, &v) || v < 1) return std::nullopt;
+    out.push_back(v);
   }
+  if (out.empty()) return std::nullopt;
   return out;
+}
+
+int Usage(const std::string& why, const infergate::FlagSet& flags) {
+  std::cerr << "inprocess-bench: " << why << "\n" << flags.Help();
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::cerr << "usage: inprocess-bench MODEL.pt SHAPE (e.g. 256 or 3x64x64) [--dtype float32|int64] "
-                 "[--batches 1,2,4,8,16,32,64] [--seconds 3] [--threads N] [--callers N]\n";
-    return 2;
-  }
-  std::string path = argv[1];
-  std::vector<int64_t> item_shape = ParseList(argv[2], 'x');
   std::string dtype = "float32";
-  std::vector<int64_t> batches = {1, 2, 4, 8, 16, 32, 64};
+  std::string batch_list = "1,2,4,8,16,32,64";
   double seconds = 3;
-  int threads = static_cast<int>(std::thread::hardware_concurrency());
-  int callers = 1;
+  int64_t threads = static_cast<int64_t>(std::thread::hardware_concurrency());
+  int64_t callers = 1;
   bool optimize = false;
-  for (int i = 3; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    if (flag == "--dtype") dtype = argv[i + 1];
-    else if (flag == "--batches") batches = ParseList(argv[i + 1], ',');
-    else if (flag == "--seconds") seconds = std::stod(argv[i + 1]);
-    else if (flag == "--threads") threads = std::stoi(argv[i + 1]);
-    else if (flag == "--callers") callers = std::max(1, std::stoi(argv[i + 1]));
-    else if (flag == "--optimize") optimize = std::string(argv[i + 1]) == "true";
+  infergate::FlagSet flags(
+      "inprocess-bench: LibTorch running a model directly, the floor infergate is measured against.\n"
+      "Usage: inprocess-bench MODEL.pt SHAPE (e.g. 256 or 3x64x64) [flags]");
+  flags.String("dtype", &dtype, "Input dtype: float32 or int64.");
+  flags.String("batches", &batch_list, "Batch sizes to measure, comma-separated.");
+  flags.Double("seconds", &seconds, "Seconds to measure each batch size.");
+  flags.Int("threads", &threads, "LibTorch (and BLAS) threads per caller.");
+  flags.Int("callers", &callers, "Threads calling the model at once.");
+  flags.Bool("optimize", &optimize, "Run torch.jit.optimize_for_inference first.");
+  bool help = false;
+  absl::StatusOr<std::vector<std::string>> positional = flags.Parse(argc, argv, &help);
+  if (help) {
+    std::cout << flags.Help();
+    return 0;
   }
-  at::set_num_threads(std::max(1, threads));
-  infergate::SetBlasThreads(std::max(1, threads));  // as the server does
+  if (!positional.ok()) return Usage(std::string(positional.status().message()), flags);
+  if (positional->size() != 2) return Usage("needs MODEL.pt and SHAPE", flags);
+  std::string path = (*positional)[0];
+  std::optional<std::vector<int64_t>> item_shape = ParseList((*positional)[1], 'x');
+  if (!item_shape) return Usage("SHAPE: '" + (*positional)[1] + "' is not a shape such as 256 or 3x64x64", flags);
+  std::optional<std::vector<int64_t>> batches = ParseList(batch_list, ',');
+  if (!batches) return Usage("--batches: '" + batch_list + "' is not a list such as 1,2,4", flags);
+  if (!(seconds > 0)) return Usage("--seconds: must be positive", flags);
+  if (threads < 1 || threads > 1024 || callers < 1 || callers > 1024) {
+    return Usage("--threads and --callers: must be 1..1024", flags);
+  }
+  at::set_num_threads(static_cast<int>(threads));
+  infergate::SetBlasThreads(static_cast<int>(threads));  // as the server does
   torch::jit::Module m = torch::jit::load(path);
   m.eval();
   if (optimize) m = torch::jit::optimize_for_inference(m);
   double best_rows = 0;
   int64_t best_batch = 0;
-  for (int64_t b : batches) {
+  for (int64_t b : *batches) {
     std::vector<int64_t> shape = {b};
-    shape.insert(shape.end(), item_shape.begin(), item_shape.end());
+    shape.insert(shape.end(), item_shape->begin(), item_shape->end());
     // Each caller thread runs forward back to back on its own input, as the
     // server's workers do; latencies are per call.
-    std::vector<std::vector<double>> per_caller(callers);
+    std::vector<std::vector<double>> per_caller(static_cast<size_t>(callers));
     auto start = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
     auto end = start + std::chrono::duration<double>(seconds);
     std::vector<std::thread> threads_run;
@@ -102,15 +122,16 @@ int main(int argc, char** argv) {
     if (lat.empty()) continue;
     std::sort(lat.begin(), lat.end());
     double rows = static_cast<double>(lat.size()) * static_cast<double>(b) / elapsed;
-    std::printf("inprocess batch=%lld callers=%d threads=%d calls=%zu rows/s=%.1f p50_ms=%.3f p99_ms=%.3f\n",
-                static_cast<long long>(b), callers, threads, lat.size(), rows, lat[lat.size() / 2] / 1000,
+    std::printf("inprocess batch=%lld callers=%lld threads=%lld calls=%zu rows/s=%.1f p50_ms=%.3f p99_ms=%.3f\n",
+                static_cast<long long>(b), static_cast<long long>(callers), static_cast<long long>(threads), lat.size(), rows, lat[lat.size() / 2] / 1000,
                 lat[static_cast<size_t>(0.99 * (lat.size() - 1))] / 1000);
     if (rows > best_rows) {
       best_rows = rows;
       best_batch = b;
     }
   }
-  std::printf("inprocess best batch=%lld callers=%d threads=%d rows/s=%.1f\n", static_cast<long long>(best_batch),
-              callers, threads, best_rows);
+  std::printf("inprocess best batch=%lld callers=%lld threads=%lld rows/s=%.1f\n",
+              static_cast<long long>(best_batch), static_cast<long long>(callers), static_cast<long long>(threads),
+              best_rows);
   return 0;
 }

@@ -31,15 +31,6 @@ TEST(Simulation, RejectsBadSpecsNamingTheFlag) {
   }
 }
 
-TEST(Simulation, ByteSizes) {
-  EXPECT_EQ(*ParseByteSize("2GiB"), uint64_t{2} << 30);
-  EXPECT_EQ(*ParseByteSize("1.5 GB"), 1500000000u);
-  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
-  EXPECT_EQ(*ParseByteSize("8k"), 8192u);
-  EXPECT_FALSE(ParseByteSize("-1GiB").ok());
-  EXPECT_FALSE(ParseByteSize("GiB").ok());
-}
-
 TEST(Simulation, MemoryLedgerNeverOvercommits) {
   MemoryLedger ledger(100);
   EXPECT_TRUE(ledger.TryReserve(60));

@@ -133,7 +133,7 @@ TEST(ModelCache, UnloadDropsModelsInUseWhoseLeasesFinishOnTheOldCopy) {
   EXPECT_EQ(cache.Unload([](const ModelKey& k) { return k.model != "other"; }), 2u);
   EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"other"}));
   // The request in flight still holds a usable model.
-  EXPECT_EQ((*busy)->parameter_bytes(), 16u * 4);
+  EXPECT_EQ((*busy)->resident_bytes(), 16u * 4);
   // The next request loads a fresh copy; ending the old lease later is harmless.
   auto again = cache.Acquire(Key("busy"), Loader(16, &loads));
   ASSERT_TRUE(again.ok());

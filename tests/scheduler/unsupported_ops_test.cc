@@ -33,14 +33,14 @@ TEST_F(UnsupportedOpsTest, LearnedLimitsSurviveARestart) {
   {
     UnsupportedOpTable table(path);
     ASSERT_TRUE(table.Load().ok());  // no file yet
-    EXPECT_TRUE(table.Record("cnn", DeviceKind::kMps, "unsupported_op:aten::max_pool2d"));
-    EXPECT_FALSE(table.Record("cnn", DeviceKind::kMps, "unsupported_op:aten::max_pool2d"));
-    EXPECT_TRUE(table.Record("poly", DeviceKind::kMps, "dtype:float64"));
+    EXPECT_TRUE(table.Record("cnn", DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
+    EXPECT_FALSE(table.Record("cnn", DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
+    EXPECT_TRUE(table.Record("poly", DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
     EXPECT_TRUE(table.last_write_status().ok());
   }
   UnsupportedOpTable again(path);
   ASSERT_TRUE(again.Load().ok());
-  EXPECT_EQ(again.Lookup("cnn", DeviceKind::kMps), "unsupported_op:aten::max_pool2d");
+  EXPECT_EQ(again.Lookup("cnn", DeviceKind::kMps)->ToString(), "unsupported_op:aten::max_pool2d");
   EXPECT_FALSE(again.Lookup("cnn", DeviceKind::kCuda).has_value());
   EXPECT_EQ(again.ForKind(DeviceKind::kMps), (std::vector<std::string>{"cnn:aten::max_pool2d", "poly:float64"}));
   // Only the state file is left behind: no temporary files.
@@ -80,7 +80,7 @@ TEST_F(UnsupportedOpsTest, CrashMidWriteNeverCorruptsTheStateFile) {
       (void)table.Load();
       for (int i = 0;; ++i) {
         table.Record(std::string(200, 'm') + std::to_string(round) + "_" + std::to_string(i), DeviceKind::kMps,
-                     "unsupported_op:aten::op" + std::to_string(i));
+                     FallbackReason{FallbackKind::kUnsupportedOp, "aten::op" + std::to_string(i)});
       }
     }
     std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % 20000));
@@ -99,7 +99,7 @@ TEST_F(UnsupportedOpsTest, CrashMidWriteNeverCorruptsTheStateFile) {
 TEST_F(UnsupportedOpsTest, InMemoryTableWithoutAFile) {
   UnsupportedOpTable table("");
   EXPECT_TRUE(table.Load().ok());
-  EXPECT_TRUE(table.Record("m", DeviceKind::kMps, "dtype:float64"));
+  EXPECT_TRUE(table.Record("m", DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
   EXPECT_TRUE(table.Lookup("m", DeviceKind::kMps).has_value());
 }
 

@@ -1,4 +1,4 @@
-#include "devices/logging.h"
+#include "common/logging.h"
 
 #include <atomic>
 #include <chrono>

@@ -1,12 +1,14 @@
-#include "service/flags.h"
+#include "common/flags.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include <cmath>
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "common/units.h"
 
 namespace infergate {
 
@@ -40,6 +42,44 @@ void FlagSet::Bool(std::string name, bool* target, std::string help) {
                       } else {
                         return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", v, "' is not a boolean"));
                       }
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagSet::Double(std::string name, double* target, std::string help) {
+  flags_.push_back({name, std::move(help), absl::StrCat(*target), false, [target, name](const std::string& v) {
+                      double parsed = 0;
+                      if (!absl::SimpleAtod(v, &parsed) || !std::isfinite(parsed)) {
+                        return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", v, "' is not a number"));
+                      }
+                      *target = parsed;
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagSet::Duration(std::string name, std::chrono::milliseconds* target, std::string help) {
+  flags_.push_back({name, std::move(help), absl::StrCat(target->count(), "ms"), false,
+                    [target, name](const std::string& v) -> absl::Status {
+                      absl::StatusOr<std::chrono::milliseconds> d = ParseDuration(v, absl::StrCat("--", name));
+                      if (!d.ok()) return d.status();
+                      *target = *d;
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagSet::ByteSize(std::string name, uint64_t* target, std::string help) {
+  flags_.push_back({name, std::move(help), absl::StrCat(*target), false,
+                    [target, name](const std::string& v) -> absl::Status {
+                      absl::StatusOr<uint64_t> bytes = ParseByteSize(v);
+                      if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", bytes.status().message()));
+                      *target = *bytes;
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagSet::Repeated(std::string name, std::vector<std::string>* target, std::string help) {
+  flags_.push_back({name, std::move(help), "none", false, [target](const std::string& v) {
+                      target->push_back(v);
                       return absl::OkStatus();
                     }});
 }

@@ -1,4 +1,4 @@
-#include "service/flags.h"
+#include "common/flags.h"
 
 #include <gtest/gtest.h>
 
@@ -52,6 +52,35 @@ TEST(Flags, HelpListsEveryFlagWithItsDefault) {
   EXPECT_NE(help.find("usage line"), std::string::npos);
   EXPECT_NE(help.find("--address (default: \"0.0.0.0:50051\")"), std::string::npos) << help;
   EXPECT_NE(help.find("--workers (default: 7)"), std::string::npos) << help;
+}
+
+TEST(Flags, TypedFlagsParseOnceAndRepeatedFlagsCollect) {
+  std::chrono::milliseconds timeout{30000};
+  uint64_t bytes = 0;
+  double seconds = 1;
+  std::vector<std::string> inputs;
+  FlagSet f("usage");
+  f.Duration("drain-timeout", &timeout, "d");
+  f.ByteSize("max-receive-bytes", &bytes, "b");
+  f.Double("duration", &seconds, "s");
+  f.Repeated("input", &inputs, "i");
+  const char* argv[] = {"prog", "--drain-timeout=500ms", "--max-receive-bytes", "64MiB", "--duration=2.5",
+                        "--input", "x=1x4:random", "--input=y=2:random", "infer"};
+  bool help = false;
+  auto rest = f.Parse(9, argv, &help);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_EQ(timeout.count(), 500);
+  EXPECT_EQ(bytes, uint64_t{64} << 20);
+  EXPECT_DOUBLE_EQ(seconds, 2.5);
+  EXPECT_EQ(inputs, (std::vector<std::string>{"x=1x4:random", "y=2:random"}));
+  EXPECT_EQ(*rest, std::vector<std::string>{"infer"});
+  for (const char* bad : {"--drain-timeout=later", "--max-receive-bytes=lots", "--duration=fast"}) {
+    const char* one[] = {"prog", bad};
+    auto r = f.Parse(2, one, &help);
+    ASSERT_FALSE(r.ok()) << bad;
+    std::string flag(bad, std::string(bad).find('='));
+    EXPECT_NE(r.status().message().find(flag), absl::string_view::npos) << r.status();
+  }
 }
 
 }  // namespace

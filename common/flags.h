@@ -2,6 +2,7 @@
 // A small command-line flag parser shared by the server and the tools, so
 // that --help always lists every flag with its default.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -18,6 +19,13 @@ class FlagSet {
   void String(std::string name, std::string* target, std::string help);
   void Int(std::string name, int64_t* target, std::string help);
   void Bool(std::string name, bool* target, std::string help);
+  void Double(std::string name, double* target, std::string help);
+  // "30s", "500ms", "2m", "45" (seconds); see ParseDuration.
+  void Duration(std::string name, std::chrono::milliseconds* target, std::string help);
+  // "64MiB", "2GiB", "1048576"; see ParseByteSize.
+  void ByteSize(std::string name, uint64_t* target, std::string help);
+  // May be given many times; each occurrence appends one value.
+  void Repeated(std::string name, std::vector<std::string>* target, std::string help);
 
   // Accepts --name=value and --name value (bools: --name, --name=true|false,
   // --noname). Returns the positional arguments. `*help` is set when --help

@@ -1,0 +1,90 @@
+#include "scheduler/inference_core.h"
+
+#include "common/logging.h"
+#include "scheduler/model_repository.h"
+#include "scheduler/scheduler.h"
+
+namespace infergate {
+
+InferenceCore::InferenceCore(std::string repository_root, DeviceRegistry devices, SchedulerOptions options,
+                             ServableLoader loader)
+    : repository_(std::make_unique<ModelRepository>(std::move(repository_root))),
+      devices_(std::move(devices)),
+      scheduler_(std::make_unique<Scheduler>(*repository_, devices_, std::move(options), std::move(loader))) {}
+
+InferenceCore::~InferenceCore() { scheduler_->Shutdown(); }
+
+absl::Status InferenceCore::Start() {
+  if (absl::Status s = repository_->Scan(); !s.ok()) return s;
+  LOG_INFO << "model repository scanned: " << repository_->List().size() << " model(s)";
+  scheduler_->Warmup();
+  ready_.store(true);
+  return absl::OkStatus();
+}
+
+bool InferenceCore::ready() const { return ready_.load(); }
+
+std::shared_ptr<RequestHandle> InferenceCore::Infer(InferenceRequest request, InferCallback done) {
+  return scheduler_->Submit(std::move(request), std::move(done));
+}
+
+void InferenceCore::LoadModel(const LoadRequest& request, std::function<void(absl::StatusOr<LoadResult>)> done) {
+  scheduler_->LoadModel(request, std::move(done));
+}
+
+absl::StatusOr<size_t> InferenceCore::UnloadModel(const LoadRequest& request) {
+  return scheduler_->UnloadModel(request);
+}
+
+absl::StatusOr<std::vector<ModelStatus>> InferenceCore::Models() {
+  if (absl::Status s = repository_->Scan(); !s.ok()) return s;
+  std::vector<ResidentModel> resident = scheduler_->Resident();
+  std::vector<ModelStatus> out;
+  for (ModelEntry& entry : repository_->List()) {
+    ModelStatus status;
+    status.name = std::move(entry.name);
+    status.config = std::move(entry.config);
+    status.versions = std::move(entry.versions);
+    status.problem = std::move(entry.problem);
+    for (const ResidentModel& r : resident) {
+      if (r.key.model == status.name) status.loaded.push_back(r.key);
+    }
+    out.push_back(std::move(status));
+  }
+  return out;
+}
+
+bool InferenceCore::KnownModel(absl::string_view name) const { return repository_->Known(name); }
+
+std::vector<DeviceStatus> InferenceCore::Devices() const {
+  std::vector<ResidentModel> resident = scheduler_->Resident();
+  std::vector<DeviceStatus> out;
+  for (DeviceInfo& info : devices_.Snapshot()) {
+    DeviceStatus status;
+    DeviceLoad load = scheduler_->Load(info.id);
+    status.queue_depth = load.queue_depth;
+    status.in_flight = load.in_flight;
+    status.workers = load.workers;
+    status.queue_capacity = load.capacity;
+    status.busy_us = load.busy_us;
+    status.cache_budget_bytes = scheduler_->CacheBudget(info.id);
+    for (const ResidentModel& r : resident) {
+      if (r.key.device == info.id) status.resident.push_back(r);
+    }
+    if (info.id.kind == DeviceKind::kMps) status.unsupported_ops = scheduler_->UnsupportedOps(DeviceKind::kMps);
+    status.info = std::move(info);
+    out.push_back(std::move(status));
+  }
+  return out;
+}
+
+bool InferenceCore::Drain(std::chrono::steady_clock::time_point deadline) {
+  ready_.store(false);
+  return scheduler_->Drain(deadline);
+}
+
+void InferenceCore::Shutdown() { scheduler_->Shutdown(); }
+
+void InferenceCore::SetObserver(SchedulerObserver* observer) { scheduler_->SetObserver(observer); }
+
+}  // namespace infergate

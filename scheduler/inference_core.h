@@ -1,0 +1,110 @@
+#pragma once
+// The core facade: the one interface every front end (infergate.v1 over
+// gRPC, the Open Inference Protocol, metrics) uses. Front ends stay
+// stateless: they decode a wire request into an InferenceRequest, submit it
+// here, and encode what comes back. Routing, queues, batching, the model
+// cache and the failure policy stay behind this header.
+//
+// Ownership: the core owns the model repository, the device registry and
+// the scheduler. It must outlive every front end that holds a reference.
+//
+// Threading: every method is thread-safe except Start, Drain and Shutdown,
+// which the process calls once, in that order, from the thread that starts
+// and stops the server. Infer callbacks run exactly once, on a device worker
+// thread (or, for an error found before queueing, on the submitting thread);
+// they may finish an RPC but must not block or call back into Drain or
+// Shutdown.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "devices/device_info.h"
+#include "devices/device_registry.h"
+#include "infergate/v1/model_config.pb.h"
+#include "scheduler/inference_types.h"
+#include "scheduler/model_key.h"
+#include "scheduler/request_handle.h"
+#include "scheduler/scheduler_observer.h"
+#include "scheduler/scheduler_options.h"
+#include "scheduler/servable.h"
+
+namespace infergate {
+
+class ModelRepository;
+class Scheduler;
+
+// One device as front ends and metrics see it, read in one go.
+struct DeviceStatus {
+  DeviceInfo info;  // identity, capabilities, memory; `available` is false while out of service
+  size_t queue_depth = 0;
+  size_t in_flight = 0;
+  int workers = 0;
+  size_t queue_capacity = 0;
+  uint64_t busy_us = 0;  // cumulative worker time spent running
+  uint64_t cache_budget_bytes = 0;
+  std::vector<ResidentModel> resident;
+  std::vector<std::string> unsupported_ops;  // learned: "model:aten::op" (MPS)
+};
+
+// One model of the repository.
+struct ModelStatus {
+  std::string name;
+  v1::ModelConfig config;
+  std::vector<int64_t> versions;  // ascending
+  absl::Status problem;           // a broken config, if any
+  std::vector<ModelKey> loaded;   // resident copies
+};
+
+class InferenceCore {
+ public:
+  // `loader` empty means TorchScript models; tests pass fakes.
+  InferenceCore(std::string repository_root, DeviceRegistry devices, SchedulerOptions options,
+                ServableLoader loader = {});
+  ~InferenceCore();
+  InferenceCore(const InferenceCore&) = delete;
+  InferenceCore& operator=(const InferenceCore&) = delete;
+
+  // Scans the repository and warms up the models that ask for it; ready()
+  // from then on. Fails only when the repository cannot be read.
+  absl::Status Start();
+  bool ready() const;
+
+  // Routes, validates and queues one request; `done` receives the answer.
+  // The handle cancels it.
+  std::shared_ptr<RequestHandle> Infer(InferenceRequest request, InferCallback done);
+
+  // Loads a model ahead of traffic; `done` runs once, on a device worker.
+  void LoadModel(const LoadRequest& request, std::function<void(absl::StatusOr<LoadResult>)> done);
+  // Drops matching resident copies; returns how many.
+  absl::StatusOr<size_t> UnloadModel(const LoadRequest& request);
+
+  // The repository re-read from disk, with what is resident.
+  absl::StatusOr<std::vector<ModelStatus>> Models();
+  // Whether `name` is a repository model (for bounded metric labels).
+  bool KnownModel(absl::string_view name) const;
+
+  // Every device with live figures, in cold-start preference order.
+  std::vector<DeviceStatus> Devices() const;
+
+  // Refuses new requests and waits for accepted ones up to `deadline`; true
+  // if all finished. Then Shutdown stops the workers.
+  bool Drain(std::chrono::steady_clock::time_point deadline);
+  void Shutdown();
+
+  // Events for metrics and logs. Not owned; null ignores them. Set before
+  // Start; calls come from worker and front-end threads and must not block.
+  void SetObserver(SchedulerObserver* observer);
+
+ private:
+  std::unique_ptr<ModelRepository> repository_;
+  DeviceRegistry devices_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::atomic<bool> ready_{false};
+};
+
+}  // namespace infergate

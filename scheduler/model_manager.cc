@@ -1,0 +1,102 @@
+#include "scheduler/model_manager.h"
+
+#include <ATen/ops/zeros.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "devices/torch_dtype.h"
+#include "scheduler/loaded_model.h"
+
+namespace infergate {
+
+ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader)
+    : repository_(repository), loader_(std::move(loader)) {
+  if (!loader_) {
+    loader_ = [](const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device,
+                 DType dtype) -> absl::StatusOr<std::shared_ptr<Servable>> {
+      absl::StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::Load(path, config, device, dtype);
+      if (!model.ok()) return model.status();
+      return std::shared_ptr<Servable>(*std::move(model));
+    };
+  }
+}
+
+absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
+  ModelKey key = route.key();
+  std::string path = repository_.ModelFile(*route.model, route.version);
+  absl::StatusOr<ModelCache::Lease> lease = cache_.Acquire(
+      key,
+      [&]() -> absl::StatusOr<std::shared_ptr<Servable>> {
+        Clock::time_point start = Clock::now();
+        absl::StatusOr<std::shared_ptr<Servable>> model = loader_(path, route.model->config, route.device, route.dtype);
+        uint64_t took_us = MicrosBetween(start, Clock::now());
+        if (observer_) observer_->OnModelLoad(key.model, key.device, took_us / 1e6, model.ok());
+        if (model.ok()) {
+          LOG_INFO << "loaded " << key.ToString() << " from " << path << " in " << took_us / 1000 << " ms ("
+                   << (*model)->resident_bytes() << " bytes)";
+        }
+        return model;
+      },
+      route.model->config.pinned());
+  if (observer_) observer_->OnCacheLookup(key.device, lease.ok() && !lease->loaded_now());
+  return lease;
+}
+
+absl::StatusOr<size_t> ModelManager::Unload(const LoadRequest& request) {
+  absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(request.model);
+  // A model whose files are gone or broken may still be resident.
+  if (!entry.ok() && !absl::IsFailedPrecondition(entry.status()) && !absl::IsNotFound(entry.status())) {
+    return entry.status();
+  }
+  std::optional<int64_t> version;
+  if (!request.version.empty()) {
+    absl::StatusOr<int64_t> v = ParseVersion(request.version, "version");
+    if (!v.ok()) return v.status();
+    version = *v;
+  }
+  std::optional<DeviceRequest> device;
+  if (!request.device.empty()) {
+    absl::StatusOr<DeviceRequest> d = ParseDeviceRequest(request.device);
+    if (!d.ok()) return d.status();
+    if (!d->automatic) device = *d;
+  }
+  std::optional<DType> dtype = PrecisionDType(request.precision);
+  size_t n = cache_.Unload([&](const ModelKey& key) {
+    if (key.model != request.model) return false;
+    if (version && key.version != *version) return false;
+    if (device && (key.device.kind != device->kind || (!device->any_index && key.device.index != device->index))) {
+      return false;
+    }
+    return !dtype || key.dtype == *dtype;
+  });
+  if (n == 0 && !entry.ok()) return entry.status();
+  return n;
+}
+
+absl::Status ModelManager::WarmUp(const Route& route) {
+  absl::StatusOr<ModelCache::Lease> model = Acquire(route);
+  if (!model.ok()) return model.status();
+  const InputSignature& sig = (*model)->signature();
+  std::vector<at::Tensor> zeros;
+  for (const InputSpec& spec : sig.inputs) {
+    if (!spec.dims || !spec.dtype) return absl::OkStatus();  // shapes unknown: loaded, not run
+    std::vector<int64_t> shape;
+    if (sig.max_batch_size > 0) shape.push_back(1);
+    for (int64_t d : *spec.dims) shape.push_back(d == -1 ? 1 : d);
+    try {
+      zeros.push_back(at::zeros(shape, at::TensorOptions().dtype(ToScalarType(*spec.dtype))));
+    } catch (const std::exception& e) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("warm-up of model '", route.model->name, "': cannot allocate inputs: ", e.what()));
+    }
+  }
+  Clock::time_point start = Clock::now();
+  absl::StatusOr<std::vector<NamedTensor>> out = (*model)->Run(zeros);
+  if (!out.ok()) return out.status();
+  LOG_INFO << "warm-up of model '" << route.model->name << "' on " << route.device.id.ToString() << " took "
+           << MicrosBetween(start, Clock::now()) << " us";
+  return absl::OkStatus();
+}
+
+}  // namespace infergate

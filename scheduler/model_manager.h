@@ -1,0 +1,56 @@
+#pragma once
+// Model management: which copies of which models are resident on which
+// device, loading them (single-flight, under per-device budgets), explicit
+// unloads, and warm-up runs. The repository poller of the model lifecycle
+// will live here too.
+//
+// Thread-safe. Loads run on the thread that first asks for a model (a
+// device worker, or the starting thread for warm-up); the observer is
+// called on that thread and must not block.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/inference_types.h"
+#include "scheduler/model_cache.h"
+#include "scheduler/model_repository.h"
+#include "scheduler/route.h"
+#include "scheduler/scheduler_observer.h"
+#include "scheduler/servable.h"
+
+namespace infergate {
+
+class ModelManager {
+ public:
+  // Neither argument is owned; the repository must outlive the manager.
+  // `loader` empty means TorchScript (LoadedModel::Load).
+  ModelManager(ModelRepository& repository, ServableLoader loader);
+
+  // The servable for `route`, loaded if it is not resident.
+  absl::StatusOr<ModelCache::Lease> Acquire(const Route& route);
+
+  // Drops matching resident copies; empty version/device and AUTO precision
+  // match all. NOT_FOUND when nothing matched and the model is unknown.
+  absl::StatusOr<size_t> Unload(const LoadRequest& request);
+
+  // Runs a loaded model once on zeros of its declared shapes (batch of 1),
+  // so the first client does not pay for lazy initialisation. OK without
+  // running when the inputs are not fully declared.
+  absl::Status WarmUp(const Route& route);
+
+  ModelCache& cache() { return cache_; }
+  const ModelCache& cache() const { return cache_; }
+  // Not owned; may be null. Set before serving.
+  void SetObserver(SchedulerObserver* observer) { observer_ = observer; }
+
+ private:
+  ModelRepository& repository_;
+  ServableLoader loader_;
+  ModelCache cache_;
+  SchedulerObserver* observer_ = nullptr;
+};
+
+}  // namespace infergate

@@ -1,0 +1,28 @@
+#pragma once
+// Where and how one request runs: the model version, the device, the compute
+// dtype, and, when it is not where the client asked, why.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "devices/device_info.h"
+#include "devices/dtype.h"
+#include "scheduler/fallback_reason.h"
+#include "scheduler/model_key.h"
+#include "scheduler/model_repository.h"
+
+namespace infergate {
+
+struct Route {
+  std::shared_ptr<const ModelEntry> model;
+  int64_t version = 0;
+  DeviceRequest requested;  // what the client asked for, parsed
+  DeviceInfo device;        // device.id is where it runs
+  DType dtype = DType::kFloat32;
+  std::optional<FallbackReason> fallback;  // set when it runs elsewhere than asked
+
+  ModelKey key() const { return {model->name, version, device.id, dtype}; }
+};
+
+}  // namespace infergate

@@ -1,0 +1,158 @@
+#include "scheduler/route_planner.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/proto_enums.h"
+
+namespace infergate {
+namespace {
+
+constexpr DeviceId kCpu{DeviceKind::kCpu, 0};
+
+bool Matches(const DeviceRequest& wanted, const DeviceId& id) {
+  return id.kind == wanted.kind && (wanted.any_index || id.index == wanted.index);
+}
+
+}  // namespace
+
+bool DeviceKindAllowed(const v1::ModelConfig& config, DeviceKind kind) {
+  if (config.allowed_devices_size() == 0) return true;
+  for (int k : config.allowed_devices()) {
+    if ((k == v1::CPU && kind == DeviceKind::kCpu) || (k == v1::CUDA && kind == DeviceKind::kCuda) ||
+        (k == v1::MPS && kind == DeviceKind::kMps)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+RoutePlanner::RoutePlanner(ModelRepository& repository, const DeviceRegistry& devices,
+                           const UnsupportedOpTable& learned, RouterOptions options, LoadProbe probe)
+    : repository_(repository), devices_(devices), learned_(learned), options_(options), probe_(std::move(probe)) {}
+
+DType RoutePlanner::ComputeDType(const ModelEntry& model, const PrecisionTraits& device, Precision precision) {
+  bool float64_model = false;
+  for (const InputSpec& in : model.declared.inputs) float64_model |= in.dtype == DType::kFloat64;
+  Precision model_override = PrecisionFromProto(model.config.precision()).value_or(Precision::kAuto);
+  return ResolveComputeDType(device, precision, model_override, float64_model);
+}
+
+absl::StatusOr<Route> RoutePlanner::PlaceOn(Route route, const DeviceId& device, Precision precision) const {
+  std::optional<DeviceInfo> info = devices_.Find(device);
+  if (!info) return absl::UnavailableError(absl::StrCat("device: ", device.ToString(), " is not known"));
+  route.device = *std::move(info);
+  route.dtype = ComputeDType(*route.model, route.device.precision, precision);
+  return route;
+}
+
+DeviceId RoutePlanner::ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
+                                  const std::vector<DeviceId>& allowed) const {
+  std::vector<RouteCandidate> candidates;
+  candidates.reserve(allowed.size());
+  for (const DeviceId& id : allowed) {
+    RouteCandidate c;
+    c.device = id;
+    std::optional<DeviceInfo> info = devices_.Find(id);
+    DType dtype = ComputeDType(model, info ? info->precision : PrecisionTraits{}, precision);
+    if (probe_) probe_({model.name, version, id, dtype}, &c);
+    candidates.push_back(c);
+  }
+  return candidates[ChooseDevice(candidates, options_)].device;
+}
+
+absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
+  Route route;
+  absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(request.model);
+  if (!entry.ok()) return entry.status();
+  route.model = *std::move(entry);
+  absl::StatusOr<int64_t> version = repository_.ResolveVersion(*route.model, request.version);
+  if (!version.ok()) return version.status();
+  route.version = *version;
+  absl::StatusOr<DeviceRequest> wanted = ParseDeviceRequest(request.device);
+  if (!wanted.ok()) return wanted.status();
+  route.requested = *wanted;
+
+  const v1::ModelConfig& config = route.model->config;
+  const std::string& name = route.model->name;
+  if (wanted->automatic) {
+    std::vector<DeviceId> allowed;
+    for (const DeviceId& id : devices_.Available()) {
+      if (DeviceKindAllowed(config, id.kind) && !learned_.Lookup(name, id.kind)) allowed.push_back(id);
+    }
+    if (allowed.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("device: no available device is allowed for model '", name, "'"));
+    }
+    return PlaceOn(std::move(route), ChooseAuto(*route.model, route.version, request.precision, allowed),
+                   request.precision);
+  }
+
+  // The device asked for, if this server has it in service.
+  std::optional<DeviceId> target;
+  std::optional<DeviceId> cooling_down;
+  for (const DeviceId& id : devices_.Available()) {
+    if (Matches(*wanted, id)) {
+      target = id;
+      break;
+    }
+  }
+  if (!target) {
+    for (const DeviceInfo& d : devices_.Snapshot()) {
+      if (Matches(*wanted, d.id) && devices_.OutOfService(d.id)) cooling_down = d.id;
+    }
+  }
+  std::optional<FallbackReason> reason;
+  if (!target) {
+    reason = cooling_down ? FallbackReason{FallbackKind::kDeviceOutOfService, cooling_down->ToString()}
+                          : FallbackReason{FallbackKind::kDeviceUnavailable, wanted->ToString()};
+    if (!request.allow_fallback) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device: requested device '", wanted->ToString(), "' is ",
+          cooling_down ? "out of service after a failure" : "not available on this server",
+          " and fallback is DENY"));
+    }
+    static LogRateLimiter limiter(5);
+    if (uint64_t held = 0; limiter.Allow(&held)) {
+      LOG_WARNING << "requested device " << wanted->ToString() << " is "
+                  << (cooling_down ? "out of service" : "not available") << "; falling back to cpu"
+                  << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
+    }
+  } else if (!DeviceKindAllowed(config, target->kind)) {
+    if (!request.allow_fallback) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("device: model '", name, "' may not run on ", target->ToString()));
+    }
+    reason = FallbackReason{FallbackKind::kDeviceNotAllowed, target->ToString()};
+  } else if (std::optional<FallbackReason> learned = learned_.Lookup(name, target->kind)) {
+    // Known not to run there: go straight to the CPU instead of failing first.
+    if (!request.allow_fallback) {
+      return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' cannot run on ",
+                                                        target->ToString(), " (", learned->ToString(),
+                                                        ") and fallback is DENY"));
+    }
+    reason = *std::move(learned);
+  }
+  if (!reason) return PlaceOn(std::move(route), *target, request.precision);
+  if (!DeviceKindAllowed(config, DeviceKind::kCpu)) {
+    return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' cannot run where asked (",
+                                                      reason->ToString(), ") and may not run on the cpu"));
+  }
+  route.fallback = std::move(reason);
+  return PlaceOn(std::move(route), kCpu, request.precision);
+}
+
+absl::StatusOr<Route> RoutePlanner::FallBackToCpu(const Route& route, FallbackReason reason, Precision precision,
+                                                  bool allow_fallback, const absl::Status& failure) const {
+  if (!allow_fallback || !DeviceKindAllowed(route.model->config, DeviceKind::kCpu)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device: model '", route.model->name, "' cannot run on ", route.device.id.ToString(), " (",
+        reason.ToString(), ") and ", allow_fallback ? "may not run on the cpu" : "fallback is DENY", ": ",
+        failure.message()));
+  }
+  Route moved = route;
+  moved.fallback = std::move(reason);
+  return PlaceOn(std::move(moved), kCpu, precision);
+}
+
+}  // namespace infergate

@@ -1,0 +1,71 @@
+#pragma once
+// Every decision about where a request runs, in one place: the model and
+// version, the requested device or `auto`, absent and out-of-service
+// devices, the model's allowed device kinds, limits learned at run time
+// (ops MPS lacks), and the move to the CPU after a device failure. Produces
+// a Route with a typed fallback reason.
+//
+// Thread-safe: it holds no state of its own beyond references to the
+// repository, the devices and the learned table (each thread-safe), and the
+// load probe, which is called on the planning thread.
+
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "devices/device_registry.h"
+#include "devices/precision.h"
+#include "scheduler/route.h"
+#include "scheduler/router.h"
+#include "scheduler/unsupported_ops.h"
+
+namespace infergate {
+
+struct RouteRequest {
+  absl::string_view model;
+  absl::string_view version;  // "" = latest
+  absl::string_view device;   // as the client sent it: "", "auto", "cpu", "cuda:1", ...
+  Precision precision = Precision::kAuto;
+  bool allow_fallback = true;
+};
+
+class RoutePlanner {
+ public:
+  // Fills in the live figures `auto` weighs for one candidate (queue, work
+  // in flight, residency of `key`, measured latency). Must not block.
+  using LoadProbe = std::function<void(const ModelKey& key, RouteCandidate* candidate)>;
+
+  // Nothing is owned; everything must outlive the planner.
+  RoutePlanner(ModelRepository& repository, const DeviceRegistry& devices, const UnsupportedOpTable& learned,
+               RouterOptions options, LoadProbe probe);
+
+  // Errors: INVALID_ARGUMENT (bad device string or version), NOT_FOUND
+  // (unknown model or version), FAILED_PRECONDITION (fallback DENY and the
+  // request cannot run where asked; no device allowed for the model).
+  absl::StatusOr<Route> Plan(const RouteRequest& request) const;
+
+  // `route` moved to the CPU after its device failed for `reason`.
+  // FAILED_PRECONDITION when the client denied fallback or the model may
+  // not run on the CPU; `failure` is quoted in that message.
+  absl::StatusOr<Route> FallBackToCpu(const Route& route, FallbackReason reason, Precision precision,
+                                      bool allow_fallback, const absl::Status& failure) const;
+
+  // The compute dtype of `model` on `device` for a client asking `precision`.
+  static DType ComputeDType(const ModelEntry& model, const PrecisionTraits& device, Precision precision);
+
+ private:
+  absl::StatusOr<Route> PlaceOn(Route route, const DeviceId& device, Precision precision) const;
+  DeviceId ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
+                      const std::vector<DeviceId>& allowed) const;
+
+  ModelRepository& repository_;
+  const DeviceRegistry& devices_;
+  const UnsupportedOpTable& learned_;
+  RouterOptions options_;
+  LoadProbe probe_;
+};
+
+// Whether the model's config lets it run on `kind` (an empty list allows all).
+bool DeviceKindAllowed(const v1::ModelConfig& config, DeviceKind kind);
+
+}  // namespace infergate

@@ -1,0 +1,33 @@
+#pragma once
+// How the core is sized and tuned: workers, queues, batching, cache budgets,
+// the failure cooldown and routing weights. Plain data, free of LibTorch, so
+// option parsing builds without it.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "devices/device_id.h"
+#include "scheduler/router.h"
+
+namespace infergate {
+
+struct SchedulerOptions {
+  int cpu_workers = 0;       // 0: picked from the core count
+  int intra_op_threads = 0;  // 0: cores / cpu_workers
+  int accelerator_workers = 1;
+  size_t queue_capacity = 1024;
+  bool batching = true;    // false: every request runs alone
+  int worker_spin_us = 0;  // idle workers poll this long before sleeping
+  // Cache budget per device; devices not listed get this fraction of their memory.
+  std::map<DeviceId, uint64_t> cache_budgets;
+  double cache_budget_fraction = 0.8;
+  std::string state_file;  // learned device limits; empty = not persisted
+  // How long a device that failed stays out of service.
+  std::chrono::milliseconds device_failure_cooldown{30000};
+  RouterOptions router;
+};
+
+}  // namespace infergate
