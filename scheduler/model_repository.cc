@@ -28,7 +28,6 @@ absl::StatusOr<int64_t> ParseVersion(absl::string_view text, absl::string_view f
   return v;
 }
 
-namespace {
 InputSignature DeclaredSignature(const v1::ModelConfig& config) {
   InputSignature sig;
   sig.max_batch_size = config.max_batch_size();
@@ -41,7 +40,6 @@ InputSignature DeclaredSignature(const v1::ModelConfig& config) {
   }
   return sig;
 }
-}  // namespace
 
 ModelRepository::ModelRepository(std::string root) : root_(std::move(root)) {}
 

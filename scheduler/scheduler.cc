@@ -163,17 +163,17 @@ std::shared_ptr<RequestHandle> Scheduler::Submit(InferenceRequest request, Infer
     job->Finish(route.status());
     return job;
   }
-  job->route = *std::move(route);
-  job->routed = true;
-  if (const std::optional<FallbackReason>& reason = job->route.fallback) {
+  if (const std::optional<FallbackReason>& reason = route->fallback) {
     // An absent device is labelled by kind, since clients choose the index.
-    const DeviceRequest& asked = job->route.requested;
+    const DeviceRequest& asked = route->requested;
     ReportFallback(reason->kind == FallbackKind::kDeviceUnavailable ? std::string(DeviceKindName(asked.kind))
                                                                     : asked.ToString(),
-                   job->route.device.id, *reason);
+                   route->device.id, *reason);
   }
-  const ModelEntry& model = *job->route.model;
-  // Check against what config.pbtxt declares before taking a queue slot.
+  const ModelEntry& model = *route->model;
+  // Check against what config.pbtxt declares before taking a queue slot. A
+  // request refused here was never routed: metrics count it by model only.
+  job->model_label = model.name;
   std::vector<TensorMeta> metas = TensorMetas(request.inputs);
   if (!model.declared.inputs.empty()) {
     absl::StatusOr<std::vector<size_t>> order = MatchInputs(model.declared, metas, model.name);
@@ -185,6 +185,8 @@ std::shared_ptr<RequestHandle> Scheduler::Submit(InferenceRequest request, Infer
     job->Finish(absl::InvalidArgumentError(absl::StrCat("inputs: request has no inputs for model '", model.name, "'")));
     return job;
   }
+  job->route = *std::move(route);
+  job->routed = true;
   job->request = std::move(request);
   PrepareBatching(*job, options_.batching, metas);
   job->enqueued = Clock::now();
@@ -228,7 +230,7 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
   const DeviceId device = route.device.id;
   Clock::time_point started = Clock::now();
   absl::StatusOr<ModelCache::Lease> lease = models_.Acquire(route);
-  if (!lease.ok()) return HandleFailure(jobs, lease.status(), oom_retried);
+  if (!lease.ok()) return HandleFailure(jobs, lease.status(), oom_retried, "loading");
 
   // On a CPU worker with one intra-op thread, the thread's CPU time is the
   // batch's cost without the time other threads took the core away; that is
@@ -236,7 +238,7 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
   const bool own_cpu = device.kind == DeviceKind::kCpu && options_.intra_op_threads == 1;
   BatchRun run = RunBatch(**lease, jobs, own_cpu);
   if (run.jobs.empty()) return;
-  if (!run.outputs.ok()) return HandleFailure(run.jobs, run.outputs.status(), oom_retried);
+  if (!run.outputs.ok()) return HandleFailure(run.jobs, run.outputs.status(), oom_retried, "running");
 
   const int64_t total_rows = run.total_rows();
   latency_.Observe(route.model->name, device,
@@ -267,7 +269,7 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
   }
 }
 
-void Scheduler::HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried) {
+void Scheduler::HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried, const char* stage) {
   const Route& route = jobs[0]->route;
   const DeviceId device = route.device.id;
   FailureDecision decision = DecideOnFailure(failure, device, oom_retried);
@@ -277,7 +279,12 @@ void Scheduler::HandleFailure(Batch& jobs, const absl::Status& failure, bool oom
       return;
     case FailureAction::kEvictAndRetry: {
       ModelKey keep = route.key();
-      LOG_WARNING << "out of memory with " << keep.ToString() << "; evicting idle models and retrying once";
+      static LogRateLimiter limiter(5);
+      if (uint64_t held = 0; limiter.Allow(&held)) {
+        LOG_WARNING << "out of memory while " << stage << " " << keep.ToString()
+                    << "; evicting idle models and retrying once"
+                    << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
+      }
       models_.cache().EvictIdle(device, &keep, "oom");
       return Execute(jobs, /*oom_retried=*/true);
     }

@@ -79,7 +79,8 @@ class Scheduler {
   // The executors' batch runner: answers cancelled and expired jobs, runs the rest.
   void RunQueued(Batch& batch);
   void Execute(Batch& jobs, bool oom_retried);
-  void HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried);
+  // `stage` ("loading", "running") is for the log.
+  void HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried, const char* stage);
   void FallBack(Batch& jobs, const FallbackReason& reason, const absl::Status& failure);
   void ReportFallback(const std::string& from, const DeviceId& to, const FallbackReason& reason);
   DeviceExecutor* Executor(const DeviceId& device) const;

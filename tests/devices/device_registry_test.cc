@@ -54,41 +54,24 @@ TEST(DeviceRegistry, AllowListHidesEverythingButTheCpu) {
   EXPECT_FALSE(ParseDeviceAllowList("tpu").ok());
 }
 
-struct ResolveCase {
-  const char* request;
-  bool allow_fallback;
-  absl::StatusCode code;
-  const char* device;
-  const char* reason;
-};
-
-TEST(DeviceRegistry, ResolveWithAllowAndDeny) {
+// Routing decisions (absent devices, allow and deny) are route planning's:
+// tests/scheduler/route_planner_test.cc. The registry only says what is in service.
+TEST(DeviceRegistry, FailedDevicesLeaveServiceForTheirCooldownButTheCpuNever) {
   auto reg = DeviceRegistry::Discover(WithSimulated("mps,cuda:0"));
   ASSERT_TRUE(reg.ok());
-  const ResolveCase cases[] = {
-      {"", true, absl::StatusCode::kOk, "cuda:0", ""},
-      {"auto", false, absl::StatusCode::kOk, "cuda:0", ""},
-      {"cpu", false, absl::StatusCode::kOk, "cpu", ""},
-      {"mps", false, absl::StatusCode::kOk, "mps", ""},
-      {"cuda", false, absl::StatusCode::kOk, "cuda:0", ""},
-      {"cuda:0", false, absl::StatusCode::kOk, "cuda:0", ""},
-      {"cuda:7", true, absl::StatusCode::kOk, "cpu", "device_unavailable:cuda:7"},
-      {"cuda:7", false, absl::StatusCode::kFailedPrecondition, "", ""},
-  };
-  for (const ResolveCase& c : cases) {
-    auto res = reg->Resolve(*ParseDeviceRequest(c.request), c.allow_fallback);
-    EXPECT_EQ(res.status().code(), c.code) << c.request;
-    if (!res.ok()) continue;
-    EXPECT_EQ(res->device.ToString(), c.device) << c.request;
-    EXPECT_EQ(res->fell_back, std::string(c.reason) != "") << c.request;
-    EXPECT_EQ(res->fallback_reason, c.reason) << c.request;
-  }
-  auto cpu_only = DeviceRegistry::Discover(WithSimulated("", "cpu"));
-  auto mps = cpu_only->Resolve(*ParseDeviceRequest("mps"), true);
-  ASSERT_TRUE(mps.ok());
-  EXPECT_EQ(mps->fallback_reason, "device_unavailable:mps");
-  EXPECT_EQ(cpu_only->Resolve(*ParseDeviceRequest("mps"), false).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  const DeviceId cuda{DeviceKind::kCuda, 0}, cpu{DeviceKind::kCpu, 0};
+  EXPECT_FALSE(reg->OutOfService(cuda));
+  reg->MarkUnhealthy(cuda, std::chrono::steady_clock::now() + std::chrono::minutes(1));
+  reg->MarkUnhealthy(cpu, std::chrono::steady_clock::now() + std::chrono::minutes(1));
+  EXPECT_TRUE(reg->OutOfService(cuda));
+  EXPECT_FALSE(reg->OutOfService(cpu));
+  std::vector<std::string> in_service;
+  for (const DeviceId& id : reg->Available()) in_service.push_back(id.ToString());
+  EXPECT_EQ(in_service, (std::vector<std::string>{"mps", "cpu"}));
+  EXPECT_FALSE(reg->Find(cuda)->available);
+  reg->MarkUnhealthy(cuda, std::chrono::steady_clock::now() - std::chrono::seconds(1));
+  EXPECT_FALSE(reg->OutOfService(cuda));
+  EXPECT_TRUE(reg->Find(cuda)->available);
 }
 
 }  // namespace

@@ -131,7 +131,7 @@ TEST(DeviceExecutor, IdleDeviceDoesNotWaitForABatch) {
   auto start = Clock::now();
   std::promise<void> done;
   auto job = MakeJob("A", 1, 8, 1, /*delay_us=*/2'000'000);
-  job->set_done([&](absl::StatusOr<InferenceResult>, const Job&) { done.set_value(); });
+  job->set_done([&](absl::StatusOr<InferenceResult>, const RequestLabels&) { done.set_value(); });
   ASSERT_TRUE(ex.Submit(job).ok());
   done.get_future().wait();
   EXPECT_LT(MicrosBetween(start, Clock::now()), 1'000'000u);
@@ -172,7 +172,7 @@ TEST(DeviceExecutor, CancelledJobsLeaveTheQueue) {
   gate.started.get_future().wait();
   auto job = MakeJob("", 1, 0, 1);
   absl::Status answer;
-  job->set_done([&](absl::StatusOr<InferenceResult> r, const Job&) { answer = r.status(); });
+  job->set_done([&](absl::StatusOr<InferenceResult> r, const RequestLabels&) { answer = r.status(); });
   ASSERT_TRUE(ex.Submit(job).ok());
   ASSERT_TRUE(ex.Submit(MakeJob("", 1, 0, 2)).ok());
   EXPECT_EQ(ex.queue_depth(), 2u);
@@ -185,7 +185,7 @@ TEST(DeviceExecutor, CancelledJobsLeaveTheQueue) {
   EXPECT_EQ(rec.batches, (std::vector<std::vector<int>>{{102}}));
 }
 
-TEST(DeviceExecutor, DrainRefusesNewWorkAndWaitsForQueuedWork) {
+TEST(DeviceExecutor, WaitIdleWaitsForQueuedWorkAndStopRefusesMore) {
   std::atomic<int> ran{0};
   DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, [](Batch&) {});
   for (int i = 0; i < 20; ++i) {
@@ -194,11 +194,10 @@ TEST(DeviceExecutor, DrainRefusesNewWorkAndWaitsForQueuedWork) {
                     ran++;
                   }).ok());
   }
-  ex.StopAccepting();
-  EXPECT_EQ(ex.SubmitTask([] {}).code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(ex.WaitIdle(Clock::now() + std::chrono::seconds(30)));
   EXPECT_EQ(ran.load(), 20);
   ex.Stop();
+  EXPECT_EQ(ex.SubmitTask([] {}).code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

@@ -30,11 +30,14 @@ std::string ModelFile(int64_t floats) {
 }
 
 ModelCache::Loader Loader(int64_t floats, std::atomic<int>* calls = nullptr) {
-  return [floats, calls]() -> absl::StatusOr<std::shared_ptr<LoadedModel>> {
+  return [floats, calls]() -> absl::StatusOr<std::shared_ptr<Servable>> {
     if (calls) calls->fetch_add(1);
     v1::ModelConfig config;
     config.set_name("m");
-    return LoadedModel::Load(ModelFile(floats), config, DeviceInfo{}, DType::kFloat32);
+    absl::StatusOr<std::shared_ptr<LoadedModel>> model =
+        LoadedModel::Load(ModelFile(floats), config, DeviceInfo{}, DType::kFloat32);
+    if (!model.ok()) return model.status();
+    return std::shared_ptr<Servable>(*std::move(model));
   };
 }
 
@@ -49,7 +52,7 @@ std::vector<std::string> ResidentNames(const ModelCache& cache) {
 TEST(ModelCache, HundredConcurrentFirstRequestsCauseOneLoad) {
   ModelCache cache;
   std::atomic<int> calls{0};
-  auto slow = [&]() -> absl::StatusOr<std::shared_ptr<LoadedModel>> {
+  auto slow = [&]() -> absl::StatusOr<std::shared_ptr<Servable>> {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     return Loader(16, &calls)();
   };
@@ -67,7 +70,7 @@ TEST(ModelCache, HundredConcurrentFirstRequestsCauseOneLoad) {
 
 TEST(ModelCache, FailedLoadsAreNotCached) {
   ModelCache cache;
-  auto broken = []() -> absl::StatusOr<std::shared_ptr<LoadedModel>> { return absl::InternalError("corrupt"); };
+  auto broken = []() -> absl::StatusOr<std::shared_ptr<Servable>> { return absl::InternalError("corrupt"); };
   EXPECT_EQ(cache.Acquire(Key("a"), broken).status().code(), absl::StatusCode::kInternal);
   EXPECT_TRUE(cache.Resident().empty());
   EXPECT_TRUE(cache.Acquire(Key("a"), Loader(16)).ok());

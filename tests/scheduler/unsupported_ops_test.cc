@@ -1,5 +1,7 @@
 #include "scheduler/unsupported_ops.h"
 
+#include "common/file_util.h"
+
 #include <gtest/gtest.h>
 
 #include <signal.h>

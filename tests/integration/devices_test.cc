@@ -1,0 +1,319 @@
+// Simulated accelerators, precision, fallback, learned limits and memory through the real server.
+
+#include "tests/integration/server_fixture.h"
+
+namespace infergate::testing {
+namespace {
+
+class SimulatedDevicesTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--simulate-devices=mps,cuda:0@7.5", "--simulate-mps-unsupported-ops=aten::max_pool2d"};
+  }
+
+  v1::InferResponse Run(v1::InferRequest req, grpc::StatusCode expect = grpc::StatusCode::OK) {
+    v1::InferResponse resp;
+    grpc::Status s = Infer(req, &resp);
+    EXPECT_EQ(s.error_code(), expect) << s.error_message();
+    return resp;
+  }
+};
+
+TEST_F(SimulatedDevicesTest, ListDevicesShowsThreeWithTwoSimulated) {
+  grpc::ClientContext ctx;
+  v1::ListDevicesResponse resp;
+  ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &resp).ok());
+  ASSERT_EQ(resp.devices_size(), 3);
+  std::map<std::string, v1::DeviceInfo> by_id;
+  for (const auto& d : resp.devices()) by_id[d.id()] = d;
+  ASSERT_TRUE(by_id.count("cuda:0") && by_id.count("mps") && by_id.count("cpu"));
+  EXPECT_TRUE(by_id["cuda:0"].simulated());
+  EXPECT_TRUE(by_id["mps"].simulated());
+  EXPECT_FALSE(by_id["cpu"].simulated());
+  EXPECT_EQ(by_id["cuda:0"].kind(), v1::CUDA);
+  EXPECT_EQ(by_id["cuda:0"].compute_capability(), "7.5");
+  EXPECT_EQ(by_id["cuda:0"].default_precision(), v1::FP16);
+  EXPECT_EQ(by_id["mps"].default_precision(), v1::FP16);
+  EXPECT_GT(by_id["cuda:0"].memory_total_bytes(), 0u);
+  // Warm-up models went to cuda:0, the first device on a cold start, and
+  // their parameters count against its memory.
+  EXPECT_GT(by_id["cuda:0"].memory_used_bytes(), 0u);
+  for (const auto& d : resp.devices()) {
+    EXPECT_FALSE(d.name().empty());
+    EXPECT_TRUE(d.available());
+    EXPECT_GT(d.supported_dtypes_size(), 0);
+  }
+  for (int t : by_id["mps"].supported_dtypes()) EXPECT_NE(t, v1::FLOAT64);
+  for (int t : by_id["cuda:0"].supported_dtypes()) EXPECT_NE(t, v1::BFLOAT16);
+}
+
+TEST_F(SimulatedDevicesTest, Float64InputRunsOnMpsAsFloat32) {
+  at::Tensor x = at::randn({2, 4}, at::TensorOptions().dtype(at::kDouble));
+  v1::InferRequest req = Request("poly64", {{"x", x}});
+  req.set_device("mps");
+  v1::InferResponse resp = Run(req);
+  EXPECT_EQ(resp.placement().device(), "mps");
+  EXPECT_EQ(resp.placement().dtype(), v1::FLOAT32);
+  EXPECT_FALSE(resp.placement().fell_back());
+  ASSERT_EQ(resp.outputs_size(), 1);
+  EXPECT_EQ(resp.outputs(0).dtype(), v1::FLOAT64);  // the declared output dtype
+  EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("poly64", {x}), 1e-4, 1e-4));
+}
+
+TEST_F(SimulatedDevicesTest, IntegerInputsAreNotCastOnMps) {
+  at::Tensor ids = at::randint(0, 100, {3, 8}, at::TensorOptions().dtype(at::kLong));
+  v1::InferRequest req = Request("embed", {{"ids", ids}});
+  req.set_device("mps");
+  v1::InferResponse resp = Run(req);
+  EXPECT_EQ(resp.placement().dtype(), v1::FLOAT16);
+  EXPECT_EQ(resp.outputs(0).dtype(), v1::FLOAT32);
+  // fp16 embeddings of the right rows: close to the fp32 reference.
+  EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("embed", {ids}), 1e-2, 1e-2));
+}
+
+TEST_F(SimulatedDevicesTest, AbsentDeviceFallsBackOrFailsWithDeny) {
+  v1::InferRequest req = Request("mlp", {{"x", at::randn({1, 256})}});
+  req.set_device("cuda:7");
+  v1::InferResponse resp = Run(req);
+  EXPECT_EQ(resp.placement().device(), "cpu");
+  EXPECT_TRUE(resp.placement().fell_back());
+  EXPECT_EQ(resp.placement().fallback_reason(), "device_unavailable:cuda:7");
+  req.set_fallback(v1::DENY);
+  Run(req, grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(SimulatedDevicesTest, Bf16OnCapability75GivesFp16AndSaysSo) {
+  at::Tensor x = at::randn({2, 256});
+  v1::InferRequest req = Request("mlp", {{"x", x}});
+  req.set_device("cuda:0");
+  req.set_precision(v1::BF16);
+  v1::InferResponse resp = Run(req);
+  EXPECT_EQ(resp.placement().device(), "cuda:0");
+  EXPECT_EQ(resp.placement().dtype(), v1::FLOAT16);
+  EXPECT_EQ(resp.outputs(0).dtype(), v1::FLOAT32);
+  EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("mlp", {x}), 5e-2, 5e-2));
+  req.set_precision(v1::FP32);
+  resp = Run(req);
+  EXPECT_EQ(resp.placement().dtype(), v1::FLOAT32);
+  EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("mlp", {x}), 1e-5, 1e-5));
+}
+
+TEST_F(SimulatedDevicesTest, CpuHonoursExplicitHalfPrecisions) {
+  at::Tensor x = at::randn({2, 256});
+  for (auto [precision, dtype] : std::vector<std::pair<v1::Precision, v1::DataType>>{
+           {v1::FP16, v1::FLOAT16}, {v1::BF16, v1::BFLOAT16}, {v1::AUTO, v1::FLOAT32}}) {
+    v1::InferRequest req = Request("mlp", {{"x", x}});
+    req.set_device("cpu");
+    req.set_precision(precision);
+    v1::InferResponse resp = Run(req);
+    EXPECT_EQ(resp.placement().dtype(), dtype);
+    EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("mlp", {x}), 1e-1, 1e-1));
+  }
+}
+
+TEST_F(SimulatedDevicesTest, UnsupportedMpsOpRunsOnCpuOnceLearnedAndDenyFails) {
+  at::Tensor image = at::randn({1, 3, 64, 64});
+  v1::InferRequest req = Request("cnn", {{"image", image}});
+  req.set_device("mps");
+  for (int i = 0; i < 2; ++i) {
+    v1::InferResponse resp = Run(req);
+    EXPECT_EQ(resp.placement().device(), "cpu");
+    EXPECT_EQ(resp.placement().requested_device(), "mps");
+    EXPECT_TRUE(resp.placement().fell_back());
+    EXPECT_EQ(resp.placement().fallback_reason(), "unsupported_op:aten::max_pool2d");
+    EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("cnn", {image}), 1e-5, 1e-5));
+  }
+  // Only the first request touched MPS.
+  std::string log = server_->Log();
+  size_t retries = 0;
+  for (size_t at = log.find("retrying model 'cnn' on cpu"); at != std::string::npos;
+       at = log.find("retrying model 'cnn' on cpu", at + 1)) {
+    ++retries;
+  }
+  EXPECT_EQ(retries, 1u) << log;
+  // ListDevices shows what was learned.
+  grpc::ClientContext ctx;
+  v1::ListDevicesResponse devices;
+  ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+  for (const auto& d : devices.devices()) {
+    if (d.id() == "mps") {
+      ASSERT_EQ(d.unsupported_ops_size(), 1);
+      EXPECT_EQ(d.unsupported_ops(0), "cnn:aten::max_pool2d");
+    }
+  }
+  // DENY now fails at once, naming the op; auto avoids MPS for this model.
+  req.set_fallback(v1::DENY);
+  v1::InferResponse denied;
+  grpc::Status s = Infer(req, &denied);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("aten::max_pool2d"), std::string::npos) << s.error_message();
+  req.set_fallback(v1::ALLOW);
+  req.set_device("auto");
+  EXPECT_NE(Run(req).placement().device(), "mps");
+  // mlp uses no denied op and runs on mps.
+  v1::InferRequest ok = Request("mlp", {{"x", at::randn({1, 256})}});
+  ok.set_device("mps");
+  EXPECT_EQ(Run(ok).placement().device(), "mps");
+}
+
+TEST_F(SimulatedDevicesTest, UnsupportedOpWithDenyFailsWithTheRealMessage) {
+  v1::InferRequest req = Request("cnn", {{"image", at::randn({1, 3, 64, 64})}});
+  req.set_device("mps");
+  req.set_fallback(v1::DENY);
+  v1::InferResponse resp;
+  grpc::Status s = Infer(req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("The operator 'aten::max_pool2d' is not currently implemented for the MPS device"),
+            std::string::npos)
+      << s.error_message();
+}
+
+class ForceCpuTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--simulate-devices=mps,cuda:0", "--devices=cpu"};
+  }
+};
+
+TEST_F(ForceCpuTest, AllowListHidesEveryOtherDevice) {
+  grpc::ClientContext ctx;
+  v1::ListDevicesResponse devices;
+  ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+  ASSERT_EQ(devices.devices_size(), 1);
+  EXPECT_EQ(devices.devices(0).id(), "cpu");
+  for (const char* dev : {"mps", "cuda:0", "", "auto"}) {
+    v1::InferRequest req = Request("mlp", {{"x", at::randn({1, 256})}});
+    req.set_device(dev);
+    v1::InferResponse resp;
+    ASSERT_TRUE(Infer(req, &resp).ok()) << dev;
+    EXPECT_EQ(resp.placement().device(), "cpu") << dev;
+  }
+}
+
+class TinyCudaTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override { return {"--simulate-devices=cuda:0=1MiB"}; }
+};
+
+TEST_F(TinyCudaTest, ModelLargerThanSimulatedMemoryIsOutOfMemory) {
+  v1::InferRequest req = Request("mlp", {{"x", at::randn({1, 256})}});
+  req.set_device("cuda:0");
+  req.set_precision(v1::FP32);  // 1.6 MB of fp32 parameters
+  req.set_fallback(v1::DENY);
+  v1::InferResponse resp;
+  grpc::Status s = Infer(req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("out of memory"), std::string::npos) << s.error_message();
+  // A small model fits.
+  v1::InferRequest small = Request("poly64", {{"x", at::randn({1, 4}, at::TensorOptions().dtype(at::kDouble))}});
+  small.set_device("cuda:0");
+  v1::InferResponse ok;
+  ASSERT_TRUE(Infer(small, &ok).ok());
+  EXPECT_EQ(ok.placement().device(), "cuda:0");
+}
+
+// Learned device limits survive a restart through the state file.
+TEST(StateFile, RestartRemembersWhatMpsCannotRun) {
+  std::string state = DemoRepository() + "/../ig_state_" + std::to_string(::getpid());
+  std::filesystem::remove(state);
+  std::vector<std::string> args = {"--model-repository=" + DemoRepository(), "--simulate-devices=mps",
+                                   "--simulate-mps-unsupported-ops=aten::max_pool2d", "--state-file=" + state};
+  v1::InferRequest req;
+  req.set_model("cnn");
+  req.set_device("mps");
+  *req.add_inputs() = ToWire(at::randn({1, 3, 64, 64}), "image");
+  for (int run = 0; run < 2; ++run) {
+    auto server = ServerProcess::Start(args);
+    ASSERT_NE(server, nullptr);
+    {
+      auto stub = v1::InferenceService::NewStub(
+          grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+      grpc::ClientContext ctx;
+      v1::InferResponse resp;
+      ASSERT_TRUE(stub->Infer(&ctx, req, &resp).ok());
+      EXPECT_EQ(resp.placement().device(), "cpu");
+      EXPECT_EQ(resp.placement().fallback_reason(), "unsupported_op:aten::max_pool2d");
+    }
+    bool retried = server->Log().find("retrying model 'cnn' on cpu") != std::string::npos;
+    // The first run learns by failing on MPS once; after the restart the
+    // very first request goes straight to the CPU.
+    EXPECT_EQ(retried, run == 0) << server->Log();
+    EXPECT_EQ(server->Stop(), 0);
+  }
+  std::filesystem::remove(state);
+}
+
+class SmallCudaBudgetTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--simulate-devices=cuda:0", "--cache-budget=cuda:0=1.8MiB"};
+  }
+};
+
+TEST_F(SmallCudaBudgetTest, EvictsTheOlderOfTwoModels) {
+  for (const char* model : {"cnn", "mlp"}) {
+    v1::InferRequest req = std::string(model) == "cnn" ? Request("cnn", {{"image", at::randn({1, 3, 64, 64})}})
+                                                       : Request("mlp", {{"x", at::randn({1, 256})}});
+    req.set_device("cuda:0");
+    req.set_precision(v1::FP32);  // cnn 0.35 MB + mlp 1.6 MB > 1.8 MiB
+    v1::InferResponse resp;
+    ASSERT_TRUE(Infer(req, &resp).ok()) << model;
+    EXPECT_EQ(resp.placement().device(), "cuda:0");
+  }
+  grpc::ClientContext ctx;
+  v1::ListDevicesResponse devices;
+  ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+  for (const auto& d : devices.devices()) {
+    if (d.id() != "cuda:0") continue;
+    std::vector<std::string> resident(d.resident_models().begin(), d.resident_models().end());
+    EXPECT_NE(std::find(resident.begin(), resident.end(), "mlp:1:FLOAT32"), resident.end());
+    EXPECT_EQ(std::find(resident.begin(), resident.end(), "cnn:1:FLOAT32"), resident.end());
+  }
+  EXPECT_NE(server_->Log().find("evicted cnn:1@cuda:0/FLOAT32"), std::string::npos);
+}
+
+TEST_F(TinyCudaTest, OutOfMemoryFallsBackToTheCpuWhenAllowed) {
+  at::Tensor x = at::randn({1, 256});
+  v1::InferRequest req = Request("mlp", {{"x", x}});
+  req.set_device("cuda:0");
+  req.set_precision(v1::FP32);
+  v1::InferResponse resp;
+  ASSERT_TRUE(Infer(req, &resp).ok());
+  EXPECT_EQ(resp.placement().device(), "cpu");
+  EXPECT_TRUE(resp.placement().fell_back());
+  EXPECT_EQ(resp.placement().fallback_reason(), "oom");
+  EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("mlp", {x}), 1e-5, 1e-5));
+}
+
+// Simulated memory smaller than the cache budget: the second model only
+// fits once the idle first one is evicted, which the out-of-memory retry does.
+class OomRetryTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--simulate-devices=cuda:0=1.8MiB", "--cache-budget=cuda:0=100MiB"};
+  }
+};
+
+TEST_F(OomRetryTest, EvictsIdleModelsAndRetriesOnce) {
+  for (const char* model : {"cnn", "mlp"}) {
+    v1::InferRequest req = std::string(model) == "cnn" ? Request("cnn", {{"image", at::randn({1, 3, 64, 64})}})
+                                                       : Request("mlp", {{"x", at::randn({1, 256})}});
+    req.set_device("cuda:0");
+    req.set_precision(v1::FP32);
+    req.set_fallback(v1::DENY);
+    v1::InferResponse resp;
+    grpc::Status s = Infer(req, &resp);
+    ASSERT_TRUE(s.ok()) << model << ": " << s.error_message();
+    EXPECT_EQ(resp.placement().device(), "cuda:0");
+  }
+  std::string log = server_->Log();
+  EXPECT_NE(log.find("evicted cnn:1@cuda:0/FLOAT32"), std::string::npos) << log;
+  EXPECT_NE(log.find("out of memory while loading mlp:1@cuda:0/FLOAT32"), std::string::npos) << log;
+}
+
+// Throw-away certificates made with openssl at run time: a CA, a server
+// certificate for 127.0.0.1, a client certificate from the same CA and one
+// from a stranger CA.
+
+}  // namespace
+}  // namespace infergate::testing

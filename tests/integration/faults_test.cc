@@ -1,0 +1,117 @@
+// Broken models, slow models and failing devices: each fails alone while the server carries on.
+
+#include "tests/integration/server_fixture.h"
+
+namespace infergate::testing {
+namespace {
+
+TEST(Faults, CorruptModelIsFixedInPlaceAndDeletedModelKeepsServing) {
+  namespace fs = std::filesystem;
+  char pattern[] = "/tmp/ig_faults_XXXXXX";
+  std::string repo = mkdtemp(pattern);
+  fs::copy(DemoRepository() + "/mlp", repo + "/mlp", fs::copy_options::recursive);
+  fs::copy(DemoRepository() + "/embed", repo + "/embed", fs::copy_options::recursive);
+  fs::create_directories(repo + "/broken/1");
+  std::ofstream(repo + "/broken/1/model.pt") << "not a model";
+  std::ofstream(repo + "/broken/config.pbtxt") << "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\n";
+  auto server = ServerProcess::Start({"--model-repository=" + repo});
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  auto infer = [&](const std::string& model, v1::InferResponse* resp) {
+    v1::InferRequest req;
+    req.set_model(model);
+    *req.add_inputs() = ToWire(at::randn({1, 256}), "x");
+    grpc::ClientContext ctx;
+    return stub->Infer(&ctx, req, resp);
+  };
+  v1::InferResponse resp;
+  grpc::Status s = infer("broken", &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_NE(s.error_message().find("broken"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(infer("mlp", &resp).ok());
+  // Fix the file in place: the next request loads it.
+  fs::copy_file(repo + "/mlp/1/model.pt", repo + "/broken/1/model.pt", fs::copy_options::overwrite_existing);
+  s = infer("broken", &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+
+  // Delete mlp from disk while it is loaded: it keeps serving from memory.
+  fs::remove_all(repo + "/mlp");
+  EXPECT_TRUE(infer("mlp", &resp).ok());
+  // Once unloaded it is gone, with a clear status.
+  v1::UnloadModelRequest unload;
+  unload.set_model("mlp");
+  v1::UnloadModelResponse unloaded;
+  grpc::ClientContext uctx;
+  ASSERT_TRUE(stub->UnloadModel(&uctx, unload, &unloaded).ok());
+  EXPECT_GE(unloaded.unloaded(), 1u);
+  s = infer("mlp", &resp);
+  EXPECT_NE(s.error_code(), grpc::StatusCode::OK);
+  EXPECT_NE(s.error_message().find("mlp"), std::string::npos) << s.error_message();
+  stub.reset();
+  EXPECT_EQ(server->Stop(), 0);
+  fs::remove_all(repo);
+}
+
+// A model much slower than the client's deadline: the client gets
+// DEADLINE_EXCEEDED, the server keeps answering others meanwhile and after.
+TEST_F(ServerTest, ModelSlowerThanTheDeadlineTimesOutAloneAndTheServerCarriesOn) {
+  auto start = std::chrono::steady_clock::now();
+  v1::InferResponse resp;
+  grpc::Status s = Infer(Request("slow", {{"x", at::ones({4})}}), &resp, /*timeout_ms=*/200);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  // The slow run still occupies one worker; the other serves mlp.
+  ExpectAgreement("mlp", {{"x", at::randn({1, 256})}}, v1::FLOAT32);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ExpectAgreement("mlp", {{"x", at::randn({1, 256})}}, v1::FLOAT32);
+  EXPECT_TRUE(server_->Alive());
+}
+
+// A simulated GPU that starts failing every call: its work moves to the CPU,
+// it leaves service, and ListDevices and the metrics say so.
+class FailingDeviceTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--simulate-devices=cuda:0", "--simulate-failing-devices=cuda:0", "--simulate-failures-after=5"};
+  }
+};
+
+TEST_F(FailingDeviceTest, WorkMovesToTheCpuAndTheDeviceShowsDown) {
+  std::map<std::string, int> reasons;
+  int on_cuda = 0;
+  for (int i = 0; i < 10; ++i) {
+    at::Tensor x = at::randn({1, 256});
+    v1::InferRequest req = Request("mlp", {{"x", x}});
+    req.set_device("cuda:0");
+    v1::InferResponse resp;
+    grpc::Status s = Infer(req, &resp);
+    ASSERT_TRUE(s.ok()) << i << ": " << s.error_message();
+    on_cuda += resp.placement().device() == "cuda:0";
+    if (resp.placement().fell_back()) reasons[resp.placement().fallback_reason()]++;
+    EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("mlp", {x}), 5e-2, 5e-2));
+  }
+  EXPECT_GE(on_cuda, 1);
+  EXPECT_EQ(reasons["device_error:cuda:0"], 1);
+  EXPECT_EQ(reasons["device_out_of_service:cuda:0"], 10 - on_cuda - 1);
+  grpc::ClientContext ctx;
+  v1::ListDevicesResponse devices;
+  ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+  for (const auto& d : devices.devices()) {
+    if (d.id() == "cuda:0") {
+      EXPECT_FALSE(d.available());
+    }
+  }
+  std::string scrape;
+  ASSERT_EQ(RunCommand({"/usr/bin/curl", "-s", "http://" + server_->metrics_address() + "/metrics"}, &scrape), 0);
+  EXPECT_NE(scrape.find("infergate_device_up{device=\"cuda:0\",kind=\"cuda\",simulated=\"true\"} 0"),
+            std::string::npos);
+  EXPECT_NE(scrape.find("infergate_fallbacks_total{from=\"cuda:0\",reason=\"device_error\",to=\"cpu\"} 1"),
+            std::string::npos);
+}
+
+// Connections are recycled after --max-connection-age; calls keep working
+// across the reconnects, and the CLI reaches the server through a dns:///
+// target with round_robin balancing.
+
+}  // namespace
+}  // namespace infergate::testing

@@ -1,0 +1,100 @@
+#pragma once
+// The fixture integration tests share: a real server started on a loopback
+// ephemeral port with the demo models, a gRPC stub to it, and the same
+// model.pt run in this process as the reference answer.
+
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <torch/script.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <functional>
+#include <thread>
+
+#include "devices/torch_dtype.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "infergate/v1/inference.grpc.pb.h"
+#include "tests/integration/server_process.h"
+#include "tests/integration/wire_tensors.h"
+
+namespace infergate::testing {
+
+// The same model.pt run in this process: what the server must agree with.
+inline at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& inputs, int version = 1) {
+  torch::jit::Module m = torch::jit::load(DemoRepository() + "/" + model + "/" + std::to_string(version) + "/model.pt");
+  m.eval();
+  c10::InferenceMode guard;
+  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+  return m.forward(args).toTensor();
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  virtual std::vector<std::string> ExtraArgs() const { return {}; }
+
+  void SetUp() override {
+    std::vector<std::string> args = {"--model-repository=" + DemoRepository()};
+    for (const std::string& a : ExtraArgs()) args.push_back(a);
+    server_ = ServerProcess::Start(args);
+    ASSERT_NE(server_, nullptr);
+    channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+    stub_ = v1::InferenceService::NewStub(channel_);
+  }
+  void TearDown() override {
+    // An idle client connection holds a graceful shutdown for gRPC's GOAWAY
+    // ping timeout; close ours first so the test measures the server.
+    stub_.reset();
+    channel_.reset();
+    if (server_) {
+      EXPECT_EQ(server_->Stop(), 0) << "server did not exit cleanly on SIGTERM";
+    }
+  }
+
+  grpc::Status Infer(const v1::InferRequest& req, v1::InferResponse* resp, int timeout_ms = 30000) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+    return stub_->Infer(&ctx, req, resp);
+  }
+
+  v1::InferRequest Request(const std::string& model, std::vector<std::pair<std::string, at::Tensor>> inputs) {
+    v1::InferRequest req;
+    req.set_model(model);
+    for (auto& [name, t] : inputs) *req.add_inputs() = ToWire(t, name);
+    return req;
+  }
+
+  // Runs `model` through the server and in-process; they must agree.
+  void ExpectAgreement(const std::string& model, std::vector<std::pair<std::string, at::Tensor>> inputs,
+                       v1::DataType out_dtype) {
+    v1::InferResponse resp;
+    grpc::Status s = Infer(Request(model, inputs), &resp);
+    ASSERT_TRUE(s.ok()) << model << ": " << s.error_message();
+    ASSERT_EQ(resp.outputs_size(), 1) << model;
+    EXPECT_EQ(resp.outputs(0).dtype(), out_dtype) << model;
+    std::vector<at::Tensor> raw;
+    for (auto& [name, t] : inputs) raw.push_back(t);
+    at::Tensor expected = Reference(model, raw);
+    at::Tensor got = FromWire(resp.outputs(0));
+    ASSERT_EQ(got.sizes(), expected.sizes()) << model;
+    EXPECT_TRUE(at::allclose(got, expected.to(got.scalar_type()), 1e-5, 1e-5)) << model;
+    EXPECT_EQ(resp.placement().device(), "cpu");
+    EXPECT_FALSE(resp.placement().fell_back());
+    EXPECT_GT(resp.timing().compute_us(), 0u);
+    EXPECT_GE(resp.timing().total_us(), resp.timing().compute_us());
+  }
+
+  std::unique_ptr<ServerProcess> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::InferenceService::Stub> stub_;
+};
+
+}  // namespace infergate::testing

@@ -1,0 +1,146 @@
+// Every routing decision, as one table: requested device, auto, absent and
+// out-of-service devices, allow-lists, learned limits, and fallback policy.
+
+#include "scheduler/route_planner.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/scheduler/fake_servable.h"
+
+namespace infergate {
+namespace {
+
+using testing::FakeDevices;
+using testing::TempRepository;
+
+const std::map<std::string, std::string> kModels = {
+    {"any", "inputs { name: \"x\" dtype: FLOAT32 dims: [4] }"},
+    {"cpu_only", "inputs { name: \"x\" dtype: FLOAT32 dims: [4] } allowed_devices: [CPU]"},
+    {"gpu_only", "inputs { name: \"x\" dtype: FLOAT32 dims: [4] } allowed_devices: [CUDA]"},
+};
+
+class RoutePlannerTest : public ::testing::Test {
+ protected:
+  RoutePlannerTest()
+      : repo_(kModels),
+        repository_(repo_.root()),
+        devices_(FakeDevices(/*cuda=*/true, /*mps=*/true)),
+        learned_(""),
+        planner_(repository_, devices_, learned_, {}, nullptr) {
+    EXPECT_TRUE(repository_.Scan().ok());
+    learned_.Record("any", DeviceKind::kMps, {FallbackKind::kUnsupportedOp, "aten::fft_r2c"});
+  }
+
+  TempRepository repo_;
+  ModelRepository repository_;
+  DeviceRegistry devices_;
+  UnsupportedOpTable learned_;
+  RoutePlanner planner_;
+};
+
+struct Row {
+  const char* model;
+  const char* device;
+  bool allow_fallback;
+  absl::StatusCode code;
+  const char* runs_on;  // when OK
+  const char* reason;   // "" = ran where asked
+};
+
+TEST_F(RoutePlannerTest, EveryDecisionInOneTable) {
+  using C = absl::StatusCode;
+  const Row rows[] = {
+      {"any", "cpu", true, C::kOk, "cpu", ""},
+      {"any", "cuda:0", true, C::kOk, "cuda:0", ""},
+      {"any", "CUDA", false, C::kOk, "cuda:0", ""},
+      {"any", "", true, C::kOk, "cuda:0", ""},      // cold start: CUDA first, MPS is learned-out
+      {"any", "auto", false, C::kOk, "cuda:0", ""},
+      {"any", "cuda:3", true, C::kOk, "cpu", "device_unavailable:cuda:3"},
+      {"any", "cuda:3", false, C::kFailedPrecondition, "", ""},
+      {"any", "mps", true, C::kOk, "cpu", "unsupported_op:aten::fft_r2c"},
+      {"any", "mps", false, C::kFailedPrecondition, "", ""},
+      {"cpu_only", "cuda:0", true, C::kOk, "cpu", "device_not_allowed:cuda:0"},
+      {"cpu_only", "cuda:0", false, C::kFailedPrecondition, "", ""},
+      {"cpu_only", "auto", true, C::kOk, "cpu", ""},
+      {"gpu_only", "cuda:0", false, C::kOk, "cuda:0", ""},
+      {"gpu_only", "cuda:7", true, C::kFailedPrecondition, "", ""},  // may not fall back to the cpu
+      {"gpu_only", "cpu", true, C::kFailedPrecondition, "", ""},
+      {"any", "tpu", true, C::kInvalidArgument, "", ""},
+      {"nosuch", "cpu", true, C::kNotFound, "", ""},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(absl::StrCat(row.model, " on '", row.device, "' fallback ", row.allow_fallback ? "ALLOW" : "DENY"));
+    absl::StatusOr<Route> route = planner_.Plan({row.model, "", row.device, Precision::kAuto, row.allow_fallback});
+    ASSERT_EQ(route.status().code(), row.code) << route.status();
+    if (!route.ok()) {
+      // Every refusal names the field or the model at fault.
+      const std::string message(route.status().message());
+      EXPECT_TRUE(message.find("device") != std::string::npos || message.find(row.model) != std::string::npos)
+          << message;
+      continue;
+    }
+    EXPECT_EQ(route->device.id.ToString(), row.runs_on);
+    EXPECT_EQ(route->fallback ? route->fallback->ToString() : "", row.reason);
+  }
+}
+
+TEST_F(RoutePlannerTest, VersionsAreCheckedBeforeDevices) {
+  EXPECT_EQ(planner_.Plan({"any", "1", "cpu", Precision::kAuto, true})->version, 1);
+  EXPECT_EQ(planner_.Plan({"any", "9", "cpu", Precision::kAuto, true}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(planner_.Plan({"any", "v1", "tpu", Precision::kAuto, true}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RoutePlannerTest, DeviceOutOfServiceSendsWorkToTheCpuAndAutoSkipsIt) {
+  devices_.MarkUnhealthy({DeviceKind::kCuda, 0}, std::chrono::steady_clock::now() + std::chrono::minutes(1));
+  absl::StatusOr<Route> asked = planner_.Plan({"any", "", "cuda:0", Precision::kAuto, true});
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_EQ(asked->device.id.ToString(), "cpu");
+  EXPECT_EQ(asked->fallback->ToString(), "device_out_of_service:cuda:0");
+  absl::StatusOr<Route> denied = planner_.Plan({"any", "", "cuda:0", Precision::kAuto, false});
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(denied.status().message().find("out of service"), absl::string_view::npos) << denied.status();
+  EXPECT_EQ(planner_.Plan({"any", "", "auto", Precision::kAuto, true})->device.id.ToString(), "cpu");
+}
+
+TEST_F(RoutePlannerTest, AutoPrefersWhereTheModelIsResidentAndIdle) {
+  RoutePlanner probing(repository_, devices_, learned_, {}, [](const ModelKey& key, RouteCandidate* c) {
+    c->resident = key.device.kind == DeviceKind::kCpu;
+    c->latency_us = 100;
+  });
+  EXPECT_EQ(probing.Plan({"cpu_only", "", "", Precision::kAuto, true})->device.id.ToString(), "cpu");
+  // Resident on the cpu, cold on cuda: loading costs more than running here.
+  EXPECT_EQ(probing.Plan({"gpu_only", "", "", Precision::kAuto, true})->device.id.ToString(), "cuda:0");
+  absl::StatusOr<Route> any = probing.Plan({"any", "", "", Precision::kAuto, true});
+  EXPECT_EQ(any->device.id.ToString(), "cpu");
+  EXPECT_FALSE(any->fallback.has_value());
+}
+
+TEST_F(RoutePlannerTest, PrecisionIsResolvedPerDevice) {
+  EXPECT_EQ(planner_.Plan({"any", "", "cuda:0", Precision::kAuto, true})->dtype, DType::kBFloat16);
+  EXPECT_EQ(planner_.Plan({"any", "", "cpu", Precision::kAuto, true})->dtype, DType::kFloat32);
+  EXPECT_EQ(planner_.Plan({"any", "", "cpu", Precision::kFp16, true})->dtype, DType::kFloat16);
+}
+
+TEST_F(RoutePlannerTest, FallBackToCpuAfterAFailureHonoursDenyAndAllowLists) {
+  Route on_cuda = *planner_.Plan({"any", "", "cuda:0", Precision::kAuto, true});
+  FallbackReason oom{FallbackKind::kOutOfMemory, ""};
+  absl::StatusOr<Route> moved = planner_.FallBackToCpu(on_cuda, oom, Precision::kAuto, true,
+                                                      absl::ResourceExhaustedError("cuda:0 out of memory"));
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->device.id.ToString(), "cpu");
+  EXPECT_EQ(moved->dtype, DType::kFloat32);  // re-derived for the cpu, not kept from cuda's bf16
+  EXPECT_EQ(moved->fallback->ToString(), "oom");
+  absl::StatusOr<Route> denied =
+      planner_.FallBackToCpu(on_cuda, oom, Precision::kAuto, false, absl::ResourceExhaustedError("full"));
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(denied.status().message().find("'any'"), absl::string_view::npos);
+  Route gpu_only = *planner_.Plan({"gpu_only", "", "cuda:0", Precision::kAuto, true});
+  EXPECT_EQ(planner_.FallBackToCpu(gpu_only, oom, Precision::kAuto, true, absl::ResourceExhaustedError("full"))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace infergate
