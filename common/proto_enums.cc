@@ -10,6 +10,7 @@ std::optional<DType> DTypeFromProto(int wire) {
     case v1::FLOAT64: return DType::kFloat64;
     case v1::INT64: return DType::kInt64;
     case v1::INT32: return DType::kInt32;
+    case v1::INT16: return DType::kInt16;
     case v1::INT8: return DType::kInt8;
     case v1::UINT8: return DType::kUInt8;
     case v1::BOOL: return DType::kBool;
@@ -25,6 +26,7 @@ v1::DataType DTypeToProto(DType dtype) {
     case DType::kFloat64: return v1::FLOAT64;
     case DType::kInt64: return v1::INT64;
     case DType::kInt32: return v1::INT32;
+    case DType::kInt16: return v1::INT16;
     case DType::kInt8: return v1::INT8;
     case DType::kUInt8: return v1::UINT8;
     case DType::kBool: return v1::BOOL;

@@ -10,7 +10,8 @@ size_t ElementSize(DType dtype) {
     case DType::kFloat32:
     case DType::kInt32: return 4;
     case DType::kFloat16:
-    case DType::kBFloat16: return 2;
+    case DType::kBFloat16:
+    case DType::kInt16: return 2;
     case DType::kInt8:
     case DType::kUInt8:
     case DType::kBool: return 1;
@@ -31,6 +32,7 @@ absl::string_view DTypeName(DType dtype) {
     case DType::kFloat64: return "FLOAT64";
     case DType::kInt64: return "INT64";
     case DType::kInt32: return "INT32";
+    case DType::kInt16: return "INT16";
     case DType::kInt8: return "INT8";
     case DType::kUInt8: return "UINT8";
     case DType::kBool: return "BOOL";

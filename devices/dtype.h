@@ -14,6 +14,7 @@ enum class DType {
   kFloat64,
   kInt64,
   kInt32,
+  kInt16,
   kInt8,
   kUInt8,
   kBool,
@@ -21,7 +22,8 @@ enum class DType {
 
 inline constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16,
                                        DType::kFloat64, DType::kInt64,   DType::kInt32,
-                                       DType::kInt8,    DType::kUInt8,   DType::kBool};
+                                       DType::kInt16,   DType::kInt8,    DType::kUInt8,
+                                       DType::kBool};
 
 size_t ElementSize(DType dtype);
 bool IsFloatingPoint(DType dtype);

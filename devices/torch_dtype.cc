@@ -10,6 +10,7 @@ c10::ScalarType ToScalarType(DType dtype) {
     case DType::kFloat64: return c10::ScalarType::Double;
     case DType::kInt64: return c10::ScalarType::Long;
     case DType::kInt32: return c10::ScalarType::Int;
+    case DType::kInt16: return c10::ScalarType::Short;
     case DType::kInt8: return c10::ScalarType::Char;
     case DType::kUInt8: return c10::ScalarType::Byte;
     case DType::kBool: return c10::ScalarType::Bool;
@@ -25,6 +26,7 @@ std::optional<DType> FromScalarType(c10::ScalarType type) {
     case c10::ScalarType::Double: return DType::kFloat64;
     case c10::ScalarType::Long: return DType::kInt64;
     case c10::ScalarType::Int: return DType::kInt32;
+    case c10::ScalarType::Short: return DType::kInt16;
     case c10::ScalarType::Char: return DType::kInt8;
     case c10::ScalarType::Byte: return DType::kUInt8;
     case c10::ScalarType::Bool: return DType::kBool;

@@ -59,15 +59,21 @@ BatchRun RunBatch(const Servable& servable, const std::vector<std::shared_ptr<Jo
   Clock::time_point start = Clock::now();
   uint64_t cpu_start = measure_thread_cpu ? ThreadCpuMicros() : 0;
   absl::StatusOr<std::vector<NamedTensor>> outputs;
+  Clock::time_point joined = start;
   try {
     // Joining allocates the batch: it can fail like any allocation.
-    outputs = servable.Run(ConcatBatch(parts));
+    std::vector<at::Tensor> batch = ConcatBatch(parts);
+    joined = Clock::now();
+    outputs = servable.Run(batch);
   } catch (const std::exception& e) {
     outputs = absl::ResourceExhaustedError(
         absl::StrCat("model '", run.jobs[0]->route.model->name, "': cannot assemble the batch: ", e.what()));
   }
   run.cpu_us = measure_thread_cpu ? ThreadCpuMicros() - cpu_start : 0;
-  run.compute_us = MicrosBetween(start, Clock::now());
+  Clock::time_point ran = Clock::now();
+  run.compute_us = MicrosBetween(start, ran);
+  run.times.input_ns = NanosBetween(start, joined);
+  run.times.infer_ns = NanosBetween(joined, ran);
   parts.clear();
   if (!outputs.ok()) {
     run.outputs = outputs.status();
@@ -79,6 +85,7 @@ BatchRun RunBatch(const Servable& servable, const std::vector<std::shared_ptr<Jo
     run.outputs = absl::InternalError(
         absl::StrCat("model '", run.jobs[0]->route.model->name, "': cannot split the outputs: ", e.what()));
   }
+  run.times.output_ns = NanosBetween(ran, Clock::now());
   return run;
 }
 

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "scheduler/input_signature.h"
 #include "scheduler/job.h"
+#include "scheduler/model_statistics.h"
 #include "scheduler/servable.h"
 
 namespace infergate {
@@ -23,7 +24,8 @@ struct BatchRun {
   std::vector<int64_t> rows;               // rows of each
   // One output list per job, or the run's failure (for every job).
   absl::StatusOr<std::vector<std::vector<NamedTensor>>> outputs = std::vector<std::vector<NamedTensor>>{};
-  uint64_t compute_us = 0;  // wall time of the run
+  uint64_t compute_us = 0;  // wall time of joining and running
+  BatchTimes times;         // joining, running, splitting
   uint64_t cpu_us = 0;      // the worker thread's CPU time, when measured
   int64_t total_rows() const;
 };

@@ -1,5 +1,7 @@
 #include "scheduler/inference_core.h"
 
+#include <algorithm>
+
 #include "common/logging.h"
 #include "scheduler/model_repository.h"
 #include "scheduler/scheduler.h"
@@ -55,6 +57,61 @@ absl::StatusOr<std::vector<ModelStatus>> InferenceCore::Models() {
 }
 
 bool InferenceCore::KnownModel(absl::string_view name) const { return repository_->Known(name); }
+
+absl::StatusOr<ModelStatus> InferenceCore::Model(absl::string_view name, absl::string_view version) {
+  absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_->Find(name);
+  if (!entry.ok()) return entry.status();
+  if (!version.empty()) {
+    if (absl::StatusOr<int64_t> v = repository_->ResolveVersion(**entry, version); !v.ok()) return v.status();
+  }
+  ModelStatus status;
+  status.name = (*entry)->name;
+  status.config = (*entry)->config;
+  status.versions = (*entry)->versions;
+  status.problem = (*entry)->problem;
+  for (const ResidentModel& r : scheduler_->Resident()) {
+    if (r.key.model == status.name) status.loaded.push_back(r.key);
+  }
+  return status;
+}
+
+absl::StatusOr<std::vector<ModelStats>> InferenceCore::Statistics(absl::string_view model,
+                                                                  absl::string_view version) {
+  std::vector<std::pair<std::string, int64_t>> wanted;
+  if (model.empty()) {
+    if (!version.empty()) return absl::InvalidArgumentError("version: needs a model name");
+    for (const ModelEntry& entry : repository_->List()) {
+      for (int64_t v : entry.versions) wanted.emplace_back(entry.name, v);
+    }
+  } else {
+    absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_->Find(model);
+    if (!entry.ok() && !absl::IsFailedPrecondition(entry.status())) return entry.status();
+    if (entry.ok()) {
+      if (version.empty()) {
+        for (int64_t v : (*entry)->versions) wanted.emplace_back((*entry)->name, v);
+      } else {
+        absl::StatusOr<int64_t> v = repository_->ResolveVersion(**entry, version);
+        if (!v.ok()) return v.status();
+        wanted.emplace_back((*entry)->name, *v);
+      }
+    }
+  }
+  std::vector<ModelStats> recorded = scheduler_->Statistics(std::string(model));
+  std::vector<ModelStats> out;
+  for (const auto& [name, v] : wanted) {
+    auto it = std::find_if(recorded.begin(), recorded.end(),
+                           [&](const ModelStats& s) { return s.model == name && s.version == v; });
+    if (it != recorded.end()) {
+      out.push_back(*it);
+    } else {
+      ModelStats zero;
+      zero.model = name;
+      zero.version = v;
+      out.push_back(std::move(zero));
+    }
+  }
+  return out;
+}
 
 std::vector<DeviceStatus> InferenceCore::Devices() const {
   std::vector<ResidentModel> resident = scheduler_->Resident();

@@ -28,6 +28,7 @@
 #include "infergate/v1/model_config.pb.h"
 #include "scheduler/inference_types.h"
 #include "scheduler/model_key.h"
+#include "scheduler/model_statistics.h"
 #include "scheduler/request_handle.h"
 #include "scheduler/scheduler_observer.h"
 #include "scheduler/scheduler_options.h"
@@ -87,6 +88,15 @@ class InferenceCore {
   absl::StatusOr<std::vector<ModelStatus>> Models();
   // Whether `name` is a repository model (for bounded metric labels).
   bool KnownModel(absl::string_view name) const;
+  // One model, read from disk if it is new. `version` empty: any; else it
+  // must exist. INVALID_ARGUMENT, NOT_FOUND, or FAILED_PRECONDITION for a
+  // model whose config is broken.
+  absl::StatusOr<ModelStatus> Model(absl::string_view name, absl::string_view version = "");
+
+  // What ran, per model version: every version in the repository, zeros
+  // where nothing ran. `model` empty: all models; `version` empty: all
+  // versions. NOT_FOUND for an unknown model or version.
+  absl::StatusOr<std::vector<ModelStats>> Statistics(absl::string_view model, absl::string_view version);
 
   // Every device with live figures, in cold-start preference order.
   std::vector<DeviceStatus> Devices() const;

@@ -42,8 +42,12 @@ struct Placement {
 
 struct Timing {
   uint64_t queue_us = 0;
-  uint64_t compute_us = 0;
+  uint64_t compute_us = 0;  // joining the batch and running the model
   uint64_t total_us = 0;
+  // The batch's time, finer: joining inputs, running, splitting outputs.
+  uint64_t compute_input_ns = 0;
+  uint64_t compute_infer_ns = 0;
+  uint64_t compute_output_ns = 0;
 };
 
 struct InferenceResult {
@@ -77,6 +81,9 @@ struct LoadResult {
 
 inline uint64_t MicrosBetween(Clock::time_point a, Clock::time_point b) {
   return b > a ? std::chrono::duration_cast<std::chrono::microseconds>(b - a).count() : 0;
+}
+inline uint64_t NanosBetween(Clock::time_point a, Clock::time_point b) {
+  return b > a ? std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count() : 0;
 }
 
 }  // namespace infergate

@@ -16,6 +16,13 @@ void Job::Finish(absl::StatusOr<InferenceResult> result) {
   if (routed) {
     labels.model = route.model->name;
     labels.device = route.device.id.ToString();
+    if (statistics && result.ok()) {
+      const Timing& t = result->timing;
+      statistics->RecordSuccess(labels.model, route.version, t.total_us * 1000, t.queue_us * 1000,
+                                {t.compute_input_ns, t.compute_infer_ns, t.compute_output_ns});
+    } else if (statistics) {
+      statistics->RecordFailure(labels.model, route.version, NanosBetween(request.received, Clock::now()));
+    }
   } else {
     labels.model = model_label;
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "scheduler/inference_types.h"
+#include "scheduler/model_statistics.h"
 #include "scheduler/request_handle.h"
 #include "scheduler/route.h"
 
@@ -43,6 +44,8 @@ struct Job final : RequestHandle {
   // moves the job to another executor while a client may be cancelling it,
   // so both sides go through this atomic (see DeviceExecutor::Submit).
   std::atomic<DeviceExecutor*> executor{nullptr};
+  // Where the answer is counted once routed; not owned, may be null.
+  ModelStatistics* statistics = nullptr;
 
   void Cancel() override;
 

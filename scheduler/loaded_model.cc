@@ -2,6 +2,8 @@
 
 #include <torch/script.h>
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "devices/device_failure.h"
@@ -105,22 +107,21 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
       sig.inputs.push_back(std::move(spec));
     }
     if (config.inputs_size() > 0) {
-      if (static_cast<size_t>(config.inputs_size()) != sig.inputs.size()) {
+      InputSignature declared = DeclaredSignature(config);
+      if (declared.inputs.size() != sig.inputs.size()) {
         return absl::InternalError(absl::StrCat("model '", config.name(), "': config.pbtxt declares ",
-                                                config.inputs_size(), " inputs but forward() takes ",
+                                                declared.inputs.size(), " inputs but forward() takes ",
                                                 sig.inputs.size()));
       }
+      // forward()'s order, the config's dtypes and dims.
       for (InputSpec& spec : sig.inputs) {
-        const v1::TensorSpec* declared = nullptr;
-        for (const v1::TensorSpec& s : config.inputs()) {
-          if (s.name() == spec.name) declared = &s;
-        }
-        if (!declared) {
+        auto match = std::find_if(declared.inputs.begin(), declared.inputs.end(),
+                                  [&](const InputSpec& d) { return d.name == spec.name; });
+        if (match == declared.inputs.end()) {
           return absl::InternalError(absl::StrCat("model '", config.name(), "': forward() argument '", spec.name,
                                                   "' is not declared in config.pbtxt inputs"));
         }
-        spec.dtype = DTypeFromProto(declared->dtype());
-        spec.dims = std::vector<int64_t>(declared->dims().begin(), declared->dims().end());
+        spec = *match;
       }
     }
     for (const v1::TensorSpec& s : config.outputs()) {

@@ -83,4 +83,17 @@ absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::s
   return config;
 }
 
+InputSignature DeclaredSignature(const v1::ModelConfig& config) {
+  InputSignature sig;
+  sig.max_batch_size = config.max_batch_size();
+  for (const v1::TensorSpec& s : config.inputs()) {
+    InputSpec spec;
+    spec.name = s.name();
+    spec.dtype = DTypeFromProto(s.dtype());
+    spec.dims = std::vector<int64_t>(s.dims().begin(), s.dims().end());
+    sig.inputs.push_back(std::move(spec));
+  }
+  return sig;
+}
+
 }  // namespace infergate

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/proto_enums.h"
+#include "scheduler/input_signature.h"
 #include "infergate/v1/model_config.pb.h"
 #include "infergate/v1/tensor.pb.h"
 
@@ -19,5 +20,9 @@ inline constexpr int kMaxTensorRank = 8;
 // to `folder_name` when set. Errors are INVALID_ARGUMENT naming the file's
 // field, e.g. "inputs[1].dims[0]".
 absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name);
+
+// What a config declares about a model's inputs, as a signature (inputs in
+// the config's order; empty when the config declares none).
+InputSignature DeclaredSignature(const v1::ModelConfig& config);
 
 }  // namespace infergate

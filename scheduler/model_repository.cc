@@ -28,18 +28,6 @@ absl::StatusOr<int64_t> ParseVersion(absl::string_view text, absl::string_view f
   return v;
 }
 
-InputSignature DeclaredSignature(const v1::ModelConfig& config) {
-  InputSignature sig;
-  sig.max_batch_size = config.max_batch_size();
-  for (const v1::TensorSpec& s : config.inputs()) {
-    InputSpec spec;
-    spec.name = s.name();
-    spec.dtype = DTypeFromProto(s.dtype());
-    spec.dims = std::vector<int64_t>(s.dims().begin(), s.dims().end());
-    sig.inputs.push_back(std::move(spec));
-  }
-  return sig;
-}
 
 ModelRepository::ModelRepository(std::string root) : root_(std::move(root)) {}
 

@@ -56,9 +56,6 @@ class ModelRepository {
   std::map<std::string, std::shared_ptr<const ModelEntry>, std::less<>> models_;
 };
 
-// What a config declares about a model's inputs, as a signature.
-InputSignature DeclaredSignature(const v1::ModelConfig& config);
-
 // Parses a version string: digits only, at most 18 of them.
 absl::StatusOr<int64_t> ParseVersion(absl::string_view text, absl::string_view field);
 

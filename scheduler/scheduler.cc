@@ -187,6 +187,7 @@ std::shared_ptr<RequestHandle> Scheduler::Submit(InferenceRequest request, Infer
   }
   job->route = *std::move(route);
   job->routed = true;
+  job->statistics = &statistics_;
   job->request = std::move(request);
   PrepareBatching(*job, options_.batching, metas);
   job->enqueued = Clock::now();
@@ -248,6 +249,7 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
       ex->RecordBatchCost(run.jobs[0]->batch_key, total_rows, own_cpu ? run.cpu_us : run.compute_us);
     }
   }
+  statistics_.RecordBatch(route.model->name, route.version, static_cast<uint64_t>(total_rows), run.times);
   const DType dtype = (*lease)->compute_dtype();
   const std::string device_name = device.ToString();
   Clock::time_point finished = Clock::now();
@@ -265,6 +267,9 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
     result.timing.queue_us = MicrosBetween(job.enqueued, started);
     result.timing.compute_us = run.compute_us;
     result.timing.total_us = MicrosBetween(job.request.received, finished);
+    result.timing.compute_input_ns = run.times.input_ns;
+    result.timing.compute_infer_ns = run.times.infer_ns;
+    result.timing.compute_output_ns = run.times.output_ns;
     job.Finish(std::move(result));
   }
 }

@@ -27,6 +27,7 @@
 #include "scheduler/inference_types.h"
 #include "scheduler/model_manager.h"
 #include "scheduler/model_repository.h"
+#include "scheduler/model_statistics.h"
 #include "scheduler/request_handle.h"
 #include "scheduler/route_planner.h"
 #include "scheduler/router.h"
@@ -71,6 +72,7 @@ class Scheduler {
   uint64_t CacheBudget(const DeviceId& device) const { return models_.cache().Budget(device); }
   std::vector<std::string> UnsupportedOps(DeviceKind kind) const { return learned_.ForKind(kind); }
   const SchedulerOptions& options() const { return options_; }
+  std::vector<ModelStats> Statistics(const std::string& model) const { return statistics_.Snapshot(model); }
   // Where events go; set before serving. Not owned; null ignores them.
   void SetObserver(SchedulerObserver* observer);
 
@@ -94,6 +96,7 @@ class Scheduler {
   LatencyStats latency_;
   ModelManager models_;
   RoutePlanner planner_;
+  ModelStatistics statistics_;
   std::atomic<bool> draining_{false};
   std::map<DeviceId, std::unique_ptr<DeviceExecutor>> executors_;
 };

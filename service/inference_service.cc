@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/proto_enums.h"
+#include "service/call_context.h"
 #include "service/status_convert.h"
 
 namespace infergate {
@@ -29,55 +30,10 @@ v1::DeviceKind KindToWire(DeviceKind k) {
   return v1::DEVICE_KIND_UNSPECIFIED;
 }
 
-// The client's deadline on our steady clock; max() when it set none.
-Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
-  auto deadline = ctx.deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return Clock::time_point::max();
-  auto left = deadline - std::chrono::system_clock::now();
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
-}
-
 void FillLoaded(const ModelKey& key, v1::LoadedModel* out) {
   out->set_version(key.version);
   out->set_device(key.device.ToString());
   out->set_dtype(DTypeToProto(key.dtype));
-}
-
-// A unary reactor that cancels its request in the core when the client
-// cancels or its deadline passes.
-class InferReactor final : public grpc::ServerUnaryReactor {
- public:
-  void set_handle(std::shared_ptr<RequestHandle> handle) {
-    std::lock_guard<std::mutex> lock(mu_);
-    handle_ = std::move(handle);
-    if (cancelled_) handle_->Cancel();
-  }
-  void OnCancel() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    cancelled_ = true;
-    if (handle_) handle_->Cancel();
-  }
-  void OnDone() override { delete this; }
-
- private:
-  std::mutex mu_;
-  bool cancelled_ = false;
-  std::shared_ptr<RequestHandle> handle_;
-};
-
-absl::string_view Authorization(const grpc::CallbackServerContext& ctx) {
-  const auto& md = ctx.client_metadata();
-  auto it = md.find("authorization");
-  return it == md.end() ? absl::string_view() : absl::string_view(it->second.data(), it->second.size());
-}
-
-// Finishes `ctx`'s call with the auth failure, if any; true when it did.
-bool Refused(const TokenAuth& auth, grpc::CallbackServerContext* ctx, TokenAuth::Role role,
-             grpc::ServerUnaryReactor* reactor) {
-  absl::Status s = auth.Check(Authorization(*ctx), role);
-  if (s.ok()) return false;
-  reactor->Finish(ToGrpcStatus(s));
-  return true;
 }
 
 }  // namespace
@@ -91,14 +47,13 @@ InferenceServiceImpl::InferenceServiceImpl(InferenceCore& core, CodecLimits limi
 grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContext* ctx,
                                                       const v1::InferRequest* request,
                                                       v1::InferResponse* response) {
-  auto* reactor = new InferReactor();
+  auto* reactor = new CancellableUnaryReactor();
   Clock::time_point received = Clock::now();
   // Finishes a call that never reached the scheduler.
   auto refuse = [&](const absl::Status& status) {
     if (metrics_) {
-      metrics_->RecordRequest(core_.KnownModel(request->model()) ? request->model() : "", "",
-                              static_cast<int>(status.code()), MicrosBetween(received, Clock::now()) / 1e6, 0, 0, 0,
-                              false);
+      metrics_->RecordInfer({core_.KnownModel(request->model()) ? request->model() : "", ""}, status, nullptr,
+                            MicrosBetween(received, Clock::now()));
     }
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
@@ -162,11 +117,8 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
           response->set_request_id(request->request_id());
         }
         if (metrics_) {
-          bool ran = status.ok();
-          metrics_->RecordRequest(labels.model, ran ? result->placement.device : labels.device,
-                                  static_cast<int>(status.error_code()), total_us / 1e6,
-                                  ran ? result->timing.queue_us / 1e6 : 0, ran ? result->timing.compute_us / 1e6 : 0,
-                                  ran ? result->placement.batch_size : 0, ran);
+          metrics_->RecordInfer(labels, absl::Status(static_cast<absl::StatusCode>(status.error_code()), ""),
+                                status.ok() ? &*result : nullptr, total_us);
         }
         reactor->Finish(status);
       });
@@ -178,7 +130,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServer
                                                             const v1::ListDevicesRequest*,
                                                             v1::ListDevicesResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, ctx, TokenAuth::Role::kInference, reactor)) return reactor;
+  if (Refused(auth_, *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
   for (const DeviceStatus& status : core_.Devices()) {
     const DeviceInfo& d = status.info;
     v1::DeviceInfo* out = response->add_devices();
@@ -209,7 +161,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerC
                                                            const v1::ListModelsRequest*,
                                                            v1::ListModelsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, ctx, TokenAuth::Role::kInference, reactor)) return reactor;
+  if (Refused(auth_, *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
   absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
   if (!models.ok()) {
     reactor->Finish(ToGrpcStatus(models.status()));
@@ -230,7 +182,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerCo
                                                           const v1::LoadModelRequest* request,
                                                           v1::LoadModelResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
+  if (Refused(auth_, *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
   absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
   if (!precision.ok()) {
     reactor->Finish(ToGrpcStatus(precision.status()));
@@ -256,7 +208,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::UnloadModel(grpc::CallbackServer
                                                             const v1::UnloadModelRequest* request,
                                                             v1::UnloadModelResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
+  if (Refused(auth_, *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
   absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
   if (!precision.ok()) {
     reactor->Finish(ToGrpcStatus(precision.status()));

@@ -18,6 +18,7 @@
 #include "devices/torch_probe.h"
 #include "scheduler/inference_core.h"
 #include "service/inference_service.h"
+#include "service/open_inference_service.h"
 #include "service/server_options.h"
 
 namespace infergate {
@@ -109,7 +110,8 @@ int Run(int argc, char** argv) {
     }
     credentials = *std::move(tls);
   }
-  InferenceServiceImpl service(core, opts.tensor_limits, metrics.get(), *std::move(auth));
+  InferenceServiceImpl service(core, opts.tensor_limits, metrics.get(), *auth);
+  OpenInferenceService open_inference(core, opts.tensor_limits, metrics.get(), *std::move(auth), INFERGATE_VERSION);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -124,6 +126,7 @@ int Run(int argc, char** argv) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 30000);
   }
   builder.RegisterService(&service);
+  builder.RegisterService(&open_inference);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     LOG_ERROR << "cannot listen on " << opts.address;
@@ -131,6 +134,7 @@ int Run(int argc, char** argv) {
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   const std::string kService = "infergate.v1.InferenceService";
+  const std::string kOpenInference = "inference.GRPCInferenceService";
   health->SetServingStatus(false);
   // Liveness stays SERVING while the process can answer, drain included;
   // readiness ("" and the service name) follows scanning, warm-up and drain.
@@ -149,6 +153,7 @@ int Run(int argc, char** argv) {
   }
   health->SetServingStatus(true);
   health->SetServingStatus(kService, true);
+  health->SetServingStatus(kOpenInference, true);
   LOG_INFO << "serving";
 
   int sig = 0;
@@ -158,7 +163,9 @@ int Run(int argc, char** argv) {
   LOG_INFO << "signal " << sig << ": draining for up to " << opts.drain_timeout.count() << " ms";
   health->SetServingStatus(false);
   health->SetServingStatus(kService, false);
+  health->SetServingStatus(kOpenInference, false);
   service.StartDraining();
+  open_inference.StartDraining();
   auto deadline = std::chrono::steady_clock::now() + opts.drain_timeout;
   bool idle = core.Drain(deadline);
   if (!idle) LOG_WARNING << "drain timeout passed with work still queued or running";

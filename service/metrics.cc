@@ -228,6 +228,14 @@ void Metrics::RecordRequest(const std::string& model, const std::string& device,
   }
 }
 
+void Metrics::RecordInfer(const RequestLabels& labels, const absl::Status& status, const InferenceResult* result,
+                          uint64_t total_us) {
+  RecordRequest(labels.model, result ? result->placement.device : labels.device, static_cast<int>(status.code()),
+                static_cast<double>(total_us) / 1e6, result ? static_cast<double>(result->timing.queue_us) / 1e6 : 0,
+                result ? static_cast<double>(result->timing.compute_us) / 1e6 : 0,
+                result ? result->placement.batch_size : 0, result != nullptr);
+}
+
 void Metrics::OnCacheLookup(const DeviceId& device, bool hit) {
   Cached(hit ? *cache_hits_ : *cache_misses_, {{"device", device.ToString()}}).Increment();
 }

@@ -46,6 +46,11 @@ class Metrics final : public SchedulerObserver {
   void RecordRequest(const std::string& model, const std::string& device, int grpc_code, double total_s,
                      double queue_s, double compute_s, uint32_t batch_size, bool ran);
 
+  // One finished inference call of any front end: `status` is what the
+  // client got; `result` is set when the model ran and the answer went out.
+  void RecordInfer(const RequestLabels& labels, const absl::Status& status, const InferenceResult* result,
+                   uint64_t total_us);
+
   void OnCacheLookup(const DeviceId& device, bool hit) override;
   void OnModelLoad(const std::string& model, const DeviceId& device, double seconds, bool ok) override;
   void OnEviction(const DeviceId& device, const std::string& why) override;

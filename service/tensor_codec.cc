@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "devices/torch_dtype.h"
-#include "scheduler/model_config.h"
+#include "common/proto_enums.h"
 
 namespace infergate {
 namespace {
@@ -30,14 +30,9 @@ constexpr bool kLittleEndian = std::endian::native == std::endian::little;
 
 }  // namespace
 
-absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, absl::string_view field, const CodecLimits& limits) {
-  absl::StatusOr<WireTensorInfo> info = ValidateWireTensor(wire, field, limits);
-  if (!info.ok()) return info.status();
-  const std::string& bytes = wire.data();
-  const std::vector<int64_t>& shape = info->shape;
-  const int64_t elements = info->elements;
-  const size_t width = ElementSize(info->dtype);
-  auto options = at::TensorOptions().dtype(ToScalarType(info->dtype)).device(at::kCPU);
+at::Tensor TensorOverBytes(DType dtype, const std::vector<int64_t>& shape, absl::string_view bytes) {
+  const size_t width = ElementSize(dtype);
+  auto options = at::TensorOptions().dtype(ToScalarType(dtype)).device(at::kCPU);
   bool aligned = reinterpret_cast<uintptr_t>(bytes.data()) % width == 0;
   if (kLittleEndian && aligned && !bytes.empty()) {
     return at::from_blob(const_cast<char*>(bytes.data()), shape, options);
@@ -45,29 +40,40 @@ absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, absl::string_vie
   at::Tensor owned = at::empty(shape, options);
   if (!bytes.empty()) {
     std::memcpy(owned.data_ptr(), bytes.data(), bytes.size());
-    if (!kLittleEndian) SwapBytes(static_cast<char*>(owned.data_ptr()), elements, width);
+    if (!kLittleEndian) SwapBytes(static_cast<char*>(owned.data_ptr()), bytes.size() / width, width);
   }
   return owned;
 }
 
-absl::Status EncodeTensor(const at::Tensor& tensor, absl::string_view name, v1::Tensor* wire) {
+absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, absl::string_view field, const CodecLimits& limits) {
+  absl::StatusOr<WireTensorInfo> info = ValidateWireTensor(wire, field, limits);
+  if (!info.ok()) return info.status();
+  return TensorOverBytes(info->dtype, info->shape, wire.data());
+}
+
+absl::StatusOr<DType> TensorBytes(const at::Tensor& tensor, absl::string_view name, std::string* out) {
   std::optional<DType> dtype = FromScalarType(tensor.scalar_type());
   if (!dtype) {
     return absl::InternalError(absl::StrCat("output '", name, "' has dtype ", c10::toString(tensor.scalar_type()),
                                             " which the wire API cannot carry"));
   }
   at::Tensor cpu = tensor.device().is_cpu() ? tensor.contiguous() : tensor.to(at::kCPU).contiguous();
+  size_t nbytes = cpu.numel() * cpu.element_size();
+  out->resize(nbytes);
+  if (nbytes > 0) {
+    std::memcpy(out->data(), cpu.data_ptr(), nbytes);
+    if (!kLittleEndian) SwapBytes(out->data(), cpu.numel(), cpu.element_size());
+  }
+  return *dtype;
+}
+
+absl::Status EncodeTensor(const at::Tensor& tensor, absl::string_view name, v1::Tensor* wire) {
+  absl::StatusOr<DType> dtype = TensorBytes(tensor, name, wire->mutable_data());
+  if (!dtype.ok()) return dtype.status();
   wire->set_name(std::string(name));
   wire->set_dtype(DTypeToProto(*dtype));
-  wire->mutable_shape()->Reserve(static_cast<int>(cpu.dim()));
-  for (int64_t d : cpu.sizes()) wire->add_shape(d);
-  size_t nbytes = cpu.numel() * cpu.element_size();
-  std::string* data = wire->mutable_data();
-  data->resize(nbytes);
-  if (nbytes > 0) {
-    std::memcpy(data->data(), cpu.data_ptr(), nbytes);
-    if (!kLittleEndian) SwapBytes(data->data(), cpu.numel(), cpu.element_size());
-  }
+  wire->mutable_shape()->Reserve(static_cast<int>(tensor.dim()));
+  for (int64_t d : tensor.sizes()) wire->add_shape(d);
   return absl::OkStatus();
 }
 

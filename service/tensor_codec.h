@@ -21,4 +21,12 @@ absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, absl::string_vie
 // Writes `tensor` (any device; any dtype the wire carries) into `wire`.
 absl::Status EncodeTensor(const at::Tensor& tensor, absl::string_view name, v1::Tensor* wire);
 
+// A CPU tensor of `dtype` and `shape` over `bytes`, already validated
+// (ValidateRawBytes). Aliases them when it can, so they must outlive it.
+at::Tensor TensorOverBytes(DType dtype, const std::vector<int64_t>& shape, absl::string_view bytes);
+
+// `tensor`'s elements as raw little-endian row-major bytes, and its dtype.
+// INTERNAL naming `name` for a dtype the wire APIs cannot carry.
+absl::StatusOr<DType> TensorBytes(const at::Tensor& tensor, absl::string_view name, std::string* out);
+
 }  // namespace infergate

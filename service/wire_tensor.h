@@ -1,6 +1,7 @@
 #pragma once
 // Checks a wire tensor's dtype, shape and byte count against each other and
-// the limits, without LibTorch (so the fuzzer and the codec share it).
+// the limits, without LibTorch (so the fuzzer and the codecs share it). Both
+// wire APIs (infergate.v1 and the Open Inference Protocol) use it.
 
 #include <cstdint>
 #include <vector>
@@ -28,5 +29,16 @@ struct WireTensorInfo {
 // that does not match the shape, or BOOL bytes other than 0 and 1.
 absl::StatusOr<WireTensorInfo> ValidateWireTensor(const v1::Tensor& wire, absl::string_view field,
                                                   const CodecLimits& limits = {});
+
+// The shape checks alone: rank, no negative dims, and the element count
+// within the limit, where a zero-size dim does not switch the limit off
+// (the product of the non-zero dims is held to it). Returns the count.
+absl::StatusOr<int64_t> ValidateShape(const std::vector<int64_t>& shape, absl::string_view field,
+                                      const CodecLimits& limits);
+
+// Raw element bytes for `elements` values of `dtype`: the byte count, and
+// BOOL bytes of 0 or 1. `data_field` names where the bytes came from.
+absl::Status ValidateRawBytes(DType dtype, int64_t elements, const std::vector<int64_t>& shape,
+                              absl::string_view bytes, absl::string_view data_field);
 
 }  // namespace infergate

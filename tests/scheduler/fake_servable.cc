@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "devices/device_failure.h"
-#include "scheduler/model_repository.h"
+#include "scheduler/model_config.h"
 
 namespace infergate::testing {
 namespace {

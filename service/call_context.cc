@@ -1,0 +1,40 @@
+#include "service/call_context.h"
+
+#include "service/status_convert.h"
+
+namespace infergate {
+
+absl::string_view Authorization(const grpc::CallbackServerContext& ctx) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("authorization");
+  return it == md.end() ? absl::string_view() : absl::string_view(it->second.data(), it->second.size());
+}
+
+Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
+  auto deadline = ctx.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return Clock::time_point::max();
+  auto left = deadline - std::chrono::system_clock::now();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
+}
+
+bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role,
+             grpc::ServerUnaryReactor* reactor) {
+  absl::Status s = auth.Check(Authorization(ctx), role);
+  if (s.ok()) return false;
+  reactor->Finish(ToGrpcStatus(s));
+  return true;
+}
+
+void CancellableUnaryReactor::set_handle(std::shared_ptr<RequestHandle> handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  handle_ = std::move(handle);
+  if (cancelled_) handle_->Cancel();
+}
+
+void CancellableUnaryReactor::OnCancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  if (handle_) handle_->Cancel();
+}
+
+}  // namespace infergate

@@ -1,0 +1,246 @@
+#include "service/open_inference_codec.h"
+
+#include <ATen/ops/empty.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "devices/torch_dtype.h"
+#include "service/tensor_codec.h"
+
+namespace infergate {
+namespace {
+
+constexpr struct {
+  DType dtype;
+  const char* name;
+  inference::DataType config;
+} kDatatypes[] = {
+    {DType::kBool, "BOOL", inference::TYPE_BOOL},       {DType::kUInt8, "UINT8", inference::TYPE_UINT8},
+    {DType::kInt8, "INT8", inference::TYPE_INT8},       {DType::kInt16, "INT16", inference::TYPE_INT16},
+    {DType::kInt32, "INT32", inference::TYPE_INT32},    {DType::kInt64, "INT64", inference::TYPE_INT64},
+    {DType::kFloat16, "FP16", inference::TYPE_FP16},    {DType::kBFloat16, "BF16", inference::TYPE_BF16},
+    {DType::kFloat32, "FP32", inference::TYPE_FP32},    {DType::kFloat64, "FP64", inference::TYPE_FP64},
+};
+
+using Parameters = google::protobuf::Map<std::string, inference::InferParameter>;
+
+absl::StatusOr<std::string> StringParameter(const Parameters& params, const std::string& key) {
+  auto it = params.find(key);
+  if (it == params.end()) return std::string();
+  if (it->second.parameter_choice_case() != inference::InferParameter::kStringParam) {
+    return absl::InvalidArgumentError(absl::StrCat("parameters.", key, ": expected a string"));
+  }
+  return it->second.string_param();
+}
+
+// Copies typed `values` into a new tensor of `dtype` whose C++ element type
+// is `Element`, checking that each value fits.
+template <typename Element, typename Values>
+absl::StatusOr<at::Tensor> FromTyped(const Values& values, DType dtype, const std::vector<int64_t>& shape,
+                                     int64_t elements, const std::string& field, const char* contents_field) {
+  if (values.size() != elements) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".contents.", contents_field, ": holds ", values.size(),
+                                                   " values but shape [", absl::StrJoin(shape, ","), "] needs ",
+                                                   elements));
+  }
+  at::Tensor t = at::empty(shape, at::TensorOptions().dtype(ToScalarType(dtype)));
+  Element* data = t.data_ptr<Element>();
+  for (int64_t i = 0; i < elements; ++i) {
+    auto v = values.Get(static_cast<int>(i));
+    if constexpr (std::is_integral_v<Element> && !std::is_same_v<Element, bool> && sizeof(Element) < 8) {
+      const int64_t wide = static_cast<int64_t>(v);
+      if (wide < std::numeric_limits<Element>::min() || wide > std::numeric_limits<Element>::max()) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ".contents.", contents_field, "[", i, "]: ", v,
+                                                       " does not fit ", DatatypeName(dtype)));
+      }
+    }
+    data[i] = static_cast<Element>(v);
+  }
+  return t;
+}
+
+absl::StatusOr<at::Tensor> DecodeTyped(const inference::InferTensorContents& c, DType dtype,
+                                       const std::vector<int64_t>& shape, int64_t elements, const std::string& field) {
+  switch (dtype) {
+    case DType::kBool: return FromTyped<bool>(c.bool_contents(), dtype, shape, elements, field, "bool_contents");
+    case DType::kUInt8: return FromTyped<uint8_t>(c.uint_contents(), dtype, shape, elements, field, "uint_contents");
+    case DType::kInt8: return FromTyped<int8_t>(c.int_contents(), dtype, shape, elements, field, "int_contents");
+    case DType::kInt16: return FromTyped<int16_t>(c.int_contents(), dtype, shape, elements, field, "int_contents");
+    case DType::kInt32: return FromTyped<int32_t>(c.int_contents(), dtype, shape, elements, field, "int_contents");
+    case DType::kInt64:
+      return FromTyped<int64_t>(c.int64_contents(), dtype, shape, elements, field, "int64_contents");
+    case DType::kFloat32: return FromTyped<float>(c.fp32_contents(), dtype, shape, elements, field, "fp32_contents");
+    case DType::kFloat64:
+      return FromTyped<double>(c.fp64_contents(), dtype, shape, elements, field, "fp64_contents");
+    case DType::kFloat16:
+    case DType::kBFloat16: break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ".contents: ", DatatypeName(dtype), " travels only as raw_input_contents"));
+}
+
+bool HasTypedContents(const inference::InferTensorContents& c) {
+  return c.bool_contents_size() || c.int_contents_size() || c.int64_contents_size() || c.uint_contents_size() ||
+         c.uint64_contents_size() || c.fp32_contents_size() || c.fp64_contents_size() || c.bytes_contents_size();
+}
+
+void SetString(Parameters* params, const char* key, std::string value) {
+  (*params)[key].set_string_param(std::move(value));
+}
+void SetInt(Parameters* params, const char* key, int64_t value) { (*params)[key].set_int64_param(value); }
+
+}  // namespace
+
+absl::string_view DatatypeName(DType dtype) {
+  for (const auto& d : kDatatypes) {
+    if (d.dtype == dtype) return d.name;
+  }
+  return "INVALID";
+}
+
+inference::DataType ConfigDatatype(DType dtype) {
+  for (const auto& d : kDatatypes) {
+    if (d.dtype == dtype) return d.config;
+  }
+  return inference::TYPE_INVALID;
+}
+
+absl::StatusOr<DType> DatatypeFromName(absl::string_view name, absl::string_view field) {
+  for (const auto& d : kDatatypes) {
+    if (name == d.name) return d.dtype;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": '", name.substr(0, 32), "' is not a datatype infergate serves; expected one of ",
+      "BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, BF16, FP32, FP64"));
+}
+
+absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,
+                                InferenceRequest* out) {
+  out->model = request.model_name();
+  out->version = request.model_version();
+  const Parameters& params = request.parameters();
+  absl::StatusOr<std::string> device = StringParameter(params, "device");
+  if (!device.ok()) return device.status();
+  out->device = *std::move(device);
+  absl::StatusOr<std::string> precision = StringParameter(params, "precision");
+  if (!precision.ok()) return precision.status();
+  std::string p = absl::AsciiStrToUpper(*precision);
+  if (p.empty() || p == "AUTO") {
+    out->precision = Precision::kAuto;
+  } else if (p == "FP32") {
+    out->precision = Precision::kFp32;
+  } else if (p == "FP16") {
+    out->precision = Precision::kFp16;
+  } else if (p == "BF16") {
+    out->precision = Precision::kBf16;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameters.precision: '", precision->substr(0, 32), "'; expected AUTO, FP32, FP16 or BF16"));
+  }
+  absl::StatusOr<std::string> fallback = StringParameter(params, "fallback");
+  if (!fallback.ok()) return fallback.status();
+  std::string f = absl::AsciiStrToUpper(*fallback);
+  if (f != "" && f != "ALLOW" && f != "DENY") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameters.fallback: '", fallback->substr(0, 32), "'; expected ALLOW or DENY"));
+  }
+  out->allow_fallback = f != "DENY";
+  if (auto it = params.find("timeout"); it != params.end()) {
+    if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param ||
+        it->second.int64_param() < 0) {
+      return absl::InvalidArgumentError("parameters.timeout: expected microseconds as a non-negative int64");
+    }
+    if (it->second.int64_param() > 0) {
+      out->deadline = std::min(out->deadline, out->received + std::chrono::microseconds(it->second.int64_param()));
+    }
+  }
+
+  const bool raw = request.raw_input_contents_size() > 0;
+  if (raw && request.raw_input_contents_size() != request.inputs_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("raw_input_contents: holds ", request.raw_input_contents_size(),
+                                                   " entries for ", request.inputs_size(), " inputs"));
+  }
+  out->inputs.clear();
+  out->inputs.reserve(request.inputs_size());
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const inference::ModelInferRequest::InferInputTensor& in = request.inputs(i);
+    std::string field = absl::StrCat("inputs[", i, "]");
+    if (in.name().empty()) return absl::InvalidArgumentError(absl::StrCat(field, ".name: is empty"));
+    absl::StatusOr<DType> dtype = DatatypeFromName(in.datatype(), absl::StrCat(field, ".datatype"));
+    if (!dtype.ok()) return dtype.status();
+    std::vector<int64_t> shape(in.shape().begin(), in.shape().end());
+    absl::StatusOr<int64_t> elements = ValidateShape(shape, field, limits);
+    if (!elements.ok()) return elements.status();
+    const bool typed = in.has_contents() && HasTypedContents(in.contents());
+    if (raw && typed) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".contents: the request also has raw_input_contents; send each input one way only"));
+    }
+    if (raw) {
+      const std::string& bytes = request.raw_input_contents(i);
+      if (absl::Status s = ValidateRawBytes(*dtype, *elements, shape, bytes, absl::StrCat("raw_input_contents[", i, "]"));
+          !s.ok()) {
+        return s;
+      }
+      out->inputs.push_back({in.name(), TensorOverBytes(*dtype, shape, bytes)});
+    } else {
+      absl::StatusOr<at::Tensor> t = DecodeTyped(in.contents(), *dtype, shape, *elements, field);
+      if (!t.ok()) return t.status();
+      out->inputs.push_back({in.name(), *std::move(t)});
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EncodeInferResponse(const inference::ModelInferRequest& request, InferenceResult& result,
+                                 inference::ModelInferResponse* response) {
+  std::vector<const NamedTensor*> chosen;
+  if (request.outputs_size() == 0) {
+    for (const NamedTensor& t : result.outputs) chosen.push_back(&t);
+  } else {
+    for (int i = 0; i < request.outputs_size(); ++i) {
+      const std::string& name = request.outputs(i).name();
+      auto it = std::find_if(result.outputs.begin(), result.outputs.end(),
+                             [&](const NamedTensor& t) { return t.name == name; });
+      if (it == result.outputs.end()) {
+        std::vector<std::string> names;
+        for (const NamedTensor& t : result.outputs) names.push_back(t.name);
+        return absl::InvalidArgumentError(absl::StrCat("outputs[", i, "].name: model '", request.model_name(),
+                                                       "' has no output '", name.substr(0, 64), "' (it has ",
+                                                       absl::StrJoin(names, ", "), ")"));
+      }
+      chosen.push_back(&*it);
+    }
+  }
+  response->set_model_name(request.model_name());
+  response->set_model_version(absl::StrCat(result.placement.model_version));
+  response->set_id(request.id());
+  for (const NamedTensor* t : chosen) {
+    std::string* bytes = response->add_raw_output_contents();
+    absl::StatusOr<DType> dtype = TensorBytes(t->tensor, t->name, bytes);
+    if (!dtype.ok()) return dtype.status();
+    inference::ModelInferResponse::InferOutputTensor* out = response->add_outputs();
+    out->set_name(t->name);
+    out->set_datatype(std::string(DatatypeName(*dtype)));
+    for (int64_t d : t->tensor.sizes()) out->add_shape(d);
+  }
+  const Placement& p = result.placement;
+  Parameters* params = response->mutable_parameters();
+  SetString(params, "device", p.device);
+  SetString(params, "requested_device", p.requested_device);
+  SetString(params, "dtype", std::string(DatatypeName(p.dtype)));
+  (*params)["fell_back"].set_bool_param(p.fell_back);
+  SetString(params, "fallback_reason", p.fallback_reason);
+  SetInt(params, "batch_size", p.batch_size);
+  SetInt(params, "model_version", p.model_version);
+  SetInt(params, "queue_us", static_cast<int64_t>(result.timing.queue_us));
+  SetInt(params, "compute_us", static_cast<int64_t>(result.timing.compute_us));
+  return absl::OkStatus();
+}
+
+}  // namespace infergate

@@ -1,0 +1,40 @@
+#pragma once
+// The Open Inference Protocol's tensors and parameters <-> the core's types:
+// datatype strings, raw and typed input contents, raw outputs, and the
+// request/response parameters that carry infergate's device choice and
+// placement. Shared by the gRPC front end (and the REST one to come).
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "devices/dtype.h"
+#include "inference/grpc_service.pb.h"
+#include "scheduler/inference_types.h"
+#include "service/wire_tensor.h"
+
+namespace infergate {
+
+// "FP32", "INT64", ... for the datatypes infergate carries.
+absl::string_view DatatypeName(DType dtype);
+// INVALID_ARGUMENT naming `field` for BYTES, UINT16..64 and anything unknown.
+absl::StatusOr<DType> DatatypeFromName(absl::string_view name, absl::string_view field);
+// The model-config enum (TYPE_FP32, ...).
+inference::DataType ConfigDatatype(DType dtype);
+
+// Fills `out` (model, version, inputs, device choice, deadline from the
+// `timeout` parameter) from `request`. Raw input tensors alias the
+// request's bytes, so `request` must outlive `out`'s use. Errors are
+// INVALID_ARGUMENT naming the field, e.g. "inputs[1].shape".
+absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,
+                                InferenceRequest* out);
+
+// Writes the answer: outputs (only those requested, in the order asked, or
+// all in the model's order) as raw_output_contents, and the placement as
+// response parameters. INVALID_ARGUMENT for a requested output the model
+// does not have.
+absl::Status EncodeInferResponse(const inference::ModelInferRequest& request, InferenceResult& result,
+                                 inference::ModelInferResponse* response);
+
+}  // namespace infergate

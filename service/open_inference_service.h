@@ -1,0 +1,73 @@
+#pragma once
+// The Open Inference Protocol (KServe v2) over gRPC: package `inference`,
+// service `GRPCInferenceService`, on the same port as infergate.v1 and
+// behind the same TLS, tokens, metrics and drain. Like the v1 service it is
+// a stateless front end over the core facade: a v1 and a v2 request for the
+// same model share queues and batches.
+//
+// Callback API throughout; no gRPC thread waits for a model. Streams keep
+// many requests in flight (see open_inference_stream.h).
+
+#include <atomic>
+#include <string>
+
+#include "inference/grpc_service.grpc.pb.h"
+#include "scheduler/inference_core.h"
+#include "service/auth.h"
+#include "service/metrics.h"
+#include "service/wire_tensor.h"
+
+namespace infergate {
+
+class OpenInferenceService final : public inference::GRPCInferenceService::CallbackService {
+ public:
+  // `core` and `metrics` (may be null) are not owned and must outlive this.
+  OpenInferenceService(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
+                       std::string server_version);
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest* request,
+                                       inference::ServerLiveResponse* response) override;
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx,
+                                        const inference::ServerReadyRequest* request,
+                                        inference::ServerReadyResponse* response) override;
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx, const inference::ModelReadyRequest* request,
+                                       inference::ModelReadyResponse* response) override;
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
+                                           const inference::ServerMetadataRequest* request,
+                                           inference::ServerMetadataResponse* response) override;
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
+                                          const inference::ModelMetadataRequest* request,
+                                          inference::ModelMetadataResponse* response) override;
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const inference::ModelConfigRequest* request,
+                                        inference::ModelConfigResponse* response) override;
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const inference::ModelInferRequest* request,
+                                       inference::ModelInferResponse* response) override;
+  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>* ModelStreamInfer(
+      grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
+                                            const inference::ModelStatisticsRequest* request,
+                                            inference::ModelStatisticsResponse* response) override;
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
+                                            const inference::RepositoryIndexRequest* request,
+                                            inference::RepositoryIndexResponse* response) override;
+  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* ctx,
+                                                const inference::RepositoryModelLoadRequest* request,
+                                                inference::RepositoryModelLoadResponse* response) override;
+  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx,
+                                                  const inference::RepositoryModelUnloadRequest* request,
+                                                  inference::RepositoryModelUnloadResponse* response) override;
+
+  // From now on ServerReady says false and new inference gets UNAVAILABLE;
+  // accepted requests (also on open streams) run to the end.
+  void StartDraining() { draining_.store(true); }
+
+ private:
+  InferenceCore& core_;
+  CodecLimits limits_;
+  Metrics* metrics_;
+  TokenAuth auth_;
+  std::string server_version_;
+  std::atomic<bool> draining_{false};
+};
+
+}  // namespace infergate

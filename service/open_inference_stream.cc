@@ -1,0 +1,144 @@
+#include "service/open_inference_stream.h"
+
+#include "absl/strings/str_cat.h"
+#include "service/open_inference_codec.h"
+
+namespace infergate {
+namespace {
+
+std::unique_ptr<inference::ModelStreamInferResponse> ErrorResponse(const inference::ModelInferRequest& request,
+                                                                   const absl::Status& status) {
+  auto response = std::make_unique<inference::ModelStreamInferResponse>();
+  response->set_error_message(absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()));
+  response->mutable_infer_response()->set_model_name(request.model_name());
+  response->mutable_infer_response()->set_model_version(request.model_version());
+  response->mutable_infer_response()->set_id(request.id());
+  return response;
+}
+
+}  // namespace
+
+InferStreamReactor::InferStreamReactor(InferenceCore& core, CodecLimits limits, Metrics* metrics,
+                                       const std::atomic<bool>& draining, Clock::time_point deadline,
+                                       const absl::Status& refusal)
+    : core_(core), limits_(limits), metrics_(metrics), draining_(draining), deadline_(deadline) {
+  if (!refusal.ok()) {
+    finished_ = true;
+    Finish(grpc::Status(static_cast<grpc::StatusCode>(refusal.code()), std::string(refusal.message())));
+    return;
+  }
+  StartNextRead();
+}
+
+void InferStreamReactor::StartNextRead() {
+  reading_ = std::make_shared<inference::ModelInferRequest>();
+  StartRead(reading_.get());
+}
+
+void InferStreamReactor::OnReadDone(bool ok) {
+  if (!ok) {  // the client closed its side, or the call ended
+    std::unique_lock<std::mutex> lock(mu_);
+    reads_done_ = true;
+    reading_.reset();
+    return Progress(std::move(lock));
+  }
+  std::shared_ptr<inference::ModelInferRequest> request = std::move(reading_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++submitting_;
+  }
+  StartNextRead();
+  Submit(std::move(request));
+}
+
+void InferStreamReactor::Submit(std::shared_ptr<inference::ModelInferRequest> request) {
+  uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ticket = next_ticket_++;
+    in_flight_[ticket] = nullptr;
+  }
+  Clock::time_point received = Clock::now();
+  InferenceRequest req;
+  req.received = received;
+  req.deadline = deadline_;
+  absl::Status decoded = draining_.load() ? absl::UnavailableError("server is draining; retry on another replica")
+                                          : DecodeInferRequest(*request, limits_, &req);
+  std::shared_ptr<RequestHandle> handle;
+  if (!decoded.ok()) {
+    if (metrics_) {
+      metrics_->RecordInfer({core_.KnownModel(request->model_name()) ? request->model_name() : "", ""}, decoded,
+                            nullptr, MicrosBetween(received, Clock::now()));
+    }
+    Answer(ErrorResponse(*request, decoded), ticket);
+  } else {
+    // The request (whose bytes the input tensors alias) lives until answered.
+    handle = core_.Infer(std::move(req), [this, request, ticket, received](absl::StatusOr<InferenceResult> result,
+                                                                          const RequestLabels& labels) {
+      absl::Status status = result.status();
+      auto response = std::make_unique<inference::ModelStreamInferResponse>();
+      if (status.ok()) status = EncodeInferResponse(*request, *result, response->mutable_infer_response());
+      if (metrics_) {
+        metrics_->RecordInfer(labels, status, status.ok() ? &*result : nullptr, MicrosBetween(received, Clock::now()));
+      }
+      Answer(status.ok() ? std::move(response) : ErrorResponse(*request, status), ticket);
+    });
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  --submitting_;
+  if (auto it = in_flight_.find(ticket); it != in_flight_.end()) {
+    it->second = std::move(handle);
+    if (cancelled_ && it->second) it->second->Cancel();
+  }
+  Progress(std::move(lock));
+}
+
+void InferStreamReactor::Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  in_flight_.erase(ticket);
+  to_write_.push_back(std::move(response));
+  Progress(std::move(lock));
+}
+
+void InferStreamReactor::OnWriteDone(bool ok) {
+  std::unique_lock<std::mutex> lock(mu_);
+  writing_.reset();
+  if (!ok) {
+    cancelled_ = true;  // the client is gone: nothing more can be written
+    to_write_.clear();
+  }
+  Progress(std::move(lock));
+}
+
+void InferStreamReactor::OnCancel() {
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    for (auto& [ticket, handle] : in_flight_) {
+      if (handle) handles.push_back(handle);
+    }
+  }
+  for (auto& h : handles) h->Cancel();
+}
+
+void InferStreamReactor::Progress(std::unique_lock<std::mutex> lock) {
+  if (finished_) return;
+  if (!writing_ && !to_write_.empty() && !cancelled_) {
+    writing_ = std::move(to_write_.front());
+    to_write_.pop_front();
+    inference::ModelStreamInferResponse* next = writing_.get();
+    lock.unlock();
+    StartWrite(next);
+    return;
+  }
+  if (cancelled_) to_write_.clear();
+  if (reads_done_ && in_flight_.empty() && submitting_ == 0 && !writing_ && to_write_.empty()) {
+    finished_ = true;
+    bool cancelled = cancelled_;
+    lock.unlock();
+    Finish(cancelled ? grpc::Status::CANCELLED : grpc::Status::OK);
+  }
+}
+
+}  // namespace infergate

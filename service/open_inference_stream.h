@@ -1,0 +1,66 @@
+#pragma once
+// ModelStreamInfer: one bidirectional stream carrying many inference
+// requests at once. Each request read is submitted to the core straight
+// away (the next read starts at once), each answer is written when it is
+// ready, with the request's `id`, in completion order. A request that fails
+// is answered in-band (`error_message`) and the stream stays open. The
+// client cancelling the stream cancels every request still in flight.
+//
+// Threading: gRPC reactions and core callbacks arrive on any thread; state
+// is under one mutex, and gRPC is called (StartRead, StartWrite, Finish)
+// outside it. The reactor finishes when the client has stopped sending and
+// every request has been answered and written, and deletes itself in OnDone.
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "inference/grpc_service.grpc.pb.h"
+#include "scheduler/inference_core.h"
+#include "service/metrics.h"
+#include "service/wire_tensor.h"
+
+namespace infergate {
+
+class InferStreamReactor final
+    : public grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse> {
+ public:
+  // `refusal` non-OK: the stream is finished with it at once (auth).
+  InferStreamReactor(InferenceCore& core, CodecLimits limits, Metrics* metrics, const std::atomic<bool>& draining,
+                     Clock::time_point deadline, const absl::Status& refusal);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override { delete this; }
+
+ private:
+  void StartNextRead();
+  // Submits one request; its answer comes back through Answer.
+  void Submit(std::shared_ptr<inference::ModelInferRequest> request);
+  void Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, uint64_t ticket);
+  // Starts the next write or finishes the stream, if either is due. Must be
+  // the caller's last use of `this`.
+  void Progress(std::unique_lock<std::mutex> lock);
+
+  InferenceCore& core_;
+  CodecLimits limits_;
+  Metrics* metrics_;
+  const std::atomic<bool>& draining_;
+  Clock::time_point deadline_;
+
+  std::mutex mu_;
+  std::shared_ptr<inference::ModelInferRequest> reading_;
+  std::deque<std::unique_ptr<inference::ModelStreamInferResponse>> to_write_;
+  std::unique_ptr<inference::ModelStreamInferResponse> writing_;
+  std::map<uint64_t, std::shared_ptr<RequestHandle>> in_flight_;  // by ticket
+  uint64_t next_ticket_ = 0;
+  int submitting_ = 0;  // Submit calls still running (their handle not yet filed)
+  bool reads_done_ = false;
+  bool cancelled_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace infergate
