@@ -116,6 +116,19 @@ for batching in on off; do
   stop_server
 done
 
+# The Open Inference Protocol on the same server and model, next to
+# infergate.v1: unary ModelInfer and ModelStreamInfer (one stream, N in flight).
+echo "== Open Inference Protocol (v2)" >&2
+start_server
+for c in $concurrencies; do
+  for rpc in infer v2 v2-stream; do
+    mode=$([ $rpc = infer ] && echo "v1-infer" || echo "$rpc")
+    record protocols mlp "$mode" "$c" 1 \
+      "$("$cli" --address "$address" bench --model mlp --rpc "$rpc" --rows 1 --concurrency "$c" --duration "$seconds" --warmup "$warmup")"
+  done
+done
+stop_server
+
 {
   echo "# infergate benchmark $stamp"
   echo

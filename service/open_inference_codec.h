@@ -4,6 +4,7 @@
 // request/response parameters that carry infergate's device choice and
 // placement. Shared by the gRPC front end (and the REST one to come).
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,9 @@ namespace infergate {
 
 // "FP32", "INT64", ... for the datatypes infergate carries.
 absl::string_view DatatypeName(DType dtype);
-// INVALID_ARGUMENT naming `field` for BYTES, UINT16..64 and anything unknown.
+// nullopt for BYTES, UINT16..64 and anything unknown.
+std::optional<DType> KnownDatatype(absl::string_view name);
+// The same, with INVALID_ARGUMENT naming `field` for what is not served.
 absl::StatusOr<DType> DatatypeFromName(absl::string_view name, absl::string_view field);
 // The model-config enum (TYPE_FP32, ...).
 inference::DataType ConfigDatatype(DType dtype);
@@ -32,8 +35,10 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
 
 // Writes the answer: outputs (only those requested, in the order asked, or
 // all in the model's order) as raw_output_contents, and the placement as
-// response parameters. INVALID_ARGUMENT for a requested output the model
-// does not have.
+// response parameters: device, dtype, batch_size, model_version, queue_us,
+// compute_us always; requested_device when the client named one;
+// fell_back (true) and fallback_reason only when it ran elsewhere than
+// asked. INVALID_ARGUMENT for a requested output the model does not have.
 absl::Status EncodeInferResponse(const inference::ModelInferRequest& request, InferenceResult& result,
                                  inference::ModelInferResponse* response);
 

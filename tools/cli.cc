@@ -23,6 +23,7 @@
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "tools/bench.h"
+#include "tools/bench_open_inference.h"
 
 namespace v1 = infergate::v1;
 
@@ -36,6 +37,7 @@ constexpr char kUsage[] =
     "  infergate-cli [flags] infer --model NAME [--input NAME=SHAPE:random|FILE]...\n"
     "  infergate-cli [flags] bench --model NAME [--rows R] --concurrency N --duration S\n"
     "  infergate-cli [flags] bench --rpc health --concurrency N --duration S\n"
+    "  infergate-cli [flags] bench --rpc v2|v2-stream --model NAME --concurrency N --duration S\n"
     "SHAPE is dims joined by 'x' (1x256). FILE holds raw little-endian bytes.\n"
     "Without --input, every declared input is filled with random data, batch 1.";
 
@@ -323,13 +325,17 @@ int Bench(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vect
   if (b.duration_s <= 0) return Fail("--duration: seconds > 0");
   if (b.warmup_s < 0) return Fail("--warmup: seconds >= 0");
   v1::InferRequest req;
-  if (b.rpc == "infer") {
+  const bool open_inference = b.rpc == "v2" || b.rpc == "v2-stream";
+  if (b.rpc == "infer" || open_inference) {
     if (int rc = BuildRequest(stub, o, inputs, req); rc != 0) return rc;
   } else if (b.rpc != "health") {
-    return Fail("--rpc: expected infer or health");
+    return Fail("--rpc: expected infer, v2, v2-stream or health");
   }
-  infergate::tools::BenchResult r = infergate::tools::RunBench(b, req);
-  std::cout << "bench rpc=" << b.rpc << (b.rpc == "infer" ? " model=" + o.model : "")
+  infergate::tools::BenchResult r =
+      open_inference ? infergate::tools::RunOpenInferenceBench(b, infergate::tools::ToOpenInference(req),
+                                                               b.rpc == "v2-stream")
+                     : infergate::tools::RunBench(b, req);
+  std::cout << "bench rpc=" << b.rpc << (b.rpc != "health" ? " model=" + o.model : "")
             << " concurrency=" << b.concurrency << " " << r.Summary() << "\n";
   return r.ok > 0 ? 0 : 1;
 }
@@ -359,7 +365,9 @@ int main(int argc, char** argv) {
   flags.Int("concurrency", &o.concurrency, "bench: calls kept outstanding.");
   flags.Double("duration", &o.duration_s, "bench: seconds to measure.");
   flags.Double("warmup", &o.warmup_s, "bench: seconds to run before measuring.");
-  flags.String("rpc", &o.rpc, "bench: infer, or health for the gRPC floor.");
+  flags.String("rpc", &o.rpc,
+               "bench: infer (infergate.v1), v2 (Open Inference ModelInfer), v2-stream (ModelStreamInfer), or health "
+               "for the gRPC floor.");
   flags.Int("channels", &o.channels, "bench: gRPC channels (connections) to spread calls over.");
   bool help = false;
   auto positional = flags.Parse(argc, argv, &help);
