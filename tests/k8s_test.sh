@@ -46,6 +46,19 @@ for want in "nvidia.com/gpu: \"1\"" "runtimeClassName: nvidia" "image: infergate
   if grep -q "$want" "$gpu"; then ok "gpu overlay has '$want'"; else bad "gpu overlay lacks '$want'"; fi
 done
 
+# KServe: the ServingRuntime and the example InferenceService.
+if yamllint -c .yamllint ../kserve >"$work/lint-kserve.log" 2>&1; then ok "yamllint kserve"; else cat "$work/lint-kserve.log"; bad "yamllint kserve"; fi
+if node validate/validate.js ../kserve/servingruntime.yaml ../kserve/inferenceservice.yaml; then
+  ok "kserve runtime and inference service"
+else
+  bad "kserve runtime and inference service"
+fi
+if node validate/validate.js "$src/tests/k8s/broken-servingruntime.yaml" >/dev/null 2>&1; then
+  bad "a ServingRuntime without an h2c port passed"
+else
+  ok "a ServingRuntime without an h2c port fails the check"
+fi
+
 # The check itself must catch a broken manifest.
 if node validate/validate.js "$src/tests/k8s/broken-deployment.yaml" >/dev/null 2>&1; then
   bad "a broken manifest passed the schema check"

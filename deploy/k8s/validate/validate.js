@@ -1,6 +1,9 @@
 // Validates rendered Kubernetes manifests offline against the Kubernetes and
 // Prometheus Operator schemas (kubernetes-models), and checks that the
-// PrometheusRule carries exactly the rules of deploy/monitoring.
+// PrometheusRule carries exactly the rules of deploy/monitoring. KServe's
+// ServingRuntime and InferenceService have no maintained schema package:
+// their containers are checked against the Pod schema and the fields the
+// runtime depends on are checked by hand (kserveChecks below).
 //   node validate.js --rules RULES.yml FILE.yaml...
 // Exits non-zero on the first invalid object, naming it.
 "use strict";
@@ -18,6 +21,43 @@ const models = {
     require("@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1").ServiceMonitor,
   "monitoring.coreos.com/v1/PrometheusRule": () =>
     require("@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1").PrometheusRule,
+};
+
+function need(cond, what) {
+  if (!cond) throw new Error(what);
+}
+
+// The parts of KServe's objects infergate relies on.
+const kserveChecks = {
+  "serving.kserve.io/v1alpha1/ServingRuntime": (doc, seen) => {
+    const spec = doc.spec || {};
+    need(doc.metadata && doc.metadata.name, "metadata.name is missing");
+    need(Array.isArray(spec.supportedModelFormats) && spec.supportedModelFormats.length > 0 &&
+         spec.supportedModelFormats.every((f) => typeof f.name === "string" && f.name),
+         "spec.supportedModelFormats needs named formats");
+    need(Array.isArray(spec.protocolVersions) && spec.protocolVersions.includes("grpc-v2"),
+         "spec.protocolVersions must include grpc-v2");
+    need(Array.isArray(spec.containers) && spec.containers.length > 0, "spec.containers is empty");
+    const { Pod } = require("kubernetes-models/v1");
+    new Pod({ apiVersion: "v1", kind: "Pod", metadata: { name: "check" }, spec: { containers: spec.containers } })
+      .validate();
+    const main = spec.containers.find((c) => c.name === "kserve-container");
+    need(main, "no container named kserve-container");
+    const h2c = (main.ports || []).find((p) => p.name === "h2c");
+    need(h2c, "kserve-container has no port named h2c (KServe sends grpc-v2 there)");
+    const args = main.args || [];
+    need(args.includes("--model-repository=/mnt/models"), "args must serve --model-repository=/mnt/models");
+    need(args.some((a) => a.startsWith("--address=") && a.endsWith(`:${h2c.containerPort}`)),
+         `--address must listen on the h2c port ${h2c.containerPort}`);
+    seen.runtimes[doc.metadata.name] = spec.supportedModelFormats.map((f) => f.name);
+  },
+  "serving.kserve.io/v1beta1/InferenceService": (doc, seen) => {
+    const model = (((doc.spec || {}).predictor || {}).model) || {};
+    need(model.modelFormat && model.modelFormat.name, "spec.predictor.model.modelFormat.name is missing");
+    need(model.protocolVersion === "grpc-v2", "spec.predictor.model.protocolVersion must be grpc-v2");
+    need(typeof model.storageUri === "string" && model.storageUri, "spec.predictor.model.storageUri is missing");
+    seen.services.push({ name: doc.metadata.name, runtime: model.runtime, format: model.modelFormat.name });
+  },
 };
 
 // JSON with object keys sorted, so key order (which kustomize changes) does
@@ -39,12 +79,22 @@ function main() {
     else files.push(args[i]);
   }
   let checked = 0;
+  const seen = { runtimes: {}, services: [] };
   for (const file of files) {
     const docs = yaml.loadAll(fs.readFileSync(file, "utf8")).filter((d) => d);
     if (docs.length === 0) throw new Error(`${file}: no objects`);
     for (const doc of docs) {
       const key = `${doc.apiVersion}/${doc.kind}`;
       const name = `${file}: ${doc.kind} ${doc.metadata && doc.metadata.name}`;
+      if (kserveChecks[key]) {
+        try {
+          kserveChecks[key](doc, seen);
+        } catch (e) {
+          throw new Error(`${name} is invalid: ${e.message}`);
+        }
+        checked++;
+        continue;
+      }
       if (!models[key]) throw new Error(`${name}: no schema known for ${key}`);
       const Model = models[key]();
       try {
@@ -60,6 +110,12 @@ function main() {
       }
       checked++;
     }
+  }
+  for (const svc of seen.services) {
+    if (!svc.runtime) continue;
+    const formats = seen.runtimes[svc.runtime];
+    need(formats, `InferenceService ${svc.name}: runtime ${svc.runtime} is not among the files checked`);
+    need(formats.includes(svc.format), `InferenceService ${svc.name}: runtime ${svc.runtime} does not serve ${svc.format}`);
   }
   console.log(`validated ${checked} objects`);
 }
