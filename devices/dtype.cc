@@ -40,11 +40,4 @@ absl::string_view DTypeName(DType dtype) {
   return "UNKNOWN";
 }
 
-std::optional<DType> DTypeFromName(absl::string_view name) {
-  for (DType d : kAllDTypes) {
-    if (DTypeName(d) == name) return d;
-  }
-  return std::nullopt;
-}
-
 }  // namespace infergate

@@ -29,6 +29,5 @@ size_t ElementSize(DType dtype);
 bool IsFloatingPoint(DType dtype);
 // Upper-case wire name, e.g. "FLOAT32".
 absl::string_view DTypeName(DType dtype);
-std::optional<DType> DTypeFromName(absl::string_view name);
 
 }  // namespace infergate

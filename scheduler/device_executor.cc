@@ -30,7 +30,7 @@ inline void CpuRelax() {
 }  // namespace
 
 absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job) {
-  Job* submitted = job.get();
+  bool cancelled_already = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!accepting_) {
@@ -41,17 +41,20 @@ absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job) {
       return absl::ResourceExhaustedError(absl::StrCat("device ", device_.ToString(), " queue is full (", capacity_,
                                                        " requests waiting)"));
     }
-    submitted->executor.store(this);
+    // A client that cancelled while the job moved here (a fallback) may have
+    // looked at the executor before this one was stored. This store and the
+    // load after it, both sequentially consistent, pair with Job::Cancel's
+    // store of `cancelled` and load of `executor`: at least one side sees
+    // the other and purges. (The load is under the lock: once unlocked, a
+    // worker may run and free the job.)
+    job->executor.store(this);
+    cancelled_already = job->cancelled.load();
     queue_.push_back(std::move(job));
     depth_.store(queue_.size(), std::memory_order_relaxed);
     if (waiting_batchers_ > 0) batch_cv_.notify_all();
   }
   work_cv_.notify_one();
-  // A client that cancelled while the job moved here (a fallback) may have
-  // looked at the executor before this one was stored: the store above and
-  // the load below, both sequentially consistent, pair with Job::Cancel's
-  // store of `cancelled` and load of `executor`, so at least one side purges.
-  if (submitted->cancelled.load()) PurgeCancelled();
+  if (cancelled_already) PurgeCancelled();
   return absl::OkStatus();
 }
 

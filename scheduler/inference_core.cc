@@ -3,10 +3,13 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "scheduler/model_config.h"
 #include "scheduler/model_repository.h"
 #include "scheduler/scheduler.h"
 
 namespace infergate {
+
+bool ModelStatus::AllowsDevice(DeviceKind kind) const { return DeviceKindAllowed(config, kind); }
 
 InferenceCore::InferenceCore(std::string repository_root, DeviceRegistry devices, SchedulerOptions options,
                              ServableLoader loader)

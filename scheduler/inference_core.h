@@ -59,6 +59,9 @@ struct ModelStatus {
   std::vector<int64_t> versions;  // ascending
   absl::Status problem;           // a broken config, if any
   std::vector<ModelKey> loaded;   // resident copies
+
+  // Whether the config lets the model run on devices of `kind`.
+  bool AllowsDevice(DeviceKind kind) const;
 };
 
 class InferenceCore {

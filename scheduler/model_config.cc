@@ -96,4 +96,15 @@ InputSignature DeclaredSignature(const v1::ModelConfig& config) {
   return sig;
 }
 
+bool DeviceKindAllowed(const v1::ModelConfig& config, DeviceKind kind) {
+  if (config.allowed_devices_size() == 0) return true;
+  for (int k : config.allowed_devices()) {
+    if ((k == v1::CPU && kind == DeviceKind::kCpu) || (k == v1::CUDA && kind == DeviceKind::kCuda) ||
+        (k == v1::MPS && kind == DeviceKind::kMps)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace infergate

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/proto_enums.h"
+#include "devices/device_id.h"
 #include "scheduler/input_signature.h"
 #include "infergate/v1/model_config.pb.h"
 #include "infergate/v1/tensor.pb.h"
@@ -20,6 +21,9 @@ inline constexpr int kMaxTensorRank = 8;
 // to `folder_name` when set. Errors are INVALID_ARGUMENT naming the file's
 // field, e.g. "inputs[1].dims[0]".
 absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name);
+
+// Whether the config lets the model run on `kind` (an empty list allows all).
+bool DeviceKindAllowed(const v1::ModelConfig& config, DeviceKind kind);
 
 // What a config declares about a model's inputs, as a signature (inputs in
 // the config's order; empty when the config declares none).

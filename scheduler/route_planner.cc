@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/proto_enums.h"
+#include "scheduler/model_config.h"
 
 namespace infergate {
 namespace {
@@ -15,17 +16,6 @@ bool Matches(const DeviceRequest& wanted, const DeviceId& id) {
 }
 
 }  // namespace
-
-bool DeviceKindAllowed(const v1::ModelConfig& config, DeviceKind kind) {
-  if (config.allowed_devices_size() == 0) return true;
-  for (int k : config.allowed_devices()) {
-    if ((k == v1::CPU && kind == DeviceKind::kCpu) || (k == v1::CUDA && kind == DeviceKind::kCuda) ||
-        (k == v1::MPS && kind == DeviceKind::kMps)) {
-      return true;
-    }
-  }
-  return false;
-}
 
 RoutePlanner::RoutePlanner(ModelRepository& repository, const DeviceRegistry& devices,
                            const UnsupportedOpTable& learned, RouterOptions options, LoadProbe probe)

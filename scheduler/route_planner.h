@@ -65,7 +65,4 @@ class RoutePlanner {
   LoadProbe probe_;
 };
 
-// Whether the model's config lets it run on `kind` (an empty list allows all).
-bool DeviceKindAllowed(const v1::ModelConfig& config, DeviceKind kind);
-
 }  // namespace infergate

@@ -71,7 +71,6 @@ class Scheduler {
   std::vector<ResidentModel> Resident() const { return models_.cache().Resident(); }
   uint64_t CacheBudget(const DeviceId& device) const { return models_.cache().Budget(device); }
   std::vector<std::string> UnsupportedOps(DeviceKind kind) const { return learned_.ForKind(kind); }
-  const SchedulerOptions& options() const { return options_; }
   std::vector<ModelStats> Statistics(const std::string& model) const { return statistics_.Snapshot(model); }
   // Where events go; set before serving. Not owned; null ignores them.
   void SetObserver(SchedulerObserver* observer);

@@ -194,14 +194,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelConfig(grpc::CallbackServer
   int cpu_workers = 0;
   std::vector<int32_t> gpus;
   for (const DeviceStatus& d : core_.Devices()) {
-    if (!d.info.available) continue;
-    bool allowed = from.allowed_devices_size() == 0;
-    for (int k : from.allowed_devices()) {
-      allowed |= (k == v1::CPU && d.info.id.kind == DeviceKind::kCpu) ||
-                 (k == v1::CUDA && d.info.id.kind == DeviceKind::kCuda) ||
-                 (k == v1::MPS && d.info.id.kind == DeviceKind::kMps);
-    }
-    if (!allowed) continue;
+    if (!d.info.available || !model->AllowsDevice(d.info.id.kind)) continue;
     if (d.info.id.kind == DeviceKind::kCpu) cpu_workers += d.workers;
     if (d.info.id.kind == DeviceKind::kCuda) gpus.push_back(d.info.id.index);
   }
