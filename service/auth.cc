@@ -58,6 +58,12 @@ absl::Status TokenAuth::Check(absl::string_view authorization, Role role) const 
     return absl::PermissionDeniedError("admin RPCs (LoadModel, UnloadModel) are disabled on this server");
   }
   const std::vector<std::string>& wanted = role == Role::kAdmin ? admin_ : inference_;
+  if (role == Role::kAdmin && admin_.empty() && !inference_.empty()) {
+    // Closed by default: a server that guards inference never leaves model
+    // management open to anyone.
+    return absl::PermissionDeniedError(
+        "admin RPCs (load, unload) need an admin token and this server has none (--admin-token-file)");
+  }
   if (wanted.empty()) return absl::OkStatus();
   // Admin tokens may also run inference.
   if (role == Role::kInference) {

@@ -15,7 +15,8 @@ class TokenAuth {
   enum class Role { kInference, kAdmin };
 
   // Reads one token per line (blank lines and '#' comments skipped) from
-  // each file; an empty path means that role needs no token. With
+  // each file. No files: everything is open. Inference tokens without admin
+  // tokens: the admin RPCs are refused (closed by default). With
   // `admin_disabled`, LoadModel/UnloadModel are refused outright.
   static absl::StatusOr<TokenAuth> FromFiles(const std::string& inference_file, const std::string& admin_file,
                                              bool admin_disabled);

@@ -60,7 +60,7 @@ TEST_F(ServerTest, ListDevicesReportsTheCpuWithRealFigures) {
   EXPECT_GT(cpu->memory_used_bytes(), 0u);
   EXPECT_LT(cpu->memory_used_bytes(), cpu->memory_total_bytes());
   EXPECT_EQ(cpu->default_precision(), v1::FP32);
-  EXPECT_EQ(cpu->supported_dtypes_size(), 9);
+  EXPECT_EQ(cpu->supported_dtypes_size(), 10);  // every DType, INT16 included
   // mlp and cnn ask for warm-up, so they are resident from the start.
   std::vector<std::string> resident(cpu->resident_models().begin(), cpu->resident_models().end());
   EXPECT_NE(std::find(resident.begin(), resident.end(), "mlp:1:FLOAT32"), resident.end());

@@ -275,7 +275,8 @@ def main():
             model = "nosuch" if i == 5 else "mlp"
             requests.append(pb.ModelInferRequest(model_name=model, id="s%d" % i, inputs=[
                 pb.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=[1, 256])],
-                raw_input_contents=[f32_bytes(floats(256, 200 + i))]))
+                raw_input_contents=[f32_bytes(floats(256, 200 + i))],
+                parameters={"device": pb.InferParameter(string_param="cpu")}))
         answers = {}
         for resp in stub.ModelStreamInfer(iter(requests)):
             answers[resp.infer_response.id] = resp

@@ -132,6 +132,37 @@ TEST(Security, TokensGuardInferenceAndAdminRpcsButNotHealth) {
   EXPECT_EQ(server->Stop(), 0);
 }
 
+// Only inference tokens configured: model management is refused to
+// everyone, tokens or not, instead of being left open.
+TEST(Security, InferenceTokensAloneCloseTheAdminRpcs) {
+  const Pki& pki = Pki::Get();
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(),
+                                      "--auth-token-file=" + pki.Path("tokens")});
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  for (const std::string token : {"", "inference-token-0123456789"}) {
+    grpc::ClientContext load_ctx, unload_ctx;
+    if (!token.empty()) {
+      load_ctx.AddMetadata("authorization", "Bearer " + token);
+      unload_ctx.AddMetadata("authorization", "Bearer " + token);
+    }
+    v1::LoadModelRequest load;
+    load.set_model("embed");
+    v1::LoadModelResponse loaded;
+    grpc::Status s = stub->LoadModel(&load_ctx, load, &loaded);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << token;
+    EXPECT_NE(s.error_message().find("--admin-token-file"), std::string::npos) << s.error_message();
+    v1::UnloadModelRequest unload;
+    unload.set_model("mlp");
+    v1::UnloadModelResponse unloaded;
+    EXPECT_EQ(stub->UnloadModel(&unload_ctx, unload, &unloaded).error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << token;
+  }
+  EXPECT_TRUE(ListDevicesWith(*stub, "inference-token-0123456789").ok());
+  stub.reset();
+  EXPECT_EQ(server->Stop(), 0);
+}
+
 TEST(Security, AdminRpcsCanBeDisabled) {
   auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--disable-admin"});
   ASSERT_NE(server, nullptr);

@@ -54,5 +54,17 @@ TEST(Auth, BadTokenFilesNameTheFlag) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(Auth, InferenceTokensAloneCloseTheAdminRpcs) {
+  auto auth = TokenAuth::FromFiles(TempFile("inference-token-000000\n"), "", false);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  using R = TokenAuth::Role;
+  EXPECT_TRUE(auth->Check("Bearer inference-token-000000", R::kInference).ok());
+  for (const char* header : {"", "Bearer inference-token-000000", "Bearer anything-at-all-0000"}) {
+    absl::Status s = auth->Check(header, R::kAdmin);
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << header;
+    EXPECT_NE(s.message().find("--admin-token-file"), absl::string_view::npos) << s;
+  }
+}
+
 }  // namespace
 }  // namespace infergate
