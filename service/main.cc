@@ -20,6 +20,7 @@
 #include "service/inference_service.h"
 #include "service/open_inference_service.h"
 #include "service/server_options.h"
+#include "service/stop_signals.h"
 
 namespace infergate {
 namespace {
@@ -65,13 +66,12 @@ int Run(int argc, char** argv) {
   // CPU at high request rates, for a check meant for debug builds.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
-  // Signals are taken by a dedicated thread with sigwait, so block them in
-  // every thread the process starts from here on.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGTERM/SIGINT start a drain whichever thread receives them, also
+  // during warm-up (the drain then begins once warm-up ends).
+  if (!StopSignals::Install()) {
+    std::cerr << "infergate: cannot install the SIGTERM/SIGINT handlers\n";
+    return 1;
+  }
 
   absl::StatusOr<DeviceRegistry> discovered = DeviceRegistry::Discover(opts.discovery);
   if (!discovered.ok()) {
@@ -156,11 +156,11 @@ int Run(int argc, char** argv) {
   health->SetServingStatus(kOpenInference, true);
   LOG_INFO << "serving";
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  int sig = StopSignals::WaitForFirst();
   // Drain: probes see NOT_SERVING, new calls get UNAVAILABLE, accepted
   // work finishes (up to --drain-timeout), then gRPC shuts down.
-  LOG_INFO << "signal " << sig << ": draining for up to " << opts.drain_timeout.count() << " ms";
+  LOG_INFO << "signal " << sig << ": draining for up to " << opts.drain_timeout.count()
+           << " ms (a second signal is ignored, a third ends the process at once)";
   health->SetServingStatus(false);
   health->SetServingStatus(kService, false);
   health->SetServingStatus(kOpenInference, false);
@@ -177,6 +177,7 @@ int Run(int argc, char** argv) {
                    std::chrono::duration_cast<std::chrono::system_clock::duration>(left));
   core.Shutdown();
   core.SetObserver(nullptr);
+  if (StopSignals::Count() > 1) LOG_INFO << "ignored " << StopSignals::Count() - 1 << " more stop signal(s) while draining";
   LOG_INFO << "stopped";
   return 0;
 }

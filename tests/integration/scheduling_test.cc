@@ -160,7 +160,7 @@ TEST(Drain, SigtermUnderLoadLosesNoAcceptedRequest) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   stop = true;
   for (auto& t : clients) t.join();
-  EXPECT_EQ(server->Stop(), 0) << server->Log();
+  EXPECT_EQ(server->WaitForExit(), 0) << server->Log();
   EXPECT_GT(before, 0);
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(other.load(), 0) << "requests neither answered nor refused with UNAVAILABLE:\n" << other_errors;
@@ -168,6 +168,35 @@ TEST(Drain, SigtermUnderLoadLosesNoAcceptedRequest) {
   EXPECT_LE(teardown.load(), 8) << "at most one call per client can be caught by the final teardown";
   EXPECT_GT(unavailable.load(), 0);
   EXPECT_NE(server->Log().find("draining"), std::string::npos);
+}
+
+// A second SIGTERM (an impatient operator, or a supervisor that repeats
+// itself) must not cut the drain short, whichever thread the kernel hands
+// it to: a request running when both arrive is still answered.
+TEST(Drain, SecondSigtermDoesNotCutTheDrainShort) {
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--drain-timeout=30s"});
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  v1::InferRequest req;
+  req.set_model("slow");  // about a second of work
+  *req.add_inputs() = ToWire(at::full({4}, 2.0f), "x");
+  grpc::Status status;
+  v1::InferResponse resp;
+  std::thread client([&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    status = stub->Infer(&ctx, req, &resp);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // running by now
+  kill(server->pid(), SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  kill(server->pid(), SIGTERM);
+  client.join();
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << server->Log();
+  EXPECT_TRUE(at::equal(FromWire(resp.outputs(0)), at::full({4}, 2.0f)));
+  stub.reset();
+  EXPECT_EQ(server->WaitForExit(), 0) << server->Log();
+  EXPECT_NE(server->Log().find("ignored 1 more stop signal(s) while draining"), std::string::npos) << server->Log();
 }
 
 class StressTest : public ServerTest {

@@ -150,6 +150,11 @@ bool ServerProcess::Alive() {
 int ServerProcess::Stop() {
   if (pid_ <= 0) return -1;
   kill(pid_, SIGTERM);
+  return WaitForExit();
+}
+
+int ServerProcess::WaitForExit() {
+  if (pid_ <= 0) return -1;
   int status = 0;
   for (int i = 0; i < 600; ++i) {
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
