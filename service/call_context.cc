@@ -25,6 +25,23 @@ bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, Toke
   return true;
 }
 
+absl::Status AdmitInference(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, bool draining,
+                            Metrics* metrics) {
+  if (absl::Status s = auth.Check(Authorization(ctx), TokenAuth::Role::kInference); !s.ok()) return s;
+  if (draining) {
+    if (metrics) metrics->OnDrainingRejection();
+    return absl::UnavailableError("server is draining; retry on another replica");
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* FinishRefused(grpc::ServerUnaryReactor* reactor, const absl::Status& status,
+                                        Metrics* metrics, const std::string& model_label, Clock::time_point received) {
+  if (metrics) metrics->RecordInfer({model_label, ""}, status, nullptr, MicrosBetween(received, Clock::now()));
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
 void CancellableUnaryReactor::set_handle(std::shared_ptr<RequestHandle> handle) {
   std::lock_guard<std::mutex> lock(mu_);
   handle_ = std::move(handle);

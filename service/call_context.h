@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "scheduler/inference_core.h"
 #include "service/auth.h"
+#include "service/metrics.h"
 
 namespace infergate {
 
@@ -24,6 +25,16 @@ Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx);
 // Finishes `reactor` with the auth failure for `role`, if any; true when it did.
 bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role,
              grpc::ServerUnaryReactor* reactor);
+
+// Whether an inference call may go ahead: its token, then the server's drain
+// flag (a refusal while draining is counted in `metrics`, which may be null).
+absl::Status AdmitInference(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, bool draining,
+                            Metrics* metrics);
+
+// Finishes an inference call refused before it reached the core, counting
+// it under `model_label` (a repository model or "").
+grpc::ServerUnaryReactor* FinishRefused(grpc::ServerUnaryReactor* reactor, const absl::Status& status,
+                                        Metrics* metrics, const std::string& model_label, Clock::time_point received);
 
 // A unary reactor that cancels its request in the core when the client
 // cancels or its deadline passes. Deletes itself when gRPC is done with it.

@@ -49,20 +49,12 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
                                                       v1::InferResponse* response) {
   auto* reactor = new CancellableUnaryReactor();
   Clock::time_point received = Clock::now();
-  // Finishes a call that never reached the scheduler.
+  // Finishes a call that never reached the core.
   auto refuse = [&](const absl::Status& status) {
-    if (metrics_) {
-      metrics_->RecordInfer({core_.KnownModel(request->model()) ? request->model() : "", ""}, status, nullptr,
-                            MicrosBetween(received, Clock::now()));
-    }
-    reactor->Finish(ToGrpcStatus(status));
-    return reactor;
+    return FinishRefused(reactor, status, metrics_, core_.KnownModel(request->model()) ? request->model() : "",
+                         received);
   };
-  if (absl::Status s = auth_.Check(Authorization(*ctx), TokenAuth::Role::kInference); !s.ok()) return refuse(s);
-  if (draining_.load()) {
-    if (metrics_) metrics_->OnDrainingRejection();
-    return refuse(absl::UnavailableError("server is draining; retry on another replica"));
-  }
+  if (absl::Status s = AdmitInference(auth_, *ctx, draining_.load(), metrics_); !s.ok()) return refuse(s);
   InferenceRequest req;
   req.received = received;
   req.deadline = SteadyDeadline(*ctx);

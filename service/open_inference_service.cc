@@ -88,6 +88,13 @@ OpenInferenceService::OpenInferenceService(InferenceCore& core, CodecLimits limi
       auth_(std::move(auth)),
       server_version_(std::move(server_version)) {}
 
+absl::StatusOr<ModelStatus> OpenInferenceService::AuthorizedModel(const grpc::CallbackServerContext& ctx,
+                                                                  const std::string& name,
+                                                                  const std::string& version) {
+  if (absl::Status s = auth_.Check(Authorization(ctx), TokenAuth::Role::kInference); !s.ok()) return s;
+  return core_.Model(name, version);
+}
+
 grpc::ServerUnaryReactor* OpenInferenceService::ServerLive(grpc::CallbackServerContext* ctx,
                                                            const inference::ServerLiveRequest*,
                                                            inference::ServerLiveResponse* response) {
@@ -133,13 +140,8 @@ grpc::ServerUnaryReactor* OpenInferenceService::ServerMetadata(grpc::CallbackSer
 grpc::ServerUnaryReactor* OpenInferenceService::ModelMetadata(grpc::CallbackServerContext* ctx,
                                                               const inference::ModelMetadataRequest* request,
                                                               inference::ModelMetadataResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
-  absl::StatusOr<ModelStatus> model = core_.Model(request->name(), request->version());
-  if (!model.ok()) {
-    reactor->Finish(ToGrpcStatus(model.status()));
-    return reactor;
-  }
+  absl::StatusOr<ModelStatus> model = AuthorizedModel(*ctx, request->name(), request->version());
+  if (!model.ok()) return Done(ctx, model.status());
   response->set_name(model->name);
   if (request->version().empty()) {
     for (int64_t v : model->versions) response->add_versions(absl::StrCat(v));
@@ -150,20 +152,14 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelMetadata(grpc::CallbackServ
   const bool batched = model->config.max_batch_size() > 0;
   for (const v1::TensorSpec& in : model->config.inputs()) FillTensorMetadata(in, batched, response->add_inputs());
   for (const v1::TensorSpec& out : model->config.outputs()) FillTensorMetadata(out, batched, response->add_outputs());
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return Done(ctx, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::ModelConfig(grpc::CallbackServerContext* ctx,
                                                             const inference::ModelConfigRequest* request,
                                                             inference::ModelConfigResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
-  absl::StatusOr<ModelStatus> model = core_.Model(request->name(), request->version());
-  if (!model.ok()) {
-    reactor->Finish(ToGrpcStatus(model.status()));
-    return reactor;
-  }
+  absl::StatusOr<ModelStatus> model = AuthorizedModel(*ctx, request->name(), request->version());
+  if (!model.ok()) return Done(ctx, model.status());
   const v1::ModelConfig& from = model->config;
   inference::ModelConfig* config = response->mutable_config();
   config->set_name(model->name);
@@ -211,8 +207,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelConfig(grpc::CallbackServer
     group->set_kind(inference::ModelInstanceGroup::KIND_CPU);
     group->set_count(cpu_workers);
   }
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return Done(ctx, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
@@ -220,19 +215,12 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
                                                            inference::ModelInferResponse* response) {
   auto* reactor = new CancellableUnaryReactor();
   Clock::time_point received = Clock::now();
+  // Finishes a call that never reached the core.
   auto refuse = [&](const absl::Status& status) {
-    if (metrics_) {
-      metrics_->RecordInfer({core_.KnownModel(request->model_name()) ? request->model_name() : "", ""}, status,
-                            nullptr, MicrosBetween(received, Clock::now()));
-    }
-    reactor->Finish(ToGrpcStatus(status));
-    return reactor;
+    return FinishRefused(reactor, status, metrics_,
+                         core_.KnownModel(request->model_name()) ? request->model_name() : "", received);
   };
-  if (absl::Status s = auth_.Check(Authorization(*ctx), TokenAuth::Role::kInference); !s.ok()) return refuse(s);
-  if (draining_.load()) {
-    if (metrics_) metrics_->OnDrainingRejection();
-    return refuse(absl::UnavailableError("server is draining; retry on another replica"));
-  }
+  if (absl::Status s = AdmitInference(auth_, *ctx, draining_.load(), metrics_); !s.ok()) return refuse(s);
   InferenceRequest req;
   req.received = received;
   req.deadline = SteadyDeadline(*ctx);

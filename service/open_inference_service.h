@@ -62,6 +62,10 @@ class OpenInferenceService final : public inference::GRPCInferenceService::Callb
   void StartDraining() { draining_.store(true); }
 
  private:
+  // The model a metadata call asks about, once the caller's token is checked.
+  absl::StatusOr<ModelStatus> AuthorizedModel(const grpc::CallbackServerContext& ctx, const std::string& name,
+                                              const std::string& version);
+
   InferenceCore& core_;
   CodecLimits limits_;
   Metrics* metrics_;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "infergate/v1/inference.grpc.pb.h"
+#include "tools/closed_loop.h"
 
 namespace infergate::tools {
 namespace {
@@ -35,6 +36,12 @@ struct Call {
 };
 
 }  // namespace
+
+BenchResult BenchResult::Failed(const absl::Status& why) {
+  BenchResult failed;
+  failed.errors[std::string(why.message())] = 1;
+  return failed;
+}
 
 double BenchResult::Percentile(const std::vector<double>& v, double q) const {
   if (v.empty()) return 0;
@@ -68,15 +75,11 @@ std::string BenchResult::Summary() const {
 BenchResult RunBench(const BenchOptions& options, const v1::InferRequest& request) {
   std::vector<std::unique_ptr<v1::InferenceService::Stub>> infer_stubs;
   std::vector<std::unique_ptr<grpc::health::v1::Health::Stub>> health_stubs;
-  for (int i = 0; i < std::max(1, options.channels); ++i) {
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options.connection, i + 1);
-    if (!channel.ok()) {
-      BenchResult failed;
-      failed.errors[std::string(channel.status().message())] = 1;
-      return failed;
-    }
-    infer_stubs.push_back(v1::InferenceService::NewStub(*channel));
-    health_stubs.push_back(grpc::health::v1::Health::NewStub(*channel));
+  absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> channels = MakeChannels(options.connection, options.channels);
+  if (!channels.ok()) return BenchResult::Failed(channels.status());
+  for (const auto& channel : *channels) {
+    infer_stubs.push_back(v1::InferenceService::NewStub(channel));
+    health_stubs.push_back(grpc::health::v1::Health::NewStub(channel));
   }
   int64_t rows_per_request = 1;
   if (request.inputs_size() > 0 && request.inputs(0).shape_size() > 0) rows_per_request = request.inputs(0).shape(0);
@@ -104,38 +107,23 @@ BenchResult RunBench(const BenchOptions& options, const v1::InferRequest& reques
       call->infer_rpc->Finish(&call->infer, &call->status, call);
     }
   };
-  int outstanding = 0;
-  for (int i = 0; i < options.concurrency; ++i, ++outstanding) start_call();
-  void* tag = nullptr;
-  bool ok = false;
-  while (outstanding > 0 && cq.Next(&tag, &ok)) {
-    std::unique_ptr<Call> call(static_cast<Call*>(tag));
-    --outstanding;
-    Clock::time_point now = Clock::now();
-    if (call->start >= measure_from && now <= end) {
-      if (call->status.ok()) {
-        result.ok++;
-        result.rows += static_cast<uint64_t>(rows_per_request);
-        result.latency_us.push_back(std::chrono::duration<double, std::micro>(now - call->start).count());
-        if (!health) {
-          const v1::Timing& t = call->infer.timing();
-          result.overhead_us.push_back(static_cast<double>(t.total_us()) - static_cast<double>(t.compute_us()));
-          result.batch_sizes[call->infer.placement().batch_size()]++;
-          result.devices[call->infer.placement().device()]++;
-        }
-      } else {
-        result.errors[CodeName(call->status.error_code())]++;
-      }
+  RunClosedLoop<Call>(cq, options.concurrency, end, start_call, [&](std::unique_ptr<Call> call, Clock::time_point now) {
+    if (call->start < measure_from || now > end) return;
+    if (!call->status.ok()) {
+      result.errors[CodeName(call->status.error_code())]++;
+      return;
     }
-    if (now < end) {
-      start_call();
-      ++outstanding;
+    result.ok++;
+    result.rows += static_cast<uint64_t>(rows_per_request);
+    result.latency_us.push_back(std::chrono::duration<double, std::micro>(now - call->start).count());
+    if (!health) {
+      const v1::Timing& t = call->infer.timing();
+      result.overhead_us.push_back(static_cast<double>(t.total_us()) - static_cast<double>(t.compute_us()));
+      result.batch_sizes[call->infer.placement().batch_size()]++;
+      result.devices[call->infer.placement().device()]++;
     }
-  }
+  });
   result.seconds = std::chrono::duration<double>(std::min(Clock::now(), end) - measure_from).count();
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
   return result;
 }
 

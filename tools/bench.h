@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "infergate/v1/inference.pb.h"
 #include "tools/connection.h"
 
@@ -33,6 +34,8 @@ struct BenchResult {
   std::map<uint32_t, uint64_t> batch_sizes;  // placement.batch_size -> count
   std::map<std::string, uint64_t> devices;   // placement.device -> count
 
+  // A run that could not start, with the reason as its one error.
+  static BenchResult Failed(const absl::Status& why);
   double Percentile(const std::vector<double>& v, double q) const;
   std::string Summary() const;
 };

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "tools/closed_loop.h"
 
 namespace infergate::tools {
 namespace {
@@ -74,30 +75,16 @@ BenchResult RunUnary(const BenchOptions& options, const inference::ModelInferReq
     call->rpc = stubs[issued++ % stubs.size()]->AsyncModelInfer(&call->ctx, request, &cq);
     call->rpc->Finish(&call->response, &call->status, call);
   };
-  int outstanding = 0;
-  for (int i = 0; i < options.concurrency; ++i, ++outstanding) start_call();
-  void* tag = nullptr;
-  bool ok = false;
-  while (outstanding > 0 && cq.Next(&tag, &ok)) {
-    std::unique_ptr<UnaryCall> call(static_cast<UnaryCall*>(tag));
-    --outstanding;
-    Clock::time_point now = Clock::now();
-    if (call->start >= measure_from && now <= end) {
-      if (call->status.ok()) {
-        Record(call->response, rows, call->start, now, &result);
-      } else {
-        result.errors[CodeName(call->status.error_code())]++;
-      }
-    }
-    if (now < end) {
-      start_call();
-      ++outstanding;
-    }
-  }
+  RunClosedLoop<UnaryCall>(cq, options.concurrency, end, start_call,
+                           [&](std::unique_ptr<UnaryCall> call, Clock::time_point now) {
+                             if (call->start < measure_from || now > end) return;
+                             if (call->status.ok()) {
+                               Record(call->response, rows, call->start, now, &result);
+                             } else {
+                               result.errors[CodeName(call->status.error_code())]++;
+                             }
+                           });
   result.seconds = std::chrono::duration<double>(std::min(Clock::now(), end) - measure_from).count();
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
   return result;
 }
 
@@ -188,16 +175,10 @@ inference::ModelInferRequest ToOpenInference(const v1::InferRequest& request) {
 
 BenchResult RunOpenInferenceBench(const BenchOptions& options, const inference::ModelInferRequest& request,
                                   bool stream) {
+  absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> channels = MakeChannels(options.connection, options.channels);
+  if (!channels.ok()) return BenchResult::Failed(channels.status());
   std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>> stubs;
-  for (int i = 0; i < std::max(1, options.channels); ++i) {
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options.connection, i + 1);
-    if (!channel.ok()) {
-      BenchResult failed;
-      failed.errors[std::string(channel.status().message())] = 1;
-      return failed;
-    }
-    stubs.push_back(inference::GRPCInferenceService::NewStub(*channel));
-  }
+  for (const auto& channel : *channels) stubs.push_back(inference::GRPCInferenceService::NewStub(channel));
   int64_t rows = 1;
   if (request.inputs_size() > 0 && request.inputs(0).shape_size() > 0) rows = request.inputs(0).shape(0);
   if (!stream) return RunUnary(options, request, rows, stubs);

@@ -1,5 +1,7 @@
 #include "tools/connection.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 
@@ -31,6 +33,16 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const Connection& c, 
 
 void Authorize(grpc::ClientContext& ctx, const Connection& c) {
   if (!c.token.empty()) ctx.AddMetadata("authorization", "Bearer " + c.token);
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels(const Connection& c, int count) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < std::max(1, count); ++i) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(c, i + 1);
+    if (!channel.ok()) return channel.status();
+    channels.push_back(*std::move(channel));
+  }
+  return channels;
 }
 
 }  // namespace infergate::tools

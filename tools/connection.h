@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -24,6 +25,8 @@ struct Connection {
 
 // A channel; `lane` > 0 makes a separate connection (load tool).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const Connection& c, int lane = 0);
+// `count` (at least one) channels, each a connection of its own.
+absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels(const Connection& c, int count);
 // Adds the bearer token, if any.
 void Authorize(grpc::ClientContext& ctx, const Connection& c);
 
