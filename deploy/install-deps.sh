@@ -20,6 +20,9 @@ if [ "${1:-}" = "--test" ]; then
   # Kubernetes manifests: rendered by kubectl's kustomize, linted, schema-checked with Node.
   packages+=(yamllint)
   command -v kubectl >/dev/null || packages+=(kubernetes-client)
+  # The container image test builds the runtime root file system from the
+  # package archive (no registry needed).
+  packages+=(mmdebstrap)
   command -v npm >/dev/null || packages+=(nodejs npm)
 fi
 

@@ -9,12 +9,14 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "devices/device_registry.h"
+#include "devices/host_requirements.h"
 #include "devices/torch_probe.h"
 #include "scheduler/inference_core.h"
 #include "service/inference_service.h"
@@ -73,6 +75,12 @@ int Run(int argc, char** argv) {
     return 1;
   }
 
+  // Before LibTorch sizes its thread pools, which would die with a stack
+  // trace without /proc.
+  if (absl::Status host = CheckHostRequirements(); !host.ok()) {
+    std::cerr << "infergate: " << host.message() << "\n";
+    return 1;
+  }
   absl::StatusOr<DeviceRegistry> discovered = DeviceRegistry::Discover(opts.discovery);
   if (!discovered.ok()) {
     std::cerr << "infergate: " << discovered.status().message() << "\n";
@@ -167,14 +175,20 @@ int Run(int argc, char** argv) {
   service.StartDraining();
   open_inference.StartDraining();
   auto deadline = std::chrono::steady_clock::now() + opts.drain_timeout;
+  // gRPC's Shutdown sends GOAWAY at once, so clients stop opening calls on
+  // this connection, and lets calls in progress finish until the deadline;
+  // it runs beside the core's drain, which finishes the accepted work those
+  // calls wait for. Replies of finished work are written out before Shutdown
+  // returns; at least one second is allowed.
+  auto shutdown_deadline = std::max(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  std::thread grpc_shutdown([&] {
+    server->Shutdown(std::chrono::system_clock::now() +
+                     std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                         shutdown_deadline - std::chrono::steady_clock::now()));
+  });
   bool idle = core.Drain(deadline);
   if (!idle) LOG_WARNING << "drain timeout passed with work still queued or running";
-  // Replies of finished work are written out before Shutdown returns; the
-  // remaining budget bounds it, and at least one second is allowed.
-  auto left = std::max(std::chrono::steady_clock::duration(std::chrono::seconds(1)),
-                       deadline - std::chrono::steady_clock::now());
-  server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::duration_cast<std::chrono::system_clock::duration>(left));
+  grpc_shutdown.join();
   core.Shutdown();
   core.SetObserver(nullptr);
   if (StopSignals::Count() > 1) LOG_INFO << "ignored " << StopSignals::Count() - 1 << " more stop signal(s) while draining";

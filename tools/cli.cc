@@ -2,6 +2,7 @@
 //
 //   infergate-cli [--address A] devices
 //   infergate-cli [--address A] models
+//   infergate-cli [--address A] health [--service NAME]
 //   infergate-cli [--address A] infer --model NAME [--version V] [--device D]
 //       [--precision P] [--input NAME=SHAPE:random|FILE]... [--repeat N]
 
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "infergate/v1/inference.grpc.pb.h"
 #include "common/file_util.h"
 #include "common/flags.h"
@@ -34,6 +36,7 @@ constexpr char kUsage[] =
     "Usage:\n"
     "  infergate-cli [flags] devices\n"
     "  infergate-cli [flags] models\n"
+    "  infergate-cli [flags] health [--service NAME]\n"
     "  infergate-cli [flags] infer --model NAME [--input NAME=SHAPE:random|FILE]...\n"
     "  infergate-cli [flags] bench --model NAME [--rows R] --concurrency N --duration S\n"
     "  infergate-cli [flags] bench --rpc health --concurrency N --duration S\n"
@@ -55,6 +58,7 @@ struct CliOptions {
   double duration_s = 10;
   double warmup_s = 1;
   std::string rpc = "infer";
+  std::string service;  // health: "" (readiness), a service name, or "liveness"
   int64_t channels = 1;
   int64_t timeout_ms = 30000;
   int64_t show = 8;
@@ -313,6 +317,22 @@ int Infer(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vect
   return 0;
 }
 
+// Asks the standard gRPC health service, as a Kubernetes probe would, and
+// exits 0 only when the answer is SERVING: usable as an exec probe.
+int Health(const std::shared_ptr<grpc::Channel>& channel, const CliOptions& o) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(o.timeout_ms));
+  if (!o.connection.token.empty()) ctx.AddMetadata("authorization", "Bearer " + o.connection.token);
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(o.service);
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status s = stub->Check(&ctx, req, &resp);
+  if (!s.ok()) return Fail(absl::StrCat("health check failed: ", s.error_message()));
+  std::cout << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status()) << "\n";
+  return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+}
+
 int Bench(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vector<std::string>& inputs) {
   infergate::tools::BenchOptions b;
   b.connection = o.connection;
@@ -368,6 +388,8 @@ int main(int argc, char** argv) {
   flags.String("rpc", &o.rpc,
                "bench: infer (infergate.v1), v2 (Open Inference ModelInfer), v2-stream (ModelStreamInfer), or health "
                "for the gRPC floor.");
+  flags.String("service", &o.service,
+               "health: service to ask for; \"\" is readiness, \"liveness\" stays SERVING during a drain.");
   flags.Int("channels", &o.channels, "bench: gRPC channels (connections) to spread calls over.");
   bool help = false;
   auto positional = flags.Parse(argc, argv, &help);
@@ -384,5 +406,6 @@ int main(int argc, char** argv) {
   if (command == "models") return Models(*stub, o);
   if (command == "infer") return Infer(*stub, o, o.inputs);
   if (command == "bench") return Bench(*stub, o, o.inputs);
-  return Fail(absl::StrCat("unknown command '", command, "'; expected devices, models or infer"));
+  if (command == "health") return Health(*channel, o);
+  return Fail(absl::StrCat("unknown command '", command, "'; expected devices, models, infer, bench or health"));
 }
