@@ -43,7 +43,9 @@ dockerfile="$repo/deploy/docker/Dockerfile"
 grep -q 'runtime-packages.txt' "$dockerfile" || fail "the Dockerfile no longer reads deploy/docker/runtime-packages.txt"
 grep -q 'prepare-runtime.sh' "$dockerfile" || fail "the Dockerfile no longer runs deploy/docker/prepare-runtime.sh"
 for dir in $(sed -n 's/^add_subdirectory(\([a-z_]*\))$/\1/p' "$repo/CMakeLists.txt"); do
-  grep -q "^COPY $dir $dir\$" "$dockerfile" || fail "the Dockerfile's build stage does not COPY $dir/, which CMakeLists.txt builds"
+  for file in "$dockerfile" "$repo/deploy/docker/Dockerfile.cuda"; do
+    grep -q "^COPY $dir $dir\$" "$file" || fail "$(basename "$file")'s build stage does not COPY $dir/, which CMakeLists.txt builds"
+  done
 done
 
 # --- The root file system (packages kept between runs, binaries fresh),
