@@ -1,12 +1,17 @@
 #include "scheduler/device_executor.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace infergate {
 
-DeviceExecutor::DeviceExecutor(DeviceId device, int workers, size_t capacity, BatchRunner runner)
-    : device_(device), capacity_(capacity), runner_(std::move(runner)) {
-  if (workers < 1) workers = 1;
+DeviceExecutor::DeviceExecutor(DeviceId device, Options options, BatchRunner runner)
+    : device_(device),
+      capacity_(options.capacity),
+      runner_(std::move(runner)),
+      queue_(options.priority_aging, options.fair) {
+  int workers = std::max(1, options.workers);
   workers_.reserve(workers);
   for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
@@ -29,15 +34,19 @@ inline void CpuRelax() {
 
 }  // namespace
 
-absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job) {
+absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, const char** refusal) {
   bool cancelled_already = false;
+  Batch expired;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!accepting_) {
       return absl::UnavailableError(
           absl::StrCat("server is shutting down; device ", device_.ToString(), " takes no new work"));
     }
+    Clock::time_point now = Clock::now();
+    expired = queue_.TakeExpired(now);
     if (queue_.size() >= capacity_) {
+      if (refusal) *refusal = "queue_full";
       return absl::ResourceExhaustedError(absl::StrCat("device ", device_.ToString(), " queue is full (", capacity_,
                                                        " requests waiting)"));
     }
@@ -45,15 +54,20 @@ absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job) {
     // looked at the executor before this one was stored. This store and the
     // load after it, both sequentially consistent, pair with Job::Cancel's
     // store of `cancelled` and load of `executor`: at least one side sees
-    // the other and purges. (The load is under the lock: once unlocked, a
-    // worker may run and free the job.)
+    // the other and purges. (The load is under the lock: once pushed and
+    // unlocked, a worker may run and free the job.)
     job->executor.store(this);
     cancelled_already = job->cancelled.load();
-    queue_.push_back(std::move(job));
+    if (absl::Status pushed = queue_.Push(job, now); !pushed.ok()) {
+      job->executor.store(nullptr);
+      if (refusal) *refusal = "model_queue_full";
+      return absl::ResourceExhaustedError(absl::StrCat("device ", device_.ToString(), ": ", pushed.message()));
+    }
     depth_.store(queue_.size(), std::memory_order_relaxed);
     if (waiting_batchers_ > 0) batch_cv_.notify_all();
   }
   work_cv_.notify_one();
+  RejectExpired(expired);
   if (cancelled_already) PurgeCancelled();
   return absl::OkStatus();
 }
@@ -69,22 +83,44 @@ size_t DeviceExecutor::PurgeCancelled() {
   Batch removed;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      if ((*it)->cancelled.load()) {
-        removed.push_back(std::move(*it));
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    removed = queue_.RemoveIf([](const Job& job) { return job.cancelled.load(); });
     depth_.store(queue_.size(), std::memory_order_relaxed);
   }
-  for (auto& job : removed) job->Finish(absl::CancelledError("request cancelled by the client while queued"));
-  if (!removed.empty()) {
-    idle_cv_.notify_all();
-    if (purge_listener_) purge_listener_(removed.size());
+  const size_t purged = removed.size();
+  Reject(removed, absl::CancelledError("request cancelled by the client while queued"), "cancelled");
+  return purged;
+}
+
+void DeviceExecutor::Reject(Batch& jobs, const absl::Status& status, const char* reason) {
+  if (jobs.empty()) return;
+  for (auto& job : jobs) {
+    if (rejection_listener_) rejection_listener_(*job, reason);
+    job->Finish(status);
   }
-  return removed.size();
+  jobs.clear();
+  idle_cv_.notify_all();
+}
+
+void DeviceExecutor::RejectExpired(Batch& expired) {
+  Clock::time_point now = Clock::now();
+  for (auto& job : expired) {
+    if (rejection_listener_) rejection_listener_(*job, "queue_timeout");
+    // Triton's code for a queue timeout: the request was not run, and
+    // another replica may take it.
+    job->Finish(absl::UnavailableError(absl::StrCat(
+        "model ", job->queue_key, ": waited ", MicrosBetween(job->enqueued, now), " us in the queue of ",
+        device_.ToString(), ", beyond its queue timeout of ", MicrosBetween(job->enqueued, job->queue_deadline),
+        " us; the request was not run")));
+  }
+  if (!expired.empty()) idle_cv_.notify_all();
+  expired.clear();
+}
+
+std::map<std::string, size_t> DeviceExecutor::QueueDepthByModel() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, size_t> depth = queue_.DepthByFlow();
+  depth.erase("");  // tasks (explicit loads)
+  return depth;
 }
 
 bool DeviceExecutor::WaitIdle(Clock::time_point deadline) {
@@ -107,24 +143,18 @@ void DeviceExecutor::Stop() {
 }
 
 void DeviceExecutor::Collect(const std::shared_ptr<Job>& first, int64_t* rows, Batch* batch) {
-  for (auto it = queue_.begin(); it != queue_.end() && *rows < first->max_batch_rows;) {
-    const Job& j = **it;
-    if (!j.task && !j.cancelled.load() && j.batch_key == first->batch_key && *rows + j.rows <= first->max_batch_rows) {
-      *rows += j.rows;
-      batch->push_back(std::move(*it));
-      it = queue_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  queue_.CollectCompanions(*first, rows, batch);
   depth_.store(queue_.size(), std::memory_order_relaxed);
 }
 
-DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lock) {
+DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lock, double* charged_us,
+                                                Batch* expired) {
   Batch batch;
-  std::shared_ptr<Job> first = std::move(queue_.front());
-  queue_.pop_front();
+  Clock::time_point now = Clock::now();
+  *expired = queue_.TakeExpired(now);
+  std::shared_ptr<Job> first = queue_.Next(now, charged_us);
   depth_.store(queue_.size(), std::memory_order_relaxed);
+  if (!first) return batch;
   batch.push_back(first);
   if (first->task || first->batch_key.empty() || first->max_batch_rows <= 1) return batch;
   int64_t rows = first->rows;
@@ -142,14 +172,14 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lo
     Collect(first, &rows, &batch);
     --waiting_batchers_;
   }
-  // Run the prefix whose size goes fastest here; the rest stays at the head
-  // of the queue, in order, for the next worker.
+  // Run the prefix whose size goes fastest here; the rest goes back to the
+  // head of its model's queue, in order, for the next worker.
   std::vector<int64_t> job_rows;
   job_rows.reserve(batch.size());
   for (const auto& job : batch) job_rows.push_back(job->rows);
   size_t keep = batch_cost_.Choose(first->batch_key, job_rows, first->preferred_batch_rows);
   if (keep < batch.size()) {
-    for (size_t i = batch.size(); i-- > keep;) queue_.push_front(std::move(batch[i]));
+    for (size_t i = batch.size(); i-- > keep;) queue_.PushFront(std::move(batch[i]));
     batch.resize(keep);
     depth_.store(queue_.size(), std::memory_order_relaxed);
   }
@@ -174,27 +204,36 @@ void DeviceExecutor::WorkerLoop() {
       }
       spinning_.store(0);
     }
+    double charged_us = 0;
+    Batch expired;
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
-      batch = TakeBatch(lock);
-      ++running_workers_;
-      running_jobs_.fetch_add(batch.size(), std::memory_order_relaxed);
+      batch = TakeBatch(lock, &charged_us, &expired);
+      if (!batch.empty()) {
+        ++running_workers_;
+        running_jobs_.fetch_add(batch.size(), std::memory_order_relaxed);
+      }
     }
+    RejectExpired(expired);
+    if (batch.empty()) continue;
     // More work may be waiting for another worker.
     work_cv_.notify_one();
+    const std::string flow = batch[0]->queue_key;
     Clock::time_point start = Clock::now();
     if (batch.size() == 1 && batch[0]->task) {
       batch[0]->task();
     } else {
       runner_(batch);
     }
-    busy_us_.fetch_add(MicrosBetween(start, Clock::now()), std::memory_order_relaxed);
+    uint64_t took_us = MicrosBetween(start, Clock::now());
+    busy_us_.fetch_add(took_us, std::memory_order_relaxed);
     running_jobs_.fetch_sub(batch.size(), std::memory_order_relaxed);
     batch.clear();
     {
       std::lock_guard<std::mutex> lock(mu_);
+      queue_.Settle(flow, charged_us, static_cast<double>(took_us));
       --running_workers_;
       if (waiting_batchers_ > 0) batch_cv_.notify_all();  // "others busy" changed
     }

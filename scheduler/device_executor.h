@@ -1,17 +1,20 @@
 #pragma once
 // A device's bounded queue and the worker threads that drain it, forming
-// batches of compatible jobs on the way out.
+// batches of compatible jobs on the way out. Which job goes next, between
+// models and priorities, is the FairQueue's choice; a batch's companions
+// come from the same model version.
 //
 // Threading: Submit, PurgeCancelled and the figures may be called from any
 // thread. The batch runner and tasks run on this executor's worker threads,
 // one batch per worker at a time; they may Submit to other executors (a
-// fallback) but must not wait for them. The purge listener runs on the
-// thread that purged, outside the queue's lock.
+// fallback) but must not wait for them. The rejection listener runs on the
+// thread that refused the job (a worker, or a submitter), outside the
+// queue's lock.
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <deque>
+#include <map>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -21,6 +24,7 @@
 #include "absl/status/status.h"
 #include "devices/device_id.h"
 #include "scheduler/batch_cost.h"
+#include "scheduler/fair_queue.h"
 #include "scheduler/job.h"
 
 namespace infergate {
@@ -31,21 +35,34 @@ class DeviceExecutor {
   // Runs an inference batch (all jobs share a batch key, or it is one job).
   using BatchRunner = std::function<void(Batch&)>;
 
-  DeviceExecutor(DeviceId device, int workers, size_t capacity, BatchRunner runner);
+  // Told of each queued job answered without running, with why: "cancelled"
+  // or "queue_timeout".
+  using RejectionListener = std::function<void(const Job&, const char* reason)>;
+
+  struct Options {
+    int workers = 1;
+    size_t capacity = 1024;       // jobs waiting, all models together
+    bool fair = true;             // FairQueue's fair sharing; false is FIFO across models
+    std::chrono::microseconds priority_aging{100000};
+  };
+  DeviceExecutor(DeviceId device, Options options, BatchRunner runner);
+  DeviceExecutor(DeviceId device, int workers, size_t capacity, BatchRunner runner)
+      : DeviceExecutor(device, Options{workers, capacity}, std::move(runner)) {}
   ~DeviceExecutor();
 
   // Queues `job`. RESOURCE_EXHAUSTED naming the device when the queue is
-  // full, UNAVAILABLE once Stop has begun. (Draining refuses new requests
-  // in the scheduler, so work already accepted can still move here.)
-  absl::Status Submit(std::shared_ptr<Job> job);
+  // full ("queue_full" in `refusal`), or naming the model when its own
+  // max_queue_size is reached ("model_queue_full"); UNAVAILABLE once Stop
+  // has begun. (Draining refuses new requests in the scheduler, so work
+  // already accepted can still move here.)
+  absl::Status Submit(std::shared_ptr<Job> job, const char** refusal = nullptr);
   // Runs `task` as a job of its own (explicit loads).
   absl::Status SubmitTask(std::function<void()> task);
 
   // Takes cancelled jobs out of the queue and answers them CANCELLED.
   size_t PurgeCancelled();
-  // Told how many jobs each purge answered CANCELLED (for metrics). Set
-  // before the first Submit.
-  void set_purge_listener(std::function<void(size_t)> listener) { purge_listener_ = std::move(listener); }
+  // Set before the first Submit.
+  void set_rejection_listener(RejectionListener listener) { rejection_listener_ = std::move(listener); }
 
   // Waits until nothing is queued or running, or `deadline`; true if idle.
   bool WaitIdle(Clock::time_point deadline);
@@ -53,6 +70,9 @@ class DeviceExecutor {
   void Stop();
 
   size_t queue_depth() const { return depth_.load(std::memory_order_relaxed); }
+  // Jobs waiting per model version ("model:version"), for ListDevices and
+  // metrics.
+  std::map<std::string, size_t> QueueDepthByModel() const;
   size_t in_flight() const { return running_jobs_.load(std::memory_order_relaxed); }
   int workers() const { return static_cast<int>(workers_.size()); }
   size_t capacity() const { return capacity_; }
@@ -68,18 +88,23 @@ class DeviceExecutor {
 
  private:
   void WorkerLoop();
-  Batch TakeBatch(std::unique_lock<std::mutex>& lock);
+  // Takes the next batch (maybe empty: all expired) and the jobs whose queue
+  // timeout passed, which the caller answers after unlocking.
+  Batch TakeBatch(std::unique_lock<std::mutex>& lock, double* charged_us, Batch* expired);
   void Collect(const std::shared_ptr<Job>& first, int64_t* rows, Batch* batch);
+  // Answers jobs refused after they were queued; call without the lock.
+  void Reject(Batch& jobs, const absl::Status& status, const char* reason);
+  void RejectExpired(Batch& expired);
 
   DeviceId device_;
   size_t capacity_;
   BatchRunner runner_;
-  std::function<void(size_t)> purge_listener_;
+  RejectionListener rejection_listener_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;   // workers wait for jobs
   std::condition_variable batch_cv_;  // a batcher waits for companions
   std::condition_variable idle_cv_;   // WaitIdle
-  std::deque<std::shared_ptr<Job>> queue_;
+  FairQueue queue_;
   bool accepting_ = true;
   bool stopping_ = false;
   int running_workers_ = 0;  // under mu_

@@ -1,6 +1,7 @@
 #include "scheduler/inference_core.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "common/logging.h"
 #include "scheduler/model_config.h"
@@ -123,6 +124,15 @@ std::vector<DeviceStatus> InferenceCore::Devices() const {
     DeviceStatus status;
     DeviceLoad load = scheduler_->Load(info.id);
     status.queue_depth = load.queue_depth;
+    for (const auto& [flow, depth] : load.queue_depth_by_model) {
+      // Flows are "model:version"; model names hold no ':'.
+      size_t colon = flow.rfind(':');
+      ModelQueueDepth q;
+      q.model = flow.substr(0, colon);
+      if (colon != std::string::npos) q.version = std::strtoll(flow.c_str() + colon + 1, nullptr, 10);
+      q.depth = depth;
+      status.model_queues.push_back(std::move(q));
+    }
     status.in_flight = load.in_flight;
     status.workers = load.workers;
     status.queue_capacity = load.capacity;

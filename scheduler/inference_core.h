@@ -39,10 +39,18 @@ namespace infergate {
 class ModelRepository;
 class Scheduler;
 
+// Requests of one model version waiting on a device.
+struct ModelQueueDepth {
+  std::string model;
+  int64_t version = 0;
+  size_t depth = 0;
+};
+
 // One device as front ends and metrics see it, read in one go.
 struct DeviceStatus {
   DeviceInfo info;  // identity, capabilities, memory; `available` is false while out of service
   size_t queue_depth = 0;
+  std::vector<ModelQueueDepth> model_queues;  // versions with requests waiting
   size_t in_flight = 0;
   int workers = 0;
   size_t queue_capacity = 0;

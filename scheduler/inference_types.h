@@ -28,6 +28,13 @@ struct InferenceRequest {
   std::vector<NamedTensor> inputs;
   Clock::time_point received = Clock::now();
   Clock::time_point deadline = Clock::time_point::max();
+  // Priority level, 1 the highest; 0 takes the model's default. Checked
+  // against the model's priority_levels.
+  uint32_t priority = 0;
+  // Longest the request may wait in a device queue, in microseconds; 0
+  // takes the model's default. Shortens the model's queue timeout, and may
+  // lengthen it only where the config has allow_timeout_override.
+  uint64_t timeout_us = 0;
 };
 
 struct Placement {

@@ -37,6 +37,15 @@ struct Job final : RequestHandle {
   uint32_t max_batch_rows = 0;
   uint64_t max_queue_delay_us = 0;
   std::vector<int64_t> preferred_batch_rows;  // from the config; usually empty
+  // Queueing on the device (see FairQueue): the flow the job waits in (the
+  // model version; empty for tasks), its priority level (1 is the highest),
+  // the flow's cap (0: only the device's capacity bounds it), and when its
+  // queue timeout passes and what happens then (refused, or run last).
+  std::string queue_key;
+  uint32_t priority_level = 1;
+  uint32_t max_queue_size = 0;
+  Clock::time_point queue_deadline = Clock::time_point::max();
+  bool delay_on_timeout = false;
   // Set for non-inference work; runs alone.
   std::function<void()> task;
   std::atomic<bool> cancelled{false};

@@ -80,6 +80,11 @@ absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::s
                                                      config.max_batch_size(), ")"));
     }
   }
+  if (config.default_priority_level() > config.priority_levels()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.pbtxt: default_priority_level: ", config.default_priority_level(), " is beyond priority_levels (",
+        config.priority_levels(), config.priority_levels() == 0 ? ", which leaves priorities off)" : ")"));
+  }
   return config;
 }
 

@@ -52,6 +52,39 @@ void PrepareBatching(Job& job, bool batching_enabled, const std::vector<TensorMe
   job.rows = std::max<int64_t>(job.rows, BatchRows(model.declared, metas));
 }
 
+// Fills in the queueing fields of a routed job from its model's config and
+// the request: its flow, priority level, the model's queue cap and the
+// queue timeout. INVALID_ARGUMENT for a priority outside the model's levels.
+absl::Status PrepareQueueing(Job& job) {
+  const ModelEntry& model = *job.route.model;
+  const v1::ModelConfig& config = model.config;
+  job.queue_key = absl::StrCat(model.name, ":", job.route.version);
+  const uint32_t levels = config.priority_levels();
+  const uint32_t asked = job.request.priority;
+  if (levels == 0) {
+    job.priority_level = 1;  // priorities off: every request is equal
+  } else if (asked > levels) {
+    return absl::InvalidArgumentError(absl::StrCat("priority: ", asked, " is outside model '", model.name,
+                                                   "''s priority levels (1 is the highest, ", levels,
+                                                   " the lowest; 0 for the default)"));
+  } else {
+    uint32_t fallback = config.default_priority_level() > 0 ? config.default_priority_level() : levels;
+    job.priority_level = asked > 0 ? asked : fallback;
+  }
+  const v1::QueuePolicy& policy = config.default_queue_policy();
+  job.max_queue_size = policy.max_queue_size();
+  uint64_t timeout_us = policy.default_timeout_microseconds();
+  const uint64_t own = job.request.timeout_us;
+  if (own > 0 && (timeout_us == 0 || own < timeout_us || policy.allow_timeout_override())) timeout_us = own;
+  // Longer than a year is no limit (and would overflow the clock).
+  constexpr uint64_t kNoLimitUs = 365ull * 24 * 3600 * 1000000;
+  if (timeout_us > 0 && timeout_us < kNoLimitUs) {
+    job.queue_deadline = job.enqueued + std::chrono::microseconds(timeout_us);
+    job.delay_on_timeout = policy.timeout_action() == v1::QueuePolicy::DELAY;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, SchedulerOptions options,
@@ -85,11 +118,15 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
   for (const DeviceInfo& d : devices_.Snapshot()) {
     if (!d.available) continue;
     int workers = d.id.kind == DeviceKind::kCpu ? options_.cpu_workers : options_.accelerator_workers;
-    auto executor = std::make_unique<DeviceExecutor>(d.id, workers, options_.queue_capacity,
-                                                     [this](Batch& batch) { RunQueued(batch); });
+    DeviceExecutor::Options executor_options;
+    executor_options.workers = workers;
+    executor_options.capacity = options_.queue_capacity;
+    executor_options.fair = options_.fair_queueing;
+    executor_options.priority_aging = options_.priority_aging;
+    auto executor = std::make_unique<DeviceExecutor>(d.id, executor_options, [this](Batch& batch) { RunQueued(batch); });
     executor->set_spin_us(options_.worker_spin_us);
-    executor->set_purge_listener([this, id = d.id](size_t n) {
-      for (; n > 0; --n) observer_->OnRejected(id, "cancelled");
+    executor->set_rejection_listener([this, id = d.id](const Job& job, const char* reason) {
+      observer_->OnRejected(id, job.model_label, reason);
     });
     executors_[d.id] = std::move(executor);
     auto budget = options_.cache_budgets.find(d.id);
@@ -141,7 +178,7 @@ DeviceExecutor* Scheduler::Executor(const DeviceId& device) const {
 DeviceLoad Scheduler::Load(const DeviceId& device) const {
   DeviceExecutor* ex = Executor(device);
   if (!ex) return {};
-  return {ex->queue_depth(), ex->in_flight(), ex->busy_us(), ex->workers(), ex->capacity()};
+  return {ex->queue_depth(), ex->QueueDepthByModel(), ex->in_flight(), ex->busy_us(), ex->workers(), ex->capacity()};
 }
 
 void Scheduler::ReportFallback(const std::string& from, const DeviceId& to, const FallbackReason& reason) {
@@ -191,14 +228,19 @@ std::shared_ptr<RequestHandle> Scheduler::Submit(InferenceRequest request, Infer
   job->request = std::move(request);
   PrepareBatching(*job, options_.batching, metas);
   job->enqueued = Clock::now();
+  if (absl::Status s = PrepareQueueing(*job); !s.ok()) {
+    job->Finish(s);
+    return job;
+  }
   const DeviceId device = job->route.device.id;
   DeviceExecutor* ex = Executor(device);
   if (!ex) {
     job->Finish(absl::UnavailableError(absl::StrCat("device: ", device.ToString(), " has no executor")));
     return job;
   }
-  if (absl::Status s = ex->Submit(job); !s.ok()) {
-    if (absl::IsResourceExhausted(s)) observer_->OnRejected(device, "queue_full");
+  const char* refusal = nullptr;
+  if (absl::Status s = ex->Submit(job, &refusal); !s.ok()) {
+    if (refusal) observer_->OnRejected(device, job->model_label, refusal);
     job->Finish(s);
   }
   return job;
@@ -211,10 +253,10 @@ void Scheduler::RunQueued(Batch& batch) {
   for (auto& job : batch) {
     const DeviceId& device = job->route.device.id;
     if (job->cancelled.load()) {
-      observer_->OnRejected(device, "cancelled");
+      observer_->OnRejected(device, job->model_label, "cancelled");
       job->Finish(absl::CancelledError("request cancelled by the client while queued"));
     } else if (now > job->request.deadline) {
-      observer_->OnRejected(device, "deadline");
+      observer_->OnRejected(device, job->model_label, "deadline");
       job->Finish(absl::DeadlineExceededError(
           absl::StrCat("model '", job->route.model->name, "': deadline passed after ",
                        MicrosBetween(job->enqueued, now), " us waiting in the queue of ", device.ToString(),

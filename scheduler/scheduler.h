@@ -39,6 +39,7 @@ namespace infergate {
 
 struct DeviceLoad {
   size_t queue_depth = 0;
+  std::map<std::string, size_t> queue_depth_by_model;  // "model:version" -> waiting
   size_t in_flight = 0;
   uint64_t busy_us = 0;
   int workers = 0;

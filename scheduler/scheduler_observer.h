@@ -17,8 +17,10 @@ class SchedulerObserver {
   virtual void OnEviction(const DeviceId& /*device*/, const std::string& /*why*/) {}
   // reason: device_unavailable, device_not_allowed, unsupported_op, dtype, oom
   virtual void OnFallback(const std::string& /*from*/, const std::string& /*to*/, const std::string& /*reason*/) {}
-  // reason: queue_full, deadline, cancelled
-  virtual void OnRejected(const DeviceId& /*device*/, const std::string& /*reason*/) {}
+  // A request answered without running. reason: queue_full (the device's
+  // capacity), model_queue_full (the model's max_queue_size),
+  // queue_timeout, deadline, cancelled. `model` is "" when not yet known.
+  virtual void OnRejected(const DeviceId& /*device*/, const std::string& /*model*/, const std::string& /*reason*/) {}
 };
 
 }  // namespace infergate

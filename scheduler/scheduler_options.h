@@ -19,6 +19,11 @@ struct SchedulerOptions {
   int intra_op_threads = 0;  // 0: cores / cpu_workers
   int accelerator_workers = 1;
   size_t queue_capacity = 1024;
+  // Models share a device fairly by device time (see FairQueue); false
+  // serves them in arrival order (FIFO), kept for comparison.
+  bool fair_queueing = true;
+  // A waiting request's priority improves by one level per this much waiting.
+  std::chrono::milliseconds priority_aging{100};
   bool batching = true;    // false: every request runs alone
   int worker_spin_us = 0;  // idle workers poll this long before sleeping
   // Cache budget per device; devices not listed get this fraction of their memory.

@@ -69,6 +69,8 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
   req.device = request->device();
   req.precision = *precision;
   req.allow_fallback = request->fallback() == v1::ALLOW;
+  req.priority = request->priority();
+  req.timeout_us = request->timeout_us();
   req.inputs.reserve(request->inputs_size());
   for (int i = 0; i < request->inputs_size(); ++i) {
     const v1::Tensor& wire = request->inputs(i);
@@ -137,6 +139,12 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServer
     out->set_memory_total_bytes(d.memory_total_bytes);
     out->set_memory_used_bytes(d.memory_used_bytes);
     out->set_queue_depth(static_cast<uint32_t>(status.queue_depth));
+    for (const ModelQueueDepth& q : status.model_queues) {
+      v1::ModelQueue* mq = out->add_model_queues();
+      mq->set_model(q.model);
+      mq->set_version(q.version);
+      mq->set_depth(static_cast<uint32_t>(q.depth));
+    }
     out->set_in_flight(static_cast<uint32_t>(status.in_flight));
     for (const ResidentModel& r : status.resident) {
       out->add_resident_models(absl::StrCat(r.key.model, ":", r.key.version, ":", DTypeName(r.key.dtype)));

@@ -46,6 +46,9 @@ class DeviceCollector : public prometheus::Collectable {
     using prometheus::MetricType;
     auto up = Family("infergate_device_up", "1 when the device is available for work.", MetricType::Gauge);
     auto depth = Family("infergate_device_queue_depth", "Requests waiting in the device's queue.", MetricType::Gauge);
+    auto model_depth = Family("infergate_model_queue_depth",
+                              "Requests of a model version waiting in the device's queue (only versions with any).",
+                              MetricType::Gauge);
     auto in_flight = Family("infergate_device_in_flight", "Requests running on the device.", MetricType::Gauge);
     auto busy = Family("infergate_device_busy_seconds_total",
                        "Worker time spent running models; rate() over workers gives utilisation.",
@@ -69,6 +72,10 @@ class DeviceCollector : public prometheus::Collectable {
                                   {"simulated", d.simulated ? "true" : "false"}},
                                  d.available ? 1 : 0, false));
       depth.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.queue_depth), false));
+      for (const ModelQueueDepth& q : status.model_queues) {
+        model_depth.metric.push_back(Sample({{"device", id}, {"model", q.model}, {"version", std::to_string(q.version)}},
+                                            static_cast<double>(q.depth), false));
+      }
       in_flight.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.in_flight), false));
       busy.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.busy_us) / 1e6, true));
       workers.metric.push_back(Sample({{"device", id}}, status.workers, false));
@@ -85,7 +92,7 @@ class DeviceCollector : public prometheus::Collectable {
       budget.metric.push_back(
           Sample({{"device", id}}, static_cast<double>(status.cache_budget_bytes), false));
     }
-    return {up, depth, capacity, in_flight, busy, workers, mem_total, mem_used, resident, resident_models, budget};
+    return {up, depth, model_depth, capacity, in_flight, busy, workers, mem_total, mem_used, resident, resident_models, budget};
   }
 
  private:
@@ -148,7 +155,8 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
                        .Register(r);
   m->rejections_ = &prometheus::BuildCounter()
                         .Name("infergate_rejections_total")
-                        .Help("Requests refused without running, by reason (queue_full, deadline, cancelled, draining).")
+                        .Help("Requests answered without running, by model (\"\" before it is known) and reason (queue_full, "
+                              "model_queue_full, queue_timeout, deadline, cancelled, draining).")
                         .Register(r);
   prometheus::BuildGauge()
       .Name("infergate_build_info")
@@ -157,8 +165,8 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
       .Add({{"version", versions.infergate}, {"libtorch", versions.libtorch}, {"grpc", versions.grpc}})
       .Set(1);
   // Pre-create the series dashboards and alerts expect, so they exist at 0.
-  for (const char* reason : {"queue_full", "deadline", "cancelled", "draining"}) {
-    m->rejections_->Add({{"reason", reason}});
+  for (const char* reason : {"queue_full", "model_queue_full", "queue_timeout", "deadline", "cancelled", "draining"}) {
+    m->rejections_->Add({{"model", ""}, {"reason", reason}});
   }
   for (const DeviceStatus& d : core.Devices()) {
     std::string id = d.info.id.ToString();
@@ -256,11 +264,11 @@ void Metrics::OnFallback(const std::string& from, const std::string& to, const s
   Cached(*fallbacks_, {{"from", from}, {"to", to}, {"reason", reason}}).Increment();
 }
 
-void Metrics::OnRejected(const DeviceId& device, const std::string& reason) {
-  (void)device;  // rejections are counted by reason only: the device is in the request metrics
-  Cached(*rejections_, {{"reason", reason}}).Increment();
+void Metrics::OnRejected(const DeviceId& device, const std::string& model, const std::string& reason) {
+  (void)device;  // rejections are counted by model and reason: the device is in the request metrics
+  Cached(*rejections_, {{"model", model}, {"reason", reason}}).Increment();
 }
 
-void Metrics::OnDrainingRejection() { Cached(*rejections_, {{"reason", "draining"}}).Increment(); }
+void Metrics::OnDrainingRejection() { Cached(*rejections_, {{"model", ""}, {"reason", "draining"}}).Increment(); }
 
 }  // namespace infergate

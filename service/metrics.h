@@ -55,7 +55,7 @@ class Metrics final : public SchedulerObserver {
   void OnModelLoad(const std::string& model, const DeviceId& device, double seconds, bool ok) override;
   void OnEviction(const DeviceId& device, const std::string& why) override;
   void OnFallback(const std::string& from, const std::string& to, const std::string& reason) override;
-  void OnRejected(const DeviceId& device, const std::string& reason) override;
+  void OnRejected(const DeviceId& device, const std::string& model, const std::string& reason) override;
   // Calls refused because the server is draining.
   void OnDrainingRejection();
 

@@ -38,6 +38,23 @@ absl::StatusOr<std::string> StringParameter(const Parameters& params, const std:
   return it->second.string_param();
 }
 
+// A non-negative integer parameter (int64 or uint64, as clients send
+// either); 0 when absent.
+absl::StatusOr<uint64_t> UnsignedParameter(const Parameters& params, const std::string& key) {
+  auto it = params.find(key);
+  if (it == params.end()) return 0;
+  switch (it->second.parameter_choice_case()) {
+    case inference::InferParameter::kUint64Param:
+      return it->second.uint64_param();
+    case inference::InferParameter::kInt64Param:
+      if (it->second.int64_param() >= 0) return static_cast<uint64_t>(it->second.int64_param());
+      break;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("parameters.", key, ": expected a non-negative integer"));
+}
+
 // Copies typed `values` into a new tensor of `dtype` whose C++ element type
 // is `Element`, checking that each value fits.
 template <typename Element, typename Values>
@@ -155,15 +172,18 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
         absl::StrCat("parameters.fallback: '", fallback->substr(0, 32), "'; expected ALLOW or DENY"));
   }
   out->allow_fallback = f != "DENY";
-  if (auto it = params.find("timeout"); it != params.end()) {
-    if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param ||
-        it->second.int64_param() < 0) {
-      return absl::InvalidArgumentError("parameters.timeout: expected microseconds as a non-negative int64");
-    }
-    if (it->second.int64_param() > 0) {
-      out->deadline = std::min(out->deadline, out->received + std::chrono::microseconds(it->second.int64_param()));
-    }
+  // Triton's request parameters: the queue timeout in microseconds (it may
+  // shorten the model's default_queue_policy timeout) and the priority
+  // level (1 the highest, 0 the model's default).
+  absl::StatusOr<uint64_t> timeout = UnsignedParameter(params, "timeout");
+  if (!timeout.ok()) return timeout.status();
+  out->timeout_us = *timeout;
+  absl::StatusOr<uint64_t> priority = UnsignedParameter(params, "priority");
+  if (!priority.ok()) return priority.status();
+  if (*priority > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("parameters.priority: ", *priority, " is not a priority level"));
   }
+  out->priority = static_cast<uint32_t>(*priority);
 
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != request.inputs_size()) {

@@ -22,6 +22,8 @@ struct RawFlags {
   int64_t max_tensor_rank = 8;
   int64_t max_tensor_elements = int64_t{1} << 28;
   bool batching = true;
+  bool fair_queueing = true;
+  std::chrono::milliseconds priority_aging{100};
   std::string cache_budget;  // "cpu=8GiB,cuda:0=20GiB"
   std::string state_file;
   std::chrono::milliseconds device_failure_cooldown{30000};
@@ -44,6 +46,8 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.intra_op_threads = static_cast<int>(f.intra_op_threads);
   s.queue_capacity = static_cast<size_t>(f.queue_capacity);
   s.batching = f.batching;
+  s.fair_queueing = f.fair_queueing;
+  s.priority_aging = f.priority_aging;
   s.worker_spin_us = static_cast<int>(std::clamp<int64_t>(f.worker_spin_us, 0, 10000));
   s.state_file = f.state_file;
   s.device_failure_cooldown = f.device_failure_cooldown;
@@ -123,6 +127,12 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Duration("drain-timeout", &o.drain_timeout,
                  "On SIGTERM/SIGINT, how long queued and running requests may take to finish (e.g. 30s, 500ms).");
   flags.Bool("batching", &f.batching, "Dynamic batching for models whose config sets max_batch_size > 1.");
+  flags.Bool("fair-queueing", &f.fair_queueing,
+             "Models share each device by device time, so one model's flood does not queue another's requests "
+             "behind it; false serves requests in arrival order (FIFO).");
+  flags.Duration("priority-aging", &f.priority_aging,
+                 "A waiting request's priority level improves by one per this much waiting, so low priority is "
+                 "delayed, never starved; 0 disables aging.");
   flags.Int("worker-spin-us", &f.worker_spin_us,
             "Microseconds an idle worker polls its queue before sleeping; trades CPU for latency.");
   flags.String("cache-budget", &f.cache_budget,

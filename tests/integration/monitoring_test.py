@@ -160,7 +160,8 @@ def main():
             ('infergate_requests_total{model="mlp",device="",code="INVALID_ARGUMENT"}', 2),
             ('infergate_requests_total{model="cnn",device="cpu",code="RESOURCE_EXHAUSTED"}', exhausted),
             ('infergate_fallbacks_total{from="mps",to="cpu",reason="unsupported_op"}', 3),
-            ('infergate_rejections_total{reason="queue_full"}', exhausted),
+            ('sum(infergate_rejections_total{reason="queue_full"})', exhausted),
+            ('infergate_rejections_total{model="cnn",reason="queue_full"}', exhausted),
             ('infergate_device_up{device="mps",kind="mps",simulated="true"}', 1),
             ('sum(infergate_build_info)', 1),
         ]:
