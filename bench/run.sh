@@ -129,6 +129,28 @@ for c in $concurrencies; do
 done
 stop_server
 
+# Two models on one device: 48 clients flood the heavy cnn while one client
+# calls the light mlp, with fair sharing and with FIFO scheduling (the
+# scheduler before fair sharing) on the same server build.
+echo "== mixed models: cnn flooded, mlp at concurrency 1" >&2
+for scheduling in fair fifo; do
+  start_server --fair-queueing=$([ $scheduling = fair ] && echo true || echo false)
+  "$cli" --address "$address" bench --model cnn --rows 1 --concurrency 48 --duration "$seconds" --warmup "$warmup" \
+    >"$work/heavy.out" &
+  heavy_pid=$!
+  light=$("$cli" --address "$address" bench --model mlp --rows 1 --concurrency 1 --duration "$seconds" --warmup "$warmup")
+  wait "$heavy_pid"
+  record mixed cnn "$scheduling-flood" 48 1 "$(cat "$work/heavy.out")"
+  record mixed mlp "$scheduling-light" 1 1 "$light"
+  stop_server
+done
+mixed_summary=$(awk -F, '$1 == "mixed" { v[$3 "," $2 "," "p50"] = $8; v[$3 "," $2 "," "rps"] = $6 }
+  END {
+    printf "Mixed models: light p50 / heavy p50 = %.3f fair (%.3f FIFO); heavy throughput fair / FIFO = %.3f.",
+      v["fair-light,mlp,p50"] / v["fair-flood,cnn,p50"], v["fifo-light,mlp,p50"] / v["fifo-flood,cnn,p50"],
+      v["fair-flood,cnn,rps"] / v["fifo-flood,cnn,rps"] }' "$csv")
+echo "  $mixed_summary" >&2
+
 {
   echo "# infergate benchmark $stamp"
   echo
@@ -137,6 +159,8 @@ stop_server
   echo "| suite | model | mode | concurrency | batch | req/s | rows/s | p50 ms | p99 ms | server overhead p50 us | mean batch | errors |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
   tail -n +2 "$csv" | awk -F, '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12 }'
+  echo
+  echo "$mixed_summary"
 } >"$md"
 cat "$md"
 echo "wrote $md and $csv" >&2

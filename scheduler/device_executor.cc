@@ -36,40 +36,43 @@ inline void CpuRelax() {
 
 absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, const char** refusal) {
   bool cancelled_already = false;
-  Batch expired;
+  Batch expired;  // answered after unlocking, whatever happens to `job`
+  absl::Status status = absl::OkStatus();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!accepting_) {
-      return absl::UnavailableError(
-          absl::StrCat("server is shutting down; device ", device_.ToString(), " takes no new work"));
-    }
     Clock::time_point now = Clock::now();
     expired = queue_.TakeExpired(now);
-    if (queue_.size() >= capacity_) {
+    if (!accepting_) {
+      status = absl::UnavailableError(
+          absl::StrCat("server is shutting down; device ", device_.ToString(), " takes no new work"));
+    } else if (queue_.size() >= capacity_) {
       if (refusal) *refusal = "queue_full";
-      return absl::ResourceExhaustedError(absl::StrCat("device ", device_.ToString(), " queue is full (", capacity_,
-                                                       " requests waiting)"));
+      status = absl::ResourceExhaustedError(
+          absl::StrCat("device ", device_.ToString(), " queue is full (", capacity_, " requests waiting)"));
+    } else {
+      // A client that cancelled while the job moved here (a fallback) may
+      // have looked at the executor before this one was stored. This store
+      // and the load after it, both sequentially consistent, pair with
+      // Job::Cancel's store of `cancelled` and load of `executor`: at least
+      // one side sees the other and purges. (The load is under the lock:
+      // once pushed and unlocked, a worker may run and free the job.)
+      job->executor.store(this);
+      cancelled_already = job->cancelled.load();
+      if (absl::Status pushed = queue_.Push(job, now); !pushed.ok()) {
+        job->executor.store(nullptr);
+        cancelled_already = false;
+        if (refusal) *refusal = "model_queue_full";
+        status = absl::ResourceExhaustedError(absl::StrCat("device ", device_.ToString(), ": ", pushed.message()));
+      } else {
+        depth_.store(queue_.size(), std::memory_order_relaxed);
+        if (waiting_batchers_ > 0) batch_cv_.notify_all();
+      }
     }
-    // A client that cancelled while the job moved here (a fallback) may have
-    // looked at the executor before this one was stored. This store and the
-    // load after it, both sequentially consistent, pair with Job::Cancel's
-    // store of `cancelled` and load of `executor`: at least one side sees
-    // the other and purges. (The load is under the lock: once pushed and
-    // unlocked, a worker may run and free the job.)
-    job->executor.store(this);
-    cancelled_already = job->cancelled.load();
-    if (absl::Status pushed = queue_.Push(job, now); !pushed.ok()) {
-      job->executor.store(nullptr);
-      if (refusal) *refusal = "model_queue_full";
-      return absl::ResourceExhaustedError(absl::StrCat("device ", device_.ToString(), ": ", pushed.message()));
-    }
-    depth_.store(queue_.size(), std::memory_order_relaxed);
-    if (waiting_batchers_ > 0) batch_cv_.notify_all();
   }
-  work_cv_.notify_one();
+  if (status.ok()) work_cv_.notify_one();
   RejectExpired(expired);
   if (cancelled_already) PurgeCancelled();
-  return absl::OkStatus();
+  return status;
 }
 
 absl::Status DeviceExecutor::SubmitTask(std::function<void()> task) {

@@ -69,7 +69,14 @@ bool FairQueue::BestOf(const Flow& flow, Clock::time_point now, int64_t* effecti
   return found;
 }
 
-std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us) {
+bool FairQueue::HasRunnable(int running_limit) const {
+  for (const auto& [key, flow] : flows_) {
+    if (flow.size > 0 && (running_limit <= 0 || flow.running < running_limit)) return true;
+  }
+  return false;
+}
+
+std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, int running_limit) {
   Flow* chosen = nullptr;
   uint32_t chosen_level = 0;
   int64_t best_effective = 0;
@@ -77,6 +84,7 @@ std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us) 
   for (auto& [key, flow] : flows_) {
     int64_t effective = 0;
     uint32_t level = 0;
+    if (running_limit > 0 && flow.running >= running_limit) continue;
     if (!BestOf(flow, now, &effective, &level)) continue;
     Clock::time_point head_time = flow.levels[level].front()->enqueued;
     bool better = !chosen || effective < best_effective ||
@@ -98,6 +106,8 @@ std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us) 
   if (HasRejectDeadline(*job)) --reject_timeouts_;
   Removed(*chosen, 1);
   virtual_now_us_ = std::max(virtual_now_us_, chosen->virtual_us);
+  chosen->last_served = now;
+  ++chosen->running;
   chosen->virtual_us += chosen->batch_cost_us;
   if (charged_us) *charged_us = chosen->batch_cost_us;
   return job;
@@ -154,6 +164,7 @@ std::vector<std::shared_ptr<Job>> FairQueue::TakeExpired(Clock::time_point now) 
 
 void FairQueue::Settle(const std::string& key, double estimated_us, double measured_us) {
   Flow& flow = flows_[key];
+  if (flow.running > 0) --flow.running;
   flow.virtual_us += measured_us - estimated_us;
   // A short memory: costs change with batch size and load.
   flow.batch_cost_us = flow.batch_cost_us == 0 ? measured_us : 0.8 * flow.batch_cost_us + 0.2 * measured_us;

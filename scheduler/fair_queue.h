@@ -52,10 +52,13 @@ class FairQueue {
   // batch trimmed after it was collected). Never refused.
   void PushFront(std::shared_ptr<Job> job);
 
-  // Takes the job that runs next (see above); null when empty. Its flow is
-  // charged an estimate of the batch's time, returned in `charged_us` for
-  // Settle.
-  std::shared_ptr<Job> Next(Clock::time_point now, double* charged_us = nullptr);
+  // Takes the job that runs next (see above), skipping flows that already
+  // run `running_limit` batches (0: no limit); null when none may run. Its
+  // flow is charged an estimate of the batch's time, returned in
+  // `charged_us`, and counts one more running batch until Settle.
+  std::shared_ptr<Job> Next(Clock::time_point now, double* charged_us = nullptr, int running_limit = 0);
+  // Whether Next with this limit would return a job.
+  bool HasRunnable(int running_limit) const;
   // Takes queued jobs of `first`'s flow that may join its batch (same batch
   // key, not cancelled, not a task), best level first and in arrival order,
   // while `*rows` stays within first->max_batch_rows.
@@ -65,7 +68,8 @@ class FairQueue {
   // Takes the jobs whose queue timeout has passed with the REJECT action.
   std::vector<std::shared_ptr<Job>> TakeExpired(Clock::time_point now);
 
-  // Replaces the estimate Next charged `flow` with the batch's measured time.
+  // Ends a batch Next started: replaces the estimate Next charged `flow`
+  // with the batch's measured time.
   void Settle(const std::string& flow, double estimated_us, double measured_us);
 
   size_t size() const { return size_; }
@@ -79,6 +83,8 @@ class FairQueue {
     size_t size = 0;
     double virtual_us = 0;    // device time used, on the queue's virtual clock
     double batch_cost_us = 0;  // moving average of this flow's batch time
+    Clock::time_point last_served;
+    int running = 0;  // batches taken by Next and not yet settled
   };
   // The best effective level of `flow`'s waiting jobs and the level queue
   // holding that job; false when the flow is empty.

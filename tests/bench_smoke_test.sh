@@ -16,7 +16,7 @@ failed=0
 check() {
   if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1"; fi
 }
-check "28 rows (3 gRPC floor, 4 in-process, 12 infergate, 9 protocols), got $rows" '[ "$rows" -eq 28 ]'
+check "32 rows (3 gRPC floor, 4 in-process, 12 infergate, 9 protocols, 4 mixed), got $rows" '[ "$rows" -eq 32 ]'
 while IFS=, read -r suite model mode conc batch rps rowsps p50 p99 overhead meanb errors; do
   [ "$suite" = suite ] && continue
   check "$suite $model $mode c=$conc has a throughput" 'awk -v v="$rps" "BEGIN { exit !(v > 0) }"'

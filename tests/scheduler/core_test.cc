@@ -16,6 +16,7 @@
 namespace infergate {
 namespace {
 
+using testing::Answer;
 using testing::FakeDevices;
 using testing::FakeLoader;
 using testing::FakeScript;
@@ -25,21 +26,6 @@ using testing::TempRepository;
 using testing::UnsupportedOp;
 
 const DeviceId kCuda{DeviceKind::kCuda, 0};
-
-// Collects the one answer a request gets; a second answer fails the test.
-struct Answer {
-  std::promise<absl::StatusOr<InferenceResult>> promise;
-  std::shared_future<absl::StatusOr<InferenceResult>> future = promise.get_future().share();
-  std::atomic<int> calls{0};
-  InferCallback callback() {
-    return [this](absl::StatusOr<InferenceResult> result, const RequestLabels&) {
-      if (calls.fetch_add(1) == 0) promise.set_value(std::move(result));
-    };
-  }
-  bool ready_within(std::chrono::milliseconds ms) const {
-    return future.wait_for(ms) == std::future_status::ready;
-  }
-};
 
 InferenceRequest Request(const std::string& device, float first = 0) {
   InferenceRequest r;

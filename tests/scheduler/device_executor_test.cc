@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
+#include <thread>
 #include <future>
 #include <mutex>
 
@@ -198,6 +200,44 @@ TEST(DeviceExecutor, WaitIdleWaitsForQueuedWorkAndStopRefusesMore) {
   EXPECT_EQ(ran.load(), 20);
   ex.Stop();
   EXPECT_EQ(ex.SubmitTask([] {}).code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace infergate
+
+namespace infergate {
+namespace {
+
+// Two models flood one worker; one costs four times the other per run. The
+// device's time is split evenly, so the cheap one runs about four times as
+// often (FIFO would run them equally often, giving the costly one 80%).
+TEST(DeviceExecutor, TwoFloodedModelsOfDifferentCostShareTheDeviceTime) {
+  std::mutex mu;
+  std::map<std::string, double> busy_ms;
+  std::atomic<bool> stop{false};
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 10000, [&](Batch& batch) {
+    const std::string& flow = batch[0]->queue_key;
+    double ms = flow == "costly:1" ? 4 : 1;
+    if (!stop.load()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int>(ms * 1000)));
+      std::lock_guard<std::mutex> lock(mu);
+      busy_ms[flow] += ms;
+    }
+    for (auto& j : batch) j->Finish(InferenceResult{});
+  });
+  for (int i = 0; i < 400; ++i) {
+    for (const char* flow : {"cheap:1", "costly:1"}) {
+      auto job = MakeJob("", 1, 0, 1);
+      job->queue_key = flow;
+      ASSERT_TRUE(ex.Submit(job).ok());
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  stop = true;
+  ex.Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  double share = busy_ms["cheap:1"] / (busy_ms["cheap:1"] + busy_ms["costly:1"]);
+  EXPECT_NEAR(share, 0.5, 0.12) << "cheap " << busy_ms["cheap:1"] << " ms, costly " << busy_ms["costly:1"] << " ms";
 }
 
 }  // namespace

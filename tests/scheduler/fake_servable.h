@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "devices/device_info.h"
+#include "scheduler/inference_types.h"
 #include "scheduler/servable.h"
 
 namespace infergate::testing {
@@ -62,6 +64,22 @@ class TempRepository {
 
  private:
   std::string root_;
+};
+
+// Collects the one answer a request gets; later answers are counted, not
+// kept, so a test can check that each request was answered exactly once.
+struct Answer {
+  std::promise<absl::StatusOr<InferenceResult>> promise;
+  std::shared_future<absl::StatusOr<InferenceResult>> future = promise.get_future().share();
+  std::atomic<int> calls{0};
+  InferCallback callback() {
+    return [this](absl::StatusOr<InferenceResult> result, const RequestLabels&) {
+      if (calls.fetch_add(1) == 0) promise.set_value(std::move(result));
+    };
+  }
+  bool ready_within(std::chrono::milliseconds ms) const {
+    return future.wait_for(ms) == std::future_status::ready;
+  }
 };
 
 // cpu plus the given accelerators, as discovery would list them.
