@@ -11,9 +11,13 @@ DeviceExecutor::DeviceExecutor(DeviceId device, Options options, BatchRunner run
       capacity_(options.capacity),
       runner_(std::move(runner)),
       queue_(options.priority_aging, options.fair) {
-  int workers = std::max(1, options.workers);
-  workers_.reserve(workers);
-  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  workers_per_model_ = std::max(1, options.workers);
+  running_limit_ = options.fair ? workers_per_model_ : 0;
+  // With fair sharing, one thread more than one model may use: it sleeps
+  // until a second model has work while the first holds the other workers.
+  int threads = workers_per_model_ + (options.fair ? 1 : 0);
+  workers_.reserve(threads);
+  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 DeviceExecutor::~DeviceExecutor() { Stop(); }
@@ -155,7 +159,7 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lo
   Batch batch;
   Clock::time_point now = Clock::now();
   *expired = queue_.TakeExpired(now);
-  std::shared_ptr<Job> first = queue_.Next(now, charged_us);
+  std::shared_ptr<Job> first = queue_.Next(now, charged_us, running_limit_);
   depth_.store(queue_.size(), std::memory_order_relaxed);
   if (!first) return batch;
   batch.push_back(first);
@@ -209,20 +213,26 @@ void DeviceExecutor::WorkerLoop() {
     }
     double charged_us = 0;
     Batch expired;
+    bool more_runnable = false;
+    bool stopping = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      // Jobs of a model already running on every worker it may use wait for
+      // one of those workers, which looks for work again when it finishes.
+      work_cv_.wait(lock, [this] { return (stopping_ && queue_.empty()) || queue_.HasRunnable(running_limit_); });
       if (queue_.empty()) return;  // stopping and drained
       batch = TakeBatch(lock, &charged_us, &expired);
       if (!batch.empty()) {
         ++running_workers_;
         running_jobs_.fetch_add(batch.size(), std::memory_order_relaxed);
       }
+      more_runnable = queue_.HasRunnable(running_limit_);
     }
     RejectExpired(expired);
     if (batch.empty()) continue;
-    // More work may be waiting for another worker.
-    work_cv_.notify_one();
+    // More work may be waiting for another worker (and only then: a worker
+    // woken for nothing costs a context switch).
+    if (more_runnable) work_cv_.notify_one();
     const std::string flow = batch[0]->queue_key;
     Clock::time_point start = Clock::now();
     if (batch.size() == 1 && batch[0]->task) {
@@ -239,7 +249,14 @@ void DeviceExecutor::WorkerLoop() {
       queue_.Settle(flow, charged_us, static_cast<double>(took_us));
       --running_workers_;
       if (waiting_batchers_ > 0) batch_cv_.notify_all();  // "others busy" changed
+      stopping = stopping_;
     }
+    // No work_cv_ wake-up while serving: this worker looks for work next
+    // itself, and a wake-up would hand the model's next batch to the
+    // fair-share thread and put this worker to sleep, a context switch per
+    // batch for nothing. When stopping, threads that waited for this model's
+    // slot must see the queue drain and exit.
+    if (stopping) work_cv_.notify_all();
     idle_cv_.notify_all();
   }
 }

@@ -40,6 +40,9 @@ class DeviceExecutor {
   using RejectionListener = std::function<void(const Job&, const char* reason)>;
 
   struct Options {
+    // Worker threads; with `fair`, one model runs at most this many batches
+    // at once, and one more thread serves the other models, so a light
+    // model's request need not wait for a heavy model's running batches.
     int workers = 1;
     size_t capacity = 1024;       // jobs waiting, all models together
     bool fair = true;             // FairQueue's fair sharing; false is FIFO across models
@@ -74,7 +77,8 @@ class DeviceExecutor {
   // metrics.
   std::map<std::string, size_t> QueueDepthByModel() const;
   size_t in_flight() const { return running_jobs_.load(std::memory_order_relaxed); }
-  int workers() const { return static_cast<int>(workers_.size()); }
+  // Workers as configured (the fair-share thread is not counted).
+  int workers() const { return workers_per_model_; }
   size_t capacity() const { return capacity_; }
   // How long an idle worker polls for work before it sleeps.
   void set_spin_us(int us) { spin_us_ = us; }
@@ -115,6 +119,8 @@ class DeviceExecutor {
   std::atomic<int> spin_us_{0};
   std::atomic<int> spinning_{0};
   BatchCostModel batch_cost_;
+  int workers_per_model_;  // the running limit of one model's batches
+  int running_limit_;      // for FairQueue::Next: workers_per_model_ with fair sharing, else none
   std::vector<std::thread> workers_;
 };
 

@@ -83,6 +83,8 @@ inputs { name: "image" dtype: FLOAT32 dims: [3, 64, 64] }
 outputs { name: "logits" dtype: FLOAT32 dims: [10] }
 dynamic_batching { max_queue_delay_us: 1000 }
 warmup: true
+# Requests may ask for priority 1 (first) or 2; those that name none get 2.
+priority_levels: 2
 )");
 }
 

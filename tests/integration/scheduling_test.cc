@@ -34,6 +34,64 @@ TEST_F(ServerTest, SixtyFourClientsAreBatchedAndEachGetsItsOwnRow) {
   EXPECT_GT(batched.load(), 0) << "no request ran in a batch larger than one";
 }
 
+// The demo cnn has priority_levels: 2; mlp has none, so any priority is
+// equal there.
+TEST_F(ServerTest, APriorityIsCheckedAgainstTheModelsLevels) {
+  v1::InferResponse resp;
+  v1::InferRequest cnn = Request("cnn", {{"image", at::randn({1, 3, 64, 64})}});
+  cnn.set_priority(3);
+  grpc::Status s = Infer(cnn, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("priority: 3"), std::string::npos) << s.error_message();
+  cnn.set_priority(1);
+  EXPECT_TRUE(Infer(cnn, &resp).ok());
+  v1::InferRequest mlp = Request("mlp", {{"x", at::randn({1, 256})}});
+  mlp.set_priority(7);
+  EXPECT_TRUE(Infer(mlp, &resp).ok());
+}
+
+// While clients flood the cnn, ListDevices names the model whose requests
+// wait, with how many.
+TEST_F(ServerTest, ListDevicesShowsEachModelsQueueUnderLoad) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 24; ++c) {
+    clients.emplace_back([&] {
+      auto stub = v1::InferenceService::NewStub(channel_);
+      v1::InferRequest req = Request("cnn", {{"image", at::randn({1, 3, 64, 64})}});
+      while (!stop.load()) {
+        grpc::ClientContext ctx;
+        v1::InferResponse resp;
+        if (!stub->Infer(&ctx, req, &resp).ok()) failed++;
+      }
+    });
+  }
+  bool seen = false;
+  uint32_t depth = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !seen && std::chrono::steady_clock::now() < deadline;) {
+    grpc::ClientContext ctx;
+    v1::ListDevicesResponse devices;
+    ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+    for (const auto& d : devices.devices()) {
+      for (const auto& q : d.model_queues()) {
+        if (d.id() == "cpu" && q.model() == "cnn" && q.version() == 1 && q.depth() > 0) {
+          seen = true;
+          depth = q.depth();
+          EXPECT_LE(q.depth(), d.queue_depth());
+        }
+        EXPECT_NE(q.model(), "mlp") << "mlp has nothing waiting";
+      }
+    }
+  }
+  stop = true;
+  for (auto& t : clients) t.join();
+  EXPECT_TRUE(seen) << "ListDevices never showed the cnn's queue";
+  EXPECT_LE(depth, 24u);
+  EXPECT_EQ(failed.load(), 0);
+}
+
 class OneWorkerTest : public ServerTest {
  protected:
   std::vector<std::string> ExtraArgs() const override { return {"--cpu-workers=1", "--queue-capacity=2"}; }

@@ -1,6 +1,6 @@
 // Queueing policy through the core facade, from config.pbtxt to answers:
-// per-model caps, priorities, queue timeouts and fair sharing between
-// models, with fake servables on one CPU worker that the test holds.
+// per-model caps, priorities and queue timeouts, with fake servables on one
+// CPU worker (plus the fair-share thread) that the test holds.
 
 #include <gtest/gtest.h>
 
@@ -52,15 +52,19 @@ class CoreQueueingTest : public ::testing::Test {
                                             FakeLoader(script_));
     ASSERT_TRUE(core_->Start().ok());
   }
-  // Sends a request that occupies the worker until Release.
+  // Occupies the worker and the fair-share thread until Release: "free"
+  // holds the one worker a model may use, "other" the thread left for other
+  // models. Requests sent after this wait in the queue.
   void HoldTheWorker() {
     core_->Infer(Request("free"), holder_.callback());
-    ASSERT_TRUE(gate_.AwaitWaiters(1));
+    core_->Infer(Request("other"), other_holder_.callback());
+    ASSERT_TRUE(gate_.AwaitWaiters(2));
   }
   void Release() {
     released_ = true;
     gate_.Open();
     ASSERT_TRUE(holder_.ready_within(std::chrono::seconds(10)));
+    ASSERT_TRUE(other_holder_.ready_within(std::chrono::seconds(10)));
   }
   size_t QueuedFor(const std::string& model) {
     for (const DeviceStatus& d : core_->Devices()) {
@@ -73,6 +77,7 @@ class CoreQueueingTest : public ::testing::Test {
 
   TempRepository repo_{{
       {"free", kSignature},
+      {"other", kSignature},
       {"capped", std::string(kSignature) + "default_queue_policy { max_queue_size: 2 }"},
       {"ranked", std::string(kSignature) + "priority_levels: 3 default_priority_level: 2"},
       {"timed", std::string(kSignature) + "default_queue_policy { default_timeout_microseconds: 50000 }"},
@@ -85,7 +90,7 @@ class CoreQueueingTest : public ::testing::Test {
   std::unique_ptr<InferenceCore> core_;
   Gate gate_;
   std::atomic<bool> released_{false};
-  Answer holder_;
+  Answer holder_, other_holder_;
 };
 
 TEST_F(CoreQueueingTest, AFloodedModelIsRefusedAtItsOwnCapWhileAnotherIsNot) {
@@ -182,6 +187,8 @@ TEST_F(CoreQueueingTest, QueueTimeoutsRefuseWithUnavailableAndRequestsMayShorten
   EXPECT_FALSE(lengthened.ready_within(milliseconds(0)));
   Release();
   EXPECT_TRUE(lengthened.future.get().ok()) << lengthened.future.get().status();
+  // Every probe is answered (run, or refused at the cap) before they go.
+  for (auto& probe : probes) ASSERT_TRUE(probe->ready_within(std::chrono::seconds(10)));
 }
 
 TEST_F(CoreQueueingTest, ADelayedRequestRunsAfterEverythingElse) {

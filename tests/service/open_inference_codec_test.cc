@@ -1,0 +1,65 @@
+// The Open Inference request parameters infergate reads: placement
+// (device, precision, fallback) and Triton's queueing parameters (priority,
+// timeout), each refused with a message naming it when malformed.
+
+#include "service/open_inference_codec.h"
+
+#include <gtest/gtest.h>
+
+namespace infergate {
+namespace {
+
+inference::ModelInferRequest WithParameter(const std::string& key, const inference::InferParameter& value) {
+  inference::ModelInferRequest request;
+  request.set_model_name("mlp");
+  (*request.mutable_parameters())[key] = value;
+  return request;
+}
+
+inference::InferParameter Int64(int64_t v) {
+  inference::InferParameter p;
+  p.set_int64_param(v);
+  return p;
+}
+
+inference::InferParameter Uint64(uint64_t v) {
+  inference::InferParameter p;
+  p.set_uint64_param(v);
+  return p;
+}
+
+inference::InferParameter String(const std::string& v) {
+  inference::InferParameter p;
+  p.set_string_param(v);
+  return p;
+}
+
+TEST(OpenInferenceCodec, PriorityAndTimeoutAreReadFromEitherIntegerType) {
+  InferenceRequest out;
+  ASSERT_TRUE(DecodeInferRequest(WithParameter("priority", Int64(2)), {}, &out).ok());
+  EXPECT_EQ(out.priority, 2u);
+  ASSERT_TRUE(DecodeInferRequest(WithParameter("priority", Uint64(1)), {}, &out).ok());
+  EXPECT_EQ(out.priority, 1u);
+  ASSERT_TRUE(DecodeInferRequest(WithParameter("timeout", Uint64(2500)), {}, &out).ok());
+  EXPECT_EQ(out.timeout_us, 2500u);
+  // The queue timeout is not the call's deadline.
+  EXPECT_EQ(out.deadline, Clock::time_point::max());
+  InferenceRequest plain;
+  ASSERT_TRUE(DecodeInferRequest(WithParameter("device", String("cpu")), {}, &plain).ok());
+  EXPECT_EQ(plain.priority, 0u);
+  EXPECT_EQ(plain.timeout_us, 0u);
+}
+
+TEST(OpenInferenceCodec, MalformedQueueingParametersAreNamed) {
+  InferenceRequest out;
+  for (const auto& [key, value] : std::vector<std::pair<std::string, inference::InferParameter>>{
+           {"priority", Int64(-1)}, {"priority", String("high")}, {"priority", Uint64(uint64_t{1} << 40)},
+           {"timeout", Int64(-5)}, {"timeout", String("1s")}}) {
+    absl::Status s = DecodeInferRequest(WithParameter(key, value), {}, &out);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << key << " " << value.DebugString();
+    EXPECT_NE(s.message().find("parameters." + key), std::string::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace infergate
