@@ -1,6 +1,7 @@
 #include "devices/system_info.h"
 
 #include <dlfcn.h>
+#include <algorithm>
 #include <sched.h>
 #include <unistd.h>
 
@@ -71,7 +72,36 @@ HostMemory ParseMeminfo(const std::string& text) {
   return mem;
 }
 
-HostMemory ReadHostMemory() { return ParseMeminfo(ReadFile("/proc/meminfo")); }
+uint64_t ContainerMemoryLimit(const std::string& cgroup_root) {
+  // cgroup v2: "max" or a byte count; cgroup v1: a byte count, near 2^63
+  // when there is no limit.
+  for (const std::string& file : {cgroup_root + "/memory.max", cgroup_root + "/memory/memory.limit_in_bytes"}) {
+    std::string text(absl::StripAsciiWhitespace(ReadFile(file.c_str())));
+    uint64_t bytes = 0;
+    if (text.empty() || text == "max" || !absl::SimpleAtoi(text, &bytes)) continue;
+    if (bytes >= (uint64_t{1} << 60)) continue;
+    return bytes;
+  }
+  return 0;
+}
+
+HostMemory ReadHostMemory() {
+  HostMemory host = ParseMeminfo(ReadFile("/proc/meminfo"));
+  uint64_t limit = ContainerMemoryLimit();
+  if (limit == 0 || limit >= host.total_bytes) return host;
+  // In a container with a memory limit, that limit is the memory there is;
+  // what the container uses counts against it.
+  HostMemory container;
+  container.total_bytes = limit;
+  uint64_t current = 0;
+  std::string text(absl::StripAsciiWhitespace(ReadFile("/sys/fs/cgroup/memory.current")));
+  if (text.empty() || !absl::SimpleAtoi(text, &current)) {
+    text = std::string(absl::StripAsciiWhitespace(ReadFile("/sys/fs/cgroup/memory/memory.usage_in_bytes")));
+    if (!absl::SimpleAtoi(text, &current)) current = 0;
+  }
+  container.used_bytes = std::min(current, limit);
+  return container;
+}
 
 std::string SetBlasThreads(int threads) {
   for (const char* name : {"openblas_set_num_threads", "bli_thread_set_num_threads", "MKL_Set_Num_Threads"}) {

@@ -13,7 +13,11 @@ struct HostMemory {
 
 std::string CpuModelName();  // from /proc/cpuinfo; "unknown CPU" if absent
 unsigned LogicalCores();     // CPUs this process may run on
-HostMemory ReadHostMemory();  // from /proc/meminfo; cgroup limits are not applied
+// From /proc/meminfo; inside a container with a memory limit (cgroup v2 or
+// v1), the limit and the container's usage instead.
+HostMemory ReadHostMemory();
+// The memory limit of the cgroup at `cgroup_root`, or 0 when it has none.
+uint64_t ContainerMemoryLimit(const std::string& cgroup_root = "/sys/fs/cgroup");
 
 // Sets the thread count of the BLAS library LibTorch calls for matrix
 // products, when that library is OpenBLAS or BLIS/MKL-style with a run-time

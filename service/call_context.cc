@@ -26,11 +26,20 @@ bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, Toke
 }
 
 absl::Status AdmitInference(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, bool draining,
-                            Metrics* metrics) {
+                            Metrics* metrics, InflightBudget* budget, uint64_t bytes,
+                            InflightBudget::Reservation* reservation) {
   if (absl::Status s = auth.Check(Authorization(ctx), TokenAuth::Role::kInference); !s.ok()) return s;
   if (draining) {
-    if (metrics) metrics->OnDrainingRejection();
+    if (metrics) metrics->OnAdmissionRejection("draining");
     return absl::UnavailableError("server is draining; retry on another replica");
+  }
+  if (budget && reservation) {
+    absl::StatusOr<InflightBudget::Reservation> reserved = budget->Reserve(bytes);
+    if (!reserved.ok()) {
+      if (metrics) metrics->OnAdmissionRejection("inflight_bytes");
+      return reserved.status();
+    }
+    *reservation = *std::move(reserved);
   }
   return absl::OkStatus();
 }

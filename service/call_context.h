@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "scheduler/inference_core.h"
 #include "service/auth.h"
+#include "service/inflight_budget.h"
 #include "service/metrics.h"
 
 namespace infergate {
@@ -26,10 +27,13 @@ Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx);
 bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role,
              grpc::ServerUnaryReactor* reactor);
 
-// Whether an inference call may go ahead: its token, then the server's drain
-// flag (a refusal while draining is counted in `metrics`, which may be null).
+// Whether an inference call may go ahead: its token, the server's drain
+// flag, then room for its `bytes` in `budget` (may be null), which
+// `reservation` then holds. Refusals for draining and budget are counted in
+// `metrics` (may be null).
 absl::Status AdmitInference(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, bool draining,
-                            Metrics* metrics);
+                            Metrics* metrics, InflightBudget* budget = nullptr, uint64_t bytes = 0,
+                            InflightBudget::Reservation* reservation = nullptr);
 
 // Finishes an inference call refused before it reached the core, counting
 // it under `model_label` (a repository model or "").
@@ -41,6 +45,8 @@ grpc::ServerUnaryReactor* FinishRefused(grpc::ServerUnaryReactor* reactor, const
 class CancellableUnaryReactor final : public grpc::ServerUnaryReactor {
  public:
   void set_handle(std::shared_ptr<RequestHandle> handle);
+  // Keeps the call's share of the in-flight budget until gRPC is done.
+  void hold(InflightBudget::Reservation reservation) { reservation_ = std::move(reservation); }
   void OnCancel() override;
   void OnDone() override { delete this; }
 
@@ -48,6 +54,7 @@ class CancellableUnaryReactor final : public grpc::ServerUnaryReactor {
   std::mutex mu_;
   bool cancelled_ = false;
   std::shared_ptr<RequestHandle> handle_;
+  InflightBudget::Reservation reservation_;
 };
 
 }  // namespace infergate

@@ -38,11 +38,9 @@ void FillLoaded(const ModelKey& key, v1::LoadedModel* out) {
 
 }  // namespace
 
-InferenceServiceImpl::InferenceServiceImpl(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth)
-    : core_(core),
-      limits_(limits),
-      metrics_(metrics),
-      auth_(std::move(auth)) {}
+InferenceServiceImpl::InferenceServiceImpl(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
+                                           InflightBudget* budget)
+    : core_(core), limits_(limits), metrics_(metrics), auth_(std::move(auth)), budget_(budget) {}
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContext* ctx,
                                                       const v1::InferRequest* request,
@@ -54,7 +52,13 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
     return FinishRefused(reactor, status, metrics_, core_.KnownModel(request->model()) ? request->model() : "",
                          received);
   };
-  if (absl::Status s = AdmitInference(auth_, *ctx, draining_.load(), metrics_); !s.ok()) return refuse(s);
+  InflightBudget::Reservation reservation;
+  if (absl::Status s = AdmitInference(auth_, *ctx, draining_.load(), metrics_, budget_, request->ByteSizeLong(),
+                                      &reservation);
+      !s.ok()) {
+    return refuse(s);
+  }
+  reactor->hold(std::move(reservation));
   InferenceRequest req;
   req.received = received;
   req.deadline = SteadyDeadline(*ctx);

@@ -9,6 +9,7 @@
 #include "infergate/v1/inference.grpc.pb.h"
 #include "scheduler/inference_core.h"
 #include "service/auth.h"
+#include "service/inflight_budget.h"
 #include "service/metrics.h"
 #include "service/tensor_codec.h"
 
@@ -18,7 +19,9 @@ class InferenceServiceImpl final : public v1::InferenceService::CallbackService 
  public:
   // `metrics` may be null (metrics disabled).
   // `core` and `metrics` are not owned and must outlive the service.
-  InferenceServiceImpl(InferenceCore& core, CodecLimits limits, Metrics* metrics = nullptr, TokenAuth auth = {});
+  // `budget` (may be null: no limit) bounds the bytes of requests in flight.
+  InferenceServiceImpl(InferenceCore& core, CodecLimits limits, Metrics* metrics = nullptr, TokenAuth auth = {},
+                       InflightBudget* budget = nullptr);
 
   grpc::ServerUnaryReactor* Infer(grpc::CallbackServerContext* ctx, const v1::InferRequest* request,
                                   v1::InferResponse* response) override;
@@ -41,6 +44,7 @@ class InferenceServiceImpl final : public v1::InferenceService::CallbackService 
   CodecLimits limits_;
   Metrics* metrics_;
   TokenAuth auth_;
+  InflightBudget* budget_;
 };
 
 }  // namespace infergate

@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "devices/device_registry.h"
 #include "devices/host_requirements.h"
+#include "devices/system_info.h"
 #include "devices/torch_probe.h"
 #include "scheduler/inference_core.h"
 #include "service/inference_service.h"
@@ -118,8 +119,15 @@ int Run(int argc, char** argv) {
     }
     credentials = *std::move(tls);
   }
-  InferenceServiceImpl service(core, opts.tensor_limits, metrics.get(), *auth);
-  OpenInferenceService open_inference(core, opts.tensor_limits, metrics.get(), *std::move(auth), INFERGATE_VERSION);
+  // Requests held at once are bounded in bytes, so a burst of large ones is
+  // refused instead of growing the process past its memory limit.
+  uint64_t inflight_bytes = opts.max_inflight_bytes;
+  if (inflight_bytes == 0) inflight_bytes = std::max<uint64_t>(ReadHostMemory().total_bytes / 4, opts.max_receive_bytes);
+  InflightBudget budget(inflight_bytes);
+  LOG_INFO << "in-flight request budget " << inflight_bytes << " bytes";
+  InferenceServiceImpl service(core, opts.tensor_limits, metrics.get(), *auth, &budget);
+  OpenInferenceService open_inference(core, opts.tensor_limits, metrics.get(), *std::move(auth), INFERGATE_VERSION,
+                                      &budget);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -127,6 +135,11 @@ int Run(int argc, char** argv) {
   int port = 0;
   builder.AddListeningPort(opts.address, credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(opts.max_receive_bytes));
+  // gRPC's own buffers get a quota too: the budget plus room for two
+  // messages being read.
+  grpc::ResourceQuota quota("infergate");
+  quota.Resize(static_cast<size_t>(inflight_bytes + 2 * opts.max_receive_bytes));
+  builder.SetResourceQuota(quota);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, static_cast<int>(opts.max_concurrent_streams));
   if (opts.max_connection_age.count() > 0) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, static_cast<int>(opts.max_connection_age.count()));

@@ -156,7 +156,7 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
   m->rejections_ = &prometheus::BuildCounter()
                         .Name("infergate_rejections_total")
                         .Help("Requests answered without running, by model (\"\" before it is known) and reason (queue_full, "
-                              "model_queue_full, queue_timeout, deadline, cancelled, draining).")
+                              "model_queue_full, queue_timeout, deadline, cancelled, draining, inflight_bytes).")
                         .Register(r);
   prometheus::BuildGauge()
       .Name("infergate_build_info")
@@ -165,7 +165,8 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
       .Add({{"version", versions.infergate}, {"libtorch", versions.libtorch}, {"grpc", versions.grpc}})
       .Set(1);
   // Pre-create the series dashboards and alerts expect, so they exist at 0.
-  for (const char* reason : {"queue_full", "model_queue_full", "queue_timeout", "deadline", "cancelled", "draining"}) {
+  for (const char* reason :
+       {"queue_full", "model_queue_full", "queue_timeout", "deadline", "cancelled", "draining", "inflight_bytes"}) {
     m->rejections_->Add({{"model", ""}, {"reason", reason}});
   }
   for (const DeviceStatus& d : core.Devices()) {
@@ -269,6 +270,8 @@ void Metrics::OnRejected(const DeviceId& device, const std::string& model, const
   Cached(*rejections_, {{"model", model}, {"reason", reason}}).Increment();
 }
 
-void Metrics::OnDrainingRejection() { Cached(*rejections_, {{"model", ""}, {"reason", "draining"}}).Increment(); }
+void Metrics::OnAdmissionRejection(const std::string& reason) {
+  Cached(*rejections_, {{"model", ""}, {"reason", reason}}).Increment();
+}
 
 }  // namespace infergate

@@ -57,7 +57,8 @@ class Metrics final : public SchedulerObserver {
   void OnFallback(const std::string& from, const std::string& to, const std::string& reason) override;
   void OnRejected(const DeviceId& device, const std::string& model, const std::string& reason) override;
   // Calls refused because the server is draining.
-  void OnDrainingRejection();
+  // A call refused before it reached the core: "draining", "inflight_bytes".
+  void OnAdmissionRejection(const std::string& reason);
 
  private:
   Metrics();

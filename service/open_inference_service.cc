@@ -81,12 +81,13 @@ void FillDuration(const DurationStat& from, inference::StatisticDuration* to) {
 }  // namespace
 
 OpenInferenceService::OpenInferenceService(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
-                                           std::string server_version)
+                                           std::string server_version, InflightBudget* budget)
     : core_(core),
       limits_(limits),
       metrics_(metrics),
       auth_(std::move(auth)),
-      server_version_(std::move(server_version)) {}
+      server_version_(std::move(server_version)),
+      budget_(budget) {}
 
 absl::StatusOr<ModelStatus> OpenInferenceService::AuthorizedModel(const grpc::CallbackServerContext& ctx,
                                                                   const std::string& name,
@@ -220,7 +221,13 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
     return FinishRefused(reactor, status, metrics_,
                          core_.KnownModel(request->model_name()) ? request->model_name() : "", received);
   };
-  if (absl::Status s = AdmitInference(auth_, *ctx, draining_.load(), metrics_); !s.ok()) return refuse(s);
+  InflightBudget::Reservation reservation;
+  if (absl::Status s = AdmitInference(auth_, *ctx, draining_.load(), metrics_, budget_, request->ByteSizeLong(),
+                                      &reservation);
+      !s.ok()) {
+    return refuse(s);
+  }
+  reactor->hold(std::move(reservation));
   InferenceRequest req;
   req.received = received;
   req.deadline = SteadyDeadline(*ctx);
@@ -243,7 +250,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
 grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
 OpenInferenceService::ModelStreamInfer(grpc::CallbackServerContext* ctx) {
   absl::Status refusal = auth_.Check(Authorization(*ctx), TokenAuth::Role::kInference);
-  return new InferStreamReactor(core_, limits_, metrics_, draining_, SteadyDeadline(*ctx), refusal);
+  return new InferStreamReactor(core_, limits_, metrics_, budget_, draining_, SteadyDeadline(*ctx), refusal);
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::ModelStatistics(grpc::CallbackServerContext* ctx,

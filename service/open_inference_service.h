@@ -14,6 +14,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "scheduler/inference_core.h"
 #include "service/auth.h"
+#include "service/inflight_budget.h"
 #include "service/metrics.h"
 #include "service/wire_tensor.h"
 
@@ -22,8 +23,9 @@ namespace infergate {
 class OpenInferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
   // `core` and `metrics` (may be null) are not owned and must outlive this.
+  // `budget` (may be null: no limit) bounds the bytes of requests in flight.
   OpenInferenceService(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
-                       std::string server_version);
+                       std::string server_version, InflightBudget* budget = nullptr);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest* request,
                                        inference::ServerLiveResponse* response) override;
@@ -71,6 +73,7 @@ class OpenInferenceService final : public inference::GRPCInferenceService::Callb
   Metrics* metrics_;
   TokenAuth auth_;
   std::string server_version_;
+  InflightBudget* budget_;
   std::atomic<bool> draining_{false};
 };
 

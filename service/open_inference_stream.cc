@@ -19,9 +19,9 @@ std::unique_ptr<inference::ModelStreamInferResponse> ErrorResponse(const inferen
 }  // namespace
 
 InferStreamReactor::InferStreamReactor(InferenceCore& core, CodecLimits limits, Metrics* metrics,
-                                       const std::atomic<bool>& draining, Clock::time_point deadline,
-                                       const absl::Status& refusal)
-    : core_(core), limits_(limits), metrics_(metrics), draining_(draining), deadline_(deadline) {
+                                       InflightBudget* budget, const std::atomic<bool>& draining,
+                                       Clock::time_point deadline, const absl::Status& refusal)
+    : core_(core), limits_(limits), metrics_(metrics), budget_(budget), draining_(draining), deadline_(deadline) {
   if (!refusal.ok()) {
     finished_ = true;
     Finish(grpc::Status(static_cast<grpc::StatusCode>(refusal.code()), std::string(refusal.message())));
@@ -63,7 +63,19 @@ void InferStreamReactor::Submit(std::shared_ptr<inference::ModelInferRequest> re
   req.received = received;
   req.deadline = deadline_;
   absl::Status decoded = draining_.load() ? absl::UnavailableError("server is draining; retry on another replica")
-                                          : DecodeInferRequest(*request, limits_, &req);
+                                          : absl::OkStatus();
+  // The request's bytes count against the budget until it is answered.
+  auto reservation = std::make_shared<InflightBudget::Reservation>();
+  if (decoded.ok() && budget_) {
+    absl::StatusOr<InflightBudget::Reservation> reserved = budget_->Reserve(request->ByteSizeLong());
+    if (reserved.ok()) {
+      *reservation = *std::move(reserved);
+    } else {
+      decoded = reserved.status();
+      if (metrics_) metrics_->OnAdmissionRejection("inflight_bytes");
+    }
+  }
+  if (decoded.ok()) decoded = DecodeInferRequest(*request, limits_, &req);
   std::shared_ptr<RequestHandle> handle;
   if (!decoded.ok()) {
     if (metrics_) {
@@ -73,8 +85,8 @@ void InferStreamReactor::Submit(std::shared_ptr<inference::ModelInferRequest> re
     Answer(ErrorResponse(*request, decoded), ticket);
   } else {
     // The request (whose bytes the input tensors alias) lives until answered.
-    handle = core_.Infer(std::move(req), [this, request, ticket, received](absl::StatusOr<InferenceResult> result,
-                                                                          const RequestLabels& labels) {
+    handle = core_.Infer(std::move(req), [this, request, reservation, ticket, received](
+                                             absl::StatusOr<InferenceResult> result, const RequestLabels& labels) {
       absl::Status status = result.status();
       auto response = std::make_unique<inference::ModelStreamInferResponse>();
       if (status.ok()) status = EncodeInferResponse(*request, *result, response->mutable_infer_response());

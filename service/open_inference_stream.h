@@ -19,6 +19,7 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "scheduler/inference_core.h"
+#include "service/inflight_budget.h"
 #include "service/metrics.h"
 #include "service/wire_tensor.h"
 
@@ -28,8 +29,10 @@ class InferStreamReactor final
     : public grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse> {
  public:
   // `refusal` non-OK: the stream is finished with it at once (auth).
-  InferStreamReactor(InferenceCore& core, CodecLimits limits, Metrics* metrics, const std::atomic<bool>& draining,
-                     Clock::time_point deadline, const absl::Status& refusal);
+  // Each request on the stream holds its size in `budget` (may be null)
+  // until it is answered.
+  InferStreamReactor(InferenceCore& core, CodecLimits limits, Metrics* metrics, InflightBudget* budget,
+                     const std::atomic<bool>& draining, Clock::time_point deadline, const absl::Status& refusal);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -48,6 +51,7 @@ class InferStreamReactor final
   InferenceCore& core_;
   CodecLimits limits_;
   Metrics* metrics_;
+  InflightBudget* budget_;
   const std::atomic<bool>& draining_;
   Clock::time_point deadline_;
 

@@ -119,6 +119,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                "Folder of <model>/config.pbtxt and <model>/<version>/model.pt.");
   flags.ByteSize("max-receive-bytes", &o.max_receive_bytes,
                  "Largest request message accepted (e.g. 64MiB); larger ones get RESOURCE_EXHAUSTED.");
+  flags.ByteSize("max-inflight-bytes", &o.max_inflight_bytes,
+                 "Bytes of inference requests held at once (queued or running); beyond it RESOURCE_EXHAUSTED. 0 picks "
+                 "a quarter of the container's memory limit, or of the host's memory.");
   flags.Int("cpu-workers", &f.cpu_workers, "Threads running models on the CPU; 0 picks min(cores, 4).");
   flags.Int("intra-op-threads", &f.intra_op_threads, "LibTorch intra-op threads; 0 picks cores / cpu-workers.");
   flags.Int("queue-capacity", &f.queue_capacity, "Requests that may wait per device; more get RESOURCE_EXHAUSTED.");
@@ -185,6 +188,10 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   if (!rest->empty()) return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", rest->front(), "'"));
   if (o.max_receive_bytes < 1024 || o.max_receive_bytes > (uint64_t{2} << 30) - 1) {
     return absl::InvalidArgumentError("--max-receive-bytes: must be between 1024 and 2147483647");
+  }
+  if (o.max_inflight_bytes != 0 && o.max_inflight_bytes < o.max_receive_bytes) {
+    return absl::InvalidArgumentError(
+        "--max-inflight-bytes: must be at least --max-receive-bytes, or a request of the largest size could never run");
   }
   if (o.max_concurrent_streams < 1 || o.max_concurrent_streams > 100000) {
     return absl::InvalidArgumentError("--max-concurrent-streams: must be 1..100000");

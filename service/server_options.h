@@ -18,6 +18,9 @@ struct ServerOptions {
   std::string address = "0.0.0.0:50051";
   std::string model_repository = "./models";
   uint64_t max_receive_bytes = 64 << 20;
+  // Bytes of inference requests held at once; 0 picks a quarter of the
+  // memory there is (the container's limit, else the host's).
+  uint64_t max_inflight_bytes = 0;
   CodecLimits tensor_limits{8, int64_t{1} << 28};
   std::chrono::milliseconds drain_timeout{30000};
   std::string metrics_address = "0.0.0.0:9464";

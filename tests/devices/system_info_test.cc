@@ -2,6 +2,10 @@
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
 
 namespace infergate {
 namespace {
@@ -37,6 +41,39 @@ TEST(SystemInfo, SetsTheBlasThreadPoolSize) {
   EXPECT_EQ(get(), 1);
   SetBlasThreads(2);
   EXPECT_EQ(get(), 2);
+}
+
+}  // namespace
+}  // namespace infergate
+
+namespace infergate {
+namespace {
+
+class CgroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = ::testing::TempDir() + "/cgroup-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    root_ = pattern;
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  void Write(const std::string& file, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(root_ + "/" + file).parent_path());
+    std::ofstream(root_ + "/" + file) << text;
+  }
+  std::string root_;
+};
+
+TEST_F(CgroupTest, ReadsTheV2AndV1Limits) {
+  EXPECT_EQ(ContainerMemoryLimit(root_), 0u);  // no cgroup files: no limit
+  Write("memory/memory.limit_in_bytes", "9223372036854771712\n");  // v1 without a limit
+  EXPECT_EQ(ContainerMemoryLimit(root_), 0u);
+  Write("memory/memory.limit_in_bytes", "4294967296\n");
+  EXPECT_EQ(ContainerMemoryLimit(root_), 4294967296u);
+  Write("memory.max", "max\n");  // v2 without a limit falls through to v1's file
+  EXPECT_EQ(ContainerMemoryLimit(root_), 4294967296u);
+  Write("memory.max", "8589934592\n");
+  EXPECT_EQ(ContainerMemoryLimit(root_), 8589934592u);
 }
 
 }  // namespace

@@ -115,3 +115,46 @@ TEST_F(FailingDeviceTest, WorkMovesToTheCpuAndTheDeviceShowsDown) {
 
 }  // namespace
 }  // namespace infergate::testing
+
+namespace infergate::testing {
+namespace {
+
+class InflightBudgetTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--max-inflight-bytes=1MiB", "--max-receive-bytes=1MiB"};
+  }
+};
+
+// A large request holds most of the budget while it runs: another large one
+// is refused at once with RESOURCE_EXHAUSTED, small requests are still
+// served, and once the first is answered the budget is free again.
+TEST_F(InflightBudgetTest, LargeRequestsBeyondTheBudgetAreRefusedWhileOthersAreServed) {
+  v1::InferRequest large = Request("slow", {{"x", at::full({150000}, 1.0f)}});  // 600 KB, about a second of work
+  ASSERT_GT(large.ByteSizeLong(), 512u * 1024);
+  grpc::Status first;
+  v1::InferResponse first_resp;
+  std::thread holder([&] { first = Infer(large, &first_resp, 60000); });
+  // Wait until the first one is on the device (so it holds its bytes).
+  bool running = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !running && std::chrono::steady_clock::now() < deadline;) {
+    grpc::ClientContext ctx;
+    v1::ListDevicesResponse devices;
+    ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+    for (const auto& d : devices.devices()) running = running || d.in_flight() > 0;
+  }
+  ASSERT_TRUE(running) << "the large request never started";
+  v1::InferResponse resp;
+  grpc::Status second = Infer(large, &resp);
+  EXPECT_EQ(second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << second.error_message();
+  EXPECT_NE(second.error_message().find("--max-inflight-bytes"), std::string::npos) << second.error_message();
+  EXPECT_TRUE(Infer(Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok()) << "a small request was refused";
+  holder.join();
+  ASSERT_TRUE(first.ok()) << first.error_message();
+  grpc::Status again = Infer(large, &resp, 60000);
+  EXPECT_TRUE(again.ok()) << again.error_message();
+}
+
+}  // namespace
+}  // namespace infergate::testing

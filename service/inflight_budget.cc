@@ -1,0 +1,34 @@
+#include "service/inflight_budget.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace infergate {
+
+InflightBudget::Reservation& InflightBudget::Reservation::operator=(Reservation&& other) noexcept {
+  if (this != &other) {
+    Release();
+    budget_ = other.budget_;
+    bytes_ = other.bytes_;
+    other.budget_ = nullptr;
+  }
+  return *this;
+}
+
+void InflightBudget::Reservation::Release() {
+  if (budget_) budget_->used_.fetch_sub(bytes_, std::memory_order_relaxed);
+  budget_ = nullptr;
+}
+
+absl::StatusOr<InflightBudget::Reservation> InflightBudget::Reserve(uint64_t bytes) {
+  uint64_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (limit_ > 0 && used + bytes > limit_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the server holds ", used, " bytes of requests in flight and this one needs ", bytes,
+          ", beyond its --max-inflight-bytes budget of ", limit_, "; retry shortly or on another replica"));
+    }
+  } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return Reservation(this, bytes);
+}
+
+}  // namespace infergate

@@ -1,0 +1,55 @@
+#pragma once
+// Bounds the bytes of inference requests the server holds at once.
+//
+// A queued request keeps its whole message alive (its input tensors alias
+// the message's bytes), so without a bound a burst of large requests can
+// grow the process until it is killed for memory. Every inference call
+// reserves its message size here before it reaches the core and releases it
+// when its answer is sent; a call that does not fit is refused with
+// RESOURCE_EXHAUSTED at once, and the others go on being served.
+//
+// Threading: Reserve and the Reservation destructor may run on any thread
+// (lock-free). Reservations must not outlive the budget.
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+
+namespace infergate {
+
+class InflightBudget {
+ public:
+  // `limit_bytes` 0 means no limit.
+  explicit InflightBudget(uint64_t limit_bytes) : limit_(limit_bytes) {}
+  InflightBudget(const InflightBudget&) = delete;
+  InflightBudget& operator=(const InflightBudget&) = delete;
+
+  // Holds `bytes` of the budget until destroyed. Move-only.
+  class Reservation {
+   public:
+    Reservation() = default;
+    Reservation(Reservation&& other) noexcept : budget_(other.budget_), bytes_(other.bytes_) { other.budget_ = nullptr; }
+    Reservation& operator=(Reservation&& other) noexcept;
+    ~Reservation() { Release(); }
+
+   private:
+    friend class InflightBudget;
+    Reservation(InflightBudget* budget, uint64_t bytes) : budget_(budget), bytes_(bytes) {}
+    void Release();
+    InflightBudget* budget_ = nullptr;
+    uint64_t bytes_ = 0;
+  };
+
+  // RESOURCE_EXHAUSTED with the figures when `bytes` more would pass the limit.
+  absl::StatusOr<Reservation> Reserve(uint64_t bytes);
+
+  uint64_t in_use() const { return used_.load(std::memory_order_relaxed); }
+  uint64_t limit() const { return limit_; }
+
+ private:
+  const uint64_t limit_;
+  std::atomic<uint64_t> used_{0};
+};
+
+}  // namespace infergate
