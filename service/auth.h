@@ -1,7 +1,20 @@
 #pragma once
 // Bearer-token authentication for the inference and admin RPCs. Tokens are
 // compared in constant time; health checks never need one.
+//
+// Token files are watched: at most once per `reload_interval`, a Check
+// looks at the files' identity (inode, size, mtime; a Kubernetes Secret
+// update swaps a symlink) and re-reads those that changed. A file that
+// turns unreadable or holds no valid token keeps the tokens read before,
+// with a warning, so a half-written update never locks clients out.
+//
+// Threading: copies share one token set; Check may be called from any
+// thread at once.
 
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,7 +32,8 @@ class TokenAuth {
   // tokens: the admin RPCs are refused (closed by default). With
   // `admin_disabled`, LoadModel/UnloadModel are refused outright.
   static absl::StatusOr<TokenAuth> FromFiles(const std::string& inference_file, const std::string& admin_file,
-                                             bool admin_disabled);
+                                             bool admin_disabled,
+                                             std::chrono::milliseconds reload_interval = std::chrono::seconds(1));
   TokenAuth() = default;
 
   // `authorization` is the request's "authorization" metadata ("" if none).
@@ -27,11 +41,31 @@ class TokenAuth {
   // token of the wrong role or for admin RPCs that are disabled.
   absl::Status Check(absl::string_view authorization, Role role) const;
 
-  bool enabled() const { return !inference_.empty() || !admin_.empty() || admin_disabled_; }
+  bool enabled() const;
 
  private:
-  std::vector<std::string> inference_;
-  std::vector<std::string> admin_;
+  struct Tokens {
+    std::vector<std::string> inference;
+    std::vector<std::string> admin;
+  };
+  // One watched token file: where, and what it was when last read.
+  struct WatchedFile {
+    std::string path;
+    std::string flag;      // for messages: "--auth-token-file"
+    std::string identity;  // inode, size and mtime when last read; "" if unset
+  };
+  struct Shared {
+    std::mutex mu;  // guards tokens (the pointer) and the files' identities
+    std::shared_ptr<const Tokens> tokens = std::make_shared<Tokens>();
+    WatchedFile inference_file, admin_file;
+    std::chrono::milliseconds reload_interval{1000};
+    std::atomic<int64_t> next_check_ns{0};
+  };
+  std::shared_ptr<const Tokens> Current() const;
+  // Re-reads changed token files when the interval has passed.
+  void MaybeReload() const;
+
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   bool admin_disabled_ = false;
 };
 

@@ -4,6 +4,9 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <signal.h>
 
 #include <chrono>
@@ -35,20 +38,31 @@ LogLevel ParseLevel(const std::string& s) {
   return LogLevel::kInfo;
 }
 
+// How often the TLS files are looked at for changes (certificate rotation,
+// e.g. cert-manager renewing a Kubernetes Secret); the new certificate is
+// used for connections made after that.
+constexpr unsigned kTlsReloadSeconds = 5;
+
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(const ServerOptions& opts) {
-  absl::StatusOr<std::string> cert = ReadFile(opts.tls_cert, "--tls-cert");
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadFile(opts.tls_key, "--tls-key");
-  if (!key.ok()) return key.status();
-  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
-  if (!opts.tls_client_ca.empty()) {
-    absl::StatusOr<std::string> ca = ReadFile(opts.tls_client_ca, "--tls-client-ca");
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
-    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  // Read once here so a missing or unreadable file stops the start with a
+  // message naming the flag; gRPC's watcher then keeps them current.
+  for (const auto& [path, flag] : {std::pair<std::string, const char*>{opts.tls_cert, "--tls-cert"},
+                                   {opts.tls_key, "--tls-key"},
+                                   {opts.tls_client_ca, "--tls-client-ca"}}) {
+    if (path.empty()) continue;
+    if (absl::StatusOr<std::string> text = ReadFile(path, flag); !text.ok()) return text.status();
   }
-  return grpc::SslServerCredentials(ssl);
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      opts.tls_key, opts.tls_cert, opts.tls_client_ca, kTlsReloadSeconds);
+  grpc::experimental::TlsServerCredentialsOptions tls(provider);
+  tls.watch_identity_key_cert_pairs();
+  if (opts.tls_client_ca.empty()) {
+    tls.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  } else {
+    tls.watch_root_certs();
+    tls.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  }
+  return grpc::experimental::TlsServerCredentials(tls);
 }
 
 int Run(int argc, char** argv) {

@@ -1,5 +1,7 @@
 // TLS, mutual TLS and bearer tokens on the gRPC port.
 
+#include <filesystem>
+
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
@@ -27,6 +29,9 @@ struct Pki {
           "openssl req -newkey rsa:2048 -nodes -subj /CN=intruder -keyout bad.key -out bad.csr 2>/dev/null; "
           "openssl x509 -req -in bad.csr -CA other.pem -CAkey other.key -CAcreateserial -days 1 -out bad.pem "
           "2>/dev/null; "
+          "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server-b.key -out server-b.csr 2>/dev/null; "
+          "openssl x509 -req -in server-b.csr -CA other.pem -CAkey other.key -CAcreateserial -days 1 -extfile san.ext "
+          "-out server-b.pem 2>/dev/null; "
           "printf '# inference tokens\ninference-token-0123456789\n' > tokens; "
           "printf 'admin-token-0123456789abcdef\n' > admin-tokens";
       std::string out;
@@ -45,10 +50,10 @@ struct Pki {
 };
 
 std::unique_ptr<v1::InferenceService::Stub> TlsStub(const std::string& address, const std::string& cert = "",
-                                                    const std::string& key = "") {
+                                                    const std::string& key = "", const std::string& ca = "ca.pem") {
   const Pki& pki = Pki::Get();
   grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = pki.Read("ca.pem");
+  ssl.pem_root_certs = pki.Read(ca);
   if (!cert.empty()) {
     ssl.pem_cert_chain = pki.Read(cert);
     ssl.pem_private_key = pki.Read(key);
@@ -89,6 +94,58 @@ TEST(Security, MutualTlsRefusesClientsWithoutACertificateFromTheCa) {
   EXPECT_FALSE(ListDevicesWith(*TlsStub(server->address())).ok()) << "no client certificate";
   EXPECT_FALSE(ListDevicesWith(*TlsStub(server->address(), "bad.pem", "bad.key")).ok()) << "stranger's certificate";
   EXPECT_TRUE(ListDevicesWith(*TlsStub(server->address(), "client.pem", "client.key")).ok());
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// A renewed certificate (cert-manager rewriting the Secret) is served to new
+// connections without a restart.
+TEST(Security, ARotatedCertificateIsServedWithoutARestart) {
+  const Pki& pki = Pki::Get();
+  std::string dir = pki.Path("rotation");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(pki.Path("server.pem"), dir + "/tls.crt", std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(pki.Path("server.key"), dir + "/tls.key", std::filesystem::copy_options::overwrite_existing);
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--tls-cert=" + dir + "/tls.crt",
+                                      "--tls-key=" + dir + "/tls.key"},
+                                     std::chrono::seconds(120), /*tls_ca=*/pki.Path("ca.pem"));
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(ListDevicesWith(*TlsStub(server->address())).ok());
+  // The new pair, from another CA, replaces the old one file by file.
+  std::filesystem::copy_file(pki.Path("server-b.key"), dir + "/tls.key.next");
+  std::filesystem::copy_file(pki.Path("server-b.pem"), dir + "/tls.crt.next");
+  std::filesystem::rename(dir + "/tls.key.next", dir + "/tls.key");
+  std::filesystem::rename(dir + "/tls.crt.next", dir + "/tls.crt");
+  bool rotated = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !rotated && std::chrono::steady_clock::now() < deadline;) {
+    rotated = ListDevicesWith(*TlsStub(server->address(), "", "", "other.pem")).ok();
+    if (!rotated) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  EXPECT_TRUE(rotated) << "new connections never got the renewed certificate\n" << server->Log();
+  EXPECT_FALSE(ListDevicesWith(*TlsStub(server->address())).ok()) << "the old certificate is still served";
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// A rotated token file takes effect without a restart.
+TEST(Security, ARotatedTokenFileTakesEffectWithoutARestart) {
+  const Pki& pki = Pki::Get();
+  std::string tokens = pki.Path("rotating-tokens");
+  std::ofstream(tokens) << "before-rotation-token-0123\n";
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--auth-token-file=" + tokens});
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  EXPECT_TRUE(ListDevicesWith(*stub, "before-rotation-token-0123").ok());
+  std::ofstream(tokens + ".next") << "after-rotation-token-01234\n";
+  std::filesystem::rename(tokens + ".next", tokens);
+  bool rotated = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !rotated && std::chrono::steady_clock::now() < deadline;) {
+    rotated = ListDevicesWith(*stub, "after-rotation-token-01234").ok();
+    if (!rotated) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(rotated) << server->Log();
+  EXPECT_EQ(ListDevicesWith(*stub, "before-rotation-token-0123").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  stub.reset();
   EXPECT_EQ(server->Stop(), 0);
 }
 

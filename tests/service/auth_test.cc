@@ -2,16 +2,33 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 namespace infergate {
 namespace {
 
+// A new file under the temp dir holding `text`; unique even when CTest runs
+// tests in parallel.
 std::string TempFile(const std::string& text) {
-  std::string path = ::testing::TempDir() + "/tokens_" + std::to_string(std::rand());
+  std::string path = ::testing::TempDir() + "/tokens_XXXXXX";
+  int fd = mkstemp(path.data());
+  EXPECT_GE(fd, 0);
+  close(fd);
   std::ofstream(path) << text;
   return path;
+}
+
+// Replaces `path`'s content the way an operator or a CI job would: a new
+// file renamed over the old one.
+void Rewrite(const std::string& path, const std::string& text) {
+  std::string next = path + ".next";
+  std::ofstream(next) << text;
+  ASSERT_EQ(std::rename(next.c_str(), path.c_str()), 0);
 }
 
 TEST(Auth, ConstantTimeEquals) {
@@ -64,6 +81,67 @@ TEST(Auth, InferenceTokensAloneCloseTheAdminRpcs) {
     EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << header;
     EXPECT_NE(s.message().find("--admin-token-file"), absl::string_view::npos) << s;
   }
+}
+
+// Rotating a token file takes effect without a restart, in every copy of
+// the authenticator (each front end holds one).
+TEST(Auth, ARotatedTokenFileTakesEffectWithoutARestart) {
+  std::string file = TempFile("first-token-0000000000\n");
+  auto auth = TokenAuth::FromFiles(file, "", false, std::chrono::milliseconds(0));
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  TokenAuth copy = *auth;
+  using R = TokenAuth::Role;
+  EXPECT_TRUE(auth->Check("Bearer first-token-0000000000", R::kInference).ok());
+  Rewrite(file, "second-token-000000000\n");
+  EXPECT_EQ(auth->Check("Bearer first-token-0000000000", R::kInference).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(auth->Check("Bearer second-token-000000000", R::kInference).ok());
+  EXPECT_TRUE(copy.Check("Bearer second-token-000000000", R::kInference).ok());
+}
+
+// A Kubernetes Secret volume updates by swapping the `..data` symlink the
+// file's own symlink goes through.
+TEST(Auth, ASecretVolumeSymlinkSwapIsSeen) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(TempFile("")).string() + ".secret";
+  fs::create_directories(dir / "v1");
+  fs::create_directories(dir / "v2");
+  std::ofstream(dir / "v1" / "token") << "old-secret-token-000000\n";
+  std::ofstream(dir / "v2" / "token") << "new-secret-token-000000\n";
+  fs::create_directory_symlink("v1", dir / "..data");
+  fs::create_symlink("..data/token", dir / "token");
+  auto auth = TokenAuth::FromFiles((dir / "token").string(), "", false, std::chrono::milliseconds(0));
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  using R = TokenAuth::Role;
+  EXPECT_TRUE(auth->Check("Bearer old-secret-token-000000", R::kInference).ok());
+  fs::create_directory_symlink("v2", dir / "..data_tmp");
+  fs::rename(dir / "..data_tmp", dir / "..data");
+  EXPECT_TRUE(auth->Check("Bearer new-secret-token-000000", R::kInference).ok());
+  EXPECT_FALSE(auth->Check("Bearer old-secret-token-000000", R::kInference).ok());
+  fs::remove_all(dir);
+}
+
+// An update that leaves no usable token (a half-written file, an empty
+// Secret) keeps the tokens read before instead of locking everyone out.
+TEST(Auth, ABrokenUpdateKeepsTheTokensReadBefore) {
+  std::string file = TempFile("steady-token-0000000000\n");
+  auto auth = TokenAuth::FromFiles(file, "", false, std::chrono::milliseconds(0));
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  using R = TokenAuth::Role;
+  Rewrite(file, "# nothing here yet\n");
+  EXPECT_TRUE(auth->Check("Bearer steady-token-0000000000", R::kInference).ok());
+  Rewrite(file, "short\n");
+  EXPECT_TRUE(auth->Check("Bearer steady-token-0000000000", R::kInference).ok());
+  Rewrite(file, "fixed-token-00000000000\n");
+  EXPECT_TRUE(auth->Check("Bearer fixed-token-00000000000", R::kInference).ok());
+}
+
+// Files are looked at no more often than the interval.
+TEST(Auth, FilesAreCheckedAtMostOncePerInterval) {
+  std::string file = TempFile("first-token-0000000000\n");
+  auto auth = TokenAuth::FromFiles(file, "", false, std::chrono::hours(1));
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  Rewrite(file, "second-token-000000000\n");
+  EXPECT_TRUE(auth->Check("Bearer first-token-0000000000", TokenAuth::Role::kInference).ok());
 }
 
 }  // namespace
