@@ -48,21 +48,32 @@ absl::Status UnsupportedOpTable::Load() {
 }
 
 bool UnsupportedOpTable::Record(const std::string& model, DeviceKind kind, const FallbackReason& reason) {
+  std::string text;
+  uint64_t version = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, inserted] = entries_.emplace(std::make_pair(model, kind), reason);
+    if (!inserted) return false;
+    if (state_file_.empty()) return true;
+    text = Render();
+    version = ++version_;
+  }
+  std::lock_guard<std::mutex> write_lock(write_mu_);
+  if (version <= written_version_) return true;  // a newer snapshot is on disk already
+  absl::Status written = WriteFileAtomically(state_file_, text);
+  written_version_ = version;
+  if (!written.ok()) LOG_WARNING << "cannot persist learned device limits: " << written.message();
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = entries_.emplace(std::make_pair(model, kind), reason);
-  if (!inserted) return false;
-  last_write_ = Save();
-  if (!last_write_.ok()) LOG_WARNING << "cannot persist learned device limits: " << last_write_.message();
+  last_write_ = written;
   return true;
 }
 
-absl::Status UnsupportedOpTable::Save() const {
-  if (state_file_.empty()) return absl::OkStatus();
+std::string UnsupportedOpTable::Render() const {
   std::string out = absl::StrCat(kHeader, "\n");
   for (const auto& [key, reason] : entries_) {
     absl::StrAppend(&out, DeviceKindName(key.second), "\t", key.first, "\t", reason.ToString(), "\n");
   }
-  return WriteFileAtomically(state_file_, out);
+  return out;
 }
 
 std::optional<FallbackReason> UnsupportedOpTable::Lookup(const std::string& model, DeviceKind kind) const {

@@ -98,6 +98,30 @@ TEST_F(UnsupportedOpsTest, CrashMidWriteNeverCorruptsTheStateFile) {
   EXPECT_FALSE(last.ForKind(DeviceKind::kMps).empty());
 }
 
+// Many workers learning limits at once: the file is written outside the
+// table's lock, newest snapshot wins, and nothing learned is lost.
+TEST_F(UnsupportedOpsTest, ConcurrentRecordsAllReachTheFile) {
+  std::string path = (dir_ / "state").string();
+  {
+    UnsupportedOpTable table(path);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 25; ++i) {
+          std::string model = "m" + std::to_string(t) + "_" + std::to_string(i);
+          EXPECT_TRUE(table.Record(model, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
+          EXPECT_TRUE(table.Lookup(model, DeviceKind::kMps).has_value());
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_TRUE(table.last_write_status().ok()) << table.last_write_status();
+  }
+  UnsupportedOpTable reloaded(path);
+  ASSERT_TRUE(reloaded.Load().ok());
+  EXPECT_EQ(reloaded.ForKind(DeviceKind::kMps).size(), 200u);
+}
+
 TEST_F(UnsupportedOpsTest, InMemoryTableWithoutAFile) {
   UnsupportedOpTable table("");
   EXPECT_TRUE(table.Load().ok());
