@@ -1,5 +1,6 @@
 #include "scheduler/unsupported_ops.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 
 #include <gtest/gtest.h>
@@ -108,7 +109,7 @@ TEST_F(UnsupportedOpsTest, ConcurrentRecordsAllReachTheFile) {
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < 25; ++i) {
-          std::string model = "m" + std::to_string(t) + "_" + std::to_string(i);
+          std::string model = absl::StrCat("m", t, "_", i);
           EXPECT_TRUE(table.Record(model, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
           EXPECT_TRUE(table.Lookup(model, DeviceKind::kMps).has_value());
         }
