@@ -124,6 +124,11 @@ int Run(int argc, char** argv) {
     std::cerr << "infergate: " << auth.status().message() << "\n";
     return 2;
   }
+  if (!auth->enabled() && opts.tls_cert.empty() && ListensBeyondLoopback(opts.address)) {
+    LOG_WARNING << "serving " << opts.address << " with neither TLS nor tokens: anyone who reaches the port may run "
+                << "inference and load or unload models. Set --tls-cert/--tls-key and --auth-token-file/"
+                << "--admin-token-file (or --disable-admin), or keep the port behind a network policy.";
+  }
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!opts.tls_cert.empty()) {
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls = TlsCredentials(opts);

@@ -222,4 +222,11 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   return o;
 }
 
+bool ListensBeyondLoopback(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (absl::StartsWith(host, "dns:///")) host = host.substr(7);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return !(host == "localhost" || host == "::1" || absl::StartsWith(host, "127."));
+}
+
 }  // namespace infergate

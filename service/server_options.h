@@ -42,4 +42,8 @@ struct ServerOptions {
 // are INVALID_ARGUMENT naming the flag.
 absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* argv, std::string* help_text);
 
+// Whether a listening address ("host:port") may be reached from other
+// machines: anything but loopback (127.0.0.0/8, ::1, localhost).
+bool ListensBeyondLoopback(const std::string& address);
+
 }  // namespace infergate

@@ -74,3 +74,18 @@ TEST(ServerOptions, BadValuesNameTheirFlag) {
 
 }  // namespace
 }  // namespace infergate
+
+namespace infergate {
+namespace {
+
+TEST(ServerOptions, OnlyLoopbackAddressesCountAsLocal) {
+  for (const char* local : {"127.0.0.1:50051", "127.1.2.3:0", "localhost:8000", "[::1]:50051"}) {
+    EXPECT_FALSE(ListensBeyondLoopback(local)) << local;
+  }
+  for (const char* open : {"0.0.0.0:50051", "[::]:50051", "10.0.0.5:50051", "myhost:1", ":50051"}) {
+    EXPECT_TRUE(ListensBeyondLoopback(open)) << open;
+  }
+}
+
+}  // namespace
+}  // namespace infergate
