@@ -123,6 +123,12 @@ void DeviceExecutor::RejectExpired(Batch& expired) {
   expired.clear();
 }
 
+Clock::duration DeviceExecutor::OldestRunningAge() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_since_.empty()) return Clock::duration::zero();
+  return Clock::now() - *running_since_.begin();
+}
+
 std::map<std::string, size_t> DeviceExecutor::QueueDepthByModel() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, size_t> depth = queue_.DepthByFlow();
@@ -215,6 +221,7 @@ void DeviceExecutor::WorkerLoop() {
     Batch expired;
     bool more_runnable = false;
     bool stopping = false;
+    std::multiset<Clock::time_point>::iterator running_entry;
     {
       std::unique_lock<std::mutex> lock(mu_);
       // Jobs of a model already running on every worker it may use wait for
@@ -225,6 +232,7 @@ void DeviceExecutor::WorkerLoop() {
       if (!batch.empty()) {
         ++running_workers_;
         running_jobs_.fetch_add(batch.size(), std::memory_order_relaxed);
+        running_entry = running_since_.insert(Clock::now());
       }
       more_runnable = queue_.HasRunnable(running_limit_);
     }
@@ -247,6 +255,7 @@ void DeviceExecutor::WorkerLoop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.Settle(flow, charged_us, static_cast<double>(took_us));
+      running_since_.erase(running_entry);
       --running_workers_;
       if (waiting_batchers_ > 0) batch_cv_.notify_all();  // "others busy" changed
       stopping = stopping_;

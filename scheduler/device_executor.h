@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <map>
+#include <set>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -77,6 +78,9 @@ class DeviceExecutor {
   // metrics.
   std::map<std::string, size_t> QueueDepthByModel() const;
   size_t in_flight() const { return running_jobs_.load(std::memory_order_relaxed); }
+  // How long the oldest batch now running has been running; zero when none
+  // runs. A model stuck in a batch shows here (the liveness watchdog).
+  Clock::duration OldestRunningAge() const;
   // Workers as configured (the fair-share thread is not counted).
   int workers() const { return workers_per_model_; }
   size_t capacity() const { return capacity_; }
@@ -112,6 +116,7 @@ class DeviceExecutor {
   bool accepting_ = true;
   bool stopping_ = false;
   int running_workers_ = 0;  // under mu_
+  std::multiset<Clock::time_point> running_since_;  // start of each running batch; under mu_
   int waiting_batchers_ = 0;  // under mu_
   std::atomic<size_t> depth_{0};
   std::atomic<size_t> running_jobs_{0};

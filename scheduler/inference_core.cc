@@ -124,6 +124,7 @@ std::vector<DeviceStatus> InferenceCore::Devices() const {
     DeviceStatus status;
     DeviceLoad load = scheduler_->Load(info.id);
     status.queue_depth = load.queue_depth;
+    status.oldest_running = load.oldest_running;
     for (const auto& [flow, depth] : load.queue_depth_by_model) {
       // Flows are "model:version"; model names hold no ':'.
       size_t colon = flow.rfind(':');

@@ -51,6 +51,7 @@ struct DeviceStatus {
   DeviceInfo info;  // identity, capabilities, memory; `available` is false while out of service
   size_t queue_depth = 0;
   std::vector<ModelQueueDepth> model_queues;  // versions with requests waiting
+  Clock::duration oldest_running{0};          // age of the oldest batch running; zero when idle
   size_t in_flight = 0;
   int workers = 0;
   size_t queue_capacity = 0;

@@ -178,7 +178,8 @@ DeviceExecutor* Scheduler::Executor(const DeviceId& device) const {
 DeviceLoad Scheduler::Load(const DeviceId& device) const {
   DeviceExecutor* ex = Executor(device);
   if (!ex) return {};
-  return {ex->queue_depth(), ex->QueueDepthByModel(), ex->in_flight(), ex->busy_us(), ex->workers(), ex->capacity()};
+  return {ex->queue_depth(), ex->QueueDepthByModel(), ex->OldestRunningAge(), ex->in_flight(),
+          ex->busy_us(),     ex->workers(),           ex->capacity()};
 }
 
 void Scheduler::ReportFallback(const std::string& from, const DeviceId& to, const FallbackReason& reason) {

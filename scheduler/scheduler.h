@@ -40,6 +40,7 @@ namespace infergate {
 struct DeviceLoad {
   size_t queue_depth = 0;
   std::map<std::string, size_t> queue_depth_by_model;  // "model:version" -> waiting
+  Clock::duration oldest_running{0};                   // age of the oldest running batch
   size_t in_flight = 0;
   uint64_t busy_us = 0;
   int workers = 0;

@@ -24,6 +24,7 @@
 #include "devices/torch_probe.h"
 #include "scheduler/inference_core.h"
 #include "service/inference_service.h"
+#include "service/liveness_watchdog.h"
 #include "service/open_inference_service.h"
 #include "service/server_options.h"
 #include "service/stop_signals.h"
@@ -191,6 +192,11 @@ int Run(int argc, char** argv) {
     server->Shutdown();
     return 1;
   }
+  std::unique_ptr<LivenessWatchdog> watchdog;
+  if (opts.stuck_batch_timeout.count() > 0) {
+    watchdog = std::make_unique<LivenessWatchdog>(
+        core, opts.stuck_batch_timeout, [health](bool live) { health->SetServingStatus("liveness", live); });
+  }
   health->SetServingStatus(true);
   health->SetServingStatus(kService, true);
   health->SetServingStatus(kOpenInference, true);
@@ -221,6 +227,7 @@ int Run(int argc, char** argv) {
   bool idle = core.Drain(deadline);
   if (!idle) LOG_WARNING << "drain timeout passed with work still queued or running";
   grpc_shutdown.join();
+  watchdog.reset();
   core.Shutdown();
   core.SetObserver(nullptr);
   if (StopSignals::Count() > 1) LOG_INFO << "ignored " << StopSignals::Count() - 1 << " more stop signal(s) while draining";

@@ -49,6 +49,10 @@ class DeviceCollector : public prometheus::Collectable {
     auto model_depth = Family("infergate_model_queue_depth",
                               "Requests of a model version waiting in the device's queue (only versions with any).",
                               MetricType::Gauge);
+    auto oldest = Family("infergate_device_oldest_running_batch_seconds",
+                         "How long the oldest batch now running on the device has run; 0 when idle. A stuck model "
+                         "shows here, and fails liveness past --stuck-batch-timeout.",
+                         MetricType::Gauge);
     auto in_flight = Family("infergate_device_in_flight", "Requests running on the device.", MetricType::Gauge);
     auto busy = Family("infergate_device_busy_seconds_total",
                        "Worker time spent running models; rate() over workers gives utilisation.",
@@ -77,6 +81,8 @@ class DeviceCollector : public prometheus::Collectable {
                                             static_cast<double>(q.depth), false));
       }
       in_flight.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.in_flight), false));
+      oldest.metric.push_back(Sample({{"device", id}}, std::chrono::duration<double>(status.oldest_running).count(),
+                                     false));
       busy.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.busy_us) / 1e6, true));
       workers.metric.push_back(Sample({{"device", id}}, status.workers, false));
       capacity.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.queue_capacity), false));
@@ -92,7 +98,7 @@ class DeviceCollector : public prometheus::Collectable {
       budget.metric.push_back(
           Sample({{"device", id}}, static_cast<double>(status.cache_budget_bytes), false));
     }
-    return {up, depth, model_depth, capacity, in_flight, busy, workers, mem_total, mem_used, resident, resident_models, budget};
+    return {up, depth, model_depth, capacity, in_flight, oldest, busy, workers, mem_total, mem_used, resident, resident_models, budget};
   }
 
  private:

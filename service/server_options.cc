@@ -129,6 +129,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Int("max-tensor-elements", &f.max_tensor_elements, "Largest element count accepted for an input tensor.");
   flags.Duration("drain-timeout", &o.drain_timeout,
                  "On SIGTERM/SIGINT, how long queued and running requests may take to finish (e.g. 30s, 500ms).");
+  flags.Duration("stuck-batch-timeout", &o.stuck_batch_timeout,
+                 "Liveness (health service \"liveness\") turns NOT_SERVING while a batch has run longer than this, so "
+                 "Kubernetes restarts a server whose model hangs; 0 disables.");
   flags.Bool("batching", &f.batching, "Dynamic batching for models whose config sets max_batch_size > 1.");
   flags.Bool("fair-queueing", &f.fair_queueing,
              "Models share each device by device time, so one model's flood does not queue another's requests "

@@ -23,6 +23,8 @@ struct ServerOptions {
   uint64_t max_inflight_bytes = 0;
   CodecLimits tensor_limits{8, int64_t{1} << 28};
   std::chrono::milliseconds drain_timeout{30000};
+  // Liveness fails while a batch runs longer than this; 0 disables.
+  std::chrono::milliseconds stuck_batch_timeout{300000};
   std::string metrics_address = "0.0.0.0:9464";
   std::string tls_cert;       // PEM certificate chain; TLS when set
   std::string tls_key;        // PEM private key

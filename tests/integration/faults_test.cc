@@ -158,3 +158,49 @@ TEST_F(InflightBudgetTest, LargeRequestsBeyondTheBudgetAreRefusedWhileOthersAreS
 
 }  // namespace
 }  // namespace infergate::testing
+
+namespace infergate::testing {
+namespace {
+
+class WatchdogTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override { return {"--stuck-batch-timeout=300ms"}; }
+  grpc::health::v1::HealthCheckResponse::ServingStatus Liveness() {
+    auto health = grpc::health::v1::Health::NewStub(channel_);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service("liveness");
+    grpc::health::v1::HealthCheckResponse resp;
+    EXPECT_TRUE(health->Check(&ctx, req, &resp).ok());
+    return resp.status();
+  }
+  // Polls liveness until it is `want` or 20 s passed.
+  bool LivenessBecomes(grpc::health::v1::HealthCheckResponse::ServingStatus want) {
+    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+         std::chrono::steady_clock::now() < deadline;) {
+      if (Liveness() == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+};
+
+// A batch that runs past --stuck-batch-timeout (here the one-second "slow"
+// model against 300 ms) turns liveness NOT_SERVING, and liveness recovers
+// when the batch ends; /metrics shows the batch's age meanwhile.
+TEST_F(WatchdogTest, ABatchRunningPastTheLimitFailsLivenessUntilItEnds) {
+  using Status = grpc::health::v1::HealthCheckResponse;
+  EXPECT_EQ(Liveness(), Status::SERVING);
+  grpc::Status slow;
+  v1::InferResponse resp;
+  std::thread caller([&] { slow = Infer(Request("slow", {{"x", at::ones({4})}}), &resp, 60000); });
+  EXPECT_TRUE(LivenessBecomes(Status::NOT_SERVING)) << server_->Log();
+  caller.join();
+  ASSERT_TRUE(slow.ok()) << slow.error_message();
+  EXPECT_TRUE(LivenessBecomes(Status::SERVING)) << server_->Log();
+  EXPECT_NE(server_->Log().find("beyond --stuck-batch-timeout"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace infergate::testing
