@@ -17,7 +17,7 @@ bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
 if yamllint -c .yamllint base overlays monitoring >"$work/lint-src.log" 2>&1; then ok "yamllint sources"; else cat "$work/lint-src.log"; bad "yamllint sources"; fi
 
 rendered=()
-for dir in overlays/cpu overlays/gpu monitoring; do
+for dir in overlays/cpu overlays/gpu overlays/tls monitoring; do
   out="$work/$(echo "$dir" | tr / -).yaml"
   if kubectl kustomize "$dir" >"$out" 2>"$work/kustomize.err"; then
     ok "kubectl kustomize $dir"
@@ -39,9 +39,18 @@ done
 cpu="$work/overlays-cpu.yaml"
 gpu="$work/overlays-gpu.yaml"
 for want in "kind: Deployment" "kind: PodDisruptionBudget" "kind: HorizontalPodAutoscaler" "clusterIP: None" \
-            "service: liveness" "readOnlyRootFilesystem: true" "INFERGATE_DEVICES: cpu"; do
+            "service: liveness" "readOnlyRootFilesystem: true" "INFERGATE_DEVICES: cpu" \
+            "kind: NetworkPolicy" "INFERGATE_DISABLE_ADMIN: \"true\"" "secretName: infergate-tokens" \
+            "INFERGATE_AUTH_TOKEN_FILE: /etc/infergate/tokens/inference"; do
   if grep -q "$want" "$cpu"; then ok "cpu overlay has '$want'"; else bad "cpu overlay lacks '$want'"; fi
 done
+# TLS: exec probes that speak TLS replace the kubelet's plaintext gRPC probes.
+tls="$work/overlays-tls.yaml"
+for want in "INFERGATE_TLS_CERT: /etc/infergate/tls/tls.crt" "secretName: infergate-tls" "--tls-ca=/etc/infergate/tls/ca.crt" \
+            "--service=liveness" "kind: NetworkPolicy"; do
+  if grep -q -- "$want" "$tls"; then ok "tls overlay has '$want'"; else bad "tls overlay lacks '$want'"; fi
+done
+if grep -q "^ *grpc:$" "$tls"; then bad "tls overlay still has a plaintext gRPC probe"; else ok "tls overlay has no plaintext gRPC probe"; fi
 for want in "nvidia.com/gpu: \"1\"" "runtimeClassName: nvidia" "image: infergate:0.1.0-cuda"; do
   if grep -q "$want" "$gpu"; then ok "gpu overlay has '$want'"; else bad "gpu overlay lacks '$want'"; fi
 done

@@ -73,15 +73,20 @@ echo "ConfigMap environment: ${config_env[*]}"
 # no-proc (ro without /proc mounted, a broken set-up).
 run_dir=$(mktemp -d "$work/run-XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
-models="$run_dir/models" state="$run_dir/state"
-mkdir -p "$models" "$state"
+models="$run_dir/models" state="$run_dir/state" tokens="$run_dir/tokens"
+mkdir -p "$models" "$state" "$tokens"
 chown 10001:10001 "$models" "$state"
+# The infergate-tokens Secret the Deployment mounts (the ConfigMap points
+# INFERGATE_AUTH_TOKEN_FILE at it).
+token="image-test-token-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
+printf '%s\n' "$token" >"$tokens/inference"
+chmod 0444 "$tokens/inference"
 in_container() {
   local mode=$1
   shift
   unshare --mount --pid --fork --propagation private -- bash -euc '
-    root=$1 models=$2 state=$3 mode=$4
-    shift 4
+    root=$1 models=$2 state=$3 tokens=$4 mode=$5
+    shift 5
     mount --bind "$root" "$root"
     [ "$mode" = no-proc ] || mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
     mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$root/sys"
@@ -94,10 +99,12 @@ in_container() {
     mount --bind "$models" "$root/models"
     [ "$mode" = rw ] || mount -o remount,bind,ro "$root/models"
     mount --bind "$state" "$root/var/lib/infergate"
+    mount --bind "$tokens" "$root/etc/infergate/tokens"
+    mount -o remount,bind,ro "$root/etc/infergate/tokens"
     mount -o remount,bind,ro "$root"
     exec chroot "$root" /usr/bin/setpriv --reuid=10001 --regid=10001 --clear-groups --no-new-privs \
       --inh-caps=-all --bounding-set=-all -- /usr/bin/env -i "$@"
-  ' in-container "$root" "$models" "$state" "$mode" "$@"
+  ' in-container "$root" "$models" "$state" "$tokens" "$mode" "$@"
 }
 
 in_container rw "${run_env[@]}" /usr/local/bin/make-demo-models /models >"$run_dir/make-models.log" 2>&1 ||
@@ -126,7 +133,7 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 [ -n "$server_port" ] && [ -n "$metrics_port" ] || { cat "$log"; fail "the server printed no listening ports in 60 s"; }
-cli=("$build_dir/tools/infergate-cli" --address "127.0.0.1:$server_port" --timeout-ms 5000)
+cli=("$build_dir/tools/infergate-cli" --address "127.0.0.1:$server_port" --timeout-ms 5000 --token "$token")
 ready=0
 for _ in $(seq 1 600); do
   if "${cli[@]}" health >/dev/null 2>&1; then ready=1; break; fi
@@ -163,6 +170,10 @@ models_options=$(awk '$5 == "/models" {print $6}' "/proc/$server_pid/mountinfo" 
 case ",$models_options," in *,ro,*) ;; *) fail "/models is not read-only for the server ($models_options)" ;; esac
 echo "server: PID 1 of its namespace, uid/gid 10001, no capabilities, read-only / and /models"
 
+# Closed by default, as the ConfigMap configures it: no token, no inference.
+if "$build_dir/tools/infergate-cli" --address "127.0.0.1:$server_port" infer --model mlp >/dev/null 2>&1; then
+  fail "Infer without a token succeeded, though the ConfigMap sets INFERGATE_AUTH_TOKEN_FILE"
+fi
 out=$("${cli[@]}" infer --model mlp) || { echo "$out"; cat "$log"; fail "Infer on mlp failed inside the image"; }
 grep -q '^placement: device=cpu ' <<<"$out" || { echo "$out"; fail "Infer answered without a cpu placement"; }
 echo "Infer mlp: $(grep '^placement:' <<<"$out")"

@@ -15,6 +15,7 @@ const models = {
   "v1/Service": () => require("kubernetes-models/v1").Service,
   "v1/PersistentVolumeClaim": () => require("kubernetes-models/v1").PersistentVolumeClaim,
   "apps/v1/Deployment": () => require("kubernetes-models/apps/v1").Deployment,
+  "networking.k8s.io/v1/NetworkPolicy": () => require("kubernetes-models/networking.k8s.io/v1").NetworkPolicy,
   "policy/v1/PodDisruptionBudget": () => require("kubernetes-models/policy/v1").PodDisruptionBudget,
   "autoscaling/v2/HorizontalPodAutoscaler": () => require("kubernetes-models/autoscaling/v2").HorizontalPodAutoscaler,
   "monitoring.coreos.com/v1/ServiceMonitor": () =>
