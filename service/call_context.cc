@@ -27,19 +27,19 @@ bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, Toke
 
 absl::Status AdmitInference(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, bool draining,
                             Metrics* metrics, InflightBudget* budget, uint64_t bytes,
-                            InflightBudget::Reservation* reservation) {
+                            CancellableUnaryReactor* reactor) {
   if (absl::Status s = auth.Check(Authorization(ctx), TokenAuth::Role::kInference); !s.ok()) return s;
   if (draining) {
     if (metrics) metrics->OnAdmissionRejection("draining");
     return absl::UnavailableError("server is draining; retry on another replica");
   }
-  if (budget && reservation) {
+  if (budget && reactor) {
     absl::StatusOr<InflightBudget::Reservation> reserved = budget->Reserve(bytes);
     if (!reserved.ok()) {
       if (metrics) metrics->OnAdmissionRejection("inflight_bytes");
       return reserved.status();
     }
-    *reservation = *std::move(reserved);
+    reactor->hold(*std::move(reserved));
   }
   return absl::OkStatus();
 }

@@ -27,13 +27,15 @@ Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx);
 bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role,
              grpc::ServerUnaryReactor* reactor);
 
+class CancellableUnaryReactor;
+
 // Whether an inference call may go ahead: its token, the server's drain
 // flag, then room for its `bytes` in `budget` (may be null), which
-// `reservation` then holds. Refusals for draining and budget are counted in
-// `metrics` (may be null).
+// `reactor` then holds until gRPC is done with the call. Refusals for
+// draining and budget are counted in `metrics` (may be null).
 absl::Status AdmitInference(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, bool draining,
                             Metrics* metrics, InflightBudget* budget = nullptr, uint64_t bytes = 0,
-                            InflightBudget::Reservation* reservation = nullptr);
+                            CancellableUnaryReactor* reactor = nullptr);
 
 // Finishes an inference call refused before it reached the core, counting
 // it under `model_label` (a repository model or "").

@@ -52,13 +52,11 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
     return FinishRefused(reactor, status, metrics_, core_.KnownModel(request->model()) ? request->model() : "",
                          received);
   };
-  InflightBudget::Reservation reservation;
-  if (absl::Status s = AdmitInference(auth_, *ctx, draining_.load(), metrics_, budget_, request->ByteSizeLong(),
-                                      &reservation);
+  if (absl::Status s =
+          AdmitInference(auth_, *ctx, draining_.load(), metrics_, budget_, request->ByteSizeLong(), reactor);
       !s.ok()) {
     return refuse(s);
   }
-  reactor->hold(std::move(reservation));
   InferenceRequest req;
   req.received = received;
   req.deadline = SteadyDeadline(*ctx);

@@ -191,11 +191,18 @@ TEST_F(CoreQueueingTest, QueueTimeoutsRefuseWithUnavailableAndRequestsMayShorten
   for (auto& probe : probes) ASSERT_TRUE(probe->ready_within(std::chrono::seconds(10)));
 }
 
+// DELAY keeps a request whose queue timeout passed, but runs it after work
+// that is still in time. (One worker and no fair-share thread, so the
+// order of answers is the order of runs: with the extra thread, a delayed
+// request also runs whenever that thread would otherwise stay idle.)
 TEST_F(CoreQueueingTest, ADelayedRequestRunsAfterEverythingElse) {
   std::mutex mu;
   std::vector<std::string> order;
-  Start();
-  HoldTheWorker();
+  SchedulerOptions one_thread;
+  one_thread.fair_queueing = false;
+  Start(one_thread);
+  core_->Infer(Request("free"), holder_.callback());
+  ASSERT_TRUE(gate_.AwaitWaiters(1));
   auto record = [&](const std::string& model, Answer* answer) {
     return [&, model, answer](absl::StatusOr<InferenceResult> r, const RequestLabels& l) {
       {
@@ -208,11 +215,13 @@ TEST_F(CoreQueueingTest, ADelayedRequestRunsAfterEverythingElse) {
   Answer delayed, later;
   core_->Infer(Request("delayed"), record("delayed", &delayed));
   std::this_thread::sleep_for(milliseconds(5));  // its 1 ms timeout passes
-  core_->Infer(Request("free"), record("free", &later));
-  Release();
+  core_->Infer(Request("other"), record("other", &later));
+  released_ = true;
+  gate_.Open();
   ASSERT_TRUE(delayed.future.get().ok()) << delayed.future.get().status();
   ASSERT_TRUE(later.future.get().ok());
-  EXPECT_EQ(order, (std::vector<std::string>{"free", "delayed"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"other", "delayed"}));
+  ASSERT_TRUE(holder_.future.get().ok());
 }
 
 }  // namespace
