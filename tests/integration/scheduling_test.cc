@@ -121,9 +121,13 @@ TEST_F(OneWorkerTest, FullQueueAnswersResourceExhaustedNamingTheDevice) {
   EXPECT_EQ(exhausted.load() + ok.load(), 16);
 }
 
+// One worker and no fair-share thread (which would run another model's
+// request at once, beside the running hog): requests queue behind the hogs.
 class DeadlineTest : public ServerTest {
  protected:
-  std::vector<std::string> ExtraArgs() const override { return {"--cpu-workers=1", "--batching=false"}; }
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--cpu-workers=1", "--batching=false", "--fair-queueing=false"};
+  }
 };
 
 TEST_F(DeadlineTest, RequestWhoseDeadlinePassesInTheQueueNeverRuns) {
