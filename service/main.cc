@@ -8,6 +8,9 @@
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
 #include <signal.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <chrono>
 #include <cstdio>
@@ -66,6 +69,31 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(const Se
   return grpc::experimental::TlsServerCredentials(tls);
 }
 
+// Request and reply buffers of a megabyte or more get their own mappings,
+// returned to the system when freed. glibc otherwise raises its mmap
+// threshold after the first such free (up to 32 MiB) and serves later large
+// buffers from per-thread arenas that keep the memory: measured with a
+// sustained burst of 3.6 MB requests against a 32 MiB in-flight budget,
+// peak RSS grew 165 MiB with the default and 91 MiB with this.
+void ReturnLargeBuffersToTheSystem() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
+}
+
+// Drops gRPC's reflection plugin from a server builder. Linking gRPC's
+// reflection library registers the plugin for every server at load time,
+// so leaving reflection off takes removing it, not just not adding it.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+      return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(p.get()) != nullptr;
+    });
+  }
+};
+
 int Run(int argc, char** argv) {
   std::string help;
   absl::StatusOr<ServerOptions> parsed = ParseServerOptions(argc, argv, &help);
@@ -83,6 +111,8 @@ int Run(int argc, char** argv) {
   // lock-order graph on for every lock gRPC takes: a few per cent of the
   // CPU at high request rates, for a check meant for debug builds.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+
+  ReturnLargeBuffersToTheSystem();
 
   // SIGTERM/SIGINT start a drain whichever thread receives them, also
   // during warm-up (the drain then begins once warm-up ends).
@@ -150,9 +180,14 @@ int Run(int argc, char** argv) {
                                       &budget);
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  const bool reflection = ServesReflection(opts);
+  if (reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (!reflection && opts.reflection == ServerOptions::Reflection::kAuto) {
+    LOG_INFO << "server reflection off: tokens are configured and reflection needs none (--reflection=on serves it)";
+  }
   grpc::ServerBuilder builder;
   int port = 0;
+  if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.AddListeningPort(opts.address, credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(opts.max_receive_bytes));
   // No grpc::ResourceQuota: under pressure gRPC 1.51 breaks connections

@@ -33,6 +33,7 @@ struct RawFlags {
   std::string simulate_failing_devices;
   int64_t simulate_failures_after = 0;
   std::string nvml_library = "libnvidia-ml.so.1";
+  std::string reflection = "auto";
 };
 
 absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
@@ -155,6 +156,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.String("admin-token-file", &o.admin_token_file,
                "File of bearer tokens required for LoadModel and UnloadModel (admin tokens may also infer).");
   flags.Bool("disable-admin", &o.disable_admin, "Refuse LoadModel and UnloadModel entirely.");
+  flags.String("reflection", &f.reflection,
+               "gRPC server reflection: on, off, or auto (on unless --auth-token-file or --admin-token-file is "
+               "set: reflection answers without a token).");
   flags.Int("max-concurrent-streams", &o.max_concurrent_streams,
             "Calls one client connection may have open at once; more wait in the client (HTTP/2 flow control).");
   flags.Duration("max-connection-age", &o.max_connection_age,
@@ -216,6 +220,16 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
     return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
   }
+  if (f.reflection == "auto") {
+    o.reflection = ServerOptions::Reflection::kAuto;
+  } else if (f.reflection == "on" || f.reflection == "true") {
+    o.reflection = ServerOptions::Reflection::kOn;
+  } else if (f.reflection == "off" || f.reflection == "false") {
+    o.reflection = ServerOptions::Reflection::kOff;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reflection: '", f.reflection.substr(0, 32), "'; expected on, off or auto"));
+  }
   absl::StatusOr<DiscoveryOptions> discovery = DiscoveryFrom(f);
   if (!discovery.ok()) return discovery.status();
   o.discovery = *std::move(discovery);
@@ -230,6 +244,15 @@ bool ListensBeyondLoopback(const std::string& address) {
   if (absl::StartsWith(host, "dns:///")) host = host.substr(7);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   return !(host == "localhost" || host == "::1" || absl::StartsWith(host, "127."));
+}
+
+bool ServesReflection(const ServerOptions& options) {
+  switch (options.reflection) {
+    case ServerOptions::Reflection::kOn: return true;
+    case ServerOptions::Reflection::kOff: return false;
+    case ServerOptions::Reflection::kAuto: break;
+  }
+  return options.auth_token_file.empty() && options.admin_token_file.empty();
 }
 
 }  // namespace infergate

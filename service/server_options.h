@@ -32,6 +32,12 @@ struct ServerOptions {
   std::string auth_token_file;
   std::string admin_token_file;
   bool disable_admin = false;
+  // gRPC server reflection: kAuto serves it only when no token is
+  // configured (with tokens, reflection would describe the API to anyone
+  // who can reach the port: gRPC 1.51 cannot put a token check in front of
+  // its reflection service, so closed by default means off).
+  enum class Reflection { kAuto, kOn, kOff };
+  Reflection reflection = Reflection::kAuto;
   std::chrono::milliseconds max_connection_age{0};  // 0: connections live forever
   int64_t max_concurrent_streams = 256;              // per client connection
   std::string log_level = "info";
@@ -47,5 +53,8 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
 // Whether a listening address ("host:port") may be reached from other
 // machines: anything but loopback (127.0.0.0/8, ::1, localhost).
 bool ListensBeyondLoopback(const std::string& address);
+
+// Whether reflection is served under `options` (kAuto resolved).
+bool ServesReflection(const ServerOptions& options);
 
 }  // namespace infergate

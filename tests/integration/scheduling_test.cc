@@ -168,73 +168,114 @@ TEST_F(DeadlineTest, RequestWhoseDeadlinePassesInTheQueueNeverRuns) {
   ASSERT_TRUE(Infer(req, &resp).ok());
 }
 
+// Clients calling mlp in a loop until stopped, each answer checked and
+// each outcome counted: what a drain must account for.
+class MlpLoad {
+ public:
+  MlpLoad(const std::string& address, int clients) : x_(at::randn({1, 256})), expected_(Reference("mlp", {x_})) {
+    for (int c = 0; c < clients; ++c) threads_.emplace_back([this, address] { Run(address); });
+  }
+  ~MlpLoad() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+  std::atomic<int> ok{0}, unavailable{0}, wrong{0}, other{0}, sent{0}, teardown{0};
+  std::string OtherErrors() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return other_errors_;
+  }
+
+ private:
+  void Run(const std::string& address) {
+    auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    v1::InferRequest req;
+    req.set_model("mlp");
+    *req.add_inputs() = ToWire(x_, "x");
+    while (!stop_.load()) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      v1::InferResponse resp;
+      sent++;
+      grpc::Status s = stub->Infer(&ctx, req, &resp);
+      if (s.ok()) {
+        ok++;
+        if (!at::allclose(FromWire(resp.outputs(0)), expected_, 1e-5, 1e-5)) wrong++;
+      } else if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        unavailable++;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      } else if (s.error_code() == grpc::StatusCode::CANCELLED &&
+                 (s.error_message().empty() || s.error_message() == "CANCELLED")) {
+        // gRPC's own teardown: a call that reached the connection in the
+        // instant the server closed it, before any handler saw it. gRPC
+        // core ends such never-started calls with CANCELLED rather than
+        // UNAVAILABLE (grpc/grpc#41785, open upstream), so the test
+        // counts them as refused-before-start and bounds how many.
+        teardown++;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      } else {
+        other++;
+        std::lock_guard<std::mutex> lock(mu_);
+        other_errors_ += std::to_string(s.error_code()) + ": " + s.error_message() + "\n";
+      }
+    }
+  }
+
+  at::Tensor x_, expected_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::string other_errors_;
+  std::vector<std::thread> threads_;
+};
+
+// Waits (up to 30 s) until `server`'s readiness reads NOT_SERVING.
+bool ReadinessTurnsNotServing(const std::string& address) {
+  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       std::chrono::steady_clock::now() < deadline;) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    grpc::health::v1::HealthCheckResponse resp;
+    grpc::Status s = health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp);
+    if (!s.ok() || resp.status() == grpc::health::v1::HealthCheckResponse::NOT_SERVING) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 // SIGTERM under load: every request completes correctly or is refused with
 // UNAVAILABLE, and the client side accounts for every single one.
 TEST(Drain, SigtermUnderLoadLosesNoAcceptedRequest) {
   auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--drain-timeout=20s"});
   ASSERT_NE(server, nullptr);
-  at::Tensor x = at::randn({1, 256});
-  at::Tensor expected = Reference("mlp", {x});
-  std::atomic<int> ok{0}, unavailable{0}, wrong{0}, other{0}, sent{0}, teardown{0};
-  std::atomic<bool> stop{false};
-  std::mutex other_mu;
-  std::string other_errors;
-  std::vector<std::thread> clients;
-  for (int c = 0; c < 8; ++c) {
-    clients.emplace_back([&] {
-      auto stub = v1::InferenceService::NewStub(
-          grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
-      v1::InferRequest req;
-      req.set_model("mlp");
-      *req.add_inputs() = ToWire(x, "x");
-      while (!stop.load()) {
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-        v1::InferResponse resp;
-        sent++;
-        grpc::Status s = stub->Infer(&ctx, req, &resp);
-        if (s.ok()) {
-          ok++;
-          if (!at::allclose(FromWire(resp.outputs(0)), expected, 1e-5, 1e-5)) wrong++;
-        } else if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-          unavailable++;
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        } else if (s.error_code() == grpc::StatusCode::CANCELLED &&
-                   (s.error_message().empty() || s.error_message() == "CANCELLED")) {
-          // gRPC's own teardown: a call that reached the connection in the
-          // instant the server closed it, before any handler saw it. gRPC
-          // core ends such never-started calls with CANCELLED rather than
-          // UNAVAILABLE (grpc/grpc#41785, open upstream), so the test
-          // counts them as refused-before-start and bounds how many.
-          teardown++;
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        } else {
-          other++;
-          std::lock_guard<std::mutex> lock(other_mu);
-          other_errors += std::to_string(s.error_code()) + ": " + s.error_message() + "\n";
-        }
-      }
-    });
+  MlpLoad load(server->address(), 8);
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       load.ok.load() < 100 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  int before = ok.load();
+  int before = load.ok.load();
   kill(server->pid(), SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  stop = true;
-  for (auto& t : clients) t.join();
+  EXPECT_TRUE(ReadinessTurnsNotServing(server->address()));
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       load.unavailable.load() + load.teardown.load() < 8 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  load.Stop();
   EXPECT_EQ(server->WaitForExit(), 0) << server->Log();
-  EXPECT_GT(before, 0);
-  EXPECT_EQ(wrong.load(), 0);
-  EXPECT_EQ(other.load(), 0) << "requests neither answered nor refused with UNAVAILABLE:\n" << other_errors;
-  EXPECT_EQ(ok.load() + unavailable.load() + teardown.load(), sent.load());
-  EXPECT_LE(teardown.load(), 8) << "at most one call per client can be caught by the final teardown";
-  EXPECT_GT(unavailable.load(), 0);
+  EXPECT_GE(before, 100);
+  EXPECT_EQ(load.wrong.load(), 0);
+  EXPECT_EQ(load.other.load(), 0) << "requests neither answered nor refused with UNAVAILABLE:\n" << load.OtherErrors();
+  EXPECT_EQ(load.ok.load() + load.unavailable.load() + load.teardown.load(), load.sent.load());
+  EXPECT_LE(load.teardown.load(), 8) << "at most one call per client can be caught by the final teardown";
+  EXPECT_GT(load.unavailable.load(), 0);
   EXPECT_NE(server->Log().find("draining"), std::string::npos);
 }
 
 // A second SIGTERM (an impatient operator, or a supervisor that repeats
 // itself) must not cut the drain short, whichever thread the kernel hands
-// it to: a request running when both arrive is still answered.
+// it to: under load, a request running when both arrive is still answered,
+// and every other call is answered or refused with UNAVAILABLE.
 TEST(Drain, SecondSigtermDoesNotCutTheDrainShort) {
   auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--drain-timeout=30s"});
   ASSERT_NE(server, nullptr);
@@ -249,16 +290,35 @@ TEST(Drain, SecondSigtermDoesNotCutTheDrainShort) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     status = stub->Infer(&ctx, req, &resp);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // running by now
+  // Wait until the slow request runs (the only work, so whatever is in flight).
+  bool running = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !running && std::chrono::steady_clock::now() < deadline;) {
+    grpc::ClientContext ctx;
+    v1::ListDevicesResponse devices;
+    ASSERT_TRUE(stub->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+    for (const auto& d : devices.devices()) running = running || d.in_flight() > 0;
+  }
+  ASSERT_TRUE(running) << "the slow request never started";
+  MlpLoad load(server->address(), 4);
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       load.ok.load() < 20 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   kill(server->pid(), SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(ReadinessTurnsNotServing(server->address()));
   kill(server->pid(), SIGTERM);
   client.join();
+  load.Stop();
   ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << server->Log();
   EXPECT_TRUE(at::equal(FromWire(resp.outputs(0)), at::full({4}, 2.0f)));
   stub.reset();
   EXPECT_EQ(server->WaitForExit(), 0) << server->Log();
   EXPECT_NE(server->Log().find("ignored 1 more stop signal(s) while draining"), std::string::npos) << server->Log();
+  EXPECT_EQ(load.wrong.load(), 0);
+  EXPECT_EQ(load.other.load(), 0) << load.OtherErrors();
+  EXPECT_EQ(load.ok.load() + load.unavailable.load() + load.teardown.load(), load.sent.load());
+  EXPECT_LE(load.teardown.load(), 4);
 }
 
 class StressTest : public ServerTest {

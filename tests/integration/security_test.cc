@@ -220,6 +220,43 @@ TEST(Security, InferenceTokensAloneCloseTheAdminRpcs) {
   EXPECT_EQ(server->Stop(), 0);
 }
 
+// Reflection answers without a token, so with tokens configured it is off
+// unless asked for: a client without a token learns nothing of the API.
+TEST(Security, TokensTurnReflectionOffUnlessAskedFor) {
+  const Pki& pki = Pki::Get();
+  auto list_services = [](const std::string& address) {
+    auto reflection = grpc::reflection::v1alpha::ServerReflection::NewStub(
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto stream = reflection->ServerReflectionInfo(&ctx);
+    grpc::reflection::v1alpha::ServerReflectionRequest req;
+    req.set_list_services("");
+    stream->Write(req);
+    grpc::reflection::v1alpha::ServerReflectionResponse resp;
+    bool answered = stream->Read(&resp) && resp.list_services_response().service_size() > 0;
+    stream->WritesDone();
+    grpc::Status s = stream->Finish();
+    return std::make_pair(answered, s.error_code());
+  };
+  for (const std::string mode : {"", "--reflection=on"}) {
+    std::vector<std::string> args = {"--model-repository=" + DemoRepository(),
+                                     "--auth-token-file=" + pki.Path("tokens")};
+    if (!mode.empty()) args.push_back(mode);
+    auto server = ServerProcess::Start(args);
+    ASSERT_NE(server, nullptr);
+    auto [answered, code] = list_services(server->address());
+    if (mode.empty()) {
+      EXPECT_FALSE(answered);
+      EXPECT_EQ(code, grpc::StatusCode::UNIMPLEMENTED);
+    } else {
+      EXPECT_TRUE(answered);
+      EXPECT_EQ(code, grpc::StatusCode::OK);
+    }
+    EXPECT_EQ(server->Stop(), 0);
+  }
+}
+
 TEST(Security, AdminRpcsCanBeDisabled) {
   auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--disable-admin"});
   ASSERT_NE(server, nullptr);
