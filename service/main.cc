@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <future>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -221,9 +222,19 @@ int Run(int argc, char** argv) {
   std::printf("infergate listening on %s:%d\n", host.c_str(), port);
   std::fflush(stdout);
 
+  // The first stop signal is read at once, also during warm-up, so the log
+  // shows it arrived; the drain itself starts once warm-up ends.
+  std::promise<int> signalled;
+  std::shared_future<int> first_signal = signalled.get_future().share();
+  std::thread signal_reader([&signalled, &core] {
+    int sig = StopSignals::WaitForFirst();
+    if (!core.ready()) LOG_INFO << "signal " << sig << " during start-up: draining once warm-up ends";
+    signalled.set_value(sig);
+  });
   if (absl::Status s = core.Start(); !s.ok()) {
     LOG_ERROR << s.message();
     server->Shutdown();
+    signal_reader.detach();  // blocked reading the signal pipe; the process ends now
     return 1;
   }
   std::unique_ptr<LivenessWatchdog> watchdog;
@@ -231,12 +242,15 @@ int Run(int argc, char** argv) {
     watchdog = std::make_unique<LivenessWatchdog>(
         core, opts.stuck_batch_timeout, [health](bool live) { health->SetServingStatus("liveness", live); });
   }
-  health->SetServingStatus(true);
-  health->SetServingStatus(kService, true);
-  health->SetServingStatus(kOpenInference, true);
-  LOG_INFO << "serving";
+  if (first_signal.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(kService, true);
+    health->SetServingStatus(kOpenInference, true);
+    LOG_INFO << "serving";
+  }
 
-  int sig = StopSignals::WaitForFirst();
+  int sig = first_signal.get();
+  signal_reader.join();
   // Drain: probes see NOT_SERVING, new calls get UNAVAILABLE, accepted
   // work finishes (up to --drain-timeout), then gRPC shuts down.
   LOG_INFO << "signal " << sig << ": draining for up to " << opts.drain_timeout.count()

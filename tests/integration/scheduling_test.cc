@@ -321,6 +321,37 @@ TEST(Drain, SecondSigtermDoesNotCutTheDrainShort) {
   EXPECT_LE(load.teardown.load(), 4);
 }
 
+// Stop signals that arrive while models warm up (here `slow`, about a
+// second of work, warmed on start) neither kill the process nor are lost:
+// a second signal is ignored too, and the drain runs once warm-up ends,
+// with exit status 0.
+TEST(Drain, SignalsDuringWarmUpDrainAfterIt) {
+  namespace fs = std::filesystem;
+  char pattern[] = "/tmp/ig_warmup_XXXXXX";
+  std::string repo = mkdtemp(pattern);
+  fs::copy(DemoRepository() + "/slow", repo + "/slow", fs::copy_options::recursive);
+  std::ofstream(repo + "/slow/config.pbtxt") << "inputs { name: \"x\" dtype: FLOAT32 dims: [-1] }\nwarmup: true\n";
+  auto server = ServerProcess::Launch({"--model-repository=" + repo, "--drain-timeout=30s"});
+  ASSERT_NE(server, nullptr);
+  // Launch returns at the "listening" line, printed before warm-up starts.
+  kill(server->pid(), SIGTERM);
+  // Two signals sent at once may reach the process as one; the second is
+  // sent once the server has logged the first.
+  bool seen = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !seen && std::chrono::steady_clock::now() < deadline;) {
+    seen = server->Log().find("during start-up: draining once warm-up ends") != std::string::npos;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(seen) << server->Log();
+  kill(server->pid(), SIGTERM);
+  EXPECT_EQ(server->WaitForExit(), 0) << server->Log();
+  const std::string log = server->Log();
+  EXPECT_NE(log.find("draining"), std::string::npos) << log;
+  EXPECT_NE(log.find("ignored 1 more stop signal(s) while draining"), std::string::npos) << log;
+  fs::remove_all(repo);
+}
+
 class StressTest : public ServerTest {
  protected:
   std::vector<std::string> ExtraArgs() const override { return {"--simulate-devices=mps,cuda:0"}; }

@@ -52,9 +52,8 @@ bool WaitServing(const std::string& address, const std::shared_ptr<grpc::Channel
 
 }  // namespace
 
-std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& args,
-                                                    std::chrono::seconds timeout, const std::string& tls_ca,
-                                                    const std::string& tls_cert, const std::string& tls_key) {
+std::unique_ptr<ServerProcess> ServerProcess::Launch(const std::vector<std::string>& args,
+                                                     std::chrono::seconds timeout) {
   auto server = std::unique_ptr<ServerProcess>(new ServerProcess());
   std::string dir = TempDir("ig_server_");
   server->log_path_ = dir + "/stderr.log";
@@ -108,6 +107,15 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
     ADD_FAILURE() << "server did not report its address; log:\n" << server->Log();
     return nullptr;
   }
+  return server;
+}
+
+std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& args,
+                                                    std::chrono::seconds timeout, const std::string& tls_ca,
+                                                    const std::string& tls_cert, const std::string& tls_key) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_ptr<ServerProcess> server = Launch(args, timeout);
+  if (!server) return nullptr;
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (!tls_ca.empty()) {
     auto slurp = [](const std::string& path) {

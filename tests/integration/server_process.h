@@ -22,6 +22,10 @@ class ServerProcess {
                                               std::chrono::seconds timeout = std::chrono::seconds(120),
                                               const std::string& tls_ca = "", const std::string& tls_cert = "",
                                               const std::string& tls_key = "");
+  // Like Start, but returns once the server has printed its address, before
+  // it is ready (its models may still be warming up).
+  static std::unique_ptr<ServerProcess> Launch(const std::vector<std::string>& args,
+                                               std::chrono::seconds timeout = std::chrono::seconds(120));
   ~ServerProcess();
 
   const std::string& address() const { return address_; }
