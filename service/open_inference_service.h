@@ -15,6 +15,7 @@
 #include "scheduler/inference_core.h"
 #include "service/auth.h"
 #include "service/inflight_budget.h"
+#include "service/open_inference_api.h"
 #include "service/metrics.h"
 #include "service/wire_tensor.h"
 
@@ -64,15 +65,11 @@ class OpenInferenceService final : public inference::GRPCInferenceService::Callb
   void StartDraining() { draining_.store(true); }
 
  private:
-  // The model a metadata call asks about, once the caller's token is checked.
-  absl::StatusOr<ModelStatus> AuthorizedModel(const grpc::CallbackServerContext& ctx, const std::string& name,
-                                              const std::string& version);
-
   InferenceCore& core_;
   CodecLimits limits_;
   Metrics* metrics_;
   TokenAuth auth_;
-  std::string server_version_;
+  OpenInferenceApi api_;
   InflightBudget* budget_;
   std::atomic<bool> draining_{false};
 };

@@ -1,0 +1,220 @@
+#include "service/open_inference_api.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/proto_enums.h"
+#include "service/open_inference_codec.h"
+
+namespace infergate {
+namespace {
+
+constexpr char kPlatform[] = "pytorch_libtorch";
+
+// The model's declared datatype for a config tensor; "" when it declares none.
+std::string DeclaredDatatype(int wire) {
+  std::optional<DType> dtype = DTypeFromProto(wire);
+  return dtype ? std::string(DatatypeName(*dtype)) : std::string();
+}
+
+void FillTensorMetadata(const v1::TensorSpec& spec, bool batched,
+                        inference::ModelMetadataResponse::TensorMetadata* out) {
+  out->set_name(spec.name());
+  out->set_datatype(DeclaredDatatype(spec.dtype()));
+  if (batched) out->add_shape(-1);
+  for (int64_t d : spec.dims()) out->add_shape(d);
+}
+
+// A repository parameter as text (string or integer), "" when absent.
+absl::StatusOr<std::string> RepositoryParameter(
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, const std::string& key) {
+  auto it = params.find(key);
+  if (it == params.end()) return std::string();
+  switch (it->second.parameter_choice_case()) {
+    case inference::ModelRepositoryParameter::kStringParam: return it->second.string_param();
+    case inference::ModelRepositoryParameter::kInt64Param: return absl::StrCat(it->second.int64_param());
+    default: return absl::InvalidArgumentError(absl::StrCat("parameters.", key, ": expected a string"));
+  }
+}
+
+absl::StatusOr<Precision> PrecisionParameter(const std::string& text) {
+  if (text.empty() || text == "AUTO") return Precision::kAuto;
+  if (text == "FP32") return Precision::kFp32;
+  if (text == "FP16") return Precision::kFp16;
+  if (text == "BF16") return Precision::kBf16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("parameters.precision: '", text.substr(0, 32), "'; expected AUTO, FP32, FP16 or BF16"));
+}
+
+void FillDuration(const DurationStat& from, inference::StatisticDuration* to) {
+  to->set_count(from.count);
+  to->set_ns(from.ns);
+}
+
+}  // namespace
+
+OpenInferenceApi::OpenInferenceApi(InferenceCore& core, std::string server_version)
+    : core_(core), server_version_(std::move(server_version)) {}
+
+void OpenInferenceApi::ServerMetadata(const std::vector<std::string>& extra_extensions,
+                                      inference::ServerMetadataResponse* out) const {
+  out->set_name("infergate");
+  out->set_version(server_version_);
+  // Only what is implemented: clients switch features on from this list.
+  for (const char* extension : {"model_repository", "model_configuration", "statistics", "parameters"}) {
+    out->add_extensions(extension);
+  }
+  for (const std::string& extension : extra_extensions) out->add_extensions(extension);
+}
+
+bool OpenInferenceApi::ModelReady(const std::string& name, const std::string& version) const {
+  absl::StatusOr<ModelStatus> model = core_.Model(name, version);
+  return model.ok() && model->problem.ok() && !model->versions.empty();
+}
+
+absl::Status OpenInferenceApi::ModelMetadata(const std::string& name, const std::string& version,
+                                             inference::ModelMetadataResponse* out) const {
+  absl::StatusOr<ModelStatus> model = core_.Model(name, version);
+  if (!model.ok()) return model.status();
+  out->set_name(model->name);
+  if (version.empty()) {
+    for (int64_t v : model->versions) out->add_versions(absl::StrCat(v));
+  } else {
+    out->add_versions(version);
+  }
+  out->set_platform(kPlatform);
+  const bool batched = model->config.max_batch_size() > 0;
+  for (const v1::TensorSpec& in : model->config.inputs()) FillTensorMetadata(in, batched, out->add_inputs());
+  for (const v1::TensorSpec& o : model->config.outputs()) FillTensorMetadata(o, batched, out->add_outputs());
+  return absl::OkStatus();
+}
+
+absl::Status OpenInferenceApi::ModelConfig(const std::string& name, const std::string& version,
+                                           inference::ModelConfigResponse* out) const {
+  absl::StatusOr<ModelStatus> model = core_.Model(name, version);
+  if (!model.ok()) return model.status();
+  const v1::ModelConfig& from = model->config;
+  inference::ModelConfig* config = out->mutable_config();
+  config->set_name(model->name);
+  config->set_platform(kPlatform);
+  config->set_backend("pytorch");
+  config->set_max_batch_size(static_cast<int32_t>(from.max_batch_size()));
+  for (const v1::TensorSpec& s : from.inputs()) {
+    inference::ModelInput* in = config->add_input();
+    in->set_name(s.name());
+    if (std::optional<DType> d = DTypeFromProto(s.dtype())) in->set_data_type(ConfigDatatype(*d));
+    for (int64_t d : s.dims()) in->add_dims(d);
+  }
+  for (const v1::TensorSpec& s : from.outputs()) {
+    inference::ModelOutput* o = config->add_output();
+    o->set_name(s.name());
+    if (std::optional<DType> d = DTypeFromProto(s.dtype())) o->set_data_type(ConfigDatatype(*d));
+    for (int64_t d : s.dims()) o->add_dims(d);
+  }
+  if (from.max_batch_size() > 0) {
+    inference::ModelDynamicBatching* batching = config->mutable_dynamic_batching();
+    batching->set_max_queue_delay_microseconds(from.dynamic_batching().max_queue_delay_us());
+    for (uint32_t size : from.dynamic_batching().preferred_batch_sizes()) {
+      batching->add_preferred_batch_size(static_cast<int32_t>(size));
+    }
+  }
+  // One instance group per device kind the model may run on here, sized by
+  // the workers serving it.
+  int cpu_workers = 0;
+  std::vector<int32_t> gpus;
+  for (const DeviceStatus& d : core_.Devices()) {
+    if (!d.info.available || !model->AllowsDevice(d.info.id.kind)) continue;
+    if (d.info.id.kind == DeviceKind::kCpu) cpu_workers += d.workers;
+    if (d.info.id.kind == DeviceKind::kCuda) gpus.push_back(d.info.id.index);
+  }
+  if (!gpus.empty()) {
+    inference::ModelInstanceGroup* group = config->add_instance_group();
+    group->set_name(absl::StrCat(model->name, "_gpu"));
+    group->set_kind(inference::ModelInstanceGroup::KIND_GPU);
+    group->set_count(1);
+    for (int32_t g : gpus) group->add_gpus(g);
+  }
+  if (cpu_workers > 0) {
+    inference::ModelInstanceGroup* group = config->add_instance_group();
+    group->set_name(absl::StrCat(model->name, "_cpu"));
+    group->set_kind(inference::ModelInstanceGroup::KIND_CPU);
+    group->set_count(cpu_workers);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OpenInferenceApi::ModelStatistics(const std::string& name, const std::string& version,
+                                               inference::ModelStatisticsResponse* out) const {
+  absl::StatusOr<std::vector<ModelStats>> stats = core_.Statistics(name, version);
+  if (!stats.ok()) return stats.status();
+  for (const ModelStats& s : *stats) {
+    inference::ModelStatistics* m = out->add_model_stats();
+    m->set_name(s.model);
+    m->set_version(absl::StrCat(s.version));
+    m->set_last_inference(s.last_inference_ms);
+    m->set_inference_count(s.inference_count);
+    m->set_execution_count(s.execution_count);
+    inference::InferStatistics* infer = m->mutable_inference_stats();
+    FillDuration(s.success, infer->mutable_success());
+    FillDuration(s.fail, infer->mutable_fail());
+    FillDuration(s.queue, infer->mutable_queue());
+    FillDuration(s.compute_input, infer->mutable_compute_input());
+    FillDuration(s.compute_infer, infer->mutable_compute_infer());
+    FillDuration(s.compute_output, infer->mutable_compute_output());
+    for (const auto& [size, batch] : s.batches) {
+      inference::InferBatchStatistics* b = m->add_batch_stats();
+      b->set_batch_size(size);
+      FillDuration(batch.compute_input, b->mutable_compute_input());
+      FillDuration(batch.compute_infer, b->mutable_compute_infer());
+      FillDuration(batch.compute_output, b->mutable_compute_output());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OpenInferenceApi::RepositoryIndex(const std::string& repository, bool ready_only,
+                                               inference::RepositoryIndexResponse* out) const {
+  if (!repository.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("repository_name: '", repository.substr(0, 64), "' is not a repository; leave it empty"));
+  }
+  absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
+  if (!models.ok()) return models.status();
+  for (const ModelStatus& m : *models) {
+    const bool ready = m.problem.ok() && !m.versions.empty();
+    if (ready_only && !ready) continue;
+    auto add = [&](const std::string& version) {
+      inference::RepositoryIndexResponse::ModelIndex* index = out->add_models();
+      index->set_name(m.name);
+      index->set_version(version);
+      index->set_state(ready ? "READY" : "UNAVAILABLE");
+      if (!m.problem.ok()) {
+        index->set_reason(std::string(m.problem.message()));
+      } else if (m.versions.empty()) {
+        index->set_reason("no version folder holds a model.pt");
+      }
+    };
+    if (m.versions.empty()) add("");
+    for (int64_t v : m.versions) add(absl::StrCat(v));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoadRequest> LoadRequestFromParameters(
+    const std::string& model,
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params) {
+  LoadRequest load;
+  load.model = model;
+  absl::StatusOr<std::string> version = RepositoryParameter(params, "version");
+  if (!version.ok()) return version.status();
+  load.version = *version;
+  absl::StatusOr<std::string> device = RepositoryParameter(params, "device");
+  if (!device.ok()) return device.status();
+  load.device = *device;
+  absl::StatusOr<std::string> precision = RepositoryParameter(params, "precision");
+  if (!precision.ok()) return precision.status();
+  absl::StatusOr<Precision> p = PrecisionParameter(*precision);
+  if (!p.ok()) return p.status();
+  load.precision = *p;
+  return load;
+}
+
+}  // namespace infergate
