@@ -9,6 +9,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev
+  libboost-dev libssl-dev nlohmann-json3-dev
 )
 if [ "${1:-}" = "--test" ]; then
   # The cross-language client test runs on Debian's own Python and gRPC.

@@ -1,5 +1,6 @@
 #include "service/call_context.h"
 
+#include "service/admission.h"
 #include "service/status_convert.h"
 
 namespace infergate {
@@ -28,25 +29,16 @@ bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, Toke
 absl::Status AdmitInference(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, bool draining,
                             Metrics* metrics, InflightBudget* budget, uint64_t bytes,
                             CancellableUnaryReactor* reactor) {
-  if (absl::Status s = auth.Check(Authorization(ctx), TokenAuth::Role::kInference); !s.ok()) return s;
-  if (draining) {
-    if (metrics) metrics->OnAdmissionRejection("draining");
-    return absl::UnavailableError("server is draining; retry on another replica");
-  }
-  if (budget && reactor) {
-    absl::StatusOr<InflightBudget::Reservation> reserved = budget->Reserve(bytes);
-    if (!reserved.ok()) {
-      if (metrics) metrics->OnAdmissionRejection("inflight_bytes");
-      return reserved.status();
-    }
-    reactor->hold(*std::move(reserved));
-  }
+  absl::StatusOr<InflightBudget::Reservation> admitted =
+      Admit(auth, Authorization(ctx), draining, metrics, reactor ? budget : nullptr, bytes);
+  if (!admitted.ok()) return admitted.status();
+  if (reactor) reactor->hold(*std::move(admitted));
   return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* FinishRefused(grpc::ServerUnaryReactor* reactor, const absl::Status& status,
                                         Metrics* metrics, const std::string& model_label, Clock::time_point received) {
-  if (metrics) metrics->RecordInfer({model_label, ""}, status, nullptr, MicrosBetween(received, Clock::now()));
+  RecordRefusal(metrics, status, model_label, received);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }

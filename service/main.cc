@@ -29,6 +29,7 @@
 #include "scheduler/inference_core.h"
 #include "service/inference_service.h"
 #include "service/liveness_watchdog.h"
+#include "service/open_inference_rest.h"
 #include "service/open_inference_service.h"
 #include "service/server_options.h"
 #include "service/stop_signals.h"
@@ -177,6 +178,38 @@ int Run(int argc, char** argv) {
   InflightBudget budget(inflight_bytes);
   LOG_INFO << "in-flight request budget " << inflight_bytes << " bytes";
   InferenceServiceImpl service(core, opts.tensor_limits, metrics.get(), *auth, &budget);
+  // The REST API, on its own port, with the same tokens, budget and limits.
+  std::unique_ptr<OpenInferenceRest> rest;
+  std::unique_ptr<HttpServer> http;
+  if (!opts.http_address.empty()) {
+    rest = std::make_unique<OpenInferenceRest>(core, opts.tensor_limits, metrics.get(), *auth, INFERGATE_VERSION,
+                                               &budget);
+    HttpServerOptions h;
+    h.address = opts.http_address;
+    h.flag_name = "--http-address";
+    h.threads = opts.http_threads;
+    h.max_body_bytes = opts.max_receive_bytes;
+    h.request_timeout = opts.http_request_timeout;
+    h.max_connections = static_cast<size_t>(opts.http_max_connections);
+    h.tls_cert = opts.tls_cert;
+    h.tls_key = opts.tls_key;
+    h.tls_client_ca = opts.tls_client_ca;
+    absl::StatusOr<std::unique_ptr<HttpServer>> started =
+        HttpServer::Start(std::move(h), [r = rest.get()](std::shared_ptr<HttpRequest> req, HttpResponder respond) {
+          r->Handle(std::move(req), std::move(respond));
+        });
+    if (!started.ok()) {
+      std::cerr << "infergate: " << started.status().message() << "\n";
+      return 2;
+    }
+    http = *std::move(started);
+    std::string hhost = opts.http_address.substr(0, opts.http_address.rfind(':'));
+    LOG_INFO << "Open Inference Protocol REST API on " << (opts.tls_cert.empty() ? "http" : "https") << "://"
+             << hhost << ":" << http->port() << "/v2";
+    // Tests and scripts read the REST port from this line.
+    std::printf("infergate http on %s:%d\n", hhost.c_str(), http->port());
+    std::fflush(stdout);
+  }
   OpenInferenceService open_inference(core, opts.tensor_limits, metrics.get(), *std::move(auth), INFERGATE_VERSION,
                                       &budget);
 
@@ -260,6 +293,7 @@ int Run(int argc, char** argv) {
   health->SetServingStatus(kOpenInference, false);
   service.StartDraining();
   open_inference.StartDraining();
+  if (rest) rest->StartDraining();
   auto deadline = std::chrono::steady_clock::now() + opts.drain_timeout;
   // gRPC's Shutdown sends GOAWAY at once, so clients stop opening calls on
   // this connection, and lets calls in progress finish until the deadline;
@@ -275,8 +309,13 @@ int Run(int argc, char** argv) {
   bool idle = core.Drain(deadline);
   if (!idle) LOG_WARNING << "drain timeout passed with work still queued or running";
   grpc_shutdown.join();
+  // REST calls accepted before the drain have been answered; what is still
+  // being written gets the rest of the grace period.
+  if (http) http->Shutdown(std::max(shutdown_deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1)));
   watchdog.reset();
   core.Shutdown();
+  // Only now can nothing answer a REST call any more.
+  http.reset();
   core.SetObserver(nullptr);
   if (StopSignals::Count() > 1) LOG_INFO << "ignored " << StopSignals::Count() - 1 << " more stop signal(s) while draining";
   LOG_INFO << "stopped";

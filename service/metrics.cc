@@ -3,6 +3,9 @@
 #include <prometheus/client_metric.h>
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
+#include <sstream>
 
 #include <mutex>
 
@@ -105,6 +108,37 @@ class DeviceCollector : public prometheus::Collectable {
   const InferenceCore& core_;
 };
 
+// GET /metrics in Prometheus' text format; / links to it.
+HttpResponse ServeMetricsPath(const HttpRequest& request,
+                              const std::vector<std::weak_ptr<prometheus::Collectable>>& collectables) {
+  HttpResponse r;
+  r.content_type = "text/plain; charset=utf-8";
+  if (request.method != "GET") {
+    r.status = 405;
+    r.headers.emplace_back("Allow", "GET");
+    r.body = "only GET is served\n";
+  } else if (request.path == "/metrics") {
+    std::vector<prometheus::MetricFamily> families;
+    for (const auto& weak : collectables) {
+      if (auto c = weak.lock()) {
+        std::vector<prometheus::MetricFamily> more = c->Collect();
+        families.insert(families.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+      }
+    }
+    std::ostringstream out;
+    prometheus::TextSerializer().Serialize(out, families);
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = out.str();
+  } else if (request.path == "/") {
+    r.content_type = "text/html";
+    r.body = "<html><body><a href=\"/metrics\">/metrics</a></body></html>\n";
+  } else {
+    r.status = 404;
+    r.body = "not found; try /metrics\n";
+  }
+  return r;
+}
+
 }  // namespace
 
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {}
@@ -182,10 +216,20 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
     for (const char* why : {"budget", "oom", "unload"}) m->evictions_->Add({{"device", id}, {"reason", why}});
   }
   m->device_collector_ = std::make_shared<DeviceCollector>(core);
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
-      MetricsHttpServer::Start(address, {m->registry_, m->device_collector_});
-  if (!http.ok()) return http.status();
-  m->http_ = *std::move(http);
+  HttpServerOptions http;
+  http.address = address;
+  http.flag_name = "--metrics-address";
+  http.threads = 1;
+  http.max_body_bytes = 64 << 10;
+  http.request_timeout = std::chrono::seconds(10);
+  http.max_connections = 256;
+  std::vector<std::weak_ptr<prometheus::Collectable>> collectables = {m->registry_, m->device_collector_};
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
+      std::move(http), [collectables](std::shared_ptr<HttpRequest> request, HttpResponder respond) {
+        respond(ServeMetricsPath(*request, collectables));
+      });
+  if (!server.ok()) return server.status();
+  m->http_ = *std::move(server);
   m->port_ = m->http_->port();
   return m;
 }

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "scheduler/inference_core.h"
 #include "scheduler/scheduler_observer.h"
-#include "service/metrics_http.h"
+#include "service/http_server.h"
 
 namespace infergate {
 
@@ -75,7 +75,7 @@ class Metrics final : public SchedulerObserver {
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<prometheus::Collectable> device_collector_;
-  std::unique_ptr<MetricsHttpServer> http_;
+  std::unique_ptr<HttpServer> http_;
   int port_ = 0;
 
   prometheus::Family<prometheus::Counter>* requests_ = nullptr;

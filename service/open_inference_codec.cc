@@ -15,17 +15,6 @@
 namespace infergate {
 namespace {
 
-constexpr struct {
-  DType dtype;
-  const char* name;
-  inference::DataType config;
-} kDatatypes[] = {
-    {DType::kBool, "BOOL", inference::TYPE_BOOL},       {DType::kUInt8, "UINT8", inference::TYPE_UINT8},
-    {DType::kInt8, "INT8", inference::TYPE_INT8},       {DType::kInt16, "INT16", inference::TYPE_INT16},
-    {DType::kInt32, "INT32", inference::TYPE_INT32},    {DType::kInt64, "INT64", inference::TYPE_INT64},
-    {DType::kFloat16, "FP16", inference::TYPE_FP16},    {DType::kBFloat16, "BF16", inference::TYPE_BF16},
-    {DType::kFloat32, "FP32", inference::TYPE_FP32},    {DType::kFloat64, "FP64", inference::TYPE_FP64},
-};
 
 using Parameters = google::protobuf::Map<std::string, inference::InferParameter>;
 
@@ -112,34 +101,6 @@ void SetString(Parameters* params, const char* key, std::string value) {
 void SetInt(Parameters* params, const char* key, int64_t value) { (*params)[key].set_int64_param(value); }
 
 }  // namespace
-
-absl::string_view DatatypeName(DType dtype) {
-  for (const auto& d : kDatatypes) {
-    if (d.dtype == dtype) return d.name;
-  }
-  return "INVALID";
-}
-
-inference::DataType ConfigDatatype(DType dtype) {
-  for (const auto& d : kDatatypes) {
-    if (d.dtype == dtype) return d.config;
-  }
-  return inference::TYPE_INVALID;
-}
-
-std::optional<DType> KnownDatatype(absl::string_view name) {
-  for (const auto& d : kDatatypes) {
-    if (name == d.name) return d.dtype;
-  }
-  return std::nullopt;
-}
-
-absl::StatusOr<DType> DatatypeFromName(absl::string_view name, absl::string_view field) {
-  if (std::optional<DType> known = KnownDatatype(name)) return *known;
-  return absl::InvalidArgumentError(absl::StrCat(
-      field, ": '", name.substr(0, 32), "' is not a datatype infergate serves; expected one of ",
-      "BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, BF16, FP32, FP64"));
-}
 
 absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,
                                 InferenceRequest* out) {

@@ -13,18 +13,10 @@
 #include "devices/dtype.h"
 #include "inference/grpc_service.pb.h"
 #include "scheduler/inference_types.h"
+#include "service/open_inference_datatype.h"
 #include "service/wire_tensor.h"
 
 namespace infergate {
-
-// "FP32", "INT64", ... for the datatypes infergate carries.
-absl::string_view DatatypeName(DType dtype);
-// nullopt for BYTES, UINT16..64 and anything unknown.
-std::optional<DType> KnownDatatype(absl::string_view name);
-// The same, with INVALID_ARGUMENT naming `field` for what is not served.
-absl::StatusOr<DType> DatatypeFromName(absl::string_view name, absl::string_view field);
-// The model-config enum (TYPE_FP32, ...).
-inference::DataType ConfigDatatype(DType dtype);
 
 // Fills `out` (model, version, inputs, device choice, deadline from the
 // `timeout` parameter) from `request`. Raw input tensors alias the

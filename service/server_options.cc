@@ -112,6 +112,7 @@ absl::StatusOr<DiscoveryOptions> DiscoveryFrom(const RawFlags& f) {
 absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* argv, std::string* help_text) {
   ServerOptions o;
   RawFlags f;
+  int64_t http_threads = o.http_threads;
   FlagSet flags(
       "infergate: gRPC inference server for TorchScript models.\n"
       "Usage: infergate [--address HOST:PORT] [--model-repository DIR] [flags]");
@@ -147,7 +148,15 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                "models are evicted to stay under it.");
   flags.String("metrics-address", &o.metrics_address,
                "HOST:PORT for Prometheus to scrape /metrics from; port 0 picks one; empty disables metrics.");
-  flags.String("tls-cert", &o.tls_cert, "PEM certificate chain for the gRPC port; enables TLS (with --tls-key).");
+  flags.String("http-address", &o.http_address,
+               "HOST:PORT for the Open Inference Protocol's REST API (/v2/...); port 0 picks one; empty disables it.");
+  flags.Int("http-threads", &http_threads, "Threads serving HTTP connections (REST and JSON work runs on them).");
+  flags.Duration("http-request-timeout", &o.http_request_timeout,
+                 "An HTTP request must arrive whole within this long (keep-alive idle time included), and an answer "
+                 "be read within it; slower connections are closed.");
+  flags.Int("http-max-connections", &o.http_max_connections,
+            "Open HTTP connections at most; more are answered 503 and closed.");
+  flags.String("tls-cert", &o.tls_cert, "PEM certificate chain for the gRPC and HTTP ports; enables TLS (with --tls-key).");
   flags.String("tls-key", &o.tls_key, "PEM private key for --tls-cert.");
   flags.String("tls-client-ca", &o.tls_client_ca,
                "PEM CA bundle; clients must present a certificate it signed (mutual TLS).");
@@ -203,6 +212,12 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   if (o.max_concurrent_streams < 1 || o.max_concurrent_streams > 100000) {
     return absl::InvalidArgumentError("--max-concurrent-streams: must be 1..100000");
   }
+  if (http_threads < 1 || http_threads > 64) return absl::InvalidArgumentError("--http-threads: must be 1..64");
+  o.http_threads = static_cast<int>(http_threads);
+  if (o.http_max_connections < 1 || o.http_max_connections > 1000000) {
+    return absl::InvalidArgumentError("--http-max-connections: must be 1..1000000");
+  }
+  if (o.http_request_timeout.count() < 1) return absl::InvalidArgumentError("--http-request-timeout: must be positive");
   if (f.max_tensor_rank < 1 || f.max_tensor_rank > 64) {
     return absl::InvalidArgumentError("--max-tensor-rank: must be 1..64");
   }

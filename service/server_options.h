@@ -26,6 +26,12 @@ struct ServerOptions {
   // Liveness fails while a batch runs longer than this; 0 disables.
   std::chrono::milliseconds stuck_batch_timeout{300000};
   std::string metrics_address = "0.0.0.0:9464";
+  // The Open Inference Protocol's REST API; empty disables it.
+  std::string http_address = "0.0.0.0:8000";
+  int http_threads = 2;
+  // A request must arrive whole (and an answer be taken) within this long.
+  std::chrono::milliseconds http_request_timeout{30000};
+  int64_t http_max_connections = 1024;
   std::string tls_cert;       // PEM certificate chain; TLS when set
   std::string tls_key;        // PEM private key
   std::string tls_client_ca;  // PEM CA; mutual TLS when set

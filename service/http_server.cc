@@ -1,0 +1,406 @@
+#include "service/http_server.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace infergate {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+using tcp = boost::asio::ip::tcp;
+
+namespace {
+
+constexpr char kServerName[] = "infergate";
+
+std::string ErrorBody(absl::string_view message) {
+  // Only for messages the server writes itself: no characters that need escaping.
+  return absl::StrCat("{\"error\":\"", message, "\"}");
+}
+
+// Identity of a file as it is now (inode, size, mtime); "" when missing.
+std::string FileIdentity(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || stat(path.c_str(), &st) != 0) return "";
+  return absl::StrCat(st.st_ino, ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+}
+
+absl::StatusOr<std::shared_ptr<ssl::context>> MakeTlsContext(const HttpServerOptions& o) {
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                   ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+  boost::system::error_code ec;
+  ctx->use_certificate_chain_file(o.tls_cert, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("--tls-cert: ", o.tls_cert, ": ", ec.message()));
+  ctx->use_private_key_file(o.tls_key, ssl::context::pem, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("--tls-key: ", o.tls_key, ": ", ec.message()));
+  if (!o.tls_client_ca.empty()) {
+    ctx->load_verify_file(o.tls_client_ca, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("--tls-client-ca: ", o.tls_client_ca, ": ", ec.message()));
+    ctx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
+  }
+  return ctx;
+}
+
+absl::StatusOr<tcp::endpoint> ParseEndpoint(const std::string& address, const std::string& flag) {
+  size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": '", address, "' is not HOST:PORT"));
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.empty()) host = "0.0.0.0";
+  if (host == "localhost") host = "127.0.0.1";
+  boost::system::error_code ec;
+  net::ip::address ip = net::ip::make_address(host, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat(flag, ": '", host, "' is not an IP address"));
+  return tcp::endpoint(ip, static_cast<uint16_t>(port));
+}
+
+}  // namespace
+
+absl::string_view HttpRequest::Header(absl::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (key == name) return value;
+  }
+  return {};
+}
+
+absl::string_view HttpReason(int status) {
+  auto reason = http::obsolete_reason(static_cast<http::status>(status));
+  return absl::string_view(reason.data(), reason.size());
+}
+
+// One connection's common part, so Shutdown can reach every session
+// whatever its stream type.
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  // Closes the connection if it is waiting for a request; runs on its strand.
+  virtual void CloseIfIdle() = 0;
+  virtual net::any_io_executor executor() = 0;
+};
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  HttpHandler handler;
+  // Declared before the io_context: sessions destroyed with it unregister here.
+  std::mutex sessions_mu;
+  std::map<uint64_t, std::weak_ptr<SessionBase>> sessions;
+  uint64_t next_session = 0;
+  std::atomic<size_t> connections{0};
+  std::atomic<bool> stopping{false};
+  // Guards `running`: answers are posted to the io_context only while it runs.
+  std::mutex run_mu;
+  bool running = true;
+
+  std::mutex tls_mu;
+  std::shared_ptr<ssl::context> tls;  // null: plaintext
+  std::string tls_identity;
+  std::chrono::steady_clock::time_point next_tls_check;
+
+  net::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  int port = 0;
+  std::vector<std::thread> threads;
+
+  explicit Impl(int thread_count) : ioc(thread_count) {}
+
+  std::shared_ptr<ssl::context> CurrentTls();
+  void Accept();
+  void OnAccept(tcp::socket socket);
+  uint64_t Register(std::weak_ptr<SessionBase> session) {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    sessions[next_session] = std::move(session);
+    return next_session++;
+  }
+  void Unregister(uint64_t id) {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    sessions.erase(id);
+  }
+  // Runs `fn` on `executor` unless the server has stopped; true when posted.
+  template <typename Fn>
+  bool PostIfRunning(const net::any_io_executor& executor, Fn&& fn) {
+    std::lock_guard<std::mutex> lock(run_mu);
+    if (!running) return false;
+    net::post(executor, std::forward<Fn>(fn));
+    return true;
+  }
+};
+
+namespace {
+
+template <typename Stream>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  Session(HttpServer::Impl& server, Stream stream, std::shared_ptr<ssl::context> tls)
+      : server_(server), stream_(std::move(stream)), tls_(std::move(tls)) {
+    server_.connections.fetch_add(1);
+  }
+  ~Session() override {
+    server_.Unregister(id_);
+    server_.connections.fetch_sub(1);
+  }
+
+  void Start() {
+    id_ = server_.Register(this->weak_from_this());
+    if constexpr (std::is_same_v<Stream, beast::ssl_stream<beast::tcp_stream>>) {
+      beast::get_lowest_layer(stream_).expires_after(server_.options.request_timeout);
+      stream_.async_handshake(ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code ec) {
+                                if (ec) return self->Close();
+                                self->ReadRequest();
+                              });
+    } else {
+      ReadRequest();
+    }
+  }
+
+  void CloseIfIdle() override {
+    if (!busy_) Close();
+  }
+  net::any_io_executor executor() override { return stream_.get_executor(); }
+
+ private:
+  void ReadRequest() {
+    if (server_.stopping.load()) return Close();
+    parser_.emplace();
+    parser_->body_limit(server_.options.max_body_bytes);
+    parser_->header_limit(server_.options.max_header_bytes);
+    buffer_.clear();
+    // One deadline for the whole request, however slowly its bytes come.
+    beast::get_lowest_layer(stream_).expires_after(server_.options.request_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      return Reject(413, absl::StrCat("request body is larger than the server's limit of ",
+                                      server_.options.max_body_bytes, " bytes"));
+    }
+    if (ec == http::error::header_limit) {
+      return Reject(431, absl::StrCat("request headers are larger than ", server_.options.max_header_bytes,
+                                      " bytes"));
+    }
+    if (ec && ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      return Reject(400, absl::StrCat("malformed HTTP request: ", ec.message()));
+    }
+    if (ec) return Close();  // end of stream, timeout, reset, shutdown
+    http::request<http::string_body> message = parser_->release();
+    parser_.reset();
+    keep_alive_ = message.keep_alive();
+    auto request = std::make_shared<HttpRequest>();
+    request->method = std::string(message.method_string());
+    absl::string_view target(message.target().data(), message.target().size());
+    size_t q = target.find('?');
+    request->path = std::string(target.substr(0, q));
+    if (q != absl::string_view::npos) request->query = std::string(target.substr(q + 1));
+    for (const auto& field : message) {
+      request->headers.emplace_back(absl::AsciiStrToLower(absl::string_view(field.name_string().data(),
+                                                                            field.name_string().size())),
+                                    std::string(field.value()));
+    }
+    request->body = std::move(message.body());
+    beast::get_lowest_layer(stream_).expires_never();
+    busy_ = true;
+    auto self = this->shared_from_this();
+    server_.handler(std::move(request), [self](HttpResponse response) {
+      auto shared = std::make_shared<HttpResponse>(std::move(response));
+      self->server_.PostIfRunning(self->stream_.get_executor(), [self, shared] { self->Write(std::move(*shared)); });
+    });
+  }
+
+  void Reject(int status, const std::string& message) {
+    keep_alive_ = false;
+    busy_ = true;
+    HttpResponse response;
+    response.status = status;
+    response.body = ErrorBody(message);
+    Write(std::move(response));
+  }
+
+  void Write(HttpResponse response) {
+    auto message = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(response.status), 11);
+    message->set(http::field::server, kServerName);
+    message->set(http::field::content_type, response.content_type);
+    for (auto& [name, value] : response.headers) message->set(name, value);
+    message->body() = std::move(response.body);
+    message->keep_alive(keep_alive_ && !server_.stopping.load());
+    message->prepare_payload();
+    beast::get_lowest_layer(stream_).expires_after(server_.options.request_timeout);
+    http::async_write(stream_, *message,
+                      [self = this->shared_from_this(), message](beast::error_code ec, size_t) {
+                        self->busy_ = false;
+                        if (ec || !message->keep_alive()) return self->Close();
+                        self->ReadRequest();
+                      });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    auto& socket = beast::get_lowest_layer(stream_).socket();
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);
+  }
+
+  HttpServer::Impl& server_;
+  Stream stream_;
+  std::shared_ptr<ssl::context> tls_;  // keeps the context this connection was made with
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  uint64_t id_ = 0;
+  bool keep_alive_ = true;
+  bool busy_ = false;  // a request is being answered
+};
+
+}  // namespace
+
+std::shared_ptr<ssl::context> HttpServer::Impl::CurrentTls() {
+  if (options.tls_cert.empty()) return nullptr;
+  std::lock_guard<std::mutex> lock(tls_mu);
+  auto now = std::chrono::steady_clock::now();
+  if (now < next_tls_check) return tls;
+  next_tls_check = now + std::chrono::seconds(5);
+  std::string identity = absl::StrCat(FileIdentity(options.tls_cert), "|", FileIdentity(options.tls_key), "|",
+                                      FileIdentity(options.tls_client_ca));
+  if (identity == tls_identity) return tls;
+  absl::StatusOr<std::shared_ptr<ssl::context>> fresh = MakeTlsContext(options);
+  if (!fresh.ok()) {
+    LOG_WARNING << options.flag_name << ": keeping the previous certificate: " << fresh.status().message();
+  } else {
+    if (tls) LOG_INFO << options.flag_name << ": serving the renewed TLS certificate";
+    tls = *std::move(fresh);
+  }
+  tls_identity = identity;
+  return tls;
+}
+
+void HttpServer::Impl::Accept() {
+  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    if (!ec) OnAccept(std::move(socket));
+    if (!stopping.load() && acceptor.is_open()) Accept();
+  });
+}
+
+void HttpServer::Impl::OnAccept(tcp::socket socket) {
+  if (connections.load() >= options.max_connections) {
+    // Over the cap: a short answer written without waiting, then close.
+    static const std::string kBody = ErrorBody("too many connections; retry later");
+    static const std::string kFull =
+        absl::StrCat("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n",
+                     "Content-Length: ", kBody.size(), "\r\n\r\n", kBody);
+    beast::error_code ignored;
+    socket.non_blocking(true, ignored);
+    socket.write_some(net::buffer(kFull), ignored);
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);
+    return;
+  }
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  if (std::shared_ptr<ssl::context> ctx = CurrentTls()) {
+    using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+    auto session =
+        std::make_shared<Session<TlsStream>>(*this, TlsStream(beast::tcp_stream(std::move(socket)), *ctx), ctx);
+    session->Start();
+  } else {
+    auto session = std::make_shared<Session<beast::tcp_stream>>(*this, beast::tcp_stream(std::move(socket)), nullptr);
+    session->Start();
+  }
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, HttpHandler handler) {
+  absl::StatusOr<tcp::endpoint> endpoint = ParseEndpoint(options.address, options.flag_name);
+  if (!endpoint.ok()) return endpoint.status();
+  const int threads = std::max(1, options.threads);
+  auto impl = std::make_unique<Impl>(threads);
+  impl->options = std::move(options);
+  impl->handler = std::move(handler);
+  if (!impl->options.tls_cert.empty()) {
+    absl::StatusOr<std::shared_ptr<ssl::context>> tls = MakeTlsContext(impl->options);
+    if (!tls.ok()) return tls.status();
+    impl->tls = *std::move(tls);
+    impl->tls_identity =
+        absl::StrCat(FileIdentity(impl->options.tls_cert), "|", FileIdentity(impl->options.tls_key), "|",
+                     FileIdentity(impl->options.tls_client_ca));
+    impl->next_tls_check = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  }
+  beast::error_code ec;
+  impl->acceptor.open(endpoint->protocol(), ec);
+  if (!ec) impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(*endpoint, ec);
+  if (!ec) impl->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat(impl->options.flag_name, ": cannot listen on ", impl->options.address, ": ", ec.message()));
+  }
+  impl->port = impl->acceptor.local_endpoint().port();
+  impl->Accept();
+  Impl* raw = impl.get();
+  for (int i = 0; i < threads; ++i) {
+    // std::thread's default stack (8 MiB), not a library's small fixed one:
+    // LibTorch's thread-local storage needs more than civetweb's 100 KiB.
+    raw->threads.emplace_back([raw] { raw->ioc.run(); });
+  }
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+int HttpServer::port() const { return impl_->port; }
+
+size_t HttpServer::open_connections() const { return impl_->connections.load(); }
+
+void HttpServer::Shutdown(std::chrono::steady_clock::time_point deadline) {
+  if (impl_->threads.empty()) return;
+  impl_->stopping.store(true);
+  net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
+    beast::error_code ignored;
+    impl->acceptor.close(ignored);
+  });
+  std::vector<std::shared_ptr<SessionBase>> live;
+  {
+    std::lock_guard<std::mutex> lock(impl_->sessions_mu);
+    for (auto& [id, weak] : impl_->sessions) {
+      if (auto s = weak.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (auto& s : live) net::post(s->executor(), [s] { s->CloseIfIdle(); });
+  live.clear();
+  while (impl_->connections.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl_->run_mu);
+    impl_->running = false;
+  }
+  impl_->ioc.stop();
+  for (std::thread& t : impl_->threads) t.join();
+  impl_->threads.clear();
+}
+
+HttpServer::~HttpServer() { Shutdown(std::chrono::steady_clock::now()); }
+
+}  // namespace infergate

@@ -1,0 +1,234 @@
+#include "service/open_inference_rest.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "service/admission.h"
+#include "service/open_inference_codec.h"
+#include "service/open_inference_json.h"
+
+namespace infergate {
+namespace {
+
+HttpResponse Json(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+HttpResponse Error(const absl::Status& status) {
+  HttpResponse r = Json(HttpStatusFor(status), JsonError(status.message()));
+  if (status.code() == absl::StatusCode::kUnauthenticated) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+HttpResponse Ok(const google::protobuf::Message& message) { return Json(200, ProtoToJson(message)); }
+
+// Health answers: 200 for true, 400 for false (the protocol's convention),
+// with no body a client must parse.
+HttpResponse Health(bool ok) { return Json(ok ? 200 : 400, ""); }
+
+HttpResponse NoRoute(const HttpRequest& request) {
+  return Json(404, JsonError(absl::StrCat("no endpoint ", request.method, " ", request.path.substr(0, 128),
+                                          "; see GET /v2 and /v2/models/{model}")));
+}
+
+HttpResponse WrongMethod(const HttpRequest& request, const char* allowed) {
+  HttpResponse r = Json(405, JsonError(absl::StrCat(request.method, " is not served on ", request.path.substr(0, 128),
+                                                    "; use ", allowed)));
+  r.headers.emplace_back("Allow", allowed);
+  return r;
+}
+
+}  // namespace
+
+int HttpStatusFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk: return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange: return 400;
+    case absl::StatusCode::kUnauthenticated: return 401;
+    case absl::StatusCode::kPermissionDenied: return 403;
+    case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted: return 409;
+    case absl::StatusCode::kResourceExhausted: return 429;
+    case absl::StatusCode::kUnimplemented: return 501;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kCancelled: return 503;
+    case absl::StatusCode::kDeadlineExceeded: return 504;
+    default: return 500;
+  }
+}
+
+OpenInferenceRest::OpenInferenceRest(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
+                                     std::string server_version, InflightBudget* budget)
+    : core_(core),
+      limits_(limits),
+      metrics_(metrics),
+      auth_(std::move(auth)),
+      api_(core, std::move(server_version)),
+      budget_(budget) {}
+
+void OpenInferenceRest::Handle(std::shared_ptr<HttpRequest> request, HttpResponder respond) {
+  std::vector<std::string> parts = absl::StrSplit(request->path, '/', absl::SkipEmpty());
+  // .../infer: /v2/models/{m}[/versions/{v}]/infer
+  if (parts.size() >= 4 && parts[0] == "v2" && parts[1] == "models" && parts.back() == "infer" &&
+      (parts.size() == 4 || (parts.size() == 6 && parts[3] == "versions"))) {
+    if (request->method != "POST") return respond(WrongMethod(*request, "POST"));
+    const std::string version = parts.size() == 6 ? parts[4] : "";
+    return Infer(std::move(request), parts[2], version, std::move(respond));
+  }
+  // /v2/repository/models/{m}/load|unload
+  if (parts.size() == 5 && parts[0] == "v2" && parts[1] == "repository" && parts[2] == "models" &&
+      (parts[4] == "load" || parts[4] == "unload")) {
+    if (request->method != "POST") return respond(WrongMethod(*request, "POST"));
+    return Load(*request, parts[3], parts[4] == "load", std::move(respond));
+  }
+  respond(Route(*request, parts));
+}
+
+HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vector<std::string>& parts) {
+  if (parts.empty() || parts[0] != "v2") return NoRoute(request);
+  const bool get = request.method == "GET";
+  // Health needs no token: probes call it.
+  if (parts.size() == 3 && parts[1] == "health") {
+    if (!get) return WrongMethod(request, "GET");
+    if (parts[2] == "live") return Health(true);
+    if (parts[2] == "ready") return Health(core_.ready() && !draining_.load());
+    return NoRoute(request);
+  }
+  const absl::string_view authorization = request.Header("authorization");
+  if (absl::Status s = auth_.Check(authorization, TokenAuth::Role::kInference); !s.ok()) return Error(s);
+
+  if (parts.size() == 1) {
+    if (!get) return WrongMethod(request, "GET");
+    inference::ServerMetadataResponse metadata;
+    api_.ServerMetadata({"binary_tensor_data"}, &metadata);
+    return Ok(metadata);
+  }
+  if (parts.size() == 3 && parts[1] == "repository" && parts[2] == "index") {
+    if (!get && request.method != "POST") return WrongMethod(request, "GET, POST");
+    absl::StatusOr<bool> ready_only = ParseRepositoryIndexReady(request.body);
+    if (!ready_only.ok()) return Error(ready_only.status());
+    inference::RepositoryIndexResponse index;
+    if (absl::Status s = api_.RepositoryIndex("", *ready_only, &index); !s.ok()) return Error(s);
+    // The protocol's index is a bare array of models.
+    std::string json = ProtoToJson(index);
+    const std::string prefix = "{\"models\":";
+    if (json.rfind(prefix, 0) == 0 && json.size() > prefix.size()) json = json.substr(prefix.size(), json.size() - prefix.size() - 1);
+    return Json(200, std::move(json));
+  }
+  if (parts.size() == 3 && parts[1] == "models" && parts[2] == "stats") {
+    if (!get) return WrongMethod(request, "GET");
+    inference::ModelStatisticsResponse stats;
+    if (absl::Status s = api_.ModelStatistics("", "", &stats); !s.ok()) return Error(s);
+    return Ok(stats);
+  }
+  if (parts.size() < 3 || parts[1] != "models") return NoRoute(request);
+  // /v2/models/{m}[/versions/{v}][/ready|config|stats]
+  const std::string& model = parts[2];
+  std::string version;
+  size_t rest = 3;
+  if (parts.size() >= 5 && parts[3] == "versions") {
+    version = parts[4];
+    rest = 5;
+  }
+  if (parts.size() > rest + 1) return NoRoute(request);
+  const std::string action = parts.size() == rest + 1 ? parts[rest] : "";
+  if (!get) return WrongMethod(request, "GET");
+  if (action.empty()) {
+    inference::ModelMetadataResponse metadata;
+    if (absl::Status s = api_.ModelMetadata(model, version, &metadata); !s.ok()) return Error(s);
+    return Ok(metadata);
+  }
+  if (action == "ready") return Health(api_.ModelReady(model, version) && !draining_.load());
+  if (action == "config") {
+    inference::ModelConfigResponse config;
+    if (absl::Status s = api_.ModelConfig(model, version, &config); !s.ok()) return Error(s);
+    // The REST form is the configuration itself.
+    return Json(200, ProtoToJson(config.config()));
+  }
+  if (action == "stats") {
+    inference::ModelStatisticsResponse stats;
+    if (absl::Status s = api_.ModelStatistics(model, version, &stats); !s.ok()) return Error(s);
+    return Ok(stats);
+  }
+  return NoRoute(request);
+}
+
+void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::string& model,
+                              const std::string& version, HttpResponder respond) {
+  const Clock::time_point received = Clock::now();
+  auto refuse = [&](const absl::Status& status) {
+    RecordRefusal(metrics_, status, core_.KnownModel(model) ? model : "", received);
+    respond(Error(status));
+  };
+  absl::StatusOr<InflightBudget::Reservation> admitted =
+      Admit(auth_, request->Header("authorization"), draining_.load(), metrics_, budget_, request->body.size());
+  if (!admitted.ok()) return refuse(admitted.status());
+
+  std::optional<uint64_t> json_length;
+  if (absl::string_view header = request->Header("inference-header-content-length"); !header.empty()) {
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(header, &n)) {
+      return refuse(absl::InvalidArgumentError(
+          absl::StrCat("Inference-Header-Content-Length: '", header.substr(0, 32), "' is not a byte count")));
+    }
+    json_length = n;
+  }
+  absl::StatusOr<RestInferRequest> parsed = ParseRestInferRequest(request->body, json_length, model, version, limits_);
+  if (!parsed.ok()) return refuse(parsed.status());
+  // What the decoded tensors alias, kept until the answer is written.
+  struct Call {
+    RestInferRequest rest;
+    InflightBudget::Reservation reservation;
+  };
+  auto call = std::make_shared<Call>(Call{*std::move(parsed), *std::move(admitted)});
+  request.reset();  // the body's bytes were copied into the protocol request
+  InferenceRequest req;
+  req.received = received;
+  if (absl::Status s = DecodeInferRequest(call->rest.request, limits_, &req); !s.ok()) return refuse(s);
+  core_.Infer(std::move(req), [this, call, respond = std::move(respond), received](
+                                  absl::StatusOr<InferenceResult> result, const RequestLabels& labels) {
+    absl::Status status = result.status();
+    inference::ModelInferResponse response;
+    if (status.ok()) status = EncodeInferResponse(call->rest.request, *result, &response);
+    absl::StatusOr<RestBody> body = status.ok() ? WriteRestInferResponse(response, call->rest)
+                                                : absl::StatusOr<RestBody>(status);
+    if (metrics_) {
+      metrics_->RecordInfer(labels, body.status(), body.ok() ? &*result : nullptr,
+                            MicrosBetween(received, Clock::now()));
+    }
+    if (!body.ok()) return respond(Error(body.status()));
+    HttpResponse r = Json(200, std::move(body->body));
+    if (body->json_length) {
+      r.content_type = "application/octet-stream";
+      r.headers.emplace_back("Inference-Header-Content-Length", absl::StrCat(*body->json_length));
+    }
+    respond(std::move(r));
+  });
+}
+
+void OpenInferenceRest::Load(const HttpRequest& request, const std::string& model, bool load,
+                             HttpResponder respond) {
+  if (absl::Status s = auth_.Check(request.Header("authorization"), TokenAuth::Role::kAdmin); !s.ok()) {
+    return respond(Error(s));
+  }
+  absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryParameter>> params =
+      ParseRepositoryParameters(request.body);
+  if (!params.ok()) return respond(Error(params.status()));
+  absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params);
+  if (!parsed.ok()) return respond(Error(parsed.status()));
+  if (!load) {
+    absl::StatusOr<size_t> n = core_.UnloadModel(*parsed);
+    return respond(n.ok() ? Json(200, "") : Error(n.status()));
+  }
+  core_.LoadModel(*parsed, [respond = std::move(respond)](absl::StatusOr<LoadResult> result) {
+    respond(result.ok() ? Json(200, "") : Error(result.status()));
+  });
+}
+
+}  // namespace infergate

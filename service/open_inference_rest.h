@@ -1,0 +1,63 @@
+#pragma once
+// The Open Inference Protocol's REST API (KServe v2 over HTTP/JSON), served
+// on --http-address through the core facade, with the same answers as the
+// gRPC front end (both build them with OpenInferenceApi and the shared
+// codec), the same tokens (Authorization: Bearer), drain and in-flight
+// budget, and the binary tensor data extension:
+//   GET  /v2, /v2/health/live, /v2/health/ready
+//   GET  /v2/models/{m}[/versions/{v}][/ready|/config|/stats], /v2/models/stats
+//   POST /v2/models/{m}[/versions/{v}]/infer
+//   GET|POST /v2/repository/index; POST /v2/repository/models/{m}/load|unload
+// Errors are {"error": "..."} with 400 (bad request), 401/403 (token),
+// 404 (unknown model, version or path), 429 (queue or budget full),
+// 503 (draining), 504 (deadline), 500 (a model that throws).
+//
+// Threading: Handle is the HttpServer's handler and runs on its threads;
+// inference answers are written from the core's completion callback.
+// `core`, `metrics` and `budget` are not owned and must outlive this.
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "scheduler/inference_core.h"
+#include "service/auth.h"
+#include "service/http_server.h"
+#include "service/inflight_budget.h"
+#include "service/metrics.h"
+#include "service/open_inference_api.h"
+#include "service/wire_tensor.h"
+
+namespace infergate {
+
+class OpenInferenceRest {
+ public:
+  OpenInferenceRest(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
+                    std::string server_version, InflightBudget* budget = nullptr);
+
+  void Handle(std::shared_ptr<HttpRequest> request, HttpResponder respond);
+
+  // From now on /v2/health/ready answers 400 and inference 503; accepted
+  // requests run to the end.
+  void StartDraining() { draining_.store(true); }
+
+ private:
+  // GET/POST routes other than inference; answers at once.
+  HttpResponse Route(const HttpRequest& request, const std::vector<std::string>& parts);
+  void Infer(std::shared_ptr<HttpRequest> request, const std::string& model, const std::string& version,
+             HttpResponder respond);
+  void Load(const HttpRequest& request, const std::string& model, bool load, HttpResponder respond);
+
+  InferenceCore& core_;
+  CodecLimits limits_;
+  Metrics* metrics_;
+  TokenAuth auth_;
+  OpenInferenceApi api_;
+  InflightBudget* budget_;
+  std::atomic<bool> draining_{false};
+};
+
+// The HTTP status for a core or codec status (the table above).
+int HttpStatusFor(const absl::Status& status);
+
+}  // namespace infergate
