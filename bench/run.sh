@@ -38,7 +38,7 @@ md="$out_dir/$stamp.md"
 echo "suite,model,mode,concurrency,batch,throughput_rps,rows_per_s,p50_ms,p99_ms,server_overhead_p50_us,mean_batch,errors" >"$csv"
 
 start_server() {  # $@: extra flags
-  "$bin" --address=127.0.0.1:0 --metrics-address= --model-repository="$work/models" "$@" \
+  "$bin" --address=127.0.0.1:0 --metrics-address= --http-address=127.0.0.1:0 --model-repository="$work/models" "$@" \
     >"$work/server.out" 2>"$work/server.err" &
   server_pid=$!
   for _ in $(seq 200); do

@@ -120,6 +120,9 @@ struct HttpServer::Impl {
   std::chrono::steady_clock::time_point next_tls_check;
 
   net::io_context ioc;
+  // Keeps the threads running while answers are awaited with no socket
+  // operation pending (after the acceptor has closed, during Shutdown).
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   tcp::acceptor acceptor{ioc};
   int port = 0;
   std::vector<std::thread> threads;
@@ -360,6 +363,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   }
   impl->port = impl->acceptor.local_endpoint().port();
   impl->Accept();
+  impl->work.emplace(impl->ioc.get_executor());
   Impl* raw = impl.get();
   for (int i = 0; i < threads; ++i) {
     // std::thread's default stack (8 MiB), not a library's small fixed one:
@@ -396,6 +400,7 @@ void HttpServer::Shutdown(std::chrono::steady_clock::time_point deadline) {
     std::lock_guard<std::mutex> lock(impl_->run_mu);
     impl_->running = false;
   }
+  impl_->work.reset();
   impl_->ioc.stop();
   for (std::thread& t : impl_->threads) t.join();
   impl_->threads.clear();

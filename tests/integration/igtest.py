@@ -48,15 +48,20 @@ class Server:
 
     def __init__(self, binary, args, log_path):
         self.log_path = log_path
-        self.proc = subprocess.Popen([binary, "--address=127.0.0.1:0", "--metrics-address=127.0.0.1:0"] + args,
+        self.proc = subprocess.Popen([binary, "--address=127.0.0.1:0", "--metrics-address=127.0.0.1:0",
+                                      "--http-address=127.0.0.1:0"] + args,
                                      stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True)
         self.address = None
         self.metrics_address = None
+        self.http_address = None
         while self.address is None and self.proc.poll() is None:
             line = self.proc.stdout.readline()
             m = re.search(r"infergate metrics on (\S+)", line)
             if m:
                 self.metrics_address = m.group(1)
+            m = re.search(r"infergate http on (\S+)", line)
+            if m:
+                self.http_address = m.group(1)
             m = re.search(r"infergate listening on (\S+)", line)
             if m:
                 self.address = m.group(1)

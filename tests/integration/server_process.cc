@@ -62,7 +62,8 @@ std::unique_ptr<ServerProcess> ServerProcess::Launch(const std::vector<std::stri
     ADD_FAILURE() << "pipe failed";
     return nullptr;
   }
-  std::vector<std::string> full = {INFERGATE_BIN, "--address=127.0.0.1:0", "--metrics-address=127.0.0.1:0"};
+  std::vector<std::string> full = {INFERGATE_BIN, "--address=127.0.0.1:0", "--metrics-address=127.0.0.1:0",
+                                   "--http-address=127.0.0.1:0"};
   full.insert(full.end(), args.begin(), args.end());
   pid_t pid = fork();
   if (pid == 0) {
@@ -92,6 +93,12 @@ std::unique_ptr<ServerProcess> ServerProcess::Launch(const std::vector<std::stri
       size_t nl = at == std::string::npos ? std::string::npos : seen.find('\n', at);
       if (nl != std::string::npos) {
         server->address_ = seen.substr(at + marker.size(), nl - at - marker.size());
+        const std::string http_marker = "infergate http on ";
+        size_t h = seen.find(http_marker);
+        size_t hnl = h == std::string::npos ? std::string::npos : seen.find('\n', h);
+        if (hnl != std::string::npos) {
+          server->http_address_ = seen.substr(h + http_marker.size(), hnl - h - http_marker.size());
+        }
         const std::string metrics_marker = "infergate metrics on ";
         size_t m = seen.find(metrics_marker);
         size_t mnl = m == std::string::npos ? std::string::npos : seen.find('\n', m);

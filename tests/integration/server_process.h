@@ -31,6 +31,8 @@ class ServerProcess {
   const std::string& address() const { return address_; }
   // HOST:PORT of /metrics ("" when the server runs without metrics).
   const std::string& metrics_address() const { return metrics_address_; }
+  // HOST:PORT of the REST API ("" when the server runs without it).
+  const std::string& http_address() const { return http_address_; }
   pid_t pid() const { return pid_; }
   bool Alive();
   // SIGTERM and wait; returns the exit status (or -1).
@@ -45,6 +47,7 @@ class ServerProcess {
   int stdout_fd_ = -1;
   std::string address_;
   std::string metrics_address_;
+  std::string http_address_;
   std::string log_path_;
 };
 

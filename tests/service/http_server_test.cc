@@ -1,0 +1,252 @@
+// The HTTP server on its own, over raw loopback sockets: slow and idle
+// clients cannot hold it, limits answer with the right status, the
+// connection cap holds, and answers in progress survive a shutdown.
+
+#include "service/http_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace infergate {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// A blocking loopback client socket with a receive timeout.
+class Client {
+ public:
+  explicit Client(int port, milliseconds timeout = milliseconds(5000)) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  ~Client() { close(fd_); }
+  bool connected() const { return connected_; }
+  bool Send(const std::string& data) {
+    return ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
+  }
+  // Reads one response (headers and a Content-Length body); "" on close or timeout.
+  std::string ReadResponse() {
+    std::string got;
+    char buf[4096];
+    while (true) {
+      size_t end = got.find("\r\n\r\n");
+      if (end != std::string::npos) {
+        size_t cl = got.find("Content-Length: ");
+        size_t length = cl == std::string::npos ? 0 : std::stoul(got.substr(cl + 16));
+        if (got.size() >= end + 4 + length) return got.substr(0, end + 4 + length);
+      }
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) return got;
+      got.append(buf, static_cast<size_t>(n));
+    }
+  }
+  // True once the server has closed the connection (recv returns 0).
+  bool ClosedByServer() {
+    char c;
+    return recv(fd_, &c, 1, 0) == 0;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+std::string Get(const std::string& path, const std::string& extra = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + extra + "\r\n";
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void StartServer(HttpServerOptions options) {
+    options.address = "127.0.0.1:0";
+    options.flag_name = "--test";
+    auto started = HttpServer::Start(std::move(options), [this](std::shared_ptr<HttpRequest> req, HttpResponder r) {
+      handled_++;
+      if (req->path == "/later") {
+        // Answered from another thread, after a while.
+        std::thread([r] {
+          std::this_thread::sleep_for(milliseconds(300));
+          r(HttpResponse{200, "text/plain", {}, "late"});
+        }).detach();
+        return;
+      }
+      r(HttpResponse{200, "text/plain", {{"X-Path", req->path}}, req->method + " " + req->path + " " + req->body});
+    });
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = *std::move(started);
+  }
+  std::unique_ptr<HttpServer> server_;
+  std::atomic<int> handled_{0};
+};
+
+TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  StartServer({});
+  Client c(server_->port());
+  ASSERT_TRUE(c.connected());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"));
+    std::string resp = c.ReadResponse();
+    EXPECT_NE(resp.find("HTTP/1.1 200 OK"), std::string::npos) << resp;
+    EXPECT_NE(resp.find("X-Path: /echo"), std::string::npos) << resp;
+    EXPECT_NE(resp.find("POST /echo hello"), std::string::npos) << resp;
+  }
+  EXPECT_EQ(handled_.load(), 3);
+}
+
+// Twenty connections that each trickle one byte a second hold nothing: a
+// normal request on a new connection is answered at once.
+TEST_F(HttpServerTest, TricklingClientsDoNotDelayOthers) {
+  HttpServerOptions o;
+  o.threads = 1;  // even one thread is enough
+  StartServer(o);
+  std::vector<std::unique_ptr<Client>> slow;
+  for (int i = 0; i < 20; ++i) {
+    slow.push_back(std::make_unique<Client>(server_->port()));
+    ASSERT_TRUE(slow.back()->Send("G"));
+  }
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    const std::string rest = "ET /slow HTTP/1.1\r\nHost: x\r\n";
+    for (size_t i = 0; i < rest.size() && !stop.load(); ++i) {
+      for (auto& c : slow) c->Send(rest.substr(i, 1));
+      for (int t = 0; t < 10 && !stop.load(); ++t) std::this_thread::sleep_for(milliseconds(100));
+    }
+  });
+  for (int i = 0; i < 3; ++i) {
+    auto start = steady_clock::now();
+    Client c(server_->port());
+    ASSERT_TRUE(c.Send(Get("/fast")));
+    std::string resp = c.ReadResponse();
+    EXPECT_NE(resp.find("200 OK"), std::string::npos) << resp;
+    EXPECT_LT(steady_clock::now() - start, milliseconds(2000));
+    std::this_thread::sleep_for(milliseconds(300));
+  }
+  stop = true;
+  trickle.join();
+}
+
+// The request deadline covers the whole request: bytes that keep coming do
+// not extend it.
+TEST_F(HttpServerTest, ARequestThatTricklesPastTheDeadlineIsClosed) {
+  HttpServerOptions o;
+  o.request_timeout = milliseconds(600);
+  StartServer(o);
+  Client c(server_->port());
+  auto start = steady_clock::now();
+  bool closed = false;
+  const std::string request = Get("/never-finished", "X-Pad: " + std::string(200, 'a') + "\r\n");
+  for (size_t i = 0; i < request.size() - 2 && steady_clock::now() - start < milliseconds(5000); ++i) {
+    if (!c.Send(request.substr(i, 1))) {
+      closed = true;
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  if (!closed) closed = c.ClosedByServer();
+  EXPECT_TRUE(closed);
+  EXPECT_LT(steady_clock::now() - start, milliseconds(4000));
+  EXPECT_EQ(handled_.load(), 0);
+}
+
+TEST_F(HttpServerTest, LimitsAnswerWithTheirStatus) {
+  HttpServerOptions o;
+  o.max_body_bytes = 1000;
+  o.max_header_bytes = 2000;
+  StartServer(o);
+  {
+    Client c(server_->port());
+    c.Send("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n" + std::string(5000, 'a'));
+    std::string resp = c.ReadResponse();
+    EXPECT_NE(resp.find("413"), std::string::npos) << resp;
+    EXPECT_NE(resp.find("larger than the server's limit of 1000 bytes"), std::string::npos) << resp;
+  }
+  {
+    Client c(server_->port());
+    c.Send(Get("/x", "X-Big: " + std::string(4000, 'a') + "\r\n"));
+    EXPECT_NE(c.ReadResponse().find("431"), std::string::npos);
+  }
+  {
+    Client c(server_->port());
+    c.Send("THIS IS NOT HTTP\r\n\r\n");
+    std::string resp = c.ReadResponse();
+    EXPECT_NE(resp.find("400"), std::string::npos) << resp;
+    EXPECT_NE(resp.find("malformed HTTP request"), std::string::npos) << resp;
+  }
+  EXPECT_EQ(handled_.load(), 0);
+}
+
+TEST_F(HttpServerTest, ConnectionsBeyondTheCapGet503) {
+  HttpServerOptions o;
+  o.max_connections = 3;
+  StartServer(o);
+  std::vector<std::unique_ptr<Client>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<Client>(server_->port()));
+    // A full request each, so each is known to be accepted.
+    held.back()->Send(Get("/hold"));
+    ASSERT_NE(held.back()->ReadResponse().find("200"), std::string::npos);
+  }
+  Client extra(server_->port());
+  std::string resp = extra.ReadResponse();
+  EXPECT_NE(resp.find("503"), std::string::npos) << resp;
+  EXPECT_NE(resp.find("too many connections"), std::string::npos) << resp;
+  held.pop_back();
+  // The count falls when a connection closes.
+  bool served = false;
+  for (auto deadline = steady_clock::now() + milliseconds(5000); !served && steady_clock::now() < deadline;) {
+    Client again(server_->port());
+    again.Send(Get("/again"));
+    served = again.ReadResponse().find("200 OK") != std::string::npos;
+  }
+  EXPECT_TRUE(served);
+}
+
+// Shutdown closes idle connections at once and lets an answer in progress
+// be written.
+TEST_F(HttpServerTest, ShutdownWritesAnswersInProgressAndClosesIdleConnections) {
+  StartServer({});
+  Client idle(server_->port());
+  ASSERT_TRUE(idle.Send(Get("/first")));
+  ASSERT_NE(idle.ReadResponse().find("200"), std::string::npos);
+  Client busy(server_->port());
+  ASSERT_TRUE(busy.Send(Get("/later")));
+  for (auto deadline = steady_clock::now() + milliseconds(5000);
+       handled_.load() < 2 && steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  server_->Shutdown(steady_clock::now() + milliseconds(5000));
+  std::string resp = busy.ReadResponse();
+  EXPECT_NE(resp.find("200 OK"), std::string::npos) << resp;
+  EXPECT_NE(resp.find("Connection: close"), std::string::npos) << resp;
+  EXPECT_NE(resp.find("late"), std::string::npos) << resp;
+  EXPECT_TRUE(idle.ClosedByServer());
+  EXPECT_EQ(server_->open_connections(), 0u);
+}
+
+TEST(HttpServerStart, BadAddressesNameTheFlag) {
+  HttpServerOptions o;
+  o.flag_name = "--http-address";
+  o.address = "nonsense";
+  auto s = HttpServer::Start(o, [](std::shared_ptr<HttpRequest>, HttpResponder) {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--http-address"), std::string::npos);
+  o.address = "300.1.1.1:80";
+  EXPECT_FALSE(HttpServer::Start(o, [](std::shared_ptr<HttpRequest>, HttpResponder) {}).ok());
+}
+
+}  // namespace
+}  // namespace infergate
