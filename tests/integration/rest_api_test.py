@@ -1,0 +1,472 @@
+#!/usr/bin/env python3
+"""The Open Inference Protocol's REST API, called with curl as a user would:
+every endpoint, answers compared with the gRPC protocol's (a client compiled
+from Triton's own protocol definitions), the binary tensor data extension,
+errors with their HTTP status and the field they name, tokens, TLS, body
+limits, drain, metrics, and slow clients that trickle bytes at both HTTP
+ports while a scrape, a REST inference and gRPC inference go on.
+
+Uses Debian's curl, python3-grpcio and python3-protobuf.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from igtest import Server, fail, generate_stubs  # noqa: E402
+from open_inference_conformance_test import reference_stubs  # noqa: E402
+
+CHECKS = 0
+WORK = None
+
+
+def check(cond, msg):
+    global CHECKS
+    CHECKS += 1
+    if not cond:
+        fail(msg)
+
+
+class Reply:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def json(self):
+        n = self.headers.get("inference-header-content-length")
+        text = self.body[:int(n)] if n is not None else self.body
+        try:
+            return json.loads(text)
+        except ValueError:
+            fail("not JSON (status %d): %r" % (self.status, self.body[:200]))
+
+    def binary(self):
+        return self.body[int(self.headers["inference-header-content-length"]):]
+
+    def __repr__(self):
+        return "HTTP %d %r" % (self.status, self.body[:300])
+
+
+def curl(address, method, path, body=None, headers=(), scheme="http", extra=(), timeout=30):
+    """One call with curl; the body may be str or bytes."""
+    out = os.path.join(WORK, "curl.body")
+    head = os.path.join(WORK, "curl.head")
+    cmd = ["curl", "-s", "-S", "-X", method, "-o", out, "-D", head, "-w", "%{http_code}", "--max-time", str(timeout),
+           "%s://%s%s" % (scheme, address, path)] + list(extra)
+    for h in headers:
+        cmd += ["-H", h]
+    if body is not None:
+        data = os.path.join(WORK, "curl.data")
+        with open(data, "wb") as f:
+            f.write(body.encode() if isinstance(body, str) else body)
+        cmd += ["--data-binary", "@" + data]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return Reply(0, {}, r.stderr.encode())
+    parsed = {}
+    for line in open(head, encoding="latin-1").read().splitlines()[1:]:
+        if ":" in line:
+            k, v = line.split(":", 1)
+            parsed[k.strip().lower()] = v.strip()
+    return Reply(int(r.stdout), parsed, open(out, "rb").read())
+
+
+def expect_error(reply, status, *needles):
+    check(reply.status == status, "expected HTTP %d, got %r" % (status, reply))
+    err = reply.json().get("error", "")
+    check(isinstance(err, str) and err, "no error message in %r" % reply)
+    for n in needles:
+        check(n in err, "error %r does not name %r" % (err, n))
+
+
+def floats(n, seed):
+    rng = random.Random(seed)
+    return [rng.uniform(-1, 1) for _ in range(n)]
+
+
+def f32(values):
+    return struct.pack("<%df" % len(values), *values)
+
+
+def infer_body(inputs, outputs=None, **params):
+    body = {"id": "rest-1", "inputs": inputs}
+    if outputs is not None:
+        body["outputs"] = outputs
+    if params:
+        body["parameters"] = params
+    return json.dumps(body)
+
+
+def binary_request(inputs, blobs, outputs=None, **params):
+    """(body bytes, header length) for the binary tensor data extension."""
+    header = infer_body(inputs, outputs, **params).encode()
+    return header + b"".join(blobs), len(header)
+
+
+def main():
+    global WORK
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--make-models", required=True)
+    ap.add_argument("--proto-dir", required=True)
+    ap.add_argument("--reference-dir", required=True)
+    args = ap.parse_args()
+
+    WORK = tempfile.mkdtemp(prefix="ig_rest_")
+    servers = []
+    try:
+        models = os.path.join(WORK, "models")
+        subprocess.run([args.make_models, models, "--with-test-models"], check=True, stdout=subprocess.DEVNULL)
+        generate_stubs(args.proto_dir, os.path.join(WORK, "stubs"))
+        reference_stubs(args.reference_dir, os.path.join(WORK, "ref"))
+        import grpc
+        import grpc_service_pb2 as pb
+        import grpc_service_pb2_grpc as pb_grpc
+        from google.protobuf import json_format
+
+        server = Server(args.server, ["--model-repository=" + models, "--simulate-devices=mps,cuda:0"],
+                        os.path.join(WORK, "server.log"))
+        servers.append(server)
+        server.wait_serving()
+        http = server.http_address
+        check(http is not None, "the server printed no REST address")
+        channel = grpc.insecure_channel(server.address)
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+
+        def grpc_json(message):
+            return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+        # --- health, server and model metadata, as the gRPC protocol answers them
+        check(curl(http, "GET", "/v2/health/live").status == 200, "live")
+        check(curl(http, "GET", "/v2/health/ready").status == 200, "ready")
+        meta = curl(http, "GET", "/v2")
+        check(meta.status == 200, "GET /v2: %r" % meta)
+        gmeta = stub.ServerMetadata(pb.ServerMetadataRequest())
+        check(meta.json()["name"] == gmeta.name and meta.json()["version"] == gmeta.version, "server metadata")
+        check(set(meta.json()["extensions"]) == set(gmeta.extensions) | {"binary_tensor_data"},
+              "extensions %s" % meta.json()["extensions"])
+        for model, version in (("mlp", ""), ("versioned", ""), ("versioned", "2"), ("embed", "")):
+            path = "/v2/models/" + model + ("/versions/" + version if version else "")
+            rest = curl(http, "GET", path)
+            check(rest.status == 200, "%s: %r" % (path, rest))
+            want = stub.ModelMetadata(pb.ModelMetadataRequest(name=model, version=version))
+            got = rest.json()
+            check(got["name"] == want.name and got["versions"] == list(want.versions) and
+                  got["platform"] == want.platform, "%s: %s vs %s" % (path, got, want))
+            for side in ("inputs", "outputs"):
+                check([(t["name"], t["datatype"], t["shape"]) for t in got[side]] ==
+                      [(t.name, t.datatype, list(t.shape)) for t in getattr(want, side)],
+                      "%s %s: %s" % (path, side, got[side]))
+        check(curl(http, "GET", "/v2/models/versioned/versions/2").json()["versions"] == ["2"], "version 2 only")
+        check(curl(http, "GET", "/v2/models/mlp/ready").status == 200, "mlp ready")
+        check(curl(http, "GET", "/v2/models/versioned/versions/2/ready").status == 200, "versioned 2 ready")
+        check(curl(http, "GET", "/v2/models/nosuch/ready").status == 400, "unknown model not ready")
+        check(curl(http, "GET", "/v2/models/badconfig/ready").status == 400, "broken model not ready")
+
+        cfg = curl(http, "GET", "/v2/models/mlp/config")
+        check(cfg.status == 200, "config %r" % cfg)
+        want_cfg = grpc_json(stub.ModelConfig(pb.ModelConfigRequest(name="mlp")).config)
+        got_cfg = cfg.json()
+        check(got_cfg["name"] == "mlp" and got_cfg["max_batch_size"] == 64 and got_cfg["platform"] == "pytorch_libtorch",
+              "config %s" % got_cfg)
+        check(got_cfg["input"][0]["dims"] == [int(d) for d in want_cfg["input"][0]["dims"]] == [256],
+              "config dims are numbers: %s" % got_cfg["input"])
+        check(got_cfg["input"][0]["data_type"] == want_cfg["input"][0]["data_type"] == "TYPE_FP32", "config type")
+        check({g["kind"] for g in got_cfg["instance_group"]} == {g["kind"] for g in want_cfg["instance_group"]},
+              "instance groups %s" % got_cfg["instance_group"])
+        check(got_cfg["dynamic_batching"]["max_queue_delay_microseconds"] ==
+              int(want_cfg["dynamic_batching"].get("max_queue_delay_microseconds", 0)), "batching delay")
+
+        # --- inference: JSON and binary answers equal gRPC's bytes
+        x = floats(2 * 256, 1)
+        greq = pb.ModelInferRequest(model_name="mlp", inputs=[pb.ModelInferRequest.InferInputTensor(
+            name="x", datatype="FP32", shape=[2, 256])], raw_input_contents=[f32(x)])
+        greq.parameters["device"].string_param = "cpu"
+        gresp = stub.ModelInfer(greq)
+        want = gresp.raw_output_contents[0]
+        flat = curl(http, "POST", "/v2/models/mlp/infer",
+                    infer_body([{"name": "x", "shape": [2, 256], "datatype": "FP32", "data": x}], device="cpu"))
+        check(flat.status == 200, "JSON infer: %r" % flat)
+        out = flat.json()
+        check(out["model_name"] == "mlp" and out["model_version"] == "1" and out["id"] == "rest-1", "answer %s" % out)
+        o = out["outputs"][0]
+        check(o["name"] == "logits" and o["datatype"] == "FP32" and o["shape"] == [2, 10], "output %s" % o)
+        check(f32(o["data"]) == want, "JSON output differs from gRPC's bytes")
+        check(out["parameters"]["device"] == "cpu" and out["parameters"]["dtype"] == "FP32" and
+              "queue_us" in out["parameters"] and "compute_us" in out["parameters"], "placement %s" % out["parameters"])
+        nested = curl(http, "POST", "/v2/models/mlp/infer",
+                      infer_body([{"name": "x", "shape": [2, 256], "datatype": "FP32", "data": [x[:256], x[256:]]}],
+                                 device="cpu"))
+        check(f32(nested.json()["outputs"][0]["data"]) == want, "nested data")
+        body, n = binary_request([{"name": "x", "shape": [2, 256], "datatype": "FP32",
+                                   "parameters": {"binary_data_size": 2048}}], [f32(x)],
+                                 outputs=[{"name": "logits", "parameters": {"binary_data": True}}], device="cpu")
+        binary = curl(http, "POST", "/v2/models/mlp/infer", body,
+                      ["Inference-Header-Content-Length: %d" % n, "Content-Type: application/octet-stream"])
+        check(binary.status == 200, "binary infer %r" % binary)
+        check(binary.headers.get("content-type") == "application/octet-stream", "binary content type")
+        check(binary.json()["outputs"][0]["parameters"]["binary_data_size"] == 80, "binary size %s" % binary.json())
+        check(binary.binary() == want, "binary output differs from gRPC's bytes")
+        all_binary = curl(http, "POST", "/v2/models/mlp/infer",
+                          infer_body([{"name": "x", "shape": [2, 256], "datatype": "FP32", "data": x}],
+                                     device="cpu", binary_data_output=True))
+        check(all_binary.binary() == want, "binary_data_output")
+        # INT64 inputs (embed) and FP16 both ways (pair takes any floating dtype).
+        ids = [random.Random(3).randrange(0, 100) for _ in range(16)]
+        gids = pb.ModelInferRequest(model_name="embed", inputs=[pb.ModelInferRequest.InferInputTensor(
+            name="ids", datatype="INT64", shape=[2, 8])], raw_input_contents=[struct.pack("<16q", *ids)])
+        gids.parameters["device"].string_param = "cpu"
+        emb = curl(http, "POST", "/v2/models/embed/infer",
+                   infer_body([{"name": "ids", "shape": [2, 8], "datatype": "INT64", "data": ids}],
+                              [{"name": stub.ModelInfer(gids).outputs[0].name, "parameters": {"binary_data": True}}],
+                              device="cpu"))
+        check(emb.status == 200 and emb.binary() == stub.ModelInfer(gids).raw_output_contents[0], "embed %r" % emb)
+        a16, b16 = struct.pack("<8e", *floats(8, 4)), struct.pack("<8e", *floats(8, 5))
+        gpair = pb.ModelInferRequest(model_name="pair", inputs=[
+            pb.ModelInferRequest.InferInputTensor(name="a", datatype="FP16", shape=[2, 4]),
+            pb.ModelInferRequest.InferInputTensor(name="b", datatype="FP16", shape=[2, 4])],
+            raw_input_contents=[a16, b16])
+        gpair.parameters["device"].string_param = "cpu"
+        gp = stub.ModelInfer(gpair)
+        body, n = binary_request([{"name": "a", "shape": [2, 4], "datatype": "FP16",
+                                   "parameters": {"binary_data_size": 16}},
+                                  {"name": "b", "shape": [2, 4], "datatype": "FP16",
+                                   "data": list(struct.unpack("<8e", b16))}], [a16],
+                                 outputs=[{"name": t.name, "parameters": {"binary_data": True}} for t in gp.outputs],
+                                 device="cpu")
+        rp = curl(http, "POST", "/v2/models/pair/infer", body, ["Inference-Header-Content-Length: %d" % n])
+        check(rp.status == 200 and rp.binary() == b"".join(gp.raw_output_contents), "FP16 pair %r" % rp)
+
+        # --- device, precision and fallback parameters, as on gRPC
+        def mlp_with(**params):
+            return curl(http, "POST", "/v2/models/mlp/infer",
+                        infer_body([{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": x[:256]}], **params))
+        fb = mlp_with(device="cuda:7").json()["parameters"]
+        check(fb.get("fell_back") is True and fb["device"] == "cpu" and fb["requested_device"] == "cuda:7" and
+              fb["fallback_reason"] == "device_unavailable:cuda:7", "fallback %s" % fb)
+        expect_error(mlp_with(device="cuda:7", fallback="DENY"), 400, "cuda:7")
+        half = mlp_with(device="cuda:0", precision="FP16").json()["parameters"]
+        check(half["device"] == "cuda:0" and half["dtype"] == "FP16", "precision %s" % half)
+        expect_error(mlp_with(device="tpu"), 400, "device")
+        expect_error(mlp_with(precision="FP8"), 400, "parameters.precision")
+
+        # --- errors: status and the field at fault
+        expect_error(curl(http, "POST", "/v2/models/mlp/infer", '{"inputs": [{"name": "x"'), 400, "not valid JSON")
+        expect_error(curl(http, "POST", "/v2/models/mlp/infer", "[1, 2]"), 400, "JSON object")
+        expect_error(curl(http, "POST", "/v2/models/mlp/infer",
+                          infer_body([{"name": "x", "shape": [1, 255], "datatype": "FP32", "data": x[:255]}])),
+                     400, "inputs[0].shape", "256")
+        expect_error(curl(http, "POST", "/v2/models/mlp/infer",
+                          infer_body([{"name": "x", "shape": [1, 256], "datatype": "INT32", "data": [1] * 256}])),
+                     400, "x", "INT32")
+        expect_error(curl(http, "POST", "/v2/models/mlp/infer",
+                          infer_body([{"name": "x", "shape": [1, 256], "datatype": "BYTES", "data": ["a"] * 256}])),
+                     400, "inputs[0].datatype")
+        expect_error(curl(http, "POST", "/v2/models/mlp/infer",
+                          infer_body([{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": x[:200]}])),
+                     400, "inputs[0].data", "256")
+        expect_error(curl(http, "POST", "/v2/models/mlp/infer",
+                          infer_body([{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": x[:256]}],
+                                     [{"name": "nope"}])), 400, "outputs[0].name", "nope")
+        expect_error(curl(http, "POST", "/v2/models/nosuch/infer",
+                          infer_body([{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}])), 404, "nosuch")
+        expect_error(curl(http, "POST", "/v2/models/mlp/versions/9/infer",
+                          infer_body([{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": x[:256]}])),
+                     404, "9")
+        expect_error(curl(http, "POST", "/v2/models/fails/infer",
+                          infer_body([{"name": "x", "shape": [2], "datatype": "FP32", "data": [1, -2]}])), 500,
+                     "negative input to fails")
+        expect_error(curl(http, "GET", "/v2/models/nosuch"), 404, "nosuch")
+        expect_error(curl(http, "GET", "/v2/models/nosuch/config"), 404, "nosuch")
+        expect_error(curl(http, "GET", "/v2/nothing/here"), 404, "/v2/nothing/here")
+        wrong = curl(http, "GET", "/v2/models/mlp/infer")
+        expect_error(wrong, 405, "POST")
+        check(wrong.headers.get("allow") == "POST", "Allow header %s" % wrong.headers)
+
+        # --- statistics and the repository index, as on gRPC
+        rest_stats = curl(http, "GET", "/v2/models/mlp/stats").json()["model_stats"][0]
+        g_stats = stub.ModelStatistics(pb.ModelStatisticsRequest(name="mlp")).model_stats[0]
+        check(rest_stats["name"] == "mlp" and rest_stats["inference_count"] == g_stats.inference_count and
+              rest_stats["execution_count"] == g_stats.execution_count and
+              rest_stats["inference_stats"]["success"]["count"] == g_stats.inference_stats.success.count,
+              "stats %s vs %s" % (rest_stats, g_stats))
+        check(isinstance(rest_stats["inference_count"], int) and rest_stats["inference_count"] >= 8,
+              "inference_count counts REST rows: %s" % rest_stats["inference_count"])
+        all_stats = curl(http, "GET", "/v2/models/stats").json()["model_stats"]
+        check({s["name"] for s in all_stats} >= {"mlp", "embed", "pair"}, "all stats %s" % [s["name"] for s in all_stats])
+        index = curl(http, "POST", "/v2/repository/index", "{}")
+        check(index.status == 200 and isinstance(index.json(), list), "index %r" % index)
+        g_index = stub.RepositoryIndex(pb.RepositoryIndexRequest())
+        check(sorted((m["name"], m["version"], m["state"]) for m in index.json()) ==
+              sorted((m.name, m.version, m.state) for m in g_index.models), "index differs from gRPC's")
+        check(any(m["name"] == "badconfig" and m["state"] == "UNAVAILABLE" and m["reason"] for m in index.json()),
+              "broken model's reason")
+        ready_only = curl(http, "POST", "/v2/repository/index", '{"ready": true}').json()
+        check(all(m["state"] == "READY" for m in ready_only) and len(ready_only) < len(index.json()), "ready index")
+        check(curl(http, "GET", "/v2/repository/index").status == 200, "GET index")
+        check(curl(http, "POST", "/v2/repository/models/cnn/load", '{"parameters": {"device": "cpu"}}').status == 200,
+              "load cnn")
+        check(curl(http, "POST", "/v2/repository/models/cnn/unload").status == 200, "unload cnn")
+        expect_error(curl(http, "POST", "/v2/repository/models/nosuch/load"), 404, "nosuch")
+        expect_error(curl(http, "POST", "/v2/repository/models/cnn/load", '{"parameters": {"precision": "FP8"}}'),
+                     400, "parameters.precision")
+
+        # --- metrics count REST inference like any other
+        scrape = curl(server.metrics_address, "GET", "/metrics")
+        check(scrape.status == 200 and b'infergate_requests_total{code="OK",device="cpu",model="mlp"}' in scrape.body,
+              "metrics count REST inference")
+
+        # --- slow clients at both HTTP ports cannot starve anyone
+        slow_socks = []
+        for port_addr in (http, server.metrics_address):
+            host, port = port_addr.rsplit(":", 1)
+            for _ in range(20):
+                s = socket.create_connection((host, int(port)))
+                s.sendall(b"P")
+                slow_socks.append(s)
+        stop = threading.Event()
+
+        def trickle():
+            rest = b"OST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+            i = 0
+            while not stop.is_set() and i < len(rest):
+                for s in slow_socks:
+                    try:
+                        s.sendall(rest[i:i + 1])
+                    except OSError:
+                        pass
+                i += 1
+                stop.wait(1.0)
+        trickler = threading.Thread(target=trickle)
+        trickler.start()
+
+        def grpc_latencies(n):
+            req = pb.ModelInferRequest(model_name="mlp", inputs=[pb.ModelInferRequest.InferInputTensor(
+                name="x", datatype="FP32", shape=[1, 256])], raw_input_contents=[f32(x[:256])])
+            out = []
+            for _ in range(n):
+                t = time.time()
+                stub.ModelInfer(req, timeout=10)
+                out.append(time.time() - t)
+            return out
+        try:
+            time.sleep(1.5)
+            for _ in range(3):
+                t = time.time()
+                sc = curl(server.metrics_address, "GET", "/metrics", timeout=5)
+                check(sc.status == 200 and time.time() - t < 2.0, "scrape during slow clients: %r in %.2fs" %
+                      (sc.status, time.time() - t))
+                t = time.time()
+                r = mlp_with(device="cpu")
+                check(r.status == 200 and time.time() - t < 2.0, "REST infer during slow clients: %r" % r)
+            during = grpc_latencies(50)
+        finally:
+            stop.set()
+            trickler.join()
+            for s in slow_socks:
+                s.close()
+        before = grpc_latencies(50)
+        check(statistics.median(during) < max(3 * statistics.median(before), 0.02),
+              "gRPC latency during slow clients %.4fs vs %.4fs" % (statistics.median(during), statistics.median(before)))
+
+        # --- drain: a REST call in flight is answered; new ones get 503; ready turns 400
+        slow_result = {}
+
+        def slow_call():
+            slow_result["r"] = curl(http, "POST", "/v2/models/slow/infer",
+                                    infer_body([{"name": "x", "shape": [4], "datatype": "FP32", "data": [2] * 4}]),
+                                    timeout=60)
+        caller = threading.Thread(target=slow_call)
+        caller.start()
+        # Running once the server shows a request in flight (nothing else runs now).
+        from infergate.v1 import inference_pb2 as v1, inference_pb2_grpc as v1_grpc
+        v1stub = v1_grpc.InferenceServiceStub(channel)
+        deadline = time.time() + 30
+        while time.time() < deadline and not any(d.in_flight > 0 for d in
+                                                 v1stub.ListDevices(v1.ListDevicesRequest()).devices):
+            time.sleep(0.01)
+        server.proc.send_signal(signal.SIGTERM)
+        saw_503 = saw_not_ready = False
+        deadline = time.time() + 20
+        while time.time() < deadline and not (saw_503 and saw_not_ready) and caller.is_alive():
+            saw_not_ready = saw_not_ready or curl(http, "GET", "/v2/health/ready", timeout=5).status == 400
+            r = mlp_with(device="cpu")
+            if r.status == 503:
+                saw_503 = True
+                check("draining" in r.json()["error"], "503 says draining: %r" % r)
+        caller.join()
+        check(saw_not_ready, "ready never turned 400 while draining")
+        check(saw_503, "no 503 while draining")
+        check(slow_result["r"].status == 200 and slow_result["r"].json()["outputs"][0]["data"] == [2.0] * 4,
+              "request in flight at SIGTERM: %r" % slow_result["r"])
+        check(server.stop() == 0, "exit status after drain")
+        channel.close()
+
+        # --- tokens, body limit and TLS
+        infer_tok, admin_tok = "i" * 24, "a" * 24
+        open(os.path.join(WORK, "infer.tok"), "w").write(infer_tok + "\n")
+        open(os.path.join(WORK, "admin.tok"), "w").write(admin_tok + "\n")
+        pki = os.path.join(WORK, "pki")
+        os.makedirs(pki)
+        subprocess.run(
+            "set -e; cd %s; openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ca -keyout ca.key -out ca.pem;"
+            "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext;"
+            "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key -out server.csr;"
+            "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile san.ext "
+            "-out server.pem" % pki, shell=True, check=True, capture_output=True)
+        secured = Server(args.server, ["--model-repository=" + models,
+                                       "--auth-token-file=" + os.path.join(WORK, "infer.tok"),
+                                       "--admin-token-file=" + os.path.join(WORK, "admin.tok"),
+                                       "--max-receive-bytes=64KiB",
+                                       "--tls-cert=" + os.path.join(pki, "server.pem"),
+                                       "--tls-key=" + os.path.join(pki, "server.key")],
+                         os.path.join(WORK, "secured.log"))
+        servers.append(secured)
+        https = secured.http_address
+        tls = ["--cacert", os.path.join(pki, "ca.pem")]
+        for _ in range(600):
+            if curl(https, "GET", "/v2/health/ready", scheme="https", extra=tls).status == 200:
+                break
+            time.sleep(0.1)
+        check(curl(https, "GET", "/v2/health/live", scheme="https", extra=tls).status == 200, "health needs no token")
+        check(curl(https, "GET", "/v2/health/live").status == 0, "plaintext HTTP refused on the TLS port")
+        good = infer_body([{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": x[:256]}])
+        no_token = curl(https, "POST", "/v2/models/mlp/infer", good, scheme="https", extra=tls)
+        expect_error(no_token, 401)
+        check(no_token.headers.get("www-authenticate") == "Bearer", "WWW-Authenticate %s" % no_token.headers)
+        expect_error(curl(https, "POST", "/v2/models/mlp/infer", good, ["Authorization: Bearer " + "w" * 24],
+                          scheme="https", extra=tls), 401)
+        expect_error(curl(https, "GET", "/v2/models/mlp", scheme="https", extra=tls), 401)
+        auth = ["Authorization: Bearer " + infer_tok]
+        check(curl(https, "POST", "/v2/models/mlp/infer", good, auth, scheme="https", extra=tls).status == 200,
+              "inference token infers")
+        check(curl(https, "GET", "/v2/models/mlp", headers=auth, scheme="https", extra=tls).status == 200,
+              "inference token reads metadata")
+        expect_error(curl(https, "POST", "/v2/repository/models/mlp/unload", headers=auth, scheme="https", extra=tls),
+                     403)
+        check(curl(https, "POST", "/v2/repository/models/mlp/unload", headers=["Authorization: Bearer " + admin_tok],
+                   scheme="https", extra=tls).status == 200, "admin token unloads")
+        big = infer_body([{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": [0.123456789] * 256 * 40}])
+        check(len(big) > 64 * 1024, "the oversized body is over the limit")
+        expect_error(curl(https, "POST", "/v2/models/mlp/infer", big, auth, scheme="https", extra=tls), 413,
+                     "larger than")
+        check(secured.stop() == 0, "secured server exit")
+        print("REST API: %d checks passed" % CHECKS)
+    finally:
+        for s in servers:
+            s.stop()
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
