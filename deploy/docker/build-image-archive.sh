@@ -40,8 +40,9 @@ umoci config --image "$image" \
   --config.env INFERGATE_MODEL_REPOSITORY=/models \
   --config.env INFERGATE_ADDRESS=0.0.0.0:50051 \
   --config.env INFERGATE_METRICS_ADDRESS=0.0.0.0:9464 \
+  --config.env INFERGATE_HTTP_ADDRESS=0.0.0.0:8000 \
   --config.volume /models \
-  --config.exposedports 50051/tcp --config.exposedports 9464/tcp \
+  --config.exposedports 50051/tcp --config.exposedports 8000/tcp --config.exposedports 9464/tcp \
   --config.label org.opencontainers.image.title=infergate \
   --config.label org.opencontainers.image.version="$version"
 umoci gc --layout "$layout"

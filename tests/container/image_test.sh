@@ -70,6 +70,7 @@ for kv in "${config_env[@]}"; do
   case "$kv" in
     INFERGATE_ADDRESS=*) run_env+=(INFERGATE_ADDRESS=127.0.0.1:0) ;;
     INFERGATE_METRICS_ADDRESS=*) run_env+=(INFERGATE_METRICS_ADDRESS=127.0.0.1:0) ;;
+    INFERGATE_HTTP_ADDRESS=*) run_env+=(INFERGATE_HTTP_ADDRESS=127.0.0.1:0) ;;
     *) run_env+=("$kv") ;;
   esac
 done
@@ -131,15 +132,17 @@ echo "without /proc: exit 1, \"$(grep -o '/proc/cpuinfo is missing[^:]*' "$run_d
 log="$run_dir/server.log"
 in_container ro "${run_env[@]}" /usr/local/bin/entrypoint.sh >"$log" 2>&1 &
 outer=$!
-server_port="" metrics_port=""
+server_port="" metrics_port="" http_port=""
 for _ in $(seq 1 600); do
   server_port=$(sed -n 's/^infergate listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$log")
   metrics_port=$(sed -n 's/^infergate metrics on 127.0.0.1:\([0-9]*\)$/\1/p' "$log")
-  [ -n "$server_port" ] && [ -n "$metrics_port" ] && break
+  http_port=$(sed -n 's/^infergate http on 127.0.0.1:\([0-9]*\)$/\1/p' "$log")
+  [ -n "$server_port" ] && [ -n "$metrics_port" ] && [ -n "$http_port" ] && break
   kill -0 "$outer" 2>/dev/null || { cat "$log"; fail "the server exited at start inside the image"; }
   sleep 0.1
 done
-[ -n "$server_port" ] && [ -n "$metrics_port" ] || { cat "$log"; fail "the server printed no listening ports in 60 s"; }
+[ -n "$server_port" ] && [ -n "$metrics_port" ] && [ -n "$http_port" ] ||
+  { cat "$log"; fail "the server printed no listening ports in 60 s"; }
 cli=("$build_dir/tools/infergate-cli" --address "127.0.0.1:$server_port" --timeout-ms 5000 --token "$token")
 ready=0
 for _ in $(seq 1 600); do
@@ -184,6 +187,16 @@ fi
 out=$("${cli[@]}" infer --model mlp) || { echo "$out"; cat "$log"; fail "Infer on mlp failed inside the image"; }
 grep -q '^placement: device=cpu ' <<<"$out" || { echo "$out"; fail "Infer answered without a cpu placement"; }
 echo "Infer mlp: $(grep '^placement:' <<<"$out")"
+
+# The REST API, as the ConfigMap serves it: health open, inference behind the token.
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$http_port/v2/health/ready")
+[ "$code" = 200 ] || fail "REST readiness answered $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$http_port/v2/models/mlp")
+[ "$code" = 401 ] || fail "REST model metadata without a token answered $code, not 401"
+rest=$(curl -sf --max-time 5 -H "Authorization: Bearer $token" "http://127.0.0.1:$http_port/v2/models/mlp") ||
+  fail "REST model metadata with the token failed"
+grep -q '"platform":"pytorch_libtorch"' <<<"$rest" || fail "REST model metadata: $rest"
+echo "REST API on 127.0.0.1:$http_port: ready 200, metadata 401 without the token, 200 with it"
 
 scrape=$(curl -sf --max-time 5 "http://127.0.0.1:$metrics_port/metrics") || fail "/metrics did not answer"
 grep -q '^infergate_requests_total{.*model="mlp".*} 1$' <<<"$scrape" ||
