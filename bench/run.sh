@@ -52,6 +52,34 @@ stop_server() { kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid
 
 field() { sed -n "s|.* $1=\([^ ]*\).*|\1|p" <<<"$2"; }
 
+# One REST row with h2load: mlp, one row of 256 floats, as JSON or binary.
+# Prints a line in the load tool's key=value form (h2load reports no
+# percentiles: p50/p99 stay empty; errors are answers other than 2xx).
+rest_load() {  # json|binary concurrency
+  local body="$work/rest-$1.body" headers=()
+  if [ ! -f "$body" ]; then
+    if [ "$1" = json ]; then
+      awk 'BEGIN { printf "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,256],\"datatype\":\"FP32\",\"data\":[";
+                   for (i = 0; i < 256; i++) printf "%s%.4f", (i ? "," : ""), (i % 17) / 17.0; printf "]}]}" }' >"$body"
+    else
+      printf '%s' '{"inputs":[{"name":"x","shape":[1,256],"datatype":"FP32","parameters":{"binary_data_size":1024}}],"outputs":[{"name":"logits","parameters":{"binary_data":true}}]}' >"$body.head"
+      head -c 1024 /dev/zero | cat "$body.head" - >"$body"
+    fi
+  fi
+  [ "$1" = binary ] && headers=(-H "Inference-Header-Content-Length: $(stat -c %s "$body.head")")
+  local http_address out
+  http_address=$(sed -n 's/^infergate http on //p' "$work/server.out" | head -n1)
+  local ms=(-D "$(awk -v s="$seconds" 'BEGIN { printf "%dms", s * 1000 }')"
+            --warm-up-time="$(awk -v s="$warmup" 'BEGIN { printf "%dms", s * 1000 }')")
+  out=$(h2load --h1 -c "$2" -m 1 "${ms[@]}" -d "$body" "${headers[@]}" \
+    -H "Content-Type: application/json" "http://$http_address/v2/models/mlp/infer" 2>&1)
+  local rps ok total
+  rps=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
+  ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' <<<"$out")
+  total=$(sed -n 's/^requests: \([0-9]*\) total.*/\1/p' <<<"$out")
+  echo "rest $1 c=$2 req/s=${rps:-0} rows/s=${rps:-0} errors=$(( ${total:-0} - ${ok:-0} ))"
+}
+
 # suite model mode concurrency batch line
 record() {
   local line="$6"
@@ -125,6 +153,12 @@ for c in $concurrencies; do
     mode=$([ $rpc = infer ] && echo "v1-infer" || echo "$rpc")
     record protocols mlp "$mode" "$c" 1 \
       "$("$cli" --address "$address" bench --model mlp --rpc "$rpc" --rows 1 --concurrency "$c" --duration "$seconds" --warmup "$warmup")"
+  done
+  # The REST form on the same server, driven by h2load over HTTP/1.1 (one
+  # keep-alive connection per client, one request at a time each): a JSON
+  # body and a binary (tensor data extension) body of the same row.
+  for body in json binary; do
+    record protocols mlp "v2-rest-$body" "$c" 1 "$(rest_load "$body" "$c")"
   done
 done
 stop_server

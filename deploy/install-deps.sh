@@ -24,6 +24,8 @@ if [ "${1:-}" = "--test" ]; then
   # The container image test builds the runtime root file system from the
   # package archive (no registry needed).
   packages+=(mmdebstrap)
+  # bench/run.sh drives the REST rows with h2load (HTTP/1.1).
+  packages+=(nghttp2-client)
   command -v npm >/dev/null || packages+=(nodejs npm)
 fi
 
