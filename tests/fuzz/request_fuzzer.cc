@@ -19,7 +19,10 @@
 #include "service/open_inference_json.h"
 #include "service/wire_tensor.h"
 
+#include <google/protobuf/text_format.h>
 #include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
 
 namespace {
 
@@ -39,29 +42,81 @@ InputSignature PairSignature() {
   return sig;
 }
 
+// A property the server relies on; a violation is a crash libFuzzer reports.
+void Require(bool property) {
+  if (!property) __builtin_trap();
+}
+
 void FuzzRequest(const uint8_t* data, size_t size) {
   v1::InferRequest req;
   if (!req.ParseFromArray(data, static_cast<int>(size))) return;
   // The same checks, in the same order, as InferenceServiceImpl::Infer and Scheduler::Plan.
   (void)PrecisionFromProto(req.precision());
-  (void)ValidateModelName(req.model());
-  if (!req.version().empty()) (void)ParseVersion(req.version(), "version");
-  (void)ParseDeviceRequest(req.device());
+  // An accepted model name is one path component inside the repository.
+  if (ValidateModelName(req.model()).ok()) {
+    const std::string& name = req.model();
+    Require(!name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+            name.find('\\') == std::string::npos && name.find('\0') == std::string::npos);
+  }
+  if (!req.version().empty()) {
+    // An accepted version is its digits' value: "007" is 7, nothing else parses.
+    absl::StatusOr<int64_t> v = ParseVersion(req.version(), "version");
+    if (v.ok()) {
+      size_t first = req.version().find_first_not_of('0');
+      Require(*v >= 0 && absl::StrCat(*v) == (first == std::string::npos ? "0" : req.version().substr(first)));
+    }
+  }
+  // A device string that parses prints in a canonical form that parses to the same request.
+  if (absl::StatusOr<DeviceRequest> dev = ParseDeviceRequest(req.device()); dev.ok()) {
+    absl::StatusOr<DeviceRequest> again = ParseDeviceRequest(dev->ToString());
+    Require(again.ok() && again->ToString() == dev->ToString() && again->automatic == dev->automatic &&
+            again->kind == dev->kind && again->index == dev->index && again->any_index == dev->any_index);
+  }
   CodecLimits limits;
   limits.max_elements = int64_t{1} << 20;  // keep allocations small under ASan
   std::vector<WireTensorInfo> infos;
   for (int i = 0; i < req.inputs_size(); ++i) {
     absl::StatusOr<WireTensorInfo> info = ValidateWireTensor(req.inputs(i), "inputs[i]", limits);
     if (!info.ok()) return;
+    // What the decoder will wrap: exactly elements x width bytes, within the limits.
+    Require(info->elements <= limits.max_elements);
+    Require(static_cast<int>(info->shape.size()) <= limits.max_rank);
+    Require(req.inputs(i).data().size() == static_cast<size_t>(info->elements) * ElementSize(info->dtype));
+    int64_t product = 1;
+    for (int64_t d : info->shape) {
+      Require(d >= 0);
+      product *= d;
+    }
+    Require(product == info->elements);
     infos.push_back(*std::move(info));
   }
   std::vector<TensorMeta> metas;
   for (size_t i = 0; i < infos.size(); ++i) {
     metas.push_back({req.inputs(static_cast<int>(i)).name(), infos[i].dtype, infos[i].shape});
   }
-  (void)MatchInputs(MlpSignature(), metas, "mlp");
-  (void)MatchInputs(PairSignature(), metas, "pair");
+  for (const InputSignature& sig : {MlpSignature(), PairSignature()}) {
+    absl::StatusOr<std::vector<size_t>> matched = MatchInputs(sig, metas, "model");
+    if (!matched.ok()) continue;
+    // One request tensor per signature input, each used once.
+    Require(matched->size() == sig.inputs.size());
+    std::vector<bool> used(metas.size(), false);
+    for (size_t index : *matched) {
+      Require(index < metas.size() && !used[index]);
+      used[index] = true;
+    }
+  }
   (void)BatchRows(MlpSignature(), metas);
+}
+
+// A config that parses prints as text that parses back to the same config.
+void FuzzConfig(const uint8_t* data, size_t size) {
+  absl::StatusOr<v1::ModelConfig> config =
+      ParseModelConfig(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
+  if (!config.ok()) return;
+  std::string printed;
+  Require(google::protobuf::TextFormat::PrintToString(*config, &printed));
+  absl::StatusOr<v1::ModelConfig> again = ParseModelConfig(printed, "fuzz");
+  Require(again.ok() && again->SerializeAsString() == config->SerializeAsString());
 }
 
 // A REST infer body (the first two bytes pick where the JSON ends, as the
@@ -83,7 +138,7 @@ void FuzzRestBody(const uint8_t* data, size_t size) {
   for (int i = 0; i < parsed->request.inputs_size(); ++i) {
     const auto& in = parsed->request.inputs(i);
     std::optional<DType> dtype = KnownDatatype(in.datatype());
-    if (!dtype) __builtin_trap();  // the parser accepted a datatype it does not know
+    Require(dtype.has_value());  // the parser accepted no datatype it does not know
     const std::string& bytes = parsed->request.raw_input_contents(i);
     if (bytes.size() % ElementSize(*dtype) != 0) continue;  // a binary input of the wrong size: the decoder refuses it
     auto* out = response.add_outputs();
@@ -95,7 +150,7 @@ void FuzzRestBody(const uint8_t* data, size_t size) {
   absl::StatusOr<RestBody> answer = WriteRestInferResponse(response, *parsed);
   if (!answer.ok()) return;
   const std::string json = answer->json_length ? answer->body.substr(0, *answer->json_length) : answer->body;
-  if (!nlohmann::json::accept(json)) __builtin_trap();
+  Require(nlohmann::json::accept(json));
 }
 
 }  // namespace
@@ -103,7 +158,7 @@ void FuzzRestBody(const uint8_t* data, size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   if (data[0] % 4 == 0) {
-    (void)ParseModelConfig(std::string(reinterpret_cast<const char*>(data + 1), size - 1), "fuzz");
+    FuzzConfig(data + 1, size - 1);
   } else if (data[0] % 4 == 1) {
     FuzzRestBody(data + 1, size - 1);
   } else {
