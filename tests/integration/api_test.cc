@@ -77,10 +77,22 @@ TEST_F(ServerTest, EveryDemoModelAgreesWithInProcessForward) {
 
 TEST_F(ServerTest, Float64ModelRunsInFloat64AndIntegerInputsAreNotCast) {
   v1::InferResponse resp;
-  ASSERT_TRUE(Infer(Request("poly64", {{"x", at::randn({1, 4}, at::TensorOptions().dtype(at::kDouble))}}), &resp).ok());
+  at::Tensor x64 = at::randn({1, 4}, at::TensorOptions().dtype(at::kDouble));
+  ASSERT_TRUE(Infer(Request("poly64", {{"x", x64}}), &resp).ok());
   EXPECT_EQ(resp.placement().dtype(), v1::FLOAT64);
+  EXPECT_EQ(resp.outputs(0).dtype(), v1::FLOAT64);
+  // Computed in float64: equal to the reference, not merely close.
+  EXPECT_TRUE(at::equal(FromWire(resp.outputs(0)), Reference("poly64", {x64})));
   ASSERT_TRUE(Infer(Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
   EXPECT_EQ(resp.placement().dtype(), v1::FLOAT32);
+  // INT64 token ids reach the model as INT64 (an embedding lookup fails on
+  // anything else), and its answer is the reference's.
+  at::Tensor ids = at::randint(0, 100, {2, 8}, at::TensorOptions().dtype(at::kLong));
+  ASSERT_TRUE(Infer(Request("embed", {{"ids", ids}}), &resp).ok());
+  EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("embed", {ids}), 1e-6, 1e-6));
+  at::Tensor float_ids = ids.to(at::kFloat);
+  grpc::Status wrong = Infer(Request("embed", {{"ids", float_ids}}), &resp);
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "float ids must not be cast to INT64";
 }
 
 TEST_F(ServerTest, PlacementAndTimingAreFilledIn) {
@@ -97,6 +109,10 @@ TEST_F(ServerTest, PlacementAndTimingAreFilledIn) {
   EXPECT_EQ(resp.outputs(0).name(), "logits");
   EXPECT_EQ(resp.outputs(0).shape(0), 3);
   EXPECT_EQ(resp.outputs(0).shape(1), 10);
+  // Timing: the model ran for some time, and the whole is at least its parts.
+  EXPECT_GT(resp.timing().compute_us(), 0u);
+  EXPECT_GE(resp.timing().total_us(), resp.timing().compute_us() + resp.timing().queue_us());
+  EXPECT_LT(resp.timing().total_us(), 30u * 1000 * 1000);
 }
 
 TEST_F(ServerTest, AbsentDeviceFallsBackUnlessDenied) {

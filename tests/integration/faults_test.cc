@@ -96,11 +96,12 @@ TEST_F(FailingDeviceTest, WorkMovesToTheCpuAndTheDeviceShowsDown) {
   grpc::ClientContext ctx;
   v1::ListDevicesResponse devices;
   ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+  const v1::DeviceInfo* cuda = nullptr;
   for (const auto& d : devices.devices()) {
-    if (d.id() == "cuda:0") {
-      EXPECT_FALSE(d.available());
-    }
+    if (d.id() == "cuda:0") cuda = &d;
   }
+  ASSERT_NE(cuda, nullptr) << "simulated cuda:0 is missing from ListDevices";
+  EXPECT_FALSE(cuda->available());
   std::string scrape;
   ASSERT_EQ(RunCommand({"/usr/bin/curl", "-s", "http://" + server_->metrics_address() + "/metrics"}, &scrape), 0);
   EXPECT_NE(scrape.find("infergate_device_up{device=\"cuda:0\",kind=\"cuda\",simulated=\"true\"} 0"),

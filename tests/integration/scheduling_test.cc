@@ -160,11 +160,12 @@ TEST_F(DeadlineTest, RequestWhoseDeadlinePassesInTheQueueNeverRuns) {
   grpc::ClientContext ctx;
   v1::ListModelsResponse models;
   ASSERT_TRUE(stub_->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());
+  const v1::ModelInfo* versioned = nullptr;
   for (const auto& m : models.models()) {
-    if (m.name() == "versioned") {
-      EXPECT_EQ(m.loaded_size(), 0);
-    }
+    if (m.name() == "versioned") versioned = &m;
   }
+  ASSERT_NE(versioned, nullptr) << "ListModels lacks 'versioned'";
+  EXPECT_EQ(versioned->loaded_size(), 0);
   ASSERT_TRUE(Infer(req, &resp).ok());
 }
 

@@ -266,6 +266,13 @@ TEST(Security, AdminRpcsCanBeDisabled) {
   unload.set_model("mlp");
   v1::UnloadModelResponse resp;
   EXPECT_EQ(stub->UnloadModel(&ctx, unload, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  grpc::ClientContext load_ctx;
+  v1::LoadModelRequest load;
+  load.set_model("embed");
+  v1::LoadModelResponse loaded;
+  grpc::Status s = stub->LoadModel(&load_ctx, load, &loaded);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(s.error_message().find("disable"), std::string::npos) << s.error_message();
   EXPECT_TRUE(ListDevicesWith(*stub).ok());
   stub.reset();
   EXPECT_EQ(server->Stop(), 0);
