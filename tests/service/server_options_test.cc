@@ -2,28 +2,159 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
 namespace infergate {
 namespace {
 
-TEST(ServerOptions, DefaultsMatchTheDocs) {
-  const char* argv[] = {"infergate"};
-  std::string help;
-  auto o = ParseServerOptions(1, argv, &help);
-  ASSERT_TRUE(o.ok());
-  EXPECT_EQ(o->address, "0.0.0.0:50051");
-  EXPECT_EQ(o->model_repository, "./models");
-  EXPECT_TRUE(help.empty());
-}
+// Every flag, its default as --help prints it, and as the README's flags
+// table writes it: the one table the help, the README and the parsed
+// defaults are all checked against.
+struct DocumentedFlag {
+  const char* flag;
+  const char* help_default;
+  const char* readme_default;
+};
+constexpr DocumentedFlag kFlags[] = {
+    {"--address", "\"0.0.0.0:50051\"", "`0.0.0.0:50051`"},
+    {"--model-repository", "\"./models\"", "`./models`"},
+    {"--max-receive-bytes", "67108864", "64MiB"},
+    {"--max-inflight-bytes", "0", "a quarter of the memory"},
+    {"--cpu-workers", "0", "auto"},
+    {"--intra-op-threads", "0", "auto"},
+    {"--queue-capacity", "1024", "1024"},
+    {"--max-tensor-rank", "8", "8 / 2^28"},
+    {"--max-tensor-elements", "268435456", "8 / 2^28"},
+    {"--drain-timeout", "30000ms", "30s"},
+    {"--stuck-batch-timeout", "300000ms", "5m"},
+    {"--batching", "true", "true"},
+    {"--fair-queueing", "true", "true"},
+    {"--priority-aging", "100ms", "100ms"},
+    {"--worker-spin-us", "200", "200"},
+    {"--cache-budget", "\"\"", "80% of each device's memory"},
+    {"--metrics-address", "\"0.0.0.0:9464\"", "`0.0.0.0:9464`"},
+    {"--http-address", "\"0.0.0.0:8000\"", "`0.0.0.0:8000`"},
+    {"--http-threads", "2", "2"},
+    {"--http-request-timeout", "30000ms", "30s"},
+    {"--http-max-connections", "1024", "1024"},
+    {"--tls-cert", "\"\"", "none"},
+    {"--tls-key", "\"\"", "none"},
+    {"--tls-client-ca", "\"\"", "none"},
+    {"--auth-token-file", "\"\"", "none"},
+    {"--admin-token-file", "\"\"", "none"},
+    {"--disable-admin", "false", "false"},
+    {"--reflection", "\"auto\"", "auto"},
+    {"--max-concurrent-streams", "256", "256"},
+    {"--max-connection-age", "0ms", "0 (never)"},
+    {"--state-file", "\"\"", "none"},
+    {"--log-level", "\"info\"", "`info`"},
+    {"--devices", "\"\"", "all"},
+    {"--simulate-devices", "\"\"", "none"},
+    {"--simulate-mps-unsupported-ops", "\"\"", "a few ops real MPS lacked"},
+    {"--simulate-failing-devices", "\"\"", "none / 0"},
+    {"--simulate-failures-after", "0", "none / 0"},
+    {"--device-failure-cooldown", "30000ms", "30s"},
+    {"--nvml-library", "\"libnvidia-ml.so.1\"", "`libnvidia-ml.so.1`"},
+};
 
-TEST(ServerOptions, HelpListsEveryFlag) {
+std::string Help() {
   const char* argv[] = {"infergate", "--help"};
   std::string help;
-  ASSERT_TRUE(ParseServerOptions(2, argv, &help).ok());
-  for (const char* flag : {"--address (default: \"0.0.0.0:50051\")", "--model-repository (default: \"./models\")",
-                           "--max-receive-bytes (default: 67108864)", "--cpu-workers", "--intra-op-threads",
-                           "--queue-capacity", "--drain-timeout", "--log-level", "--devices", "--simulate-devices", "--batching", "--cache-budget", "--state-file"}) {
-    EXPECT_NE(help.find(flag), std::string::npos) << flag << "\n" << help;
+  EXPECT_TRUE(ParseServerOptions(2, argv, &help).ok());
+  return help;
+}
+
+// The flags --help lists, in order.
+std::vector<std::string> HelpFlags(const std::string& help) {
+  std::vector<std::string> flags;
+  std::istringstream in(help);
+  for (std::string line; std::getline(in, line);) {
+    size_t at = line.find("  --");
+    size_t end = line.find(" (default: ");
+    if (at == 0 && end != std::string::npos) flags.push_back(line.substr(2, end - 2));
   }
+  return flags;
+}
+
+// The README's flags table: each row's flags (a row may hold two, "a / b")
+// and its default cell.
+std::map<std::string, std::string> ReadmeFlags() {
+  std::ifstream in(INFERGATE_README);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t start = text.find("### Server flags");
+  size_t end = text.find("\n### ", start + 1);
+  EXPECT_NE(start, std::string::npos) << "README has no Server flags section";
+  std::map<std::string, std::string> out;
+  std::istringstream table(text.substr(start, end - start));
+  for (std::string line; std::getline(table, line);) {
+    if (line.rfind("| `--", 0) != 0) continue;
+    size_t bar1 = line.find('|', 1), bar2 = line.find('|', bar1 + 1);
+    std::string flags = line.substr(1, bar1 - 1), def = line.substr(bar1 + 1, bar2 - bar1 - 1);
+    def = def.substr(def.find_first_not_of(' '));
+    def = def.substr(0, def.find_last_not_of(' ') + 1);
+    for (size_t at = flags.find("`--"); at != std::string::npos; at = flags.find("`--", at + 1)) {
+      out[flags.substr(at + 1, flags.find('`', at + 1) - at - 1)] = def;
+    }
+  }
+  return out;
+}
+
+TEST(ServerOptions, DefaultsMatchTheDocs) {
+  const std::string help = Help();
+  const std::map<std::string, std::string> readme = ReadmeFlags();
+  for (const DocumentedFlag& f : kFlags) {
+    EXPECT_NE(help.find(std::string("  ") + f.flag + " (default: " + f.help_default + ")"), std::string::npos)
+        << f.flag << " should default to " << f.help_default << " in --help";
+    auto row = readme.find(f.flag);
+    ASSERT_NE(row, readme.end()) << f.flag << " is missing from the README's flags table";
+    EXPECT_EQ(row->second, f.readme_default) << f.flag << "'s default in the README";
+  }
+  // And the parsed options hold those defaults.
+  const char* argv[] = {"infergate"};
+  std::string none;
+  absl::StatusOr<ServerOptions> o = ParseServerOptions(1, argv, &none);
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(o->address, "0.0.0.0:50051");
+  EXPECT_EQ(o->model_repository, "./models");
+  EXPECT_EQ(o->max_receive_bytes, 64u << 20);
+  EXPECT_EQ(o->max_inflight_bytes, 0u);
+  EXPECT_EQ(o->tensor_limits.max_rank, 8);
+  EXPECT_EQ(o->tensor_limits.max_elements, int64_t{1} << 28);
+  EXPECT_EQ(o->drain_timeout, std::chrono::seconds(30));
+  EXPECT_EQ(o->stuck_batch_timeout, std::chrono::minutes(5));
+  EXPECT_EQ(o->metrics_address, "0.0.0.0:9464");
+  EXPECT_EQ(o->http_address, "0.0.0.0:8000");
+  EXPECT_EQ(o->http_threads, 2);
+  EXPECT_EQ(o->http_request_timeout, std::chrono::seconds(30));
+  EXPECT_EQ(o->http_max_connections, 1024);
+  EXPECT_EQ(o->reflection, ServerOptions::Reflection::kAuto);
+  EXPECT_EQ(o->max_concurrent_streams, 256);
+  EXPECT_EQ(o->max_connection_age.count(), 0);
+  EXPECT_FALSE(o->disable_admin);
+  EXPECT_EQ(o->log_level, "info");
+  EXPECT_EQ(o->scheduler.queue_capacity, 1024u);
+  EXPECT_TRUE(o->scheduler.batching);
+  EXPECT_TRUE(o->scheduler.fair_queueing);
+  EXPECT_EQ(o->scheduler.priority_aging, std::chrono::milliseconds(100));
+  EXPECT_EQ(o->scheduler.worker_spin_us, 200);
+  EXPECT_EQ(o->scheduler.device_failure_cooldown, std::chrono::seconds(30));
+  EXPECT_EQ(o->discovery.nvml_library, "libnvidia-ml.so.1");
+}
+
+// --help, the README's table and kFlags list the same flags.
+TEST(ServerOptions, HelpListsEveryFlag) {
+  const std::vector<std::string> help = HelpFlags(Help());
+  std::set<std::string> documented;
+  for (const DocumentedFlag& f : kFlags) documented.insert(f.flag);
+  std::set<std::string> listed(help.begin(), help.end());
+  EXPECT_EQ(listed, documented) << "a flag was added or removed without its row in kFlags";
+  std::set<std::string> readme;
+  for (const auto& [flag, def] : ReadmeFlags()) readme.insert(flag);
+  EXPECT_EQ(readme, documented) << "the README's flags table and --help list different flags";
 }
 
 TEST(ServerOptions, RejectsNonsense) {
