@@ -288,7 +288,9 @@ int Run(int argc, char** argv) {
   // work finishes (up to --drain-timeout), then gRPC shuts down.
   LOG_INFO << "signal " << sig << ": draining for up to " << opts.drain_timeout.count()
            << " ms (a second signal is ignored, a third ends the process at once)";
-  health->SetServingStatus(false);
+  // Readiness only: the catch-all setter would turn liveness NOT_SERVING
+  // too, and a liveness failure during the drain gets the pod killed.
+  health->SetServingStatus("", false);
   health->SetServingStatus(kService, false);
   health->SetServingStatus(kOpenInference, false);
   service.StartDraining();

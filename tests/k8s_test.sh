@@ -62,17 +62,22 @@ if node validate/validate.js ../kserve/servingruntime.yaml ../kserve/inferencese
 else
   bad "kserve runtime and inference service"
 fi
-if node validate/validate.js "$src/tests/k8s/broken-servingruntime.yaml" >/dev/null 2>&1; then
+# A broken manifest must fail, and for the reason it was broken for.
+if out=$(node validate/validate.js "$src/tests/k8s/broken-servingruntime.yaml" 2>&1); then
   bad "a ServingRuntime without an h2c port passed"
+elif grep -q "has no port named h2c" <<<"$out"; then
+  ok "a ServingRuntime without an h2c port fails the check, naming the port"
 else
-  ok "a ServingRuntime without an h2c port fails the check"
+  bad "the broken ServingRuntime failed for another reason: $out"
 fi
 
 # The check itself must catch a broken manifest.
-if node validate/validate.js "$src/tests/k8s/broken-deployment.yaml" >/dev/null 2>&1; then
+if out=$(node validate/validate.js "$src/tests/k8s/broken-deployment.yaml" 2>&1); then
   bad "a broken manifest passed the schema check"
+elif grep -q "spec/replicas must be integer" <<<"$out" && grep -q "containerPort must be integer" <<<"$out"; then
+  ok "a broken manifest fails the schema check, naming both faults"
 else
-  ok "a broken manifest fails the schema check"
+  bad "the broken Deployment failed for another reason: $out"
 fi
 
 echo "$passed passed, $failed failed"

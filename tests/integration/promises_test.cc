@@ -1,0 +1,214 @@
+// What the README promises about flags, metrics and tokens, each shown on
+// the real server.
+
+#include "tests/integration/server_fixture.h"
+
+namespace infergate::testing {
+namespace {
+
+std::string Scrape(const ServerProcess& server) {
+  std::string out;
+  EXPECT_EQ(RunCommand({"/usr/bin/curl", "-s", "--max-time", "10", "http://" + server.metrics_address() + "/metrics"},
+                       &out),
+            0);
+  return out;
+}
+
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(const std::string& address, const std::string& service) {
+  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  if (!health->Check(&ctx, req, &resp).ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  return resp.status();
+}
+
+v1::InferRequest SlowRequest() {
+  v1::InferRequest req;
+  req.set_model("slow");
+  *req.add_inputs() = ToWire(at::ones({4}), "x");
+  return req;
+}
+
+// Draining: readiness NOT_SERVING, liveness still SERVING (so Kubernetes
+// does not restart a pod that is finishing its work); and --drain-timeout
+// bounds the drain: with several seconds of queued work and a 300 ms
+// timeout the process ends long before the work would have.
+TEST(Promises, DrainTurnsReadinessOffKeepsLivenessAndEndsAtTheDrainTimeout) {
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--drain-timeout=300ms"});
+  ASSERT_NE(server, nullptr);
+  using Status = grpc::health::v1::HealthCheckResponse;
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  std::vector<std::thread> callers;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 16; ++i) {  // sixteen one-second calls on two CPU workers: eight seconds of work
+    callers.emplace_back([&] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      v1::InferResponse resp;
+      stub->Infer(&ctx, SlowRequest(), &resp);
+      answered++;
+    });
+  }
+  bool running = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !running && std::chrono::steady_clock::now() < deadline;) {
+    grpc::ClientContext ctx;
+    v1::ListDevicesResponse devices;
+    ASSERT_TRUE(stub->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+    for (const auto& d : devices.devices()) running = running || (d.in_flight() > 0 && d.queue_depth() > 0);
+  }
+  ASSERT_TRUE(running) << "the slow calls never queued";
+  auto start = std::chrono::steady_clock::now();
+  kill(server->pid(), SIGTERM);
+  // A readiness probe fails from now on: NOT_SERVING, or no answer once
+  // gRPC's shutdown has closed the listener. Liveness never says NOT_SERVING.
+  bool not_ready = false;
+  for (auto deadline = start + std::chrono::seconds(5); !not_ready && std::chrono::steady_clock::now() < deadline;) {
+    not_ready = Health(server->address(), "") != Status::SERVING;
+  }
+  EXPECT_TRUE(not_ready) << "readiness still SERVING 5 s after SIGTERM";
+  EXPECT_NE(Health(server->address(), "liveness"), Status::NOT_SERVING) << "liveness while draining";
+  EXPECT_EQ(server->WaitForExit(), 0) << server->Log();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The drain gives up at 300 ms; gRPC's and HTTP's shutdowns and the
+  // batches already running take a few seconds more, not the eight of work.
+  EXPECT_LT(took, 5.0) << "the drain outlasted --drain-timeout=300ms by far";
+  EXPECT_NE(server->Log().find("drain timeout passed with work still queued or running"), std::string::npos)
+      << server->Log();
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(answered.load(), 16) << "every caller got an answer";
+}
+
+// An empty --metrics-address serves no metrics (no port, no line).
+TEST(Promises, EmptyMetricsAddressDisablesMetrics) {
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--metrics-address="});
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(server->metrics_address().empty());
+  EXPECT_EQ(server->Log().find("metrics on"), std::string::npos) << server->Log();
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+class TightLimitsTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--max-tensor-rank=2", "--max-tensor-elements=1000", "--batching=false"};
+  }
+};
+
+// Set limits hold, naming the field; --batching=false runs every request alone.
+TEST_F(TightLimitsTest, SetLimitsAreEnforcedAndBatchingOffRunsRequestsAlone) {
+  v1::InferResponse resp;
+  grpc::Status rank = Infer(Request("slow", {{"x", at::ones({1, 1, 4})}}), &resp);
+  EXPECT_EQ(rank.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(rank.error_message().find("inputs[0].shape"), std::string::npos) << rank.error_message();
+  grpc::Status elements = Infer(Request("mlp", {{"x", at::randn({4, 256})}}), &resp);  // 1024 > 1000
+  EXPECT_EQ(elements.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(elements.error_message().find("1000"), std::string::npos) << elements.error_message();
+  ASSERT_TRUE(Infer(Request("mlp", {{"x", at::randn({3, 256})}}), &resp).ok());  // 768: within
+  std::vector<std::thread> clients;
+  std::atomic<int> batched{0}, ok{0};
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&] {
+      auto stub = v1::InferenceService::NewStub(channel_);
+      for (int i = 0; i < 20; ++i) {
+        grpc::ClientContext ctx;
+        v1::InferResponse r;
+        if (stub->Infer(&ctx, Request("mlp", {{"x", at::randn({1, 256})}}), &r).ok()) {
+          ok++;
+          if (r.placement().batch_size() != 1) batched++;
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 160);
+  EXPECT_EQ(batched.load(), 0) << "requests were batched with --batching=false";
+}
+
+// The metrics the README lists are there with the values they should have:
+// queue capacity, busy time, load durations, and unknown models counted
+// under model="" (never a client's string).
+TEST_F(ServerTest, ListedMetricsCarryTheirValues) {
+  v1::InferResponse resp;
+  ASSERT_TRUE(Infer(Request("embed", {{"ids", at::randint(0, 100, {1, 8}, at::TensorOptions().dtype(at::kLong))}}),
+                    &resp)
+                  .ok());
+  EXPECT_EQ(Infer(Request("no-such-model-xyz", {{"x", at::ones({1})}}), &resp).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  const std::string scrape = Scrape(*server_);
+  EXPECT_NE(scrape.find("infergate_device_queue_capacity{device=\"cpu\"} 1024"),
+            std::string::npos)
+      << scrape;
+  // Busy time grew past zero once something ran.
+  size_t busy = scrape.find("infergate_device_busy_seconds_total{device=\"cpu\"");
+  ASSERT_NE(busy, std::string::npos) << scrape;
+  double busy_seconds = std::stod(scrape.substr(scrape.find("} ", busy) + 2));
+  EXPECT_GT(busy_seconds, 0.0);
+  // embed was loaded on demand: one load observed on the CPU.
+  EXPECT_NE(scrape.find("infergate_model_load_duration_seconds_count{device=\"cpu\"}"), std::string::npos) << scrape;
+  EXPECT_NE(scrape.find("model=\"\""), std::string::npos) << "the unknown model is counted under model=\"\"";
+  EXPECT_EQ(scrape.find("no-such-model-xyz"), std::string::npos) << "a client's model name became a label";
+}
+
+// Tokens guard ListModels and UnloadModel too; the CLI's --token and TLS
+// flags reach a server that needs them.
+TEST(Promises, TokensGuardListModelsAndTheCliCarriesTokenAndTls) {
+  char dir_pattern[] = "/tmp/ig_promises_XXXXXX";
+  const std::string dir = mkdtemp(dir_pattern);
+  std::string out;
+  ASSERT_EQ(RunCommand({"/bin/sh", "-c",
+                        "set -e; cd " + dir +
+                            "; openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ca -keyout ca.key -out "
+                            "ca.pem 2>/dev/null; printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext; "
+                            "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout s.key -out s.csr "
+                            "2>/dev/null; openssl x509 -req -in s.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
+                            "-extfile san.ext -out s.pem 2>/dev/null; printf 'promise-token-0123456789\\n' > tokens; "
+                            "printf 'promise-admin-0123456789\\n' > admin"},
+                       &out),
+            0)
+      << out;
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--auth-token-file=" + dir + "/tokens",
+                                      "--admin-token-file=" + dir + "/admin", "--tls-cert=" + dir + "/s.pem",
+                                      "--tls-key=" + dir + "/s.key"},
+                                     std::chrono::seconds(120), dir + "/ca.pem");
+  ASSERT_NE(server, nullptr);
+  const std::vector<std::string> tls = {"--tls-ca", dir + "/ca.pem"};
+  auto cli = [&](std::vector<std::string> extra, const std::string& command, std::string* output) {
+    std::vector<std::string> argv = {INFERGATE_CLI_BIN, "--address", server->address()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back(command);
+    return RunCommand(argv, output);
+  };
+  std::vector<std::string> with_token = tls;
+  with_token.insert(with_token.end(), {"--token", "promise-token-0123456789"});
+  EXPECT_NE(cli(tls, "models", &out), 0) << "ListModels without a token: " << out;
+  EXPECT_EQ(cli(with_token, "models", &out), 0) << out;
+  EXPECT_NE(out.find("mlp"), std::string::npos) << out;
+  EXPECT_NE(cli({"--token", "promise-token-0123456789"}, "models", &out), 0) << "plaintext to a TLS port: " << out;
+  // UnloadModel: refused without a token and with an inference token, done with the admin token.
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), [&] {
+    grpc::SslCredentialsOptions ssl;
+    std::ifstream in(dir + "/ca.pem");
+    ssl.pem_root_certs.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return grpc::SslCredentials(ssl);
+  }()));
+  for (auto [token, code] : std::vector<std::pair<std::string, grpc::StatusCode>>{
+           {"", grpc::StatusCode::UNAUTHENTICATED},
+           {"promise-token-0123456789", grpc::StatusCode::PERMISSION_DENIED},
+           {"promise-admin-0123456789", grpc::StatusCode::OK}}) {
+    grpc::ClientContext ctx;
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    v1::UnloadModelRequest unload;
+    unload.set_model("mlp");
+    v1::UnloadModelResponse resp;
+    EXPECT_EQ(stub->UnloadModel(&ctx, unload, &resp).error_code(), code) << token;
+  }
+  stub.reset();
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+}  // namespace
+}  // namespace infergate::testing
