@@ -137,14 +137,7 @@ TEST_F(InflightBudgetTest, LargeRequestsBeyondTheBudgetAreRefusedWhileOthersAreS
   v1::InferResponse first_resp;
   std::thread holder([&] { first = Infer(large, &first_resp, 60000); });
   // Wait until the first one is on the device (so it holds its bytes).
-  bool running = false;
-  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-       !running && std::chrono::steady_clock::now() < deadline;) {
-    grpc::ClientContext ctx;
-    v1::ListDevicesResponse devices;
-    ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
-    for (const auto& d : devices.devices()) running = running || d.in_flight() > 0;
-  }
+  bool running = WaitForDevice(*stub_, SomethingInFlight);
   ASSERT_TRUE(running) << "the large request never started";
   v1::InferResponse resp;
   grpc::Status second = Infer(large, &resp);
@@ -155,31 +148,6 @@ TEST_F(InflightBudgetTest, LargeRequestsBeyondTheBudgetAreRefusedWhileOthersAreS
   ASSERT_TRUE(first.ok()) << first.error_message();
   grpc::Status again = Infer(large, &resp, 60000);
   EXPECT_TRUE(again.ok()) << again.error_message();
-}
-
-// Peak resident memory of `pid` since the last ResetPeakRss, in KiB.
-uint64_t PeakRssKib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6));
-  }
-  return 0;
-}
-uint64_t RssKib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
-  }
-  return 0;
-}
-// Starts a new peak-RSS measurement (Linux: "5" to clear_refs resets VmHWM).
-bool ResetPeakRss(pid_t pid) {
-  std::ofstream out("/proc/" + std::to_string(pid) + "/clear_refs");
-  out << "5";
-  out.flush();
-  return out.good();
 }
 
 class BurstBudgetTest : public ServerTest {
@@ -206,7 +174,7 @@ TEST_F(BurstBudgetTest, ABurstBeyondTheBudgetIsRefusedAndMemoryStaysBounded) {
   v1::InferResponse warm;
   ASSERT_TRUE(Infer(Request("slow", {{"x", at::ones({4})}}), &warm, 60000).ok());
   ASSERT_TRUE(Infer(Request("mlp", {{"x", at::randn({1, 256})}}), &warm).ok());
-  const uint64_t before_kib = RssKib(server_->pid());
+  const uint64_t before_kib = ProcStatusKib(server_->pid(), "VmRSS:");
   ASSERT_TRUE(ResetPeakRss(server_->pid()));
 
   std::atomic<int> ok{0}, exhausted{0}, small_ok{0}, small_failed{0}, pending{0};
@@ -272,7 +240,7 @@ TEST_F(BurstBudgetTest, ABurstBeyondTheBudgetIsRefusedAndMemoryStaysBounded) {
   burst_over = true;
   for (auto& t : small) t.join();
   ASSERT_EQ(pending.load(), 0) << "large calls still unanswered";
-  const uint64_t peak_kib = PeakRssKib(server_->pid());
+  const uint64_t peak_kib = ProcStatusKib(server_->pid(), "VmHWM:");
   const uint64_t growth_mib = peak_kib > before_kib ? (peak_kib - before_kib) / 1024 : 0;
   const uint64_t sent_mib = kLargeClients * kEach * large.ByteSizeLong() / (1024 * 1024);
   std::printf("burst: %d large requests of %zu bytes (%llu MiB in all; %d OK, %d RESOURCE_EXHAUSTED), %d small OK; "

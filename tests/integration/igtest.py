@@ -37,6 +37,36 @@ def generate_stubs(proto_dir, out_dir):
     sys.path.insert(0, out_dir)
 
 
+def reference_stubs(ref_dir, out_dir):
+    """Stubs from the Open Inference Protocol's own definitions (Triton's
+    grpc_service.proto and model_config.proto), put on sys.path."""
+    os.makedirs(out_dir, exist_ok=True)
+    subprocess.run(["protoc", "-I", ref_dir, "--python_out", out_dir, "--grpc_python_out", out_dir,
+                    "--plugin=protoc-gen-grpc_python=" + shutil.which("grpc_python_plugin"),
+                    "grpc_service.proto", "model_config.proto"], check=True)
+    sys.path.insert(0, out_dir)
+
+
+def open_inference_setup(prefix):
+    """What the Open Inference Protocol tests share: their arguments (--server,
+    --make-models, --proto-dir, --reference-dir), a work folder, the models
+    with the test models, and both sets of stubs. Returns (args, work, models)."""
+    import argparse
+    import tempfile
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--make-models", required=True)
+    ap.add_argument("--proto-dir", required=True)
+    ap.add_argument("--reference-dir", required=True)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix=prefix)
+    models = os.path.join(work, "models")
+    subprocess.run([args.make_models, models, "--with-test-models"], check=True, stdout=subprocess.DEVNULL)
+    generate_stubs(args.proto_dir, os.path.join(work, "stubs"))
+    reference_stubs(args.reference_dir, os.path.join(work, "ref"))
+    return args, work, models
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -7,19 +7,16 @@ server, and its answers are compared with infergate.v1's bit for bit.
 Uses Debian's python3-grpcio and python3-protobuf, with stubs generated at
 test time by protoc and grpc_python_plugin.
 """
-import argparse
 import os
 import random
 import shutil
 import struct
-import subprocess
 import sys
-import tempfile
 import threading
 import queue
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, fail, generate_stubs  # noqa: E402
+from igtest import Server, fail, open_inference_setup  # noqa: E402
 
 CHECKS = 0
 
@@ -29,14 +26,6 @@ def check(cond, msg):
     CHECKS += 1
     if not cond:
         fail(msg)
-
-
-def reference_stubs(ref_dir, out_dir):
-    os.makedirs(out_dir, exist_ok=True)
-    subprocess.run(["protoc", "-I", ref_dir, "--python_out", out_dir, "--grpc_python_out", out_dir,
-                    "--plugin=protoc-gen-grpc_python=" + shutil.which("grpc_python_plugin"),
-                    "grpc_service.proto", "model_config.proto"], check=True)
-    sys.path.insert(0, out_dir)
 
 
 def expect_error(fn, code, *needles):
@@ -61,20 +50,9 @@ def f32_bytes(values):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--server", required=True)
-    ap.add_argument("--make-models", required=True)
-    ap.add_argument("--proto-dir", required=True)
-    ap.add_argument("--reference-dir", required=True)
-    args = ap.parse_args()
-
-    work = tempfile.mkdtemp(prefix="ig_oip_")
+    args, work, models = open_inference_setup("ig_oip_")
     servers = []
     try:
-        models = os.path.join(work, "models")
-        subprocess.run([args.make_models, models, "--with-test-models"], check=True, stdout=subprocess.DEVNULL)
-        generate_stubs(args.proto_dir, os.path.join(work, "stubs"))
-        reference_stubs(args.reference_dir, os.path.join(work, "ref"))
         import grpc
         import grpc_service_pb2 as pb
         import grpc_service_pb2_grpc as pb_grpc

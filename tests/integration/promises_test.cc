@@ -52,14 +52,7 @@ TEST(Promises, DrainTurnsReadinessOffKeepsLivenessAndEndsAtTheDrainTimeout) {
       answered++;
     });
   }
-  bool running = false;
-  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-       !running && std::chrono::steady_clock::now() < deadline;) {
-    grpc::ClientContext ctx;
-    v1::ListDevicesResponse devices;
-    ASSERT_TRUE(stub->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
-    for (const auto& d : devices.devices()) running = running || (d.in_flight() > 0 && d.queue_depth() > 0);
-  }
+  bool running = WaitForDevice(*stub, [](const v1::DeviceInfo& d) { return d.in_flight() > 0 && d.queue_depth() > 0; });
   ASSERT_TRUE(running) << "the slow calls never queued";
   auto start = std::chrono::steady_clock::now();
   kill(server->pid(), SIGTERM);

@@ -8,7 +8,6 @@ ports while a scrape, a REST inference and gRPC inference go on.
 
 Uses Debian's curl, python3-grpcio and python3-protobuf.
 """
-import argparse
 import json
 import os
 import random
@@ -19,13 +18,11 @@ import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, fail, generate_stubs  # noqa: E402
-from open_inference_conformance_test import reference_stubs  # noqa: E402
+from igtest import Server, fail, open_inference_setup  # noqa: E402
 
 CHECKS = 0
 WORK = None
@@ -115,20 +112,9 @@ def binary_request(inputs, blobs, outputs=None, **params):
 
 def main():
     global WORK
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--server", required=True)
-    ap.add_argument("--make-models", required=True)
-    ap.add_argument("--proto-dir", required=True)
-    ap.add_argument("--reference-dir", required=True)
-    args = ap.parse_args()
-
-    WORK = tempfile.mkdtemp(prefix="ig_rest_")
+    args, WORK, models = open_inference_setup("ig_rest_")
     servers = []
     try:
-        models = os.path.join(WORK, "models")
-        subprocess.run([args.make_models, models, "--with-test-models"], check=True, stdout=subprocess.DEVNULL)
-        generate_stubs(args.proto_dir, os.path.join(WORK, "stubs"))
-        reference_stubs(args.reference_dir, os.path.join(WORK, "ref"))
         import grpc
         import grpc_service_pb2 as pb
         import grpc_service_pb2_grpc as pb_grpc

@@ -292,14 +292,7 @@ TEST(Drain, SecondSigtermDoesNotCutTheDrainShort) {
     status = stub->Infer(&ctx, req, &resp);
   });
   // Wait until the slow request runs (the only work, so whatever is in flight).
-  bool running = false;
-  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-       !running && std::chrono::steady_clock::now() < deadline;) {
-    grpc::ClientContext ctx;
-    v1::ListDevicesResponse devices;
-    ASSERT_TRUE(stub->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
-    for (const auto& d : devices.devices()) running = running || d.in_flight() > 0;
-  }
+  bool running = WaitForDevice(*stub, SomethingInFlight);
   ASSERT_TRUE(running) << "the slow request never started";
   MlpLoad load(server->address(), 4);
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);

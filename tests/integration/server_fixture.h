@@ -37,6 +37,28 @@ inline at::Tensor Reference(const std::string& model, const std::vector<at::Tens
   return m.forward(args).toTensor();
 }
 
+// Polls ListDevices (up to 30 s) until some device satisfies `running`;
+// false if none did. Synchronises a test with work it started.
+inline bool WaitForDevice(v1::InferenceService::Stub& stub,
+                          const std::function<bool(const v1::DeviceInfo&)>& running) {
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       std::chrono::steady_clock::now() < deadline;) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ListDevicesResponse devices;
+    if (stub.ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok()) {
+      for (const auto& d : devices.devices()) {
+        if (running(d)) return true;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
+// Whether some request is running on some device.
+inline bool SomethingInFlight(const v1::DeviceInfo& d) { return d.in_flight() > 0; }
+
 class ServerTest : public ::testing::Test {
  protected:
   virtual std::vector<std::string> ExtraArgs() const { return {}; }

@@ -224,4 +224,20 @@ const std::string& DemoRepository() {
   return repo;
 }
 
+uint64_t ProcStatusKib(pid_t pid, const char* field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  const std::string prefix(field);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) return std::stoull(line.substr(prefix.size()));
+  }
+  return 0;
+}
+
+bool ResetPeakRss(pid_t pid) {
+  std::ofstream out("/proc/" + std::to_string(pid) + "/clear_refs");
+  out << "5";
+  out.flush();
+  return out.good();
+}
+
 }  // namespace infergate::testing

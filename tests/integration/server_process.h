@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,12 @@ class ServerProcess {
   std::string http_address_;
   std::string log_path_;
 };
+
+// A figure in KiB from /proc/PID/status, e.g. "VmRSS:" (resident now) or
+// "VmHWM:" (peak since start or since ResetPeakRss); 0 when unreadable.
+uint64_t ProcStatusKib(pid_t pid, const char* field);
+// Starts a new peak-RSS measurement for `pid` (Linux: writes 5 to clear_refs).
+bool ResetPeakRss(pid_t pid);
 
 // A fresh temporary repository written by make-demo-models
 // --with-test-models; made once per test process.

@@ -29,15 +29,6 @@
 namespace infergate::testing {
 namespace {
 
-uint64_t RssKib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
-  }
-  return 0;
-}
-
 int OpenFds(pid_t pid) {
   int n = 0;
   DIR* dir = opendir(("/proc/" + std::to_string(pid) + "/fd").c_str());
@@ -154,11 +145,11 @@ TEST(Soak, MixedTrafficKeepsAnswersRightAndResourcesFlat) {
   std::vector<std::thread> clients;
   for (int i = 0; i < 12; ++i) clients.emplace_back(client, i);
   std::this_thread::sleep_for(std::chrono::seconds(10));  // warm-up: models load, caches fill
-  uint64_t rss_start = RssKib(server->pid());
+  uint64_t rss_start = ProcStatusKib(server->pid(), "VmRSS:");
   int fds_start = OpenFds(server->pid());
   uint64_t sent_start = sent.load();
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
-  uint64_t rss_end = RssKib(server->pid());
+  uint64_t rss_end = ProcStatusKib(server->pid(), "VmRSS:");
   int fds_end = OpenFds(server->pid());
   stop = true;
   for (auto& t : clients) t.join();
