@@ -65,7 +65,14 @@ class ServerTest : public ::testing::Test {
 
   void SetUp() override {
     std::vector<std::string> args = {"--model-repository=" + DemoRepository()};
-    for (const std::string& a : ExtraArgs()) args.push_back(a);
+    bool devices_chosen = false;
+    for (const std::string& a : ExtraArgs()) {
+      args.push_back(a);
+      devices_chosen |= a.rfind("--devices", 0) == 0 || a.rfind("--simulate-devices", 0) == 0;
+    }
+    // The answers these tests expect are the CPU's: say so, rather than
+    // assume the machine has no GPU (auto would pick a real one).
+    if (!devices_chosen) args.push_back("--devices=cpu");
     server_ = ServerProcess::Start(args);
     ASSERT_NE(server_, nullptr);
     channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
