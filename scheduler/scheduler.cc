@@ -294,6 +294,9 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
   }
   statistics_.RecordBatch(route.model->name, route.version, static_cast<uint64_t>(total_rows), run.times);
   const DType dtype = (*lease)->compute_dtype();
+  // The lease ends before the answers go out, so a client's next request
+  // (an unload, or a load that must evict) never finds this model in use.
+  *lease = ModelCache::Lease();
   const std::string device_name = device.ToString();
   Clock::time_point finished = Clock::now();
   for (size_t j = 0; j < run.jobs.size(); ++j) {
