@@ -21,9 +21,11 @@ InferenceCore::InferenceCore(std::string repository_root, DeviceRegistry devices
 InferenceCore::~InferenceCore() { scheduler_->Shutdown(); }
 
 absl::Status InferenceCore::Start() {
-  if (absl::Status s = repository_->Scan(); !s.ok()) return s;
+  DiskRepository scanned;
+  if (absl::Status s = repository_->Scan(&scanned); !s.ok()) return s;
   LOG_INFO << "model repository scanned: " << repository_->List().size() << " model(s)";
   scheduler_->Warmup();
+  scheduler_->StartPolling(std::move(scanned));
   ready_.store(true);
   return absl::OkStatus();
 }
@@ -43,7 +45,6 @@ absl::StatusOr<size_t> InferenceCore::UnloadModel(const LoadRequest& request) {
 }
 
 absl::StatusOr<std::vector<ModelStatus>> InferenceCore::Models() {
-  if (absl::Status s = repository_->Scan(); !s.ok()) return s;
   std::vector<ResidentModel> resident = scheduler_->Resident();
   std::vector<ModelStatus> out;
   for (ModelEntry& entry : repository_->List()) {
@@ -51,7 +52,9 @@ absl::StatusOr<std::vector<ModelStatus>> InferenceCore::Models() {
     status.name = std::move(entry.name);
     status.config = std::move(entry.config);
     status.versions = std::move(entry.versions);
+    status.states = std::move(entry.states);
     status.problem = std::move(entry.problem);
+    status.config_problem = std::move(entry.config_problem);
     for (const ResidentModel& r : resident) {
       if (r.key.model == status.name) status.loaded.push_back(r.key);
     }
@@ -72,7 +75,9 @@ absl::StatusOr<ModelStatus> InferenceCore::Model(absl::string_view name, absl::s
   status.name = (*entry)->name;
   status.config = (*entry)->config;
   status.versions = (*entry)->versions;
+  status.states = (*entry)->states;
   status.problem = (*entry)->problem;
+  status.config_problem = (*entry)->config_problem;
   for (const ResidentModel& r : scheduler_->Resident()) {
     if (r.key.model == status.name) status.loaded.push_back(r.key);
   }

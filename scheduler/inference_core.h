@@ -33,6 +33,7 @@
 #include "scheduler/scheduler_observer.h"
 #include "scheduler/scheduler_options.h"
 #include "scheduler/servable.h"
+#include "scheduler/version_status.h"
 
 namespace infergate {
 
@@ -65,9 +66,11 @@ struct DeviceStatus {
 struct ModelStatus {
   std::string name;
   v1::ModelConfig config;
-  std::vector<int64_t> versions;  // ascending
-  absl::Status problem;           // a broken config, if any
-  std::vector<ModelKey> loaded;   // resident copies
+  std::vector<int64_t> versions;       // served (READY), ascending
+  std::vector<VersionStatus> states;   // every version on disk or unloading, ascending
+  absl::Status problem;                // why the model cannot be served at all, if so
+  std::string config_problem;          // a refused config.pbtxt update (the previous config applies)
+  std::vector<ModelKey> loaded;        // resident copies
 
   // Whether the config lets the model run on devices of `kind`.
   bool AllowsDevice(DeviceKind kind) const;
@@ -82,8 +85,10 @@ class InferenceCore {
   InferenceCore(const InferenceCore&) = delete;
   InferenceCore& operator=(const InferenceCore&) = delete;
 
-  // Scans the repository and warms up the models that ask for it; ready()
-  // from then on. Fails only when the repository cannot be read.
+  // Scans the repository, warms up the models that ask for it and starts
+  // following the repository on disk (SchedulerOptions::
+  // repository_poll_interval); ready() from then on. Fails only when the
+  // repository cannot be read.
   absl::Status Start();
   bool ready() const;
 
@@ -96,13 +101,14 @@ class InferenceCore {
   // Drops matching resident copies; returns how many.
   absl::StatusOr<size_t> UnloadModel(const LoadRequest& request);
 
-  // The repository re-read from disk, with what is resident.
+  // The repository as served (an in-memory view, no disk I/O), with what is
+  // resident.
   absl::StatusOr<std::vector<ModelStatus>> Models();
   // Whether `name` is a repository model (for bounded metric labels).
   bool KnownModel(absl::string_view name) const;
-  // One model, read from disk if it is new. `version` empty: any; else it
-  // must exist. INVALID_ARGUMENT, NOT_FOUND, or FAILED_PRECONDITION for a
-  // model whose config is broken.
+  // One model of the view. `version` empty: any; else it must be served
+  // (the error says why not). INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE
+  // (loading), or FAILED_PRECONDITION for a model whose config is broken.
   absl::StatusOr<ModelStatus> Model(absl::string_view name, absl::string_view version = "");
 
   // What ran, per model version: every version in the repository, zeros

@@ -7,6 +7,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "infergate/v1/tensor.pb.h"
+#include "scheduler/version_policy.h"
 
 namespace infergate {
 namespace {
@@ -84,6 +85,9 @@ absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::s
     return absl::InvalidArgumentError(absl::StrCat(
         "config.pbtxt: default_priority_level: ", config.default_priority_level(), " is beyond priority_levels (",
         config.priority_levels(), config.priority_levels() == 0 ? ", which leaves priorities off)" : ")"));
+  }
+  if (absl::Status s = ValidateVersionPolicy(config.version_policy()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", s.message()));
   }
   return config;
 }

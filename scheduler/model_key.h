@@ -15,6 +15,9 @@ struct ModelKey {
   int64_t version = 0;
   DeviceId device;
   DType dtype = DType::kFloat32;
+  // Which load of the version's files (model_repository.h): a replaced
+  // model.pt is cached apart from the copy still answering.
+  uint64_t generation = 0;
 
   std::string ToString() const;  // "mlp:1@cpu/FLOAT32"
   friend auto operator<=>(const ModelKey&, const ModelKey&) = default;

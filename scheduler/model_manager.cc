@@ -22,25 +22,60 @@ ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader)
   }
 }
 
-absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
+Route ModelManager::Current(const Route& route) const {
+  // A request planned before the poller swapped in a newer file of the same
+  // version runs on the newer copy: the older one may already be gone.
+  std::shared_ptr<const ModelEntry> current = repository_.Lookup(route.model->name);
+  if (!current) return route;
+  const VersionStatus* status = current->Status(route.version);
+  if (!status || status->state != VersionState::kReady || status->generation <= route.generation) return route;
+  Route newer = route;
+  newer.model = std::move(current);
+  newer.generation = status->generation;
+  newer.stamp = status->stamp;
+  return newer;
+}
+
+absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& planned) {
+  const Route route = Current(planned);
   ModelKey key = route.key();
   std::string path = repository_.ModelFile(*route.model, route.version);
   absl::StatusOr<ModelCache::Lease> lease = cache_.Acquire(
       key,
       [&]() -> absl::StatusOr<std::shared_ptr<Servable>> {
+        // The file must be the one this generation was published for, before
+        // and after reading it: a file replaced on disk is loaded only once
+        // the poller has seen it settle, never half-written.
+        if (absl::Status same = SameFile(route, path); !same.ok()) return same;
         Clock::time_point start = Clock::now();
         absl::StatusOr<std::shared_ptr<Servable>> model = loader_(path, route.model->config, route.device, route.dtype);
+        if (model.ok()) {
+          if (absl::Status same = SameFile(route, path); !same.ok()) model = same;
+        }
         uint64_t took_us = MicrosBetween(start, Clock::now());
         if (observer_) observer_->OnModelLoad(key.model, key.device, took_us / 1e6, model.ok());
         if (model.ok()) {
-          LOG_INFO << "loaded " << key.ToString() << " from " << path << " in " << took_us / 1000 << " ms ("
-                   << (*model)->resident_bytes() << " bytes)";
+          LOG_INFO << "loaded " << key.ToString() << " (generation " << key.generation << ") from " << path << " in "
+                   << took_us / 1000 << " ms (" << (*model)->resident_bytes() << " bytes)";
         }
         return model;
       },
       route.model->config.pinned());
   if (observer_) observer_->OnCacheLookup(key.device, lease.ok() && !lease->loaded_now());
   return lease;
+}
+
+absl::Status ModelManager::SameFile(const Route& route, const std::string& path) {
+  if (!route.stamp.exists()) return absl::OkStatus();  // published without a stamp (tests)
+  FileStamp now = StampFile(path);
+  if (now == route.stamp) return absl::OkStatus();
+  if (!now.exists()) {
+    return absl::NotFoundError(absl::StrCat("model '", route.model->name, "' version ", route.version,
+                                            " is gone from disk (", path, ")"));
+  }
+  return absl::UnavailableError(absl::StrCat("model '", route.model->name, "' version ", route.version,
+                                             ": its model.pt changed on disk since it was published; the new file "
+                                             "is served once the repository poller has loaded it, retry shortly"));
 }
 
 absl::StatusOr<size_t> ModelManager::Unload(const LoadRequest& request) {

@@ -1,8 +1,8 @@
 #pragma once
 // Model management: which copies of which models are resident on which
 // device, loading them (single-flight, under per-device budgets), explicit
-// unloads, and warm-up runs. The repository poller of the model lifecycle
-// will live here too.
+// unloads, and warm-up runs. What is loaded when the repository changes is
+// decided by the model lifecycle (model_lifecycle.h), which loads through here.
 //
 // Thread-safe. Loads run on the thread that first asks for a model (a
 // device worker, or the starting thread for warm-up); the observer is
@@ -29,7 +29,9 @@ class ModelManager {
   // `loader` empty means TorchScript (LoadedModel::Load).
   ModelManager(ModelRepository& repository, ServableLoader loader);
 
-  // The servable for `route`, loaded if it is not resident.
+  // The servable for `route`, loaded if it is not resident. A route planned
+  // before a newer file of its version was published runs on the newer copy.
+  // A load reads only the file the route's generation was published for.
   absl::StatusOr<ModelCache::Lease> Acquire(const Route& route);
 
   // Drops matching resident copies; empty version/device and AUTO precision
@@ -47,6 +49,9 @@ class ModelManager {
   void SetObserver(SchedulerObserver* observer) { observer_ = observer; }
 
  private:
+  Route Current(const Route& route) const;
+  static absl::Status SameFile(const Route& route, const std::string& path);
+
   ModelRepository& repository_;
   ServableLoader loader_;
   ModelCache cache_;

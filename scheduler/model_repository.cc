@@ -1,4 +1,3 @@
-#include "absl/strings/string_view.h"
 #include "scheduler/model_repository.h"
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include "common/logging.h"
 #include "scheduler/model_config.h"
 #include "scheduler/model_name.h"
+#include "scheduler/version_policy.h"
 
 namespace infergate {
 
@@ -28,62 +28,102 @@ absl::StatusOr<int64_t> ParseVersion(absl::string_view text, absl::string_view f
   return v;
 }
 
-
-ModelRepository::ModelRepository(std::string root) : root_(std::move(root)) {}
-
-absl::StatusOr<std::shared_ptr<const ModelEntry>> ModelRepository::ReadModel(const std::string& name) const {
-  fs::path dir = fs::path(root_) / name;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    return absl::NotFoundError(absl::StrCat("model: '", name, "' is not in the model repository"));
+absl::string_view VersionStateName(VersionState state) {
+  switch (state) {
+    case VersionState::kLoading:
+      return "LOADING";
+    case VersionState::kReady:
+      return "READY";
+    case VersionState::kUnavailable:
+      return "UNAVAILABLE";
+    case VersionState::kUnloading:
+      return "UNLOADING";
   }
+  return "UNAVAILABLE";
+}
+
+const VersionStatus* ModelEntry::Status(int64_t version) const {
+  auto it = std::lower_bound(states.begin(), states.end(), version,
+                             [](const VersionStatus& s, int64_t v) { return s.version < v; });
+  return it != states.end() && it->version == version ? &*it : nullptr;
+}
+
+void RefreshServedVersions(ModelEntry& entry) {
+  std::sort(entry.states.begin(), entry.states.end(),
+            [](const VersionStatus& a, const VersionStatus& b) { return a.version < b.version; });
+  entry.versions.clear();
+  for (const VersionStatus& s : entry.states) {
+    if (s.state == VersionState::kReady) entry.versions.push_back(s.version);
+  }
+}
+
+absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const std::string& name) {
+  fs::path path = fs::path(dir) / "config.pbtxt";
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    v1::ModelConfig empty;
+    empty.set_name(name);
+    return empty;
+  }
+  absl::StatusOr<std::string> text = ReadFile(path.string(), "config.pbtxt");
+  if (!text.ok()) return text.status();
+  return ParseModelConfig(*text, name);
+}
+
+std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const DiskModel& disk) {
   auto entry = std::make_shared<ModelEntry>();
-  entry->name = name;
-  entry->dir = dir.string();
-  entry->config.set_name(name);
-  fs::path config_path = dir / "config.pbtxt";
-  if (fs::exists(config_path, ec)) {
-    absl::StatusOr<std::string> text = ReadFile(config_path.string(), "config.pbtxt");
-    absl::StatusOr<v1::ModelConfig> config = text.ok() ? ParseModelConfig(*text, name) : text.status();
-    if (config.ok()) {
-      entry->config = *std::move(config);
-    } else {
-      entry->problem = absl::FailedPreconditionError(
-          absl::StrCat("model '", name, "' has a broken ", config.status().message()));
-    }
+  entry->name = disk.name;
+  entry->dir = (fs::path(repository.root()) / disk.name).string();
+  entry->config.set_name(disk.name);
+  entry->config_stamp = entry->config_tried = disk.config;
+  absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(entry->dir, disk.name);
+  if (config.ok()) {
+    entry->config = *std::move(config);
+  } else {
+    entry->problem = absl::FailedPreconditionError(
+        absl::StrCat("model '", disk.name, "' has a broken ", config.status().message()));
   }
   entry->declared = DeclaredSignature(entry->config);
-  for (const fs::directory_entry& sub : fs::directory_iterator(dir, ec)) {
-    absl::StatusOr<int64_t> v = ParseVersion(sub.path().filename().string(), "version");
-    if (!v.ok() || !sub.is_directory(ec)) continue;
-    if (!fs::is_regular_file(sub.path() / "model.pt", ec)) continue;
-    entry->versions.push_back(*v);
+  std::vector<int64_t> on_disk;
+  for (const auto& [v, stamp] : disk.versions) on_disk.push_back(v);
+  std::vector<int64_t> served = SelectVersions(entry->config.version_policy(), on_disk);
+  for (const auto& [v, stamp] : disk.versions) {
+    VersionStatus s;
+    s.version = v;
+    s.stamp = s.tried = stamp;
+    if (std::binary_search(served.begin(), served.end(), v)) {
+      s.generation = repository.NextGeneration();
+    } else {
+      s.state = VersionState::kUnavailable;
+      s.out_of_policy = true;
+      s.reason = absl::StrCat("not served: version_policy serves ", DescribePolicy(entry->config.version_policy()));
+    }
+    entry->states.push_back(std::move(s));
   }
-  std::sort(entry->versions.begin(), entry->versions.end());
-  if (entry->versions.empty() && entry->problem.ok()) {
+  RefreshServedVersions(*entry);
+  if (entry->problem.ok() && disk.versions.empty()) {
     entry->problem = absl::FailedPreconditionError(
-        absl::StrCat("model '", name, "' has no version folder holding a model.pt"));
+        absl::StrCat("model '", disk.name, "' has no version folder holding a model.pt"));
   }
   return entry;
 }
 
-absl::Status ModelRepository::Scan() {
-  std::error_code ec;
-  fs::directory_iterator it(root_, ec);
-  if (ec) {
-    return absl::NotFoundError(absl::StrCat("model repository '", root_, "' cannot be read: ", ec.message()));
-  }
+ModelRepository::ModelRepository(std::string root) : root_(std::move(root)) {}
+
+absl::Status ModelRepository::Scan(DiskRepository* scanned) {
+  absl::StatusOr<DiskRepository> disk = ScanRepository(root_);
+  if (!disk.ok()) return disk.status();
   std::map<std::string, std::shared_ptr<const ModelEntry>, std::less<>> found;
-  for (const fs::directory_entry& sub : it) {
-    std::string name = sub.path().filename().string();
-    if (!sub.is_directory(ec) || !ValidateModelName(name).ok()) continue;
-    absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = ReadModel(name);
-    if (!entry.ok()) continue;
-    if (!(*entry)->problem.ok()) LOG_WARNING << (*entry)->problem.message();
-    found.emplace(name, *std::move(entry));
+  for (const auto& [name, model] : *disk) {
+    std::shared_ptr<ModelEntry> entry = ReadModelEntry(*this, model);
+    if (!entry->problem.ok()) LOG_WARNING << entry->problem.message();
+    found.emplace(name, std::move(entry));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  models_ = std::move(found);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    models_ = std::move(found);
+  }
+  if (scanned) *scanned = *std::move(disk);
   return absl::OkStatus();
 }
 
@@ -95,44 +135,60 @@ std::vector<ModelEntry> ModelRepository::List() const {
   return out;
 }
 
-absl::StatusOr<std::shared_ptr<const ModelEntry>> ModelRepository::Find(absl::string_view name) {
-  if (absl::Status s = ValidateModelName(name); !s.ok()) return s;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = models_.find(name);
-    if (it != models_.end()) {
-      if (!it->second->problem.ok()) return it->second->problem;
-      return it->second;
-    }
-  }
-  // Not seen at the last scan: it may have been added since.
-  absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = ReadModel(std::string(name));
-  if (!entry.ok()) return entry.status();
+std::shared_ptr<const ModelEntry> ModelRepository::Lookup(absl::string_view name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  models_[(*entry)->name] = *entry;
-  if (!(*entry)->problem.ok()) return (*entry)->problem;
+  auto it = models_.find(name);
+  return it == models_.end() ? nullptr : it->second;
+}
+
+absl::StatusOr<std::shared_ptr<const ModelEntry>> ModelRepository::Find(absl::string_view name) const {
+  if (absl::Status s = ValidateModelName(name); !s.ok()) return s;
+  std::shared_ptr<const ModelEntry> entry = Lookup(name);
+  if (!entry) return absl::NotFoundError(absl::StrCat("model: '", name, "' is not in the model repository"));
+  if (!entry->problem.ok()) return entry->problem;
   return entry;
 }
 
 absl::StatusOr<int64_t> ModelRepository::ResolveVersion(const ModelEntry& model, absl::string_view version,
-                                                        absl::string_view field) {
+                                                        absl::string_view field) const {
   if (version.empty()) {
-    if (model.versions.empty()) {
-      return absl::NotFoundError(absl::StrCat("model '", model.name, "' has no versions"));
+    if (!model.versions.empty()) return model.versions.back();
+    std::string why = "none is on disk";
+    for (const VersionStatus& s : model.states) {
+      why = absl::StrCat("version ", s.version, " is ", VersionStateName(s.state),
+                         s.reason.empty() ? "" : absl::StrCat(": ", s.reason));
     }
-    return model.versions.back();
+    return absl::UnavailableError(absl::StrCat("model '", model.name, "' has no version ready (", why, ")"));
   }
   absl::StatusOr<int64_t> v = ParseVersion(version, field);
   if (!v.ok()) return v.status();
   if (std::binary_search(model.versions.begin(), model.versions.end(), *v)) return *v;
-  // A version may have been added since the model was read.
-  absl::StatusOr<std::shared_ptr<const ModelEntry>> fresh = ReadModel(model.name);
-  if (fresh.ok() && std::binary_search((*fresh)->versions.begin(), (*fresh)->versions.end(), *v)) {
-    std::lock_guard<std::mutex> lock(mu_);
-    models_[model.name] = *fresh;
-    return *v;
+  const VersionStatus* s = model.Status(*v);
+  std::string head = absl::StrCat(field, ": model '", model.name, "' version ", *v);
+  if (!s) return absl::NotFoundError(absl::StrCat(field, ": model '", model.name, "' has no version ", *v));
+  switch (s->state) {
+    case VersionState::kLoading:
+      return absl::UnavailableError(absl::StrCat(head, " is still loading; retry shortly"));
+    case VersionState::kUnloading:
+      return absl::NotFoundError(absl::StrCat(head, " is unloading: ", s->reason));
+    case VersionState::kUnavailable:
+      if (s->out_of_policy) return absl::NotFoundError(absl::StrCat(head, " is ", s->reason));
+      return absl::FailedPreconditionError(absl::StrCat(head, " is unavailable: ", s->reason));
+    case VersionState::kReady:
+      break;
   }
-  return absl::NotFoundError(absl::StrCat(field, ": model '", model.name, "' has no version ", *v));
+  return *v;
+}
+
+void ModelRepository::Publish(std::shared_ptr<const ModelEntry> entry) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string name = entry->name;
+  models_[name] = std::move(entry);
+}
+
+void ModelRepository::Erase(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  models_.erase(name);
 }
 
 bool ModelRepository::Known(absl::string_view name) const {

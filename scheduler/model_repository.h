@@ -1,47 +1,82 @@
 #pragma once
-// The on-disk model repository: <root>/<model>/config.pbtxt and
-// <root>/<model>/<version>/model.pt. Thread-safe.
+// The model repository as the server serves it: an in-memory view of
+// <root>/<model>/config.pbtxt and <root>/<model>/<version>/model.pt with a
+// lifecycle state per version. Requests, ListModels and the Open Inference
+// Protocol read only this view; the disk is read at start (Scan) and then by
+// the repository poller or an explicit LoadModel (model_lifecycle.h), which
+// publish new entries here.
+//
+// Thread-safe. Entries are immutable once published: a reader keeps the
+// shared_ptr it found, and an update replaces the entry as a whole.
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "infergate/v1/model_config.pb.h"
 #include "scheduler/input_signature.h"
+#include "scheduler/repository_scan.h"
+#include "scheduler/version_status.h"
 
 namespace infergate {
 
 struct ModelEntry {
   std::string name;
   v1::ModelConfig config;
-  std::vector<int64_t> versions;  // ascending
+  std::vector<int64_t> versions;      // served (READY), ascending
+  std::vector<VersionStatus> states;  // every version on disk or unloading, ascending
   std::string dir;
-  absl::Status problem;  // a broken config.pbtxt, reported on use
+  // Set when the model cannot be served at all: a broken config.pbtxt with
+  // no good one before it, no version folder, removed from disk.
+  absl::Status problem;
+  // A broken config.pbtxt update while the previous config still applies.
+  std::string config_problem;
+  FileStamp config_stamp;  // the config.pbtxt `config` came from
+  FileStamp config_tried;  // the newest config.pbtxt tried
   // What config.pbtxt declares about inputs; empty inputs when it is silent.
   InputSignature declared;
+  bool removed = false;  // its folder is gone; every version is UNLOADING
+
+  const VersionStatus* Status(int64_t version) const;
 };
 
 class ModelRepository {
  public:
   explicit ModelRepository(std::string root);
 
-  // Re-reads every model folder. Fails only when the root is unreadable;
-  // broken models are logged and kept with their problem.
-  absl::Status Scan();
+  // Reads the whole repository from disk and publishes it, trusting the
+  // files (models load when first used). Used at start; fails only when the
+  // root is unreadable. Broken models are logged and kept with their problem.
+  // `scanned`, when given, receives what was read.
+  absl::Status Scan(DiskRepository* scanned = nullptr);
+
+  // Copies of every entry, by name.
   std::vector<ModelEntry> List() const;
+  // The published entry of `name`, problems and all; null when unknown.
+  std::shared_ptr<const ModelEntry> Lookup(absl::string_view name) const;
 
-  // A known model, or one added to disk since the last scan. Errors:
-  // INVALID_ARGUMENT for a bad name, NOT_FOUND, FAILED_PRECONDITION for a
-  // model whose config is broken.
-  absl::StatusOr<std::shared_ptr<const ModelEntry>> Find(absl::string_view name);
+  // A servable model. Errors: INVALID_ARGUMENT for a bad name, NOT_FOUND
+  // (unknown or removed), FAILED_PRECONDITION for a model that cannot be
+  // served (broken config, no version).
+  absl::StatusOr<std::shared_ptr<const ModelEntry>> Find(absl::string_view name) const;
 
-  // "" is the highest version; otherwise an integer that must exist.
-  absl::StatusOr<int64_t> ResolveVersion(const ModelEntry& model, absl::string_view version, absl::string_view field = "version");
+  // "" is the highest served version; otherwise an integer that is served.
+  // A version on disk but not served says why: NOT_FOUND outside the
+  // version policy or removed, UNAVAILABLE while loading,
+  // FAILED_PRECONDITION when its file failed to load.
+  absl::StatusOr<int64_t> ResolveVersion(const ModelEntry& model, absl::string_view version,
+                                         absl::string_view field = "version") const;
+
+  // Replaces (or adds) one model's entry, or removes it.
+  void Publish(std::shared_ptr<const ModelEntry> entry);
+  void Erase(const std::string& name);
+  uint64_t NextGeneration() { return ++generation_; }
 
   std::string ModelFile(const ModelEntry& model, int64_t version) const;
   // Whether `name` is a model seen in the repository (for bounded metric labels).
@@ -49,12 +84,22 @@ class ModelRepository {
   const std::string& root() const { return root_; }
 
  private:
-  absl::StatusOr<std::shared_ptr<const ModelEntry>> ReadModel(const std::string& name) const;
-
   std::string root_;
+  std::atomic<uint64_t> generation_{0};
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const ModelEntry>, std::less<>> models_;
 };
+
+// An entry for a model as it is on disk, every version in the policy READY
+// with a fresh generation, without loading anything.
+std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const DiskModel& disk);
+
+// Reads and checks `dir`/config.pbtxt for model `name`; a missing file is an
+// empty config.
+absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const std::string& name);
+
+// Recomputes `versions` from `states` (the READY ones).
+void RefreshServedVersions(ModelEntry& entry);
 
 // Parses a version string: digits only, at most 18 of them.
 absl::StatusOr<int64_t> ParseVersion(absl::string_view text, absl::string_view field);

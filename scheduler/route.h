@@ -17,12 +17,14 @@ namespace infergate {
 struct Route {
   std::shared_ptr<const ModelEntry> model;
   int64_t version = 0;
+  uint64_t generation = 0;  // of the version's files, from the repository view
+  FileStamp stamp;          // the model.pt that generation was read from
   DeviceRequest requested;  // what the client asked for, parsed
   DeviceInfo device;        // device.id is where it runs
   DType dtype = DType::kFloat32;
   std::optional<FallbackReason> fallback;  // set when it runs elsewhere than asked
 
-  ModelKey key() const { return {model->name, version, device.id, dtype}; }
+  ModelKey key() const { return {model->name, version, device.id, dtype, generation}; }
 };
 
 }  // namespace infergate

@@ -45,7 +45,8 @@ DeviceId RoutePlanner::ChooseAuto(const ModelEntry& model, int64_t version, Prec
     c.device = id;
     std::optional<DeviceInfo> info = devices_.Find(id);
     DType dtype = ComputeDType(model, info ? info->precision : PrecisionTraits{}, precision);
-    if (probe_) probe_({model.name, version, id, dtype}, &c);
+    const VersionStatus* status = model.Status(version);
+    if (probe_) probe_({model.name, version, id, dtype, status ? status->generation : 0}, &c);
     candidates.push_back(c);
   }
   return candidates[ChooseDevice(candidates, options_)].device;
@@ -59,16 +60,21 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
   absl::StatusOr<int64_t> version = repository_.ResolveVersion(*route.model, request.version);
   if (!version.ok()) return version.status();
   route.version = *version;
+  if (const VersionStatus* status = route.model->Status(route.version)) {
+    route.generation = status->generation;
+    route.stamp = status->stamp;
+  }
   absl::StatusOr<DeviceRequest> wanted = ParseDeviceRequest(request.device);
   if (!wanted.ok()) return wanted.status();
   route.requested = *wanted;
 
   const v1::ModelConfig& config = route.model->config;
   const std::string& name = route.model->name;
+  const std::string file = route.stamp.ContentKey();
   if (wanted->automatic) {
     std::vector<DeviceId> allowed;
     for (const DeviceId& id : devices_.Available()) {
-      if (DeviceKindAllowed(config, id.kind) && !learned_.Lookup(name, id.kind)) allowed.push_back(id);
+      if (DeviceKindAllowed(config, id.kind) && !learned_.Lookup(name, file, id.kind)) allowed.push_back(id);
     }
     if (allowed.empty()) {
       return absl::FailedPreconditionError(
@@ -114,7 +120,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
           absl::StrCat("device: model '", name, "' may not run on ", target->ToString()));
     }
     reason = FallbackReason{FallbackKind::kDeviceNotAllowed, target->ToString()};
-  } else if (std::optional<FallbackReason> learned = learned_.Lookup(name, target->kind)) {
+  } else if (std::optional<FallbackReason> learned = learned_.Lookup(name, file, target->kind)) {
     // Known not to run there: go straight to the CPU instead of failing first.
     if (!request.allow_fallback) {
       return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' cannot run on ",

@@ -8,11 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "devices/system_info.h"
+#include "devices/torch_probe.h"
 #include "devices/torch_dtype.h"
 #include "scheduler/batch_execution.h"
 #include "scheduler/failure_policy.h"
 #include "scheduler/input_signature.h"
 #include "scheduler/job.h"
+#include "scheduler/model_name.h"
 
 namespace infergate {
 namespace {
@@ -92,7 +94,7 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
     : repository_(repository),
       devices_(devices),
       options_(std::move(options)),
-      learned_(options_.state_file),
+      learned_(options_.state_file, TorchVersion()),
       models_(repository, std::move(loader)),
       planner_(repository, devices, learned_, options_.router, [this](const ModelKey& key, RouteCandidate* c) {
         if (DeviceExecutor* ex = Executor(key.device)) {
@@ -102,7 +104,8 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
         }
         c->resident = models_.cache().IsResident(key);
         c->latency_us = latency_.Mean(key.model, key.device);
-      }) {
+      }),
+      lifecycle_(repository, models_, devices) {
   int cores = static_cast<int>(LogicalCores());
   if (options_.cpu_workers <= 0) options_.cpu_workers = std::clamp(cores, 1, 4);
   if (options_.intra_op_threads <= 0) options_.intra_op_threads = std::max(1, cores / options_.cpu_workers);
@@ -148,9 +151,18 @@ Scheduler::~Scheduler() { Shutdown(); }
 void Scheduler::SetObserver(SchedulerObserver* observer) {
   observer_ = observer ? observer : &ignore_;
   models_.SetObserver(observer);
+  lifecycle_.SetObserver(observer);
+}
+
+void Scheduler::StartPolling(DiskRepository initial) {
+  if (options_.repository_poll_interval.count() <= 0 || poller_) return;
+  poller_ = std::make_unique<RepositoryPoller>(repository_.root(), lifecycle_);
+  poller_->Start(options_.repository_poll_interval, std::move(initial));
+  LOG_INFO << "following the model repository: polled every " << options_.repository_poll_interval.count() << " ms";
 }
 
 void Scheduler::Shutdown() {
+  if (poller_) poller_->Stop();
   // Accelerators first: their last failures may still hand work to the CPU.
   for (auto& [id, executor] : executors_) {
     if (id.kind != DeviceKind::kCpu) executor->Stop();
@@ -160,6 +172,7 @@ void Scheduler::Shutdown() {
 
 bool Scheduler::Drain(Clock::time_point deadline) {
   draining_.store(true);
+  if (poller_) poller_->Stop();  // no loads while draining
   bool idle = true;
   for (auto& [id, executor] : executors_) {
     if (id.kind != DeviceKind::kCpu) idle = executor->WaitIdle(deadline) && idle;
@@ -340,7 +353,7 @@ void Scheduler::HandleFailure(Batch& jobs, const absl::Status& failure, bool oom
       return Execute(jobs, /*oom_retried=*/true);
     }
     case FailureAction::kRememberAndFallBack:
-      if (learned_.Record(route.model->name, device.kind, *decision.reason)) {
+      if (learned_.Record(route.model->name, route.stamp.ContentKey(), device.kind, *decision.reason)) {
         LOG_WARNING << "model '" << route.model->name << "' cannot run on " << DeviceKindName(device.kind) << " ("
                     << decision.reason->ToString() << "); its requests go to the cpu from now on";
       }
@@ -383,23 +396,36 @@ void Scheduler::FallBack(Batch& jobs, const FallbackReason& reason, const absl::
 
 void Scheduler::LoadModel(const LoadRequest& request, std::function<void(absl::StatusOr<LoadResult>)> done) {
   if (draining_.load()) return done(absl::UnavailableError("server is draining; it loads no models"));
-  absl::StatusOr<Route> route =
-      planner_.Plan({request.model, request.version, request.device, request.precision, /*allow_fallback=*/false});
-  if (!route.ok()) return done(route.status());
-  DeviceExecutor* ex = Executor(route->device.id);
-  if (!ex) return done(absl::UnavailableError(absl::StrCat("device: ", route->device.id.ToString(), " has no executor")));
+  if (absl::Status s = ValidateModelName(request.model); !s.ok()) return done(s);
+  DeviceExecutor* cpu = Executor(kCpu);
+  if (!cpu) return done(absl::UnavailableError("device: no cpu executor"));
   auto shared_done = std::make_shared<std::function<void(absl::StatusOr<LoadResult>)>>(std::move(done));
-  absl::Status submitted = ex->SubmitTask([this, r = *std::move(route), shared_done] {
-    Clock::time_point start = Clock::now();
-    // The lease ends before the answer goes out, so a client that unloads the
-    // model right after this reply never finds it still in use.
-    if (absl::Status loaded = models_.Acquire(r).status(); !loaded.ok()) return (*shared_done)(loaded);
-    LoadResult result;
-    result.version = r.version;
-    result.device = r.device.id.ToString();
-    result.dtype = r.dtype;
-    result.load_us = MicrosBetween(start, Clock::now());
-    (*shared_done)(result);
+  // An explicit load first re-reads the model's folder (picking up what
+  // changed on disk, loading new files before they answer): disk I/O and
+  // perhaps loads, so on a cpu worker rather than the caller's thread.
+  absl::Status submitted = cpu->SubmitTask([this, request, shared_done] {
+    if (absl::Status synced = lifecycle_.SyncModel(request.model); !synced.ok()) return (*shared_done)(synced);
+    absl::StatusOr<Route> route =
+        planner_.Plan({request.model, request.version, request.device, request.precision, /*allow_fallback=*/false});
+    if (!route.ok()) return (*shared_done)(route.status());
+    DeviceExecutor* ex = Executor(route->device.id);
+    if (!ex) {
+      return (*shared_done)(
+          absl::UnavailableError(absl::StrCat("device: ", route->device.id.ToString(), " has no executor")));
+    }
+    absl::Status queued = ex->SubmitTask([this, r = *std::move(route), shared_done] {
+      Clock::time_point start = Clock::now();
+      // The lease ends before the answer goes out, so a client that unloads the
+      // model right after this reply never finds it still in use.
+      if (absl::Status loaded = models_.Acquire(r).status(); !loaded.ok()) return (*shared_done)(loaded);
+      LoadResult result;
+      result.version = r.version;
+      result.device = r.device.id.ToString();
+      result.dtype = r.dtype;
+      result.load_us = MicrosBetween(start, Clock::now());
+      (*shared_done)(result);
+    });
+    if (!queued.ok()) (*shared_done)(queued);
   });
   if (!submitted.ok()) (*shared_done)(submitted);
 }

@@ -6,6 +6,8 @@
 //   RoutePlanner   where a request runs (route_planner.h)
 //   DecideOnFailure what a device failure leads to (failure_policy.h)
 //   ModelManager   resident models, loads, unloads, warm-up (model_manager.h)
+//   ModelLifecycle what the repository on disk serves (model_lifecycle.h),
+//                  followed by a RepositoryPoller
 //   DeviceExecutor queues, workers, batch forming (device_executor.h)
 //   RunBatch       one batch on one servable (batch_execution.h)
 // Front ends do not use this class; they use InferenceCore.
@@ -25,9 +27,11 @@
 #include "devices/device_registry.h"
 #include "scheduler/device_executor.h"
 #include "scheduler/inference_types.h"
+#include "scheduler/model_lifecycle.h"
 #include "scheduler/model_manager.h"
 #include "scheduler/model_repository.h"
 #include "scheduler/model_statistics.h"
+#include "scheduler/repository_poller.h"
 #include "scheduler/request_handle.h"
 #include "scheduler/route_planner.h"
 #include "scheduler/router.h"
@@ -61,6 +65,9 @@ class Scheduler {
   absl::StatusOr<size_t> UnloadModel(const LoadRequest& request);
   // Loads (and runs once on zeros) every model whose config asks for warm-up.
   void Warmup();
+  // Follows the repository on disk from `initial` (the scan the view was
+  // built from), when the options set a poll interval.
+  void StartPolling(DiskRepository initial);
 
   // Refuses new requests, then waits up to `deadline` for accepted ones:
   // accelerators first, the CPU last, since work failing on an accelerator
@@ -97,6 +104,8 @@ class Scheduler {
   LatencyStats latency_;
   ModelManager models_;
   RoutePlanner planner_;
+  ModelLifecycle lifecycle_;
+  std::unique_ptr<RepositoryPoller> poller_;
   ModelStatistics statistics_;
   std::atomic<bool> draining_{false};
   std::map<DeviceId, std::unique_ptr<DeviceExecutor>> executors_;

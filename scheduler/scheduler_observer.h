@@ -14,6 +14,10 @@ class SchedulerObserver {
   virtual void OnCacheLookup(const DeviceId& /*device*/, bool /*hit*/) {}
   virtual void OnModelLoad(const std::string& /*model*/, const DeviceId& /*device*/, double /*seconds*/,
                            bool /*ok*/) {}
+  // The repository changed one model version. result: loaded (a new file or
+  // version now answers), failed (it was refused; the last good one still
+  // answers), removed.
+  virtual void OnModelUpdate(const std::string& /*model*/, const std::string& /*result*/) {}
   virtual void OnEviction(const DeviceId& /*device*/, const std::string& /*why*/) {}
   // reason: device_unavailable, device_not_allowed, unsupported_op, dtype, oom
   virtual void OnFallback(const std::string& /*from*/, const std::string& /*to*/, const std::string& /*reason*/) {}

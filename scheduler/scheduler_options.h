@@ -32,6 +32,9 @@ struct SchedulerOptions {
   std::string state_file;  // learned device limits; empty = not persisted
   // How long a device that failed stays out of service.
   std::chrono::milliseconds device_failure_cooldown{30000};
+  // How often the repository on disk is polled for changes; 0: never (the
+  // view changes only on LoadModel).
+  std::chrono::milliseconds repository_poll_interval{0};
   RouterOptions router;
 };
 

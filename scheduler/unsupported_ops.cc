@@ -1,5 +1,6 @@
 #include "scheduler/unsupported_ops.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -10,7 +11,8 @@
 namespace infergate {
 namespace {
 
-constexpr char kHeader[] = "# infergate learned device limits v1: kind<TAB>model<TAB>reason";
+constexpr char kHeader[] =
+    "# infergate learned device limits v2: kind<TAB>model<TAB>model file (size:mtime_ns)<TAB>libtorch<TAB>reason";
 
 std::optional<DeviceKind> KindFromName(absl::string_view name) {
   for (DeviceKind k : {DeviceKind::kCpu, DeviceKind::kCuda, DeviceKind::kMps}) {
@@ -21,7 +23,8 @@ std::optional<DeviceKind> KindFromName(absl::string_view name) {
 
 }  // namespace
 
-UnsupportedOpTable::UnsupportedOpTable(std::string state_file) : state_file_(std::move(state_file)) {}
+UnsupportedOpTable::UnsupportedOpTable(std::string state_file, std::string libtorch_version)
+    : state_file_(std::move(state_file)), libtorch_version_(std::move(libtorch_version)) {}
 
 absl::Status UnsupportedOpTable::Load() {
   if (state_file_.empty()) return absl::OkStatus();
@@ -29,30 +32,44 @@ absl::Status UnsupportedOpTable::Load() {
   if (!std::filesystem::exists(state_file_, ec)) return absl::OkStatus();  // first start
   absl::StatusOr<std::string> text = ReadFile(state_file_, "state file");
   if (!text.ok()) return text.status();
-  std::map<std::pair<std::string, DeviceKind>, FallbackReason> loaded;
+  std::map<Key, FallbackReason> loaded;
   int line_no = 0;
+  size_t stale = 0;
   for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     ++line_no;
     if (line.empty() || line[0] == '#') continue;
     std::vector<std::string> parts = absl::StrSplit(line, '\t');
-    std::optional<DeviceKind> kind = parts.size() == 3 ? KindFromName(parts[0]) : std::nullopt;
-    std::optional<FallbackReason> reason = parts.size() == 3 ? FallbackReason::Parse(parts[2]) : std::nullopt;
+    if (parts.size() == 3) {  // v1: learned for no particular file or LibTorch
+      ++stale;
+      continue;
+    }
+    std::optional<DeviceKind> kind = parts.size() == 5 ? KindFromName(parts[0]) : std::nullopt;
+    std::optional<FallbackReason> reason = parts.size() == 5 ? FallbackReason::Parse(parts[4]) : std::nullopt;
     if (!kind || parts[1].empty() || !reason) {
       return absl::DataLossError(absl::StrCat("state file ", state_file_, " line ", line_no, " is malformed"));
     }
-    loaded[{parts[1], *kind}] = *std::move(reason);
+    if (parts[3] != libtorch_version_) {
+      ++stale;
+      continue;
+    }
+    loaded[{*kind, parts[1], parts[2]}] = *std::move(reason);
+  }
+  if (stale > 0) {
+    LOG_INFO << "state file " << state_file_ << ": " << stale << " learned device limit(s) from another LibTorch "
+             << "version or an older format dropped; those models are tried on the device again";
   }
   std::lock_guard<std::mutex> lock(mu_);
   entries_ = std::move(loaded);
   return absl::OkStatus();
 }
 
-bool UnsupportedOpTable::Record(const std::string& model, DeviceKind kind, const FallbackReason& reason) {
+bool UnsupportedOpTable::Record(const std::string& model, const std::string& file, DeviceKind kind,
+                                const FallbackReason& reason) {
   std::string text;
   uint64_t version = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto [it, inserted] = entries_.emplace(std::make_pair(model, kind), reason);
+    auto [it, inserted] = entries_.emplace(Key{kind, model, file}, reason);
     if (!inserted) return false;
     if (state_file_.empty()) return true;
     text = Render();
@@ -71,14 +88,16 @@ bool UnsupportedOpTable::Record(const std::string& model, DeviceKind kind, const
 std::string UnsupportedOpTable::Render() const {
   std::string out = absl::StrCat(kHeader, "\n");
   for (const auto& [key, reason] : entries_) {
-    absl::StrAppend(&out, DeviceKindName(key.second), "\t", key.first, "\t", reason.ToString(), "\n");
+    absl::StrAppend(&out, DeviceKindName(key.kind), "\t", key.model, "\t", key.file, "\t", libtorch_version_, "\t",
+                    reason.ToString(), "\n");
   }
   return out;
 }
 
-std::optional<FallbackReason> UnsupportedOpTable::Lookup(const std::string& model, DeviceKind kind) const {
+std::optional<FallbackReason> UnsupportedOpTable::Lookup(const std::string& model, const std::string& file,
+                                                         DeviceKind kind) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.find({model, kind});
+  auto it = entries_.find(Key{kind, model, file});
   if (it == entries_.end()) return std::nullopt;
   return it->second;
 }
@@ -87,8 +106,10 @@ std::vector<std::string> UnsupportedOpTable::ForKind(DeviceKind kind) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out;
   for (const auto& [key, reason] : entries_) {
-    if (key.second != kind) continue;
-    out.push_back(absl::StrCat(key.first, ":", reason.detail.empty() ? FallbackKindName(reason.kind) : absl::string_view(reason.detail)));
+    if (key.kind != kind) continue;
+    std::string entry = absl::StrCat(
+        key.model, ":", reason.detail.empty() ? FallbackKindName(reason.kind) : absl::string_view(reason.detail));
+    if (std::find(out.begin(), out.end(), entry) == out.end()) out.push_back(std::move(entry));  // one per version
   }
   return out;
 }

@@ -1,7 +1,11 @@
 #pragma once
-// What the server has learned a device kind cannot run for a model (an op
-// MPS does not implement, a dtype it cannot hold), kept in a small state
-// file so a restart remembers it.
+// What the server has learned a device kind cannot run for a model file (an
+// op MPS does not implement, a dtype it cannot hold), kept in a small state
+// file so a restart remembers it. Entries are keyed by the model file's
+// content key (size and modification time), so a replaced model.pt is probed
+// afresh, and by the LibTorch version that learned them: entries from another
+// version are dropped when the file is read, since a newer backend may run
+// what an older one refused.
 //
 // Threading: every method may be called from any thread. Lookup runs on
 // every routing decision and takes only the table's lock; the state file is
@@ -12,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -24,18 +29,20 @@ namespace infergate {
 class UnsupportedOpTable {
  public:
   // `state_file` may be empty: the table then lives in memory only.
-  explicit UnsupportedOpTable(std::string state_file);
+  // `libtorch_version` is this build's (entries learned under another are
+  // probed again).
+  UnsupportedOpTable(std::string state_file, std::string libtorch_version);
 
   // Reads the state file if it exists. A malformed file is an error (the
   // table stays empty); a missing one is not.
   absl::Status Load();
 
-  // Records that `model` fails on `kind` for `reason` (an unsupported op, a
-  // dtype) and rewrites the state file atomically (outside the table's
-  // lock). True if new.
-  bool Record(const std::string& model, DeviceKind kind, const FallbackReason& reason);
+  // Records that `model` with model file `file` (FileStamp::ContentKey) fails
+  // on `kind` for `reason` (an unsupported op, a dtype) and rewrites the
+  // state file atomically (outside the table's lock). True if new.
+  bool Record(const std::string& model, const std::string& file, DeviceKind kind, const FallbackReason& reason);
 
-  std::optional<FallbackReason> Lookup(const std::string& model, DeviceKind kind) const;
+  std::optional<FallbackReason> Lookup(const std::string& model, const std::string& file, DeviceKind kind) const;
   // "model:reason-detail" entries for one kind, e.g. "cnn:aten::max_pool2d".
   std::vector<std::string> ForKind(DeviceKind kind) const;
   absl::Status last_write_status() const;
@@ -43,9 +50,17 @@ class UnsupportedOpTable {
  private:
   std::string Render() const;  // the state file's text; under mu_
 
+  struct Key {
+    DeviceKind kind;
+    std::string model;
+    std::string file;
+    friend auto operator<=>(const Key&, const Key&) = default;
+  };
+
   std::string state_file_;
+  std::string libtorch_version_;
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, DeviceKind>, FallbackReason> entries_;
+  std::map<Key, FallbackReason> entries_;
   uint64_t version_ = 0;  // bumped by each Record; under mu_
   absl::Status last_write_;
   std::mutex write_mu_;           // one writer of the state file at a time

@@ -159,6 +159,24 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServer
   return reactor;
 }
 
+namespace {
+
+v1::ModelVersionState VersionStateToProto(VersionState state) {
+  switch (state) {
+    case VersionState::kLoading:
+      return v1::MODEL_VERSION_LOADING;
+    case VersionState::kReady:
+      return v1::MODEL_VERSION_READY;
+    case VersionState::kUnavailable:
+      return v1::MODEL_VERSION_UNAVAILABLE;
+    case VersionState::kUnloading:
+      return v1::MODEL_VERSION_UNLOADING;
+  }
+  return v1::MODEL_VERSION_STATE_UNSPECIFIED;
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerContext* ctx,
                                                            const v1::ListModelsRequest*,
                                                            v1::ListModelsResponse* response) {
@@ -175,6 +193,17 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerC
     for (int64_t v : model.versions) info->add_versions(v);
     *info->mutable_config() = std::move(model.config);
     for (const ModelKey& key : model.loaded) FillLoaded(key, info->add_loaded());
+    for (const VersionStatus& v : model.states) {
+      v1::ModelVersionStatus* status = info->add_version_status();
+      status->set_version(v.version);
+      status->set_state(VersionStateToProto(v.state));
+      status->set_reason(v.reason);
+    }
+    if (!model.problem.ok()) {
+      info->set_problem(std::string(model.problem.message()));
+    } else if (!model.config_problem.empty()) {
+      info->set_problem(model.config_problem);
+    }
   }
   reactor->Finish(grpc::Status::OK);
   return reactor;

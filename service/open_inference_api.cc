@@ -179,21 +179,25 @@ absl::Status OpenInferenceApi::RepositoryIndex(const std::string& repository, bo
   absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
   if (!models.ok()) return models.status();
   for (const ModelStatus& m : *models) {
-    const bool ready = m.problem.ok() && !m.versions.empty();
-    if (ready_only && !ready) continue;
-    auto add = [&](const std::string& version) {
+    auto add = [&](const std::string& version, absl::string_view state, absl::string_view reason) {
       inference::RepositoryIndexResponse::ModelIndex* index = out->add_models();
       index->set_name(m.name);
       index->set_version(version);
-      index->set_state(ready ? "READY" : "UNAVAILABLE");
-      if (!m.problem.ok()) {
-        index->set_reason(std::string(m.problem.message()));
-      } else if (m.versions.empty()) {
-        index->set_reason("no version folder holds a model.pt");
-      }
+      index->set_state(std::string(state));
+      index->set_reason(std::string(reason));
     };
-    if (m.versions.empty()) add("");
-    for (int64_t v : m.versions) add(absl::StrCat(v));
+    if (!m.problem.ok() && m.states.empty()) {
+      if (!ready_only) add("", "UNAVAILABLE", m.problem.message());
+      continue;
+    }
+    for (const VersionStatus& v : m.states) {
+      const bool ready = v.state == VersionState::kReady && m.problem.ok();
+      if (ready_only && !ready) continue;
+      std::string reason = v.reason;
+      if (!m.problem.ok()) reason = std::string(m.problem.message());
+      if (ready && !m.config_problem.empty()) reason = reason.empty() ? m.config_problem : reason + "; " + m.config_problem;
+      add(absl::StrCat(v.version), ready ? "READY" : VersionStateName(v.state), reason);
+    }
   }
   return absl::OkStatus();
 }

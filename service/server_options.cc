@@ -27,6 +27,7 @@ struct RawFlags {
   std::string cache_budget;  // "cpu=8GiB,cuda:0=20GiB"
   std::string state_file;
   std::chrono::milliseconds device_failure_cooldown{30000};
+  std::chrono::milliseconds repository_poll_interval{5000};
   std::string devices;           // allow-list; empty = all
   std::string simulate_devices;  // e.g. "mps,cuda:0=2GiB@7.5"
   std::string simulate_mps_unsupported_ops;  // empty = the default list
@@ -52,6 +53,10 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.worker_spin_us = static_cast<int>(std::clamp<int64_t>(f.worker_spin_us, 0, 10000));
   s.state_file = f.state_file;
   s.device_failure_cooldown = f.device_failure_cooldown;
+  if (f.repository_poll_interval.count() < 0) {
+    return absl::InvalidArgumentError("--repository-poll-interval: must not be negative");
+  }
+  s.repository_poll_interval = f.repository_poll_interval;
   for (absl::string_view entry : absl::StrSplit(f.cache_budget, ',', absl::SkipWhitespace())) {
     size_t eq = entry.find('=');
     if (eq == absl::string_view::npos) {
@@ -119,6 +124,10 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.String("address", &o.address, "HOST:PORT to serve gRPC on; port 0 picks a free one.");
   flags.String("model-repository", &o.model_repository,
                "Folder of <model>/config.pbtxt and <model>/<version>/model.pt.");
+  flags.Duration("repository-poll-interval", &f.repository_poll_interval,
+                 "How often the model repository is checked for new, changed and removed models and versions "
+                 "(stat() calls only); a change is acted on once it has held still for one interval. 0 disables: "
+                 "LoadModel then re-reads a model's folder.");
   flags.ByteSize("max-receive-bytes", &o.max_receive_bytes,
                  "Largest request message accepted (e.g. 64MiB); larger ones get RESOURCE_EXHAUSTED.");
   flags.ByteSize("max-inflight-bytes", &o.max_inflight_bytes,

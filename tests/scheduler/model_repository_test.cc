@@ -38,7 +38,7 @@ TEST_F(ModelRepositoryTest, ScansModelsAndIntegerVersions) {
   AddVersion("a", "2");
   AddVersion("a", "latest");  // not an integer: ignored
   fs::create_directories(root_ / "a" / "3");  // no model.pt: ignored
-  Config("a", "max_batch_size: 4");
+  Config("a", "max_batch_size: 4 version_policy { all {} }");
   ModelRepository repo(root_.string());
   ASSERT_TRUE(repo.Scan().ok());
   auto a = repo.Find("a");
@@ -74,14 +74,36 @@ TEST_F(ModelRepositoryTest, BrokenConfigIsReportedOnUse) {
   EXPECT_TRUE(repo.Find("good").ok());
 }
 
-TEST_F(ModelRepositoryTest, ModelsAndVersionsAddedLaterAreFound) {
+// Requests read the view only: what is added to disk after the scan is not
+// seen until the lifecycle publishes it (the poller, or LoadModel).
+TEST_F(ModelRepositoryTest, TheViewDoesNotReadTheDisk) {
+  AddVersion("a", "1");
   ModelRepository repo(root_.string());
   ASSERT_TRUE(repo.Scan().ok());
   AddVersion("late", "1");
-  auto late = repo.Find("late");
-  ASSERT_TRUE(late.ok()) << late.status();
-  AddVersion("late", "5");
-  EXPECT_EQ(*repo.ResolveVersion(**late, "5"), 5);
+  AddVersion("a", "5");
+  EXPECT_EQ(repo.Find("late").status().code(), absl::StatusCode::kNotFound);
+  auto a = repo.Find("a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(repo.ResolveVersion(**a, "5").status().code(), absl::StatusCode::kNotFound);
+}
+
+// Without a version_policy the latest version alone is served (Triton's
+// default); the others are on disk, UNAVAILABLE, and a request for one says why.
+TEST_F(ModelRepositoryTest, DefaultPolicyServesTheLatestVersion) {
+  AddVersion("a", "1");
+  AddVersion("a", "3");
+  ModelRepository repo(root_.string());
+  ASSERT_TRUE(repo.Scan().ok());
+  auto a = repo.Find("a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)->versions, (std::vector<int64_t>{3}));
+  ASSERT_EQ((*a)->states.size(), 2u);
+  EXPECT_EQ((*a)->states[0].state, VersionState::kUnavailable);
+  absl::Status old = repo.ResolveVersion(**a, "1").status();
+  EXPECT_EQ(old.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(old.message().find("version_policy serves the latest version"), absl::string_view::npos) << old;
+  EXPECT_EQ(*repo.ResolveVersion(**a, ""), 3);
 }
 
 TEST_F(ModelRepositoryTest, MissingRootFailsScan) {

@@ -25,10 +25,12 @@ class RoutePlannerTest : public ::testing::Test {
       : repo_(kModels),
         repository_(repo_.root()),
         devices_(FakeDevices(/*cuda=*/true, /*mps=*/true)),
-        learned_(""),
+        learned_("", "test"),
         planner_(repository_, devices_, learned_, {}, nullptr) {
     EXPECT_TRUE(repository_.Scan().ok());
-    learned_.Record("any", DeviceKind::kMps, {FallbackKind::kUnsupportedOp, "aten::fft_r2c"});
+    // Learned for the file that answers for "any" (its latest version).
+    learned_.Record("any", repository_.Lookup("any")->states.back().stamp.ContentKey(), DeviceKind::kMps,
+                    {FallbackKind::kUnsupportedOp, "aten::fft_r2c"});
   }
 
   TempRepository repo_;

@@ -19,6 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr char kTorch[] = "1.13.1";
+constexpr char kFile[] = "4096:1700000000000000000";
+
 class UnsupportedOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -34,17 +37,17 @@ class UnsupportedOpsTest : public ::testing::Test {
 TEST_F(UnsupportedOpsTest, LearnedLimitsSurviveARestart) {
   std::string path = (dir_ / "state").string();
   {
-    UnsupportedOpTable table(path);
+    UnsupportedOpTable table(path, kTorch);
     ASSERT_TRUE(table.Load().ok());  // no file yet
-    EXPECT_TRUE(table.Record("cnn", DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
-    EXPECT_FALSE(table.Record("cnn", DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
-    EXPECT_TRUE(table.Record("poly", DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
+    EXPECT_TRUE(table.Record("cnn", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
+    EXPECT_FALSE(table.Record("cnn", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
+    EXPECT_TRUE(table.Record("poly", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
     EXPECT_TRUE(table.last_write_status().ok());
   }
-  UnsupportedOpTable again(path);
+  UnsupportedOpTable again(path, kTorch);
   ASSERT_TRUE(again.Load().ok());
-  EXPECT_EQ(again.Lookup("cnn", DeviceKind::kMps)->ToString(), "unsupported_op:aten::max_pool2d");
-  EXPECT_FALSE(again.Lookup("cnn", DeviceKind::kCuda).has_value());
+  EXPECT_EQ(again.Lookup("cnn", kFile, DeviceKind::kMps)->ToString(), "unsupported_op:aten::max_pool2d");
+  EXPECT_FALSE(again.Lookup("cnn", kFile, DeviceKind::kCuda).has_value());
   EXPECT_EQ(again.ForKind(DeviceKind::kMps), (std::vector<std::string>{"cnn:aten::max_pool2d", "poly:float64"}));
   // Only the state file is left behind: no temporary files.
   int files = 0;
@@ -55,7 +58,7 @@ TEST_F(UnsupportedOpsTest, LearnedLimitsSurviveARestart) {
 TEST_F(UnsupportedOpsTest, MalformedFileIsReportedAndIgnored) {
   std::string path = (dir_ / "state").string();
   std::ofstream(path) << "mps\tcnn\n";  // a torn line
-  UnsupportedOpTable table(path);
+  UnsupportedOpTable table(path, kTorch);
   absl::Status s = table.Load();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(table.ForKind(DeviceKind::kMps).empty());
@@ -79,10 +82,11 @@ TEST_F(UnsupportedOpsTest, CrashMidWriteNeverCorruptsTheStateFile) {
   for (int round = 0; round < 20; ++round) {
     pid_t child = fork();
     if (child == 0) {
-      UnsupportedOpTable table(path);
+      UnsupportedOpTable table(path, kTorch);
       (void)table.Load();
       for (int i = 0;; ++i) {
-        table.Record(std::string(200, 'm') + std::to_string(round) + "_" + std::to_string(i), DeviceKind::kMps,
+        table.Record(std::string(200, 'm') + std::to_string(round) + "_" + std::to_string(i), kFile,
+                     DeviceKind::kMps,
                      FallbackReason{FallbackKind::kUnsupportedOp, "aten::op" + std::to_string(i)});
       }
     }
@@ -90,11 +94,11 @@ TEST_F(UnsupportedOpsTest, CrashMidWriteNeverCorruptsTheStateFile) {
     kill(child, SIGKILL);
     int status = 0;
     waitpid(child, &status, 0);
-    UnsupportedOpTable reread(path);
+    UnsupportedOpTable reread(path, kTorch);
     absl::Status s = reread.Load();
     ASSERT_TRUE(s.ok()) << "round " << round << ": " << s;
   }
-  UnsupportedOpTable last(path);
+  UnsupportedOpTable last(path, kTorch);
   ASSERT_TRUE(last.Load().ok());
   EXPECT_FALSE(last.ForKind(DeviceKind::kMps).empty());
 }
@@ -104,30 +108,53 @@ TEST_F(UnsupportedOpsTest, CrashMidWriteNeverCorruptsTheStateFile) {
 TEST_F(UnsupportedOpsTest, ConcurrentRecordsAllReachTheFile) {
   std::string path = (dir_ / "state").string();
   {
-    UnsupportedOpTable table(path);
+    UnsupportedOpTable table(path, kTorch);
     std::vector<std::thread> threads;
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < 25; ++i) {
           std::string model = absl::StrCat("m", t, "_", i);
-          EXPECT_TRUE(table.Record(model, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
-          EXPECT_TRUE(table.Lookup(model, DeviceKind::kMps).has_value());
+          EXPECT_TRUE(table.Record(model, kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
+          EXPECT_TRUE(table.Lookup(model, kFile, DeviceKind::kMps).has_value());
         }
       });
     }
     for (auto& t : threads) t.join();
     EXPECT_TRUE(table.last_write_status().ok()) << table.last_write_status();
   }
-  UnsupportedOpTable reloaded(path);
+  UnsupportedOpTable reloaded(path, kTorch);
   ASSERT_TRUE(reloaded.Load().ok());
   EXPECT_EQ(reloaded.ForKind(DeviceKind::kMps).size(), 200u);
 }
 
+// A replaced model.pt (another size or time) is tried on the device again,
+// and so is everything learned under another LibTorch or the old format.
+TEST_F(UnsupportedOpsTest, ReplacedFilesAndOtherLibTorchVersionsAreProbedAfresh) {
+  std::string path = (dir_ / "state").string();
+  {
+    UnsupportedOpTable table(path, kTorch);
+    EXPECT_TRUE(table.Record("cnn", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::x"}));
+    EXPECT_FALSE(table.Lookup("cnn", "4100:1700000000000000001", DeviceKind::kMps).has_value());
+  }
+  UnsupportedOpTable same(path, kTorch);
+  ASSERT_TRUE(same.Load().ok());
+  EXPECT_TRUE(same.Lookup("cnn", kFile, DeviceKind::kMps).has_value());
+  UnsupportedOpTable newer(path, "2.1.0");
+  ASSERT_TRUE(newer.Load().ok());
+  EXPECT_FALSE(newer.Lookup("cnn", kFile, DeviceKind::kMps).has_value());
+  EXPECT_TRUE(newer.ForKind(DeviceKind::kMps).empty());
+
+  std::ofstream(path) << "mps\tcnn\tunsupported_op:aten::x\n";  // the v1 format: no file, no LibTorch
+  UnsupportedOpTable old_format(path, kTorch);
+  ASSERT_TRUE(old_format.Load().ok());
+  EXPECT_TRUE(old_format.ForKind(DeviceKind::kMps).empty());
+}
+
 TEST_F(UnsupportedOpsTest, InMemoryTableWithoutAFile) {
-  UnsupportedOpTable table("");
+  UnsupportedOpTable table("", kTorch);
   EXPECT_TRUE(table.Load().ok());
-  EXPECT_TRUE(table.Record("m", DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
-  EXPECT_TRUE(table.Lookup("m", DeviceKind::kMps).has_value());
+  EXPECT_TRUE(table.Record("m", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
+  EXPECT_TRUE(table.Lookup("m", kFile, DeviceKind::kMps).has_value());
 }
 
 }  // namespace

@@ -1,0 +1,346 @@
+#include "scheduler/model_lifecycle.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "devices/device_failure.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "scheduler/model_config.h"
+#include "scheduler/route_planner.h"
+#include "scheduler/version_policy.h"
+
+namespace infergate {
+namespace {
+
+bool SameGeneration(const ModelKey& key, const std::string& model, int64_t version, uint64_t generation) {
+  return key.model == model && key.version == version && key.generation == generation;
+}
+
+}  // namespace
+
+ModelLifecycle::ModelLifecycle(ModelRepository& repository, ModelManager& models, const DeviceRegistry& devices)
+    : repository_(repository), models_(models), devices_(devices) {}
+
+void ModelLifecycle::Report(const std::string& model, const char* result) {
+  if (observer_) observer_->OnModelUpdate(model, result);
+}
+
+DiskRepository ModelLifecycle::Known() const {
+  DiskRepository known;
+  for (const ModelEntry& entry : repository_.List()) {
+    if (entry.removed) continue;
+    DiskModel& model = known[entry.name];
+    model.name = entry.name;
+    model.config = entry.config_tried;
+    for (const VersionStatus& s : entry.states) {
+      if (s.state != VersionState::kUnloading) model.versions[s.version] = s.tried;
+    }
+  }
+  return known;
+}
+
+void ModelLifecycle::FinishUnloading() {
+  for (const ModelEntry& entry : repository_.List()) {
+    if (entry.removed) {
+      repository_.Erase(entry.name);
+      continue;
+    }
+    auto unloading = [](const VersionStatus& s) { return s.state == VersionState::kUnloading; };
+    if (std::none_of(entry.states.begin(), entry.states.end(), unloading)) continue;
+    auto kept = std::make_shared<ModelEntry>(entry);
+    kept->states.erase(std::remove_if(kept->states.begin(), kept->states.end(), unloading), kept->states.end());
+    RefreshServedVersions(*kept);
+    repository_.Publish(std::move(kept));
+  }
+  // Copies no served generation names: versions that left the policy, or
+  // loaded again for a request planned just before they were swapped out.
+  models_.cache().Unload([&](const ModelKey& key) {
+    std::shared_ptr<const ModelEntry> entry = repository_.Lookup(key.model);
+    const VersionStatus* s = entry ? entry->Status(key.version) : nullptr;
+    return !s || s->state != VersionState::kReady || s->generation != key.generation;
+  });
+}
+
+void ModelLifecycle::Apply(const DiskRepository& now, const DiskRepository* previous) {
+  std::lock_guard<std::mutex> lock(mu_);
+  FinishUnloading();
+  for (const ModelDiff& diff : DiffRepository(Known(), now, previous)) {
+    LOG_INFO << "model repository: " << diff.ToString();
+    auto disk = now.find(diff.model);
+    Update(diff, disk == now.end() ? nullptr : &disk->second);
+  }
+}
+
+absl::Status ModelLifecycle::SyncModel(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<DiskModel> disk = ScanModel(repository_.root(), name);
+  DiskRepository known_one;
+  DiskRepository now_one;
+  DiskRepository known = Known();
+  if (auto it = known.find(name); it != known.end()) known_one.insert(*it);
+  if (disk.ok()) {
+    now_one.emplace(name, *disk);
+  } else if (known_one.empty()) {
+    return disk.status();
+  }
+  for (const ModelDiff& diff : DiffRepository(known_one, now_one)) {
+    LOG_INFO << "model repository: " << diff.ToString();
+    Update(diff, disk.ok() ? &*disk : nullptr);
+  }
+  return absl::OkStatus();
+}
+
+void ModelLifecycle::Remove(const std::shared_ptr<const ModelEntry>& current) {
+  if (!current || current->removed) return;
+  auto entry = std::make_shared<ModelEntry>(*current);
+  entry->removed = true;
+  entry->problem = absl::NotFoundError(absl::StrCat("model: '", entry->name, "' was removed from the model repository"));
+  for (VersionStatus& s : entry->states) {
+    s.state = VersionState::kUnloading;
+    s.reason = "its model folder was removed";
+  }
+  RefreshServedVersions(*entry);
+  repository_.Publish(entry);
+  size_t dropped = models_.cache().Unload([&](const ModelKey& key) { return key.model == entry->name; });
+  LOG_INFO << "model '" << entry->name << "' removed from the repository; " << dropped
+           << " resident cop" << (dropped == 1 ? "y" : "ies") << " unloaded (requests in flight finish on them)";
+  Report(entry->name, "removed");
+}
+
+void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
+  std::shared_ptr<const ModelEntry> current = repository_.Lookup(diff.model);
+  if (current && current->removed) current = nullptr;
+  if (diff.removed || !disk) return Remove(current);
+
+  const std::string& name = diff.model;
+  auto entry = current ? std::make_shared<ModelEntry>(*current) : std::make_shared<ModelEntry>();
+  if (!current) {
+    entry->name = name;
+    entry->dir = (std::filesystem::path(repository_.root()) / name).string();
+    entry->config.set_name(name);
+  }
+  bool config_changed = !current;
+  if (!current || diff.config_changed) {
+    entry->config_tried = disk->config;
+    absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(entry->dir, name);
+    if (config.ok()) {
+      config_changed = !current || !google::protobuf::util::MessageDifferencer::Equals(current->config, *config);
+      entry->config = *std::move(config);
+      entry->declared = DeclaredSignature(entry->config);
+      entry->config_stamp = disk->config;
+      entry->config_problem.clear();
+      entry->problem = absl::OkStatus();
+      if (current && config_changed) LOG_INFO << "model '" << name << "': config.pbtxt changed; reloading its versions";
+    } else if (current && current->problem.ok()) {
+      entry->config_problem = absl::StrCat("config.pbtxt update refused (", config.status().message(),
+                                           "); the previous config still applies");
+      LOG_WARNING << "model '" << name << "': " << entry->config_problem;
+      Report(name, "failed");
+    } else {
+      entry->problem = absl::FailedPreconditionError(
+          absl::StrCat("model '", name, "' has a broken ", config.status().message()));
+      LOG_WARNING << entry->problem.message();
+      Report(name, "failed");
+    }
+  }
+
+  std::map<int64_t, VersionStatus> states;
+  for (const VersionStatus& s : entry->states) states[s.version] = s;
+  std::vector<std::pair<int64_t, uint64_t>> drop;  // (version, generation) copies to unload; 0: every generation
+  for (int64_t v : diff.versions_removed) {
+    auto it = states.find(v);
+    if (it == states.end()) continue;
+    if (it->second.state == VersionState::kReady) {
+      LOG_INFO << "model '" << name << "' version " << v << ": removed from disk; unloading";
+      Report(name, "removed");
+    }
+    it->second.state = VersionState::kUnloading;
+    it->second.reason = "removed from disk";
+    drop.push_back({v, 0});
+  }
+
+  if (absl::IsFailedPrecondition(entry->problem)) {
+    // No usable config: nothing is served, but every file is recorded as seen.
+    for (const auto& [v, stamp] : disk->versions) {
+      VersionStatus& s = states[v];
+      if (s.state == VersionState::kReady) drop.push_back({v, 0});
+      s.version = v;
+      s.state = VersionState::kUnavailable;
+      s.tried = stamp;
+      s.reason = "config.pbtxt is broken";
+    }
+  } else {
+    auto refused = [&](const VersionStatus& s, const FileStamp& stamp) {
+      return s.failed && s.tried == stamp && !config_changed;
+    };
+    std::set<int64_t> failed_now;
+    std::vector<int64_t> wanted;
+    for (bool again = true; again;) {
+      again = false;
+      std::vector<int64_t> loadable;
+      for (const auto& [v, stamp] : disk->versions) {
+        auto it = states.find(v);
+        bool broken = it != states.end() && it->second.state != VersionState::kReady && refused(it->second, stamp);
+        if (!broken && !failed_now.count(v)) loadable.push_back(v);
+      }
+      wanted = SelectVersions(entry->config.version_policy(), loadable);
+      for (auto v_it = wanted.rbegin(); v_it != wanted.rend(); ++v_it) {
+        const int64_t v = *v_it;
+        const FileStamp& stamp = disk->versions.at(v);
+        VersionStatus& s = states[v];
+        s.version = v;
+        const bool serving = s.state == VersionState::kReady;
+        if (refused(s, stamp) || (serving && s.stamp == stamp && !config_changed)) continue;
+        if (!serving) {
+          s.state = VersionState::kLoading;
+          s.reason.clear();
+          auto loading = std::make_shared<ModelEntry>(*entry);
+          loading->states.clear();
+          for (const auto& [ver, st] : states) loading->states.push_back(st);
+          RefreshServedVersions(*loading);
+          repository_.Publish(std::move(loading));
+        }
+        const uint64_t generation = repository_.NextGeneration();
+        Clock::time_point start = Clock::now();
+        absl::Status loaded = LoadVersion(entry, v, generation, stamp);
+        s.tried = stamp;
+        if (loaded.ok()) {
+          if (serving) drop.push_back({v, s.generation});
+          s.state = VersionState::kReady;
+          s.generation = generation;
+          s.stamp = stamp;
+          s.failed = false;
+          s.out_of_policy = false;
+          s.reason.clear();
+          LOG_INFO << "model '" << name << "' version " << v << ": " << (serving ? "new model.pt" : "now")
+                   << " served (generation " << generation << ", loaded in "
+                   << MicrosBetween(start, Clock::now()) / 1000 << " ms)";
+          Report(name, "loaded");
+        } else {
+          s.failed = true;
+          if (serving) {
+            s.reason = absl::StrCat("update refused (", loaded.message(), "); the previous model.pt still answers");
+          } else {
+            s.state = VersionState::kUnavailable;
+            s.reason = absl::StrCat("load failed: ", loaded.message());
+            failed_now.insert(v);
+            again = true;  // "latest N" may now reach an older version
+          }
+          LOG_WARNING << "model '" << name << "' version " << v << ": " << s.reason;
+          Report(name, "failed");
+        }
+        if (again) break;
+      }
+    }
+    const std::string policy = DescribePolicy(entry->config.version_policy());
+    for (const auto& [v, stamp] : disk->versions) {
+      if (std::binary_search(wanted.begin(), wanted.end(), v)) continue;
+      VersionStatus& s = states[v];
+      s.version = v;
+      if (s.state == VersionState::kUnavailable && s.failed && s.tried == stamp) continue;  // keeps its failure
+      if (s.state == VersionState::kReady) {
+        LOG_INFO << "model '" << name << "' version " << v << ": no longer served (version_policy serves " << policy
+                 << ")";
+        drop.push_back({v, 0});
+      }
+      s.state = VersionState::kUnavailable;
+      s.tried = stamp;
+      s.stamp = {};
+      s.failed = false;
+      s.out_of_policy = true;
+      s.reason = absl::StrCat("not served: version_policy serves ", policy);
+    }
+  }
+
+  entry->states.clear();
+  for (auto& [v, s] : states) entry->states.push_back(std::move(s));
+  RefreshServedVersions(*entry);
+  if (entry->problem.ok() && disk->versions.empty()) {
+    entry->problem = absl::FailedPreconditionError(
+        absl::StrCat("model '", name, "' has no version folder holding a model.pt"));
+  }
+  repository_.Publish(entry);
+  // Old copies go only now that the new ones answer; a request holding one
+  // finishes on it.
+  models_.cache().Unload([&](const ModelKey& key) {
+    for (const auto& [v, generation] : drop) {
+      if (key.model == name && key.version == v && (generation == 0 || key.generation == generation)) return true;
+    }
+    return false;
+  });
+}
+
+absl::Status ModelLifecycle::LoadVersion(const std::shared_ptr<const ModelEntry>& entry, int64_t version,
+                                         uint64_t generation, const FileStamp& stamp) {
+  // Where the model is resident now (any version), in the same dtypes; on a
+  // cold start, the first device `auto` prefers that the model may use.
+  std::vector<std::pair<DeviceId, DType>> targets;
+  for (const ResidentModel& r : models_.cache().Resident()) {
+    std::pair<DeviceId, DType> target{r.key.device, r.key.dtype};
+    if (r.key.model == entry->name && std::find(targets.begin(), targets.end(), target) == targets.end()) {
+      targets.push_back(target);
+    }
+  }
+  auto add_device = [&](const DeviceId& id) {
+    std::optional<DeviceInfo> info = devices_.Find(id);
+    if (info) targets.push_back({id, RoutePlanner::ComputeDType(*entry, info->precision, Precision::kAuto)});
+  };
+  if (targets.empty()) {
+    for (const DeviceId& id : devices_.Available()) {
+      if (DeviceKindAllowed(entry->config, id.kind)) {
+        add_device(id);
+        break;
+      }
+    }
+  }
+  if (targets.empty()) {
+    return absl::FailedPreconditionError("no available device is allowed for the model");
+  }
+  auto unload_generation = [&] {
+    models_.cache().Unload([&](const ModelKey& key) { return SameGeneration(key, entry->name, version, generation); });
+  };
+  bool loaded_somewhere = false;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const auto [device, dtype] = targets[i];  // a copy: add_device may grow `targets`
+    Route route;
+    route.model = entry;
+    route.version = version;
+    route.generation = generation;
+    route.stamp = stamp;
+    route.requested.automatic = true;
+    route.device = *devices_.Find(device);
+    route.dtype = dtype;
+    absl::Status s = entry->config.warmup() ? models_.WarmUp(route) : models_.Acquire(route).status();
+    if (s.ok()) {
+      loaded_somewhere = true;
+      continue;
+    }
+    // What an accelerator cannot run is the device's limit, not a broken
+    // file: requests fall back to the cpu as usual, so check it there.
+    if (device.kind != DeviceKind::kCpu && DeviceFailureOf(s).has_value()) {
+      models_.cache().Unload([&](const ModelKey& key) {
+        return SameGeneration(key, entry->name, version, generation) && key.device == device;
+      });
+      bool cpu_listed = std::any_of(targets.begin(), targets.end(),
+                                    [](const auto& t) { return t.first.kind == DeviceKind::kCpu; });
+      if (!cpu_listed && DeviceKindAllowed(entry->config, DeviceKind::kCpu)) add_device(DeviceId{DeviceKind::kCpu, 0});
+      continue;
+    }
+    unload_generation();
+    return s;
+  }
+  if (!loaded_somewhere) {
+    unload_generation();
+    return absl::FailedPreconditionError("no device could load the model");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace infergate

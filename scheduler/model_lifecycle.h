@@ -1,0 +1,75 @@
+#pragma once
+// The model lifecycle: turns what changed in the repository on disk into
+// what is served, without failing a request.
+//
+//   new version / new file   loaded (and warmed up where configured) on every
+//                            device where the model is resident, or on the
+//                            device `auto` picks on a cold start, before it
+//                            is published; the old copy is dropped after, and
+//                            requests in flight finish on it
+//   broken file or config    never published: the last good one keeps
+//                            answering; the version (or model) says why
+//   version_policy           latest N (versions that fail do not count), all,
+//                            specific; the rest are UNAVAILABLE with a reason
+//   removed version / model  UNLOADING for one poll, then gone
+//
+// Each outcome is logged once (a refused file is not tried again until it
+// changes) and reported to the observer.
+//
+// Threading: Apply and SyncModel may be called from any thread; one update
+// runs at a time. Loads run on the calling thread (the poller's, or the
+// LoadModel task's), never on a request path. The repository, the model
+// manager and the devices are not owned and must outlive this object.
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+#include "devices/device_registry.h"
+#include "scheduler/model_manager.h"
+#include "scheduler/model_repository.h"
+#include "scheduler/repository_diff.h"
+#include "scheduler/repository_scan.h"
+#include "scheduler/scheduler_observer.h"
+
+namespace infergate {
+
+class ModelLifecycle {
+ public:
+  ModelLifecycle(ModelRepository& repository, ModelManager& models, const DeviceRegistry& devices);
+
+  // Acts on `now`, a scan of the whole repository. `previous` is the scan
+  // before it: a model whose files changed between the two is left for the
+  // next call (it may still be being written). Null acts at once.
+  void Apply(const DiskRepository& now, const DiskRepository* previous);
+
+  // Reads one model from disk and acts on it at once (an explicit LoadModel).
+  // NOT_FOUND when it is neither on disk nor served.
+  absl::Status SyncModel(const std::string& name);
+
+  // Not owned; may be null. Set before serving.
+  void SetObserver(SchedulerObserver* observer) { observer_ = observer; }
+
+ private:
+  // What the published entries were built from, refused files included.
+  DiskRepository Known() const;
+  // Forgets models and versions that were UNLOADING, and drops cached
+  // copies that no READY version's generation names any more.
+  void FinishUnloading();
+  void Update(const ModelDiff& diff, const DiskModel* disk);
+  void Remove(const std::shared_ptr<const ModelEntry>& current);
+  // Loads `version` of `entry` as generation `generation` where it will be
+  // needed; on failure no copy of that generation stays.
+  absl::Status LoadVersion(const std::shared_ptr<const ModelEntry>& entry, int64_t version, uint64_t generation,
+                           const FileStamp& stamp);
+  void Report(const std::string& model, const char* result);
+
+  ModelRepository& repository_;
+  ModelManager& models_;
+  const DeviceRegistry& devices_;
+  SchedulerObserver* observer_ = nullptr;
+  std::mutex mu_;  // one update at a time
+};
+
+}  // namespace infergate

@@ -1,0 +1,61 @@
+#include "scheduler/repository_scan.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "scheduler/model_name.h"
+#include "scheduler/model_repository.h"
+
+namespace infergate {
+
+namespace fs = std::filesystem;
+
+std::string FileStamp::ContentKey() const { return absl::StrCat(size, ":", mtime_ns); }
+
+FileStamp StampFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  FileStamp stamp;
+  stamp.size = static_cast<uint64_t>(st.st_size);
+  stamp.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  stamp.inode = static_cast<uint64_t>(st.st_ino);
+  return stamp;
+}
+
+absl::StatusOr<DiskModel> ScanModel(const std::string& root, const std::string& name) {
+  fs::path dir = fs::path(root) / name;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("model: '", name, "' is not in the model repository"));
+  }
+  DiskModel model;
+  model.name = name;
+  model.config = StampFile((dir / "config.pbtxt").string());
+  for (const fs::directory_entry& sub : fs::directory_iterator(dir, ec)) {
+    absl::StatusOr<int64_t> v = ParseVersion(sub.path().filename().string(), "version");
+    if (!v.ok() || !sub.is_directory(ec)) continue;
+    FileStamp stamp = StampFile((sub.path() / "model.pt").string());
+    if (stamp.exists()) model.versions[*v] = stamp;
+  }
+  return model;
+}
+
+absl::StatusOr<DiskRepository> ScanRepository(const std::string& root) {
+  std::error_code ec;
+  fs::directory_iterator it(root, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat("model repository '", root, "' cannot be read: ", ec.message()));
+  DiskRepository out;
+  for (const fs::directory_entry& sub : it) {
+    std::string name = sub.path().filename().string();
+    if (!sub.is_directory(ec) || !ValidateModelName(name).ok()) continue;
+    absl::StatusOr<DiskModel> model = ScanModel(root, name);
+    if (model.ok()) out.emplace(name, *std::move(model));
+  }
+  return out;
+}
+
+}  // namespace infergate

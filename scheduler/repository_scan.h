@@ -1,0 +1,48 @@
+#pragma once
+// What the model repository holds on disk, read with directory listings and
+// stat() calls only (no file is opened): each model's config.pbtxt and each
+// version's model.pt, with a stamp that changes whenever the file does.
+// The poller compares scans; nothing on a request path calls these.
+// Pure functions over the file system; thread-safe.
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace infergate {
+
+// Identifies one state of a file: a rewrite in place changes its size or
+// modification time, an atomic rename its inode.
+struct FileStamp {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t inode = 0;
+
+  bool exists() const { return inode != 0 || size != 0 || mtime_ns != 0; }
+  // Survives a restart and a copy that keeps times (for the learned device
+  // limits): "size:mtime_ns".
+  std::string ContentKey() const;
+  friend bool operator==(const FileStamp&, const FileStamp&) = default;
+};
+
+// The stamp of `path`; an empty stamp when it is missing or not a file.
+FileStamp StampFile(const std::string& path);
+
+struct DiskModel {
+  std::string name;
+  FileStamp config;                      // empty: no config.pbtxt
+  std::map<int64_t, FileStamp> versions;  // integer folders holding a model.pt
+  friend bool operator==(const DiskModel&, const DiskModel&) = default;
+};
+
+using DiskRepository = std::map<std::string, DiskModel>;
+
+// Every model folder under `root` with a valid model name. NOT_FOUND when
+// the root cannot be listed.
+absl::StatusOr<DiskRepository> ScanRepository(const std::string& root);
+// One model folder; NOT_FOUND when it is not a directory.
+absl::StatusOr<DiskModel> ScanModel(const std::string& root, const std::string& name);
+
+}  // namespace infergate
