@@ -92,6 +92,7 @@ std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const Di
     s.version = v;
     s.stamp = s.tried = stamp;
     if (std::binary_search(served.begin(), served.end(), v)) {
+      s.state = VersionState::kReady;
       s.generation = repository.NextGeneration();
     } else {
       s.state = VersionState::kUnavailable;

@@ -16,7 +16,7 @@ absl::string_view VersionStateName(VersionState state);
 
 struct VersionStatus {
   int64_t version = 0;
-  VersionState state = VersionState::kReady;
+  VersionState state = VersionState::kUnavailable;
   // Why it is not served; for a READY version, why a newer file on disk is
   // not the one answering (a broken update).
   std::string reason;

@@ -19,6 +19,10 @@ namespace {
 
 at::Generator g_gen;
 
+// Both versions are served (the default policy serves the latest alone).
+constexpr char kVersionedConfig[] =
+    "max_batch_size: 8\ninputs { name: \"x\" dtype: FLOAT32 dims: [2] }\nversion_policy { all {} }\n";
+
 // Weights scaled as Kaiming-normal so activations stay in a sane range.
 at::Tensor Weight(std::vector<int64_t> shape, int64_t fan_in, at::ScalarType type = at::kFloat) {
   return (at::randn(shape, g_gen) * std::sqrt(2.0 / static_cast<double>(fan_in))).to(type);
@@ -148,14 +152,14 @@ def forward(self, a, b):
 def forward(self, x):
     return x * self.s
 )");
-    Write(root, "versioned", m, "max_batch_size: 8\ninputs { name: \"x\" dtype: FLOAT32 dims: [2] }\n", 1);
+    Write(root, "versioned", m, kVersionedConfig, 1);
     torch::jit::Module m2("Scale");
     m2.register_parameter("s", at::ones({1}) * 5.0, false);
     m2.define(R"(
 def forward(self, x):
     return x * self.s
 )");
-    Write(root, "versioned", m2, "max_batch_size: 8\ninputs { name: \"x\" dtype: FLOAT32 dims: [2] }\n", 2);
+    Write(root, "versioned", m2, kVersionedConfig, 2);
   }
   {
     // About a second of matrix products per call, whatever the input.

@@ -5,7 +5,7 @@
 namespace infergate::testing {
 namespace {
 
-TEST(Faults, CorruptModelIsFixedInPlaceAndDeletedModelKeepsServing) {
+TEST(Faults, CorruptModelIsServedOnceFixedInPlaceAndADeletedModelIsUnloaded) {
   namespace fs = std::filesystem;
   char pattern[] = "/tmp/ig_faults_XXXXXX";
   std::string repo = mkdtemp(pattern);
@@ -14,7 +14,7 @@ TEST(Faults, CorruptModelIsFixedInPlaceAndDeletedModelKeepsServing) {
   fs::create_directories(repo + "/broken/1");
   std::ofstream(repo + "/broken/1/model.pt") << "not a model";
   std::ofstream(repo + "/broken/config.pbtxt") << "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\n";
-  auto server = ServerProcess::Start({"--model-repository=" + repo});
+  auto server = ServerProcess::Start({"--model-repository=" + repo, "--repository-poll-interval=200ms"});
   ASSERT_NE(server, nullptr);
   auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
   auto infer = [&](const std::string& model, v1::InferResponse* resp) {
@@ -29,24 +29,27 @@ TEST(Faults, CorruptModelIsFixedInPlaceAndDeletedModelKeepsServing) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
   EXPECT_NE(s.error_message().find("broken"), std::string::npos) << s.error_message();
   EXPECT_TRUE(infer("mlp", &resp).ok());
-  // Fix the file in place: the next request loads it.
+  // Fix the file in place (not atomically): until the poller has seen it
+  // settle and loaded it, requests are told to retry, never run on a
+  // half-copied file; then it answers.
   fs::copy_file(repo + "/mlp/1/model.pt", repo + "/broken/1/model.pt", fs::copy_options::overwrite_existing);
-  s = infer("broken", &resp);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (s = infer("broken", &resp); !s.ok() && std::chrono::steady_clock::now() < until; s = infer("broken", &resp)) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   EXPECT_TRUE(s.ok()) << s.error_message();
 
-  // Delete mlp from disk while it is loaded: it keeps serving from memory.
+  // Delete mlp from disk: within two polls it is unloaded and gone, with a
+  // clear status.
   fs::remove_all(repo + "/mlp");
-  EXPECT_TRUE(infer("mlp", &resp).ok());
-  // Once unloaded it is gone, with a clear status.
-  v1::UnloadModelRequest unload;
-  unload.set_model("mlp");
-  v1::UnloadModelResponse unloaded;
-  grpc::ClientContext uctx;
-  ASSERT_TRUE(stub->UnloadModel(&uctx, unload, &unloaded).ok());
-  EXPECT_GE(unloaded.unloaded(), 1u);
-  s = infer("mlp", &resp);
-  EXPECT_NE(s.error_code(), grpc::StatusCode::OK);
-  EXPECT_NE(s.error_message().find("mlp"), std::string::npos) << s.error_message();
+  until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (s = infer("mlp", &resp); s.ok() && std::chrono::steady_clock::now() < until; s = infer("mlp", &resp)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_NE(s.error_message().find("'mlp' was removed from the model repository"), std::string::npos)
+      << s.error_message();
   stub.reset();
   EXPECT_EQ(server->Stop(), 0);
   fs::remove_all(repo);

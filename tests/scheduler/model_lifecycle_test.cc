@@ -1,0 +1,229 @@
+#include "scheduler/model_lifecycle.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "scheduler/model_manager.h"
+#include "tests/scheduler/fake_servable.h"
+
+namespace infergate {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::FakeDevices;
+using testing::FakeLoader;
+using testing::FakeScript;
+
+constexpr char kConfig[] = R"(inputs { name: "x" dtype: FLOAT32 dims: [2] })";
+
+// Drives the lifecycle by hand (no poller thread): write files, scan, Apply.
+// The fake loader reads the file, so a "broken" one fails like a corrupt
+// TorchScript file, and it records what the view served while it loaded.
+class ModelLifecycleTest : public ::testing::Test {
+ protected:
+  ModelLifecycleTest()
+      : root_(fs::temp_directory_path() / ("ig_lifecycle_" + std::to_string(::getpid()) + "_" +
+                                           ::testing::UnitTest::GetInstance()->current_test_info()->name())),
+        repository_((fs::remove_all(root_), fs::create_directories(root_), root_.string())),
+        devices_(FakeDevices(/*cuda=*/false, /*mps=*/false)),
+        models_(repository_,
+                [this](const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device,
+                       DType dtype) -> absl::StatusOr<std::shared_ptr<Servable>> {
+                  std::ifstream in(path);
+                  std::stringstream text;
+                  text << in.rdbuf();
+                  loads_.push_back(path);
+                  std::shared_ptr<const ModelEntry> served = repository_.Lookup(config.name());
+                  served_while_loading_.push_back(served ? served->versions : std::vector<int64_t>{});
+                  if (text.str().rfind("broken", 0) == 0) return absl::InvalidArgumentError("not a TorchScript file");
+                  return FakeLoader(script_)(path, config, device, dtype);
+                }),
+        lifecycle_(repository_, models_, devices_) {}
+  ~ModelLifecycleTest() override { fs::remove_all(root_); }
+
+  void Write(const std::string& model, int64_t version, const std::string& content) {
+    fs::create_directories(root_ / model / std::to_string(version));
+    fs::path tmp = root_ / model / "tmp";
+    std::ofstream(tmp) << content;
+    fs::rename(tmp, root_ / model / std::to_string(version) / "model.pt");  // as a syncing sidecar does
+  }
+  void Config(const std::string& model, const std::string& text) {
+    fs::create_directories(root_ / model);
+    fs::path tmp = root_ / model / "tmp";
+    std::ofstream(tmp) << text;
+    fs::rename(tmp, root_ / model / "config.pbtxt");
+  }
+  void Start() { ASSERT_TRUE(repository_.Scan().ok()); }
+  void Poll() {
+    absl::StatusOr<DiskRepository> now = ScanRepository(root_.string());
+    ASSERT_TRUE(now.ok());
+    lifecycle_.Apply(*now, nullptr);
+  }
+  // A request's load of `version` as the planner routes it.
+  absl::Status Use(const std::string& model, int64_t version) {
+    absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(model);
+    if (!entry.ok()) return entry.status();
+    Route route;
+    route.model = *entry;
+    route.version = version;
+    if (const VersionStatus* s = (*entry)->Status(version)) {
+      route.generation = s->generation;
+      route.stamp = s->stamp;
+    }
+    route.device = *devices_.Find(DeviceId{DeviceKind::kCpu, 0});
+    return models_.Acquire(route).status();
+  }
+  std::vector<std::pair<int64_t, uint64_t>> Resident(const std::string& model) {
+    std::vector<std::pair<int64_t, uint64_t>> out;
+    for (const ResidentModel& r : models_.cache().Resident()) {
+      if (r.key.model == model) out.push_back({r.key.version, r.key.generation});
+    }
+    return out;
+  }
+  const VersionStatus& State(const std::string& model, int64_t version) {
+    static VersionStatus missing;
+    std::shared_ptr<const ModelEntry> entry = repository_.Lookup(model);
+    const VersionStatus* s = entry ? entry->Status(version) : nullptr;
+    return s ? *s : missing;
+  }
+  std::vector<int64_t> Served(const std::string& model) {
+    std::shared_ptr<const ModelEntry> entry = repository_.Lookup(model);
+    return entry ? entry->versions : std::vector<int64_t>{};
+  }
+
+  fs::path root_;
+  ModelRepository repository_;
+  DeviceRegistry devices_;
+  std::shared_ptr<FakeScript> script_ = std::make_shared<FakeScript>();
+  std::vector<std::string> loads_;
+  std::vector<std::vector<int64_t>> served_while_loading_;
+  ModelManager models_;
+  ModelLifecycle lifecycle_;
+};
+
+TEST_F(ModelLifecycleTest, ANewVersionIsLoadedBeforeItAnswersAndTheOldOneGoesAfter) {
+  Config("m", kConfig);
+  Write("m", 1, "good one");
+  Start();
+  ASSERT_TRUE(Use("m", 1).ok());
+  const uint64_t first = State("m", 1).generation;
+  Write("m", 2, "good two");
+  Poll();
+  EXPECT_EQ(Served("m"), (std::vector<int64_t>{2}));
+  ASSERT_EQ(loads_.size(), 2u);
+  EXPECT_EQ(served_while_loading_[1], (std::vector<int64_t>{1})) << "version 2 answered before it was loaded";
+  EXPECT_EQ(State("m", 1).state, VersionState::kUnavailable);
+  EXPECT_NE(State("m", 1).reason.find("version_policy"), std::string::npos) << State("m", 1).reason;
+  EXPECT_EQ(Resident("m"), (std::vector<std::pair<int64_t, uint64_t>>{{2, State("m", 2).generation}}));
+  EXPECT_GT(State("m", 2).generation, first);
+}
+
+TEST_F(ModelLifecycleTest, ABrokenVersionIsNeverServedAndNotRetriedUntilItChanges) {
+  Config("m", kConfig);
+  Write("m", 1, "good one");
+  Start();
+  Write("m", 2, "broken!");
+  Poll();
+  EXPECT_EQ(Served("m"), (std::vector<int64_t>{1})) << "the last good version keeps answering";
+  EXPECT_EQ(State("m", 2).state, VersionState::kUnavailable);
+  EXPECT_NE(State("m", 2).reason.find("not a TorchScript file"), std::string::npos) << State("m", 2).reason;
+  absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find("m");
+  ASSERT_TRUE(entry.ok());
+  absl::Status asked = repository_.ResolveVersion(**entry, "2").status();
+  EXPECT_EQ(asked.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(asked.message().find("not a TorchScript file"), absl::string_view::npos) << asked;
+  // "latest 1" fell back to version 1, which loaded in the same pass.
+  EXPECT_EQ(State("m", 1).state, VersionState::kReady);
+  const size_t loads = loads_.size();
+  Poll();
+  EXPECT_EQ(loads_.size(), loads) << "a refused file is tried again only once it changes";
+  Write("m", 2, "good two, fixed");
+  Poll();
+  EXPECT_EQ(Served("m"), (std::vector<int64_t>{2}));
+}
+
+TEST_F(ModelLifecycleTest, AReplacedFileSwapsGenerationsAndABrokenReplacementIsRefused) {
+  Config("m", kConfig);
+  Write("m", 1, "good one");
+  Start();
+  ASSERT_TRUE(Use("m", 1).ok());
+  const uint64_t before = State("m", 1).generation;
+  Write("m", 1, "good one, retrained");
+  Poll();
+  const uint64_t after = State("m", 1).generation;
+  EXPECT_GT(after, before);
+  EXPECT_EQ(Resident("m"), (std::vector<std::pair<int64_t, uint64_t>>{{1, after}}));
+  Write("m", 1, "broken");
+  Poll();
+  EXPECT_EQ(State("m", 1).state, VersionState::kReady);
+  EXPECT_EQ(State("m", 1).generation, after) << "the good copy still answers";
+  EXPECT_NE(State("m", 1).reason.find("update refused"), std::string::npos) << State("m", 1).reason;
+  EXPECT_EQ(Resident("m"), (std::vector<std::pair<int64_t, uint64_t>>{{1, after}}));
+}
+
+TEST_F(ModelLifecycleTest, RemovedVersionsAndModelsUnloadThenDisappear) {
+  Config("m", std::string(kConfig) + " version_policy { all {} }");
+  Write("m", 1, "one");
+  Write("m", 2, "two");
+  Config("gone", kConfig);
+  Write("gone", 1, "one");
+  Start();
+  ASSERT_TRUE(Use("m", 1).ok());
+  ASSERT_TRUE(Use("gone", 1).ok());
+  fs::remove_all(root_ / "m" / "1");
+  fs::remove_all(root_ / "gone");
+  Poll();
+  EXPECT_EQ(Served("m"), (std::vector<int64_t>{2}));
+  EXPECT_EQ(State("m", 1).state, VersionState::kUnloading);
+  EXPECT_EQ(State("gone", 1).state, VersionState::kUnloading);
+  EXPECT_EQ(repository_.Find("gone").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Resident("m").empty());
+  EXPECT_TRUE(Resident("gone").empty());
+  Poll();
+  EXPECT_EQ(repository_.Lookup("m")->states.size(), 1u);
+  EXPECT_EQ(repository_.Lookup("gone"), nullptr);
+}
+
+TEST_F(ModelLifecycleTest, ABrokenConfigUpdateKeepsThePreviousConfig) {
+  Config("m", "max_batch_size: 4 " + std::string(kConfig));
+  Write("m", 1, "one");
+  Start();
+  Config("m", "max_batch_size: {");
+  Poll();
+  std::shared_ptr<const ModelEntry> entry = repository_.Lookup("m");
+  ASSERT_TRUE(entry->problem.ok());
+  EXPECT_EQ(entry->config.max_batch_size(), 4u);
+  EXPECT_NE(entry->config_problem.find("config.pbtxt update refused"), std::string::npos) << entry->config_problem;
+  EXPECT_EQ(Served("m"), (std::vector<int64_t>{1}));
+  Config("m", "max_batch_size: 8 " + std::string(kConfig));
+  Poll();
+  EXPECT_EQ(repository_.Lookup("m")->config.max_batch_size(), 8u);
+  EXPECT_TRUE(repository_.Lookup("m")->config_problem.empty());
+}
+
+TEST_F(ModelLifecycleTest, ANewModelFolderIsLoadedThenServed) {
+  Start();
+  Config("late", kConfig);
+  Write("late", 3, "three");
+  Poll();
+  EXPECT_EQ(Served("late"), (std::vector<int64_t>{3}));
+  EXPECT_EQ(served_while_loading_.back(), std::vector<int64_t>{});
+  EXPECT_EQ(Resident("late").size(), 1u);
+}
+
+// Explicit control (polling off): LoadModel's sync reads one folder.
+TEST_F(ModelLifecycleTest, SyncModelReadsOneFolder) {
+  Start();
+  Config("late", kConfig);
+  Write("late", 1, "one");
+  EXPECT_EQ(repository_.Find("late").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(lifecycle_.SyncModel("late").ok());
+  EXPECT_EQ(Served("late"), (std::vector<int64_t>{1}));
+  EXPECT_EQ(lifecycle_.SyncModel("absent").code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace infergate
