@@ -44,7 +44,7 @@ absl::StatusOr<size_t> InferenceCore::UnloadModel(const LoadRequest& request) {
   return scheduler_->UnloadModel(request);
 }
 
-absl::StatusOr<std::vector<ModelStatus>> InferenceCore::Models() {
+absl::StatusOr<std::vector<ModelStatus>> InferenceCore::Models() const {
   std::vector<ResidentModel> resident = scheduler_->Resident();
   std::vector<ModelStatus> out;
   for (ModelEntry& entry : repository_->List()) {

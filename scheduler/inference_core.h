@@ -103,7 +103,7 @@ class InferenceCore {
 
   // The repository as served (an in-memory view, no disk I/O), with what is
   // resident.
-  absl::StatusOr<std::vector<ModelStatus>> Models();
+  absl::StatusOr<std::vector<ModelStatus>> Models() const;
   // Whether `name` is a repository model (for bounded metric labels).
   bool KnownModel(absl::string_view name) const;
   // One model of the view. `version` empty: any; else it must be served

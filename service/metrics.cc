@@ -1,5 +1,6 @@
 #include "service/metrics.h"
 
+#include <algorithm>
 #include <prometheus/client_metric.h>
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
@@ -101,7 +102,21 @@ class DeviceCollector : public prometheus::Collectable {
       budget.metric.push_back(
           Sample({{"device", id}}, static_cast<double>(status.cache_budget_bytes), false));
     }
-    return {up, depth, model_depth, capacity, in_flight, oldest, busy, workers, mem_total, mem_used, resident, resident_models, budget};
+    auto versions = Family("infergate_model_versions",
+                           "Versions of each model by lifecycle state (LOADING, READY, UNAVAILABLE, UNLOADING).",
+                           MetricType::Gauge);
+    if (absl::StatusOr<std::vector<ModelStatus>> models = core_.Models(); models.ok()) {
+      for (const ModelStatus& m : *models) {
+        for (VersionState state : {VersionState::kLoading, VersionState::kReady, VersionState::kUnavailable,
+                                   VersionState::kUnloading}) {
+          double n = static_cast<double>(std::count_if(m.states.begin(), m.states.end(),
+                                                       [&](const VersionStatus& v) { return v.state == state; }));
+          versions.metric.push_back(Sample({{"model", m.name}, {"state", std::string(VersionStateName(state))}}, n, false));
+        }
+      }
+    }
+    return {up,       depth,    model_depth, capacity, in_flight,       oldest, busy,
+            workers,  mem_total, mem_used,   resident, resident_models, budget, versions};
   }
 
  private:
@@ -185,6 +200,11 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
                           .Name("infergate_model_load_duration_seconds")
                           .Help("Time to load and prepare a model.")
                           .Register(r);
+  m->updates_ = &prometheus::BuildCounter()
+                     .Name("infergate_model_updates_total")
+                     .Help("Changes the repository poller (or LoadModel) acted on, by model and result: loaded (a new "
+                           "version or file answers), failed (refused; the last good one still answers), removed.")
+                     .Register(r);
   m->evictions_ = &prometheus::BuildCounter()
                        .Name("infergate_model_evictions_total")
                        .Help("Models dropped from a device's cache, by reason (budget, oom, unload).")
@@ -297,6 +317,10 @@ void Metrics::RecordInfer(const RequestLabels& labels, const absl::Status& statu
 
 void Metrics::OnCacheLookup(const DeviceId& device, bool hit) {
   Cached(hit ? *cache_hits_ : *cache_misses_, {{"device", device.ToString()}}).Increment();
+}
+
+void Metrics::OnModelUpdate(const std::string& model, const std::string& result) {
+  Cached(*updates_, {{"model", model}, {"result", result}}).Increment();
 }
 
 void Metrics::OnModelLoad(const std::string& model, const DeviceId& device, double seconds, bool ok) {

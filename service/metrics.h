@@ -53,6 +53,7 @@ class Metrics final : public SchedulerObserver {
 
   void OnCacheLookup(const DeviceId& device, bool hit) override;
   void OnModelLoad(const std::string& model, const DeviceId& device, double seconds, bool ok) override;
+  void OnModelUpdate(const std::string& model, const std::string& result) override;
   void OnEviction(const DeviceId& device, const std::string& why) override;
   void OnFallback(const std::string& from, const std::string& to, const std::string& reason) override;
   void OnRejected(const DeviceId& device, const std::string& model, const std::string& reason) override;
@@ -88,6 +89,7 @@ class Metrics final : public SchedulerObserver {
   prometheus::Family<prometheus::Counter>* loads_ = nullptr;
   prometheus::Family<prometheus::Histogram>* load_seconds_ = nullptr;
   prometheus::Family<prometheus::Counter>* evictions_ = nullptr;
+  prometheus::Family<prometheus::Counter>* updates_ = nullptr;
   prometheus::Family<prometheus::Counter>* fallbacks_ = nullptr;
   prometheus::Family<prometheus::Counter>* rejections_ = nullptr;
 
