@@ -154,18 +154,6 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
   std::map<int64_t, VersionStatus> states;
   for (const VersionStatus& s : entry->states) states[s.version] = s;
   std::vector<std::pair<int64_t, uint64_t>> drop;  // (version, generation) copies to unload; 0: every generation
-  for (int64_t v : diff.versions_removed) {
-    auto it = states.find(v);
-    if (it == states.end()) continue;
-    if (it->second.state == VersionState::kReady) {
-      LOG_INFO << "model '" << name << "' version " << v << ": removed from disk; unloading";
-      Report(name, "removed");
-    }
-    it->second.state = VersionState::kUnloading;
-    it->second.reason = "removed from disk";
-    drop.push_back({v, 0});
-  }
-
   if (absl::IsFailedPrecondition(entry->problem)) {
     // No usable config: nothing is served, but every file is recorded as seen.
     for (const auto& [v, stamp] : disk->versions) {
@@ -257,6 +245,20 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
       s.out_of_policy = true;
       s.reason = absl::StrCat("not served: version_policy serves ", policy);
     }
+  }
+
+  // Removed versions answer until what replaces them is loaded: they turn
+  // UNLOADING only in the entry published last.
+  for (int64_t v : diff.versions_removed) {
+    auto it = states.find(v);
+    if (it == states.end()) continue;
+    if (it->second.state == VersionState::kReady) {
+      LOG_INFO << "model '" << name << "' version " << v << ": removed from disk; unloading";
+      Report(name, "removed");
+    }
+    it->second.state = VersionState::kUnloading;
+    it->second.reason = "removed from disk";
+    drop.push_back({v, 0});
   }
 
   entry->states.clear();
