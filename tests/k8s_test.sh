@@ -17,7 +17,7 @@ bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
 if yamllint -c .yamllint base overlays monitoring >"$work/lint-src.log" 2>&1; then ok "yamllint sources"; else cat "$work/lint-src.log"; bad "yamllint sources"; fi
 
 rendered=()
-for dir in overlays/cpu overlays/gpu overlays/tls monitoring; do
+for dir in overlays/cpu overlays/gpu overlays/tls overlays/model-sync monitoring; do
   out="$work/$(echo "$dir" | tr / -).yaml"
   if kubectl kustomize "$dir" >"$out" 2>"$work/kustomize.err"; then
     ok "kubectl kustomize $dir"
@@ -44,6 +44,12 @@ for want in "kind: Deployment" "kind: PodDisruptionBudget" "kind: HorizontalPodA
             "INFERGATE_AUTH_TOKEN_FILE: /etc/infergate/tokens/inference"; do
   if grep -q "$want" "$cpu"; then ok "cpu overlay has '$want'"; else bad "cpu overlay lacks '$want'"; fi
 done
+# Models updated in place: the server polls a volume a sidecar keeps in step.
+sync="$work/overlays-model-sync.yaml"
+for want in "INFERGATE_REPOSITORY_POLL_INTERVAL: 5s" "name: model-sync$" "name: model-sync-initial" "mountPath: /models"; do
+  if grep -q -- "$want" "$sync"; then ok "model-sync overlay has '$want'"; else bad "model-sync overlay lacks '$want'"; fi
+done
+if grep -q "kind: PersistentVolumeClaim" "$sync"; then bad "model-sync overlay still claims a shared volume"; else ok "model-sync overlay has no shared claim"; fi
 # TLS: exec probes that speak TLS replace the kubelet's plaintext gRPC probes.
 tls="$work/overlays-tls.yaml"
 for want in "INFERGATE_TLS_CERT: /etc/infergate/tls/tls.crt" "secretName: infergate-tls" "--tls-ca=/etc/infergate/tls/ca.crt" \
