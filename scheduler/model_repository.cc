@@ -91,7 +91,9 @@ std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const Di
     VersionStatus s;
     s.version = v;
     s.stamp = s.tried = stamp;
-    if (std::binary_search(served.begin(), served.end(), v)) {
+    if (!entry->problem.ok()) {
+      s.reason = "config.pbtxt is broken";
+    } else if (std::binary_search(served.begin(), served.end(), v)) {
       s.state = VersionState::kReady;
       s.generation = repository.NextGeneration();
     } else {

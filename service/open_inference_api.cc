@@ -196,7 +196,9 @@ absl::Status OpenInferenceApi::RepositoryIndex(const std::string& repository, bo
       std::string reason = v.reason;
       if (!m.problem.ok()) reason = std::string(m.problem.message());
       if (ready && !m.config_problem.empty()) reason = reason.empty() ? m.config_problem : reason + "; " + m.config_problem;
-      add(absl::StrCat(v.version), ready ? "READY" : VersionStateName(v.state), reason);
+      absl::string_view state = VersionStateName(v.state);
+      if (v.state == VersionState::kReady && !ready) state = "UNAVAILABLE";
+      add(absl::StrCat(v.version), state, reason);
     }
   }
   return absl::OkStatus();
