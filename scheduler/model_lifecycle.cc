@@ -136,25 +136,27 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
       entry->declared = DeclaredSignature(entry->config);
       entry->config_stamp = disk->config;
       entry->config_problem.clear();
-      entry->problem = absl::OkStatus();
+      entry->config_broken = false;
       if (current && config_changed) LOG_INFO << "model '" << name << "': config.pbtxt changed; reloading its versions";
-    } else if (current && current->problem.ok()) {
+    } else if (current && !current->config_broken) {
       entry->config_problem = absl::StrCat("config.pbtxt update refused (", config.status().message(),
                                            "); the previous config still applies");
       LOG_WARNING << "model '" << name << "': " << entry->config_problem;
       Report(name, "failed");
     } else {
+      entry->config_broken = true;
       entry->problem = absl::FailedPreconditionError(
           absl::StrCat("model '", name, "' has a broken ", config.status().message()));
       LOG_WARNING << entry->problem.message();
       Report(name, "failed");
     }
   }
+  if (!entry->config_broken) entry->problem = absl::OkStatus();  // recomputed below
 
   std::map<int64_t, VersionStatus> states;
   for (const VersionStatus& s : entry->states) states[s.version] = s;
   std::vector<std::pair<int64_t, uint64_t>> drop;  // (version, generation) copies to unload; 0: every generation
-  if (absl::IsFailedPrecondition(entry->problem)) {
+  if (entry->config_broken) {
     // No usable config: nothing is served, but every file is recorded as seen.
     for (const auto& [v, stamp] : disk->versions) {
       VersionStatus& s = states[v];

@@ -80,6 +80,7 @@ std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const Di
   if (config.ok()) {
     entry->config = *std::move(config);
   } else {
+    entry->config_broken = true;
     entry->problem = absl::FailedPreconditionError(
         absl::StrCat("model '", disk.name, "' has a broken ", config.status().message()));
   }

@@ -41,7 +41,8 @@ struct ModelEntry {
   FileStamp config_tried;  // the newest config.pbtxt tried
   // What config.pbtxt declares about inputs; empty inputs when it is silent.
   InputSignature declared;
-  bool removed = false;  // its folder is gone; every version is UNLOADING
+  bool removed = false;        // its folder is gone; every version is UNLOADING
+  bool config_broken = false;  // no good config.pbtxt was ever read: nothing is served
 
   const VersionStatus* Status(int64_t version) const;
 };

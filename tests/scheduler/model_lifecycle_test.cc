@@ -214,6 +214,26 @@ TEST_F(ModelLifecycleTest, ANewModelFolderIsLoadedThenServed) {
   EXPECT_EQ(Resident("late").size(), 1u);
 }
 
+// A model with nothing to serve at start (no version yet, or a broken
+// config) is served as soon as what it lacked arrives.
+TEST_F(ModelLifecycleTest, AModelUnservableAtStartIsServedOnceFixed) {
+  Config("empty", kConfig);
+  Config("badcfg", "max_batch_size: {");
+  Write("badcfg", 1, "one");
+  Start();
+  EXPECT_EQ(repository_.Find("empty").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(State("badcfg", 1).state, VersionState::kUnavailable);
+  EXPECT_EQ(State("badcfg", 1).reason, "config.pbtxt is broken");
+  Poll();
+  EXPECT_TRUE(loads_.empty()) << "nothing changed, nothing is tried";
+  Write("empty", 1, "one");
+  Config("badcfg", kConfig);
+  Poll();
+  EXPECT_EQ(Served("empty"), (std::vector<int64_t>{1}));
+  EXPECT_EQ(Served("badcfg"), (std::vector<int64_t>{1}));
+  EXPECT_TRUE(repository_.Find("badcfg").ok());
+}
+
 // Explicit control (polling off): LoadModel's sync reads one folder.
 TEST_F(ModelLifecycleTest, SyncModelReadsOneFolder) {
   Start();
