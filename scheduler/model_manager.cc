@@ -22,22 +22,22 @@ ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader)
   }
 }
 
-Route ModelManager::Current(const Route& route) const {
-  // A request planned before the poller swapped in a newer file of the same
-  // version runs on the newer copy: the older one may already be gone.
+bool ModelManager::Refresh(Route& route, bool follow_latest) const {
   std::shared_ptr<const ModelEntry> current = repository_.Lookup(route.model->name);
-  if (!current) return route;
-  const VersionStatus* status = current->Status(route.version);
-  if (!status || status->state != VersionState::kReady || status->generation <= route.generation) return route;
-  Route newer = route;
-  newer.model = std::move(current);
-  newer.generation = status->generation;
-  newer.stamp = status->stamp;
-  return newer;
+  if (!current) return false;
+  int64_t version = route.version;
+  if (follow_latest && route.latest && !current->versions.empty()) version = current->versions.back();
+  const VersionStatus* status = current->Status(version);
+  if (!status || status->state != VersionState::kReady) return false;
+  if (version == route.version && status->generation <= route.generation) return false;
+  route.model = std::move(current);
+  route.version = version;
+  route.generation = status->generation;
+  route.stamp = status->stamp;
+  return true;
 }
 
-absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& planned) {
-  const Route route = Current(planned);
+absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
   ModelKey key = route.key();
   std::string path = repository_.ModelFile(*route.model, route.version);
   absl::StatusOr<ModelCache::Lease> lease = cache_.Acquire(

@@ -29,10 +29,16 @@ class ModelManager {
   // `loader` empty means TorchScript (LoadedModel::Load).
   ModelManager(ModelRepository& repository, ServableLoader loader);
 
-  // The servable for `route`, loaded if it is not resident. A route planned
-  // before a newer file of its version was published runs on the newer copy.
-  // A load reads only the file the route's generation was published for.
+  // The servable for `route`, loaded if it is not resident. A load reads
+  // only the file the route's generation was published for.
   absl::StatusOr<ModelCache::Lease> Acquire(const Route& route);
+
+  // Brings a route planned earlier (a request that waited in a queue) up to
+  // date with the repository view: the newest file of its version and, with
+  // `follow_latest` for a request that asked for the latest version, the
+  // version now latest. The copies the route was planned for may be gone by
+  // then. True if the route changed.
+  bool Refresh(Route& route, bool follow_latest) const;
 
   // Drops matching resident copies; empty version/device and AUTO precision
   // match all. NOT_FOUND when nothing matched and the model is unknown.
@@ -49,7 +55,6 @@ class ModelManager {
   void SetObserver(SchedulerObserver* observer) { observer_ = observer; }
 
  private:
-  Route Current(const Route& route) const;
   static absl::Status SameFile(const Route& route, const std::string& path);
 
   ModelRepository& repository_;

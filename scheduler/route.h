@@ -17,6 +17,7 @@ namespace infergate {
 struct Route {
   std::shared_ptr<const ModelEntry> model;
   int64_t version = 0;
+  bool latest = false;      // the client asked for the latest version (no version)
   uint64_t generation = 0;  // of the version's files, from the repository view
   FileStamp stamp;          // the model.pt that generation was read from
   DeviceRequest requested;  // what the client asked for, parsed

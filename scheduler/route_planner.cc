@@ -60,6 +60,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
   absl::StatusOr<int64_t> version = repository_.ResolveVersion(*route.model, request.version);
   if (!version.ok()) return version.status();
   route.version = *version;
+  route.latest = request.version.empty();
   if (const VersionStatus* status = route.model->Status(route.version)) {
     route.generation = status->generation;
     route.stamp = status->stamp;

@@ -283,6 +283,11 @@ void Scheduler::RunQueued(Batch& batch) {
 }
 
 void Scheduler::Execute(Batch& jobs, bool oom_retried) {
+  // The repository may have swapped files or versions while these waited.
+  // A batch moves to another version only if every request in it asked for
+  // the latest; all of them move alike, so the batch stays one model.
+  const bool all_latest = std::all_of(jobs.begin(), jobs.end(), [](const auto& j) { return j->route.latest; });
+  for (auto& job : jobs) models_.Refresh(job->route, all_latest);
   const Route& route = jobs[0]->route;
   const DeviceId device = route.device.id;
   Clock::time_point started = Clock::now();
