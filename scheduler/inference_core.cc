@@ -44,22 +44,29 @@ absl::StatusOr<size_t> InferenceCore::UnloadModel(const LoadRequest& request) {
   return scheduler_->UnloadModel(request);
 }
 
+namespace {
+
+// What front ends see of one repository entry, with its resident copies.
+ModelStatus StatusOf(ModelEntry entry, const std::vector<ResidentModel>& resident) {
+  ModelStatus status;
+  status.name = std::move(entry.name);
+  status.config = std::move(entry.config);
+  status.versions = std::move(entry.versions);
+  status.states = std::move(entry.states);
+  status.problem = std::move(entry.problem);
+  status.config_problem = std::move(entry.config_problem);
+  for (const ResidentModel& r : resident) {
+    if (r.key.model == status.name) status.loaded.push_back(r.key);
+  }
+  return status;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<ModelStatus>> InferenceCore::Models() const {
   std::vector<ResidentModel> resident = scheduler_->Resident();
   std::vector<ModelStatus> out;
-  for (ModelEntry& entry : repository_->List()) {
-    ModelStatus status;
-    status.name = std::move(entry.name);
-    status.config = std::move(entry.config);
-    status.versions = std::move(entry.versions);
-    status.states = std::move(entry.states);
-    status.problem = std::move(entry.problem);
-    status.config_problem = std::move(entry.config_problem);
-    for (const ResidentModel& r : resident) {
-      if (r.key.model == status.name) status.loaded.push_back(r.key);
-    }
-    out.push_back(std::move(status));
-  }
+  for (ModelEntry& entry : repository_->List()) out.push_back(StatusOf(std::move(entry), resident));
   return out;
 }
 
@@ -71,17 +78,7 @@ absl::StatusOr<ModelStatus> InferenceCore::Model(absl::string_view name, absl::s
   if (!version.empty()) {
     if (absl::StatusOr<int64_t> v = repository_->ResolveVersion(**entry, version); !v.ok()) return v.status();
   }
-  ModelStatus status;
-  status.name = (*entry)->name;
-  status.config = (*entry)->config;
-  status.versions = (*entry)->versions;
-  status.states = (*entry)->states;
-  status.problem = (*entry)->problem;
-  status.config_problem = (*entry)->config_problem;
-  for (const ResidentModel& r : scheduler_->Resident()) {
-    if (r.key.model == status.name) status.loaded.push_back(r.key);
-  }
-  return status;
+  return StatusOf(**entry, scheduler_->Resident());
 }
 
 absl::StatusOr<std::vector<ModelStats>> InferenceCore::Statistics(absl::string_view model,

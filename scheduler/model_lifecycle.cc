@@ -1,7 +1,6 @@
 #include "scheduler/model_lifecycle.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <utility>
@@ -32,16 +31,20 @@ void ModelLifecycle::Report(const std::string& model, const char* result) {
   if (observer_) observer_->OnModelUpdate(model, result);
 }
 
+DiskModel ModelLifecycle::Known(const ModelEntry& entry) {
+  DiskModel model;
+  model.name = entry.name;
+  model.config = entry.config_tried;
+  for (const VersionStatus& s : entry.states) {
+    if (s.state != VersionState::kUnloading) model.versions[s.version] = s.tried;
+  }
+  return model;
+}
+
 DiskRepository ModelLifecycle::Known() const {
   DiskRepository known;
   for (const ModelEntry& entry : repository_.List()) {
-    if (entry.removed) continue;
-    DiskModel& model = known[entry.name];
-    model.name = entry.name;
-    model.config = entry.config_tried;
-    for (const VersionStatus& s : entry.states) {
-      if (s.state != VersionState::kUnloading) model.versions[s.version] = s.tried;
-    }
+    if (!entry.removed) known.emplace(entry.name, Known(entry));
   }
   return known;
 }
@@ -83,8 +86,9 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name) {
   absl::StatusOr<DiskModel> disk = ScanModel(repository_.root(), name);
   DiskRepository known_one;
   DiskRepository now_one;
-  DiskRepository known = Known();
-  if (auto it = known.find(name); it != known.end()) known_one.insert(*it);
+  if (std::shared_ptr<const ModelEntry> entry = repository_.Lookup(name); entry && !entry->removed) {
+    known_one.emplace(name, Known(*entry));
+  }
   if (disk.ok()) {
     now_one.emplace(name, *disk);
   } else if (known_one.empty()) {
@@ -120,12 +124,8 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
   if (diff.removed || !disk) return Remove(current);
 
   const std::string& name = diff.model;
-  auto entry = current ? std::make_shared<ModelEntry>(*current) : std::make_shared<ModelEntry>();
-  if (!current) {
-    entry->name = name;
-    entry->dir = (std::filesystem::path(repository_.root()) / name).string();
-    entry->config.set_name(name);
-  }
+  std::shared_ptr<ModelEntry> entry =
+      current ? std::make_shared<ModelEntry>(*current) : NewModelEntry(repository_.root(), name);
   bool config_changed = !current;
   if (!current || diff.config_changed) {
     entry->config_tried = disk->config;
@@ -145,8 +145,7 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
       Report(name, "failed");
     } else {
       entry->config_broken = true;
-      entry->problem = absl::FailedPreconditionError(
-          absl::StrCat("model '", name, "' has a broken ", config.status().message()));
+      entry->problem = BrokenConfigProblem(name, config.status());
       LOG_WARNING << entry->problem.message();
       Report(name, "failed");
     }
@@ -164,7 +163,7 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
       s.version = v;
       s.state = VersionState::kUnavailable;
       s.tried = stamp;
-      s.reason = "config.pbtxt is broken";
+      s.reason = kBrokenConfigReason;
     }
   } else {
     auto refused = [&](const VersionStatus& s, const FileStamp& stamp) {
@@ -229,15 +228,14 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
         if (again) break;
       }
     }
-    const std::string policy = DescribePolicy(entry->config.version_policy());
+    const std::string out_of_policy = OutOfPolicyReason(entry->config.version_policy());
     for (const auto& [v, stamp] : disk->versions) {
       if (std::binary_search(wanted.begin(), wanted.end(), v)) continue;
       VersionStatus& s = states[v];
       s.version = v;
       if (s.state == VersionState::kUnavailable && s.failed && s.tried == stamp) continue;  // keeps its failure
       if (s.state == VersionState::kReady) {
-        LOG_INFO << "model '" << name << "' version " << v << ": no longer served (version_policy serves " << policy
-                 << ")";
+        LOG_INFO << "model '" << name << "' version " << v << ": " << out_of_policy;
         drop.push_back({v, 0});
       }
       s.state = VersionState::kUnavailable;
@@ -245,7 +243,7 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
       s.stamp = {};
       s.failed = false;
       s.out_of_policy = true;
-      s.reason = absl::StrCat("not served: version_policy serves ", policy);
+      s.reason = out_of_policy;
     }
   }
 
@@ -267,8 +265,7 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
   for (auto& [v, s] : states) entry->states.push_back(std::move(s));
   RefreshServedVersions(*entry);
   if (entry->problem.ok() && disk->versions.empty()) {
-    entry->problem = absl::FailedPreconditionError(
-        absl::StrCat("model '", name, "' has no version folder holding a model.pt"));
+    entry->problem = NoVersionProblem(name);
   }
   repository_.Publish(entry);
   // Old copies go only now that the new ones answer; a request holding one

@@ -54,6 +54,7 @@ class ModelLifecycle {
  private:
   // What the published entries were built from, refused files included.
   DiskRepository Known() const;
+  static DiskModel Known(const ModelEntry& entry);
   // Forgets models and versions that were UNLOADING, and drops cached
   // copies that no READY version's generation names any more.
   void FinishUnloading();

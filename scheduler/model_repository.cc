@@ -70,19 +70,35 @@ absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const st
   return ParseModelConfig(*text, name);
 }
 
-std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const DiskModel& disk) {
+std::shared_ptr<ModelEntry> NewModelEntry(const std::string& root, const std::string& name) {
   auto entry = std::make_shared<ModelEntry>();
-  entry->name = disk.name;
-  entry->dir = (fs::path(repository.root()) / disk.name).string();
-  entry->config.set_name(disk.name);
+  entry->name = name;
+  entry->dir = (fs::path(root) / name).string();
+  entry->config.set_name(name);
+  return entry;
+}
+
+absl::Status BrokenConfigProblem(absl::string_view model, const absl::Status& parse_error) {
+  return absl::FailedPreconditionError(absl::StrCat("model '", model, "' has a broken ", parse_error.message()));
+}
+
+absl::Status NoVersionProblem(absl::string_view model) {
+  return absl::FailedPreconditionError(absl::StrCat("model '", model, "' has no version folder holding a model.pt"));
+}
+
+std::string OutOfPolicyReason(const v1::VersionPolicy& policy) {
+  return absl::StrCat("not served: version_policy serves ", DescribePolicy(policy));
+}
+
+std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const DiskModel& disk) {
+  std::shared_ptr<ModelEntry> entry = NewModelEntry(repository.root(), disk.name);
   entry->config_stamp = entry->config_tried = disk.config;
   absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(entry->dir, disk.name);
   if (config.ok()) {
     entry->config = *std::move(config);
   } else {
     entry->config_broken = true;
-    entry->problem = absl::FailedPreconditionError(
-        absl::StrCat("model '", disk.name, "' has a broken ", config.status().message()));
+    entry->problem = BrokenConfigProblem(disk.name, config.status());
   }
   entry->declared = DeclaredSignature(entry->config);
   std::vector<int64_t> on_disk;
@@ -93,21 +109,20 @@ std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const Di
     s.version = v;
     s.stamp = s.tried = stamp;
     if (!entry->problem.ok()) {
-      s.reason = "config.pbtxt is broken";
+      s.reason = kBrokenConfigReason;
     } else if (std::binary_search(served.begin(), served.end(), v)) {
       s.state = VersionState::kReady;
       s.generation = repository.NextGeneration();
     } else {
       s.state = VersionState::kUnavailable;
       s.out_of_policy = true;
-      s.reason = absl::StrCat("not served: version_policy serves ", DescribePolicy(entry->config.version_policy()));
+      s.reason = OutOfPolicyReason(entry->config.version_policy());
     }
     entry->states.push_back(std::move(s));
   }
   RefreshServedVersions(*entry);
   if (entry->problem.ok() && disk.versions.empty()) {
-    entry->problem = absl::FailedPreconditionError(
-        absl::StrCat("model '", disk.name, "' has no version folder holding a model.pt"));
+    entry->problem = NoVersionProblem(disk.name);
   }
   return entry;
 }

@@ -91,6 +91,16 @@ class ModelRepository {
   std::map<std::string, std::shared_ptr<const ModelEntry>, std::less<>> models_;
 };
 
+// The wording the start-up scan and the lifecycle share.
+// An empty entry for model `name` of the repository at `root`.
+std::shared_ptr<ModelEntry> NewModelEntry(const std::string& root, const std::string& name);
+absl::Status BrokenConfigProblem(absl::string_view model, const absl::Status& parse_error);
+absl::Status NoVersionProblem(absl::string_view model);
+// Why a version on disk is not served; also what a request for it is told.
+std::string OutOfPolicyReason(const v1::VersionPolicy& policy);
+// Why a version of a model with no usable config.pbtxt is not served.
+inline constexpr char kBrokenConfigReason[] = "config.pbtxt is broken";
+
 // An entry for a model as it is on disk, every version in the policy READY
 // with a fresh generation, without loading anything.
 std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const DiskModel& disk);

@@ -27,6 +27,7 @@ FileStamp StampFile(const std::string& path) {
 }
 
 absl::StatusOr<DiskModel> ScanModel(const std::string& root, const std::string& name) {
+  if (absl::Status s = ValidateModelName(name); !s.ok()) return s;  // never a path outside the repository
   fs::path dir = fs::path(root) / name;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {

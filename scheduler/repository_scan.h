@@ -42,7 +42,8 @@ using DiskRepository = std::map<std::string, DiskModel>;
 // Every model folder under `root` with a valid model name. NOT_FOUND when
 // the root cannot be listed.
 absl::StatusOr<DiskRepository> ScanRepository(const std::string& root);
-// One model folder; NOT_FOUND when it is not a directory.
+// One model folder; INVALID_ARGUMENT for a name that is not a model name,
+// NOT_FOUND when it is not a directory.
 absl::StatusOr<DiskModel> ScanModel(const std::string& root, const std::string& name);
 
 }  // namespace infergate

@@ -14,7 +14,6 @@
 #include "scheduler/failure_policy.h"
 #include "scheduler/input_signature.h"
 #include "scheduler/job.h"
-#include "scheduler/model_name.h"
 
 namespace infergate {
 namespace {
@@ -286,8 +285,18 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
   // The repository may have swapped files or versions while these waited.
   // A batch moves to another version only if every request in it asked for
   // the latest; all of them move alike, so the batch stays one model.
+  // One look at the repository per batch, not per request: the jobs share
+  // model and version, and every job takes the newest route found.
   const bool all_latest = std::all_of(jobs.begin(), jobs.end(), [](const auto& j) { return j->route.latest; });
-  for (auto& job : jobs) models_.Refresh(job->route, all_latest);
+  Route refreshed = jobs[0]->route;
+  if (models_.Refresh(refreshed, all_latest)) {
+    for (auto& job : jobs) {
+      job->route.model = refreshed.model;
+      job->route.version = refreshed.version;
+      job->route.generation = refreshed.generation;
+      job->route.stamp = refreshed.stamp;
+    }
+  }
   const Route& route = jobs[0]->route;
   const DeviceId device = route.device.id;
   Clock::time_point started = Clock::now();
@@ -401,7 +410,6 @@ void Scheduler::FallBack(Batch& jobs, const FallbackReason& reason, const absl::
 
 void Scheduler::LoadModel(const LoadRequest& request, std::function<void(absl::StatusOr<LoadResult>)> done) {
   if (draining_.load()) return done(absl::UnavailableError("server is draining; it loads no models"));
-  if (absl::Status s = ValidateModelName(request.model); !s.ok()) return done(s);
   DeviceExecutor* cpu = Executor(kCpu);
   if (!cpu) return done(absl::UnavailableError("device: no cpu executor"));
   auto shared_done = std::make_shared<std::function<void(absl::StatusOr<LoadResult>)>>(std::move(done));
