@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 
 namespace infergate {
@@ -51,6 +52,12 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(absl::string_view text, 
     return absl::InvalidArgumentError(absl::StrCat(flag, ": '", text, "' is not a duration such as 30s or 500ms"));
   }
   return std::chrono::milliseconds(static_cast<int64_t>(value * scale));
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  if (bytes >= (uint64_t{1} << 30)) return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1u << 30));
+  if (bytes >= (uint64_t{1} << 20)) return absl::StrFormat("%.2f MiB", static_cast<double>(bytes) / (1u << 20));
+  return absl::StrCat(bytes, " bytes");
 }
 
 }  // namespace infergate

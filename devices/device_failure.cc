@@ -14,6 +14,7 @@ const char* KindName(DeviceFailure kind) {
     case DeviceFailure::kDtype: return "dtype";
     case DeviceFailure::kOutOfMemory: return "oom";
     case DeviceFailure::kDeviceError: return "device_error";
+    case DeviceFailure::kTooLarge: return "too_large";
   }
   return "unknown";
 }
@@ -32,7 +33,7 @@ std::optional<DeviceFailureInfo> DeviceFailureOf(const absl::Status& status) {
   std::string kind = text.substr(0, bar);
   std::string detail = bar == std::string::npos ? "" : text.substr(bar + 1);
   for (DeviceFailure k : {DeviceFailure::kUnsupportedOp, DeviceFailure::kDtype, DeviceFailure::kOutOfMemory,
-                          DeviceFailure::kDeviceError}) {
+                          DeviceFailure::kDeviceError, DeviceFailure::kTooLarge}) {
     if (kind == KindName(k)) return DeviceFailureInfo{k, detail};
   }
   return std::nullopt;

@@ -16,6 +16,7 @@ enum class DeviceFailure {
   kDtype,          // c10::TypeError: a dtype the device cannot hold; detail "float64"
   kOutOfMemory,    // c10::OutOfMemoryError
   kDeviceError,    // the device itself failed ("CUDA error: ..."); detail: the device id
+  kTooLarge,       // the model alone exceeds the device's model cache budget: it can never be loaded there
 };
 
 struct DeviceFailureInfo {

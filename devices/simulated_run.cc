@@ -4,55 +4,39 @@
 #include <c10/util/Exception.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "common/units.h"
 
 namespace infergate {
 namespace {
 
 thread_local SimulatedRun* t_current = nullptr;
 
-uint64_t TensorBytes(const c10::IValue& v, bool* float64) {
-  if (!v.isTensor()) return 0;
-  const at::Tensor& t = v.toTensor();
-  if (!t.defined()) return 0;
-  if (t.scalar_type() == at::kDouble) *float64 = true;
-  return static_cast<uint64_t>(t.numel()) * t.element_size();
+// A float64 tensor would live on the device, which MPS cannot hold, unless
+// it is a wrapped number: LibTorch turns a Python int or float operand
+// (`x * 0.5`, `x + 1`, `torch.where(c, x, 0.0)`) into a 0-dim double or long
+// tensor flagged as a wrapped number, which the backend reads as a scalar
+// and which never decides the result's dtype. Real MPS runs those.
+bool LivesOnDeviceAsFloat64(const at::Tensor& t) {
+  return t.scalar_type() == at::kDouble && !t.unsafeGetTensorImpl()->is_wrapped_number();
 }
 
-// Inputs are checked for float64 only: their bytes are parameters (already
-// counted in the device's ledger) or earlier outputs.
+void NoteFloat64(const c10::IValue& v, bool* float64) {
+  if (v.isTensor() && v.toTensor().defined() && LivesOnDeviceAsFloat64(v.toTensor())) *float64 = true;
+}
+
 std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
   if (!t_current) return nullptr;
   bool f64 = false;
-  for (const c10::IValue& v : fn.inputs()) TensorBytes(v, &f64);
-  t_current->OnOp(fn.name(), 0, f64);
+  for (const c10::IValue& v : fn.inputs()) NoteFloat64(v, &f64);
+  t_current->OnOp(fn.name(), f64);
   return nullptr;
 }
 
-// What an op returns is newly live memory on the device, unless it is a
-// view of an input (aten::t, reshape, ...), which allocates nothing.
 void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   if (!t_current) return;
   bool f64 = false;
-  uint64_t bytes = 0;
-  for (const c10::IValue& v : fn.outputs()) {
-    bool view = false;
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().has_storage()) {
-      const void* data = v.toTensor().storage().data();
-      for (const c10::IValue& in : fn.inputs()) {
-        view = view || (in.isTensor() && in.toTensor().defined() && in.toTensor().has_storage() &&
-                        in.toTensor().storage().data() == data);
-      }
-    }
-    uint64_t b = TensorBytes(v, &f64);
-    if (!view) bytes += b;
-  }
-  t_current->OnOp(fn.name(), bytes, f64);
-}
-
-std::string GiB(uint64_t b) {
-  if (b < (uint64_t{1} << 30)) return absl::StrFormat("%.2f MiB", static_cast<double>(b) / (1u << 20));
-  return absl::StrFormat("%.2f GiB", static_cast<double>(b) / (1u << 30));
+  for (const c10::IValue& v : fn.outputs()) NoteFloat64(v, &f64);
+  t_current->OnOp(fn.name(), f64);
 }
 
 }  // namespace
@@ -70,9 +54,7 @@ SimulatedRun::~SimulatedRun() {
   t_current = previous_;
 }
 
-void SimulatedRun::OnOp(const char* name, uint64_t output_bytes, bool saw_float64) {
-  uint64_t working_bytes = output_bytes;
-  if (working_bytes > peak_bytes_) peak_bytes_ = working_bytes;
+void SimulatedRun::OnOp(const char* name, bool saw_float64) {
   if (saw_float64 && rules_.reject_float64) float64_ = true;
   if (unsupported_op_.empty() && !rules_.unsupported_ops.empty() && rules_.unsupported_ops.count(name)) {
     unsupported_op_ = name;
@@ -94,12 +76,13 @@ void SimulatedRun::Check() const {
                    "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
                    "Please use float32 instead.");
   if (rules_.memory) {
+    uint64_t peak_bytes = activations_.peak_bytes();
     uint64_t used = rules_.memory->used();
     uint64_t capacity = rules_.memory->capacity();
-    TORCH_CHECK_WITH(OutOfMemoryError, used + peak_bytes_ <= capacity,
+    TORCH_CHECK_WITH(OutOfMemoryError, used + peak_bytes <= capacity,
                      rules_.device.kind == DeviceKind::kCuda ? "CUDA" : "MPS", " out of memory. Tried to allocate ",
-                     GiB(peak_bytes_), " (GPU ", rules_.device.index, "; ", GiB(capacity), " total capacity; ",
-                     GiB(used), " already allocated; ", GiB(capacity > used ? capacity - used : 0),
+                     FormatBytes(peak_bytes), " (GPU ", rules_.device.index, "; ", FormatBytes(capacity), " total capacity; ",
+                     FormatBytes(used), " already allocated; ", FormatBytes(capacity > used ? capacity - used : 0),
                      " free; simulated device)");
   }
 }

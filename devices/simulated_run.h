@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "devices/activation_meter.h"
 #include "devices/simulation.h"
 
 namespace infergate {
@@ -26,9 +27,10 @@ class SimulatedRun {
   void Check() const;
 
   // Called from the dispatcher callbacks.
-  // `output_bytes`: what the op allocated; the peak over ops stands for the
-  // run's live tensors on top of the resident parameters.
-  void OnOp(const char* name, uint64_t output_bytes, bool saw_float64);
+  void OnOp(const char* name, bool saw_float64);
+
+  // The run's activation peak so far (tensors it allocated and still held).
+  uint64_t activation_peak_bytes() const { return activations_.peak_bytes(); }
 
  private:
   const SimulationRules& rules_;
@@ -36,7 +38,7 @@ class SimulatedRun {
   SimulatedRun* previous_ = nullptr;
   std::string unsupported_op_;
   bool float64_ = false;
-  uint64_t peak_bytes_ = 0;
+  ActivationMeter activations_;  // the out-of-memory check: resident + peak <= capacity
 };
 
 }  // namespace infergate

@@ -15,6 +15,8 @@ FailureDecision DecideOnFailure(const absl::Status& failure, const DeviceId& dev
     case DeviceFailure::kOutOfMemory:
       if (!oom_retried) return {FailureAction::kEvictAndRetry, std::nullopt};
       return {FailureAction::kFallBack, FallbackReason{FallbackKind::kOutOfMemory, ""}};
+    case DeviceFailure::kTooLarge:  // evicting cannot help: straight to the cpu
+      return {FailureAction::kFallBack, FallbackReason{FallbackKind::kOutOfMemory, ""}};
     case DeviceFailure::kDeviceError:
       return {FailureAction::kTakeOutOfService, FallbackReason{FallbackKind::kDeviceError, device.ToString()}};
   }

@@ -8,6 +8,7 @@
 //   unsupported op / dtype   remember for the model, to cpu  fail
 //   out of memory            evict idle models, retry once;  fail
 //                            then to cpu
+//   too large for budget     to cpu                          fail
 //   device error             take device out of service,     fail
 //                            to cpu
 

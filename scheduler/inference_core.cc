@@ -10,7 +10,7 @@
 
 namespace infergate {
 
-bool ModelStatus::AllowsDevice(DeviceKind kind) const { return DeviceKindAllowed(config, kind); }
+bool ModelStatus::AllowsDevice(const DeviceId& device) const { return DeviceAllowed(config, device); }
 
 InferenceCore::InferenceCore(std::string repository_root, DeviceRegistry devices, SchedulerOptions options,
                              ServableLoader loader)

@@ -72,8 +72,8 @@ struct ModelStatus {
   std::string config_problem;          // a refused config.pbtxt update (the previous config applies)
   std::vector<ModelKey> loaded;        // resident copies
 
-  // Whether the config lets the model run on devices of `kind`.
-  bool AllowsDevice(DeviceKind kind) const;
+  // Whether the config lets the model run on `device` (kind and id).
+  bool AllowsDevice(const DeviceId& device) const;
 };
 
 class InferenceCore {

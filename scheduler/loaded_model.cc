@@ -73,7 +73,8 @@ LoadedModel::~LoadedModel() = default;
 
 absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string& path,
                                                                const v1::ModelConfig& config,
-                                                               const DeviceInfo& device, DType compute_dtype) {
+                                                               const DeviceInfo& device, DType compute_dtype,
+                                                               const AdmitBytes& admit) {
   auto impl = std::make_unique<Impl>();
   impl->name = config.name();
   impl->placement = PlanPlacement(device, compute_dtype);
@@ -136,10 +137,16 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
     std::vector<at::Tensor> state;
     for (const auto& p : impl->module.named_parameters(/*recurse=*/true)) state.push_back(p.value);
     for (const auto& b : impl->module.named_buffers(/*recurse=*/true)) state.push_back(b.value);
-    for (at::Tensor& t : state) {
-      t.set_data(Place(t, impl->placement));
-      bytes += t.numel() * t.element_size();
+    // What the device will hold, known before anything is placed there:
+    // floating tensors in the storage dtype (a real fp16 device holds two
+    // bytes per value even where this process emulates fp16 in fp32).
+    for (const at::Tensor& t : state) {
+      bytes += t.numel() * c10::elementSize(t.is_floating_point() ? impl->placement.storage : t.scalar_type());
     }
+    if (admit) {
+      if (absl::Status room = admit(bytes); !room.ok()) return room;
+    }
+    for (at::Tensor& t : state) t.set_data(Place(t, impl->placement));
     if (impl->simulation && impl->simulation->memory) {
       const MemoryLedger& ledger = *impl->simulation->memory;
       TORCH_CHECK_WITH(OutOfMemoryError, impl->simulation->memory->TryReserve(bytes),

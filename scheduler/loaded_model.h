@@ -23,8 +23,11 @@ class LoadedModel final : public Servable {
   // config, casts floating parameters to `compute_dtype` and moves it to
   // `device`. Errors: INTERNAL for an unreadable file or a bad signature;
   // RESOURCE_EXHAUSTED (with an OOM device failure) when it does not fit.
+  // `admit`, when set, is asked for room for the parameter bytes before any
+  // is placed on the device; its error is returned as is.
   static absl::StatusOr<std::shared_ptr<LoadedModel>> Load(const std::string& path, const v1::ModelConfig& config,
-                                                           const DeviceInfo& device, DType compute_dtype);
+                                                           const DeviceInfo& device, DType compute_dtype,
+                                                           const AdmitBytes& admit = nullptr);
   ~LoadedModel() override;
 
   // Runs forward() on inputs already ordered as signature(). Floating
@@ -37,7 +40,7 @@ class LoadedModel final : public Servable {
 
   const InputSignature& signature() const override { return signature_; }
   DType compute_dtype() const override { return compute_dtype_; }
-  // Parameter and buffer bytes.
+  // Parameter and buffer bytes on the device.
   uint64_t resident_bytes() const override { return parameter_bytes_; }
 
  private:

@@ -6,6 +6,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/units.h"
+#include "devices/device_failure.h"
 
 namespace infergate {
 
@@ -42,53 +44,100 @@ uint64_t ModelCache::Budget(const DeviceId& device) const {
   return it == budgets_.end() ? 0 : it->second;
 }
 
-std::vector<std::pair<ModelKey, std::shared_ptr<ModelCache::Slot>>> ModelCache::EvictLocked(const DeviceId& device,
-                                                                                             uint64_t target,
-                                                                                             const ModelKey* keep) {
-  std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>> evicted;
-  uint64_t resident = 0;
+uint64_t ModelCache::HeldLocked(const DeviceId& device, const ModelKey* except) const {
+  uint64_t held = 0;
+  for (const auto& [key, slot] : slots_) {
+    if (key.device == device && !(except && key == *except)) held += slot->bytes;
+  }
+  return held;
+}
+
+ModelCache::Evicted ModelCache::EvictLocked(const DeviceId& device, uint64_t target, const ModelKey* keep) {
+  Evicted evicted;
+  uint64_t held = HeldLocked(device, keep);
   std::vector<std::pair<uint64_t, ModelKey>> candidates;
   for (const auto& [key, slot] : slots_) {
     if (key.device != device || !slot->ready) continue;
-    resident += slot->bytes;
     if (!slot->pinned && slot->in_flight == 0 && !(keep && key == *keep)) candidates.push_back({slot->last_used, key});
   }
   std::sort(candidates.begin(), candidates.end());
   for (const auto& [used, key] : candidates) {
-    if (resident <= target) break;
+    if (held <= target) break;
     auto it = slots_.find(key);
-    resident -= it->second->bytes;
+    held -= it->second->bytes;
     evicted.push_back(*it);
     slots_.erase(it);
   }
   return evicted;
 }
 
-void ModelCache::Notify(const std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>>& evicted, const char* why) {
+absl::Status ModelCache::MakeRoomLocked(const ModelKey& key, uint64_t bytes, const std::string& source,
+                                        Evicted* evicted) {
+  auto found = budgets_.find(key.device);
+  if (found == budgets_.end() || found->second == 0) return absl::OkStatus();
+  const uint64_t budget = found->second;
+  if (bytes > budget) {
+    return WithDeviceFailure(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "model ", key.ToString(), " needs ", FormatBytes(bytes), " (", bytes, " bytes, ", source,
+            ") on ", key.device.ToString(), ", more than the device's whole model cache budget of ",
+            FormatBytes(budget), " (", budget, " bytes): it can never be loaded there")),
+        DeviceFailure::kTooLarge, "");
+  }
+  if (HeldLocked(key.device, &key) + bytes > budget) {
+    Evicted more = EvictLocked(key.device, budget - bytes, &key);
+    evicted->insert(evicted->end(), more.begin(), more.end());
+  }
+  uint64_t held = HeldLocked(key.device, &key);
+  if (held + bytes <= budget) return absl::OkStatus();
+  return WithDeviceFailure(
+      absl::ResourceExhaustedError(absl::StrCat(
+          "no room for model ", key.ToString(), " on ", key.device.ToString(), " now: it needs ", FormatBytes(bytes),
+          " (", bytes, " bytes, ", source, ") and models in use, pinned or loading hold ", FormatBytes(held), " of the ",
+          FormatBytes(budget), " budget")),
+      DeviceFailure::kOutOfMemory, "");
+}
+
+void ModelCache::Notify(const Evicted& evicted, const char* why) {
   for (const auto& [key, slot] : evicted) {
     LOG_INFO << "evicted " << key.ToString() << " (" << slot->bytes << " bytes): " << why;
     if (listener_) listener_(key, slot->bytes, why);
   }
 }
 
-absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const Loader& loader, bool pinned) {
+absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const Loader& loader, bool pinned,
+                                                      const Footprint& expected) {
   bool owner = false;
   std::shared_ptr<Slot> slot;
   std::promise<Result> promise;
+  Evicted evicted;
+  absl::Status admitted;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = slots_.find(key);
     if (it != slots_.end()) {
       slot = it->second;
     } else {
-      slot = std::make_shared<Slot>();
-      slot->result = promise.get_future().share();
-      slot->pinned = pinned;
-      slots_.emplace(key, slot);
-      owner = true;
+      admitted = MakeRoomLocked(key, expected.total(), expected.source, &evicted);
+      if (admitted.ok()) {
+        slot = std::make_shared<Slot>();
+        slot->result = promise.get_future().share();
+        slot->pinned = pinned;
+        slot->bytes = expected.total();  // reserved until the load says what it takes
+        slot->activation_bytes = expected.activation_bytes;
+        slots_.emplace(key, slot);
+        owner = true;
+      }
     }
-    slot->in_flight++;  // held by the lease from here on
-    slot->last_used = ++clock_;
+    if (slot) {
+      slot->in_flight++;  // held by the lease from here on
+      slot->last_used = ++clock_;
+    }
+  }
+  Notify(evicted, "budget");
+  if (!admitted.ok()) {
+    LOG_WARNING << admitted.message();
+    return admitted;
   }
   Lease lease;
   lease.slot_ = slot;
@@ -101,30 +150,39 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
     return lease;
   }
 
+  // The exact parameter bytes, known before anything reaches the device.
+  AdmitBytes admit = [&](uint64_t parameter_bytes) {
+    Evicted more;
+    absl::Status room;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      uint64_t bytes = parameter_bytes + slot->activation_bytes;
+      room = MakeRoomLocked(key, bytes, "measured while loading", &more);
+      if (room.ok()) slot->bytes = bytes;
+    }
+    Notify(more, "budget");
+    return room;
+  };
   Result result = absl::InternalError("model loader did not run");
   try {
-    result = loader();
+    result = loader(admit);
   } catch (const std::exception& e) {  // a loader that throws must not leave waiters hanging
     result = absl::InternalError(absl::StrCat("loading ", key.ToString(), " threw: ", e.what()));
   }
-  std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>> evicted;
-  absl::Status over_budget;
+  absl::Status too_large;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = slots_.find(key);
     if (result.ok()) {
       slot->ready = true;
-      slot->bytes = (*result)->resident_bytes();
-      auto budget = budgets_.find(key.device);
-      if (budget != budgets_.end() && budget->second > 0) {
-        if (slot->bytes > budget->second) {
-          over_budget = absl::ResourceExhaustedError(
-              absl::StrCat("model ", key.ToString(), " needs ", slot->bytes, " bytes, more than the cache budget of ",
-                           budget->second, " bytes on ", key.device.ToString()));
-          if (it != slots_.end() && it->second == slot) slots_.erase(it);
-        } else {
-          evicted = EvictLocked(key.device, budget->second, &key);
-        }
+      slot->bytes = (*result)->resident_bytes() + slot->activation_bytes;
+      // A loader that did not call `admit` (or took more than it said) is
+      // fitted now, after its load.
+      too_large = MakeRoomLocked(key, slot->bytes, "measured after loading", &evicted);
+      if (!too_large.ok() && DeviceFailureOf(too_large)->kind == DeviceFailure::kTooLarge) {
+        if (it != slots_.end() && it->second == slot) slots_.erase(it);
+      } else {
+        too_large = absl::OkStatus();  // in use elsewhere: it stays, and the budget holds once they finish
       }
     } else if (it != slots_.end() && it->second == slot) {
       slots_.erase(it);
@@ -132,15 +190,36 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
   }
   Notify(evicted, "budget");
   if (!result.ok()) LOG_WARNING << "loading " << key.ToString() << " failed: " << result.status().message();
-  promise.set_value(over_budget.ok() ? result : Result(over_budget));
-  if (!over_budget.ok()) return over_budget;
+  promise.set_value(too_large.ok() ? result : Result(too_large));
+  if (!too_large.ok()) return too_large;
   if (!result.ok()) return result.status();
   lease.model_ = *std::move(result);
   return lease;
 }
 
+void ModelCache::SetActivationBytes(const ModelKey& key, uint64_t bytes) {
+  Evicted evicted;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = slots_.find(key);
+    if (it == slots_.end() || !it->second->ready || bytes <= it->second->activation_bytes) return;
+    Slot& slot = *it->second;
+    slot.bytes += bytes - slot.activation_bytes;
+    slot.activation_bytes = bytes;
+    absl::Status room = MakeRoomLocked(key, slot.bytes, "with its measured activation peak", &evicted);
+    if (!room.ok()) LOG_WARNING << room.message();
+    if (!room.ok() && DeviceFailureOf(room)->kind == DeviceFailure::kTooLarge) {
+      // It cannot run there beside nothing at all: it leaves (leases finish on
+      // it), and its learned size refuses the next load up front.
+      evicted.push_back(*it);
+      slots_.erase(it);
+    }
+  }
+  Notify(evicted, "budget");
+}
+
 size_t ModelCache::EvictIdle(const DeviceId& device, const ModelKey* keep, const char* why) {
-  std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>> evicted;
+  Evicted evicted;
   {
     std::lock_guard<std::mutex> lock(mu_);
     evicted = EvictLocked(device, 0, keep);
@@ -150,7 +229,7 @@ size_t ModelCache::EvictIdle(const DeviceId& device, const ModelKey* keep, const
 }
 
 size_t ModelCache::Unload(const std::function<bool(const ModelKey&)>& match) {
-  std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>> dropped;
+  Evicted dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = slots_.begin(); it != slots_.end();) {

@@ -4,6 +4,14 @@
 // single-flight: concurrent first requests for a key share one load. A model
 // with a request in flight, or pinned by its config, is never evicted.
 //
+// Admission comes before the load: a model's expected footprint (its
+// parameters and activation peak, learned or estimated) is reserved first,
+// evicting idle models until it fits beside everything resident or being
+// loaded, and the reservation is corrected to the exact parameter bytes
+// before the loader places anything on the device (AdmitBytes). So the
+// models on a device never hold more than its budget, not even while one
+// loads. A model larger than the whole budget is refused without loading.
+//
 // Thread-safe. A loader runs on the thread of the first Acquire for its key;
 // the others wait for it. The eviction listener runs on the thread that
 // evicted, after the cache's lock is released.
@@ -20,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "devices/device_id.h"
 #include "devices/dtype.h"
+#include "scheduler/footprint.h"
 #include "scheduler/model_key.h"
 #include "scheduler/servable.h"
 
@@ -27,7 +36,7 @@ namespace infergate {
 
 class ModelCache {
  public:
-  using Loader = std::function<absl::StatusOr<std::shared_ptr<Servable>>()>;
+  using Loader = std::function<absl::StatusOr<std::shared_ptr<Servable>>(const AdmitBytes& admit)>;
 
   // A loaded model held for one use: it is not evicted while a lease lives.
   class Lease {
@@ -60,10 +69,18 @@ class ModelCache {
   void SetEvictionListener(EvictionListener listener) { listener_ = std::move(listener); }
 
   // The model for `key`, loading it with `loader` when absent. A failed load
-  // is not cached, so a fixed file loads on the next request. After a load,
+  // is not cached, so a fixed file loads on the next request. Before a load,
   // least-recently-used idle unpinned models on the device are evicted until
-  // the budget holds; a model that alone exceeds it is RESOURCE_EXHAUSTED.
-  absl::StatusOr<Lease> Acquire(const ModelKey& key, const Loader& loader, bool pinned = false);
+  // `expected` fits. RESOURCE_EXHAUSTED, with the figures in the message:
+  // the model alone exceeds the budget (DeviceFailure kTooLarge), or the
+  // models in use, pinned or loading leave no room now (kOutOfMemory).
+  absl::StatusOr<Lease> Acquire(const ModelKey& key, const Loader& loader, bool pinned = false,
+                                const Footprint& expected = {});
+
+  // A resident copy's activation peak, measured by a run (warm-up): it
+  // counts against the budget from now on, and idle models are evicted to
+  // make room for it if need be.
+  void SetActivationBytes(const ModelKey& key, uint64_t bytes);
 
   // Evicts every idle unpinned model on `device` except `keep`; returns how
   // many. Used to make room after an out-of-memory error.
@@ -80,20 +97,27 @@ class ModelCache {
 
  private:
   using Result = absl::StatusOr<std::shared_ptr<Servable>>;
+  // Every field is under mu_.
   struct Slot {
     std::shared_future<Result> result;
-    bool ready = false;
+    bool ready = false;  // loaded; until then `bytes` is the load's reservation
     bool pinned = false;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0;  // counted against the budget: parameters + activation peak
+    uint64_t activation_bytes = 0;
     uint64_t last_used = 0;
-    int in_flight = 0;  // under mu_
+    int in_flight = 0;
   };
+  using Evicted = std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>>;
   void Release(const std::shared_ptr<void>& slot);
+  // Under mu_: bytes held on `device` by resident and loading models other than `except`.
+  uint64_t HeldLocked(const DeviceId& device, const ModelKey* except) const;
   // Under mu_: evicts LRU idle unpinned slots on `device` (never `keep`)
-  // until resident bytes <= target. Returns the evicted entries.
-  std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>> EvictLocked(const DeviceId& device, uint64_t target,
-                                                                      const ModelKey* keep);
-  void Notify(const std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>>& evicted, const char* why);
+  // until the bytes held by the others <= target. Returns the evicted entries.
+  Evicted EvictLocked(const DeviceId& device, uint64_t target, const ModelKey* keep);
+  // Under mu_: evicts until `bytes` for `key` fit beside the other models on
+  // its device, or says why they cannot. `source` says where `bytes` came from.
+  absl::Status MakeRoomLocked(const ModelKey& key, uint64_t bytes, const std::string& source, Evicted* evicted);
+  void Notify(const Evicted& evicted, const char* why);
 
   mutable std::mutex mu_;
   std::map<ModelKey, std::shared_ptr<Slot>> slots_;

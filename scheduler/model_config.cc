@@ -86,6 +86,14 @@ absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::s
         "config.pbtxt: default_priority_level: ", config.default_priority_level(), " is beyond priority_levels (",
         config.priority_levels(), config.priority_levels() == 0 ? ", which leaves priorities off)" : ")"));
   }
+  for (int i = 0; i < config.devices_size(); ++i) {
+    absl::StatusOr<DeviceRequest> device = ParseDeviceRequest(config.devices(i), absl::StrCat("devices[", i, "]"));
+    if (!device.ok()) return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", device.status().message()));
+    if (device->automatic) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.pbtxt: devices[", i, "]: name a device or a kind, not 'auto'"));
+    }
+  }
   if (absl::Status s = ValidateVersionPolicy(config.version_policy()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", s.message()));
   }
@@ -105,11 +113,19 @@ InputSignature DeclaredSignature(const v1::ModelConfig& config) {
   return sig;
 }
 
-bool DeviceKindAllowed(const v1::ModelConfig& config, DeviceKind kind) {
-  if (config.allowed_devices_size() == 0) return true;
+bool DeviceAllowed(const v1::ModelConfig& config, const DeviceId& device) {
+  bool kind_allowed = config.allowed_devices_size() == 0;
   for (int k : config.allowed_devices()) {
-    if ((k == v1::CPU && kind == DeviceKind::kCpu) || (k == v1::CUDA && kind == DeviceKind::kCuda) ||
-        (k == v1::MPS && kind == DeviceKind::kMps)) {
+    kind_allowed |= (k == v1::CPU && device.kind == DeviceKind::kCpu) ||
+                    (k == v1::CUDA && device.kind == DeviceKind::kCuda) ||
+                    (k == v1::MPS && device.kind == DeviceKind::kMps);
+  }
+  if (!kind_allowed) return false;
+  if (config.devices_size() == 0) return true;
+  for (const std::string& text : config.devices()) {
+    absl::StatusOr<DeviceRequest> named = ParseDeviceRequest(text);  // validated when the config was parsed
+    if (named.ok() && !named->automatic && named->kind == device.kind &&
+        (named->any_index || named->index == device.index)) {
       return true;
     }
   }

@@ -22,8 +22,9 @@ inline constexpr int kMaxTensorRank = 8;
 // field, e.g. "inputs[1].dims[0]".
 absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name);
 
-// Whether the config lets the model run on `kind` (an empty list allows all).
-bool DeviceKindAllowed(const v1::ModelConfig& config, DeviceKind kind);
+// Whether the config lets the model run on `device`: its kind is in
+// allowed_devices and it is one of `devices` (each list empty allows all).
+bool DeviceAllowed(const v1::ModelConfig& config, const DeviceId& device);
 
 // What a config declares about a model's inputs, as a signature (inputs in
 // the config's order; empty when the config declares none).

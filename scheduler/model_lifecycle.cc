@@ -295,7 +295,7 @@ absl::Status ModelLifecycle::LoadVersion(const std::shared_ptr<const ModelEntry>
   };
   if (targets.empty()) {
     for (const DeviceId& id : devices_.Available()) {
-      if (DeviceKindAllowed(entry->config, id.kind)) {
+      if (DeviceAllowed(entry->config, id)) {
         add_device(id);
         break;
       }
@@ -331,7 +331,7 @@ absl::Status ModelLifecycle::LoadVersion(const std::shared_ptr<const ModelEntry>
       });
       bool cpu_listed = std::any_of(targets.begin(), targets.end(),
                                     [](const auto& t) { return t.first.kind == DeviceKind::kCpu; });
-      if (!cpu_listed && DeviceKindAllowed(entry->config, DeviceKind::kCpu)) add_device(DeviceId{DeviceKind::kCpu, 0});
+      if (!cpu_listed && DeviceAllowed(entry->config, DeviceId{DeviceKind::kCpu, 0})) add_device(DeviceId{DeviceKind::kCpu, 0});
       continue;
     }
     unload_generation();

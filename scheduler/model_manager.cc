@@ -5,17 +5,18 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "devices/activation_meter.h"
 #include "devices/torch_dtype.h"
 #include "scheduler/loaded_model.h"
 
 namespace infergate {
 
-ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader)
-    : repository_(repository), loader_(std::move(loader)) {
+ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints)
+    : repository_(repository), loader_(std::move(loader)), footprints_(footprints) {
   if (!loader_) {
-    loader_ = [](const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device,
-                 DType dtype) -> absl::StatusOr<std::shared_ptr<Servable>> {
-      absl::StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::Load(path, config, device, dtype);
+    loader_ = [](const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device, DType dtype,
+                 const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
+      absl::StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::Load(path, config, device, dtype, admit);
       if (!model.ok()) return model.status();
       return std::shared_ptr<Servable>(*std::move(model));
     };
@@ -37,30 +38,47 @@ bool ModelManager::Refresh(Route& route, bool follow_latest) const {
   return true;
 }
 
+Footprint ModelManager::Expected(const Route& route) const {
+  if (!footprints_) {
+    return {ModelFootprints::EstimateParameterBytes(route.stamp.size, route.dtype), 0, "estimated from the model file"};
+  }
+  return footprints_->Expect(route.model->name, route.stamp.ContentKey(), route.stamp.size, route.device.id.kind,
+                             route.dtype);
+}
+
 absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
   ModelKey key = route.key();
   std::string path = repository_.ModelFile(*route.model, route.version);
+  Footprint expected = Expected(route);
   absl::StatusOr<ModelCache::Lease> lease = cache_.Acquire(
       key,
-      [&]() -> absl::StatusOr<std::shared_ptr<Servable>> {
+      [&](const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
         // The file must be the one this generation was published for, before
         // and after reading it: a file replaced on disk is loaded only once
         // the poller has seen it settle, never half-written.
         if (absl::Status same = SameFile(route, path); !same.ok()) return same;
         Clock::time_point start = Clock::now();
-        absl::StatusOr<std::shared_ptr<Servable>> model = loader_(path, route.model->config, route.device, route.dtype);
+        LOG_INFO << "admitting " << key.ToString() << " on " << key.device.ToString() << ": expects "
+                 << expected.total() << " bytes (" << expected.parameter_bytes << " parameters + "
+                 << expected.activation_bytes << " activations, " << expected.source << ")";
+        absl::StatusOr<std::shared_ptr<Servable>> model =
+            loader_(path, route.model->config, route.device, route.dtype, admit);
         if (model.ok()) {
           if (absl::Status same = SameFile(route, path); !same.ok()) model = same;
         }
         uint64_t took_us = MicrosBetween(start, Clock::now());
         if (observer_) observer_->OnModelLoad(key.model, key.device, took_us / 1e6, model.ok());
+        if (model.ok() && footprints_) {
+          footprints_->RecordParameters(key.model, route.stamp.ContentKey(), key.device.kind, key.dtype,
+                                        (*model)->resident_bytes());
+        }
         if (model.ok()) {
           LOG_INFO << "loaded " << key.ToString() << " (generation " << key.generation << ") from " << path << " in "
                    << took_us / 1000 << " ms (" << (*model)->resident_bytes() << " bytes)";
         }
         return model;
       },
-      route.model->config.pinned());
+      route.model->config.pinned(), expected);
   if (observer_) observer_->OnCacheLookup(key.device, lease.ok() && !lease->loaded_now());
   return lease;
 }
@@ -127,10 +145,22 @@ absl::Status ModelManager::WarmUp(const Route& route) {
     }
   }
   Clock::time_point start = Clock::now();
-  absl::StatusOr<std::vector<NamedTensor>> out = (*model)->Run(zeros);
-  if (!out.ok()) return out.status();
+  uint64_t activation_bytes = 0;
+  {
+    ActivationMeter meter;
+    absl::StatusOr<std::vector<NamedTensor>> out = (*model)->Run(zeros);
+    if (!out.ok()) return out.status();
+    activation_bytes = meter.peak_bytes();
+  }
   LOG_INFO << "warm-up of model '" << route.model->name << "' on " << route.device.id.ToString() << " took "
-           << MicrosBetween(start, Clock::now()) << " us";
+           << MicrosBetween(start, Clock::now()) << " us; activation peak " << activation_bytes << " bytes";
+  const ModelKey key = route.key();
+  *model = ModelCache::Lease();  // idle again: making room for its activations may evict others, not it
+  if (footprints_) {
+    footprints_->RecordActivations(key.model, route.stamp.ContentKey(), key.device.kind, key.dtype,
+                                   activation_bytes);
+  }
+  cache_.SetActivationBytes(key, activation_bytes);
   return absl::OkStatus();
 }
 

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "scheduler/inference_types.h"
 #include "scheduler/model_cache.h"
+#include "scheduler/model_footprints.h"
 #include "scheduler/model_repository.h"
 #include "scheduler/route.h"
 #include "scheduler/scheduler_observer.h"
@@ -25,12 +26,15 @@ namespace infergate {
 
 class ModelManager {
  public:
-  // Neither argument is owned; the repository must outlive the manager.
-  // `loader` empty means TorchScript (LoadedModel::Load).
-  ModelManager(ModelRepository& repository, ServableLoader loader);
+  // Nothing is owned; the repository (and `footprints`, which may be null:
+  // then models are admitted by the estimate from their file) must outlive
+  // the manager. `loader` empty means TorchScript (LoadedModel::Load).
+  ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints = nullptr);
 
   // The servable for `route`, loaded if it is not resident. A load reads
-  // only the file the route's generation was published for.
+  // only the file the route's generation was published for, and is
+  // admitted to the device by the model's learned footprint (or the
+  // estimate from its file) before it starts; see ModelCache::Acquire.
   absl::StatusOr<ModelCache::Lease> Acquire(const Route& route);
 
   // Brings a route planned earlier (a request that waited in a queue) up to
@@ -45,8 +49,10 @@ class ModelManager {
   absl::StatusOr<size_t> Unload(const LoadRequest& request);
 
   // Runs a loaded model once on zeros of its declared shapes (batch of 1),
-  // so the first client does not pay for lazy initialisation. OK without
-  // running when the inputs are not fully declared.
+  // so the first client does not pay for lazy initialisation, and measures
+  // the run's activation peak, which counts against the device's budget
+  // from then on and is learned for later loads. OK without running when
+  // the inputs are not fully declared.
   absl::Status WarmUp(const Route& route);
 
   ModelCache& cache() { return cache_; }
@@ -57,8 +63,12 @@ class ModelManager {
  private:
   static absl::Status SameFile(const Route& route, const std::string& path);
 
+  // The footprint `route` is expected to take on its device.
+  Footprint Expected(const Route& route) const;
+
   ModelRepository& repository_;
   ServableLoader loader_;
+  ModelFootprints* footprints_;
   ModelCache cache_;
   SchedulerObserver* observer_ = nullptr;
 };

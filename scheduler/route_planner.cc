@@ -75,7 +75,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
   if (wanted->automatic) {
     std::vector<DeviceId> allowed;
     for (const DeviceId& id : devices_.Available()) {
-      if (DeviceKindAllowed(config, id.kind) && !learned_.Lookup(name, file, id.kind)) allowed.push_back(id);
+      if (DeviceAllowed(config, id) && !learned_.Lookup(name, file, id.kind)) allowed.push_back(id);
     }
     if (allowed.empty()) {
       return absl::FailedPreconditionError(
@@ -115,7 +115,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
                   << (cooling_down ? "out of service" : "not available") << "; falling back to cpu"
                   << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
     }
-  } else if (!DeviceKindAllowed(config, target->kind)) {
+  } else if (!DeviceAllowed(config, *target)) {
     if (!request.allow_fallback) {
       return absl::FailedPreconditionError(
           absl::StrCat("device: model '", name, "' may not run on ", target->ToString()));
@@ -131,7 +131,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
     reason = *std::move(learned);
   }
   if (!reason) return PlaceOn(std::move(route), *target, request.precision);
-  if (!DeviceKindAllowed(config, DeviceKind::kCpu)) {
+  if (!DeviceAllowed(config, kCpu)) {
     return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' cannot run where asked (",
                                                       reason->ToString(), ") and may not run on the cpu"));
   }
@@ -141,7 +141,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
 
 absl::StatusOr<Route> RoutePlanner::FallBackToCpu(const Route& route, FallbackReason reason, Precision precision,
                                                   bool allow_fallback, const absl::Status& failure) const {
-  if (!allow_fallback || !DeviceKindAllowed(route.model->config, DeviceKind::kCpu)) {
+  if (!allow_fallback || !DeviceAllowed(route.model->config, kCpu)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "device: model '", route.model->name, "' cannot run on ", route.device.id.ToString(), " (",
         reason.ToString(), ") and ", allow_fallback ? "may not run on the cpu" : "fallback is DENY", ": ",

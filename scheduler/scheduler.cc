@@ -93,8 +93,10 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
     : repository_(repository),
       devices_(devices),
       options_(std::move(options)),
-      learned_(options_.state_file, TorchVersion()),
-      models_(repository, std::move(loader)),
+      state_file_(std::make_shared<StateFile>(options_.state_file)),
+      learned_(state_file_, TorchVersion()),
+      footprints_(state_file_, TorchVersion()),
+      models_(repository, std::move(loader), &footprints_),
       planner_(repository, devices, learned_, options_.router, [this](const ModelKey& key, RouteCandidate* c) {
         if (DeviceExecutor* ex = Executor(key.device)) {
           c->queued = ex->queue_depth();
@@ -116,6 +118,9 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
       [this](const ModelKey& key, uint64_t, const char* why) { observer_->OnEviction(key.device, why); });
   if (absl::Status s = learned_.Load(); !s.ok()) {
     LOG_WARNING << s.message() << "; starting with no learned device limits";
+  }
+  if (absl::Status s = footprints_.Load(); !s.ok()) {
+    LOG_WARNING << s.message() << "; starting with no learned model sizes";
   }
   for (const DeviceInfo& d : devices_.Snapshot()) {
     if (!d.available) continue;

@@ -100,7 +100,9 @@ class Scheduler {
   ModelRepository& repository_;
   DeviceRegistry& devices_;
   SchedulerOptions options_;
+  std::shared_ptr<StateFile> state_file_;  // what the two tables below learn, across restarts
   UnsupportedOpTable learned_;
+  ModelFootprints footprints_;
   LatencyStats latency_;
   ModelManager models_;
   RoutePlanner planner_;

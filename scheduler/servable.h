@@ -36,9 +36,17 @@ class Servable {
   virtual uint64_t resident_bytes() const = 0;
 };
 
+// Given to a loader by the model cache. The loader calls it once it knows
+// the bytes the model's parameters and buffers will take on the device and
+// before it places any there; the cache makes room for them (evicting idle
+// models) or answers RESOURCE_EXHAUSTED, which the loader returns as is. A
+// loader that never calls it is admitted by the size it reports afterwards.
+using AdmitBytes = std::function<absl::Status(uint64_t parameter_bytes)>;
+
 // Loads the model file at `path` for `device` in `compute_dtype`. Runs on a
 // device worker (or the starting thread for warm-up); may take seconds.
 using ServableLoader = std::function<absl::StatusOr<std::shared_ptr<Servable>>(
-    const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device, DType compute_dtype)>;
+    const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device, DType compute_dtype,
+    const AdmitBytes& admit)>;
 
 }  // namespace infergate

@@ -9,10 +9,10 @@
 //
 // Threading: every method may be called from any thread. Lookup runs on
 // every routing decision and takes only the table's lock; the state file is
-// written (with an fsync) outside that lock, under a writer lock of its own,
-// newest snapshot wins.
+// written (with an fsync) outside that lock (see state_file.h).
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "devices/device_id.h"
 #include "scheduler/fallback_reason.h"
+#include "scheduler/state_file.h"
 
 namespace infergate {
 
@@ -32,9 +33,12 @@ class UnsupportedOpTable {
   // `libtorch_version` is this build's (entries learned under another are
   // probed again).
   UnsupportedOpTable(std::string state_file, std::string libtorch_version);
+  // Shares `state_file` with the other tables kept in it.
+  UnsupportedOpTable(std::shared_ptr<StateFile> state_file, std::string libtorch_version);
 
   // Reads the state file if it exists. A malformed file is an error (the
-  // table stays empty); a missing one is not.
+  // table stays empty); a missing one is not. Lines of the older format
+  // are rewritten in the current one.
   absl::Status Load();
 
   // Records that `model` with model file `file` (FileStamp::ContentKey) fails
@@ -48,7 +52,7 @@ class UnsupportedOpTable {
   absl::Status last_write_status() const;
 
  private:
-  std::string Render() const;  // the state file's text; under mu_
+  std::vector<std::string> Render() const;  // the table's lines in the state file; under mu_
 
   struct Key {
     DeviceKind kind;
@@ -57,14 +61,10 @@ class UnsupportedOpTable {
     friend auto operator<=>(const Key&, const Key&) = default;
   };
 
-  std::string state_file_;
+  std::shared_ptr<StateFile> state_file_;
   std::string libtorch_version_;
   mutable std::mutex mu_;
   std::map<Key, FallbackReason> entries_;
-  uint64_t version_ = 0;  // bumped by each Record; under mu_
-  absl::Status last_write_;
-  std::mutex write_mu_;           // one writer of the state file at a time
-  uint64_t written_version_ = 0;  // the newest snapshot on disk; under write_mu_
 };
 
 }  // namespace infergate

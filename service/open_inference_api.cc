@@ -121,7 +121,7 @@ absl::Status OpenInferenceApi::ModelConfig(const std::string& name, const std::s
   int cpu_workers = 0;
   std::vector<int32_t> gpus;
   for (const DeviceStatus& d : core_.Devices()) {
-    if (!d.info.available || !model->AllowsDevice(d.info.id.kind)) continue;
+    if (!d.info.available || !model->AllowsDevice(d.info.id)) continue;
     if (d.info.id.kind == DeviceKind::kCpu) cpu_workers += d.workers;
     if (d.info.id.kind == DeviceKind::kCuda) gpus.push_back(d.info.id.index);
   }

@@ -57,8 +57,8 @@ bool Gate::AwaitWaiters(int n) {
 }
 
 ServableLoader FakeLoader(std::shared_ptr<FakeScript> script) {
-  return [script](const std::string&, const v1::ModelConfig& config, const DeviceInfo& device,
-                  DType) -> absl::StatusOr<std::shared_ptr<Servable>> {
+  return [script](const std::string&, const v1::ModelConfig& config, const DeviceInfo& device, DType,
+                  const AdmitBytes&) -> absl::StatusOr<std::shared_ptr<Servable>> {
     script->loads++;
     return std::make_shared<FakeServable>(script, device.id, DeclaredSignature(config));
   };

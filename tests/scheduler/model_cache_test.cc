@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "devices/device_failure.h"
 #include "scheduler/loaded_model.h"
 
 namespace infergate {
@@ -30,12 +32,12 @@ std::string ModelFile(int64_t floats) {
 }
 
 ModelCache::Loader Loader(int64_t floats, std::atomic<int>* calls = nullptr) {
-  return [floats, calls]() -> absl::StatusOr<std::shared_ptr<Servable>> {
+  return [floats, calls](const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
     if (calls) calls->fetch_add(1);
     v1::ModelConfig config;
     config.set_name("m");
     absl::StatusOr<std::shared_ptr<LoadedModel>> model =
-        LoadedModel::Load(ModelFile(floats), config, DeviceInfo{}, DType::kFloat32);
+        LoadedModel::Load(ModelFile(floats), config, DeviceInfo{}, DType::kFloat32, admit);
     if (!model.ok()) return model.status();
     return std::shared_ptr<Servable>(*std::move(model));
   };
@@ -52,9 +54,9 @@ std::vector<std::string> ResidentNames(const ModelCache& cache) {
 TEST(ModelCache, HundredConcurrentFirstRequestsCauseOneLoad) {
   ModelCache cache;
   std::atomic<int> calls{0};
-  auto slow = [&]() -> absl::StatusOr<std::shared_ptr<Servable>> {
+  auto slow = [&](const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    return Loader(16, &calls)();
+    return Loader(16, &calls)(admit);
   };
   std::atomic<int> ok{0};
   std::vector<std::thread> threads;
@@ -70,7 +72,9 @@ TEST(ModelCache, HundredConcurrentFirstRequestsCauseOneLoad) {
 
 TEST(ModelCache, FailedLoadsAreNotCached) {
   ModelCache cache;
-  auto broken = []() -> absl::StatusOr<std::shared_ptr<Servable>> { return absl::InternalError("corrupt"); };
+  auto broken = [](const AdmitBytes&) -> absl::StatusOr<std::shared_ptr<Servable>> {
+    return absl::InternalError("corrupt");
+  };
   EXPECT_EQ(cache.Acquire(Key("a"), broken).status().code(), absl::StatusCode::kInternal);
   EXPECT_TRUE(cache.Resident().empty());
   EXPECT_TRUE(cache.Acquire(Key("a"), Loader(16)).ok());
@@ -89,15 +93,23 @@ TEST(ModelCache, LeastRecentlyUsedIsEvictedUnderTheBudget) {
   EXPECT_LE(cache.ResidentBytes({DeviceKind::kCpu, 0}), 2 * model_bytes + 100);
 }
 
-TEST(ModelCache, PinnedAndInFlightModelsAreNeverEvicted) {
+TEST(ModelCache, PinnedAndInFlightModelsAreNeverEvictedAndLeaveNoRoomForALoad) {
   ModelCache cache;
   cache.SetBudget({DeviceKind::kCpu, 0}, 2 * 4000 + 100);
   ASSERT_TRUE(cache.Acquire(Key("pinned"), Loader(1000), /*pinned=*/true).ok());
   auto busy = cache.Acquire(Key("busy"), Loader(1000));  // lease held: in flight
   ASSERT_TRUE(busy.ok());
-  ASSERT_TRUE(cache.Acquire(Key("new"), Loader(1000)).ok());
-  // Nothing could be evicted: over budget, but neither pinned nor busy went.
+  // Nothing can be evicted, so the load is refused before its parameters
+  // reach the device (an out-of-memory failure: the scheduler retries once
+  // after evicting, then falls back), and the budget holds.
+  absl::Status refused = cache.Acquire(Key("new"), Loader(1000)).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(DeviceFailureOf(refused).has_value());
+  EXPECT_EQ(DeviceFailureOf(refused)->kind, DeviceFailure::kOutOfMemory);
+  EXPECT_NE(refused.message().find("in use, pinned or loading hold 8000 bytes of the 8100 bytes budget"), absl::string_view::npos) << refused;
+  EXPECT_LE(cache.ResidentBytes({DeviceKind::kCpu, 0}), 2 * 4000 + 100u);
   std::vector<std::string> names = ResidentNames(cache);
+  EXPECT_EQ(names.size(), 2u);
   EXPECT_NE(std::find(names.begin(), names.end(), "pinned"), names.end());
   EXPECT_NE(std::find(names.begin(), names.end(), "busy"), names.end());
   // Once the busy lease ends it is the LRU candidate for the next load.
@@ -114,6 +126,97 @@ TEST(ModelCache, ModelLargerThanTheBudgetIsResourceExhausted) {
   auto lease = cache.Acquire(Key("big"), Loader(1000));
   EXPECT_EQ(lease.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(lease.status().message().find("cache budget"), absl::string_view::npos);
+  EXPECT_TRUE(cache.Resident().empty());
+}
+
+// Room is made before the loader runs (for the expected footprint) and
+// before it places its parameters (for their exact size): at no point of a
+// load do the models resident on the device and the one loading exceed the
+// budget. A cache that loaded first and evicted afterwards fails here.
+TEST(ModelCache, RoomIsMadeBeforeTheLoadSoTheBudgetIsNeverExceeded) {
+  ModelCache cache;
+  const DeviceId cpu{DeviceKind::kCpu, 0};
+  const uint64_t budget = 3 * 4000 + 100;  // room for three of the 1000-float models
+  cache.SetBudget(cpu, budget);
+  for (int i = 0; i < 8; ++i) {
+    std::string name = absl::StrCat("m", i);
+    uint64_t resident_at_start = 0;
+    uint64_t resident_when_admitted = 0;
+    auto watched = [&](const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
+      resident_at_start = cache.ResidentBytes(cpu);
+      return Loader(1000)([&](uint64_t bytes) {
+        absl::Status s = admit(bytes);
+        resident_when_admitted = cache.ResidentBytes(cpu) + bytes;
+        return s;
+      });
+    };
+    Footprint expected{4000, 0, "test"};
+    ASSERT_TRUE(cache.Acquire(Key(name), watched, false, expected).ok()) << name;
+    EXPECT_LE(resident_at_start + expected.total(), budget) << name;
+    EXPECT_LE(resident_when_admitted, budget) << name;
+    EXPECT_LE(cache.ResidentBytes(cpu), budget) << name;
+  }
+  EXPECT_EQ(cache.Resident().size(), 3u);
+}
+
+// An estimate that was too low is corrected before the parameters are
+// placed: more models are evicted then, and the budget still holds.
+TEST(ModelCache, ALowEstimateIsCorrectedBeforeTheParametersArePlaced) {
+  ModelCache cache;
+  const DeviceId cpu{DeviceKind::kCpu, 0};
+  cache.SetBudget(cpu, 12100);
+  ASSERT_TRUE(cache.Acquire(Key("a"), Loader(1000)).ok());
+  ASSERT_TRUE(cache.Acquire(Key("b"), Loader(1000)).ok());
+  uint64_t resident_when_admitted = 0;
+  auto watched = [&](const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
+    return Loader(2000)([&](uint64_t bytes) {
+      absl::Status s = admit(bytes);
+      resident_when_admitted = cache.ResidentBytes(cpu) + bytes;
+      return s;
+    });
+  };
+  ASSERT_TRUE(cache.Acquire(Key("big"), watched, false, Footprint{100, 0, "a wrong guess"}).ok());
+  EXPECT_LE(resident_when_admitted, 12100u);
+  EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"b", "big"}));
+}
+
+// A model whose expected footprint exceeds the whole budget is refused up
+// front, with the figures, and its file is never read.
+TEST(ModelCache, AModelThatCanNeverFitIsRefusedWithTheNumbersAndNeverLoaded) {
+  ModelCache cache;
+  const DeviceId cpu{DeviceKind::kCpu, 0};
+  cache.SetBudget(cpu, 3u << 20);
+  std::atomic<int> loads{0};
+  Footprint expected{4u << 20, 1u << 20, "learned from an earlier load"};
+  absl::Status refused = cache.Acquire(Key("huge"), Loader(16, &loads), false, expected).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(DeviceFailureOf(refused).has_value());
+  EXPECT_EQ(DeviceFailureOf(refused)->kind, DeviceFailure::kTooLarge);
+  for (const char* figure : {"needs 5.00 MiB (5242880 bytes, learned from an earlier load)",
+                             "model cache budget of 3.00 MiB (3145728 bytes)", "can never be loaded there"}) {
+    EXPECT_NE(refused.message().find(figure), absl::string_view::npos) << figure << " in " << refused;
+  }
+  EXPECT_EQ(loads.load(), 0);
+  EXPECT_TRUE(cache.Resident().empty());
+  // Refusing is not an eviction: nothing else on the device was touched.
+  ASSERT_TRUE(cache.Acquire(Key("small"), Loader(16)).ok());
+  EXPECT_EQ(cache.Acquire(Key("huge"), Loader(16, &loads), false, expected).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"small"}));
+}
+
+// A measured activation peak counts from then on: idle models make room for it.
+TEST(ModelCache, AnActivationPeakCountsAgainstTheBudget) {
+  ModelCache cache;
+  const DeviceId cpu{DeviceKind::kCpu, 0};
+  cache.SetBudget(cpu, 10000);
+  ASSERT_TRUE(cache.Acquire(Key("a"), Loader(1000)).ok());
+  ASSERT_TRUE(cache.Acquire(Key("b"), Loader(1000)).ok());
+  cache.SetActivationBytes(Key("b"), 5000);
+  EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(cache.ResidentBytes(cpu), 9000u);
+  // Grown past the whole budget, it leaves the device.
+  cache.SetActivationBytes(Key("b"), 7000);
   EXPECT_TRUE(cache.Resident().empty());
 }
 

@@ -31,7 +31,7 @@ class ModelLifecycleTest : public ::testing::Test {
         devices_(FakeDevices(/*cuda=*/false, /*mps=*/false)),
         models_(repository_,
                 [this](const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device,
-                       DType dtype) -> absl::StatusOr<std::shared_ptr<Servable>> {
+                       DType dtype, const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
                   std::ifstream in(path);
                   std::stringstream text;
                   text << in.rdbuf();
@@ -39,7 +39,7 @@ class ModelLifecycleTest : public ::testing::Test {
                   std::shared_ptr<const ModelEntry> served = repository_.Lookup(config.name());
                   served_while_loading_.push_back(served ? served->versions : std::vector<int64_t>{});
                   if (text.str().rfind("broken", 0) == 0) return absl::InvalidArgumentError("not a TorchScript file");
-                  return FakeLoader(script_)(path, config, device, dtype);
+                  return FakeLoader(script_)(path, config, device, dtype, admit);
                 }),
         lifecycle_(repository_, models_, devices_) {}
   ~ModelLifecycleTest() override { fs::remove_all(root_); }

@@ -1,0 +1,67 @@
+#include "devices/activation_meter.h"
+
+#include <ATen/record_function.h>
+
+#include <algorithm>
+
+namespace infergate {
+namespace {
+
+thread_local ActivationMeter* t_meter = nullptr;
+
+std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction&) { return nullptr; }
+
+void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (!t_meter) return;
+  for (const c10::IValue& v : fn.outputs()) {
+    if (!v.isTensor()) continue;
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined() || !t.has_storage()) continue;
+    // A view of an input, an in-place op or an op returning its input
+    // allocates nothing.
+    const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+    bool aliases_input = false;
+    for (const c10::IValue& in : fn.inputs()) {
+      aliases_input = aliases_input || (in.isTensor() && in.toTensor().defined() && in.toTensor().has_storage() &&
+                                        in.toTensor().storage().unsafeGetStorageImpl() == storage);
+    }
+    if (!aliases_input) t_meter->OnOutput(t.storage());
+  }
+}
+
+}  // namespace
+
+ActivationMeter::ActivationMeter() : previous_(t_meter) {
+  t_meter = this;
+  handle_ = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(&OnStart, &OnEnd).needsInputs(true).needsOutputs(true).scopes({at::RecordScope::FUNCTION}));
+}
+
+ActivationMeter::~ActivationMeter() {
+  at::removeCallback(handle_);
+  t_meter = previous_;
+}
+
+void ActivationMeter::DropFreed() {
+  auto freed = std::remove_if(live_.begin(), live_.end(), [&](const Live& l) {
+    if (!l.storage.expired()) return false;
+    live_bytes_ -= l.bytes;
+    return true;
+  });
+  live_.erase(freed, live_.end());
+}
+
+void ActivationMeter::OnOutput(const c10::Storage& storage) {
+  DropFreed();
+  const c10::StorageImpl* identity = storage.unsafeGetStorageImpl();
+  // Already counted (an op that hands back a storage made earlier in the run).
+  for (const Live& l : live_) {
+    if (l.identity == identity) return;
+  }
+  if (storage.data() == nullptr && storage.nbytes() == 0) return;
+  live_.push_back({storage.getWeakStorageImpl(), identity, static_cast<uint64_t>(storage.nbytes())});
+  live_bytes_ += storage.nbytes();
+  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+}
+
+}  // namespace infergate

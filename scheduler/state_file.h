@@ -1,0 +1,57 @@
+#pragma once
+// The server's state file (--state-file): what it learned at run time and
+// keeps across restarts, one line per fact, in sections each owned by one
+// table (device limits, model footprints). Every write replaces one
+// section and rewrites the whole file atomically (write, fsync, rename),
+// newest snapshot wins, so a crash leaves the old file or the new one.
+//
+// Threading: every method may be called from any thread. Sections are kept
+// under one lock; the file is written outside it, under a writer lock.
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace infergate {
+
+class StateFile {
+ public:
+  // `path` may be empty: sections then live in memory only.
+  explicit StateFile(std::string path);
+
+  const std::string& path() const { return path_; }
+
+  // Reads the file (again) into its sections; a missing file is empty. A
+  // line's first tab-separated field names its section; lines of the
+  // version 2 format, which had no section names, come back in section ""
+  // for the table that understands them.
+  absl::Status Load();
+
+  // The lines of `section` (without the section name) as last read or
+  // replaced.
+  std::vector<std::string> Section(const std::string& section) const;
+
+  // Makes `lines` the content of `section` and rewrites the file. The
+  // status of the write is also kept for last_write_status().
+  absl::Status Replace(const std::string& section, std::vector<std::string> lines);
+
+  absl::Status last_write_status() const;
+
+ private:
+  std::string Render() const;  // under mu_
+
+  const std::string path_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::vector<std::string>> sections_;
+  uint64_t version_ = 0;  // bumped by each Replace; under mu_
+  absl::Status last_write_;
+  std::mutex write_mu_;           // one writer of the file at a time
+  uint64_t written_version_ = 0;  // the newest snapshot on disk; under write_mu_
+};
+
+}  // namespace infergate
