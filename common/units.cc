@@ -57,6 +57,7 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(absl::string_view text, 
 std::string FormatBytes(uint64_t bytes) {
   if (bytes >= (uint64_t{1} << 30)) return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1u << 30));
   if (bytes >= (uint64_t{1} << 20)) return absl::StrFormat("%.2f MiB", static_cast<double>(bytes) / (1u << 20));
+  if (bytes >= (uint64_t{1} << 10)) return absl::StrFormat("%.2f KiB", static_cast<double>(bytes) / (1u << 10));
   return absl::StrCat(bytes, " bytes");
 }
 

@@ -14,7 +14,7 @@ namespace infergate {
 // "2GiB", "512MiB", "1.5GB", "8k", "1048576": a byte count.
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
 
-// "1.50 GiB", "12.00 MiB", "640 bytes": a byte count for people to read.
+// "1.50 GiB", "12.00 MiB", "7.81 KiB", "640 bytes": a byte count for people to read.
 std::string FormatBytes(uint64_t bytes);
 
 // "30s", "1500ms", "2m", "45" (seconds); at most one day. `flag` names the

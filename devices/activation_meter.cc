@@ -25,20 +25,27 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
       aliases_input = aliases_input || (in.isTensor() && in.toTensor().defined() && in.toTensor().has_storage() &&
                                         in.toTensor().storage().unsafeGetStorageImpl() == storage);
     }
-    if (!aliases_input) t_meter->OnOutput(t.storage());
+    if (aliases_input) continue;
+    for (ActivationMeter* m = t_meter; m; m = m->previous()) m->OnOutput(t.storage());
   }
 }
 
 }  // namespace
 
+// The outermost meter of a thread registers the one callback; it feeds
+// every meter alive on the thread, innermost first.
 ActivationMeter::ActivationMeter() : previous_(t_meter) {
   t_meter = this;
-  handle_ = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(&OnStart, &OnEnd).needsInputs(true).needsOutputs(true).scopes({at::RecordScope::FUNCTION}));
+  if (!previous_) {
+    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&OnStart, &OnEnd)
+                                             .needsInputs(true)
+                                             .needsOutputs(true)
+                                             .scopes({at::RecordScope::FUNCTION}));
+  }
 }
 
 ActivationMeter::~ActivationMeter() {
-  at::removeCallback(handle_);
+  if (!previous_) at::removeCallback(handle_);
   t_meter = previous_;
 }
 

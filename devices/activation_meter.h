@@ -37,6 +37,8 @@ class ActivationMeter {
 
   // Called from the dispatcher callback with one op's output storage.
   void OnOutput(const c10::Storage& storage);
+  // The meter this one is nested in on the same thread, if any.
+  ActivationMeter* previous() const { return previous_; }
 
  private:
   struct Live {

@@ -213,6 +213,7 @@ std::vector<DeviceInfo> DeviceRegistry::Snapshot() const {
   for (DeviceInfo& d : out) {
     if (d.simulation && d.simulation->memory) {
       d.memory_used_bytes = d.simulation->memory->used();
+      d.memory_peak_bytes = d.simulation->memory->peak();
     } else if (d.id.kind == DeviceKind::kCpu) {
       d.memory_total_bytes = mem.total_bytes;
       d.memory_used_bytes = mem.used_bytes;

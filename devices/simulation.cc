@@ -18,6 +18,9 @@ bool MemoryLedger::TryReserve(uint64_t bytes) {
   do {
     if (cur + bytes > capacity_ || cur + bytes < cur) return false;
   } while (!used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed));
+  uint64_t peak = peak_.load(std::memory_order_relaxed);
+  while (cur + bytes > peak && !peak_.compare_exchange_weak(peak, cur + bytes, std::memory_order_relaxed)) {
+  }
   return true;
 }
 

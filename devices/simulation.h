@@ -24,11 +24,14 @@ class MemoryLedger {
   bool TryReserve(uint64_t bytes);
   void Release(uint64_t bytes);
   uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  // The highest `used` has ever been.
+  uint64_t peak() const { return peak_.load(std::memory_order_relaxed); }
   uint64_t capacity() const { return capacity_; }
 
  private:
   const uint64_t capacity_;
   std::atomic<uint64_t> used_{0};
+  std::atomic<uint64_t> peak_{0};
 };
 
 // What a simulated device enforces while a model runs on it.

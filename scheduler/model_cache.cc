@@ -135,6 +135,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
     }
   }
   Notify(evicted, "budget");
+  evicted.clear();
   if (!admitted.ok()) {
     LOG_WARNING << admitted.message();
     return admitted;

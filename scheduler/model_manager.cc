@@ -58,7 +58,7 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
         // the poller has seen it settle, never half-written.
         if (absl::Status same = SameFile(route, path); !same.ok()) return same;
         Clock::time_point start = Clock::now();
-        LOG_INFO << "admitting " << key.ToString() << " on " << key.device.ToString() << ": expects "
+        LOG_INFO << "admitting " << key.ToString() << ": expects "
                  << expected.total() << " bytes (" << expected.parameter_bytes << " parameters + "
                  << expected.activation_bytes << " activations, " << expected.source << ")";
         absl::StatusOr<std::shared_ptr<Servable>> model =

@@ -154,6 +154,11 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServer
     for (const std::string& op : status.unsupported_ops) out->add_unsupported_ops(op);
     out->set_logical_cores(d.logical_cores);
     out->set_compute_capability(d.compute_capability);
+    out->set_cache_budget_bytes(status.cache_budget_bytes);
+    uint64_t resident_bytes = 0;
+    for (const ResidentModel& r : status.resident) resident_bytes += r.bytes;
+    out->set_cache_resident_bytes(resident_bytes);
+    out->set_memory_peak_bytes(d.memory_peak_bytes);
   }
   reactor->Finish(grpc::Status::OK);
   return reactor;

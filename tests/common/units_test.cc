@@ -31,3 +31,16 @@ TEST(Units, DurationsAndTheirLimits) {
 
 }  // namespace
 }  // namespace infergate
+
+namespace infergate {
+namespace {
+
+TEST(Units, BytesForPeopleToRead) {
+  EXPECT_EQ(FormatBytes(640), "640 bytes");
+  EXPECT_EQ(FormatBytes(8000), "7.81 KiB");
+  EXPECT_EQ(FormatBytes(uint64_t{12} << 20), "12.00 MiB");
+  EXPECT_EQ(FormatBytes(uint64_t{3} << 29), "1.50 GiB");
+}
+
+}  // namespace
+}  // namespace infergate

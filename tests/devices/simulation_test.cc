@@ -39,6 +39,7 @@ TEST(Simulation, MemoryLedgerNeverOvercommits) {
   EXPECT_TRUE(ledger.TryReserve(40));
   ledger.Release(100);
   EXPECT_EQ(ledger.used(), 0u);
+  EXPECT_EQ(ledger.peak(), 100u);  // the high-water mark stays
 }
 
 TEST(Simulation, OpNames) {

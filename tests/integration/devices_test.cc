@@ -196,7 +196,7 @@ class TinyCudaTest : public ServerTest {
   std::vector<std::string> ExtraArgs() const override { return {"--simulate-devices=cuda:0=1MiB"}; }
 };
 
-TEST_F(TinyCudaTest, ModelLargerThanSimulatedMemoryIsOutOfMemory) {
+TEST_F(TinyCudaTest, ModelLargerThanTheDeviceBudgetIsRefusedBeforeItLoads) {
   v1::InferRequest req = Request("mlp", {{"x", at::randn({1, 256})}});
   req.set_device("cuda:0");
   req.set_precision(v1::FP32);  // 1.6 MB of fp32 parameters
@@ -204,7 +204,11 @@ TEST_F(TinyCudaTest, ModelLargerThanSimulatedMemoryIsOutOfMemory) {
   v1::InferResponse resp;
   grpc::Status s = Infer(req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
-  EXPECT_NE(s.error_message().find("out of memory"), std::string::npos) << s.error_message();
+  // Refused before loading, with the figures: its size from the model file,
+  // and the budget (80% of the 1 MiB device).
+  EXPECT_NE(s.error_message().find("can never be loaded there"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("-byte model file"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("budget of 819.20 KiB"), std::string::npos) << s.error_message();
   // A small model fits.
   v1::InferRequest small = Request("poly64", {{"x", at::randn({1, 4}, at::TensorOptions().dtype(at::kDouble))}});
   small.set_device("cuda:0");
@@ -328,6 +332,62 @@ TEST_F(OomRetryTest, EvictsIdleModelsAndRetriesOnce) {
 // Throw-away certificates made with openssl at run time: a CA, a server
 // certificate for 127.0.0.1, a client certificate from the same CA and one
 // from a stranger CA.
+
+}  // namespace
+}  // namespace infergate::testing
+
+namespace infergate::testing {
+namespace {
+
+// A model pinned to cuda:1 by its config runs there under `auto` every
+// time, although cuda:0 comes first on a cold start and is idle; asked for
+// cuda:0 it falls back to the CPU (listed too) with the reason, and with
+// DENY it is refused.
+TEST(Pinning, AModelPinnedToCuda1RunsThereAndNowhereElse) {
+  namespace fs = std::filesystem;
+  char pattern[] = "/tmp/ig_pinning_XXXXXX";
+  const fs::path repo = mkdtemp(pattern);
+  fs::create_directories(repo / "pinned" / "1");
+  fs::copy_file(DemoRepository() + "/mlp/1/model.pt", repo / "pinned" / "1" / "model.pt");
+  std::ofstream(repo / "pinned" / "config.pbtxt")
+      << "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\ndevices: [\"cuda:1\", \"cpu\"]\n";
+  auto server = ServerProcess::Start({"--model-repository=" + repo.string(), "--simulate-devices=cuda:0,cuda:1"});
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  auto infer = [&](const std::string& device, v1::FallbackPolicy fallback, v1::InferResponse* resp) {
+    v1::InferRequest req;
+    req.set_model("pinned");
+    req.set_device(device);
+    req.set_fallback(fallback);
+    *req.add_inputs() = ToWire(at::randn({1, 256}), "x");
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    return stub->Infer(&ctx, req, resp);
+  };
+  v1::InferResponse resp;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(infer("auto", v1::ALLOW, &resp).ok());
+    EXPECT_EQ(resp.placement().device(), "cuda:1");
+    EXPECT_FALSE(resp.placement().fell_back());
+  }
+  ASSERT_TRUE(infer("cuda:0", v1::ALLOW, &resp).ok());
+  EXPECT_EQ(resp.placement().device(), "cpu");
+  EXPECT_EQ(resp.placement().fallback_reason(), "device_not_allowed:cuda:0");
+  grpc::Status denied = infer("cuda:0", v1::DENY, &resp);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(denied.error_message().find("cuda:0"), std::string::npos) << denied.error_message();
+  ASSERT_TRUE(infer("cuda:1", v1::DENY, &resp).ok());
+  EXPECT_EQ(resp.placement().device(), "cuda:1");
+  // Nothing of it was ever loaded on cuda:0.
+  grpc::ClientContext ctx;
+  v1::ListModelsResponse models;
+  ASSERT_TRUE(stub->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());
+  ASSERT_EQ(models.models_size(), 1);
+  ASSERT_GT(models.models(0).loaded_size(), 0);
+  for (const auto& loaded : models.models(0).loaded()) EXPECT_NE(loaded.device(), "cuda:0");
+  server.reset();
+  fs::remove_all(repo);
+}
 
 }  // namespace
 }  // namespace infergate::testing

@@ -287,9 +287,9 @@ TEST_F(ConfigAppliedTest, PrecisionOverrideAllowedDevicesAndPinningAreApplied) {
   ASSERT_TRUE(Infer("cpu_only", "", &resp).ok());
   EXPECT_EQ(resp.placement().device(), "cpu") << "auto must not place a CPU-only model on cuda:0";
   // pinned: true is never evicted. With room for one copy on cuda:0: loading
-  // the pinned model evicts the unpinned one, and loading the unpinned one
-  // again cannot evict the pinned one (the cache then runs over its budget
-  // rather than drop a pinned model; making room before a load is #15's).
+  // the pinned model evicts the unpinned one, and the unpinned one cannot
+  // come back while the pinned one holds the budget: it is refused before
+  // it loads (RESOURCE_EXHAUSTED with DENY, the cpu with ALLOW).
   auto on_cuda = [&](const std::string& model) {
     std::vector<std::string> devices = LoadedOn(model);
     return std::find(devices.begin(), devices.end(), "cuda:0") != devices.end();
@@ -299,8 +299,14 @@ TEST_F(ConfigAppliedTest, PrecisionOverrideAllowedDevicesAndPinningAreApplied) {
   ASSERT_TRUE(Infer("pinned", "cuda:0", &resp, v1::DENY, v1::FP32).ok());
   EXPECT_TRUE(on_cuda("pinned"));
   EXPECT_FALSE(on_cuda("plain")) << "over the budget, the idle unpinned model should have been evicted";
-  ASSERT_TRUE(Infer("plain", "cuda:0", &resp, v1::DENY, v1::FP32).ok());
+  grpc::Status no_room = Infer("plain", "cuda:0", &resp, v1::DENY, v1::FP32);
+  EXPECT_EQ(no_room.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << no_room.error_message();
+  EXPECT_NE(no_room.error_message().find("pinned or loading hold"), std::string::npos) << no_room.error_message();
+  ASSERT_TRUE(Infer("plain", "cuda:0", &resp, v1::ALLOW, v1::FP32).ok());
+  EXPECT_EQ(resp.placement().device(), "cpu");
+  EXPECT_EQ(resp.placement().fallback_reason(), "oom");
   EXPECT_TRUE(on_cuda("pinned")) << "the pinned model was evicted";
+  EXPECT_FALSE(on_cuda("plain"));
 }
 
 }  // namespace

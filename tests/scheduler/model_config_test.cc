@@ -57,6 +57,8 @@ TEST(ModelConfig, BrokenConfigsNameTheField) {
       {"inputs { name: \"x\" dtype: FLOAT32 dims: [1,1,1,1,1,1,1,1,1] }", "inputs[0].dims"},
       {"max_batch_size: 8 dynamic_batching { preferred_batch_sizes: [16] }", "preferred_batch_sizes[0]"},
       {"inputs { name: \"x\" dtype: NOT_A_TYPE }", "NOT_A_TYPE"},
+      {"devices: [\"cuda:1\", \"tpu:0\"]", "devices[1]"},
+      {"devices: [\"auto\"]", "devices[0]"},
   };
   for (const Broken& b : cases) {
     auto c = ParseModelConfig(b.text, "m");

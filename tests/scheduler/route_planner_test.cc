@@ -146,3 +146,59 @@ TEST_F(RoutePlannerTest, FallBackToCpuAfterAFailureHonoursDenyAndAllowLists) {
 
 }  // namespace
 }  // namespace infergate
+
+namespace infergate {
+namespace {
+
+// A config that names device ids: `auto` places the model only there, even
+// when another device of the same kind is idle and preferred, and an
+// explicit request elsewhere falls back (or fails) like any other device the
+// model may not use.
+TEST(RoutePlannerPinning, AModelPinnedToCuda1NeverRunsElsewhere) {
+  TempRepository repo({
+      {"on_cuda1", "inputs { name: \"x\" dtype: FLOAT32 dims: [4] } devices: [\"cuda:1\"]"},
+      {"on_cuda1_or_cpu", "inputs { name: \"x\" dtype: FLOAT32 dims: [4] } devices: [\"cuda:1\", \"cpu\"]"},
+      {"any_cuda", "inputs { name: \"x\" dtype: FLOAT32 dims: [4] } devices: [\"cuda\"]"},
+  });
+  ModelRepository repository(repo.root());
+  ASSERT_TRUE(repository.Scan().ok());
+  std::vector<DeviceInfo> infos = FakeDevices(/*cuda=*/true, /*mps=*/true);
+  DeviceInfo cuda1 = infos[0];
+  cuda1.id = {DeviceKind::kCuda, 1};
+  infos.insert(infos.begin() + 1, cuda1);
+  DeviceRegistry devices(std::move(infos));
+  UnsupportedOpTable learned("", "test");
+  // cuda:0 looks best to `auto` in every way: resident, idle, fastest.
+  RoutePlanner planner(repository, devices, learned, {}, [](const ModelKey& key, RouteCandidate* c) {
+    bool cuda0 = key.device == DeviceId{DeviceKind::kCuda, 0};
+    c->resident = cuda0;
+    c->latency_us = cuda0 ? 10 : 10000;
+    c->queued = cuda0 ? 0 : 50;
+  });
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(planner.Plan({"on_cuda1", "", "auto", Precision::kAuto, true})->device.id.ToString(), "cuda:1");
+  }
+  // The auto choice for a model pinned to a kind still weighs the devices of that kind.
+  EXPECT_EQ(planner.Plan({"any_cuda", "", "auto", Precision::kAuto, true})->device.id.ToString(), "cuda:0");
+
+  absl::StatusOr<Route> elsewhere = planner.Plan({"on_cuda1_or_cpu", "", "cuda:0", Precision::kAuto, true});
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+  EXPECT_EQ(elsewhere->device.id.ToString(), "cpu");
+  EXPECT_EQ(elsewhere->fallback->ToString(), "device_not_allowed:cuda:0");
+  EXPECT_EQ(planner.Plan({"on_cuda1_or_cpu", "", "cuda:0", Precision::kAuto, false}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Not listing the cpu means no fallback there either.
+  absl::StatusOr<Route> refused = planner.Plan({"on_cuda1", "", "cuda:0", Precision::kAuto, true});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("may not run on the cpu"), absl::string_view::npos) << refused.status();
+  EXPECT_EQ(planner.Plan({"on_cuda1", "", "cuda:1", Precision::kAuto, false})->device.id.ToString(), "cuda:1");
+
+  // With cuda:1 out of service, auto has nowhere to put it rather than moving it.
+  devices.MarkUnhealthy({DeviceKind::kCuda, 1}, std::chrono::steady_clock::now() + std::chrono::minutes(1));
+  absl::StatusOr<Route> nowhere = planner.Plan({"on_cuda1", "", "auto", Precision::kAuto, true});
+  EXPECT_EQ(nowhere.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(planner.Plan({"on_cuda1_or_cpu", "", "auto", Precision::kAuto, true})->device.id.ToString(), "cpu");
+}
+
+}  // namespace
+}  // namespace infergate
