@@ -1,5 +1,5 @@
 // Memory-aware admission through the real server, on a simulated CUDA device
-// of 2 GiB with a 1 GiB model cache budget: five models that each need about
+// of 2 GiB with a 1 GiB model cache budget: six models that each need about
 // 384 MiB (192 MiB of parameters and as much again at the activation peak of
 // a run), of which two fit at a time, are warmed up and then called in turn
 // by three clients. A sampler reads the device's memory the whole time, and
@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kModels = 5;
+constexpr int kModels = 6;
 constexpr int64_t kParameterFloats = int64_t{48} << 20;  // 192 MiB in float32
 constexpr uint64_t kParameterBytes = uint64_t{192} << 20;
 constexpr uint64_t kBudget = uint64_t{1} << 30;
