@@ -162,6 +162,27 @@ def forward(self, x):
     Write(root, "versioned", m2, kVersionedConfig, 2);
   }
   {
+    // Ends in arithmetic with a Python float: real MPS runs it (the 0.5 is a
+    // wrapped-number scalar, not a float64 tensor on the device).
+    torch::jit::Module m("HalfLinear");
+    m.register_parameter("fc_w", Weight({4, 8}, 8), false);
+    m.register_parameter("fc_b", Bias(4), false);
+    m.define(R"(
+def forward(self, x):
+    return torch.linear(x, self.fc_w, self.fc_b) * 0.5
+)");
+    Write(root, "half_linear", m, "max_batch_size: 8\ninputs { name: \"x\" dtype: FLOAT32 dims: [8] }\n");
+  }
+  {
+    // Computes in float64 on purpose: real MPS refuses it (dtype:float64).
+    torch::jit::Module m("Doubles");
+    m.define(R"(
+def forward(self, x):
+    return x.double() * 2.0
+)");
+    Write(root, "doubles", m, "max_batch_size: 8\ninputs { name: \"x\" dtype: FLOAT32 dims: [4] }\n");
+  }
+  {
     // About a second of matrix products per call, whatever the input.
     torch::jit::Module m("Slow");
     m.define(R"(

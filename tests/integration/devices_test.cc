@@ -60,6 +60,43 @@ TEST_F(SimulatedDevicesTest, Float64InputRunsOnMpsAsFloat32) {
   EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("poly64", {x}), 1e-4, 1e-4));
 }
 
+// A user's model ending in `self.fc(x) * 0.5` runs on (simulated) MPS like
+// on real MPS: the Python float is a wrapped-number scalar, not float64.
+TEST_F(SimulatedDevicesTest, PythonNumberArithmeticRunsOnMpsWithoutFallback) {
+  at::Tensor x = at::randn({3, 8});
+  v1::InferRequest req = Request("half_linear", {{"x", x}});
+  req.set_device("mps");
+  req.set_fallback(v1::DENY);
+  v1::InferResponse resp = Run(req);
+  EXPECT_EQ(resp.placement().device(), "mps");
+  EXPECT_FALSE(resp.placement().fell_back());
+  EXPECT_EQ(resp.placement().fallback_reason(), "");
+  ASSERT_EQ(resp.outputs_size(), 1);
+  EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), Reference("half_linear", {x}), 1e-2, 1e-2));
+}
+
+// Float64 the model makes while it runs is what MPS refuses: the request
+// reruns on the CPU with reason dtype:float64, later ones go there at once,
+// and with DENY the client gets FAILED_PRECONDITION naming float64.
+TEST_F(SimulatedDevicesTest, Float64MadeInsideTheModelFallsBackFromMpsWithDtypeFloat64) {
+  at::Tensor x = at::randn({2, 4});
+  v1::InferRequest req = Request("doubles", {{"x", x}});
+  req.set_device("mps");
+  for (int i = 0; i < 2; ++i) {
+    v1::InferResponse resp = Run(req);
+    EXPECT_EQ(resp.placement().device(), "cpu");
+    EXPECT_TRUE(resp.placement().fell_back());
+    EXPECT_EQ(resp.placement().fallback_reason(), "dtype:float64");
+    ASSERT_EQ(resp.outputs_size(), 1);
+    EXPECT_TRUE(at::allclose(FromWire(resp.outputs(0)), x * 2.0, 1e-6, 1e-6));  // undeclared: float32 out
+  }
+  req.set_fallback(v1::DENY);
+  v1::InferResponse denied;
+  grpc::Status s = Infer(req, &denied);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("float64"), std::string::npos) << s.error_message();
+}
+
 TEST_F(SimulatedDevicesTest, IntegerInputsAreNotCastOnMps) {
   at::Tensor ids = at::randint(0, 100, {3, 8}, at::TensorOptions().dtype(at::kLong));
   v1::InferRequest req = Request("embed", {{"ids", ids}});
