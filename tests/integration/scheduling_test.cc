@@ -131,19 +131,20 @@ class DeadlineTest : public ServerTest {
 };
 
 TEST_F(DeadlineTest, RequestWhoseDeadlinePassesInTheQueueNeverRuns) {
-  // Keep the only worker busy with big batches, and wait until one of them
-  // is queued behind the one running.
+  // Keep the only worker busy with calls of about a second each, and wait
+  // until one of them is queued behind the one running: a request sent then
+  // waits at least that second, far past its 300 ms deadline.
   std::vector<std::thread> hogs;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 2; ++i) {
     hogs.emplace_back([&] {
       auto stub = v1::InferenceService::NewStub(channel_);
       grpc::ClientContext ctx;
       v1::InferResponse resp;
-      stub->Infer(&ctx, Request("cnn", {{"image", at::randn({32, 3, 64, 64})}}), &resp);
+      stub->Infer(&ctx, Request("slow", {{"x", at::ones({4})}}), &resp);
     });
   }
   bool queued = false;
-  for (int i = 0; i < 500 && !queued; ++i) {
+  for (int i = 0; i < 5000 && !queued; ++i) {
     grpc::ClientContext ctx;
     v1::ListDevicesResponse devices;
     ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
@@ -153,7 +154,7 @@ TEST_F(DeadlineTest, RequestWhoseDeadlinePassesInTheQueueNeverRuns) {
   ASSERT_TRUE(queued) << "the hogs never queued up";
   v1::InferRequest req = Request("versioned", {{"x", at::ones({1, 2})}});
   v1::InferResponse resp;
-  grpc::Status s = Infer(req, &resp, /*timeout_ms=*/20);
+  grpc::Status s = Infer(req, &resp, /*timeout_ms=*/300);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   for (auto& t : hogs) t.join();
   // Never loaded, so never run: the model is not resident anywhere.
