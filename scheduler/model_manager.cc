@@ -61,8 +61,17 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
         LOG_INFO << "admitting " << key.ToString() << ": expects "
                  << expected.total() << " bytes (" << expected.parameter_bytes << " parameters + "
                  << expected.activation_bytes << " activations, " << expected.source << ")";
+        // Learned as soon as the file is read, so a model too large for the
+        // device is refused up front next time, without reading it again.
+        AdmitBytes learn_then_admit = [&](uint64_t parameter_bytes) {
+          if (footprints_) {
+            footprints_->RecordParameters(key.model, route.stamp.ContentKey(), key.device.kind, key.dtype,
+                                          parameter_bytes);
+          }
+          return admit(parameter_bytes);
+        };
         absl::StatusOr<std::shared_ptr<Servable>> model =
-            loader_(path, route.model->config, route.device, route.dtype, admit);
+            loader_(path, route.model->config, route.device, route.dtype, learn_then_admit);
         if (model.ok()) {
           if (absl::Status same = SameFile(route, path); !same.ok()) model = same;
         }

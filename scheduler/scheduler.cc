@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "devices/device_failure.h"
 #include "devices/system_info.h"
 #include "devices/torch_probe.h"
 #include "devices/torch_dtype.h"
@@ -293,19 +294,29 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
   // One look at the repository per batch, not per request: the jobs share
   // model and version, and every job takes the newest route found.
   const bool all_latest = std::all_of(jobs.begin(), jobs.end(), [](const auto& j) { return j->route.latest; });
-  Route refreshed = jobs[0]->route;
-  if (models_.Refresh(refreshed, all_latest)) {
+  auto refresh = [&] {
+    Route refreshed = jobs[0]->route;
+    if (!models_.Refresh(refreshed, all_latest)) return false;
     for (auto& job : jobs) {
       job->route.model = refreshed.model;
       job->route.version = refreshed.version;
       job->route.generation = refreshed.generation;
       job->route.stamp = refreshed.stamp;
     }
-  }
+    return true;
+  };
+  refresh();
   const Route& route = jobs[0]->route;
   const DeviceId device = route.device.id;
   Clock::time_point started = Clock::now();
   absl::StatusOr<ModelCache::Lease> lease = models_.Acquire(route);
+  // The repository may also have moved on between that look and the load:
+  // the copy planned for was unloaded and its file is gone or replaced.
+  // One more look, and the newest route, before the request fails for it.
+  if (!lease.ok() && (absl::IsNotFound(lease.status()) || absl::IsUnavailable(lease.status())) &&
+      !DeviceFailureOf(lease.status()) && refresh()) {
+    lease = models_.Acquire(route);
+  }
   if (!lease.ok()) return HandleFailure(jobs, lease.status(), oom_retried, "loading");
 
   // On a CPU worker with one intra-op thread, the thread's CPU time is the

@@ -378,22 +378,27 @@ namespace {
 
 // A model pinned to cuda:1 by its config runs there under `auto` every
 // time, although cuda:0 comes first on a cold start and is idle; asked for
-// cuda:0 it falls back to the CPU (listed too) with the reason, and with
-// DENY it is refused.
+// cuda:0 it is refused, and a model that lists the cpu too falls back there
+// with the reason (refused with DENY).
 TEST(Pinning, AModelPinnedToCuda1RunsThereAndNowhereElse) {
   namespace fs = std::filesystem;
   char pattern[] = "/tmp/ig_pinning_XXXXXX";
   const fs::path repo = mkdtemp(pattern);
-  fs::create_directories(repo / "pinned" / "1");
-  fs::copy_file(DemoRepository() + "/mlp/1/model.pt", repo / "pinned" / "1" / "model.pt");
-  std::ofstream(repo / "pinned" / "config.pbtxt")
-      << "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\ndevices: [\"cuda:1\", \"cpu\"]\n";
+  // "pinned" may run on cuda:1 only; "pinned_or_cpu" may also fall back to the cpu.
+  for (const auto& [name, devices] : {std::pair<std::string, std::string>{"pinned", "\"cuda:1\""},
+                                      {"pinned_or_cpu", "\"cuda:1\", \"cpu\""}}) {
+    fs::create_directories(repo / name / "1");
+    fs::copy_file(DemoRepository() + "/mlp/1/model.pt", repo / name / "1" / "model.pt");
+    std::ofstream(repo / name / "config.pbtxt")
+        << "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\ndevices: [" << devices << "]\n";
+  }
   auto server = ServerProcess::Start({"--model-repository=" + repo.string(), "--simulate-devices=cuda:0,cuda:1"});
   ASSERT_NE(server, nullptr);
   auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
-  auto infer = [&](const std::string& device, v1::FallbackPolicy fallback, v1::InferResponse* resp) {
+  auto infer = [&](const std::string& device, v1::FallbackPolicy fallback, v1::InferResponse* resp,
+                   const std::string& model = "pinned") {
     v1::InferRequest req;
-    req.set_model("pinned");
+    req.set_model(model);
     req.set_device(device);
     req.set_fallback(fallback);
     *req.add_inputs() = ToWire(at::randn({1, 256}), "x");
@@ -407,21 +412,27 @@ TEST(Pinning, AModelPinnedToCuda1RunsThereAndNowhereElse) {
     EXPECT_EQ(resp.placement().device(), "cuda:1");
     EXPECT_FALSE(resp.placement().fell_back());
   }
-  ASSERT_TRUE(infer("cuda:0", v1::ALLOW, &resp).ok());
-  EXPECT_EQ(resp.placement().device(), "cpu");
-  EXPECT_EQ(resp.placement().fallback_reason(), "device_not_allowed:cuda:0");
-  grpc::Status denied = infer("cuda:0", v1::DENY, &resp);
-  EXPECT_EQ(denied.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_NE(denied.error_message().find("cuda:0"), std::string::npos) << denied.error_message();
+  // Asked for cuda:0: not allowed there, and not on the cpu either.
+  grpc::Status refused = infer("cuda:0", v1::ALLOW, &resp);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(refused.error_message().find("may not run on the cpu"), std::string::npos) << refused.error_message();
   ASSERT_TRUE(infer("cuda:1", v1::DENY, &resp).ok());
   EXPECT_EQ(resp.placement().device(), "cuda:1");
-  // Nothing of it was ever loaded on cuda:0.
+  // With the cpu listed, a request for cuda:0 falls back there (or fails with DENY).
+  ASSERT_TRUE(infer("cuda:0", v1::ALLOW, &resp, "pinned_or_cpu").ok());
+  EXPECT_EQ(resp.placement().device(), "cpu");
+  EXPECT_EQ(resp.placement().fallback_reason(), "device_not_allowed:cuda:0");
+  grpc::Status denied = infer("cuda:0", v1::DENY, &resp, "pinned_or_cpu");
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(denied.error_message().find("cuda:0"), std::string::npos) << denied.error_message();
+  // Neither was ever loaded on cuda:0.
   grpc::ClientContext ctx;
   v1::ListModelsResponse models;
   ASSERT_TRUE(stub->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());
-  ASSERT_EQ(models.models_size(), 1);
-  ASSERT_GT(models.models(0).loaded_size(), 0);
-  for (const auto& loaded : models.models(0).loaded()) EXPECT_NE(loaded.device(), "cuda:0");
+  ASSERT_EQ(models.models_size(), 2);
+  for (const auto& model : models.models()) {
+    for (const auto& loaded : model.loaded()) EXPECT_NE(loaded.device(), "cuda:0") << model.name();
+  }
   server.reset();
   fs::remove_all(repo);
 }
