@@ -32,8 +32,6 @@ class ActivationMeter {
 
   // Highest sum of live op outputs seen so far, in bytes.
   uint64_t peak_bytes() const { return peak_bytes_; }
-  // Op outputs still alive now, in bytes.
-  uint64_t live_bytes() const { return live_bytes_; }
 
   // Called from the dispatcher callback with one op's output storage.
   void OnOutput(const c10::Storage& storage);

@@ -29,9 +29,6 @@ class SimulatedRun {
   // Called from the dispatcher callbacks.
   void OnOp(const char* name, bool saw_float64);
 
-  // The run's activation peak so far (tensors it allocated and still held).
-  uint64_t activation_peak_bytes() const { return activations_.peak_bytes(); }
-
  private:
   const SimulationRules& rules_;
   uint64_t handle_ = 0;

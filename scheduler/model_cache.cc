@@ -52,7 +52,8 @@ uint64_t ModelCache::HeldLocked(const DeviceId& device, const ModelKey* except) 
   return held;
 }
 
-ModelCache::Evicted ModelCache::EvictLocked(const DeviceId& device, uint64_t target, const ModelKey* keep) {
+ModelCache::Evicted ModelCache::EvictLocked(const DeviceId& device, uint64_t target, const ModelKey* keep,
+                                            uint64_t* held_after) {
   Evicted evicted;
   uint64_t held = HeldLocked(device, keep);
   std::vector<std::pair<uint64_t, ModelKey>> candidates;
@@ -68,6 +69,7 @@ ModelCache::Evicted ModelCache::EvictLocked(const DeviceId& device, uint64_t tar
     evicted.push_back(*it);
     slots_.erase(it);
   }
+  if (held_after) *held_after = held;
   return evicted;
 }
 
@@ -84,11 +86,9 @@ absl::Status ModelCache::MakeRoomLocked(const ModelKey& key, uint64_t bytes, con
             FormatBytes(budget), " (", budget, " bytes): it can never be loaded there")),
         DeviceFailure::kTooLarge, "");
   }
-  if (HeldLocked(key.device, &key) + bytes > budget) {
-    Evicted more = EvictLocked(key.device, budget - bytes, &key);
-    evicted->insert(evicted->end(), more.begin(), more.end());
-  }
-  uint64_t held = HeldLocked(key.device, &key);
+  uint64_t held = 0;
+  Evicted more = EvictLocked(key.device, budget - bytes, &key, &held);  // evicts nothing if it fits already
+  evicted->insert(evicted->end(), more.begin(), more.end());
   if (held + bytes <= budget) return absl::OkStatus();
   return WithDeviceFailure(
       absl::ResourceExhaustedError(absl::StrCat(

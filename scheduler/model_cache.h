@@ -112,8 +112,9 @@ class ModelCache {
   // Under mu_: bytes held on `device` by resident and loading models other than `except`.
   uint64_t HeldLocked(const DeviceId& device, const ModelKey* except) const;
   // Under mu_: evicts LRU idle unpinned slots on `device` (never `keep`)
-  // until the bytes held by the others <= target. Returns the evicted entries.
-  Evicted EvictLocked(const DeviceId& device, uint64_t target, const ModelKey* keep);
+  // until the bytes held by the others <= target. Returns the evicted
+  // entries; `held`, when set, receives what the others hold afterwards.
+  Evicted EvictLocked(const DeviceId& device, uint64_t target, const ModelKey* keep, uint64_t* held = nullptr);
   // Under mu_: evicts until `bytes` for `key` fit beside the other models on
   // its device, or says why they cannot. `source` says where `bytes` came from.
   absl::Status MakeRoomLocked(const ModelKey& key, uint64_t bytes, const std::string& source, Evicted* evicted);

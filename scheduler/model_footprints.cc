@@ -53,8 +53,9 @@ absl::Status ModelFootprints::Load() {
   return absl::OkStatus();
 }
 
-uint64_t ModelFootprints::EstimateParameterBytes(uint64_t file_bytes, DType dtype) {
-  return file_bytes / 4 * ElementSize(dtype) + file_bytes % 4;
+Footprint ModelFootprints::Estimate(uint64_t file_bytes, DType dtype) {
+  return {file_bytes / 4 * ElementSize(dtype) + file_bytes % 4, 0,
+          absl::StrCat("estimated from the ", file_bytes, "-byte model file")};
 }
 
 Footprint ModelFootprints::Expect(const std::string& model, const std::string& file, uint64_t file_bytes,
@@ -66,8 +67,7 @@ Footprint ModelFootprints::Expect(const std::string& model, const std::string& f
       return {it->second.parameter_bytes, it->second.activation_bytes, "learned from an earlier load"};
     }
   }
-  return {EstimateParameterBytes(file_bytes, dtype), 0,
-          absl::StrCat("estimated from the ", file_bytes, "-byte model file")};
+  return Estimate(file_bytes, dtype);
 }
 
 void ModelFootprints::RecordParameters(const std::string& model, const std::string& file, DeviceKind kind,

@@ -52,8 +52,9 @@ class ModelFootprints {
   void RecordActivations(const std::string& model, const std::string& file, DeviceKind kind, DType dtype,
                          uint64_t bytes);
 
-  // Parameters of a model file of `file_bytes` bytes in `dtype`.
-  static uint64_t EstimateParameterBytes(uint64_t file_bytes, DType dtype);
+  // The footprint of a model file of `file_bytes` bytes in `dtype`, before
+  // anything is learned of it.
+  static Footprint Estimate(uint64_t file_bytes, DType dtype);
 
  private:
   struct Key {

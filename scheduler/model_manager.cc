@@ -39,9 +39,7 @@ bool ModelManager::Refresh(Route& route, bool follow_latest) const {
 }
 
 Footprint ModelManager::Expected(const Route& route) const {
-  if (!footprints_) {
-    return {ModelFootprints::EstimateParameterBytes(route.stamp.size, route.dtype), 0, "estimated from the model file"};
-  }
+  if (!footprints_) return ModelFootprints::Estimate(route.stamp.size, route.dtype);
   return footprints_->Expect(route.model->name, route.stamp.ContentKey(), route.stamp.size, route.device.id.kind,
                              route.dtype);
 }

@@ -43,6 +43,26 @@ ModelCache::Loader Loader(int64_t floats, std::atomic<int>* calls = nullptr) {
   };
 }
 
+// What the cache holds on the cpu as a load starts and once its parameters
+// are admitted (with them counted), seen from inside the loader.
+struct AdmissionView {
+  uint64_t resident_at_start = 0;
+  uint64_t resident_when_admitted = 0;
+};
+
+// Loader(floats) that fills in `view` while it loads.
+ModelCache::Loader Watched(const ModelCache& cache, int64_t floats, AdmissionView* view) {
+  return [&cache, floats, view](const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
+    const DeviceId cpu{DeviceKind::kCpu, 0};
+    view->resident_at_start = cache.ResidentBytes(cpu);
+    return Loader(floats)([&](uint64_t bytes) {
+      absl::Status s = admit(bytes);
+      view->resident_when_admitted = cache.ResidentBytes(cpu) + bytes;
+      return s;
+    });
+  };
+}
+
 ModelKey Key(const std::string& name) { return {name, 1, {DeviceKind::kCpu, 0}, DType::kFloat32}; }
 
 std::vector<std::string> ResidentNames(const ModelCache& cache) {
@@ -145,20 +165,11 @@ TEST(ModelCache, RoomIsMadeBeforeTheLoadSoTheBudgetIsNeverExceeded) {
   cache.SetBudget(cpu, budget);
   for (int i = 0; i < 8; ++i) {
     std::string name = absl::StrCat("m", i);
-    uint64_t resident_at_start = 0;
-    uint64_t resident_when_admitted = 0;
-    auto watched = [&](const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
-      resident_at_start = cache.ResidentBytes(cpu);
-      return Loader(1000)([&](uint64_t bytes) {
-        absl::Status s = admit(bytes);
-        resident_when_admitted = cache.ResidentBytes(cpu) + bytes;
-        return s;
-      });
-    };
+    AdmissionView view;
     Footprint expected{4000, 0, "test"};
-    ASSERT_TRUE(cache.Acquire(Key(name), watched, false, expected).ok()) << name;
-    EXPECT_LE(resident_at_start + expected.total(), budget) << name;
-    EXPECT_LE(resident_when_admitted, budget) << name;
+    ASSERT_TRUE(cache.Acquire(Key(name), Watched(cache, 1000, &view), false, expected).ok()) << name;
+    EXPECT_LE(view.resident_at_start + expected.total(), budget) << name;
+    EXPECT_LE(view.resident_when_admitted, budget) << name;
     EXPECT_LE(cache.ResidentBytes(cpu), budget) << name;
   }
   EXPECT_EQ(cache.Resident().size(), 3u);
@@ -172,16 +183,9 @@ TEST(ModelCache, ALowEstimateIsCorrectedBeforeTheParametersArePlaced) {
   cache.SetBudget(cpu, 12100);
   ASSERT_TRUE(cache.Acquire(Key("a"), Loader(1000)).ok());
   ASSERT_TRUE(cache.Acquire(Key("b"), Loader(1000)).ok());
-  uint64_t resident_when_admitted = 0;
-  auto watched = [&](const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
-    return Loader(2000)([&](uint64_t bytes) {
-      absl::Status s = admit(bytes);
-      resident_when_admitted = cache.ResidentBytes(cpu) + bytes;
-      return s;
-    });
-  };
-  ASSERT_TRUE(cache.Acquire(Key("big"), watched, false, Footprint{100, 0, "a wrong guess"}).ok());
-  EXPECT_LE(resident_when_admitted, 12100u);
+  AdmissionView view;
+  ASSERT_TRUE(cache.Acquire(Key("big"), Watched(cache, 2000, &view), false, Footprint{100, 0, "a wrong guess"}).ok());
+  EXPECT_LE(view.resident_when_admitted, 12100u);
   EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"b", "big"}));
 }
 
