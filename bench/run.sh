@@ -80,6 +80,23 @@ rest_load() {  # json|binary concurrency
   echo "rest $1 c=$2 req/s=${rps:-0} rows/s=${rps:-0} errors=$(( ${total:-0} - ${ok:-0} ))"
 }
 
+# One gRPC row with h2load: a pre-encoded request (written by `infergate-cli
+# frame`, which first checks that the server answers those exact bytes OK,
+# since h2load cannot read grpc-status) replayed on N concurrent streams of
+# one connection. h2load costs the machine far less per call than the load
+# tool, so the ratio to the floor is the server's, not the client's.
+grpc_load() {  # frame-file method-path streams
+  local ms=(-D "$(awk -v s="$seconds" 'BEGIN { printf "%dms", s * 1000 }')"
+            --warm-up-time="$(awk -v s="$warmup" 'BEGIN { printf "%dms", s * 1000 }')")
+  local out rps ok total
+  out=$(h2load -c 1 -m "$3" "${ms[@]}" -d "$1" -H "content-type: application/grpc" -H "te: trailers" \
+    "http://$address$2" 2>&1)
+  rps=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
+  ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' <<<"$out")
+  total=$(sed -n 's/^requests: \([0-9]*\) total.*/\1/p' <<<"$out")
+  echo "h2load c=$3 req/s=${rps:-0} rows/s=${rps:-0} errors=$(( ${total:-0} - ${ok:-0} ))"
+}
+
 # suite model mode concurrency batch line
 record() {
   local line="$6"
@@ -94,6 +111,25 @@ echo "== gRPC floor (health Check)" >&2
 start_server
 for c in $concurrencies; do
   record grpc-floor health - "$c" - "$("$cli" --address "$address" bench --rpc health --concurrency "$c" --duration "$seconds" --warmup "$warmup")"
+done
+stop_server
+
+# The same floor and the 1-row mlp Infer (infergate.v1 and Open Inference
+# ModelInfer) driven by h2load: the rows the throughput targets are read from.
+echo "== h2load: gRPC floor and 1-row mlp" >&2
+start_server
+frames=(health:health "infer:v1-infer" "v2:v2")
+for spec in "${frames[@]}"; do
+  rpc=${spec%%:*}
+  line=$("$cli" --address "$address" frame --rpc "$rpc" --model mlp --rows 1 --out "$work/$rpc.frame")
+  echo "$(field path "$line")" >"$work/$rpc.path"
+done
+for c in $concurrencies; do
+  for spec in "${frames[@]}"; do
+    rpc=${spec%%:*} mode=${spec#*:}
+    model=$([ "$rpc" = health ] && echo health || echo mlp)
+    record h2load "$model" "$mode" "$c" 1 "$(grpc_load "$work/$rpc.frame" "$(cat "$work/$rpc.path")" "$c")"
+  done
 done
 stop_server
 
@@ -185,6 +221,35 @@ mixed_summary=$(awk -F, '$1 == "mixed" { v[$3 "," $2 "," "p50"] = $8; v[$3 "," $
       v["fair-flood,cnn,rps"] / v["fifo-flood,cnn,rps"] }' "$csv")
 echo "  $mixed_summary" >&2
 
+# The performance targets, each a ratio within this run.
+targets=$(awk -F, '
+  { rps[$1 "," $2 "," $3 "," $4] = $6; rows[$1 "," $2 "," $3 "," $4] = $7; over[$1 "," $2 "," $3 "," $4] = $10 }
+  $1 == "inprocess" && $2 == "cnn" && $3 ~ /^best-batch/ { cnn_best = $7 }
+  function ratio(a, b) { return b > 0 ? a / b : 0 }
+  function row(what, value, goal, met) { printf "| %s | %s | %s | %s |\n", what, value, goal, met ? "met" : "not met" }
+  END {
+    print "| target | measured | goal | |"
+    print "|---|---|---|---|"
+    r = ratio(rps["h2load,mlp,v1-infer,64"], rps["h2load,health,health,64"])
+    row("1-row mlp Infer / gRPC floor, 64 streams (h2load)", sprintf("%.3f", r), ">= 0.70", r >= 0.70)
+    r = ratio(rps["h2load,mlp,v1-infer,8"], rps["h2load,health,health,8"])
+    row("1-row mlp Infer / gRPC floor, 8 streams (h2load)", sprintf("%.3f", r), ">= 0.50", r >= 0.50)
+    o = over["infergate,mlp,batching-on,1"]
+    row("mlp server overhead p50 at concurrency 1", o " us", "<= 15 us", o != "" && o + 0 <= 15)
+    r = ratio(rows["infergate,cnn,batching-on,8"], cnn_best)
+    row("cnn at concurrency 8 / in-process best", sprintf("%.3f", r), ">= 0.90", r >= 0.9)
+    split("1 8 64", cs, " ")
+    for (i = 1; i <= 3; i++) {
+      r = ratio(rps["h2load,mlp,v2," cs[i]], rps["h2load,mlp,v1-infer," cs[i]])
+      row("v2 ModelInfer / v1 Infer, " cs[i] " streams (h2load)", sprintf("%.3f", r), ">= 0.95", r >= 0.95)
+    }
+    for (i = 1; i <= 3; i++) {
+      r = ratio(rps["protocols,mlp,v2-stream," cs[i]], rps["protocols,mlp,v2," cs[i]])
+      row("ModelStreamInfer / unary ModelInfer, concurrency " cs[i], sprintf("%.3f", r), ">= 1.5", r >= 1.5)
+    }
+  }' "$csv")
+echo "$targets" | sed 's/^/  /' >&2
+
 {
   echo "# infergate benchmark $stamp"
   echo
@@ -195,6 +260,12 @@ echo "  $mixed_summary" >&2
   tail -n +2 "$csv" | awk -F, '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12 }'
   echo
   echo "$mixed_summary"
+  echo
+  echo "Targets (ratios within this run; h2load rows send one pre-encoded request on N streams of one connection):"
+  echo
+  echo "$targets"
+  echo
+  echo "Measured commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 } >"$md"
 cat "$md"
 echo "wrote $md and $csv" >&2

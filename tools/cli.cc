@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <random>
 
@@ -21,11 +22,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "inference/grpc_service.grpc.pb.h"
 #include "infergate/v1/inference.grpc.pb.h"
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "tools/bench.h"
 #include "tools/bench_open_inference.h"
+#include "tools/grpc_frame.h"
 
 namespace v1 = infergate::v1;
 
@@ -41,6 +44,9 @@ constexpr char kUsage[] =
     "  infergate-cli [flags] bench --model NAME [--rows R] --concurrency N --duration S\n"
     "  infergate-cli [flags] bench --rpc health --concurrency N --duration S\n"
     "  infergate-cli [flags] bench --rpc v2|v2-stream --model NAME --concurrency N --duration S\n"
+    "  infergate-cli [flags] frame --rpc infer|v2|health [--model NAME] --out FILE\n"
+    "    writes one request as a gRPC length-prefixed message, after checking the\n"
+    "    server answers those exact bytes OK; prints the method path (for h2load -d)\n"
     "SHAPE is dims joined by 'x' (1x256). FILE holds raw little-endian bytes.\n"
     "Without --input, every declared input is filled with random data, batch 1.";
 
@@ -58,6 +64,7 @@ struct CliOptions {
   double duration_s = 10;
   double warmup_s = 1;
   std::string rpc = "infer";
+  std::string out;      // frame: file to write
   std::string service;  // health: "" (readiness), a service name, or "liveness"
   int64_t channels = 1;
   int64_t timeout_ms = 30000;
@@ -360,6 +367,36 @@ int Bench(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vect
   return r.ok > 0 ? 0 : 1;
 }
 
+// One pre-encoded request for a load client that replays bytes (h2load).
+int Frame(v1::InferenceService::Stub& stub, const std::shared_ptr<grpc::Channel>& channel, const CliOptions& o) {
+  if (o.out.empty()) return Fail("frame: needs --out FILE");
+  std::string method;
+  std::unique_ptr<google::protobuf::Message> message;
+  if (o.rpc == "health") {
+    method = absl::StrCat("/", grpc::health::v1::Health::service_full_name(), "/Check");
+    message = std::make_unique<grpc::health::v1::HealthCheckRequest>();
+  } else if (o.rpc == "infer" || o.rpc == "v2") {
+    v1::InferRequest req;
+    if (int rc = BuildRequest(stub, o, o.inputs, req); rc != 0) return rc;
+    if (o.rpc == "infer") {
+      method = absl::StrCat("/", v1::InferenceService::service_full_name(), "/Infer");
+      message = std::make_unique<v1::InferRequest>(std::move(req));
+    } else {
+      method = absl::StrCat("/", inference::GRPCInferenceService::service_full_name(), "/ModelInfer");
+      message = std::make_unique<inference::ModelInferRequest>(infergate::tools::ToOpenInference(req));
+    }
+  } else {
+    return Fail("frame: --rpc: expected infer, v2 or health");
+  }
+  absl::StatusOr<std::string> frame = infergate::tools::SendAndFrame(channel, o.connection, method, *message, o.timeout_ms);
+  if (!frame.ok()) return Fail(std::string(frame.status().message()));
+  std::ofstream file(o.out, std::ios::binary | std::ios::trunc);
+  file.write(frame->data(), static_cast<std::streamsize>(frame->size()));
+  if (!file.flush()) return Fail(absl::StrCat("frame: --out: cannot write ", o.out));
+  std::cout << "frame rpc=" << o.rpc << " path=" << method << " bytes=" << frame->size() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -390,6 +427,7 @@ int main(int argc, char** argv) {
                "for the gRPC floor.");
   flags.String("service", &o.service,
                "health: service to ask for; \"\" is readiness, \"liveness\" stays SERVING during a drain.");
+  flags.String("out", &o.out, "frame: file to write the framed request to.");
   flags.Int("channels", &o.channels, "bench: gRPC channels (connections) to spread calls over.");
   bool help = false;
   auto positional = flags.Parse(argc, argv, &help);
@@ -407,5 +445,6 @@ int main(int argc, char** argv) {
   if (command == "infer") return Infer(*stub, o, o.inputs);
   if (command == "bench") return Bench(*stub, o, o.inputs);
   if (command == "health") return Health(*channel, o);
-  return Fail(absl::StrCat("unknown command '", command, "'; expected devices, models, infer, bench or health"));
+  if (command == "frame") return Frame(*stub, *channel, o);
+  return Fail(absl::StrCat("unknown command '", command, "'; expected devices, models, infer, bench, frame or health"));
 }
