@@ -65,6 +65,25 @@ size_t BatchCostModel::Choose(const std::string& key, const std::vector<int64_t>
   return best + 1;
 }
 
+bool BatchCostModel::WorthWaiting(const std::string& key, int64_t rows, int64_t max_rows) const {
+  if (rows >= max_rows) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = curves_.find(key);
+  if (it == curves_.end()) return true;
+  const std::vector<Size>& sizes = it->second.sizes;
+  const int64_t now = Tracked(rows);
+  const int64_t top = std::min<int64_t>(Tracked(max_rows), static_cast<int64_t>(sizes.size()) - 1);
+  if (now >= static_cast<int64_t>(sizes.size()) || sizes[now].samples < 2) return true;
+  const double rate_now = static_cast<double>(now) / std::max(sizes[now].us, 1.0);
+  bool larger_measured = false;
+  for (int64_t r = now + 1; r <= top; ++r) {
+    if (sizes[r].samples < 2) continue;
+    larger_measured = true;
+    if (static_cast<double>(r) / std::max(sizes[r].us, 1.0) > rate_now * kWorthWaitingGain) return true;
+  }
+  return !larger_measured;
+}
+
 double BatchCostModel::CostUs(const std::string& key, int64_t rows) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = curves_.find(key);

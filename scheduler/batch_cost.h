@@ -37,6 +37,16 @@ class BatchCostModel {
   size_t Choose(const std::string& key, const std::vector<int64_t>& job_rows,
                 const std::vector<int64_t>& preferred = {});
 
+  // Whether waiting for companions may pay off for a batch now holding
+  // `rows` rows (of at most `max_rows`): true unless `rows` is measured and
+  // no measured size up to `max_rows` beats its rows per second by
+  // kWorthWaitingGain. A size never measured larger than `rows` counts as
+  // worth trying. Where batching does not pay (a CPU conv net whose best
+  // batch is 1), a worker runs what it has next to the others instead of
+  // waiting for one to finish.
+  bool WorthWaiting(const std::string& key, int64_t rows, int64_t max_rows) const;
+  static constexpr double kWorthWaitingGain = 1.1;
+
   // Measured microseconds per batch of `rows`, or -1 when unknown.
   double CostUs(const std::string& key, int64_t rows) const;
 

@@ -172,10 +172,13 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lo
   if (first->task || first->batch_key.empty() || first->max_batch_rows <= 1) return batch;
   int64_t rows = first->rows;
   Collect(first, &rows, &batch);
-  // Wait for companions only while another worker keeps the device busy: an
+  // Wait for companions only while another worker keeps the device busy (an
   // idle device runs what it has at once, so batching never adds latency
-  // at low load. The delay is counted from the oldest request's arrival.
-  if (rows < first->max_batch_rows && first->max_queue_delay_us > 0 && running_workers_ > 0) {
+  // at low load), and only if a bigger batch has been seen to go faster
+  // per row (else this worker's run beside the others is the faster way).
+  // The delay is counted from the oldest request's arrival.
+  if (rows < first->max_batch_rows && first->max_queue_delay_us > 0 && running_workers_ > 0 &&
+      batch_cost_.WorthWaiting(first->batch_key, rows, first->max_batch_rows)) {
     Clock::time_point until = first->enqueued + std::chrono::microseconds(first->max_queue_delay_us);
     ++waiting_batchers_;
     while (rows < first->max_batch_rows && !stopping_ && running_workers_ > 0 &&

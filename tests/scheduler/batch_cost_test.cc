@@ -38,6 +38,26 @@ TEST(BatchCost, TakesThePrefixWithTheBestRowsPerSecond) {
   EXPECT_EQ(model.Choose("linear", {1, 1, 1, 1}), 4u);
 }
 
+TEST(BatchCost, WaitingForCompanionsOnlyWhereABiggerBatchWasFasterPerRow) {
+  BatchCostModel model;
+  EXPECT_TRUE(model.WorthWaiting("conv", 1, 32)) << "nothing measured: wait, so bigger sizes get measured";
+  model.Record("conv", 1, 800);
+  model.Record("conv", 1, 800);
+  EXPECT_TRUE(model.WorthWaiting("conv", 1, 32)) << "no bigger size measured yet";
+  // Like a CPU conv net: 2 rows take more than twice as long as 1.
+  Learn(model, "conv", 8, [](int64_t r) -> uint64_t { return 800 * r + 400 * (r - 1); });
+  EXPECT_FALSE(model.WorthWaiting("conv", 1, 32));
+  EXPECT_FALSE(model.WorthWaiting("conv", 3, 32));
+  // Like a Linear layer: bigger batches amortise the weights.
+  Learn(model, "mlp", 64, [](int64_t r) -> uint64_t { return 100 + 5 * r; });
+  EXPECT_TRUE(model.WorthWaiting("mlp", 1, 64));
+  EXPECT_TRUE(model.WorthWaiting("mlp", 40, 64));
+  EXPECT_FALSE(model.WorthWaiting("mlp", 40, 40)) << "no room to grow";
+  // A gain under kWorthWaitingGain does not pay for the wait.
+  Learn(model, "flat", 4, [](int64_t r) -> uint64_t { return 1000 * r - 50 * (r - 1); });
+  EXPECT_FALSE(model.WorthWaiting("flat", 1, 4));
+}
+
 TEST(BatchCost, SometimesExploresAnotherSizeAndFollowsChanges) {
   BatchCostModel model;
   Learn(model, "k", 4, [](int64_t r) -> uint64_t { return r == 1 ? 10 : 1000; });
