@@ -231,23 +231,86 @@ class MlpLoad {
   std::vector<std::thread> threads_;
 };
 
-// Waits (up to 30 s) until `server`'s readiness reads NOT_SERVING.
-bool ReadinessTurnsNotServing(const std::string& address) {
-  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+// The HTTP status `path` answers on `server`'s REST port; 0 when none.
+int RestStatus(const ServerProcess& server, const std::string& path) {
+  std::string code;
+  RunCommand({"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5",
+              "http://" + server.http_address() + path},
+             &code);
+  return std::atoi(code.c_str());
+}
+
+// Waits (up to 30 s) until probes see the drain, and says what they saw.
+// gRPC's Shutdown, which starts with the drain, closes the gRPC listener
+// at once, so a gRPC readiness probe gets NOT_SERVING or no answer, and
+// never SERVING again. The REST port stays open until the drain ends: there
+// readiness must answer non-200 while liveness answers 200. Callers keep a
+// slow request in flight, so the drain lasts until they have looked.
+::testing::AssertionResult ProbesSeeTheDrain(const ServerProcess& server) {
+  auto health =
+      grpc::health::v1::Health::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        std::chrono::steady_clock::now() < deadline;) {
+    const int ready = RestStatus(server, "/v2/health/ready");
+    if (ready == 200) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    if (ready == 0) return ::testing::AssertionFailure() << "the REST port closed before the drain was seen";
+    const int live = RestStatus(server, "/v2/health/live");
+    if (live != 200) return ::testing::AssertionFailure() << "REST liveness answered " << live << " while draining";
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     grpc::health::v1::HealthCheckResponse resp;
     grpc::Status s = health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp);
-    if (!s.ok() || resp.status() == grpc::health::v1::HealthCheckResponse::NOT_SERVING) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (s.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+      return ::testing::AssertionFailure() << "gRPC readiness still SERVING while REST readiness answered " << ready;
+    }
+    return ::testing::AssertionSuccess();
   }
-  return false;
+  return ::testing::AssertionFailure() << "REST readiness still 200 after 30 s";
 }
 
-// SIGTERM under load: every request completes correctly or is refused with
-// UNAVAILABLE, and the client side accounts for every single one.
+// One call to the `slow` model (about a second of work) on a thread of its
+// own; Running() waits until the server runs it.
+class SlowCall {
+ public:
+  explicit SlowCall(const std::string& address)
+      : stub_(v1::InferenceService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
+    request_.set_model("slow");
+    *request_.add_inputs() = ToWire(at::full({4}, 2.0f), "x");
+    thread_ = std::thread([this] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      status_ = stub_->Infer(&ctx, request_, &response_);
+    });
+  }
+  ~SlowCall() {
+    if (thread_.joinable()) thread_.join();
+  }
+  bool Running() { return WaitForDevice(*stub_, SomethingInFlight); }
+  // Joins the call; OK with its input echoed back, or why not.
+  ::testing::AssertionResult AnsweredOk() {
+    thread_.join();
+    if (!status_.ok()) return ::testing::AssertionFailure() << "code " << status_.error_code() << ": " << status_.error_message();
+    if (response_.outputs_size() != 1 || !at::equal(FromWire(response_.outputs(0)), at::full({4}, 2.0f))) {
+      return ::testing::AssertionFailure() << "wrong answer";
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+ private:
+  std::unique_ptr<v1::InferenceService::Stub> stub_;
+  v1::InferRequest request_;
+  v1::InferResponse response_;
+  grpc::Status status_;
+  std::thread thread_;
+};
+
+// SIGTERM under load, with a slow request running: readiness turns
+// NOT_SERVING, the slow request is answered, and every other request
+// completes correctly or is refused with UNAVAILABLE; the client side
+// accounts for every single one.
 TEST(Drain, SigtermUnderLoadLosesNoAcceptedRequest) {
   auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--drain-timeout=20s"});
   ASSERT_NE(server, nullptr);
@@ -256,14 +319,17 @@ TEST(Drain, SigtermUnderLoadLosesNoAcceptedRequest) {
        load.ok.load() < 100 && std::chrono::steady_clock::now() < deadline;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  SlowCall slow(server->address());
+  ASSERT_TRUE(slow.Running()) << "the slow request never started";
   int before = load.ok.load();
   kill(server->pid(), SIGTERM);
-  EXPECT_TRUE(ReadinessTurnsNotServing(server->address()));
+  EXPECT_TRUE(ProbesSeeTheDrain(*server));
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        load.unavailable.load() + load.teardown.load() < 8 && std::chrono::steady_clock::now() < deadline;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   load.Stop();
+  EXPECT_TRUE(slow.AnsweredOk()) << server->Log();
   EXPECT_EQ(server->WaitForExit(), 0) << server->Log();
   EXPECT_GE(before, 100);
   EXPECT_EQ(load.wrong.load(), 0);
@@ -281,33 +347,19 @@ TEST(Drain, SigtermUnderLoadLosesNoAcceptedRequest) {
 TEST(Drain, SecondSigtermDoesNotCutTheDrainShort) {
   auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--drain-timeout=30s"});
   ASSERT_NE(server, nullptr);
-  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
-  v1::InferRequest req;
-  req.set_model("slow");  // about a second of work
-  *req.add_inputs() = ToWire(at::full({4}, 2.0f), "x");
-  grpc::Status status;
-  v1::InferResponse resp;
-  std::thread client([&] {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    status = stub->Infer(&ctx, req, &resp);
-  });
-  // Wait until the slow request runs (the only work, so whatever is in flight).
-  bool running = WaitForDevice(*stub, SomethingInFlight);
-  ASSERT_TRUE(running) << "the slow request never started";
+  SlowCall slow(server->address());
+  // The slow request is the only work, so whatever is in flight.
+  ASSERT_TRUE(slow.Running()) << "the slow request never started";
   MlpLoad load(server->address(), 4);
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        load.ok.load() < 20 && std::chrono::steady_clock::now() < deadline;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   kill(server->pid(), SIGTERM);
-  EXPECT_TRUE(ReadinessTurnsNotServing(server->address()));
+  EXPECT_TRUE(ProbesSeeTheDrain(*server));
   kill(server->pid(), SIGTERM);
-  client.join();
   load.Stop();
-  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << server->Log();
-  EXPECT_TRUE(at::equal(FromWire(resp.outputs(0)), at::full({4}, 2.0f)));
-  stub.reset();
+  EXPECT_TRUE(slow.AnsweredOk()) << server->Log();
   EXPECT_EQ(server->WaitForExit(), 0) << server->Log();
   EXPECT_NE(server->Log().find("ignored 1 more stop signal(s) while draining"), std::string::npos) << server->Log();
   EXPECT_EQ(load.wrong.load(), 0);
