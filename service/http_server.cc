@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -237,6 +238,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void Reject(int status, const std::string& message) {
     keep_alive_ = false;
+    linger_ = true;
     busy_ = true;
     HttpResponse response;
     response.status = status;
@@ -256,10 +258,35 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     http::async_write(stream_, *message,
                       [self = this->shared_from_this(), message](beast::error_code ec, size_t) {
                         self->busy_ = false;
+                        if (!ec && self->linger_) return self->LingeringClose();
                         if (ec || !message->keep_alive()) return self->Close();
                         self->ReadRequest();
                       });
   }
+
+  // After refusing a request whose body may still be arriving (413 and the
+  // like): closing at once, with unread bytes in the socket, makes the
+  // kernel answer with a reset, and a client still sending loses the
+  // answer ("broken pipe" instead of the 413). So the sending side is
+  // closed, and what the client still sends is read and dropped, for at
+  // most kLingerTime and kLingerBytes, before the socket is closed.
+  void LingeringClose() {
+    beast::error_code ignored;
+    auto& lowest = beast::get_lowest_layer(stream_);
+    lowest.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    lowest.expires_after(kLingerTime);
+    Discard();
+  }
+  void Discard() {
+    beast::get_lowest_layer(stream_).async_read_some(
+        net::buffer(discard_), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+          self->discarded_ += n;
+          if (ec || self->discarded_ > kLingerBytes) return self->Close();
+          self->Discard();
+        });
+  }
+  static constexpr std::chrono::seconds kLingerTime{2};
+  static constexpr size_t kLingerBytes = size_t{64} << 20;
 
   void Close() {
     beast::error_code ignored;
@@ -276,6 +303,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   uint64_t id_ = 0;
   bool keep_alive_ = true;
   bool busy_ = false;  // a request is being answered
+  bool linger_ = false;  // refused: drain what the client still sends before closing
+  std::array<char, 16384> discard_;
+  size_t discarded_ = 0;
 };
 
 }  // namespace

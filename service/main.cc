@@ -297,20 +297,18 @@ int Run(int argc, char** argv) {
   open_inference.StartDraining();
   if (rest) rest->StartDraining();
   auto deadline = std::chrono::steady_clock::now() + opts.drain_timeout;
-  // gRPC's Shutdown sends GOAWAY at once, so clients stop opening calls on
-  // this connection, and lets calls in progress finish until the deadline;
-  // it runs beside the core's drain, which finishes the accepted work those
-  // calls wait for. Replies of finished work are written out before Shutdown
-  // returns; at least one second is allowed.
-  auto shutdown_deadline = std::max(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1));
-  std::thread grpc_shutdown([&] {
-    server->Shutdown(std::chrono::system_clock::now() +
-                     std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                         shutdown_deadline - std::chrono::steady_clock::now()));
-  });
+  // The gRPC port stays open while the accepted work finishes, so probes
+  // keep getting answers (readiness NOT_SERVING, liveness SERVING: a closed
+  // port would fail Kubernetes' gRPC liveness probe and get the pod killed
+  // mid-drain) and new inference calls get the services' UNAVAILABLE. Then
+  // gRPC shuts down: GOAWAY, and the replies of finished work get at least
+  // a second to be written; calls still open after that are cancelled.
   bool idle = core.Drain(deadline);
   if (!idle) LOG_WARNING << "drain timeout passed with work still queued or running";
-  grpc_shutdown.join();
+  auto shutdown_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  server->Shutdown(std::chrono::system_clock::now() +
+                   std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                       shutdown_deadline - std::chrono::steady_clock::now()));
   // REST calls accepted before the drain have been answered; what is still
   // being written gets the rest of the grace period.
   if (http) http->Shutdown(std::max(shutdown_deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1)));

@@ -240,35 +240,56 @@ int RestStatus(const ServerProcess& server, const std::string& path) {
   return std::atoi(code.c_str());
 }
 
-// Waits (up to 30 s) until probes see the drain, and says what they saw.
-// gRPC's Shutdown, which starts with the drain, closes the gRPC listener
-// at once, so a gRPC readiness probe gets NOT_SERVING or no answer, and
-// never SERVING again. The REST port stays open until the drain ends: there
-// readiness must answer non-200 while liveness answers 200. Callers keep a
-// slow request in flight, so the drain lasts until they have looked.
+// Asks `service`'s health over gRPC; UNKNOWN when the call fails.
+grpc::health::v1::HealthCheckResponse::ServingStatus GrpcHealth(const std::string& address,
+                                                                const std::string& service) {
+  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  if (!health->Check(&ctx, req, &resp).ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  return resp.status();
+}
+
+// Waits (up to 30 s) until probes see the drain, and says what they saw:
+// gRPC readiness answers NOT_SERVING while gRPC liveness answers SERVING
+// (the port stays open through the drain), and REST readiness answers
+// non-200 while REST liveness answers 200; gRPC liveness still answers
+// SERVING 200 ms later. Callers keep a slow request (about a second) in
+// flight, so the drain lasts until they have looked.
 ::testing::AssertionResult ProbesSeeTheDrain(const ServerProcess& server) {
-  auto health =
-      grpc::health::v1::Health::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  using Status = grpc::health::v1::HealthCheckResponse;
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        std::chrono::steady_clock::now() < deadline;) {
-    const int ready = RestStatus(server, "/v2/health/ready");
-    if (ready == 200) {
+    const Status::ServingStatus ready = GrpcHealth(server.address(), "");
+    if (ready == Status::SERVING) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
-    if (ready == 0) return ::testing::AssertionFailure() << "the REST port closed before the drain was seen";
-    const int live = RestStatus(server, "/v2/health/live");
-    if (live != 200) return ::testing::AssertionFailure() << "REST liveness answered " << live << " while draining";
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    grpc::health::v1::HealthCheckResponse resp;
-    grpc::Status s = health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp);
-    if (s.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
-      return ::testing::AssertionFailure() << "gRPC readiness still SERVING while REST readiness answered " << ready;
+    if (ready != Status::NOT_SERVING) {
+      return ::testing::AssertionFailure() << "gRPC readiness gave no answer during the drain (port closed?)";
+    }
+    if (const Status::ServingStatus live = GrpcHealth(server.address(), "liveness"); live != Status::SERVING) {
+      return ::testing::AssertionFailure() << "gRPC liveness answered " << Status::ServingStatus_Name(live)
+                                           << " while draining";
+    }
+    if (const int code = RestStatus(server, "/v2/health/ready"); code == 200 || code == 0) {
+      return ::testing::AssertionFailure() << "REST readiness answered " << code << " while draining";
+    }
+    if (const int code = RestStatus(server, "/v2/health/live"); code != 200) {
+      return ::testing::AssertionFailure() << "REST liveness answered " << code << " while draining";
+    }
+    // And still so well into the drain, where a kubelet's next probe lands.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (const Status::ServingStatus live = GrpcHealth(server.address(), "liveness"); live != Status::SERVING) {
+      return ::testing::AssertionFailure() << "gRPC liveness answered " << Status::ServingStatus_Name(live)
+                                           << " 200 ms into the drain";
     }
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure() << "REST readiness still 200 after 30 s";
+  return ::testing::AssertionFailure() << "gRPC readiness still SERVING after 30 s";
 }
 
 // One call to the `slow` model (about a second of work) on a thread of its
