@@ -11,6 +11,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -275,11 +276,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     auto& lowest = beast::get_lowest_layer(stream_);
     lowest.socket().shutdown(tcp::socket::shutdown_send, ignored);
     lowest.expires_after(kLingerTime);
+    discard_ = std::make_unique<std::array<char, 16384>>();
     Discard();
   }
   void Discard() {
     beast::get_lowest_layer(stream_).async_read_some(
-        net::buffer(discard_), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+        net::buffer(*discard_), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
           self->discarded_ += n;
           if (ec || self->discarded_ > kLingerBytes) return self->Close();
           self->Discard();
@@ -304,7 +306,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   bool keep_alive_ = true;
   bool busy_ = false;  // a request is being answered
   bool linger_ = false;  // refused: drain what the client still sends before closing
-  std::array<char, 16384> discard_;
+  std::unique_ptr<std::array<char, 16384>> discard_;  // allocated only when lingering
   size_t discarded_ = 0;
 };
 
