@@ -306,9 +306,7 @@ int Run(int argc, char** argv) {
   bool idle = core.Drain(deadline);
   if (!idle) LOG_WARNING << "drain timeout passed with work still queued or running";
   auto shutdown_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                       shutdown_deadline - std::chrono::steady_clock::now()));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   // REST calls accepted before the drain have been answered; what is still
   // being written gets the rest of the grace period.
   if (http) http->Shutdown(std::max(shutdown_deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1)));

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <random>
 
@@ -390,9 +389,9 @@ int Frame(v1::InferenceService::Stub& stub, const std::shared_ptr<grpc::Channel>
   }
   absl::StatusOr<std::string> frame = infergate::tools::SendAndFrame(channel, o.connection, method, *message, o.timeout_ms);
   if (!frame.ok()) return Fail(std::string(frame.status().message()));
-  std::ofstream file(o.out, std::ios::binary | std::ios::trunc);
-  file.write(frame->data(), static_cast<std::streamsize>(frame->size()));
-  if (!file.flush()) return Fail(absl::StrCat("frame: --out: cannot write ", o.out));
+  if (absl::Status written = infergate::WriteFileAtomically(o.out, *frame); !written.ok()) {
+    return Fail(absl::StrCat("frame: --out: ", written.message()));
+  }
   std::cout << "frame rpc=" << o.rpc << " path=" << method << " bytes=" << frame->size() << "\n";
   return 0;
 }

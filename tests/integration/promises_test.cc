@@ -14,17 +14,6 @@ std::string Scrape(const ServerProcess& server) {
   return out;
 }
 
-grpc::health::v1::HealthCheckResponse::ServingStatus Health(const std::string& address, const std::string& service) {
-  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  grpc::health::v1::HealthCheckRequest req;
-  req.set_service(service);
-  grpc::health::v1::HealthCheckResponse resp;
-  if (!health->Check(&ctx, req, &resp).ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
-  return resp.status();
-}
-
 v1::InferRequest SlowRequest() {
   v1::InferRequest req;
   req.set_model("slow");
@@ -62,10 +51,10 @@ TEST(Promises, DrainTurnsReadinessOffKeepsLivenessAndEndsAtTheDrainTimeout) {
   Status::ServingStatus ready = Status::SERVING;
   for (auto deadline = start + std::chrono::seconds(5);
        ready == Status::SERVING && std::chrono::steady_clock::now() < deadline;) {
-    ready = Health(server->address(), "");
+    ready = HealthStatus(server->address(), "");
   }
   EXPECT_EQ(ready, Status::NOT_SERVING) << "readiness while draining";
-  EXPECT_EQ(Health(server->address(), "liveness"), Status::SERVING) << "liveness while draining";
+  EXPECT_EQ(HealthStatus(server->address(), "liveness"), Status::SERVING) << "liveness while draining";
   EXPECT_EQ(server->WaitForExit(), 0) << server->Log();
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // The drain gives up at 300 ms; gRPC's shutdown (a second's grace for

@@ -240,19 +240,6 @@ int RestStatus(const ServerProcess& server, const std::string& path) {
   return std::atoi(code.c_str());
 }
 
-// Asks `service`'s health over gRPC; UNKNOWN when the call fails.
-grpc::health::v1::HealthCheckResponse::ServingStatus GrpcHealth(const std::string& address,
-                                                                const std::string& service) {
-  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  grpc::health::v1::HealthCheckRequest req;
-  req.set_service(service);
-  grpc::health::v1::HealthCheckResponse resp;
-  if (!health->Check(&ctx, req, &resp).ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
-  return resp.status();
-}
-
 // Waits (up to 30 s) until probes see the drain, and says what they saw:
 // gRPC readiness answers NOT_SERVING while gRPC liveness answers SERVING
 // (the port stays open through the drain), and REST readiness answers
@@ -263,7 +250,7 @@ grpc::health::v1::HealthCheckResponse::ServingStatus GrpcHealth(const std::strin
   using Status = grpc::health::v1::HealthCheckResponse;
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        std::chrono::steady_clock::now() < deadline;) {
-    const Status::ServingStatus ready = GrpcHealth(server.address(), "");
+    const Status::ServingStatus ready = HealthStatus(server.address(), "", std::chrono::seconds(2));
     if (ready == Status::SERVING) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
@@ -271,7 +258,7 @@ grpc::health::v1::HealthCheckResponse::ServingStatus GrpcHealth(const std::strin
     if (ready != Status::NOT_SERVING) {
       return ::testing::AssertionFailure() << "gRPC readiness gave no answer during the drain (port closed?)";
     }
-    if (const Status::ServingStatus live = GrpcHealth(server.address(), "liveness"); live != Status::SERVING) {
+    if (const Status::ServingStatus live = HealthStatus(server.address(), "liveness", std::chrono::seconds(2)); live != Status::SERVING) {
       return ::testing::AssertionFailure() << "gRPC liveness answered " << Status::ServingStatus_Name(live)
                                            << " while draining";
     }
@@ -283,7 +270,7 @@ grpc::health::v1::HealthCheckResponse::ServingStatus GrpcHealth(const std::strin
     }
     // And still so well into the drain, where a kubelet's next probe lands.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    if (const Status::ServingStatus live = GrpcHealth(server.address(), "liveness"); live != Status::SERVING) {
+    if (const Status::ServingStatus live = HealthStatus(server.address(), "liveness", std::chrono::seconds(2)); live != Status::SERVING) {
       return ::testing::AssertionFailure() << "gRPC liveness answered " << Status::ServingStatus_Name(live)
                                            << " 200 ms into the drain";
     }

@@ -59,6 +59,21 @@ inline bool WaitForDevice(v1::InferenceService::Stub& stub,
 // Whether some request is running on some device.
 inline bool SomethingInFlight(const v1::DeviceInfo& d) { return d.in_flight() > 0; }
 
+// `service`'s health as a new connection to `address` asks it ("" is
+// readiness, "liveness" liveness); UNKNOWN when the call fails.
+inline grpc::health::v1::HealthCheckResponse::ServingStatus HealthStatus(
+    const std::string& address, const std::string& service,
+    std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  if (!health->Check(&ctx, req, &resp).ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  return resp.status();
+}
+
 class ServerTest : public ::testing::Test {
  protected:
   virtual std::vector<std::string> ExtraArgs() const { return {}; }
