@@ -45,7 +45,7 @@ class BatchCostModel {
   // batch is 1), a worker runs what it has next to the others instead of
   // waiting for one to finish.
   bool WorthWaiting(const std::string& key, int64_t rows, int64_t max_rows) const;
-  static constexpr double kWorthWaitingGain = 1.1;
+  static constexpr double kWorthWaitingGain = 1.25;
 
   // Measured microseconds per batch of `rows`, or -1 when unknown.
   double CostUs(const std::string& key, int64_t rows) const;

@@ -188,6 +188,12 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lo
     Collect(first, &rows, &batch);
     --waiting_batchers_;
   }
+  // On the CPU each worker has cores of its own: a batch takes its share of
+  // the rows in flight (queued and running), so the other workers have
+  // theirs. Before, at concurrency 8, a worker finishing beside a busy one
+  // took all it found, the other then found nothing, and one core idled:
+  // the demo CNN ran batches of 5 to 8 on one worker at a time.
+  if (device_.kind == DeviceKind::kCpu) KeepShareOfWorkers(rows, &batch);
   // Run the prefix whose size goes fastest here; the rest goes back to the
   // head of its model's queue, in order, for the next worker.
   std::vector<int64_t> job_rows;
@@ -200,6 +206,20 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lo
     depth_.store(queue_.size(), std::memory_order_relaxed);
   }
   return batch;
+}
+
+void DeviceExecutor::KeepShareOfWorkers(int64_t rows, Batch* batch) {
+  // Workers busy with a task (a model load) take no share.
+  const int64_t sharing = workers_per_model_ - running_tasks_;
+  if (sharing <= 1 || batch->size() <= 1) return;
+  const int64_t share = (rows + running_rows_ + sharing - 1) / sharing;
+  size_t keep = 1;
+  for (int64_t kept_rows = (*batch)[0]->rows; keep < batch->size() && kept_rows + (*batch)[keep]->rows <= share;) {
+    kept_rows += (*batch)[keep++]->rows;
+  }
+  for (size_t i = batch->size(); i-- > keep;) queue_.PushFront(std::move((*batch)[i]));
+  batch->resize(keep);
+  depth_.store(queue_.size(), std::memory_order_relaxed);
 }
 
 void DeviceExecutor::WorkerLoop() {
@@ -225,6 +245,8 @@ void DeviceExecutor::WorkerLoop() {
     bool more_runnable = false;
     bool stopping = false;
     std::multiset<Clock::time_point>::iterator running_entry;
+    int64_t batch_rows = 0;
+    bool is_task = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       // Jobs of a model already running on every worker it may use wait for
@@ -234,6 +256,13 @@ void DeviceExecutor::WorkerLoop() {
       batch = TakeBatch(lock, &charged_us, &expired);
       if (!batch.empty()) {
         ++running_workers_;
+        is_task = batch.size() == 1 && batch[0]->task;
+        if (is_task) {
+          ++running_tasks_;
+        } else {
+          for (const auto& job : batch) batch_rows += job->rows;
+          running_rows_ += batch_rows;
+        }
         running_jobs_.fetch_add(batch.size(), std::memory_order_relaxed);
         running_entry = running_since_.insert(Clock::now());
       }
@@ -246,7 +275,7 @@ void DeviceExecutor::WorkerLoop() {
     if (more_runnable) work_cv_.notify_one();
     const std::string flow = batch[0]->queue_key;
     Clock::time_point start = Clock::now();
-    if (batch.size() == 1 && batch[0]->task) {
+    if (is_task) {
       batch[0]->task();
     } else {
       runner_(batch);
@@ -260,6 +289,8 @@ void DeviceExecutor::WorkerLoop() {
       queue_.Settle(flow, charged_us, static_cast<double>(took_us));
       running_since_.erase(running_entry);
       --running_workers_;
+      running_rows_ -= batch_rows;
+      if (is_task) --running_tasks_;
       if (waiting_batchers_ > 0) batch_cv_.notify_all();  // "others busy" changed
       stopping = stopping_;
     }

@@ -100,6 +100,11 @@ class DeviceExecutor {
   // timeout passed, which the caller answers after unlocking.
   Batch TakeBatch(std::unique_lock<std::mutex>& lock, double* charged_us, Batch* expired);
   void Collect(const std::shared_ptr<Job>& first, int64_t* rows, Batch* batch);
+  // Keeps of `batch` (holding `rows` rows) a prefix of at most one worker's
+  // share of the rows in flight (these and the running ones) among the
+  // workers not busy with a task, at least one job, and queues the rest
+  // again in order.
+  void KeepShareOfWorkers(int64_t rows, Batch* batch);
   // Answers jobs refused after they were queued; call without the lock.
   void Reject(Batch& jobs, const absl::Status& status, const char* reason);
   void RejectExpired(Batch& expired);
@@ -116,6 +121,8 @@ class DeviceExecutor {
   bool accepting_ = true;
   bool stopping_ = false;
   int running_workers_ = 0;  // under mu_
+  int64_t running_rows_ = 0;  // rows of the running batches; under mu_
+  int running_tasks_ = 0;     // workers running a task; under mu_
   std::multiset<Clock::time_point> running_since_;  // start of each running batch; under mu_
   int waiting_batchers_ = 0;  // under mu_
   std::atomic<size_t> depth_{0};

@@ -22,6 +22,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/units.h"
+#include "devices/caching_cpu_allocator.h"
 #include "devices/device_registry.h"
 #include "devices/host_requirements.h"
 #include "devices/system_info.h"
@@ -115,6 +117,11 @@ int Run(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   ReturnLargeBuffersToTheSystem();
+  // Before any tensor exists, so every tensor block comes back to it.
+  if (CachingCpuAllocator::InstallForProcess(opts.cpu_tensor_cache_bytes) != nullptr) {
+    LOG_INFO << "CPU tensor blocks of 64 KiB and more are kept for reuse, up to "
+             << FormatBytes(opts.cpu_tensor_cache_bytes);
+  }
 
   // SIGTERM/SIGINT start a drain whichever thread receives them, also
   // during warm-up (the drain then begins once warm-up ends).

@@ -133,6 +133,10 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.ByteSize("max-inflight-bytes", &o.max_inflight_bytes,
                  "Bytes of inference requests held at once (queued or running); beyond it RESOURCE_EXHAUSTED. 0 picks "
                  "a quarter of the container's memory limit, or of the host's memory.");
+  flags.ByteSize("cpu-tensor-cache", &o.cpu_tensor_cache_bytes,
+                 "Freed CPU tensor blocks of 64 KiB and more kept for reuse, at most this many bytes (e.g. 256MiB), "
+                 "so a model's activations are not faulted in afresh on every request; 0 leaves LibTorch's own "
+                 "allocator.");
   flags.Int("cpu-workers", &f.cpu_workers, "Threads running models on the CPU; 0 picks min(cores, 4).");
   flags.Int("intra-op-threads", &f.intra_op_threads, "LibTorch intra-op threads; 0 picks cores / cpu-workers.");
   flags.Int("queue-capacity", &f.queue_capacity, "Requests that may wait per device; more get RESOURCE_EXHAUSTED.");

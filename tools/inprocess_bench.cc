@@ -7,6 +7,7 @@
 //
 //   inprocess-bench MODEL.pt SHAPE_WITHOUT_BATCH [--dtype float32|int64]
 //       [--batches 1,2,4,...] [--seconds S] [--threads T] [--callers N] [--optimize]
+//       [--cpu-tensor-cache BYTES]
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/randint.h>
@@ -27,6 +28,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
+#include "devices/caching_cpu_allocator.h"
 #include "devices/system_info.h"
 
 namespace {
@@ -57,6 +59,7 @@ int main(int argc, char** argv) {
   int64_t threads = static_cast<int64_t>(std::thread::hardware_concurrency());
   int64_t callers = 1;
   bool optimize = false;
+  uint64_t tensor_cache_bytes = 256 << 20;
   infergate::FlagSet flags(
       "inprocess-bench: LibTorch running a model directly, the floor infergate is measured against.\n"
       "Usage: inprocess-bench MODEL.pt SHAPE (e.g. 256 or 3x64x64) [flags]");
@@ -66,6 +69,8 @@ int main(int argc, char** argv) {
   flags.Int("threads", &threads, "LibTorch (and BLAS) threads per caller.");
   flags.Int("callers", &callers, "Threads calling the model at once.");
   flags.Bool("optimize", &optimize, "Run torch.jit.optimize_for_inference first.");
+  flags.ByteSize("cpu-tensor-cache", &tensor_cache_bytes,
+                 "Freed tensor blocks kept for reuse, as the server's flag of that name (same default); 0: off.");
   bool help = false;
   absl::StatusOr<std::vector<std::string>> positional = flags.Parse(argc, argv, &help);
   if (help) {
@@ -85,6 +90,7 @@ int main(int argc, char** argv) {
   }
   at::set_num_threads(static_cast<int>(threads));
   infergate::SetBlasThreads(static_cast<int>(threads));  // as the server does
+  infergate::CachingCpuAllocator::InstallForProcess(tensor_cache_bytes);  // likewise
   torch::jit::Module m = torch::jit::load(path);
   m.eval();
   if (optimize) m = torch::jit::optimize_for_inference(m);

@@ -166,6 +166,44 @@ TEST(DeviceExecutor, BusyDeviceWaitsUpToTheQueueDelayForCompanions) {
   EXPECT_EQ(rec.batches[0], (std::vector<int>{101, 102, 603}));
 }
 
+// On the CPU each worker has cores of its own: a worker finishing beside a
+// busy one takes its share of the rows in flight, not all it finds, so the
+// other has work when it finishes too.
+TEST(DeviceExecutor, CpuWorkersShareTheRowsInFlight) {
+  std::mutex mu;
+  std::vector<std::vector<int>> batches;
+  std::map<int, std::shared_future<void>> holds;
+  std::promise<void> release1, release2;
+  holds[1] = release1.get_future().share();
+  holds[2] = release2.get_future().share();
+  std::atomic<int> running{0};
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, 2, 100, [&](Batch& batch) {
+    std::vector<int> ids;
+    for (auto& j : batch) ids.push_back(static_cast<int>(j->request.model.size()));
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      batches.push_back(ids);
+    }
+    running++;
+    if (auto it = holds.find(ids[0]); it != holds.end()) it->second.wait();
+    for (auto& j : batch) j->Finish(InferenceResult{});
+  });
+  auto wait_running = [&](int n) {
+    while (running.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 8, 1)).ok());
+  wait_running(1);
+  ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 8, 2)).ok());
+  wait_running(2);  // both workers run (the fair-share thread takes no third batch of A)
+  for (int id = 3; id <= 6; ++id) ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 8, id)).ok());
+  release1.set_value();
+  wait_running(3);  // 4 queued + 1 running, shared by 2 workers: 3 rows
+  release2.set_value();
+  ex.Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(batches, (std::vector<std::vector<int>>{{1}, {2}, {3, 4, 5}, {6}}));
+}
+
 TEST(DeviceExecutor, CancelledJobsLeaveTheQueue) {
   Recorder rec;
   Gate gate;
