@@ -24,6 +24,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--repository-poll-interval", "5000ms", "5s"},
     {"--max-receive-bytes", "67108864", "64MiB"},
     {"--max-inflight-bytes", "0", "a quarter of the memory"},
+    {"--cpu-tensor-cache", "268435456", "256MiB"},
     {"--cpu-workers", "0", "auto"},
     {"--intra-op-threads", "0", "auto"},
     {"--queue-capacity", "1024", "1024"},
@@ -123,6 +124,7 @@ TEST(ServerOptions, DefaultsMatchTheDocs) {
   EXPECT_EQ(o->model_repository, "./models");
   EXPECT_EQ(o->max_receive_bytes, 64u << 20);
   EXPECT_EQ(o->max_inflight_bytes, 0u);
+  EXPECT_EQ(o->cpu_tensor_cache_bytes, 256u << 20);
   EXPECT_EQ(o->tensor_limits.max_rank, 8);
   EXPECT_EQ(o->tensor_limits.max_elements, int64_t{1} << 28);
   EXPECT_EQ(o->drain_timeout, std::chrono::seconds(30));
