@@ -213,6 +213,10 @@ void DeviceExecutor::KeepShareOfWorkers(int64_t rows, Batch* batch) {
   const int64_t sharing = workers_per_model_ - running_tasks_;
   if (sharing <= 1 || batch->size() <= 1) return;
   const int64_t share = (rows + running_rows_ + sharing - 1) / sharing;
+  // Where the whole batch was measured much faster per row than the share
+  // (a Linear layer's weights amortised), one worker runs it all: the cores
+  // are better spent on the rows than on a second forward pass.
+  if (share >= rows || batch_cost_.WorthWaiting((*batch)[0]->batch_key, share, rows)) return;
   size_t keep = 1;
   for (int64_t kept_rows = (*batch)[0]->rows; keep < batch->size() && kept_rows + (*batch)[keep]->rows <= share;) {
     kept_rows += (*batch)[keep++]->rows;

@@ -103,7 +103,8 @@ class DeviceExecutor {
   // Keeps of `batch` (holding `rows` rows) a prefix of at most one worker's
   // share of the rows in flight (these and the running ones) among the
   // workers not busy with a task, at least one job, and queues the rest
-  // again in order.
+  // again in order; unless the whole batch was measured at least
+  // kWorthWaitingGain faster per row than the share (or is unmeasured).
   void KeepShareOfWorkers(int64_t rows, Batch* batch);
   // Answers jobs refused after they were queued; call without the lock.
   void Reject(Batch& jobs, const absl::Status& status, const char* reason);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <map>
 #include <thread>
+#include <functional>
 #include <future>
 #include <mutex>
 
@@ -166,10 +167,10 @@ TEST(DeviceExecutor, BusyDeviceWaitsUpToTheQueueDelayForCompanions) {
   EXPECT_EQ(rec.batches[0], (std::vector<int>{101, 102, 603}));
 }
 
-// On the CPU each worker has cores of its own: a worker finishing beside a
-// busy one takes its share of the rows in flight, not all it finds, so the
-// other has work when it finishes too.
-TEST(DeviceExecutor, CpuWorkersShareTheRowsInFlight) {
+// Two CPU workers run jobs 1 and 2 (held); jobs 3 to 6 queue; job 1's worker
+// is then let go and forms the next batch. Returns the batches run, as job
+// ids, after the executor has learned `cost_us` per batch size of "A".
+std::vector<std::vector<int>> BatchesBesideABusyWorker(const std::function<uint64_t(int64_t)>& cost_us) {
   std::mutex mu;
   std::vector<std::vector<int>> batches;
   std::map<int, std::shared_future<void>> holds;
@@ -188,20 +189,40 @@ TEST(DeviceExecutor, CpuWorkersShareTheRowsInFlight) {
     if (auto it = holds.find(ids[0]); it != holds.end()) it->second.wait();
     for (auto& j : batch) j->Finish(InferenceResult{});
   });
+  for (int64_t rows = 1; rows <= 8; ++rows) {
+    ex.RecordBatchCost("A", rows, cost_us(rows));
+    ex.RecordBatchCost("A", rows, cost_us(rows));
+  }
   auto wait_running = [&](int n) {
     while (running.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   };
-  ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 8, 1)).ok());
+  EXPECT_TRUE(ex.Submit(MakeJob("A", 1, 8, 1)).ok());
   wait_running(1);
-  ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 8, 2)).ok());
+  EXPECT_TRUE(ex.Submit(MakeJob("A", 1, 8, 2)).ok());
   wait_running(2);  // both workers run (the fair-share thread takes no third batch of A)
-  for (int id = 3; id <= 6; ++id) ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 8, id)).ok());
+  for (int id = 3; id <= 6; ++id) EXPECT_TRUE(ex.Submit(MakeJob("A", 1, 8, id)).ok());
   release1.set_value();
-  wait_running(3);  // 4 queued + 1 running, shared by 2 workers: 3 rows
+  wait_running(3);
   release2.set_value();
   ex.Stop();
   std::lock_guard<std::mutex> lock(mu);
-  EXPECT_EQ(batches, (std::vector<std::vector<int>>{{1}, {2}, {3, 4, 5}, {6}}));
+  return batches;
+}
+
+// On the CPU each worker has cores of its own: where batching gains little
+// (a conv net), a worker finishing beside a busy one takes its share of the
+// rows in flight, not all it finds, so the other has work when it finishes.
+TEST(DeviceExecutor, CpuWorkersShareTheRowsInFlightWhereBatchingGainsLittle) {
+  // 4 queued + 1 running, shared by 2 workers: 3 rows.
+  EXPECT_EQ(BatchesBesideABusyWorker([](int64_t rows) -> uint64_t { return 1000 * rows; }),
+            (std::vector<std::vector<int>>{{1}, {2}, {3, 4, 5}, {6}}));
+}
+
+// Where a bigger batch is much faster per row (a Linear layer), one worker
+// runs all it finds.
+TEST(DeviceExecutor, CpuWorkerTakesAllWhereBatchingPays) {
+  EXPECT_EQ(BatchesBesideABusyWorker([](int64_t rows) -> uint64_t { return 100 + 5 * rows; }),
+            (std::vector<std::vector<int>>{{1}, {2}, {3, 4, 5, 6}}));
 }
 
 TEST(DeviceExecutor, CancelledJobsLeaveTheQueue) {
