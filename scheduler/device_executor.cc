@@ -40,6 +40,7 @@ inline void CpuRelax() {
 
 absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, const char** refusal) {
   bool cancelled_already = false;
+  bool wake = false;
   Batch expired;  // answered after unlocking, whatever happens to `job`
   absl::Status status = absl::OkStatus();
   {
@@ -70,10 +71,15 @@ absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, const char** refus
       } else {
         depth_.store(queue_.size(), std::memory_order_relaxed);
         if (waiting_batchers_ > 0) batch_cv_.notify_all();
+        // Only a sleeping worker that may run the job is woken, and none
+        // while one polls (it takes the job itself): the fair-share thread
+        // sleeps while one model holds the other workers, and waking it
+        // for that model's jobs cost two context switches per request.
+        wake = sleeping_workers_ > 0 && spinning_.load() == 0 && queue_.HasRunnable(running_limit_);
       }
     }
   }
-  if (status.ok()) work_cv_.notify_one();
+  if (wake) work_cv_.notify_one();
   RejectExpired(expired);
   if (cancelled_already) PurgeCancelled();
   return status;
@@ -255,7 +261,11 @@ void DeviceExecutor::WorkerLoop() {
       std::unique_lock<std::mutex> lock(mu_);
       // Jobs of a model already running on every worker it may use wait for
       // one of those workers, which looks for work again when it finishes.
-      work_cv_.wait(lock, [this] { return (stopping_ && queue_.empty()) || queue_.HasRunnable(running_limit_); });
+      while (!(stopping_ && queue_.empty()) && !queue_.HasRunnable(running_limit_)) {
+        ++sleeping_workers_;
+        work_cv_.wait(lock);
+        --sleeping_workers_;
+      }
       if (queue_.empty()) return;  // stopping and drained
       batch = TakeBatch(lock, &charged_us, &expired);
       if (!batch.empty()) {

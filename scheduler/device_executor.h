@@ -126,6 +126,7 @@ class DeviceExecutor {
   int running_tasks_ = 0;     // workers running a task; under mu_
   std::multiset<Clock::time_point> running_since_;  // start of each running batch; under mu_
   int waiting_batchers_ = 0;  // under mu_
+  int sleeping_workers_ = 0;  // waiting on work_cv_; under mu_
   std::atomic<size_t> depth_{0};
   std::atomic<size_t> running_jobs_{0};
   std::atomic<uint64_t> busy_us_{0};
