@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <bit>
 #include <new>
 #include <vector>
@@ -135,6 +136,12 @@ void CachingCpuAllocator::ReleaseHeld() const {
   for (void* block : held) free(block);
 }
 
+namespace {
+std::atomic<const CachingCpuAllocator*> process_allocator{nullptr};
+}  // namespace
+
+const CachingCpuAllocator* CachingCpuAllocator::ForProcess() { return process_allocator.load(); }
+
 CachingCpuAllocator* CachingCpuAllocator::InstallForProcess(size_t max_cached_bytes) {
 #if defined(__SANITIZE_ADDRESS__)
   (void)max_cached_bytes;
@@ -144,6 +151,7 @@ CachingCpuAllocator* CachingCpuAllocator::InstallForProcess(size_t max_cached_by
   // Never deleted: tensors freed after main() returns still come back here.
   static CachingCpuAllocator* const instance = new CachingCpuAllocator(max_cached_bytes);
   c10::SetCPUAllocator(instance, /*priority=*/1);
+  process_allocator.store(instance);
   return instance;
 #endif
 }

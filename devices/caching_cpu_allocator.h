@@ -69,6 +69,8 @@ class CachingCpuAllocator final : public c10::Allocator {
   // 0, or under AddressSanitizer, whose use-after-free checks a reused block
   // would hide. Call once, before the first tensor is made.
   static CachingCpuAllocator* InstallForProcess(size_t max_cached_bytes);
+  // The instance InstallForProcess installed, or nullptr (for metrics).
+  static const CachingCpuAllocator* ForProcess();
 
  private:
   struct FreeBlock {

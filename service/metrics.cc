@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "devices/caching_cpu_allocator.h"
 
 namespace infergate {
 namespace {
@@ -115,8 +116,23 @@ class DeviceCollector : public prometheus::Collectable {
         }
       }
     }
-    return {up,       depth,    model_depth, capacity, in_flight,       oldest, busy,
-            workers,  mem_total, mem_used,   resident, resident_models, budget, versions};
+    std::vector<prometheus::MetricFamily> families = {up,       depth,     model_depth, capacity, in_flight,
+                                                      oldest,   busy,      workers,     mem_total, mem_used,
+                                                      resident, resident_models, budget, versions};
+    if (const CachingCpuAllocator* allocator = CachingCpuAllocator::ForProcess()) {
+      const CachingCpuAllocator::Stats stats = allocator->stats();
+      auto held = Family("infergate_cpu_tensor_cache_bytes",
+                         "Freed CPU tensor blocks held for reuse (at most --cpu-tensor-cache).", MetricType::Gauge);
+      auto hits = Family("infergate_cpu_tensor_cache_hits_total",
+                         "CPU tensors of 64 KiB and more served from a held block.", MetricType::Counter);
+      auto misses = Family("infergate_cpu_tensor_cache_misses_total",
+                           "CPU tensors of 64 KiB and more allocated from the C library.", MetricType::Counter);
+      held.metric.push_back(Sample({}, static_cast<double>(stats.cached_bytes), false));
+      hits.metric.push_back(Sample({}, static_cast<double>(stats.hits), true));
+      misses.metric.push_back(Sample({}, static_cast<double>(stats.misses), true));
+      families.insert(families.end(), {held, hits, misses});
+    }
+    return families;
   }
 
  private:
