@@ -69,7 +69,7 @@ c10::DataPtr CachingCpuAllocator::allocate(size_t bytes) const {
   if (base == nullptr) base = AllocateBlock(block_bytes);
   if (base == nullptr) {
     // What is held for other sizes may be what the system lacks.
-    ReleaseHeld();
+    Release();
     base = AllocateBlock(block_bytes);
   }
   TORCH_CHECK_WITH(OutOfMemoryError, base != nullptr, "CPU out of memory: cannot allocate ", bytes,
@@ -121,9 +121,7 @@ CachingCpuAllocator::Stats CachingCpuAllocator::stats() const {
   return stats_;
 }
 
-void CachingCpuAllocator::Release() { ReleaseHeld(); }
-
-void CachingCpuAllocator::ReleaseHeld() const {
+void CachingCpuAllocator::Release() const {
   std::vector<void*> held;
   {
     std::lock_guard<std::mutex> lock(mu_);

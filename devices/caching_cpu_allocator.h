@@ -58,8 +58,9 @@ class CachingCpuAllocator final : public c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override;
 
   Stats stats() const;
-  // Hands every held block back to the system.
-  void Release();
+  // Hands every held block back to the system (also done by allocate()
+  // when the system has no memory left).
+  void Release() const;
 
   // The size class a request of `bytes` (>= kMinCachedBytes) is served from.
   static size_t SizeClass(size_t bytes);
@@ -81,7 +82,6 @@ class CachingCpuAllocator final : public c10::Allocator {
 
   static void Delete(void* data);
   void Recycle(void* base, size_t size_class) const;
-  void ReleaseHeld() const;
 
   const size_t max_cached_bytes_;
   mutable std::mutex mu_;

@@ -205,13 +205,15 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lo
   std::vector<int64_t> job_rows;
   job_rows.reserve(batch.size());
   for (const auto& job : batch) job_rows.push_back(job->rows);
-  size_t keep = batch_cost_.Choose(first->batch_key, job_rows, first->preferred_batch_rows);
-  if (keep < batch.size()) {
-    for (size_t i = batch.size(); i-- > keep;) queue_.PushFront(std::move(batch[i]));
-    batch.resize(keep);
-    depth_.store(queue_.size(), std::memory_order_relaxed);
-  }
+  RequeueTail(batch_cost_.Choose(first->batch_key, job_rows, first->preferred_batch_rows), &batch);
   return batch;
+}
+
+void DeviceExecutor::RequeueTail(size_t keep, Batch* batch) {
+  if (keep >= batch->size()) return;
+  for (size_t i = batch->size(); i-- > keep;) queue_.PushFront(std::move((*batch)[i]));
+  batch->resize(keep);
+  depth_.store(queue_.size(), std::memory_order_relaxed);
 }
 
 void DeviceExecutor::KeepShareOfWorkers(int64_t rows, Batch* batch) {
@@ -227,9 +229,7 @@ void DeviceExecutor::KeepShareOfWorkers(int64_t rows, Batch* batch) {
   for (int64_t kept_rows = (*batch)[0]->rows; keep < batch->size() && kept_rows + (*batch)[keep]->rows <= share;) {
     kept_rows += (*batch)[keep++]->rows;
   }
-  for (size_t i = batch->size(); i-- > keep;) queue_.PushFront(std::move((*batch)[i]));
-  batch->resize(keep);
-  depth_.store(queue_.size(), std::memory_order_relaxed);
+  RequeueTail(keep, batch);
 }
 
 void DeviceExecutor::WorkerLoop() {

@@ -106,6 +106,9 @@ class DeviceExecutor {
   // again in order; unless the whole batch was measured at least
   // kWorthWaitingGain faster per row than the share (or is unmeasured).
   void KeepShareOfWorkers(int64_t rows, Batch* batch);
+  // Keeps the first `keep` jobs of `batch` and puts the rest back at the
+  // head of their model's queue, in order, for the next worker.
+  void RequeueTail(size_t keep, Batch* batch);
   // Answers jobs refused after they were queued; call without the lock.
   void Reject(Batch& jobs, const absl::Status& status, const char* reason);
   void RejectExpired(Batch& expired);
