@@ -38,6 +38,13 @@ bool ModelManager::Refresh(Route& route, bool follow_latest) const {
   return true;
 }
 
+absl::Status ModelManager::RepositoryAnswer(const Route& route, bool follow_latest) const {
+  absl::StatusOr<std::shared_ptr<const ModelEntry>> current = repository_.Find(route.model->name);
+  if (!current.ok()) return current.status();
+  const std::string version = follow_latest && route.latest ? "" : std::to_string(route.version);
+  return repository_.ResolveVersion(**current, version).status();
+}
+
 Footprint ModelManager::Expected(const Route& route) const {
   if (!footprints_) return ModelFootprints::Estimate(route.stamp.size, route.dtype);
   return footprints_->Expect(route.model->name, route.stamp.ContentKey(), route.stamp.size, route.device.id.kind,

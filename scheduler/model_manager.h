@@ -44,6 +44,14 @@ class ModelManager {
   // then. True if the route changed.
   bool Refresh(Route& route, bool follow_latest) const;
 
+  // What the repository now answers a request for `route`'s model and
+  // version (the latest, with `follow_latest` for a request that asked for
+  // it), as a new request would be told: OK while that version is served,
+  // else why not ("was removed from the model repository", "is
+  // unloading: ..."). A batch whose copy was unloaded under it, and whose
+  // file is gone, reports this rather than the missing file.
+  absl::Status RepositoryAnswer(const Route& route, bool follow_latest) const;
+
   // Drops matching resident copies; empty version/device and AUTO precision
   // match all. NOT_FOUND when nothing matched and the model is unknown.
   absl::StatusOr<size_t> Unload(const LoadRequest& request);

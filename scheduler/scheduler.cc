@@ -312,10 +312,16 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
   absl::StatusOr<ModelCache::Lease> lease = models_.Acquire(route);
   // The repository may also have moved on between that look and the load:
   // the copy planned for was unloaded and its file is gone or replaced.
-  // One more look, and the newest route, before the request fails for it.
+  // One more look, and the newest route, before the request fails for it;
+  // if the repository serves no newer route, the request is told what it
+  // says (the model or version was removed), not that a file is missing.
   if (!lease.ok() && (absl::IsNotFound(lease.status()) || absl::IsUnavailable(lease.status())) &&
-      !DeviceFailureOf(lease.status()) && refresh()) {
-    lease = models_.Acquire(route);
+      !DeviceFailureOf(lease.status())) {
+    if (refresh()) {
+      lease = models_.Acquire(route);
+    } else if (absl::Status answer = models_.RepositoryAnswer(route, all_latest); !answer.ok()) {
+      lease = answer;
+    }
   }
   if (!lease.ok()) return HandleFailure(jobs, lease.status(), oom_retried, "loading");
 

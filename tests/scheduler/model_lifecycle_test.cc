@@ -64,6 +64,11 @@ class ModelLifecycleTest : public ::testing::Test {
   }
   // A request's load of `version` as the planner routes it.
   absl::Status Use(const std::string& model, int64_t version) {
+    absl::StatusOr<Route> route = Plan(model, version);
+    if (!route.ok()) return route.status();
+    return models_.Acquire(*route).status();
+  }
+  absl::StatusOr<Route> Plan(const std::string& model, int64_t version) {
     absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(model);
     if (!entry.ok()) return entry.status();
     Route route;
@@ -74,7 +79,7 @@ class ModelLifecycleTest : public ::testing::Test {
       route.stamp = s->stamp;
     }
     route.device = *devices_.Find(DeviceId{DeviceKind::kCpu, 0});
-    return models_.Acquire(route).status();
+    return route;
   }
   std::vector<std::pair<int64_t, uint64_t>> Resident(const std::string& model) {
     std::vector<std::pair<int64_t, uint64_t>> out;
@@ -185,6 +190,39 @@ TEST_F(ModelLifecycleTest, RemovedVersionsAndModelsUnloadThenDisappear) {
   Poll();
   EXPECT_EQ(repository_.Lookup("m")->states.size(), 1u);
   EXPECT_EQ(repository_.Lookup("gone"), nullptr);
+}
+
+// A request planned before its model (or pinned version) was removed finds
+// its copy unloaded and its file gone; it is told what the repository now
+// says, as a request arriving after the removal would be.
+TEST_F(ModelLifecycleTest, ARouteOvertakenByARemovalGetsTheRepositorysAnswer) {
+  Config("m", std::string(kConfig) + " version_policy { all {} }");
+  Write("m", 1, "one");
+  Write("m", 2, "two");
+  Config("gone", kConfig);
+  Write("gone", 1, "one");
+  Start();
+  absl::StatusOr<Route> m1 = Plan("m", 1);
+  absl::StatusOr<Route> gone = Plan("gone", 1);
+  ASSERT_TRUE(m1.ok() && gone.ok());
+  gone->latest = true;
+  EXPECT_TRUE(models_.RepositoryAnswer(*m1, /*follow_latest=*/false).ok());
+  EXPECT_TRUE(models_.RepositoryAnswer(*gone, /*follow_latest=*/true).ok());
+  fs::remove_all(root_ / "m" / "1");
+  fs::remove_all(root_ / "gone");
+  Poll();
+  // The load alone only knows the file is missing.
+  EXPECT_EQ(models_.Acquire(*gone).status().code(), absl::StatusCode::kNotFound);
+  absl::Status removed = models_.RepositoryAnswer(*gone, /*follow_latest=*/true);
+  EXPECT_EQ(removed.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(removed.message().find("'gone' was removed from the model repository"), absl::string_view::npos)
+      << removed;
+  absl::Status unloading = models_.RepositoryAnswer(*m1, /*follow_latest=*/false);
+  EXPECT_EQ(unloading.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(unloading.message().find("version 1 is unloading"), absl::string_view::npos) << unloading;
+  // A request for the latest version of "m" would be served version 2.
+  m1->latest = true;
+  EXPECT_TRUE(models_.RepositoryAnswer(*m1, /*follow_latest=*/true).ok());
 }
 
 TEST_F(ModelLifecycleTest, ABrokenConfigUpdateKeepsThePreviousConfig) {
