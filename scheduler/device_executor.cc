@@ -1,5 +1,7 @@
 #include "scheduler/device_executor.h"
 
+#include <sched.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -21,22 +23,6 @@ DeviceExecutor::DeviceExecutor(DeviceId device, Options options, BatchRunner run
 }
 
 DeviceExecutor::~DeviceExecutor() { Stop(); }
-
-namespace {
-
-// Tells the core an idle poll is in progress (x86 PAUSE, arm64 YIELD), so a
-// sibling hyper-thread gets the pipeline; elsewhere a plain compiler barrier.
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__) || defined(__arm__)
-  asm volatile("yield" ::: "memory");
-#else
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-#endif
-}
-
-}  // namespace
 
 absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, const char** refusal) {
   bool cancelled_already = false;
@@ -239,14 +225,18 @@ void DeviceExecutor::WorkerLoop() {
     // microseconds, which is most of a small model's serving overhead. Only
     // one idle worker polls at a time, and only while the device is idle:
     // when another worker is running, the cores are better left to it and
-    // to the threads reading requests off the network.
+    // to the threads reading requests off the network. The poll yields the
+    // core between looks, so a thread that has work (gRPC's, the client's)
+    // runs at once instead of waiting up to the poll's end for the core:
+    // with a pause instruction instead, h2load at 8 streams ran 8,098 mlp /
+    // 10,436 tiny-model req/s against 8,346 / 14,044 with the yield.
     int no_spinner = 0;
     if (spin_us_ > 0 && depth_.load(std::memory_order_relaxed) == 0 &&
         running_jobs_.load(std::memory_order_relaxed) == 0 && spinning_.compare_exchange_strong(no_spinner, 1)) {
       Clock::time_point until = Clock::now() + std::chrono::microseconds(spin_us_);
       while (depth_.load(std::memory_order_relaxed) == 0 && running_jobs_.load(std::memory_order_relaxed) == 0 &&
              Clock::now() < until) {
-        CpuRelax();
+        sched_yield();
       }
       spinning_.store(0);
     }
