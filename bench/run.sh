@@ -17,7 +17,7 @@ out_dir="${BENCH_OUT:-bench/results}"
 if [ "${BENCH_SKIP_BUILD:-0}" != 1 ]; then
   ./deploy/install-deps.sh
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$build_dir" --target infergate infergate-cli make-demo-models inprocess-bench
+  cmake --build "$build_dir" --target infergate infergate-cli make-demo-models inprocess-bench handoff-ceiling
 fi
 bin="$build_dir/service/infergate"
 cli="$build_dir/tools/infergate-cli"
@@ -133,6 +133,23 @@ for c in $concurrencies; do
 done
 stop_server
 
+# The same Infer frame answered by the hand-off ceiling: gRPC's callback
+# server handing each call to a worker thread that answers it, no model and
+# no serving work. What it leaves of the floor bounds what infergate can.
+echo "== h2load: hand-off ceiling (no model)" >&2
+"$build_dir/tools/handoff-ceiling" --address=127.0.0.1:0 >"$work/ceiling.out" 2>"$work/ceiling.err" &
+server_pid=$!
+for _ in $(seq 200); do
+  address=$(sed -n 's/^handoff-ceiling listening on //p' "$work/ceiling.out" | head -n1)
+  [ -n "$address" ] && break
+  sleep 0.05
+done
+[ -n "$address" ] || { echo "handoff-ceiling did not start" >&2; cat "$work/ceiling.err" >&2; exit 1; }
+for c in $concurrencies; do
+  record h2load none handoff-ceiling "$c" 1 "$(grpc_load "$work/infer.frame" "$(cat "$work/infer.path")" "$c")"
+done
+stop_server
+
 echo "== in-process floor" >&2
 # Two ways to use the machine's cores: one caller with every core as intra-op
 # threads, or one caller per core with one thread each (what the server's
@@ -234,6 +251,12 @@ targets=$(awk -F, '
     row("1-row mlp Infer / gRPC floor, 64 streams (h2load)", sprintf("%.3f", r), ">= 0.70", r >= 0.70)
     r = ratio(rps["h2load,mlp,v1-infer,8"], rps["h2load,health,health,8"])
     row("1-row mlp Infer / gRPC floor, 8 streams (h2load)", sprintf("%.3f", r), ">= 0.50", r >= 0.50)
+    for (c = 64; c >= 8; c /= 8) {
+      printf "| bound: hand-off ceiling (no model) / gRPC floor, %d streams | %.3f | (context) | |\n", c,
+        ratio(rps["h2load,none,handoff-ceiling," c], rps["h2load,health,health," c])
+      printf "| 1-row mlp Infer / hand-off ceiling, %d streams | %.3f | (context) | |\n", c,
+        ratio(rps["h2load,mlp,v1-infer," c], rps["h2load,none,handoff-ceiling," c])
+    }
     o = over["infergate,mlp,batching-on,1"]
     row("mlp server overhead p50 at concurrency 1", o " us", "<= 15 us", o != "" && o + 0 <= 15)
     r = ratio(rows["infergate,cnn,batching-on,8"], cnn_best)
