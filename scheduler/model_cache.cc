@@ -105,6 +105,23 @@ void ModelCache::Notify(const Evicted& evicted, const char* why) {
   }
 }
 
+std::optional<ModelCache::Lease> ModelCache::AcquireResident(const ModelKey& key) {
+  std::shared_ptr<Slot> slot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = slots_.find(key);
+    if (it == slots_.end() || !it->second->ready) return std::nullopt;
+    slot = it->second;
+    slot->in_flight++;  // held by the lease from here on
+    slot->last_used = ++clock_;
+  }
+  Lease lease;
+  lease.slot_ = slot;
+  lease.cache_ = this;
+  lease.model_ = *slot->result.get();  // ready: loaded, and only a good load is marked so
+  return lease;
+}
+
 absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const Loader& loader, bool pinned,
                                                       const Footprint& expected) {
   bool owner = false;

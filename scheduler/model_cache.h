@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,10 @@ class ModelCache {
   // models in use, pinned or loading leave no room now (kOutOfMemory).
   absl::StatusOr<Lease> Acquire(const ModelKey& key, const Loader& loader, bool pinned = false,
                                 const Footprint& expected = {});
+  // The model for `key` if it is loaded, without loading it: the hot path of
+  // every batch, which needs no footprint or file path when the copy is
+  // resident (as Acquire, it counts as a use). nullopt while absent or loading.
+  std::optional<Lease> AcquireResident(const ModelKey& key);
 
   // A resident copy's activation peak, measured by a run (warm-up): it
   // counts against the budget from now on, and idle models are evicted to

@@ -53,6 +53,10 @@ Footprint ModelManager::Expected(const Route& route) const {
 
 absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
   ModelKey key = route.key();
+  if (std::optional<ModelCache::Lease> resident = cache_.AcquireResident(key)) {
+    if (observer_) observer_->OnCacheLookup(key.device, /*hit=*/true);
+    return *std::move(resident);
+  }
   std::string path = repository_.ModelFile(*route.model, route.version);
   Footprint expected = Expected(route);
   absl::StatusOr<ModelCache::Lease> lease = cache_.Acquire(

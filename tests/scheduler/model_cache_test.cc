@@ -118,6 +118,45 @@ TEST(ModelCache, LeastRecentlyUsedIsEvictedUnderTheBudget) {
   EXPECT_EQ(evicted, (std::vector<std::string>{"b", "a"}));
 }
 
+// The hot path: a resident copy is leased without a loader; an absent or
+// still-loading one is not, and a failed load leaves nothing to lease.
+TEST(ModelCache, AcquireResidentLeasesOnlyALoadedCopyAndCountsAsAUse) {
+  ModelCache cache;
+  cache.SetBudget({DeviceKind::kCpu, 0}, 2 * 4000 + 100);  // room for two
+  EXPECT_FALSE(cache.AcquireResident(Key("a")).has_value());
+  ModelCache::Loader broken = [](const AdmitBytes&) -> absl::StatusOr<std::shared_ptr<Servable>> {
+    return absl::InternalError("broken");
+  };
+  EXPECT_FALSE(cache.Acquire(Key("a"), broken).ok());
+  EXPECT_FALSE(cache.AcquireResident(Key("a")).has_value());
+  ASSERT_TRUE(cache.Acquire(Key("a"), Loader(1000)).ok());
+  ASSERT_TRUE(cache.Acquire(Key("b"), Loader(1000)).ok());
+  std::optional<ModelCache::Lease> a = cache.AcquireResident(Key("a"));
+  ASSERT_TRUE(a.has_value());
+  EXPECT_FALSE(a->loaded_now());
+  EXPECT_NE(a->operator->(), nullptr);
+  a.reset();
+  // "a" was used after "b", so the third model evicts "b".
+  ASSERT_TRUE(cache.Acquire(Key("c"), Loader(1000)).ok());
+  EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"a", "c"}));
+  // A copy still loading is not leased: the caller goes through Acquire and waits for it.
+  std::atomic<bool> started{false};
+  std::atomic<bool> release{false};
+  std::thread loading([&] {
+    ModelCache::Loader slow = [&](const AdmitBytes& admit) {
+      started.store(true);
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return Loader(10)(admit);
+    };
+    EXPECT_TRUE(cache.Acquire(Key("d"), slow).ok());
+  });
+  while (!started.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_FALSE(cache.AcquireResident(Key("d")).has_value());
+  release.store(true);
+  loading.join();
+  EXPECT_TRUE(cache.AcquireResident(Key("d")).has_value());
+}
+
 TEST(ModelCache, PinnedAndInFlightModelsAreNeverEvictedAndLeaveNoRoomForALoad) {
   ModelCache cache;
   cache.SetBudget({DeviceKind::kCpu, 0}, 2 * 4000 + 100);
