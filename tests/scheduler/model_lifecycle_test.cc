@@ -62,6 +62,16 @@ class ModelLifecycleTest : public ::testing::Test {
     ASSERT_TRUE(now.ok());
     lifecycle_.Apply(*now, nullptr);
   }
+  // "m" serving versions 1 and 2 (policy all), and "gone" serving version
+  // 1: the removal tests delete m's version 1 and the whole of "gone".
+  void StartWithAModelToRemove() {
+    Config("m", std::string(kConfig) + " version_policy { all {} }");
+    Write("m", 1, "one");
+    Write("m", 2, "two");
+    Config("gone", kConfig);
+    Write("gone", 1, "one");
+    Start();
+  }
   // A request's load of `version` as the planner routes it.
   absl::Status Use(const std::string& model, int64_t version) {
     absl::StatusOr<Route> route = Plan(model, version);
@@ -170,12 +180,7 @@ TEST_F(ModelLifecycleTest, AReplacedFileSwapsGenerationsAndABrokenReplacementIsR
 }
 
 TEST_F(ModelLifecycleTest, RemovedVersionsAndModelsUnloadThenDisappear) {
-  Config("m", std::string(kConfig) + " version_policy { all {} }");
-  Write("m", 1, "one");
-  Write("m", 2, "two");
-  Config("gone", kConfig);
-  Write("gone", 1, "one");
-  Start();
+  StartWithAModelToRemove();
   ASSERT_TRUE(Use("m", 1).ok());
   ASSERT_TRUE(Use("gone", 1).ok());
   fs::remove_all(root_ / "m" / "1");
@@ -196,12 +201,7 @@ TEST_F(ModelLifecycleTest, RemovedVersionsAndModelsUnloadThenDisappear) {
 // its copy unloaded and its file gone; it is told what the repository now
 // says, as a request arriving after the removal would be.
 TEST_F(ModelLifecycleTest, ARouteOvertakenByARemovalGetsTheRepositorysAnswer) {
-  Config("m", std::string(kConfig) + " version_policy { all {} }");
-  Write("m", 1, "one");
-  Write("m", 2, "two");
-  Config("gone", kConfig);
-  Write("gone", 1, "one");
-  Start();
+  StartWithAModelToRemove();
   absl::StatusOr<Route> m1 = Plan("m", 1);
   absl::StatusOr<Route> gone = Plan("gone", 1);
   ASSERT_TRUE(m1.ok() && gone.ok());
