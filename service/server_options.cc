@@ -155,7 +155,8 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                  "A waiting request's priority level improves by one per this much waiting, so low priority is "
                  "delayed, never starved; 0 disables aging.");
   flags.Int("worker-spin-us", &f.worker_spin_us,
-            "Microseconds an idle worker polls its queue before sleeping; trades CPU for latency.");
+            "Microseconds an idle worker polls its queue before sleeping, yielding the core to any thread that has work "
+            "meanwhile; trades CPU for latency.");
   flags.String("cache-budget", &f.cache_budget,
                "Model cache budget per device, e.g. \"cpu=8GiB,cuda:0=20GiB\"; least-recently-used idle, unpinned "
                "models are evicted to stay under it.");
