@@ -37,16 +37,22 @@ csv="$out_dir/$stamp.csv"
 md="$out_dir/$stamp.md"
 echo "suite,model,mode,concurrency,batch,throughput_rps,rows_per_s,p50_ms,p99_ms,server_overhead_p50_us,mean_batch,errors" >"$csv"
 
-start_server() {  # $@: extra flags
-  "$bin" --address=127.0.0.1:0 --metrics-address= --http-address=127.0.0.1:0 --model-repository="$work/models" "$@" \
-    >"$work/server.out" 2>"$work/server.err" &
-  server_pid=$!
+# Waits for the program started as $server_pid to print "NAME listening on
+# ADDRESS" on $work/NAME.out (and, if given, READY on $work/NAME.err); sets
+# $address.
+await_listening() {  # name [ready]
   for _ in $(seq 200); do
-    address=$(sed -n 's/^infergate listening on //p' "$work/server.out" | head -n1)
-    [ -n "$address" ] && grep -q "serving" "$work/server.err" && return 0
+    address=$(sed -n "s/^$1 listening on //p" "$work/$1.out" | head -n1)
+    [ -n "$address" ] && { [ -z "${2:-}" ] || grep -q "$2" "$work/$1.err"; } && return 0
     sleep 0.05
   done
-  echo "server did not start" >&2; cat "$work/server.err" >&2; exit 1
+  echo "$1 did not start" >&2; cat "$work/$1.err" >&2; exit 1
+}
+start_server() {  # $@: extra flags
+  "$bin" --address=127.0.0.1:0 --metrics-address= --http-address=127.0.0.1:0 --model-repository="$work/models" "$@" \
+    >"$work/infergate.out" 2>"$work/infergate.err" &
+  server_pid=$!
+  await_listening infergate serving
 }
 stop_server() { kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=""; }
 
@@ -68,7 +74,7 @@ rest_load() {  # json|binary concurrency
   fi
   [ "$1" = binary ] && headers=(-H "Inference-Header-Content-Length: $(stat -c %s "$body.head")")
   local http_address out
-  http_address=$(sed -n 's/^infergate http on //p' "$work/server.out" | head -n1)
+  http_address=$(sed -n 's/^infergate http on //p' "$work/infergate.out" | head -n1)
   local ms=(-D "$(awk -v s="$seconds" 'BEGIN { printf "%dms", s * 1000 }')"
             --warm-up-time="$(awk -v s="$warmup" 'BEGIN { printf "%dms", s * 1000 }')")
   out=$(h2load --h1 -c "$2" -m 1 "${ms[@]}" -d "$body" "${headers[@]}" \
@@ -137,14 +143,9 @@ stop_server
 # server handing each call to a worker thread that answers it, no model and
 # no serving work. What it leaves of the floor bounds what infergate can.
 echo "== h2load: hand-off ceiling (no model)" >&2
-"$build_dir/tools/handoff-ceiling" --address=127.0.0.1:0 >"$work/ceiling.out" 2>"$work/ceiling.err" &
+"$build_dir/tools/handoff-ceiling" --address=127.0.0.1:0 >"$work/handoff-ceiling.out" 2>"$work/handoff-ceiling.err" &
 server_pid=$!
-for _ in $(seq 200); do
-  address=$(sed -n 's/^handoff-ceiling listening on //p' "$work/ceiling.out" | head -n1)
-  [ -n "$address" ] && break
-  sleep 0.05
-done
-[ -n "$address" ] || { echo "handoff-ceiling did not start" >&2; cat "$work/ceiling.err" >&2; exit 1; }
+await_listening handoff-ceiling
 for c in $concurrencies; do
   record h2load none handoff-ceiling "$c" 1 "$(grpc_load "$work/infer.frame" "$(cat "$work/infer.path")" "$c")"
 done
@@ -251,7 +252,9 @@ targets=$(awk -F, '
     row("1-row mlp Infer / gRPC floor, 64 streams (h2load)", sprintf("%.3f", r), ">= 0.70", r >= 0.70)
     r = ratio(rps["h2load,mlp,v1-infer,8"], rps["h2load,health,health,8"])
     row("1-row mlp Infer / gRPC floor, 8 streams (h2load)", sprintf("%.3f", r), ">= 0.50", r >= 0.50)
-    for (c = 64; c >= 8; c /= 8) {
+    split("64 8", bound_cs, " ")
+    for (i = 1; i <= 2; i++) {
+      c = bound_cs[i]
       printf "| bound: hand-off ceiling (no model) / gRPC floor, %d streams | %.3f | (context) | |\n", c,
         ratio(rps["h2load,none,handoff-ceiling," c], rps["h2load,health,health," c])
       printf "| 1-row mlp Infer / hand-off ceiling, %d streams | %.3f | (context) | |\n", c,
