@@ -54,10 +54,10 @@ double BenchResult::Percentile(const std::vector<double>& v, double q) const {
 std::string BenchResult::Summary() const {
   std::string out = absl::StrFormat(
       "requests=%d seconds=%.2f req/s=%.1f rows/s=%.1f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f "
-      "server_overhead_p50_us=%.1f",
+      "server_overhead_p50_us=%.1f server_queue_p50_us=%.1f",
       ok, seconds, seconds > 0 ? ok / seconds : 0, seconds > 0 ? rows / seconds : 0,
       Percentile(latency_us, 0.5) / 1000, Percentile(latency_us, 0.9) / 1000, Percentile(latency_us, 0.99) / 1000,
-      Percentile(overhead_us, 0.5));
+      Percentile(overhead_us, 0.5), Percentile(queue_us, 0.5));
   uint64_t batched = 0, total = 0;
   for (const auto& [size, n] : batch_sizes) {
     total += n;
@@ -119,6 +119,7 @@ BenchResult RunBench(const BenchOptions& options, const v1::InferRequest& reques
     if (!health) {
       const v1::Timing& t = call->infer.timing();
       result.overhead_us.push_back(static_cast<double>(t.total_us()) - static_cast<double>(t.compute_us()));
+      result.queue_us.push_back(static_cast<double>(t.queue_us()));
       result.batch_sizes[call->infer.placement().batch_size()]++;
       result.devices[call->infer.placement().device()]++;
     }
