@@ -239,6 +239,14 @@ std::optional<DeviceInfo> DeviceRegistry::Find(const DeviceId& id) const {
   return std::nullopt;
 }
 
+std::optional<PrecisionTraits> DeviceRegistry::PrecisionOf(const DeviceId& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const DeviceInfo& d : devices_) {
+    if (d.id == id) return d.precision;
+  }
+  return std::nullopt;
+}
+
 std::vector<DeviceId> DeviceRegistry::Available() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<DeviceId> out;

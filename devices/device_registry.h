@@ -45,6 +45,8 @@ class DeviceRegistry {
   // Every device with current memory figures.
   std::vector<DeviceInfo> Snapshot() const;
   std::optional<DeviceInfo> Find(const DeviceId& id) const;
+  // What Find(id)->precision says, without copying the rest.
+  std::optional<PrecisionTraits> PrecisionOf(const DeviceId& id) const;
   // Available devices, in preference order.
   std::vector<DeviceId> Available() const;
 

@@ -41,7 +41,7 @@ class ModelManager {
   // date with the repository view: the newest file of its version and, with
   // `follow_latest` for a request that asked for the latest version, the
   // version now latest. The copies the route was planned for may be gone by
-  // then. True if the route changed.
+  // then. True if the route changed; when false, `route` is left untouched.
   bool Refresh(Route& route, bool follow_latest) const;
 
   // What the repository now answers a request for `route`'s model and

@@ -43,8 +43,7 @@ DeviceId RoutePlanner::ChooseAuto(const ModelEntry& model, int64_t version, Prec
   for (const DeviceId& id : allowed) {
     RouteCandidate c;
     c.device = id;
-    std::optional<DeviceInfo> info = devices_.Find(id);
-    DType dtype = ComputeDType(model, info ? info->precision : PrecisionTraits{}, precision);
+    DType dtype = ComputeDType(model, devices_.PrecisionOf(id).value_or(PrecisionTraits{}), precision);
     const VersionStatus* status = model.Status(version);
     if (probe_) probe_({model.name, version, id, dtype, status ? status->generation : 0}, &c);
     candidates.push_back(c);
@@ -71,11 +70,18 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
 
   const v1::ModelConfig& config = route.model->config;
   const std::string& name = route.model->name;
-  const std::string file = route.stamp.ContentKey();
+  // What was learned this model file cannot run on a kind of device. The
+  // file's key is built only once something has been learned at all.
+  std::string file;
+  auto learned_limit = [&](DeviceKind kind) -> std::optional<FallbackReason> {
+    if (learned_.empty()) return std::nullopt;
+    if (file.empty()) file = route.stamp.ContentKey();
+    return learned_.Lookup(name, file, kind);
+  };
   if (wanted->automatic) {
     std::vector<DeviceId> allowed;
     for (const DeviceId& id : devices_.Available()) {
-      if (DeviceAllowed(config, id) && !learned_.Lookup(name, file, id.kind)) allowed.push_back(id);
+      if (DeviceAllowed(config, id) && !learned_limit(id.kind)) allowed.push_back(id);
     }
     if (allowed.empty()) {
       return absl::FailedPreconditionError(
@@ -121,7 +127,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
           absl::StrCat("device: model '", name, "' may not run on ", target->ToString()));
     }
     reason = FallbackReason{FallbackKind::kDeviceNotAllowed, target->ToString()};
-  } else if (std::optional<FallbackReason> learned = learned_.Lookup(name, file, target->kind)) {
+  } else if (std::optional<FallbackReason> learned = learned_limit(target->kind)) {
     // Known not to run there: go straight to the CPU instead of failing first.
     if (!request.allow_fallback) {
       return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' cannot run on ",

@@ -295,13 +295,16 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
   // model and version, and every job takes the newest route found.
   const bool all_latest = std::all_of(jobs.begin(), jobs.end(), [](const auto& j) { return j->route.latest; });
   auto refresh = [&] {
-    Route refreshed = jobs[0]->route;
-    if (!models_.Refresh(refreshed, all_latest)) return false;
-    for (auto& job : jobs) {
-      job->route.model = refreshed.model;
-      job->route.version = refreshed.version;
-      job->route.generation = refreshed.generation;
-      job->route.stamp = refreshed.stamp;
+    // The first job's route is refreshed in place (no copy of the route
+    // per batch); Refresh leaves it as it was when it answers false.
+    const Route& refreshed = jobs[0]->route;
+    if (!models_.Refresh(jobs[0]->route, all_latest)) return false;
+    for (size_t j = 1; j < jobs.size(); ++j) {
+      Route& r = jobs[j]->route;
+      r.model = refreshed.model;
+      r.version = refreshed.version;
+      r.generation = refreshed.generation;
+      r.stamp = refreshed.stamp;
     }
     return true;
   };

@@ -62,6 +62,7 @@ absl::Status UnsupportedOpTable::Load() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     entries_ = std::move(loaded);
+    size_.store(entries_.size(), std::memory_order_release);
     rendered = Render();
   }
   if (!v2.empty()) (void)state_file_->Replace(kSection, std::move(rendered));
@@ -75,6 +76,7 @@ bool UnsupportedOpTable::Record(const std::string& model, const std::string& fil
     std::lock_guard<std::mutex> lock(mu_);
     auto [it, inserted] = entries_.emplace(Key{kind, model, file}, reason);
     if (!inserted) return false;
+    size_.store(entries_.size(), std::memory_order_release);
     lines = Render();
   }
   absl::Status written = state_file_->Replace(kSection, std::move(lines));

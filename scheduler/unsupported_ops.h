@@ -11,6 +11,7 @@
 // every routing decision and takes only the table's lock; the state file is
 // written (with an fsync) outside that lock (see state_file.h).
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,9 @@ class UnsupportedOpTable {
   bool Record(const std::string& model, const std::string& file, DeviceKind kind, const FallbackReason& reason);
 
   std::optional<FallbackReason> Lookup(const std::string& model, const std::string& file, DeviceKind kind) const;
+  // True while nothing is learned (the common case), without the lock: the
+  // router then skips building file keys and looking them up.
+  bool empty() const { return size_.load(std::memory_order_acquire) == 0; }
   // "model:reason-detail" entries for one kind, e.g. "cnn:aten::max_pool2d".
   std::vector<std::string> ForKind(DeviceKind kind) const;
   absl::Status last_write_status() const;
@@ -65,6 +69,7 @@ class UnsupportedOpTable {
   std::string libtorch_version_;
   mutable std::mutex mu_;
   std::map<Key, FallbackReason> entries_;
+  std::atomic<size_t> size_{0};  // entries_.size(), stored under mu_
 };
 
 }  // namespace infergate

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "scheduler/inference_types.h"
@@ -16,11 +17,12 @@
 
 namespace infergate {
 
-// `authorization` is the request's "Bearer ..." value ("" if none). The
+// `authorization` reads the request's "Bearer ..." value ("" if none) when a
+// token is needed. The
 // reservation (empty when `budget` is null) must be held until the answer
 // is sent. Refusals for draining and budget are counted in `metrics` (may
 // be null).
-absl::StatusOr<InflightBudget::Reservation> Admit(const TokenAuth& auth, absl::string_view authorization,
+absl::StatusOr<InflightBudget::Reservation> Admit(const TokenAuth& auth, absl::FunctionRef<absl::string_view()> authorization,
                                                   bool draining, Metrics* metrics, InflightBudget* budget,
                                                   uint64_t bytes);
 

@@ -122,6 +122,10 @@ bool TokenAuth::enabled() const {
 }
 
 absl::Status TokenAuth::Check(absl::string_view authorization, Role role) const {
+  return Check([authorization] { return authorization; }, role);
+}
+
+absl::Status TokenAuth::Check(absl::FunctionRef<absl::string_view()> read_authorization, Role role) const {
   if (role == Role::kAdmin && admin_disabled_) {
     return absl::PermissionDeniedError("admin RPCs (LoadModel, UnloadModel) are disabled on this server");
   }
@@ -136,6 +140,7 @@ absl::Status TokenAuth::Check(absl::string_view authorization, Role role) const 
         "admin RPCs (load, unload) need an admin token and this server has none (--admin-token-file)");
   }
   if (wanted.empty()) return absl::OkStatus();
+  const absl::string_view authorization = read_authorization();
   // Admin tokens may also run inference.
   if (role == Role::kInference) {
     absl::string_view t = authorization;

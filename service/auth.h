@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -40,6 +41,10 @@ class TokenAuth {
   // UNAUTHENTICATED without a valid token; PERMISSION_DENIED for a valid
   // token of the wrong role or for admin RPCs that are disabled.
   absl::Status Check(absl::string_view authorization, Role role) const;
+  // The same, reading the header only when the role needs a token: a gRPC
+  // call's metadata map is built on first look, which an open server
+  // never needs.
+  absl::Status Check(absl::FunctionRef<absl::string_view()> authorization, Role role) const;
 
   bool enabled() const;
 

@@ -18,9 +18,13 @@ Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
 }
 
+absl::Status CheckToken(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role) {
+  return auth.Check([&ctx] { return Authorization(ctx); }, role);
+}
+
 bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role,
              grpc::ServerUnaryReactor* reactor) {
-  absl::Status s = auth.Check(Authorization(ctx), role);
+  absl::Status s = CheckToken(auth, ctx, role);
   if (s.ok()) return false;
   reactor->Finish(ToGrpcStatus(s));
   return true;
@@ -30,7 +34,7 @@ absl::Status AdmitInference(const TokenAuth& auth, const grpc::CallbackServerCon
                             Metrics* metrics, InflightBudget* budget, uint64_t bytes,
                             CancellableUnaryReactor* reactor) {
   absl::StatusOr<InflightBudget::Reservation> admitted =
-      Admit(auth, Authorization(ctx), draining, metrics, reactor ? budget : nullptr, bytes);
+      Admit(auth, [&ctx] { return Authorization(ctx); }, draining, metrics, reactor ? budget : nullptr, bytes);
   if (!admitted.ok()) return admitted.status();
   if (reactor) reactor->hold(*std::move(admitted));
   return absl::OkStatus();

@@ -20,6 +20,9 @@ namespace infergate {
 // The `authorization` metadata ("Bearer ..."); empty when absent.
 absl::string_view Authorization(const grpc::CallbackServerContext& ctx);
 
+// `auth.Check` for the call's token, looked up only when `role` needs one.
+absl::Status CheckToken(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role);
+
 // The client's deadline on the core's steady clock; max() when it set none.
 Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx);
 

@@ -70,7 +70,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ServerMetadata(grpc::CallbackSer
 grpc::ServerUnaryReactor* OpenInferenceService::ModelMetadata(grpc::CallbackServerContext* ctx,
                                                               const inference::ModelMetadataRequest* request,
                                                               inference::ModelMetadataResponse* response) {
-  absl::Status s = auth_.Check(Authorization(*ctx), TokenAuth::Role::kInference);
+  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
   if (s.ok()) s = api_.ModelMetadata(request->name(), request->version(), response);
   return Done(ctx, s);
 }
@@ -78,7 +78,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelMetadata(grpc::CallbackServ
 grpc::ServerUnaryReactor* OpenInferenceService::ModelConfig(grpc::CallbackServerContext* ctx,
                                                             const inference::ModelConfigRequest* request,
                                                             inference::ModelConfigResponse* response) {
-  absl::Status s = auth_.Check(Authorization(*ctx), TokenAuth::Role::kInference);
+  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
   if (s.ok()) s = api_.ModelConfig(request->name(), request->version(), response);
   return Done(ctx, s);
 }
@@ -119,14 +119,14 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
 
 grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
 OpenInferenceService::ModelStreamInfer(grpc::CallbackServerContext* ctx) {
-  absl::Status refusal = auth_.Check(Authorization(*ctx), TokenAuth::Role::kInference);
+  absl::Status refusal = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
   return new InferStreamReactor(core_, limits_, metrics_, budget_, draining_, SteadyDeadline(*ctx), refusal);
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::ModelStatistics(grpc::CallbackServerContext* ctx,
                                                                 const inference::ModelStatisticsRequest* request,
                                                                 inference::ModelStatisticsResponse* response) {
-  absl::Status s = auth_.Check(Authorization(*ctx), TokenAuth::Role::kInference);
+  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
   if (s.ok()) s = api_.ModelStatistics(request->name(), request->version(), response);
   return Done(ctx, s);
 }
@@ -134,7 +134,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelStatistics(grpc::CallbackSe
 grpc::ServerUnaryReactor* OpenInferenceService::RepositoryIndex(grpc::CallbackServerContext* ctx,
                                                                 const inference::RepositoryIndexRequest* request,
                                                                 inference::RepositoryIndexResponse* response) {
-  absl::Status s = auth_.Check(Authorization(*ctx), TokenAuth::Role::kInference);
+  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
   if (s.ok()) s = api_.RepositoryIndex(request->repository_name(), request->ready(), response);
   return Done(ctx, s);
 }

@@ -32,6 +32,12 @@ TEST(DeviceRegistry, SimulatedDevicesAppearOnlyWhenAskedForInPreferenceOrder) {
   EXPECT_TRUE(cuda0->simulated);
   EXPECT_EQ(cuda0->compute_capability, "7.5");
   EXPECT_EQ(cuda0->memory_total_bytes, uint64_t{2} << 30);
+  std::optional<PrecisionTraits> precision = reg->PrecisionOf({DeviceKind::kCuda, 0});
+  ASSERT_TRUE(precision.has_value());
+  EXPECT_EQ(precision->kind, DeviceKind::kCuda);
+  EXPECT_EQ(precision->compute_capability, cuda0->precision.compute_capability);
+  EXPECT_EQ(precision->compute_capability, 75);
+  EXPECT_FALSE(reg->PrecisionOf({DeviceKind::kCuda, 7}).has_value());
   auto mps = reg->Find({DeviceKind::kMps, 0});
   ASSERT_TRUE(mps.has_value());
   ASSERT_NE(mps->simulation, nullptr);

@@ -39,13 +39,16 @@ TEST_F(UnsupportedOpsTest, LearnedLimitsSurviveARestart) {
   {
     UnsupportedOpTable table(path, kTorch);
     ASSERT_TRUE(table.Load().ok());  // no file yet
+    EXPECT_TRUE(table.empty());
     EXPECT_TRUE(table.Record("cnn", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
     EXPECT_FALSE(table.Record("cnn", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
     EXPECT_TRUE(table.Record("poly", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
     EXPECT_TRUE(table.last_write_status().ok());
   }
   UnsupportedOpTable again(path, kTorch);
+  EXPECT_TRUE(again.empty());
   ASSERT_TRUE(again.Load().ok());
+  EXPECT_FALSE(again.empty());  // what the file held counts
   EXPECT_EQ(again.Lookup("cnn", kFile, DeviceKind::kMps)->ToString(), "unsupported_op:aten::max_pool2d");
   EXPECT_FALSE(again.Lookup("cnn", kFile, DeviceKind::kCuda).has_value());
   EXPECT_EQ(again.ForKind(DeviceKind::kMps), (std::vector<std::string>{"cnn:aten::max_pool2d", "poly:float64"}));
@@ -153,7 +156,9 @@ TEST_F(UnsupportedOpsTest, ReplacedFilesAndOtherLibTorchVersionsAreProbedAfresh)
 TEST_F(UnsupportedOpsTest, InMemoryTableWithoutAFile) {
   UnsupportedOpTable table("", kTorch);
   EXPECT_TRUE(table.Load().ok());
+  EXPECT_TRUE(table.empty());
   EXPECT_TRUE(table.Record("m", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
+  EXPECT_FALSE(table.empty());
   EXPECT_TRUE(table.Lookup("m", kFile, DeviceKind::kMps).has_value());
 }
 

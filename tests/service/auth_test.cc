@@ -62,6 +62,31 @@ TEST(Auth, OpenByDefaultAndAdminCanBeDisabled) {
   EXPECT_EQ(closed->Check("", TokenAuth::Role::kAdmin).code(), absl::StatusCode::kPermissionDenied);
 }
 
+TEST(Auth, TheHeaderIsReadOnlyWhenARoleNeedsAToken) {
+  int reads = 0;
+  auto header = [&reads](absl::string_view value) {
+    return [&reads, value] {
+      ++reads;
+      return value;
+    };
+  };
+  TokenAuth open;
+  EXPECT_TRUE(open.Check(header(""), TokenAuth::Role::kInference).ok());
+  EXPECT_TRUE(open.Check(header(""), TokenAuth::Role::kAdmin).ok());
+  EXPECT_EQ(reads, 0);
+
+  auto guarded = TokenAuth::FromFiles(TempFile("inference-token-0123456789\n"), "", false);
+  ASSERT_TRUE(guarded.ok());
+  EXPECT_TRUE(guarded->Check(header("Bearer inference-token-0123456789"), TokenAuth::Role::kInference).ok());
+  EXPECT_EQ(reads, 1);
+  EXPECT_EQ(guarded->Check(header(""), TokenAuth::Role::kInference).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(reads, 2);
+  // Closed by default: refused before any header is looked at.
+  EXPECT_EQ(guarded->Check(header("Bearer inference-token-0123456789"), TokenAuth::Role::kAdmin).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(reads, 2);
+}
+
 TEST(Auth, BadTokenFilesNameTheFlag) {
   EXPECT_NE(TokenAuth::FromFiles("/nonexistent/tokens", "", false).status().message().find("--auth-token-file"),
             absl::string_view::npos);
