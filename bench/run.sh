@@ -5,12 +5,19 @@
 #
 #   bench/run.sh              full run (about 3 minutes of measuring)
 #   BENCH_SECONDS=1 BENCH_SMOKE=1 bench/run.sh   a quick smoke run (used by the tests)
+#
+# The rows whose ratios are targets (h2load's floor, Infer, ModelInfer and
+# the hand-off ceiling; the load tool's v1, v2 and stream rows) run in
+# BENCH_ROUNDS alternating rounds (default 3, 1 in a smoke run) and each
+# keeps its median round: on a shared machine one row at a time moves by
+# 10-20% between minutes, more than some targets' margins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${BENCH_SECONDS:-5}"
 warmup="${BENCH_WARMUP:-1}"
 smoke="${BENCH_SMOKE:-0}"
+rounds="${BENCH_ROUNDS:-$([ "$smoke" = 1 ] && echo 1 || echo 3)}"
 build_dir="${BUILD_DIR:-build}"
 out_dir="${BENCH_OUT:-bench/results}"
 
@@ -24,8 +31,10 @@ cli="$build_dir/tools/infergate-cli"
 
 work=$(mktemp -d)
 server_pid=""
+ceiling_pid=""
 cleanup() {
-  if [ -n "$server_pid" ]; then kill -TERM "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  local pid
+  for pid in $server_pid $ceiling_pid; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -91,16 +100,44 @@ rest_load() {  # json|binary concurrency
 # since h2load cannot read grpc-status) replayed on N concurrent streams of
 # one connection. h2load costs the machine far less per call than the load
 # tool, so the ratio to the floor is the server's, not the client's.
-grpc_load() {  # frame-file method-path streams
+grpc_load() {  # frame-file method-path streams [address]
   local ms=(-D "$(awk -v s="$seconds" 'BEGIN { printf "%dms", s * 1000 }')"
             --warm-up-time="$(awk -v s="$warmup" 'BEGIN { printf "%dms", s * 1000 }')")
   local out rps ok total
   out=$(h2load -c 1 -m "$3" "${ms[@]}" -d "$1" -H "content-type: application/grpc" -H "te: trailers" \
-    "http://$address$2" 2>&1)
+    "http://${4:-$address}$2" 2>&1)
   rps=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
   ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' <<<"$out")
   total=$(sed -n 's/^requests: \([0-9]*\) total.*/\1/p' <<<"$out")
   echo "h2load c=$3 req/s=${rps:-0} rows/s=${rps:-0} errors=$(( ${total:-0} - ${ok:-0} ))"
+}
+
+# The line (of several, on stdin) with the median req/s; the lower middle
+# one of an even count.
+median_of() {
+  awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^req\/s=/) { split($i, kv, "="); rps[NR] = kv[2] + 0 } line[NR] = $0 }
+       END { n = NR; for (i = 1; i <= n; i++) order[i] = i
+             for (i = 2; i <= n; i++) for (j = i; j > 1 && rps[order[j]] < rps[order[j - 1]]; j--) {
+               t = order[j]; order[j] = order[j - 1]; order[j - 1] = t }
+             print line[order[int((n + 1) / 2)]] }'
+}
+
+# Runs each "suite model mode concurrency command..." spec once per round,
+# alternating them, and records each spec's median round.
+record_rounds() {  # spec...
+  local -A lines=()
+  local spec round
+  for ((round = 1; round <= rounds; round++)); do
+    for spec in "$@"; do
+      read -r -a words <<<"$spec"
+      lines[$spec]+=$("${words[@]:4}")$'\n'
+    done
+  done
+  for spec in "$@"; do
+    read -r -a words <<<"$spec"
+    [ "$rounds" -gt 1 ] && sed '/^$/d; s/^/  round: /' <<<"${lines[$spec]}" >&2
+    record "${words[0]}" "${words[1]}" "${words[2]}" "${words[3]}" 1 "$(sed '/^$/d' <<<"${lines[$spec]}" | median_of)"
+  done
 }
 
 # suite model mode concurrency batch line
@@ -121,34 +158,33 @@ done
 stop_server
 
 # The same floor and the 1-row mlp Infer (infergate.v1 and Open Inference
-# ModelInfer) driven by h2load: the rows the throughput targets are read from.
-echo "== h2load: gRPC floor and 1-row mlp" >&2
+# ModelInfer) driven by h2load: the rows the throughput targets are read
+# from. Beside them, the same Infer frame answered by the hand-off ceiling:
+# gRPC's callback server handing each call to a worker thread that answers
+# it, no model and no serving work; what it leaves of the floor bounds what
+# infergate can. Both servers run at once (an idle one costs nothing) so
+# the rounds alternate between them.
+echo "== h2load: gRPC floor, 1-row mlp, and the hand-off ceiling (no model)" >&2
 start_server
-frames=(health:health "infer:v1-infer" "v2:v2")
-for spec in "${frames[@]}"; do
-  rpc=${spec%%:*}
+infergate_address=$address
+"$build_dir/tools/handoff-ceiling" --address=127.0.0.1:0 >"$work/handoff-ceiling.out" 2>"$work/handoff-ceiling.err" &
+ceiling_pid=$!
+await_listening handoff-ceiling
+ceiling_address=$address
+address=$infergate_address
+for rpc in health infer v2; do
   line=$("$cli" --address "$address" frame --rpc "$rpc" --model mlp --rows 1 --out "$work/$rpc.frame")
   echo "$(field path "$line")" >"$work/$rpc.path"
 done
+h2load_row() {  # rpc streams [address]
+  grpc_load "$work/$1.frame" "$(cat "$work/$1.path")" "$2" "${3:-$address}"
+}
 for c in $concurrencies; do
-  for spec in "${frames[@]}"; do
-    rpc=${spec%%:*} mode=${spec#*:}
-    model=$([ "$rpc" = health ] && echo health || echo mlp)
-    record h2load "$model" "$mode" "$c" 1 "$(grpc_load "$work/$rpc.frame" "$(cat "$work/$rpc.path")" "$c")"
-  done
+  record_rounds "h2load health health $c h2load_row health $c" "h2load mlp v1-infer $c h2load_row infer $c" \
+    "h2load mlp v2 $c h2load_row v2 $c" "h2load none handoff-ceiling $c h2load_row infer $c $ceiling_address"
 done
-stop_server
-
-# The same Infer frame answered by the hand-off ceiling: gRPC's callback
-# server handing each call to a worker thread that answers it, no model and
-# no serving work. What it leaves of the floor bounds what infergate can.
-echo "== h2load: hand-off ceiling (no model)" >&2
-"$build_dir/tools/handoff-ceiling" --address=127.0.0.1:0 >"$work/handoff-ceiling.out" 2>"$work/handoff-ceiling.err" &
-server_pid=$!
-await_listening handoff-ceiling
-for c in $concurrencies; do
-  record h2load none handoff-ceiling "$c" 1 "$(grpc_load "$work/infer.frame" "$(cat "$work/infer.path")" "$c")"
-done
+kill -TERM "$ceiling_pid"; wait "$ceiling_pid" || true
+ceiling_pid=""
 stop_server
 
 echo "== in-process floor" >&2
@@ -202,12 +238,12 @@ done
 # infergate.v1: unary ModelInfer and ModelStreamInfer (one stream, N in flight).
 echo "== Open Inference Protocol (v2)" >&2
 start_server
+tool_row() {  # rpc concurrency
+  "$cli" --address "$address" bench --model mlp --rpc "$1" --rows 1 --concurrency "$2" --duration "$seconds" --warmup "$warmup"
+}
 for c in $concurrencies; do
-  for rpc in infer v2 v2-stream; do
-    mode=$([ $rpc = infer ] && echo "v1-infer" || echo "$rpc")
-    record protocols mlp "$mode" "$c" 1 \
-      "$("$cli" --address "$address" bench --model mlp --rpc "$rpc" --rows 1 --concurrency "$c" --duration "$seconds" --warmup "$warmup")"
-  done
+  record_rounds "protocols mlp v1-infer $c tool_row infer $c" "protocols mlp v2 $c tool_row v2 $c" \
+    "protocols mlp v2-stream $c tool_row v2-stream $c"
   # The REST form on the same server, driven by h2load over HTTP/1.1 (one
   # keep-alive connection per client, one request at a time each): a JSON
   # body and a binary (tensor data extension) body of the same row.
@@ -280,6 +316,7 @@ echo "$targets" | sed 's/^/  /' >&2
   echo "# infergate benchmark $stamp"
   echo
   echo "Machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1); ${seconds}s per row after ${warmup}s warm-up; client and server share the machine."
+  echo "The h2load rows and the protocols rows are each the median of $rounds alternating rounds."
   echo
   echo "| suite | model | mode | concurrency | batch | req/s | rows/s | p50 ms | p99 ms | server overhead p50 us | mean batch | errors |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
