@@ -84,6 +84,23 @@ bool BatchCostModel::WorthWaiting(const std::string& key, int64_t rows, int64_t 
   return !larger_measured;
 }
 
+bool BatchCostModel::SplitFinishesSooner(const std::string& key, int64_t rows, int64_t share) const {
+  if (share >= rows || share < 1) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = curves_.find(key);
+  if (it == curves_.end()) return false;
+  const std::vector<Size>& sizes = it->second.sizes;
+  const int64_t whole = Tracked(rows);
+  if (whole >= static_cast<int64_t>(sizes.size()) || sizes[whole].samples < 2) return false;
+  double share_us = -1;
+  for (int64_t s = 1; s <= std::min<int64_t>(Tracked(share), static_cast<int64_t>(sizes.size()) - 1); ++s) {
+    if (sizes[s].samples < 2) continue;
+    const double us = static_cast<double>((share + s - 1) / s) * sizes[s].us;
+    if (share_us < 0 || us < share_us) share_us = us;
+  }
+  return share_us >= 0 && share_us * kSplitGain < sizes[whole].us;
+}
+
 double BatchCostModel::CostUs(const std::string& key, int64_t rows) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = curves_.find(key);

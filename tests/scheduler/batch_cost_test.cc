@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace infergate {
 namespace {
 
@@ -61,6 +63,25 @@ TEST(BatchCost, WaitingForCompanionsOnlyWhereABiggerBatchWasFasterPerRow) {
   EXPECT_FALSE(model.WorthWaiting("cnn", 1, 4));
   Learn(model, "flat", 4, [](int64_t r) -> uint64_t { return 1000 * r - 50 * (r - 1); });
   EXPECT_FALSE(model.WorthWaiting("flat", 1, 4));
+}
+
+TEST(BatchCost, RowsAreSplitAmongWorkersOnlyWhereThatFinishesThemClearlySooner) {
+  BatchCostModel model;
+  EXPECT_FALSE(model.SplitFinishesSooner("mlp", 8, 4)) << "nothing measured: keep the batch whole";
+  // The demo mlp on this CPU, as the server measured it: the BLAS packs its
+  // weights from 3 rows up, so 4 rows cost more than two runs of 2.
+  const std::map<int64_t, uint64_t> mlp = {{1, 60}, {2, 70}, {3, 194}, {4, 176}, {5, 191}, {6, 190}, {7, 211}, {8, 210}};
+  Learn(model, "mlp", 8, [&](int64_t r) -> uint64_t { return mlp.at(r); });
+  EXPECT_TRUE(model.SplitFinishesSooner("mlp", 8, 4)) << "2+2 on each worker: 140 us against 210";
+  EXPECT_TRUE(model.SplitFinishesSooner("mlp", 3, 2)) << "2 rows in 70 us against 3 in 194";
+  EXPECT_FALSE(model.SplitFinishesSooner("mlp", 8, 8)) << "a share of all rows is no split";
+  // A fixed cost per batch: one batch of all is about as quick.
+  Learn(model, "linear", 8, [](int64_t r) -> uint64_t { return 100 + 5 * r; });
+  EXPECT_FALSE(model.SplitFinishesSooner("linear", 4, 3)) << "115 us against 120";
+  // A conv net, about linear in rows: half the rows, half the time.
+  Learn(model, "conv", 8, [](int64_t r) -> uint64_t { return 1000 * r; });
+  EXPECT_TRUE(model.SplitFinishesSooner("conv", 4, 2));
+  EXPECT_FALSE(model.SplitFinishesSooner("conv", 8, 7)) << "7000 us against 8000: under the 25% margin";
 }
 
 TEST(BatchCost, SometimesExploresAnotherSizeAndFollowsChanges) {

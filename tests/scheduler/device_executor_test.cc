@@ -141,10 +141,12 @@ TEST(DeviceExecutor, IdleDeviceDoesNotWaitForABatch) {
   ex.Stop();
 }
 
-TEST(DeviceExecutor, BusyDeviceWaitsUpToTheQueueDelayForCompanions) {
+// An accelerator runs one batch at a time: while it is busy, the next batch
+// may as well grow.
+TEST(DeviceExecutor, BusyAcceleratorWaitsUpToTheQueueDelayForCompanions) {
   Recorder rec;
   Gate gate;
-  DeviceExecutor ex({DeviceKind::kCpu, 0}, 2, 100, rec.Runner());
+  DeviceExecutor ex({DeviceKind::kCuda, 0}, 2, 100, rec.Runner());
   ASSERT_TRUE(ex.SubmitTask(gate.Task()).ok());  // keeps one worker busy
   gate.started.get_future().wait();
   ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 8, 1, /*delay_us=*/3'000'000)).ok());
@@ -165,6 +167,26 @@ TEST(DeviceExecutor, BusyDeviceWaitsUpToTheQueueDelayForCompanions) {
   ex.Stop();
   ASSERT_FALSE(rec.batches.empty());
   EXPECT_EQ(rec.batches[0], (std::vector<int>{101, 102, 603}));
+}
+
+// A CPU worker has cores of its own: beside a busy worker it runs what it
+// has instead of waiting out the queue delay.
+TEST(DeviceExecutor, CpuWorkerBesideABusyOneDoesNotWaitForCompanions) {
+  Recorder rec;
+  Gate gate;
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, 2, 100, rec.Runner());
+  ASSERT_TRUE(ex.SubmitTask(gate.Task()).ok());  // keeps one worker busy
+  gate.started.get_future().wait();
+  auto start = Clock::now();
+  std::promise<void> done;
+  auto job = MakeJob("A", 1, 8, 1, /*delay_us=*/3'000'000);
+  job->set_done([&](absl::StatusOr<InferenceResult>, const RequestLabels&) { done.set_value(); });
+  ASSERT_TRUE(ex.Submit(job).ok());
+  done.get_future().wait();
+  EXPECT_LT(MicrosBetween(start, Clock::now()), 1'000'000u);
+  gate.release.set_value();
+  ex.Stop();
+  EXPECT_EQ(rec.batches, (std::vector<std::vector<int>>{{101}}));
 }
 
 // Two CPU workers run jobs 1 and 2 (held); jobs 3 to 6 queue; job 1's worker
