@@ -41,9 +41,9 @@ class BatchCostModel {
   // `rows` rows (of at most `max_rows`): true unless `rows` is measured and
   // no measured size up to `max_rows` beats its rows per second by
   // kWorthWaitingGain. A size never measured larger than `rows` counts as
-  // worth trying. Where batching does not pay (a CPU conv net whose best
-  // batch is 1), a worker runs what it has next to the others instead of
-  // waiting for one to finish.
+  // worth trying. Asked only for accelerators (a CPU worker never waits,
+  // see DeviceExecutor::TakeBatch): where batching does not pay, a worker
+  // runs what it has as soon as the device is free.
   bool WorthWaiting(const std::string& key, int64_t rows, int64_t max_rows) const;
   static constexpr double kWorthWaitingGain = 1.25;
 

@@ -297,14 +297,14 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
   auto refresh = [&] {
     // The first job's route is refreshed in place (no copy of the route
     // per batch); Refresh leaves it as it was when it answers false.
-    const Route& refreshed = jobs[0]->route;
-    if (!models_.Refresh(jobs[0]->route, all_latest)) return false;
+    Route& first = jobs[0]->route;
+    if (!models_.Refresh(first, all_latest)) return false;
     for (size_t j = 1; j < jobs.size(); ++j) {
       Route& r = jobs[j]->route;
-      r.model = refreshed.model;
-      r.version = refreshed.version;
-      r.generation = refreshed.generation;
-      r.stamp = refreshed.stamp;
+      r.model = first.model;
+      r.version = first.version;
+      r.generation = first.generation;
+      r.stamp = first.stamp;
     }
     return true;
   };

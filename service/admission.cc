@@ -2,7 +2,8 @@
 
 namespace infergate {
 
-absl::StatusOr<InflightBudget::Reservation> Admit(const TokenAuth& auth, absl::FunctionRef<absl::string_view()> authorization,
+absl::StatusOr<InflightBudget::Reservation> Admit(const TokenAuth& auth,
+                                                  absl::FunctionRef<absl::string_view()> authorization,
                                                   bool draining, Metrics* metrics, InflightBudget* budget,
                                                   uint64_t bytes) {
   if (absl::Status s = auth.Check(authorization, TokenAuth::Role::kInference); !s.ok()) return s;

@@ -17,12 +17,12 @@
 
 namespace infergate {
 
-// `authorization` reads the request's "Bearer ..." value ("" if none) when a
-// token is needed. The
-// reservation (empty when `budget` is null) must be held until the answer
-// is sent. Refusals for draining and budget are counted in `metrics` (may
-// be null).
-absl::StatusOr<InflightBudget::Reservation> Admit(const TokenAuth& auth, absl::FunctionRef<absl::string_view()> authorization,
+// `authorization` reads the request's "Bearer ..." value ("" if none), and
+// is called only when a token is needed. The reservation (empty when
+// `budget` is null) must be held until the answer is sent. Refusals for
+// draining and budget are counted in `metrics` (may be null).
+absl::StatusOr<InflightBudget::Reservation> Admit(const TokenAuth& auth,
+                                                  absl::FunctionRef<absl::string_view()> authorization,
                                                   bool draining, Metrics* metrics, InflightBudget* budget,
                                                   uint64_t bytes);
 

@@ -167,7 +167,8 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
     respond(Error(status));
   };
   absl::StatusOr<InflightBudget::Reservation> admitted =
-      Admit(auth_, [&request] { return request->Header("authorization"); }, draining_.load(), metrics_, budget_, request->body.size());
+      Admit(auth_, [&request] { return request->Header("authorization"); }, draining_.load(), metrics_, budget_,
+            request->body.size());
   if (!admitted.ok()) return refuse(admitted.status());
 
   std::optional<uint64_t> json_length;

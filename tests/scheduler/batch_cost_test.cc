@@ -56,9 +56,8 @@ TEST(BatchCost, WaitingForCompanionsOnlyWhereABiggerBatchWasFasterPerRow) {
   EXPECT_TRUE(model.WorthWaiting("mlp", 20, 64));
   EXPECT_FALSE(model.WorthWaiting("mlp", 40, 64)) << "64 rows go only 14% faster per row than 40";
   EXPECT_FALSE(model.WorthWaiting("mlp", 20, 20)) << "no room to grow";
-  // A gain under kWorthWaitingGain does not pay for the wait: on the CPU a
-  // waiting worker leaves its core idle. (The demo CNN with cached tensor
-  // blocks: 3 rows go 12% faster per row than 1.)
+  // A gain under kWorthWaitingGain does not pay for the wait. (The demo CNN
+  // with cached tensor blocks: 3 rows go 12% faster per row than 1.)
   Learn(model, "cnn", 4, [](int64_t r) -> uint64_t { return r == 3 ? 1787 : 673 * r; });
   EXPECT_FALSE(model.WorthWaiting("cnn", 1, 4));
   Learn(model, "flat", 4, [](int64_t r) -> uint64_t { return 1000 * r - 50 * (r - 1); });
@@ -70,7 +69,8 @@ TEST(BatchCost, RowsAreSplitAmongWorkersOnlyWhereThatFinishesThemClearlySooner) 
   EXPECT_FALSE(model.SplitFinishesSooner("mlp", 8, 4)) << "nothing measured: keep the batch whole";
   // The demo mlp on this CPU, as the server measured it: the BLAS packs its
   // weights from 3 rows up, so 4 rows cost more than two runs of 2.
-  const std::map<int64_t, uint64_t> mlp = {{1, 60}, {2, 70}, {3, 194}, {4, 176}, {5, 191}, {6, 190}, {7, 211}, {8, 210}};
+  const std::map<int64_t, uint64_t> mlp = {{1, 60},  {2, 70},  {3, 194}, {4, 176},
+                                           {5, 191}, {6, 190}, {7, 211}, {8, 210}};
   Learn(model, "mlp", 8, [&](int64_t r) -> uint64_t { return mlp.at(r); });
   EXPECT_TRUE(model.SplitFinishesSooner("mlp", 8, 4)) << "2+2 on each worker: 140 us against 210";
   EXPECT_TRUE(model.SplitFinishesSooner("mlp", 3, 2)) << "2 rows in 70 us against 3 in 194";
