@@ -54,6 +54,11 @@ struct Gate {
       released.wait();
     };
   }
+  // Keeps one of `ex`'s workers busy with Task() until release is set.
+  void HoldAWorkerOf(DeviceExecutor& ex) {
+    ASSERT_TRUE(ex.SubmitTask(Task()).ok());
+    started.get_future().wait();
+  }
 };
 
 TEST(DeviceExecutor, RunsEverythingQueuedBeforeStopping) {
@@ -69,8 +74,7 @@ TEST(DeviceExecutor, RunsEverythingQueuedBeforeStopping) {
 TEST(DeviceExecutor, FullQueueIsResourceExhaustedNamingTheDevice) {
   Gate gate;
   DeviceExecutor ex({DeviceKind::kCuda, 1}, 1, 2, [](Batch&) {});
-  ASSERT_TRUE(ex.SubmitTask(gate.Task()).ok());
-  gate.started.get_future().wait();
+  ASSERT_NO_FATAL_FAILURE(gate.HoldAWorkerOf(ex));
   EXPECT_TRUE(ex.SubmitTask([] {}).ok());
   EXPECT_TRUE(ex.SubmitTask([] {}).ok());
   absl::Status full = ex.SubmitTask([] {});
@@ -86,8 +90,7 @@ TEST(DeviceExecutor, BatchesCompatibleJobsUpToMaxRowsInArrivalOrder) {
   Recorder rec;
   Gate gate;
   DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, rec.Runner());
-  ASSERT_TRUE(ex.SubmitTask(gate.Task()).ok());
-  gate.started.get_future().wait();
+  ASSERT_NO_FATAL_FAILURE(gate.HoldAWorkerOf(ex));
   // While the worker is busy: 5 one-row jobs for key A (max 4 rows), a job
   // for key B in between, and a 3-row A job that no longer fits the first batch.
   ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 4, 1)).ok());
@@ -112,8 +115,7 @@ TEST(DeviceExecutor, BatchesAreCutToTheSizeThatRunsFastest) {
   for (int pass = 0; pass < 2; ++pass) {
     for (int64_t r = 1; r <= 8; ++r) ex.RecordBatchCost("A", r, r <= 2 ? 20 : 500);
   }
-  ASSERT_TRUE(ex.SubmitTask(gate.Task()).ok());
-  gate.started.get_future().wait();
+  ASSERT_NO_FATAL_FAILURE(gate.HoldAWorkerOf(ex));
   for (int id = 1; id <= 5; ++id) ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 8, id)).ok());
   // Key P prefers batches of 3 rows, whatever they cost.
   for (int id = 6; id <= 9; ++id) {
@@ -153,8 +155,7 @@ TEST(DeviceExecutor, BusyAcceleratorWaitsUpToTheQueueDelayForCompanions) {
   Recorder rec;
   Gate gate;
   DeviceExecutor ex({DeviceKind::kCuda, 0}, 2, 100, rec.Runner());
-  ASSERT_TRUE(ex.SubmitTask(gate.Task()).ok());  // keeps one worker busy
-  gate.started.get_future().wait();
+  ASSERT_NO_FATAL_FAILURE(gate.HoldAWorkerOf(ex));
   ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 8, 1, /*delay_us=*/3'000'000)).ok());
   // The free worker takes job 1 and waits for more rows, since the device is busy.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -181,8 +182,7 @@ TEST(DeviceExecutor, CpuWorkerBesideABusyOneDoesNotWaitForCompanions) {
   Recorder rec;
   Gate gate;
   DeviceExecutor ex({DeviceKind::kCpu, 0}, 2, 100, rec.Runner());
-  ASSERT_TRUE(ex.SubmitTask(gate.Task()).ok());  // keeps one worker busy
-  gate.started.get_future().wait();
+  ASSERT_NO_FATAL_FAILURE(gate.HoldAWorkerOf(ex));
   EXPECT_LT(MicrosToAnswerABatchableJob(ex, /*delay_us=*/3'000'000), 1'000'000u);
   gate.release.set_value();
   ex.Stop();
@@ -251,8 +251,7 @@ TEST(DeviceExecutor, CancelledJobsLeaveTheQueue) {
   Recorder rec;
   Gate gate;
   DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, rec.Runner());
-  ASSERT_TRUE(ex.SubmitTask(gate.Task()).ok());
-  gate.started.get_future().wait();
+  ASSERT_NO_FATAL_FAILURE(gate.HoldAWorkerOf(ex));
   auto job = MakeJob("", 1, 0, 1);
   absl::Status answer;
   job->set_done([&](absl::StatusOr<InferenceResult> r, const RequestLabels&) { answer = r.status(); });
