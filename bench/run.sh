@@ -115,18 +115,16 @@ grpc_load() {  # frame-file method-path streams [address]
 # The line (of several, on stdin) with the median req/s; the lower middle
 # one of an even count.
 median_of() {
-  awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^req\/s=/) { split($i, kv, "="); rps[NR] = kv[2] + 0 } line[NR] = $0 }
-       END { n = NR; for (i = 1; i <= n; i++) order[i] = i
-             for (i = 2; i <= n; i++) for (j = i; j > 1 && rps[order[j]] < rps[order[j - 1]]; j--) {
-               t = order[j]; order[j] = order[j - 1]; order[j - 1] = t }
-             print line[order[int((n + 1) / 2)]] }'
+  local by_rps
+  by_rps=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^req\/s=/) { split($i, kv, "="); print kv[2] + 0 "\t" $0 } }' | sort -g -s -k1,1)
+  sed -n "$((($(wc -l <<<"$by_rps") + 1) / 2))p" <<<"$by_rps" | cut -f2-
 }
 
 # Runs each "suite model mode concurrency command..." spec once per round,
 # alternating them, and records each spec's median round.
 record_rounds() {  # spec...
   local -A lines=()
-  local spec round
+  local spec round words
   for ((round = 1; round <= rounds; round++)); do
     for spec in "$@"; do
       read -r -a words <<<"$spec"
