@@ -140,8 +140,11 @@ void InferStreamReactor::Progress(std::unique_lock<std::mutex> lock) {
     writing_ = std::move(to_write_.front());
     to_write_.pop_front();
     inference::ModelStreamInferResponse* next = writing_.get();
+    grpc::WriteOptions options;
+    if (wrote_first_ && !to_write_.empty()) options.set_buffer_hint();
+    wrote_first_ = true;
     lock.unlock();
-    StartWrite(next);
+    StartWrite(next, options);
     return;
   }
   if (cancelled_) to_write_.clear();

@@ -10,6 +10,12 @@
 // is under one mutex, and gRPC is called (StartRead, StartWrite, Finish)
 // outside it. The reactor finishes when the client has stopped sending and
 // every request has been answered and written, and deletes itself in OnDone.
+//
+// gRPC allows one write outstanding per stream, and each write is a send on
+// the socket of its own unless it carries the buffer hint. An answer written
+// while more wait behind it carries the hint, so the answers of one batch
+// leave in one send; the last of them, and the stream's first (whose initial
+// metadata a buffered write would hold back), do not.
 
 #include <atomic>
 #include <deque>
@@ -65,6 +71,7 @@ class InferStreamReactor final
   bool reads_done_ = false;
   bool cancelled_ = false;
   bool finished_ = false;
+  bool wrote_first_ = false;  // the first answer (with the initial metadata) has been written
 };
 
 }  // namespace infergate

@@ -280,13 +280,20 @@ def main():
                     return
                 yield item
 
-        call = stub.ModelStreamInfer(gen())
+        call = stub.ModelStreamInfer(gen(), timeout=60)
         q.put(requests[5])
         first = next(call)
         check(first.error_message != "", "first in-band error")
         q.put(requests[0])
         second = next(call)
         check(second.error_message == "" and second.infer_response.id == "s0", "stream went on after an error")
+        # A burst on the open stream: its answers may leave together, but the
+        # last must not wait for the client to close (or for the deadline).
+        burst = [requests[i] for i in range(12) if i != 5]
+        for r in burst:
+            q.put(r)
+        got = {next(call).infer_response.id for _ in burst}
+        check(got == {r.id for r in burst}, "burst on an open stream answered: %s" % sorted(got))
         q.put(None)
         check(list(call) == [], "stream closes cleanly")
 
