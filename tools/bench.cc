@@ -43,6 +43,17 @@ BenchResult BenchResult::Failed(const absl::Status& why) {
   return failed;
 }
 
+void BenchResult::Merge(const BenchResult& part) {
+  ok += part.ok;
+  rows += part.rows;
+  for (const auto& [code, n] : part.errors) errors[code] += n;
+  latency_us.insert(latency_us.end(), part.latency_us.begin(), part.latency_us.end());
+  overhead_us.insert(overhead_us.end(), part.overhead_us.begin(), part.overhead_us.end());
+  queue_us.insert(queue_us.end(), part.queue_us.begin(), part.queue_us.end());
+  for (const auto& [size, n] : part.batch_sizes) batch_sizes[size] += n;
+  for (const auto& [device, n] : part.devices) devices[device] += n;
+}
+
 double BenchResult::Percentile(const std::vector<double>& v, double q) const {
   if (v.empty()) return 0;
   std::vector<double> s = v;

@@ -37,6 +37,9 @@ struct BenchResult {
 
   // A run that could not start, with the reason as its one error.
   static BenchResult Failed(const absl::Status& why);
+  // Adds another part of the same run (its counts, samples and errors; not
+  // its seconds).
+  void Merge(const BenchResult& part);
   double Percentile(const std::vector<double>& v, double q) const;
   std::string Summary() const;
 };

@@ -88,69 +88,132 @@ BenchResult RunUnary(const BenchOptions& options, const inference::ModelInferReq
   return result;
 }
 
-// One stream: a writer keeps `window` requests in flight, a reader matches
-// answers to their start times by id.
-void RunOneStream(const BenchOptions& options, inference::ModelInferRequest request, int64_t rows, int window,
-                  inference::GRPCInferenceService::Stub& stub, Clock::time_point measure_from, Clock::time_point end,
-                  BenchResult* result, std::mutex* result_mu) {
-  grpc::ClientContext ctx;
-  Authorize(ctx, options.connection);
-  std::unique_ptr<grpc::ClientReaderWriter<inference::ModelInferRequest, inference::ModelStreamInferResponse>> rw =
-      stub.ModelStreamInfer(&ctx);
-  std::mutex mu;
-  std::condition_variable cv;
-  int in_flight = 0;
-  std::map<uint64_t, Clock::time_point> started;
-  std::thread reader([&] {
-    inference::ModelStreamInferResponse response;
-    BenchResult mine;
-    while (rw->Read(&response)) {
-      Clock::time_point now = Clock::now();
-      uint64_t id = 0;
-      (void)absl::SimpleAtoi(response.infer_response().id(), &id);
-      Clock::time_point start;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        start = started[id];
-        started.erase(id);
-        --in_flight;
-      }
-      cv.notify_one();
-      if (start >= measure_from && now <= end) {
-        if (response.error_message().empty()) {
-          Record(response.infer_response(), rows, start, now, &mine);
-        } else {
-          mine.errors["IN_BAND"]++;
-        }
-      }
-    }
-    std::lock_guard<std::mutex> lock(*result_mu);
-    result->ok += mine.ok;
-    result->rows += mine.rows;
-    result->latency_us.insert(result->latency_us.end(), mine.latency_us.begin(), mine.latency_us.end());
-    for (const auto& [k, v] : mine.batch_sizes) result->batch_sizes[k] += v;
-    for (const auto& [k, v] : mine.devices) result->devices[k] += v;
-    for (const auto& [k, v] : mine.errors) result->errors[k] += v;
-  });
-  for (uint64_t id = 0;; ++id) {
+// One stream driven by gRPC's callback API: `window` requests in flight;
+// each answer frees a slot and queues the next write from the thread that
+// read it, so a request costs the client one wake-up, as a unary call does.
+// gRPC allows one write outstanding per stream: writes wanted while one is
+// on the wire are counted and sent from OnWriteDone.
+class StreamDriver : public grpc::ClientBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse> {
+ public:
+  StreamDriver(const BenchOptions& options, inference::ModelInferRequest request, int64_t rows, int window,
+               Clock::time_point measure_from, Clock::time_point end)
+      : request_(std::move(request)), rows_(rows), measure_from_(measure_from), end_(end), started_(window) {
+    Authorize(ctx_, options.connection);
+    for (int slot = window - 1; slot >= 0; --slot) free_slots_.push_back(slot);
+  }
+
+  // Runs the stream until `end` and every answer is in; returns what it measured.
+  BenchResult Run(inference::GRPCInferenceService::Stub& stub) {
+    stub.async()->ModelStreamInfer(&ctx_, this);
+    StartRead(&response_);
+    Step first;
     {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return in_flight < window; });
-      if (Clock::now() >= end) break;
-      ++in_flight;
-      started[id] = Clock::now();
+      std::lock_guard<std::mutex> lock(mu_);
+      first = NextStep();
     }
-    request.set_id(absl::StrCat(id));
-    if (!rw->Write(request)) break;
+    Act(first);
+    StartCall();
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return done_; });
+    if (!status_.ok()) result_.errors[CodeName(status_.error_code())]++;
+    return std::move(result_);
   }
-  rw->WritesDone();
-  reader.join();
-  grpc::Status status = rw->Finish();
-  if (!status.ok()) {
-    std::lock_guard<std::mutex> lock(*result_mu);
-    result->errors[CodeName(status.error_code())]++;
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream ended; OnDone follows
+    Clock::time_point now = Clock::now();
+    uint64_t slot = 0;
+    (void)absl::SimpleAtoi(response_.infer_response().id(), &slot);
+    Step next;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (slot < started_.size()) {
+        Clock::time_point start = started_[slot];
+        if (start >= measure_from_ && now <= end_) {
+          if (response_.error_message().empty()) {
+            Record(response_.infer_response(), rows_, start, now, &result_);
+          } else {
+            result_.errors["IN_BAND"]++;
+          }
+        }
+        free_slots_.push_back(static_cast<int>(slot));
+      }
+      next = NextStep();
+    }
+    StartRead(&response_);
+    Act(next);
   }
-}
+
+  void OnWriteDone(bool ok) override {
+    Step next;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_ = false;
+      if (!ok) closed_ = true;  // the stream is broken; OnDone follows
+      next = NextStep();
+    }
+    Act(next);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = status;
+    done_ = true;
+    done_cv_.notify_all();
+  }
+
+ private:
+  enum class Step { kNone, kWrite, kWriteMore, kClose };
+
+  // What to do next, decided under mu_ and done after it is released (gRPC
+  // may run a reaction inline): send a request into a free slot while no
+  // write is outstanding and time is left; half-close once time is up and
+  // every request is answered.
+  Step NextStep() {
+    if (writing_ || closed_) return Step::kNone;
+    if (!free_slots_.empty() && Clock::now() < end_) {
+      int slot = free_slots_.back();
+      free_slots_.pop_back();
+      writing_ = true;
+      request_.set_id(absl::StrCat(slot));
+      started_[slot] = Clock::now();
+      // More requests to send right after this one: let gRPC hold it so
+      // they leave in one send (never the first, which carries the
+      // stream's initial metadata).
+      bool more = !free_slots_.empty() && wrote_first_;
+      wrote_first_ = true;
+      return more ? Step::kWriteMore : Step::kWrite;
+    }
+    if (free_slots_.size() == started_.size()) {
+      closed_ = true;
+      return Step::kClose;
+    }
+    return Step::kNone;
+  }
+
+  void Act(Step step) {
+    if (step == Step::kWrite) StartWrite(&request_);
+    if (step == Step::kWriteMore) StartWrite(&request_, grpc::WriteOptions().set_buffer_hint());
+    if (step == Step::kClose) StartWritesDone();
+  }
+
+  grpc::ClientContext ctx_;
+  inference::ModelInferRequest request_;  // the one write outstanding
+  inference::ModelStreamInferResponse response_;
+  const int64_t rows_;
+  const Clock::time_point measure_from_, end_;
+
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  std::vector<Clock::time_point> started_;  // by slot, which the request id names
+  std::vector<int> free_slots_;
+  bool writing_ = false;
+  bool closed_ = false;
+  bool wrote_first_ = false;
+  bool done_ = false;
+  grpc::Status status_;
+  BenchResult result_;
+};
 
 }  // namespace
 
@@ -183,19 +246,24 @@ BenchResult RunOpenInferenceBench(const BenchOptions& options, const inference::
   if (request.inputs_size() > 0 && request.inputs(0).shape_size() > 0) rows = request.inputs(0).shape(0);
   if (!stream) return RunUnary(options, request, rows, stubs);
 
-  BenchResult result;
-  std::mutex result_mu;
   Clock::time_point measure_from =
       Clock::now() + std::chrono::microseconds(static_cast<int64_t>(options.warmup_s * 1e6));
   Clock::time_point end = measure_from + std::chrono::microseconds(static_cast<int64_t>(options.duration_s * 1e6));
-  // The window is spread over one stream per channel.
+  // The window is spread over one stream per channel, each run from its own
+  // thread (which only waits for it).
   int streams = static_cast<int>(stubs.size());
+  BenchResult result;
+  std::mutex result_mu;
   std::vector<std::thread> threads;
   for (int s = 0; s < streams; ++s) {
     int window = options.concurrency / streams + (s < options.concurrency % streams ? 1 : 0);
     if (window == 0) continue;
-    threads.emplace_back(RunOneStream, std::cref(options), request, rows, window, std::ref(*stubs[s]), measure_from,
-                         end, &result, &result_mu);
+    threads.emplace_back([&, s, window] {
+      StreamDriver driver(options, request, rows, window, measure_from, end);
+      BenchResult mine = driver.Run(*stubs[s]);
+      std::lock_guard<std::mutex> lock(result_mu);
+      result.Merge(mine);
+    });
   }
   for (auto& t : threads) t.join();
   result.seconds = std::chrono::duration<double>(std::min(Clock::now(), end) - measure_from).count();
