@@ -38,6 +38,7 @@ absl::StatusOr<Route> RoutePlanner::PlaceOn(Route route, const DeviceId& device,
 
 DeviceId RoutePlanner::ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
                                   const std::vector<DeviceId>& allowed) const {
+  if (allowed.size() == 1) return allowed.front();
   std::vector<RouteCandidate> candidates;
   candidates.reserve(allowed.size());
   for (const DeviceId& id : allowed) {

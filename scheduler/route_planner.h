@@ -55,6 +55,8 @@ class RoutePlanner {
 
  private:
   absl::StatusOr<Route> PlaceOn(Route route, const DeviceId& device, Precision precision) const;
+  // The allowed device `auto` costs least; with one allowed, that one, and
+  // the probe is not asked (a CPU-only server plans every request this way).
   DeviceId ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
                       const std::vector<DeviceId>& allowed) const;
 

@@ -144,6 +144,31 @@ TEST_F(RoutePlannerTest, FallBackToCpuAfterAFailureHonoursDenyAndAllowLists) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// The load probe (queue depths, residency, latency: locks on the hot path) is
+// asked only when `auto` has more than one device to weigh.
+TEST(RoutePlannerProbe, AutoProbesOnlyWhenThereIsAChoice) {
+  TempRepository repo(kModels);
+  ModelRepository repository(repo.root());
+  ASSERT_TRUE(repository.Scan().ok());
+  DeviceRegistry devices(FakeDevices(/*cuda=*/true, /*mps=*/false));
+  UnsupportedOpTable learned("", "test");
+  std::vector<std::string> probed;
+  RoutePlanner planner(repository, devices, learned, {}, [&probed](const ModelKey& key, RouteCandidate* c) {
+    probed.push_back(key.device.ToString());
+    c->resident = key.device.kind == DeviceKind::kCpu;  // the cpu looks best, so the choice is visible
+    c->latency_us = 10;
+  });
+  absl::StatusOr<Route> only_cpu = planner.Plan({"cpu_only", "", "auto", Precision::kAuto, true});
+  ASSERT_TRUE(only_cpu.ok()) << only_cpu.status();
+  EXPECT_EQ(only_cpu->device.id.ToString(), "cpu");
+  EXPECT_TRUE(probed.empty()) << probed.size() << " probes for a single allowed device";
+
+  absl::StatusOr<Route> chosen = planner.Plan({"any", "", "auto", Precision::kAuto, true});
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_EQ(chosen->device.id.ToString(), "cpu");
+  EXPECT_EQ(probed, (std::vector<std::string>{"cuda:0", "cpu"}));
+}
+
 }  // namespace
 }  // namespace infergate
 
