@@ -15,11 +15,24 @@ DeviceExecutor::DeviceExecutor(DeviceId device, Options options, BatchRunner run
       queue_(options.priority_aging, options.fair) {
   workers_per_model_ = std::max(1, options.workers);
   running_limit_ = options.fair ? workers_per_model_ : 0;
-  // With fair sharing, one thread more than one model may use: it sleeps
-  // until a second model has work while the first holds the other workers.
-  int threads = workers_per_model_ + (options.fair ? 1 : 0);
-  workers_.reserve(threads);
-  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  // With fair sharing, one thread more than one model may use, started
+  // when first needed (StartSpareIfDue).
+  spare_due_ = options.fair;
+  workers_.reserve(workers_per_model_ + 1);
+  for (int i = 0; i < workers_per_model_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+int DeviceExecutor::threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(workers_.size());
+}
+
+void DeviceExecutor::StartSpareIfDue() {
+  if (!spare_due_ || !accepting_ || running_workers_ < workers_per_model_ || !queue_.HasRunnable(running_limit_)) {
+    return;
+  }
+  spare_due_ = false;
+  workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 DeviceExecutor::~DeviceExecutor() { Stop(); }
@@ -62,6 +75,7 @@ absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, const char** refus
         // sleeps while one model holds the other workers, and waking it
         // for that model's jobs cost two context switches per request.
         wake = sleeping_workers_ > 0 && spinning_.load() == 0 && queue_.HasRunnable(running_limit_);
+        StartSpareIfDue();
       }
     }
   }
@@ -281,6 +295,7 @@ void DeviceExecutor::WorkerLoop() {
         running_entry = running_since_.insert(Clock::now());
       }
       more_runnable = queue_.HasRunnable(running_limit_);
+      if (more_runnable) StartSpareIfDue();
     }
     RejectExpired(expired);
     if (batch.empty()) continue;

@@ -291,6 +291,43 @@ namespace {
 // Two models flood one worker; one costs four times the other per run. The
 // device's time is split evenly, so the cheap one runs about four times as
 // often (FIFO would run them equally often, giving the costly one 80%).
+// Fair sharing keeps one thread for other models while one model holds every
+// worker. It starts only when such work first waits: a server of one model
+// never has it, so its workers do not take turns with an extra thread.
+TEST(DeviceExecutor, FairShareThreadStartsWhenAnotherModelWaitsBehindBusyWorkers) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> a_running{0};
+  std::promise<void> b_ran;
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, DeviceExecutor::Options{1, 100, /*fair=*/true}, [&](Batch& batch) {
+    if (batch[0]->queue_key == "A:1") {
+      a_running++;
+      released.wait();
+    } else {
+      b_ran.set_value();
+    }
+    for (auto& j : batch) j->Finish(InferenceResult{});
+  });
+  auto job = [](const char* flow, int id) {
+    auto j = MakeJob("", 1, 0, id);
+    j->queue_key = flow;
+    return j;
+  };
+  ASSERT_TRUE(ex.Submit(job("A:1", 1)).ok());
+  while (a_running.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(ex.Submit(job("A:1", 2)).ok());
+  ASSERT_TRUE(ex.Submit(job("A:1", 3)).ok());
+  EXPECT_EQ(ex.threads(), 1) << "A waits for its own worker: no thread for other models yet";
+  ASSERT_TRUE(ex.Submit(job("B:1", 4)).ok());
+  EXPECT_EQ(ex.threads(), 2);
+  EXPECT_EQ(b_ran.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "B waited behind A's held worker";
+  EXPECT_EQ(a_running.load(), 1);
+  release.set_value();
+  ex.Stop();
+  EXPECT_EQ(ex.threads(), 2);
+}
+
 TEST(DeviceExecutor, TwoFloodedModelsOfDifferentCostShareTheDeviceTime) {
   std::mutex mu;
   std::map<std::string, double> busy_ms;
