@@ -28,9 +28,7 @@ int DeviceExecutor::threads() const {
 }
 
 void DeviceExecutor::StartSpareIfDue() {
-  if (!spare_due_ || !accepting_ || running_workers_ < workers_per_model_ || !queue_.HasRunnable(running_limit_)) {
-    return;
-  }
+  if (!spare_due_ || !accepting_ || running_workers_ < workers_per_model_) return;
   spare_due_ = false;
   workers_.emplace_back([this] { WorkerLoop(); });
 }
@@ -74,8 +72,9 @@ absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, const char** refus
         // while one polls (it takes the job itself): the fair-share thread
         // sleeps while one model holds the other workers, and waking it
         // for that model's jobs cost two context switches per request.
-        wake = sleeping_workers_ > 0 && spinning_.load() == 0 && queue_.HasRunnable(running_limit_);
-        StartSpareIfDue();
+        bool runnable = queue_.HasRunnable(running_limit_);
+        wake = runnable && sleeping_workers_ > 0 && spinning_.load() == 0;
+        if (runnable) StartSpareIfDue();
       }
     }
   }

@@ -118,7 +118,8 @@ class DeviceExecutor {
   // Answers jobs refused after they were queued; call without the lock.
   void Reject(Batch& jobs, const absl::Status& status, const char* reason);
   void RejectExpired(Batch& expired);
-  // Starts the fair-share thread if it is due (see Options::workers). Under mu_.
+  // With runnable work queued: starts the fair-share thread if it is due
+  // (see Options::workers). Under mu_.
   void StartSpareIfDue();
 
   DeviceId device_;
