@@ -4,10 +4,8 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -91,8 +89,8 @@ BenchResult RunUnary(const BenchOptions& options, const inference::ModelInferReq
 // One stream driven by gRPC's callback API: `window` requests in flight;
 // each answer frees a slot and queues the next write from the thread that
 // read it, so a request costs the client one wake-up, as a unary call does.
-// gRPC allows one write outstanding per stream: writes wanted while one is
-// on the wire are counted and sent from OnWriteDone.
+// gRPC allows one write outstanding per stream: slots freed while one is on
+// the wire are written from OnWriteDone.
 class StreamDriver : public grpc::ClientBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse> {
  public:
   StreamDriver(const BenchOptions& options, inference::ModelInferRequest request, int64_t rows, int window,
@@ -102,8 +100,8 @@ class StreamDriver : public grpc::ClientBidiReactor<inference::ModelInferRequest
     for (int slot = window - 1; slot >= 0; --slot) free_slots_.push_back(slot);
   }
 
-  // Runs the stream until `end` and every answer is in; returns what it measured.
-  BenchResult Run(inference::GRPCInferenceService::Stub& stub) {
+  // Opens the stream; it runs on gRPC's threads until `end`.
+  void Start(inference::GRPCInferenceService::Stub& stub) {
     stub.async()->ModelStreamInfer(&ctx_, this);
     StartRead(&response_);
     Step first;
@@ -113,6 +111,11 @@ class StreamDriver : public grpc::ClientBidiReactor<inference::ModelInferRequest
     }
     Act(first);
     StartCall();
+  }
+
+  // Waits until every answer is in and the stream has ended; returns what
+  // it measured.
+  BenchResult Finish() {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [&] { return done_; });
     if (!status_.ok()) result_.errors[CodeName(status_.error_code())]++;
@@ -249,23 +252,17 @@ BenchResult RunOpenInferenceBench(const BenchOptions& options, const inference::
   Clock::time_point measure_from =
       Clock::now() + std::chrono::microseconds(static_cast<int64_t>(options.warmup_s * 1e6));
   Clock::time_point end = measure_from + std::chrono::microseconds(static_cast<int64_t>(options.duration_s * 1e6));
-  // The window is spread over one stream per channel, each run from its own
-  // thread (which only waits for it).
+  // The window is spread over one stream per channel.
   int streams = static_cast<int>(stubs.size());
-  BenchResult result;
-  std::mutex result_mu;
-  std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<StreamDriver>> drivers;
   for (int s = 0; s < streams; ++s) {
     int window = options.concurrency / streams + (s < options.concurrency % streams ? 1 : 0);
     if (window == 0) continue;
-    threads.emplace_back([&, s, window] {
-      StreamDriver driver(options, request, rows, window, measure_from, end);
-      BenchResult mine = driver.Run(*stubs[s]);
-      std::lock_guard<std::mutex> lock(result_mu);
-      result.Merge(mine);
-    });
+    drivers.push_back(std::make_unique<StreamDriver>(options, request, rows, window, measure_from, end));
+    drivers.back()->Start(*stubs[s]);
   }
-  for (auto& t : threads) t.join();
+  BenchResult result;
+  for (auto& driver : drivers) result.Merge(driver->Finish());
   result.seconds = std::chrono::duration<double>(std::min(Clock::now(), end) - measure_from).count();
   return result;
 }
