@@ -10,6 +10,8 @@ class RequestHandle {
   // The client went away. A request still queued leaves its queue and is
   // answered CANCELLED; one already running finishes and its answer is
   // dropped by the front end. Thread-safe; any number of calls.
+  // A queued request is answered on the calling thread, before Cancel
+  // returns: never call it while holding a lock the answer's callback takes.
   virtual void Cancel() = 0;
 };
 

@@ -47,16 +47,26 @@ grpc::ServerUnaryReactor* FinishRefused(grpc::ServerUnaryReactor* reactor, const
   return reactor;
 }
 
+// Both cancel outside the lock: cancelling a queued request answers it on
+// this thread, and the answer's callback may come back to this reactor.
 void CancellableUnaryReactor::set_handle(std::shared_ptr<RequestHandle> handle) {
-  std::lock_guard<std::mutex> lock(mu_);
-  handle_ = std::move(handle);
-  if (cancelled_) handle_->Cancel();
+  bool cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    handle_ = handle;
+    cancelled = cancelled_;
+  }
+  if (cancelled && handle) handle->Cancel();
 }
 
 void CancellableUnaryReactor::OnCancel() {
-  std::lock_guard<std::mutex> lock(mu_);
-  cancelled_ = true;
-  if (handle_) handle_->Cancel();
+  std::shared_ptr<RequestHandle> handle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    handle = handle_;
+  }
+  if (handle) handle->Cancel();
 }
 
 }  // namespace infergate

@@ -142,10 +142,16 @@ int Run(int argc, char** argv) {
     return 2;
   }
   InferenceCore core(opts.model_repository, *std::move(discovered), opts.scheduler);
+  // Requests held at once are bounded in bytes, so a burst of large ones is
+  // refused instead of growing the process past its memory limit.
+  uint64_t inflight_bytes = opts.max_inflight_bytes;
+  if (inflight_bytes == 0) inflight_bytes = std::max<uint64_t>(ReadHostMemory().total_bytes / 4, opts.max_receive_bytes);
+  InflightBudget budget(inflight_bytes);
+  LOG_INFO << "in-flight request budget " << inflight_bytes << " bytes";
   std::unique_ptr<Metrics> metrics;
   if (!opts.metrics_address.empty()) {
     absl::StatusOr<std::unique_ptr<Metrics>> started =
-        Metrics::Start(opts.metrics_address, core, {INFERGATE_VERSION, TorchVersion(), grpc::Version()});
+        Metrics::Start(opts.metrics_address, core, {INFERGATE_VERSION, TorchVersion(), grpc::Version()}, &budget);
     if (!started.ok()) {
       std::cerr << "infergate: " << started.status().message() << "\n";
       return 2;
@@ -178,12 +184,6 @@ int Run(int argc, char** argv) {
     }
     credentials = *std::move(tls);
   }
-  // Requests held at once are bounded in bytes, so a burst of large ones is
-  // refused instead of growing the process past its memory limit.
-  uint64_t inflight_bytes = opts.max_inflight_bytes;
-  if (inflight_bytes == 0) inflight_bytes = std::max<uint64_t>(ReadHostMemory().total_bytes / 4, opts.max_receive_bytes);
-  InflightBudget budget(inflight_bytes);
-  LOG_INFO << "in-flight request budget " << inflight_bytes << " bytes";
   InferenceServiceImpl service(core, opts.tensor_limits, metrics.get(), *auth, &budget);
   // The REST API, on its own port, with the same tokens, budget and limits.
   std::unique_ptr<OpenInferenceRest> rest;

@@ -45,7 +45,7 @@ prometheus::MetricFamily Family(const std::string& name, const std::string& help
 // Per-device figures read when Prometheus scrapes, so they are always current.
 class DeviceCollector : public prometheus::Collectable {
  public:
-  explicit DeviceCollector(const InferenceCore& core) : core_(core) {}
+  DeviceCollector(const InferenceCore& core, const InflightBudget* budget) : core_(core), budget_(budget) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     using prometheus::MetricType;
@@ -119,6 +119,17 @@ class DeviceCollector : public prometheus::Collectable {
     std::vector<prometheus::MetricFamily> families = {up,       depth,     model_depth, capacity, in_flight,
                                                       oldest,   busy,      workers,     mem_total, mem_used,
                                                       resident, resident_models, budget, versions};
+    if (budget_) {
+      auto inflight = Family("infergate_inflight_request_bytes",
+                             "Bytes of inference requests held now (queued or running), against "
+                             "--max-inflight-bytes.",
+                             MetricType::Gauge);
+      auto limit = Family("infergate_inflight_request_bytes_limit", "--max-inflight-bytes (0: no limit).",
+                          MetricType::Gauge);
+      inflight.metric.push_back(Sample({}, static_cast<double>(budget_->in_use()), false));
+      limit.metric.push_back(Sample({}, static_cast<double>(budget_->limit()), false));
+      families.insert(families.end(), {inflight, limit});
+    }
     if (const CachingCpuAllocator* allocator = CachingCpuAllocator::ForProcess()) {
       const CachingCpuAllocator::Stats stats = allocator->stats();
       auto held = Family("infergate_cpu_tensor_cache_bytes",
@@ -137,6 +148,7 @@ class DeviceCollector : public prometheus::Collectable {
 
  private:
   const InferenceCore& core_;
+  const InflightBudget* budget_;
 };
 
 // GET /metrics in Prometheus' text format; / links to it.
@@ -177,7 +189,8 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {}
 Metrics::~Metrics() { http_.reset(); }
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& address, const InferenceCore& core,
-                                                         const BuildVersions& versions) {
+                                                         const BuildVersions& versions,
+                                                         const InflightBudget* budget) {
   std::unique_ptr<Metrics> m(new Metrics());
   prometheus::Registry& r = *m->registry_;
   m->requests_ = &prometheus::BuildCounter()
@@ -251,7 +264,7 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
     m->cache_misses_->Add({{"device", id}});
     for (const char* why : {"budget", "oom", "unload"}) m->evictions_->Add({{"device", id}, {"reason", why}});
   }
-  m->device_collector_ = std::make_shared<DeviceCollector>(core);
+  m->device_collector_ = std::make_shared<DeviceCollector>(core, budget);
   HttpServerOptions http;
   http.address = address;
   http.flag_name = "--metrics-address";

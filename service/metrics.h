@@ -21,6 +21,7 @@
 #include "scheduler/inference_core.h"
 #include "scheduler/scheduler_observer.h"
 #include "service/http_server.h"
+#include "service/inflight_budget.h"
 
 namespace infergate {
 
@@ -33,9 +34,11 @@ struct BuildVersions {
 class Metrics final : public SchedulerObserver {
  public:
   // Serves /metrics on `address` ("0.0.0.0:9464"; port 0 picks one).
-  // Device figures are read from `core` at scrape time; it must outlive this.
+  // Device figures are read from `core`, and the bytes held from `budget`
+  // (may be null), at scrape time; both must outlive this.
   static absl::StatusOr<std::unique_ptr<Metrics>> Start(const std::string& address, const InferenceCore& core,
-                                                        const BuildVersions& versions);
+                                                        const BuildVersions& versions,
+                                                        const InflightBudget* budget = nullptr);
   ~Metrics() override;
 
   int port() const { return port_; }

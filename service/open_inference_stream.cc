@@ -96,12 +96,21 @@ void InferStreamReactor::Submit(std::shared_ptr<inference::ModelInferRequest> re
       Answer(status.ok() ? std::move(response) : ErrorResponse(*request, status), ticket);
     });
   }
+  // A stream cancelled while this request was being submitted cancels it
+  // here, outside the lock: a queued request is answered on this thread, and
+  // Answer takes the lock. `submitting_` stays up until then, so the stream
+  // cannot finish (and delete itself) under our feet.
+  std::shared_ptr<RequestHandle> cancel_now;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = in_flight_.find(ticket); it != in_flight_.end()) {
+      it->second = std::move(handle);
+      if (cancelled_) cancel_now = it->second;
+    }
+  }
+  if (cancel_now) cancel_now->Cancel();
   std::unique_lock<std::mutex> lock(mu_);
   --submitting_;
-  if (auto it = in_flight_.find(ticket); it != in_flight_.end()) {
-    it->second = std::move(handle);
-    if (cancelled_ && it->second) it->second->Cancel();
-  }
   Progress(std::move(lock));
 }
 
