@@ -13,6 +13,9 @@
 # 10-20% between minutes, more than some targets' margins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Built and run where the build lives: in the Debian 13 root on other hosts.
+. deploy/platform.sh
+infergate_builds_natively || exec ./deploy/debian13-root.sh ./bench/run.sh "$@"
 
 seconds="${BENCH_SECONDS:-5}"
 warmup="${BENCH_WARMUP:-1}"

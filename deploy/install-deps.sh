@@ -1,33 +1,26 @@
 #!/usr/bin/env bash
-# Installs every Debian package infergate needs to build, run and test.
-# Idempotent: skips apt entirely when everything is already present.
+# Installs the Debian 13 packages infergate needs (deploy/packages.txt):
+# the [build] section, and with --test the [test] section too.
+# Idempotent: skips apt entirely when everything is already present. On a
+# host that does not build natively (see deploy/platform.sh) the packages
+# come with the Debian 13 root instead, and this does nothing.
 set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/platform.sh"
+infergate_builds_natively || exit 0
+[ "${INFERGATE_NATIVE:-0}" = 1 ] && [ "${INFERGATE_IN_DEBIAN13_ROOT:-0}" != 1 ] && exit 0
 
-packages=(
-  build-essential cmake ninja-build ccache pkg-config
-  libtorch-dev libopenblas0-pthread
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev
-  libboost-dev libssl-dev nlohmann-json3-dev
-)
-if [ "${1:-}" = "--test" ]; then
-  # The cross-language client test runs on Debian's own Python and gRPC.
-  packages+=(python3 python3-grpcio python3-protobuf openssl curl)
-  # Metrics are checked by a real Prometheus server and promtool.
-  packages+=(prometheus)
-  # The fuzz target: clang with libFuzzer and the sanitizer runtimes.
-  packages+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
-  # Kubernetes manifests: rendered by kubectl's kustomize, linted, schema-checked with Node.
-  packages+=(yamllint)
-  command -v kubectl >/dev/null || packages+=(kubernetes-client)
-  # The container image test builds the runtime root file system from the
-  # package archive (no registry needed).
-  packages+=(mmdebstrap)
-  # bench/run.sh drives the REST rows with h2load (HTTP/1.1).
-  packages+=(nghttp2-client)
-  command -v npm >/dev/null || packages+=(nodejs npm)
-fi
+sections="build"
+[ "${1:-}" = "--test" ] && sections="build test"
+packages=()
+section=""
+while read -r line; do
+  case "$line" in
+    ''|'#'*) continue ;;
+    '['*']') section="${line#[}"; section="${section%]}"; continue ;;
+  esac
+  case " $sections " in *" $section "*) packages+=("$line") ;; esac
+done <"$here/packages.txt"
 
 missing=()
 for p in "${packages[@]}"; do

@@ -4,6 +4,10 @@
 # Usage: ./deploy/quickstart.sh [extra server flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# On a host that is not Debian 13 the build and the server run in the
+# Debian 13 root (deploy/debian13-root.sh: made once, kept outside the clone).
+. deploy/platform.sh
+infergate_builds_natively || exec ./deploy/debian13-root.sh ./deploy/quickstart.sh "$@"
 
 ./deploy/install-deps.sh
 

@@ -43,7 +43,7 @@ size_t CachingCpuAllocator::SizeClass(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
-c10::DataPtr CachingCpuAllocator::allocate(size_t bytes) const {
+c10::DataPtr CachingCpuAllocator::allocate(size_t bytes) {
   const c10::Device cpu(c10::DeviceType::CPU);
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &CachingCpuAllocator::Delete, cpu);
   // Small blocks are the C library's to recycle (size class 0: freed at

@@ -53,7 +53,10 @@ class CachingCpuAllocator final : public c10::Allocator {
   CachingCpuAllocator(const CachingCpuAllocator&) = delete;
   CachingCpuAllocator& operator=(const CachingCpuAllocator&) = delete;
 
-  c10::DataPtr allocate(size_t bytes) const override;
+  c10::DataPtr allocate(size_t bytes) override;
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
   // LibTorch frees some scratch buffers through this (raw_deallocate).
   c10::DeleterFnPtr raw_deleter() const override;
 

@@ -8,6 +8,12 @@
 namespace infergate {
 
 absl::Status CheckHostRequirements(const std::string& proc_root) {
+#if !defined(__linux__)
+  // Only Linux's LibTorch reads the CPU from /proc; elsewhere (macOS) there
+  // is nothing to check.
+  (void)proc_root;
+  return absl::OkStatus();
+#endif
   const std::string cpuinfo = proc_root + "/cpuinfo";
   absl::StatusOr<std::string> text = ReadFile(cpuinfo, "cpuinfo");
   if (!text.ok() || !absl::StrContains(*text, "processor")) {

@@ -1,10 +1,17 @@
 #include "devices/system_info.h"
 
 #include <dlfcn.h>
-#include <algorithm>
-#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
+#if defined(__linux__)
+#include <sched.h>
+#elif defined(__APPLE__)
+#include <mach/mach.h>
+#include <sys/sysctl.h>
+#endif
+
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -22,9 +29,32 @@ std::string ReadFile(const char* path) {
   ss << in.rdbuf();
   return ss.str();
 }
+#if defined(__APPLE__)
+// A sysctl string or number; empty / 0 when the name is unknown.
+std::string SysctlString(const char* name) {
+  char buf[256];
+  size_t len = sizeof(buf);
+  if (sysctlbyname(name, buf, &len, nullptr, 0) != 0 || len == 0) return "";
+  return std::string(buf, strnlen(buf, len));
+}
+uint64_t SysctlNumber(const char* name) {
+  uint64_t value = 0;
+  size_t len = sizeof(value);
+  if (sysctlbyname(name, &value, &len, nullptr, 0) != 0) return 0;
+  return len == sizeof(uint32_t) ? static_cast<uint32_t>(value) : value;
+}
+#endif
+
 }  // namespace
 
+// Linux reads /proc; macOS (where the CPU and MPS share one memory) asks
+// sysctl and the Mach VM statistics. The macOS branches have never run in
+// this project's CI (it has no macOS machine).
 std::string CpuModelName() {
+#if defined(__APPLE__)
+  std::string brand = SysctlString("machdep.cpu.brand_string");
+  return brand.empty() ? "unknown CPU" : brand;
+#endif
   std::string text = ReadFile("/proc/cpuinfo");
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     // x86 says "model name", some ARM kernels "Model" or "Hardware".
@@ -41,11 +71,15 @@ std::string CpuModelName() {
 }
 
 unsigned LogicalCores() {
+#if defined(__linux__)
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) {
     int n = CPU_COUNT(&set);
     if (n > 0) return static_cast<unsigned>(n);
   }
+#elif defined(__APPLE__)
+  if (uint64_t n = SysctlNumber("hw.logicalcpu"); n > 0) return static_cast<unsigned>(n);
+#endif
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<unsigned>(n) : 1;
 }
@@ -86,6 +120,22 @@ uint64_t ContainerMemoryLimit(const std::string& cgroup_root) {
 }
 
 HostMemory ReadHostMemory() {
+#if defined(__APPLE__)
+  // Used = total - (free + inactive + purgeable + speculative pages), as
+  // Activity Monitor's "memory used" roughly counts it.
+  HostMemory mac;
+  mac.total_bytes = SysctlNumber("hw.memsize");
+  vm_statistics64_data_t vm{};
+  mach_msg_type_number_t count = HOST_VM_INFO64_COUNT;
+  if (host_statistics64(mach_host_self(), HOST_VM_INFO64, reinterpret_cast<host_info64_t>(&vm), &count) ==
+      KERN_SUCCESS) {
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t available =
+        (static_cast<uint64_t>(vm.free_count) + vm.inactive_count + vm.purgeable_count + vm.speculative_count) * page;
+    mac.used_bytes = mac.total_bytes > available ? mac.total_bytes - available : 0;
+  }
+  return mac;
+#endif
   HostMemory host = ParseMeminfo(ReadFile("/proc/meminfo"));
   uint64_t limit = ContainerMemoryLimit();
   if (limit == 0 || limit >= host.total_bytes) return host;

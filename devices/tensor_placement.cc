@@ -15,15 +15,13 @@ TensorPlacement PlanPlacement(const DeviceInfo& device, DType compute) {
       case DeviceKind::kCpu: break;
     }
   }
-  p.storage = ToScalarType(compute);
-  p.arithmetic = p.device.is_cpu() && compute == DType::kFloat16 ? c10::ScalarType::Float : p.storage;
+  p.dtype = ToScalarType(compute);
   return p;
 }
 
 at::Tensor Place(const at::Tensor& t, const TensorPlacement& p) {
   if (!t.is_floating_point()) return t.to(p.device);
-  if (!p.emulated()) return t.to(p.device, p.storage);
-  return t.to(p.device, p.storage).to(p.arithmetic);
+  return t.to(p.device, p.dtype);
 }
 
 }  // namespace infergate

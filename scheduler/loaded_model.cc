@@ -11,7 +11,9 @@
 #include "devices/simulated_run.h"
 #include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"
+#include "devices/torch_probe.h"
 #include "scheduler/model_config.h"
+#include "scheduler/model_load_error.h"
 
 namespace infergate {
 namespace {
@@ -82,8 +84,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
   try {
     impl->module = torch::jit::load(path, c10::Device(c10::DeviceType::CPU));
   } catch (const std::exception& e) {
-    return absl::InternalError(
-        absl::StrCat("model '", config.name(), "': cannot load ", path, ": ", Concise(e.what())));
+    return ModelLoadError(config.name(), path, e.what(), TorchVersion());
   }
 
   InputSignature sig;
@@ -138,10 +139,9 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
     for (const auto& p : impl->module.named_parameters(/*recurse=*/true)) state.push_back(p.value);
     for (const auto& b : impl->module.named_buffers(/*recurse=*/true)) state.push_back(b.value);
     // What the device will hold, known before anything is placed there:
-    // floating tensors in the storage dtype (a real fp16 device holds two
-    // bytes per value even where this process emulates fp16 in fp32).
+    // floating tensors in the compute dtype.
     for (const at::Tensor& t : state) {
-      bytes += t.numel() * c10::elementSize(t.is_floating_point() ? impl->placement.storage : t.scalar_type());
+      bytes += t.numel() * c10::elementSize(t.is_floating_point() ? impl->placement.dtype : t.scalar_type());
     }
     if (admit) {
       if (absl::Status room = admit(bytes); !room.ok()) return room;
@@ -242,8 +242,6 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
         return absl::InternalError(absl::StrCat("model '", m.name, "' output '", name, "' has dtype ",
                                                 c10::toString(out_type), " which the wire API cannot carry"));
       }
-      // Emulated fp16 rounds what the model produced, as fp16 hardware would.
-      if (m.placement.emulated() && tensor.is_floating_point()) tensor = tensor.to(m.placement.storage);
       outputs.push_back({std::move(name), tensor.to(at::kCPU, out_type).contiguous()});
     }
   } catch (const std::exception& e) {

@@ -40,14 +40,25 @@ void ModelCache::SetBudget(const DeviceId& device, uint64_t bytes) {
 
 uint64_t ModelCache::Budget(const DeviceId& device) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = budgets_.find(device);
+  auto it = budgets_.find(BudgetOwnerLocked(device));
   return it == budgets_.end() ? 0 : it->second;
+}
+
+void ModelCache::ShareBudget(const DeviceId& member, const DeviceId& owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  budget_owner_[member] = owner;
+}
+
+const DeviceId& ModelCache::BudgetOwnerLocked(const DeviceId& device) const {
+  auto it = budget_owner_.find(device);
+  return it == budget_owner_.end() ? device : it->second;
 }
 
 uint64_t ModelCache::HeldLocked(const DeviceId& device, const ModelKey* except) const {
   uint64_t held = 0;
+  const DeviceId& owner = BudgetOwnerLocked(device);
   for (const auto& [key, slot] : slots_) {
-    if (key.device == device && !(except && key == *except)) held += slot->bytes;
+    if (BudgetOwnerLocked(key.device) == owner && !(except && key == *except)) held += slot->bytes;
   }
   return held;
 }
@@ -57,8 +68,9 @@ ModelCache::Evicted ModelCache::EvictLocked(const DeviceId& device, uint64_t tar
   Evicted evicted;
   uint64_t held = HeldLocked(device, keep);
   std::vector<std::pair<uint64_t, ModelKey>> candidates;
+  const DeviceId& owner = BudgetOwnerLocked(device);
   for (const auto& [key, slot] : slots_) {
-    if (key.device != device || !slot->ready) continue;
+    if (BudgetOwnerLocked(key.device) != owner || !slot->ready) continue;
     if (!slot->pinned && slot->in_flight == 0 && !(keep && key == *keep)) candidates.push_back({slot->last_used, key});
   }
   std::sort(candidates.begin(), candidates.end());
@@ -75,7 +87,7 @@ ModelCache::Evicted ModelCache::EvictLocked(const DeviceId& device, uint64_t tar
 
 absl::Status ModelCache::MakeRoomLocked(const ModelKey& key, uint64_t bytes, const std::string& source,
                                         Evicted* evicted) {
-  auto found = budgets_.find(key.device);
+  auto found = budgets_.find(BudgetOwnerLocked(key.device));
   if (found == budgets_.end() || found->second == 0) return absl::OkStatus();
   const uint64_t budget = found->second;
   if (bytes > budget) {

@@ -67,6 +67,11 @@ class ModelCache {
   // Bytes the models resident on `device` may take; 0 = unlimited.
   void SetBudget(const DeviceId& device, uint64_t bytes);
   uint64_t Budget(const DeviceId& device) const;
+  // Devices that draw on one memory (Apple silicon's CPU and MPS share the
+  // unified memory): models on `member` count against `owner`'s budget
+  // together with `owner`'s own, and making room on either evicts idle
+  // models of both. Budget(member) then answers the shared budget.
+  void ShareBudget(const DeviceId& member, const DeviceId& owner);
   void SetEvictionListener(EvictionListener listener) { listener_ = std::move(listener); }
 
   // The model for `key`, loading it with `loader` when absent. A failed load
@@ -124,10 +129,13 @@ class ModelCache {
   // its device, or says why they cannot. `source` says where `bytes` came from.
   absl::Status MakeRoomLocked(const ModelKey& key, uint64_t bytes, const std::string& source, Evicted* evicted);
   void Notify(const Evicted& evicted, const char* why);
+  // Under mu_: the device whose budget `device` draws on (itself unless shared).
+  const DeviceId& BudgetOwnerLocked(const DeviceId& device) const;
 
   mutable std::mutex mu_;
   std::map<ModelKey, std::shared_ptr<Slot>> slots_;
-  std::map<DeviceId, uint64_t> budgets_;
+  std::map<DeviceId, uint64_t> budgets_;   // by budget owner
+  std::map<DeviceId, DeviceId> budget_owner_;  // devices sharing another's budget
   uint64_t clock_ = 0;
   EvictionListener listener_;
 };

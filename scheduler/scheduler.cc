@@ -142,8 +142,12 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
                          ? budget->second
                          : static_cast<uint64_t>(static_cast<double>(d.memory_total_bytes) * options_.cache_budget_fraction);
     models_.cache().SetBudget(d.id, bytes);
-    LOG_INFO << "device " << d.id.ToString() << ": " << workers << " worker(s), model cache budget " << bytes
-             << " bytes";
+    // Apple silicon's MPS computes in the same memory as the CPU: one budget
+    // for both (the CPU's), not a fraction of that memory each.
+    const bool shares_host_memory = d.id.kind == DeviceKind::kMps && !d.simulated;
+    if (shares_host_memory) models_.cache().ShareBudget(d.id, DeviceId{DeviceKind::kCpu, 0});
+    LOG_INFO << "device " << d.id.ToString() << ": " << workers << " worker(s), model cache budget "
+             << (shares_host_memory ? "shared with the cpu (one memory)" : absl::StrCat(bytes, " bytes"));
   }
   LOG_INFO << "scheduler: " << options_.cpu_workers << " cpu workers x " << options_.intra_op_threads
            << " intra-op threads" << (blas.empty() ? "" : absl::StrCat(" (BLAS too, via ", blas, ")"))

@@ -9,6 +9,10 @@
 # BUILD_DIR (default: build) picks the build folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# On a host that is not Debian 13 the whole run happens in the Debian 13
+# root (deploy/debian13-root.sh: made once, kept outside the clone).
+. deploy/platform.sh
+infergate_builds_natively || exec ./deploy/debian13-root.sh ./tests/run.sh "$@"
 
 tsan=1
 asan=1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the infergate runtime image's root file system without Docker:
-# Debian bookworm minbase (what debian:bookworm-slim is made of) plus the
+# Debian 13 (trixie) minbase (what debian:trixie-slim is made of) plus the
 # packages of runtime-packages.txt, prepared by prepare-runtime.sh (the
 # Dockerfile's own steps), with the three binaries and the entrypoint in
 # /usr/local/bin. Then checks that every shared library of the binaries is
@@ -31,14 +31,14 @@ packages=$(grep -v '^#' "$packages_file" | tr -s ' \n' ',' | sed 's/^,//; s/,$//
 [ -n "$packages" ] || fail "$packages_file lists no package"
 stamp="$(cat "$packages_file" "$here/prepare-runtime.sh" | sha256sum | cut -c1-16) $mirror"
 if [ ! -f "$root.stamp" ] || [ "$(cat "$root.stamp")" != "$stamp" ]; then
-  echo "building the runtime root file system (bookworm minbase + $packages)"
+  echo "building the runtime root file system (trixie minbase + $packages)"
   t=$(date +%s)
   rm -rf "$root" "$root.stamp"
   mkdir -p "$(dirname "$root")"
   mmdebstrap --mode=root --variant=minbase --include="$packages" \
     --customize-hook='cp "'"$here"'/prepare-runtime.sh" "$1/tmp/" && chroot "$1" sh /tmp/prepare-runtime.sh && rm "$1/tmp/prepare-runtime.sh"' \
-    bookworm "$root" \
-    "deb $mirror bookworm main" "deb $mirror bookworm-updates main" "deb $security_mirror bookworm-security main" \
+    trixie "$root" \
+    "deb $mirror trixie main" "deb $mirror trixie-updates main" "deb $security_mirror trixie-security main" \
     >"$root.log" 2>&1 || { tail -n 30 "$root.log"; fail "mmdebstrap could not build the root file system (log: $root.log)"; }
   echo "$stamp" >"$root.stamp"
   echo "root file system built in $(( $(date +%s) - t )) s ($(du -sh "$root" | cut -f1))"

@@ -1,10 +1,13 @@
 #include "devices/tensor_placement.h"
 
+#include <cmath>
+
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/linear.h>
+#include <ATen/ops/mm.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
@@ -53,15 +56,19 @@ TEST(TensorPlacement, Float64BecomesTheComputeDtypeBeforeMps) {
   EXPECT_TRUE(at::allclose(placed.to(at::kDouble), x, 1e-6, 1e-6));
 }
 
-TEST(TensorPlacement, Fp16OnTheCpuIsEmulatedWithFp16Rounding) {
+TEST(TensorPlacement, Fp16OnTheCpuComputesInFp16) {
   TensorPlacement p = PlanPlacement(Cpu(), DType::kFloat16);
-  EXPECT_TRUE(p.emulated());
+  EXPECT_EQ(p.dtype, at::kHalf);
   at::Tensor x = at::full({1}, 1.0 + 1.0 / 4096, at::TensorOptions().dtype(at::kFloat));  // not representable in fp16
   at::Tensor placed = Place(x, p);
-  EXPECT_EQ(placed.scalar_type(), at::kFloat);
+  EXPECT_EQ(placed.scalar_type(), at::kHalf);
   EXPECT_EQ(placed.item<float>(), 1.0f);
-  EXPECT_FALSE(PlanPlacement(Cpu(), DType::kBFloat16).emulated());
-  EXPECT_FALSE(PlanPlacement(Cpu(), DType::kFloat32).emulated());
+  // Real fp16 arithmetic: a product past fp16's largest value (65504) is inf,
+  // as on an fp16 accelerator (fp32 arithmetic would have carried it).
+  at::Tensor big = Place(at::full({1, 1}, 300.0f), p);
+  EXPECT_TRUE(std::isinf(at::mm(big, big).item<float>()));
+  EXPECT_EQ(PlanPlacement(Cpu(), DType::kBFloat16).dtype, at::kBFloat16);
+  EXPECT_EQ(PlanPlacement(Cpu(), DType::kFloat32).dtype, at::kFloat);
 }
 
 TEST(SimulatedRun, UnsupportedOpRaisesNotImplementedLikeRealMps) {

@@ -226,7 +226,7 @@ TEST_F(ServerTest, ListModelsLoadAndUnload) {
   bad.set_model("corrupt");
   bad.clear_version();
   grpc::ClientContext bctx;
-  EXPECT_EQ(stub_->LoadModel(&bctx, bad, &loaded).error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(stub_->LoadModel(&bctx, bad, &loaded).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   bad.set_model("../x");
   grpc::ClientContext b2ctx;
   EXPECT_EQ(stub_->LoadModel(&b2ctx, bad, &loaded).error_code(), grpc::StatusCode::INVALID_ARGUMENT);

@@ -111,7 +111,7 @@ TEST_F(ServerTest, ThrowingAndCorruptModelsFailAloneWithClearMessages) {
   EXPECT_FLOAT_EQ(FromWire(resp.outputs(0))[0].item<float>(), 2.0f);
 
   s = Infer(Request("corrupt", {{"x", at::ones({2})}}), &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(s.error_message().find("corrupt"), std::string::npos) << s.error_message();
   ExpectAgreement("mlp", {{"x", at::randn({1, 256})}}, v1::FLOAT32);
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "devices/device_failure.h"
+#include "absl/strings/str_cat.h"
 
 namespace infergate {
 namespace {

@@ -118,6 +118,29 @@ TEST(ModelCache, LeastRecentlyUsedIsEvictedUnderTheBudget) {
   EXPECT_EQ(evicted, (std::vector<std::string>{"b", "a"}));
 }
 
+// Apple silicon's CPU and MPS share one memory: with MPS drawing on the
+// CPU's budget, a model on either counts against one budget, and a load on
+// one evicts the least recently used idle model of both.
+TEST(ModelCache, DevicesSharingOneMemoryShareOneBudget) {
+  ModelCache cache;
+  const DeviceId cpu{DeviceKind::kCpu, 0}, mps{DeviceKind::kMps, 0};
+  const uint64_t model_bytes = 1000 * 4;
+  cache.SetBudget(cpu, 2 * model_bytes + 100);  // room for two, on both together
+  cache.ShareBudget(mps, cpu);
+  EXPECT_EQ(cache.Budget(mps), 2 * model_bytes + 100);
+  auto on = [](const std::string& name, const DeviceId& d) { return ModelKey{name, 1, d, DType::kFloat32}; };
+  ASSERT_TRUE(cache.Acquire(on("a", cpu), Loader(1000)).ok());
+  ASSERT_TRUE(cache.Acquire(on("b", mps), Loader(1000)).ok());
+  ASSERT_TRUE(cache.Acquire(on("c", mps), Loader(1000)).ok());  // evicts a, on the other device
+  EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"b", "c"}));
+  EXPECT_LE(cache.ResidentBytes(cpu) + cache.ResidentBytes(mps), 2 * model_bytes + 100);
+  // Unshared devices keep budgets of their own.
+  const DeviceId cuda{DeviceKind::kCuda, 0};
+  cache.SetBudget(cuda, model_bytes + 100);
+  ASSERT_TRUE(cache.Acquire(on("d", cuda), Loader(1000)).ok());
+  EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"b", "c", "d"}));
+}
+
 // The hot path: a resident copy is leased without a loader; an absent or
 // still-loading one is not, and a failed load leaves nothing to lease.
 TEST(ModelCache, AcquireResidentLeasesOnlyALoadedCopyAndCountsAsAUse) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/scheduler/fake_servable.h"
+#include "absl/strings/str_cat.h"
 
 namespace infergate {
 namespace {
