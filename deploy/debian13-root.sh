@@ -63,6 +63,14 @@ if [ ! -f "$root/.infergate-root-complete" ]; then
   touch "$root/.infergate-root-complete"
   echo "debian13-root: made in $(( $(date +%s) - t )) s ($(du -sh --one-file-system "$root" | cut -f1))"
 fi
+# The root trusts what the host trusts beyond Debian's own CAs (a site
+# proxy's CA, say), so npm and curl in it reach what the host reaches.
+local_cas=/usr/local/share/ca-certificates
+if [ -d "$local_cas" ] && ! diff -rq "$local_cas" "$root$local_cas" >/dev/null 2>&1; then
+  rm -rf "$root$local_cas"
+  cp -r "$local_cas" "$root$local_cas"
+  chroot "$root" update-ca-certificates --fresh >/dev/null 2>&1 || echo "debian13-root: update-ca-certificates failed in the root" >&2
+fi
 flock -u 9
 
 # The folder that holds the clone (so shared/ beside it is visible too), or

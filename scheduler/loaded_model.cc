@@ -12,6 +12,7 @@
 #include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"
 #include "devices/torch_probe.h"
+#include "scheduler/forward_arguments.h"
 #include "scheduler/model_config.h"
 #include "scheduler/model_load_error.h"
 
@@ -66,6 +67,12 @@ struct LoadedModel::Impl {
   std::string name;
   std::vector<std::string> output_names;        // declared, may be empty
   std::vector<std::optional<DType>> output_dtypes;
+  // forward() is called with keyword arguments (an input follows an
+  // argument left at its default): the inputs' names, and the Optional
+  // arguments passed as None.
+  bool keyword_call = false;
+  std::vector<std::string> input_names;
+  std::vector<std::string> pass_none;
 };
 
 LoadedModel::LoadedModel(std::unique_ptr<Impl> impl, InputSignature signature, DType dtype, uint64_t bytes)
@@ -94,37 +101,33 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
     impl->module.eval();
     auto method = impl->module.find_method("forward");
     if (!method) {
-      return absl::InternalError(absl::StrCat("model '", config.name(), "': ", path, " has no forward() method"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("model '", config.name(), "': ", path, " has no forward() method"));
     }
     const c10::FunctionSchema& schema = method->function().getSchema();
-    const auto& args = schema.arguments();
-    for (size_t i = 1; i < args.size(); ++i) {  // argument 0 is self
-      if (!args[i].type()->isSubtypeOf(*c10::TensorType::get())) {
-        return absl::InternalError(absl::StrCat("model '", config.name(), "': forward() argument '",
-                                                args[i].name(), "' is ", args[i].type()->str(),
-                                                "; only Tensor arguments are supported"));
+    std::vector<ForwardArgument> arguments;
+    for (size_t i = 1; i < schema.arguments().size(); ++i) {  // argument 0 is self
+      const c10::Argument& a = schema.arguments()[i];
+      ForwardArgument f;
+      f.name = a.name();
+      f.type = a.type()->str();
+      f.tensor = a.type()->isSubtypeOf(*c10::TensorType::get());
+      if (auto optional = a.type()->cast<c10::OptionalType>()) {
+        f.optional_tensor = optional->getElementType()->isSubtypeOf(*c10::TensorType::get());
       }
-      InputSpec spec;
-      spec.name = args[i].name();
-      sig.inputs.push_back(std::move(spec));
+      f.has_default = a.default_value().has_value();
+      arguments.push_back(std::move(f));
     }
-    if (config.inputs_size() > 0) {
-      InputSignature declared = DeclaredSignature(config);
-      if (declared.inputs.size() != sig.inputs.size()) {
-        return absl::InternalError(absl::StrCat("model '", config.name(), "': config.pbtxt declares ",
-                                                declared.inputs.size(), " inputs but forward() takes ",
-                                                sig.inputs.size()));
-      }
-      // forward()'s order, the config's dtypes and dims.
-      for (InputSpec& spec : sig.inputs) {
-        auto match = std::find_if(declared.inputs.begin(), declared.inputs.end(),
-                                  [&](const InputSpec& d) { return d.name == spec.name; });
-        if (match == declared.inputs.end()) {
-          return absl::InternalError(absl::StrCat("model '", config.name(), "': forward() argument '", spec.name,
-                                                  "' is not declared in config.pbtxt inputs"));
-        }
-        spec = *match;
-      }
+    std::optional<InputSignature> declared;
+    if (config.inputs_size() > 0) declared = DeclaredSignature(config);
+    absl::StatusOr<ForwardInputs> inputs =
+        MatchForwardArguments(config.name(), arguments, declared ? &*declared : nullptr, config.max_batch_size());
+    if (!inputs.ok()) return inputs.status();
+    sig = inputs->signature;
+    if (inputs->by_keyword) {
+      impl->keyword_call = true;
+      for (const InputSpec& spec : sig.inputs) impl->input_names.push_back(spec.name);
+      impl->pass_none = inputs->pass_none;
     }
     for (const v1::TensorSpec& s : config.outputs()) {
       impl->output_names.push_back(s.name());
@@ -169,13 +172,20 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
     std::vector<c10::IValue> args;
     args.reserve(inputs.size());
     for (const at::Tensor& t : inputs) args.emplace_back(Place(t, m.placement));
+    auto forward = [&]() -> c10::IValue {
+      if (!m.keyword_call) return m.module.forward(std::move(args));
+      torch::jit::Kwargs kwargs;
+      for (size_t i = 0; i < args.size(); ++i) kwargs.emplace(m.input_names[i], std::move(args[i]));
+      for (const std::string& name : m.pass_none) kwargs.emplace(name, c10::IValue());
+      return m.module.get_method("forward")({}, kwargs);
+    };
     c10::IValue result;
     if (m.simulation) {
       SimulatedRun run(*m.simulation);
-      result = m.module.forward(std::move(args));
+      result = forward();
       run.Check();
     } else {
-      result = m.module.forward(std::move(args));
+      result = forward();
     }
 
     std::vector<std::pair<std::string, at::Tensor>> raw;

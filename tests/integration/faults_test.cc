@@ -26,7 +26,7 @@ TEST(Faults, CorruptModelIsServedOnceFixedInPlaceAndADeletedModelIsUnloaded) {
   };
   v1::InferResponse resp;
   grpc::Status s = infer("broken", &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(s.error_message().find("broken"), std::string::npos) << s.error_message();
   EXPECT_TRUE(infer("mlp", &resp).ok());
   // Fix the file in place (not atomically): until the poller has seen it

@@ -101,7 +101,7 @@ class TwoInputsDictOutput(nn.Module):
         self.mix = nn.Linear(DIM, DIM)
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> Dict[str, torch.Tensor]:
-        return {"mixed": self.mix(a) * torch.sigmoid(b), "norm": (a - b).norm(dim=-1, keepdim=True)}
+        return {"mixed": self.mix(a) * torch.sigmoid(b), "norm": ((a - b) ** 2).sum(dim=-1, keepdim=True).sqrt()}
 
 
 def init_batchnorm_statistics(module):
@@ -127,10 +127,19 @@ def make_corpus(root):
 
     layer = nn.TransformerEncoderLayer(d_model=DIM, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True)
     encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
-    save("transformer", torch.jit.script(encoder),
-         'max_batch_size: 8\ninputs { name: "x" dtype: FLOAT32 dims: [%d, %d] }\n'
+    scripted = torch.jit.script(encoder)
+    # forward(src, mask=None, src_key_padding_mask=None, is_causal=None):
+    # the optional arguments stay at their defaults unless declared.
+    save("transformer", scripted,
+         'max_batch_size: 8\ninputs { name: "src" dtype: FLOAT32 dims: [%d, %d] }\n'
          'outputs { name: "y" dtype: FLOAT32 dims: [%d, %d] }\n' % (SEQ, DIM, SEQ, DIM),
-         [("x", "float32", [SEQ, DIM])], ["y"])
+         [("src", "float32", [SEQ, DIM])], ["y"])
+    # The same encoder given its padding mask (past the skipped `mask`).
+    save("transformer_padded", scripted,
+         'max_batch_size: 8\ninputs { name: "src" dtype: FLOAT32 dims: [%d, %d] }\n'
+         'inputs { name: "src_key_padding_mask" dtype: BOOL dims: [%d] }\n'
+         'outputs { name: "y" dtype: FLOAT32 dims: [%d, %d] }\n' % (SEQ, DIM, SEQ, SEQ, DIM),
+         [("src", "float32", [SEQ, DIM]), ("src_key_padding_mask", "bool", [SEQ])], ["y"])
 
     attention = Attention().eval()
     save("attention", torch.jit.trace(attention, torch.randn(1, SEQ, DIM)),
@@ -194,14 +203,15 @@ TOLERANCE = {"FP32": 1e-4, "FP16": 2e-2, "BF16": 5e-2}
 
 
 def reference(model_file, inputs, dtype_name):
-    """PyTorch's answer for `inputs` with the model in `dtype_name`, as the
-    server runs it: floating parameters, buffers and inputs cast to it."""
+    """PyTorch's answer for `inputs` ({forward() argument: tensor}) with the
+    model in `dtype_name`, as the server runs it: floating parameters,
+    buffers and inputs cast to it."""
     m = torch.jit.load(model_file).eval()
     dtype = DTYPES[dtype_name]
     m = m.to(dtype)
-    args = [t.to(dtype) if t.is_floating_point() else t for t in inputs]
+    kwargs = {name: t.to(dtype) if t.is_floating_point() else t for name, t in inputs.items()}
     with torch.inference_mode():
-        out = m(*args)
+        out = m(**kwargs)
     if isinstance(out, dict):
         return {k: v.float() for k, v in out.items()}
     if isinstance(out, (tuple, list)):
@@ -213,6 +223,10 @@ def random_input(dtype, shape, seed):
     g = torch.Generator().manual_seed(seed)
     if dtype == "int64":
         return torch.randint(0, VOCAB, [BATCH] + shape, generator=g)
+    if dtype == "bool":  # a padding mask: the first half of each row is never padding
+        mask = torch.rand([BATCH] + shape, generator=g) > 0.5
+        mask[..., : shape[-1] // 2] = False
+        return mask
     return torch.randn([BATCH] + shape, generator=g)
 
 
@@ -250,8 +264,8 @@ def main():
         v1stub = v1_grpc.InferenceServiceStub(channel)
         v2stub = pb_grpc.GRPCInferenceServiceStub(channel)
 
-        v1_dtype = {"float32": v1t.FLOAT32, "int64": v1t.INT64}
-        v2_dtype = {"float32": "FP32", "int64": "INT64"}
+        v1_dtype = {"float32": v1t.FLOAT32, "int64": v1t.INT64, "bool": v1t.BOOL}
+        v2_dtype = {"float32": "FP32", "int64": "INT64", "bool": "BOOL"}
         v1_dtype_name = {v1t.FLOAT32: "FP32", v1t.FLOAT16: "FP16", v1t.BFLOAT16: "BF16"}
 
         def raw(t):
@@ -307,7 +321,7 @@ def main():
                         continue
                     if ran_on != device:
                         failures.append("%s ran on %s" % (where, ran_on))
-                    want = reference(model_file, [t for _, t in tensors], dtype)
+                    want = reference(model_file, {spec[0]: t for spec, t in tensors}, dtype)
                     if not isinstance(want, dict):
                         want = dict(zip(outputs, want if isinstance(want, list) else [want]))
                     for name in outputs:
@@ -334,8 +348,8 @@ def main():
         for model, needles in [("future_op", ["sigmoid_from_the_future", "LibTorch"]),
                                ("future_format", ["version", "99", "LibTorch"])]:
             req = pb.ModelInferRequest(model_name=model)
-            req.inputs.add(name="a", datatype="FP32", shape=[1, DIM])
-            req.inputs.add(name="b", datatype="FP32", shape=[1, DIM])
+            req.inputs.add(name="a", datatype="FP32", shape=[DIM])
+            req.inputs.add(name="b", datatype="FP32", shape=[DIM])
             req.raw_input_contents.extend([b"\0" * 4 * DIM, b"\0" * 4 * DIM])
             try:
                 v2stub.ModelInfer(req, timeout=120)
