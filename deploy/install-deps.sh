@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 13 packages infergate needs (deploy/packages.txt):
 # the [build] section, and with --test the [test] section too.
+# INFERGATE_LIBTORCH_PACKAGES replaces libtorch-dev (Dockerfile.cuda sets
+# "libtorch-cuda-dev nvidia-cuda-toolkit" from Debian's contrib and non-free).
 # Idempotent: skips apt entirely when everything is already present. On a
 # host that does not build natively (see deploy/platform.sh) the packages
 # come with the Debian 13 root instead, and this does nothing.
@@ -19,7 +21,12 @@ while read -r line; do
     ''|'#'*) continue ;;
     '['*']') section="${line#[}"; section="${section%]}"; continue ;;
   esac
-  case " $sections " in *" $section "*) packages+=("$line") ;; esac
+  if [ "$line" = libtorch-dev ] && [ -n "${INFERGATE_LIBTORCH_PACKAGES:-}" ]; then
+    read -r -a line_packages <<<"$INFERGATE_LIBTORCH_PACKAGES"
+  else
+    line_packages=("$line")
+  fi
+  case " $sections " in *" $section "*) packages+=("${line_packages[@]}") ;; esac
 done <"$here/packages.txt"
 
 missing=()

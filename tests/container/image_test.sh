@@ -49,6 +49,14 @@ fi
 dockerfile="$repo/deploy/docker/Dockerfile"
 grep -q 'runtime-packages.txt' "$dockerfile" || fail "the Dockerfile no longer reads deploy/docker/runtime-packages.txt"
 grep -q 'prepare-runtime.sh' "$dockerfile" || fail "the Dockerfile no longer runs deploy/docker/prepare-runtime.sh"
+# Both images are Debian 13, built from the README's package list, with
+# LibTorch from Debian (never a download URL).
+for file in "$dockerfile" "$repo/deploy/docker/Dockerfile.cuda"; do
+  [ "$(grep -c '^FROM debian:trixie-slim AS ' "$file")" = 2 ] ||
+    fail "$(basename "$file") does not build and run on debian:trixie-slim"
+  grep -q 'deploy/install-deps.sh' "$file" || fail "$(basename "$file") does not install deploy/packages.txt"
+  ! grep -qi 'curl\|wget\|https\?://' "$file" || fail "$(basename "$file") downloads something"
+done
 for dir in $(sed -n 's/^add_subdirectory(\([a-z_]*\))$/\1/p' "$repo/CMakeLists.txt"); do
   for file in "$dockerfile" "$repo/deploy/docker/Dockerfile.cuda"; do
     grep -q "^COPY $dir $dir\$" "$file" || fail "$(basename "$file")'s build stage does not COPY $dir/, which CMakeLists.txt builds"
