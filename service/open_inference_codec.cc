@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -104,6 +105,19 @@ void SetInt(Parameters* params, const char* key, int64_t value) { (*params)[key]
 
 absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,
                                 InferenceRequest* out) {
+  // Each output at most once: an output named K times would make the answer
+  // hold K copies of it, memory no budget accounts for.
+  if (request.outputs_size() > 1) {
+    absl::flat_hash_map<absl::string_view, int> seen;
+    for (int i = 0; i < request.outputs_size(); ++i) {
+      auto [first, fresh] = seen.emplace(request.outputs(i).name(), i);
+      if (!fresh) {
+        return absl::InvalidArgumentError(absl::StrCat("outputs[", i, "].name: '",
+                                                       request.outputs(i).name().substr(0, 64),
+                                                       "' is already requested by outputs[", first->second, "]"));
+      }
+    }
+  }
   out->model = request.model_name();
   out->version = request.model_version();
   const Parameters& params = request.parameters();

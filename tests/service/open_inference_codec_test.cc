@@ -50,6 +50,21 @@ TEST(OpenInferenceCodec, PriorityAndTimeoutAreReadFromEitherIntegerType) {
   EXPECT_EQ(plain.timeout_us, 0u);
 }
 
+// An output named twice is refused before anything runs, naming both
+// places (naming one a million times once made the answer a million copies).
+TEST(OpenInferenceCodec, AnOutputRequestedTwiceIsRefusedNamingBoth) {
+  inference::ModelInferRequest request;
+  request.set_model_name("mlp");
+  request.add_outputs()->set_name("logits");
+  request.add_outputs()->set_name("probs");
+  InferenceRequest out;
+  ASSERT_TRUE(DecodeInferRequest(request, {}, &out).ok());
+  for (int i = 0; i < 1000; ++i) request.add_outputs()->set_name("logits");
+  absl::Status s = DecodeInferRequest(request, {}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("outputs[2].name: 'logits' is already requested by outputs[0]"), std::string::npos) << s;
+}
+
 TEST(OpenInferenceCodec, MalformedQueueingParametersAreNamed) {
   InferenceRequest out;
   for (const auto& [key, value] : std::vector<std::pair<std::string, inference::InferParameter>>{
