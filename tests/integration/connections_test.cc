@@ -90,6 +90,11 @@ TEST(Connections, ConcurrentStreamLimitQueuesCallsInTheClient) {
         channel, one_connection ? channel
                                 : grpc::CreateCustomChannel(server->address(), grpc::InsecureChannelCredentials(),
                                                             separate)};
+    // Both connections up before either call starts: on a busy machine a
+    // connection set up on demand can take longer than the first call.
+    for (auto& ch : channels) {
+      EXPECT_TRUE(ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60)));
+    }
     std::vector<std::thread> callers;
     std::atomic<int> slow_ok{0}, done{0};
     for (auto& ch : channels) {
