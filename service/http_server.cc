@@ -192,7 +192,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     parser_.emplace();
     parser_->body_limit(server_.options.max_body_bytes);
     parser_->header_limit(server_.options.max_header_bytes);
-    buffer_.clear();
+    // buffer_ keeps what was read past the last request: the next pipelined
+    // request, which this parser reads first. (Clearing it dropped those
+    // requests, and left the rest of a body to be parsed as a request.)
     // One deadline for the whole request, however slowly its bytes come.
     beast::get_lowest_layer(stream_).expires_after(server_.options.request_timeout);
     http::async_read(stream_, buffer_, *parser_,

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <utility>
 
 namespace infergate {
 namespace {
@@ -38,20 +39,24 @@ class Client {
   bool Send(const std::string& data) {
     return ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
   }
-  // Reads one response (headers and a Content-Length body); "" on close or timeout.
+  // Reads one response (headers and a Content-Length body); "" on close or
+  // timeout. Bytes of the responses after it are kept for the next call.
   std::string ReadResponse() {
-    std::string got;
     char buf[4096];
     while (true) {
-      size_t end = got.find("\r\n\r\n");
+      size_t end = pending_.find("\r\n\r\n");
       if (end != std::string::npos) {
-        size_t cl = got.find("Content-Length: ");
-        size_t length = cl == std::string::npos ? 0 : std::stoul(got.substr(cl + 16));
-        if (got.size() >= end + 4 + length) return got.substr(0, end + 4 + length);
+        size_t cl = pending_.find("Content-Length: ");
+        size_t length = cl == std::string::npos || cl > end ? 0 : std::stoul(pending_.substr(cl + 16));
+        if (pending_.size() >= end + 4 + length) {
+          std::string one = pending_.substr(0, end + 4 + length);
+          pending_.erase(0, end + 4 + length);
+          return one;
+        }
       }
       ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) return got;
-      got.append(buf, static_cast<size_t>(n));
+      if (n <= 0) return std::exchange(pending_, "");
+      pending_.append(buf, static_cast<size_t>(n));
     }
   }
   // True once the server has closed the connection (recv returns 0).
@@ -63,6 +68,7 @@ class Client {
  private:
   int fd_ = -1;
   bool connected_ = false;
+  std::string pending_;
 };
 
 std::string Get(const std::string& path, const std::string& extra = "") {
@@ -105,6 +111,30 @@ TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
     EXPECT_NE(resp.find("POST /echo hello"), std::string::npos) << resp;
   }
   EXPECT_EQ(handled_.load(), 3);
+}
+
+// HTTP/1.1 pipelining: requests sent back to back in one write are each
+// answered, in order; and a request's body is never read as a request of
+// its own (the bytes after one request were once dropped, so a body that
+// looked like a request was parsed and run as one).
+TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrderAndABodyStaysABody) {
+  StartServer({});
+  Client c(server_->port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.Send(Get("/one") + Get("/two") + Get("/three")));
+  for (const char* path : {"/one", "/two", "/three"}) {
+    std::string resp = c.ReadResponse();
+    EXPECT_NE(resp.find(std::string("X-Path: ") + path), std::string::npos) << path << ": " << resp;
+  }
+  const std::string smuggled = "POST /v2/repository/models/mlp/unload HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+  ASSERT_TRUE(c.Send(Get("/first") + "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                     std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled + Get("/last")));
+  EXPECT_NE(c.ReadResponse().find("X-Path: /first"), std::string::npos);
+  std::string echo = c.ReadResponse();
+  EXPECT_NE(echo.find("X-Path: /echo"), std::string::npos) << echo;
+  EXPECT_NE(echo.find("POST /echo POST /v2/repository/models/mlp/unload"), std::string::npos) << echo;
+  EXPECT_NE(c.ReadResponse().find("X-Path: /last"), std::string::npos);
+  EXPECT_EQ(handled_.load(), 6) << "the body was handled as a request of its own";
 }
 
 // Twenty connections that each trickle one byte a second hold nothing: a
