@@ -46,7 +46,8 @@ if [ "$tsan" = 1 ]; then
   cmake --build build-tsan --target scheduler_test
   echo "tsan build took $(( $(date +%s) - start )) s"
   # (The crash-mid-write test forks and SIGKILLs a writer: not a TSAN subject.)
-  TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/scheduler_test --gtest_brief=1 \
+  TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$PWD/tests/sanitizers/tsan.supp" \
+    build-tsan/tests/scheduler_test --gtest_brief=1 \
     --gtest_filter=-*CrashMidWrite*
 fi
 
