@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace infergate {
@@ -25,20 +26,22 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-absl::StatusOr<std::vector<std::string>> ReadTokenFile(const std::string& path) {
+absl::StatusOr<TokenFile> ReadTokenFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path, "token file");
   if (!text.ok()) return text.status();
-  std::vector<std::string> tokens;
+  TokenFile file;
+  int number = 0;
   for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    ++number;
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line[0] == '#') continue;
     if (line.size() < 16) {
-      return absl::InvalidArgumentError(absl::StrCat("token file ", path, ": tokens must be at least 16 characters"));
+      file.skipped.push_back(number);
+      continue;
     }
-    tokens.emplace_back(line);
+    file.tokens.emplace_back(line);
   }
-  if (tokens.empty()) return absl::InvalidArgumentError(absl::StrCat("token file ", path, " holds no token"));
-  return tokens;
+  return file;
 }
 
 namespace {
@@ -49,6 +52,25 @@ std::string FileIdentity(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return "";
   return absl::StrCat(st.st_dev, ":", st.st_ino, ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+}
+
+// "line 3" or "lines 3, 7": the lines of a token file that were skipped
+// (never their content, which may be a token's beginning).
+std::string SkippedLines(const std::vector<int>& lines) {
+  return absl::StrCat(lines.size() == 1 ? "line " : "lines ", absl::StrJoin(lines, ", "),
+                      " shorter than 16 characters (a token is at least 16) skipped");
+}
+
+// The token after an "authorization" header's scheme, which is matched
+// without regard to case (RFC 7235); false when the scheme is not Bearer.
+bool BearerToken(absl::string_view authorization, absl::string_view* token) {
+  constexpr absl::string_view kScheme = "bearer ";
+  if (authorization.size() < kScheme.size() ||
+      !absl::EqualsIgnoreCase(authorization.substr(0, kScheme.size()), kScheme)) {
+    return false;
+  }
+  *token = authorization.substr(kScheme.size());
+  return true;
 }
 
 int64_t NowNs() {
@@ -70,9 +92,18 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFiles(const std::string& inference_file
   for (WatchedFile* file : {&shared.inference_file, &shared.admin_file}) {
     if (file->path.empty()) continue;
     file->identity = FileIdentity(file->path);
-    absl::StatusOr<std::vector<std::string>> t = ReadTokenFile(file->path);
+    absl::StatusOr<TokenFile> t = ReadTokenFile(file->path);
     if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(file->flag, ": ", t.status().message()));
-    (file == &shared.inference_file ? tokens->inference : tokens->admin) = *std::move(t);
+    // At start-up a file without a token is a mistake to stop on, not a lock.
+    if (t->tokens.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file->flag, ": token file ", file->path, " holds no token",
+          t->skipped.empty() ? "" : absl::StrCat(" (", SkippedLines(t->skipped), ")")));
+    }
+    if (!t->skipped.empty()) LOG_WARNING << file->flag << " " << file->path << ": " << SkippedLines(t->skipped);
+    const bool inference = file == &shared.inference_file;
+    (inference ? tokens->inference : tokens->admin) = std::move(t->tokens);
+    (inference ? tokens->inference_guarded : tokens->admin_guarded) = true;
   }
   shared.tokens = std::move(tokens);
   shared.next_check_ns = NowNs() + std::chrono::nanoseconds(reload_interval).count();
@@ -102,23 +133,42 @@ void TokenAuth::MaybeReload() const {
     std::string identity = FileIdentity(file->path);
     if (identity == file->identity) continue;
     file->identity = identity;
-    absl::StatusOr<std::vector<std::string>> t = ReadTokenFile(file->path);
+    // The file is the truth: what it no longer holds is revoked, all of it
+    // when it is gone or empty.
+    absl::StatusOr<TokenFile> t = ReadTokenFile(file->path);
+    std::vector<std::string> tokens;
     if (!t.ok()) {
-      LOG_WARNING << file->flag << " changed but cannot be used (" << t.status().message()
-                  << "); keeping the tokens read before";
-      continue;
+      LOG_WARNING << file->flag << " " << file->path << " cannot be read (" << t.status().message()
+                  << "): every token it held is revoked until it is back";
+    } else {
+      if (!t->skipped.empty()) LOG_WARNING << file->flag << " " << file->path << ": " << SkippedLines(t->skipped);
+      if (t->tokens.empty()) {
+        LOG_WARNING << file->flag << " " << file->path << " holds no token: every token it held is revoked";
+      }
+      tokens = std::move(t->tokens);
     }
     if (!next) next = std::make_shared<Tokens>(*shared.tokens);
-    (file == &shared.inference_file ? next->inference : next->admin) = *std::move(t);
-    LOG_INFO << file->flag << " " << file->path << " re-read: " << (file == &shared.inference_file ? next->inference.size() : next->admin.size())
-             << " token(s)";
+    (file == &shared.inference_file ? next->inference : next->admin) = std::move(tokens);
+    LOG_INFO << file->flag << " " << file->path << " re-read: "
+             << (file == &shared.inference_file ? next->inference.size() : next->admin.size()) << " token(s)";
   }
   if (next) shared.tokens = std::move(next);
 }
 
 bool TokenAuth::enabled() const {
   std::shared_ptr<const Tokens> tokens = Current();
-  return !tokens->inference.empty() || !tokens->admin.empty() || admin_disabled_;
+  return tokens->inference_guarded || tokens->admin_guarded || admin_disabled_;
+}
+
+std::string TokenAuth::OpenToAnyone() const {
+  std::shared_ptr<const Tokens> tokens = Current();
+  // Admin tokens guard inference only together with inference tokens; the
+  // admin RPCs are closed whenever inference is guarded (see Check).
+  const bool inference_open = !tokens->inference_guarded;
+  const bool admin_open = !admin_disabled_ && !tokens->admin_guarded && !tokens->inference_guarded;
+  if (inference_open && admin_open) return "inference and model management (load, unload)";
+  if (inference_open) return "inference";
+  return "";
 }
 
 absl::Status TokenAuth::Check(absl::string_view authorization, Role role) const {
@@ -133,26 +183,29 @@ absl::Status TokenAuth::Check(absl::FunctionRef<absl::string_view()> read_author
   const std::vector<std::string>& admin = tokens->admin;
   const std::vector<std::string>& inference = tokens->inference;
   const std::vector<std::string>& wanted = role == Role::kAdmin ? admin : inference;
-  if (role == Role::kAdmin && admin.empty() && !inference.empty()) {
+  const bool guarded = role == Role::kAdmin ? tokens->admin_guarded : tokens->inference_guarded;
+  if (role == Role::kAdmin && !tokens->admin_guarded && tokens->inference_guarded) {
     // Closed by default: a server that guards inference never leaves model
     // management open to anyone.
     return absl::PermissionDeniedError(
         "admin RPCs (load, unload) need an admin token and this server has none (--admin-token-file)");
   }
-  if (wanted.empty()) return absl::OkStatus();
+  if (!guarded) return absl::OkStatus();
   const absl::string_view authorization = read_authorization();
+  absl::string_view token;
+  if (!BearerToken(authorization, &token)) {
+    return absl::UnauthenticatedError("authorization: a \"Bearer <token>\" header is required");
+  }
   // Admin tokens may also run inference.
   if (role == Role::kInference) {
-    absl::string_view t = authorization;
-    if (absl::ConsumePrefix(&t, "Bearer ") || absl::ConsumePrefix(&t, "bearer ")) {
-      bool is_admin = false;
-      for (const std::string& a : admin) is_admin |= ConstantTimeEquals(t, a);
-      if (is_admin) return absl::OkStatus();
-    }
+    bool is_admin = false;
+    for (const std::string& a : admin) is_admin |= ConstantTimeEquals(token, a);
+    if (is_admin) return absl::OkStatus();
   }
-  absl::string_view token = authorization;
-  if (!absl::ConsumePrefix(&token, "Bearer ") && !absl::ConsumePrefix(&token, "bearer ")) {
-    return absl::UnauthenticatedError("authorization: a \"Bearer <token>\" header is required");
+  if (wanted.empty()) {
+    return absl::UnauthenticatedError(absl::StrCat("authorization: no token is valid now (",
+                                                   role == Role::kAdmin ? "--admin-token-file" : "--auth-token-file",
+                                                   " holds none)"));
   }
   bool match = false;
   for (const std::string& t : wanted) match |= ConstantTimeEquals(token, t);

@@ -4,9 +4,11 @@
 //
 // Token files are watched: at most once per `reload_interval`, a Check
 // looks at the files' identity (inode, size, mtime; a Kubernetes Secret
-// update swaps a symlink) and re-reads those that changed. A file that
-// turns unreadable or holds no valid token keeps the tokens read before,
-// with a warning, so a half-written update never locks clients out.
+// update swaps a symlink) and re-reads those that changed. The file is the
+// truth: a token removed from it stops working, and a file emptied or
+// deleted revokes all of its tokens (that role then accepts none; it never
+// opens up). A line too short to be a token is skipped with a warning that
+// names its line, and the file's other tokens still count.
 //
 // Threading: copies share one token set; Check may be called from any
 // thread at once.
@@ -46,12 +48,20 @@ class TokenAuth {
   // never needs.
   absl::Status Check(absl::FunctionRef<absl::string_view()> authorization, Role role) const;
 
+  // Whether any token is required anywhere (reflection is hidden then).
   bool enabled() const;
+  // What anyone may do without a token, for the start-up warning: "" when
+  // nothing, else e.g. "inference" or "inference and model management".
+  std::string OpenToAnyone() const;
 
  private:
   struct Tokens {
     std::vector<std::string> inference;
     std::vector<std::string> admin;
+    // A role whose token file was given needs a token even when the file
+    // now holds none (emptied or deleted: every token revoked).
+    bool inference_guarded = false;
+    bool admin_guarded = false;
   };
   // One watched token file: where, and what it was when last read.
   struct WatchedFile {
@@ -78,6 +88,13 @@ class TokenAuth {
 // strings differ (only on their lengths).
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 
-absl::StatusOr<std::vector<std::string>> ReadTokenFile(const std::string& path);
+// One token per line; blank lines and '#' comments skipped. A line shorter
+// than 16 characters is skipped too, and its number listed in `skipped`.
+// An error only when the file cannot be read.
+struct TokenFile {
+  std::vector<std::string> tokens;
+  std::vector<int> skipped;  // 1-based line numbers
+};
+absl::StatusOr<TokenFile> ReadTokenFile(const std::string& path);
 
 }  // namespace infergate

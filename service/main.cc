@@ -170,10 +170,14 @@ int Run(int argc, char** argv) {
     std::cerr << "infergate: " << auth.status().message() << "\n";
     return 2;
   }
-  if (!auth->enabled() && opts.tls_cert.empty() && ListensBeyondLoopback(opts.address)) {
-    LOG_WARNING << "serving " << opts.address << " with neither TLS nor tokens: anyone who reaches the port may run "
-                << "inference and load or unload models. Set --tls-cert/--tls-key and --auth-token-file/"
-                << "--admin-token-file (or --disable-admin), or keep the port behind a network policy.";
+  // Mutual TLS authenticates every caller; otherwise say what anyone who
+  // reaches the port may do without a token.
+  if (const std::string open = auth->OpenToAnyone();
+      !open.empty() && opts.tls_client_ca.empty() && ListensBeyondLoopback(opts.address)) {
+    LOG_WARNING << "serving " << opts.address << (opts.tls_cert.empty() ? " without TLS" : "")
+                << ": anyone who reaches the port may use " << open << " without a token. Set "
+                << "--auth-token-file (inference) and --admin-token-file or --disable-admin (load, unload), "
+                << "--tls-client-ca for mutual TLS, or keep the port behind a network policy.";
   }
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!opts.tls_cert.empty()) {

@@ -145,19 +145,49 @@ TEST(Auth, ASecretVolumeSymlinkSwapIsSeen) {
   fs::remove_all(dir);
 }
 
-// An update that leaves no usable token (a half-written file, an empty
-// Secret) keeps the tokens read before instead of locking everyone out.
-TEST(Auth, ABrokenUpdateKeepsTheTokensReadBefore) {
+// The file is the truth: emptied or deleted, it revokes every token it held
+// (the role stays closed, never opens); a line too short to be a token is
+// skipped, and the file's other tokens still work.
+TEST(Auth, AnEmptiedOrDeletedFileRevokesItsTokensAndBadLinesAreSkipped) {
   std::string file = TempFile("steady-token-0000000000\n");
   auto auth = TokenAuth::FromFiles(file, "", false, std::chrono::milliseconds(0));
   ASSERT_TRUE(auth.ok()) << auth.status();
   using R = TokenAuth::Role;
-  Rewrite(file, "# nothing here yet\n");
   EXPECT_TRUE(auth->Check("Bearer steady-token-0000000000", R::kInference).ok());
-  Rewrite(file, "short\n");
-  EXPECT_TRUE(auth->Check("Bearer steady-token-0000000000", R::kInference).ok());
+  Rewrite(file, "# nothing here now\n");
+  absl::Status s = auth->Check("Bearer steady-token-0000000000", R::kInference);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(s.message().find("--auth-token-file holds none"), absl::string_view::npos) << s;
+  EXPECT_EQ(auth->Check("", R::kInference).code(), absl::StatusCode::kUnauthenticated) << "revoked is not open";
+  Rewrite(file, "short\nsecond-token-000000000\n");
+  EXPECT_TRUE(auth->Check("Bearer second-token-000000000", R::kInference).ok()) << "one bad line spoils nothing";
+  std::filesystem::remove(file);
+  EXPECT_EQ(auth->Check("Bearer second-token-000000000", R::kInference).code(), absl::StatusCode::kUnauthenticated);
   Rewrite(file, "fixed-token-00000000000\n");
   EXPECT_TRUE(auth->Check("Bearer fixed-token-00000000000", R::kInference).ok());
+}
+
+// The scheme is matched without regard to case (RFC 7235); the token is not.
+TEST(Auth, TheBearerSchemeIsCaseInsensitive) {
+  auto auth = TokenAuth::FromFiles(TempFile("Case-Sensitive-Token-00\n"), "", false);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  using R = TokenAuth::Role;
+  for (const char* header : {"Bearer Case-Sensitive-Token-00", "bearer Case-Sensitive-Token-00",
+                             "BEARER Case-Sensitive-Token-00", "bEaReR Case-Sensitive-Token-00"}) {
+    EXPECT_TRUE(auth->Check(header, R::kInference).ok()) << header;
+  }
+  EXPECT_FALSE(auth->Check("Bearer case-sensitive-token-00", R::kInference).ok());
+  EXPECT_FALSE(auth->Check("Basic Case-Sensitive-Token-00", R::kInference).ok());
+}
+
+// What the start-up warning names as open to anyone.
+TEST(Auth, WhatIsOpenToAnyoneIsNamed) {
+  const std::string token = TempFile("some-token-000000000000\n");
+  EXPECT_EQ(TokenAuth::FromFiles("", "", false)->OpenToAnyone(), "inference and model management (load, unload)");
+  EXPECT_EQ(TokenAuth::FromFiles("", "", true)->OpenToAnyone(), "inference");
+  EXPECT_EQ(TokenAuth::FromFiles("", token, false)->OpenToAnyone(), "inference") << "only an admin token";
+  EXPECT_EQ(TokenAuth::FromFiles(token, "", false)->OpenToAnyone(), "");
+  EXPECT_EQ(TokenAuth::FromFiles(token, token, false)->OpenToAnyone(), "");
 }
 
 // Files are looked at no more often than the interval.
