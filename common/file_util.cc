@@ -1,6 +1,7 @@
 #include "common/file_util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,12 +23,32 @@ absl::Status Errno(absl::string_view what, const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(what, ": cannot open ", path, ": ", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::InternalError(absl::StrCat(what, ": cannot read ", path));
-  return std::move(text).str();
+  // Opened without blocking and checked before reading: opening a FIFO for
+  // reading waits for a writer, which would hang whoever reads it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat(what, ": cannot open ", path, ": ", std::strerror(errno)));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": ", path, " is not a regular file (a folder, FIFO, socket or device)"));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::string text;
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      absl::Status s = absl::InternalError(absl::StrCat(what, ": cannot read ", path, ": ", std::strerror(errno)));
+      ::close(fd);
+      return s;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
 }
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {

@@ -9,8 +9,10 @@
 
 namespace infergate {
 
-// The whole file. NOT_FOUND when it cannot be opened, INTERNAL when a read
-// fails; both name `what` (e.g. "--tls-cert") and the path.
+// The whole file. NOT_FOUND when it cannot be opened, FAILED_PRECONDITION
+// when it is not a regular file (a FIFO would block the reader forever),
+// INTERNAL when a read fails; each names `what` (e.g. "--tls-cert") and the
+// path. Symbolic links are followed.
 absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what = "file");
 
 // Writes `contents` to `path` so that a crash leaves either the old or the

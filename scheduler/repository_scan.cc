@@ -37,8 +37,11 @@ absl::StatusOr<DiskModel> ScanModel(const std::string& root, const std::string& 
   model.name = name;
   model.config = StampFile((dir / "config.pbtxt").string());
   for (const fs::directory_entry& sub : fs::directory_iterator(dir, ec)) {
-    absl::StatusOr<int64_t> v = ParseVersion(sub.path().filename().string(), "version");
-    if (!v.ok() || !sub.is_directory(ec)) continue;
+    // A version folder is named by its number as written plainly ("1", never
+    // "01"), so no two folders can claim one version; others are ignored.
+    const std::string folder = sub.path().filename().string();
+    absl::StatusOr<int64_t> v = ParseVersion(folder, "version");
+    if (!v.ok() || folder != std::to_string(*v) || !sub.is_directory(ec)) continue;
     FileStamp stamp = StampFile((sub.path() / "model.pt").string());
     if (stamp.exists()) model.versions[*v] = stamp;
   }

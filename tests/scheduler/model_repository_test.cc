@@ -1,6 +1,7 @@
 #include "scheduler/model_repository.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -37,6 +38,8 @@ TEST_F(ModelRepositoryTest, ScansModelsAndIntegerVersions) {
   AddVersion("a", "10");
   AddVersion("a", "2");
   AddVersion("a", "latest");  // not an integer: ignored
+  AddVersion("a", "01");      // not written plainly: ignored, so it cannot collide with "1"
+  AddVersion("a", "002");
   fs::create_directories(root_ / "a" / "3");  // no model.pt: ignored
   Config("a", "max_batch_size: 4 version_policy { all {} }");
   ModelRepository repo(root_.string());
@@ -51,6 +54,18 @@ TEST_F(ModelRepositoryTest, ScansModelsAndIntegerVersions) {
   EXPECT_EQ(repo.ResolveVersion(**a, "v2").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(repo.ResolveVersion(**a, "-1").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(repo.ModelFile(**a, 2), (root_ / "a" / "2" / "model.pt").string());
+}
+
+// A config.pbtxt that is a FIFO is reported on use like any broken config,
+// instead of hanging the scan that reads it.
+TEST_F(ModelRepositoryTest, AFifoConfigIsRefusedNotWaitedOn) {
+  AddVersion("f", "1");
+  ASSERT_EQ(::mkfifo((root_ / "f" / "config.pbtxt").c_str(), 0600), 0);
+  ModelRepository repo(root_.string());
+  ASSERT_TRUE(repo.Scan().ok());
+  auto f = repo.Find("f");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("not a regular file"), std::string::npos) << f.status();
 }
 
 TEST_F(ModelRepositoryTest, UnknownAndEscapingNames) {
