@@ -107,18 +107,18 @@ absl::Status StoreElement(const Json& v, DType dtype, size_t index, const std::s
 
 // Walks `data` (flat or nested arrays) in row-major order into `out`,
 // which holds room for `elements` values.
-absl::Status StoreData(const Json& data, DType dtype, int64_t elements, const std::string& field, std::string* out) {
-  size_t next = 0;
-  // An explicit stack: nesting is bounded, but no recursion on client input.
+// Calls `visit(value)` for each value of `data` (a JSON value, or nested
+// arrays of them) in row-major order, and stops at the first error it
+// returns. An explicit stack: nesting is bounded, and no recursion on
+// client input.
+template <typename Visit>
+absl::Status ForEachValue(const Json& data, const std::string& field, Visit visit) {
+  if (!data.is_array()) return visit(data);
   struct Frame {
     const Json* array;
     size_t index;
   };
   std::vector<Frame> stack;
-  if (!data.is_array()) {
-    if (elements != 1) return Invalid(field, "expected an array");
-    return StoreElement(data, dtype, 0, field, out->data());
-  }
   stack.push_back({&data, 0});
   while (!stack.empty()) {
     Frame& top = stack.back();
@@ -132,16 +132,31 @@ absl::Status StoreData(const Json& data, DType dtype, int64_t elements, const st
       stack.push_back({&v, 0});
       continue;
     }
-    if (next >= static_cast<size_t>(elements)) {
-      return Invalid(field, absl::StrCat("holds more than the ", elements, " values its shape needs"));
-    }
-    if (absl::Status s = StoreElement(v, dtype, next, field, out->data()); !s.ok()) return s;
-    ++next;
-  }
-  if (next != static_cast<size_t>(elements)) {
-    return Invalid(field, absl::StrCat("holds ", next, " values but its shape needs ", elements));
+    if (absl::Status s = visit(v); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+// Stores `data`'s values into `out` as `dtype`. The values are counted
+// against the shape's `elements` first, and only then is memory taken: a
+// shape that claims more values than `data` holds costs nothing (a 74-byte
+// request once zero-filled 2 GiB for its shape).
+absl::Status StoreData(const Json& data, DType dtype, int64_t elements, const std::string& field, std::string* out) {
+  if (!data.is_array() && elements != 1) return Invalid(field, "expected an array");
+  int64_t count = 0;
+  absl::Status counted = ForEachValue(data, field, [&](const Json&) {
+    if (++count > elements) {
+      return Invalid(field, absl::StrCat("holds more than the ", elements, " values its shape needs"));
+    }
+    return absl::OkStatus();
+  });
+  if (!counted.ok()) return counted;
+  if (count != elements) {
+    return Invalid(field, absl::StrCat("holds ", count, " values but its shape needs ", elements));
+  }
+  out->resize(static_cast<size_t>(elements) * ElementSize(dtype));
+  size_t next = 0;
+  return ForEachValue(data, field, [&](const Json& v) { return StoreElement(v, dtype, next++, field, out->data()); });
 }
 
 absl::StatusOr<std::vector<int64_t>> ParseShape(const Json& input, const std::string& field) {
@@ -372,7 +387,6 @@ absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, s
       binary_used += size;
     } else {
       if (!has_data) return Invalid(field + ".data", "is missing (or set parameters.binary_data_size)");
-      bytes->resize(static_cast<size_t>(*elements) * ElementSize(*dtype));
       if (absl::Status s = StoreData(in["data"], *dtype, *elements, field + ".data", bytes); !s.ok()) return s;
     }
   }

@@ -235,7 +235,10 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   if (f.max_tensor_rank < 1 || f.max_tensor_rank > 64) {
     return absl::InvalidArgumentError("--max-tensor-rank: must be 1..64");
   }
-  if (f.max_tensor_elements < 1) return absl::InvalidArgumentError("--max-tensor-elements: must be positive");
+  if (f.max_tensor_elements < 1 || f.max_tensor_elements > CodecLimits::kElementsCeiling) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-tensor-elements: must be 1..", CodecLimits::kElementsCeiling,
+                                                   " (2^60, so a tensor's size in bytes fits 64 bits)"));
+  }
   o.tensor_limits = {static_cast<int>(f.max_tensor_rank), f.max_tensor_elements};
   if (o.max_connection_age.count() > INT32_MAX) {
     return absl::InvalidArgumentError("--max-connection-age: must be under 24 days");

@@ -1,5 +1,7 @@
 #include "service/wire_tensor.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -13,6 +15,7 @@ absl::StatusOr<int64_t> ValidateShape(const std::vector<int64_t>& shape, absl::s
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".shape: rank ", shape.size(), " exceeds the limit of ", limits.max_rank));
   }
+  const int64_t max_elements = std::min(limits.max_elements, CodecLimits::kElementsCeiling);
   int64_t nonzero_product = 1;
   bool has_zero = false;
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -23,9 +26,9 @@ absl::StatusOr<int64_t> ValidateShape(const std::vector<int64_t>& shape, absl::s
       has_zero = true;
       continue;
     }
-    if (nonzero_product > limits.max_elements / shape[d]) {
+    if (nonzero_product > max_elements / shape[d]) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".shape: [", absl::StrJoin(shape, ","),
-                                                     "] has more than ", limits.max_elements, " elements"));
+                                                     "] has more than ", max_elements, " elements"));
     }
     nonzero_product *= shape[d];
   }

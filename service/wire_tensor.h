@@ -14,8 +14,11 @@
 namespace infergate {
 
 struct CodecLimits {
+  // The most elements any tensor may have whatever the limit says: 2^60, so
+  // a count times any element size (at most 8 bytes) fits in 64 bits.
+  static constexpr int64_t kElementsCeiling = int64_t{1} << 60;
   int max_rank = 8;
-  int64_t max_elements = int64_t{1} << 31;
+  int64_t max_elements = int64_t{1} << 31;  // held to kElementsCeiling
 };
 
 struct WireTensorInfo {

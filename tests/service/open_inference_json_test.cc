@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <iostream>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -129,6 +131,32 @@ TEST(RestInferRequest, BadBodiesNameTheFieldAtFault) {
 TEST(RestInferRequest, NestingDeeperThanAnyRankIsRefusedWithoutRecursion) {
   std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
   ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}", "nested deeper");
+}
+
+// Peak resident memory (VmHWM) since the last ResetPeak, in KiB.
+uint64_t PeakKib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6));
+  }
+  return 0;
+}
+void ResetPeak() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// The shape claims 2^28 FP64 values (2 GiB) and `data` holds one: refused
+// for the count before any memory is taken (the tensor was once sized from
+// the shape and zero-filled first).
+TEST(RestInferRequest, AShapeLargerThanItsDataCostsNoMemory) {
+  ResetPeak();
+  const uint64_t before = PeakKib();
+  ExpectInvalid(R"({"inputs":[{"name":"x","shape":[268435456],"datatype":"FP64","data":[1]}]})",
+                "inputs[0].data: holds 1 values but its shape needs 268435456");
+  ExpectInvalid(R"({"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2,3,4,5]}]})",
+                "holds more than the 4 values");
+  const uint64_t after = PeakKib();
+  std::cout << "peak RSS " << before << " KiB before, " << after << " KiB after\n";
+  EXPECT_LT(after, before + 64 * 1024) << "the refused request took memory for its shape";
 }
 
 TEST(RestInferRequest, ZeroSizeDimensionsCannotHideHugeOnes) {

@@ -196,7 +196,7 @@ TEST(ServerOptions, DurationsSizesAndDeviceListsAreParsedOnceIntoTypedFields) {
 TEST(ServerOptions, BadValuesNameTheirFlag) {
   for (const char* bad : {"--drain-timeout=soon", "--max-connection-age=-1s", "--max-receive-bytes=lots",
                           "--cache-budget=cpu", "--simulate-failing-devices=cuda:0", "--devices=tpu",
-                          "--queue-capacity=0"}) {
+                          "--queue-capacity=0", "--max-tensor-elements=2305843009213693952"}) {
     const char* argv[] = {"infergate", bad};
     std::string help;
     auto o = ParseServerOptions(2, argv, &help);

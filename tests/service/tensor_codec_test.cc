@@ -9,6 +9,7 @@
 
 #include "devices/torch_dtype.h"
 #include "scheduler/model_config.h"
+#include "service/wire_tensor.h"
 
 namespace infergate {
 namespace {
@@ -105,6 +106,27 @@ TEST(TensorCodec, ElementLimitIsAFlag) {
   auto t = DecodeTensor(Wire(v1::INT8, {11}, std::string(11, '\0')), "inputs[0]", limits);
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(DecodeTensor(Wire(v1::INT8, {10}, std::string(10, '\0')), "inputs[0]", limits).ok());
+}
+
+// At the limits: an element limit of 2^62 or more (a flag once allowed it)
+// still holds every tensor to 2^60 elements, so no byte count overflows; the
+// largest shapes answer INVALID_ARGUMENT with the count, never a crash.
+TEST(TensorCodec, ByteCountsCannotOverflowWhateverTheLimit) {
+  CodecLimits limits;
+  limits.max_elements = INT64_MAX;
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{int64_t{1} << 61}, {int64_t{1} << 31, int64_t{1} << 30},
+                                     {INT64_MAX}, {int64_t{1} << 60, 2}}) {
+    absl::StatusOr<int64_t> n = ValidateShape(shape, "inputs[0]", limits);
+    EXPECT_EQ(n.status().code(), absl::StatusCode::kInvalidArgument) << shape[0];
+    auto t = DecodeTensor(Wire(v1::FLOAT64, shape, std::string(8, '\0')), "inputs[0]", limits);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << shape[0];
+  }
+  EXPECT_EQ(*ValidateShape({CodecLimits::kElementsCeiling}, "inputs[0]", limits), CodecLimits::kElementsCeiling);
+  // Exactly the ceiling of 8-byte values: the byte count (2^63) still fits
+  // an unsigned 64-bit count, and the bytes given (8) are refused as too few.
+  auto t = DecodeTensor(Wire(v1::FLOAT64, {CodecLimits::kElementsCeiling}, std::string(8, '\0')), "inputs[0]", limits);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("needs 9223372036854775808"), std::string::npos) << t.status();
 }
 
 TEST(TensorCodec, EncodesNonContiguousTensors) {
