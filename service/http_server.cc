@@ -2,9 +2,13 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
@@ -126,6 +130,12 @@ struct HttpServer::Impl {
   // operation pending (after the acceptor has closed, during Shutdown).
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   tcp::acceptor acceptor{ioc};
+  // Out of file descriptors, accept fails at once with the connection still
+  // waiting: accepting again at once spins a core. Waits grow from 10 ms to
+  // 1 s while that lasts. Only the accept handler (one at a time) touches
+  // these; a pending wait is abandoned with the io_context at shutdown.
+  net::steady_timer accept_backoff{ioc};
+  std::chrono::milliseconds accept_wait{0};
   int port = 0;
   std::vector<std::thread> threads;
 
@@ -337,7 +347,22 @@ std::shared_ptr<ssl::context> HttpServer::Impl::CurrentTls() {
 void HttpServer::Impl::Accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (!ec) OnAccept(std::move(socket));
-    if (!stopping.load() && acceptor.is_open()) Accept();
+    if (stopping.load() || !acceptor.is_open()) return;
+    const bool out_of_descriptors = ec == net::error::no_descriptors || ec == net::error::no_buffer_space ||
+                                    ec == net::error::no_memory || ec.value() == ENFILE;
+    if (!out_of_descriptors) {
+      accept_wait = std::chrono::milliseconds(0);
+      return Accept();
+    }
+    if (accept_wait.count() == 0) {
+      LOG_WARNING << options.flag_name << ": cannot accept connections (" << ec.message()
+                  << "); retrying with waits of up to 1 s until descriptors are free";
+    }
+    accept_wait = std::clamp(accept_wait * 2, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+    accept_backoff.expires_after(accept_wait);
+    accept_backoff.async_wait([this](beast::error_code) {
+      if (!stopping.load() && acceptor.is_open()) Accept();
+    });
   });
 }
 

@@ -7,11 +7,14 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <iostream>
 #include <thread>
 #include <utility>
 
@@ -135,6 +138,44 @@ TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrderAndABodyStaysABody) {
   EXPECT_NE(echo.find("POST /echo POST /v2/repository/models/mlp/unload"), std::string::npos) << echo;
   EXPECT_NE(c.ReadResponse().find("X-Path: /last"), std::string::npos);
   EXPECT_EQ(handled_.load(), 6) << "the body was handled as a request of its own";
+}
+
+// Out of file descriptors, accept fails at once while the connection keeps
+// waiting; the accept loop waits (10 ms, doubling to 1 s) instead of trying
+// again at once, which spun a core (116% CPU with a low open-files limit).
+// Once descriptors are free, the waiting connection is served.
+TEST_F(HttpServerTest, OutOfDescriptorsTheAcceptLoopWaitsInsteadOfSpinning) {
+  StartServer({});
+  auto open_descriptors = [] {
+    int n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      (void)entry;
+      ++n;
+    }
+    return n - 1;  // the iterator's own
+  };
+  rlimit original{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &original), 0);
+  rlimit tight = original;
+  tight.rlim_cur = static_cast<rlim_t>(open_descriptors() + 1);  // room for the client's socket alone
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+  auto cpu_seconds = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  };
+  Client c(server_->port());
+  const bool connected = c.connected();
+  const double cpu_before = cpu_seconds();
+  std::this_thread::sleep_for(milliseconds(1000));
+  const double cpu_used = cpu_seconds() - cpu_before;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
+  ASSERT_TRUE(connected);
+  std::cout << "CPU used in 1 s out of descriptors: " << cpu_used << " s\n";
+  EXPECT_LT(cpu_used, 0.25) << "the accept loop spun";
+  ASSERT_TRUE(c.Send(Get("/after")));
+  EXPECT_NE(c.ReadResponse().find("X-Path: /after"), std::string::npos) << "the waiting connection was not served";
 }
 
 // Twenty connections that each trickle one byte a second hold nothing: a
