@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "service/admission.h"
+#include "service/cross_origin.h"
 #include "service/open_inference_codec.h"
 #include "service/open_inference_json.h"
 
@@ -73,6 +74,9 @@ OpenInferenceRest::OpenInferenceRest(InferenceCore& core, CodecLimits limits, Me
       budget_(budget) {}
 
 void OpenInferenceRest::Handle(std::shared_ptr<HttpRequest> request, HttpResponder respond) {
+  // Before anything runs: a web page elsewhere must not make a visitor's
+  // browser load, unload or infer here.
+  if (absl::Status s = CheckSameOrigin(*request); !s.ok()) return respond(Error(s));
   std::vector<std::string> parts = absl::StrSplit(request->path, '/', absl::SkipEmpty());
   // .../infer: /v2/models/{m}[/versions/{v}]/infer
   if (parts.size() >= 4 && parts[0] == "v2" && parts[1] == "models" && parts.back() == "infer" &&
