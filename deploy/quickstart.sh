@@ -20,15 +20,18 @@ if [ ! -d "$models/mlp" ]; then
   "$build_dir/tools/make-demo-models" "$models"
 fi
 
+# Built in the Debian 13 root, the binaries run there too.
+cli="$build_dir/tools/infergate-cli"
+[ "${INFERGATE_IN_DEBIAN13_ROOT:-0}" = 1 ] && cli="./deploy/debian13-root.sh $cli"
 cat <<MSG
 
 infergate is starting on 127.0.0.1:50051 with the demo models in $models.
-In another terminal:
-  $build_dir/tools/infergate-cli devices
-  $build_dir/tools/infergate-cli models
-  $build_dir/tools/infergate-cli infer --model mlp
-  $build_dir/tools/infergate-cli infer --model cnn --device cuda --repeat 20
-  $build_dir/tools/infergate-cli infer --model embed --input ids=4x8:random
+In another terminal, in $(pwd):
+  $cli devices
+  $cli models
+  $cli infer --model mlp
+  $cli infer --model cnn --device cuda --repeat 20
+  $cli infer --model embed --input ids=4x8:random
 Stop it with Ctrl-C (it drains in-flight requests first).
 
 MSG
