@@ -4,8 +4,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <string_view>
+#include <unordered_map>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -108,7 +109,9 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
   // Each output at most once: an output named K times would make the answer
   // hold K copies of it, memory no budget accounts for.
   if (request.outputs_size() > 1) {
-    absl::flat_hash_map<absl::string_view, int> seen;
+    // (std::unordered_map: Debian 13's absl hash tables do not compile
+    // under GCC 14's UndefinedBehaviorSanitizer.)
+    std::unordered_map<std::string_view, int> seen;
     for (int i = 0; i < request.outputs_size(); ++i) {
       auto [first, fresh] = seen.emplace(request.outputs(i).name(), i);
       if (!fresh) {
