@@ -145,6 +145,12 @@ TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrderAndABodyStaysABody) {
 // again at once, which spun a core (116% CPU with a low open-files limit).
 // Once descriptors are free, the waiting connection is served.
 TEST_F(HttpServerTest, OutOfDescriptorsTheAcceptLoopWaitsInsteadOfSpinning) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizers' own checks need free descriptors (UBSan probes memory
+  // through a pipe, and reports every virtual call as invalid without one),
+  // so this runs in the plain build only.
+  GTEST_SKIP() << "needs a process whose runtime opens no files; runs in the plain build";
+#endif
   StartServer({});
   auto open_descriptors = [] {
     int n = 0;
