@@ -86,6 +86,9 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 exec unshare --mount --propagation private -- bash -euc '
   root="$1" share="$2" ccache_dir="$3" workdir="$4"; shift 4
+  # The root a mount point of its own, so that inside it "/" is one and
+  # tools that make namespaces of their own (unshare, the image test) can.
+  mount --bind "$root" "$root"
   mount -t proc proc "$root/proc"
   mount --rbind /sys "$root/sys"
   mount --rbind /dev "$root/dev"
