@@ -67,10 +67,10 @@ struct LoadedModel::Impl {
   std::string name;
   std::vector<std::string> output_names;        // declared, may be empty
   std::vector<std::optional<DType>> output_dtypes;
-  // forward() is called with keyword arguments (an input follows an
-  // argument left at its default): the inputs' names, and the Optional
-  // arguments passed as None.
-  bool keyword_call = false;
+  // Set when forward() is called with keyword arguments (an input follows
+  // an argument left at its default), looked up once at load; then the
+  // inputs' names, and the Optional arguments passed as None.
+  std::optional<torch::jit::Method> forward_by_keyword;
   std::vector<std::string> input_names;
   std::vector<std::string> pass_none;
 };
@@ -125,7 +125,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
     if (!inputs.ok()) return inputs.status();
     sig = inputs->signature;
     if (inputs->by_keyword) {
-      impl->keyword_call = true;
+      impl->forward_by_keyword = impl->module.get_method("forward");
       for (const InputSpec& spec : sig.inputs) impl->input_names.push_back(spec.name);
       impl->pass_none = inputs->pass_none;
     }
@@ -173,11 +173,11 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
     args.reserve(inputs.size());
     for (const at::Tensor& t : inputs) args.emplace_back(Place(t, m.placement));
     auto forward = [&]() -> c10::IValue {
-      if (!m.keyword_call) return m.module.forward(std::move(args));
+      if (!m.forward_by_keyword) return m.module.forward(std::move(args));
       torch::jit::Kwargs kwargs;
       for (size_t i = 0; i < args.size(); ++i) kwargs.emplace(m.input_names[i], std::move(args[i]));
       for (const std::string& name : m.pass_none) kwargs.emplace(name, c10::IValue());
-      return m.module.get_method("forward")({}, kwargs);
+      return (*m.forward_by_keyword)({}, kwargs);
     };
     c10::IValue result;
     if (m.simulation) {

@@ -28,6 +28,12 @@ std::string FirstLine(const std::string& message) {
   return s;
 }
 
+// What to do about a file saved by a newer PyTorch.
+std::string SavedByANewerPyTorch(const std::string& libtorch_version) {
+  return absl::StrCat("the model was saved by a newer PyTorch. Save it again with PyTorch ", libtorch_version,
+                      " or older, or serve it from an infergate built on a newer LibTorch");
+}
+
 }  // namespace
 
 absl::Status ModelLoadError(const std::string& model, const std::string& path, const std::string& libtorch_message,
@@ -38,24 +44,20 @@ absl::Status ModelLoadError(const std::string& model, const std::string& path, c
   static const std::regex kFileVersion(
       R"(PyTorch file with version (\d+), but the maximum supported version for reading is (\d+))");
   if (std::string op = FirstMatch(libtorch_message, kUnknownOp, 1); !op.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        prefix, "it calls ", op, ", which this server's LibTorch ", libtorch_version,
-        " does not have; the model was saved by a newer PyTorch. Save it again with PyTorch ", libtorch_version,
-        " or older, or serve it from an infergate built on a newer LibTorch"));
+    return absl::FailedPreconditionError(absl::StrCat(prefix, "it calls ", op, ", which this server's LibTorch ",
+                                                      libtorch_version, " does not have; ",
+                                                      SavedByANewerPyTorch(libtorch_version)));
   }
   if (std::string type = FirstMatch(libtorch_message, kUnknownType, 1); !type.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        prefix, "it uses the type ", type, ", which this server's LibTorch ", libtorch_version,
-        " does not know; the model was saved by a newer PyTorch. Save it again with PyTorch ", libtorch_version,
-        " or older, or serve it from an infergate built on a newer LibTorch"));
+    return absl::FailedPreconditionError(absl::StrCat(prefix, "it uses the type ", type,
+                                                      ", which this server's LibTorch ", libtorch_version,
+                                                      " does not know; ", SavedByANewerPyTorch(libtorch_version)));
   }
   std::smatch version;
   if (std::regex_search(libtorch_message, version, kFileVersion)) {
     return absl::FailedPreconditionError(absl::StrCat(
         prefix, "its file format version is ", version[1].str(), ", and this server's LibTorch ", libtorch_version,
-        " reads versions up to ", version[2].str(),
-        "; the model was saved by a newer PyTorch. Save it again with PyTorch ", libtorch_version,
-        " or older, or serve it from an infergate built on a newer LibTorch"));
+        " reads versions up to ", version[2].str(), "; ", SavedByANewerPyTorch(libtorch_version)));
   }
   return absl::FailedPreconditionError(absl::StrCat(prefix, FirstLine(libtorch_message)));
 }

@@ -105,8 +105,6 @@ absl::Status StoreElement(const Json& v, DType dtype, size_t index, const std::s
   return Invalid(where(), absl::StrCat(i, " does not fit ", DatatypeName(dtype)));
 }
 
-// Walks `data` (flat or nested arrays) in row-major order into `out`,
-// which holds room for `elements` values.
 // Calls `visit(value)` for each value of `data` (a JSON value, or nested
 // arrays of them) in row-major order, and stops at the first error it
 // returns. An explicit stack: nesting is bounded, and no recursion on

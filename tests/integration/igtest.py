@@ -47,18 +47,22 @@ def reference_stubs(ref_dir, out_dir):
     sys.path.insert(0, out_dir)
 
 
+def required_arguments(*flags):
+    """The test's command line: each of `flags` ("--server", ...) required,
+    read as args.server and so on."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    for flag in flags:
+        ap.add_argument(flag, required=True)
+    return ap.parse_args()
+
+
 def open_inference_setup(prefix):
     """What the Open Inference Protocol tests share: their arguments (--server,
     --make-models, --proto-dir, --reference-dir), a work folder, the models
     with the test models, and both sets of stubs. Returns (args, work, models)."""
-    import argparse
     import tempfile
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--server", required=True)
-    ap.add_argument("--make-models", required=True)
-    ap.add_argument("--proto-dir", required=True)
-    ap.add_argument("--reference-dir", required=True)
-    args = ap.parse_args()
+    args = required_arguments("--server", "--make-models", "--proto-dir", "--reference-dir")
     work = tempfile.mkdtemp(prefix=prefix)
     models = os.path.join(work, "models")
     subprocess.run([args.make_models, models, "--with-test-models"], check=True, stdout=subprocess.DEVNULL)

@@ -15,7 +15,6 @@ A model saved by a newer PyTorch than the server's LibTorch (an unknown op,
 a newer file format) must be refused at load with a message that names the
 op or the file version and the server's LibTorch version.
 """
-import argparse
 import json
 import os
 import shutil
@@ -28,7 +27,7 @@ import zipfile
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, fail, generate_stubs, reference_stubs  # noqa: E402
+from igtest import Server, generate_stubs, reference_stubs, required_arguments  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -231,11 +230,7 @@ def random_input(dtype, shape, seed):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--server", required=True)
-    ap.add_argument("--proto-dir", required=True)
-    ap.add_argument("--reference-dir", required=True)
-    args = ap.parse_args()
+    args = required_arguments("--server", "--proto-dir", "--reference-dir")
 
     work = tempfile.mkdtemp(prefix="ig_corpus_")
     server = None

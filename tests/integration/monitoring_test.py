@@ -5,7 +5,6 @@ running infergate and its query API returns exactly the counts of what the
 test sent, per model and device; fallbacks and queue-full rejections show in
 their counters; the shipped rules pass promtool; every metric the dashboard
 queries exists in a real scrape (or is a shipped recording rule)."""
-import argparse
 import array
 import concurrent.futures
 import json
@@ -20,7 +19,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, fail, free_port, generate_stubs  # noqa: E402
+from igtest import Server, fail, free_port, generate_stubs, required_arguments  # noqa: E402
 
 
 def scrape(address):
@@ -50,12 +49,7 @@ def wait_value(prom, expr, want, timeout=60):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--server", required=True)
-    ap.add_argument("--make-models", required=True)
-    ap.add_argument("--proto-dir", required=True)
-    ap.add_argument("--monitoring-dir", required=True)
-    args = ap.parse_args()
+    args = required_arguments("--server", "--make-models", "--proto-dir", "--monitoring-dir")
     work = tempfile.mkdtemp(prefix="ig_mon_")
     server = prom = None
     checks = 0

@@ -6,7 +6,6 @@ own weights, read straight out of model.pt and applied in pure Python.
 Uses Debian's python3-grpcio and python3-protobuf, and grpc_python_plugin
 from protobuf-compiler-grpc to generate the stubs at test time.
 """
-import argparse
 import array
 import os
 import random
@@ -18,7 +17,7 @@ import tempfile
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, fail, generate_stubs  # noqa: E402
+from igtest import Server, fail, generate_stubs, required_arguments  # noqa: E402
 
 
 def mlp_reference(model_pt, x):
@@ -46,11 +45,7 @@ def mlp_reference(model_pt, x):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--server", required=True)
-    ap.add_argument("--make-models", required=True)
-    ap.add_argument("--proto-dir", required=True)
-    args = ap.parse_args()
+    args = required_arguments("--server", "--make-models", "--proto-dir")
 
     work = tempfile.mkdtemp(prefix="ig_py_")
     server = None
