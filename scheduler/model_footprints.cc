@@ -81,7 +81,7 @@ void ModelFootprints::RecordActivations(const std::string& model, const std::str
 }
 
 void ModelFootprints::Update(const Key& key, uint64_t parameter_bytes, uint64_t activation_bytes) {
-  std::vector<std::string> lines;
+  uint64_t snapshot = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Sizes& sizes = entries_[key];
@@ -95,9 +95,9 @@ void ModelFootprints::Update(const Key& key, uint64_t parameter_bytes, uint64_t 
       changed = true;
     }
     if (!changed || sizes.parameter_bytes == 0) return;  // written once the load measured the parameters
-    lines = Render();
+    snapshot = state_file_->Stage(kSection, Render());  // in the order of the changes
   }
-  absl::Status written = state_file_->Replace(kSection, std::move(lines));
+  absl::Status written = state_file_->Write(snapshot);
   if (!written.ok()) LOG_WARNING << "cannot persist learned model sizes: " << written.message();
 }
 

@@ -56,18 +56,23 @@ std::string StateFile::Render() const {
   return out;
 }
 
-absl::Status StateFile::Replace(const std::string& section, std::vector<std::string> lines) {
+uint64_t StateFile::Stage(const std::string& section, std::vector<std::string> lines) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sections_[section] = std::move(lines);
+  return ++version_;
+}
+
+absl::Status StateFile::Write(uint64_t snapshot) {
+  if (path_.empty()) return absl::OkStatus();
+  std::lock_guard<std::mutex> write_lock(write_mu_);
+  if (snapshot <= written_version_) return absl::OkStatus();  // a newer snapshot is on disk already
   std::string text;
   uint64_t version = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    sections_[section] = std::move(lines);
-    if (path_.empty()) return absl::OkStatus();
-    text = Render();
-    version = ++version_;
+    text = Render();  // the newest staged snapshot, which includes `snapshot`
+    version = version_;
   }
-  std::lock_guard<std::mutex> write_lock(write_mu_);
-  if (version <= written_version_) return absl::OkStatus();  // a newer snapshot is on disk already
   absl::Status written = WriteFileAtomically(path_, text);
   written_version_ = version;
   std::lock_guard<std::mutex> lock(mu_);

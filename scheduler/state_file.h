@@ -6,7 +6,11 @@
 // newest snapshot wins, so a crash leaves the old file or the new one.
 //
 // Threading: every method may be called from any thread. Sections are kept
-// under one lock; the file is written outside it, under a writer lock.
+// under one lock; the file is written outside it, under a writer lock. A
+// table that renders its section under its own lock stages it under that
+// lock too (Stage, which only takes this class's leaf lock) and writes
+// after unlocking (Write): then the order of the staged snapshots is the
+// order of the table's changes, and the newest one reaches the file.
 
 #include <cstdint>
 #include <map>
@@ -36,9 +40,14 @@ class StateFile {
   // replaced.
   std::vector<std::string> Section(const std::string& section) const;
 
-  // Makes `lines` the content of `section` and rewrites the file. The
-  // status of the write is also kept for last_write_status().
-  absl::Status Replace(const std::string& section, std::vector<std::string> lines);
+  // Replacing a section takes two steps. Stage makes `lines` the content
+  // of `section` in memory and returns the snapshot's number; it never
+  // blocks on the disk. Write(snapshot) rewrites the whole file with the
+  // newest staged snapshot unless one as new is on disk already (then it
+  // returns OK at once). The status of the write is also kept for
+  // last_write_status().
+  uint64_t Stage(const std::string& section, std::vector<std::string> lines);
+  absl::Status Write(uint64_t snapshot);
 
   absl::Status last_write_status() const;
 
@@ -48,7 +57,7 @@ class StateFile {
   const std::string path_;
   mutable std::mutex mu_;
   std::map<std::string, std::vector<std::string>> sections_;
-  uint64_t version_ = 0;  // bumped by each Replace; under mu_
+  uint64_t version_ = 0;  // bumped by each Stage; under mu_
   absl::Status last_write_;
   std::mutex write_mu_;           // one writer of the file at a time
   uint64_t written_version_ = 0;  // the newest snapshot on disk; under write_mu_

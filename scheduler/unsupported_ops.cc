@@ -58,28 +58,28 @@ absl::Status UnsupportedOpTable::Load() {
     LOG_INFO << "state file " << state_file_->path() << ": " << stale << " learned device limit(s) from another "
              << "LibTorch version or an older format dropped; those models are tried on the device again";
   }
-  std::vector<std::string> rendered;
+  uint64_t snapshot = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     entries_ = std::move(loaded);
     size_.store(entries_.size(), std::memory_order_release);
-    rendered = Render();
+    if (!v2.empty()) snapshot = state_file_->Stage(kSection, Render());
   }
-  if (!v2.empty()) (void)state_file_->Replace(kSection, std::move(rendered));
+  if (snapshot != 0) (void)state_file_->Write(snapshot);
   return absl::OkStatus();
 }
 
 bool UnsupportedOpTable::Record(const std::string& model, const std::string& file, DeviceKind kind,
                                 const FallbackReason& reason) {
-  std::vector<std::string> lines;
+  uint64_t snapshot = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto [it, inserted] = entries_.emplace(Key{kind, model, file}, reason);
     if (!inserted) return false;
     size_.store(entries_.size(), std::memory_order_release);
-    lines = Render();
+    snapshot = state_file_->Stage(kSection, Render());  // in the order of the changes
   }
-  absl::Status written = state_file_->Replace(kSection, std::move(lines));
+  absl::Status written = state_file_->Write(snapshot);
   if (!written.ok()) LOG_WARNING << "cannot persist learned device limits: " << written.message();
   return true;
 }
