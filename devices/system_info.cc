@@ -1,6 +1,7 @@
 #include "devices/system_info.h"
 
 #include <dlfcn.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -68,6 +70,41 @@ std::string CpuModelName() {
     }
   }
   return "unknown CPU";
+}
+
+std::string CpuInstructionSetFrom(const std::string& cpuinfo, const std::string& machine) {
+  // The extensions LibTorch's CPU capability and oneDNN's ISA dispatch on
+  // for floating point (x86 "flags", ARM "Features").
+  static constexpr const char* kRelevant[] = {"avx",         "avx2",        "fma",         "f16c",
+                                              "avx512f",     "avx512bw",    "avx512vl",    "avx512_vnni",
+                                              "avx512_bf16", "avx512_fp16", "amx_tile",    "amx_bf16",
+                                              "amx_fp16",    "asimd",       "asimdhp",     "fphp",
+                                              "bf16",        "sve",         "sve2",        "i8mm"};
+  std::string out = machine.empty() ? "unknown" : machine;
+  for (absl::string_view line : absl::StrSplit(cpuinfo, '\n')) {
+    if (!absl::StartsWith(line, "flags") && !absl::StartsWith(line, "Features")) continue;
+    auto colon = line.find(':');
+    if (colon == absl::string_view::npos) continue;
+    std::vector<absl::string_view> present = absl::StrSplit(line.substr(colon + 1), ' ', absl::SkipEmpty());
+    for (const char* flag : kRelevant) {
+      if (std::find(present.begin(), present.end(), flag) != present.end()) out += std::string("+") + flag;
+    }
+    break;  // every core of one host has the same flags
+  }
+  return out;
+}
+
+std::string CpuInstructionSet() {
+  struct utsname name {};
+  std::string machine = uname(&name) == 0 ? name.machine : "";
+#if defined(__APPLE__)
+  std::string isa = machine;
+  if (SysctlNumber("hw.optional.arm.FEAT_BF16")) isa += "+bf16";
+  if (SysctlNumber("hw.optional.arm.FEAT_FP16")) isa += "+fphp";
+  return isa;
+#else
+  return CpuInstructionSetFrom(ReadFile("/proc/cpuinfo"), machine);
+#endif
 }
 
 unsigned LogicalCores() {

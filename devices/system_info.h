@@ -13,6 +13,13 @@ struct HostMemory {
 
 std::string CpuModelName();  // from /proc/cpuinfo; "unknown CPU" if absent
 unsigned LogicalCores();     // CPUs this process may run on
+// The CPU's architecture and the vector extensions that decide which
+// kernels LibTorch and oneDNN pick for 16-bit and 32-bit floating point,
+// e.g. "x86_64+avx2+avx512f+avx512_bf16": two hosts with equal strings run
+// the same CPU kernels. Results of accuracy checks are keyed by it.
+std::string CpuInstructionSet();
+// The same from /proc/cpuinfo text; exposed for tests.
+std::string CpuInstructionSetFrom(const std::string& cpuinfo, const std::string& machine);
 // From /proc/meminfo; inside a container with a memory limit (cgroup v2 or
 // v1), the limit and the container's usage instead.
 HostMemory ReadHostMemory();

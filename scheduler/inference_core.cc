@@ -66,7 +66,10 @@ ModelStatus StatusOf(ModelEntry entry, const std::vector<ResidentModel>& residen
 absl::StatusOr<std::vector<ModelStatus>> InferenceCore::Models() const {
   std::vector<ResidentModel> resident = scheduler_->Resident();
   std::vector<ModelStatus> out;
-  for (ModelEntry& entry : repository_->List()) out.push_back(StatusOf(std::move(entry), resident));
+  for (ModelEntry& entry : repository_->List()) {
+    out.push_back(StatusOf(std::move(entry), resident));
+    out.back().precision = scheduler_->PrecisionReports(out.back().name);
+  }
   return out;
 }
 
@@ -78,7 +81,9 @@ absl::StatusOr<ModelStatus> InferenceCore::Model(absl::string_view name, absl::s
   if (!version.empty()) {
     if (absl::StatusOr<int64_t> v = repository_->ResolveVersion(**entry, version); !v.ok()) return v.status();
   }
-  return StatusOf(**entry, scheduler_->Resident());
+  ModelStatus status = StatusOf(**entry, scheduler_->Resident());
+  status.precision = scheduler_->PrecisionReports(status.name);
+  return status;
 }
 
 absl::StatusOr<std::vector<ModelStats>> InferenceCore::Statistics(absl::string_view model,

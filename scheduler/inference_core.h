@@ -71,6 +71,7 @@ struct ModelStatus {
   absl::Status problem;                // why the model cannot be served at all, if so
   std::string config_problem;          // a refused config.pbtxt update (the previous config applies)
   std::vector<ModelKey> loaded;        // resident copies
+  std::vector<PrecisionReport> precision;  // accuracy checks of served versions
 
   // Whether the config lets the model run on `device` (kind and id).
   bool AllowsDevice(const DeviceId& device) const;

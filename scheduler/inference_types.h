@@ -43,8 +43,22 @@ struct Placement {
   DType dtype = DType::kFloat32;
   bool fell_back = false;
   std::string fallback_reason;  // "kind:detail", e.g. "unsupported_op:aten::max_pool2d"
+  // Why the dtype is not the one asked for or the device's default, e.g.
+  // "inaccurate:bfloat16 (error ...)"; empty when it is.
+  std::string precision_reason;
   uint32_t batch_size = 1;
   int64_t model_version = 0;
+};
+
+// Where an accuracy check of one model version in one reduced dtype on one
+// device stands (precision_checker.h), for listings.
+struct PrecisionReport {
+  int64_t version = 0;
+  std::string device;     // "cuda:0"
+  DType dtype = DType::kFloat16;
+  std::string state;      // verified, inaccurate, checking, not_checked
+  double relative_error = 0;  // worst error / largest |FP32 output|
+  std::string detail;     // the verdict's words, or why it was not checked
 };
 
 struct Timing {

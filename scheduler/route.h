@@ -24,6 +24,11 @@ struct Route {
   DeviceInfo device;        // device.id is where it runs
   DType dtype = DType::kFloat32;
   std::optional<FallbackReason> fallback;  // set when it runs elsewhere than asked
+  // Set when the accuracy contract changed the dtype: "inaccurate:bfloat16
+  // (error ...)", "unverified:float16".
+  std::string precision_reason;
+  // A reduced dtype whose accuracy check should start (precision_checker.h).
+  std::optional<DType> precision_check;
 
   ModelKey key() const { return {model->name, version, device.id, dtype, generation}; }
 };

@@ -1,6 +1,7 @@
 #include "scheduler/route_planner.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/proto_enums.h"
@@ -18,8 +19,14 @@ bool Matches(const DeviceRequest& wanted, const DeviceId& id) {
 }  // namespace
 
 RoutePlanner::RoutePlanner(ModelRepository& repository, const DeviceRegistry& devices,
-                           const UnsupportedOpTable& learned, RouterOptions options, LoadProbe probe)
-    : repository_(repository), devices_(devices), learned_(learned), options_(options), probe_(std::move(probe)) {}
+                           const UnsupportedOpTable& learned, RouterOptions options, LoadProbe probe,
+                           const PrecisionChecker* accuracy)
+    : repository_(repository),
+      devices_(devices),
+      learned_(learned),
+      options_(options),
+      probe_(std::move(probe)),
+      accuracy_(accuracy) {}
 
 DType RoutePlanner::ComputeDType(const ModelEntry& model, const PrecisionTraits& device, Precision precision) {
   bool float64_model = false;
@@ -28,12 +35,52 @@ DType RoutePlanner::ComputeDType(const ModelEntry& model, const PrecisionTraits&
   return ResolveComputeDType(device, precision, model_override, float64_model);
 }
 
-absl::StatusOr<Route> RoutePlanner::PlaceOn(Route route, const DeviceId& device, Precision precision) const {
+absl::StatusOr<Route> RoutePlanner::PlaceOn(Route route, const DeviceId& device, Precision precision,
+                                            bool allow_fallback) const {
   std::optional<DeviceInfo> info = devices_.Find(device);
   if (!info) return absl::UnavailableError(absl::StrCat("device: ", device.ToString(), " is not known"));
   route.device = *std::move(info);
   route.dtype = ComputeDType(*route.model, route.device.precision, precision);
+  if (accuracy_) {
+    if (absl::Status s = ApplyAccuracy(route, precision, allow_fallback); !s.ok()) return s;
+  }
   return route;
+}
+
+absl::Status RoutePlanner::ApplyAccuracy(Route& route, Precision precision, bool allow_fallback) const {
+  if (route.dtype != DType::kFloat16 && route.dtype != DType::kBFloat16) return absl::OkStatus();
+  AccuracyVerdict fp16_verdict, bf16_verdict;
+  PrecisionQuery query;
+  query.picked = route.dtype;
+  query.client_asked = precision != Precision::kAuto;
+  query.allow_fallback = allow_fallback;
+  query.bf16_supported = SupportsBf16(route.device.precision);
+  query.fp16 = accuracy_->State(route, DType::kFloat16, &fp16_verdict);
+  query.bf16 = query.bf16_supported ? accuracy_->State(route, DType::kBFloat16, &bf16_verdict)
+                                    : AccuracyState::kUnchecked;
+  PrecisionDecision decision = DecidePrecision(query);
+  route.precision_check = decision.check;
+  if (decision.reason == PrecisionReasonKind::kNone) return absl::OkStatus();
+  const AccuracyVerdict& verdict = decision.about == DType::kFloat16 ? fp16_verdict : bf16_verdict;
+  const std::string what = absl::StrCat("model '", route.model->name, "' in ",
+                                        absl::AsciiStrToLower(DTypeName(decision.about)), " on ",
+                                        route.device.id.ToString());
+  if (decision.refusal == absl::StatusCode::kFailedPrecondition) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "precision: ", what, " failed its accuracy check (", verdict.Describe(),
+        ") and fallback is DENY; ask for another precision or allow fallback"));
+  }
+  if (decision.refusal == absl::StatusCode::kUnavailable) {
+    return absl::UnavailableError(absl::StrCat("precision: ", what,
+                                               " is being checked for accuracy and fallback is DENY; retry shortly "
+                                               "or allow fallback"));
+  }
+  route.precision_reason = PrecisionReasonText(decision);
+  if (decision.reason == PrecisionReasonKind::kInaccurate) {
+    absl::StrAppend(&route.precision_reason, " (", verdict.Describe(), ")");
+  }
+  route.dtype = decision.dtype;
+  return absl::OkStatus();
 }
 
 DeviceId RoutePlanner::ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
@@ -88,8 +135,8 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
       return absl::FailedPreconditionError(
           absl::StrCat("device: no available device is allowed for model '", name, "'"));
     }
-    return PlaceOn(std::move(route), ChooseAuto(*route.model, route.version, request.precision, allowed),
-                   request.precision);
+    DeviceId chosen = ChooseAuto(*route.model, route.version, request.precision, allowed);
+    return PlaceOn(std::move(route), chosen, request.precision, request.allow_fallback);
   }
 
   // The device asked for, if this server has it in service.
@@ -137,13 +184,13 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
     }
     reason = *std::move(learned);
   }
-  if (!reason) return PlaceOn(std::move(route), *target, request.precision);
+  if (!reason) return PlaceOn(std::move(route), *target, request.precision, request.allow_fallback);
   if (!DeviceAllowed(config, kCpu)) {
     return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' cannot run where asked (",
                                                       reason->ToString(), ") and may not run on the cpu"));
   }
   route.fallback = std::move(reason);
-  return PlaceOn(std::move(route), kCpu, request.precision);
+  return PlaceOn(std::move(route), kCpu, request.precision, request.allow_fallback);
 }
 
 absl::StatusOr<Route> RoutePlanner::FallBackToCpu(const Route& route, FallbackReason reason, Precision precision,
@@ -156,7 +203,8 @@ absl::StatusOr<Route> RoutePlanner::FallBackToCpu(const Route& route, FallbackRe
   }
   Route moved = route;
   moved.fallback = std::move(reason);
-  return PlaceOn(std::move(moved), kCpu, precision);
+  moved.precision_reason.clear();
+  return PlaceOn(std::move(moved), kCpu, precision, allow_fallback);
 }
 
 }  // namespace infergate

@@ -3,7 +3,8 @@
 // version, the requested device or `auto`, absent and out-of-service
 // devices, the model's allowed device kinds, limits learned at run time
 // (ops MPS lacks), and the move to the CPU after a device failure. Produces
-// a Route with a typed fallback reason.
+// a Route with a typed fallback reason. The accuracy contract has the last
+// word on the dtype (precision_decision.h).
 //
 // Thread-safe: it holds no state of its own beyond references to the
 // repository, the devices and the learned table (each thread-safe), and the
@@ -15,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "devices/device_registry.h"
 #include "devices/precision.h"
+#include "scheduler/precision_checker.h"
 #include "scheduler/route.h"
 #include "scheduler/router.h"
 #include "scheduler/unsupported_ops.h"
@@ -35,13 +37,16 @@ class RoutePlanner {
   // in flight, residency of `key`, measured latency). Must not block.
   using LoadProbe = std::function<void(const ModelKey& key, RouteCandidate* candidate)>;
 
-  // Nothing is owned; everything must outlive the planner.
+  // Nothing is owned; everything must outlive the planner. `accuracy` may
+  // be null: dtypes are then taken as the precision policy picks them.
   RoutePlanner(ModelRepository& repository, const DeviceRegistry& devices, const UnsupportedOpTable& learned,
-               RouterOptions options, LoadProbe probe);
+               RouterOptions options, LoadProbe probe, const PrecisionChecker* accuracy = nullptr);
 
   // Errors: INVALID_ARGUMENT (bad device string or version), NOT_FOUND
   // (unknown model or version), FAILED_PRECONDITION (fallback DENY and the
-  // request cannot run where asked; no device allowed for the model).
+  // request cannot run where asked, or the precision it asked for failed
+  // its accuracy check; no device allowed for the model), UNAVAILABLE
+  // (fallback DENY and the precision it asked for is still being checked).
   absl::StatusOr<Route> Plan(const RouteRequest& request) const;
 
   // `route` moved to the CPU after its device failed for `reason`.
@@ -54,7 +59,10 @@ class RoutePlanner {
   static DType ComputeDType(const ModelEntry& model, const PrecisionTraits& device, Precision precision);
 
  private:
-  absl::StatusOr<Route> PlaceOn(Route route, const DeviceId& device, Precision precision) const;
+  absl::StatusOr<Route> PlaceOn(Route route, const DeviceId& device, Precision precision,
+                                bool allow_fallback) const;
+  // Applies the accuracy contract to route.dtype.
+  absl::Status ApplyAccuracy(Route& route, Precision precision, bool allow_fallback) const;
   // The allowed device `auto` costs least; with one allowed, that one, and
   // the probe is not asked (a CPU-only server plans every request this way).
   DeviceId ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
@@ -65,6 +73,7 @@ class RoutePlanner {
   const UnsupportedOpTable& learned_;
   RouterOptions options_;
   LoadProbe probe_;
+  const PrecisionChecker* accuracy_;
 };
 
 }  // namespace infergate

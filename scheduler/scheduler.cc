@@ -15,6 +15,7 @@
 #include "scheduler/failure_policy.h"
 #include "scheduler/input_signature.h"
 #include "scheduler/job.h"
+#include "scheduler/model_config.h"
 
 namespace infergate {
 namespace {
@@ -98,6 +99,12 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
       learned_(state_file_, TorchVersion()),
       footprints_(state_file_, TorchVersion()),
       models_(repository, std::move(loader), &footprints_),
+      accuracy_ledger_(state_file_, TorchVersion()),
+      checker_(models_, repository, devices, accuracy_ledger_, PrecisionChecker::Options{options_.precision_checks},
+               [this] {
+                 DeviceExecutor* cpu = Executor(kCpu);
+                 return cpu && cpu->queue_depth() == 0 && cpu->in_flight() == 0;
+               }),
       planner_(repository, devices, learned_, options_.router, [this](const ModelKey& key, RouteCandidate* c) {
         if (DeviceExecutor* ex = Executor(key.device)) {
           c->queued = ex->queue_depth();
@@ -106,7 +113,7 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
         }
         c->resident = models_.cache().IsResident(key);
         c->latency_us = latency_.Mean(key.model, key.device);
-      }),
+      }, &checker_),
       lifecycle_(repository, models_, devices) {
   int cores = static_cast<int>(LogicalCores());
   if (options_.cpu_workers <= 0) options_.cpu_workers = std::clamp(cores, 1, 4);
@@ -122,6 +129,9 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
   }
   if (absl::Status s = footprints_.Load(); !s.ok()) {
     LOG_WARNING << s.message() << "; starting with no learned model sizes";
+  }
+  if (absl::Status s = accuracy_ledger_.Load(); !s.ok()) {
+    LOG_WARNING << s.message() << "; starting with no accuracy check results";
   }
   for (const DeviceInfo& d : devices_.Snapshot()) {
     if (!d.available) continue;
@@ -152,7 +162,9 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
   LOG_INFO << "scheduler: " << options_.cpu_workers << " cpu workers x " << options_.intra_op_threads
            << " intra-op threads" << (blas.empty() ? "" : absl::StrCat(" (BLAS too, via ", blas, ")"))
            << ", queue capacity " << options_.queue_capacity << " per device, batching "
-           << (options_.batching ? "on" : "off");
+           << (options_.batching ? "on" : "off") << ", accuracy checks "
+           << (options_.precision_checks ? "on" : "off");
+  checker_.Start();
 }
 
 Scheduler::~Scheduler() { Shutdown(); }
@@ -161,6 +173,7 @@ void Scheduler::SetObserver(SchedulerObserver* observer) {
   observer_ = observer ? observer : &ignore_;
   models_.SetObserver(observer);
   lifecycle_.SetObserver(observer);
+  checker_.SetObserver(observer);
 }
 
 void Scheduler::StartPolling(DiskRepository initial) {
@@ -172,6 +185,7 @@ void Scheduler::StartPolling(DiskRepository initial) {
 
 void Scheduler::Shutdown() {
   if (poller_) poller_->Stop();
+  checker_.Stop();
   // Accelerators first: their last failures may still hand work to the CPU.
   for (auto& [id, executor] : executors_) {
     if (id.kind != DeviceKind::kCpu) executor->Stop();
@@ -182,6 +196,7 @@ void Scheduler::Shutdown() {
 bool Scheduler::Drain(Clock::time_point deadline) {
   draining_.store(true);
   if (poller_) poller_->Stop();  // no loads while draining
+  checker_.Stop();
   bool idle = true;
   for (auto& [id, executor] : executors_) {
     if (id.kind != DeviceKind::kCpu) idle = executor->WaitIdle(deadline) && idle;
@@ -254,6 +269,9 @@ std::shared_ptr<RequestHandle> Scheduler::Submit(InferenceRequest request, Infer
   if (absl::Status s = PrepareQueueing(*job); !s.ok()) {
     job->Finish(s);
     return job;
+  }
+  if (const std::optional<DType>& check = job->route.precision_check) {
+    checker_.Request(job->route, *check, &job->request.inputs);
   }
   const DeviceId device = job->route.device.id;
   DeviceExecutor* ex = Executor(device);
@@ -349,6 +367,9 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
     }
   }
   statistics_.RecordBatch(route.model->name, route.version, static_cast<uint64_t>(total_rows), run.times);
+  if (checker_.WantsRunningCheck(route)) {
+    checker_.OfferRunningCheck(route, run.jobs[0]->request.inputs, (*run.outputs)[0]);
+  }
   const DType dtype = (*lease)->compute_dtype();
   // The lease ends before the answers go out, so a client's next request
   // (an unload, or a load that must evict) never finds this model in use.
@@ -364,6 +385,7 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
     result.placement.dtype = dtype;
     result.placement.fell_back = job.route.fallback.has_value();
     if (job.route.fallback) result.placement.fallback_reason = job.route.fallback->ToString();
+    result.placement.precision_reason = job.route.precision_reason;
     result.placement.batch_size = static_cast<uint32_t>(total_rows);
     result.placement.model_version = job.route.version;
     result.timing.queue_us = MicrosBetween(job.enqueued, started);
@@ -447,6 +469,9 @@ void Scheduler::LoadModel(const LoadRequest& request, std::function<void(absl::S
   // perhaps loads, so on a cpu worker rather than the caller's thread.
   absl::Status submitted = cpu->SubmitTask([this, request, shared_done] {
     if (absl::Status synced = lifecycle_.SyncModel(request.model); !synced.ok()) return (*shared_done)(synced);
+    // A load may take its time: the precision it loads in is checked first.
+    CheckPrecisionNow(request.model, request.version, request.device.empty() ? "auto" : request.device,
+                      request.precision);
     absl::StatusOr<Route> route =
         planner_.Plan({request.model, request.version, request.device, request.precision, /*allow_fallback=*/false});
     if (!route.ok()) return (*shared_done)(route.status());
@@ -474,9 +499,25 @@ void Scheduler::LoadModel(const LoadRequest& request, std::function<void(absl::S
 
 absl::StatusOr<size_t> Scheduler::UnloadModel(const LoadRequest& request) { return models_.Unload(request); }
 
+void Scheduler::CheckPrecisionNow(const std::string& model, const std::string& version, const std::string& device,
+                                  Precision precision) {
+  if (!checker_.enabled()) return;
+  // The first pick, then (if it failed) the other 16-bit dtype.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<Route> route = planner_.Plan({model, version, device, precision, /*allow_fallback=*/true});
+    if (!route.ok() || !route->precision_check) return;
+    checker_.CheckNow(*route, *route->precision_check);
+  }
+}
+
 void Scheduler::Warmup() {
   for (const ModelEntry& entry : repository_.List()) {
     if (!entry.config.warmup() || !entry.problem.ok()) continue;
+    // Accuracy first, on every device the model may run on, so warm-up
+    // loads the dtype that will serve.
+    for (const DeviceId& id : devices_.Available()) {
+      if (DeviceAllowed(entry.config, id)) CheckPrecisionNow(entry.name, "", id.ToString(), Precision::kAuto);
+    }
     absl::StatusOr<Route> route = planner_.Plan({entry.name, "", "auto", Precision::kAuto, true});
     if (!route.ok()) {
       LOG_WARNING << "warm-up of model '" << entry.name << "' skipped: " << route.status().message();

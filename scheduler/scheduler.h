@@ -4,6 +4,7 @@
 // (evict and retry, CPU fallback, device out of service). It composes the
 // parts that each own one concern:
 //   RoutePlanner   where a request runs (route_planner.h)
+//   PrecisionChecker which reduced dtypes keep a model accurate (precision_checker.h)
 //   DecideOnFailure what a device failure leads to (failure_policy.h)
 //   ModelManager   resident models, loads, unloads, warm-up (model_manager.h)
 //   ModelLifecycle what the repository on disk serves (model_lifecycle.h),
@@ -31,6 +32,8 @@
 #include "scheduler/model_manager.h"
 #include "scheduler/model_repository.h"
 #include "scheduler/model_statistics.h"
+#include "scheduler/accuracy_ledger.h"
+#include "scheduler/precision_checker.h"
 #include "scheduler/repository_poller.h"
 #include "scheduler/request_handle.h"
 #include "scheduler/route_planner.h"
@@ -81,6 +84,7 @@ class Scheduler {
   uint64_t CacheBudget(const DeviceId& device) const { return models_.cache().Budget(device); }
   std::vector<std::string> UnsupportedOps(DeviceKind kind) const { return learned_.ForKind(kind); }
   std::vector<ModelStats> Statistics(const std::string& model) const { return statistics_.Snapshot(model); }
+  std::vector<PrecisionReport> PrecisionReports(const std::string& model) const { return checker_.Reports(model); }
   // Where events go; set before serving. Not owned; null ignores them.
   void SetObserver(SchedulerObserver* observer);
 
@@ -93,6 +97,11 @@ class Scheduler {
   void HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried, const char* stage);
   void FallBack(Batch& jobs, const FallbackReason& reason, const absl::Status& failure);
   void ReportFallback(const std::string& from, const DeviceId& to, const FallbackReason& reason);
+  // Runs the accuracy checks `model` needs on `device` before it serves
+  // (warm-up, explicit loads): the dtype AUTO or `precision` picks, then
+  // the next one if that failed.
+  void CheckPrecisionNow(const std::string& model, const std::string& version, const std::string& device,
+                         Precision precision);
   DeviceExecutor* Executor(const DeviceId& device) const;
 
   SchedulerObserver ignore_;
@@ -105,6 +114,8 @@ class Scheduler {
   ModelFootprints footprints_;
   LatencyStats latency_;
   ModelManager models_;
+  AccuracyLedger accuracy_ledger_;
+  PrecisionChecker checker_;
   RoutePlanner planner_;
   ModelLifecycle lifecycle_;
   std::unique_ptr<RepositoryPoller> poller_;

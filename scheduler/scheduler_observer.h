@@ -25,6 +25,15 @@ class SchedulerObserver {
   // capacity), model_queue_full (the model's max_queue_size),
   // queue_timeout, deadline, cancelled. `model` is "" when not yet known.
   virtual void OnRejected(const DeviceId& /*device*/, const std::string& /*model*/, const std::string& /*reason*/) {}
+  // An accuracy check of a model in a reduced dtype ("float16") on a
+  // device ran. result: passed, failed, skipped (it could not run), dropped
+  // (a running check, the CPU was busy).
+  virtual void OnPrecisionCheck(const std::string& /*model*/, const std::string& /*device*/,
+                                const std::string& /*dtype*/, const std::string& /*result*/) {}
+  // The largest error relative to the FP32 output's magnitude that a check
+  // measured (or the state file kept) for that combination.
+  virtual void OnPrecisionError(const std::string& /*model*/, const std::string& /*device*/,
+                                const std::string& /*dtype*/, double /*relative_error*/) {}
 };
 
 }  // namespace infergate

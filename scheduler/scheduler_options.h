@@ -36,6 +36,10 @@ struct SchedulerOptions {
   // view changes only on LoadModel).
   std::chrono::milliseconds repository_poll_interval{0};
   RouterOptions router;
+  // The accuracy contract: FP16/BF16 serve a model on a device only once a
+  // check against FP32 on the CPU passed (precision_checker.h). false
+  // takes every dtype as the precision policy picks it, unchecked.
+  bool precision_checks = true;
 };
 
 }  // namespace infergate

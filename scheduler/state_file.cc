@@ -13,9 +13,11 @@ namespace {
 constexpr char kHeader[] =
     "# infergate state v3: one fact per line, its first field the section\n"
     "# limit<TAB>kind<TAB>model<TAB>model file (size:mtime_ns)<TAB>libtorch<TAB>reason\n"
-    "# footprint<TAB>kind<TAB>dtype<TAB>model<TAB>model file<TAB>libtorch<TAB>parameter bytes<TAB>activation bytes\n";
+    "# footprint<TAB>kind<TAB>dtype<TAB>model<TAB>model file<TAB>libtorch<TAB>parameter bytes<TAB>activation bytes\n"
+    "# accuracy<TAB>kind<TAB>device signature<TAB>dtype<TAB>model<TAB>model file sha256<TAB>check inputs<TAB>libtorch"
+    "<TAB>outputs=name=abs error/FP32 magnitude/new NaN or inf;... or problem=text\n";
 
-constexpr const char* kSections[] = {"limit", "footprint"};
+constexpr const char* kSections[] = {"limit", "footprint", "accuracy"};
 
 }  // namespace
 

@@ -104,6 +104,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
           placement->set_dtype(DTypeToProto(p.dtype));
           placement->set_fell_back(p.fell_back);
           placement->set_fallback_reason(p.fallback_reason);
+          placement->set_precision_reason(p.precision_reason);
           placement->set_batch_size(p.batch_size);
           placement->set_model_version(p.model_version);
           v1::Timing* timing = response->mutable_timing();
@@ -203,6 +204,15 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerC
       status->set_version(v.version);
       status->set_state(VersionStateToProto(v.state));
       status->set_reason(v.reason);
+    }
+    for (const PrecisionReport& r : model.precision) {
+      v1::PrecisionCheck* check = info->add_precision_checks();
+      check->set_version(r.version);
+      check->set_device(r.device);
+      check->set_dtype(DTypeToProto(r.dtype));
+      check->set_state(r.state);
+      check->set_relative_error(r.relative_error);
+      check->set_detail(r.detail);
     }
     if (!model.problem.ok()) {
       info->set_problem(std::string(model.problem.message()));

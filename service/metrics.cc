@@ -247,6 +247,17 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
                         .Help("Requests answered without running, by model (\"\" before it is known) and reason (queue_full, "
                               "model_queue_full, queue_timeout, deadline, cancelled, draining, inflight_bytes).")
                         .Register(r);
+  m->precision_checks_ = &prometheus::BuildCounter()
+                              .Name("infergate_precision_checks_total")
+                              .Help("Accuracy checks of a model in a reduced dtype on a device against FP32 on the "
+                                    "cpu, by result: passed, failed, skipped (could not run), dropped (a running "
+                                    "check while the cpu was busy).")
+                              .Register(r);
+  m->precision_error_ = &prometheus::BuildGauge()
+                             .Name("infergate_precision_check_relative_error")
+                             .Help("Largest error an accuracy check measured, relative to the largest magnitude of "
+                                   "the FP32 output, by model, device and dtype.")
+                             .Register(r);
   prometheus::BuildGauge()
       .Name("infergate_build_info")
       .Help("Versions infergate was built with.")
@@ -366,6 +377,16 @@ void Metrics::OnEviction(const DeviceId& device, const std::string& why) {
 
 void Metrics::OnFallback(const std::string& from, const std::string& to, const std::string& reason) {
   Cached(*fallbacks_, {{"from", from}, {"to", to}, {"reason", reason}}).Increment();
+}
+
+void Metrics::OnPrecisionCheck(const std::string& model, const std::string& device, const std::string& dtype,
+                               const std::string& result) {
+  Cached(*precision_checks_, {{"model", model}, {"device", device}, {"dtype", dtype}, {"result", result}}).Increment();
+}
+
+void Metrics::OnPrecisionError(const std::string& model, const std::string& device, const std::string& dtype,
+                               double relative_error) {
+  precision_error_->Add({{"model", model}, {"device", device}, {"dtype", dtype}}).Set(relative_error);
 }
 
 void Metrics::OnRejected(const DeviceId& device, const std::string& model, const std::string& reason) {

@@ -60,6 +60,10 @@ class Metrics final : public SchedulerObserver {
   void OnEviction(const DeviceId& device, const std::string& why) override;
   void OnFallback(const std::string& from, const std::string& to, const std::string& reason) override;
   void OnRejected(const DeviceId& device, const std::string& model, const std::string& reason) override;
+  void OnPrecisionCheck(const std::string& model, const std::string& device, const std::string& dtype,
+                        const std::string& result) override;
+  void OnPrecisionError(const std::string& model, const std::string& device, const std::string& dtype,
+                        double relative_error) override;
   // Calls refused because the server is draining.
   // A call refused before it reached the core: "draining", "inflight_bytes".
   void OnAdmissionRejection(const std::string& reason);
@@ -95,6 +99,8 @@ class Metrics final : public SchedulerObserver {
   prometheus::Family<prometheus::Counter>* updates_ = nullptr;
   prometheus::Family<prometheus::Counter>* fallbacks_ = nullptr;
   prometheus::Family<prometheus::Counter>* rejections_ = nullptr;
+  prometheus::Family<prometheus::Counter>* precision_checks_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* precision_error_ = nullptr;  // Add/Set are thread-safe; rare calls
 
   std::shared_mutex series_mu_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<RequestSeries>> series_;

@@ -1,5 +1,7 @@
 #include "service/open_inference_api.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/proto_enums.h"
 #include "service/open_inference_codec.h"
@@ -70,6 +72,27 @@ bool OpenInferenceApi::ModelReady(const std::string& name, const std::string& ve
   return model.ok() && model->problem.ok() && !model->versions.empty();
 }
 
+namespace {
+
+// The accuracy checks of the version asked for (or the latest served), as
+// "accuracy:<device>:<dtype>" -> "<state>: <detail>".
+std::vector<std::pair<std::string, std::string>> AccuracyParameters(const ModelStatus& model,
+                                                                    const std::string& version) {
+  int64_t wanted = model.versions.empty() ? 0 : model.versions.back();
+  if (!version.empty()) (void)absl::SimpleAtoi(version, &wanted);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const PrecisionReport& r : model.precision) {
+    if (r.version != wanted) continue;
+    std::string value = r.state;
+    if (!r.detail.empty()) absl::StrAppend(&value, ": ", r.detail);
+    out.emplace_back(absl::StrCat("accuracy:", r.device, ":", absl::AsciiStrToLower(DTypeName(r.dtype))),
+                     std::move(value));
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::Status OpenInferenceApi::ModelMetadata(const std::string& name, const std::string& version,
                                              inference::ModelMetadataResponse* out) const {
   absl::StatusOr<ModelStatus> model = core_.Model(name, version);
@@ -84,6 +107,9 @@ absl::Status OpenInferenceApi::ModelMetadata(const std::string& name, const std:
   const bool batched = model->config.max_batch_size() > 0;
   for (const v1::TensorSpec& in : model->config.inputs()) FillTensorMetadata(in, batched, out->add_inputs());
   for (const v1::TensorSpec& o : model->config.outputs()) FillTensorMetadata(o, batched, out->add_outputs());
+  for (auto& [key, value] : AccuracyParameters(*model, version)) {
+    (*out->mutable_parameters())[key].set_string_param(std::move(value));
+  }
   return absl::OkStatus();
 }
 
@@ -96,6 +122,9 @@ absl::Status OpenInferenceApi::ModelConfig(const std::string& name, const std::s
   config->set_name(model->name);
   config->set_platform(kPlatform);
   config->set_backend("pytorch");
+  for (auto& [key, value] : AccuracyParameters(*model, version)) {
+    (*config->mutable_parameters())[key].set_string_value(std::move(value));
+  }
   config->set_max_batch_size(static_cast<int32_t>(from.max_batch_size()));
   for (const v1::TensorSpec& s : from.inputs()) {
     inference::ModelInput* in = config->add_input();

@@ -248,6 +248,7 @@ absl::Status EncodeInferResponse(const inference::ModelInferRequest& request, In
     (*params)["fell_back"].set_bool_param(true);
     SetString(params, "fallback_reason", p.fallback_reason);
   }
+  if (!p.precision_reason.empty()) SetString(params, "precision_reason", p.precision_reason);
   SetInt(params, "batch_size", p.batch_size);
   SetInt(params, "model_version", p.model_version);
   SetInt(params, "queue_us", static_cast<int64_t>(result.timing.queue_us));

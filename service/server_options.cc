@@ -23,6 +23,7 @@ struct RawFlags {
   int64_t max_tensor_elements = int64_t{1} << 28;
   bool batching = true;
   bool fair_queueing = true;
+  bool precision_checks = true;
   std::chrono::milliseconds priority_aging{100};
   std::string cache_budget;  // "cpu=8GiB,cuda:0=20GiB"
   std::string state_file;
@@ -49,6 +50,7 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.queue_capacity = static_cast<size_t>(f.queue_capacity);
   s.batching = f.batching;
   s.fair_queueing = f.fair_queueing;
+  s.precision_checks = f.precision_checks;
   s.priority_aging = f.priority_aging;
   s.worker_spin_us = static_cast<int>(std::clamp<int64_t>(f.worker_spin_us, 0, 10000));
   s.state_file = f.state_file;
@@ -151,6 +153,10 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Bool("fair-queueing", &f.fair_queueing,
              "Models share each device by device time, so one model's flood does not queue another's requests "
              "behind it; false serves requests in arrival order (FIFO).");
+  flags.Bool("precision-checks", &f.precision_checks,
+             "Serve a model in FP16 or BF16 on a device only after a check against FP32 on the CPU passed within "
+             "the model's accuracy tolerance (until then, and after a failed check, the nearest verified dtype "
+             "serves); false uses every precision unchecked.");
   flags.Duration("priority-aging", &f.priority_aging,
                  "A waiting request's priority level improves by one per this much waiting, so low priority is "
                  "delayed, never starved; 0 disables aging.");

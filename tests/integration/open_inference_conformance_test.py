@@ -12,6 +12,7 @@ import random
 import shutil
 import struct
 import sys
+import time
 import threading
 import queue
 
@@ -213,8 +214,20 @@ def main():
               r.parameters["fallback_reason"].string_param == "device_unavailable:cuda:7", "fallback %s" % r.parameters)
         expect_error(lambda: stub.ModelInfer(with_params(device="cuda:7", fallback="DENY")),
                      grpc.StatusCode.FAILED_PRECONDITION, "cuda:7")
+        # FP16 serves once its accuracy check passed; until then (a request
+        # never waits for it) a verified dtype serves and says why.
+        deadline = time.time() + 60
         r = stub.ModelInfer(with_params(device="cuda:0", precision="FP16"))
+        def unverified(r):
+            return "precision_reason" in r.parameters and \
+                r.parameters["precision_reason"].string_param == "unverified:float16"
+
+        while unverified(r) and time.time() < deadline:
+            check(r.parameters["dtype"].string_param != "FP16", "unverified FP16 ran: %s" % r.parameters)
+            time.sleep(0.05)
+            r = stub.ModelInfer(with_params(device="cuda:0", precision="FP16"))
         check(r.parameters["device"].string_param == "cuda:0" and r.parameters["dtype"].string_param == "FP16" and
+              "precision_reason" not in r.parameters and
               r.parameters["requested_device"].string_param == "cuda:0", "cuda fp16 %s" % r.parameters)
         expect_error(lambda: stub.ModelInfer(with_params(device="tpu")), IA, "device")
         expect_error(lambda: stub.ModelInfer(with_params(precision="FP8")), IA, "parameters.precision")

@@ -1,6 +1,7 @@
 // What the README promises about flags, metrics and tokens, each shown on
 // the real server.
 
+#include <thread>
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
@@ -290,9 +291,17 @@ class ConfigAppliedTest : public ::testing::Test {
 
 TEST_F(ConfigAppliedTest, PrecisionOverrideAllowedDevicesAndPinningAreApplied) {
   v1::InferResponse resp;
-  // precision: FP16 overrides the CPU's FP32 default.
+  // precision: FP16 overrides the CPU's FP32 default, once its accuracy
+  // check passed (FP32 serves meanwhile, and says why).
   ASSERT_TRUE(Infer("half", "cpu", &resp).ok());
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       resp.placement().precision_reason() == "unverified:float16" && std::chrono::steady_clock::now() < deadline;) {
+    EXPECT_EQ(resp.placement().dtype(), v1::FLOAT32);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(Infer("half", "cpu", &resp).ok());
+  }
   EXPECT_EQ(resp.placement().dtype(), v1::FLOAT16);
+  EXPECT_EQ(resp.placement().precision_reason(), "");
   ASSERT_TRUE(Infer("plain", "cpu", &resp).ok());
   EXPECT_EQ(resp.placement().dtype(), v1::FLOAT32);
   // allowed_devices: [CPU]: asked for cuda:0, it runs on the CPU and says why;

@@ -44,6 +44,9 @@ void ExpectDoubled(const absl::StatusOr<InferenceResult>& result, float first) {
 class CoreTest : public ::testing::Test {
  protected:
   void Start(SchedulerOptions options = {}) {
+    // These count the runs of fake models: no accuracy checks adding runs
+    // (the contract is tested through the real server).
+    options.precision_checks = false;
     options.cpu_workers = options.cpu_workers ? options.cpu_workers : 1;
     options.intra_op_threads = 1;
     core_ = std::make_unique<InferenceCore>(repo_.root(), DeviceRegistry(FakeDevices(true, true)), options,

@@ -34,6 +34,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--stuck-batch-timeout", "300000ms", "5m"},
     {"--batching", "true", "true"},
     {"--fair-queueing", "true", "true"},
+    {"--precision-checks", "true", "true"},
     {"--priority-aging", "100ms", "100ms"},
     {"--worker-spin-us", "200", "200"},
     {"--cache-budget", "\"\"", "80% of each device's memory"},

@@ -1,0 +1,146 @@
+#pragma once
+// The accuracy contract's checks: before a model serves in FP16 or BF16 on
+// a device, run it there in that dtype and in FP32 on the CPU, on the same
+// check inputs (check_inputs.h), and compare (output_comparison.h). What a
+// check found decides, through DecidePrecision (precision_decision.h),
+// which dtype the route planner gives requests; results persist in the
+// AccuracyLedger, so a restart does not check again.
+//
+// Checks run on the checker's own thread, so a request never waits for
+// one: until its combination is verified, the planner serves a verified
+// dtype. Warm-up may check on the starting thread (CheckNow) before the
+// server reports ready. The running check re-runs one request in N in FP32
+// on the CPU after its answer went out, only while the CPU is idle, and
+// marks the dtype inaccurate when the answers drifted beyond tolerance.
+//
+// Threading: every public method may be called from any thread; State and
+// WantsRunningCheck take one short lock (the request path). Checks load
+// models through the ModelManager like any worker. Observer calls are made
+// with no lock held.
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "devices/device_registry.h"
+#include "scheduler/accuracy_ledger.h"
+#include "scheduler/accuracy_tolerance.h"
+#include "scheduler/inference_types.h"
+#include "scheduler/model_manager.h"
+#include "scheduler/precision_decision.h"
+#include "scheduler/route.h"
+#include "scheduler/scheduler_observer.h"
+#include "scheduler/tensor_types.h"
+
+namespace infergate {
+
+class PrecisionChecker {
+ public:
+  struct Options {
+    bool enabled = true;        // false: every dtype counts as verified (no checks)
+    size_t max_queued = 64;     // checks waiting; more are asked again by later requests
+  };
+  // True when the CPU has no work queued or running.
+  using CpuIdle = std::function<bool()>;
+
+  // Nothing is owned; everything must outlive the checker.
+  PrecisionChecker(ModelManager& models, ModelRepository& repository, const DeviceRegistry& devices,
+                   AccuracyLedger& ledger, Options options, CpuIdle cpu_idle);
+  ~PrecisionChecker();
+
+  void Start();
+  // Drops queued checks and joins the thread; a check running finishes first.
+  void Stop();
+  // Not owned; may be null. Set before serving.
+  void SetObserver(SchedulerObserver* observer) { observer_ = observer; }
+  bool enabled() const { return options_.enabled; }
+
+  // What is known of `dtype` for `route`'s model version, generation and
+  // device, judged against the model's current tolerance; `verdict`, when
+  // given, receives the judgement of a finished check.
+  AccuracyState State(const Route& route, DType dtype, AccuracyVerdict* verdict = nullptr) const;
+
+  // Queues a check of `dtype` for `route` unless one ran or is queued.
+  // `request_inputs` are used (copied) only when the config gives no way to
+  // make check inputs (inputs not declared, no sample file).
+  void Request(const Route& route, DType dtype, const std::vector<NamedTensor>* request_inputs);
+
+  // Runs the check on the calling thread (warm-up) unless one has run.
+  AccuracyState CheckNow(const Route& route, DType dtype);
+
+  // Running check: true for one request in the model's running_check_every
+  // served in a reduced dtype. Cheap when the model has none.
+  bool WantsRunningCheck(const Route& route);
+  // Queues the FP32 re-run of a request already answered, if the CPU is idle
+  // and no other re-run waits; else drops it. Copies the inputs.
+  void OfferRunningCheck(const Route& route, const std::vector<NamedTensor>& inputs,
+                         std::vector<NamedTensor> outputs);
+
+  // The combinations checked or being checked for the served generations
+  // of `model`.
+  std::vector<PrecisionReport> Reports(const std::string& model) const;
+
+ private:
+  struct Key {
+    std::string model;
+    int64_t version = 0;
+    uint64_t generation = 0;
+    DeviceId device;
+    DType dtype = DType::kFloat16;
+    friend auto operator<=>(const Key&, const Key&) = default;
+  };
+  enum class Stage { kQueued, kDone, kNotChecked };
+  struct Entry {
+    Stage stage = Stage::kQueued;
+    AccuracyMeasurement measurement;       // kDone
+    std::optional<AccuracyKey> ledger_key;  // where kDone's measurement is kept
+    std::string note;                      // kNotChecked: why
+  };
+  struct Task {
+    Route route;
+    DType dtype = DType::kFloat16;
+    std::vector<NamedTensor> inputs;   // captured request inputs, or a running check's
+    std::vector<NamedTensor> outputs;  // running check: what the client got
+    bool running_check = false;
+  };
+
+  static Key KeyOf(const Route& route, DType dtype);
+  void Loop();
+  Entry Check(const Route& route, DType dtype, const std::vector<NamedTensor>& captured);
+  void RunningCheck(const Task& task);
+  void Finish(const Key& key, const Route& route, Entry entry, const char* how);
+  // Runs `route`'s model (loaded through the manager) on named inputs.
+  absl::StatusOr<std::vector<NamedTensor>> RunOn(const Route& route, const std::vector<NamedTensor>& inputs);
+  std::optional<Route> ReferenceRoute(const Route& route) const;
+  absl::StatusOr<std::string> DigestOf(const Route& route);
+  static std::string DeviceSignature(const DeviceInfo& device);
+
+  ModelManager& models_;
+  ModelRepository& repository_;
+  const DeviceRegistry& devices_;
+  AccuracyLedger& ledger_;
+  const Options options_;
+  CpuIdle cpu_idle_;
+  SchedulerObserver* observer_ = nullptr;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::map<Key, Entry> entries_;             // under mu_
+  std::deque<Task> queue_;                   // under mu_
+  bool running_check_queued_ = false;        // under mu_
+  std::map<std::string, uint64_t> served_;   // model -> reduced-precision requests seen; under mu_
+  std::map<std::string, std::string> digests_;  // "path|size:mtime" -> SHA-256; checker threads only
+  std::mutex digests_mu_;
+  bool stopping_ = false;                    // under mu_
+  std::thread thread_;
+};
+
+}  // namespace infergate
