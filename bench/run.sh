@@ -276,6 +276,47 @@ mixed_summary=$(awk -F, '$1 == "mixed" { v[$3 "," $2 "," "p50"] = $8; v[$3 "," $
       v["fair-flood,cnn,rps"] / v["fifo-flood,cnn,rps"] }' "$csv")
 echo "  $mixed_summary" >&2
 
+# The accuracy contract: time from start to serving when warm-up checks each
+# warm-up model's reduced precision on every device (simulated mps and
+# cuda:0) before serving, against no checks; then the mlp on simulated mps
+# (FP16 once its check passed) at concurrency 8, in alternating rounds.
+echo "== accuracy checks: start-up and steady state on simulated mps" >&2
+for round in $(seq "$rounds"); do
+  for checks in on off; do
+    started=$(date +%s%N)
+    start_server --simulate-devices=mps,cuda:0 --precision-checks=$([ $checks = on ] && echo true || echo false)
+    echo "$checks $(( ($(date +%s%N) - started) / 1000000 ))" >>"$work/startup.ms"
+    # A request never waits for a check: those before its verdict run in FP32.
+    "$cli" --address "$address" infer --model mlp --device mps --repeat 5 >/dev/null
+    sleep 0.5
+    "$cli" --address "$address" bench --model mlp --device mps --rows 1 --concurrency 8 --duration "$seconds" \
+      --warmup "$warmup" >"$work/accuracy-$checks-$round.out"
+    stop_server
+  done
+done
+for checks in on off; do
+  best=""
+  for round in $(seq "$rounds"); do
+    rps=$(field 'req/s' "$(cat "$work/accuracy-$checks-$round.out")")
+    if [ -z "$best" ] || awk -v a="$rps" -v b="$best" 'BEGIN { exit !(a > b) }'; then
+      best=$rps
+      best_line=$(cat "$work/accuracy-$checks-$round.out")
+    fi
+  done
+  record accuracy mlp "mps-checks-$checks" 8 1 "$best_line"
+done
+accuracy_summary=$(awk -v csv="$csv" '
+  { ms[$1] += $2; n[$1]++ }
+  END {
+    while ((getline line < csv) > 0) {
+      split(line, f, ",")
+      if (f[1] == "accuracy") rps[f[3]] = f[6]
+    }
+    ratio = (rps["mps-checks-off"] > 0) ? rps["mps-checks-on"] / rps["mps-checks-off"] : 0
+    printf "Accuracy checks: start to serving %.0f ms with checks, %.0f ms without (mean of %d); mlp on simulated mps at concurrency 8: %.0f req/s with checks, %.0f without (ratio %.3f, best round each).",
+      ms["on"] / n["on"], ms["off"] / n["off"], n["on"], rps["mps-checks-on"], rps["mps-checks-off"], ratio }' "$work/startup.ms")
+echo "  $accuracy_summary" >&2
+
 # The performance targets, each a ratio within this run.
 targets=$(awk -F, '
   { rps[$1 "," $2 "," $3 "," $4] = $6; rows[$1 "," $2 "," $3 "," $4] = $7; over[$1 "," $2 "," $3 "," $4] = $10 }
@@ -324,6 +365,8 @@ echo "$targets" | sed 's/^/  /' >&2
   tail -n +2 "$csv" | awk -F, '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12 }'
   echo
   echo "$mixed_summary"
+  echo
+  echo "$accuracy_summary"
   echo
   echo "Targets (ratios within this run; h2load rows send one pre-encoded request on N streams of one connection):"
   echo

@@ -47,14 +47,14 @@ PrecisionChecker::PrecisionChecker(ModelManager& models, ModelRepository& reposi
 PrecisionChecker::~PrecisionChecker() { Stop(); }
 
 void PrecisionChecker::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::shared_mutex> lock(mu_);
   if (!options_.enabled || thread_.joinable() || stopping_) return;
   thread_ = std::thread([this] { Loop(); });
 }
 
 void PrecisionChecker::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::shared_mutex> lock(mu_);
     stopping_ = true;
     queue_.clear();
   }
@@ -66,23 +66,25 @@ PrecisionChecker::Key PrecisionChecker::KeyOf(const Route& route, DType dtype) {
   return {route.model->name, route.version, route.generation, route.device.id, dtype};
 }
 
+PrecisionChecker::KeyView PrecisionChecker::ViewOf(const Route& route, DType dtype) {
+  return {route.model->name, route.version, route.generation, route.device.id, dtype};
+}
+
 AccuracyState PrecisionChecker::State(const Route& route, DType dtype, AccuracyVerdict* verdict) const {
   if (!options_.enabled) return AccuracyState::kVerified;
-  AccuracyMeasurement measurement;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.find(KeyOf(route, dtype));
-    if (it == entries_.end() || it->second.stage != Stage::kDone) return AccuracyState::kUnchecked;
-    measurement = it->second.measurement;
-  }
-  AccuracyVerdict judged = Judge(measurement, route.model->config.accuracy(), dtype);
-  const bool passed = judged.passed;
-  if (verdict) *verdict = std::move(judged);
-  return passed ? AccuracyState::kVerified : AccuracyState::kInaccurate;
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto it = entries_.find(ViewOf(route, dtype));
+  if (it == entries_.end() || it->second.stage != Stage::kDone) return AccuracyState::kUnchecked;
+  if (verdict) *verdict = it->second.verdict;
+  return it->second.verdict.passed ? AccuracyState::kVerified : AccuracyState::kInaccurate;
 }
 
 void PrecisionChecker::Request(const Route& route, DType dtype, const std::vector<NamedTensor>* request_inputs) {
   if (!options_.enabled || !Reduced(dtype)) return;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    if (entries_.find(ViewOf(route, dtype)) != entries_.end()) return;  // checked, or queued
+  }
   const Key key = KeyOf(route, dtype);
   const v1::AccuracyConfig& accuracy = route.model->config.accuracy();
   bool declared = !route.model->declared.inputs.empty();
@@ -90,7 +92,7 @@ void PrecisionChecker::Request(const Route& route, DType dtype, const std::vecto
   const bool needs_request_inputs = accuracy.sample_inputs().empty() && !declared;
   if (needs_request_inputs && !request_inputs) return;  // a request will bring inputs
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::shared_mutex> lock(mu_);
     if (stopping_ || entries_.count(key) > 0 || queue_.size() >= options_.max_queued) return;
     entries_[key] = Entry{};
   }
@@ -99,7 +101,7 @@ void PrecisionChecker::Request(const Route& route, DType dtype, const std::vecto
   task.dtype = dtype;
   if (needs_request_inputs) task.inputs = Cloned(*request_inputs);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::shared_mutex> lock(mu_);
     queue_.push_back(std::move(task));
   }
   wake_.notify_one();
@@ -110,7 +112,7 @@ AccuracyState PrecisionChecker::CheckNow(const Route& route, DType dtype) {
   const Key key = KeyOf(route, dtype);
   bool done = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::shared_mutex> lock(mu_);
     auto it = entries_.find(key);
     done = it != entries_.end() && it->second.stage == Stage::kDone;
   }
@@ -122,7 +124,7 @@ void PrecisionChecker::Loop() {
   for (;;) {
     Task task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      std::unique_lock<std::shared_mutex> lock(mu_);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (stopping_) return;
       task = std::move(queue_.front());
@@ -263,7 +265,8 @@ void PrecisionChecker::Finish(const Key& key, const Route& route, Entry entry, c
   std::string result = "skipped";
   double relative_error = 0;
   if (entry.stage == Stage::kDone) {
-    AccuracyVerdict verdict = Judge(entry.measurement, route.model->config.accuracy(), key.dtype);
+    entry.verdict = Judge(entry.measurement, route.model->config.accuracy(), key.dtype);
+    const AccuracyVerdict& verdict = entry.verdict;
     relative_error = verdict.relative_error;
     result = verdict.passed ? "passed" : "failed";
     if (!verdict.passed) {
@@ -278,7 +281,7 @@ void PrecisionChecker::Finish(const Key& key, const Route& route, Entry entry, c
     LOG_WARNING << where << ": not checked (" << entry.note << "); requests get a verified dtype";
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::shared_mutex> lock(mu_);
     entries_[key] = std::move(entry);
   }
   if (!observer_) return;
@@ -289,7 +292,7 @@ void PrecisionChecker::Finish(const Key& key, const Route& route, Entry entry, c
 bool PrecisionChecker::WantsRunningCheck(const Route& route) {
   const uint32_t every = route.model->config.accuracy().running_check_every();
   if (every == 0 || !options_.enabled || !Reduced(route.dtype)) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::shared_mutex> lock(mu_);
   return ++served_[route.model->name] % every == 0;
 }
 
@@ -298,7 +301,7 @@ void PrecisionChecker::OfferRunningCheck(const Route& route, const std::vector<N
   const std::string dtype = Lower(DTypeName(route.dtype));
   bool queued = false;
   if (cpu_idle_ && cpu_idle_()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::shared_mutex> lock(mu_);
     if (!stopping_ && !running_check_queued_) {
       running_check_queued_ = true;
       queued = true;
@@ -315,7 +318,7 @@ void PrecisionChecker::OfferRunningCheck(const Route& route, const std::vector<N
   task.outputs = std::move(outputs);
   task.running_check = true;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::shared_mutex> lock(mu_);
     queue_.push_back(std::move(task));
   }
   wake_.notify_one();
@@ -342,16 +345,20 @@ void PrecisionChecker::RunningCheck(const Task& task) {
   std::optional<AccuracyKey> ledger_key;
   AccuracyMeasurement kept = measured;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::shared_mutex> lock(mu_);
     auto it = entries_.find(key);
     if (it != entries_.end() && it->second.stage == Stage::kDone) {
       kept = Worse(it->second.measurement, measured, accuracy, task.dtype);
       ledger_key = it->second.ledger_key;
-      if (!verdict.passed) it->second.measurement = kept;
+      if (!verdict.passed) {
+        it->second.measurement = kept;
+        it->second.verdict = Judge(kept, accuracy, task.dtype);
+      }
     } else if (!verdict.passed) {
       Entry entry;
       entry.stage = Stage::kDone;
       entry.measurement = kept;
+      entry.verdict = verdict;
       entries_[key] = std::move(entry);
     }
   }
@@ -371,7 +378,7 @@ std::vector<PrecisionReport> PrecisionChecker::Reports(const std::string& model)
   absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(model);
   if (!entry.ok()) return {};
   std::vector<PrecisionReport> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::shared_mutex> lock(mu_);
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     const Key& key = it->first;
     if (key.model != model) continue;

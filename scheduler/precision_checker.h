@@ -25,11 +25,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
+#include <tuple>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "devices/device_registry.h"
 #include "scheduler/accuracy_ledger.h"
 #include "scheduler/accuracy_tolerance.h"
@@ -95,12 +98,30 @@ class PrecisionChecker {
     uint64_t generation = 0;
     DeviceId device;
     DType dtype = DType::kFloat16;
-    friend auto operator<=>(const Key&, const Key&) = default;
+  };
+  // A Key that borrows the model name: what the request path looks up.
+  struct KeyView {
+    absl::string_view model;
+    int64_t version = 0;
+    uint64_t generation = 0;
+    DeviceId device;
+    DType dtype = DType::kFloat16;
+  };
+  struct KeyLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return std::tie(a.model, a.version, a.generation, a.device, a.dtype) <
+             std::tie(b.model, b.version, b.generation, b.device, b.dtype);
+    }
   };
   enum class Stage { kQueued, kDone, kNotChecked };
   struct Entry {
     Stage stage = Stage::kQueued;
     AccuracyMeasurement measurement;       // kDone
+    // kDone: the measurement judged against the config of the generation
+    // it was made for (a changed config is a new generation).
+    AccuracyVerdict verdict;
     std::optional<AccuracyKey> ledger_key;  // where kDone's measurement is kept
     std::string note;                      // kNotChecked: why
   };
@@ -113,6 +134,7 @@ class PrecisionChecker {
   };
 
   static Key KeyOf(const Route& route, DType dtype);
+  static KeyView ViewOf(const Route& route, DType dtype);
   void Loop();
   Entry Check(const Route& route, DType dtype, const std::vector<NamedTensor>& captured);
   void RunningCheck(const Task& task);
@@ -131,9 +153,10 @@ class PrecisionChecker {
   CpuIdle cpu_idle_;
   SchedulerObserver* observer_ = nullptr;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::map<Key, Entry> entries_;             // under mu_
+  // Readers (State, on the request path) share it; the rest take it alone.
+  mutable std::shared_mutex mu_;
+  std::condition_variable_any wake_;
+  std::map<Key, Entry, KeyLess> entries_;    // under mu_
   std::deque<Task> queue_;                   // under mu_
   bool running_check_queued_ = false;        // under mu_
   std::map<std::string, uint64_t> served_;   // model -> reduced-precision requests seen; under mu_

@@ -49,19 +49,25 @@ absl::StatusOr<Route> RoutePlanner::PlaceOn(Route route, const DeviceId& device,
 
 absl::Status RoutePlanner::ApplyAccuracy(Route& route, Precision precision, bool allow_fallback) const {
   if (route.dtype != DType::kFloat16 && route.dtype != DType::kBFloat16) return absl::OkStatus();
-  AccuracyVerdict fp16_verdict, bf16_verdict;
   PrecisionQuery query;
   query.picked = route.dtype;
   query.client_asked = precision != Precision::kAuto;
   query.allow_fallback = allow_fallback;
   query.bf16_supported = SupportsBf16(route.device.precision);
-  query.fp16 = accuracy_->State(route, DType::kFloat16, &fp16_verdict);
-  query.bf16 = query.bf16_supported ? accuracy_->State(route, DType::kBFloat16, &bf16_verdict)
-                                    : AccuracyState::kUnchecked;
+  // The common case, a verified pick, takes one look.
+  const AccuracyState picked = accuracy_->State(route, route.dtype);
+  if (picked == AccuracyState::kVerified) return absl::OkStatus();
+  const bool picked_fp16 = route.dtype == DType::kFloat16;
+  const AccuracyState other = picked_fp16 || query.bf16_supported
+                                  ? accuracy_->State(route, picked_fp16 ? DType::kBFloat16 : DType::kFloat16)
+                                  : AccuracyState::kUnchecked;
+  query.fp16 = picked_fp16 ? picked : other;
+  query.bf16 = picked_fp16 ? other : picked;
   PrecisionDecision decision = DecidePrecision(query);
   route.precision_check = decision.check;
   if (decision.reason == PrecisionReasonKind::kNone) return absl::OkStatus();
-  const AccuracyVerdict& verdict = decision.about == DType::kFloat16 ? fp16_verdict : bf16_verdict;
+  AccuracyVerdict verdict;
+  if (decision.reason == PrecisionReasonKind::kInaccurate) accuracy_->State(route, decision.about, &verdict);
   const std::string what = absl::StrCat("model '", route.model->name, "' in ",
                                         absl::AsciiStrToLower(DTypeName(decision.about)), " on ",
                                         route.device.id.ToString());

@@ -209,6 +209,11 @@ int Models(v1::InferenceService::Stub& stub, const CliOptions& o) {
       std::cout << "  loaded v" << l.version() << " on " << l.device() << " as " << v1::DataType_Name(l.dtype())
                 << "\n";
     }
+    for (const v1::PrecisionCheck& check : m.precision_checks()) {
+      std::cout << "  accuracy v" << check.version() << " on " << check.device() << " in "
+                << v1::DataType_Name(check.dtype()) << ": " << check.state()
+                << (check.detail().empty() ? "" : " (" + check.detail() + ")") << "\n";
+    }
   }
   return 0;
 }
@@ -312,6 +317,7 @@ int Infer(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vect
             << " dtype=" << v1::DataType_Name(p.dtype()) << " batch_size=" << p.batch_size()
             << " version=" << p.model_version() << " fell_back=" << (p.fell_back() ? "true" : "false");
   if (p.fell_back()) std::cout << " reason=" << p.fallback_reason();
+  if (!p.precision_reason().empty()) std::cout << " precision_reason=\"" << p.precision_reason() << "\"";
   std::cout << "\ntiming: queue_us=" << resp.timing().queue_us() << " compute_us=" << resp.timing().compute_us()
             << " total_us=" << resp.timing().total_us() << "\n";
   if (latencies_us.size() > 1) {
