@@ -270,7 +270,14 @@ Json MessageToJson(const google::protobuf::Message& m) {
         const FieldDescriptor* key = entry.GetDescriptor()->FindFieldByName("key");
         const FieldDescriptor* value = entry.GetDescriptor()->FindFieldByName("value");
         Json k_json = FieldToJson(entry, key, -1);
-        map[k_json.is_string() ? k_json.get<std::string>() : k_json.dump()] = FieldToJson(entry, value, -1);
+        Json v_json = FieldToJson(entry, value, -1);
+        // The REST protocol's $parameters are plain JSON values, as in an
+        // inference answer, not the gRPC oneof ({"string_param": ...}).
+        if (value->message_type() == inference::InferParameter::descriptor() && v_json.is_object() &&
+            v_json.size() == 1) {
+          v_json = Json(v_json.begin().value());
+        }
+        map[k_json.is_string() ? k_json.get<std::string>() : k_json.dump()] = std::move(v_json);
       }
       out[f->name()] = std::move(map);
     } else if (f->is_repeated()) {

@@ -19,6 +19,7 @@ saves at test time (nothing committed as a binary).
   inputs of magnitude 100: the running check marks it inaccurate after such
   a request, and later requests get a verified dtype.
 """
+import json
 import os
 import re
 import shutil
@@ -240,6 +241,17 @@ def main():
             except grpc.RpcError as e:
                 if e.code() != grpc.StatusCode.FAILED_PRECONDITION or "accuracy" not in e.details():
                     fail("overflow FP16 DENY: %s %s" % (e.code(), e.details()))
+        # Visible through the Open Inference Protocol: metadata and config parameters.
+        def rest(path):
+            with urllib.request.urlopen("http://%s%s" % (server.http_address, path), timeout=30) as r:
+                return json.loads(r.read())
+        meta = rest("/v2/models/overflow")["parameters"]
+        config = rest("/v2/models/overflow/config")["parameters"]
+        if not meta.get("accuracy:mps:float16", "").startswith("inaccurate: NaN or inf") or \
+                not meta.get("accuracy:cuda:0:bfloat16", "").startswith("verified: error") or \
+                not config.get("accuracy:mps:float16", {}).get("string_value", "").startswith("inaccurate"):
+            fail("accuracy parameters: metadata %s, config %s" % (meta, config))
+
         # BF16 serves this model well: AUTO on cuda:0 keeps it (never FP32 everywhere).
         y, dtype, reason = settle(stub, "overflow", x, "cuda:0")
         if dtype != "BFLOAT16":
