@@ -81,19 +81,21 @@ AccuracyState PrecisionChecker::State(const Route& route, DType dtype, AccuracyV
 
 void PrecisionChecker::Request(const Route& route, DType dtype, const std::vector<NamedTensor>* request_inputs) {
   if (!options_.enabled || !Reduced(dtype)) return;
+  const Clock::time_point now = Clock::now();
+  auto settled = [&](const Entry& e) { return e.stage != Stage::kNotChecked || now < e.retry_after; };
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    if (entries_.find(ViewOf(route, dtype)) != entries_.end()) return;  // checked, or queued
+    auto it = entries_.find(ViewOf(route, dtype));
+    if (it != entries_.end() && settled(it->second)) return;  // checked, queued, or not yet due again
   }
   const Key key = KeyOf(route, dtype);
-  const v1::AccuracyConfig& accuracy = route.model->config.accuracy();
-  bool declared = !route.model->declared.inputs.empty();
-  for (const InputSpec& spec : route.model->declared.inputs) declared = declared && spec.dtype && spec.dims;
-  const bool needs_request_inputs = accuracy.sample_inputs().empty() && !declared;
+  const bool needs_request_inputs = NeedsRequestInputs(*route.model);
   if (needs_request_inputs && !request_inputs) return;  // a request will bring inputs
   {
     std::lock_guard<std::shared_mutex> lock(mu_);
-    if (stopping_ || entries_.count(key) > 0 || queue_.size() >= options_.max_queued) return;
+    if (stopping_ || queue_.size() >= options_.max_queued) return;
+    auto it = entries_.find(key);
+    if (it != entries_.end() && settled(it->second)) return;
     entries_[key] = Entry{};
   }
   Task task;
@@ -107,8 +109,18 @@ void PrecisionChecker::Request(const Route& route, DType dtype, const std::vecto
   wake_.notify_one();
 }
 
-AccuracyState PrecisionChecker::CheckNow(const Route& route, DType dtype) {
+bool PrecisionChecker::NeedsRequestInputs(const ModelEntry& model) {
+  if (!model.config.accuracy().sample_inputs().empty()) return false;
+  if (model.declared.inputs.empty()) return true;
+  for (const InputSpec& spec : model.declared.inputs) {
+    if (!spec.dtype || !spec.dims) return true;
+  }
+  return false;
+}
+
+AccuracyState PrecisionChecker::CheckNow(const Route& route, DType dtype, const char* occasion) {
   if (!options_.enabled || !Reduced(dtype)) return AccuracyState::kVerified;
+  if (NeedsRequestInputs(*route.model)) return State(route, dtype);
   const Key key = KeyOf(route, dtype);
   bool done = false;
   {
@@ -116,7 +128,7 @@ AccuracyState PrecisionChecker::CheckNow(const Route& route, DType dtype) {
     auto it = entries_.find(key);
     done = it != entries_.end() && it->second.stage == Stage::kDone;
   }
-  if (!done) Finish(key, route, Check(route, dtype, {}), "warm-up");
+  if (!done) Finish(key, route, Check(route, dtype, {}), occasion);
   return State(route, dtype);
 }
 
@@ -278,7 +290,9 @@ void PrecisionChecker::Finish(const Key& key, const Route& route, Entry entry, c
                << (from_state_file ? ", from the state file" : "") << "): " << verdict.Describe();
     }
   } else {
-    LOG_WARNING << where << ": not checked (" << entry.note << "); requests get a verified dtype";
+    LOG_WARNING << where << ": not checked (" << entry.note << "); requests get a verified dtype, and one asks "
+                << "again in " << kRetryNotChecked.count() << " s";
+    entry.retry_after = Clock::now() + kRetryNotChecked;
   }
   {
     std::lock_guard<std::shared_mutex> lock(mu_);

@@ -76,8 +76,10 @@ class PrecisionChecker {
   // make check inputs (inputs not declared, no sample file).
   void Request(const Route& route, DType dtype, const std::vector<NamedTensor>* request_inputs);
 
-  // Runs the check on the calling thread (warm-up) unless one has run.
-  AccuracyState CheckNow(const Route& route, DType dtype);
+  // Runs the check on the calling thread unless one has run; `occasion`
+  // ("warm-up", "load") is for the log. A model whose check inputs can only
+  // come from a request is left for its first request.
+  AccuracyState CheckNow(const Route& route, DType dtype, const char* occasion);
 
   // Running check: true for one request in the model's running_check_every
   // served in a reduced dtype. Cheap when the model has none.
@@ -124,6 +126,7 @@ class PrecisionChecker {
     AccuracyVerdict verdict;
     std::optional<AccuracyKey> ledger_key;  // where kDone's measurement is kept
     std::string note;                      // kNotChecked: why
+    Clock::time_point retry_after;         // kNotChecked: a request may ask again from then on
   };
   struct Task {
     Route route;
@@ -133,7 +136,13 @@ class PrecisionChecker {
     bool running_check = false;
   };
 
+  // A check that could not run (a device failure, a missing sample file)
+  // is tried again by a request after this long.
+  static constexpr std::chrono::seconds kRetryNotChecked{30};
+
   static Key KeyOf(const Route& route, DType dtype);
+  // The config gives no way to make check inputs: a request's are needed.
+  static bool NeedsRequestInputs(const ModelEntry& model);
   static KeyView ViewOf(const Route& route, DType dtype);
   void Loop();
   Entry Check(const Route& route, DType dtype, const std::vector<NamedTensor>& captured);

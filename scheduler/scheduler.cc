@@ -471,7 +471,7 @@ void Scheduler::LoadModel(const LoadRequest& request, std::function<void(absl::S
     if (absl::Status synced = lifecycle_.SyncModel(request.model); !synced.ok()) return (*shared_done)(synced);
     // A load may take its time: the precision it loads in is checked first.
     CheckPrecisionNow(request.model, request.version, request.device.empty() ? "auto" : request.device,
-                      request.precision);
+                      request.precision, "load");
     absl::StatusOr<Route> route =
         planner_.Plan({request.model, request.version, request.device, request.precision, /*allow_fallback=*/false});
     if (!route.ok()) return (*shared_done)(route.status());
@@ -500,13 +500,13 @@ void Scheduler::LoadModel(const LoadRequest& request, std::function<void(absl::S
 absl::StatusOr<size_t> Scheduler::UnloadModel(const LoadRequest& request) { return models_.Unload(request); }
 
 void Scheduler::CheckPrecisionNow(const std::string& model, const std::string& version, const std::string& device,
-                                  Precision precision) {
+                                  Precision precision, const char* occasion) {
   if (!checker_.enabled()) return;
   // The first pick, then (if it failed) the other 16-bit dtype.
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::StatusOr<Route> route = planner_.Plan({model, version, device, precision, /*allow_fallback=*/true});
     if (!route.ok() || !route->precision_check) return;
-    checker_.CheckNow(*route, *route->precision_check);
+    checker_.CheckNow(*route, *route->precision_check, occasion);
   }
 }
 
@@ -516,7 +516,7 @@ void Scheduler::Warmup() {
     // Accuracy first, on every device the model may run on, so warm-up
     // loads the dtype that will serve.
     for (const DeviceId& id : devices_.Available()) {
-      if (DeviceAllowed(entry.config, id)) CheckPrecisionNow(entry.name, "", id.ToString(), Precision::kAuto);
+      if (DeviceAllowed(entry.config, id)) CheckPrecisionNow(entry.name, "", id.ToString(), Precision::kAuto, "warm-up");
     }
     absl::StatusOr<Route> route = planner_.Plan({entry.name, "", "auto", Precision::kAuto, true});
     if (!route.ok()) {

@@ -101,7 +101,7 @@ class Scheduler {
   // (warm-up, explicit loads): the dtype AUTO or `precision` picks, then
   // the next one if that failed.
   void CheckPrecisionNow(const std::string& model, const std::string& version, const std::string& device,
-                         Precision precision);
+                         Precision precision, const char* occasion);
   DeviceExecutor* Executor(const DeviceId& device) const;
 
   SchedulerObserver ignore_;

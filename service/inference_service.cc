@@ -57,6 +57,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
       !s.ok()) {
     return refuse(s);
   }
+  if (absl::Status s = CheckTensorCount(request->inputs_size(), "inputs", limits_); !s.ok()) return refuse(s);
   InferenceRequest req;
   req.received = received;
   req.deadline = SteadyDeadline(*ctx);

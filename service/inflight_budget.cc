@@ -28,6 +28,7 @@ absl::StatusOr<InflightBudget::Reservation> InflightBudget::Reserve(uint64_t byt
           ", beyond its --max-inflight-bytes budget of ", limit_, "; retry shortly or on another replica"));
     }
   } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  reserved_total_.fetch_add(bytes, std::memory_order_relaxed);
   return Reservation(this, bytes);
 }
 

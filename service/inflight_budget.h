@@ -46,10 +46,14 @@ class InflightBudget {
 
   uint64_t in_use() const { return used_.load(std::memory_order_relaxed); }
   uint64_t limit() const { return limit_; }
+  // Every byte ever reserved (a counter): how much request memory has come
+  // and gone, for MemoryReturner.
+  uint64_t reserved_total() const { return reserved_total_.load(std::memory_order_relaxed); }
 
  private:
   const uint64_t limit_;
   std::atomic<uint64_t> used_{0};
+  std::atomic<uint64_t> reserved_total_{0};
 };
 
 }  // namespace infergate

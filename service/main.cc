@@ -31,6 +31,7 @@
 #include "scheduler/inference_core.h"
 #include "service/inference_service.h"
 #include "service/liveness_watchdog.h"
+#include "service/memory_return.h"
 #include "service/open_inference_rest.h"
 #include "service/open_inference_service.h"
 #include "service/server_options.h"
@@ -148,6 +149,9 @@ int Run(int argc, char** argv) {
   if (inflight_bytes == 0) inflight_bytes = std::max<uint64_t>(ReadHostMemory().total_bytes / 4, opts.max_receive_bytes);
   InflightBudget budget(inflight_bytes);
   LOG_INFO << "in-flight request budget " << inflight_bytes << " bytes";
+  // Once a second, after 64 MiB of requests came and went and none is in
+  // flight, freed memory goes back to the system.
+  MemoryReturner memory_returner(budget, std::chrono::seconds(1), uint64_t{64} << 20);
   std::unique_ptr<Metrics> metrics;
   if (!opts.metrics_address.empty()) {
     absl::StatusOr<std::unique_ptr<Metrics>> started =

@@ -106,6 +106,8 @@ void SetInt(Parameters* params, const char* key, int64_t value) { (*params)[key]
 
 absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,
                                 InferenceRequest* out) {
+  if (absl::Status s = CheckTensorCount(request.inputs_size(), "inputs", limits); !s.ok()) return s;
+  if (absl::Status s = CheckTensorCount(request.outputs_size(), "outputs", limits); !s.ok()) return s;
   // Each output at most once: an output named K times would make the answer
   // hold K copies of it, memory no budget accounts for.
   if (request.outputs_size() > 1) {

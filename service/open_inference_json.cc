@@ -1,5 +1,7 @@
 #include "service/open_inference_json.h"
 
+#include "service/json_scan.h"
+
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -22,6 +24,7 @@ using google::protobuf::FieldDescriptor;
 constexpr bool kLittleEndian = std::endian::native == std::endian::little;
 // Nested `data` deeper than this is refused before it is walked.
 constexpr int kMaxDataDepth = 64;
+static_assert(kMaxJsonDepth >= kMaxDataDepth + 4, "a body must be able to hold data nested kMaxDataDepth deep");
 
 absl::Status Invalid(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
@@ -33,6 +36,9 @@ std::string Quote(absl::string_view text) {
 }
 
 absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what) {
+  // Refused before a tree is built: nesting no request needs (a tensor's
+  // data is at most rank 8 deep) costs a node per level.
+  if (absl::Status deep = CheckJsonDepth(ScanJson(text), what); !deep.ok()) return deep;
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::exception& e) {
@@ -355,6 +361,7 @@ absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, s
   auto inputs = root.find("inputs");
   if (inputs == root.end()) return Invalid("inputs", "is missing");
   if (!inputs->is_array()) return Invalid("inputs", "expected an array");
+  if (absl::Status s = CheckTensorCount(static_cast<int64_t>(inputs->size()), "inputs", limits); !s.ok()) return s;
   size_t binary_used = 0;
   for (size_t i = 0; i < inputs->size(); ++i) {
     const Json& in = (*inputs)[i];
@@ -403,6 +410,7 @@ absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, s
 
   if (auto outputs = root.find("outputs"); outputs != root.end()) {
     if (!outputs->is_array()) return Invalid("outputs", "expected an array");
+    if (absl::Status s = CheckTensorCount(static_cast<int64_t>(outputs->size()), "outputs", limits); !s.ok()) return s;
     for (size_t i = 0; i < outputs->size(); ++i) {
       const Json& o = (*outputs)[i];
       const std::string field = absl::StrCat("outputs[", i, "]");

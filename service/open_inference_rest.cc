@@ -1,5 +1,7 @@
 #include "service/open_inference_rest.h"
 
+#include "service/json_scan.h"
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -184,7 +186,26 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
     }
     json_length = n;
   }
+  // The parse tree lives only while the body is read into tensors, but it
+  // is the largest thing the call holds: some tens of bytes per value.
+  absl::string_view json_text = request->body;
+  if (json_length && *json_length < json_text.size()) json_text = json_text.substr(0, *json_length);
+  const JsonScan scan = ScanJson(json_text);
+  if (absl::Status deep = CheckJsonDepth(scan, "the request body"); !deep.ok()) return refuse(deep);
+  InflightBudget::Reservation tree;
+  if (budget_) {
+    absl::StatusOr<InflightBudget::Reservation> reserved = budget_->Reserve(scan.TreeBytes());
+    if (!reserved.ok()) {
+      if (metrics_) metrics_->OnAdmissionRejection("inflight_bytes");
+      return refuse(absl::ResourceExhaustedError(absl::StrCat(
+          "the JSON body's parse tree (about ", scan.TreeBytes(), " bytes for ", scan.values,
+          " values) does not fit the in-flight budget: ", reserved.status().message(),
+          "; send tensors in the binary extension instead")));
+    }
+    tree = *std::move(reserved);
+  }
   absl::StatusOr<RestInferRequest> parsed = ParseRestInferRequest(request->body, json_length, model, version, limits_);
+  tree = InflightBudget::Reservation();  // the tree is gone
   if (!parsed.ok()) return refuse(parsed.status());
   // What the decoded tensors alias, kept until the answer is written.
   struct Call {

@@ -77,4 +77,10 @@ absl::StatusOr<WireTensorInfo> ValidateWireTensor(const v1::Tensor& wire, absl::
   return info;
 }
 
+absl::Status CheckTensorCount(int64_t count, absl::string_view field, const CodecLimits& limits) {
+  if (count <= limits.max_tensors) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", count, " tensors; a request may carry at most ", limits.max_tensors));
+}
+
 }  // namespace infergate

@@ -19,7 +19,15 @@ struct CodecLimits {
   static constexpr int64_t kElementsCeiling = int64_t{1} << 60;
   int max_rank = 8;
   int64_t max_elements = int64_t{1} << 31;  // held to kElementsCeiling
+  // The most input (and requested output) tensors one request may carry.
+  // Checked before any is decoded: millions of tiny tensors would
+  // otherwise cost gigabytes of bookkeeping for a request no model takes.
+  int max_tensors = 1024;
 };
+
+// INVALID_ARGUMENT naming `field` ("inputs") when `count` tensors are more
+// than `limits` allow.
+absl::Status CheckTensorCount(int64_t count, absl::string_view field, const CodecLimits& limits);
 
 struct WireTensorInfo {
   DType dtype = DType::kFloat32;

@@ -65,6 +65,22 @@ TEST(OpenInferenceCodec, AnOutputRequestedTwiceIsRefusedNamingBoth) {
   EXPECT_NE(s.message().find("outputs[2].name: 'logits' is already requested by outputs[0]"), std::string::npos) << s;
 }
 
+TEST(OpenInferenceCodec, TensorCountsAreCheckedBeforeAnyTensorIsDecoded) {
+  inference::ModelInferRequest request;
+  request.set_model_name("mlp");
+  CodecLimits limits;
+  limits.max_tensors = 16;
+  for (int i = 0; i < 17; ++i) request.add_inputs();  // each one malformed: never looked at
+  InferenceRequest out;
+  absl::Status s = DecodeInferRequest(request, limits, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("inputs: 17 tensors; a request may carry at most 16"), std::string::npos) << s;
+  request.clear_inputs();
+  for (int i = 0; i < 17; ++i) request.add_outputs()->set_name("o" + std::to_string(i));
+  s = DecodeInferRequest(request, limits, &out);
+  EXPECT_NE(s.message().find("outputs: 17 tensors"), std::string::npos) << s;
+}
+
 TEST(OpenInferenceCodec, MalformedQueueingParametersAreNamed) {
   InferenceRequest out;
   for (const auto& [key, value] : std::vector<std::pair<std::string, inference::InferParameter>>{

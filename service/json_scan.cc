@@ -1,0 +1,53 @@
+#include "service/json_scan.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace infergate {
+
+JsonScan ScanJson(absl::string_view text) {
+  JsonScan scan;
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  uint64_t separators = 0;  // ',' outside strings: one more value each
+  uint64_t containers = 0;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': in_string = true; break;
+      case '[':
+      case '{':
+        ++containers;
+        if (++depth > scan.max_depth) scan.max_depth = depth;
+        break;
+      case ']':
+      case '}':
+        if (depth > 0) --depth;
+        break;
+      case ',': ++separators; break;
+      default: break;
+    }
+  }
+  // Every container holds at most separators + 1 values of its own; over
+  // the whole text the values are at most the separators plus one per
+  // container (its first value) plus the root, and the containers.
+  scan.values = separators + 2 * containers + 1;
+  return scan;
+}
+
+absl::Status CheckJsonDepth(const JsonScan& scan, absl::string_view what) {
+  if (scan.max_depth <= kMaxJsonDepth) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, ": JSON nested ", scan.max_depth, " levels deep; at most ",
+                                                 kMaxJsonDepth, " are accepted"));
+}
+
+}  // namespace infergate

@@ -1,0 +1,35 @@
+#pragma once
+// What parsing a JSON text into a tree would cost, found by one pass over
+// its bytes and no allocation, so a body can be refused (too deep) or
+// charged to the in-flight budget (its tree) before it is parsed. A body of
+// 64 MiB of '[' would otherwise build a tree some 75 times its size.
+//
+// The scan does not validate: a text it passes may still fail to parse.
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace infergate {
+
+struct JsonScan {
+  uint64_t values = 0;  // scalars, arrays and objects (an upper bound)
+  int max_depth = 0;    // deepest nesting of arrays and objects
+  // An upper estimate of the bytes the parsed tree holds: every value a
+  // 16-byte node, array slack, object members' keys and map nodes.
+  uint64_t TreeBytes() const { return values * kTreeBytesPerValue; }
+
+  static constexpr uint64_t kTreeBytesPerValue = 64;
+};
+
+JsonScan ScanJson(absl::string_view text);
+
+// The deepest nesting any request body needs: the request object, its
+// `inputs`, a tensor, and a tensor's `data` nested at most 64 deep.
+inline constexpr int kMaxJsonDepth = 68;
+
+// INVALID_ARGUMENT naming `what` when `scan` nests deeper than kMaxJsonDepth.
+absl::Status CheckJsonDepth(const JsonScan& scan, absl::string_view what);
+
+}  // namespace infergate

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Abusive REST bodies against the real server, with a well-behaved client
+calling the whole time (every answer within 2 s) and the server's memory
+watched: resident before, at peak and after, against the in-flight budget
+plus a stated margin.
+
+- 16 MiB of '[': refused (400, "nested") before a parse tree is built; a
+  tree some 75 times the body was what it used to cost.
+- A flat JSON array of 4 million zeros under a 128 MiB in-flight budget:
+  its parse tree (about 64 bytes per value, some 256 MiB) does not fit and
+  the call is refused (429, "parse tree") before parsing; under a budget it
+  fits, it is served.
+- Memory comes back: after the spikes, with nothing in flight, the server
+  returns freed memory to the system (RSS falls back near where it began).
+- The server exits 0 on SIGTERM at the end.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from igtest import Server, fail, required_arguments  # noqa: E402
+
+BUDGET_MIB = 128
+MARGIN_MIB = 160  # the 16-64 MiB bodies themselves (received, then copied once), allocator slack
+
+
+def rss_kib(pid, field="VmRSS:"):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1])
+    return 0
+
+
+def reset_peak(pid):
+    try:
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def post(http, path, body, timeout=120):
+    req = urllib.request.Request("http://%s%s" % (http, path), data=body,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def main():
+    args = required_arguments("--server", "--make-models")
+    work = tempfile.mkdtemp(prefix="ig_rest_abuse_")
+    server = None
+    stop = threading.Event()
+    try:
+        models = os.path.join(work, "models")
+        subprocess.run([args.make_models, models], check=True, stdout=subprocess.DEVNULL)
+        server = Server(args.server, ["--model-repository=" + models, "--max-inflight-bytes=%dMiB" % BUDGET_MIB,
+                                      "--max-receive-bytes=96MiB", "--repository-poll-interval=0"],
+                        os.path.join(work, "server.log"))
+        http = server.http_address
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen("http://%s/v2/health/ready" % http, timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.time() > deadline:
+                fail("server never became ready")
+            time.sleep(0.05)
+        pid = server.proc.pid
+        row = json.dumps({"inputs": [{"name": "x", "shape": [1, 256], "datatype": "FP32",
+                                      "data": [0.5] * 256}]}).encode()
+        status, _ = post(http, "/v2/models/mlp/infer", row)
+        if status != 200:
+            fail("warm-up request: %d" % status)
+
+        # A well-behaved client, the whole time.
+        slow = []
+        errors = []
+
+        def good_client():
+            while not stop.is_set():
+                start = time.time()
+                try:
+                    status, _ = post(http, "/v2/models/mlp/infer", row, timeout=30)
+                    if status != 200:
+                        errors.append(status)
+                except Exception as e:  # noqa: BLE001
+                    errors.append(repr(e))
+                took = time.time() - start
+                if took > 2.0:
+                    slow.append(took)
+                time.sleep(0.02)
+
+        client = threading.Thread(target=good_client, daemon=True)
+        client.start()
+        time.sleep(0.5)
+        before = rss_kib(pid)
+        reset_peak(pid)
+
+        deep = b"[" * (16 << 20)
+        status, body = post(http, "/v2/models/mlp/infer", deep)
+        if status != 400 or b"nested" not in body:
+            fail("16 MiB of '[': %d %s" % (status, body[:300]))
+
+        n = 4 << 20
+        flat = (b'{"inputs":[{"name":"x","shape":[%d],"datatype":"FP32","data":[' % n +
+                b",".join([b"0"] * n) + b"]}]}")
+        status, body = post(http, "/v2/models/mlp/infer", flat)
+        if status != 429 or b"parse tree" not in body:
+            fail("flat array of %d zeros under a %d MiB budget: %d %s" % (n, BUDGET_MIB, status, body[:300]))
+
+        # Parse trees that fit: built, then freed (the tensor does not fit the
+        # model: 400); the memory they took must go back to the system.
+        m = 1 << 20
+        fits = (b'{"inputs":[{"name":"x","shape":[%d],"datatype":"FP32","data":[' % m +
+                b",".join([b"0.25"] * m) + b"]}]}")
+        for _ in range(4):
+            status, body = post(http, "/v2/models/mlp/infer", fits)
+            if status != 400:
+                fail("a parse tree that fits the budget: %d %s" % (status, body[:300]))
+
+        # Many small inputs: a tree and a protocol request of many small
+        # allocations, freed when the call is refused (the model takes one).
+        many = json.dumps({"inputs": [{"name": "x%d" % i, "shape": [1], "datatype": "FP32", "data": [0]}
+                                      for i in range(150000)]}).encode()
+        for _ in range(3):
+            status, body = post(http, "/v2/models/mlp/infer", many)
+            if status != 400:
+                fail("150000 small inputs: %d %s" % (status, body[:300]))
+
+        peak = rss_kib(pid, "VmHWM:")
+        growth = max(0, peak - before) // 1024
+        time.sleep(2.5)  # the memory returner looks once a second
+        after = rss_kib(pid)
+        stop.set()
+        client.join()
+        print("RSS before %d MiB, peak %d MiB (growth %d MiB; budget %d MiB + margin %d MiB), after %d MiB" %
+              (before // 1024, peak // 1024, growth, BUDGET_MIB, MARGIN_MIB, after // 1024))
+        if errors or slow:
+            fail("the well-behaved client: errors %s, answers over 2 s: %s" % (errors[:5], slow[:5]))
+        if growth > BUDGET_MIB + MARGIN_MIB:
+            fail("peak RSS grew %d MiB, beyond the budget plus margin" % growth)
+        if after > before + 64 * 1024:
+            fail("RSS did not come back down: %d MiB before, %d MiB after" % (before // 1024, after // 1024))
+        if server.stop() != 0:
+            fail("server did not exit 0 on SIGTERM")
+        print("REST abuse: all checks passed")
+    finally:
+        stop.set()
+        if server and server.proc.poll() is None:
+            server.proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
