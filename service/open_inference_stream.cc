@@ -43,11 +43,14 @@ void InferStreamReactor::OnReadDone(bool ok) {
     return Progress(std::move(lock));
   }
   std::shared_ptr<inference::ModelInferRequest> request = std::move(reading_);
+  bool read_on;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++submitting_;
+    read_on = !Full();
+    read_paused_ = !read_on;
   }
-  StartNextRead();
+  if (read_on) StartNextRead();  // else Progress resumes reading once the client catches up
   Submit(std::move(request));
 }
 
@@ -115,17 +118,26 @@ void InferStreamReactor::Submit(std::shared_ptr<inference::ModelInferRequest> re
 }
 
 void InferStreamReactor::Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, uint64_t ticket) {
+  const uint64_t bytes = response->ByteSizeLong();
   std::unique_lock<std::mutex> lock(mu_);
   in_flight_.erase(ticket);
+  held_bytes_ += bytes;
   to_write_.push_back(std::move(response));
   Progress(std::move(lock));
 }
 
+bool InferStreamReactor::Full() const {
+  return in_flight_.size() + to_write_.size() + (writing_ ? 1 : 0) + submitting_ >= kMaxHeldAnswers ||
+         held_bytes_ >= kMaxHeldBytes;
+}
+
 void InferStreamReactor::OnWriteDone(bool ok) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (writing_) held_bytes_ -= writing_->ByteSizeLong();
   writing_.reset();
   if (!ok) {
     cancelled_ = true;  // the client is gone: nothing more can be written
+    for (const auto& r : to_write_) held_bytes_ -= r->ByteSizeLong();
     to_write_.clear();
   }
   Progress(std::move(lock));
@@ -145,18 +157,39 @@ void InferStreamReactor::OnCancel() {
 
 void InferStreamReactor::Progress(std::unique_lock<std::mutex> lock) {
   if (finished_) return;
+  if (cancelled_) {
+    for (const auto& r : to_write_) held_bytes_ -= r->ByteSizeLong();
+    to_write_.clear();
+  }
+  // A paused stream reads again once it holds less; a cancelled one never
+  // does, and with no read outstanding its reads are over.
+  bool resume_reading = false;
+  if (read_paused_ && !reads_done_) {
+    if (cancelled_) {
+      read_paused_ = false;
+      reads_done_ = true;
+    } else if (!Full()) {
+      read_paused_ = false;
+      resume_reading = true;
+    }
+  }
+  inference::ModelStreamInferResponse* next = nullptr;
+  grpc::WriteOptions options;
   if (!writing_ && !to_write_.empty() && !cancelled_) {
     writing_ = std::move(to_write_.front());
     to_write_.pop_front();
-    inference::ModelStreamInferResponse* next = writing_.get();
-    grpc::WriteOptions options;
+    next = writing_.get();
     if (wrote_first_ && !to_write_.empty()) options.set_buffer_hint();
     wrote_first_ = true;
+  }
+  if (next || resume_reading) {
+    // Neither lets the stream finish before this returns: a write or a read
+    // is outstanding from here on.
     lock.unlock();
-    StartWrite(next, options);
+    if (resume_reading) StartNextRead();
+    if (next) StartWrite(next, options);
     return;
   }
-  if (cancelled_) to_write_.clear();
   if (reads_done_ && in_flight_.empty() && submitting_ == 0 && !writing_ && to_write_.empty()) {
     finished_ = true;
     bool cancelled = cancelled_;

@@ -2,7 +2,10 @@
 // ModelStreamInfer: one bidirectional stream carrying many inference
 // requests at once. Each request read is submitted to the core straight
 // away (the next read starts at once), each answer is written when it is
-// ready, with the request's `id`, in completion order. A request that fails
+// ready, with the request's `id`, in completion order. A client that sends
+// without reading its answers is held back: while the stream holds
+// kMaxHeldAnswers requests and answers not yet written, or kMaxHeldBytes of
+// answers, it reads no more requests, until the client catches up. A request that fails
 // is answered in-band (`error_message`) and the stream stays open. The
 // client cancelling the stream cancels every request still in flight.
 //
@@ -40,6 +43,11 @@ class InferStreamReactor final
   InferStreamReactor(InferenceCore& core, CodecLimits limits, Metrics* metrics, InflightBudget* budget,
                      const std::atomic<bool>& draining, Clock::time_point deadline, const absl::Status& refusal);
 
+  // Requests in flight plus answers unwritten on one stream, and bytes of
+  // unwritten answers, past which the stream stops reading.
+  static constexpr size_t kMaxHeldAnswers = 256;
+  static constexpr uint64_t kMaxHeldBytes = uint64_t{64} << 20;
+
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -50,9 +58,11 @@ class InferStreamReactor final
   // Submits one request; its answer comes back through Answer.
   void Submit(std::shared_ptr<inference::ModelInferRequest> request);
   void Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, uint64_t ticket);
-  // Starts the next write or finishes the stream, if either is due. Must be
-  // the caller's last use of `this`.
+  // Starts the next write, resumes reading, or finishes the stream, as
+  // due. Must be the caller's last use of `this`.
   void Progress(std::unique_lock<std::mutex> lock);
+  // Whether the stream holds as much as it may (under mu_).
+  bool Full() const;
 
   InferenceCore& core_;
   CodecLimits limits_;
@@ -68,6 +78,8 @@ class InferStreamReactor final
   std::map<uint64_t, std::shared_ptr<RequestHandle>> in_flight_;  // by ticket
   uint64_t next_ticket_ = 0;
   int submitting_ = 0;  // Submit calls still running (their handle not yet filed)
+  uint64_t held_bytes_ = 0;  // of to_write_ and writing_
+  bool read_paused_ = false;  // no read outstanding: the stream is Full()
   bool reads_done_ = false;
   bool cancelled_ = false;
   bool finished_ = false;

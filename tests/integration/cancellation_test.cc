@@ -1,5 +1,6 @@
-// Clients that cancel while their requests wait in a queue: the server keeps
-// answering everyone else, returns the requests' budget and exits cleanly.
+// Clients that cancel while their requests wait in a queue, or stop reading
+// their stream's answers: the server keeps answering everyone else, holds
+// bounded memory, returns the requests' budget and exits cleanly.
 
 #include <random>
 
@@ -114,6 +115,83 @@ TEST(Cancellation, StreamsCancelledWhileTheirRequestsQueueLeaveTheServerServing)
   // SIGTERM with nothing left to do ends the process cleanly: well inside
   // the 30 s drain timeout (the wedged server never exited at all).
   v1_stub.reset();
+  v2_stub.reset();
+  channel.reset();
+  EXPECT_EQ(server->Stop(), 0) << server->Log();
+}
+
+// A client that writes 1 MiB requests on a stream and never reads the
+// answers (each 1 MiB too): the stream stops reading once it holds
+// InferStreamReactor::kMaxHeldBytes of answers, so the client's writes
+// stall on flow control instead of the server holding every answer. It
+// used to read everything and hold +368 MiB in 16 s. Meanwhile another
+// client is answered, and after the stream is cancelled the server still
+// serves and exits cleanly.
+TEST(Streams, AClientThatStopsReadingIsHeldBackAndMemoryStaysBounded) {
+  constexpr uint64_t kBudgetMiB = 64, kHeldMiB = 64, kMarginMiB = 96;
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--devices=cpu",
+                                      "--max-inflight-bytes=" + std::to_string(kBudgetMiB) + "MiB"});
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto v2_stub = inference::GRPCInferenceService::NewStub(channel);
+  inference::ModelInferRequest big;  // `fails` doubles x: a 1 MiB answer for a 1 MiB request
+  big.set_model_name("fails");
+  auto* in = big.add_inputs();
+  in->set_name("x");
+  in->set_datatype("FP32");
+  in->add_shape(1 << 18);
+  big.add_raw_input_contents(std::string(4 << 18, '\0'));
+  {  // load the model before measuring
+    grpc::ClientContext ctx;
+    inference::ModelInferResponse resp;
+    ASSERT_TRUE(v2_stub->ModelInfer(&ctx, big, &resp).ok());
+  }
+  const uint64_t before_kib = ProcStatusKib(server->pid(), "VmRSS:");
+  ASSERT_TRUE(ResetPeakRss(server->pid()));
+
+  constexpr int kRequests = 400;
+  std::atomic<int> written{0};
+  grpc::ClientContext stream_ctx;
+  auto stream = v2_stub->ModelStreamInfer(&stream_ctx);
+  std::thread writer([&] {
+    for (int i = 0; i < kRequests && stream->Write(big); ++i) written++;
+  });
+  // The writer stalls: wait until it has made no progress for a second.
+  int last = -1;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       written.load() != last && written.load() < kRequests && std::chrono::steady_clock::now() < deadline;) {
+    last = written.load();
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  const int stalled_at = written.load();
+  // Another client is still answered.
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    inference::ModelInferResponse resp;
+    grpc::Status s = v2_stub->ModelInfer(&ctx, big, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  const uint64_t peak_kib = ProcStatusKib(server->pid(), "VmHWM:");
+  stream_ctx.TryCancel();
+  writer.join();
+  inference::ModelStreamInferResponse ignored;
+  while (stream->Read(&ignored)) {
+  }
+  stream->Finish();
+  const uint64_t growth_mib = peak_kib > before_kib ? (peak_kib - before_kib) / 1024 : 0;
+  std::printf("unread stream: the client wrote %d of %d 1 MiB requests before stalling; RSS before %llu MiB, "
+              "peak %llu MiB, growth %llu MiB (held answers %llu MiB + budget %llu MiB + margin %llu MiB)\n",
+              stalled_at, kRequests, static_cast<unsigned long long>(before_kib / 1024),
+              static_cast<unsigned long long>(peak_kib / 1024), static_cast<unsigned long long>(growth_mib),
+              static_cast<unsigned long long>(kHeldMiB), static_cast<unsigned long long>(kBudgetMiB),
+              static_cast<unsigned long long>(kMarginMiB));
+  EXPECT_LT(stalled_at, kRequests) << "the server read every request of a stream whose client never reads";
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_LE(growth_mib, kHeldMiB + kBudgetMiB + kMarginMiB);
+#endif
+  using Health = grpc::health::v1::HealthCheckResponse;
+  EXPECT_EQ(HealthStatus(server->address(), "", std::chrono::seconds(30)), Health::SERVING) << server->Log();
   v2_stub.reset();
   channel.reset();
   EXPECT_EQ(server->Stop(), 0) << server->Log();
