@@ -110,6 +110,7 @@ class SessionBase {
 struct HttpServer::Impl {
   HttpServerOptions options;
   HttpHandler handler;
+  HttpHeadScreen screen;  // may be empty
   // Declared before the io_context: sessions destroyed with it unregister here.
   std::mutex sessions_mu;
   std::map<uint64_t, std::weak_ptr<SessionBase>> sessions;
@@ -207,38 +208,76 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     // requests, and left the rest of a body to be parsed as a request.)
     // One deadline for the whole request, however slowly its bytes come.
     beast::get_lowest_layer(stream_).expires_after(server_.options.request_timeout);
+    // The head first: a request the screen refuses is answered before its
+    // body is read.
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHead(ec); });
+  }
+
+  // Fills `out`'s method, path, query and headers from what the parser read.
+  void FillHead(const http::request<http::string_body>& message, HttpRequest* out) {
+    out->method = std::string(message.method_string());
+    absl::string_view target(message.target().data(), message.target().size());
+    size_t q = target.find('?');
+    out->path = std::string(target.substr(0, q));
+    if (q != absl::string_view::npos) out->query = std::string(target.substr(q + 1));
+    for (const auto& field : message) {
+      out->headers.emplace_back(absl::AsciiStrToLower(absl::string_view(field.name_string().data(),
+                                                                        field.name_string().size())),
+                                std::string(field.value()));
+    }
+  }
+
+  // Maps a read failure to its answer; true when it was handled (answered
+  // or closed).
+  bool ReadFailed(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      Reject(413, absl::StrCat("request body is larger than the server's limit of ",
+                               server_.options.max_body_bytes, " bytes"));
+      return true;
+    }
+    if (ec == http::error::header_limit) {
+      Reject(431, absl::StrCat("request headers are larger than ", server_.options.max_header_bytes, " bytes"));
+      return true;
+    }
+    if (ec && ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      Reject(400, absl::StrCat("malformed HTTP request: ", ec.message()));
+      return true;
+    }
+    if (ec) {
+      Close();  // end of stream, timeout, reset, shutdown
+      return true;
+    }
+    return false;
+  }
+
+  void OnHead(beast::error_code ec) {
+    if (ReadFailed(ec)) return;
+    if (server_.screen) {
+      HttpRequest head;
+      FillHead(parser_->get(), &head);
+      if (std::optional<HttpResponse> refusal = server_.screen(head)) {
+        // The body may still be on its way: answer, then drain and close.
+        keep_alive_ = false;
+        linger_ = true;
+        busy_ = true;
+        parser_.reset();
+        return Write(*std::move(refusal));
+      }
+    }
+    if (parser_->is_done()) return OnRead({});
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
-    if (ec == http::error::body_limit) {
-      return Reject(413, absl::StrCat("request body is larger than the server's limit of ",
-                                      server_.options.max_body_bytes, " bytes"));
-    }
-    if (ec == http::error::header_limit) {
-      return Reject(431, absl::StrCat("request headers are larger than ", server_.options.max_header_bytes,
-                                      " bytes"));
-    }
-    if (ec && ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
-        ec != http::error::end_of_stream && ec != http::error::partial_message) {
-      return Reject(400, absl::StrCat("malformed HTTP request: ", ec.message()));
-    }
-    if (ec) return Close();  // end of stream, timeout, reset, shutdown
+    if (ReadFailed(ec)) return;
     http::request<http::string_body> message = parser_->release();
     parser_.reset();
     keep_alive_ = message.keep_alive();
     auto request = std::make_shared<HttpRequest>();
-    request->method = std::string(message.method_string());
-    absl::string_view target(message.target().data(), message.target().size());
-    size_t q = target.find('?');
-    request->path = std::string(target.substr(0, q));
-    if (q != absl::string_view::npos) request->query = std::string(target.substr(q + 1));
-    for (const auto& field : message) {
-      request->headers.emplace_back(absl::AsciiStrToLower(absl::string_view(field.name_string().data(),
-                                                                            field.name_string().size())),
-                                    std::string(field.value()));
-    }
+    FillHead(message, request.get());
     request->body = std::move(message.body());
     beast::get_lowest_layer(stream_).expires_never();
     busy_ = true;
@@ -395,13 +434,15 @@ void HttpServer::Impl::OnAccept(tcp::socket socket) {
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, HttpHandler handler) {
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, HttpHandler handler,
+                                                               HttpHeadScreen screen) {
   absl::StatusOr<tcp::endpoint> endpoint = ParseEndpoint(options.address, options.flag_name);
   if (!endpoint.ok()) return endpoint.status();
   const int threads = std::max(1, options.threads);
   auto impl = std::make_unique<Impl>(threads);
   impl->options = std::move(options);
   impl->handler = std::move(handler);
+  impl->screen = std::move(screen);
   if (!impl->options.tls_cert.empty()) {
     absl::StatusOr<std::shared_ptr<ssl::context>> tls = MakeTlsContext(impl->options);
     if (!tls.ok()) return tls.status();

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +53,12 @@ using HttpResponder = std::function<void(HttpResponse)>;
 // The request is shared so that what the handler builds over its body
 // (tensors aliasing its bytes) can keep it alive until the answer.
 using HttpHandler = std::function<void(std::shared_ptr<HttpRequest>, HttpResponder)>;
+// Looks at a request's head (method, path, query, headers; no body yet)
+// before its body is read, and returns the answer that refuses it, if any:
+// a request without the token it needs is refused before it can make the
+// server read (and hold) a large body. Called on an asio thread; must not
+// block.
+using HttpHeadScreen = std::function<std::optional<HttpResponse>(const HttpRequest& head)>;
 
 struct HttpServerOptions {
   std::string address;      // HOST:PORT; port 0 picks one; IPv6 hosts in brackets
@@ -70,7 +77,9 @@ class HttpServer {
  public:
   // Binds, starts the threads and serves. INVALID_ARGUMENT naming
   // `flag_name` for a bad address; UNAVAILABLE when it cannot listen.
-  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options, HttpHandler handler);
+  // `screen`, when set, sees each request's head before its body is read.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options, HttpHandler handler,
+                                                           HttpHeadScreen screen = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -34,6 +34,7 @@ JsonScan ScanJson(absl::string_view text) {
         if (depth > 0) --depth;
         break;
       case ',': ++separators; break;
+      case ':': ++scan.members; break;
       default: break;
     }
   }

@@ -14,13 +14,15 @@
 namespace infergate {
 
 struct JsonScan {
-  uint64_t values = 0;  // scalars, arrays and objects (an upper bound)
-  int max_depth = 0;    // deepest nesting of arrays and objects
-  // An upper estimate of the bytes the parsed tree holds: every value a
-  // 16-byte node, array slack, object members' keys and map nodes.
-  uint64_t TreeBytes() const { return values * kTreeBytesPerValue; }
+  uint64_t values = 0;   // scalars, arrays and objects (an upper bound)
+  uint64_t members = 0;  // object members (key: value pairs)
+  int max_depth = 0;     // deepest nesting of arrays and objects
+  // An estimate of the bytes the parsed tree holds: every value a 16-byte
+  // node with array slack, and each object member a map node with its key.
+  uint64_t TreeBytes() const { return values * kTreeBytesPerValue + members * kTreeBytesPerMember; }
 
   static constexpr uint64_t kTreeBytesPerValue = 64;
+  static constexpr uint64_t kTreeBytesPerMember = 128;
 };
 
 JsonScan ScanJson(absl::string_view text);

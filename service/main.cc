@@ -210,9 +210,12 @@ int Run(int argc, char** argv) {
     h.tls_key = opts.tls_key;
     h.tls_client_ca = opts.tls_client_ca;
     absl::StatusOr<std::unique_ptr<HttpServer>> started =
-        HttpServer::Start(std::move(h), [r = rest.get()](std::shared_ptr<HttpRequest> req, HttpResponder respond) {
-          r->Handle(std::move(req), std::move(respond));
-        });
+        HttpServer::Start(
+            std::move(h),
+            [r = rest.get()](std::shared_ptr<HttpRequest> req, HttpResponder respond) {
+              r->Handle(std::move(req), std::move(respond));
+            },
+            [r = rest.get()](const HttpRequest& head) { return r->Screen(head); });
     if (!started.ok()) {
       std::cerr << "infergate: " << started.status().message() << "\n";
       return 2;

@@ -75,6 +75,19 @@ OpenInferenceRest::OpenInferenceRest(InferenceCore& core, CodecLimits limits, Me
       api_(core, std::move(server_version)),
       budget_(budget) {}
 
+std::optional<HttpResponse> OpenInferenceRest::Screen(const HttpRequest& head) const {
+  if (absl::Status s = CheckSameOrigin(head); !s.ok()) return Error(s);
+  std::vector<absl::string_view> parts = absl::StrSplit(head.path, '/', absl::SkipEmpty());
+  if (parts.empty() || parts[0] != "v2") return std::nullopt;  // no such route: 404 later
+  if (parts.size() == 3 && parts[1] == "health") return std::nullopt;  // probes carry no token
+  const bool admin = parts.size() == 5 && parts[1] == "repository" && parts[2] == "models" &&
+                     (parts[4] == "load" || parts[4] == "unload");
+  absl::Status s = auth_.Check(head.Header("authorization"), admin ? TokenAuth::Role::kAdmin
+                                                                   : TokenAuth::Role::kInference);
+  if (!s.ok()) return Error(s);
+  return std::nullopt;
+}
+
 void OpenInferenceRest::Handle(std::shared_ptr<HttpRequest> request, HttpResponder respond) {
   // Before anything runs: a web page elsewhere must not make a visitor's
   // browser load, unload or infer here.

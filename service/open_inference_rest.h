@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "scheduler/inference_core.h"
@@ -36,6 +37,13 @@ class OpenInferenceRest {
                     std::string server_version, InflightBudget* budget = nullptr);
 
   void Handle(std::shared_ptr<HttpRequest> request, HttpResponder respond);
+
+  // The HTTP server's head screen: before a body is read, refuses a
+  // cross-origin browser request and a request without the token its path
+  // needs (health: none; model load and unload: admin; the rest of /v2:
+  // inference), so an unauthenticated client cannot make the server read
+  // and hold a large body.
+  std::optional<HttpResponse> Screen(const HttpRequest& head) const;
 
   // From now on /v2/health/ready answers 400 and inference 503; accepted
   // requests run to the end.

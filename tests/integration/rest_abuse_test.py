@@ -13,10 +13,14 @@ plus a stated margin.
 - Memory comes back: after the spikes, with nothing in flight, the server
   returns freed memory to the system (RSS falls back near where it began).
 - The server exits 0 on SIGTERM at the end.
+- With tokens: a request without one is refused (401) from its head alone,
+  before its body is read: a client announcing a 50 MiB body and sending
+  none gets its answer at once, instead of the server waiting to read it.
 """
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -138,11 +142,11 @@ def main():
         # Many small inputs: a tree and a protocol request of many small
         # allocations, freed when the call is refused (the model takes one).
         many = json.dumps({"inputs": [{"name": "x%d" % i, "shape": [1], "datatype": "FP32", "data": [0]}
-                                      for i in range(150000)]}).encode()
+                                      for i in range(80000)]}).encode()
         for _ in range(3):
             status, body = post(http, "/v2/models/mlp/infer", many)
             if status != 400:
-                fail("150000 small inputs: %d %s" % (status, body[:300]))
+                fail("80000 small inputs: %d %s" % (status, body[:300]))
 
         peak = rss_kib(pid, "VmHWM:")
         growth = max(0, peak - before) // 1024
@@ -160,6 +164,36 @@ def main():
             fail("RSS did not come back down: %d MiB before, %d MiB after" % (before // 1024, after // 1024))
         if server.stop() != 0:
             fail("server did not exit 0 on SIGTERM")
+
+        # Tokens are checked on the head, before the body is read.
+        tokens = os.path.join(work, "tokens")
+        with open(tokens, "w") as f:
+            f.write("abuse-test-token-0123456789\n")
+        server = Server(args.server, ["--model-repository=" + models, "--auth-token-file=" + tokens,
+                                      "--repository-poll-interval=0"], os.path.join(work, "server-tokens.log"))
+        http = server.http_address
+        host, port = http.rsplit(":", 1)
+
+        def head_only(authorization):
+            s = socket.create_connection((host, int(port)), timeout=10)
+            s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n%s\r\n" % (http.encode(), 50 << 20, authorization))
+            s.settimeout(3)
+            try:
+                return s.recv(4096)
+            except socket.timeout:
+                return b""
+            finally:
+                s.close()
+
+        answer = head_only(b"")
+        if not answer.startswith(b"HTTP/1.1 401"):
+            fail("a head without a token (body never sent) was not refused at once: %r" % answer[:200])
+        answer = head_only(b"Authorization: Bearer abuse-test-token-0123456789\r\n")
+        if answer:
+            fail("a head with a good token was answered before its body came: %r" % answer[:200])
+        if server.stop() != 0:
+            fail("server with tokens did not exit 0 on SIGTERM")
         print("REST abuse: all checks passed")
     finally:
         stop.set()
