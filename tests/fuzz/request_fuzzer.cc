@@ -6,7 +6,9 @@
 //   build-fuzz/tests/fuzz/request_fuzzer tests/fuzz/corpus -max_total_time=600
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "devices/device_id.h"
@@ -16,6 +18,7 @@
 #include "scheduler/model_name.h"
 #include "scheduler/model_repository.h"
 #include "service/open_inference_datatype.h"
+#include "service/json_scan.h"
 #include "service/open_inference_json.h"
 #include "service/wire_tensor.h"
 
@@ -42,9 +45,12 @@ InputSignature PairSignature() {
   return sig;
 }
 
-// A property the server relies on; a violation is a crash libFuzzer reports.
-void Require(bool property) {
-  if (!property) __builtin_trap();
+// A property the server relies on; a violation is a crash libFuzzer reports,
+// with the line of the property that failed.
+void Require(bool property, int line = __builtin_LINE()) {
+  if (property) return;
+  std::fprintf(stderr, "request_fuzzer.cc:%d: property violated\n", line);
+  __builtin_trap();
 }
 
 void FuzzRequest(const uint8_t* data, size_t size) {
@@ -119,6 +125,30 @@ void FuzzConfig(const uint8_t* data, size_t size) {
   Require(again.ok() && again->SerializeAsString() == config->SerializeAsString());
 }
 
+// The values and depth of a parsed JSON tree, to hold ScanJson to.
+void Measure(const nlohmann::json& j, int depth, uint64_t* values, int* max_depth) {
+  ++*values;
+  if (!j.is_structured()) return;
+  *max_depth = std::max(*max_depth, depth + 1);
+  for (const auto& item : j) Measure(item, depth + 1, values, max_depth);
+}
+
+// What the server charges and refuses before parsing bounds what parsing
+// finds: the scan's depth and value count are at least the tree's. (Not
+// equal: nlohmann's parser ends a document at a NUL byte, the scan reads
+// the whole body.)
+void CheckScan(absl::string_view text) {
+  const JsonScan scan = ScanJson(text);
+  if (!CheckJsonDepth(scan, "body").ok()) return;
+  nlohmann::json tree = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (tree.is_discarded()) return;
+  uint64_t values = 0;
+  int depth = 0;
+  Measure(tree, 0, &values, &depth);
+  Require(scan.values >= values);
+  Require(scan.max_depth >= depth);
+}
+
 // A REST infer body (the first two bytes pick where the JSON ends, as the
 // Inference-Header-Content-Length header does). Whatever parses is answered
 // back as outputs, and that answer's JSON must itself be valid JSON.
@@ -128,6 +158,7 @@ void FuzzRestBody(const uint8_t* data, size_t size) {
   absl::string_view body(reinterpret_cast<const char*>(data + 2), size - 2);
   std::optional<uint64_t> json_length;
   if (split != 0xffff) json_length = std::min<size_t>(split, body.size());
+  CheckScan(json_length ? body.substr(0, *json_length) : body);
   CodecLimits limits;
   limits.max_elements = int64_t{1} << 16;
   absl::StatusOr<RestInferRequest> parsed = ParseRestInferRequest(body, json_length, "m", "", limits);
