@@ -22,6 +22,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 
@@ -169,8 +170,10 @@ namespace {
 template <typename Stream>
 class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(HttpServer::Impl& server, Stream stream, std::shared_ptr<ssl::context> tls)
-      : server_(server), stream_(std::move(stream)), tls_(std::move(tls)) {
+  // `reserved`: a connection past the ordinary cap, which serves only the
+  // reserved path prefix.
+  Session(HttpServer::Impl& server, Stream stream, std::shared_ptr<ssl::context> tls, bool reserved)
+      : server_(server), stream_(std::move(stream)), tls_(std::move(tls)), reserved_(reserved) {
     server_.connections.fetch_add(1);
   }
   ~Session() override {
@@ -254,6 +257,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void OnHead(beast::error_code ec) {
     if (ReadFailed(ec)) return;
+    if (reserved_) {
+      absl::string_view target(parser_->get().target().data(), parser_->get().target().size());
+      if (!absl::StartsWith(target, server_.options.reserved_path_prefix)) {
+        parser_.reset();
+        return Reject(503, absl::StrCat("too many connections; this one serves only ",
+                                        server_.options.reserved_path_prefix, " requests; retry later"));
+      }
+    }
     if (server_.screen) {
       HttpRequest head;
       FillHead(parser_->get(), &head);
@@ -357,6 +368,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   bool keep_alive_ = true;
   bool busy_ = false;  // a request is being answered
   bool linger_ = false;  // refused: drain what the client still sends before closing
+  const bool reserved_;  // past the ordinary cap: serves only the reserved path prefix
   std::unique_ptr<std::array<char, 16384>> discard_;  // allocated only when lingering
   size_t discarded_ = 0;
 };
@@ -406,7 +418,9 @@ void HttpServer::Impl::Accept() {
 }
 
 void HttpServer::Impl::OnAccept(tcp::socket socket) {
-  if (connections.load() >= options.max_connections) {
+  const size_t open = connections.load();
+  const bool reserved = open >= options.max_connections;
+  if (open >= options.max_connections + options.reserved_connections) {
     // Over the cap: a short answer written without waiting, then close.
     static const std::string kBody = ErrorBody("too many connections; retry later");
     static const std::string kFull =
@@ -424,10 +438,12 @@ void HttpServer::Impl::OnAccept(tcp::socket socket) {
   if (std::shared_ptr<ssl::context> ctx = CurrentTls()) {
     using TlsStream = beast::ssl_stream<beast::tcp_stream>;
     auto session =
-        std::make_shared<Session<TlsStream>>(*this, TlsStream(beast::tcp_stream(std::move(socket)), *ctx), ctx);
+        std::make_shared<Session<TlsStream>>(*this, TlsStream(beast::tcp_stream(std::move(socket)), *ctx), ctx,
+                                             reserved);
     session->Start();
   } else {
-    auto session = std::make_shared<Session<beast::tcp_stream>>(*this, beast::tcp_stream(std::move(socket)), nullptr);
+    auto session =
+        std::make_shared<Session<beast::tcp_stream>>(*this, beast::tcp_stream(std::move(socket)), nullptr, reserved);
     session->Start();
   }
 }

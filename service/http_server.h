@@ -68,6 +68,11 @@ struct HttpServerOptions {
   uint32_t max_header_bytes = 16 << 10;
   std::chrono::milliseconds request_timeout{30000};
   size_t max_connections = 1024;
+  // Connections past max_connections, up to this many more, serve only
+  // requests whose path starts with reserved_path_prefix (health probes):
+  // clients holding every ordinary slot cannot make probes fail.
+  size_t reserved_connections = 0;
+  std::string reserved_path_prefix;
   std::string tls_cert;       // PEM chain; TLS when set (with tls_key)
   std::string tls_key;
   std::string tls_client_ca;  // PEM CA; clients must present a certificate it signed

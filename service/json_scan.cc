@@ -11,7 +11,9 @@ JsonScan ScanJson(absl::string_view text) {
   bool escaped = false;
   uint64_t separators = 0;  // ',' outside strings: one more value each
   uint64_t containers = 0;
-  for (char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\0' && scan.first_nul < 0) scan.first_nul = static_cast<int64_t>(i);
     if (in_string) {
       if (escaped) {
         escaped = false;
@@ -45,7 +47,11 @@ JsonScan ScanJson(absl::string_view text) {
   return scan;
 }
 
-absl::Status CheckJsonDepth(const JsonScan& scan, absl::string_view what) {
+absl::Status CheckScannedJson(const JsonScan& scan, absl::string_view what) {
+  if (scan.first_nul >= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": a NUL byte at offset ", scan.first_nul, "; JSON text holds none"));
+  }
   if (scan.max_depth <= kMaxJsonDepth) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(what, ": JSON nested ", scan.max_depth, " levels deep; at most ",
                                                  kMaxJsonDepth, " are accepted"));

@@ -17,6 +17,10 @@ struct JsonScan {
   uint64_t values = 0;   // scalars, arrays and objects (an upper bound)
   uint64_t members = 0;  // object members (key: value pairs)
   int max_depth = 0;     // deepest nesting of arrays and objects
+  // Offset of the first NUL byte, which JSON text never holds raw (and at
+  // which nlohmann's parser would end the document, ignoring what follows);
+  // -1 when there is none.
+  int64_t first_nul = -1;
   // An estimate of the bytes the parsed tree holds: every value a 16-byte
   // node with array slack, and each object member a map node with its key.
   uint64_t TreeBytes() const { return values * kTreeBytesPerValue + members * kTreeBytesPerMember; }
@@ -31,7 +35,8 @@ JsonScan ScanJson(absl::string_view text);
 // `inputs`, a tensor, and a tensor's `data` nested at most 64 deep.
 inline constexpr int kMaxJsonDepth = 68;
 
-// INVALID_ARGUMENT naming `what` when `scan` nests deeper than kMaxJsonDepth.
-absl::Status CheckJsonDepth(const JsonScan& scan, absl::string_view what);
+// INVALID_ARGUMENT naming `what` when `scan` nests deeper than
+// kMaxJsonDepth or found a NUL byte.
+absl::Status CheckScannedJson(const JsonScan& scan, absl::string_view what);
 
 }  // namespace infergate

@@ -206,6 +206,9 @@ int Run(int argc, char** argv) {
     h.max_body_bytes = opts.max_receive_bytes;
     h.request_timeout = opts.http_request_timeout;
     h.max_connections = static_cast<size_t>(opts.http_max_connections);
+    // Probes are answered even when clients hold every connection slot.
+    h.reserved_connections = 32;
+    h.reserved_path_prefix = "/v2/health/";
     h.tls_cert = opts.tls_cert;
     h.tls_key = opts.tls_key;
     h.tls_client_ca = opts.tls_client_ca;

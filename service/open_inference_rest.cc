@@ -204,7 +204,7 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
   absl::string_view json_text = request->body;
   if (json_length && *json_length < json_text.size()) json_text = json_text.substr(0, *json_length);
   const JsonScan scan = ScanJson(json_text);
-  if (absl::Status deep = CheckJsonDepth(scan, "the request body"); !deep.ok()) return refuse(deep);
+  if (absl::Status deep = CheckScannedJson(scan, "the request body"); !deep.ok()) return refuse(deep);
   InflightBudget::Reservation tree;
   if (budget_) {
     absl::StatusOr<InflightBudget::Reservation> reserved = budget_->Reserve(scan.TreeBytes());

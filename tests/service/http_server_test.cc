@@ -292,6 +292,49 @@ TEST_F(HttpServerTest, ConnectionsBeyondTheCapGet503) {
   EXPECT_TRUE(served);
 }
 
+// Past the cap, reserved connections serve the reserved prefix alone: a
+// health probe is answered while clients hold every ordinary slot; any
+// other request there gets 503; past the reserve, 503 at once.
+TEST_F(HttpServerTest, ReservedConnectionsServeHealthWhenOrdinarySlotsAreFull) {
+  HttpServerOptions o;
+  o.max_connections = 2;
+  o.reserved_connections = 1;
+  o.reserved_path_prefix = "/v2/health/";
+  StartServer(o);
+  std::vector<std::unique_ptr<Client>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<Client>(server_->port()));
+    held.back()->Send(Get("/hold"));
+    ASSERT_NE(held.back()->ReadResponse().find("200"), std::string::npos);
+  }
+  {
+    Client probe(server_->port());
+    probe.Send(Get("/v2/health/ready"));
+    std::string resp = probe.ReadResponse();
+    EXPECT_NE(resp.find("200 OK"), std::string::npos) << resp;
+  }
+  bool refused_other = false;
+  for (auto deadline = steady_clock::now() + milliseconds(5000); !refused_other && steady_clock::now() < deadline;) {
+    Client other(server_->port());  // the probe's slot may take a moment to free
+    other.Send(Get("/v2/models/m/infer"));
+    std::string resp = other.ReadResponse();
+    refused_other = resp.find("503") != std::string::npos && resp.find("/v2/health/") != std::string::npos;
+  }
+  EXPECT_TRUE(refused_other);
+  // A probe takes the one reserved slot (once the refused connection has
+  // let it go) and keeps it open; one more connection is refused at once.
+  std::unique_ptr<Client> reserve;
+  for (auto deadline = steady_clock::now() + milliseconds(10000); !reserve && steady_clock::now() < deadline;) {
+    auto c = std::make_unique<Client>(server_->port());
+    c->Send(Get("/v2/health/live"));
+    if (c->ReadResponse().find("200 OK") != std::string::npos) reserve = std::move(c);
+  }
+  ASSERT_NE(reserve, nullptr) << "the reserved slot never came free";
+  Client beyond(server_->port());
+  std::string resp = beyond.ReadResponse();
+  EXPECT_NE(resp.find("too many connections"), std::string::npos) << resp;
+}
+
 // Shutdown closes idle connections at once and lets an answer in progress
 // be written.
 TEST_F(HttpServerTest, ShutdownWritesAnswersInProgressAndClosesIdleConnections) {

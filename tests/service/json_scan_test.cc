@@ -43,11 +43,22 @@ TEST(JsonScan, DeepBodiesAreRefusedAndOrdinaryOnesPass) {
   std::string deep(1 << 20, '[');
   JsonScan scan = ScanJson(deep);
   EXPECT_EQ(scan.max_depth, 1 << 20);
-  absl::Status refused = CheckJsonDepth(scan, "the request body");
+  absl::Status refused = CheckScannedJson(scan, "the request body");
   EXPECT_TRUE(absl::IsInvalidArgument(refused));
   EXPECT_NE(refused.message().find("the request body"), std::string::npos);
   std::string nested_data = R"({"inputs":[{"data":)" + std::string(64, '[') + std::string(64, ']') + "}]}";
-  EXPECT_TRUE(CheckJsonDepth(ScanJson(nested_data), "body").ok());
+  EXPECT_TRUE(CheckScannedJson(ScanJson(nested_data), "body").ok());
+}
+
+TEST(JsonScan, ANulByteIsRefusedWhereverItIs) {
+  // nlohmann's parser would end the document at the NUL and ignore the rest.
+  const std::string text("{\"a\":1}\0{\"inputs\":[]}", 21);
+  JsonScan scan = ScanJson(text);
+  EXPECT_EQ(scan.first_nul, 7);
+  absl::Status s = CheckScannedJson(scan, "the request body");
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("NUL byte at offset 7"), std::string::npos) << s;
+  EXPECT_EQ(ScanJson("{\"a\":\"\\u0000\"}").first_nul, -1);  // an escaped NUL is fine
 }
 
 TEST(JsonScan, TreeBytesGrowWithValuesNotBytes) {
