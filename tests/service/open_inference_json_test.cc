@@ -130,7 +130,9 @@ TEST(RestInferRequest, BadBodiesNameTheFieldAtFault) {
 
 TEST(RestInferRequest, NestingDeeperThanAnyRankIsRefusedWithoutRecursion) {
   std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
-  ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}", "nested deeper");
+  // Refused by the whole body's depth, before a tree is built.
+  ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}",
+                "JSON nested 100003 levels deep; at most 68");
 }
 
 // Peak resident memory (VmHWM) since the last ResetPeak, in KiB.
