@@ -16,7 +16,7 @@ failed=0
 check() {
   if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1"; fi
 }
-check "50 rows (3 gRPC floor, 9 h2load, 3 hand-off ceiling, 4 in-process, 12 infergate, 15 protocols, 4 mixed), got $rows" '[ "$rows" -eq 50 ]'
+check "52 rows (3 gRPC floor, 9 h2load, 3 hand-off ceiling, 4 in-process, 12 infergate, 15 protocols, 4 mixed, 2 accuracy), got $rows" '[ "$rows" -eq 52 ]'
 while IFS=, read -r suite model mode conc batch rps rowsps p50 p99 overhead meanb errors; do
   [ "$suite" = suite ] && continue
   check "$suite $model $mode c=$conc has a throughput" 'awk -v v="$rps" "BEGIN { exit !(v > 0) }"'
@@ -28,6 +28,8 @@ while IFS=, read -r suite model mode conc batch rps rowsps p50 p99 overhead mean
   check "$suite $model $mode c=$conc had no errors ($errors)" '[ "$errors" = 0 ]'
 done <"$csv"
 check "a Markdown table was written" '[ -s "$(ls "$out"/*.md)" ]'
+check "the accuracy summary (start-up and steady state, with and without checks) was written" \
+  'grep -q "^Accuracy checks: start to serving [0-9]* ms with checks, [0-9]* ms without" "$(ls "$out"/*.md)"'
 check "the targets table has its ten rows" '[ "$(grep -c "| \(met\|not met\) |$" "$(ls "$out"/*.md)")" -eq 10 ]'
 check "the targets table has the four hand-off ceiling rows" '[ "$(grep -c "hand-off ceiling.*| (context) |" "$(ls "$out"/*.md)")" -eq 4 ]'
 echo "$passed passed, $failed failed"
