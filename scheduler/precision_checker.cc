@@ -233,7 +233,7 @@ PrecisionChecker::Entry PrecisionChecker::Check(const Route& route, DType dtype,
     entry.stage = Stage::kDone;
     entry.measurement = *std::move(known);
     entry.ledger_key = std::move(ledger_key);
-    entry.note = "state file";
+    entry.from_ledger = true;
     return entry;
   }
   std::optional<Route> reference = ReferenceRoute(route);
@@ -273,7 +273,7 @@ void PrecisionChecker::Finish(const Key& key, const Route& route, Entry entry, c
   const std::string dtype = Lower(DTypeName(key.dtype));
   const std::string where =
       absl::StrCat("model '", key.model, "' version ", key.version, " on ", device, " in ", dtype);
-  const bool from_state_file = entry.note == "state file";
+  const bool from_state_file = entry.from_ledger;
   std::string result = "skipped";
   double relative_error = 0;
   if (entry.stage == Stage::kDone) {

@@ -125,6 +125,7 @@ class PrecisionChecker {
     // it was made for (a changed config is a new generation).
     AccuracyVerdict verdict;
     std::optional<AccuracyKey> ledger_key;  // where kDone's measurement is kept
+    bool from_ledger = false;              // kDone: read from the state file, not measured now
     std::string note;                      // kNotChecked: why
     Clock::time_point retry_after;         // kNotChecked: a request may ask again from then on
   };
