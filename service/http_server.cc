@@ -312,7 +312,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void Write(HttpResponse response) {
     auto message = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(response.status), 11);
     message->set(http::field::server, kServerName);
-    message->set(http::field::content_type, response.content_type);
+    if (!response.content_type.empty()) message->set(http::field::content_type, response.content_type);
     for (auto& [name, value] : response.headers) message->set(name, value);
     message->body() = std::move(response.body);
     message->keep_alive(keep_alive_ && !server_.stopping.load());

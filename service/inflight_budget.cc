@@ -32,4 +32,16 @@ absl::StatusOr<InflightBudget::Reservation> InflightBudget::Reserve(uint64_t byt
   return Reservation(this, bytes);
 }
 
+absl::Status InflightBudget::Extend(Reservation& reservation, uint64_t bytes) {
+  absl::StatusOr<Reservation> more = Reserve(bytes);
+  if (!more.ok()) return more.status();
+  if (reservation.budget_ == nullptr) {
+    reservation = *std::move(more);
+  } else {
+    reservation.bytes_ += more->bytes_;
+    more->budget_ = nullptr;  // its bytes now belong to `reservation`
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace infergate

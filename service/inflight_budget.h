@@ -43,6 +43,10 @@ class InflightBudget {
 
   // RESOURCE_EXHAUSTED with the figures when `bytes` more would pass the limit.
   absl::StatusOr<Reservation> Reserve(uint64_t bytes);
+  // Reserves `bytes` more into `reservation` (empty, or one of this
+  // budget's): for memory that grows while it is produced. On refusal
+  // `reservation` is unchanged.
+  absl::Status Extend(Reservation& reservation, uint64_t bytes);
 
   uint64_t in_use() const { return used_.load(std::memory_order_relaxed); }
   uint64_t limit() const { return limit_; }

@@ -198,7 +198,7 @@ int Run(int argc, char** argv) {
   std::unique_ptr<HttpServer> http;
   if (!opts.http_address.empty()) {
     rest = std::make_unique<OpenInferenceRest>(core, opts.tensor_limits, metrics.get(), *auth, INFERGATE_VERSION,
-                                               &budget);
+                                               &budget, opts.max_receive_bytes);
     HttpServerOptions h;
     h.address = opts.http_address;
     h.flag_name = "--http-address";

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <variant>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -523,6 +524,34 @@ absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryPara
     out[key] = std::move(p);
   }
   return out;
+}
+
+absl::StatusOr<LogSettings> ParseLogSettings(absl::string_view body) {
+  LogSettings out;
+  if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) return out;
+  absl::StatusOr<Json> parsed = ParseJson(body, "the request body");
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->is_object()) return Invalid("request body", "expected a JSON object of log settings");
+  for (const auto& [key, value] : parsed->items()) {
+    if (value.is_boolean()) {
+      out[key] = value.get<bool>();
+    } else if (value.is_number_unsigned() && value.get<uint64_t>() <= UINT32_MAX) {
+      out[key] = static_cast<uint32_t>(value.get<uint64_t>());
+    } else if (value.is_string()) {
+      out[key] = value.get<std::string>();
+    } else {
+      return Invalid(absl::StrCat("settings.", key.substr(0, 64)), "expected a boolean, an unsigned integer or a string");
+    }
+  }
+  return out;
+}
+
+std::string LogSettingsToJson(const LogSettings& settings) {
+  Json out = Json::object();
+  for (const auto& [key, value] : settings) {
+    std::visit([&out, &key = key](const auto& v) { out[key] = v; }, value);
+  }
+  return out.dump();
 }
 
 absl::StatusOr<bool> ParseRepositoryIndexReady(absl::string_view body) {

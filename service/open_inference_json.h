@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 #include "inference/grpc_service.pb.h"
+#include "service/log_settings.h"
 #include "service/wire_tensor.h"
 
 namespace infergate {
@@ -64,6 +65,11 @@ absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryPara
 // The `ready` flag of a repository index body ({"ready": true}); false for
 // an empty body.
 absl::StatusOr<bool> ParseRepositoryIndexReady(absl::string_view body);
+
+// A /v2/logging body: {"log_info": true, "log_verbose_level": 1, ...}
+// (empty: nothing to change). Booleans, unsigned integers and strings.
+absl::StatusOr<LogSettings> ParseLogSettings(absl::string_view body);
+std::string LogSettingsToJson(const LogSettings& settings);
 
 // {"error": message}, escaped.
 std::string JsonError(absl::string_view message);

@@ -1,5 +1,6 @@
 #include "service/open_inference_rest.h"
 
+#include "service/content_encoding.h"
 #include "service/json_scan.h"
 
 #include "absl/strings/numbers.h"
@@ -8,14 +9,18 @@
 #include "service/admission.h"
 #include "service/cross_origin.h"
 #include "service/open_inference_codec.h"
+#include "service/open_inference_extensions.h"
 #include "service/open_inference_json.h"
 
 namespace infergate {
 namespace {
 
+// A JSON answer; an empty body is sent without a content type (a client
+// must not be asked to parse nothing as JSON).
 HttpResponse Json(int status, std::string body) {
   HttpResponse r;
   r.status = status;
+  if (body.empty()) r.content_type.clear();
   r.body = std::move(body);
   return r;
 }
@@ -67,21 +72,41 @@ int HttpStatusFor(const absl::Status& status) {
 }
 
 OpenInferenceRest::OpenInferenceRest(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
-                                     std::string server_version, InflightBudget* budget)
+                                     std::string server_version, InflightBudget* budget, uint64_t max_body_bytes)
     : core_(core),
       limits_(limits),
       metrics_(metrics),
       auth_(std::move(auth)),
       api_(core, std::move(server_version)),
-      budget_(budget) {}
+      budget_(budget),
+      max_body_bytes_(max_body_bytes) {}
+
+absl::Status OpenInferenceRest::InflateBody(HttpRequest& request) const {
+  const absl::string_view encoding = request.Header("content-encoding");
+  if (!IsEncodedBody(encoding)) return absl::OkStatus();
+  // Each chunk counts against the in-flight budget before it is kept; the
+  // whole body counts again once the call is admitted, after this.
+  InflightBudget::Reservation inflating;
+  auto account = [this, &inflating](uint64_t bytes) {
+    if (budget_ == nullptr) return absl::OkStatus();
+    absl::Status s = budget_->Extend(inflating, bytes);
+    if (!s.ok() && metrics_) metrics_->OnAdmissionRejection("inflight_bytes");
+    return s;
+  };
+  absl::StatusOr<std::string> body = DecodeContentEncoding(encoding, request.body, max_body_bytes_, account);
+  if (!body.ok()) return body.status();
+  request.body = *std::move(body);
+  return absl::OkStatus();
+}
 
 std::optional<HttpResponse> OpenInferenceRest::Screen(const HttpRequest& head) const {
   if (absl::Status s = CheckSameOrigin(head); !s.ok()) return Error(s);
   std::vector<absl::string_view> parts = absl::StrSplit(head.path, '/', absl::SkipEmpty());
   if (parts.empty() || parts[0] != "v2") return std::nullopt;  // no such route: 404 later
   if (parts.size() == 3 && parts[1] == "health") return std::nullopt;  // probes carry no token
-  const bool admin = parts.size() == 5 && parts[1] == "repository" && parts[2] == "models" &&
-                     (parts[4] == "load" || parts[4] == "unload");
+  const bool admin = (parts.size() == 5 && parts[1] == "repository" && parts[2] == "models" &&
+                      (parts[4] == "load" || parts[4] == "unload")) ||
+                     (parts.size() == 2 && parts[1] == "logging" && head.method == "POST");
   absl::Status s = auth_.Check(head.Header("authorization"), admin ? TokenAuth::Role::kAdmin
                                                                    : TokenAuth::Role::kInference);
   if (!s.ok()) return Error(s);
@@ -92,6 +117,12 @@ void OpenInferenceRest::Handle(std::shared_ptr<HttpRequest> request, HttpRespond
   // Before anything runs: a web page elsewhere must not make a visitor's
   // browser load, unload or infer here.
   if (absl::Status s = CheckSameOrigin(*request); !s.ok()) return respond(Error(s));
+  if (absl::Status s = InflateBody(*request); !s.ok()) {
+    HttpResponse r = Error(s);
+    if (s.code() == absl::StatusCode::kOutOfRange) r.status = 413;
+    if (s.code() == absl::StatusCode::kUnimplemented) r.status = 415;
+    return respond(std::move(r));
+  }
   std::vector<std::string> parts = absl::StrSplit(request->path, '/', absl::SkipEmpty());
   // .../infer: /v2/models/{m}[/versions/{v}]/infer
   if (parts.size() >= 4 && parts[0] == "v2" && parts[1] == "models" && parts.back() == "infer" &&
@@ -140,6 +171,26 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
     if (json.rfind(prefix, 0) == 0 && json.size() > prefix.size()) json = json.substr(prefix.size(), json.size() - prefix.size() - 1);
     return Json(200, std::move(json));
   }
+  if (parts.size() >= 2 && (parts[1] == "systemsharedmemory" || parts[1] == "cudasharedmemory")) {
+    return SharedMemory(request, parts);
+  }
+  if (parts.size() == 2 && parts[1] == "logging") {
+    if (!get && request.method != "POST") return WrongMethod(request, "GET, POST");
+    absl::StatusOr<LogSettings> changes = get ? LogSettings() : ParseLogSettings(request.body);
+    if (!changes.ok()) return Error(changes.status());
+    if (!changes->empty()) {
+      if (absl::Status s = auth_.Check(authorization, TokenAuth::Role::kAdmin); !s.ok()) return Error(s);
+    }
+    absl::StatusOr<LogSettings> now = ChangeLogSettings(*changes);
+    if (!now.ok()) return Error(now.status());
+    return Json(200, LogSettingsToJson(*now));
+  }
+  // /v2/trace/setting, /v2/models/{m}/trace/setting
+  const bool model_trace = parts.size() == 5 && parts[1] == "models" && parts[3] == "trace" && parts[4] == "setting";
+  if ((parts.size() == 3 && parts[1] == "trace" && parts[2] == "setting") || model_trace) {
+    if (!get && request.method != "POST") return WrongMethod(request, "GET, POST");
+    return Error(TraceSettingAnswer(model_trace ? parts[2] : ""));
+  }
   if (parts.size() == 3 && parts[1] == "models" && parts[2] == "stats") {
     if (!get) return WrongMethod(request, "GET");
     inference::ModelStatisticsResponse stats;
@@ -174,6 +225,37 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
     inference::ModelStatisticsResponse stats;
     if (absl::Status s = api_.ModelStatistics(model, version, &stats); !s.ok()) return Error(s);
     return Ok(stats);
+  }
+  return NoRoute(request);
+}
+
+HttpResponse OpenInferenceRest::SharedMemory(const HttpRequest& request, const std::vector<std::string>& parts) {
+  // /v2/{system,cuda}sharedmemory[/region/{name}]/{status,register,unregister}
+  const SharedMemoryKind kind =
+      parts[1] == "systemsharedmemory" ? SharedMemoryKind::kSystem : SharedMemoryKind::kCuda;
+  std::string name;
+  std::string action;
+  if (parts.size() == 3) {
+    action = parts[2];
+  } else if (parts.size() == 5 && parts[2] == "region") {
+    name = parts[3];
+    action = parts[4];
+  } else {
+    return NoRoute(request);
+  }
+  if (action == "status") {
+    if (request.method != "GET") return WrongMethod(request, "GET");
+    absl::Status s = SharedMemoryStatus(kind, name);
+    return s.ok() ? Json(200, "[]") : Error(s);
+  }
+  if (action == "register" && !name.empty()) {
+    if (request.method != "POST") return WrongMethod(request, "POST");
+    return Error(SharedMemoryRegister(kind, name));
+  }
+  if (action == "unregister") {
+    if (request.method != "POST") return WrongMethod(request, "POST");
+    absl::Status s = SharedMemoryUnregister(kind, name);
+    return s.ok() ? Json(200, "") : Error(s);
   }
   return NoRoute(request);
 }

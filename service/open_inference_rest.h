@@ -8,9 +8,15 @@
 //   GET  /v2/models/{m}[/versions/{v}][/ready|/config|/stats], /v2/models/stats
 //   POST /v2/models/{m}[/versions/{v}]/infer
 //   GET|POST /v2/repository/index; POST /v2/repository/models/{m}/load|unload
+//   GET|POST /v2/logging; GET|POST /v2/trace/setting, /v2/models/{m}/trace/setting
+//   /v2/{system,cuda}sharedmemory[/region/{name}]/status|register|unregister
 // Errors are {"error": "..."} with 400 (bad request), 401/403 (token),
-// 404 (unknown model, version or path), 429 (queue or budget full),
-// 503 (draining), 504 (deadline), 500 (a model that throws).
+// 404 (unknown model, version or path), 413 (a body that inflates past the
+// size limit), 415 (a Content-Encoding other than gzip, deflate or
+// identity), 429 (queue or budget full), 503 (draining), 504 (deadline),
+// 500 (a model that throws). A compressed body (content_encoding.h) is
+// inflated before any route reads it. Answers without a body (health,
+// load, unload) carry no content type.
 //
 // Threading: Handle is the HttpServer's handler and runs on its threads;
 // inference answers are written from the core's completion callback.
@@ -34,7 +40,8 @@ namespace infergate {
 class OpenInferenceRest {
  public:
   OpenInferenceRest(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
-                    std::string server_version, InflightBudget* budget = nullptr);
+                    std::string server_version, InflightBudget* budget = nullptr,
+                    uint64_t max_body_bytes = uint64_t{64} << 20);
 
   void Handle(std::shared_ptr<HttpRequest> request, HttpResponder respond);
 
@@ -55,6 +62,10 @@ class OpenInferenceRest {
   void Infer(std::shared_ptr<HttpRequest> request, const std::string& model, const std::string& version,
              HttpResponder respond);
   void Load(const HttpRequest& request, const std::string& model, bool load, HttpResponder respond);
+  // The shared-memory routes (open_inference_extensions.h).
+  HttpResponse SharedMemory(const HttpRequest& request, const std::vector<std::string>& parts);
+  // Replaces a body sent with a Content-Encoding by what it inflates to.
+  absl::Status InflateBody(HttpRequest& request) const;
 
   InferenceCore& core_;
   CodecLimits limits_;
@@ -62,6 +73,7 @@ class OpenInferenceRest {
   TokenAuth auth_;
   OpenInferenceApi api_;
   InflightBudget* budget_;
+  uint64_t max_body_bytes_;  // also the most a compressed body may inflate to
   std::atomic<bool> draining_{false};
 };
 

@@ -7,6 +7,7 @@
 #include "service/call_context.h"
 #include "service/open_inference_api.h"
 #include "service/open_inference_codec.h"
+#include "service/open_inference_extensions.h"
 #include "service/open_inference_stream.h"
 #include "service/status_convert.h"
 
@@ -164,6 +165,92 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelUnload(
   absl::StatusOr<size_t> n = unload.ok() ? core_.UnloadModel(*unload) : absl::StatusOr<size_t>(unload.status());
   reactor->Finish(ToGrpcStatus(n.status()));
   return reactor;
+}
+
+// --- The extensions this server answers without serving them as Triton does.
+
+grpc::ServerUnaryReactor* OpenInferenceService::SystemSharedMemoryStatus(
+    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* request,
+    inference::SystemSharedMemoryStatusResponse*) {
+  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  if (s.ok()) s = infergate::SharedMemoryStatus(SharedMemoryKind::kSystem, request->name());
+  return Done(ctx, s);
+}
+
+grpc::ServerUnaryReactor* OpenInferenceService::SystemSharedMemoryRegister(
+    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest* request,
+    inference::SystemSharedMemoryRegisterResponse*) {
+  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  if (s.ok()) s = infergate::SharedMemoryRegister(SharedMemoryKind::kSystem, request->name());
+  return Done(ctx, s);
+}
+
+grpc::ServerUnaryReactor* OpenInferenceService::SystemSharedMemoryUnregister(
+    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* request,
+    inference::SystemSharedMemoryUnregisterResponse*) {
+  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  if (s.ok()) s = infergate::SharedMemoryUnregister(SharedMemoryKind::kSystem, request->name());
+  return Done(ctx, s);
+}
+
+grpc::ServerUnaryReactor* OpenInferenceService::CudaSharedMemoryStatus(
+    grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryStatusRequest* request,
+    inference::CudaSharedMemoryStatusResponse*) {
+  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  if (s.ok()) s = infergate::SharedMemoryStatus(SharedMemoryKind::kCuda, request->name());
+  return Done(ctx, s);
+}
+
+grpc::ServerUnaryReactor* OpenInferenceService::CudaSharedMemoryRegister(
+    grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryRegisterRequest* request,
+    inference::CudaSharedMemoryRegisterResponse*) {
+  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  if (s.ok()) s = infergate::SharedMemoryRegister(SharedMemoryKind::kCuda, request->name());
+  return Done(ctx, s);
+}
+
+grpc::ServerUnaryReactor* OpenInferenceService::CudaSharedMemoryUnregister(
+    grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryUnregisterRequest* request,
+    inference::CudaSharedMemoryUnregisterResponse*) {
+  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  if (s.ok()) s = infergate::SharedMemoryUnregister(SharedMemoryKind::kCuda, request->name());
+  return Done(ctx, s);
+}
+
+grpc::ServerUnaryReactor* OpenInferenceService::TraceSetting(grpc::CallbackServerContext* ctx,
+                                                             const inference::TraceSettingRequest* request,
+                                                             inference::TraceSettingResponse*) {
+  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  if (s.ok()) s = TraceSettingAnswer(request->model_name());
+  return Done(ctx, s);
+}
+
+grpc::ServerUnaryReactor* OpenInferenceService::LogSettings(grpc::CallbackServerContext* ctx,
+                                                            const inference::LogSettingsRequest* request,
+                                                            inference::LogSettingsResponse* response) {
+  // Reading needs the inference token; changing the server's logging, the admin one.
+  const bool change = request->settings_size() > 0;
+  absl::Status s = CheckToken(auth_, *ctx, change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
+  if (!s.ok()) return Done(ctx, s);
+  infergate::LogSettings changes;
+  for (const auto& [key, value] : request->settings()) {
+    switch (value.parameter_choice_case()) {
+      case inference::LogSettingsRequest::SettingValue::kBoolParam: changes[key] = value.bool_param(); break;
+      case inference::LogSettingsRequest::SettingValue::kUint32Param: changes[key] = value.uint32_param(); break;
+      case inference::LogSettingsRequest::SettingValue::kStringParam: changes[key] = value.string_param(); break;
+      default:
+        return Done(ctx, absl::InvalidArgumentError(absl::StrCat("settings.", key.substr(0, 64), ": has no value")));
+    }
+  }
+  absl::StatusOr<infergate::LogSettings> now = ChangeLogSettings(changes);
+  if (!now.ok()) return Done(ctx, now.status());
+  for (const auto& [key, value] : *now) {
+    inference::LogSettingsResponse::SettingValue& out = (*response->mutable_settings())[key];
+    if (const bool* b = std::get_if<bool>(&value)) out.set_bool_param(*b);
+    if (const uint32_t* u = std::get_if<uint32_t>(&value)) out.set_uint32_param(*u);
+    if (const std::string* t = std::get_if<std::string>(&value)) out.set_string_param(*t);
+  }
+  return Done(ctx, absl::OkStatus());
 }
 
 }  // namespace infergate

@@ -60,6 +60,30 @@ class OpenInferenceService final : public inference::GRPCInferenceService::Callb
                                                   const inference::RepositoryModelUnloadRequest* request,
                                                   inference::RepositoryModelUnloadResponse* response) override;
 
+  // The extensions answered by open_inference_extensions.h.
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(grpc::CallbackServerContext* ctx,
+                                                     const inference::SystemSharedMemoryStatusRequest* request,
+                                                     inference::SystemSharedMemoryStatusResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(grpc::CallbackServerContext* ctx,
+                                                       const inference::SystemSharedMemoryRegisterRequest* request,
+                                                       inference::SystemSharedMemoryRegisterResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(
+      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* request,
+      inference::SystemSharedMemoryUnregisterResponse* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* ctx,
+                                                   const inference::CudaSharedMemoryStatusRequest* request,
+                                                   inference::CudaSharedMemoryStatusResponse* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(grpc::CallbackServerContext* ctx,
+                                                     const inference::CudaSharedMemoryRegisterRequest* request,
+                                                     inference::CudaSharedMemoryRegisterResponse* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
+                                                       const inference::CudaSharedMemoryUnregisterRequest* request,
+                                                       inference::CudaSharedMemoryUnregisterResponse* response) override;
+  grpc::ServerUnaryReactor* TraceSetting(grpc::CallbackServerContext* ctx, const inference::TraceSettingRequest* request,
+                                         inference::TraceSettingResponse* response) override;
+  grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx, const inference::LogSettingsRequest* request,
+                                        inference::LogSettingsResponse* response) override;
+
   // From now on ServerReady says false and new inference gets UNAVAILABLE;
   // accepted requests (also on open streams) run to the end.
   void StartDraining() { draining_.store(true); }

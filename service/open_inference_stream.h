@@ -1,13 +1,23 @@
 #pragma once
 // ModelStreamInfer: one bidirectional stream carrying many inference
 // requests at once. Each request read is submitted to the core straight
-// away (the next read starts at once), each answer is written when it is
-// ready, with the request's `id`, in completion order. A client that sends
-// without reading its answers is held back: while the stream holds
-// kMaxHeldAnswers requests and answers not yet written, or kMaxHeldBytes of
-// answers, it reads no more requests, until the client catches up. A request that fails
-// is answered in-band (`error_message`) and the stream stays open. The
-// client cancelling the stream cancels every request still in flight.
+// away (the next read starts at once), and answered with the request's
+// `id` and Triton's `triton_final_response: true` (a model here is never
+// decoupled: each answer is its request's only and final one).
+//
+// Order: as Triton does for a non-decoupled model, answers leave in the
+// order their requests arrived; an answer that is ready early waits for
+// those before it. A request with the parameter `stream_order:
+// "completion"` opts out: its answer is written as soon as it is ready,
+// neither waiting for earlier answers nor holding back later ones (lower
+// tail latency for a client that pairs answers by `id`).
+//
+// A client that sends without reading its answers is held back: while the
+// stream holds kMaxHeldAnswers requests and answers not yet written, or
+// kMaxHeldBytes of answers, it reads no more requests, until the client
+// catches up. A request that fails is answered in its place, in-band
+// (`error_message`), and the stream stays open. The client cancelling the
+// stream cancels every request still in flight.
 //
 // Threading: gRPC reactions and core callbacks arrive on any thread; state
 // is under one mutex, and gRPC is called (StartRead, StartWrite, Finish)
@@ -54,10 +64,21 @@ class InferStreamReactor final
   void OnDone() override { delete this; }
 
  private:
+  // Where a request's answer goes: the ticket names it while in flight;
+  // `ordered` answers are written in `slot` order.
+  struct Place {
+    uint64_t ticket = 0;
+    bool ordered = true;
+    uint64_t slot = 0;
+  };
+
   void StartNextRead();
-  // Submits one request; its answer comes back through Answer.
-  void Submit(std::shared_ptr<inference::ModelInferRequest> request);
-  void Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, uint64_t ticket);
+  // Submits one request; its answer comes back through Answer. `refusal`
+  // non-OK answers it with that error instead (a bad stream parameter).
+  void Submit(std::shared_ptr<inference::ModelInferRequest> request, Place place, absl::Status refusal);
+  void Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, Place place);
+  // Drops every answer not yet written (the client is gone; under mu_).
+  void DropUnwritten();
   // Starts the next write, resumes reading, or finishes the stream, as
   // due. Must be the caller's last use of `this`.
   void Progress(std::unique_lock<std::mutex> lock);
@@ -74,11 +95,15 @@ class InferStreamReactor final
   std::mutex mu_;
   std::shared_ptr<inference::ModelInferRequest> reading_;
   std::deque<std::unique_ptr<inference::ModelStreamInferResponse>> to_write_;
+  // Ordered answers that are ready while an earlier one is not, by slot.
+  std::map<uint64_t, std::unique_ptr<inference::ModelStreamInferResponse>> waiting_;
+  uint64_t next_slot_ = 0;           // handed to the next ordered request
+  uint64_t next_slot_to_write_ = 0;  // the ordered answer due next
   std::unique_ptr<inference::ModelStreamInferResponse> writing_;
   std::map<uint64_t, std::shared_ptr<RequestHandle>> in_flight_;  // by ticket
   uint64_t next_ticket_ = 0;
   int submitting_ = 0;  // Submit calls still running (their handle not yet filed)
-  uint64_t held_bytes_ = 0;  // of to_write_ and writing_
+  uint64_t held_bytes_ = 0;  // of waiting_, to_write_ and writing_
   bool read_paused_ = false;  // no read outstanding: the stream is Full()
   bool reads_done_ = false;
   bool cancelled_ = false;
