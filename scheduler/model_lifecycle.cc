@@ -94,11 +94,43 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name) {
   } else if (known_one.empty()) {
     return disk.status();
   }
-  for (const ModelDiff& diff : DiffRepository(known_one, now_one)) {
-    LOG_INFO << "model repository: " << diff.ToString();
+  std::vector<ModelDiff> diffs = DiffRepository(known_one, now_one);
+  if (diffs.empty() && disk.ok()) {
+    // Nothing changed on disk, but a model an explicit unload took out of
+    // service is brought back.
+    if (std::shared_ptr<const ModelEntry> entry = repository_.Lookup(name); entry && entry->unloaded) {
+      ModelDiff again;
+      again.model = name;
+      diffs.push_back(std::move(again));
+    }
+  }
+  for (const ModelDiff& diff : diffs) {
+    LOG_INFO << "model repository: " << (diff.empty() ? name + ": loaded again after an explicit unload" : diff.ToString());
     Update(diff, disk.ok() ? &*disk : nullptr);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> ModelLifecycle::Unload(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<const ModelEntry> current = repository_.Lookup(name);
+  if (!current || current->removed) {
+    return absl::NotFoundError(absl::StrCat("model: '", name.substr(0, 64), "' is not in the model repository"));
+  }
+  auto entry = std::make_shared<ModelEntry>(*current);
+  entry->unloaded = true;
+  for (VersionStatus& s : entry->states) {
+    if (s.state != VersionState::kReady && s.state != VersionState::kLoading) continue;
+    s.state = VersionState::kUnavailable;
+    s.reason = "unloaded";
+  }
+  RefreshServedVersions(*entry);
+  repository_.Publish(entry);
+  size_t dropped = models_.cache().Unload([&](const ModelKey& key) { return key.model == name; });
+  LOG_INFO << "model '" << name << "' unloaded by request; " << dropped << " resident cop"
+           << (dropped == 1 ? "y" : "ies") << " dropped; it is unavailable until it is loaded again";
+  Report(name, "unloaded");
+  return dropped;
 }
 
 void ModelLifecycle::Remove(const std::shared_ptr<const ModelEntry>& current) {
@@ -126,6 +158,7 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
   const std::string& name = diff.model;
   std::shared_ptr<ModelEntry> entry =
       current ? std::make_shared<ModelEntry>(*current) : NewModelEntry(repository_.root(), name);
+  entry->unloaded = false;  // an explicit load, or new files: back in service
   bool config_changed = !current;
   if (!current || diff.config_changed) {
     entry->config_tried = disk->config;

@@ -44,9 +44,17 @@ class ModelLifecycle {
   // next call (it may still be being written). Null acts at once.
   void Apply(const DiskRepository& now, const DiskRepository* previous);
 
-  // Reads one model from disk and acts on it at once (an explicit LoadModel).
-  // NOT_FOUND when it is neither on disk nor served.
+  // Reads one model from disk and acts on it at once (an explicit LoadModel);
+  // a model taken out of service by Unload is loaded again. NOT_FOUND when
+  // it is neither on disk nor served.
   absl::Status SyncModel(const std::string& name);
+
+  // An explicit unload of the whole model, as Triton's: its versions turn
+  // UNAVAILABLE ("unloaded") and every resident copy is dropped (requests
+  // running on one finish on it). It stays so until SyncModel, or until
+  // its files change on disk. Returns the copies dropped; NOT_FOUND for a
+  // model the repository does not serve.
+  absl::StatusOr<size_t> Unload(const std::string& name);
 
   // Not owned; may be null. Set before serving.
   void SetObserver(SchedulerObserver* observer) { observer_ = observer; }

@@ -170,6 +170,11 @@ absl::StatusOr<std::shared_ptr<const ModelEntry>> ModelRepository::Find(absl::st
 
 absl::StatusOr<int64_t> ModelRepository::ResolveVersion(const ModelEntry& model, absl::string_view version,
                                                         absl::string_view field) const {
+  if (model.unloaded) {
+    return absl::UnavailableError(absl::StrCat(
+        "model '", model.name, "' was unloaded by an explicit unload request; an explicit load (RepositoryModelLoad, "
+        "POST /v2/repository/models/", model.name, "/load) serves it again"));
+  }
   if (version.empty()) {
     if (!model.versions.empty()) return model.versions.back();
     std::string why = "none is on disk";

@@ -42,6 +42,10 @@ struct ModelEntry {
   // What config.pbtxt declares about inputs; empty inputs when it is silent.
   InputSignature declared;
   bool removed = false;        // its folder is gone; every version is UNLOADING
+  // An explicit unload took it out of service: its versions are
+  // UNAVAILABLE ("unloaded") until an explicit load, or until its files
+  // change on disk.
+  bool unloaded = false;
   bool config_broken = false;  // no good config.pbtxt was ever read: nothing is served
 
   const VersionStatus* Status(int64_t version) const;

@@ -16,6 +16,7 @@
 #include "scheduler/input_signature.h"
 #include "scheduler/job.h"
 #include "scheduler/model_config.h"
+#include "scheduler/model_name.h"
 
 namespace infergate {
 namespace {
@@ -497,7 +498,16 @@ void Scheduler::LoadModel(const LoadRequest& request, std::function<void(absl::S
   if (!submitted.ok()) (*shared_done)(submitted);
 }
 
-absl::StatusOr<size_t> Scheduler::UnloadModel(const LoadRequest& request) { return models_.Unload(request); }
+absl::StatusOr<size_t> Scheduler::UnloadModel(const LoadRequest& request) {
+  // The whole model (Triton's unload) takes it out of service; a version,
+  // device or precision only drops resident copies, which load again on
+  // demand.
+  if (request.version.empty() && request.device.empty() && request.precision == Precision::kAuto) {
+    if (absl::Status s = ValidateModelName(request.model); !s.ok()) return s;
+    return lifecycle_.Unload(request.model);
+  }
+  return models_.Unload(request);
+}
 
 void Scheduler::CheckPrecisionNow(const std::string& model, const std::string& version, const std::string& device,
                                   Precision precision, const char* occasion) {
