@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,10 +72,17 @@ struct Timing {
   uint64_t compute_output_ns = 0;
 };
 
+struct ClassLabels;  // class_labels.h
+
 struct InferenceResult {
   std::vector<NamedTensor> outputs;  // CPU, contiguous
   Placement placement;
   Timing timing;
+  // For classification answers: whether the outputs' first dimension is
+  // the batch (the model's max_batch_size > 0), and the model's class
+  // labels (null: none).
+  bool batched = false;
+  std::shared_ptr<const ClassLabels> labels;
 };
 
 // Bounded labels for metrics about a finished request, also on errors.

@@ -7,6 +7,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "infergate/v1/tensor.pb.h"
+#include "scheduler/class_labels.h"
 #include "scheduler/version_policy.h"
 
 namespace infergate {
@@ -45,6 +46,14 @@ absl::Status CheckSpecs(const google::protobuf::RepeatedPtrField<v1::TensorSpec>
       if (s.dims(d) < -1 || s.dims(d) == 0) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, ".dims[", d, "]: ", s.dims(d), " is not -1 (variable) or a positive size"));
+      }
+    }
+    if (!s.label_filename().empty()) {
+      if (kind != "outputs") {
+        return absl::InvalidArgumentError(absl::StrCat(where, ".label_filename: only outputs have class labels"));
+      }
+      if (absl::Status name = CheckLabelFileName(s.label_filename()); !name.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ".label_filename: ", name.message()));
       }
     }
   }

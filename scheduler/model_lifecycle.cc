@@ -167,6 +167,7 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
       config_changed = !current || !google::protobuf::util::MessageDifferencer::Equals(current->config, *config);
       entry->config = *std::move(config);
       entry->declared = DeclaredSignature(entry->config);
+      entry->labels = ReadLabelsOrWarn(*entry);
       entry->config_stamp = disk->config;
       entry->config_problem.clear();
       entry->config_broken = false;

@@ -70,6 +70,14 @@ absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const st
   return ParseModelConfig(*text, name);
 }
 
+std::shared_ptr<const ClassLabels> ReadLabelsOrWarn(const ModelEntry& entry) {
+  absl::StatusOr<std::shared_ptr<const ClassLabels>> labels = ReadClassLabels(entry.dir, entry.config);
+  if (labels.ok()) return *std::move(labels);
+  LOG_WARNING << "model '" << entry.name << "': " << labels.status().message()
+              << "; classification answers carry no labels";
+  return nullptr;
+}
+
 std::shared_ptr<ModelEntry> NewModelEntry(const std::string& root, const std::string& name) {
   auto entry = std::make_shared<ModelEntry>();
   entry->name = name;
@@ -101,6 +109,7 @@ std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const Di
     entry->problem = BrokenConfigProblem(disk.name, config.status());
   }
   entry->declared = DeclaredSignature(entry->config);
+  entry->labels = ReadLabelsOrWarn(*entry);
   std::vector<int64_t> on_disk;
   for (const auto& [v, stamp] : disk.versions) on_disk.push_back(v);
   std::vector<int64_t> served = SelectVersions(entry->config.version_policy(), on_disk);

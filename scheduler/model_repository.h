@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "infergate/v1/model_config.pb.h"
+#include "scheduler/class_labels.h"
 #include "scheduler/input_signature.h"
 #include "scheduler/repository_scan.h"
 #include "scheduler/version_status.h"
@@ -41,6 +42,9 @@ struct ModelEntry {
   FileStamp config_tried;  // the newest config.pbtxt tried
   // What config.pbtxt declares about inputs; empty inputs when it is silent.
   InputSignature declared;
+  // Class labels for classification answers, read with the config; null
+  // when the model has none.
+  std::shared_ptr<const ClassLabels> labels;
   bool removed = false;        // its folder is gone; every version is UNLOADING
   // An explicit unload took it out of service: its versions are
   // UNAVAILABLE ("unloaded") until an explicit load, or until its files
@@ -108,6 +112,11 @@ inline constexpr char kBrokenConfigReason[] = "config.pbtxt is broken";
 // An entry for a model as it is on disk, every version in the policy READY
 // with a fresh generation, without loading anything.
 std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const DiskModel& disk);
+
+// The class labels of `entry` under its config; a label file that cannot be
+// read is logged and leaves the model without labels (answers still carry
+// class indexes and scores).
+std::shared_ptr<const ClassLabels> ReadLabelsOrWarn(const ModelEntry& entry);
 
 // Reads and checks `dir`/config.pbtxt for model `name`; a missing file is an
 // empty config.

@@ -389,6 +389,8 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
     result.placement.precision_reason = job.route.precision_reason;
     result.placement.batch_size = static_cast<uint32_t>(total_rows);
     result.placement.model_version = job.route.version;
+    result.batched = job.route.model->config.max_batch_size() > 0;
+    result.labels = job.route.model->labels;
     result.timing.queue_us = MicrosBetween(job.enqueued, started);
     result.timing.compute_us = run.compute_us;
     result.timing.total_us = MicrosBetween(job.request.received, finished);

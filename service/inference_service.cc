@@ -6,11 +6,33 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/proto_enums.h"
+#include "scheduler/class_labels.h"
 #include "service/call_context.h"
+#include "service/classification.h"
 #include "service/status_convert.h"
 
 namespace infergate {
 namespace {
+
+// The top `k` classes of `out`, as infergate.v1 answers them (classification.h).
+absl::Status EncodeClasses(const NamedTensor& out, const InferenceResult& result, uint32_t k,
+                           v1::ClassifiedOutput* wire) {
+  absl::StatusOr<std::vector<std::vector<ClassScore>>> rows =
+      TopClasses(out.tensor, result.batched, k, result.labels ? result.labels->For(out.name) : nullptr,
+                 absl::StrCat("class_count (output '", out.name, "')"));
+  if (!rows.ok()) return rows.status();
+  wire->set_name(out.name);
+  for (const std::vector<ClassScore>& row : *rows) {
+    v1::ClassRow* r = wire->add_rows();
+    for (const ClassScore& c : row) {
+      v1::ClassScore* score = r->add_classes();
+      score->set_index(c.index);
+      score->set_score(c.score);
+      score->set_label(c.label);
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Precision> PrecisionFromWire(int p, absl::string_view field) {
   std::optional<Precision> precision = PrecisionFromProto(p);
@@ -90,7 +112,13 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
           status = ToGrpcStatus(result.status());
         } else {
           for (const NamedTensor& out : result->outputs) {
-            if (absl::Status s = EncodeTensor(out.tensor, out.name, response->add_outputs()); !s.ok()) {
+            absl::Status s;
+            if (request->class_count() > 0) {
+              s = EncodeClasses(out, *result, request->class_count(), response->add_classifications());
+            } else {
+              s = EncodeTensor(out.tensor, out.name, response->add_outputs());
+            }
+            if (!s.ok()) {
               status = ToGrpcStatus(s);
               break;
             }

@@ -61,7 +61,8 @@ void OpenInferenceApi::ServerMetadata(const std::vector<std::string>& extra_exte
   out->set_name("infergate");
   out->set_version(server_version_);
   // Only what is implemented: clients switch features on from this list.
-  for (const char* extension : {"model_repository", "model_configuration", "statistics", "parameters"}) {
+  for (const char* extension :
+       {"model_repository", "model_configuration", "statistics", "parameters", "classification", "logging"}) {
     out->add_extensions(extension);
   }
   for (const std::string& extension : extra_extensions) out->add_extensions(extension);
@@ -137,6 +138,7 @@ absl::Status OpenInferenceApi::ModelConfig(const std::string& name, const std::s
     o->set_name(s.name());
     if (std::optional<DType> d = DTypeFromProto(s.dtype())) o->set_data_type(ConfigDatatype(*d));
     for (int64_t d : s.dims()) o->add_dims(d);
+    o->set_label_filename(s.label_filename());
   }
   if (from.max_batch_size() > 0) {
     inference::ModelDynamicBatching* batching = config->mutable_dynamic_batching();

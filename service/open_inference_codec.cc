@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "devices/torch_dtype.h"
+#include "scheduler/class_labels.h"
+#include "service/classification.h"
 #include "service/tensor_codec.h"
 
 namespace infergate {
@@ -123,6 +125,24 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
       }
     }
   }
+  for (int i = 0; i < request.outputs_size(); ++i) {
+    const Parameters& output_params = request.outputs(i).parameters();
+    if (output_params.contains("shared_memory_region")) {
+      return absl::UnimplementedError(absl::StrCat(
+          "outputs[", i, "].parameters.shared_memory_region: shared memory is not supported; outputs come back in the "
+          "answer"));
+    }
+    if (absl::StatusOr<uint64_t> k = UnsignedParameter(output_params, "classification"); !k.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("outputs[", i, "].", k.status().message()));
+    }
+  }
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    if (request.inputs(i).parameters().contains("shared_memory_region")) {
+      return absl::UnimplementedError(absl::StrCat(
+          "inputs[", i, "].parameters.shared_memory_region: shared memory is not supported; send the tensor in "
+          "raw_input_contents"));
+    }
+  }
   out->model = request.model_name();
   out->version = request.model_version();
   const Parameters& params = request.parameters();
@@ -209,8 +229,10 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
 absl::Status EncodeInferResponse(const inference::ModelInferRequest& request, InferenceResult& result,
                                  inference::ModelInferResponse* response) {
   std::vector<const NamedTensor*> chosen;
+  std::vector<uint64_t> class_counts;  // per chosen output; 0: the tensor itself
   if (request.outputs_size() == 0) {
     for (const NamedTensor& t : result.outputs) chosen.push_back(&t);
+    class_counts.assign(chosen.size(), 0);
   } else {
     for (int i = 0; i < request.outputs_size(); ++i) {
       const std::string& name = request.outputs(i).name();
@@ -224,12 +246,28 @@ absl::Status EncodeInferResponse(const inference::ModelInferRequest& request, In
                                                        absl::StrJoin(names, ", "), ")"));
       }
       chosen.push_back(&*it);
+      absl::StatusOr<uint64_t> k = UnsignedParameter(request.outputs(i).parameters(), "classification");
+      class_counts.push_back(k.ok() ? *k : 0);  // checked when decoded
     }
   }
   response->set_model_name(request.model_name());
   response->set_model_version(absl::StrCat(result.placement.model_version));
   response->set_id(request.id());
-  for (const NamedTensor* t : chosen) {
+  for (size_t c = 0; c < chosen.size(); ++c) {
+    const NamedTensor* t = chosen[c];
+    if (class_counts[c] > 0) {
+      absl::StatusOr<std::vector<std::vector<ClassScore>>> classes =
+          TopClasses(t->tensor, result.batched, class_counts[c], result.labels ? result.labels->For(t->name) : nullptr,
+                     absl::StrCat("outputs[", c, "].parameters.classification"));
+      if (!classes.ok()) return classes.status();
+      ClassBytes bytes = ClassesAsBytes(*classes, result.batched);
+      *response->add_raw_output_contents() = std::move(bytes.raw);
+      inference::ModelInferResponse::InferOutputTensor* out = response->add_outputs();
+      out->set_name(t->name);
+      out->set_datatype("BYTES");
+      for (int64_t d : bytes.shape) out->add_shape(d);
+      continue;
+    }
     std::string* bytes = response->add_raw_output_contents();
     absl::StatusOr<DType> dtype = TensorBytes(t->tensor, t->name, bytes);
     if (!dtype.ok()) return dtype.status();

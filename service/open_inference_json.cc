@@ -418,10 +418,21 @@ absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, s
       if (!o.is_object()) return Invalid(field, "expected an object");
       absl::StatusOr<std::string> name = StringField(o, "name", field + ".", true);
       if (!name.ok()) return name.status();
-      req.add_outputs()->set_name(*name);
+      auto* requested = req.add_outputs();
+      requested->set_name(*name);
       auto params = o.find("parameters");
       if (params == o.end()) continue;
       if (!params->is_object()) return Invalid(field + ".parameters", "expected an object");
+      // Triton's classification extension: the top k classes instead of the tensor.
+      if (auto k = params->find("classification"); k != params->end()) {
+        if (!k->is_number_unsigned() || k->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+          return Invalid(field + ".parameters.classification", "expected a non-negative integer");
+        }
+        (*requested->mutable_parameters())["classification"].set_int64_param(k->get<int64_t>());
+      }
+      if (params->contains("shared_memory_region")) {
+        (*requested->mutable_parameters())["shared_memory_region"].set_string_param("");  // refused when decoded
+      }
       auto binary_flag = params->find("binary_data");
       if (binary_flag == params->end()) continue;
       if (!binary_flag->is_boolean()) return Invalid(field + ".parameters.binary_data", "expected true or false");
@@ -457,8 +468,9 @@ absl::StatusOr<RestBody> WriteRestInferResponse(const inference::ModelInferRespo
     const auto& o = response.outputs(i);
     if (i >= response.raw_output_contents_size()) return absl::InternalError("an output has no raw contents");
     const std::string& raw = response.raw_output_contents(i);
+    const bool bytes = o.datatype() == "BYTES";  // classification answers
     std::optional<DType> dtype = KnownDatatype(o.datatype());
-    if (!dtype) return absl::InternalError(absl::StrCat("output '", o.name(), "' has datatype ", o.datatype()));
+    if (!dtype && !bytes) return absl::InternalError(absl::StrCat("output '", o.name(), "' has datatype ", o.datatype()));
     if (i > 0) json.push_back(',');
     json.append("{\"name\":").append(Quote(o.name()));
     json.append(",\"datatype\":").append(Quote(o.datatype()));
@@ -476,6 +488,19 @@ absl::StatusOr<RestBody> WriteRestInferResponse(const inference::ModelInferRespo
       continue;
     }
     json.append(",\"data\":[");
+    if (bytes) {
+      // Elements of a 4-byte little-endian length, then the bytes: as JSON strings.
+      for (size_t at = 0; at + 4 <= raw.size();) {
+        const auto* p = reinterpret_cast<const unsigned char*>(raw.data() + at);
+        const size_t n = p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<size_t>(p[3]) << 24);
+        if (at + 4 + n > raw.size()) return absl::InternalError(absl::StrCat("output '", o.name(), "' is cut short"));
+        if (at > 0) json.push_back(',');
+        json.append(Quote(absl::string_view(raw.data() + at + 4, n)));
+        at += 4 + n;
+      }
+      json.append("]}");
+      continue;
+    }
     const size_t width = ElementSize(*dtype);
     json.reserve(json.size() + raw.size() / width * 12);
     for (size_t at = 0; at + width <= raw.size(); at += width) {
