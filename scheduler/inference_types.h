@@ -94,11 +94,16 @@ struct RequestLabels {
 // Receives the answer, exactly once per submitted request.
 using InferCallback = std::function<void(absl::StatusOr<InferenceResult>, const RequestLabels&)>;
 
+struct ConfigOverride;  // config_override.h
+
 struct LoadRequest {
   std::string model;
   std::string version;
   std::string device;
   Precision precision = Precision::kAuto;
+  // Loads only: laid over the repository's config for as long as this load
+  // stands (null: the repository's config alone).
+  std::shared_ptr<const ConfigOverride> config_override;
 };
 
 struct LoadResult {

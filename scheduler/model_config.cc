@@ -71,41 +71,38 @@ absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::s
   if (!parser.ParseFromString(std::string(text), &config)) {
     return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", errors.first()));
   }
+  return CheckModelConfig(std::move(config), folder_name, "config.pbtxt");
+}
+
+absl::StatusOr<v1::ModelConfig> CheckModelConfig(v1::ModelConfig config, absl::string_view folder_name,
+                                                 absl::string_view source) {
+  auto invalid = [&](absl::string_view message) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", message));
+  };
   if (!config.name().empty() && config.name() != folder_name) {
-    return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: name '", config.name(),
-                                                   "' does not match the model folder '", folder_name, "'"));
+    return invalid(absl::StrCat("name '", config.name(), "' does not match the model folder '", folder_name, "'"));
   }
   config.set_name(std::string(folder_name));
-  if (absl::Status s = CheckSpecs(config.inputs(), "inputs"); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", s.message()));
-  }
-  if (absl::Status s = CheckSpecs(config.outputs(), "outputs"); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", s.message()));
-  }
+  if (absl::Status s = CheckSpecs(config.inputs(), "inputs"); !s.ok()) return invalid(s.message());
+  if (absl::Status s = CheckSpecs(config.outputs(), "outputs"); !s.ok()) return invalid(s.message());
   const auto& preferred = config.dynamic_batching().preferred_batch_sizes();
   for (int i = 0; i < preferred.size(); ++i) {
     if (preferred[i] == 0 || preferred[i] > config.max_batch_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: dynamic_batching.preferred_batch_sizes[", i,
-                                                     "]: ", preferred[i], " is not in 1..max_batch_size (",
-                                                     config.max_batch_size(), ")"));
+      return invalid(absl::StrCat("dynamic_batching.preferred_batch_sizes[", i, "]: ", preferred[i],
+                                  " is not in 1..max_batch_size (", config.max_batch_size(), ")"));
     }
   }
   if (config.default_priority_level() > config.priority_levels()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.pbtxt: default_priority_level: ", config.default_priority_level(), " is beyond priority_levels (",
-        config.priority_levels(), config.priority_levels() == 0 ? ", which leaves priorities off)" : ")"));
+    return invalid(absl::StrCat("default_priority_level: ", config.default_priority_level(),
+                                " is beyond priority_levels (", config.priority_levels(),
+                                config.priority_levels() == 0 ? ", which leaves priorities off)" : ")"));
   }
   for (int i = 0; i < config.devices_size(); ++i) {
     absl::StatusOr<DeviceRequest> device = ParseDeviceRequest(config.devices(i), absl::StrCat("devices[", i, "]"));
-    if (!device.ok()) return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", device.status().message()));
-    if (device->automatic) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.pbtxt: devices[", i, "]: name a device or a kind, not 'auto'"));
-    }
+    if (!device.ok()) return invalid(device.status().message());
+    if (device->automatic) return invalid(absl::StrCat("devices[", i, "]: name a device or a kind, not 'auto'"));
   }
-  if (absl::Status s = ValidateVersionPolicy(config.version_policy()); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", s.message()));
-  }
+  if (absl::Status s = ValidateVersionPolicy(config.version_policy()); !s.ok()) return invalid(s.message());
   return config;
 }
 

@@ -22,6 +22,11 @@ inline constexpr int kMaxTensorRank = 8;
 // field, e.g. "inputs[1].dims[0]".
 absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name);
 
+// The checks ParseModelConfig makes, on a config from elsewhere (a load
+// request's override); errors start with `source` ("config.pbtxt").
+absl::StatusOr<v1::ModelConfig> CheckModelConfig(v1::ModelConfig config, absl::string_view folder_name,
+                                                 absl::string_view source);
+
 // Whether the config lets the model run on `device`: its kind is in
 // allowed_devices and it is one of `devices` (each list empty allows all).
 bool DeviceAllowed(const v1::ModelConfig& config, const DeviceId& device);

@@ -12,6 +12,7 @@
 #include "devices/device_failure.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "scheduler/model_config.h"
+#include "scheduler/config_override.h"
 #include "scheduler/route_planner.h"
 #include "scheduler/version_policy.h"
 
@@ -81,9 +82,29 @@ void ModelLifecycle::Apply(const DiskRepository& now, const DiskRepository* prev
   }
 }
 
-absl::Status ModelLifecycle::SyncModel(const std::string& name) {
+absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<const ConfigOverride> config_override) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<DiskModel> disk = ScanModel(repository_.root(), name);
+  // An override must make a valid config before it replaces the one in force.
+  auto old_override = overrides_.find(name);
+  const bool override_changed =
+      old_override == overrides_.end()
+          ? config_override != nullptr
+          : (config_override == nullptr || !(*config_override == *old_override->second));
+  if (config_override) {
+    if (!disk.ok()) return disk.status();
+    const std::string dir = NewModelEntry(repository_.root(), name)->dir;
+    absl::StatusOr<v1::ModelConfig> base = ReadModelConfig(dir, name);
+    if (!base.ok()) return absl::FailedPreconditionError(BrokenConfigProblem(name, base.status()).message());
+    absl::StatusOr<v1::ModelConfig> merged =
+        CheckModelConfig(ApplyConfigOverride(*base, *config_override), name, "parameters.config");
+    if (!merged.ok()) return merged.status();
+  }
+  if (config_override) {
+    overrides_[name] = config_override;
+  } else {
+    overrides_.erase(name);
+  }
   DiskRepository known_one;
   DiskRepository now_one;
   if (std::shared_ptr<const ModelEntry> entry = repository_.Lookup(name); entry && !entry->removed) {
@@ -97,12 +118,16 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name) {
   std::vector<ModelDiff> diffs = DiffRepository(known_one, now_one);
   if (diffs.empty() && disk.ok()) {
     // Nothing changed on disk, but a model an explicit unload took out of
-    // service is brought back.
-    if (std::shared_ptr<const ModelEntry> entry = repository_.Lookup(name); entry && entry->unloaded) {
+    // service is brought back, and a new override is applied.
+    std::shared_ptr<const ModelEntry> entry = repository_.Lookup(name);
+    if ((entry && entry->unloaded) || override_changed) {
       ModelDiff again;
       again.model = name;
       diffs.push_back(std::move(again));
     }
+  }
+  if (override_changed) {
+    for (ModelDiff& diff : diffs) diff.config_changed = true;  // re-read, with the override laid over it
   }
   for (const ModelDiff& diff : diffs) {
     LOG_INFO << "model repository: " << (diff.empty() ? name + ": loaded again after an explicit unload" : diff.ToString());
@@ -133,8 +158,17 @@ absl::StatusOr<size_t> ModelLifecycle::Unload(const std::string& name) {
   return dropped;
 }
 
+absl::StatusOr<v1::ModelConfig> ModelLifecycle::ReadEffectiveConfig(const std::string& dir,
+                                                                    const std::string& name) const {
+  absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(dir, name);
+  auto patch = overrides_.find(name);
+  if (!config.ok() || patch == overrides_.end()) return config;
+  return CheckModelConfig(ApplyConfigOverride(*config, *patch->second), name, "the load's parameters.config");
+}
+
 void ModelLifecycle::Remove(const std::shared_ptr<const ModelEntry>& current) {
   if (!current || current->removed) return;
+  overrides_.erase(current->name);
   auto entry = std::make_shared<ModelEntry>(*current);
   entry->removed = true;
   entry->problem = absl::NotFoundError(absl::StrCat("model: '", entry->name, "' was removed from the model repository"));
@@ -162,7 +196,7 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
   bool config_changed = !current;
   if (!current || diff.config_changed) {
     entry->config_tried = disk->config;
-    absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(entry->dir, name);
+    absl::StatusOr<v1::ModelConfig> config = ReadEffectiveConfig(entry->dir, name);
     if (config.ok()) {
       config_changed = !current || !google::protobuf::util::MessageDifferencer::Equals(current->config, *config);
       entry->config = *std::move(config);

@@ -21,12 +21,14 @@
 // LoadModel task's), never on a request path. The repository, the model
 // manager and the devices are not owned and must outlive this object.
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "devices/device_registry.h"
+#include "scheduler/config_override.h"
 #include "scheduler/model_manager.h"
 #include "scheduler/model_repository.h"
 #include "scheduler/repository_diff.h"
@@ -45,9 +47,13 @@ class ModelLifecycle {
   void Apply(const DiskRepository& now, const DiskRepository* previous);
 
   // Reads one model from disk and acts on it at once (an explicit LoadModel);
-  // a model taken out of service by Unload is loaded again. NOT_FOUND when
-  // it is neither on disk nor served.
-  absl::Status SyncModel(const std::string& name);
+  // a model taken out of service by Unload is loaded again. `config_override`
+  // (may be null) is laid over its config.pbtxt from now until the next
+  // explicit load; one that does not make a valid config is refused with
+  // INVALID_ARGUMENT before anything changes. NOT_FOUND when the model is
+  // neither on disk nor served.
+  absl::Status SyncModel(const std::string& name,
+                         std::shared_ptr<const ConfigOverride> config_override = nullptr);
 
   // An explicit unload of the whole model, as Triton's: its versions turn
   // UNAVAILABLE ("unloaded") and every resident copy is dropped (requests
@@ -73,12 +79,16 @@ class ModelLifecycle {
   absl::Status LoadVersion(const std::shared_ptr<const ModelEntry>& entry, int64_t version, uint64_t generation,
                            const FileStamp& stamp);
   void Report(const std::string& model, const char* result);
+  // The model's config.pbtxt in `dir`, with its load override (if any) laid over it.
+  absl::StatusOr<v1::ModelConfig> ReadEffectiveConfig(const std::string& dir, const std::string& name) const;
 
   ModelRepository& repository_;
   ModelManager& models_;
   const DeviceRegistry& devices_;
   SchedulerObserver* observer_ = nullptr;
   std::mutex mu_;  // one update at a time
+  // Config overrides of explicit loads, by model (under mu_).
+  std::map<std::string, std::shared_ptr<const ConfigOverride>> overrides_;
 };
 
 }  // namespace infergate

@@ -57,4 +57,15 @@ absl::Status CheckScannedJson(const JsonScan& scan, absl::string_view what) {
                                                  kMaxJsonDepth, " are accepted"));
 }
 
+absl::StatusOr<nlohmann::json> ParseBoundedJson(absl::string_view text, absl::string_view what) {
+  // Refused before a tree is built: nesting no request needs (a tensor's
+  // data is at most rank 8 deep) costs a node per level.
+  if (absl::Status deep = CheckScannedJson(ScanJson(text), what); !deep.ok()) return deep;
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is not valid JSON: ", e.what()));
+  }
+}
+
 }  // namespace infergate

@@ -7,8 +7,10 @@
 // The scan does not validate: a text it passes may still fail to parse.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace infergate {
@@ -38,5 +40,9 @@ inline constexpr int kMaxJsonDepth = 68;
 // INVALID_ARGUMENT naming `what` when `scan` nests deeper than
 // kMaxJsonDepth or found a NUL byte.
 absl::Status CheckScannedJson(const JsonScan& scan, absl::string_view what);
+
+// `text` parsed, after the scan's checks; INVALID_ARGUMENT naming `what`
+// when it is refused or is not JSON.
+absl::StatusOr<nlohmann::json> ParseBoundedJson(absl::string_view text, absl::string_view what);
 
 }  // namespace infergate

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto_enums.h"
 #include "service/open_inference_codec.h"
+#include "service/triton_model_config.h"
 
 namespace infergate {
 namespace {
@@ -237,9 +238,37 @@ absl::Status OpenInferenceApi::RepositoryIndex(const std::string& repository, bo
 
 absl::StatusOr<LoadRequest> LoadRequestFromParameters(
     const std::string& model,
-    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params) {
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload) {
   LoadRequest load;
   load.model = model;
+  for (const auto& [key, value] : params) {
+    if (key == "version" || key == "device" || key == "precision") continue;  // read below
+    if (!unload && key == "config") {
+      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kStringParam) {
+        return absl::InvalidArgumentError("parameters.config: expected a string holding a JSON model configuration");
+      }
+      absl::StatusOr<ConfigOverride> patch = ConfigOverrideFromTritonJson(value.string_param(), model);
+      if (!patch.ok()) return patch.status();
+      load.config_override = std::make_shared<const ConfigOverride>(*std::move(patch));
+      continue;
+    }
+    if (unload && key == "unload_dependents") {
+      // Nothing here depends on another model (there are no ensembles).
+      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kBoolParam) {
+        return absl::InvalidArgumentError("parameters.unload_dependents: expected a bool");
+      }
+      continue;
+    }
+    if (!unload && key.rfind("file:", 0) == 0) {
+      return absl::UnimplementedError(absl::StrCat(
+          "parameters.", key.substr(0, 128),
+          ": loading model files sent with the request is not supported; put the model in the repository "
+          "(--model-repository) and load it by name"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parameters.", key.substr(0, 64), ": not a", unload ? "n unload" : " load", " parameter (",
+        unload ? "version, device, precision, unload_dependents" : "version, device, precision, config", ")"));
+  }
   absl::StatusOr<std::string> version = RepositoryParameter(params, "version");
   if (!version.ok()) return version.status();
   load.version = *version;

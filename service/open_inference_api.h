@@ -48,11 +48,13 @@ class OpenInferenceApi {
   std::string server_version_;
 };
 
-// A repository load or unload request's parameters (`version`, `device`,
-// `precision`, as strings or integers) for `model`; INVALID_ARGUMENT
-// naming the parameter.
+// A repository load or unload request's parameters for `model`: `version`,
+// `device`, `precision` (strings or integers); a load's `config` (Triton's
+// JSON model configuration, triton_model_config.h); an unload's
+// `unload_dependents`. Any other parameter is INVALID_ARGUMENT naming it;
+// `file:<path>` (model files sent with the load) is UNIMPLEMENTED.
 absl::StatusOr<LoadRequest> LoadRequestFromParameters(
     const std::string& model,
-    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params);
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload);
 
 }  // namespace infergate

@@ -37,14 +37,7 @@ std::string Quote(absl::string_view text) {
 }
 
 absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what) {
-  // Refused before a tree is built: nesting no request needs (a tensor's
-  // data is at most rank 8 deep) costs a node per level.
-  if (absl::Status deep = CheckScannedJson(ScanJson(text), what); !deep.ok()) return deep;
-  try {
-    return Json::parse(text.begin(), text.end());
-  } catch (const Json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " is not valid JSON: ", e.what()));
-  }
+  return ParseBoundedJson(text, what);
 }
 
 template <typename T>

@@ -341,7 +341,7 @@ void OpenInferenceRest::Load(const HttpRequest& request, const std::string& mode
   absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryParameter>> params =
       ParseRepositoryParameters(request.body);
   if (!params.ok()) return respond(Error(params.status()));
-  absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params);
+  absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params, /*unload=*/!load);
   if (!parsed.ok()) return respond(Error(parsed.status()));
   if (!load) {
     absl::StatusOr<size_t> n = core_.UnloadModel(*parsed);

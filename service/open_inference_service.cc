@@ -145,7 +145,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelLoad(
     inference::RepositoryModelLoadResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (Refused(auth_, *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
-  absl::StatusOr<LoadRequest> load = LoadRequestFromParameters(request->model_name(), request->parameters());
+  absl::StatusOr<LoadRequest> load = LoadRequestFromParameters(request->model_name(), request->parameters(), /*unload=*/false);
   if (!load.ok()) {
     reactor->Finish(ToGrpcStatus(load.status()));
     return reactor;
@@ -161,7 +161,8 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelUnload(
     inference::RepositoryModelUnloadResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (Refused(auth_, *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
-  absl::StatusOr<LoadRequest> unload = LoadRequestFromParameters(request->model_name(), request->parameters());
+  absl::StatusOr<LoadRequest> unload =
+      LoadRequestFromParameters(request->model_name(), request->parameters(), /*unload=*/true);
   absl::StatusOr<size_t> n = unload.ok() ? core_.UnloadModel(*unload) : absl::StatusOr<size_t>(unload.status());
   reactor->Finish(ToGrpcStatus(n.status()));
   return reactor;
