@@ -1,0 +1,467 @@
+#!/usr/bin/env python3
+"""What Triton's own clients rely on, written from Triton's documented
+behaviour and checked through the real server with the project's own client
+code: a client compiled from the protocol's definitions
+(tests/integration/open_inference_reference/) over gRPC, and Python's
+http.client over REST.
+
+  - streams: every answer carries triton_final_response, with and without
+    triton_enable_empty_final_response; answers keep request order on a
+    stream of mixed batch sizes behind a slow request, and a request's error
+    comes back in its place; stream_order "completion" opts out;
+  - explicit model control: unload makes a model unavailable (ready, index,
+    infer) until it is loaded again, also across repository polls; a config
+    override is applied and a bad one refused; other load parameters are
+    refused by name;
+  - the extensions that are not served answer with a status and a reason
+    (shared memory, trace), log settings read and change the log level;
+  - compressed REST bodies (gzip, deflate), a gzip bomb, an unknown encoding;
+  - health answers without a JSON-labelled empty body;
+  - top-k classification with and without labels, over gRPC and REST.
+
+Uses Debian's python3-grpcio and python3-protobuf.
+"""
+import gzip
+import http.client
+import json
+import os
+import queue
+import shutil
+import struct
+import sys
+import threading
+import time
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from igtest import Server, fail, open_inference_setup  # noqa: E402
+
+CHECKS = 0
+
+
+def check(cond, msg):
+    global CHECKS
+    CHECKS += 1
+    if not cond:
+        fail(msg)
+
+
+def expect_error(fn, code, *needles):
+    import grpc
+    try:
+        fn()
+    except grpc.RpcError as e:
+        check(e.code() == code, "expected %s, got %s: %s" % (code, e.code(), e.details()))
+        for n in needles:
+            check(n in (e.details() or ""), "error %r does not name %r" % (e.details(), n))
+        return e
+    fail("expected %s, the call succeeded" % code)
+
+
+class Http:
+    """One keep-alive REST connection."""
+
+    def __init__(self, address):
+        host, port = address.rsplit(":", 1)
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=60)
+
+    def call(self, method, path, body=None, headers=None):
+        self.conn.request(method, path, body=body, headers=headers or {})
+        r = self.conn.getresponse()
+        data = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+
+    def json(self, method, path, body=None, headers=None, status=200):
+        code, _, data = self.call(method, path, body, headers)
+        check(code == status, "%s %s: HTTP %d, expected %d: %r" % (method, path, code, status, data[:300]))
+        return json.loads(data) if data else None
+
+    def error(self, method, path, status, *needles, body=None, headers=None):
+        code, head, data = self.call(method, path, body, headers)
+        check(code == status, "%s %s: HTTP %d, expected %d: %r" % (method, path, code, status, data[:300]))
+        check(head.get("content-type", "").startswith("application/json"), "error without a JSON type: %s" % head)
+        err = json.loads(data).get("error", "")
+        for n in needles:
+            check(n in err, "%s %s: error %r does not name %r" % (method, path, err, n))
+
+
+def f32(values):
+    return struct.pack("<%df" % len(values), *values)
+
+
+def read_f32(raw):
+    return list(struct.unpack("<%df" % (len(raw) // 4), raw))
+
+
+def read_bytes_elements(raw):
+    out, at = [], 0
+    while at < len(raw):
+        (n,) = struct.unpack_from("<I", raw, at)
+        out.append(raw[at + 4:at + 4 + n].decode())
+        at += 4 + n
+    return out
+
+
+def rss_kib(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def under_asan(pid):
+    return "libasan" in open("/proc/%d/maps" % pid).read()
+
+
+def main():
+    args, work, models = open_inference_setup("ig_triton_")
+    server = None
+    try:
+        import grpc
+        import grpc_service_pb2 as pb
+        import grpc_service_pb2_grpc as pb_grpc
+        from infergate.v1 import inference_pb2 as v1
+        from infergate.v1 import inference_pb2_grpc as v1_grpc
+
+        # A classifier: mlp with a label file named by its output, and a
+        # copy with a model-wide labels.txt.
+        mlp_config = open(os.path.join(models, "mlp", "config.pbtxt")).read()
+        for name, labels_file, config_line in [
+                ("classifier", "classes.txt", 'outputs { name: "logits" dtype: FLOAT32 dims: [10] '
+                                               'label_filename: "classes.txt" }'),
+                ("classifier_wide", "labels.txt", 'outputs { name: "logits" dtype: FLOAT32 dims: [10] }')]:
+            shutil.copytree(os.path.join(models, "mlp"), os.path.join(models, name))
+            config = "\n".join(line for line in mlp_config.splitlines() if not line.startswith("outputs"))
+            open(os.path.join(models, name, "config.pbtxt"), "w").write(config + "\n" + config_line + "\n")
+            with open(os.path.join(models, name, labels_file), "w") as f:
+                f.write("".join("class_%d\n" % i for i in range(10)))
+
+        max_body = 4 << 20
+        server = Server(args.server, ["--model-repository=" + models, "--cpu-workers=2",
+                                      "--repository-poll-interval=200ms", "--max-receive-bytes=%d" % max_body],
+                        os.path.join(work, "server.log"))
+        server.wait_serving()
+        channel = grpc.insecure_channel(server.address)
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        v1stub = v1_grpc.InferenceServiceStub(channel)
+        rest = Http(server.http_address)
+
+        def doubles_request(rows, rid, **params):
+            r = pb.ModelInferRequest(model_name="doubles", id=rid)
+            t = r.inputs.add(name="x", datatype="FP32", shape=[rows, 4])
+            r.raw_input_contents.append(f32([float(rows)] * rows * 4))
+            for k, v in params.items():
+                if isinstance(v, bool):
+                    r.parameters[k].bool_param = v
+                else:
+                    r.parameters[k].string_param = v
+            del t
+            return r
+
+        def slow_request(rid, **params):
+            r = pb.ModelInferRequest(model_name="slow", id=rid)
+            r.inputs.add(name="x", datatype="FP32", shape=[2])
+            r.raw_input_contents.append(f32([1.0, 2.0]))
+            for k, v in params.items():
+                r.parameters[k].string_param = v
+            return r
+
+        def stream(requests):
+            answers = list(stub.ModelStreamInfer(iter(requests), timeout=120))
+            check(len(answers) == len(requests), "%d answers for %d requests" % (len(answers), len(requests)))
+            return answers
+
+        # --- streams: the final flag on every answer, errors included
+        for empty_final in (False, True):
+            reqs = [doubles_request(1 + i % 8, str(i), triton_enable_empty_final_response=empty_final)
+                    for i in range(6)]
+            reqs.insert(3, pb.ModelInferRequest(model_name="nosuch", id="bad"))
+            answers = stream(reqs)
+            for a in answers:
+                flag = a.infer_response.parameters.get("triton_final_response")
+                check(flag is not None and flag.WhichOneof("parameter_choice") == "bool_param" and flag.bool_param,
+                      "answer %r without triton_final_response: true (empty final %s)"
+                      % (a.infer_response.id, empty_final))
+            ids = [a.infer_response.id for a in answers]
+            check(ids == [r.id for r in reqs], "answers out of request order: %s" % ids)
+            bad = answers[3]
+            check(bad.error_message and "nosuch" in bad.error_message, "the bad request's error in its place: %r"
+                  % bad.error_message)
+        wrong_flag = doubles_request(1, "w")
+        wrong_flag.parameters["triton_enable_empty_final_response"].string_param = "yes"
+        a = stream([wrong_flag])[0]
+        check("triton_enable_empty_final_response" in a.error_message, "a non-bool flag is refused: %r"
+              % a.error_message)
+
+        # --- streams: request order behind a slow request, mixed batch sizes
+        reqs = [slow_request("0")] + [doubles_request(1 + (i * 5) % 8, str(i)) for i in range(1, 25)]
+        answers = stream(reqs)
+        check([a.infer_response.id for a in answers] == [str(i) for i in range(25)],
+              "answers out of request order: %s" % [a.infer_response.id for a in answers])
+        for a in answers[1:]:
+            rows = a.infer_response.outputs[0].shape[0]
+            raw = a.infer_response.raw_output_contents[0]
+            code = {"FP32": "f", "FP64": "d"}[a.infer_response.outputs[0].datatype]
+            values = struct.unpack("<%d%s" % (rows * 4, code), raw)
+            check(all(v == 2.0 * rows for v in values), "answer %s holds another request's rows"
+                  % a.infer_response.id)
+        # ... and completion order when a request asks for it: the fast
+        # answers overtake the slow one (a second of compute on the other worker).
+        reqs = [slow_request("0", stream_order="completion")] + \
+            [doubles_request(1 + i % 8, str(i), stream_order="completion") for i in range(1, 9)]
+        ids = [a.infer_response.id for a in stream(reqs)]
+        check(sorted(ids) == sorted(r.id for r in reqs) and ids[0] != "0",
+              "stream_order completion: the slow answer came first: %s" % ids)
+        bad_order = doubles_request(1, "o", stream_order="sorted")
+        check("stream_order" in stream([bad_order])[0].error_message, "a bad stream_order is refused")
+
+        # --- explicit unload and load
+        def infer_mlp(model="mlp"):
+            r = pb.ModelInferRequest(model_name=model)
+            r.inputs.add(name="x", datatype="FP32", shape=[1, 256])
+            r.raw_input_contents.append(f32([0.5] * 256))
+            return stub.ModelInfer(r, timeout=60)
+
+        def index_state(model):
+            return [(m.version, m.state, m.reason) for m in stub.RepositoryIndex(pb.RepositoryIndexRequest()).models
+                    if m.name == model]
+
+        infer_mlp()
+        check(stub.ModelReady(pb.ModelReadyRequest(name="mlp")).ready, "mlp ready before the unload")
+        stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="mlp"))
+        check(not stub.ModelReady(pb.ModelReadyRequest(name="mlp")).ready, "unloaded mlp still ready")
+        check(index_state("mlp") == [("1", "UNAVAILABLE", "unloaded")], "index after unload: %s" % index_state("mlp"))
+        expect_error(infer_mlp, grpc.StatusCode.UNAVAILABLE, "unloaded")
+        rest.error("POST", "/v2/models/mlp/infer", 503, "unloaded",
+                   body=json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 256],
+                                                "data": [0.5] * 256}]}))
+        code, head, body = rest.call("GET", "/v2/models/mlp/ready")
+        check(code == 400 and body == b"" and "content-type" not in head, "REST ready of an unloaded model: %d %s"
+              % (code, head))
+        listed = v1stub.ListModels(v1.ListModelsRequest())
+        check(all(not (m.name == "mlp" and len(m.loaded) > 0) for m in listed.models), "unloaded mlp still resident")
+        time.sleep(1.0)  # several repository polls: files unchanged, it stays unloaded
+        check(not stub.ModelReady(pb.ModelReadyRequest(name="mlp")).ready, "a poll brought the unloaded mlp back")
+        stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="mlp"))
+        check(stub.ModelReady(pb.ModelReadyRequest(name="mlp")).ready, "mlp not ready after the load")
+        check(index_state("mlp") == [("1", "READY", "")], "index after load: %s" % index_state("mlp"))
+        infer_mlp()
+        # REST unload, then new files on disk bring it back (the poll).
+        check(rest.call("POST", "/v2/repository/models/cnn/unload")[0] == 200, "REST unload cnn")
+        check(not stub.ModelReady(pb.ModelReadyRequest(name="cnn")).ready, "REST-unloaded cnn still ready")
+        cnn_file = os.path.join(models, "cnn", "1", "model.pt")
+        os.utime(cnn_file, (time.time() + 5, time.time() + 5))
+        deadline = time.time() + 60
+        while not stub.ModelReady(pb.ModelReadyRequest(name="cnn")).ready and time.time() < deadline:
+            time.sleep(0.1)
+        check(stub.ModelReady(pb.ModelReadyRequest(name="cnn")).ready, "a changed model.pt did not bring cnn back")
+        # infergate.v1's admin unload does the same.
+        v1stub.UnloadModel(v1.UnloadModelRequest(model="embed"))
+        check(not stub.ModelReady(pb.ModelReadyRequest(name="embed")).ready, "v1-unloaded embed still ready")
+        v1stub.LoadModel(v1.LoadModelRequest(model="embed"))
+        check(stub.ModelReady(pb.ModelReadyRequest(name="embed")).ready, "embed not ready after a v1 load")
+        # An unload that names a device only drops copies: still served.
+        unload_cpu = pb.RepositoryModelUnloadRequest(model_name="mlp")
+        unload_cpu.parameters["device"].string_param = "cpu"
+        stub.RepositoryModelUnload(unload_cpu)
+        check(stub.ModelReady(pb.ModelReadyRequest(name="mlp")).ready, "a device unload took mlp out of service")
+        infer_mlp()
+
+        # --- load parameters: a config override, a bad one, unknown ones
+        def config_of(model):
+            return stub.ModelConfig(pb.ModelConfigRequest(name=model)).config
+
+        check(config_of("mlp").max_batch_size == 64, "mlp's max_batch_size from its config.pbtxt")
+        load = pb.RepositoryModelLoadRequest(model_name="mlp")
+        load.parameters["config"].string_param = json.dumps({"max_batch_size": 4,
+                                                             "dynamic_batching": {"preferred_batch_size": [2, 4]}})
+        stub.RepositoryModelLoad(load)
+        check(config_of("mlp").max_batch_size == 4, "the override's max_batch_size is not applied")
+        check(list(config_of("mlp").dynamic_batching.preferred_batch_size) == [2, 4], "preferred sizes not applied")
+        check(len(config_of("mlp").input) == 1, "the override dropped the inputs it did not name")
+        too_big = pb.ModelInferRequest(model_name="mlp")
+        too_big.inputs.add(name="x", datatype="FP32", shape=[8, 256])
+        too_big.raw_input_contents.append(f32([0.0] * 8 * 256))
+        expect_error(lambda: stub.ModelInfer(too_big, timeout=60), grpc.StatusCode.INVALID_ARGUMENT)
+        time.sleep(0.5)  # polls keep the override
+        check(config_of("mlp").max_batch_size == 4, "a poll dropped the override")
+        for bad, needle in [("{not json", "parameters.config"),
+                            (json.dumps({"sequence_batching": {}}), "sequence_batching"),
+                            (json.dumps({"input": [{"name": "x", "data_type": "TYPE_STRING", "dims": [256]}]}),
+                             "input[0].data_type"),
+                            (json.dumps({"max_batch_size": 2, "dynamic_batching": {"preferred_batch_size": [8]}}),
+                             "preferred_batch_sizes[0]"),
+                            (json.dumps({"instance_group": [{"kind": "KIND_CPU", "count": 4}]}),
+                             "instance_group[0].count")]:
+            bad_load = pb.RepositoryModelLoadRequest(model_name="mlp")
+            bad_load.parameters["config"].string_param = bad
+            expect_error(lambda: stub.RepositoryModelLoad(bad_load), grpc.StatusCode.INVALID_ARGUMENT, needle)
+            rest.error("POST", "/v2/repository/models/mlp/load", 400, needle,
+                       body=json.dumps({"parameters": {"config": bad}}))
+        check(config_of("mlp").max_batch_size == 4, "a refused override changed the config in force")
+        infer_mlp()
+        stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="mlp"))
+        check(config_of("mlp").max_batch_size == 64, "a load without config did not return to config.pbtxt")
+        odd = pb.RepositoryModelLoadRequest(model_name="mlp")
+        odd.parameters["colour"].string_param = "blue"
+        expect_error(lambda: stub.RepositoryModelLoad(odd), grpc.StatusCode.INVALID_ARGUMENT, "parameters.colour")
+        files = pb.RepositoryModelLoadRequest(model_name="mlp")
+        files.parameters["config"].string_param = "{}"
+        files.parameters["file:1/model.pt"].bytes_param = b"not a model"
+        expect_error(lambda: stub.RepositoryModelLoad(files), grpc.StatusCode.UNIMPLEMENTED, "file:1/model.pt")
+        unload_dep = pb.RepositoryModelUnloadRequest(model_name="poly64")
+        unload_dep.parameters["unload_dependents"].bool_param = True
+        stub.RepositoryModelUnload(unload_dep)
+        check(not stub.ModelReady(pb.ModelReadyRequest(name="poly64")).ready, "unload_dependents unload")
+
+        # --- extensions that are not served say so; log settings are served
+        status = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest())
+        check(len(status.regions) == 0, "shared memory regions listed: %s" % status)
+        check(len(stub.CudaSharedMemoryStatus(pb.CudaSharedMemoryStatusRequest()).regions) == 0, "CUDA regions")
+        expect_error(lambda: stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(name="r0")),
+                     grpc.StatusCode.NOT_FOUND, "r0")
+        expect_error(lambda: stub.SystemSharedMemoryRegister(
+            pb.SystemSharedMemoryRegisterRequest(name="r0", key="/k", byte_size=64)),
+            grpc.StatusCode.UNIMPLEMENTED, "shared memory is not supported", "r0")
+        expect_error(lambda: stub.CudaSharedMemoryRegister(
+            pb.CudaSharedMemoryRegisterRequest(name="g0", raw_handle=b"x", byte_size=64)),
+            grpc.StatusCode.UNIMPLEMENTED, "CUDA shared memory is not supported")
+        stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest())
+        stub.CudaSharedMemoryUnregister(pb.CudaSharedMemoryUnregisterRequest())
+        expect_error(lambda: stub.TraceSetting(pb.TraceSettingRequest()), grpc.StatusCode.UNAVAILABLE, "trace")
+        logs = stub.LogSettings(pb.LogSettingsRequest())
+        check(logs.settings["log_info"].bool_param and logs.settings["log_verbose_level"].uint32_param == 0,
+              "log settings at --log-level=info: %s" % logs)
+        change = pb.LogSettingsRequest()
+        change.settings["log_verbose_level"].uint32_param = 1
+        check(stub.LogSettings(change).settings["log_verbose_level"].uint32_param == 1, "verbose level not applied")
+        bad_log = pb.LogSettingsRequest()
+        bad_log.settings["log_file"].string_param = "/tmp/x"
+        expect_error(lambda: stub.LogSettings(bad_log), grpc.StatusCode.INVALID_ARGUMENT, "log_file")
+        check(rest.json("POST", "/v2/logging", json.dumps({"log_info": False}))["log_info"] is False,
+              "REST log_info false")
+        check(rest.json("GET", "/v2/logging")["log_verbose_level"] == 0, "log_info false turns debug off")
+        rest.error("POST", "/v2/logging", 400, "log_colour", body=json.dumps({"log_colour": True}))
+        rest.json("POST", "/v2/logging", json.dumps({"log_info": True}))
+        check(rest.json("GET", "/v2/systemsharedmemory/status") == [], "REST shared memory status")
+        rest.error("POST", "/v2/systemsharedmemory/region/r0/register", 501, "not supported",
+                   body=json.dumps({"key": "/k", "offset": 0, "byte_size": 64}))
+        rest.error("GET", "/v2/cudasharedmemory/region/g0/status", 404, "g0")
+        check(rest.call("POST", "/v2/cudasharedmemory/unregister")[0] == 200, "REST CUDA unregister all")
+        rest.error("GET", "/v2/trace/setting", 503, "trace")
+        rest.error("POST", "/v2/models/mlp/trace/setting", 503, "trace", body="{}")
+        shm = pb.ModelInferRequest(model_name="mlp")
+        shm_in = shm.inputs.add(name="x", datatype="FP32", shape=[1, 256])
+        shm_in.parameters["shared_memory_region"].string_param = "r0"
+        expect_error(lambda: stub.ModelInfer(shm), grpc.StatusCode.UNIMPLEMENTED, "shared_memory_region")
+        meta = stub.ServerMetadata(pb.ServerMetadataRequest())
+        for ext in ("classification", "logging"):
+            check(ext in meta.extensions, "extension %s not advertised: %s" % (ext, list(meta.extensions)))
+        for ext in ("system_shared_memory", "cuda_shared_memory", "trace"):
+            check(ext not in meta.extensions, "extension %s advertised but not served" % ext)
+
+        # --- health: empty bodies carry no JSON type
+        for path in ("/v2/health/live", "/v2/health/ready"):
+            code, head, body = rest.call("GET", path)
+            check(code == 200 and body == b"" and "content-type" not in head, "%s: %d %s %r" % (path, code, head, body))
+
+        # --- compressed REST bodies
+        body = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4],
+                                       "data": [1, 2, 3, 4, 5, 6, 7, 8]}]}).encode()
+        plain = rest.json("POST", "/v2/models/doubles/infer", body)["outputs"][0]["data"]
+        check(plain == [2.0 * v for v in range(1, 9)], "doubles answer: %s" % plain)
+        for encoding, packed in [("gzip", gzip.compress(body)), ("deflate", zlib.compress(body)),
+                                 ("deflate", zlib.compress(body)[2:-4]), ("identity", body)]:
+            got = rest.json("POST", "/v2/models/doubles/infer", packed, {"Content-Encoding": encoding})
+            check(got["outputs"][0]["data"] == plain, "%s body answered %s" % (encoding, got))
+        rest.error("POST", "/v2/models/doubles/infer", 415, "br", body=body, headers={"Content-Encoding": "br"})
+        rest.error("POST", "/v2/models/doubles/infer", 415, "gzip, gzip", body=body,
+                   headers={"Content-Encoding": "gzip, gzip"})
+        rest.error("POST", "/v2/models/doubles/infer", 400, "gzip", body=body[:40],
+                   headers={"Content-Encoding": "gzip"})
+        rest.error("POST", "/v2/models/doubles/infer", 400, "ends before", body=gzip.compress(body)[:-12],
+                   headers={"Content-Encoding": "gzip"})
+        # A bomb: 1 GiB of zeros in about 1 MiB, against a 4 MiB limit.
+        bomb = zlib.compressobj(9, zlib.DEFLATED, 31)
+        chunk = bytes(1 << 20)
+        packed = b"".join(bomb.compress(chunk) for _ in range(1024)) + bomb.flush()
+        check(len(packed) < max_body, "the bomb is larger than the body limit (%d)" % len(packed))
+        measure = not under_asan(server.proc.pid)
+        before = rss_kib(server.proc.pid)
+        for _ in range(4):
+            rest.error("POST", "/v2/models/doubles/infer", 413, "inflates to more than", body=packed,
+                       headers={"Content-Encoding": "gzip"})
+        grown = rss_kib(server.proc.pid) - before
+        if measure:
+            # The limit is 4 MiB: four bombs hold at most that each, never 1 GiB.
+            check(grown < 64 << 10, "the bombs grew the server by %d KiB" % grown)
+        code, head, _ = rest.call("POST", "/v2/models/doubles/infer", gzip.compress(body),
+                                  {"Content-Encoding": "gzip"})
+        check(code == 200, "the server answers after the bombs: %d" % code)
+
+        # --- classification
+        def classify(model, k, rows=2):
+            r = pb.ModelInferRequest(model_name=model)
+            r.inputs.add(name="x", datatype="FP32", shape=[rows, 256])
+            r.raw_input_contents.append(f32([((i * 37) % 101) / 50.0 - 1.0 for i in range(rows * 256)]))
+            out = r.outputs.add(name="logits")
+            if k is not None:
+                out.parameters["classification"].int64_param = k
+            return stub.ModelInfer(r, timeout=60)
+
+        full = classify("mlp", None)
+        logits = read_f32(full.raw_output_contents[0])
+        for model, labelled in [("mlp", False), ("classifier", True), ("classifier_wide", True)]:
+            top = classify(model, 3)
+            o = top.outputs[0]
+            check(o.datatype == "BYTES" and list(o.shape) == [2, 3], "%s classification: %s" % (model, o))
+            got = read_bytes_elements(top.raw_output_contents[0])
+            for row in range(2):
+                scores = logits[row * 10:(row + 1) * 10]
+                best = sorted(range(10), key=lambda i: (-scores[i], i))[:3]
+                want = ["%f:%d" % (scores[i], i) + (":class_%d" % i if labelled else "") for i in best]
+                check(got[row * 3:(row + 1) * 3] == want, "%s row %d: %s, expected %s"
+                      % (model, row, got[row * 3:(row + 1) * 3], want))
+        check(list(classify("mlp", 20).outputs[0].shape) == [2, 10], "class_count above the classes")
+        bad_k = pb.ModelInferRequest(model_name="mlp")
+        bad_k.inputs.add(name="x", datatype="FP32", shape=[1, 256])
+        bad_k.raw_input_contents.append(f32([0.0] * 256))
+        bad_k.outputs.add(name="logits").parameters["classification"].string_param = "3"
+        expect_error(lambda: stub.ModelInfer(bad_k), grpc.StatusCode.INVALID_ARGUMENT,
+                     "outputs[0].parameters.classification")
+        rest_in = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 256],
+                               "data": [((i * 37) % 101) / 50.0 - 1.0 for i in range(512)]}]}
+        rest_top = rest.json("POST", "/v2/models/classifier/infer", json.dumps(dict(rest_in, outputs=[
+            {"name": "logits", "parameters": {"classification": 3}}])))
+        grpc_top = read_bytes_elements(classify("classifier", 3).raw_output_contents[0])
+        out = rest_top["outputs"][0]
+        check(out["datatype"] == "BYTES" and out["shape"] == [2, 3] and out["data"] == grpc_top,
+              "REST classification %s, gRPC %s" % (out, grpc_top))
+        code, head, data = rest.call("POST", "/v2/models/classifier/infer", json.dumps(dict(rest_in, outputs=[
+            {"name": "logits", "parameters": {"classification": 3, "binary_data": True}}])))
+        n = int(head["inference-header-content-length"])
+        check(code == 200 and read_bytes_elements(data[n:]) == grpc_top, "REST binary classification")
+        rest.error("POST", "/v2/models/mlp/infer", 400, "outputs[0].parameters.classification",
+                   body=json.dumps(dict(rest_in, outputs=[{"name": "logits", "parameters": {"classification": -1}}])))
+        v1req = v1.InferRequest(model="classifier", class_count=2)
+        t = v1req.inputs.add(name="x", dtype=1, shape=[2, 256])
+        t.data = f32([((i * 37) % 101) / 50.0 - 1.0 for i in range(512)])
+        v1top = v1stub.Infer(v1req, timeout=60)
+        check(len(v1top.classifications) == 1 and len(v1top.classifications[0].rows) == 2, "v1 classification")
+        first = v1top.classifications[0].rows[0].classes[0]
+        check("%f:%d:%s" % (first.score, first.index, first.label) == grpc_top[0],
+              "v1 top class %s vs %s" % (first, grpc_top[0]))
+        meta_config = stub.ModelConfig(pb.ModelConfigRequest(name="classifier")).config
+        check(meta_config.output[0].label_filename == "classes.txt", "label_filename in ModelConfig")
+
+        channel.close()
+        server.stop()
+        print("PASS: %d checks" % CHECKS)
+    finally:
+        if server is not None and server.proc.poll() is None:
+            server.proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
