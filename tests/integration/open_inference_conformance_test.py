@@ -78,7 +78,8 @@ def main():
         check("statistics" in meta.extensions and "model_repository" in meta.extensions,
               "extensions: %s" % list(meta.extensions))
         for ext in meta.extensions:
-            check(ext in ("model_repository", "model_configuration", "statistics", "parameters"),
+            check(ext in ("model_repository", "model_configuration", "statistics", "parameters", "classification",
+                           "logging"),
                   "extension %s is listed but not implemented" % ext)
         mm = stub.ModelMetadata(pb.ModelMetadataRequest(name="mlp"))
         check(mm.platform == "pytorch_libtorch", "platform %s" % mm.platform)
