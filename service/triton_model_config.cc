@@ -206,7 +206,8 @@ absl::Status ReadInstanceGroups(const Json& groups, v1::ModelConfig* config) {
 absl::Status ReadVersionPolicy(const Json& policy, v1::ModelConfig* config) {
   const std::string field = "version_policy";
   if (!policy.is_object() || policy.size() != 1) return Invalid(field, "expected one of latest, all or specific");
-  const auto& [key, value] = *policy.items().begin();
+  const std::string key = policy.begin().key();
+  const Json& value = policy.begin().value();
   const std::string f = absl::StrCat(field, ".", key);
   if (!value.is_object()) return Invalid(f, "expected an object");
   v1::VersionPolicy* out = config->mutable_version_policy();
@@ -234,9 +235,7 @@ absl::Status ReadVersionPolicy(const Json& policy, v1::ModelConfig* config) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<ConfigOverride> ConfigOverrideFromTritonJson(absl::string_view json, absl::string_view model) {
+absl::StatusOr<ConfigOverride> ReadTritonConfig(absl::string_view json, absl::string_view model) {
   absl::StatusOr<Json> parsed = ParseBoundedJson(json, kField);
   if (!parsed.ok()) return parsed.status();
   if (!parsed->is_object()) {
@@ -292,6 +291,18 @@ absl::StatusOr<ConfigOverride> ConfigOverrideFromTritonJson(absl::string_view js
     if (!s.ok()) return s;
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ConfigOverride> ConfigOverrideFromTritonJson(absl::string_view json, absl::string_view model) {
+  // Every access above checks the value's type first; this keeps a client's
+  // text from ever ending the process should one be missed.
+  try {
+    return ReadTritonConfig(json, model);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(kField, ": ", e.what()));
+  }
 }
 
 }  // namespace infergate

@@ -1,0 +1,87 @@
+#include "service/triton_model_config.h"
+
+#include <gtest/gtest.h>
+
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace infergate {
+namespace {
+
+v1::ModelConfig Text(const std::string& text) {
+  v1::ModelConfig config;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config)) << text;
+  return config;
+}
+
+// Triton's JSON, field by field, to infergate's config and the fields set.
+TEST(TritonModelConfigTest, MapsEachServedField) {
+  struct Case {
+    const char* json;
+    const char* config;  // infergate's text form of what is set
+    std::set<std::string> fields;
+  };
+  const std::vector<Case> cases = {
+      {R"({"max_batch_size": 8})", "max_batch_size: 8", {"max_batch_size"}},
+      {R"({"name": "m", "platform": "pytorch_libtorch", "backend": "pytorch"})", "", {}},
+      {R"({"input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [3, "224", -1]}]})",
+       R"(inputs { name: "INPUT__0" dtype: FLOAT32 dims: [3, 224, -1] })", {"inputs"}},
+      {R"({"output": [{"name": "OUTPUT__0", "data_type": "TYPE_INT64", "dims": [10], "label_filename": "l.txt"}]})",
+       R"(outputs { name: "OUTPUT__0" dtype: INT64 dims: [10] label_filename: "l.txt" })", {"outputs"}},
+      {R"({"dynamic_batching": {"preferred_batch_size": [4, 8], "max_queue_delay_microseconds": 100}})",
+       "dynamic_batching { preferred_batch_sizes: [4, 8] max_queue_delay_us: 100 }", {"dynamic_batching"}},
+      {R"({"dynamic_batching": {"priority_levels": 3, "default_priority_level": 2}})",
+       "priority_levels: 3 default_priority_level: 2",
+       {"dynamic_batching", "priority_levels", "default_priority_level"}},
+      {R"({"instance_group": [{"kind": "KIND_GPU", "gpus": [0, 1]}, {"kind": "KIND_CPU", "count": 1}]})",
+       R"(devices: ["cuda:0", "cuda:1", "cpu"])", {"devices"}},
+      {R"({"instance_group": [{"kind": "KIND_GPU"}, {"kind": "KIND_AUTO"}]})", "", {"devices"}},
+      {R"({"version_policy": {"latest": {"num_versions": 2}}})", "version_policy { latest { num_versions: 2 } }",
+       {"version_policy"}},
+      {R"({"version_policy": {"specific": {"versions": [1, "3"]}}})",
+       "version_policy { specific { versions: [1, 3] } }", {"version_policy"}},
+      {R"({"version_policy": {"all": {}}})", "version_policy { all {} }", {"version_policy"}},
+      {R"({"model_warmup": [{"name": "w"}]})", "warmup: true", {"warmup"}},
+      {R"({"response_cache": {"enable": false}, "model_transaction_policy": {"decoupled": false}})", "", {}},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<ConfigOverride> got = ConfigOverrideFromTritonJson(c.json, "m");
+    ASSERT_TRUE(got.ok()) << c.json << ": " << got.status();
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(got->values, Text(c.config)))
+        << c.json << " gave " << got->values.ShortDebugString();
+    EXPECT_EQ(got->fields, c.fields) << c.json;
+  }
+}
+
+TEST(TritonModelConfigTest, RefusesWhatItDoesNotServeNamingTheField) {
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {"{not json", "parameters.config"},
+      {"[1]", "parameters.config: expected a JSON object"},
+      {R"({"name": "other"})", "parameters.config.name"},
+      {R"({"platform": "onnxruntime_onnx"})", "platform"},
+      {R"({"sequence_batching": {}})", "parameters.config.sequence_batching"},
+      {R"({"ensemble_scheduling": {"step": [{"model_name": "a"}]}})", "ensemble_scheduling"},
+      {R"({"model_transaction_policy": {"decoupled": true}})", "model_transaction_policy"},
+      {R"({"parameters": {"INFERENCE_MODE": {"string_value": "true"}}})", "parameters.config.parameters"},
+      {R"({"input": [{"name": "x", "data_type": "TYPE_STRING", "dims": [1]}]})", "input[0].data_type"},
+      {R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [1], "reshape": {"shape": []}}]})",
+       "input[0].reshape"},
+      {R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [-2]}]})", "input[0].dims[0]"},
+      {R"({"output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [1], "optional": true}]})", "output[0].optional"},
+      {R"({"dynamic_batching": {"default_queue_policy": {"timeout_action": "DELAY"}}})",
+       "dynamic_batching.default_queue_policy"},
+      {R"({"instance_group": [{"kind": "KIND_CPU", "count": 2}]})", "instance_group[0].count"},
+      {R"({"instance_group": [{"kind": "KIND_MODEL"}]})", "instance_group[0].kind"},
+      {R"({"version_policy": {"newest": {}}})", "version_policy"},
+      {R"({"max_batch_size": -1})", "max_batch_size"},
+  };
+  for (const auto& [json, needle] : cases) {
+    absl::StatusOr<ConfigOverride> got = ConfigOverrideFromTritonJson(json, "m");
+    ASSERT_FALSE(got.ok()) << json;
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << json;
+    EXPECT_NE(got.status().message().find(needle), absl::string_view::npos) << json << ": " << got.status();
+  }
+}
+
+}  // namespace
+}  // namespace infergate
