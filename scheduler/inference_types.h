@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -104,6 +105,10 @@ struct LoadRequest {
   // Loads only: laid over the repository's config for as long as this load
   // stands (null: the repository's config alone).
   std::shared_ptr<const ConfigOverride> config_override;
+  // Loads only: the model's files sent with the load, by path inside the
+  // model's folder ("1/model.pt"), served instead of the repository's
+  // folder until the next explicit load (null: from the repository).
+  std::shared_ptr<const std::map<std::string, std::string>> files;
 };
 
 struct LoadResult {

@@ -1,6 +1,8 @@
 #include "scheduler/model_lifecycle.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <optional>
 #include <map>
 #include <set>
 #include <utility>
@@ -12,11 +14,13 @@
 #include "devices/device_failure.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "scheduler/model_config.h"
+#include "scheduler/model_name.h"
 #include "scheduler/config_override.h"
 #include "scheduler/route_planner.h"
 #include "scheduler/version_policy.h"
 
 namespace infergate {
+namespace fs = std::filesystem;
 namespace {
 
 bool SameGeneration(const ModelKey& key, const std::string& model, int64_t version, uint64_t generation) {
@@ -75,26 +79,49 @@ void ModelLifecycle::FinishUnloading() {
 void ModelLifecycle::Apply(const DiskRepository& now, const DiskRepository* previous) {
   std::lock_guard<std::mutex> lock(mu_);
   FinishUnloading();
-  for (const ModelDiff& diff : DiffRepository(Known(), now, previous)) {
+  // Models served from uploaded files are not the repository's to change.
+  DiskRepository known = Known();
+  DiskRepository on_disk = now;
+  for (const auto& [name, dir] : sources_) {
+    known.erase(name);
+    on_disk.erase(name);
+  }
+  for (const ModelDiff& diff : DiffRepository(known, on_disk, previous)) {
     LOG_INFO << "model repository: " << diff.ToString();
-    auto disk = now.find(diff.model);
-    Update(diff, disk == now.end() ? nullptr : &disk->second);
+    auto disk = on_disk.find(diff.model);
+    Update(diff, disk == on_disk.end() ? nullptr : &disk->second);
   }
 }
 
-absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<const ConfigOverride> config_override) {
+absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<const ConfigOverride> config_override,
+                                      std::shared_ptr<const std::map<std::string, std::string>> files) {
   std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<DiskModel> disk = ScanModel(repository_.root(), name);
+  if (absl::Status s = ValidateModelName(name); !s.ok()) return s;
+  // Where the model's folder will be: files sent with the load, written to
+  // a fresh private folder and checked before anything changes; else the
+  // repository's folder.
+  std::string uploaded;
+  if (files) {
+    absl::StatusOr<std::string> dir = uploads_.Write(name, *files);
+    if (!dir.ok()) return dir.status();
+    if (absl::Status s = CheckUpload(name, *dir, config_override.get()); !s.ok()) {
+      uploads_.Remove(*dir);
+      return s;
+    }
+    uploaded = *dir;
+  }
+  const std::string source_root =
+      files ? fs::path(uploaded).parent_path().string() : repository_.root();
+  absl::StatusOr<DiskModel> disk = ScanModel(source_root, name);
   // An override must make a valid config before it replaces the one in force.
   auto old_override = overrides_.find(name);
   const bool override_changed =
       old_override == overrides_.end()
           ? config_override != nullptr
           : (config_override == nullptr || !(*config_override == *old_override->second));
-  if (config_override) {
+  if (config_override && !files) {
     if (!disk.ok()) return disk.status();
-    const std::string dir = NewModelEntry(repository_.root(), name)->dir;
-    absl::StatusOr<v1::ModelConfig> base = ReadModelConfig(dir, name);
+    absl::StatusOr<v1::ModelConfig> base = ReadModelConfig((fs::path(source_root) / name).string(), name);
     if (!base.ok()) return absl::FailedPreconditionError(BrokenConfigProblem(name, base.status()).message());
     absl::StatusOr<v1::ModelConfig> merged =
         CheckModelConfig(ApplyConfigOverride(*base, *config_override), name, "parameters.config");
@@ -105,6 +132,15 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<
   } else {
     overrides_.erase(name);
   }
+  // The folder changes: from (or to) uploaded files, or from one upload to
+  // the next. The one it leaves is removed once the new one serves.
+  std::string left_behind;
+  if (auto it = sources_.find(name); it != sources_.end()) {
+    left_behind = it->second;
+    sources_.erase(it);
+  }
+  if (files) sources_[name] = uploaded;
+  const bool source_changed = left_behind != uploaded;
   DiskRepository known_one;
   DiskRepository now_one;
   if (std::shared_ptr<const ModelEntry> entry = repository_.Lookup(name); entry && !entry->removed) {
@@ -113,6 +149,7 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<
   if (disk.ok()) {
     now_one.emplace(name, *disk);
   } else if (known_one.empty()) {
+    if (!left_behind.empty()) uploads_.Remove(left_behind);
     return disk.status();
   }
   std::vector<ModelDiff> diffs = DiffRepository(known_one, now_one);
@@ -120,18 +157,49 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<
     // Nothing changed on disk, but a model an explicit unload took out of
     // service is brought back, and a new override is applied.
     std::shared_ptr<const ModelEntry> entry = repository_.Lookup(name);
-    if ((entry && entry->unloaded) || override_changed) {
+    if ((entry && entry->unloaded) || override_changed || source_changed) {
       ModelDiff again;
       again.model = name;
       diffs.push_back(std::move(again));
     }
   }
-  if (override_changed) {
-    for (ModelDiff& diff : diffs) diff.config_changed = true;  // re-read, with the override laid over it
+  if (override_changed || source_changed) {
+    // Re-read, with the override laid over it, and every version's file anew.
+    for (ModelDiff& diff : diffs) diff.config_changed = true;
   }
   for (const ModelDiff& diff : diffs) {
-    LOG_INFO << "model repository: " << (diff.empty() ? name + ": loaded again after an explicit unload" : diff.ToString());
+    LOG_INFO << "model repository: "
+             << (diff.empty() ? name + ": loaded again after an explicit unload" : diff.ToString())
+             << (files ? " (from the files sent with the load)" : "");
     Update(diff, disk.ok() ? &*disk : nullptr);
+  }
+  if (!left_behind.empty() && source_changed) uploads_.Remove(left_behind);
+  return absl::OkStatus();
+}
+
+std::string ModelLifecycle::SourceRoot(const std::string& name) const {
+  auto it = sources_.find(name);
+  return it == sources_.end() ? repository_.root() : fs::path(it->second).parent_path().string();
+}
+
+absl::Status ModelLifecycle::CheckUpload(const std::string& name, const std::string& dir,
+                                         const ConfigOverride* config_override) {
+  absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(dir, name);
+  if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat("file:", config.status().message()));
+  if (config_override) {
+    config = CheckModelConfig(ApplyConfigOverride(*config, *config_override), name, "parameters.config");
+    if (!config.ok()) return config.status();
+  }
+  absl::StatusOr<DiskModel> disk = ScanModel(fs::path(dir).parent_path().string(), name);
+  if (!disk.ok()) return disk.status();
+  std::optional<DeviceInfo> cpu = devices_.Find(DeviceId{DeviceKind::kCpu, 0});
+  if (!cpu) return absl::FailedPreconditionError("no cpu device to check the uploaded model on");
+  for (const auto& [version, stamp] : disk->versions) {
+    const std::string path = (fs::path(dir) / std::to_string(version) / "model.pt").string();
+    if (absl::Status s = models_.CheckLoads(path, *config, *cpu); !s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("file:", version, "/model.pt does not load (nothing was changed): ", s.message()));
+    }
   }
   return absl::OkStatus();
 }
@@ -191,7 +259,8 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
 
   const std::string& name = diff.model;
   std::shared_ptr<ModelEntry> entry =
-      current ? std::make_shared<ModelEntry>(*current) : NewModelEntry(repository_.root(), name);
+      current ? std::make_shared<ModelEntry>(*current) : NewModelEntry(SourceRoot(name), name);
+  entry->dir = (fs::path(SourceRoot(name)) / name).string();  // the repository's folder, or an upload's
   entry->unloaded = false;  // an explicit load, or new files: back in service
   bool config_changed = !current;
   if (!current || diff.config_changed) {

@@ -30,6 +30,7 @@
 #include "devices/device_registry.h"
 #include "scheduler/config_override.h"
 #include "scheduler/model_manager.h"
+#include "scheduler/model_upload.h"
 #include "scheduler/model_repository.h"
 #include "scheduler/repository_diff.h"
 #include "scheduler/repository_scan.h"
@@ -52,8 +53,13 @@ class ModelLifecycle {
   // explicit load; one that does not make a valid config is refused with
   // INVALID_ARGUMENT before anything changes. NOT_FOUND when the model is
   // neither on disk nor served.
+  // `files` (may be null): the model's files sent with the load, served
+  // from a private folder instead of the repository's until the next
+  // explicit load; each model file must load (on the CPU) before anything
+  // changes, and a model new to the repository is served under `name`.
   absl::Status SyncModel(const std::string& name,
-                         std::shared_ptr<const ConfigOverride> config_override = nullptr);
+                         std::shared_ptr<const ConfigOverride> config_override = nullptr,
+                         std::shared_ptr<const std::map<std::string, std::string>> files = nullptr);
 
   // An explicit unload of the whole model, as Triton's: its versions turn
   // UNAVAILABLE ("unloaded") and every resident copy is dropped (requests
@@ -79,6 +85,12 @@ class ModelLifecycle {
   absl::Status LoadVersion(const std::shared_ptr<const ModelEntry>& entry, int64_t version, uint64_t generation,
                            const FileStamp& stamp);
   void Report(const std::string& model, const char* result);
+  // Where model `name`'s folder is: the repository's root, or the upload
+  // folder it is served from (under mu_).
+  std::string SourceRoot(const std::string& name) const;
+  // Checks uploaded files in `dir` before they replace what serves: their
+  // config (with the override) and that every model file loads.
+  absl::Status CheckUpload(const std::string& name, const std::string& dir, const ConfigOverride* config_override);
   // The model's config.pbtxt in `dir`, with its load override (if any) laid over it.
   absl::StatusOr<v1::ModelConfig> ReadEffectiveConfig(const std::string& dir, const std::string& name) const;
 
@@ -89,6 +101,9 @@ class ModelLifecycle {
   std::mutex mu_;  // one update at a time
   // Config overrides of explicit loads, by model (under mu_).
   std::map<std::string, std::shared_ptr<const ConfigOverride>> overrides_;
+  // Models served from files sent with a load: their model folders (under mu_).
+  std::map<std::string, std::string> sources_;
+  UploadFolders uploads_;
 };
 
 }  // namespace infergate

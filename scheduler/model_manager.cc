@@ -114,6 +114,11 @@ absl::Status ModelManager::SameFile(const Route& route, const std::string& path)
                                              "is served once the repository poller has loaded it, retry shortly"));
 }
 
+absl::Status ModelManager::CheckLoads(const std::string& path, const v1::ModelConfig& config,
+                                      const DeviceInfo& device) const {
+  return loader_(path, config, device, DType::kFloat32, [](uint64_t) { return absl::OkStatus(); }).status();
+}
+
 absl::StatusOr<size_t> ModelManager::Unload(const LoadRequest& request) {
   absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(request.model);
   // A model whose files are gone or broken may still be resident.

@@ -63,6 +63,10 @@ class ModelManager {
   // the inputs are not fully declared.
   absl::Status WarmUp(const Route& route);
 
+  // Loads the model file at `path` under `config` on `device` in FP32 and
+  // drops it again: whether it loads at all, before it is published.
+  absl::Status CheckLoads(const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device) const;
+
   ModelCache& cache() { return cache_; }
   const ModelCache& cache() const { return cache_; }
   // Not owned; may be null. Set before serving.

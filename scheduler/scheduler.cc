@@ -471,7 +471,7 @@ void Scheduler::LoadModel(const LoadRequest& request, std::function<void(absl::S
   // changed on disk, loading new files before they answer): disk I/O and
   // perhaps loads, so on a cpu worker rather than the caller's thread.
   absl::Status submitted = cpu->SubmitTask([this, request, shared_done] {
-    if (absl::Status synced = lifecycle_.SyncModel(request.model, request.config_override); !synced.ok()) {
+    if (absl::Status synced = lifecycle_.SyncModel(request.model, request.config_override, request.files); !synced.ok()) {
       return (*shared_done)(synced);
     }
     // A load may take its time: the precision it loads in is checked first.

@@ -1,9 +1,11 @@
 #include "service/open_inference_api.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/proto_enums.h"
+#include "scheduler/model_upload.h"
 #include "service/open_inference_codec.h"
 #include "service/triton_model_config.h"
 
@@ -238,9 +240,13 @@ absl::Status OpenInferenceApi::RepositoryIndex(const std::string& repository, bo
 
 absl::StatusOr<LoadRequest> LoadRequestFromParameters(
     const std::string& model,
-    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload) {
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload,
+    uint64_t max_file_bytes) {
   LoadRequest load;
   load.model = model;
+  std::map<std::string, std::string> files;
+  uint64_t file_bytes = 0;
+  size_t file_count = 0;
   for (const auto& [key, value] : params) {
     if (key == "version" || key == "device" || key == "precision") continue;  // read below
     if (!unload && key == "config") {
@@ -260,14 +266,59 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
       continue;
     }
     if (!unload && key.rfind("file:", 0) == 0) {
-      return absl::UnimplementedError(absl::StrCat(
-          "parameters.", key.substr(0, 128),
-          ": loading model files sent with the request is not supported; put the model in the repository "
-          "(--model-repository) and load it by name"));
+      const std::string field = absl::StrCat("parameters.", key.substr(0, 128));
+      if (max_file_bytes == 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            field, ": this server loads no model files sent with a load (--max-load-file-bytes=0); put the model in "
+            "the repository (--model-repository) and load it by name"));
+      }
+      const std::string path = key.substr(5);
+      if (absl::Status s = CheckUploadPath(path); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ": ", s.message()));
+      }
+      std::string content;
+      if (value.parameter_choice_case() == inference::ModelRepositoryParameter::kBytesParam) {
+        content = value.bytes_param();
+      } else if (value.parameter_choice_case() == inference::ModelRepositoryParameter::kStringParam) {
+        // REST carries a file's bytes in base64 (Triton's HTTP client does).
+        if (!absl::Base64Unescape(value.string_param(), &content)) {
+          return absl::InvalidArgumentError(absl::StrCat(field, ": expected the file's bytes in base64"));
+        }
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(field, ": expected the file's bytes"));
+      }
+      file_bytes += content.size();
+      if (file_bytes > max_file_bytes) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            field, ": the files sent with this load hold more than --max-load-file-bytes (", max_file_bytes,
+            " bytes)"));
+      }
+      if (++file_count > kMaxUploadFiles) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": a load carries at most ", kMaxUploadFiles, " files"));
+      }
+      files[path] = std::move(content);
+      continue;
     }
     return absl::InvalidArgumentError(absl::StrCat(
         "parameters.", key.substr(0, 64), ": not a", unload ? "n unload" : " load", " parameter (",
-        unload ? "version, device, precision, unload_dependents" : "version, device, precision, config", ")"));
+        unload ? "version, device, precision, unload_dependents" : "version, device, precision, config, file:<path>",
+        ")"));
+  }
+  if (!files.empty()) {
+    // Triton's rule: files come with the configuration they are served under.
+    if (!load.config_override) {
+      return absl::InvalidArgumentError(
+          "parameters.config: required with file: parameters (the model configuration the files are served under; "
+          "\"{}\" takes what the files themselves declare)");
+    }
+    bool has_model = false;
+    for (const auto& [path, content] : files) has_model |= IsVersionModelFile(path);
+    if (!has_model) {
+      return absl::InvalidArgumentError(
+          "parameters.file:<version>/model.pt: the files sent with the load hold no model (a <version>/model.pt)");
+    }
+    load.files = std::make_shared<const std::map<std::string, std::string>>(std::move(files));
   }
   absl::StatusOr<std::string> version = RepositoryParameter(params, "version");
   if (!version.ok()) return version.status();

@@ -51,10 +51,13 @@ class OpenInferenceApi {
 // A repository load or unload request's parameters for `model`: `version`,
 // `device`, `precision` (strings or integers); a load's `config` (Triton's
 // JSON model configuration, triton_model_config.h); an unload's
-// `unload_dependents`. Any other parameter is INVALID_ARGUMENT naming it;
-// `file:<path>` (model files sent with the load) is UNIMPLEMENTED.
+// `unload_dependents`; a load's `file:<path>` parameters, the model's files
+// (bytes over gRPC, base64 over REST) at most `max_file_bytes` in all (0:
+// refused), with `config` required beside them as Triton does. Any other
+// parameter is INVALID_ARGUMENT naming it.
 absl::StatusOr<LoadRequest> LoadRequestFromParameters(
     const std::string& model,
-    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload);
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload,
+    uint64_t max_file_bytes = 0);
 
 }  // namespace infergate

@@ -341,13 +341,20 @@ void OpenInferenceRest::Load(const HttpRequest& request, const std::string& mode
   absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryParameter>> params =
       ParseRepositoryParameters(request.body);
   if (!params.ok()) return respond(Error(params.status()));
-  absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params, /*unload=*/!load);
+  absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params, /*unload=*/!load, limits_.max_load_file_bytes);
   if (!parsed.ok()) return respond(Error(parsed.status()));
   if (!load) {
     absl::StatusOr<size_t> n = core_.UnloadModel(*parsed);
     return respond(n.ok() ? Json(200, "") : Error(n.status()));
   }
-  core_.LoadModel(*parsed, [respond = std::move(respond)](absl::StatusOr<LoadResult> result) {
+  // Model files sent with the load count against the in-flight budget until it ends.
+  auto held = std::make_shared<InflightBudget::Reservation>();
+  if (budget_ && parsed->files) {
+    absl::StatusOr<InflightBudget::Reservation> reserved = budget_->Reserve(request.body.size());
+    if (!reserved.ok()) return respond(Error(reserved.status()));
+    *held = *std::move(reserved);
+  }
+  core_.LoadModel(*parsed, [respond = std::move(respond), held](absl::StatusOr<LoadResult> result) {
     respond(result.ok() ? Json(200, "") : Error(result.status()));
   });
 }

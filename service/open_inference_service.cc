@@ -145,12 +145,24 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelLoad(
     inference::RepositoryModelLoadResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (Refused(auth_, *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
-  absl::StatusOr<LoadRequest> load = LoadRequestFromParameters(request->model_name(), request->parameters(), /*unload=*/false);
+  absl::StatusOr<LoadRequest> load = LoadRequestFromParameters(request->model_name(), request->parameters(), /*unload=*/false,
+                                limits_.max_load_file_bytes);
   if (!load.ok()) {
     reactor->Finish(ToGrpcStatus(load.status()));
     return reactor;
   }
-  core_.LoadModel(*load, [reactor](absl::StatusOr<LoadResult> result) {
+  // Model files sent with the load are held (and written out) until it ends:
+  // they count against the in-flight budget like a request's tensors.
+  auto held = std::make_shared<InflightBudget::Reservation>();
+  if (budget_ && load->files) {
+    absl::StatusOr<InflightBudget::Reservation> reserved = budget_->Reserve(request->ByteSizeLong());
+    if (!reserved.ok()) {
+      reactor->Finish(ToGrpcStatus(reserved.status()));
+      return reactor;
+    }
+    *held = *std::move(reserved);
+  }
+  core_.LoadModel(*load, [reactor, held](absl::StatusOr<LoadResult> result) {
     reactor->Finish(ToGrpcStatus(result.status()));
   });
   return reactor;

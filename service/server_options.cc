@@ -135,6 +135,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.ByteSize("max-inflight-bytes", &o.max_inflight_bytes,
                  "Bytes of inference requests held at once (queued or running); beyond it RESOURCE_EXHAUSTED. 0 picks "
                  "a quarter of the container's memory limit, or of the host's memory.");
+  flags.ByteSize("max-load-file-bytes", &o.max_load_file_bytes,
+                 "Bytes of model files one load may carry (Triton's file: load parameters), written to a private "
+                 "folder and served from there; 0 refuses such loads.");
   flags.ByteSize("cpu-tensor-cache", &o.cpu_tensor_cache_bytes,
                  "Freed CPU tensor blocks of 64 KiB and more kept for reuse, at most this many bytes (e.g. 256MiB), "
                  "so a model's activations are not faulted in afresh on every request; 0 leaves LibTorch's own "
@@ -246,6 +249,7 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                                                    " (2^60, so a tensor's size in bytes fits 64 bits)"));
   }
   o.tensor_limits = {static_cast<int>(f.max_tensor_rank), f.max_tensor_elements};
+  o.tensor_limits.max_load_file_bytes = o.max_load_file_bytes;
   if (o.max_connection_age.count() > INT32_MAX) {
     return absl::InvalidArgumentError("--max-connection-age: must be under 24 days");
   }

@@ -21,6 +21,7 @@ struct ServerOptions {
   // Bytes of inference requests held at once; 0 picks a quarter of the
   // memory there is (the container's limit, else the host's).
   uint64_t max_inflight_bytes = 0;
+  uint64_t max_load_file_bytes = uint64_t{64} << 20;  // model files one load may carry; 0 refuses them
   // Freed CPU tensor blocks kept for reuse (CachingCpuAllocator); 0: off.
   uint64_t cpu_tensor_cache_bytes = 256 << 20;
   CodecLimits tensor_limits{8, int64_t{1} << 28};

@@ -23,6 +23,9 @@ struct CodecLimits {
   // Checked before any is decoded: millions of tiny tensors would
   // otherwise cost gigabytes of bookkeeping for a request no model takes.
   int max_tensors = 1024;
+  // The most bytes of model files one load may carry (Triton's file:
+  // parameters); 0 refuses them.
+  uint64_t max_load_file_bytes = uint64_t{64} << 20;
 };
 
 // INVALID_ARGUMENT naming `field` ("inputs") when `count` tensors are more

@@ -120,6 +120,7 @@ def main():
         import grpc
         import grpc_service_pb2 as pb
         import grpc_service_pb2_grpc as pb_grpc
+        import model_config_pb2 as mc
         from infergate.v1 import inference_pb2 as v1
         from infergate.v1 import inference_pb2_grpc as v1_grpc
 
@@ -138,7 +139,8 @@ def main():
 
         max_body = 4 << 20
         server = Server(args.server, ["--model-repository=" + models, "--cpu-workers=2",
-                                      "--repository-poll-interval=200ms", "--max-receive-bytes=%d" % max_body],
+                                      "--repository-poll-interval=200ms", "--max-receive-bytes=%d" % max_body,
+                                      "--max-load-file-bytes=1MiB"],
                         os.path.join(work, "server.log"))
         server.wait_serving()
         channel = grpc.insecure_channel(server.address)
@@ -305,10 +307,59 @@ def main():
         odd = pb.RepositoryModelLoadRequest(model_name="mlp")
         odd.parameters["colour"].string_param = "blue"
         expect_error(lambda: stub.RepositoryModelLoad(odd), grpc.StatusCode.INVALID_ARGUMENT, "parameters.colour")
-        files = pb.RepositoryModelLoadRequest(model_name="mlp")
-        files.parameters["config"].string_param = "{}"
-        files.parameters["file:1/model.pt"].bytes_param = b"not a model"
-        expect_error(lambda: stub.RepositoryModelLoad(files), grpc.StatusCode.UNIMPLEMENTED, "file:1/model.pt")
+        # --- models sent with the load (file: parameters)
+        import glob
+        import tempfile
+        uploads_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "infergate-uploads-*")))
+        doubles_pt = open(os.path.join(models, "doubles", "1", "model.pt"), "rb").read()
+        doubles_config = json.dumps({"max_batch_size": 8,
+                                     "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}]})
+
+        def upload(model, files, config=doubles_config):
+            req = pb.RepositoryModelLoadRequest(model_name=model)
+            if config is not None:
+                req.parameters["config"].string_param = config
+            for path, content in files.items():
+                req.parameters["file:" + path].bytes_param = content
+            return stub.RepositoryModelLoad(req, timeout=120)
+
+        upload("sent", {"1/model.pt": doubles_pt, "labels.txt": b"a\nb\n"})
+        check(stub.ModelReady(pb.ModelReadyRequest(name="sent")).ready, "a model new to the repository, sent")
+        r = stub.ModelInfer(doubles_request(3, "s"), timeout=60)
+        sent = pb.ModelInferRequest(model_name="sent")
+        sent.inputs.add(name="x", datatype="FP32", shape=[3, 4])
+        sent.raw_input_contents.append(f32([3.0] * 12))
+        got = stub.ModelInfer(sent, timeout=60)
+        check(got.raw_output_contents[0] == r.raw_output_contents[0], "the sent model answers as the repository's")
+        check(config_of("sent").max_batch_size == 8, "the sent model's config")
+        # REST sends file contents in base64, as Triton's HTTP client does.
+        import base64
+        body = json.dumps({"parameters": {"config": doubles_config,
+                                          "file:1/model.pt": base64.b64encode(doubles_pt).decode()}})
+        check(rest.call("POST", "/v2/repository/models/sent_rest/load", body)[0] == 200, "REST load with files")
+        check(stub.ModelReady(pb.ModelReadyRequest(name="sent_rest")).ready, "REST-sent model ready")
+        for files, code, needle in [
+                ({"../escape/1/model.pt": doubles_pt}, grpc.StatusCode.INVALID_ARGUMENT, "file:../escape"),
+                ({"/tmp/1/model.pt": doubles_pt}, grpc.StatusCode.INVALID_ARGUMENT, "relative"),
+                ({"1/./model.pt": doubles_pt}, grpc.StatusCode.INVALID_ARGUMENT, "'.'"),
+                ({"notes.txt": b"x"}, grpc.StatusCode.INVALID_ARGUMENT, "no model"),
+                ({"1/model.pt": b"not a model"}, grpc.StatusCode.FAILED_PRECONDITION, "does not load"),
+                ({"1/model.pt": open(os.path.join(models, "mlp", "1", "model.pt"), "rb").read()},
+                 grpc.StatusCode.RESOURCE_EXHAUSTED, "--max-load-file-bytes")]:
+            expect_error(lambda: upload("mlp", files, "{}"), code, needle)
+        check(not os.path.exists(os.path.join(models, "escape")) and not os.path.exists(os.path.join(models, "..",
+                                                                                                   "escape")),
+              "an escaping path was written")
+        expect_error(lambda: upload("mlp", {"1/model.pt": doubles_pt}, None), grpc.StatusCode.INVALID_ARGUMENT,
+                     "parameters.config")
+        check(stub.ModelReady(pb.ModelReadyRequest(name="mlp")).ready and config_of("mlp").max_batch_size == 64,
+              "a refused upload changed mlp")
+        infer_mlp()
+        # Sent files replace a repository model until the next load by name.
+        upload("embed", {"1/model.pt": doubles_pt})
+        check(config_of("embed").input[0].data_type == mc.TYPE_FP32, "embed now serves the sent files")
+        stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="embed"))
+        check(config_of("embed").input[0].data_type == mc.TYPE_INT64, "embed back on the repository's files")
         unload_dep = pb.RepositoryModelUnloadRequest(model_name="poly64")
         unload_dep.parameters["unload_dependents"].bool_param = True
         stub.RepositoryModelUnload(unload_dep)
@@ -456,6 +507,9 @@ def main():
 
         channel.close()
         server.stop()
+        uploads_after = set(glob.glob(os.path.join(tempfile.gettempdir(), "infergate-uploads-*")))
+        check(uploads_after <= uploads_before, "the upload folders outlived the server: %s"
+              % (uploads_after - uploads_before))
         print("PASS: %d checks" % CHECKS)
     finally:
         if server is not None and server.proc.poll() is None:
