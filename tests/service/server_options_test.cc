@@ -24,6 +24,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--repository-poll-interval", "5000ms", "5s"},
     {"--max-receive-bytes", "67108864", "64MiB"},
     {"--max-inflight-bytes", "0", "a quarter of the memory"},
+    {"--max-load-file-bytes", "67108864", "64MiB"},
     {"--cpu-tensor-cache", "268435456", "256MiB"},
     {"--cpu-workers", "0", "auto"},
     {"--intra-op-threads", "0", "auto"},
