@@ -1,6 +1,8 @@
 // libFuzzer target: arbitrary bytes through request parsing, the wire
 // tensor checks and input matching exactly as the server runs them, through
-// the REST API's JSON and binary bodies, and through model-config parsing. The first byte picks the path. The last step
+// the REST API's JSON and binary bodies, through model-config parsing, and
+// through a load's Triton config, compressed bodies and log settings. The
+// first byte picks the path. The last step
 // of decoding (at::from_blob over checked bytes) is LibTorch's, whose 1.13
 // headers do not compile with clang in C++20, so it is left out here.
 //   build-fuzz/tests/fuzz/request_fuzzer tests/fuzz/corpus -max_total_time=600
@@ -20,6 +22,10 @@
 #include "service/open_inference_datatype.h"
 #include "service/json_scan.h"
 #include "service/open_inference_json.h"
+#include "service/content_encoding.h"
+#include "service/log_settings.h"
+#include "service/triton_model_config.h"
+#include "scheduler/config_override.h"
 #include "service/wire_tensor.h"
 
 #include <google/protobuf/text_format.h>
@@ -184,11 +190,76 @@ void FuzzRestBody(const uint8_t* data, size_t size) {
   Require(nlohmann::json::accept(json));
 }
 
+// A load request's `config` parameter (Triton's JSON model configuration):
+// read without an exception escaping, and whatever it accepts either makes
+// a config the file checks accept, which prints and parses back the same,
+// or is refused by them.
+void FuzzTritonConfig(const uint8_t* data, size_t size) {
+  absl::string_view json(reinterpret_cast<const char*>(data), size);
+  absl::StatusOr<ConfigOverride> patch = ConfigOverrideFromTritonJson(json, "m");
+  if (!patch.ok()) {
+    Require(patch.status().code() == absl::StatusCode::kInvalidArgument);
+    return;
+  }
+  v1::ModelConfig base;
+  base.set_name("m");
+  absl::StatusOr<v1::ModelConfig> merged = CheckModelConfig(ApplyConfigOverride(base, *patch), "m", "fuzz");
+  if (!merged.ok()) return;
+  std::string printed;
+  Require(google::protobuf::TextFormat::PrintToString(*merged, &printed));
+  absl::StatusOr<v1::ModelConfig> again = ParseModelConfig(printed, "m");
+  Require(again.ok() && again->SerializeAsString() == merged->SerializeAsString());
+}
+
+// A compressed REST body: the inflated size never passes the limit, and
+// every byte kept was accounted for before it was kept.
+void FuzzContentEncoding(const uint8_t* data, size_t size) {
+  if (size < 1) return;
+  static const char* const kEncodings[] = {"gzip", "deflate", "identity", "br", "x-gzip", "gzip, deflate"};
+  const char* encoding = kEncodings[data[0] % 6];
+  absl::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+  constexpr uint64_t kLimit = 1 << 20;
+  uint64_t accounted = 0;
+  absl::StatusOr<std::string> out = DecodeContentEncoding(encoding, body, kLimit, [&](uint64_t bytes) {
+    accounted += bytes;
+    return absl::OkStatus();
+  });
+  if (!out.ok()) return;
+  if (IsEncodedBody(encoding)) {
+    Require(out->size() <= kLimit);
+    Require(accounted >= out->size());
+  } else {
+    Require(*out == body);
+  }
+}
+
+// A /v2/logging body: what is accepted and applied describes the level it
+// set, and that description applied anew gives the same level.
+void FuzzLogSettings(const uint8_t* data, size_t size) {
+  if (size < 1) return;
+  const LogLevel from = static_cast<LogLevel>(data[0] % 4);
+  absl::StatusOr<LogSettings> changes =
+      ParseLogSettings(absl::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
+  if (!changes.ok()) return;
+  absl::StatusOr<LogLevel> level = ApplyLogSettings(from, *changes);
+  if (!level.ok()) return;
+  absl::StatusOr<LogLevel> again = ApplyLogSettings(LogLevel::kError, DescribeLogSettings(*level));
+  Require(again.ok() && *again == *level);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  if (data[0] % 4 == 0) {
+  // 0xF0..0xF2 pick the newer paths; the rest keep the routes the seed
+  // corpus was written for.
+  if (data[0] == 0xF0) {
+    FuzzTritonConfig(data + 1, size - 1);
+  } else if (data[0] == 0xF1) {
+    FuzzContentEncoding(data + 1, size - 1);
+  } else if (data[0] == 0xF2) {
+    FuzzLogSettings(data + 1, size - 1);
+  } else if (data[0] % 4 == 0) {
     FuzzConfig(data + 1, size - 1);
   } else if (data[0] % 4 == 1) {
     FuzzRestBody(data + 1, size - 1);
