@@ -182,60 +182,53 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelUnload(
 
 // --- The extensions this server answers without serving them as Triton does.
 
+grpc::ServerUnaryReactor* OpenInferenceService::Answer(grpc::CallbackServerContext* ctx,
+                                                       const std::function<absl::Status()>& answer) {
+  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  if (s.ok()) s = answer();
+  return Done(ctx, s);
+}
+
 grpc::ServerUnaryReactor* OpenInferenceService::SystemSharedMemoryStatus(
     grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* request,
     inference::SystemSharedMemoryStatusResponse*) {
-  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
-  if (s.ok()) s = infergate::SharedMemoryStatus(SharedMemoryKind::kSystem, request->name());
-  return Done(ctx, s);
+  return Answer(ctx, [&] { return infergate::SharedMemoryStatus(SharedMemoryKind::kSystem, request->name()); });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::SystemSharedMemoryRegister(
     grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest* request,
     inference::SystemSharedMemoryRegisterResponse*) {
-  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
-  if (s.ok()) s = infergate::SharedMemoryRegister(SharedMemoryKind::kSystem, request->name());
-  return Done(ctx, s);
+  return Answer(ctx, [&] { return infergate::SharedMemoryRegister(SharedMemoryKind::kSystem, request->name()); });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::SystemSharedMemoryUnregister(
     grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* request,
     inference::SystemSharedMemoryUnregisterResponse*) {
-  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
-  if (s.ok()) s = infergate::SharedMemoryUnregister(SharedMemoryKind::kSystem, request->name());
-  return Done(ctx, s);
+  return Answer(ctx, [&] { return infergate::SharedMemoryUnregister(SharedMemoryKind::kSystem, request->name()); });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::CudaSharedMemoryStatus(
     grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryStatusRequest* request,
     inference::CudaSharedMemoryStatusResponse*) {
-  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
-  if (s.ok()) s = infergate::SharedMemoryStatus(SharedMemoryKind::kCuda, request->name());
-  return Done(ctx, s);
+  return Answer(ctx, [&] { return infergate::SharedMemoryStatus(SharedMemoryKind::kCuda, request->name()); });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::CudaSharedMemoryRegister(
     grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryRegisterRequest* request,
     inference::CudaSharedMemoryRegisterResponse*) {
-  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
-  if (s.ok()) s = infergate::SharedMemoryRegister(SharedMemoryKind::kCuda, request->name());
-  return Done(ctx, s);
+  return Answer(ctx, [&] { return infergate::SharedMemoryRegister(SharedMemoryKind::kCuda, request->name()); });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::CudaSharedMemoryUnregister(
     grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryUnregisterRequest* request,
     inference::CudaSharedMemoryUnregisterResponse*) {
-  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
-  if (s.ok()) s = infergate::SharedMemoryUnregister(SharedMemoryKind::kCuda, request->name());
-  return Done(ctx, s);
+  return Answer(ctx, [&] { return infergate::SharedMemoryUnregister(SharedMemoryKind::kCuda, request->name()); });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::TraceSetting(grpc::CallbackServerContext* ctx,
                                                              const inference::TraceSettingRequest* request,
                                                              inference::TraceSettingResponse*) {
-  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
-  if (s.ok()) s = TraceSettingAnswer(request->model_name());
-  return Done(ctx, s);
+  return Answer(ctx, [&] { return TraceSettingAnswer(request->model_name()); });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::LogSettings(grpc::CallbackServerContext* ctx,

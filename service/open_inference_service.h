@@ -9,6 +9,7 @@
 // many requests in flight (see open_inference_stream.h).
 
 #include <atomic>
+#include <functional>
 #include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
@@ -89,6 +90,10 @@ class OpenInferenceService final : public inference::GRPCInferenceService::Callb
   void StartDraining() { draining_.store(true); }
 
  private:
+  // Finishes a call with `answer`'s status once the caller's inference
+  // token is checked.
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, const std::function<absl::Status()>& answer);
+
   InferenceCore& core_;
   CodecLimits limits_;
   Metrics* metrics_;
