@@ -56,6 +56,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Launch(const std::vector<std::stri
                                                      std::chrono::seconds timeout) {
   auto server = std::unique_ptr<ServerProcess>(new ServerProcess());
   std::string dir = TempDir("ig_server_");
+  server->dir_ = dir;
   server->log_path_ = dir + "/stderr.log";
   int out_pipe[2];
   if (pipe(out_pipe) != 0) {
@@ -149,6 +150,11 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
 ServerProcess::~ServerProcess() {
   if (pid_ > 0) Stop();
   if (stdout_fd_ >= 0) close(stdout_fd_);
+  // The log stays for a test that failed (it names the file); else it goes.
+  if (!dir_.empty() && !::testing::Test::HasFailure()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
 }
 
 bool ServerProcess::Alive() {
@@ -219,6 +225,13 @@ const std::string& DemoRepository() {
     std::string out;
     int rc = RunCommand({MAKE_DEMO_MODELS_BIN, dir, "--with-test-models"}, &out);
     if (rc != 0) ADD_FAILURE() << "make-demo-models failed with " << rc << ":\n" << out;
+    // Made once per test process; gone with it (a few MB each, once per
+    // test). The path is kept on the heap: `repo` may be destroyed first.
+    static const std::string* const made = new std::string(dir);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(*made, ec);
+    });
     return dir;
   }();
   return repo;

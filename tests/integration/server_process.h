@@ -49,6 +49,7 @@ class ServerProcess {
   std::string address_;
   std::string metrics_address_;
   std::string http_address_;
+  std::string dir_;  // holds the log; removed unless the test failed
   std::string log_path_;
 };
 
