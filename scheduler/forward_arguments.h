@@ -12,7 +12,9 @@
 //   - any other argument with a default is left at its default;
 //   - any other argument without a default cannot be served (named).
 // Inputs keep forward()'s order. When an input follows an argument left at
-// its default, the model is called with keyword arguments.
+// its default, the model is called with keyword arguments. A declared input
+// fills the argument of its name or, by Triton's PyTorch-backend convention,
+// "<name>__<N>" (INPUT__0, INPUT__1) fills argument N.
 
 #include <string>
 #include <vector>
@@ -31,7 +33,8 @@ struct ForwardArgument {
 };
 
 struct ForwardInputs {
-  InputSignature signature;  // the inputs, in forward()'s order, with the config's dtypes and dims
+  InputSignature signature;  // the inputs, in forward()'s order, with the config's names, dtypes and dims
+  std::vector<std::string> argument_names;  // forward()'s name for each input (keyword calls)
   bool by_keyword = false;   // call forward() with keyword arguments
   // Optional[Tensor] arguments without a default that no input fills: the
   // call passes None for each (by keyword).

@@ -126,7 +126,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
     sig = inputs->signature;
     if (inputs->by_keyword) {
       impl->forward_by_keyword = impl->module.get_method("forward");
-      for (const InputSpec& spec : sig.inputs) impl->input_names.push_back(spec.name);
+      impl->input_names = inputs->argument_names;
       impl->pass_none = inputs->pass_none;
     }
     for (const v1::TensorSpec& s : config.outputs()) {

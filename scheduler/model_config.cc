@@ -8,6 +8,8 @@
 #include "google/protobuf/text_format.h"
 #include "infergate/v1/tensor.pb.h"
 #include "scheduler/class_labels.h"
+#include "scheduler/text_proto_json.h"
+#include "scheduler/triton_config.h"
 #include "scheduler/version_policy.h"
 
 namespace infergate {
@@ -69,6 +71,14 @@ absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::s
   ErrorCollector errors;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(std::string(text), &config)) {
+    // A config written for Triton's PyTorch backend is read as Triton's
+    // schema, each field it has that infergate does not serve refused by name.
+    absl::StatusOr<nlohmann::json> tree = TextProtoToJson(text);
+    if (tree.ok() && LooksLikeTritonConfig(*tree)) {
+      absl::StatusOr<ConfigOverride> triton = ReadTritonConfig(*tree, folder_name, "config.pbtxt");
+      if (!triton.ok()) return triton.status();
+      return CheckModelConfig(std::move(triton->values), folder_name, "config.pbtxt");
+    }
     return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", errors.first()));
   }
   return CheckModelConfig(std::move(config), folder_name, "config.pbtxt");

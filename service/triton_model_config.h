@@ -1,31 +1,8 @@
 #pragma once
-// Triton's model configuration in its JSON form (what a Triton client sends
-// as a load request's `config` parameter), read as an override of the
-// repository's config (scheduler/config_override.h). Field by field:
-//
-//   name                     must be the model's name
-//   platform, backend        pytorch_libtorch / pytorch (or absent)
-//   max_batch_size           max_batch_size
-//   input, output            inputs, outputs: name, data_type (TYPE_FP32,
-//                            ...), dims, output label_filename; `optional:
-//                            false`, `format: FORMAT_NONE`, `is_shape_tensor:
-//                            false` are accepted as the defaults they are
-//   dynamic_batching         dynamic_batching.max_queue_delay_us (from
-//                            max_queue_delay_microseconds),
-//                            preferred_batch_sizes (preferred_batch_size),
-//                            and its priority_levels and
-//                            default_priority_level
-//   instance_group           devices: KIND_CPU "cpu", KIND_GPU "cuda:N" for
-//                            each of `gpus` (or "cuda"), KIND_AUTO any; a
-//                            `count` above 1 is refused (one instance per
-//                            device; the device's workers serve it)
-//   version_policy           version_policy (latest, all, specific)
-//   model_warmup             warmup (run once on zeros) when not empty
-//
-// Any other field (sequence_batching, ensemble_scheduling, parameters,
-// response_cache, ...) is refused with INVALID_ARGUMENT naming it, never
-// ignored. The result still goes through the config checks
-// (CheckModelConfig) when it is applied.
+// A load request's `config` parameter: Triton's model configuration in its
+// JSON form, read as an override of the repository's config
+// (scheduler/triton_config.h has the field-by-field mapping). Errors are
+// INVALID_ARGUMENT naming the field ("parameters.config.input[0].dims").
 //
 // Threading: a pure function.
 

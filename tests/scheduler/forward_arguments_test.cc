@@ -58,6 +58,16 @@ const Case kCases[] = {
      std::vector<std::string>{"a", "k"}, {}, false, {}, "type int"},
     {"non-tensor argument without default", {Tensor("a"), Other("k", "int", false)}, std::nullopt, {}, false, {},
      "'k' is int without a default"},
+    {"Triton's positional names", {Tensor("x"), Tensor("y")}, std::vector<std::string>{"INPUT__0", "INPUT__1"},
+     {"INPUT__0", "INPUT__1"}, false, {}, nullptr},
+    {"positional names in another order fill their arguments", {Tensor("x"), Tensor("y")},
+     std::vector<std::string>{"b__1", "a__0"}, {"a__0", "b__1"}, false, {}, nullptr},
+    {"a positional name past the arguments", {Tensor("x")}, std::vector<std::string>{"INPUT__1"}, {}, false, {},
+     "Triton's '<name>__<N>'"},
+    {"a name and a position for one argument", {Tensor("x"), Tensor("y")},
+     std::vector<std::string>{"x", "INPUT__0", "y"}, {}, false, {}, "both name forward() argument 'x'"},
+    {"a positional mask past a skipped one calls by keyword", kEncoder,
+     std::vector<std::string>{"INPUT__0", "INPUT__2"}, {"INPUT__0", "INPUT__2"}, true, {}, nullptr},
 };
 
 TEST(ForwardArguments, EachSchemaAndConfig) {
@@ -76,6 +86,7 @@ TEST(ForwardArguments, EachSchemaAndConfig) {
     EXPECT_EQ(got->by_keyword, c.by_keyword) << c.what;
     EXPECT_EQ(got->pass_none, c.pass_none) << c.what;
     EXPECT_EQ(got->signature.max_batch_size, 8u) << c.what;
+    ASSERT_EQ(got->argument_names.size(), got->signature.inputs.size()) << c.what;
     if (c.declared) {
       for (const InputSpec& s : got->signature.inputs) EXPECT_EQ(s.dtype, DType::kFloat32) << c.what;
     }

@@ -43,6 +43,8 @@ TEST(TritonModelConfigTest, MapsEachServedField) {
       {R"({"version_policy": {"all": {}}})", "version_policy { all {} }", {"version_policy"}},
       {R"({"model_warmup": [{"name": "w"}]})", "warmup: true", {"warmup"}},
       {R"({"response_cache": {"enable": false}, "model_transaction_policy": {"decoupled": false}})", "", {}},
+      {R"({"parameters": {"INFERENCE_MODE": {"string_value": "true"}}, "default_model_filename": "model.pt"})", "",
+       {}},
   };
   for (const Case& c : cases) {
     absl::StatusOr<ConfigOverride> got = ConfigOverrideFromTritonJson(c.json, "m");
@@ -62,7 +64,8 @@ TEST(TritonModelConfigTest, RefusesWhatItDoesNotServeNamingTheField) {
       {R"({"sequence_batching": {}})", "parameters.config.sequence_batching"},
       {R"({"ensemble_scheduling": {"step": [{"model_name": "a"}]}})", "ensemble_scheduling"},
       {R"({"model_transaction_policy": {"decoupled": true}})", "model_transaction_policy"},
-      {R"({"parameters": {"INFERENCE_MODE": {"string_value": "true"}}})", "parameters.config.parameters"},
+      {R"({"parameters": {"ENABLE_NVFUSER": {"string_value": "true"}}})", "parameters.config.parameters.ENABLE_NVFUSER"},
+      {R"({"default_model_filename": "model.onnx"})", "default_model_filename"},
       {R"({"input": [{"name": "x", "data_type": "TYPE_STRING", "dims": [1]}]})", "input[0].data_type"},
       {R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [1], "reshape": {"shape": []}}]})",
        "input[0].reshape"},
