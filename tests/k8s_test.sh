@@ -63,18 +63,26 @@ done
 
 # KServe: the ServingRuntime and the example InferenceService.
 if yamllint -c .yamllint ../kserve >"$work/lint-kserve.log" 2>&1; then ok "yamllint kserve"; else cat "$work/lint-kserve.log"; bad "yamllint kserve"; fi
-if node validate/validate.js ../kserve/servingruntime.yaml ../kserve/inferenceservice.yaml; then
-  ok "kserve runtime and inference service"
+if node validate/validate.js ../kserve/servingruntime.yaml ../kserve/inferenceservice.yaml \
+     ../kserve/inferenceservice-rest.yaml; then
+  ok "kserve runtime and inference services (grpc-v2 and v2)"
 else
-  bad "kserve runtime and inference service"
+  bad "kserve runtime and inference services"
 fi
 # A broken manifest must fail, and for the reason it was broken for.
 if out=$(node validate/validate.js "$src/tests/k8s/broken-servingruntime.yaml" 2>&1); then
-  bad "a ServingRuntime without an h2c port passed"
-elif grep -q "has no port named h2c" <<<"$out"; then
-  ok "a ServingRuntime without an h2c port fails the check, naming the port"
+  bad "a ServingRuntime without an http1 port passed"
+elif grep -q "has no port named http1" <<<"$out"; then
+  ok "a ServingRuntime without an http1 port fails the check, naming the port"
 else
   bad "the broken ServingRuntime failed for another reason: $out"
+fi
+if out=$(node validate/validate.js ../kserve/servingruntime.yaml "$src/tests/k8s/broken-inferenceservice.yaml" 2>&1); then
+  bad "a grpc-v2 InferenceService on the wrong h2c port passed"
+elif grep -q "is not runtime infergate's gRPC port 9000" <<<"$out"; then
+  ok "a grpc-v2 InferenceService on the wrong h2c port fails the check, naming both ports"
+else
+  bad "the broken InferenceService failed for another reason: $out"
 fi
 
 # The check itself must catch a broken manifest.

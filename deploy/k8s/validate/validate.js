@@ -36,28 +36,43 @@ const kserveChecks = {
     need(Array.isArray(spec.supportedModelFormats) && spec.supportedModelFormats.length > 0 &&
          spec.supportedModelFormats.every((f) => typeof f.name === "string" && f.name),
          "spec.supportedModelFormats needs named formats");
-    need(Array.isArray(spec.protocolVersions) && spec.protocolVersions.includes("grpc-v2"),
-         "spec.protocolVersions must include grpc-v2");
+    need(Array.isArray(spec.protocolVersions) && spec.protocolVersions.includes("v2") &&
+         spec.protocolVersions.includes("grpc-v2"), "spec.protocolVersions must include v2 and grpc-v2");
     need(Array.isArray(spec.containers) && spec.containers.length > 0, "spec.containers is empty");
     const { Pod } = require("kubernetes-models/v1");
     new Pod({ apiVersion: "v1", kind: "Pod", metadata: { name: "check" }, spec: { containers: spec.containers } })
       .validate();
     const main = spec.containers.find((c) => c.name === "kserve-container");
     need(main, "no container named kserve-container");
-    const h2c = (main.ports || []).find((p) => p.name === "h2c");
-    need(h2c, "kserve-container has no port named h2c (KServe sends grpc-v2 there)");
+    const http1 = (main.ports || []).find((p) => p.name === "http1");
+    need(http1, "kserve-container has no port named http1 (KServe sends v2 REST there)");
     const args = main.args || [];
     need(args.includes("--model-repository=/mnt/models"), "args must serve --model-repository=/mnt/models");
-    need(args.some((a) => a.startsWith("--address=") && a.endsWith(`:${h2c.containerPort}`)),
-         `--address must listen on the h2c port ${h2c.containerPort}`);
-    seen.runtimes[doc.metadata.name] = spec.supportedModelFormats.map((f) => f.name);
+    const port = (flag) => {
+      const arg = args.find((a) => a.startsWith(`${flag}=`));
+      return arg ? Number(arg.slice(arg.lastIndexOf(":") + 1)) : null;
+    };
+    need(port("--http-address") === http1.containerPort,
+         `--http-address must listen on the http1 port ${http1.containerPort}`);
+    need(port("--address"), "args must set --address (the gRPC port an h2c port names for grpc-v2)");
+    seen.runtimes[doc.metadata.name] = {
+      formats: spec.supportedModelFormats.map((f) => f.name),
+      grpcPort: port("--address"),
+      httpPort: http1.containerPort,
+    };
   },
   "serving.kserve.io/v1beta1/InferenceService": (doc, seen) => {
     const model = (((doc.spec || {}).predictor || {}).model) || {};
     need(model.modelFormat && model.modelFormat.name, "spec.predictor.model.modelFormat.name is missing");
-    need(model.protocolVersion === "grpc-v2", "spec.predictor.model.protocolVersion must be grpc-v2");
+    need(model.protocolVersion === "v2" || model.protocolVersion === "grpc-v2",
+         "spec.predictor.model.protocolVersion must be v2 (REST) or grpc-v2");
     need(typeof model.storageUri === "string" && model.storageUri, "spec.predictor.model.storageUri is missing");
-    seen.services.push({ name: doc.metadata.name, runtime: model.runtime, format: model.modelFormat.name });
+    const h2c = (model.ports || []).find((p) => p.name === "h2c");
+    if (model.protocolVersion === "grpc-v2") {
+      need(h2c, "a grpc-v2 predictor needs a port named h2c (the runtime's gRPC port)");
+    }
+    seen.services.push({ name: doc.metadata.name, runtime: model.runtime, format: model.modelFormat.name,
+                         protocol: model.protocolVersion, h2c: h2c ? h2c.containerPort : null });
   },
 };
 
@@ -114,9 +129,14 @@ function main() {
   }
   for (const svc of seen.services) {
     if (!svc.runtime) continue;
-    const formats = seen.runtimes[svc.runtime];
-    need(formats, `InferenceService ${svc.name}: runtime ${svc.runtime} is not among the files checked`);
-    need(formats.includes(svc.format), `InferenceService ${svc.name}: runtime ${svc.runtime} does not serve ${svc.format}`);
+    const runtime = seen.runtimes[svc.runtime];
+    need(runtime, `InferenceService ${svc.name}: runtime ${svc.runtime} is not among the files checked`);
+    need(runtime.formats.includes(svc.format),
+         `InferenceService ${svc.name}: runtime ${svc.runtime} does not serve ${svc.format}`);
+    if (svc.protocol === "grpc-v2") {
+      need(svc.h2c === runtime.grpcPort, `InferenceService ${svc.name}: its h2c port ${svc.h2c} is not runtime ` +
+           `${svc.runtime}'s gRPC port ${runtime.grpcPort} (--address)`);
+    }
   }
   console.log(`validated ${checked} objects`);
 }
