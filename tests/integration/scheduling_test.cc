@@ -2,6 +2,8 @@
 
 #include "tests/integration/server_fixture.h"
 
+#include "inference/grpc_service.grpc.pb.h"
+
 namespace infergate::testing {
 namespace {
 
@@ -257,6 +259,26 @@ int RestStatus(const ServerProcess& server, const std::string& path) {
     }
     if (ready != Status::NOT_SERVING) {
       return ::testing::AssertionFailure() << "gRPC readiness gave no answer during the drain (port closed?)";
+    }
+    // The named services too: Kubernetes' gRPC probe asks for
+    // infergate.v1.InferenceService, KServe's for the Open Inference one.
+    for (const char* service : {"infergate.v1.InferenceService", "inference.GRPCInferenceService"}) {
+      if (const Status::ServingStatus named = HealthStatus(server.address(), service, std::chrono::seconds(2));
+          named != Status::NOT_SERVING) {
+        return ::testing::AssertionFailure() << "gRPC readiness of " << service << " answered "
+                                             << Status::ServingStatus_Name(named) << " while draining";
+      }
+    }
+    {
+      auto open_inference =
+          ::inference::GRPCInferenceService::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      ::inference::ServerReadyResponse ready_answer;
+      if (!open_inference->ServerReady(&ctx, ::inference::ServerReadyRequest(), &ready_answer).ok() ||
+          ready_answer.ready()) {
+        return ::testing::AssertionFailure() << "the Open Inference Protocol's ServerReady was not false while draining";
+      }
     }
     if (const Status::ServingStatus live = HealthStatus(server.address(), "liveness", std::chrono::seconds(2)); live != Status::SERVING) {
       return ::testing::AssertionFailure() << "gRPC liveness answered " << Status::ServingStatus_Name(live)
