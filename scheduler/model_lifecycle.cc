@@ -14,7 +14,6 @@
 #include "devices/device_failure.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "scheduler/model_config.h"
-#include "scheduler/model_name.h"
 #include "scheduler/config_override.h"
 #include "scheduler/route_planner.h"
 #include "scheduler/version_policy.h"
@@ -79,24 +78,29 @@ void ModelLifecycle::FinishUnloading() {
 void ModelLifecycle::Apply(const DiskRepository& now, const DiskRepository* previous) {
   std::lock_guard<std::mutex> lock(mu_);
   FinishUnloading();
-  // Models served from uploaded files are not the repository's to change.
+  // Models served from uploaded files are not the repository's to change;
+  // the scan is copied only when there are some.
   DiskRepository known = Known();
-  DiskRepository on_disk = now;
-  for (const auto& [name, dir] : sources_) {
-    known.erase(name);
-    on_disk.erase(name);
+  DiskRepository filtered;
+  const DiskRepository* on_disk = &now;
+  if (!sources_.empty()) {
+    filtered = now;
+    for (const auto& [name, dir] : sources_) {
+      known.erase(name);
+      filtered.erase(name);
+    }
+    on_disk = &filtered;
   }
-  for (const ModelDiff& diff : DiffRepository(known, on_disk, previous)) {
+  for (const ModelDiff& diff : DiffRepository(known, *on_disk, previous)) {
     LOG_INFO << "model repository: " << diff.ToString();
-    auto disk = on_disk.find(diff.model);
-    Update(diff, disk == on_disk.end() ? nullptr : &disk->second);
+    auto disk = on_disk->find(diff.model);
+    Update(diff, disk == on_disk->end() ? nullptr : &disk->second);
   }
 }
 
 absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<const ConfigOverride> config_override,
                                       std::shared_ptr<const std::map<std::string, std::string>> files) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = ValidateModelName(name); !s.ok()) return s;
   // Where the model's folder will be: files sent with the load, written to
   // a fresh private folder and checked before anything changes; else the
   // repository's folder.
@@ -258,9 +262,9 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
   if (diff.removed || !disk) return Remove(current);
 
   const std::string& name = diff.model;
-  std::shared_ptr<ModelEntry> entry =
-      current ? std::make_shared<ModelEntry>(*current) : NewModelEntry(SourceRoot(name), name);
-  entry->dir = (fs::path(SourceRoot(name)) / name).string();  // the repository's folder, or an upload's
+  const std::string root = SourceRoot(name);  // the repository's, or an upload's
+  std::shared_ptr<ModelEntry> entry = current ? std::make_shared<ModelEntry>(*current) : NewModelEntry(root, name);
+  entry->dir = (fs::path(root) / name).string();  // a served model's folder may have moved
   entry->unloaded = false;  // an explicit load, or new files: back in service
   bool config_changed = !current;
   if (!current || diff.config_changed) {
