@@ -44,6 +44,12 @@ absl::StatusOr<size_t> InferenceCore::UnloadModel(const LoadRequest& request) {
   return scheduler_->UnloadModel(request);
 }
 
+void InferenceCore::ForgetModel(const std::string& name) { scheduler_->ForgetModel(name); }
+
+absl::StatusOr<uint64_t> InferenceCore::PredictFootprint(const std::string& name, const std::string& folder) const {
+  return scheduler_->PredictFootprint(name, folder);
+}
+
 namespace {
 
 // What front ends see of one repository entry, with its resident copies.

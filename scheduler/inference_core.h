@@ -101,6 +101,12 @@ class InferenceCore {
   void LoadModel(const LoadRequest& request, std::function<void(absl::StatusOr<LoadResult>)> done);
   // Drops matching resident copies; returns how many.
   absl::StatusOr<size_t> UnloadModel(const LoadRequest& request);
+  // Takes a model out of the repository altogether: its resident copies go
+  // and later requests get NOT_FOUND (for models placed by ModelMesh).
+  void ForgetModel(const std::string& name);
+  // The cache bytes serving model folder `folder` as `name` is expected to
+  // take, from learned footprints or file sizes; no model is loaded.
+  absl::StatusOr<uint64_t> PredictFootprint(const std::string& name, const std::string& folder) const;
 
   // The repository as served (an in-memory view, no disk I/O), with what is
   // resident.

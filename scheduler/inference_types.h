@@ -109,6 +109,10 @@ struct LoadRequest {
   // model's folder ("1/model.pt"), served instead of the repository's
   // folder until the next explicit load (null: from the repository).
   std::shared_ptr<const std::map<std::string, std::string>> files;
+  // Loads only: a model folder outside the repository (ModelMesh's
+  // modelPath), served in place under `model` until the model is forgotten
+  // or loaded again; its config's own name is replaced by `model`.
+  std::string folder;
 };
 
 struct LoadResult {

@@ -65,7 +65,8 @@ absl::Status CheckSpecs(const google::protobuf::RepeatedPtrField<v1::TensorSpec>
 }  // namespace
 
 
-absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name) {
+absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name,
+                                                 ConfigNaming naming) {
   v1::ModelConfig config;
   google::protobuf::TextFormat::Parser parser;
   ErrorCollector errors;
@@ -75,12 +76,14 @@ absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::s
     // schema, each field it has that infergate does not serve refused by name.
     absl::StatusOr<nlohmann::json> tree = TextProtoToJson(text);
     if (tree.ok() && LooksLikeTritonConfig(*tree)) {
+      if (naming == ConfigNaming::kServedAs) tree->erase("name");
       absl::StatusOr<ConfigOverride> triton = ReadTritonConfig(*tree, folder_name, "config.pbtxt");
       if (!triton.ok()) return triton.status();
       return CheckModelConfig(std::move(triton->values), folder_name, "config.pbtxt");
     }
     return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", errors.first()));
   }
+  if (naming == ConfigNaming::kServedAs) config.clear_name();
   return CheckModelConfig(std::move(config), folder_name, "config.pbtxt");
 }
 

@@ -16,11 +16,21 @@ namespace infergate {
 
 inline constexpr int kMaxTensorRank = 8;
 
+// How a config's own `name` relates to the name its model is served under.
+enum class ConfigNaming {
+  // A repository's model folder: the name, when set, must be the folder's.
+  kMatchesFolder,
+  // A folder served under a name given from outside (ModelMesh's model id,
+  // as Triton's ModelMesh adapter does): the config's name is replaced.
+  kServedAs,
+};
+
 // Parses protobuf text format and checks it: unique non-empty tensor names,
 // specified dtypes, dims of -1 or >= 1, rank <= kMaxTensorRank, name equal
-// to `folder_name` when set. Errors are INVALID_ARGUMENT naming the file's
-// field, e.g. "inputs[1].dims[0]".
-absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name);
+// to `folder_name` when set (or replaced by it, per `naming`). Errors are
+// INVALID_ARGUMENT naming the file's field, e.g. "inputs[1].dims[0]".
+absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name,
+                                                 ConfigNaming naming = ConfigNaming::kMatchesFolder);
 
 // The checks ParseModelConfig makes, on a config from elsewhere (a load
 // request's override); errors start with `source` ("config.pbtxt").

@@ -15,6 +15,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "scheduler/model_config.h"
 #include "scheduler/config_override.h"
+#include "scheduler/model_name.h"
 #include "scheduler/route_planner.h"
 #include "scheduler/version_policy.h"
 
@@ -99,33 +100,36 @@ void ModelLifecycle::Apply(const DiskRepository& now, const DiskRepository* prev
 }
 
 absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<const ConfigOverride> config_override,
-                                      std::shared_ptr<const std::map<std::string, std::string>> files) {
+                                      Source source) {
+  if (absl::Status s = ValidateModelName(name); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   // Where the model's folder will be: files sent with the load, written to
-  // a fresh private folder and checked before anything changes; else the
-  // repository's folder.
-  std::string uploaded;
-  if (files) {
-    absl::StatusOr<std::string> dir = uploads_.Write(name, *files);
+  // a fresh private folder and checked before anything changes; a folder
+  // named by the load; else the repository's folder.
+  SourceFolder next;
+  if (source.files) {
+    absl::StatusOr<std::string> dir = uploads_.Write(name, *source.files);
     if (!dir.ok()) return dir.status();
     if (absl::Status s = CheckUpload(name, *dir, config_override.get()); !s.ok()) {
       uploads_.Remove(*dir);
       return s;
     }
-    uploaded = *dir;
+    next = {*dir, /*owned=*/true, ConfigNaming::kMatchesFolder};
+  } else if (!source.folder.empty()) {
+    next = {source.folder, /*owned=*/false, ConfigNaming::kServedAs};
   }
-  const std::string source_root =
-      files ? fs::path(uploaded).parent_path().string() : repository_.root();
-  absl::StatusOr<DiskModel> disk = ScanModel(source_root, name);
+  const std::string model_dir = next.dir.empty() ? (fs::path(repository_.root()) / name).string() : next.dir;
+  absl::StatusOr<DiskModel> disk =
+      next.dir.empty() ? ScanModel(repository_.root(), name) : ScanModelFolder(next.dir, name);
   // An override must make a valid config before it replaces the one in force.
   auto old_override = overrides_.find(name);
   const bool override_changed =
       old_override == overrides_.end()
           ? config_override != nullptr
           : (config_override == nullptr || !(*config_override == *old_override->second));
-  if (config_override && !files) {
+  if (config_override && !source.files) {
     if (!disk.ok()) return disk.status();
-    absl::StatusOr<v1::ModelConfig> base = ReadModelConfig((fs::path(source_root) / name).string(), name);
+    absl::StatusOr<v1::ModelConfig> base = ReadModelConfig(model_dir, name, next.naming);
     if (!base.ok()) return absl::FailedPreconditionError(BrokenConfigProblem(name, base.status()).message());
     absl::StatusOr<v1::ModelConfig> merged =
         CheckModelConfig(ApplyConfigOverride(*base, *config_override), name, "parameters.config");
@@ -136,15 +140,15 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<
   } else {
     overrides_.erase(name);
   }
-  // The folder changes: from (or to) uploaded files, or from one upload to
-  // the next. The one it leaves is removed once the new one serves.
-  std::string left_behind;
+  // The folder changes: from (or to) another folder, or from one upload to
+  // the next. An upload folder it leaves is removed once the new one serves.
+  SourceFolder left_behind;
   if (auto it = sources_.find(name); it != sources_.end()) {
     left_behind = it->second;
     sources_.erase(it);
   }
-  if (files) sources_[name] = uploaded;
-  const bool source_changed = left_behind != uploaded;
+  if (!next.dir.empty()) sources_[name] = next;
+  const bool source_changed = left_behind.dir != next.dir;
   DiskRepository known_one;
   DiskRepository now_one;
   if (std::shared_ptr<const ModelEntry> entry = repository_.Lookup(name); entry && !entry->removed) {
@@ -153,7 +157,9 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<
   if (disk.ok()) {
     now_one.emplace(name, *disk);
   } else if (known_one.empty()) {
-    if (!left_behind.empty()) uploads_.Remove(left_behind);
+    sources_.erase(name);
+    Release(next);
+    Release(left_behind);
     return disk.status();
   }
   std::vector<ModelDiff> diffs = DiffRepository(known_one, now_one);
@@ -174,16 +180,33 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<
   for (const ModelDiff& diff : diffs) {
     LOG_INFO << "model repository: "
              << (diff.empty() ? name + ": loaded again after an explicit unload" : diff.ToString())
-             << (files ? " (from the files sent with the load)" : "");
+             << (source.files ? " (from the files sent with the load)"
+                              : (next.dir.empty() ? "" : " (from " + next.dir.substr(0, 256) + ")"));
     Update(diff, disk.ok() ? &*disk : nullptr);
   }
-  if (!left_behind.empty() && source_changed) uploads_.Remove(left_behind);
+  if (source_changed) Release(left_behind);
   return absl::OkStatus();
 }
 
-std::string ModelLifecycle::SourceRoot(const std::string& name) const {
+ModelLifecycle::SourceFolder ModelLifecycle::FolderOf(const std::string& name) const {
   auto it = sources_.find(name);
-  return it == sources_.end() ? repository_.root() : fs::path(it->second).parent_path().string();
+  if (it != sources_.end()) return it->second;
+  return {(fs::path(repository_.root()) / name).string(), /*owned=*/false, ConfigNaming::kMatchesFolder};
+}
+
+void ModelLifecycle::Release(const SourceFolder& folder) {
+  if (folder.owned && !folder.dir.empty()) uploads_.Remove(folder.dir);
+}
+
+void ModelLifecycle::Forget(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Remove(repository_.Lookup(name));
+  repository_.Erase(name);
+  overrides_.erase(name);
+  if (auto it = sources_.find(name); it != sources_.end()) {
+    Release(it->second);
+    sources_.erase(it);
+  }
 }
 
 absl::Status ModelLifecycle::CheckUpload(const std::string& name, const std::string& dir,
@@ -230,9 +253,9 @@ absl::StatusOr<size_t> ModelLifecycle::Unload(const std::string& name) {
   return dropped;
 }
 
-absl::StatusOr<v1::ModelConfig> ModelLifecycle::ReadEffectiveConfig(const std::string& dir,
-                                                                    const std::string& name) const {
-  absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(dir, name);
+absl::StatusOr<v1::ModelConfig> ModelLifecycle::ReadEffectiveConfig(const std::string& name) const {
+  const SourceFolder folder = FolderOf(name);
+  absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(folder.dir, name, folder.naming);
   auto patch = overrides_.find(name);
   if (!config.ok() || patch == overrides_.end()) return config;
   return CheckModelConfig(ApplyConfigOverride(*config, *patch->second), name, "the load's parameters.config");
@@ -262,14 +285,14 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
   if (diff.removed || !disk) return Remove(current);
 
   const std::string& name = diff.model;
-  const std::string root = SourceRoot(name);  // the repository's, or an upload's
-  std::shared_ptr<ModelEntry> entry = current ? std::make_shared<ModelEntry>(*current) : NewModelEntry(root, name);
-  entry->dir = (fs::path(root) / name).string();  // a served model's folder may have moved
+  std::shared_ptr<ModelEntry> entry =
+      current ? std::make_shared<ModelEntry>(*current) : NewModelEntry(repository_.root(), name);
+  entry->dir = FolderOf(name).dir;  // the repository's, or another; a served model's folder may have moved
   entry->unloaded = false;  // an explicit load, or new files: back in service
   bool config_changed = !current;
   if (!current || diff.config_changed) {
     entry->config_tried = disk->config;
-    absl::StatusOr<v1::ModelConfig> config = ReadEffectiveConfig(entry->dir, name);
+    absl::StatusOr<v1::ModelConfig> config = ReadEffectiveConfig(name);
     if (config.ok()) {
       config_changed = !current || !google::protobuf::util::MessageDifferencer::Equals(current->config, *config);
       entry->config = *std::move(config);

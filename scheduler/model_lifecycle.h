@@ -47,19 +47,29 @@ class ModelLifecycle {
   // next call (it may still be being written). Null acts at once.
   void Apply(const DiskRepository& now, const DiskRepository* previous);
 
+  // Where an explicit load's model folder comes from; both empty: the
+  // repository's folder of that name.
+  struct Source {
+    // The model's files sent with the load, by path inside its folder
+    // ("1/model.pt"): written to a fresh private folder and served from
+    // there; each model file must load (on the CPU) before anything changes.
+    std::shared_ptr<const std::map<std::string, std::string>> files;
+    // A model folder outside the repository, served in place under the
+    // load's name, whatever the folder is called and whatever name its
+    // config.pbtxt gives (ModelMesh's loadModel). Never written or removed.
+    std::string folder;
+  };
+
   // Reads one model from disk and acts on it at once (an explicit LoadModel);
   // a model taken out of service by Unload is loaded again. `config_override`
   // (may be null) is laid over its config.pbtxt from now until the next
   // explicit load; one that does not make a valid config is refused with
   // INVALID_ARGUMENT before anything changes. NOT_FOUND when the model is
-  // neither on disk nor served.
-  // `files` (may be null): the model's files sent with the load, served
-  // from a private folder instead of the repository's until the next
-  // explicit load; each model file must load (on the CPU) before anything
-  // changes, and a model new to the repository is served under `name`.
-  absl::Status SyncModel(const std::string& name,
-                         std::shared_ptr<const ConfigOverride> config_override = nullptr,
-                         std::shared_ptr<const std::map<std::string, std::string>> files = nullptr);
+  // neither on disk nor served. A model served from a `source` folder stays
+  // so until the next explicit load (or Forget); the repository's poll
+  // leaves it alone.
+  absl::Status SyncModel(const std::string& name, std::shared_ptr<const ConfigOverride> config_override = nullptr,
+                         Source source = {});
 
   // An explicit unload of the whole model, as Triton's: its versions turn
   // UNAVAILABLE ("unloaded") and every resident copy is dropped (requests
@@ -67,6 +77,13 @@ class ModelLifecycle {
   // its files change on disk. Returns the copies dropped; NOT_FOUND for a
   // model the repository does not serve.
   absl::StatusOr<size_t> Unload(const std::string& name);
+
+  // Takes the model out of the repository altogether, as if its folder had
+  // been removed: every resident copy is dropped (requests running on one
+  // finish on it), its entry, override and source folder are forgotten, and
+  // later requests get NOT_FOUND. For models ModelMesh placed here, which
+  // come and go by the thousand. OK when the model is not there.
+  void Forget(const std::string& name);
 
   // Not owned; may be null. Set before serving.
   void SetObserver(SchedulerObserver* observer) { observer_ = observer; }
@@ -85,14 +102,21 @@ class ModelLifecycle {
   absl::Status LoadVersion(const std::shared_ptr<const ModelEntry>& entry, int64_t version, uint64_t generation,
                            const FileStamp& stamp);
   void Report(const std::string& model, const char* result);
-  // Where model `name`'s folder is: the repository's root, or the upload
-  // folder it is served from (under mu_).
-  std::string SourceRoot(const std::string& name) const;
+  // A model folder served instead of the repository's.
+  struct SourceFolder {
+    std::string dir;
+    bool owned = false;  // an upload folder: removed once nothing serves from it
+    ConfigNaming naming = ConfigNaming::kMatchesFolder;
+  };
+  // Where model `name`'s folder is: the repository's, or the one it is
+  // served from instead, and how its config's name is read (under mu_).
+  SourceFolder FolderOf(const std::string& name) const;
+  void Release(const SourceFolder& folder);
   // Checks uploaded files in `dir` before they replace what serves: their
   // config (with the override) and that every model file loads.
   absl::Status CheckUpload(const std::string& name, const std::string& dir, const ConfigOverride* config_override);
-  // The model's config.pbtxt in `dir`, with its load override (if any) laid over it.
-  absl::StatusOr<v1::ModelConfig> ReadEffectiveConfig(const std::string& dir, const std::string& name) const;
+  // The model's config.pbtxt in its folder, with its load override (if any) laid over it.
+  absl::StatusOr<v1::ModelConfig> ReadEffectiveConfig(const std::string& name) const;
 
   ModelRepository& repository_;
   ModelManager& models_;
@@ -101,8 +125,9 @@ class ModelLifecycle {
   std::mutex mu_;  // one update at a time
   // Config overrides of explicit loads, by model (under mu_).
   std::map<std::string, std::shared_ptr<const ConfigOverride>> overrides_;
-  // Models served from files sent with a load: their model folders (under mu_).
-  std::map<std::string, std::string> sources_;
+  // Models served from another folder than the repository's: files sent
+  // with a load, or ModelMesh's folders (under mu_).
+  std::map<std::string, SourceFolder> sources_;
   UploadFolders uploads_;
 };
 

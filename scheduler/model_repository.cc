@@ -57,7 +57,8 @@ void RefreshServedVersions(ModelEntry& entry) {
   }
 }
 
-absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const std::string& name) {
+absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const std::string& name,
+                                                ConfigNaming naming) {
   fs::path path = fs::path(dir) / "config.pbtxt";
   std::error_code ec;
   if (!fs::exists(path, ec)) {
@@ -67,7 +68,7 @@ absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const st
   }
   absl::StatusOr<std::string> text = ReadFile(path.string(), "config.pbtxt");
   if (!text.ok()) return text.status();
-  return ParseModelConfig(*text, name);
+  return ParseModelConfig(*text, name, naming);
 }
 
 std::shared_ptr<const ClassLabels> ReadLabelsOrWarn(const ModelEntry& entry) {

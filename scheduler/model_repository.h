@@ -22,6 +22,7 @@
 #include "infergate/v1/model_config.pb.h"
 #include "scheduler/class_labels.h"
 #include "scheduler/input_signature.h"
+#include "scheduler/model_config.h"
 #include "scheduler/repository_scan.h"
 #include "scheduler/version_status.h"
 
@@ -120,7 +121,8 @@ std::shared_ptr<const ClassLabels> ReadLabelsOrWarn(const ModelEntry& entry);
 
 // Reads and checks `dir`/config.pbtxt for model `name`; a missing file is an
 // empty config.
-absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const std::string& name);
+absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const std::string& name,
+                                                ConfigNaming naming = ConfigNaming::kMatchesFolder);
 
 // Recomputes `versions` from `states` (the READY ones).
 void RefreshServedVersions(ModelEntry& entry);

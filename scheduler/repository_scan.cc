@@ -28,10 +28,18 @@ FileStamp StampFile(const std::string& path) {
 
 absl::StatusOr<DiskModel> ScanModel(const std::string& root, const std::string& name) {
   if (absl::Status s = ValidateModelName(name); !s.ok()) return s;  // never a path outside the repository
-  fs::path dir = fs::path(root) / name;
+  std::error_code ec;
+  if (!fs::is_directory(fs::path(root) / name, ec)) {
+    return absl::NotFoundError(absl::StrCat("model: '", name, "' is not in the model repository"));
+  }
+  return ScanModelFolder((fs::path(root) / name).string(), name);
+}
+
+absl::StatusOr<DiskModel> ScanModelFolder(const std::string& model_dir, const std::string& name) {
+  const fs::path dir(model_dir);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    return absl::NotFoundError(absl::StrCat("model: '", name, "' is not in the model repository"));
+    return absl::NotFoundError(absl::StrCat("model folder '", model_dir.substr(0, 256), "' is not a directory"));
   }
   DiskModel model;
   model.name = name;

@@ -45,5 +45,8 @@ absl::StatusOr<DiskRepository> ScanRepository(const std::string& root);
 // One model folder; INVALID_ARGUMENT for a name that is not a model name,
 // NOT_FOUND when it is not a directory.
 absl::StatusOr<DiskModel> ScanModel(const std::string& root, const std::string& name);
+// A model folder anywhere (`dir`), read as model `name` whatever the
+// folder is called; NOT_FOUND when it is not a directory.
+absl::StatusOr<DiskModel> ScanModelFolder(const std::string& dir, const std::string& name);
 
 }  // namespace infergate

@@ -17,6 +17,7 @@
 #include "scheduler/job.h"
 #include "scheduler/model_config.h"
 #include "scheduler/model_name.h"
+#include "scheduler/version_policy.h"
 
 namespace infergate {
 namespace {
@@ -471,7 +472,9 @@ void Scheduler::LoadModel(const LoadRequest& request, std::function<void(absl::S
   // changed on disk, loading new files before they answer): disk I/O and
   // perhaps loads, so on a cpu worker rather than the caller's thread.
   absl::Status submitted = cpu->SubmitTask([this, request, shared_done] {
-    if (absl::Status synced = lifecycle_.SyncModel(request.model, request.config_override, request.files); !synced.ok()) {
+    if (absl::Status synced =
+            lifecycle_.SyncModel(request.model, request.config_override, {request.files, request.folder});
+        !synced.ok()) {
       return (*shared_done)(synced);
     }
     // A load may take its time: the precision it loads in is checked first.
@@ -511,6 +514,37 @@ absl::StatusOr<size_t> Scheduler::UnloadModel(const LoadRequest& request) {
     return lifecycle_.Unload(request.model);
   }
   return models_.Unload(request);
+}
+
+void Scheduler::ForgetModel(const std::string& name) { lifecycle_.Forget(name); }
+
+absl::StatusOr<uint64_t> Scheduler::PredictFootprint(const std::string& name, const std::string& folder) const {
+  absl::StatusOr<DiskModel> disk = ScanModelFolder(folder, name);
+  if (!disk.ok()) return disk.status();
+  std::shared_ptr<ModelEntry> entry = NewModelEntry(repository_.root(), name);
+  entry->dir = folder;
+  absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(folder, name, ConfigNaming::kServedAs);
+  if (!config.ok()) return config.status();
+  entry->config = *std::move(config);
+  // The device a cold start loads it on (ModelLifecycle::LoadVersion), in
+  // the dtype `auto` serves there.
+  std::optional<DeviceInfo> device;
+  for (const DeviceId& id : devices_.Available()) {
+    if (DeviceAllowed(entry->config, id)) {
+      device = devices_.Find(id);
+      break;
+    }
+  }
+  if (!device) return absl::FailedPreconditionError("no available device is allowed for the model");
+  const DType dtype = RoutePlanner::ComputeDType(*entry, device->precision, Precision::kAuto);
+  std::vector<int64_t> on_disk;
+  for (const auto& [v, stamp] : disk->versions) on_disk.push_back(v);
+  uint64_t total = 0;
+  for (int64_t v : SelectVersions(entry->config.version_policy(), on_disk)) {
+    const FileStamp& stamp = disk->versions.at(v);
+    total += footprints_.Expect(name, stamp.ContentKey(), stamp.size, device->id.kind, dtype).total();
+  }
+  return total;
 }
 
 void Scheduler::CheckPrecisionNow(const std::string& model, const std::string& version, const std::string& device,

@@ -66,6 +66,13 @@ class Scheduler {
   // Loads a model on a device ahead of traffic; `done` runs once, on a worker.
   void LoadModel(const LoadRequest& request, std::function<void(absl::StatusOr<LoadResult>)> done);
   absl::StatusOr<size_t> UnloadModel(const LoadRequest& request);
+  // Takes a model out of the repository altogether (ModelLifecycle::Forget).
+  void ForgetModel(const std::string& name);
+  // The bytes serving model folder `folder` as `name` is expected to take
+  // in the cache (every version its policy serves, on the device a cold
+  // start picks): learned footprints, else estimates from the file sizes.
+  // Reads the folder's listing and config only.
+  absl::StatusOr<uint64_t> PredictFootprint(const std::string& name, const std::string& folder) const;
   // Loads (and runs once on zeros) every model whose config asks for warm-up.
   void Warmup();
   // Follows the repository on disk from `initial` (the scan the view was

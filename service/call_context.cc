@@ -11,6 +11,12 @@ absl::string_view Authorization(const grpc::CallbackServerContext& ctx) {
   return it == md.end() ? absl::string_view() : absl::string_view(it->second.data(), it->second.size());
 }
 
+std::string ModelNameOf(const grpc::CallbackServerContext& ctx, const std::string& body_name) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("mm-model-id");
+  return it == md.end() ? body_name : std::string(it->second.data(), it->second.size());
+}
+
 Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
   auto deadline = ctx.deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) return Clock::time_point::max();

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "absl/strings/string_view.h"
 #include "scheduler/inference_core.h"
@@ -19,6 +20,11 @@ namespace infergate {
 
 // The `authorization` metadata ("Bearer ..."); empty when absent.
 absl::string_view Authorization(const grpc::CallbackServerContext& ctx);
+
+// The model a call is for: ModelMesh's `mm-model-id` metadata when the call
+// carries it (ModelMesh forwards a request for a model it placed here with
+// the model's id there, whatever name the body gives), else `body_name`.
+std::string ModelNameOf(const grpc::CallbackServerContext& ctx, const std::string& body_name);
 
 // `auth.Check` for the call's token, looked up only when `role` needs one.
 absl::Status CheckToken(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role);

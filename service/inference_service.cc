@@ -89,7 +89,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
     return refuse(absl::InvalidArgumentError(
         absl::StrCat("fallback: unknown policy ", request->fallback(), "; expected ALLOW or DENY")));
   }
-  req.model = request->model();
+  req.model = ModelNameOf(*ctx, request->model());
   req.version = request->version();
   req.device = request->device();
   req.precision = *precision;
@@ -263,7 +263,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerCo
     reactor->Finish(ToGrpcStatus(precision.status()));
     return reactor;
   }
-  LoadRequest load{request->model(), request->version(), request->device(), *precision, nullptr, nullptr};
+  LoadRequest load{request->model(), request->version(), request->device(), *precision, nullptr, nullptr, ""};
   core_.LoadModel(load, [reactor, response, model = request->model()](absl::StatusOr<LoadResult> result) {
     if (!result.ok()) {
       reactor->Finish(ToGrpcStatus(result.status()));
@@ -290,7 +290,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::UnloadModel(grpc::CallbackServer
     return reactor;
   }
   absl::StatusOr<size_t> n =
-      core_.UnloadModel({request->model(), request->version(), request->device(), *precision, nullptr, nullptr});
+      core_.UnloadModel({request->model(), request->version(), request->device(), *precision, nullptr, nullptr, ""});
   if (!n.ok()) {
     reactor->Finish(ToGrpcStatus(n.status()));
     return reactor;

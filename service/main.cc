@@ -18,6 +18,7 @@
 #include <future>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
@@ -32,6 +33,7 @@
 #include "service/inference_service.h"
 #include "service/liveness_watchdog.h"
 #include "service/memory_return.h"
+#include "service/model_mesh_runtime.h"
 #include "service/open_inference_rest.h"
 #include "service/open_inference_service.h"
 #include "service/server_options.h"
@@ -262,6 +264,31 @@ int Run(int argc, char** argv) {
     LOG_ERROR << "cannot listen on " << opts.address;
     return 1;
   }
+  // ModelMesh's SPI on its own port, without tokens: loopback only (the
+  // options refuse other addresses), where ModelMesh's container reaches it.
+  std::unique_ptr<ModelMeshRuntime> model_mesh;
+  std::unique_ptr<grpc::Server> model_mesh_server;
+  if (!opts.modelmesh_address.empty()) {
+    model_mesh = std::make_unique<ModelMeshRuntime>(
+        core, ModelMeshOptions{opts.modelmesh_model_root, opts.modelmesh_load_timeout,
+                               opts.modelmesh_default_model_size, INFERGATE_VERSION});
+    grpc::ServerBuilder mesh_builder;
+    int mesh_port = 0;
+    mesh_builder.SetOption(std::make_unique<WithoutReflection>());
+    mesh_builder.AddListeningPort(opts.modelmesh_address, grpc::InsecureServerCredentials(), &mesh_port);
+    mesh_builder.RegisterService(model_mesh.get());
+    model_mesh_server = mesh_builder.BuildAndStart();
+    if (!model_mesh_server || (mesh_port == 0 && !absl::StartsWith(opts.modelmesh_address, "unix:"))) {
+      LOG_ERROR << "--modelmesh-address: cannot listen on " << opts.modelmesh_address;
+      server->Shutdown();
+      return 1;
+    }
+    std::string mesh_host = opts.modelmesh_address.substr(0, opts.modelmesh_address.rfind(':'));
+    LOG_INFO << "ModelMesh model-runtime SPI on " << opts.modelmesh_address;
+    // Tests and scripts read the SPI's port from this line.
+    std::printf("infergate modelmesh on %s:%d\n", mesh_host.c_str(), mesh_port);
+    std::fflush(stdout);
+  }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   const std::string kService = "infergate.v1.InferenceService";
   const std::string kOpenInference = "inference.GRPCInferenceService";
@@ -328,6 +355,7 @@ int Run(int argc, char** argv) {
   if (!idle) LOG_WARNING << "drain timeout passed with work still queued or running";
   auto shutdown_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (model_mesh_server) model_mesh_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   // REST calls accepted before the drain have been answered; what is still
   // being written gets the rest of the grace period.
   if (http) http->Shutdown(std::max(shutdown_deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1)));

@@ -53,7 +53,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelReady(grpc::CallbackServerC
                                                            inference::ModelReadyResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (Refused(auth_, *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
-  response->set_ready(api_.ModelReady(request->name(), request->version()) && !draining_.load());
+  response->set_ready(api_.ModelReady(ModelNameOf(*ctx, request->name()), request->version()) && !draining_.load());
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -72,7 +72,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelMetadata(grpc::CallbackServ
                                                               const inference::ModelMetadataRequest* request,
                                                               inference::ModelMetadataResponse* response) {
   absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
-  if (s.ok()) s = api_.ModelMetadata(request->name(), request->version(), response);
+  if (s.ok()) s = api_.ModelMetadata(ModelNameOf(*ctx, request->name()), request->version(), response);
   return Done(ctx, s);
 }
 
@@ -104,6 +104,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
   req.deadline = SteadyDeadline(*ctx);
   // Input tensors alias the request's bytes: gRPC keeps `request` alive until Finish.
   if (absl::Status s = DecodeInferRequest(*request, limits_, &req); !s.ok()) return refuse(s);
+  req.model = ModelNameOf(*ctx, req.model);
   std::shared_ptr<RequestHandle> handle = core_.Infer(
       std::move(req), [this, reactor, request, response, received](absl::StatusOr<InferenceResult> result,
                                                                     const RequestLabels& labels) {

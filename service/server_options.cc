@@ -198,6 +198,16 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                  "traffic; 0 keeps them open.");
   flags.String("state-file", &f.state_file,
                "File keeping what the server learned a device cannot run (MPS ops), so a restart remembers it.");
+  flags.String("modelmesh-address", &o.modelmesh_address,
+               "HOST:PORT (loopback) or unix:PATH to serve KServe ModelMesh's model-runtime SPI on "
+               "(mmesh.ModelRuntime: ModelMesh loads and unloads models here); empty disables it.");
+  flags.String("modelmesh-model-root", &o.modelmesh_model_root,
+               "Folder every ModelMesh modelPath must lie under (e.g. /models, where ModelMesh's storage helper "
+               "puts them); empty allows any folder the server can read.");
+  flags.Duration("modelmesh-load-timeout", &o.modelmesh_load_timeout,
+                 "How long ModelMesh should let one model load take (told to ModelMesh in runtimeStatus).");
+  flags.ByteSize("modelmesh-default-model-size", &o.modelmesh_default_model_size,
+                 "The size ModelMesh assumes for a model before it is sized (told in runtimeStatus).");
   flags.String("log-level", &o.log_level, "debug, info, warning or error.");
   flags.String("devices", &f.devices,
                "Allow-list of devices to use, e.g. \"cpu\" (force CPU) or \"cuda:0,mps\"; empty uses all. "
@@ -261,6 +271,17 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   }
   if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
     return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  if (!o.modelmesh_address.empty() && !absl::StartsWith(o.modelmesh_address, "unix:") &&
+      ListensBeyondLoopback(o.modelmesh_address)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--modelmesh-address: '", o.modelmesh_address.substr(0, 64),
+                     "' is reachable beyond this host; the SPI loads any folder the server can read, so it serves "
+                     "only on loopback (127.0.0.1:PORT, [::1]:PORT) or a unix: socket, where ModelMesh's container "
+                     "in the same pod reaches it"));
+  }
+  if (o.modelmesh_load_timeout.count() < 1 || o.modelmesh_load_timeout.count() > UINT32_MAX) {
+    return absl::InvalidArgumentError("--modelmesh-load-timeout: must be between 1ms and 49 days");
   }
   if (f.reflection == "auto") {
     o.reflection = ServerOptions::Reflection::kAuto;

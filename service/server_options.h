@@ -49,6 +49,13 @@ struct ServerOptions {
   Reflection reflection = Reflection::kAuto;
   std::chrono::milliseconds max_connection_age{0};  // 0: connections live forever
   int64_t max_concurrent_streams = 256;              // per client connection
+  // KServe ModelMesh's model-runtime SPI (service/model_mesh_runtime.h);
+  // empty leaves it off. Loopback or a unix: socket only: it loads any
+  // folder the server can read.
+  std::string modelmesh_address;
+  std::string modelmesh_model_root;  // modelPath must lie under it; empty: anywhere
+  std::chrono::milliseconds modelmesh_load_timeout{120000};
+  uint64_t modelmesh_default_model_size = uint64_t{256} << 20;
   std::string log_level = "info";
   DiscoveryOptions discovery;
   SchedulerOptions scheduler;

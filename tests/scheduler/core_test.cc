@@ -243,7 +243,7 @@ TEST_F(CoreTest, DevicesAndModelsAreOneSnapshotEach) {
   ASSERT_EQ((*models)[0].loaded.size(), 1u);
   EXPECT_TRUE(core_->KnownModel("double"));
   EXPECT_FALSE(core_->KnownModel("nosuch"));
-  absl::StatusOr<size_t> unloaded = core_->UnloadModel({"double", "", "", Precision::kAuto, nullptr, nullptr});
+  absl::StatusOr<size_t> unloaded = core_->UnloadModel({"double", "", "", Precision::kAuto, nullptr, nullptr, ""});
   EXPECT_EQ(*unloaded, 1u);
 }
 
