@@ -38,6 +38,26 @@ TEST(ModelConfig, EmptyConfigTakesTheFolderName) {
   EXPECT_EQ(c->max_batch_size(), 0u);
 }
 
+// A folder served under a name given from outside (ModelMesh's model id):
+// the config's own name, in either format, gives way to it.
+TEST(ModelConfig, ServedAsReplacesTheConfigsName) {
+  EXPECT_FALSE(ParseModelConfig("name: \"saved\"", "id__isvc-1").ok());
+  auto c = ParseModelConfig("name: \"saved\" max_batch_size: 4", "id__isvc-1", ConfigNaming::kServedAs);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name(), "id__isvc-1");
+  EXPECT_EQ(c->max_batch_size(), 4u);
+  auto triton = ParseModelConfig(
+      "name: \"saved\"\nplatform: \"pytorch_libtorch\"\nmax_batch_size: 8\n"
+      "input [ { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
+      "id__isvc-2", ConfigNaming::kServedAs);
+  ASSERT_TRUE(triton.ok()) << triton.status();
+  EXPECT_EQ(triton->name(), "id__isvc-2");
+  EXPECT_EQ(triton->max_batch_size(), 8u);
+  // Everything else is checked as ever.
+  auto broken = ParseModelConfig("name: \"saved\" max_batch_size: -1", "id", ConfigNaming::kServedAs);
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 struct Broken {
   const char* text;
   const char* expect_in_message;

@@ -283,5 +283,54 @@ TEST_F(ModelLifecycleTest, SyncModelReadsOneFolder) {
   EXPECT_EQ(lifecycle_.SyncModel("absent").code(), absl::StatusCode::kNotFound);
 }
 
+// ModelMesh's loads: a folder outside the repository, served in place under
+// the load's name though its config names another model; the poll leaves
+// it alone; Forget takes it out altogether and leaves its folder as it was.
+TEST_F(ModelLifecycleTest, AnOutsideFolderServesUnderTheLoadsNameUntilForgotten) {
+  Start();
+  const fs::path outside = root_.parent_path() / (root_.filename().string() + "_outside");
+  fs::remove_all(outside);
+  fs::create_directories(outside / "1");
+  std::ofstream(outside / "config.pbtxt") << "name: \"saved_as\" " << kConfig;
+  std::ofstream(outside / "1" / "model.pt") << "one";
+  ModelLifecycle::Source source;
+  source.folder = outside.string();
+  ASSERT_TRUE(lifecycle_.SyncModel("placed__isvc-1", nullptr, source).ok());
+  EXPECT_EQ(Served("placed__isvc-1"), (std::vector<int64_t>{1}));
+  EXPECT_EQ(repository_.Lookup("placed__isvc-1")->dir, outside.string());
+  EXPECT_EQ(Resident("placed__isvc-1").size(), 1u);
+  EXPECT_EQ(loads_.back(), (outside / "1" / "model.pt").string());
+  Poll();  // not in the repository's folder, yet not removed
+  EXPECT_EQ(Served("placed__isvc-1"), (std::vector<int64_t>{1}));
+  lifecycle_.Forget("placed__isvc-1");
+  EXPECT_EQ(repository_.Lookup("placed__isvc-1"), nullptr);
+  EXPECT_TRUE(Resident("placed__isvc-1").empty());
+  EXPECT_TRUE(fs::exists(outside / "1" / "model.pt"));  // never the server's to remove
+  lifecycle_.Forget("placed__isvc-1");                   // again: nothing to do
+  // A folder that is not there changes nothing.
+  source.folder = (outside / "missing").string();
+  EXPECT_EQ(lifecycle_.SyncModel("other", nullptr, source).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(repository_.Lookup("other"), nullptr);
+  fs::remove_all(outside);
+}
+
+// A broken config in an outside folder is the model's problem, as in the repository.
+TEST_F(ModelLifecycleTest, AnOutsideFolderWithABrokenConfigIsNotServed) {
+  Start();
+  const fs::path outside = root_.parent_path() / (root_.filename().string() + "_outside");
+  fs::remove_all(outside);
+  fs::create_directories(outside / "1");
+  std::ofstream(outside / "config.pbtxt") << "max_batch_size: nonsense";
+  std::ofstream(outside / "1" / "model.pt") << "one";
+  ModelLifecycle::Source source;
+  source.folder = outside.string();
+  ASSERT_TRUE(lifecycle_.SyncModel("placed", nullptr, source).ok());
+  EXPECT_TRUE(Served("placed").empty());
+  EXPECT_FALSE(repository_.Lookup("placed")->problem.ok());
+  lifecycle_.Forget("placed");
+  EXPECT_EQ(repository_.Lookup("placed"), nullptr);
+  fs::remove_all(outside);
+}
+
 }  // namespace
 }  // namespace infergate
