@@ -85,6 +85,35 @@ else
   bad "the broken InferenceService failed for another reason: $out"
 fi
 
+# ModelMesh: the multi-model runtime and a model placed on it.
+if node validate/validate.js ../kserve/servingruntime-modelmesh.yaml ../kserve/inferenceservice-modelmesh.yaml; then
+  ok "kserve ModelMesh runtime and InferenceService"
+else
+  bad "kserve ModelMesh runtime and InferenceService"
+fi
+for want in "multiModel: true" "grpcEndpoint: \"port:8085\"" "grpcDataEndpoint: \"port:8001\"" "--modelmesh-model-root=/models"; do
+  if grep -q -- "$want" ../kserve/servingruntime-modelmesh.yaml; then ok "ModelMesh runtime has '$want'"; else bad "ModelMesh runtime lacks '$want'"; fi
+done
+expect_invalid() {  # what, expected message, files...
+  local what="$1" why="$2" out
+  shift 2
+  if out=$(node validate/validate.js "$@" 2>&1); then
+    bad "$what passed"
+  elif grep -qF -- "$why" <<<"$out"; then
+    ok "$what fails the check for its reason"
+  else
+    bad "$what failed for another reason: $out"
+  fi
+}
+expect_invalid "a ModelMesh runtime whose SPI port is not its grpcEndpoint" \
+  "--modelmesh-address 127.0.0.1:8086 is not spec.grpcEndpoint's port 8085" \
+  "$src/tests/k8s/broken-servingruntime-modelmesh.yaml"
+expect_invalid "a ModelMesh runtime serving /models as its repository" \
+  "--model-repository must be a folder of its own" "$src/tests/k8s/broken-servingruntime-modelmesh-repository.yaml"
+expect_invalid "a ModelMesh InferenceService on the single-model runtime" \
+  "deploymentMode ModelMesh needs a multiModel runtime" \
+  ../kserve/servingruntime.yaml "$src/tests/k8s/broken-inferenceservice-modelmesh.yaml"
+
 # The check itself must catch a broken manifest.
 if out=$(node validate/validate.js "$src/tests/k8s/broken-deployment.yaml" 2>&1); then
   bad "a broken manifest passed the schema check"

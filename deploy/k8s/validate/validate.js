@@ -28,6 +28,59 @@ function need(cond, what) {
   if (!cond) throw new Error(what);
 }
 
+// The container's args as flag -> value ("--address=H:P" -> "H:P").
+function flagValues(container) {
+  const out = {};
+  for (const a of container.args || []) {
+    const eq = a.indexOf("=");
+    if (eq > 0) out[a.slice(0, eq)] = a.slice(eq + 1);
+  }
+  return out;
+}
+
+// The port of "HOST:PORT"; null for anything else.
+function portOf(address) {
+  const m = /:(\d+)$/.exec(address || "");
+  return m ? Number(m[1]) : null;
+}
+
+// A ModelMesh runtime (multiModel): ModelMesh calls the model-runtime SPI
+// at grpcEndpoint and forwards inference to grpcDataEndpoint, both on the
+// pod's loopback; custom runtimes speak gRPC only.
+function modelMeshRuntime(doc, seen) {
+  const spec = doc.spec;
+  need(Array.isArray(spec.protocolVersions) && spec.protocolVersions.length === 1 &&
+       spec.protocolVersions[0] === "grpc-v2",
+       "a ModelMesh runtime's spec.protocolVersions must be [grpc-v2] (ModelMesh's REST proxy serves REST)");
+  need(Array.isArray(spec.containers) && spec.containers.length > 0, "spec.containers is empty");
+  const { Pod } = require("kubernetes-models/v1");
+  new Pod({ apiVersion: "v1", kind: "Pod", metadata: { name: "check" },
+            spec: { containers: spec.containers, volumes: spec.volumes } }).validate();
+  const main = spec.containers.find((c) => flagValues(c)["--modelmesh-address"] !== undefined);
+  need(main, "no container sets --modelmesh-address (the SPI ModelMesh places models through)");
+  const flags = flagValues(main);
+  const endpoint = /^port:(\d+)$/.exec(spec.grpcEndpoint || "");
+  need(endpoint, "spec.grpcEndpoint must be port:N (where ModelMesh calls the model-runtime SPI)");
+  need(portOf(flags["--modelmesh-address"]) === Number(endpoint[1]),
+       `--modelmesh-address ${flags["--modelmesh-address"]} is not spec.grpcEndpoint's port ${endpoint[1]}`);
+  const data = /^port:(\d+)$/.exec(spec.grpcDataEndpoint || "");
+  need(data, "spec.grpcDataEndpoint must be port:N (where ModelMesh forwards inference)");
+  need(portOf(flags["--address"]) === Number(data[1]),
+       `--address ${flags["--address"]} is not spec.grpcDataEndpoint's port ${data[1]}`);
+  need(flags["--modelmesh-model-root"] === "/models",
+       "--modelmesh-model-root must be /models (where ModelMesh's storage helper puts models)");
+  const repo = flags["--model-repository"] || "";
+  need(repo && repo !== "/models" && !repo.startsWith("/models/"),
+       "--model-repository must be a folder of its own, not under /models (ModelMesh's models are not the " +
+       "repository's)");
+  seen.runtimes[doc.metadata.name] = {
+    formats: spec.supportedModelFormats.map((f) => f.name),
+    grpcPort: portOf(flags["--address"]),
+    httpPort: null,
+    modelMesh: true,
+  };
+}
+
 // The parts of KServe's objects infergate relies on.
 const kserveChecks = {
   "serving.kserve.io/v1alpha1/ServingRuntime": (doc, seen) => {
@@ -36,6 +89,7 @@ const kserveChecks = {
     need(Array.isArray(spec.supportedModelFormats) && spec.supportedModelFormats.length > 0 &&
          spec.supportedModelFormats.every((f) => typeof f.name === "string" && f.name),
          "spec.supportedModelFormats needs named formats");
+    if (spec.multiModel === true) return modelMeshRuntime(doc, seen);
     need(Array.isArray(spec.protocolVersions) && spec.protocolVersions.includes("v2") &&
          spec.protocolVersions.includes("grpc-v2"), "spec.protocolVersions must include v2 and grpc-v2");
     need(Array.isArray(spec.containers) && spec.containers.length > 0, "spec.containers is empty");
@@ -64,6 +118,15 @@ const kserveChecks = {
   "serving.kserve.io/v1beta1/InferenceService": (doc, seen) => {
     const model = (((doc.spec || {}).predictor || {}).model) || {};
     need(model.modelFormat && model.modelFormat.name, "spec.predictor.model.modelFormat.name is missing");
+    const annotations = (doc.metadata && doc.metadata.annotations) || {};
+    if (annotations["serving.kserve.io/deploymentMode"] === "ModelMesh") {
+      const storage = model.storage || {};
+      need((typeof storage.path === "string" && storage.path) || model.storageUri,
+           "a ModelMesh predictor needs spec.predictor.model.storage.path (or storageUri)");
+      seen.services.push({ name: doc.metadata.name, runtime: model.runtime, format: model.modelFormat.name,
+                           modelMesh: true });
+      return;
+    }
     need(model.protocolVersion === "v2" || model.protocolVersion === "grpc-v2",
          "spec.predictor.model.protocolVersion must be v2 (REST) or grpc-v2");
     need(typeof model.storageUri === "string" && model.storageUri, "spec.predictor.model.storageUri is missing");
@@ -133,6 +196,10 @@ function main() {
     need(runtime, `InferenceService ${svc.name}: runtime ${svc.runtime} is not among the files checked`);
     need(runtime.formats.includes(svc.format),
          `InferenceService ${svc.name}: runtime ${svc.runtime} does not serve ${svc.format}`);
+    need(Boolean(svc.modelMesh) === Boolean(runtime.modelMesh),
+         `InferenceService ${svc.name}: ` + (svc.modelMesh ? `deploymentMode ModelMesh needs a multiModel runtime; ` +
+         `${svc.runtime} is not one` : `runtime ${svc.runtime} is a ModelMesh runtime; set the annotation ` +
+         `serving.kserve.io/deploymentMode: ModelMesh`));
     if (svc.protocol === "grpc-v2") {
       need(svc.h2c === runtime.grpcPort, `InferenceService ${svc.name}: its h2c port ${svc.h2c} is not runtime ` +
            `${svc.runtime}'s gRPC port ${runtime.grpcPort} (--address)`);
