@@ -22,6 +22,8 @@ v1::ModelConfig ApplyConfigOverride(const v1::ModelConfig& base, const ConfigOve
   }
   // Each named field, set or repeated, moves whole from the patch.
   v1::ModelConfig::GetReflection()->SwapFields(&out, &values, fields);
+  // The config in force is no longer the file as written.
+  if (!fields.empty()) out.clear_triton_config_text();
   return out;
 }
 

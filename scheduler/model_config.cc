@@ -79,11 +79,16 @@ absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::s
       if (naming == ConfigNaming::kServedAs) tree->erase("name");
       absl::StatusOr<ConfigOverride> triton = ReadTritonConfig(*tree, folder_name, "config.pbtxt");
       if (!triton.ok()) return triton.status();
-      return CheckModelConfig(std::move(triton->values), folder_name, "config.pbtxt");
+      absl::StatusOr<v1::ModelConfig> checked = CheckModelConfig(std::move(triton->values), folder_name, "config.pbtxt");
+      if (checked.ok()) checked->set_triton_config_text(std::string(text));
+      return checked;
     }
     return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", errors.first()));
   }
   if (naming == ConfigNaming::kServedAs) config.clear_name();
+  if (!config.triton_config_text().empty()) {
+    return absl::InvalidArgumentError("config.pbtxt: triton_config_text: is set by the server, not in a config");
+  }
   return CheckModelConfig(std::move(config), folder_name, "config.pbtxt");
 }
 

@@ -123,6 +123,15 @@ absl::Status OpenInferenceApi::ModelConfig(const std::string& name, const std::s
   if (!model.ok()) return model.status();
   const v1::ModelConfig& from = model->config;
   inference::ModelConfig* config = out->mutable_config();
+  if (!from.triton_config_text().empty() && ReadTritonFields(from.triton_config_text(), config)) {
+    // Triton's own fields, as written; the name it is served under.
+    config->set_name(model->name);
+    for (auto& [key, value] : AccuracyParameters(*model, version)) {
+      (*config->mutable_parameters())[key].set_string_value(std::move(value));
+    }
+    return absl::OkStatus();
+  }
+  config->Clear();
   config->set_name(model->name);
   config->set_platform(kPlatform);
   config->set_backend("pytorch");

@@ -1,5 +1,6 @@
 #include "service/triton_model_config.h"
 
+#include "google/protobuf/text_format.h"
 #include "scheduler/triton_config.h"
 #include "service/json_scan.h"
 
@@ -9,6 +10,13 @@ absl::StatusOr<ConfigOverride> ConfigOverrideFromTritonJson(absl::string_view js
   absl::StatusOr<nlohmann::json> parsed = ParseBoundedJson(json, "parameters.config");
   if (!parsed.ok()) return parsed.status();
   return ReadTritonConfig(*parsed, model, "parameters.config");
+}
+
+bool ReadTritonFields(const std::string& text, inference::ModelConfig* config) {
+  google::protobuf::TextFormat::Parser parser;
+  parser.AllowUnknownField(true);
+  config->Clear();
+  return parser.ParseFromString(text, config);
 }
 
 }  // namespace infergate

@@ -166,6 +166,20 @@ def main():
         config = stub.ModelConfig(pb.ModelConfigRequest(name="embed_triton")).config
         check(config.max_batch_size == 16 and list(config.dynamic_batching.preferred_batch_size) == [4, 8] and
               config.dynamic_batching.max_queue_delay_microseconds == 500, "embed_triton config: %s" % config)
+        # ModelConfig answers with the fields as written for Triton.
+        check(config.platform == "pytorch_libtorch" and config.default_model_filename == "model.pt" and
+              len(config.instance_group) == 1 and config.instance_group[0].kind == 0 and
+              [w.name for w in config.model_warmup] == ["zeros"] and config.model_warmup[0].batch_size == 1 and
+              [t.name for t in config.input] == ["INPUT__0"] and config.input[0].data_type == 9 and
+              list(config.input[0].dims) == [8], "embed_triton config as written: %s" % config)
+        config = stub.ModelConfig(pb.ModelConfigRequest(name="poly_triton")).config
+        check(config.name == "poly_triton" and config.version_policy.HasField("all") and
+              config.parameters["INFERENCE_MODE"].string_value == "true" and not config.backend and
+              not config.HasField("dynamic_batching"), "poly_triton config as written: %s" % config)
+        config = stub.ModelConfig(pb.ModelConfigRequest(name="pair_triton")).config
+        check(config.backend == "pytorch" and not config.platform and config.max_batch_size == 0 and
+              [t.name for t in config.input] == ["INPUT__0", "INPUT__1"] and list(config.input[1].dims) == [-1, 3],
+              "pair_triton config as written: %s" % config)
 
         # --- each answers as its twin under infergate's own config, on every protocol
         rows = [[((i * 7 + r) % 13) / 6.0 - 1.0 for i in range(256)] for r in range(3)]

@@ -39,6 +39,16 @@ TEST(ConfigOverrideTest, AFieldNamedButEmptyClearsIt) {
   EXPECT_FALSE(out.has_dynamic_batching());
 }
 
+// A config an override changed is no longer the Triton file as written.
+TEST(ConfigOverrideTest, AnOverrideDropsTheTritonTextAnEmptyOneKeepsIt) {
+  const v1::ModelConfig file = Text(R"(max_batch_size: 8 triton_config_text: "max_batch_size: 8")");
+  ConfigOverride patch;
+  EXPECT_EQ(ApplyConfigOverride(file, patch).triton_config_text(), "max_batch_size: 8");
+  patch.values = Text("max_batch_size: 2");
+  patch.fields = {"max_batch_size"};
+  EXPECT_TRUE(ApplyConfigOverride(file, patch).triton_config_text().empty());
+}
+
 TEST(ConfigOverrideTest, EqualityIsByFieldsAndValues) {
   ConfigOverride a, b;
   a.values = b.values = Text("max_batch_size: 4");

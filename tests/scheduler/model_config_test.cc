@@ -58,6 +58,19 @@ TEST(ModelConfig, ServedAsReplacesTheConfigsName) {
   EXPECT_EQ(broken.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A Triton config keeps its text, so ModelConfig can answer with its own
+// fields; infergate's format may not set it.
+TEST(ModelConfig, ATritonConfigKeepsItsTextAndOnlyIt) {
+  const std::string triton = "platform: \"pytorch_libtorch\"\nmax_batch_size: 2\n";
+  auto c = ParseModelConfig(triton, "t");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->triton_config_text(), triton);
+  EXPECT_TRUE(ParseModelConfig("max_batch_size: 2", "m")->triton_config_text().empty());
+  auto refused = ParseModelConfig("triton_config_text: \"x\"", "m");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("triton_config_text"), std::string::npos) << refused.status();
+}
+
 struct Broken {
   const char* text;
   const char* expect_in_message;
