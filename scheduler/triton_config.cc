@@ -127,6 +127,33 @@ absl::Status ReadTensors(const Json& given, const std::string& field, bool outpu
   return absl::OkStatus();
 }
 
+// Triton's ModelQueuePolicy, field for field the same as infergate's.
+absl::Status ReadQueuePolicy(const Json& policy, const std::string& field, v1::QueuePolicy* out) {
+  if (!policy.is_object()) return Invalid(field, "expected an object");
+  for (const auto& [key, value] : policy.items()) {
+    const std::string f = absl::StrCat(field, ".", key);
+    if (key == "timeout_action") {
+      if (!value.is_string() || (value != "REJECT" && value != "DELAY")) return Invalid(f, "expected REJECT or DELAY");
+      out->set_timeout_action(value == "DELAY" ? v1::QueuePolicy::DELAY : v1::QueuePolicy::REJECT);
+    } else if (key == "default_timeout_microseconds") {
+      absl::StatusOr<int64_t> n = IntegerOf(value, f, 0);
+      if (!n.ok()) return n.status();
+      out->set_default_timeout_microseconds(static_cast<uint64_t>(*n));
+    } else if (key == "allow_timeout_override") {
+      if (!value.is_boolean()) return Invalid(f, "expected true or false");
+      out->set_allow_timeout_override(value.get<bool>());
+    } else if (key == "max_queue_size") {
+      absl::StatusOr<int64_t> n = IntegerOf(value, f, 0);
+      if (!n.ok()) return n.status();
+      if (*n > UINT32_MAX) return Invalid(f, "is out of range");
+      out->set_max_queue_size(static_cast<uint32_t>(*n));
+    } else {
+      return NotSupported(f);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadDynamicBatching(const Json& batching, v1::ModelConfig* config) {
   const std::string field = "dynamic_batching";
   if (!batching.is_object()) return Invalid(field, "expected an object");
@@ -149,6 +176,8 @@ absl::Status ReadDynamicBatching(const Json& batching, v1::ModelConfig* config) 
       if (*n > UINT32_MAX) return Invalid(f, "is out of range");
       if (key == "priority_levels") config->set_priority_levels(static_cast<uint32_t>(*n));
       if (key == "default_priority_level") config->set_default_priority_level(static_cast<uint32_t>(*n));
+    } else if (key == "default_queue_policy") {
+      if (absl::Status s = ReadQueuePolicy(value, f, config->mutable_default_queue_policy()); !s.ok()) return s;
     } else if (key == "preserve_ordering" && IsDefault(value)) {
       continue;
     } else {
@@ -303,6 +332,7 @@ absl::StatusOr<ConfigOverride> ReadFields(const Json& parsed, absl::string_view 
       out.fields.insert("dynamic_batching");
       if (value.is_object() && value.contains("priority_levels")) out.fields.insert("priority_levels");
       if (value.is_object() && value.contains("default_priority_level")) out.fields.insert("default_priority_level");
+      if (value.is_object() && value.contains("default_queue_policy")) out.fields.insert("default_queue_policy");
     } else if (key == "instance_group") {
       s = ReadInstanceGroups(value, &config);
       out.fields.insert("devices");

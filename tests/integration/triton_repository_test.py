@@ -53,7 +53,10 @@ output [
   }
 ]
 instance_group [ { count: 1, kind: KIND_CPU } ]
-dynamic_batching { max_queue_delay_microseconds: 100 }
+dynamic_batching {
+  max_queue_delay_microseconds: 100
+  default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 30000000 max_queue_size: 512 }
+}
 """),
     ("pair_triton", "pair", """
 backend: "pytorch"
@@ -172,6 +175,11 @@ def main():
               [w.name for w in config.model_warmup] == ["zeros"] and config.model_warmup[0].batch_size == 1 and
               [t.name for t in config.input] == ["INPUT__0"] and config.input[0].data_type == 9 and
               list(config.input[0].dims) == [8], "embed_triton config as written: %s" % config)
+        config = stub.ModelConfig(pb.ModelConfigRequest(name="mlp_triton")).config
+        policy = config.dynamic_batching.default_queue_policy
+        check(policy.default_timeout_microseconds == 30000000 and policy.max_queue_size == 512 and
+              config.instance_group[0].kind == 2 and config.instance_group[0].count == 1,
+              "mlp_triton config as written: %s" % config)
         config = stub.ModelConfig(pb.ModelConfigRequest(name="poly_triton")).config
         check(config.name == "poly_triton" and config.version_policy.HasField("all") and
               config.parameters["INFERENCE_MODE"].string_value == "true" and not config.backend and
