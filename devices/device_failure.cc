@@ -15,6 +15,7 @@ const char* KindName(DeviceFailure kind) {
     case DeviceFailure::kOutOfMemory: return "oom";
     case DeviceFailure::kDeviceError: return "device_error";
     case DeviceFailure::kTooLarge: return "too_large";
+    case DeviceFailure::kNoCompiledVariant: return "no_compiled_variant";
   }
   return "unknown";
 }
@@ -33,7 +34,7 @@ std::optional<DeviceFailureInfo> DeviceFailureOf(const absl::Status& status) {
   std::string kind = text.substr(0, bar);
   std::string detail = bar == std::string::npos ? "" : text.substr(bar + 1);
   for (DeviceFailure k : {DeviceFailure::kUnsupportedOp, DeviceFailure::kDtype, DeviceFailure::kOutOfMemory,
-                          DeviceFailure::kDeviceError, DeviceFailure::kTooLarge}) {
+                          DeviceFailure::kDeviceError, DeviceFailure::kTooLarge, DeviceFailure::kNoCompiledVariant}) {
     if (kind == KindName(k)) return DeviceFailureInfo{k, detail};
   }
   return std::nullopt;

@@ -17,6 +17,7 @@ enum class DeviceFailure {
   kOutOfMemory,    // c10::OutOfMemoryError
   kDeviceError,    // the device itself failed ("CUDA error: ..."); detail: the device id
   kTooLarge,       // the model alone exceeds the device's model cache budget: it can never be loaded there
+  kNoCompiledVariant,  // an ahead-of-time compiled model (.pt2) has no build for the device; detail: its kind
 };
 
 struct DeviceFailureInfo {

@@ -10,6 +10,8 @@ FailureDecision DecideOnFailure(const absl::Status& failure, const DeviceId& dev
   switch (info->kind) {
     case DeviceFailure::kUnsupportedOp:
       return {FailureAction::kRememberAndFallBack, FallbackReason{FallbackKind::kUnsupportedOp, info->detail}};
+    case DeviceFailure::kNoCompiledVariant:
+      return {FailureAction::kRememberAndFallBack, FallbackReason{FallbackKind::kNoCompiledVariant, info->detail}};
     case DeviceFailure::kDtype:
       return {FailureAction::kRememberAndFallBack, FallbackReason{FallbackKind::kDtype, info->detail}};
     case DeviceFailure::kOutOfMemory:

@@ -8,7 +8,7 @@ namespace {
 constexpr FallbackKind kAllKinds[] = {
     FallbackKind::kDeviceUnavailable, FallbackKind::kDeviceOutOfService, FallbackKind::kDeviceNotAllowed,
     FallbackKind::kUnsupportedOp,     FallbackKind::kDtype,              FallbackKind::kOutOfMemory,
-    FallbackKind::kDeviceError};
+    FallbackKind::kDeviceError,       FallbackKind::kNoCompiledVariant};
 
 }  // namespace
 
@@ -21,6 +21,7 @@ absl::string_view FallbackKindName(FallbackKind kind) {
     case FallbackKind::kDtype: return "dtype";
     case FallbackKind::kOutOfMemory: return "oom";
     case FallbackKind::kDeviceError: return "device_error";
+    case FallbackKind::kNoCompiledVariant: return "no_compiled_variant";
   }
   return "unknown";
 }

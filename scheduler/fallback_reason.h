@@ -18,6 +18,7 @@ enum class FallbackKind {
   kDtype,               // the device cannot hold a dtype the model uses; detail: "float64"
   kOutOfMemory,         // the device ran out of memory even after evicting; no detail
   kDeviceError,         // the device itself failed while running; detail: the device id
+  kNoCompiledVariant,   // a .pt2 package holds no build for the device; detail: its kind ("cuda")
 };
 
 // The metric label and the wire prefix: "device_unavailable", "oom", ...

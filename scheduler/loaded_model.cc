@@ -15,46 +15,9 @@
 #include "scheduler/forward_arguments.h"
 #include "scheduler/model_config.h"
 #include "scheduler/model_load_error.h"
+#include "scheduler/torch_status.h"
 
 namespace infergate {
-namespace {
-
-// LibTorch messages carry a C++ stack trace, and interpreter errors a
-// TorchScript traceback ending in the model's own "Kind: message" line; the
-// client gets just the message.
-std::string Concise(const std::string& s) {
-  std::string out = s.substr(0, s.find("\nException raised from"));
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  if (out.find("The following operation failed in the TorchScript interpreter") != std::string::npos) {
-    size_t nl = out.rfind('\n');
-    if (nl != std::string::npos) out = out.substr(nl + 1);
-  }
-  return out;
-}
-
-// Turns what LibTorch threw into a status; the failures a scheduler can act
-// on are tagged so it need not parse messages.
-absl::Status StatusFromException(const std::exception& e, const std::string& prefix) {
-  std::string msg = absl::StrCat(prefix, Concise(e.what()));
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) {
-    return WithDeviceFailure(absl::ResourceExhaustedError(msg), DeviceFailure::kOutOfMemory, "");
-  }
-  if (dynamic_cast<const c10::NotImplementedError*>(&e)) {
-    std::string op = UnsupportedOpFromMessage(e.what());
-    if (!op.empty()) return WithDeviceFailure(absl::InternalError(msg), DeviceFailure::kUnsupportedOp, op);
-  }
-  if (dynamic_cast<const c10::TypeError*>(&e) && std::string(e.what()).find("float64") != std::string::npos) {
-    return WithDeviceFailure(absl::InternalError(msg), DeviceFailure::kDtype, "float64");
-  }
-  // The device runtime itself failed (as opposed to the model's own code).
-  std::string what = e.what();
-  if (what.rfind("CUDA error", 0) == 0 || what.rfind("MPS error", 0) == 0 || what.find("\nCUDA error") != std::string::npos) {
-    return WithDeviceFailure(absl::UnavailableError(msg), DeviceFailure::kDeviceError, "");
-  }
-  return absl::InternalError(msg);
-}
-
-}  // namespace
 
 struct LoadedModel::Impl {
   ~Impl() {
@@ -159,7 +122,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
       impl->reserved_bytes = bytes;
     }
   } catch (const std::exception& e) {
-    return StatusFromException(e, absl::StrCat("model '", config.name(), "': preparing ", path, " failed: "));
+    return StatusFromTorchException(e, absl::StrCat("model '", config.name(), "': preparing ", path, " failed: "));
   }
   return std::shared_ptr<LoadedModel>(new LoadedModel(std::move(impl), std::move(sig), compute_dtype, bytes));
 }
@@ -256,7 +219,7 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
     }
   } catch (const std::exception& e) {
     LOG_DEBUG << "model '" << m.name << "' threw: " << e.what();
-    return StatusFromException(e, absl::StrCat("model '", m.name, "' failed: "));
+    return StatusFromTorchException(e, absl::StrCat("model '", m.name, "' failed: "));
   }
   return outputs;
 }

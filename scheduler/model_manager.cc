@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "devices/activation_meter.h"
 #include "devices/torch_dtype.h"
+#include "scheduler/aoti_model.h"
 #include "scheduler/loaded_model.h"
 
 namespace infergate {
@@ -16,6 +17,11 @@ ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader, M
   if (!loader_) {
     loader_ = [](const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device, DType dtype,
                  const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
+      if (IsAotiPackagePath(path)) {
+        absl::StatusOr<std::shared_ptr<AotiModel>> package = AotiModel::Load(path, config, device, dtype, admit);
+        if (!package.ok()) return package.status();
+        return std::shared_ptr<Servable>(*std::move(package));
+      }
       absl::StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::Load(path, config, device, dtype, admit);
       if (!model.ok()) return model.status();
       return std::shared_ptr<Servable>(*std::move(model));

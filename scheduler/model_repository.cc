@@ -92,7 +92,7 @@ absl::Status BrokenConfigProblem(absl::string_view model, const absl::Status& pa
 }
 
 absl::Status NoVersionProblem(absl::string_view model) {
-  return absl::FailedPreconditionError(absl::StrCat("model '", model, "' has no version folder holding a model.pt"));
+  return absl::FailedPreconditionError(absl::StrCat("model '", model, "' has no version folder holding a model.pt or model.pt2"));
 }
 
 std::string OutOfPolicyReason(const v1::VersionPolicy& policy) {
@@ -231,7 +231,7 @@ bool ModelRepository::Known(absl::string_view name) const {
 }
 
 std::string ModelRepository::ModelFile(const ModelEntry& model, int64_t version) const {
-  return (fs::path(model.dir) / std::to_string(version) / "model.pt").string();
+  return VersionModelFile((fs::path(model.dir) / std::to_string(version)).string());
 }
 
 }  // namespace infergate

@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler/model_name.h"
 #include "scheduler/model_repository.h"
@@ -23,7 +24,14 @@ FileStamp StampFile(const std::string& path) {
   stamp.size = static_cast<uint64_t>(st.st_size);
   stamp.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   stamp.inode = static_cast<uint64_t>(st.st_ino);
+  stamp.package = absl::EndsWith(path, ".pt2");
   return stamp;
+}
+
+std::string VersionModelFile(const std::string& version_dir) {
+  const std::string package = (fs::path(version_dir) / "model.pt2").string();
+  if (StampFile(package).exists()) return package;
+  return (fs::path(version_dir) / "model.pt").string();
 }
 
 absl::StatusOr<DiskModel> ScanModel(const std::string& root, const std::string& name) {
@@ -50,7 +58,7 @@ absl::StatusOr<DiskModel> ScanModelFolder(const std::string& model_dir, const st
     const std::string folder = sub.path().filename().string();
     absl::StatusOr<int64_t> v = ParseVersion(folder, "version");
     if (!v.ok() || folder != std::to_string(*v) || !sub.is_directory(ec)) continue;
-    FileStamp stamp = StampFile((sub.path() / "model.pt").string());
+    FileStamp stamp = StampFile(VersionModelFile(sub.path().string()));
     if (stamp.exists()) model.versions[*v] = stamp;
   }
   return model;

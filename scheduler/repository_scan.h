@@ -19,6 +19,7 @@ struct FileStamp {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   uint64_t inode = 0;
+  bool package = false;  // an AOTInductor package (model.pt2), not TorchScript
 
   bool exists() const { return inode != 0 || size != 0 || mtime_ns != 0; }
   // Survives a restart and a copy that keeps times (for the learned device
@@ -28,12 +29,18 @@ struct FileStamp {
 };
 
 // The stamp of `path`; an empty stamp when it is missing or not a file.
+// `package` is set for a .pt2 file.
 FileStamp StampFile(const std::string& path);
+
+// The model file a version folder serves: model.pt2 (an AOTInductor
+// package) when there is one, else model.pt (TorchScript). The path is
+// returned whether or not the file exists.
+std::string VersionModelFile(const std::string& version_dir);
 
 struct DiskModel {
   std::string name;
   FileStamp config;                      // empty: no config.pbtxt
-  std::map<int64_t, FileStamp> versions;  // integer folders holding a model.pt
+  std::map<int64_t, FileStamp> versions;  // integer folders holding a model.pt or model.pt2
   friend bool operator==(const DiskModel&, const DiskModel&) = default;
 };
 

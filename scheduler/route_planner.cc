@@ -32,6 +32,13 @@ DType RoutePlanner::ComputeDType(const ModelEntry& model, const PrecisionTraits&
   bool float64_model = false;
   for (const InputSpec& in : model.declared.inputs) float64_model |= in.dtype == DType::kFloat64;
   Precision model_override = PrecisionFromProto(model.config.precision()).value_or(Precision::kAuto);
+  // A compiled package's precision was fixed at export: float32 unless its
+  // config says otherwise.
+  if (model_override == Precision::kAuto) {
+    for (const VersionStatus& s : model.states) {
+      if (s.stamp.package || s.tried.package) model_override = Precision::kFp32;
+    }
+  }
   return ResolveComputeDType(device, precision, model_override, float64_model);
 }
 

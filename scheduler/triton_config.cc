@@ -311,9 +311,9 @@ absl::StatusOr<ConfigOverride> ReadFields(const Json& parsed, absl::string_view 
     } else if (key == "platform" || key == "backend") {
       if (!value.is_string()) return Invalid(key, "expected a string");
       const std::string v = value.get<std::string>();
-      if (!v.empty() && v != "pytorch_libtorch" && v != "pytorch" && v != "libtorch") {
+      if (!v.empty() && v != "pytorch_libtorch" && v != "pytorch" && v != "libtorch" && v != "torch_aoti") {
         return NotSupported(absl::StrCat(key, " '", v.substr(0, 32), "'"),
-                            "infergate serves TorchScript models (pytorch_libtorch)");
+                            "infergate serves TorchScript (pytorch_libtorch) and AOTInductor packages (torch_aoti)");
       }
     } else if (key == "max_batch_size") {
       absl::StatusOr<int64_t> n = IntegerOf(value, key, 0);
@@ -343,8 +343,8 @@ absl::StatusOr<ConfigOverride> ReadFields(const Json& parsed, absl::string_view 
       config.set_warmup(!AsList(value).empty());
       out.fields.insert("warmup");
     } else if (key == "default_model_filename") {
-      if (value != "model.pt") {
-        return NotSupported(key, "a version's file is <version>/model.pt (TorchScript) here");
+      if (value != "model.pt" && value != "model.pt2") {
+        return NotSupported(key, "a version's file is <version>/model.pt (TorchScript) or model.pt2 (AOTInductor) here");
       }
     } else if (key == "parameters") {
       s = ReadParameters(value);

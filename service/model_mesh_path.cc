@@ -28,7 +28,10 @@ bool IsModelFolder(const fs::path& dir) {
   std::error_code ec;
   if (fs::is_regular_file(dir / "config.pbtxt", ec)) return true;
   for (const fs::directory_entry& sub : fs::directory_iterator(dir, ec)) {
-    if (IsVersionName(sub.path().filename().string()) && fs::is_regular_file(sub.path() / "model.pt", ec)) return true;
+    if (IsVersionName(sub.path().filename().string()) &&
+        (fs::is_regular_file(sub.path() / "model.pt", ec) || fs::is_regular_file(sub.path() / "model.pt2", ec))) {
+      return true;
+    }
   }
   return false;
 }

@@ -13,6 +13,23 @@ namespace infergate {
 namespace {
 
 constexpr char kPlatform[] = "pytorch_libtorch";
+constexpr char kAotiPlatform[] = "torch_aoti";
+
+// Triton's platform name for what serves `version` (empty: the latest
+// served): an AOTInductor package or TorchScript.
+const char* PlatformOf(const ModelStatus& model, const std::string& version) {
+  int64_t v = 0;
+  if (version.empty()) {
+    if (model.versions.empty()) return kPlatform;
+    v = model.versions.back();
+  } else if (!absl::SimpleAtoi(version, &v)) {
+    return kPlatform;
+  }
+  for (const VersionStatus& s : model.states) {
+    if (s.version == v) return s.stamp.package ? kAotiPlatform : kPlatform;
+  }
+  return kPlatform;
+}
 
 // The model's declared datatype for a config tensor; "" when it declares none.
 std::string DeclaredDatatype(int wire) {
@@ -107,7 +124,7 @@ absl::Status OpenInferenceApi::ModelMetadata(const std::string& name, const std:
   } else {
     out->add_versions(version);
   }
-  out->set_platform(kPlatform);
+  out->set_platform(PlatformOf(*model, version));
   const bool batched = model->config.max_batch_size() > 0;
   for (const v1::TensorSpec& in : model->config.inputs()) FillTensorMetadata(in, batched, out->add_inputs());
   for (const v1::TensorSpec& o : model->config.outputs()) FillTensorMetadata(o, batched, out->add_outputs());
@@ -133,7 +150,7 @@ absl::Status OpenInferenceApi::ModelConfig(const std::string& name, const std::s
   }
   config->Clear();
   config->set_name(model->name);
-  config->set_platform(kPlatform);
+  config->set_platform(PlatformOf(*model, version));
   config->set_backend("pytorch");
   for (auto& [key, value] : AccuracyParameters(*model, version)) {
     (*config->mutable_parameters())[key].set_string_value(std::move(value));

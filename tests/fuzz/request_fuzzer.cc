@@ -1,7 +1,8 @@
 // libFuzzer target: arbitrary bytes through request parsing, the wire
 // tensor checks and input matching exactly as the server runs them, through
 // the REST API's JSON and binary bodies, through model-config parsing, and
-// through a load's Triton config, compressed bodies and log settings. The
+// through a load's Triton config, compressed bodies, log settings and the
+// zip directory of model packages (.pt2). The
 // first byte picks the path. The last step
 // of decoding (at::from_blob over checked bytes) is LibTorch's, whose 1.13
 // headers do not compile with clang in C++20, so it is left out here.
@@ -11,9 +12,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <string>
+#include <unistd.h>
 
+#include "common/zip_listing.h"
 #include "devices/device_id.h"
+#include "scheduler/aoti_package.h"
 #include "infergate/v1/inference.pb.h"
 #include "scheduler/input_signature.h"
 #include "scheduler/model_config.h"
@@ -247,11 +252,29 @@ void FuzzLogSettings(const uint8_t* data, size_t size) {
   Require(again.ok() && *again == *level);
 }
 
+// A model package (.pt2) as the server first reads it: its zip directory
+// and the variants' metadata. Whatever the bytes, an error or a listing
+// whose entries lie inside the file.
+void FuzzModelPackage(const uint8_t* data, size_t size) {
+  static const std::string path = "/tmp/ig_fuzz_package_" + std::to_string(::getpid()) + ".pt2";
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), size);
+  absl::StatusOr<std::vector<ZipEntry>> entries = ListZip(path);
+  if (entries.ok()) {
+    for (const ZipEntry& e : *entries) {
+      Require(e.local_header_offset <= size && e.compressed_size <= size - e.local_header_offset);
+      absl::StatusOr<std::string> bytes = ReadStoredZipEntry(path, e, 1 << 16);
+      if (bytes.ok()) Require(bytes->size() == e.size);
+    }
+  }
+  absl::StatusOr<std::vector<AotiVariant>> variants = ReadAotiVariants(path);
+  if (!variants.ok()) Require(variants.status().code() == absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  // 0xF0..0xF2 pick the newer paths; the rest keep the routes the seed
+  // 0xF0..0xF3 pick the newer paths; the rest keep the routes the seed
   // corpus was written for.
   if (data[0] == 0xF0) {
     FuzzTritonConfig(data + 1, size - 1);
@@ -259,6 +282,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FuzzContentEncoding(data + 1, size - 1);
   } else if (data[0] == 0xF2) {
     FuzzLogSettings(data + 1, size - 1);
+  } else if (data[0] == 0xF3) {
+    FuzzModelPackage(data + 1, size - 1);
   } else if (data[0] % 4 == 0) {
     FuzzConfig(data + 1, size - 1);
   } else if (data[0] % 4 == 1) {

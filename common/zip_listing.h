@@ -1,0 +1,36 @@
+#pragma once
+// The entries of a zip archive, read from its central directory (ZIP64
+// included) without extracting anything, and the bytes of a small stored
+// (uncompressed) entry. For looking inside model packages (AOTInductor's
+// .pt2) before handing them to the library that loads them.
+//
+// Every offset and size is checked against the file before it is used: a
+// truncated or hostile archive gives INVALID_ARGUMENT saying what is wrong,
+// never a read outside the file. Pure functions over a file; thread-safe.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace infergate {
+
+inline constexpr size_t kMaxZipEntries = 100000;
+
+struct ZipEntry {
+  std::string name;
+  uint16_t method = 0;  // 0: stored, 8: deflated
+  uint64_t compressed_size = 0;
+  uint64_t size = 0;
+  uint64_t local_header_offset = 0;
+};
+
+// The archive's entries, in central-directory order.
+absl::StatusOr<std::vector<ZipEntry>> ListZip(const std::string& path);
+
+// The bytes of `entry` (from ListZip of the same file), which must be
+// stored uncompressed and at most `max_bytes` long.
+absl::StatusOr<std::string> ReadStoredZipEntry(const std::string& path, const ZipEntry& entry, uint64_t max_bytes);
+
+}  // namespace infergate

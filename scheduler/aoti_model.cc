@@ -1,0 +1,174 @@
+#include "scheduler/aoti_model.h"
+
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "devices/device_failure.h"
+#include "devices/simulated_run.h"
+#include "devices/torch_dtype.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/aoti_package.h"
+#include "scheduler/model_config.h"
+#include "scheduler/torch_status.h"
+
+namespace infergate {
+namespace {
+
+// Leaves of a pytree spec (torch.utils._pytree's JSON): the tensors a call
+// takes. -1 when the spec cannot be read.
+int64_t CountLeaves(const nlohmann::json& node, int depth = 0) {
+  if (depth > 64 || !node.is_object()) return -1;
+  if (node.contains("type") && node["type"].is_null()) return 1;
+  int64_t n = 0;
+  if (node.contains("children_spec") && node["children_spec"].is_array()) {
+    for (const nlohmann::json& child : node["children_spec"]) {
+      int64_t c = CountLeaves(child, depth + 1);
+      if (c < 0) return -1;
+      n += c;
+    }
+  }
+  return n;
+}
+
+int64_t InputsInCallSpec(const std::vector<std::string>& call_spec) {
+  if (call_spec.empty()) return -1;
+  nlohmann::json spec = nlohmann::json::parse(call_spec[0], nullptr, /*allow_exceptions=*/false);
+  if (!spec.is_array() || spec.size() != 2) return -1;
+  return CountLeaves(spec[1]);
+}
+
+}  // namespace
+
+struct AotiModel::Impl {
+  ~Impl() {
+    if (simulation && simulation->memory) simulation->memory->Release(reserved_bytes);
+  }
+  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
+  std::shared_ptr<const SimulationRules> simulation;
+  uint64_t reserved_bytes = 0;
+  std::string name;
+  std::vector<std::string> output_names;
+  std::vector<std::optional<DType>> output_dtypes;
+};
+
+bool IsAotiPackagePath(const std::string& path) { return absl::EndsWith(path, ".pt2"); }
+
+AotiModel::AotiModel(std::unique_ptr<Impl> impl, InputSignature signature, uint64_t bytes)
+    : impl_(std::move(impl)), signature_(std::move(signature)), bytes_(bytes) {}
+
+AotiModel::~AotiModel() = default;
+
+absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& path, const v1::ModelConfig& config,
+                                                           const DeviceInfo& device, DType compute_dtype,
+                                                           const AdmitBytes& admit) {
+  const std::string model = config.name();
+  auto refuse = [&](absl::string_view why) {
+    return absl::FailedPreconditionError(absl::StrCat("model '", model, "': ", path, ": ", why));
+  };
+  absl::StatusOr<std::vector<AotiVariant>> variants = ReadAotiVariants(path);
+  if (!variants.ok()) return refuse(variants.status().message());
+  absl::StatusOr<AotiVariant> variant = PickAotiVariant(*variants, device);
+  if (!variant.ok()) {
+    return WithDeviceFailure(refuse(variant.status().message()), DeviceFailure::kNoCompiledVariant,
+                             DeviceKindName(device.id.kind));
+  }
+  if (compute_dtype != DType::kFloat32) {
+    // A dtype this build cannot hold, as for a device lacking one: the
+    // request falls back (or is refused under DENY) with that reason.
+    return WithDeviceFailure(
+        refuse(absl::StrCat("its precision was fixed at export (float32); ", DTypeName(compute_dtype),
+                            " cannot be served from it. Ask for FP32, or export a reduced-precision build")),
+        DeviceFailure::kDtype, DTypeName(compute_dtype));
+  }
+  if (config.inputs_size() == 0) {
+    return refuse("config.pbtxt must declare the inputs of a compiled package (it does not name them)");
+  }
+  InputSignature signature = DeclaredSignature(config);
+  for (size_t i = 0; i < signature.inputs.size(); ++i) {
+    const InputSpec& in = signature.inputs[i];
+    if (!in.dtype || !in.dims) return refuse(absl::StrCat("inputs[", i, "]: a compiled package needs dtype and dims"));
+    for (size_t d = 0; d < in.dims->size(); ++d) {
+      if ((*in.dims)[d] < 0) {
+        return refuse(absl::StrCat("inputs[", i, "].dims[", d,
+                                   "]: must be fixed for a compiled package (only the batch dimension may vary)"));
+      }
+    }
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->name = model;
+  impl->simulation = device.simulation;
+  for (const v1::TensorSpec& s : config.outputs()) {
+    impl->output_names.push_back(s.name());
+    impl->output_dtypes.push_back(DTypeFromProto(s.dtype()));
+  }
+  const uint64_t bytes = variant->library_bytes;
+  if (admit) {
+    if (absl::Status room = admit(bytes); !room.ok()) return room;
+  }
+  if (impl->simulation && impl->simulation->memory) {
+    if (!impl->simulation->memory->TryReserve(bytes)) {
+      return WithDeviceFailure(
+          absl::ResourceExhaustedError(absl::StrCat("model '", model, "': ", bytes, " bytes of compiled model do not fit ",
+                                                    device.id.ToString(), " (simulated)")),
+          DeviceFailure::kOutOfMemory, "");
+    }
+    impl->reserved_bytes = bytes;
+  }
+  try {
+    impl->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path, variant->name);
+    const int64_t expected = InputsInCallSpec(impl->loader->get_call_spec());
+    if (expected >= 0 && expected != static_cast<int64_t>(signature.inputs.size())) {
+      return refuse(absl::StrCat("the package's '", variant->name, "' takes ", expected,
+                                 " input tensors but config.pbtxt declares ", signature.inputs.size()));
+    }
+  } catch (const std::exception& e) {
+    return refuse(absl::StrCat("AOTInductor cannot load variant '", variant->name, "': ", ConciseTorchMessage(e.what())));
+  }
+  LOG_INFO << "model '" << model << "': loaded variant '" << variant->name << "' (compiled for " << variant->device
+           << ") of " << path << " on " << (device.simulated ? "simulated " : "") << device.id.ToString();
+  return std::shared_ptr<AotiModel>(new AotiModel(std::move(impl), std::move(signature), bytes));
+}
+
+absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Tensor>& inputs) const {
+  const Impl& m = *impl_;
+  std::vector<NamedTensor> outputs;
+  try {
+    c10::InferenceMode guard;
+    std::vector<at::Tensor> args;
+    args.reserve(inputs.size());
+    for (const at::Tensor& t : inputs) args.push_back(t.contiguous());
+    std::vector<at::Tensor> raw;
+    if (m.simulation) {
+      SimulatedRun run(*m.simulation);
+      raw = m.loader->run(args);
+      run.Check();
+    } else {
+      raw = m.loader->run(args);
+    }
+    if (!m.output_names.empty() && m.output_names.size() != raw.size()) {
+      return absl::InternalError(absl::StrCat("model '", m.name, "' returned ", raw.size(),
+                                              " outputs but config.pbtxt declares ", m.output_names.size()));
+    }
+    for (size_t i = 0; i < raw.size(); ++i) {
+      std::string name = m.output_names.empty() ? absl::StrCat("output", i) : m.output_names[i];
+      std::optional<DType> declared = m.output_names.empty() ? std::nullopt : m.output_dtypes[i];
+      at::ScalarType out_type = declared ? ToScalarType(*declared)
+                                         : (raw[i].is_floating_point() ? at::kFloat : raw[i].scalar_type());
+      if (!FromScalarType(out_type)) {
+        return absl::InternalError(absl::StrCat("model '", m.name, "' output '", name, "' has dtype ",
+                                                c10::toString(out_type), " which the wire API cannot carry"));
+      }
+      outputs.push_back({std::move(name), raw[i].to(at::kCPU, out_type).contiguous()});
+    }
+  } catch (const std::exception& e) {
+    return StatusFromTorchException(e, absl::StrCat("model '", m.name, "' failed: "));
+  }
+  return outputs;
+}
+
+}  // namespace infergate

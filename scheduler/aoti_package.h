@@ -1,0 +1,43 @@
+#pragma once
+// What an AOTInductor package (.pt2, made by torch._inductor's
+// aoti_compile_and_package or package_aoti) holds: its compiled variants,
+// each a model name under data/aotinductor/ with the device kind it was
+// compiled for (the AOTI_DEVICE_KEY of its metadata), read from the zip's
+// directory and the small metadata entries, without loading anything.
+//
+// Which variant serves a device (PickAotiVariant):
+//   a real device       the variant compiled for its kind (one named after
+//                       the kind first, e.g. "cuda", then any)
+//   a simulated device  the variant named after its kind ("cuda", "mps"),
+//                       which must be compiled for the CPU: a simulated
+//                       device computes on the CPU, so it runs CPU code
+//                       standing in for that kind's build
+//   none                NOT_FOUND: the request falls back
+//                       ("no_compiled_variant:<kind>")
+//
+// Pure functions; thread-safe.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "devices/device_info.h"
+
+namespace infergate {
+
+struct AotiVariant {
+  std::string name;    // the model name inside the package ("model", "cpu", ...)
+  std::string device;  // the kind it was compiled for: "cpu", "cuda", ...
+  uint64_t library_bytes = 0;  // its compiled library, weights included
+};
+
+// The variants in the package at `path`; INVALID_ARGUMENT for a file that
+// is not a readable AOTInductor package, naming what is wrong.
+absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& path);
+
+// The variant that serves `device`, per the rules above; NOT_FOUND naming
+// the device and the variants there are.
+absl::StatusOr<AotiVariant> PickAotiVariant(const std::vector<AotiVariant>& variants, const DeviceInfo& device);
+
+}  // namespace infergate

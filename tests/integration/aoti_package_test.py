@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""AOTInductor packages (.pt2) served beside TorchScript, through the real
+server, with packages made at test time the way PyTorch 2.x users make them
+(tools/make_pt2_models.py: torch.export with a dynamic batch dimension,
+aoti_compile_and_package, package_aoti for several variants):
+
+  - a CPU build answers as PyTorch's eager module, at batch 1 and batched,
+    over infergate.v1 and the Open Inference Protocol;
+  - asked for the simulated cuda:0, a package without a cuda variant falls
+    back to the CPU with no_compiled_variant:cuda, or is refused under DENY;
+    a package with a "cuda" variant (a CPU build standing in for one, which
+    only a simulated device runs) answers on cuda:0 itself;
+  - precision is fixed at export: FP16 falls back with its reason;
+  - a corrupt package and one whose inputs disagree with its config are
+    refused with messages that say so, while the other models serve;
+  - a version's model.pt replaced by a model.pt2 loses no request;
+  - the cache counts a package's bytes, and AOTInductor's unpacked folders
+    (/tmp/XXXXXX) are gone after unload and exit.
+
+Uses Debian 13's python3-torch (with python3-setuptools and g++ to compile),
+python3-grpcio and python3-protobuf.
+"""
+import os
+import shutil
+import struct
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from igtest import Server, fail, open_inference_setup  # noqa: E402
+
+CHECKS = 0
+
+
+def check(cond, msg):
+    global CHECKS
+    CHECKS += 1
+    if not cond:
+        fail(msg)
+
+
+def unpacked_folders(since):
+    """Folders AOTInductor unpacked a package into (/tmp/XXXXXX holding
+    data/aotinductor/) since `since`."""
+    out = []
+    for name in os.listdir("/tmp"):
+        path = os.path.join("/tmp", name)
+        try:
+            if len(name) == 6 and os.path.isdir(os.path.join(path, "data", "aotinductor")) and \
+                    os.stat(path).st_mtime >= since - 1:
+                out.append(path)
+        except OSError:
+            pass
+    return out
+
+
+def main():
+    args, work, _ = open_inference_setup("ig_aoti_")
+    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
+    sys.path.insert(0, tools)
+    server = None
+    try:
+        import grpc
+        import torch
+        import make_pt2_models
+        import grpc_service_pb2 as pb
+        import grpc_service_pb2_grpc as pb_grpc
+        from infergate.v1 import inference_pb2 as v1
+        from infergate.v1 import inference_pb2_grpc as v1_grpc
+        from infergate.v1 import model_config_pb2 as cfg
+
+        repo = os.path.join(work, "repo")
+        make_pt2_models.main(repo)
+        package = os.path.join(repo, "mlp_pt2", "1", "model.pt2")
+        # A truncated package, and a good one whose config declares two inputs.
+        os.makedirs(os.path.join(repo, "corrupt_pt2", "1"))
+        open(os.path.join(repo, "corrupt_pt2", "1", "model.pt2"), "wb").write(open(package, "rb").read()[:5000])
+        shutil.copy(os.path.join(repo, "mlp_pt2", "config.pbtxt"), os.path.join(repo, "corrupt_pt2"))
+        os.makedirs(os.path.join(repo, "mismatch_pt2", "1"))
+        shutil.copy(package, os.path.join(repo, "mismatch_pt2", "1"))
+        open(os.path.join(repo, "mismatch_pt2", "config.pbtxt"), "w").write(
+            make_pt2_models.CONFIG + 'inputs { name: "z" dtype: FLOAT32 dims: [16] }\n')
+        # The swap: TorchScript first, its package added later.
+        shutil.copytree(os.path.join(repo, "mlp_pt2_torchscript"), os.path.join(repo, "swap"))
+
+        started = time.time()
+        server = Server(args.server, ["--model-repository=" + repo, "--repository-poll-interval=200ms",
+                                      "--simulate-devices=cuda:0=8GiB"], os.path.join(work, "server.log"))
+        server.wait_serving()
+        channel = grpc.insecure_channel(server.address)
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        v1stub = v1_grpc.InferenceServiceStub(channel)
+
+        eager = make_pt2_models.model()
+
+        def rows(n, seed):
+            g = torch.Generator().manual_seed(seed)
+            return torch.randn(n, 16, generator=g)
+
+        def expected(x):
+            with torch.no_grad():
+                return eager(x)
+
+        def v1_infer(model, x, device="", fallback=v1.ALLOW, precision=0):
+            req = v1.InferRequest(model=model, device=device, fallback=fallback, precision=precision)
+            req.inputs.add(name="x", dtype=1, shape=list(x.shape), data=x.numpy().tobytes())
+            r = v1stub.Infer(req, timeout=120)
+            out = torch.frombuffer(bytearray(r.outputs[0].data), dtype=torch.float32).reshape(list(r.outputs[0].shape))
+            return out, r.placement
+
+        def close(a, b):
+            return a.shape == b.shape and torch.allclose(a, b, rtol=1e-4, atol=1e-5)
+
+        # --- the CPU build answers as the eager module
+        for n in [1, 5, 64]:
+            x = rows(n, n)
+            got, placement = v1_infer("mlp_pt2", x, device="cpu")
+            check(close(got, expected(x)), "mlp_pt2 batch %d differs from eager: %s" % (n, (got - expected(x)).abs().max()))
+            check(placement.device == "cpu" and not placement.fell_back, "placement %s" % placement)
+        x = rows(3, 7)
+        req = pb.ModelInferRequest(model_name="mlp_pt2")
+        req.inputs.add(name="x", datatype="FP32", shape=[3, 16])
+        req.raw_input_contents.append(x.numpy().tobytes())
+        req.parameters["device"].string_param = "cpu"
+        r = stub.ModelInfer(req, timeout=120)
+        got = torch.frombuffer(bytearray(r.raw_output_contents[0]), dtype=torch.float32).reshape(3, 4)
+        check(close(got, expected(x)), "Open Inference answer differs from eager")
+        meta = stub.ModelMetadata(pb.ModelMetadataRequest(name="mlp_pt2"), timeout=30)
+        check(meta.platform == "torch_aoti" and [t.name for t in meta.inputs] == ["x"], "metadata: %s" % meta)
+        config = stub.ModelConfig(pb.ModelConfigRequest(name="mlp_pt2"), timeout=30).config
+        check(config.platform == "torch_aoti" and config.max_batch_size == 64, "config: %s" % config)
+        check(stub.ModelMetadata(pb.ModelMetadataRequest(name="mlp_pt2_torchscript"), timeout=30).platform ==
+              "pytorch_libtorch", "TorchScript platform")
+        # Concurrent single rows batch together and still answer each row right.
+        results = {}
+
+        def one(i):
+            results[i] = v1_infer("mlp_pt2", rows(1, 100 + i), device="cpu")[0]
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check(all(close(results[i], expected(rows(1, 100 + i))) for i in range(16)), "concurrent rows differ")
+
+        # --- no cuda variant: falls back with its reason, or is refused under DENY
+        got, placement = v1_infer("mlp_pt2", x, device="cuda:0")
+        check(placement.device == "cpu" and placement.fell_back and
+              placement.fallback_reason == "no_compiled_variant:cuda", "fallback placement: %s" % placement)
+        check(close(got, expected(x)), "fallen-back answer differs")
+        try:
+            v1_infer("mlp_pt2", x, device="cuda:0", fallback=v1.DENY)
+            fail("DENY was not honoured")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.FAILED_PRECONDITION and "cuda" in e.details(),
+                  "DENY: %s %s" % (e.code(), e.details()))
+        # --- a package with a "cuda" variant runs on the simulated cuda:0
+        got, placement = v1_infer("mlp_pt2_variants", x, device="cuda:0")
+        check(placement.device == "cuda:0" and not placement.fell_back and placement.dtype == 1,
+              "variant placement: %s" % placement)
+        check(close(got, expected(x)), "cuda variant answer differs")
+        # --- precision is fixed at export
+        got, placement = v1_infer("mlp_pt2_variants", x, device="cuda:0", precision=cfg.FP16)
+        # (the precision check's float16 run fails, so the verified float32 serves, saying why)
+        check(placement.dtype == 1 and placement.precision_reason.endswith("float16") and close(got, expected(x)),
+              "FP16: %s" % placement)
+
+        # --- refused packages say why; the others serve
+        for model, needle in [("corrupt_pt2", "is not an AOTInductor package"),
+                              ("mismatch_pt2", "takes 1 input tensors but config.pbtxt declares 2")]:
+            try:
+                req = v1.InferRequest(model=model, device="cpu")
+                req.inputs.add(name="x", dtype=1, shape=[1, 16], data=rows(1, 1).numpy().tobytes())
+                if model == "mismatch_pt2":
+                    req.inputs.add(name="z", dtype=1, shape=[1, 16], data=rows(1, 2).numpy().tobytes())
+                v1stub.Infer(req, timeout=60)
+                fail("%s answered" % model)
+            except grpc.RpcError as e:
+                check(e.code() == grpc.StatusCode.FAILED_PRECONDITION and needle in e.details(),
+                      "%s: %s %s" % (model, e.code(), e.details()))
+        check(close(v1_infer("mlp_pt2", x, device="cpu")[0], expected(x)), "mlp_pt2 after the refusals")
+
+        # --- the cache counts the package's bytes
+        devices = v1stub.ListDevices(v1.ListDevicesRequest(), timeout=30).devices
+        cpu = [d for d in devices if d.id == "cpu"][0]
+        check(cpu.cache_resident_bytes >= 300000, "cpu cache holds %d bytes" % cpu.cache_resident_bytes)
+        check(any(m.startswith("mlp_pt2:1:") for m in cpu.resident_models), "resident: %s" % cpu.resident_models)
+
+        # --- .pt replaced by .pt2 under load: no request lost
+        stop = threading.Event()
+        failures = []
+        answered = [0]
+
+        def hammer():
+            while not stop.is_set():
+                try:
+                    got, _ = v1_infer("swap", x, device="cpu")
+                    if not close(got, expected(x)):
+                        failures.append("wrong answer")
+                    answered[0] += 1
+                except grpc.RpcError as e:
+                    failures.append("%s %s" % (e.code(), e.details()))
+        workers = [threading.Thread(target=hammer) for _ in range(3)]
+        for t in workers:
+            t.start()
+        time.sleep(0.5)
+        shutil.copy(package, os.path.join(repo, "swap", "1", "model.pt2.tmp"))
+        os.rename(os.path.join(repo, "swap", "1", "model.pt2.tmp"), os.path.join(repo, "swap", "1", "model.pt2"))
+        deadline = time.time() + 60
+        swapped = False
+        while time.time() < deadline and not swapped:
+            devices = v1stub.ListDevices(v1.ListDevicesRequest(), timeout=30).devices
+            swapped = "loaded variant 'model' (compiled for cpu) of " + os.path.join(repo, "swap") in \
+                open(server.log_path).read()
+            time.sleep(0.2)
+        time.sleep(0.5)
+        stop.set()
+        for t in workers:
+            t.join()
+        check(swapped, "the swap to model.pt2 never served")
+        check(not failures and answered[0] > 0, "during the swap: %d answered, failures %s" % (answered[0], failures[:3]))
+
+        # --- unpacked folders (LibTorch 2.6 unpacks into /tmp/XXXXXX whatever
+        # TMPDIR says): present while loaded, gone after unload and exit
+        unpacked = unpacked_folders(started)
+        check(len(unpacked) > 0, "AOTInductor unpacked nothing under /tmp")
+        for model in ["mlp_pt2", "mlp_pt2_variants", "swap"]:
+            v1stub.UnloadModel(v1.UnloadModelRequest(model=model, version="1"), timeout=60)
+        check(server.stop() == 0, "server did not exit cleanly")
+        server = None
+        left = [d for d in unpacked if os.path.exists(d)]
+        check(not left, "left in /tmp: %s" % left)
+        print("aoti_package_test: %d checks passed" % CHECKS)
+    finally:
+        if server:
+            server.stop()
+            print(open(os.path.join(work, "server.log")).read()[-6000:])
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Writes AOTInductor (.pt2) demo models into a model repository, the way a
+PyTorch 2.x user makes them: torch.export with a dynamic batch dimension,
+then torch._inductor's aoti_compile_and_package (one CPU build), or
+aot_compile per variant and package_aoti (several builds in one package).
+
+  make_pt2_models.py DIR
+
+  DIR/mlp_pt2/1/model.pt2           the CPU build, with its config.pbtxt
+  DIR/mlp_pt2_variants/1/model.pt2  variants "cpu" and "cuda"; with no GPU
+                                    here the "cuda" one is a CPU build, which
+                                    only a simulated cuda device runs
+  DIR/mlp_pt2_torchscript/1/model.pt  the same network as TorchScript
+
+Needs Debian 13's python3-torch, python3-setuptools and g++.
+"""
+import os
+import sys
+
+import torch
+
+MAX_BATCH = 64
+CONFIG = """max_batch_size: %d
+inputs { name: "x" dtype: FLOAT32 dims: [16] }
+outputs { name: "y" dtype: FLOAT32 dims: [4] }
+""" % MAX_BATCH
+
+
+class Mlp(torch.nn.Module):
+    """16 -> 32 -> 4 with ReLU; weights from a fixed seed."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(20261126)
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.fc2 = torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def model():
+    return Mlp().eval()
+
+
+def exported(module):
+    batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
+    return torch.export.export(module, (torch.randn(2, 16),), dynamic_shapes={"x": {0: batch}})
+
+
+def write(root, name, filename, config=CONFIG):
+    folder = os.path.join(root, name, "1")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
+        f.write(config)
+    return os.path.join(folder, filename)
+
+
+def main(root):
+    module = model()
+    program = exported(module)
+    with torch.no_grad():
+        torch._inductor.aoti_compile_and_package(program, package_path=write(root, "mlp_pt2", "model.pt2"))
+        # Several builds in one package, each named after the device kind it serves.
+        files = {name: torch._inductor.aot_compile(program.module(), (torch.randn(2, 16),),
+                                                   options={"aot_inductor.package": True})
+                 for name in ["cpu", "cuda"]}
+        torch._inductor.package.package_aoti(write(root, "mlp_pt2_variants", "model.pt2"), files)
+    torch.jit.script(module).save(write(root, "mlp_pt2_torchscript", "model.pt"))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])
