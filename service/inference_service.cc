@@ -233,6 +233,8 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerC
       status->set_version(v.version);
       status->set_state(VersionStateToProto(v.state));
       status->set_reason(v.reason);
+      const FileStamp& file = v.stamp.exists() ? v.stamp : v.tried;
+      if (file.exists()) status->set_format(file.package ? "aoti" : "torchscript");
     }
     for (const PrecisionReport& r : model.precision) {
       v1::PrecisionCheck* check = info->add_precision_checks();

@@ -205,6 +205,11 @@ int Models(v1::InferenceService::Stub& stub, const CliOptions& o) {
     if (!c.description().empty()) std::cout << "  " << c.description() << "\n";
     for (const auto& in : c.inputs()) std::cout << "  input  " << SpecText(in, c.max_batch_size() > 0) << "\n";
     for (const auto& out : c.outputs()) std::cout << "  output " << SpecText(out, c.max_batch_size() > 0) << "\n";
+    for (const v1::ModelVersionStatus& v : m.version_status()) {
+      std::cout << "  version " << v.version() << ": " << v1::ModelVersionState_Name(v.state())
+                << (v.format().empty() ? "" : ", " + v.format()) << (v.reason().empty() ? "" : " (" + v.reason() + ")")
+                << "\n";
+    }
     for (const auto& l : m.loaded()) {
       std::cout << "  loaded v" << l.version() << " on " << l.device() << " as " << v1::DataType_Name(l.dtype())
                 << "\n";

@@ -132,6 +132,10 @@ def main():
         check(config.platform == "torch_aoti" and config.max_batch_size == 64, "config: %s" % config)
         check(stub.ModelMetadata(pb.ModelMetadataRequest(name="mlp_pt2_torchscript"), timeout=30).platform ==
               "pytorch_libtorch", "TorchScript platform")
+        formats = {m.name: [v.format for v in m.version_status]
+                   for m in v1stub.ListModels(v1.ListModelsRequest(), timeout=30).models}
+        check(formats["mlp_pt2"] == ["aoti"] and formats["mlp_pt2_torchscript"] == ["torchscript"],
+              "ListModels formats: %s" % formats)
         # Concurrent single rows batch together and still answer each row right.
         results = {}
 
