@@ -42,6 +42,10 @@ cleanup() {
 }
 trap cleanup EXIT
 "$build_dir/tools/make-demo-models" "$work/models" >/dev/null
+# The mlp again as an AOTInductor package (.pt2), same weights, compiled
+# here with python3-torch, for the format rows.
+python3 tools/make_pt2_models.py --demo-mlp "$work/models/mlp/1/model.pt" "$work/models" >/dev/null 2>"$work/pt2.log" ||
+  { cat "$work/pt2.log" >&2; exit 1; }
 
 mkdir -p "$out_dir"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
@@ -254,6 +258,21 @@ for c in $concurrencies; do
 done
 stop_server
 
+# The same network as TorchScript (model.pt) and as an AOTInductor package
+# (model.pt2), one row per call through infergate.v1 on the CPU.
+echo "== format: mlp as TorchScript and as .pt2" >&2
+start_server
+for c in $concurrencies; do
+  for format in torchscript aoti; do
+    model=mlp
+    [ "$format" = aoti ] && model=mlp_pt2
+    record format mlp "$format" "$c" 1 \
+      "$("$cli" --address "$address" bench --model "$model" --device cpu --rows 1 --concurrency "$c" \
+        --duration "$seconds" --warmup "$warmup")"
+  done
+done
+stop_server
+
 # Two models on one device: 48 clients flood the heavy cnn while one client
 # calls the light mlp, with fair sharing and with FIFO scheduling (the
 # scheduler before fair sharing) on the same server build.
@@ -316,6 +335,19 @@ accuracy_summary=$(awk -v csv="$csv" '
     printf "Accuracy checks: start to serving %.0f ms with checks, %.0f ms without (mean of %d); mlp on simulated mps at concurrency 8: %.0f req/s with checks, %.0f without (ratio %.3f, best round each).",
       ms["on"] / n["on"], ms["off"] / n["off"], n["on"], rps["mps-checks-on"], rps["mps-checks-off"], ratio }' "$work/startup.ms")
 echo "  $accuracy_summary" >&2
+format_summary=$(awk -F, '
+  $1 == "format" { rps[$3 "," $4] = $6; p50[$3 "," $4] = $8 }
+  END {
+    printf "Formats (mlp, one row per call, cpu): .pt2 / .pt throughput"
+    n = split("1 8 64", cs, " ")
+    for (i = 1; i <= n; i++) {
+      t = rps["torchscript," cs[i]]
+      printf "%s %.3f at concurrency %d (p50 %s vs %s ms)", (i > 1 ? ";" : ""), (t > 0 ? rps["aoti," cs[i]] / t : 0),
+        cs[i], p50["aoti," cs[i]], p50["torchscript," cs[i]]
+    }
+    printf "."
+  }' "$csv")
+echo "  $format_summary" >&2
 
 # The performance targets, each a ratio within this run.
 targets=$(awk -F, '
@@ -367,6 +399,8 @@ echo "$targets" | sed 's/^/  /' >&2
   echo "$mixed_summary"
   echo
   echo "$accuracy_summary"
+  echo
+  echo "$format_summary"
   echo
   echo "Targets (ratios within this run; h2load rows send one pre-encoded request on N streams of one connection):"
   echo

@@ -16,7 +16,7 @@ failed=0
 check() {
   if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1"; fi
 }
-check "52 rows (3 gRPC floor, 9 h2load, 3 hand-off ceiling, 4 in-process, 12 infergate, 15 protocols, 4 mixed, 2 accuracy), got $rows" '[ "$rows" -eq 52 ]'
+check "58 rows (3 gRPC floor, 9 h2load, 3 hand-off ceiling, 4 in-process, 12 infergate, 15 protocols, 6 format, 4 mixed, 2 accuracy), got $rows" '[ "$rows" -eq 58 ]'
 while IFS=, read -r suite model mode conc batch rps rowsps p50 p99 overhead meanb errors; do
   [ "$suite" = suite ] && continue
   check "$suite $model $mode c=$conc has a throughput" 'awk -v v="$rps" "BEGIN { exit !(v > 0) }"'

@@ -5,6 +5,9 @@ then torch._inductor's aoti_compile_and_package (one CPU build), or
 aot_compile per variant and package_aoti (several builds in one package).
 
   make_pt2_models.py DIR
+  make_pt2_models.py --demo-mlp MODEL_PT DIR   the demo mlp (make-demo-models'
+                                               256-512-512-10) as DIR/mlp_pt2,
+                                               same weights, for the benchmark
 
   DIR/mlp_pt2/1/model.pt2           the CPU build, with its config.pbtxt
   DIR/mlp_pt2_variants/1/model.pt2  variants "cpu" and "cuda"; with no GPU
@@ -39,6 +42,32 @@ class Mlp(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(x)))
 
 
+class DemoMlp(torch.nn.Module):
+    """make-demo-models' mlp, its weights taken from its TorchScript file."""
+
+    def __init__(self, model_pt):
+        super().__init__()
+        params = dict(torch.jit.load(model_pt).named_parameters())
+        for name in ["w1", "b1", "w2", "b2", "w3", "b3"]:
+            self.register_buffer(name, params[name].detach().clone())
+
+    def forward(self, x):
+        h = torch.relu(torch.nn.functional.linear(x, self.w1, self.b1))
+        h = torch.relu(torch.nn.functional.linear(h, self.w2, self.b2))
+        return torch.nn.functional.linear(h, self.w3, self.b3)
+
+
+def demo_mlp(model_pt, root):
+    module = DemoMlp(model_pt).eval()
+    batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
+    program = torch.export.export(module, (torch.randn(2, 256),), dynamic_shapes={"x": {0: batch}})
+    config = ('max_batch_size: %d\ninputs { name: "x" dtype: FLOAT32 dims: [256] }\n'
+              'outputs { name: "logits" dtype: FLOAT32 dims: [10] }\n'
+              'dynamic_batching { max_queue_delay_us: 500 }\nwarmup: true\n' % MAX_BATCH)
+    with torch.no_grad():
+        torch._inductor.aoti_compile_and_package(program, package_path=write(root, "mlp_pt2", "model.pt2", config))
+
+
 def model():
     return Mlp().eval()
 
@@ -70,6 +99,9 @@ def main(root):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) == 4 and sys.argv[1] == "--demo-mlp":
+        demo_mlp(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 2:
+        main(sys.argv[1])
+    else:
         sys.exit(__doc__)
-    main(sys.argv[1])
