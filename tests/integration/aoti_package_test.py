@@ -28,17 +28,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, fail, open_inference_setup  # noqa: E402
-
-CHECKS = 0
-
-
-def check(cond, msg):
-    global CHECKS
-    CHECKS += 1
-    if not cond:
-        fail(msg)
-
+from igtest import Server, check, checks_made, fail, open_inference_setup  # noqa: E402
 
 def unpacked_folders(since):
     """Folders AOTInductor unpacked a package into (/tmp/XXXXXX holding
@@ -235,7 +225,7 @@ def main():
         server = None
         left = [d for d in unpacked if os.path.exists(d)]
         check(not left, "left in /tmp: %s" % left)
-        print("aoti_package_test: %d checks passed" % CHECKS)
+        print("aoti_package_test: %d checks passed" % checks_made())
     finally:
         if server:
             server.stop()

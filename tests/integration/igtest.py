@@ -16,6 +16,33 @@ def fail(msg):
     sys.exit(1)
 
 
+_checks = [0]
+
+
+def check(cond, msg):
+    """One check of a test: counted, and the test fails with `msg` when it does not hold."""
+    _checks[0] += 1
+    if not cond:
+        fail(msg)
+
+
+def checks_made():
+    return _checks[0]
+
+
+def expect_error(fn, code, *needles):
+    """Calls `fn`, which must fail with gRPC status `code` and a message naming each of `needles`."""
+    import grpc
+    try:
+        fn()
+    except grpc.RpcError as e:
+        check(e.code() == code, "expected %s, got %s: %s" % (code, e.code(), e.details()))
+        for n in needles:
+            check(n in (e.details() or ""), "error %r does not name %r" % (e.details(), n))
+        return e
+    fail("expected %s, the call succeeded" % code)
+
+
 def generate_stubs(proto_dir, out_dir):
     """Generates Python stubs into out_dir and puts it on sys.path."""
     protos = ["infergate/v1/tensor.proto", "infergate/v1/model_config.proto", "infergate/v1/inference.proto",

@@ -33,29 +33,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, fail, free_port, open_inference_setup  # noqa: E402
-
-CHECKS = 0
-
-
-def check(cond, msg):
-    global CHECKS
-    CHECKS += 1
-    if not cond:
-        fail(msg)
-
-
-def expect_error(fn, code, *needles):
-    import grpc
-    try:
-        fn()
-    except grpc.RpcError as e:
-        check(e.code() == code, "expected %s, got %s: %s" % (code, e.code(), e.details()))
-        for n in needles:
-            check(n in (e.details() or ""), "error %r does not name %r" % (e.details(), n))
-        return e
-    fail("expected %s, the call succeeded" % code)
-
+from igtest import Server, check, checks_made, expect_error, fail, free_port, open_inference_setup  # noqa: E402
 
 def mesh_stubs(proto_dir, out_dir):
     os.makedirs(out_dir, exist_ok=True)
@@ -287,7 +265,7 @@ instance_group [ { kind: KIND_CPU } ]
               "after runtimeStatus: %s" % index)
         check(server.stop() == 0, "server did not exit cleanly")
         server = None
-        print("model_mesh_test: %d checks passed" % CHECKS)
+        print("model_mesh_test: %d checks passed" % checks_made())
     finally:
         if server:
             server.stop()

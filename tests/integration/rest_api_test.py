@@ -22,17 +22,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, fail, open_inference_setup  # noqa: E402
+from igtest import Server, check, checks_made, fail, open_inference_setup  # noqa: E402
 
-CHECKS = 0
 WORK = None
-
-
-def check(cond, msg):
-    global CHECKS
-    CHECKS += 1
-    if not cond:
-        fail(msg)
 
 
 class Reply:
@@ -459,7 +451,7 @@ def main():
                             for _ in range(30)) if r.status != 413]
         check(not lost, "every oversized request reads its 413: %d of 30 did not, e.g. %r" % (len(lost), lost[:1]))
         check(secured.stop() == 0, "secured server exit")
-        print("REST API: %d checks passed" % CHECKS)
+        print("REST API: %d checks passed" % checks_made())
     finally:
         for s in servers:
             s.stop()

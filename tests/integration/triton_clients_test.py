@@ -34,29 +34,7 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, fail, open_inference_setup  # noqa: E402
-
-CHECKS = 0
-
-
-def check(cond, msg):
-    global CHECKS
-    CHECKS += 1
-    if not cond:
-        fail(msg)
-
-
-def expect_error(fn, code, *needles):
-    import grpc
-    try:
-        fn()
-    except grpc.RpcError as e:
-        check(e.code() == code, "expected %s, got %s: %s" % (code, e.code(), e.details()))
-        for n in needles:
-            check(n in (e.details() or ""), "error %r does not name %r" % (e.details(), n))
-        return e
-    fail("expected %s, the call succeeded" % code)
-
+from igtest import Server, check, checks_made, expect_error, fail, open_inference_setup  # noqa: E402
 
 class Http:
     """One keep-alive REST connection."""
@@ -510,7 +488,7 @@ def main():
         uploads_after = set(glob.glob(os.path.join(tempfile.gettempdir(), "infergate-uploads-*")))
         check(uploads_after <= uploads_before, "the upload folders outlived the server: %s"
               % (uploads_after - uploads_before))
-        print("PASS: %d checks" % CHECKS)
+        print("PASS: %d checks" % checks_made())
     finally:
         if server is not None and server.proc.poll() is None:
             server.proc.kill()

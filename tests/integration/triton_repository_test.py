@@ -20,17 +20,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, fail, open_inference_setup  # noqa: E402
-
-CHECKS = 0
-
-
-def check(cond, msg):
-    global CHECKS
-    CHECKS += 1
-    if not cond:
-        fail(msg)
-
+from igtest import Server, check, checks_made, fail, open_inference_setup  # noqa: E402
 
 # Triton-style configs for the demo models' files: (new model, file of, config).
 TRITON_MODELS = [
@@ -235,7 +225,7 @@ def main():
 
         channel.close()
         server.stop()
-        print("PASS: %d checks" % CHECKS)
+        print("PASS: %d checks" % checks_made())
     finally:
         if server is not None and server.proc.poll() is None:
             server.proc.kill()
