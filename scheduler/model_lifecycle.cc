@@ -468,6 +468,11 @@ absl::Status ModelLifecycle::LoadVersion(const std::shared_ptr<const ModelEntry>
   if (targets.empty()) {
     return absl::FailedPreconditionError("no available device is allowed for the model");
   }
+  // A compiled package's precision was fixed at export (the entry does not
+  // know this version's file yet, so its planning cannot tell).
+  if (stamp.package) {
+    for (auto& target : targets) target.second = DType::kFloat32;
+  }
   auto unload_generation = [&] {
     models_.cache().Unload([&](const ModelKey& key) { return SameGeneration(key, entry->name, version, generation); });
   };

@@ -175,6 +175,18 @@ def main():
                       "%s: %s %s" % (model, e.code(), e.details()))
         check(close(v1_infer("mlp_pt2", x, device="cpu")[0], expected(x)), "mlp_pt2 after the refusals")
 
+        # --- a package new to the repository is first loaded where auto puts a
+        # cold start (the simulated cuda:0), in float32, on its cuda variant
+        shutil.copytree(os.path.join(repo, "mlp_pt2_variants"), os.path.join(repo, "late_variants"))
+        deadline = time.time() + 60
+        resident = []
+        while time.time() < deadline and not any(m.startswith("late_variants:") for m in resident):
+            time.sleep(0.2)
+            devices = v1stub.ListDevices(v1.ListDevicesRequest(), timeout=30).devices
+            resident = [m for d in devices for m in d.resident_models]
+        cuda = [d for d in devices if d.id == "cuda:0"][0]
+        check("late_variants:1:FLOAT32" in cuda.resident_models, "cold start: %s" % resident)
+
         # --- the cache counts the package's bytes
         devices = v1stub.ListDevices(v1.ListDevicesRequest(), timeout=30).devices
         cpu = [d for d in devices if d.id == "cpu"][0]
