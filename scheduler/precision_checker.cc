@@ -294,13 +294,13 @@ void PrecisionChecker::Finish(const Key& key, const Route& route, Entry entry, c
                 << "again in " << kRetryNotChecked.count() << " s";
     entry.retry_after = Clock::now() + kRetryNotChecked;
   }
-  {
-    std::lock_guard<std::shared_mutex> lock(mu_);
-    entries_[key] = std::move(entry);
+  // Counted before the verdict is published, so whoever sees it finds it counted.
+  if (observer_) {
+    if (!from_state_file) observer_->OnPrecisionCheck(key.model, device, dtype, result);
+    if (result != "skipped") observer_->OnPrecisionError(key.model, device, dtype, relative_error);
   }
-  if (!observer_) return;
-  if (!from_state_file) observer_->OnPrecisionCheck(key.model, device, dtype, result);
-  if (result != "skipped") observer_->OnPrecisionError(key.model, device, dtype, relative_error);
+  std::lock_guard<std::shared_mutex> lock(mu_);
+  entries_[key] = std::move(entry);
 }
 
 bool PrecisionChecker::WantsRunningCheck(const Route& route) {
@@ -355,6 +355,12 @@ void PrecisionChecker::RunningCheck(const Task& task) {
   AccuracyMeasurement measured = CompareOutputs(*expected, task.outputs);
   const v1::AccuracyConfig& accuracy = route.model->config.accuracy();
   AccuracyVerdict verdict = Judge(measured, accuracy, task.dtype);
+  // Counted before the verdict is published, so whoever sees the dtype
+  // marked inaccurate also finds the failed check counted.
+  if (observer_) {
+    observer_->OnPrecisionCheck(route.model->name, device, dtype, verdict.passed ? "passed" : "failed");
+    if (!verdict.passed) observer_->OnPrecisionError(route.model->name, device, dtype, verdict.relative_error);
+  }
   const Key key = KeyOf(route, task.dtype);
   std::optional<AccuracyKey> ledger_key;
   AccuracyMeasurement kept = measured;
@@ -381,10 +387,6 @@ void PrecisionChecker::RunningCheck(const Task& task) {
     LOG_WARNING << "model '" << route.model->name << "' version " << route.version << " on " << device << " in "
                 << dtype << ": the running check found drift beyond tolerance on a served request ("
                 << verdict.Describe() << "); marked inaccurate, requests get the nearest verified dtype";
-  }
-  if (observer_) {
-    observer_->OnPrecisionCheck(route.model->name, device, dtype, verdict.passed ? "passed" : "failed");
-    if (!verdict.passed) observer_->OnPrecisionError(route.model->name, device, dtype, verdict.relative_error);
   }
 }
 
