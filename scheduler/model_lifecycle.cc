@@ -444,34 +444,24 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
 
 absl::Status ModelLifecycle::LoadVersion(const std::shared_ptr<const ModelEntry>& entry, int64_t version,
                                          uint64_t generation, const FileStamp& stamp) {
-  // Where the model is resident now (any version), in the same dtypes; on a
-  // cold start, the first device `auto` prefers that the model may use.
+  // Where the model is resident now (any version), in the same dtypes (a
+  // compiled package in the float32 it was exported in); on a cold start,
+  // the first device `auto` prefers that the model may use.
   std::vector<std::pair<DeviceId, DType>> targets;
   for (const ResidentModel& r : models_.cache().Resident()) {
-    std::pair<DeviceId, DType> target{r.key.device, r.key.dtype};
+    std::pair<DeviceId, DType> target{r.key.device, stamp.package ? DType::kFloat32 : r.key.dtype};
     if (r.key.model == entry->name && std::find(targets.begin(), targets.end(), target) == targets.end()) {
       targets.push_back(target);
     }
   }
-  auto add_device = [&](const DeviceId& id) {
-    std::optional<DeviceInfo> info = devices_.Find(id);
-    if (info) targets.push_back({id, RoutePlanner::ComputeDType(*entry, info->precision, Precision::kAuto)});
+  auto add_device = [&](const DeviceInfo& info) {
+    targets.push_back({info.id, RoutePlanner::ComputeDType(*entry, stamp, info.precision, Precision::kAuto)});
   };
   if (targets.empty()) {
-    for (const DeviceId& id : devices_.Available()) {
-      if (DeviceAllowed(entry->config, id)) {
-        add_device(id);
-        break;
-      }
-    }
+    if (std::optional<DeviceInfo> first = RoutePlanner::ColdStartDevice(devices_, entry->config)) add_device(*first);
   }
   if (targets.empty()) {
     return absl::FailedPreconditionError("no available device is allowed for the model");
-  }
-  // A compiled package's precision was fixed at export (the entry does not
-  // know this version's file yet, so its planning cannot tell).
-  if (stamp.package) {
-    for (auto& target : targets) target.second = DType::kFloat32;
   }
   auto unload_generation = [&] {
     models_.cache().Unload([&](const ModelKey& key) { return SameGeneration(key, entry->name, version, generation); });
@@ -500,7 +490,8 @@ absl::Status ModelLifecycle::LoadVersion(const std::shared_ptr<const ModelEntry>
       });
       bool cpu_listed = std::any_of(targets.begin(), targets.end(),
                                     [](const auto& t) { return t.first.kind == DeviceKind::kCpu; });
-      if (!cpu_listed && DeviceAllowed(entry->config, DeviceId{DeviceKind::kCpu, 0})) add_device(DeviceId{DeviceKind::kCpu, 0});
+      std::optional<DeviceInfo> cpu = devices_.Find(DeviceId{DeviceKind::kCpu, 0});
+      if (!cpu_listed && cpu && DeviceAllowed(entry->config, cpu->id)) add_device(*cpu);
       continue;
     }
     unload_generation();

@@ -28,18 +28,20 @@ RoutePlanner::RoutePlanner(ModelRepository& repository, const DeviceRegistry& de
       probe_(std::move(probe)),
       accuracy_(accuracy) {}
 
-DType RoutePlanner::ComputeDType(const ModelEntry& model, const PrecisionTraits& device, Precision precision) {
+DType RoutePlanner::ComputeDType(const ModelEntry& model, const FileStamp& file, const PrecisionTraits& device,
+                                Precision precision) {
   bool float64_model = false;
   for (const InputSpec& in : model.declared.inputs) float64_model |= in.dtype == DType::kFloat64;
   Precision model_override = PrecisionFromProto(model.config.precision()).value_or(Precision::kAuto);
-  // A compiled package's precision was fixed at export: float32 unless its
-  // config says otherwise.
-  if (model_override == Precision::kAuto) {
-    for (const VersionStatus& s : model.states) {
-      if (s.stamp.package || s.tried.package) model_override = Precision::kFp32;
-    }
-  }
+  if (model_override == Precision::kAuto && file.package) model_override = Precision::kFp32;
   return ResolveComputeDType(device, precision, model_override, float64_model);
+}
+
+std::optional<DeviceInfo> RoutePlanner::ColdStartDevice(const DeviceRegistry& devices, const v1::ModelConfig& config) {
+  for (const DeviceId& id : devices.Available()) {
+    if (DeviceAllowed(config, id)) return devices.Find(id);
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<Route> RoutePlanner::PlaceOn(Route route, const DeviceId& device, Precision precision,
@@ -47,7 +49,7 @@ absl::StatusOr<Route> RoutePlanner::PlaceOn(Route route, const DeviceId& device,
   std::optional<DeviceInfo> info = devices_.Find(device);
   if (!info) return absl::UnavailableError(absl::StrCat("device: ", device.ToString(), " is not known"));
   route.device = *std::move(info);
-  route.dtype = ComputeDType(*route.model, route.device.precision, precision);
+  route.dtype = ComputeDType(*route.model, route.stamp, route.device.precision, precision);
   if (accuracy_) {
     if (absl::Status s = ApplyAccuracy(route, precision, allow_fallback); !s.ok()) return s;
   }
@@ -104,8 +106,9 @@ DeviceId RoutePlanner::ChooseAuto(const ModelEntry& model, int64_t version, Prec
   for (const DeviceId& id : allowed) {
     RouteCandidate c;
     c.device = id;
-    DType dtype = ComputeDType(model, devices_.PrecisionOf(id).value_or(PrecisionTraits{}), precision);
     const VersionStatus* status = model.Status(version);
+    DType dtype = ComputeDType(model, status ? status->stamp : FileStamp{},
+                               devices_.PrecisionOf(id).value_or(PrecisionTraits{}), precision);
     if (probe_) probe_({model.name, version, id, dtype, status ? status->generation : 0}, &c);
     candidates.push_back(c);
   }

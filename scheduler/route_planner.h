@@ -55,8 +55,15 @@ class RoutePlanner {
   absl::StatusOr<Route> FallBackToCpu(const Route& route, FallbackReason reason, Precision precision,
                                       bool allow_fallback, const absl::Status& failure) const;
 
-  // The compute dtype of `model` on `device` for a client asking `precision`.
-  static DType ComputeDType(const ModelEntry& model, const PrecisionTraits& device, Precision precision);
+  // The compute dtype of `model`'s version stored in `file` on `device` for
+  // a client asking `precision`. A compiled package's (file.package)
+  // precision was fixed at export: float32, unless its config says otherwise.
+  static DType ComputeDType(const ModelEntry& model, const FileStamp& file, const PrecisionTraits& device,
+                            Precision precision);
+
+  // Where a model's first copy loads (a cold start): the first available
+  // device, in `auto`'s order of preference, that its config allows.
+  static std::optional<DeviceInfo> ColdStartDevice(const DeviceRegistry& devices, const v1::ModelConfig& config);
 
  private:
   absl::StatusOr<Route> PlaceOn(Route route, const DeviceId& device, Precision precision,

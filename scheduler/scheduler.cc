@@ -526,22 +526,15 @@ absl::StatusOr<uint64_t> Scheduler::PredictFootprint(const std::string& name, co
   absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(folder, name, ConfigNaming::kServedAs);
   if (!config.ok()) return config.status();
   entry->config = *std::move(config);
-  // The device a cold start loads it on (ModelLifecycle::LoadVersion), in
-  // the dtype `auto` serves there.
-  std::optional<DeviceInfo> device;
-  for (const DeviceId& id : devices_.Available()) {
-    if (DeviceAllowed(entry->config, id)) {
-      device = devices_.Find(id);
-      break;
-    }
-  }
+  // The device a cold start loads it on, in the dtype `auto` serves there.
+  std::optional<DeviceInfo> device = RoutePlanner::ColdStartDevice(devices_, entry->config);
   if (!device) return absl::FailedPreconditionError("no available device is allowed for the model");
-  const DType dtype = RoutePlanner::ComputeDType(*entry, device->precision, Precision::kAuto);
   std::vector<int64_t> on_disk;
   for (const auto& [v, stamp] : disk->versions) on_disk.push_back(v);
   uint64_t total = 0;
   for (int64_t v : SelectVersions(entry->config.version_policy(), on_disk)) {
     const FileStamp& stamp = disk->versions.at(v);
+    const DType dtype = RoutePlanner::ComputeDType(*entry, stamp, device->precision, Precision::kAuto);
     total += footprints_.Expect(name, stamp.ContentKey(), stamp.size, device->id.kind, dtype).total();
   }
   return total;

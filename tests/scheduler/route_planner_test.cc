@@ -125,6 +125,21 @@ TEST_F(RoutePlannerTest, PrecisionIsResolvedPerDevice) {
   EXPECT_EQ(planner_.Plan({"any", "", "cpu", Precision::kFp16, true})->dtype, DType::kFloat16);
 }
 
+// A compiled package's precision was fixed at export: float32 for its own
+// version wherever `auto` would reduce it, TorchScript versions unchanged.
+TEST_F(RoutePlannerTest, ACompiledPackageComputesInFloat32) {
+  std::shared_ptr<const ModelEntry> any = repository_.Lookup("any");
+  const PrecisionTraits cuda = devices_.PrecisionOf(DeviceId{DeviceKind::kCuda, 0}).value();
+  FileStamp torchscript;
+  torchscript.size = 1;
+  FileStamp package = torchscript;
+  package.package = true;
+  EXPECT_EQ(RoutePlanner::ComputeDType(*any, torchscript, cuda, Precision::kAuto), DType::kBFloat16);
+  EXPECT_EQ(RoutePlanner::ComputeDType(*any, package, cuda, Precision::kAuto), DType::kFloat32);
+  // A client's explicit ask still resolves as asked (the load then refuses it).
+  EXPECT_EQ(RoutePlanner::ComputeDType(*any, package, cuda, Precision::kFp16), DType::kFloat16);
+}
+
 TEST_F(RoutePlannerTest, FallBackToCpuAfterAFailureHonoursDenyAndAllowLists) {
   Route on_cuda = *planner_.Plan({"any", "", "cuda:0", Precision::kAuto, true});
   FallbackReason oom{FallbackKind::kOutOfMemory, ""};
