@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "scheduler/repository_scan.h"
 
 namespace infergate {
 namespace fs = std::filesystem;
@@ -15,25 +16,12 @@ constexpr size_t kMaxPathChars = 4096;
 
 absl::Status Invalid(absl::string_view why) { return absl::InvalidArgumentError(absl::StrCat("modelPath: ", why)); }
 
-// A version folder's name: a plain non-negative integer.
-bool IsVersionName(const std::string& name) {
-  if (name.empty() || name.size() > 18 || (name.size() > 1 && name[0] == '0')) return false;
-  for (char c : name) {
-    if (c < '0' || c > '9') return false;
-  }
-  return true;
-}
-
+// A folder the repository would read as a model (ScanModelFolder's rule):
+// a config.pbtxt, or a version folder holding a model file.
 bool IsModelFolder(const fs::path& dir) {
-  std::error_code ec;
-  if (fs::is_regular_file(dir / "config.pbtxt", ec)) return true;
-  for (const fs::directory_entry& sub : fs::directory_iterator(dir, ec)) {
-    if (IsVersionName(sub.path().filename().string()) &&
-        (fs::is_regular_file(sub.path() / "model.pt", ec) || fs::is_regular_file(sub.path() / "model.pt2", ec))) {
-      return true;
-    }
-  }
-  return false;
+  if (StampFile((dir / "config.pbtxt").string()).exists()) return true;
+  absl::StatusOr<DiskModel> model = ScanModelFolder(dir.string(), "");
+  return model.ok() && !model->versions.empty();
 }
 
 bool IsUnder(const fs::path& path, const fs::path& root) {
