@@ -13,6 +13,7 @@
 #include "devices/torch_dtype.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/aoti_package.h"
+#include "scheduler/declared_outputs.h"
 #include "scheduler/model_config.h"
 #include "scheduler/torch_status.h"
 
@@ -52,8 +53,7 @@ struct AotiModel::Impl {
   std::shared_ptr<const SimulationRules> simulation;
   uint64_t reserved_bytes = 0;
   std::string name;
-  std::vector<std::string> output_names;
-  std::vector<std::optional<DType>> output_dtypes;
+  std::optional<DeclaredOutputs> outputs;  // set at load
 };
 
 bool IsAotiPackagePath(const std::string& path) { return absl::EndsWith(path, ".pt2"); }
@@ -102,10 +102,7 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   auto impl = std::make_unique<Impl>();
   impl->name = model;
   impl->simulation = device.simulation;
-  for (const v1::TensorSpec& s : config.outputs()) {
-    impl->output_names.push_back(s.name());
-    impl->output_dtypes.push_back(DTypeFromProto(s.dtype()));
-  }
+  impl->outputs.emplace(config);
   const uint64_t bytes = variant->library_bytes;
   if (admit) {
     if (absl::Status room = admit(bytes); !room.ok()) return room;
@@ -150,21 +147,12 @@ absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Te
     } else {
       raw = m.loader->run(args);
     }
-    if (!m.output_names.empty() && m.output_names.size() != raw.size()) {
-      return absl::InternalError(absl::StrCat("model '", m.name, "' returned ", raw.size(),
-                                              " outputs but config.pbtxt declares ", m.output_names.size()));
-    }
-    for (size_t i = 0; i < raw.size(); ++i) {
-      std::string name = m.output_names.empty() ? absl::StrCat("output", i) : m.output_names[i];
-      std::optional<DType> declared = m.output_names.empty() ? std::nullopt : m.output_dtypes[i];
-      at::ScalarType out_type = declared ? ToScalarType(*declared)
-                                         : (raw[i].is_floating_point() ? at::kFloat : raw[i].scalar_type());
-      if (!FromScalarType(out_type)) {
-        return absl::InternalError(absl::StrCat("model '", m.name, "' output '", name, "' has dtype ",
-                                                c10::toString(out_type), " which the wire API cannot carry"));
-      }
-      outputs.push_back({std::move(name), raw[i].to(at::kCPU, out_type).contiguous()});
-    }
+    std::vector<std::pair<std::string, at::Tensor>> positional;
+    positional.reserve(raw.size());
+    for (at::Tensor& t : raw) positional.emplace_back("", std::move(t));
+    absl::StatusOr<std::vector<NamedTensor>> answer = m.outputs->ToAnswer(m.name, std::move(positional));
+    if (!answer.ok()) return answer.status();
+    outputs = *std::move(answer);
   } catch (const std::exception& e) {
     return StatusFromTorchException(e, absl::StrCat("model '", m.name, "' failed: "));
   }

@@ -12,6 +12,7 @@
 #include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"
 #include "devices/torch_probe.h"
+#include "scheduler/declared_outputs.h"
 #include "scheduler/forward_arguments.h"
 #include "scheduler/model_config.h"
 #include "scheduler/model_load_error.h"
@@ -28,8 +29,7 @@ struct LoadedModel::Impl {
   std::shared_ptr<const SimulationRules> simulation;
   uint64_t reserved_bytes = 0;
   std::string name;
-  std::vector<std::string> output_names;        // declared, may be empty
-  std::vector<std::optional<DType>> output_dtypes;
+  std::optional<DeclaredOutputs> outputs;  // set at load
   // Set when forward() is called with keyword arguments (an input follows
   // an argument left at its default), looked up once at load; then the
   // inputs' names, and the Optional arguments passed as None.
@@ -92,10 +92,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
       impl->input_names = inputs->argument_names;
       impl->pass_none = inputs->pass_none;
     }
-    for (const v1::TensorSpec& s : config.outputs()) {
-      impl->output_names.push_back(s.name());
-      impl->output_dtypes.push_back(DTypeFromProto(s.dtype()));
-    }
+    impl->outputs.emplace(config);
 
     // Only floating-point state follows the compute dtype; integer buffers
     // (indices, counters) keep theirs. Converted once here, per (device,
@@ -180,43 +177,9 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
           absl::StrCat("model '", m.name, "' returned a ", result.tagKind(), "; expected Tensor, tuple or dict"));
     }
 
-    if (!m.output_names.empty() && m.output_names.size() != raw.size()) {
-      return absl::InternalError(absl::StrCat("model '", m.name, "' returned ", raw.size(),
-                                              " outputs but config.pbtxt declares ", m.output_names.size()));
-    }
-    outputs.reserve(raw.size());
-    for (size_t i = 0; i < raw.size(); ++i) {
-      auto& [name, tensor] = raw[i];
-      std::optional<DType> declared;
-      if (!m.output_names.empty()) {
-        size_t slot = i;
-        if (!name.empty()) {  // dict outputs match declared names by key
-          slot = m.output_names.size();
-          for (size_t s = 0; s < m.output_names.size(); ++s) {
-            if (m.output_names[s] == name) slot = s;
-          }
-          if (slot == m.output_names.size()) {
-            return absl::InternalError(
-                absl::StrCat("model '", m.name, "' returned output '", name, "' that config.pbtxt does not declare"));
-          }
-        }
-        name = m.output_names[slot];
-        declared = m.output_dtypes[slot];
-      } else if (name.empty()) {
-        name = absl::StrCat("output", i);
-      }
-      at::ScalarType out_type = tensor.scalar_type();
-      if (declared) {
-        out_type = ToScalarType(*declared);
-      } else if (tensor.is_floating_point()) {
-        out_type = at::kFloat;
-      }
-      if (!FromScalarType(out_type)) {
-        return absl::InternalError(absl::StrCat("model '", m.name, "' output '", name, "' has dtype ",
-                                                c10::toString(out_type), " which the wire API cannot carry"));
-      }
-      outputs.push_back({std::move(name), tensor.to(at::kCPU, out_type).contiguous()});
-    }
+    absl::StatusOr<std::vector<NamedTensor>> answer = m.outputs->ToAnswer(m.name, std::move(raw));
+    if (!answer.ok()) return answer.status();
+    outputs = *std::move(answer);
   } catch (const std::exception& e) {
     LOG_DEBUG << "model '" << m.name << "' threw: " << e.what();
     return StatusFromTorchException(e, absl::StrCat("model '", m.name, "' failed: "));
