@@ -1,3 +1,4 @@
+#include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "devices/precision.h"
 
@@ -11,6 +12,14 @@ absl::string_view PrecisionName(Precision p) {
     case Precision::kBf16: return "BF16";
   }
   return "UNKNOWN";
+}
+
+std::optional<Precision> ParsePrecisionName(absl::string_view text) {
+  if (text.empty()) return Precision::kAuto;
+  for (Precision p : {Precision::kAuto, Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+    if (absl::EqualsIgnoreCase(text, PrecisionName(p))) return p;
+  }
+  return std::nullopt;
 }
 
 bool SupportsBf16(const PrecisionTraits& device) {

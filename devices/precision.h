@@ -14,6 +14,10 @@ namespace infergate {
 enum class Precision { kAuto, kFp32, kFp16, kBf16 };
 
 absl::string_view PrecisionName(Precision p);
+// The precision PrecisionName calls `text`, in any letter case; "" is
+// AUTO. nullopt for anything else. Every front end reads precision names
+// through this.
+std::optional<Precision> ParsePrecisionName(absl::string_view text);
 // The dtype an explicit precision names; nullopt for AUTO.
 std::optional<DType> PrecisionDType(Precision precision);
 

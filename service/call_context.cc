@@ -1,6 +1,5 @@
 #include "service/call_context.h"
 
-#include "service/admission.h"
 #include "service/status_convert.h"
 
 namespace infergate {
@@ -36,43 +35,11 @@ bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, Toke
   return true;
 }
 
-absl::Status AdmitInference(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, bool draining,
-                            Metrics* metrics, InflightBudget* budget, uint64_t bytes,
-                            CancellableUnaryReactor* reactor) {
-  absl::StatusOr<InflightBudget::Reservation> admitted =
-      Admit(auth, [&ctx] { return Authorization(ctx); }, draining, metrics, reactor ? budget : nullptr, bytes);
-  if (!admitted.ok()) return admitted.status();
-  if (reactor) reactor->hold(*std::move(admitted));
-  return absl::OkStatus();
-}
+InferCallReactor::InferCallReactor(const FrontEnd& front_end, absl::string_view model)
+    : call_(InferCall::Begin(front_end, model, [this](const absl::Status& status) { Finish(ToGrpcStatus(status)); })) {}
 
-grpc::ServerUnaryReactor* FinishRefused(grpc::ServerUnaryReactor* reactor, const absl::Status& status,
-                                        Metrics* metrics, const std::string& model_label, Clock::time_point received) {
-  RecordRefusal(metrics, status, model_label, received);
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
-// Both cancel outside the lock: cancelling a queued request answers it on
-// this thread, and the answer's callback may come back to this reactor.
-void CancellableUnaryReactor::set_handle(std::shared_ptr<RequestHandle> handle) {
-  bool cancelled;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    handle_ = handle;
-    cancelled = cancelled_;
-  }
-  if (cancelled && handle) handle->Cancel();
-}
-
-void CancellableUnaryReactor::OnCancel() {
-  std::shared_ptr<RequestHandle> handle;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    cancelled_ = true;
-    handle = handle_;
-  }
-  if (handle) handle->Cancel();
+bool InferCallReactor::Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes) {
+  return call_->Admit([&ctx] { return Authorization(ctx); }, bytes);
 }
 
 }  // namespace infergate

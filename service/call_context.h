@@ -1,20 +1,19 @@
 #pragma once
 // What every gRPC front end does with a call before and around the core:
-// read the bearer token, turn the client's deadline into the core's clock,
-// refuse a call on auth failure, and cancel a submitted request when the
-// client goes away.
+// read the bearer token and ModelMesh's model id, turn the client's
+// deadline into the core's clock, refuse a call on auth failure, and tie an
+// inference call (infer_call.h) to the call's reactor.
 
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "scheduler/inference_core.h"
+#include "scheduler/inference_types.h"
 #include "service/auth.h"
-#include "service/inflight_budget.h"
-#include "service/metrics.h"
+#include "service/front_end.h"
+#include "service/infer_call.h"
 
 namespace infergate {
 
@@ -36,36 +35,22 @@ Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx);
 bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role,
              grpc::ServerUnaryReactor* reactor);
 
-class CancellableUnaryReactor;
-
-// Whether an inference call may go ahead: its token, the server's drain
-// flag, then room for its `bytes` in `budget` (may be null), which
-// `reactor` then holds until gRPC is done with the call. Refusals for
-// draining and budget are counted in `metrics` (may be null).
-absl::Status AdmitInference(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, bool draining,
-                            Metrics* metrics, InflightBudget* budget = nullptr, uint64_t bytes = 0,
-                            CancellableUnaryReactor* reactor = nullptr);
-
-// Finishes an inference call refused before it reached the core, counting
-// it under `model_label` (a repository model or "").
-grpc::ServerUnaryReactor* FinishRefused(grpc::ServerUnaryReactor* reactor, const absl::Status& status,
-                                        Metrics* metrics, const std::string& model_label, Clock::time_point received);
-
-// A unary reactor that cancels its request in the core when the client
-// cancels or its deadline passes. Deletes itself when gRPC is done with it.
-class CancellableUnaryReactor final : public grpc::ServerUnaryReactor {
+// A unary reactor for one inference call (infer_call.h): finishes with the
+// call's status, cancels it when the client cancels or its deadline passes,
+// and keeps it (with its share of the in-flight budget) until gRPC is done
+// with the call. Deletes itself.
+class InferCallReactor final : public grpc::ServerUnaryReactor {
  public:
-  void set_handle(std::shared_ptr<RequestHandle> handle);
-  // Keeps the call's share of the in-flight budget until gRPC is done.
-  void hold(InflightBudget::Reservation reservation) { reservation_ = std::move(reservation); }
-  void OnCancel() override;
+  // Begins a call for model `model` (as the client named it).
+  InferCallReactor(const FrontEnd& front_end, absl::string_view model);
+  InferCall& call() { return *call_; }
+  // InferCall::Admit with the call's token.
+  bool Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes);
+  void OnCancel() override { call_->Cancel(); }
   void OnDone() override { delete this; }
 
  private:
-  std::mutex mu_;
-  bool cancelled_ = false;
-  std::shared_ptr<RequestHandle> handle_;
-  InflightBudget::Reservation reservation_;
+  std::shared_ptr<InferCall> call_;
 };
 
 }  // namespace infergate

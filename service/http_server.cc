@@ -1,5 +1,6 @@
 #include "service/http_server.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -292,11 +293,46 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     request->body = std::move(message.body());
     beast::get_lowest_layer(stream_).expires_never();
     busy_ = true;
+    request->client_gone = client_gone_ = std::make_shared<CancelSignal>();
+    WatchForHangUp();
     auto self = this->shared_from_this();
     server_.handler(std::move(request), [self](HttpResponse response) {
       auto shared = std::make_shared<HttpResponse>(std::move(response));
       self->server_.PostIfRunning(self->stream_.get_executor(), [self, shared] { self->Write(std::move(*shared)); });
     });
+  }
+
+  // While a request is being answered, watches its connection for the
+  // client closing it (end of stream, or a reset), as nginx does, and then
+  // fires the request's `client_gone`. Bytes that arrive instead (a
+  // pipelined request) end the watch without a verdict; so does writing the
+  // answer. Waiting for readability reads nothing.
+  void WatchForHangUp() {
+    if (buffer_.size() > 0) return;  // a pipelined request is already here
+    watching_ = true;
+    beast::get_lowest_layer(stream_).socket().async_wait(
+        tcp::socket::wait_read, [self = this->shared_from_this()](beast::error_code ec) { self->OnReadable(ec); });
+  }
+  void OnReadable(beast::error_code ec) {
+    if (!watching_) return;  // the answer is being written
+    watching_ = false;
+    if (ec == net::error::operation_aborted) return;
+    bool gone = static_cast<bool>(ec);
+    if (!gone) {
+      char byte;
+      const ssize_t n = ::recv(beast::get_lowest_layer(stream_).socket().native_handle(), &byte, 1,
+                               MSG_PEEK | MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return WatchForHangUp();
+      gone = n <= 0;
+    }
+    if (gone && client_gone_) client_gone_->Fire();
+  }
+  void StopWatching() {
+    client_gone_.reset();
+    if (!watching_) return;
+    watching_ = false;
+    beast::error_code ignored;
+    beast::get_lowest_layer(stream_).socket().cancel(ignored);
   }
 
   void Reject(int status, const std::string& message) {
@@ -310,6 +346,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void Write(HttpResponse response) {
+    StopWatching();
     auto message = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(response.status), 11);
     message->set(http::field::server, kServerName);
     if (!response.content_type.empty()) message->set(http::field::content_type, response.content_type);
@@ -368,6 +405,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   bool keep_alive_ = true;
   bool busy_ = false;  // a request is being answered
   bool linger_ = false;  // refused: drain what the client still sends before closing
+  bool watching_ = false;  // WatchForHangUp's wait is pending
+  std::shared_ptr<CancelSignal> client_gone_;  // of the request being answered
   const bool reserved_;  // past the ordinary cap: serves only the reserved path prefix
   std::unique_ptr<std::array<char, 16384>> discard_;  // allocated only when lingering
   size_t discarded_ = 0;

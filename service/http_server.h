@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "service/cancel_signal.h"
 
 namespace infergate {
 
@@ -37,6 +38,11 @@ struct HttpRequest {
   std::string query;   // after the '?', undecoded
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   std::string body;
+  // Fires when the client closes its connection (or it breaks) before the
+  // answer is written: a handler subscribes to drop work nobody waits for.
+  // A client that half-closes its side after sending counts as gone, as
+  // with nginx. Set by the server (null in requests built elsewhere).
+  std::shared_ptr<CancelSignal> client_gone;
 
   // The first header called `name` (lower case); "" when absent.
   absl::string_view Header(absl::string_view name) const;

@@ -1,7 +1,5 @@
 #include "service/inference_service.h"
 
-#include <mutex>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -60,36 +58,34 @@ void FillLoaded(const ModelKey& key, v1::LoadedModel* out) {
 
 }  // namespace
 
-InferenceServiceImpl::InferenceServiceImpl(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
-                                           InflightBudget* budget)
-    : core_(core), limits_(limits), metrics_(metrics), auth_(std::move(auth)), budget_(budget) {}
+InferenceServiceImpl::InferenceServiceImpl(InferenceCore& core, const FrontEnd& front_end)
+    : core_(core), front_end_(front_end) {}
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContext* ctx,
                                                       const v1::InferRequest* request,
                                                       v1::InferResponse* response) {
-  auto* reactor = new CancellableUnaryReactor();
-  Clock::time_point received = Clock::now();
-  // Finishes a call that never reached the core.
-  auto refuse = [&](const absl::Status& status) {
-    return FinishRefused(reactor, status, metrics_, core_.KnownModel(request->model()) ? request->model() : "",
-                         received);
-  };
-  if (absl::Status s =
-          AdmitInference(auth_, *ctx, draining_.load(), metrics_, budget_, request->ByteSizeLong(), reactor);
-      !s.ok()) {
-    return refuse(s);
+  const std::string model = ModelNameOf(*ctx, request->model());
+  auto* reactor = new InferCallReactor(front_end_, model);
+  InferCall& call = reactor->call();
+  if (!reactor->Admit(*ctx, request->ByteSizeLong())) return reactor;
+  const CodecLimits& limits = front_end_.limits();
+  if (absl::Status s = CheckTensorCount(request->inputs_size(), "inputs", limits); !s.ok()) {
+    call.Refuse(s);
+    return reactor;
   }
-  if (absl::Status s = CheckTensorCount(request->inputs_size(), "inputs", limits_); !s.ok()) return refuse(s);
   InferenceRequest req;
-  req.received = received;
   req.deadline = SteadyDeadline(*ctx);
   absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
-  if (!precision.ok()) return refuse(precision.status());
-  if (request->fallback() != v1::ALLOW && request->fallback() != v1::DENY) {
-    return refuse(absl::InvalidArgumentError(
-        absl::StrCat("fallback: unknown policy ", request->fallback(), "; expected ALLOW or DENY")));
+  if (!precision.ok()) {
+    call.Refuse(precision.status());
+    return reactor;
   }
-  req.model = ModelNameOf(*ctx, request->model());
+  if (request->fallback() != v1::ALLOW && request->fallback() != v1::DENY) {
+    call.Refuse(absl::InvalidArgumentError(
+        absl::StrCat("fallback: unknown policy ", request->fallback(), "; expected ALLOW or DENY")));
+    return reactor;
+  }
+  req.model = model;
   req.version = request->version();
   req.device = request->device();
   req.precision = *precision;
@@ -100,55 +96,37 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
   for (int i = 0; i < request->inputs_size(); ++i) {
     const v1::Tensor& wire = request->inputs(i);
     // Aliases the request's bytes: gRPC keeps `request` alive until Finish.
-    absl::StatusOr<at::Tensor> tensor = DecodeTensor(wire, absl::StrCat("inputs[", i, "]"), limits_);
-    if (!tensor.ok()) return refuse(tensor.status());
+    absl::StatusOr<at::Tensor> tensor = DecodeTensor(wire, absl::StrCat("inputs[", i, "]"), limits);
+    if (!tensor.ok()) {
+      call.Refuse(tensor.status());
+      return reactor;
+    }
     req.inputs.push_back({wire.name(), *std::move(tensor)});
   }
-  std::shared_ptr<RequestHandle> handle = core_.Infer(
-      std::move(req), [this, reactor, request, response, received](absl::StatusOr<InferenceResult> result,
-                                                                    const RequestLabels& labels) {
-        grpc::Status status = grpc::Status::OK;
-        if (!result.ok()) {
-          status = ToGrpcStatus(result.status());
-        } else {
-          for (const NamedTensor& out : result->outputs) {
-            absl::Status s;
-            if (request->class_count() > 0) {
-              s = EncodeClasses(out, *result, request->class_count(), response->add_classifications());
-            } else {
-              s = EncodeTensor(out.tensor, out.name, response->add_outputs());
-            }
-            if (!s.ok()) {
-              status = ToGrpcStatus(s);
-              break;
-            }
-          }
-        }
-        uint64_t total_us = MicrosBetween(received, Clock::now());
-        if (status.ok()) {
-          const Placement& p = result->placement;
-          v1::Placement* placement = response->mutable_placement();
-          placement->set_device(p.device);
-          placement->set_requested_device(p.requested_device);
-          placement->set_dtype(DTypeToProto(p.dtype));
-          placement->set_fell_back(p.fell_back);
-          placement->set_fallback_reason(p.fallback_reason);
-          placement->set_precision_reason(p.precision_reason);
-          placement->set_batch_size(p.batch_size);
-          placement->set_model_version(p.model_version);
-          v1::Timing* timing = response->mutable_timing();
-          timing->set_queue_us(result->timing.queue_us);
-          timing->set_compute_us(result->timing.compute_us);
-          timing->set_total_us(total_us);
-          response->set_request_id(request->request_id());
-        }
-        if (metrics_) {
-          metrics_->RecordInfer(labels, absl::Status(static_cast<absl::StatusCode>(status.error_code()), ""),
-                                status.ok() ? &*result : nullptr, total_us);
-        }
-        reactor->Finish(status);
-      });
-  reactor->set_handle(std::move(handle));
+  call.Submit(std::move(req), [request, response, received = call.received()](InferenceResult& result) {
+    for (const NamedTensor& out : result.outputs) {
+      absl::Status s = request->class_count() > 0
+                           ? EncodeClasses(out, result, request->class_count(), response->add_classifications())
+                           : EncodeTensor(out.tensor, out.name, response->add_outputs());
+      if (!s.ok()) return s;
+    }
+    const Placement& p = result.placement;
+    v1::Placement* placement = response->mutable_placement();
+    placement->set_device(p.device);
+    placement->set_requested_device(p.requested_device);
+    placement->set_dtype(DTypeToProto(p.dtype));
+    placement->set_fell_back(p.fell_back);
+    placement->set_fallback_reason(p.fallback_reason);
+    placement->set_precision_reason(p.precision_reason);
+    placement->set_batch_size(p.batch_size);
+    placement->set_model_version(p.model_version);
+    v1::Timing* timing = response->mutable_timing();
+    timing->set_queue_us(result.timing.queue_us);
+    timing->set_compute_us(result.timing.compute_us);
+    timing->set_total_us(MicrosBetween(received, Clock::now()));
+    response->set_request_id(request->request_id());
+    return absl::OkStatus();
+  });
   return reactor;
 }
 
@@ -156,7 +134,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServer
                                                             const v1::ListDevicesRequest*,
                                                             v1::ListDevicesResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
+  if (Refused(front_end_.auth(), *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
   for (const DeviceStatus& status : core_.Devices()) {
     const DeviceInfo& d = status.info;
     v1::DeviceInfo* out = response->add_devices();
@@ -216,7 +194,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerC
                                                            const v1::ListModelsRequest*,
                                                            v1::ListModelsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
+  if (Refused(front_end_.auth(), *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
   absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
   if (!models.ok()) {
     reactor->Finish(ToGrpcStatus(models.status()));
@@ -259,7 +237,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerCo
                                                           const v1::LoadModelRequest* request,
                                                           v1::LoadModelResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
+  if (Refused(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
   absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
   if (!precision.ok()) {
     reactor->Finish(ToGrpcStatus(precision.status()));
@@ -285,7 +263,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::UnloadModel(grpc::CallbackServer
                                                             const v1::UnloadModelRequest* request,
                                                             v1::UnloadModelResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
+  if (Refused(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
   absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
   if (!precision.ok()) {
     reactor->Finish(ToGrpcStatus(precision.status()));

@@ -30,9 +30,11 @@
 #include "devices/system_info.h"
 #include "devices/torch_probe.h"
 #include "scheduler/inference_core.h"
+#include "service/front_end.h"
 #include "service/inference_service.h"
 #include "service/liveness_watchdog.h"
 #include "service/memory_return.h"
+#include "service/metrics.h"
 #include "service/model_mesh_runtime.h"
 #include "service/open_inference_rest.h"
 #include "service/open_inference_service.h"
@@ -194,13 +196,15 @@ int Run(int argc, char** argv) {
     }
     credentials = *std::move(tls);
   }
-  InferenceServiceImpl service(core, opts.tensor_limits, metrics.get(), *auth, &budget);
+  // Every inference front end takes one call path, with these tokens,
+  // limits and budget, and drains on one switch.
+  FrontEnd front_end(InferBackend::Of(core), opts.tensor_limits, *std::move(auth), &budget, metrics.get());
+  InferenceServiceImpl service(core, front_end);
   // The REST API, on its own port, with the same tokens, budget and limits.
   std::unique_ptr<OpenInferenceRest> rest;
   std::unique_ptr<HttpServer> http;
   if (!opts.http_address.empty()) {
-    rest = std::make_unique<OpenInferenceRest>(core, opts.tensor_limits, metrics.get(), *auth, INFERGATE_VERSION,
-                                               &budget, opts.max_receive_bytes);
+    rest = std::make_unique<OpenInferenceRest>(core, front_end, INFERGATE_VERSION, opts.max_receive_bytes);
     HttpServerOptions h;
     h.address = opts.http_address;
     h.flag_name = "--http-address";
@@ -233,8 +237,7 @@ int Run(int argc, char** argv) {
     std::printf("infergate http on %s:%d\n", hhost.c_str(), http->port());
     std::fflush(stdout);
   }
-  OpenInferenceService open_inference(core, opts.tensor_limits, metrics.get(), *std::move(auth), INFERGATE_VERSION,
-                                      &budget);
+  OpenInferenceService open_inference(core, front_end, INFERGATE_VERSION);
 
   grpc::EnableDefaultHealthCheckService(true);
   const bool reflection = ServesReflection(opts);
@@ -341,9 +344,7 @@ int Run(int argc, char** argv) {
   health->SetServingStatus("", false);
   health->SetServingStatus(kService, false);
   health->SetServingStatus(kOpenInference, false);
-  service.StartDraining();
-  open_inference.StartDraining();
-  if (rest) rest->StartDraining();
+  front_end.StartDraining();
   auto deadline = std::chrono::steady_clock::now() + opts.drain_timeout;
   // The gRPC port stays open while the accepted work finishes, so probes
   // keep getting answers (readiness NOT_SERVING, liveness SERVING: a closed

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "scheduler/inference_core.h"
 #include "scheduler/scheduler_observer.h"
+#include "service/front_end.h"
 #include "service/http_server.h"
 #include "service/inflight_budget.h"
 
@@ -31,7 +32,7 @@ struct BuildVersions {
   std::string grpc;
 };
 
-class Metrics final : public SchedulerObserver {
+class Metrics final : public SchedulerObserver, public InferCallObserver {
  public:
   // Serves /metrics on `address` ("0.0.0.0:9464"; port 0 picks one).
   // Device figures are read from `core`, and the bytes held from `budget`
@@ -52,7 +53,7 @@ class Metrics final : public SchedulerObserver {
   // One finished inference call of any front end: `status` is what the
   // client got; `result` is set when the model ran and the answer went out.
   void RecordInfer(const RequestLabels& labels, const absl::Status& status, const InferenceResult* result,
-                   uint64_t total_us);
+                   uint64_t total_us) override;
 
   void OnCacheLookup(const DeviceId& device, bool hit) override;
   void OnModelLoad(const std::string& model, const DeviceId& device, double seconds, bool ok) override;
@@ -64,9 +65,8 @@ class Metrics final : public SchedulerObserver {
                         const std::string& result) override;
   void OnPrecisionError(const std::string& model, const std::string& device, const std::string& dtype,
                         double relative_error) override;
-  // Calls refused because the server is draining.
   // A call refused before it reached the core: "draining", "inflight_bytes".
-  void OnAdmissionRejection(const std::string& reason);
+  void OnAdmissionRejection(const std::string& reason) override;
 
  private:
   Metrics();

@@ -58,10 +58,7 @@ absl::StatusOr<std::string> RepositoryParameter(
 }
 
 absl::StatusOr<Precision> PrecisionParameter(const std::string& text) {
-  if (text.empty() || text == "AUTO") return Precision::kAuto;
-  if (text == "FP32") return Precision::kFp32;
-  if (text == "FP16") return Precision::kFp16;
-  if (text == "BF16") return Precision::kBf16;
+  if (std::optional<Precision> p = ParsePrecisionName(text)) return *p;
   return absl::InvalidArgumentError(
       absl::StrCat("parameters.precision: '", text.substr(0, 32), "'; expected AUTO, FP32, FP16 or BF16"));
 }

@@ -151,19 +151,12 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
   out->device = *std::move(device);
   absl::StatusOr<std::string> precision = StringParameter(params, "precision");
   if (!precision.ok()) return precision.status();
-  std::string p = absl::AsciiStrToUpper(*precision);
-  if (p.empty() || p == "AUTO") {
-    out->precision = Precision::kAuto;
-  } else if (p == "FP32") {
-    out->precision = Precision::kFp32;
-  } else if (p == "FP16") {
-    out->precision = Precision::kFp16;
-  } else if (p == "BF16") {
-    out->precision = Precision::kBf16;
-  } else {
+  std::optional<Precision> p = ParsePrecisionName(*precision);
+  if (!p) {
     return absl::InvalidArgumentError(
         absl::StrCat("parameters.precision: '", precision->substr(0, 32), "'; expected AUTO, FP32, FP16 or BF16"));
   }
+  out->precision = *p;
   absl::StatusOr<std::string> fallback = StringParameter(params, "fallback");
   if (!fallback.ok()) return fallback.status();
   std::string f = absl::AsciiStrToUpper(*fallback);

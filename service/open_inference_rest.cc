@@ -6,7 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "service/admission.h"
+#include "service/infer_call.h"
 #include "service/cross_origin.h"
 #include "service/open_inference_codec.h"
 #include "service/open_inference_extensions.h"
@@ -71,15 +71,9 @@ int HttpStatusFor(const absl::Status& status) {
   }
 }
 
-OpenInferenceRest::OpenInferenceRest(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
-                                     std::string server_version, InflightBudget* budget, uint64_t max_body_bytes)
-    : core_(core),
-      limits_(limits),
-      metrics_(metrics),
-      auth_(std::move(auth)),
-      api_(core, std::move(server_version)),
-      budget_(budget),
-      max_body_bytes_(max_body_bytes) {}
+OpenInferenceRest::OpenInferenceRest(InferenceCore& core, const FrontEnd& front_end, std::string server_version,
+                                     uint64_t max_body_bytes)
+    : core_(core), front_end_(front_end), api_(core, std::move(server_version)), max_body_bytes_(max_body_bytes) {}
 
 absl::Status OpenInferenceRest::InflateBody(HttpRequest& request) const {
   const absl::string_view encoding = request.Header("content-encoding");
@@ -88,9 +82,11 @@ absl::Status OpenInferenceRest::InflateBody(HttpRequest& request) const {
   // whole body counts again once the call is admitted, after this.
   InflightBudget::Reservation inflating;
   auto account = [this, &inflating](uint64_t bytes) {
-    if (budget_ == nullptr) return absl::OkStatus();
-    absl::Status s = budget_->Extend(inflating, bytes);
-    if (!s.ok() && metrics_) metrics_->OnAdmissionRejection("inflight_bytes");
+    InflightBudget* budget = front_end_.budget();
+    if (budget == nullptr) return absl::OkStatus();
+    absl::Status s = budget->Extend(inflating, bytes);
+    if (!s.ok())
+      if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection("inflight_bytes");
     return s;
   };
   absl::StatusOr<std::string> body = DecodeContentEncoding(encoding, request.body, max_body_bytes_, account);
@@ -107,7 +103,7 @@ std::optional<HttpResponse> OpenInferenceRest::Screen(const HttpRequest& head) c
   const bool admin = (parts.size() == 5 && parts[1] == "repository" && parts[2] == "models" &&
                       (parts[4] == "load" || parts[4] == "unload")) ||
                      (parts.size() == 2 && parts[1] == "logging" && head.method == "POST");
-  absl::Status s = auth_.Check(head.Header("authorization"), admin ? TokenAuth::Role::kAdmin
+  absl::Status s = front_end_.auth().Check(head.Header("authorization"), admin ? TokenAuth::Role::kAdmin
                                                                    : TokenAuth::Role::kInference);
   if (!s.ok()) return Error(s);
   return std::nullopt;
@@ -147,11 +143,11 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
   if (parts.size() == 3 && parts[1] == "health") {
     if (!get) return WrongMethod(request, "GET");
     if (parts[2] == "live") return Health(true);
-    if (parts[2] == "ready") return Health(core_.ready() && !draining_.load());
+    if (parts[2] == "ready") return Health(core_.ready() && !front_end_.draining());
     return NoRoute(request);
   }
   const absl::string_view authorization = request.Header("authorization");
-  if (absl::Status s = auth_.Check(authorization, TokenAuth::Role::kInference); !s.ok()) return Error(s);
+  if (absl::Status s = front_end_.auth().Check(authorization, TokenAuth::Role::kInference); !s.ok()) return Error(s);
 
   if (parts.size() == 1) {
     if (!get) return WrongMethod(request, "GET");
@@ -179,7 +175,7 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
     absl::StatusOr<LogSettings> changes = get ? LogSettings() : ParseLogSettings(request.body);
     if (!changes.ok()) return Error(changes.status());
     if (!changes->empty()) {
-      if (absl::Status s = auth_.Check(authorization, TokenAuth::Role::kAdmin); !s.ok()) return Error(s);
+      if (absl::Status s = front_end_.auth().Check(authorization, TokenAuth::Role::kAdmin); !s.ok()) return Error(s);
     }
     absl::StatusOr<LogSettings> now = ChangeLogSettings(*changes);
     if (!now.ok()) return Error(now.status());
@@ -214,7 +210,7 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
     if (absl::Status s = api_.ModelMetadata(model, version, &metadata); !s.ok()) return Error(s);
     return Ok(metadata);
   }
-  if (action == "ready") return Health(api_.ModelReady(model, version) && !draining_.load());
+  if (action == "ready") return Health(api_.ModelReady(model, version) && !front_end_.draining());
   if (action == "config") {
     inference::ModelConfigResponse config;
     if (absl::Status s = api_.ModelConfig(model, version, &config); !s.ok()) return Error(s);
@@ -260,88 +256,102 @@ HttpResponse OpenInferenceRest::SharedMemory(const HttpRequest& request, const s
   return NoRoute(request);
 }
 
+absl::StatusOr<Clock::time_point> RestDeadline(const HttpRequest& request, Clock::time_point received) {
+  const absl::string_view header = request.Header(kDeadlineHeader);
+  if (header.empty()) return Clock::time_point::max();
+  uint64_t ms = 0;
+  if (!absl::SimpleAtoi(header, &ms) || ms == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(kDeadlineHeader, ": '", header.substr(0, 32),
+                                                   "' is not a positive count of milliseconds"));
+  }
+  // Past about 292 years the steady clock overflows: no deadline.
+  if (ms > uint64_t{1} << 52) return Clock::time_point::max();
+  return received + std::chrono::milliseconds(ms);
+}
+
 void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::string& model,
                               const std::string& version, HttpResponder respond) {
-  const Clock::time_point received = Clock::now();
-  auto refuse = [&](const absl::Status& status) {
-    RecordRefusal(metrics_, status, core_.KnownModel(model) ? model : "", received);
-    respond(Error(status));
+  // What the decoded tensors alias, and the answer's body once encoded,
+  // kept until the answer is written.
+  struct Exchange {
+    RestInferRequest rest;
+    RestBody answer;
   };
-  absl::StatusOr<InflightBudget::Reservation> admitted =
-      Admit(auth_, [&request] { return request->Header("authorization"); }, draining_.load(), metrics_, budget_,
-            request->body.size());
-  if (!admitted.ok()) return refuse(admitted.status());
+  auto exchange = std::make_shared<Exchange>();
+  std::shared_ptr<InferCall> call =
+      InferCall::Begin(front_end_, model, [exchange, respond = std::move(respond)](const absl::Status& status) {
+        if (!status.ok()) return respond(Error(status));
+        HttpResponse r = Json(200, std::move(exchange->answer.body));
+        if (exchange->answer.json_length) {
+          r.content_type = "application/octet-stream";
+          r.headers.emplace_back("Inference-Header-Content-Length", absl::StrCat(*exchange->answer.json_length));
+        }
+        respond(std::move(r));
+      });
+  if (!call->Admit([&request] { return request->Header("authorization"); }, request->body.size())) return;
 
   std::optional<uint64_t> json_length;
   if (absl::string_view header = request->Header("inference-header-content-length"); !header.empty()) {
     uint64_t n = 0;
     if (!absl::SimpleAtoi(header, &n)) {
-      return refuse(absl::InvalidArgumentError(
+      return call->Refuse(absl::InvalidArgumentError(
           absl::StrCat("Inference-Header-Content-Length: '", header.substr(0, 32), "' is not a byte count")));
     }
     json_length = n;
   }
+  absl::StatusOr<Clock::time_point> deadline = RestDeadline(*request, call->received());
+  if (!deadline.ok()) return call->Refuse(deadline.status());
   // The parse tree lives only while the body is read into tensors, but it
   // is the largest thing the call holds: some tens of bytes per value.
   absl::string_view json_text = request->body;
   if (json_length && *json_length < json_text.size()) json_text = json_text.substr(0, *json_length);
   const JsonScan scan = ScanJson(json_text);
-  if (absl::Status deep = CheckScannedJson(scan, "the request body"); !deep.ok()) return refuse(deep);
-  InflightBudget::Reservation tree;
-  if (budget_) {
-    absl::StatusOr<InflightBudget::Reservation> reserved = budget_->Reserve(scan.TreeBytes());
-    if (!reserved.ok()) {
-      if (metrics_) metrics_->OnAdmissionRejection("inflight_bytes");
-      return refuse(absl::ResourceExhaustedError(absl::StrCat(
-          "the JSON body's parse tree (about ", scan.TreeBytes(), " bytes for ", scan.values,
-          " values) does not fit the in-flight budget: ", reserved.status().message(),
-          "; send tensors in the binary extension instead")));
-    }
-    tree = *std::move(reserved);
+  if (absl::Status deep = CheckScannedJson(scan, "the request body"); !deep.ok()) return call->Refuse(deep);
+  absl::StatusOr<InflightBudget::Reservation> tree = call->Reserve(scan.TreeBytes());
+  if (!tree.ok()) {
+    return call->Refuse(absl::ResourceExhaustedError(absl::StrCat(
+        "the JSON body's parse tree (about ", scan.TreeBytes(), " bytes for ", scan.values,
+        " values) does not fit the in-flight budget: ", tree.status().message(),
+        "; send tensors in the binary extension instead")));
   }
-  absl::StatusOr<RestInferRequest> parsed = ParseRestInferRequest(request->body, json_length, model, version, limits_);
-  tree = InflightBudget::Reservation();  // the tree is gone
-  if (!parsed.ok()) return refuse(parsed.status());
-  // What the decoded tensors alias, kept until the answer is written.
-  struct Call {
-    RestInferRequest rest;
-    InflightBudget::Reservation reservation;
-  };
-  auto call = std::make_shared<Call>(Call{*std::move(parsed), *std::move(admitted)});
+  absl::StatusOr<RestInferRequest> parsed =
+      ParseRestInferRequest(request->body, json_length, model, version, front_end_.limits());
+  *tree = InflightBudget::Reservation();  // the tree is gone
+  if (!parsed.ok()) return call->Refuse(parsed.status());
+  exchange->rest = *std::move(parsed);
+  // A client that closes its connection before the answer cancels the call.
+  std::shared_ptr<CancelSignal> client_gone = request->client_gone;
   request.reset();  // the body's bytes were copied into the protocol request
   InferenceRequest req;
-  req.received = received;
-  if (absl::Status s = DecodeInferRequest(call->rest.request, limits_, &req); !s.ok()) return refuse(s);
-  core_.Infer(std::move(req), [this, call, respond = std::move(respond), received](
-                                  absl::StatusOr<InferenceResult> result, const RequestLabels& labels) {
-    absl::Status status = result.status();
+  req.deadline = *deadline;
+  if (absl::Status s = DecodeInferRequest(exchange->rest.request, front_end_.limits(), &req); !s.ok()) {
+    return call->Refuse(s);
+  }
+  if (client_gone) {
+    client_gone->Subscribe([weak = std::weak_ptr<InferCall>(call)] {
+      if (std::shared_ptr<InferCall> gone = weak.lock()) gone->Cancel();
+    });
+  }
+  call->Submit(std::move(req), [exchange](InferenceResult& result) {
     inference::ModelInferResponse response;
-    if (status.ok()) status = EncodeInferResponse(call->rest.request, *result, &response);
-    absl::StatusOr<RestBody> body = status.ok() ? WriteRestInferResponse(response, call->rest)
-                                                : absl::StatusOr<RestBody>(status);
-    if (metrics_) {
-      metrics_->RecordInfer(labels, body.status(), body.ok() ? &*result : nullptr,
-                            MicrosBetween(received, Clock::now()));
-    }
-    if (!body.ok()) return respond(Error(body.status()));
-    HttpResponse r = Json(200, std::move(body->body));
-    if (body->json_length) {
-      r.content_type = "application/octet-stream";
-      r.headers.emplace_back("Inference-Header-Content-Length", absl::StrCat(*body->json_length));
-    }
-    respond(std::move(r));
+    absl::Status status = EncodeInferResponse(exchange->rest.request, result, &response);
+    if (!status.ok()) return status;
+    absl::StatusOr<RestBody> body = WriteRestInferResponse(response, exchange->rest);
+    if (!body.ok()) return body.status();
+    exchange->answer = *std::move(body);
+    return absl::OkStatus();
   });
 }
 
 void OpenInferenceRest::Load(const HttpRequest& request, const std::string& model, bool load,
                              HttpResponder respond) {
-  if (absl::Status s = auth_.Check(request.Header("authorization"), TokenAuth::Role::kAdmin); !s.ok()) {
+  if (absl::Status s = front_end_.auth().Check(request.Header("authorization"), TokenAuth::Role::kAdmin); !s.ok()) {
     return respond(Error(s));
   }
   absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryParameter>> params =
       ParseRepositoryParameters(request.body);
   if (!params.ok()) return respond(Error(params.status()));
-  absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params, /*unload=*/!load, limits_.max_load_file_bytes);
+  absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params, /*unload=*/!load, front_end_.limits().max_load_file_bytes);
   if (!parsed.ok()) return respond(Error(parsed.status()));
   if (!load) {
     absl::StatusOr<size_t> n = core_.UnloadModel(*parsed);
@@ -349,8 +359,8 @@ void OpenInferenceRest::Load(const HttpRequest& request, const std::string& mode
   }
   // Model files sent with the load count against the in-flight budget until it ends.
   auto held = std::make_shared<InflightBudget::Reservation>();
-  if (budget_ && parsed->files) {
-    absl::StatusOr<InflightBudget::Reservation> reserved = budget_->Reserve(request.body.size());
+  if (front_end_.budget() && parsed->files) {
+    absl::StatusOr<InflightBudget::Reservation> reserved = front_end_.budget()->Reserve(request.body.size());
     if (!reserved.ok()) return respond(Error(reserved.status()));
     *held = *std::move(reserved);
   }

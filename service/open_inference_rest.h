@@ -18,29 +18,29 @@
 // inflated before any route reads it. Answers without a body (health,
 // load, unload) carry no content type.
 //
+// Inference takes the front ends' one call path (infer_call.h): a client
+// that closes its connection before the answer cancels its request, and
+// the header kDeadlineHeader sets a deadline.
+//
 // Threading: Handle is the HttpServer's handler and runs on its threads;
 // inference answers are written from the core's completion callback.
-// `core`, `metrics` and `budget` are not owned and must outlive this.
 
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "scheduler/inference_core.h"
-#include "service/auth.h"
+#include "service/front_end.h"
 #include "service/http_server.h"
-#include "service/inflight_budget.h"
-#include "service/metrics.h"
 #include "service/open_inference_api.h"
-#include "service/wire_tensor.h"
 
 namespace infergate {
 
 class OpenInferenceRest {
  public:
-  OpenInferenceRest(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
-                    std::string server_version, InflightBudget* budget = nullptr,
+  // Inference goes through `front_end`'s call path, the rest through
+  // `core`. Neither is owned; both must outlive this.
+  OpenInferenceRest(InferenceCore& core, const FrontEnd& front_end, std::string server_version,
                     uint64_t max_body_bytes = uint64_t{64} << 20);
 
   void Handle(std::shared_ptr<HttpRequest> request, HttpResponder respond);
@@ -51,10 +51,6 @@ class OpenInferenceRest {
   // inference), so an unauthenticated client cannot make the server read
   // and hold a large body.
   std::optional<HttpResponse> Screen(const HttpRequest& head) const;
-
-  // From now on /v2/health/ready answers 400 and inference 503; accepted
-  // requests run to the end.
-  void StartDraining() { draining_.store(true); }
 
  private:
   // GET/POST routes other than inference; answers at once.
@@ -68,14 +64,21 @@ class OpenInferenceRest {
   absl::Status InflateBody(HttpRequest& request) const;
 
   InferenceCore& core_;
-  CodecLimits limits_;
-  Metrics* metrics_;
-  TokenAuth auth_;
+  const FrontEnd& front_end_;  // /v2/health/ready answers 400 while it drains
   OpenInferenceApi api_;
-  InflightBudget* budget_;
   uint64_t max_body_bytes_;  // also the most a compressed body may inflate to
-  std::atomic<bool> draining_{false};
 };
+
+// The request header that bounds how long a REST inference call may take,
+// in milliseconds: the deadline gRPC clients send as `grpc-timeout`. Envoy
+// (and so Istio, in front of KServe) sends it with a route's timeout; any
+// client may. Past it a queued request is dropped with 504.
+inline constexpr char kDeadlineHeader[] = "x-envoy-expected-rq-timeout-ms";
+
+// The deadline `request` asks for (max() with none), counted from `received`;
+// INVALID_ARGUMENT naming the header for a value that is not a positive
+// count of milliseconds.
+absl::StatusOr<Clock::time_point> RestDeadline(const HttpRequest& request, Clock::time_point received);
 
 // The HTTP status for a core or codec status (the table above).
 int HttpStatusFor(const absl::Status& status);

@@ -23,14 +23,9 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Sta
 
 }  // namespace
 
-OpenInferenceService::OpenInferenceService(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
-                                           std::string server_version, InflightBudget* budget)
-    : core_(core),
-      limits_(limits),
-      metrics_(metrics),
-      auth_(std::move(auth)),
-      api_(core, std::move(server_version)),
-      budget_(budget) {}
+OpenInferenceService::OpenInferenceService(InferenceCore& core, const FrontEnd& front_end,
+                                           std::string server_version)
+    : core_(core), front_end_(front_end), api_(core, std::move(server_version)) {}
 
 
 grpc::ServerUnaryReactor* OpenInferenceService::ServerLive(grpc::CallbackServerContext* ctx,
@@ -44,7 +39,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ServerLive(grpc::CallbackServerC
 grpc::ServerUnaryReactor* OpenInferenceService::ServerReady(grpc::CallbackServerContext* ctx,
                                                             const inference::ServerReadyRequest*,
                                                             inference::ServerReadyResponse* response) {
-  response->set_ready(core_.ready() && !draining_.load());
+  response->set_ready(core_.ready() && !front_end_.draining());
   return Done(ctx, absl::OkStatus());
 }
 
@@ -52,8 +47,8 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelReady(grpc::CallbackServerC
                                                            const inference::ModelReadyRequest* request,
                                                            inference::ModelReadyResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
-  response->set_ready(api_.ModelReady(ModelNameOf(*ctx, request->name()), request->version()) && !draining_.load());
+  if (Refused(front_end_.auth(), *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
+  response->set_ready(api_.ModelReady(ModelNameOf(*ctx, request->name()), request->version()) && !front_end_.draining());
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -62,7 +57,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ServerMetadata(grpc::CallbackSer
                                                                const inference::ServerMetadataRequest*,
                                                                inference::ServerMetadataResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
+  if (Refused(front_end_.auth(), *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
   api_.ServerMetadata({}, response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -71,7 +66,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ServerMetadata(grpc::CallbackSer
 grpc::ServerUnaryReactor* OpenInferenceService::ModelMetadata(grpc::CallbackServerContext* ctx,
                                                               const inference::ModelMetadataRequest* request,
                                                               inference::ModelMetadataResponse* response) {
-  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  absl::Status s = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference);
   if (s.ok()) s = api_.ModelMetadata(ModelNameOf(*ctx, request->name()), request->version(), response);
   return Done(ctx, s);
 }
@@ -79,7 +74,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelMetadata(grpc::CallbackServ
 grpc::ServerUnaryReactor* OpenInferenceService::ModelConfig(grpc::CallbackServerContext* ctx,
                                                             const inference::ModelConfigRequest* request,
                                                             inference::ModelConfigResponse* response) {
-  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  absl::Status s = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference);
   if (s.ok()) s = api_.ModelConfig(request->name(), request->version(), response);
   return Done(ctx, s);
 }
@@ -87,48 +82,34 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelConfig(grpc::CallbackServer
 grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
                                                            const inference::ModelInferRequest* request,
                                                            inference::ModelInferResponse* response) {
-  auto* reactor = new CancellableUnaryReactor();
-  Clock::time_point received = Clock::now();
-  // Finishes a call that never reached the core.
-  auto refuse = [&](const absl::Status& status) {
-    return FinishRefused(reactor, status, metrics_,
-                         core_.KnownModel(request->model_name()) ? request->model_name() : "", received);
-  };
-  if (absl::Status s =
-          AdmitInference(auth_, *ctx, draining_.load(), metrics_, budget_, request->ByteSizeLong(), reactor);
-      !s.ok()) {
-    return refuse(s);
-  }
+  const std::string model = ModelNameOf(*ctx, request->model_name());
+  auto* reactor = new InferCallReactor(front_end_, model);
+  InferCall& call = reactor->call();
+  if (!reactor->Admit(*ctx, request->ByteSizeLong())) return reactor;
   InferenceRequest req;
-  req.received = received;
   req.deadline = SteadyDeadline(*ctx);
   // Input tensors alias the request's bytes: gRPC keeps `request` alive until Finish.
-  if (absl::Status s = DecodeInferRequest(*request, limits_, &req); !s.ok()) return refuse(s);
-  req.model = ModelNameOf(*ctx, req.model);
-  std::shared_ptr<RequestHandle> handle = core_.Infer(
-      std::move(req), [this, reactor, request, response, received](absl::StatusOr<InferenceResult> result,
-                                                                    const RequestLabels& labels) {
-        absl::Status status = result.status();
-        if (status.ok()) status = EncodeInferResponse(*request, *result, response);
-        if (metrics_) {
-          metrics_->RecordInfer(labels, status, status.ok() ? &*result : nullptr, MicrosBetween(received, Clock::now()));
-        }
-        reactor->Finish(ToGrpcStatus(status));
-      });
-  reactor->set_handle(std::move(handle));
+  if (absl::Status s = DecodeInferRequest(*request, front_end_.limits(), &req); !s.ok()) {
+    call.Refuse(s);
+    return reactor;
+  }
+  req.model = model;
+  call.Submit(std::move(req), [request, response](InferenceResult& result) {
+    return EncodeInferResponse(*request, result, response);
+  });
   return reactor;
 }
 
 grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
 OpenInferenceService::ModelStreamInfer(grpc::CallbackServerContext* ctx) {
-  absl::Status refusal = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
-  return new InferStreamReactor(core_, limits_, metrics_, budget_, draining_, SteadyDeadline(*ctx), refusal);
+  absl::Status refusal = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference);
+  return new InferStreamReactor(front_end_, SteadyDeadline(*ctx), refusal);
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::ModelStatistics(grpc::CallbackServerContext* ctx,
                                                                 const inference::ModelStatisticsRequest* request,
                                                                 inference::ModelStatisticsResponse* response) {
-  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  absl::Status s = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference);
   if (s.ok()) s = api_.ModelStatistics(request->name(), request->version(), response);
   return Done(ctx, s);
 }
@@ -136,7 +117,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelStatistics(grpc::CallbackSe
 grpc::ServerUnaryReactor* OpenInferenceService::RepositoryIndex(grpc::CallbackServerContext* ctx,
                                                                 const inference::RepositoryIndexRequest* request,
                                                                 inference::RepositoryIndexResponse* response) {
-  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  absl::Status s = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference);
   if (s.ok()) s = api_.RepositoryIndex(request->repository_name(), request->ready(), response);
   return Done(ctx, s);
 }
@@ -145,9 +126,9 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelLoad(
     grpc::CallbackServerContext* ctx, const inference::RepositoryModelLoadRequest* request,
     inference::RepositoryModelLoadResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
+  if (Refused(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
   absl::StatusOr<LoadRequest> load = LoadRequestFromParameters(request->model_name(), request->parameters(), /*unload=*/false,
-                                limits_.max_load_file_bytes);
+                                front_end_.limits().max_load_file_bytes);
   if (!load.ok()) {
     reactor->Finish(ToGrpcStatus(load.status()));
     return reactor;
@@ -155,8 +136,8 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelLoad(
   // Model files sent with the load are held (and written out) until it ends:
   // they count against the in-flight budget like a request's tensors.
   auto held = std::make_shared<InflightBudget::Reservation>();
-  if (budget_ && load->files) {
-    absl::StatusOr<InflightBudget::Reservation> reserved = budget_->Reserve(request->ByteSizeLong());
+  if (front_end_.budget() && load->files) {
+    absl::StatusOr<InflightBudget::Reservation> reserved = front_end_.budget()->Reserve(request->ByteSizeLong());
     if (!reserved.ok()) {
       reactor->Finish(ToGrpcStatus(reserved.status()));
       return reactor;
@@ -173,7 +154,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelUnload(
     grpc::CallbackServerContext* ctx, const inference::RepositoryModelUnloadRequest* request,
     inference::RepositoryModelUnloadResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(auth_, *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
+  if (Refused(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
   absl::StatusOr<LoadRequest> unload =
       LoadRequestFromParameters(request->model_name(), request->parameters(), /*unload=*/true);
   absl::StatusOr<size_t> n = unload.ok() ? core_.UnloadModel(*unload) : absl::StatusOr<size_t>(unload.status());
@@ -185,7 +166,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelUnload(
 
 grpc::ServerUnaryReactor* OpenInferenceService::Answer(grpc::CallbackServerContext* ctx,
                                                        const std::function<absl::Status()>& answer) {
-  absl::Status s = CheckToken(auth_, *ctx, TokenAuth::Role::kInference);
+  absl::Status s = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference);
   if (s.ok()) s = answer();
   return Done(ctx, s);
 }
@@ -237,7 +218,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::LogSettings(grpc::CallbackServer
                                                             inference::LogSettingsResponse* response) {
   // Reading needs the inference token; changing the server's logging, the admin one.
   const bool change = request->settings_size() > 0;
-  absl::Status s = CheckToken(auth_, *ctx, change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
+  absl::Status s = CheckToken(front_end_.auth(), *ctx, change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
   if (!s.ok()) return Done(ctx, s);
   infergate::LogSettings changes;
   for (const auto& [key, value] : request->settings()) {

@@ -8,26 +8,21 @@
 // Callback API throughout; no gRPC thread waits for a model. Streams keep
 // many requests in flight (see open_inference_stream.h).
 
-#include <atomic>
 #include <functional>
 #include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "scheduler/inference_core.h"
-#include "service/auth.h"
-#include "service/inflight_budget.h"
+#include "service/front_end.h"
 #include "service/open_inference_api.h"
-#include "service/metrics.h"
-#include "service/wire_tensor.h"
 
 namespace infergate {
 
 class OpenInferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  // `core` and `metrics` (may be null) are not owned and must outlive this.
-  // `budget` (may be null: no limit) bounds the bytes of requests in flight.
-  OpenInferenceService(InferenceCore& core, CodecLimits limits, Metrics* metrics, TokenAuth auth,
-                       std::string server_version, InflightBudget* budget = nullptr);
+  // Inference goes through `front_end`'s call path, the rest through
+  // `core`. Neither is owned; both must outlive this.
+  OpenInferenceService(InferenceCore& core, const FrontEnd& front_end, std::string server_version);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest* request,
                                        inference::ServerLiveResponse* response) override;
@@ -85,22 +80,14 @@ class OpenInferenceService final : public inference::GRPCInferenceService::Callb
   grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx, const inference::LogSettingsRequest* request,
                                         inference::LogSettingsResponse* response) override;
 
-  // From now on ServerReady says false and new inference gets UNAVAILABLE;
-  // accepted requests (also on open streams) run to the end.
-  void StartDraining() { draining_.store(true); }
-
  private:
   // Finishes a call with `answer`'s status once the caller's inference
   // token is checked.
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, const std::function<absl::Status()>& answer);
 
   InferenceCore& core_;
-  CodecLimits limits_;
-  Metrics* metrics_;
-  TokenAuth auth_;
+  const FrontEnd& front_end_;  // ServerReady and ModelReady say false while it drains
   OpenInferenceApi api_;
-  InflightBudget* budget_;
-  std::atomic<bool> draining_{false};
 };
 
 }  // namespace infergate

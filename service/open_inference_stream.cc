@@ -40,10 +40,9 @@ absl::StatusOr<bool> KeepsRequestOrder(const inference::ModelInferRequest& reque
 
 }  // namespace
 
-InferStreamReactor::InferStreamReactor(InferenceCore& core, CodecLimits limits, Metrics* metrics,
-                                       InflightBudget* budget, const std::atomic<bool>& draining,
-                                       Clock::time_point deadline, const absl::Status& refusal)
-    : core_(core), limits_(limits), metrics_(metrics), budget_(budget), draining_(draining), deadline_(deadline) {
+InferStreamReactor::InferStreamReactor(const FrontEnd& front_end, Clock::time_point deadline,
+                                       const absl::Status& refusal)
+    : front_end_(front_end), deadline_(deadline) {
   if (!refusal.ok()) {
     finished_ = true;
     Finish(grpc::Status(static_cast<grpc::StatusCode>(refusal.code()), std::string(refusal.message())));
@@ -70,74 +69,53 @@ void InferStreamReactor::OnReadDone(bool ok) {
   // follow the order requests arrived in (Submit may run on two threads).
   Place place;
   place.ordered = !ordered.ok() || *ordered;  // a refusal is answered in its place
+  auto response = std::make_shared<inference::ModelStreamInferResponse>();
+  std::shared_ptr<InferCall> call;
   bool read_on;
+  bool cancelled;
   {
     std::lock_guard<std::mutex> lock(mu_);
     place.ticket = next_ticket_++;
     if (place.ordered) place.slot = next_slot_++;
-    in_flight_[place.ticket] = nullptr;
+    call = InferCall::Begin(front_end_, request->model_name(),
+                            [this, request, response, place](const absl::Status& status) {
+                              Answer(status.ok() ? std::make_unique<inference::ModelStreamInferResponse>(
+                                                       std::move(*response))
+                                                 : ErrorResponse(*request, status),
+                                     place);
+                            });
+    in_flight_[place.ticket] = call;
     ++submitting_;
     read_on = !Full();
     read_paused_ = !read_on;
+    cancelled = cancelled_;
   }
+  // Outside the lock: a cancelled call is cancelled as soon as it is submitted.
+  if (cancelled) call->Cancel();
   if (read_on) StartNextRead();  // else Progress resumes reading once the client catches up
-  Submit(std::move(request), place, ordered.status());
+  Submit(*call, std::move(request), std::move(response), ordered.status());
 }
 
-void InferStreamReactor::Submit(std::shared_ptr<inference::ModelInferRequest> request, Place place,
-                                absl::Status refusal) {
-  const uint64_t ticket = place.ticket;
-  Clock::time_point received = Clock::now();
-  InferenceRequest req;
-  req.received = received;
-  req.deadline = deadline_;
-  absl::Status decoded = std::move(refusal);
-  if (decoded.ok() && draining_.load()) decoded = absl::UnavailableError("server is draining; retry on another replica");
-  // The request's bytes count against the budget until it is answered.
-  auto reservation = std::make_shared<InflightBudget::Reservation>();
-  if (decoded.ok() && budget_) {
-    absl::StatusOr<InflightBudget::Reservation> reserved = budget_->Reserve(request->ByteSizeLong());
-    if (reserved.ok()) {
-      *reservation = *std::move(reserved);
-    } else {
-      decoded = reserved.status();
-      if (metrics_) metrics_->OnAdmissionRejection("inflight_bytes");
-    }
-  }
-  if (decoded.ok()) decoded = DecodeInferRequest(*request, limits_, &req);
-  std::shared_ptr<RequestHandle> handle;
-  if (!decoded.ok()) {
-    if (metrics_) {
-      metrics_->RecordInfer({core_.KnownModel(request->model_name()) ? request->model_name() : "", ""}, decoded,
-                            nullptr, MicrosBetween(received, Clock::now()));
-    }
-    Answer(ErrorResponse(*request, decoded), place);
-  } else {
+void InferStreamReactor::Submit(InferCall& call, std::shared_ptr<inference::ModelInferRequest> request,
+                                std::shared_ptr<inference::ModelStreamInferResponse> response,
+                                const absl::Status& refusal) {
+  // The caller's token was checked when the stream opened.
+  if (!refusal.ok()) {
+    call.Refuse(refusal);
+  } else if (call.AdmitOnStream(request->ByteSizeLong())) {
+    InferenceRequest req;
+    req.deadline = deadline_;
     // The request (whose bytes the input tensors alias) lives until answered.
-    handle = core_.Infer(std::move(req), [this, request, reservation, place, received](
-                                             absl::StatusOr<InferenceResult> result, const RequestLabels& labels) {
-      absl::Status status = result.status();
-      auto response = std::make_unique<inference::ModelStreamInferResponse>();
-      if (status.ok()) status = EncodeInferResponse(*request, *result, response->mutable_infer_response());
-      if (metrics_) {
-        metrics_->RecordInfer(labels, status, status.ok() ? &*result : nullptr, MicrosBetween(received, Clock::now()));
-      }
-      Answer(status.ok() ? std::move(response) : ErrorResponse(*request, status), place);
-    });
-  }
-  // A stream cancelled while this request was being submitted cancels it
-  // here, outside the lock: a queued request is answered on this thread, and
-  // Answer takes the lock. `submitting_` stays up until then, so the stream
-  // cannot finish (and delete itself) under our feet.
-  std::shared_ptr<RequestHandle> cancel_now;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = in_flight_.find(ticket); it != in_flight_.end()) {
-      it->second = std::move(handle);
-      if (cancelled_) cancel_now = it->second;
+    if (absl::Status s = DecodeInferRequest(*request, front_end_.limits(), &req); !s.ok()) {
+      call.Refuse(s);
+    } else {
+      call.Submit(std::move(req), [request, response](InferenceResult& result) {
+        return EncodeInferResponse(*request, result, response->mutable_infer_response());
+      });
     }
   }
-  if (cancel_now) cancel_now->Cancel();
+  // `submitting_` kept the stream from finishing (and deleting itself)
+  // while the call was handed over.
   std::unique_lock<std::mutex> lock(mu_);
   --submitting_;
   Progress(std::move(lock));
@@ -188,15 +166,15 @@ void InferStreamReactor::OnWriteDone(bool ok) {
 }
 
 void InferStreamReactor::OnCancel() {
-  std::vector<std::shared_ptr<RequestHandle>> handles;
+  std::vector<std::shared_ptr<InferCall>> calls;
   {
     std::lock_guard<std::mutex> lock(mu_);
     cancelled_ = true;
-    for (auto& [ticket, handle] : in_flight_) {
-      if (handle) handles.push_back(handle);
-    }
+    for (auto& [ticket, call] : in_flight_) calls.push_back(call);
   }
-  for (auto& h : handles) h->Cancel();
+  // Outside the lock: a queued request is answered on this thread, and
+  // Answer takes the lock.
+  for (auto& call : calls) call->Cancel();
 }
 
 void InferStreamReactor::Progress(std::unique_lock<std::mutex> lock) {

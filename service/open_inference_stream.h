@@ -30,28 +30,25 @@
 // leave in one send; the last of them, and the stream's first (whose initial
 // metadata a buffered write would hold back), do not.
 
-#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 
 #include "inference/grpc_service.grpc.pb.h"
-#include "scheduler/inference_core.h"
-#include "service/inflight_budget.h"
-#include "service/metrics.h"
-#include "service/wire_tensor.h"
+#include "scheduler/inference_types.h"
+#include "service/front_end.h"
+#include "service/infer_call.h"
 
 namespace infergate {
 
 class InferStreamReactor final
     : public grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse> {
  public:
-  // `refusal` non-OK: the stream is finished with it at once (auth).
-  // Each request on the stream holds its size in `budget` (may be null)
-  // until it is answered.
-  InferStreamReactor(InferenceCore& core, CodecLimits limits, Metrics* metrics, InflightBudget* budget,
-                     const std::atomic<bool>& draining, Clock::time_point deadline, const absl::Status& refusal);
+  // `refusal` non-OK: the stream is finished with it at once (auth). Each
+  // request on the stream is an InferCall of `front_end` (admitted, counted
+  // and holding its size in the in-flight budget until it is answered).
+  InferStreamReactor(const FrontEnd& front_end, Clock::time_point deadline, const absl::Status& refusal);
 
   // Requests in flight plus answers unwritten on one stream, and bytes of
   // unwritten answers, past which the stream stops reading.
@@ -73,9 +70,11 @@ class InferStreamReactor final
   };
 
   void StartNextRead();
-  // Submits one request; its answer comes back through Answer. `refusal`
-  // non-OK answers it with that error instead (a bad stream parameter).
-  void Submit(std::shared_ptr<inference::ModelInferRequest> request, Place place, absl::Status refusal);
+  // Admits and submits one request as `call`, whose end goes to Answer.
+  // `refusal` non-OK answers it with that error instead (a bad stream
+  // parameter).
+  void Submit(InferCall& call, std::shared_ptr<inference::ModelInferRequest> request,
+              std::shared_ptr<inference::ModelStreamInferResponse> response, const absl::Status& refusal);
   void Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, Place place);
   // Drops every answer not yet written (the client is gone; under mu_).
   void DropUnwritten();
@@ -85,11 +84,7 @@ class InferStreamReactor final
   // Whether the stream holds as much as it may (under mu_).
   bool Full() const;
 
-  InferenceCore& core_;
-  CodecLimits limits_;
-  Metrics* metrics_;
-  InflightBudget* budget_;
-  const std::atomic<bool>& draining_;
+  const FrontEnd& front_end_;
   Clock::time_point deadline_;
 
   std::mutex mu_;
@@ -100,9 +95,9 @@ class InferStreamReactor final
   uint64_t next_slot_ = 0;           // handed to the next ordered request
   uint64_t next_slot_to_write_ = 0;  // the ordered answer due next
   std::unique_ptr<inference::ModelStreamInferResponse> writing_;
-  std::map<uint64_t, std::shared_ptr<RequestHandle>> in_flight_;  // by ticket
+  std::map<uint64_t, std::shared_ptr<InferCall>> in_flight_;  // by ticket, until answered
   uint64_t next_ticket_ = 0;
-  int submitting_ = 0;  // Submit calls still running (their handle not yet filed)
+  int submitting_ = 0;  // Submit calls still running
   uint64_t held_bytes_ = 0;  // of waiting_, to_write_ and writing_
   bool read_paused_ = false;  // no read outstanding: the stream is Full()
   bool reads_done_ = false;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/ascii.h"
+
 #include <string>
 
 namespace infergate {
@@ -28,6 +30,15 @@ struct Row {
 
 // The whole table: each device kind (and capability) x each client request
 // x each model-config override.
+TEST(Precision, NamesParseInAnyCase) {
+  for (Precision p : {Precision::kAuto, Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+    EXPECT_EQ(ParsePrecisionName(PrecisionName(p)), p);
+    EXPECT_EQ(ParsePrecisionName(absl::AsciiStrToLower(PrecisionName(p))), p);
+  }
+  EXPECT_EQ(ParsePrecisionName(""), Precision::kAuto);
+  for (const char* bad : {"fp8", "FP 16", "float16", "half", "auto "}) EXPECT_EQ(ParsePrecisionName(bad), std::nullopt) << bad;
+}
+
 TEST(Precision, WholeTable) {
   const Row rows[] = {
       {"cpu", {DeviceKind::kCpu, 0, 0},

@@ -1,6 +1,7 @@
 // The HTTP server on its own, over raw loopback sockets: slow and idle
 // clients cannot hold it, limits answer with the right status, the
-// connection cap holds, and answers in progress survive a shutdown.
+// connection cap holds, answers in progress survive a shutdown, and a
+// client that hangs up while waiting is noticed.
 
 #include "service/http_server.h"
 
@@ -13,10 +14,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace infergate {
 namespace {
@@ -85,6 +89,13 @@ class HttpServerTest : public ::testing::Test {
     options.flag_name = "--test";
     auto started = HttpServer::Start(std::move(options), [this](std::shared_ptr<HttpRequest> req, HttpResponder r) {
       handled_++;
+      if (req->path == "/wait-for-test") {
+        // Kept unanswered until the test answers it.
+        std::lock_guard<std::mutex> lock(held_mu_);
+        held_.emplace_back(req, r);
+        held_changed_.notify_all();
+        return;
+      }
       if (req->path == "/later") {
         // Answered from another thread, after a while.
         std::thread([r] {
@@ -98,9 +109,92 @@ class HttpServerTest : public ::testing::Test {
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
   }
+  // Waits (generously) until `n` /wait-for-test requests are held; false if not.
+  bool WaitHeld(size_t n) {
+    std::unique_lock<std::mutex> lock(held_mu_);
+    return held_changed_.wait_for(lock, std::chrono::seconds(60), [&] { return held_.size() >= n; });
+  }
+  std::pair<std::shared_ptr<HttpRequest>, HttpResponder> Held(size_t i) {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    return held_.at(i);
+  }
+
   std::unique_ptr<HttpServer> server_;
   std::atomic<int> handled_{0};
+  std::mutex held_mu_;
+  std::condition_variable held_changed_;
+  std::vector<std::pair<std::shared_ptr<HttpRequest>, HttpResponder>> held_;
 };
+
+// A flag a CancelSignal reaction sets, with a generous wait for it.
+struct Fired {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool fired = false;
+  void Set() {
+    std::lock_guard<std::mutex> lock(mu);
+    fired = true;
+    cv.notify_all();
+  }
+  bool WaitFor(milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, timeout, [this] { return fired; });
+  }
+};
+
+// A client that closes its connection while its request is being answered
+// fires the request's client_gone; an answer given afterwards goes nowhere,
+// harmlessly.
+TEST_F(HttpServerTest, AClientThatHangsUpWhileWaitingFiresClientGone) {
+  StartServer({});
+  auto c = std::make_unique<Client>(server_->port());
+  ASSERT_TRUE(c->Send(Get("/wait-for-test")));
+  ASSERT_TRUE(WaitHeld(1));
+  auto [request, respond] = Held(0);
+  ASSERT_NE(request->client_gone, nullptr);
+  Fired fired;
+  request->client_gone->Subscribe([&fired] { fired.Set(); });
+  EXPECT_FALSE(fired.WaitFor(milliseconds(200))) << "fired while the client still waited";
+  c.reset();  // hangs up
+  EXPECT_TRUE(fired.WaitFor(milliseconds(60000)));
+  respond(HttpResponse{200, "text/plain", {}, "too late"});
+  // The server goes on serving.
+  Client next(server_->port());
+  ASSERT_TRUE(next.Send(Get("/after")));
+  EXPECT_NE(next.ReadResponse().find("X-Path: /after"), std::string::npos);
+}
+
+// A client that sends its next request before the answer (pipelining) has
+// not gone: the request is answered, then the next one; nothing fires.
+TEST_F(HttpServerTest, APipelinedRequestWhileWaitingIsNotAHangUp) {
+  StartServer({});
+  Client c(server_->port());
+  ASSERT_TRUE(c.Send(Get("/wait-for-test")));
+  ASSERT_TRUE(WaitHeld(1));
+  auto [request, respond] = Held(0);
+  ASSERT_TRUE(c.Send(Get("/next")));
+  std::this_thread::sleep_for(milliseconds(200));  // let the watch see the bytes
+  EXPECT_FALSE(request->client_gone->fired());
+  respond(HttpResponse{200, "text/plain", {{"X-Path", "/wait-for-test"}}, "held"});
+  EXPECT_NE(c.ReadResponse().find("X-Path: /wait-for-test"), std::string::npos);
+  EXPECT_NE(c.ReadResponse().find("X-Path: /next"), std::string::npos);
+  EXPECT_FALSE(request->client_gone->fired());
+}
+
+// Once the answer is written, closing the connection is the ordinary end of
+// an exchange, not a cancellation.
+TEST_F(HttpServerTest, HangingUpAfterTheAnswerFiresNothing) {
+  StartServer({});
+  auto c = std::make_unique<Client>(server_->port());
+  ASSERT_TRUE(c->Send(Get("/wait-for-test")));
+  ASSERT_TRUE(WaitHeld(1));
+  auto [request, respond] = Held(0);
+  respond(HttpResponse{200, "text/plain", {}, "held"});
+  EXPECT_NE(c->ReadResponse().find("200 OK"), std::string::npos);
+  c.reset();
+  std::this_thread::sleep_for(milliseconds(200));
+  EXPECT_FALSE(request->client_gone->fired());
+}
 
 TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   StartServer({});

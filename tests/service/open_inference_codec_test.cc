@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "service/open_inference_api.h"
+
 namespace infergate {
 namespace {
 
@@ -52,6 +54,32 @@ TEST(OpenInferenceCodec, PriorityAndTimeoutAreReadFromEitherIntegerType) {
 
 // An output named twice is refused before anything runs, naming both
 // places (naming one a million times once made the answer a million copies).
+// Precision names read the same on inference and on repository load and
+// unload (load once took only upper case while inference took any case).
+TEST(OpenInferenceCodec, PrecisionNamesParseTheSameForInferenceAndLoads) {
+  for (const auto& [text, want] : std::vector<std::pair<std::string, Precision>>{
+           {"", Precision::kAuto}, {"auto", Precision::kAuto}, {"FP16", Precision::kFp16},
+           {"fp16", Precision::kFp16}, {"Bf16", Precision::kBf16}, {"fp32", Precision::kFp32}}) {
+    InferenceRequest out;
+    ASSERT_TRUE(DecodeInferRequest(WithParameter("precision", String(text)), {}, &out).ok()) << text;
+    EXPECT_EQ(out.precision, want) << text;
+    google::protobuf::Map<std::string, inference::ModelRepositoryParameter> params;
+    params["precision"].set_string_param(text);
+    for (bool unload : {false, true}) {
+      absl::StatusOr<LoadRequest> load = LoadRequestFromParameters("mlp", params, unload);
+      ASSERT_TRUE(load.ok()) << text << ": " << load.status();
+      EXPECT_EQ(load->precision, want) << text;
+    }
+  }
+  InferenceRequest out;
+  absl::Status s = DecodeInferRequest(WithParameter("precision", String("fp8")), {}, &out);
+  EXPECT_NE(s.message().find("parameters.precision"), std::string::npos) << s;
+  google::protobuf::Map<std::string, inference::ModelRepositoryParameter> params;
+  params["precision"].set_string_param("fp8");
+  EXPECT_NE(LoadRequestFromParameters("mlp", params, false).status().message().find("parameters.precision"),
+            std::string::npos);
+}
+
 TEST(OpenInferenceCodec, AnOutputRequestedTwiceIsRefusedNamingBoth) {
   inference::ModelInferRequest request;
   request.set_model_name("mlp");

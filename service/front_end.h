@@ -1,0 +1,85 @@
+#pragma once
+// What every inference front end (infergate.v1 and the Open Inference
+// Protocol over gRPC, its stream, REST) shares, built once by the server:
+// the core's inference entry, the wire limits, the caller tokens, the
+// in-flight byte budget, where finished calls are counted, and the drain
+// switch. InferCall (infer_call.h) is the one path a request takes through
+// these; the front ends only decode and encode their wire forms.
+//
+// The core's part is an InferBackend, so the call path is tested with a
+// fake core. Ownership: nothing here is owned but the auth and the drain
+// flag; the core, budget and observer must outlive every front end.
+// Threading: read-only after construction except the drain flag (atomic).
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "scheduler/inference_types.h"
+#include "scheduler/request_handle.h"
+#include "service/auth.h"
+#include "service/inflight_budget.h"
+#include "service/wire_tensor.h"
+
+namespace infergate {
+
+class InferenceCore;
+
+// What the call path needs of the core.
+struct InferBackend {
+  // Routes, validates and queues one request (InferenceCore::Infer).
+  std::function<std::shared_ptr<RequestHandle>(InferenceRequest, InferCallback)> infer;
+  // Whether `name` is a repository model, for bounded metric labels.
+  std::function<bool(absl::string_view name)> known_model;
+
+  static InferBackend Of(InferenceCore& core);
+};
+
+// Where the call path reports each call's end (Metrics in the server).
+// Called on front-end and worker threads; must not block.
+class InferCallObserver {
+ public:
+  virtual ~InferCallObserver() = default;
+  // One finished inference call: `status` is what the client got; `result`
+  // is set when the model ran and the answer went out. `labels.model` is a
+  // repository model or "".
+  virtual void RecordInfer(const RequestLabels& labels, const absl::Status& status, const InferenceResult* result,
+                           uint64_t total_us) = 0;
+  // A call refused at admission: "draining" or "inflight_bytes" (also
+  // counted by RecordInfer as a finished call).
+  virtual void OnAdmissionRejection(const std::string& reason) = 0;
+};
+
+class FrontEnd {
+ public:
+  // `observer` and `budget` may be null (no metrics; no byte limit).
+  FrontEnd(InferBackend backend, CodecLimits limits, TokenAuth auth, InflightBudget* budget,
+           InferCallObserver* observer)
+      : backend_(std::move(backend)), limits_(limits), auth_(std::move(auth)), budget_(budget), observer_(observer) {}
+  FrontEnd(const FrontEnd&) = delete;
+  FrontEnd& operator=(const FrontEnd&) = delete;
+
+  const InferBackend& backend() const { return backend_; }
+  const CodecLimits& limits() const { return limits_; }
+  const TokenAuth& auth() const { return auth_; }
+  InflightBudget* budget() const { return budget_; }
+  InferCallObserver* observer() const { return observer_; }
+
+  // From now on every front end refuses new inference (UNAVAILABLE, counted
+  // as "draining") and reports not ready; accepted calls, also on open
+  // streams, run to the end. One switch for all of them.
+  void StartDraining() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+
+ private:
+  const InferBackend backend_;
+  const CodecLimits limits_;
+  const TokenAuth auth_;
+  InflightBudget* const budget_;
+  InferCallObserver* const observer_;
+  std::atomic<bool> draining_{false};
+};
+
+}  // namespace infergate
