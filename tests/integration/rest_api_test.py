@@ -18,6 +18,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -47,27 +48,32 @@ class Reply:
 
 
 def curl(address, method, path, body=None, headers=(), scheme="http", extra=(), timeout=30):
-    """One call with curl; the body may be str or bytes."""
-    out = os.path.join(WORK, "curl.body")
-    head = os.path.join(WORK, "curl.head")
+    """One call with curl; the body may be str or bytes. Its files are its
+    own, so calls from several threads at once do not mix their answers."""
+    own = tempfile.mkdtemp(dir=WORK, prefix="curl_")
+    out = os.path.join(own, "body")
+    head = os.path.join(own, "head")
     cmd = ["curl", "-s", "-S", "-X", method, "-o", out, "-D", head, "-w", "%{http_code}", "--max-time", str(timeout),
            "%s://%s%s" % (scheme, address, path)] + list(extra)
     for h in headers:
         cmd += ["-H", h]
     if body is not None:
-        data = os.path.join(WORK, "curl.data")
+        data = os.path.join(own, "data")
         with open(data, "wb") as f:
             f.write(body.encode() if isinstance(body, str) else body)
         cmd += ["--data-binary", "@" + data]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
+        shutil.rmtree(own, ignore_errors=True)
         return Reply(0, {}, r.stderr.encode())
     parsed = {}
     for line in open(head, encoding="latin-1").read().splitlines()[1:]:
         if ":" in line:
             k, v = line.split(":", 1)
             parsed[k.strip().lower()] = v.strip()
-    return Reply(int(r.stdout), parsed, open(out, "rb").read())
+    reply = Reply(int(r.stdout), parsed, open(out, "rb").read())
+    shutil.rmtree(own, ignore_errors=True)
+    return reply
 
 
 def expect_error(reply, status, *needles):
@@ -363,6 +369,78 @@ def main():
         check(statistics.median(during) < max(3 * statistics.median(before), 0.02),
               "gRPC latency during slow clients %.4fs vs %.4fs" % (statistics.median(during), statistics.median(before)))
 
+        # --- a REST call's deadline header, and a client that hangs up: on a
+        # server with one CPU worker, kept busy by the slow model, a request
+        # queued behind it either passes its deadline (504) or is cancelled
+        # when its client closes the connection, and never runs.
+        one = Server(args.server, ["--model-repository=" + models, "--cpu-workers=1"],
+                     os.path.join(WORK, "one_worker.log"))
+        servers.append(one)
+        one.wait_serving()
+        one_channel = grpc.insecure_channel(one.address)
+        from infergate.v1 import inference_pb2 as v1, inference_pb2_grpc as v1_grpc
+        one_v1 = v1_grpc.InferenceServiceStub(one_channel)
+        slow_body = infer_body([{"name": "x", "shape": [4], "datatype": "FP32", "data": [2] * 4}], device="cpu")
+
+        def cpu_status():
+            return [d for d in one_v1.ListDevices(v1.ListDevicesRequest()).devices if d.id == "cpu"][0]
+
+        def wait_until(predicate, what, seconds=60):
+            deadline = time.time() + seconds
+            while time.time() < deadline:
+                if predicate():
+                    return True
+                time.sleep(0.01)
+            check(False, "timed out waiting for " + what)
+            return False
+
+        def blocker():
+            """A slow request running on the only worker, in a thread."""
+            result = {}
+            t = threading.Thread(target=lambda: result.update(
+                r=curl(one.http_address, "POST", "/v2/models/slow/infer", slow_body, timeout=120)))
+            t.start()
+            wait_until(lambda: cpu_status().in_flight > 0, "the blocker to run")
+            return t, result
+
+        def slow_successes():
+            return stub_one.ModelStatistics(pb.ModelStatisticsRequest(name="slow")).model_stats[0] \
+                .inference_stats.success.count
+
+        stub_one = pb_grpc.GRPCInferenceServiceStub(one_channel)
+        t, first = blocker()
+        late = curl(one.http_address, "POST", "/v2/models/slow/infer", slow_body,
+                    headers=["x-envoy-expected-rq-timeout-ms: 200"], timeout=120)
+        expect_error(late, 504, "deadline")
+        expect_error(curl(one.http_address, "POST", "/v2/models/slow/infer", slow_body,
+                          headers=["x-envoy-expected-rq-timeout-ms: soon"]),
+                     400, "x-envoy-expected-rq-timeout-ms")
+        t.join()
+        check(first["r"].status == 200, "blocker answered: %r" % first.get("r"))
+
+        t, second = blocker()
+        host, port = one.http_address.rsplit(":", 1)
+        hung_up = socket.create_connection((host, int(port)))
+        body = slow_body.encode()
+        hung_up.sendall(b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        wait_until(lambda: cpu_status().queue_depth > 0, "the request to queue")
+        hung_up.close()
+        wait_until(lambda: cpu_status().queue_depth == 0, "the hung-up request to leave the queue")
+        t.join()
+        check(second["r"].status == 200, "second blocker answered: %r" % second.get("r"))
+        # Had it not been cancelled, the hung-up request would run now.
+        wait_until(lambda: cpu_status().in_flight == 0 and cpu_status().queue_depth == 0, "the worker to idle")
+        check(slow_successes() == 2, "only the two blockers ran: %d" % slow_successes())
+        metrics = curl(one.metrics_address, "GET", "/metrics").body.decode()
+        check('infergate_rejections_total{model="slow",reason="cancelled"} 1' in metrics,
+              "the hang-up is counted as cancelled: %s" %
+              [l for l in metrics.splitlines() if l.startswith("infergate_rejections_total")])
+        check('infergate_rejections_total{model="slow",reason="deadline"} 1' in metrics,
+              "the passed deadline is counted")
+        one_channel.close()
+        check(one.stop() == 0, "exit status of the one-worker server")
+
         # --- drain: a REST call in flight is answered; new ones get 503; ready turns 400
         slow_result = {}
 
@@ -380,14 +458,30 @@ def main():
                                                  v1stub.ListDevices(v1.ListDevicesRequest()).devices):
             time.sleep(0.01)
         server.proc.send_signal(signal.SIGTERM)
-        saw_503 = saw_not_ready = False
+        # A request on a v2 stream during the drain is refused in band, and
+        # counted like the REST refusals (the stream once skipped the count).
+        stream_req = pb.ModelInferRequest(model_name="mlp", id="during-drain", inputs=[
+            pb.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=[1, 256])],
+            raw_input_contents=[f32(x[:256])])
+        saw_503 = saw_not_ready = saw_stream_refused = False
         deadline = time.time() + 20
-        while time.time() < deadline and not (saw_503 and saw_not_ready) and caller.is_alive():
+        while (time.time() < deadline and not (saw_503 and saw_not_ready and saw_stream_refused) and
+               caller.is_alive()):
             saw_not_ready = saw_not_ready or curl(http, "GET", "/v2/health/ready", timeout=5).status == 400
             r = mlp_with(device="cpu")
             if r.status == 503:
                 saw_503 = True
                 check("draining" in r.json()["error"], "503 says draining: %r" % r)
+            if saw_503 and not saw_stream_refused:
+                answers = list(stub.ModelStreamInfer(iter([stream_req]), timeout=30))
+                check(len(answers) == 1 and "draining" in answers[0].error_message,
+                      "stream during drain: %r" % [a.error_message for a in answers])
+                saw_stream_refused = True
+                refused = [l for l in curl(server.metrics_address, "GET", "/metrics", timeout=5).body.decode()
+                           .splitlines() if l.startswith('infergate_rejections_total{model="",reason="draining"}')]
+                check(refused and float(refused[0].split()[-1]) >= 2,
+                      "the stream's draining refusal is counted: %r" % refused)
+        check(saw_stream_refused, "no stream request was tried while draining")
         caller.join()
         check(saw_not_ready, "ready never turned 400 while draining")
         check(saw_503, "no 503 while draining")
