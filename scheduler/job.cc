@@ -1,5 +1,6 @@
 #include "scheduler/job.h"
 
+#include "common/callback_lock.h"
 #include "scheduler/device_executor.h"
 
 namespace infergate {
@@ -26,6 +27,7 @@ void Job::Finish(absl::StatusOr<InferenceResult> result) {
   } else {
     labels.model = model_label;
   }
+  CheckNoCallbackLockHeld("Job::Finish");
   done_(std::move(result), labels);
 }
 

@@ -8,6 +8,7 @@
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
 #include <signal.h>
+#include <sys/resource.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -43,6 +44,19 @@
 
 namespace infergate {
 namespace {
+
+// Raises the soft limit on open files to the hard one: every client
+// connection holds a descriptor, and at a soft limit of 1024 a flood of
+// idle sockets would leave none for model files, REST or the metrics port.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    LOG_INFO << "open file limit raised from " << before << " to " << limit.rlim_cur;
+  }
+}
 
 LogLevel ParseLevel(const std::string& s) {
   if (s == "debug") return LogLevel::kDebug;
@@ -122,6 +136,7 @@ int Run(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   ReturnLargeBuffersToTheSystem();
+  RaiseOpenFileLimit();
   // Before any tensor exists, so every tensor block comes back to it.
   if (CachingCpuAllocator::InstallForProcess(opts.cpu_tensor_cache_bytes) != nullptr) {
     LOG_INFO << "CPU tensor blocks of 64 KiB and more are kept for reuse, up to "
@@ -255,6 +270,10 @@ int Run(int argc, char** argv) {
   // "Broken pipe" on a fifth of their calls, and no call through), where the
   // in-flight budget refuses the excess calls cleanly.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, static_cast<int>(opts.max_concurrent_streams));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, static_cast<int>(opts.grpc_handshake_timeout.count()));
+  if (opts.max_connection_idle.count() > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, static_cast<int>(opts.max_connection_idle.count()));
+  }
   if (opts.max_connection_age.count() > 0) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, static_cast<int>(opts.max_connection_age.count()));
     // Calls in progress when the age is reached get this long to finish.

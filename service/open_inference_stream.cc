@@ -58,7 +58,7 @@ void InferStreamReactor::StartNextRead() {
 
 void InferStreamReactor::OnReadDone(bool ok) {
   if (!ok) {  // the client closed its side, or the call ended
-    std::unique_lock<std::mutex> lock(mu_);
+    std::unique_lock<CallbackLock> lock(mu_);
     reads_done_ = true;
     reading_.reset();
     return Progress(std::move(lock));
@@ -74,7 +74,7 @@ void InferStreamReactor::OnReadDone(bool ok) {
   bool read_on;
   bool cancelled;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<CallbackLock> lock(mu_);
     place.ticket = next_ticket_++;
     if (place.ordered) place.slot = next_slot_++;
     call = InferCall::Begin(front_end_, request->model_name(),
@@ -116,7 +116,7 @@ void InferStreamReactor::Submit(InferCall& call, std::shared_ptr<inference::Mode
   }
   // `submitting_` kept the stream from finishing (and deleting itself)
   // while the call was handed over.
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<CallbackLock> lock(mu_);
   --submitting_;
   Progress(std::move(lock));
 }
@@ -124,7 +124,7 @@ void InferStreamReactor::Submit(InferCall& call, std::shared_ptr<inference::Mode
 void InferStreamReactor::Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, Place place) {
   (*response->mutable_infer_response()->mutable_parameters())["triton_final_response"].set_bool_param(true);
   const uint64_t bytes = response->ByteSizeLong();
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<CallbackLock> lock(mu_);
   in_flight_.erase(place.ticket);
   held_bytes_ += bytes;
   if (!place.ordered) {
@@ -155,7 +155,7 @@ void InferStreamReactor::DropUnwritten() {
 }
 
 void InferStreamReactor::OnWriteDone(bool ok) {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<CallbackLock> lock(mu_);
   if (writing_) held_bytes_ -= writing_->ByteSizeLong();
   writing_.reset();
   if (!ok) {
@@ -168,7 +168,7 @@ void InferStreamReactor::OnWriteDone(bool ok) {
 void InferStreamReactor::OnCancel() {
   std::vector<std::shared_ptr<InferCall>> calls;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<CallbackLock> lock(mu_);
     cancelled_ = true;
     for (auto& [ticket, call] : in_flight_) calls.push_back(call);
   }
@@ -177,7 +177,7 @@ void InferStreamReactor::OnCancel() {
   for (auto& call : calls) call->Cancel();
 }
 
-void InferStreamReactor::Progress(std::unique_lock<std::mutex> lock) {
+void InferStreamReactor::Progress(std::unique_lock<CallbackLock> lock) {
   if (finished_) return;
   if (cancelled_) DropUnwritten();
   // A paused stream reads again once it holds less; a cancelled one never

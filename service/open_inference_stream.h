@@ -20,8 +20,9 @@
 // stream cancels every request still in flight.
 //
 // Threading: gRPC reactions and core callbacks arrive on any thread; state
-// is under one mutex, and gRPC is called (StartRead, StartWrite, Finish)
-// outside it. The reactor finishes when the client has stopped sending and
+// is under one mutex (a CallbackLock: Answer takes it, so nothing may
+// cancel or answer a request while holding it; the core checks), and gRPC
+// is called (StartRead, StartWrite, Finish) outside it. The reactor finishes when the client has stopped sending and
 // every request has been answered and written, and deletes itself in OnDone.
 //
 // gRPC allows one write outstanding per stream, and each write is a send on
@@ -33,8 +34,8 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 
+#include "common/callback_lock.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "scheduler/inference_types.h"
 #include "service/front_end.h"
@@ -80,14 +81,14 @@ class InferStreamReactor final
   void DropUnwritten();
   // Starts the next write, resumes reading, or finishes the stream, as
   // due. Must be the caller's last use of `this`.
-  void Progress(std::unique_lock<std::mutex> lock);
+  void Progress(std::unique_lock<CallbackLock> lock);
   // Whether the stream holds as much as it may (under mu_).
   bool Full() const;
 
   const FrontEnd& front_end_;
   Clock::time_point deadline_;
 
-  std::mutex mu_;
+  CallbackLock mu_;
   std::shared_ptr<inference::ModelInferRequest> reading_;
   std::deque<std::unique_ptr<inference::ModelStreamInferResponse>> to_write_;
   // Ordered answers that are ready while an earlier one is not, by slot.

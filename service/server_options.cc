@@ -196,6 +196,12 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Duration("max-connection-age", &o.max_connection_age,
                  "Close client connections after this long (e.g. 5m) so clients reconnect and new replicas get "
                  "traffic; 0 keeps them open.");
+  flags.Duration("max-connection-idle", &o.max_connection_idle,
+                 "Close gRPC connections that have had no call open for this long (GOAWAY: a client reconnects "
+                 "when it next calls), so idle clients do not hold sockets; 0 keeps them open.");
+  flags.Duration("grpc-handshake-timeout", &o.grpc_handshake_timeout,
+                 "A new gRPC connection must finish its TLS and HTTP/2 set-up within this long, or it is closed: "
+                 "sockets opened and left silent are not kept.");
   flags.String("state-file", &f.state_file,
                "File keeping what the server learned a device cannot run (MPS ops), so a restart remembers it.");
   flags.String("modelmesh-address", &o.modelmesh_address,
@@ -260,8 +266,13 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   }
   o.tensor_limits = {static_cast<int>(f.max_tensor_rank), f.max_tensor_elements};
   o.tensor_limits.max_load_file_bytes = o.max_load_file_bytes;
-  if (o.max_connection_age.count() > INT32_MAX) {
-    return absl::InvalidArgumentError("--max-connection-age: must be under 24 days");
+  for (const auto& [flag, value] : {std::pair<const char*, std::chrono::milliseconds>{"--max-connection-age", o.max_connection_age},
+                                     {"--max-connection-idle", o.max_connection_idle},
+                                     {"--grpc-handshake-timeout", o.grpc_handshake_timeout}}) {
+    if (value.count() > INT32_MAX) return absl::InvalidArgumentError(absl::StrCat(flag, ": must be under 24 days"));
+  }
+  if (o.grpc_handshake_timeout.count() <= 0) {
+    return absl::InvalidArgumentError("--grpc-handshake-timeout: must be positive");
   }
   if (o.log_level != "debug" && o.log_level != "info" && o.log_level != "warning" && o.log_level != "error") {
     return absl::InvalidArgumentError("--log-level: must be debug, info, warning or error");

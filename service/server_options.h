@@ -48,6 +48,10 @@ struct ServerOptions {
   enum class Reflection { kAuto, kOn, kOff };
   Reflection reflection = Reflection::kAuto;
   std::chrono::milliseconds max_connection_age{0};  // 0: connections live forever
+  // gRPC connections with no call for this long are closed (GOAWAY); 0: never.
+  std::chrono::milliseconds max_connection_idle{std::chrono::minutes(5)};
+  // A new gRPC connection must finish TLS and HTTP/2 set-up within this long.
+  std::chrono::milliseconds grpc_handshake_timeout{std::chrono::seconds(10)};
   int64_t max_concurrent_streams = 256;              // per client connection
   // KServe ModelMesh's model-runtime SPI (service/model_mesh_runtime.h);
   // empty leaves it off. Loopback or a unix: socket only: it loads any

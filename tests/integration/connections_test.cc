@@ -1,4 +1,10 @@
-// Connection lifetimes, stream limits and start-up.
+// Connection lifetimes, stream limits, idle floods and start-up.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "tests/integration/server_fixture.h"
 
@@ -132,6 +138,102 @@ TEST(Connections, ConcurrentStreamLimitQueuesCallsInTheClient) {
   EXPECT_EQ(most_held_at_once(false), 2u) << "two connections: both calls reach the server";
   EXPECT_EQ(most_held_at_once(true), 1u) << "one connection: the second call waits in the client";
   channel.reset();
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// A loopback TCP connection to `address` (HOST:PORT) that sends `first`
+// and then nothing; -1 if it could not connect.
+int SilentSocket(const std::string& address, const std::string& first = "") {
+  const std::string port = address.substr(address.rfind(':') + 1);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  if (!first.empty()) (void)!send(fd, first.data(), first.size(), MSG_NOSIGNAL);
+  return fd;
+}
+
+// Whether the server has closed `fd` (end of stream or reset), waiting up
+// to `timeout`; bytes the server sends first (its HTTP/2 settings, a
+// GOAWAY) are read and dropped.
+bool ClosedByServer(int fd, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  char buf[1024];
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return true;
+  }
+  return false;
+}
+
+// An idle flood: hundreds of sockets opened and left silent (or stopped
+// after part of the HTTP/2 preface). A well-behaved client is answered
+// within 2 s the whole time, and the server closes every silent socket
+// once --grpc-handshake-timeout passes, so they cannot pile up.
+TEST(Connections, SilentSocketsAreClosedAndOthersKeepBeingServed) {
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--grpc-handshake-timeout=1s"});
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  v1::InferRequest req;
+  req.set_model("mlp");
+  *req.add_inputs() = ToWire(at::randn({1, 256}), "x");
+  auto call_takes = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::InferResponse resp;
+    auto start = std::chrono::steady_clock::now();
+    grpc::Status s = stub->Infer(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return std::chrono::steady_clock::now() - start;
+  };
+  call_takes();  // the model is loaded and the client connected
+  std::vector<int> silent;
+  for (int i = 0; i < 300; ++i) {
+    int fd = SilentSocket(server->address(), i % 3 == 0 ? "PRI * HTTP/2.0\r\n" : "");
+    ASSERT_GE(fd, 0) << "connection " << i;
+    silent.push_back(fd);
+  }
+  for (int i = 0; i < 20; ++i) EXPECT_LT(call_takes(), std::chrono::seconds(2)) << "call " << i << " during the flood";
+  // Generous: the timeout is 1 s; a loaded machine under a sanitizer is slow.
+  int closed = 0;
+  for (int fd : silent) closed += ClosedByServer(fd, std::chrono::milliseconds(60000)) ? 1 : 0;
+  EXPECT_EQ(closed, static_cast<int>(silent.size())) << "silent sockets the server kept";
+  for (int fd : silent) close(fd);
+  EXPECT_LT(call_takes(), std::chrono::seconds(2));
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// A client connection with no call open for --max-connection-idle is
+// closed by the server (GOAWAY); the client reconnects when it next calls.
+TEST(Connections, IdleConnectionsAreClosedAndClientsReconnect) {
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--max-connection-idle=500ms"});
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto stub = v1::InferenceService::NewStub(channel);
+  auto list = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::ListDevicesResponse resp;
+    return stub->ListDevices(&ctx, v1::ListDevicesRequest(), &resp).ok();
+  };
+  ASSERT_TRUE(list());
+  ASSERT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  bool left_ready = false;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       !left_ready && std::chrono::steady_clock::now() < end;) {
+    left_ready = channel->WaitForStateChange(GRPC_CHANNEL_READY,
+                                             std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(left_ready) << "the idle connection was never closed";
+  EXPECT_TRUE(list()) << "the client did not reconnect";
   EXPECT_EQ(server->Stop(), 0);
 }
 

@@ -53,6 +53,8 @@ constexpr DocumentedFlag kFlags[] = {
     {"--reflection", "\"auto\"", "auto"},
     {"--max-concurrent-streams", "256", "256"},
     {"--max-connection-age", "0ms", "0 (never)"},
+    {"--max-connection-idle", "300000ms", "5m"},
+    {"--grpc-handshake-timeout", "10000ms", "10s"},
     {"--state-file", "\"\"", "none"},
     {"--modelmesh-address", "\"\"", "none"},
     {"--modelmesh-model-root", "\"\"", "none"},
@@ -200,7 +202,7 @@ TEST(ServerOptions, DurationsSizesAndDeviceListsAreParsedOnceIntoTypedFields) {
 }
 
 TEST(ServerOptions, BadValuesNameTheirFlag) {
-  for (const char* bad : {"--drain-timeout=soon", "--max-connection-age=-1s", "--max-receive-bytes=lots",
+  for (const char* bad : {"--drain-timeout=soon", "--max-connection-age=-1s", "--grpc-handshake-timeout=0s", "--max-connection-idle=30d", "--max-receive-bytes=lots",
                           "--cache-budget=cpu", "--simulate-failing-devices=cuda:0", "--devices=tpu",
                           "--queue-capacity=0", "--max-tensor-elements=2305843009213693952"}) {
     const char* argv[] = {"infergate", bad};

@@ -1,0 +1,43 @@
+#pragma once
+// A mutex that an answer's callback may take: the state of a front end that
+// the core calls back into (a stream's answers). While a thread holds one,
+// nothing may run an answer's callback on that thread: the callback would
+// wait for a lock its own thread holds, and the server would wedge, its
+// gRPC threads blocked and SIGTERM never finishing (cancelling a queued
+// request answers it on the cancelling thread; a stream that cancelled
+// under its lock once did exactly this).
+//
+// The core calls CheckNoCallbackLockHeld before every callback, so the
+// mistake stops the process at once with the place named, in every build,
+// instead of wedging it silently under some rare interleaving.
+//
+// Threading: a BasicLockable for std::lock_guard and std::unique_lock; the
+// held count is per thread.
+
+#include <mutex>
+
+namespace infergate {
+
+class CallbackLock {
+ public:
+  void lock() {
+    mu_.lock();
+    ++held_by_this_thread_;
+  }
+  void unlock() {
+    --held_by_this_thread_;
+    mu_.unlock();
+  }
+  // How many CallbackLocks the calling thread holds.
+  static int HeldByThisThread() { return held_by_this_thread_; }
+
+ private:
+  std::mutex mu_;
+  static thread_local int held_by_this_thread_;
+};
+
+// Aborts with a message naming `where` when the calling thread holds a
+// CallbackLock.
+void CheckNoCallbackLockHeld(const char* where);
+
+}  // namespace infergate
