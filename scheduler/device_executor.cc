@@ -35,7 +35,7 @@ void DeviceExecutor::StartSpareIfDue() {
 
 DeviceExecutor::~DeviceExecutor() { Stop(); }
 
-absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, const char** refusal) {
+absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, std::optional<RejectionReason>* refusal) {
   bool cancelled_already = false;
   bool wake = false;
   Batch expired;  // answered after unlocking, whatever happens to `job`
@@ -48,7 +48,7 @@ absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, const char** refus
       status = absl::UnavailableError(
           absl::StrCat("server is shutting down; device ", device_.ToString(), " takes no new work"));
     } else if (queue_.size() >= capacity_) {
-      if (refusal) *refusal = "queue_full";
+      if (refusal) *refusal = RejectionReason::kQueueFull;
       status = absl::ResourceExhaustedError(
           absl::StrCat("device ", device_.ToString(), " queue is full (", capacity_, " requests waiting)"));
     } else {
@@ -63,7 +63,7 @@ absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, const char** refus
       if (absl::Status pushed = queue_.Push(job, now); !pushed.ok()) {
         job->executor.store(nullptr);
         cancelled_already = false;
-        if (refusal) *refusal = "model_queue_full";
+        if (refusal) *refusal = RejectionReason::kModelQueueFull;
         status = absl::ResourceExhaustedError(absl::StrCat("device ", device_.ToString(), ": ", pushed.message()));
       } else {
         depth_.store(queue_.size(), std::memory_order_relaxed);
@@ -99,11 +99,11 @@ size_t DeviceExecutor::PurgeCancelled() {
     depth_.store(queue_.size(), std::memory_order_relaxed);
   }
   const size_t purged = removed.size();
-  Reject(removed, absl::CancelledError("request cancelled by the client while queued"), "cancelled");
+  Reject(removed, absl::CancelledError("request cancelled by the client while queued"), RejectionReason::kCancelled);
   return purged;
 }
 
-void DeviceExecutor::Reject(Batch& jobs, const absl::Status& status, const char* reason) {
+void DeviceExecutor::Reject(Batch& jobs, const absl::Status& status, RejectionReason reason) {
   if (jobs.empty()) return;
   for (auto& job : jobs) {
     if (rejection_listener_) rejection_listener_(*job, reason);
@@ -116,7 +116,7 @@ void DeviceExecutor::Reject(Batch& jobs, const absl::Status& status, const char*
 void DeviceExecutor::RejectExpired(Batch& expired) {
   Clock::time_point now = Clock::now();
   for (auto& job : expired) {
-    if (rejection_listener_) rejection_listener_(*job, "queue_timeout");
+    if (rejection_listener_) rejection_listener_(*job, RejectionReason::kQueueTimeout);
     // Triton's code for a queue timeout: the request was not run, and
     // another replica may take it.
     job->Finish(absl::UnavailableError(absl::StrCat(

@@ -18,6 +18,7 @@
 #include <set>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "absl/status/status.h"
 #include "devices/device_id.h"
 #include "scheduler/batch_cost.h"
+#include "scheduler/event_reasons.h"
 #include "scheduler/fair_queue.h"
 #include "scheduler/job.h"
 
@@ -36,9 +38,9 @@ class DeviceExecutor {
   // Runs an inference batch (all jobs share a batch key, or it is one job).
   using BatchRunner = std::function<void(Batch&)>;
 
-  // Told of each queued job answered without running, with why: "cancelled"
-  // or "queue_timeout".
-  using RejectionListener = std::function<void(const Job&, const char* reason)>;
+  // Told of each queued job answered without running, with why (cancelled
+  // or queue_timeout).
+  using RejectionListener = std::function<void(const Job&, RejectionReason reason)>;
 
   struct Options {
     // Worker threads; with `fair`, one model runs at most this many batches
@@ -59,11 +61,11 @@ class DeviceExecutor {
   ~DeviceExecutor();
 
   // Queues `job`. RESOURCE_EXHAUSTED naming the device when the queue is
-  // full ("queue_full" in `refusal`), or naming the model when its own
-  // max_queue_size is reached ("model_queue_full"); UNAVAILABLE once Stop
+  // full (kQueueFull in `refusal`), or naming the model when its own
+  // max_queue_size is reached (kModelQueueFull); UNAVAILABLE once Stop
   // has begun. (Draining refuses new requests in the scheduler, so work
   // already accepted can still move here.)
-  absl::Status Submit(std::shared_ptr<Job> job, const char** refusal = nullptr);
+  absl::Status Submit(std::shared_ptr<Job> job, std::optional<RejectionReason>* refusal = nullptr);
   // Runs `task` as a job of its own (explicit loads).
   absl::Status SubmitTask(std::function<void()> task);
 
@@ -116,7 +118,7 @@ class DeviceExecutor {
   // head of their model's queue, in order, for the next worker.
   void RequeueTail(size_t keep, Batch* batch);
   // Answers jobs refused after they were queued; call without the lock.
-  void Reject(Batch& jobs, const absl::Status& status, const char* reason);
+  void Reject(Batch& jobs, const absl::Status& status, RejectionReason reason);
   void RejectExpired(Batch& expired);
   // With runnable work queued: starts the fair-share thread if it is due
   // (see Options::workers). Under mu_.

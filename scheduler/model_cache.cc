@@ -110,9 +110,9 @@ absl::Status ModelCache::MakeRoomLocked(const ModelKey& key, uint64_t bytes, con
       DeviceFailure::kOutOfMemory, "");
 }
 
-void ModelCache::Notify(const Evicted& evicted, const char* why) {
+void ModelCache::Notify(const Evicted& evicted, EvictionReason why) {
   for (const auto& [key, slot] : evicted) {
-    LOG_INFO << "evicted " << key.ToString() << " (" << slot->bytes << " bytes): " << why;
+    LOG_INFO << "evicted " << key.ToString() << " (" << slot->bytes << " bytes): " << EvictionReasonName(why);
     if (listener_) listener_(key, slot->bytes, why);
   }
 }
@@ -163,7 +163,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
       slot->last_used = ++clock_;
     }
   }
-  Notify(evicted, "budget");
+  Notify(evicted, EvictionReason::kBudget);
   evicted.clear();
   if (!admitted.ok()) {
     LOG_WARNING << admitted.message();
@@ -190,7 +190,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
       room = MakeRoomLocked(key, bytes, "measured while loading", &more);
       if (room.ok()) slot->bytes = bytes;
     }
-    Notify(more, "budget");
+    Notify(more, EvictionReason::kBudget);
     return room;
   };
   Result result = absl::InternalError("model loader did not run");
@@ -218,7 +218,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
       slots_.erase(it);
     }
   }
-  Notify(evicted, "budget");
+  Notify(evicted, EvictionReason::kBudget);
   if (!result.ok()) LOG_WARNING << "loading " << key.ToString() << " failed: " << result.status().message();
   promise.set_value(too_large.ok() ? result : Result(too_large));
   if (!too_large.ok()) return too_large;
@@ -245,10 +245,10 @@ void ModelCache::SetActivationBytes(const ModelKey& key, uint64_t bytes) {
       slots_.erase(it);
     }
   }
-  Notify(evicted, "budget");
+  Notify(evicted, EvictionReason::kBudget);
 }
 
-size_t ModelCache::EvictIdle(const DeviceId& device, const ModelKey* keep, const char* why) {
+size_t ModelCache::EvictIdle(const DeviceId& device, const ModelKey* keep, EvictionReason why) {
   Evicted evicted;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -273,7 +273,7 @@ size_t ModelCache::Unload(const std::function<bool(const ModelKey&)>& match) {
       }
     }
   }
-  Notify(dropped, "unload");
+  Notify(dropped, EvictionReason::kUnload);
   return dropped.size();
 }
 

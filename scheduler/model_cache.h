@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "devices/device_id.h"
 #include "devices/dtype.h"
+#include "scheduler/event_reasons.h"
 #include "scheduler/footprint.h"
 #include "scheduler/model_key.h"
 #include "scheduler/servable.h"
@@ -60,9 +61,8 @@ class ModelCache {
     bool loaded_now_ = false;
   };
 
-  // Called after every eviction (for metrics and logs); `why` is "budget",
-  // "oom" or "unload".
-  using EvictionListener = std::function<void(const ModelKey&, uint64_t bytes, const char* why)>;
+  // Called after every eviction (for metrics and logs).
+  using EvictionListener = std::function<void(const ModelKey&, uint64_t bytes, EvictionReason why)>;
 
   // Bytes the models resident on `device` may take; 0 = unlimited.
   void SetBudget(const DeviceId& device, uint64_t bytes);
@@ -94,7 +94,7 @@ class ModelCache {
 
   // Evicts every idle unpinned model on `device` except `keep`; returns how
   // many. Used to make room after an out-of-memory error.
-  size_t EvictIdle(const DeviceId& device, const ModelKey* keep, const char* why);
+  size_t EvictIdle(const DeviceId& device, const ModelKey* keep, EvictionReason why);
 
   // Drops every resident key for which `match` is true (pinned or not);
   // returns how many. Requests already holding a lease finish on the dropped
@@ -128,7 +128,7 @@ class ModelCache {
   // Under mu_: evicts until `bytes` for `key` fit beside the other models on
   // its device, or says why they cannot. `source` says where `bytes` came from.
   absl::Status MakeRoomLocked(const ModelKey& key, uint64_t bytes, const std::string& source, Evicted* evicted);
-  void Notify(const Evicted& evicted, const char* why);
+  void Notify(const Evicted& evicted, EvictionReason why);
   // Under mu_: the device whose budget `device` draws on (itself unless shared).
   const DeviceId& BudgetOwnerLocked(const DeviceId& device) const;
 

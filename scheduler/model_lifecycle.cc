@@ -32,7 +32,7 @@ bool SameGeneration(const ModelKey& key, const std::string& model, int64_t versi
 ModelLifecycle::ModelLifecycle(ModelRepository& repository, ModelManager& models, const DeviceRegistry& devices)
     : repository_(repository), models_(models), devices_(devices) {}
 
-void ModelLifecycle::Report(const std::string& model, const char* result) {
+void ModelLifecycle::Report(const std::string& model, ModelUpdateResult result) {
   if (observer_) observer_->OnModelUpdate(model, result);
 }
 
@@ -276,7 +276,7 @@ void ModelLifecycle::Remove(const std::shared_ptr<const ModelEntry>& current) {
   size_t dropped = models_.cache().Unload([&](const ModelKey& key) { return key.model == entry->name; });
   LOG_INFO << "model '" << entry->name << "' removed from the repository; " << dropped
            << " resident cop" << (dropped == 1 ? "y" : "ies") << " unloaded (requests in flight finish on them)";
-  Report(entry->name, "removed");
+  Report(entry->name, ModelUpdateResult::kRemoved);
 }
 
 void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
@@ -306,12 +306,12 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
       entry->config_problem = absl::StrCat("config.pbtxt update refused (", config.status().message(),
                                            "); the previous config still applies");
       LOG_WARNING << "model '" << name << "': " << entry->config_problem;
-      Report(name, "failed");
+      Report(name, ModelUpdateResult::kFailed);
     } else {
       entry->config_broken = true;
       entry->problem = BrokenConfigProblem(name, config.status());
       LOG_WARNING << entry->problem.message();
-      Report(name, "failed");
+      Report(name, ModelUpdateResult::kFailed);
     }
   }
   if (!entry->config_broken) entry->problem = absl::OkStatus();  // recomputed below
@@ -375,7 +375,7 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
           LOG_INFO << "model '" << name << "' version " << v << ": " << (serving ? "new model.pt" : "now")
                    << " served (generation " << generation << ", loaded in "
                    << MicrosBetween(start, Clock::now()) / 1000 << " ms)";
-          Report(name, "loaded");
+          Report(name, ModelUpdateResult::kLoaded);
         } else {
           s.failed = true;
           if (serving) {
@@ -387,7 +387,7 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
             again = true;  // "latest N" may now reach an older version
           }
           LOG_WARNING << "model '" << name << "' version " << v << ": " << s.reason;
-          Report(name, "failed");
+          Report(name, ModelUpdateResult::kFailed);
         }
         if (again) break;
       }
@@ -418,7 +418,7 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
     if (it == states.end()) continue;
     if (it->second.state == VersionState::kReady) {
       LOG_INFO << "model '" << name << "' version " << v << ": removed from disk; unloading";
-      Report(name, "removed");
+      Report(name, ModelUpdateResult::kRemoved);
     }
     it->second.state = VersionState::kUnloading;
     it->second.reason = "removed from disk";

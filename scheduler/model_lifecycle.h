@@ -101,7 +101,7 @@ class ModelLifecycle {
   // needed; on failure no copy of that generation stays.
   absl::Status LoadVersion(const std::shared_ptr<const ModelEntry>& entry, int64_t version, uint64_t generation,
                            const FileStamp& stamp);
-  void Report(const std::string& model, const char* result);
+  void Report(const std::string& model, ModelUpdateResult result);
   // A model folder served instead of the repository's.
   struct SourceFolder {
     std::string dir;

@@ -274,13 +274,13 @@ void PrecisionChecker::Finish(const Key& key, const Route& route, Entry entry, c
   const std::string where =
       absl::StrCat("model '", key.model, "' version ", key.version, " on ", device, " in ", dtype);
   const bool from_state_file = entry.from_ledger;
-  std::string result = "skipped";
+  PrecisionCheckResult result = PrecisionCheckResult::kSkipped;
   double relative_error = 0;
   if (entry.stage == Stage::kDone) {
     entry.verdict = Judge(entry.measurement, route.model->config.accuracy(), key.dtype);
     const AccuracyVerdict& verdict = entry.verdict;
     relative_error = verdict.relative_error;
-    result = verdict.passed ? "passed" : "failed";
+    result = verdict.passed ? PrecisionCheckResult::kPassed : PrecisionCheckResult::kFailed;
     if (!verdict.passed) {
       LOG_WARNING << where << ": refused by the accuracy check (" << how
                   << (from_state_file ? ", from the state file" : "") << "): " << verdict.Describe()
@@ -297,7 +297,7 @@ void PrecisionChecker::Finish(const Key& key, const Route& route, Entry entry, c
   // Counted before the verdict is published, so whoever sees it finds it counted.
   if (observer_) {
     if (!from_state_file) observer_->OnPrecisionCheck(key.model, device, dtype, result);
-    if (result != "skipped") observer_->OnPrecisionError(key.model, device, dtype, relative_error);
+    if (result != PrecisionCheckResult::kSkipped) observer_->OnPrecisionError(key.model, device, dtype, relative_error);
   }
   std::lock_guard<std::shared_mutex> lock(mu_);
   entries_[key] = std::move(entry);
@@ -322,7 +322,7 @@ void PrecisionChecker::OfferRunningCheck(const Route& route, const std::vector<N
     }
   }
   if (!queued) {
-    if (observer_) observer_->OnPrecisionCheck(route.model->name, route.device.id.ToString(), dtype, "dropped");
+    if (observer_) observer_->OnPrecisionCheck(route.model->name, route.device.id.ToString(), dtype, PrecisionCheckResult::kDropped);
     return;
   }
   Task task;
@@ -344,12 +344,12 @@ void PrecisionChecker::RunningCheck(const Task& task) {
   const std::string dtype = Lower(DTypeName(task.dtype));
   std::optional<Route> reference = ReferenceRoute(route);
   if (!reference || (cpu_idle_ && !cpu_idle_())) {
-    if (observer_) observer_->OnPrecisionCheck(route.model->name, device, dtype, "dropped");
+    if (observer_) observer_->OnPrecisionCheck(route.model->name, device, dtype, PrecisionCheckResult::kDropped);
     return;
   }
   absl::StatusOr<std::vector<NamedTensor>> expected = RunOn(*reference, task.inputs);
   if (!expected.ok()) {
-    if (observer_) observer_->OnPrecisionCheck(route.model->name, device, dtype, "skipped");
+    if (observer_) observer_->OnPrecisionCheck(route.model->name, device, dtype, PrecisionCheckResult::kSkipped);
     return;
   }
   AccuracyMeasurement measured = CompareOutputs(*expected, task.outputs);
@@ -358,7 +358,8 @@ void PrecisionChecker::RunningCheck(const Task& task) {
   // Counted before the verdict is published, so whoever sees the dtype
   // marked inaccurate also finds the failed check counted.
   if (observer_) {
-    observer_->OnPrecisionCheck(route.model->name, device, dtype, verdict.passed ? "passed" : "failed");
+    observer_->OnPrecisionCheck(route.model->name, device, dtype,
+                                verdict.passed ? PrecisionCheckResult::kPassed : PrecisionCheckResult::kFailed);
     if (!verdict.passed) observer_->OnPrecisionError(route.model->name, device, dtype, verdict.relative_error);
   }
   const Key key = KeyOf(route, task.dtype);

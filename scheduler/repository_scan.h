@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace infergate {
 
@@ -27,6 +28,10 @@ struct FileStamp {
   std::string ContentKey() const;
   friend bool operator==(const FileStamp&, const FileStamp&) = default;
 };
+
+// The format of the model file `stamp` names, as ListModels, the CLI and
+// metrics show it: "aoti" (an AOTInductor package) or "torchscript".
+absl::string_view ModelFileFormatName(const FileStamp& stamp);
 
 // The stamp of `path`; an empty stamp when it is missing or not a file.
 // `package` is set for a .pt2 file.

@@ -125,7 +125,7 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
   // The BLAS has a thread pool of its own, sized to every core by default.
   std::string blas = SetBlasThreads(options_.intra_op_threads);
   models_.cache().SetEvictionListener(
-      [this](const ModelKey& key, uint64_t, const char* why) { observer_->OnEviction(key.device, why); });
+      [this](const ModelKey& key, uint64_t, EvictionReason why) { observer_->OnEviction(key.device, why); });
   if (absl::Status s = learned_.Load(); !s.ok()) {
     LOG_WARNING << s.message() << "; starting with no learned device limits";
   }
@@ -145,7 +145,7 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
     executor_options.priority_aging = options_.priority_aging;
     auto executor = std::make_unique<DeviceExecutor>(d.id, executor_options, [this](Batch& batch) { RunQueued(batch); });
     executor->set_spin_us(options_.worker_spin_us);
-    executor->set_rejection_listener([this, id = d.id](const Job& job, const char* reason) {
+    executor->set_rejection_listener([this, id = d.id](const Job& job, RejectionReason reason) {
       observer_->OnRejected(id, job.model_label, reason);
     });
     executors_[d.id] = std::move(executor);
@@ -281,9 +281,9 @@ std::shared_ptr<RequestHandle> Scheduler::Submit(InferenceRequest request, Infer
     job->Finish(absl::UnavailableError(absl::StrCat("device: ", device.ToString(), " has no executor")));
     return job;
   }
-  const char* refusal = nullptr;
+  std::optional<RejectionReason> refusal;
   if (absl::Status s = ex->Submit(job, &refusal); !s.ok()) {
-    if (refusal) observer_->OnRejected(device, job->model_label, refusal);
+    if (refusal) observer_->OnRejected(device, job->model_label, *refusal);
     job->Finish(s);
   }
   return job;
@@ -296,10 +296,10 @@ void Scheduler::RunQueued(Batch& batch) {
   for (auto& job : batch) {
     const DeviceId& device = job->route.device.id;
     if (job->cancelled.load()) {
-      observer_->OnRejected(device, job->model_label, "cancelled");
+      observer_->OnRejected(device, job->model_label, RejectionReason::kCancelled);
       job->Finish(absl::CancelledError("request cancelled by the client while queued"));
     } else if (now > job->request.deadline) {
-      observer_->OnRejected(device, job->model_label, "deadline");
+      observer_->OnRejected(device, job->model_label, RejectionReason::kDeadline);
       job->Finish(absl::DeadlineExceededError(
           absl::StrCat("model '", job->route.model->name, "': deadline passed after ",
                        MicrosBetween(job->enqueued, now), " us waiting in the queue of ", device.ToString(),
@@ -418,7 +418,7 @@ void Scheduler::HandleFailure(Batch& jobs, const absl::Status& failure, bool oom
                     << "; evicting idle models and retrying once"
                     << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
       }
-      models_.cache().EvictIdle(device, &keep, "oom");
+      models_.cache().EvictIdle(device, &keep, EvictionReason::kOom);
       return Execute(jobs, /*oom_retried=*/true);
     }
     case FailureAction::kRememberAndFallBack:

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "devices/device_id.h"
+#include "scheduler/event_reasons.h"
 
 namespace infergate {
 
@@ -14,22 +15,17 @@ class SchedulerObserver {
   virtual void OnCacheLookup(const DeviceId& /*device*/, bool /*hit*/) {}
   virtual void OnModelLoad(const std::string& /*model*/, const DeviceId& /*device*/, double /*seconds*/,
                            bool /*ok*/) {}
-  // The repository changed one model version. result: loaded (a new file or
-  // version now answers), failed (it was refused; the last good one still
-  // answers), removed.
-  virtual void OnModelUpdate(const std::string& /*model*/, const std::string& /*result*/) {}
-  virtual void OnEviction(const DeviceId& /*device*/, const std::string& /*why*/) {}
+  // The repository changed one model version.
+  virtual void OnModelUpdate(const std::string& /*model*/, ModelUpdateResult /*result*/) {}
+  virtual void OnEviction(const DeviceId& /*device*/, EvictionReason /*why*/) {}
   // reason: device_unavailable, device_not_allowed, unsupported_op, dtype, oom
   virtual void OnFallback(const std::string& /*from*/, const std::string& /*to*/, const std::string& /*reason*/) {}
-  // A request answered without running. reason: queue_full (the device's
-  // capacity), model_queue_full (the model's max_queue_size),
-  // queue_timeout, deadline, cancelled. `model` is "" when not yet known.
-  virtual void OnRejected(const DeviceId& /*device*/, const std::string& /*model*/, const std::string& /*reason*/) {}
+  // A request answered without running. `model` is "" when not yet known.
+  virtual void OnRejected(const DeviceId& /*device*/, const std::string& /*model*/, RejectionReason /*reason*/) {}
   // An accuracy check of a model in a reduced dtype ("float16") on a
-  // device ran. result: passed, failed, skipped (it could not run), dropped
-  // (a running check, the CPU was busy).
+  // device ended.
   virtual void OnPrecisionCheck(const std::string& /*model*/, const std::string& /*device*/,
-                                const std::string& /*dtype*/, const std::string& /*result*/) {}
+                                const std::string& /*dtype*/, PrecisionCheckResult /*result*/) {}
   // The largest error relative to the FP32 output's magnitude that a check
   // measured (or the state file kept) for that combination.
   virtual void OnPrecisionError(const std::string& /*model*/, const std::string& /*device*/,

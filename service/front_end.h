@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "scheduler/event_reasons.h"
 #include "scheduler/inference_types.h"
 #include "scheduler/request_handle.h"
 #include "service/auth.h"
@@ -47,9 +48,9 @@ class InferCallObserver {
   // repository model or "".
   virtual void RecordInfer(const RequestLabels& labels, const absl::Status& status, const InferenceResult* result,
                            uint64_t total_us) = 0;
-  // A call refused at admission: "draining" or "inflight_bytes" (also
-  // counted by RecordInfer as a finished call).
-  virtual void OnAdmissionRejection(const std::string& reason) = 0;
+  // A call refused at admission: kDraining or kInflightBytes (also counted
+  // by RecordInfer as a finished call).
+  virtual void OnAdmissionRejection(RejectionReason reason) = 0;
 };
 
 class FrontEnd {

@@ -32,7 +32,7 @@ bool InferCall::Admit(absl::FunctionRef<absl::string_view()> authorization, uint
 
 bool InferCall::AdmitOnStream(uint64_t bytes) {
   if (front_end_.draining()) {
-    if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection("draining");
+    if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kDraining);
     Refuse(absl::UnavailableError("server is draining; retry on another replica"));
     return false;
   }
@@ -50,7 +50,7 @@ absl::StatusOr<InflightBudget::Reservation> InferCall::Reserve(uint64_t bytes) {
   if (!budget) return InflightBudget::Reservation();
   absl::StatusOr<InflightBudget::Reservation> reserved = budget->Reserve(bytes);
   if (!reserved.ok()) {
-    if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection("inflight_bytes");
+    if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
   }
   return reserved;
 }

@@ -212,7 +212,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerC
       status->set_state(VersionStateToProto(v.state));
       status->set_reason(v.reason);
       const FileStamp& file = v.stamp.exists() ? v.stamp : v.tried;
-      if (file.exists()) status->set_format(file.package ? "aoti" : "torchscript");
+      if (file.exists()) status->set_format(std::string(ModelFileFormatName(file)));
     }
     for (const PrecisionReport& r : model.precision) {
       v1::PrecisionCheck* check = info->add_precision_checks();

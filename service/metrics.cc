@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "devices/caching_cpu_allocator.h"
+#include "scheduler/repository_scan.h"
 
 namespace infergate {
 namespace {
@@ -106,8 +107,20 @@ class DeviceCollector : public prometheus::Collectable {
     auto versions = Family("infergate_model_versions",
                            "Versions of each model by lifecycle state (LOADING, READY, UNAVAILABLE, UNLOADING).",
                            MetricType::Gauge);
+    auto version_info = Family("infergate_model_version_info",
+                               "1 for each model version on disk; format is its model file's: torchscript (model.pt) "
+                               "or aoti (an AOTInductor package, model.pt2).",
+                               MetricType::Gauge);
     if (absl::StatusOr<std::vector<ModelStatus>> models = core_.Models(); models.ok()) {
       for (const ModelStatus& m : *models) {
+        for (const VersionStatus& v : m.states) {
+          const FileStamp& file = v.stamp.exists() ? v.stamp : v.tried;
+          if (!file.exists()) continue;
+          version_info.metric.push_back(Sample({{"model", m.name},
+                                                {"version", std::to_string(v.version)},
+                                                {"format", std::string(ModelFileFormatName(file))}},
+                                               1, false));
+        }
         for (VersionState state : {VersionState::kLoading, VersionState::kReady, VersionState::kUnavailable,
                                    VersionState::kUnloading}) {
           double n = static_cast<double>(std::count_if(m.states.begin(), m.states.end(),
@@ -118,7 +131,7 @@ class DeviceCollector : public prometheus::Collectable {
     }
     std::vector<prometheus::MetricFamily> families = {up,       depth,     model_depth, capacity, in_flight,
                                                       oldest,   busy,      workers,     mem_total, mem_used,
-                                                      resident, resident_models, budget, versions};
+                                                      resident, resident_models, budget, versions, version_info};
     if (budget_) {
       auto inflight = Family("infergate_inflight_request_bytes",
                              "Bytes of inference requests held now (queued or running), against "
@@ -265,15 +278,16 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
       .Add({{"version", versions.infergate}, {"libtorch", versions.libtorch}, {"grpc", versions.grpc}})
       .Set(1);
   // Pre-create the series dashboards and alerts expect, so they exist at 0.
-  for (const char* reason :
-       {"queue_full", "model_queue_full", "queue_timeout", "deadline", "cancelled", "draining", "inflight_bytes"}) {
-    m->rejections_->Add({{"model", ""}, {"reason", reason}});
+  for (RejectionReason reason : kRejectionReasons) {
+    m->rejections_->Add({{"model", ""}, {"reason", std::string(RejectionReasonName(reason))}});
   }
   for (const DeviceStatus& d : core.Devices()) {
     std::string id = d.info.id.ToString();
     m->cache_hits_->Add({{"device", id}});
     m->cache_misses_->Add({{"device", id}});
-    for (const char* why : {"budget", "oom", "unload"}) m->evictions_->Add({{"device", id}, {"reason", why}});
+    for (EvictionReason why : kEvictionReasons) {
+      m->evictions_->Add({{"device", id}, {"reason", std::string(EvictionReasonName(why))}});
+    }
   }
   m->device_collector_ = std::make_shared<DeviceCollector>(core, budget);
   HttpServerOptions http;
@@ -359,8 +373,8 @@ void Metrics::OnCacheLookup(const DeviceId& device, bool hit) {
   Cached(hit ? *cache_hits_ : *cache_misses_, {{"device", device.ToString()}}).Increment();
 }
 
-void Metrics::OnModelUpdate(const std::string& model, const std::string& result) {
-  Cached(*updates_, {{"model", model}, {"result", result}}).Increment();
+void Metrics::OnModelUpdate(const std::string& model, ModelUpdateResult result) {
+  Cached(*updates_, {{"model", model}, {"result", std::string(ModelUpdateResultName(result))}}).Increment();
 }
 
 void Metrics::OnModelLoad(const std::string& model, const DeviceId& device, double seconds, bool ok) {
@@ -371,8 +385,8 @@ void Metrics::OnModelLoad(const std::string& model, const DeviceId& device, doub
   }
 }
 
-void Metrics::OnEviction(const DeviceId& device, const std::string& why) {
-  Cached(*evictions_, {{"device", device.ToString()}, {"reason", why}}).Increment();
+void Metrics::OnEviction(const DeviceId& device, EvictionReason why) {
+  Cached(*evictions_, {{"device", device.ToString()}, {"reason", std::string(EvictionReasonName(why))}}).Increment();
 }
 
 void Metrics::OnFallback(const std::string& from, const std::string& to, const std::string& reason) {
@@ -380,8 +394,12 @@ void Metrics::OnFallback(const std::string& from, const std::string& to, const s
 }
 
 void Metrics::OnPrecisionCheck(const std::string& model, const std::string& device, const std::string& dtype,
-                               const std::string& result) {
-  Cached(*precision_checks_, {{"model", model}, {"device", device}, {"dtype", dtype}, {"result", result}}).Increment();
+                               PrecisionCheckResult result) {
+  Cached(*precision_checks_, {{"model", model},
+                              {"device", device},
+                              {"dtype", dtype},
+                              {"result", std::string(PrecisionCheckResultName(result))}})
+      .Increment();
 }
 
 void Metrics::OnPrecisionError(const std::string& model, const std::string& device, const std::string& dtype,
@@ -389,13 +407,13 @@ void Metrics::OnPrecisionError(const std::string& model, const std::string& devi
   precision_error_->Add({{"model", model}, {"device", device}, {"dtype", dtype}}).Set(relative_error);
 }
 
-void Metrics::OnRejected(const DeviceId& device, const std::string& model, const std::string& reason) {
+void Metrics::OnRejected(const DeviceId& device, const std::string& model, RejectionReason reason) {
   (void)device;  // rejections are counted by model and reason: the device is in the request metrics
-  Cached(*rejections_, {{"model", model}, {"reason", reason}}).Increment();
+  Cached(*rejections_, {{"model", model}, {"reason", std::string(RejectionReasonName(reason))}}).Increment();
 }
 
-void Metrics::OnAdmissionRejection(const std::string& reason) {
-  Cached(*rejections_, {{"model", ""}, {"reason", reason}}).Increment();
+void Metrics::OnAdmissionRejection(RejectionReason reason) {
+  Cached(*rejections_, {{"model", ""}, {"reason", std::string(RejectionReasonName(reason))}}).Increment();
 }
 
 }  // namespace infergate

@@ -57,16 +57,16 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
 
   void OnCacheLookup(const DeviceId& device, bool hit) override;
   void OnModelLoad(const std::string& model, const DeviceId& device, double seconds, bool ok) override;
-  void OnModelUpdate(const std::string& model, const std::string& result) override;
-  void OnEviction(const DeviceId& device, const std::string& why) override;
+  void OnModelUpdate(const std::string& model, ModelUpdateResult result) override;
+  void OnEviction(const DeviceId& device, EvictionReason why) override;
   void OnFallback(const std::string& from, const std::string& to, const std::string& reason) override;
-  void OnRejected(const DeviceId& device, const std::string& model, const std::string& reason) override;
+  void OnRejected(const DeviceId& device, const std::string& model, RejectionReason reason) override;
   void OnPrecisionCheck(const std::string& model, const std::string& device, const std::string& dtype,
-                        const std::string& result) override;
+                        PrecisionCheckResult result) override;
   void OnPrecisionError(const std::string& model, const std::string& device, const std::string& dtype,
                         double relative_error) override;
-  // A call refused before it reached the core: "draining", "inflight_bytes".
-  void OnAdmissionRejection(const std::string& reason) override;
+  // A call refused before it reached the core: kDraining, kInflightBytes.
+  void OnAdmissionRejection(RejectionReason reason) override;
 
  private:
   Metrics();

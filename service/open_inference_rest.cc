@@ -86,7 +86,7 @@ absl::Status OpenInferenceRest::InflateBody(HttpRequest& request) const {
     if (budget == nullptr) return absl::OkStatus();
     absl::Status s = budget->Extend(inflating, bytes);
     if (!s.ok())
-      if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection("inflight_bytes");
+      if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
     return s;
   };
   absl::StatusOr<std::string> body = DecodeContentEncoding(encoding, request.body, max_body_bytes_, account);

@@ -126,6 +126,12 @@ def main():
                    for m in v1stub.ListModels(v1.ListModelsRequest(), timeout=30).models}
         check(formats["mlp_pt2"] == ["aoti"] and formats["mlp_pt2_torchscript"] == ["torchscript"],
               "ListModels formats: %s" % formats)
+        import urllib.request
+        scrape = urllib.request.urlopen("http://%s/metrics" % server.metrics_address, timeout=30).read().decode()
+        for model, fmt in [("mlp_pt2", "aoti"), ("mlp_pt2_torchscript", "torchscript")]:
+            line = 'infergate_model_version_info{format="%s",model="%s",version="1"} 1' % (fmt, model)
+            check(line in scrape, "metrics lack %s: %s" % (line, [l for l in scrape.splitlines()
+                                                                 if l.startswith("infergate_model_version_info")]))
         # Concurrent single rows batch together and still answer each row right.
         results = {}
 

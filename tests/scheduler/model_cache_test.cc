@@ -106,7 +106,7 @@ TEST(ModelCache, LeastRecentlyUsedIsEvictedUnderTheBudget) {
   const uint64_t model_bytes = 1000 * 4;
   cache.SetBudget({DeviceKind::kCpu, 0}, 2 * model_bytes + 100);  // room for two
   std::vector<std::string> evicted;
-  cache.SetEvictionListener([&](const ModelKey& key, uint64_t, const char*) { evicted.push_back(key.model); });
+  cache.SetEvictionListener([&](const ModelKey& key, uint64_t, EvictionReason) { evicted.push_back(key.model); });
   ASSERT_TRUE(cache.Acquire(Key("a"), Loader(1000)).ok());
   ASSERT_TRUE(cache.Acquire(Key("b"), Loader(1000)).ok());
   ASSERT_TRUE(cache.Acquire(Key("a"), Loader(1000)).ok());  // a is now more recent than b
@@ -296,7 +296,7 @@ TEST(ModelCache, EvictIdleKeepsTheModelInUse) {
   ASSERT_TRUE(cache.Acquire(Key("a"), Loader(16)).ok());
   ASSERT_TRUE(cache.Acquire(Key("b"), Loader(16)).ok());
   ModelKey keep = Key("b");
-  EXPECT_EQ(cache.EvictIdle({DeviceKind::kCpu, 0}, &keep, "test"), 1u);
+  EXPECT_EQ(cache.EvictIdle({DeviceKind::kCpu, 0}, &keep, EvictionReason::kOom), 1u);
   EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"b"}));
 }
 

@@ -108,9 +108,9 @@ class RecordingObserver final : public InferCallObserver {
     std::lock_guard<std::mutex> lock(mu);
     records.push_back({labels.model, status.code(), result != nullptr});
   }
-  void OnAdmissionRejection(const std::string& reason) override {
+  void OnAdmissionRejection(RejectionReason reason) override {
     std::lock_guard<std::mutex> lock(mu);
-    rejections.push_back(reason);
+    rejections.push_back(std::string(RejectionReasonName(reason)));
   }
   std::mutex mu;
   std::vector<Record> records;
