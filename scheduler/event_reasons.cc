@@ -20,6 +20,7 @@ absl::string_view ModelUpdateResultName(ModelUpdateResult result) {
     case ModelUpdateResult::kLoaded: return "loaded";
     case ModelUpdateResult::kFailed: return "failed";
     case ModelUpdateResult::kRemoved: return "removed";
+    case ModelUpdateResult::kUnloaded: return "unloaded";
   }
   return "unknown";
 }

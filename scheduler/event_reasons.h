@@ -30,7 +30,8 @@ absl::string_view RejectionReasonName(RejectionReason reason);
 enum class ModelUpdateResult {
   kLoaded,   // a new file or version now answers
   kFailed,   // it was refused; the last good one still answers
-  kRemoved,  // the version or model left the repository
+  kRemoved,   // the version or model left the repository
+  kUnloaded,  // an explicit unload took the model out of service
 };
 absl::string_view ModelUpdateResultName(ModelUpdateResult result);
 

@@ -249,7 +249,7 @@ absl::StatusOr<size_t> ModelLifecycle::Unload(const std::string& name) {
   size_t dropped = models_.cache().Unload([&](const ModelKey& key) { return key.model == name; });
   LOG_INFO << "model '" << name << "' unloaded by request; " << dropped << " resident cop"
            << (dropped == 1 ? "y" : "ies") << " dropped; it is unavailable until it is loaded again";
-  Report(name, "unloaded");
+  Report(name, ModelUpdateResult::kUnloaded);
   return dropped;
 }
 

@@ -245,7 +245,8 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
   m->updates_ = &prometheus::BuildCounter()
                      .Name("infergate_model_updates_total")
                      .Help("Changes the repository poller (or LoadModel) acted on, by model and result: loaded (a new "
-                           "version or file answers), failed (refused; the last good one still answers), removed.")
+                           "version or file answers), failed (refused; the last good one still answers), removed, unloaded "
+                           "(an explicit unload).")
                      .Register(r);
   m->evictions_ = &prometheus::BuildCounter()
                        .Name("infergate_model_evictions_total")
