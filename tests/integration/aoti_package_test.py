@@ -21,6 +21,7 @@ Uses Debian 13's python3-torch (with python3-setuptools and g++ to compile),
 python3-grpcio and python3-protobuf.
 """
 import os
+import re
 import shutil
 import struct
 import sys
@@ -128,10 +129,11 @@ def main():
               "ListModels formats: %s" % formats)
         import urllib.request
         scrape = urllib.request.urlopen("http://%s/metrics" % server.metrics_address, timeout=30).read().decode()
+        info = [l for l in scrape.splitlines() if l.startswith("infergate_model_version_info{")]
+        labelled = {tuple(sorted(re.findall(r'(\w+)="([^"]*)"', l))): l.rsplit(" ", 1)[1] for l in info}
         for model, fmt in [("mlp_pt2", "aoti"), ("mlp_pt2_torchscript", "torchscript")]:
-            line = 'infergate_model_version_info{format="%s",model="%s",version="1"} 1' % (fmt, model)
-            check(line in scrape, "metrics lack %s: %s" % (line, [l for l in scrape.splitlines()
-                                                                 if l.startswith("infergate_model_version_info")]))
+            key = tuple(sorted([("format", fmt), ("model", model), ("version", "1")]))
+            check(labelled.get(key) == "1", "metrics lack the %s format of %s: %s" % (fmt, model, info))
         # Concurrent single rows batch together and still answer each row right.
         results = {}
 
