@@ -11,20 +11,22 @@
 // mistake stops the process at once with the place named, in every build,
 // instead of wedging it silently under some rare interleaving.
 //
-// Threading: a BasicLockable for std::lock_guard and std::unique_lock; the
-// held count is per thread.
+// Threading: a BasicLockable; CallbackLockGuard is its annotated guard.
+// The held count is per thread.
 
 #include <mutex>
 
+#include "absl/base/thread_annotations.h"
+
 namespace infergate {
 
-class CallbackLock {
+class ABSL_LOCKABLE CallbackLock {
  public:
-  void lock() {
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
     mu_.lock();
     ++held_by_this_thread_;
   }
-  void unlock() {
+  void unlock() ABSL_UNLOCK_FUNCTION() {
     --held_by_this_thread_;
     mu_.unlock();
   }
@@ -34,6 +36,19 @@ class CallbackLock {
  private:
   std::mutex mu_;
   static thread_local int held_by_this_thread_;
+};
+
+// Holds a CallbackLock for a scope, as std::lock_guard, with the
+// annotations clang's thread-safety analysis reads.
+class ABSL_SCOPED_LOCKABLE CallbackLockGuard {
+ public:
+  explicit CallbackLockGuard(CallbackLock& mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_.lock(); }
+  ~CallbackLockGuard() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  CallbackLockGuard(const CallbackLockGuard&) = delete;
+  CallbackLockGuard& operator=(const CallbackLockGuard&) = delete;
+
+ private:
+  CallbackLock& mu_;
 };
 
 // Aborts with a message naming `where` when the calling thread holds a

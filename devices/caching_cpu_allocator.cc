@@ -52,7 +52,7 @@ c10::DataPtr CachingCpuAllocator::allocate(size_t bytes) {
   const size_t size_class = bytes < kMinCachedBytes ? 0 : SizeClass(bytes);
   void* base = nullptr;
   if (size_class != 0) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = by_class_.find(size_class);
     if (it != by_class_.end() && !it->second.empty()) {
       Lru::iterator newest = it->second.back();
@@ -95,7 +95,7 @@ void CachingCpuAllocator::Delete(void* data) {
 void CachingCpuAllocator::Recycle(void* base, size_t size_class) const {
   std::vector<void*> evicted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (size_class > max_cached_bytes_) {
       evicted.push_back(base);
     } else {
@@ -117,14 +117,14 @@ void CachingCpuAllocator::Recycle(void* base, size_t size_class) const {
 }
 
 CachingCpuAllocator::Stats CachingCpuAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 
 void CachingCpuAllocator::Release() const {
   std::vector<void*> held;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const FreeBlock& block : lru_) held.push_back(block.base);
     stats_.released += lru_.size();
     stats_.cached_bytes = 0;

@@ -30,10 +30,11 @@
 #include <cstdint>
 #include <deque>
 #include <list>
-#include <mutex>
 #include <unordered_map>
 
 #include <c10/core/Allocator.h>
+
+#include "common/mutex.h"
 
 namespace infergate {
 
@@ -87,11 +88,11 @@ class CachingCpuAllocator final : public c10::Allocator {
   void Recycle(void* base, size_t size_class) const;
 
   const size_t max_cached_bytes_;
-  mutable std::mutex mu_;
-  mutable Lru lru_;
+  mutable Mutex mu_;
+  mutable Lru lru_ ABSL_GUARDED_BY(mu_);
   // Per size class, its blocks in `lru_`, oldest first.
-  mutable std::unordered_map<size_t, std::deque<Lru::iterator>> by_class_;
-  mutable Stats stats_;
+  mutable std::unordered_map<size_t, std::deque<Lru::iterator>> by_class_ ABSL_GUARDED_BY(mu_);
+  mutable Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace infergate

@@ -182,14 +182,14 @@ DeviceRegistry::DeviceRegistry(std::vector<DeviceInfo> devices, std::string nvml
     : devices_(std::move(devices)), nvml_library_(std::move(nvml_library)) {}
 
 DeviceRegistry::DeviceRegistry(DeviceRegistry&& other) noexcept {
-  std::lock_guard<std::mutex> lock(other.mu_);
+  MutexLock lock(other.mu_);
   devices_ = std::move(other.devices_);
   nvml_library_ = std::move(other.nvml_library_);
 }
 
 void DeviceRegistry::MarkUnhealthy(const DeviceId& id, std::chrono::steady_clock::time_point until) {
   if (id.kind == DeviceKind::kCpu) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   down_until_[id] = until;
 }
 
@@ -202,7 +202,7 @@ std::vector<DeviceInfo> DeviceRegistry::Snapshot() const {
   HostMemory mem = ReadHostMemory();
   std::vector<DeviceInfo> out;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     out = devices_;
     for (DeviceInfo& d : out) d.available = d.available && !Down(d.id);
   }
@@ -228,7 +228,7 @@ std::vector<DeviceInfo> DeviceRegistry::Snapshot() const {
 }
 
 std::optional<DeviceInfo> DeviceRegistry::Find(const DeviceId& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const DeviceInfo& d : devices_) {
     if (d.id == id) {
       DeviceInfo copy = d;
@@ -240,7 +240,7 @@ std::optional<DeviceInfo> DeviceRegistry::Find(const DeviceId& id) const {
 }
 
 std::optional<PrecisionTraits> DeviceRegistry::PrecisionOf(const DeviceId& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const DeviceInfo& d : devices_) {
     if (d.id == id) return d.precision;
   }
@@ -248,7 +248,7 @@ std::optional<PrecisionTraits> DeviceRegistry::PrecisionOf(const DeviceId& id) c
 }
 
 std::vector<DeviceId> DeviceRegistry::Available() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<DeviceId> out;
   for (const DeviceInfo& d : devices_) {
     if (d.available && !Down(d.id)) out.push_back(d.id);
@@ -257,7 +257,7 @@ std::vector<DeviceId> DeviceRegistry::Available() const {
 }
 
 bool DeviceRegistry::OutOfService(const DeviceId& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return Down(id);
 }
 

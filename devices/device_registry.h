@@ -4,11 +4,11 @@
 
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "absl/status/statusor.h"
 #include "devices/device_id.h"
 #include "devices/device_info.h"
@@ -58,10 +58,10 @@ class DeviceRegistry {
   void MarkUnhealthy(const DeviceId& id, std::chrono::steady_clock::time_point until);
 
  private:
-  mutable std::mutex mu_;
-  std::vector<DeviceInfo> devices_;
-  std::map<DeviceId, std::chrono::steady_clock::time_point> down_until_;
-  bool Down(const DeviceId& id) const;  // under mu_
+  mutable Mutex mu_;
+  std::vector<DeviceInfo> devices_ ABSL_GUARDED_BY(mu_);
+  std::map<DeviceId, std::chrono::steady_clock::time_point> down_until_ ABSL_GUARDED_BY(mu_);
+  bool Down(const DeviceId& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string nvml_library_;
 };
 

@@ -134,7 +134,7 @@ absl::Status AccuracyLedger::Load() {
   }
   uint64_t snapshot = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     entries_ = std::move(loaded);
     if (dropped > 0) snapshot = state_file_->Stage(kSection, RenderAll());
   }
@@ -143,7 +143,7 @@ absl::Status AccuracyLedger::Load() {
 }
 
 std::optional<AccuracyMeasurement> AccuracyLedger::Find(const AccuracyKey& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return std::nullopt;
   return it->second;
@@ -152,7 +152,7 @@ std::optional<AccuracyMeasurement> AccuracyLedger::Find(const AccuracyKey& key) 
 void AccuracyLedger::Record(const AccuracyKey& key, const AccuracyMeasurement& measurement) {
   uint64_t snapshot = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     entries_[key] = measurement;
     snapshot = state_file_->Stage(kSection, RenderAll());
   }

@@ -16,11 +16,11 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "absl/status/status.h"
 #include "devices/device_id.h"
 #include "devices/dtype.h"
@@ -64,12 +64,12 @@ class AccuracyLedger {
   static std::optional<Entry> Parse(const std::string& line);
 
  private:
-  std::vector<std::string> RenderAll() const;  // under mu_
+  std::vector<std::string> RenderAll() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::shared_ptr<StateFile> state_file_;
   const std::string libtorch_version_;
-  mutable std::mutex mu_;
-  std::map<AccuracyKey, AccuracyMeasurement> entries_;
+  mutable Mutex mu_;
+  std::map<AccuracyKey, AccuracyMeasurement> entries_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace infergate

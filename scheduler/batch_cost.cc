@@ -12,7 +12,7 @@ int64_t Tracked(int64_t rows) { return std::clamp<int64_t>(rows, 1, BatchCostMod
 void BatchCostModel::Record(const std::string& key, int64_t rows, uint64_t us) {
   if (key.empty()) return;
   int64_t r = Tracked(rows);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Curve& curve = curves_[key];
   if (static_cast<int64_t>(curve.sizes.size()) <= r) curve.sizes.resize(r + 1);
   Size& s = curve.sizes[r];
@@ -37,7 +37,7 @@ size_t BatchCostModel::Choose(const std::string& key, const std::vector<int64_t>
     if (std::find(preferred.begin(), preferred.end(), prefix[i]) != preferred.end()) return i + 1;
   }
 
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Curve& curve = curves_[key];
   uint64_t decision = curve.decisions++;
   auto size_of = [&](size_t i) -> const Size* {
@@ -67,7 +67,7 @@ size_t BatchCostModel::Choose(const std::string& key, const std::vector<int64_t>
 
 bool BatchCostModel::WorthWaiting(const std::string& key, int64_t rows, int64_t max_rows) const {
   if (rows >= max_rows) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = curves_.find(key);
   if (it == curves_.end()) return true;
   const std::vector<Size>& sizes = it->second.sizes;
@@ -86,7 +86,7 @@ bool BatchCostModel::WorthWaiting(const std::string& key, int64_t rows, int64_t 
 
 bool BatchCostModel::SplitFinishesSooner(const std::string& key, int64_t rows, int64_t share) const {
   if (share >= rows || share < 1) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = curves_.find(key);
   if (it == curves_.end()) return false;
   const std::vector<Size>& sizes = it->second.sizes;
@@ -102,7 +102,7 @@ bool BatchCostModel::SplitFinishesSooner(const std::string& key, int64_t rows, i
 }
 
 double BatchCostModel::CostUs(const std::string& key, int64_t rows) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = curves_.find(key);
   int64_t r = Tracked(rows);
   if (it == curves_.end() || r >= static_cast<int64_t>(it->second.sizes.size())) return -1;

@@ -11,9 +11,10 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace infergate {
 
@@ -71,8 +72,8 @@ class BatchCostModel {
     std::vector<Size> sizes;  // index = rows
     uint64_t decisions = 0;
   };
-  mutable std::mutex mu_;
-  std::map<std::string, Curve, std::less<>> curves_;
+  mutable Mutex mu_;
+  std::map<std::string, Curve, std::less<>> curves_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace infergate

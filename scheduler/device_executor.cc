@@ -23,7 +23,7 @@ DeviceExecutor::DeviceExecutor(DeviceId device, Options options, BatchRunner run
 }
 
 int DeviceExecutor::threads() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return static_cast<int>(workers_.size());
 }
 
@@ -41,7 +41,7 @@ absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, std::optional<Reje
   Batch expired;  // answered after unlocking, whatever happens to `job`
   absl::Status status = absl::OkStatus();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Clock::time_point now = Clock::now();
     expired = queue_.TakeExpired(now);
     if (!accepting_) {
@@ -94,7 +94,7 @@ absl::Status DeviceExecutor::SubmitTask(std::function<void()> task) {
 size_t DeviceExecutor::PurgeCancelled() {
   Batch removed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     removed = queue_.RemoveIf([](const Job& job) { return job.cancelled.load(); });
     depth_.store(queue_.size(), std::memory_order_relaxed);
   }
@@ -129,26 +129,27 @@ void DeviceExecutor::RejectExpired(Batch& expired) {
 }
 
 Clock::duration DeviceExecutor::OldestRunningAge() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (running_since_.empty()) return Clock::duration::zero();
   return Clock::now() - *running_since_.begin();
 }
 
 std::map<std::string, size_t> DeviceExecutor::QueueDepthByModel() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::map<std::string, size_t> depth = queue_.DepthByFlow();
   depth.erase("");  // tasks (explicit loads)
   return depth;
 }
 
 bool DeviceExecutor::WaitIdle(Clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return idle_cv_.wait_until(lock, deadline, [this] { return queue_.empty() && running_workers_ == 0; });
+  UniqueMutexLock lock(mu_);
+  return idle_cv_.wait_until(lock.native(), deadline,
+                             [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return queue_.empty() && running_workers_ == 0; });
 }
 
 void DeviceExecutor::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     accepting_ = false;
     if (stopping_) return;
     stopping_ = true;
@@ -165,7 +166,7 @@ void DeviceExecutor::Collect(const std::shared_ptr<Job>& first, int64_t* rows, B
   depth_.store(queue_.size(), std::memory_order_relaxed);
 }
 
-DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lock, double* charged_us,
+DeviceExecutor::Batch DeviceExecutor::TakeBatch(UniqueMutexLock& lock, double* charged_us,
                                                 Batch* expired) {
   Batch batch;
   Clock::time_point now = Clock::now();
@@ -193,7 +194,7 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(std::unique_lock<std::mutex>& lo
     Clock::time_point until = first->enqueued + std::chrono::microseconds(first->max_queue_delay_us);
     ++waiting_batchers_;
     while (rows < first->max_batch_rows && !stopping_ && running_workers_ > 0 &&
-           batch_cv_.wait_until(lock, until) != std::cv_status::timeout) {
+           batch_cv_.wait_until(lock.native(), until) != std::cv_status::timeout) {
       Collect(first, &rows, &batch);
     }
     Collect(first, &rows, &batch);
@@ -271,12 +272,12 @@ void DeviceExecutor::WorkerLoop() {
     int64_t batch_rows = 0;
     bool is_task = false;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      UniqueMutexLock lock(mu_);
       // Jobs of a model already running on every worker it may use wait for
       // one of those workers, which looks for work again when it finishes.
       while (!(stopping_ && queue_.empty()) && !queue_.HasRunnable(running_limit_)) {
         ++sleeping_workers_;
-        work_cv_.wait(lock);
+        work_cv_.wait(lock.native());
         --sleeping_workers_;
       }
       if (queue_.empty()) return;  // stopping and drained
@@ -313,7 +314,7 @@ void DeviceExecutor::WorkerLoop() {
     running_jobs_.fetch_sub(batch.size(), std::memory_order_relaxed);
     batch.clear();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       queue_.Settle(flow, charged_us, static_cast<double>(took_us));
       running_since_.erase(running_entry);
       --running_workers_;

@@ -19,10 +19,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "absl/status/status.h"
 #include "devices/device_id.h"
 #include "scheduler/batch_cost.h"
@@ -106,41 +106,41 @@ class DeviceExecutor {
   void WorkerLoop();
   // Takes the next batch (maybe empty: all expired) and the jobs whose queue
   // timeout passed, which the caller answers after unlocking.
-  Batch TakeBatch(std::unique_lock<std::mutex>& lock, double* charged_us, Batch* expired);
-  void Collect(const std::shared_ptr<Job>& first, int64_t* rows, Batch* batch);
+  Batch TakeBatch(UniqueMutexLock& lock, double* charged_us, Batch* expired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Collect(const std::shared_ptr<Job>& first, int64_t* rows, Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps of `batch` (holding `rows` rows) a prefix of at most one worker's
   // share of the rows in flight (these and the running ones) among the
   // workers not busy with a task, at least one job, and queues the rest
   // again in order; unless the whole batch was measured at least
   // kWorthWaitingGain faster per row than the share (or is unmeasured).
-  void KeepShareOfWorkers(int64_t rows, Batch* batch);
+  void KeepShareOfWorkers(int64_t rows, Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps the first `keep` jobs of `batch` and puts the rest back at the
   // head of their model's queue, in order, for the next worker.
-  void RequeueTail(size_t keep, Batch* batch);
+  void RequeueTail(size_t keep, Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers jobs refused after they were queued; call without the lock.
   void Reject(Batch& jobs, const absl::Status& status, RejectionReason reason);
   void RejectExpired(Batch& expired);
   // With runnable work queued: starts the fair-share thread if it is due
-  // (see Options::workers). Under mu_.
-  void StartSpareIfDue();
+  // (see Options::workers).
+  void StartSpareIfDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   DeviceId device_;
   size_t capacity_;
   BatchRunner runner_;
   RejectionListener rejection_listener_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable work_cv_;   // workers wait for jobs
   std::condition_variable batch_cv_;  // a batcher waits for companions
   std::condition_variable idle_cv_;   // WaitIdle
-  FairQueue queue_;
-  bool accepting_ = true;
-  bool stopping_ = false;
-  int running_workers_ = 0;  // under mu_
-  int64_t running_rows_ = 0;  // rows of the running batches; under mu_
-  int running_tasks_ = 0;     // workers running a task; under mu_
-  std::multiset<Clock::time_point> running_since_;  // start of each running batch; under mu_
-  int waiting_batchers_ = 0;  // under mu_
-  int sleeping_workers_ = 0;  // waiting on work_cv_; under mu_
+  FairQueue queue_ ABSL_GUARDED_BY(mu_);
+  bool accepting_ ABSL_GUARDED_BY(mu_) = true;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int running_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t running_rows_ ABSL_GUARDED_BY(mu_) = 0;  // rows of the running batches
+  int running_tasks_ ABSL_GUARDED_BY(mu_) = 0;     // workers running a task
+  std::multiset<Clock::time_point> running_since_ ABSL_GUARDED_BY(mu_);  // start of each running batch
+  int waiting_batchers_ ABSL_GUARDED_BY(mu_) = 0;
+  int sleeping_workers_ ABSL_GUARDED_BY(mu_) = 0;  // waiting on work_cv_
   std::atomic<size_t> depth_{0};
   std::atomic<size_t> running_jobs_{0};
   std::atomic<uint64_t> busy_us_{0};
@@ -149,8 +149,9 @@ class DeviceExecutor {
   BatchCostModel batch_cost_;
   int workers_per_model_;  // the running limit of one model's batches
   int running_limit_;      // for FairQueue::Next: workers_per_model_ with fair sharing, else none
-  bool spare_due_;             // fair sharing wants the extra thread, not yet started; under mu_
-  std::vector<std::thread> workers_;  // grows (the spare) only under mu_ while accepting_
+  bool spare_due_ ABSL_GUARDED_BY(mu_);  // fair sharing wants the extra thread, not yet started
+  // Grows (the spare) only under mu_ while accepting_; joined by Stop.
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace infergate

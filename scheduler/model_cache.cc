@@ -29,23 +29,23 @@ ModelCache::Lease::~Lease() {
 }
 
 void ModelCache::Release(const std::shared_ptr<void>& slot) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   static_cast<Slot*>(slot.get())->in_flight--;
 }
 
 void ModelCache::SetBudget(const DeviceId& device, uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   budgets_[device] = bytes;
 }
 
 uint64_t ModelCache::Budget(const DeviceId& device) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = budgets_.find(BudgetOwnerLocked(device));
   return it == budgets_.end() ? 0 : it->second;
 }
 
 void ModelCache::ShareBudget(const DeviceId& member, const DeviceId& owner) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   budget_owner_[member] = owner;
 }
 
@@ -120,7 +120,7 @@ void ModelCache::Notify(const Evicted& evicted, EvictionReason why) {
 std::optional<ModelCache::Lease> ModelCache::AcquireResident(const ModelKey& key) {
   std::shared_ptr<Slot> slot;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = slots_.find(key);
     if (it == slots_.end() || !it->second->ready) return std::nullopt;
     slot = it->second;
@@ -142,7 +142,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
   Evicted evicted;
   absl::Status admitted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = slots_.find(key);
     if (it != slots_.end()) {
       slot = it->second;
@@ -185,7 +185,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
     Evicted more;
     absl::Status room;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       uint64_t bytes = parameter_bytes + slot->activation_bytes;
       room = MakeRoomLocked(key, bytes, "measured while loading", &more);
       if (room.ok()) slot->bytes = bytes;
@@ -201,7 +201,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
   }
   absl::Status too_large;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = slots_.find(key);
     if (result.ok()) {
       slot->ready = true;
@@ -230,7 +230,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
 void ModelCache::SetActivationBytes(const ModelKey& key, uint64_t bytes) {
   Evicted evicted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = slots_.find(key);
     if (it == slots_.end() || !it->second->ready || bytes <= it->second->activation_bytes) return;
     Slot& slot = *it->second;
@@ -251,7 +251,7 @@ void ModelCache::SetActivationBytes(const ModelKey& key, uint64_t bytes) {
 size_t ModelCache::EvictIdle(const DeviceId& device, const ModelKey* keep, EvictionReason why) {
   Evicted evicted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     evicted = EvictLocked(device, 0, keep);
   }
   Notify(evicted, why);
@@ -261,7 +261,7 @@ size_t ModelCache::EvictIdle(const DeviceId& device, const ModelKey* keep, Evict
 size_t ModelCache::Unload(const std::function<bool(const ModelKey&)>& match) {
   Evicted dropped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto it = slots_.begin(); it != slots_.end();) {
       // A model with requests in flight is dropped too: their leases keep it
       // alive until they finish, and the next request loads a fresh copy.
@@ -278,7 +278,7 @@ size_t ModelCache::Unload(const std::function<bool(const ModelKey&)>& match) {
 }
 
 std::vector<ResidentModel> ModelCache::Resident() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<ResidentModel> out;
   for (const auto& [key, slot] : slots_) {
     if (slot->ready) out.push_back({key, slot->bytes, slot->pinned, slot->in_flight});
@@ -287,13 +287,13 @@ std::vector<ResidentModel> ModelCache::Resident() const {
 }
 
 bool ModelCache::IsResident(const ModelKey& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = slots_.find(key);
   return it != slots_.end() && it->second->ready;
 }
 
 uint64_t ModelCache::ResidentBytes(const DeviceId& device) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint64_t total = 0;
   for (const auto& [key, slot] : slots_) {
     if (key.device == device && slot->ready) total += slot->bytes;

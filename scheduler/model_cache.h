@@ -21,11 +21,11 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "absl/status/statusor.h"
 #include "devices/device_id.h"
 #include "devices/dtype.h"
@@ -119,24 +119,26 @@ class ModelCache {
   };
   using Evicted = std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>>;
   void Release(const std::shared_ptr<void>& slot);
-  // Under mu_: bytes held on `device` by resident and loading models other than `except`.
-  uint64_t HeldLocked(const DeviceId& device, const ModelKey* except) const;
-  // Under mu_: evicts LRU idle unpinned slots on `device` (never `keep`)
-  // until the bytes held by the others <= target. Returns the evicted
-  // entries; `held`, when set, receives what the others hold afterwards.
-  Evicted EvictLocked(const DeviceId& device, uint64_t target, const ModelKey* keep, uint64_t* held = nullptr);
-  // Under mu_: evicts until `bytes` for `key` fit beside the other models on
-  // its device, or says why they cannot. `source` says where `bytes` came from.
-  absl::Status MakeRoomLocked(const ModelKey& key, uint64_t bytes, const std::string& source, Evicted* evicted);
+  // Bytes held on `device` by resident and loading models other than `except`.
+  uint64_t HeldLocked(const DeviceId& device, const ModelKey* except) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts LRU idle unpinned slots on `device` (never `keep`) until the
+  // bytes held by the others <= target. Returns the evicted entries;
+  // `held`, when set, receives what the others hold afterwards.
+  Evicted EvictLocked(const DeviceId& device, uint64_t target, const ModelKey* keep, uint64_t* held = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts until `bytes` for `key` fit beside the other models on its
+  // device, or says why they cannot. `source` says where `bytes` came from.
+  absl::Status MakeRoomLocked(const ModelKey& key, uint64_t bytes, const std::string& source, Evicted* evicted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Notify(const Evicted& evicted, EvictionReason why);
-  // Under mu_: the device whose budget `device` draws on (itself unless shared).
-  const DeviceId& BudgetOwnerLocked(const DeviceId& device) const;
+  // The device whose budget `device` draws on (itself unless shared).
+  const DeviceId& BudgetOwnerLocked(const DeviceId& device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
-  std::map<ModelKey, std::shared_ptr<Slot>> slots_;
-  std::map<DeviceId, uint64_t> budgets_;   // by budget owner
-  std::map<DeviceId, DeviceId> budget_owner_;  // devices sharing another's budget
-  uint64_t clock_ = 0;
+  mutable Mutex mu_;
+  std::map<ModelKey, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
+  std::map<DeviceId, uint64_t> budgets_ ABSL_GUARDED_BY(mu_);   // by budget owner
+  std::map<DeviceId, DeviceId> budget_owner_ ABSL_GUARDED_BY(mu_);  // devices sharing another's budget
+  uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
   EvictionListener listener_;
 };
 

@@ -48,7 +48,7 @@ absl::Status ModelFootprints::Load() {
     if (parts[4] != libtorch_version_) continue;  // another LibTorch may lay tensors out differently
     loaded[{*kind, *dtype, parts[2], parts[3]}] = sizes;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   entries_ = std::move(loaded);
   return absl::OkStatus();
 }
@@ -61,7 +61,7 @@ Footprint ModelFootprints::Estimate(uint64_t file_bytes, DType dtype) {
 Footprint ModelFootprints::Expect(const std::string& model, const std::string& file, uint64_t file_bytes,
                                   DeviceKind kind, DType dtype) const {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = entries_.find(Key{kind, dtype, model, file});
     if (it != entries_.end() && it->second.parameter_bytes > 0) {
       return {it->second.parameter_bytes, it->second.activation_bytes, "learned from an earlier load"};
@@ -83,7 +83,7 @@ void ModelFootprints::RecordActivations(const std::string& model, const std::str
 void ModelFootprints::Update(const Key& key, uint64_t parameter_bytes, uint64_t activation_bytes) {
   uint64_t snapshot = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Sizes& sizes = entries_[key];
     bool changed = false;
     if (parameter_bytes > 0 && parameter_bytes != sizes.parameter_bytes) {

@@ -19,11 +19,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "common/mutex.h"
 #include "absl/status/status.h"
 #include "devices/device_id.h"
 #include "devices/dtype.h"
@@ -71,12 +71,12 @@ class ModelFootprints {
   // Sets the parameter bytes (when non-zero) and raises the activation
   // peak for `key`; rewrites the state file's section if that changed it.
   void Update(const Key& key, uint64_t parameter_bytes, uint64_t activation_bytes);
-  std::vector<std::string> Render() const;  // under mu_
+  std::vector<std::string> Render() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::shared_ptr<StateFile> state_file_;
   std::string libtorch_version_;
-  mutable std::mutex mu_;
-  std::map<Key, Sizes> entries_;
+  mutable Mutex mu_;
+  std::map<Key, Sizes> entries_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace infergate

@@ -77,7 +77,7 @@ void ModelLifecycle::FinishUnloading() {
 }
 
 void ModelLifecycle::Apply(const DiskRepository& now, const DiskRepository* previous) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   FinishUnloading();
   // Models served from uploaded files are not the repository's to change;
   // the scan is copied only when there are some.
@@ -102,7 +102,7 @@ void ModelLifecycle::Apply(const DiskRepository& now, const DiskRepository* prev
 absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<const ConfigOverride> config_override,
                                       Source source) {
   if (absl::Status s = ValidateModelName(name); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   // Where the model's folder will be: files sent with the load, written to
   // a fresh private folder and checked before anything changes; a folder
   // named by the load; else the repository's folder.
@@ -199,7 +199,7 @@ void ModelLifecycle::Release(const SourceFolder& folder) {
 }
 
 void ModelLifecycle::Forget(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Remove(repository_.Lookup(name));
   repository_.Erase(name);
   overrides_.erase(name);
@@ -232,7 +232,7 @@ absl::Status ModelLifecycle::CheckUpload(const std::string& name, const std::str
 }
 
 absl::StatusOr<size_t> ModelLifecycle::Unload(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::shared_ptr<const ModelEntry> current = repository_.Lookup(name);
   if (!current || current->removed) {
     return absl::NotFoundError(absl::StrCat("model: '", name.substr(0, 64), "' is not in the model repository"));

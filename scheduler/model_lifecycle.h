@@ -23,9 +23,9 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "absl/status/status.h"
 #include "devices/device_registry.h"
 #include "scheduler/config_override.h"
@@ -95,8 +95,8 @@ class ModelLifecycle {
   // Forgets models and versions that were UNLOADING, and drops cached
   // copies that no READY version's generation names any more.
   void FinishUnloading();
-  void Update(const ModelDiff& diff, const DiskModel* disk);
-  void Remove(const std::shared_ptr<const ModelEntry>& current);
+  void Update(const ModelDiff& diff, const DiskModel* disk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Remove(const std::shared_ptr<const ModelEntry>& current) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Loads `version` of `entry` as generation `generation` where it will be
   // needed; on failure no copy of that generation stays.
   absl::Status LoadVersion(const std::shared_ptr<const ModelEntry>& entry, int64_t version, uint64_t generation,
@@ -109,25 +109,26 @@ class ModelLifecycle {
     ConfigNaming naming = ConfigNaming::kMatchesFolder;
   };
   // Where model `name`'s folder is: the repository's, or the one it is
-  // served from instead, and how its config's name is read (under mu_).
-  SourceFolder FolderOf(const std::string& name) const;
+  // served from instead, and how its config's name is read.
+  SourceFolder FolderOf(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Release(const SourceFolder& folder);
   // Checks uploaded files in `dir` before they replace what serves: their
   // config (with the override) and that every model file loads.
   absl::Status CheckUpload(const std::string& name, const std::string& dir, const ConfigOverride* config_override);
   // The model's config.pbtxt in its folder, with its load override (if any) laid over it.
-  absl::StatusOr<v1::ModelConfig> ReadEffectiveConfig(const std::string& name) const;
+  absl::StatusOr<v1::ModelConfig> ReadEffectiveConfig(const std::string& name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ModelRepository& repository_;
   ModelManager& models_;
   const DeviceRegistry& devices_;
   SchedulerObserver* observer_ = nullptr;
-  std::mutex mu_;  // one update at a time
-  // Config overrides of explicit loads, by model (under mu_).
-  std::map<std::string, std::shared_ptr<const ConfigOverride>> overrides_;
+  Mutex mu_;  // one update at a time
+  // Config overrides of explicit loads, by model.
+  std::map<std::string, std::shared_ptr<const ConfigOverride>> overrides_ ABSL_GUARDED_BY(mu_);
   // Models served from another folder than the repository's: files sent
-  // with a load, or ModelMesh's folders (under mu_).
-  std::map<std::string, SourceFolder> sources_;
+  // with a load, or ModelMesh's folders.
+  std::map<std::string, SourceFolder> sources_ ABSL_GUARDED_BY(mu_);
   UploadFolders uploads_;
 };
 

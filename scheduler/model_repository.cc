@@ -149,7 +149,7 @@ absl::Status ModelRepository::Scan(DiskRepository* scanned) {
     found.emplace(name, std::move(entry));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     models_ = std::move(found);
   }
   if (scanned) *scanned = *std::move(disk);
@@ -157,7 +157,7 @@ absl::Status ModelRepository::Scan(DiskRepository* scanned) {
 }
 
 std::vector<ModelEntry> ModelRepository::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<ModelEntry> out;
   out.reserve(models_.size());
   for (const auto& [name, entry] : models_) out.push_back(*entry);
@@ -165,7 +165,7 @@ std::vector<ModelEntry> ModelRepository::List() const {
 }
 
 std::shared_ptr<const ModelEntry> ModelRepository::Lookup(absl::string_view name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = models_.find(name);
   return it == models_.end() ? nullptr : it->second;
 }
@@ -215,18 +215,18 @@ absl::StatusOr<int64_t> ModelRepository::ResolveVersion(const ModelEntry& model,
 }
 
 void ModelRepository::Publish(std::shared_ptr<const ModelEntry> entry) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::string name = entry->name;
   models_[name] = std::move(entry);
 }
 
 void ModelRepository::Erase(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   models_.erase(name);
 }
 
 bool ModelRepository::Known(absl::string_view name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return models_.find(name) != models_.end();
 }
 

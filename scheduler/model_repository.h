@@ -13,10 +13,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "infergate/v1/model_config.pb.h"
@@ -96,8 +96,8 @@ class ModelRepository {
  private:
   std::string root_;
   std::atomic<uint64_t> generation_{0};
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const ModelEntry>, std::less<>> models_;
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<const ModelEntry>, std::less<>> models_ ABSL_GUARDED_BY(mu_);
 };
 
 // The wording the start-up scan and the lifecycle share.

@@ -18,7 +18,7 @@ void ModelStatistics::RecordBatch(const std::string& model, int64_t version, uin
   uint64_t now_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                               std::chrono::system_clock::now().time_since_epoch())
                                               .count());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ModelStats& s = At(model, version);
   s.last_inference_ms = now_ms;
   s.inference_count += rows;
@@ -31,7 +31,7 @@ void ModelStatistics::RecordBatch(const std::string& model, int64_t version, uin
 
 void ModelStatistics::RecordSuccess(const std::string& model, int64_t version, uint64_t total_ns, uint64_t queue_ns,
                                     const BatchTimes& times) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ModelStats& s = At(model, version);
   s.success.Add(total_ns);
   s.queue.Add(queue_ns);
@@ -41,12 +41,12 @@ void ModelStatistics::RecordSuccess(const std::string& model, int64_t version, u
 }
 
 void ModelStatistics::RecordFailure(const std::string& model, int64_t version, uint64_t total_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   At(model, version).fail.Add(total_ns);
 }
 
 std::vector<ModelStats> ModelStatistics::Snapshot(const std::string& model) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<ModelStats> out;
   for (const auto& [key, s] : stats_) {
     if (model.empty() || key.first == model) out.push_back(s);

@@ -10,10 +10,11 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace infergate {
 
@@ -68,10 +69,10 @@ class ModelStatistics {
   std::vector<ModelStats> Snapshot(const std::string& model = "") const;
 
  private:
-  ModelStats& At(const std::string& model, int64_t version);  // under mu_
+  ModelStats& At(const std::string& model, int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, int64_t>, ModelStats> stats_;
+  mutable Mutex mu_;
+  std::map<std::pair<std::string, int64_t>, ModelStats> stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace infergate

@@ -68,7 +68,7 @@ absl::StatusOr<std::string> UploadFolders::Write(const std::string& model,
   if (absl::Status s = ValidateModelName(model); !s.ok()) return s;
   fs::path upload;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     absl::StatusOr<std::string> root = Root();
     if (!root.ok()) return root.status();
     upload = fs::path(*root) / std::to_string(next_++);
@@ -112,7 +112,7 @@ absl::StatusOr<std::string> UploadFolders::Write(const std::string& model,
 
 void UploadFolders::Remove(const std::string& model_dir) {
   const fs::path upload = fs::path(model_dir).parent_path();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (root_.empty() || upload.parent_path() != fs::path(root_)) return;  // only folders made here
   std::error_code ec;
   fs::remove_all(upload, ec);

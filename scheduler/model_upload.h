@@ -12,9 +12,9 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -47,11 +47,11 @@ class UploadFolders {
   void Remove(const std::string& model_dir);
 
  private:
-  absl::StatusOr<std::string> Root();
+  absl::StatusOr<std::string> Root() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
-  std::string root_;  // made on first use
-  uint64_t next_ = 0;
+  Mutex mu_;
+  std::string root_ ABSL_GUARDED_BY(mu_);  // made on first use
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace infergate

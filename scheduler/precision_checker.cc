@@ -47,14 +47,14 @@ PrecisionChecker::PrecisionChecker(ModelManager& models, ModelRepository& reposi
 PrecisionChecker::~PrecisionChecker() { Stop(); }
 
 void PrecisionChecker::Start() {
-  std::lock_guard<std::shared_mutex> lock(mu_);
+  WriterLock lock(mu_);
   if (!options_.enabled || thread_.joinable() || stopping_) return;
   thread_ = std::thread([this] { Loop(); });
 }
 
 void PrecisionChecker::Stop() {
   {
-    std::lock_guard<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     stopping_ = true;
     queue_.clear();
   }
@@ -72,7 +72,7 @@ PrecisionChecker::KeyView PrecisionChecker::ViewOf(const Route& route, DType dty
 
 AccuracyState PrecisionChecker::State(const Route& route, DType dtype, AccuracyVerdict* verdict) const {
   if (!options_.enabled) return AccuracyState::kVerified;
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(mu_);
   auto it = entries_.find(ViewOf(route, dtype));
   if (it == entries_.end() || it->second.stage != Stage::kDone) return AccuracyState::kUnchecked;
   if (verdict) *verdict = it->second.verdict;
@@ -84,7 +84,7 @@ void PrecisionChecker::Request(const Route& route, DType dtype, const std::vecto
   const Clock::time_point now = Clock::now();
   auto settled = [&](const Entry& e) { return e.stage != Stage::kNotChecked || now < e.retry_after; };
   {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    ReaderLock lock(mu_);
     auto it = entries_.find(ViewOf(route, dtype));
     if (it != entries_.end() && settled(it->second)) return;  // checked, queued, or not yet due again
   }
@@ -92,7 +92,7 @@ void PrecisionChecker::Request(const Route& route, DType dtype, const std::vecto
   const bool needs_request_inputs = NeedsRequestInputs(*route.model);
   if (needs_request_inputs && !request_inputs) return;  // a request will bring inputs
   {
-    std::lock_guard<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     if (stopping_ || queue_.size() >= options_.max_queued) return;
     auto it = entries_.find(key);
     if (it != entries_.end() && settled(it->second)) return;
@@ -103,7 +103,7 @@ void PrecisionChecker::Request(const Route& route, DType dtype, const std::vecto
   task.dtype = dtype;
   if (needs_request_inputs) task.inputs = Cloned(*request_inputs);
   {
-    std::lock_guard<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     queue_.push_back(std::move(task));
   }
   wake_.notify_one();
@@ -124,7 +124,7 @@ AccuracyState PrecisionChecker::CheckNow(const Route& route, DType dtype, const 
   const Key key = KeyOf(route, dtype);
   bool done = false;
   {
-    std::lock_guard<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     auto it = entries_.find(key);
     done = it != entries_.end() && it->second.stage == Stage::kDone;
   }
@@ -136,8 +136,9 @@ void PrecisionChecker::Loop() {
   for (;;) {
     Task task;
     {
-      std::unique_lock<std::shared_mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      WriterLock lock(mu_);
+      // condition_variable_any unlocks and relocks mu_ itself.
+      wake_.wait(mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || !queue_.empty(); });
       if (stopping_) return;
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -155,12 +156,12 @@ absl::StatusOr<std::string> PrecisionChecker::DigestOf(const Route& route) {
   const std::string path = repository_.ModelFile(*route.model, route.version);
   const std::string cache_key = absl::StrCat(path, "|", route.stamp.ContentKey());
   {
-    std::lock_guard<std::mutex> lock(digests_mu_);
+    MutexLock lock(digests_mu_);
     if (auto it = digests_.find(cache_key); it != digests_.end()) return it->second;
   }
   absl::StatusOr<std::string> digest = Sha256OfFile(path, "model file");
   if (!digest.ok()) return digest;
-  std::lock_guard<std::mutex> lock(digests_mu_);
+  MutexLock lock(digests_mu_);
   digests_[cache_key] = *digest;
   return digest;
 }
@@ -299,14 +300,14 @@ void PrecisionChecker::Finish(const Key& key, const Route& route, Entry entry, c
     if (!from_state_file) observer_->OnPrecisionCheck(key.model, device, dtype, result);
     if (result != PrecisionCheckResult::kSkipped) observer_->OnPrecisionError(key.model, device, dtype, relative_error);
   }
-  std::lock_guard<std::shared_mutex> lock(mu_);
+  WriterLock lock(mu_);
   entries_[key] = std::move(entry);
 }
 
 bool PrecisionChecker::WantsRunningCheck(const Route& route) {
   const uint32_t every = route.model->config.accuracy().running_check_every();
   if (every == 0 || !options_.enabled || !Reduced(route.dtype)) return false;
-  std::lock_guard<std::shared_mutex> lock(mu_);
+  WriterLock lock(mu_);
   return ++served_[route.model->name] % every == 0;
 }
 
@@ -315,7 +316,7 @@ void PrecisionChecker::OfferRunningCheck(const Route& route, const std::vector<N
   const std::string dtype = Lower(DTypeName(route.dtype));
   bool queued = false;
   if (cpu_idle_ && cpu_idle_()) {
-    std::lock_guard<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     if (!stopping_ && !running_check_queued_) {
       running_check_queued_ = true;
       queued = true;
@@ -332,7 +333,7 @@ void PrecisionChecker::OfferRunningCheck(const Route& route, const std::vector<N
   task.outputs = std::move(outputs);
   task.running_check = true;
   {
-    std::lock_guard<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     queue_.push_back(std::move(task));
   }
   wake_.notify_one();
@@ -366,7 +367,7 @@ void PrecisionChecker::RunningCheck(const Task& task) {
   std::optional<AccuracyKey> ledger_key;
   AccuracyMeasurement kept = measured;
   {
-    std::lock_guard<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     auto it = entries_.find(key);
     if (it != entries_.end() && it->second.stage == Stage::kDone) {
       kept = Worse(it->second.measurement, measured, accuracy, task.dtype);
@@ -395,7 +396,7 @@ std::vector<PrecisionReport> PrecisionChecker::Reports(const std::string& model)
   absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(model);
   if (!entry.ok()) return {};
   std::vector<PrecisionReport> out;
-  std::lock_guard<std::shared_mutex> lock(mu_);
+  WriterLock lock(mu_);
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     const Key& key = it->first;
     if (key.model != model) continue;

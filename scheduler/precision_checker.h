@@ -24,14 +24,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <tuple>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "absl/strings/string_view.h"
 #include "devices/device_registry.h"
 #include "scheduler/accuracy_ledger.h"
@@ -164,15 +163,16 @@ class PrecisionChecker {
   SchedulerObserver* observer_ = nullptr;
 
   // Readers (State, on the request path) share it; the rest take it alone.
-  mutable std::shared_mutex mu_;
+  mutable SharedMutex mu_;
   std::condition_variable_any wake_;
-  std::map<Key, Entry, KeyLess> entries_;    // under mu_
-  std::deque<Task> queue_;                   // under mu_
-  bool running_check_queued_ = false;        // under mu_
-  std::map<std::string, uint64_t> served_;   // model -> reduced-precision requests seen; under mu_
-  std::map<std::string, std::string> digests_;  // "path|size:mtime" -> SHA-256; checker threads only
-  std::mutex digests_mu_;
-  bool stopping_ = false;                    // under mu_
+  std::map<Key, Entry, KeyLess> entries_ ABSL_GUARDED_BY(mu_);
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  bool running_check_queued_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, uint64_t> served_ ABSL_GUARDED_BY(mu_);  // model -> reduced-precision requests seen
+  Mutex digests_mu_;
+  // "path|size:mtime" -> SHA-256.
+  std::map<std::string, std::string> digests_ ABSL_GUARDED_BY(digests_mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -16,7 +16,7 @@ void RepositoryPoller::Start(std::chrono::milliseconds interval, DiskRepository 
 
 void RepositoryPoller::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   wake_.notify_all();
@@ -27,8 +27,8 @@ void RepositoryPoller::Run(std::chrono::milliseconds interval) {
   bool root_missing = false;
   for (;;) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (wake_.wait_for(lock, interval, [this] { return stop_; })) return;
+      UniqueMutexLock lock(mu_);
+      if (wake_.wait_for(lock.native(), interval, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; })) return;
     }
     absl::StatusOr<DiskRepository> now = ScanRepository(root_);
     if (!now.ok()) {

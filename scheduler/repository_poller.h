@@ -8,10 +8,10 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "scheduler/model_lifecycle.h"
 #include "scheduler/repository_scan.h"
 
@@ -36,9 +36,9 @@ class RepositoryPoller {
   std::string root_;
   ModelLifecycle& lifecycle_;
   DiskRepository previous_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable wake_;
-  bool stop_ = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -5,13 +5,13 @@
 namespace infergate {
 
 void LatencyStats::Observe(const std::string& model, const DeviceId& device, double micros) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto [it, inserted] = ewma_.try_emplace({model, device}, micros);
   if (!inserted) it->second += alpha_ * (micros - it->second);
 }
 
 std::optional<double> LatencyStats::Mean(const std::string& model, const DeviceId& device) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = ewma_.find({model, device});
   if (it == ewma_.end()) return std::nullopt;
   return it->second;

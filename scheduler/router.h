@@ -3,12 +3,12 @@
 // load and a moving average of the model's measured latency there.
 
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "devices/device_id.h"
 
 namespace infergate {
@@ -23,8 +23,8 @@ class LatencyStats {
 
  private:
   double alpha_;
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, DeviceId>, double> ewma_;
+  mutable Mutex mu_;
+  std::map<std::pair<std::string, DeviceId>, double> ewma_ ABSL_GUARDED_BY(mu_);
 };
 
 struct RouteCandidate {

@@ -38,13 +38,13 @@ absl::Status StateFile::Load() {
       sections[section].emplace_back(section.empty() ? line : line.substr(section.size() + 1));
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   sections_ = std::move(sections);
   return absl::OkStatus();
 }
 
 std::vector<std::string> StateFile::Section(const std::string& section) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = sections_.find(section);
   return it == sections_.end() ? std::vector<std::string>{} : it->second;
 }
@@ -59,31 +59,31 @@ std::string StateFile::Render() const {
 }
 
 uint64_t StateFile::Stage(const std::string& section, std::vector<std::string> lines) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   sections_[section] = std::move(lines);
   return ++version_;
 }
 
 absl::Status StateFile::Write(uint64_t snapshot) {
   if (path_.empty()) return absl::OkStatus();
-  std::lock_guard<std::mutex> write_lock(write_mu_);
+  MutexLock write_lock(write_mu_);
   if (snapshot <= written_version_) return absl::OkStatus();  // a newer snapshot is on disk already
   std::string text;
   uint64_t version = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     text = Render();  // the newest staged snapshot, which includes `snapshot`
     version = version_;
   }
   absl::Status written = WriteFileAtomically(path_, text);
   written_version_ = version;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   last_write_ = written;
   return written;
 }
 
 absl::Status StateFile::last_write_status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return last_write_;
 }
 

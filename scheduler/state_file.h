@@ -14,10 +14,10 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -52,15 +52,15 @@ class StateFile {
   absl::Status last_write_status() const;
 
  private:
-  std::string Render() const;  // under mu_
+  std::string Render() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::vector<std::string>> sections_;
-  uint64_t version_ = 0;  // bumped by each Stage; under mu_
-  absl::Status last_write_;
-  std::mutex write_mu_;           // one writer of the file at a time
-  uint64_t written_version_ = 0;  // the newest snapshot on disk; under write_mu_
+  mutable Mutex mu_;
+  std::map<std::string, std::vector<std::string>> sections_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by each Stage
+  absl::Status last_write_ ABSL_GUARDED_BY(mu_);
+  Mutex write_mu_;  // one writer of the file at a time
+  uint64_t written_version_ ABSL_GUARDED_BY(write_mu_) = 0;  // the newest snapshot on disk
 };
 
 }  // namespace infergate

@@ -60,7 +60,7 @@ absl::Status UnsupportedOpTable::Load() {
   }
   uint64_t snapshot = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     entries_ = std::move(loaded);
     size_.store(entries_.size(), std::memory_order_release);
     if (!v2.empty()) snapshot = state_file_->Stage(kSection, Render());
@@ -73,7 +73,7 @@ bool UnsupportedOpTable::Record(const std::string& model, const std::string& fil
                                 const FallbackReason& reason) {
   uint64_t snapshot = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto [it, inserted] = entries_.emplace(Key{kind, model, file}, reason);
     if (!inserted) return false;
     size_.store(entries_.size(), std::memory_order_release);
@@ -95,14 +95,14 @@ std::vector<std::string> UnsupportedOpTable::Render() const {
 
 std::optional<FallbackReason> UnsupportedOpTable::Lookup(const std::string& model, const std::string& file,
                                                          DeviceKind kind) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(Key{kind, model, file});
   if (it == entries_.end()) return std::nullopt;
   return it->second;
 }
 
 std::vector<std::string> UnsupportedOpTable::ForKind(DeviceKind kind) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> out;
   for (const auto& [key, reason] : entries_) {
     if (key.kind != kind) continue;

@@ -14,13 +14,13 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "absl/status/status.h"
 #include "devices/device_id.h"
 #include "scheduler/fallback_reason.h"
@@ -56,7 +56,8 @@ class UnsupportedOpTable {
   absl::Status last_write_status() const;
 
  private:
-  std::vector<std::string> Render() const;  // the table's lines in the state file; under mu_
+  // The table's lines in the state file.
+  std::vector<std::string> Render() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Key {
     DeviceKind kind;
@@ -67,8 +68,8 @@ class UnsupportedOpTable {
 
   std::shared_ptr<StateFile> state_file_;
   std::string libtorch_version_;
-  mutable std::mutex mu_;
-  std::map<Key, FallbackReason> entries_;
+  mutable Mutex mu_;
+  std::map<Key, FallbackReason> entries_ ABSL_GUARDED_BY(mu_);
   std::atomic<size_t> size_{0};  // entries_.size(), stored under mu_
 };
 

@@ -87,6 +87,9 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFiles(const std::string& inference_file
   auto tokens = std::make_shared<Tokens>();
   Shared& shared = *auth.shared_;
   shared.reload_interval = reload_interval;
+  shared.watches_files = !inference_file.empty() || !admin_file.empty();
+  // Nobody else sees `shared` yet; the lock is for the rule, not a race.
+  MutexLock lock(shared.mu);
   shared.inference_file = {inference_file, "--auth-token-file", ""};
   shared.admin_file = {admin_file, "--admin-token-file", ""};
   for (WatchedFile* file : {&shared.inference_file, &shared.admin_file}) {
@@ -112,13 +115,13 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFiles(const std::string& inference_file
 
 std::shared_ptr<const TokenAuth::Tokens> TokenAuth::Current() const {
   MaybeReload();
-  std::lock_guard<std::mutex> lock(shared_->mu);
+  MutexLock lock(shared_->mu);
   return shared_->tokens;
 }
 
 void TokenAuth::MaybeReload() const {
   Shared& shared = *shared_;
-  if (shared.inference_file.path.empty() && shared.admin_file.path.empty()) return;
+  if (!shared.watches_files) return;
   int64_t now = NowNs();
   int64_t due = shared.next_check_ns.load(std::memory_order_relaxed);
   // One caller per interval does the checking; the others go on.
@@ -126,7 +129,7 @@ void TokenAuth::MaybeReload() const {
                        due, now + std::chrono::nanoseconds(shared.reload_interval).count())) {
     return;
   }
-  std::lock_guard<std::mutex> lock(shared.mu);
+  MutexLock lock(shared.mu);
   std::shared_ptr<Tokens> next;
   for (WatchedFile* file : {&shared.inference_file, &shared.admin_file}) {
     if (file->path.empty()) continue;

@@ -16,10 +16,10 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -70,10 +70,12 @@ class TokenAuth {
     std::string identity;  // inode, size and mtime when last read; "" if unset
   };
   struct Shared {
-    std::mutex mu;  // guards tokens (the pointer) and the files' identities
-    std::shared_ptr<const Tokens> tokens = std::make_shared<Tokens>();
-    WatchedFile inference_file, admin_file;
+    Mutex mu;
+    std::shared_ptr<const Tokens> tokens ABSL_GUARDED_BY(mu) = std::make_shared<Tokens>();
+    WatchedFile inference_file ABSL_GUARDED_BY(mu);
+    WatchedFile admin_file ABSL_GUARDED_BY(mu);
     std::chrono::milliseconds reload_interval{1000};
+    bool watches_files = false;  // a token file was given (set before use, then read only)
     std::atomic<int64_t> next_check_ns{0};
   };
   std::shared_ptr<const Tokens> Current() const;

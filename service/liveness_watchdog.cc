@@ -12,7 +12,7 @@ LivenessWatchdog::LivenessWatchdog(const InferenceCore& core, std::chrono::milli
 
 LivenessWatchdog::~LivenessWatchdog() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -25,8 +25,8 @@ void LivenessWatchdog::Run() {
   const auto period = std::clamp<std::chrono::milliseconds>(limit_ / 4, std::chrono::milliseconds(50),
                                                             std::chrono::seconds(1));
   bool live = true;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, period, [this] { return stop_; })) {
+  UniqueMutexLock lock(mu_);
+  while (!cv_.wait_for(lock.native(), period, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; })) {
     std::string stuck_device;
     Clock::duration oldest{0};
     for (const DeviceStatus& d : core_.Devices()) {

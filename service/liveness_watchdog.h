@@ -15,9 +15,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "scheduler/inference_core.h"
 
 namespace infergate {
@@ -35,9 +35,9 @@ class LivenessWatchdog {
   const InferenceCore& core_;
   std::chrono::milliseconds limit_;
   std::function<void(bool)> set_live_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;  // under mu_
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -11,7 +11,7 @@ MemoryReturner::MemoryReturner(const InflightBudget& budget, std::chrono::millis
 
 MemoryReturner::~MemoryReturner() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
@@ -19,22 +19,22 @@ MemoryReturner::~MemoryReturner() {
 }
 
 uint64_t MemoryReturner::returns() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return returns_;
 }
 
 void MemoryReturner::Loop() {
   uint64_t returned_through = budget_.reserved_total();
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!wake_.wait_for(lock, interval_, [&] { return stopping_; })) {
+  UniqueMutexLock lock(mu_);
+  while (!wake_.wait_for(lock.native(), interval_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; })) {
     const uint64_t total = budget_.reserved_total();
     if (budget_.in_use() != 0 || total - returned_through < threshold_) continue;
     returned_through = total;
-    lock.unlock();
+    lock.Unlock();
 #if defined(__GLIBC__)
     malloc_trim(0);
 #endif
-    lock.lock();
+    lock.Lock();
     ++returns_;
   }
 }

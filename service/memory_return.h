@@ -13,9 +13,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "service/inflight_budget.h"
 
 namespace infergate {
@@ -36,10 +36,10 @@ class MemoryReturner {
   const InflightBudget& budget_;
   const std::chrono::milliseconds interval_;
   const uint64_t threshold_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;  // under mu_
-  uint64_t returns_ = 0;   // under mu_
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t returns_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

@@ -312,11 +312,11 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
 Metrics::RequestSeries& Metrics::SeriesFor(const std::string& model, const std::string& device) {
   std::pair<std::string, std::string> key(model, device);
   {
-    std::shared_lock<std::shared_mutex> lock(series_mu_);
+    ReaderLock lock(series_mu_);
     auto it = series_.find(key);
     if (it != series_.end()) return *it->second;
   }
-  std::unique_lock<std::shared_mutex> lock(series_mu_);
+  WriterLock lock(series_mu_);
   auto& slot = series_[key];
   if (!slot) {
     slot = std::make_unique<RequestSeries>();
@@ -333,11 +333,11 @@ prometheus::Counter& Metrics::Cached(prometheus::Family<prometheus::Counter>& fa
                                      const prometheus::Labels& labels) {
   std::pair<void*, prometheus::Labels> key(&family, labels);
   {
-    std::shared_lock<std::shared_mutex> lock(counters_mu_);
+    ReaderLock lock(counters_mu_);
     auto it = counters_.find(key);
     if (it != counters_.end()) return *it->second;
   }
-  std::unique_lock<std::shared_mutex> lock(counters_mu_);
+  WriterLock lock(counters_mu_);
   prometheus::Counter*& c = counters_[key];
   if (!c) c = &family.Add(labels);
   return *c;
@@ -381,7 +381,7 @@ void Metrics::OnModelUpdate(const std::string& model, ModelUpdateResult result) 
 void Metrics::OnModelLoad(const std::string& model, const DeviceId& device, double seconds, bool ok) {
   Cached(*loads_, {{"model", model}, {"device", device.ToString()}, {"result", ok ? "ok" : "error"}}).Increment();
   if (ok) {
-    std::unique_lock<std::shared_mutex> lock(series_mu_);  // Family::Add for a rare event
+    WriterLock lock(series_mu_);  // Family::Add for a rare event
     load_seconds_->Add({{"device", device.ToString()}}, LatencyBuckets()).Observe(seconds);
   }
 }

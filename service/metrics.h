@@ -14,9 +14,9 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <shared_mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "absl/status/statusor.h"
 #include "scheduler/inference_core.h"
 #include "scheduler/scheduler_observer.h"
@@ -102,10 +102,10 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
   prometheus::Family<prometheus::Counter>* precision_checks_ = nullptr;
   prometheus::Family<prometheus::Gauge>* precision_error_ = nullptr;  // Add/Set are thread-safe; rare calls
 
-  std::shared_mutex series_mu_;
-  std::map<std::pair<std::string, std::string>, std::unique_ptr<RequestSeries>> series_;
-  std::shared_mutex counters_mu_;
-  std::map<std::pair<void*, prometheus::Labels>, prometheus::Counter*> counters_;
+  SharedMutex series_mu_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<RequestSeries>> series_ ABSL_GUARDED_BY(series_mu_);
+  SharedMutex counters_mu_;
+  std::map<std::pair<void*, prometheus::Labels>, prometheus::Counter*> counters_ ABSL_GUARDED_BY(counters_mu_);
 };
 
 }  // namespace infergate

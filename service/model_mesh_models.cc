@@ -8,9 +8,9 @@ namespace infergate {
 absl::StatusOr<uint64_t> ModelMeshModels::Load(const std::string& id, const std::string& folder,
                                                const std::function<bool()>& cancelled) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    UniqueMutexLock lock(mu_);
     // An unload of the same id still running finishes first.
-    changed_.wait(lock, [&] {
+    changed_.wait(lock.native(), [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       auto it = models_.find(id);
       return it == models_.end() || it->second.state != State::kUnloading;
     });
@@ -22,14 +22,14 @@ absl::StatusOr<uint64_t> ModelMeshModels::Load(const std::string& id, const std:
     if (it == models_.end()) {
       models_[id] = Placed{};
     } else {
-      lock.unlock();
+      lock.Unlock();
       return backend_.resident_bytes(id);  // loaded already: the same answer again
     }
   }
   absl::Status loaded = backend_.load(id, folder);
   bool undo = !loaded.ok() || cancelled();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Placed& placed = models_[id];
     undo = undo || placed.unload_requested;
     placed.state = undo ? State::kUnloading : State::kLoaded;
@@ -47,34 +47,34 @@ absl::StatusOr<uint64_t> ModelMeshModels::Load(const std::string& id, const std:
 void ModelMeshModels::Drop(const std::string& id) {
   backend_.forget(id);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     models_.erase(id);
   }
   changed_.notify_all();
 }
 
 void ModelMeshModels::Unload(const std::string& id) {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueMutexLock lock(mu_);
   for (;;) {
     auto it = models_.find(id);
     if (it == models_.end()) return;
     if (it->second.state == State::kLoaded) {
       it->second.state = State::kUnloading;
-      lock.unlock();
+      lock.Unlock();
       Drop(id);
       return;
     }
     // Loading: the load undoes itself when it finishes. Unloading: another
     // caller is dropping it. Either way, wait until it is gone or loaded.
     if (it->second.state == State::kLoading) it->second.unload_requested = true;
-    changed_.wait(lock);
+    changed_.wait(lock.native());
   }
 }
 
 size_t ModelMeshModels::UnloadAll() {
   std::vector<std::string> ids;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [id, placed] : models_) ids.push_back(id);
   }
   for (const std::string& id : ids) Unload(id);
@@ -83,7 +83,7 @@ size_t ModelMeshModels::UnloadAll() {
 
 absl::StatusOr<uint64_t> ModelMeshModels::Size(const std::string& id) const {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = models_.find(id);
     if (it == models_.end() || it->second.state != State::kLoaded) {
       return absl::NotFoundError(absl::StrCat("modelId: '", id.substr(0, 128), "' is not loaded"));
@@ -93,7 +93,7 @@ absl::StatusOr<uint64_t> ModelMeshModels::Size(const std::string& id) const {
 }
 
 std::vector<std::string> ModelMeshModels::Loaded() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> ids;
   for (const auto& [id, placed] : models_) {
     if (placed.state == State::kLoaded) ids.push_back(id);

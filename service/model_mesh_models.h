@@ -22,10 +22,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -70,9 +70,9 @@ class ModelMeshModels {
   void Drop(const std::string& id);
 
   const Backend backend_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable changed_;  // a model left kLoading or was erased
-  std::map<std::string, Placed> models_;  // under mu_
+  std::map<std::string, Placed> models_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace infergate

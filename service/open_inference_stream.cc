@@ -58,10 +58,14 @@ void InferStreamReactor::StartNextRead() {
 
 void InferStreamReactor::OnReadDone(bool ok) {
   if (!ok) {  // the client closed its side, or the call ended
-    std::unique_lock<CallbackLock> lock(mu_);
-    reads_done_ = true;
     reading_.reset();
-    return Progress(std::move(lock));
+    Step step;
+    {
+      CallbackLockGuard lock(mu_);
+      reads_done_ = true;
+      step = Progress();
+    }
+    return Act(step);
   }
   std::shared_ptr<inference::ModelInferRequest> request = std::move(reading_);
   absl::StatusOr<bool> ordered = KeepsRequestOrder(*request);
@@ -74,7 +78,7 @@ void InferStreamReactor::OnReadDone(bool ok) {
   bool read_on;
   bool cancelled;
   {
-    std::lock_guard<CallbackLock> lock(mu_);
+    CallbackLockGuard lock(mu_);
     place.ticket = next_ticket_++;
     if (place.ordered) place.slot = next_slot_++;
     call = InferCall::Begin(front_end_, request->model_name(),
@@ -116,29 +120,37 @@ void InferStreamReactor::Submit(InferCall& call, std::shared_ptr<inference::Mode
   }
   // `submitting_` kept the stream from finishing (and deleting itself)
   // while the call was handed over.
-  std::unique_lock<CallbackLock> lock(mu_);
-  --submitting_;
-  Progress(std::move(lock));
+  Step step;
+  {
+    CallbackLockGuard lock(mu_);
+    --submitting_;
+    step = Progress();
+  }
+  Act(step);
 }
 
 void InferStreamReactor::Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, Place place) {
   (*response->mutable_infer_response()->mutable_parameters())["triton_final_response"].set_bool_param(true);
   const uint64_t bytes = response->ByteSizeLong();
-  std::unique_lock<CallbackLock> lock(mu_);
-  in_flight_.erase(place.ticket);
-  held_bytes_ += bytes;
-  if (!place.ordered) {
-    to_write_.push_back(std::move(response));
-  } else {
-    waiting_.emplace(place.slot, std::move(response));
-    // Release the run of ordered answers that is now complete.
-    for (auto it = waiting_.begin(); it != waiting_.end() && it->first == next_slot_to_write_;
-         it = waiting_.erase(it)) {
-      to_write_.push_back(std::move(it->second));
-      ++next_slot_to_write_;
+  Step step;
+  {
+    CallbackLockGuard lock(mu_);
+    in_flight_.erase(place.ticket);
+    held_bytes_ += bytes;
+    if (!place.ordered) {
+      to_write_.push_back(std::move(response));
+    } else {
+      waiting_.emplace(place.slot, std::move(response));
+      // Release the run of ordered answers that is now complete.
+      for (auto it = waiting_.begin(); it != waiting_.end() && it->first == next_slot_to_write_;
+           it = waiting_.erase(it)) {
+        to_write_.push_back(std::move(it->second));
+        ++next_slot_to_write_;
+      }
     }
+    step = Progress();
   }
-  Progress(std::move(lock));
+  Act(step);
 }
 
 bool InferStreamReactor::Full() const {
@@ -155,20 +167,24 @@ void InferStreamReactor::DropUnwritten() {
 }
 
 void InferStreamReactor::OnWriteDone(bool ok) {
-  std::unique_lock<CallbackLock> lock(mu_);
-  if (writing_) held_bytes_ -= writing_->ByteSizeLong();
-  writing_.reset();
-  if (!ok) {
-    cancelled_ = true;  // the client is gone: nothing more can be written
-    DropUnwritten();
+  Step step;
+  {
+    CallbackLockGuard lock(mu_);
+    if (writing_) held_bytes_ -= writing_->ByteSizeLong();
+    writing_.reset();
+    if (!ok) {
+      cancelled_ = true;  // the client is gone: nothing more can be written
+      DropUnwritten();
+    }
+    step = Progress();
   }
-  Progress(std::move(lock));
+  Act(step);
 }
 
 void InferStreamReactor::OnCancel() {
   std::vector<std::shared_ptr<InferCall>> calls;
   {
-    std::lock_guard<CallbackLock> lock(mu_);
+    CallbackLockGuard lock(mu_);
     cancelled_ = true;
     for (auto& [ticket, call] : in_flight_) calls.push_back(call);
   }
@@ -177,44 +193,41 @@ void InferStreamReactor::OnCancel() {
   for (auto& call : calls) call->Cancel();
 }
 
-void InferStreamReactor::Progress(std::unique_lock<CallbackLock> lock) {
-  if (finished_) return;
+InferStreamReactor::Step InferStreamReactor::Progress() {
+  Step step;
+  if (finished_) return step;
   if (cancelled_) DropUnwritten();
   // A paused stream reads again once it holds less; a cancelled one never
   // does, and with no read outstanding its reads are over.
-  bool resume_reading = false;
   if (read_paused_ && !reads_done_) {
     if (cancelled_) {
       read_paused_ = false;
       reads_done_ = true;
     } else if (!Full()) {
       read_paused_ = false;
-      resume_reading = true;
+      step.read = true;
     }
   }
-  inference::ModelStreamInferResponse* next = nullptr;
-  grpc::WriteOptions options;
   if (!writing_ && !to_write_.empty() && !cancelled_) {
     writing_ = std::move(to_write_.front());
     to_write_.pop_front();
-    next = writing_.get();
-    if (wrote_first_ && !to_write_.empty()) options.set_buffer_hint();
+    step.write = writing_.get();
+    if (wrote_first_ && !to_write_.empty()) step.options.set_buffer_hint();
     wrote_first_ = true;
   }
-  if (next || resume_reading) {
-    // Neither lets the stream finish before this returns: a write or a read
-    // is outstanding from here on.
-    lock.unlock();
-    if (resume_reading) StartNextRead();
-    if (next) StartWrite(next, options);
-    return;
-  }
+  // A write or a read started by Act keeps the stream from finishing.
+  if (step.write || step.read) return step;
   if (reads_done_ && in_flight_.empty() && submitting_ == 0 && !writing_ && to_write_.empty() && waiting_.empty()) {
     finished_ = true;
-    bool cancelled = cancelled_;
-    lock.unlock();
-    Finish(cancelled ? grpc::Status::CANCELLED : grpc::Status::OK);
+    step.finish = cancelled_ ? grpc::Status::CANCELLED : grpc::Status::OK;
   }
+  return step;
+}
+
+void InferStreamReactor::Act(const Step& step) {
+  if (step.read) StartNextRead();
+  if (step.write) StartWrite(step.write, step.options);
+  if (step.finish) Finish(*step.finish);
 }
 
 }  // namespace infergate

@@ -34,6 +34,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "common/callback_lock.h"
 #include "inference/grpc_service.grpc.pb.h"
@@ -77,34 +78,47 @@ class InferStreamReactor final
   void Submit(InferCall& call, std::shared_ptr<inference::ModelInferRequest> request,
               std::shared_ptr<inference::ModelStreamInferResponse> response, const absl::Status& refusal);
   void Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, Place place);
-  // Drops every answer not yet written (the client is gone; under mu_).
-  void DropUnwritten();
-  // Starts the next write, resumes reading, or finishes the stream, as
-  // due. Must be the caller's last use of `this`.
-  void Progress(std::unique_lock<CallbackLock> lock);
-  // Whether the stream holds as much as it may (under mu_).
-  bool Full() const;
+  // Drops every answer not yet written (the client is gone).
+  void DropUnwritten() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What is due next, decided under the lock by Progress and done outside
+  // it by Act: resume reading, start the next write, or finish the stream.
+  struct Step {
+    bool read = false;
+    inference::ModelStreamInferResponse* write = nullptr;
+    grpc::WriteOptions options;
+    std::optional<grpc::Status> finish;
+  };
+  Step Progress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Must be the caller's last use of `this`: a finished stream may be
+  // deleted by the time it returns.
+  void Act(const Step& step);
+  // Whether the stream holds as much as it may.
+  bool Full() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const FrontEnd& front_end_;
   Clock::time_point deadline_;
 
-  CallbackLock mu_;
+  // The request being read: gRPC allows one read at a time, so only the
+  // read path touches it, one read after another.
   std::shared_ptr<inference::ModelInferRequest> reading_;
-  std::deque<std::unique_ptr<inference::ModelStreamInferResponse>> to_write_;
+
+  CallbackLock mu_;
+  std::deque<std::unique_ptr<inference::ModelStreamInferResponse>> to_write_ ABSL_GUARDED_BY(mu_);
   // Ordered answers that are ready while an earlier one is not, by slot.
-  std::map<uint64_t, std::unique_ptr<inference::ModelStreamInferResponse>> waiting_;
-  uint64_t next_slot_ = 0;           // handed to the next ordered request
-  uint64_t next_slot_to_write_ = 0;  // the ordered answer due next
-  std::unique_ptr<inference::ModelStreamInferResponse> writing_;
-  std::map<uint64_t, std::shared_ptr<InferCall>> in_flight_;  // by ticket, until answered
-  uint64_t next_ticket_ = 0;
-  int submitting_ = 0;  // Submit calls still running
-  uint64_t held_bytes_ = 0;  // of waiting_, to_write_ and writing_
-  bool read_paused_ = false;  // no read outstanding: the stream is Full()
-  bool reads_done_ = false;
-  bool cancelled_ = false;
-  bool finished_ = false;
-  bool wrote_first_ = false;  // the first answer (with the initial metadata) has been written
+  std::map<uint64_t, std::unique_ptr<inference::ModelStreamInferResponse>> waiting_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_slot_ ABSL_GUARDED_BY(mu_) = 0;           // handed to the next ordered request
+  uint64_t next_slot_to_write_ ABSL_GUARDED_BY(mu_) = 0;  // the ordered answer due next
+  std::unique_ptr<inference::ModelStreamInferResponse> writing_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<InferCall>> in_flight_ ABSL_GUARDED_BY(mu_);  // by ticket, until answered
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
+  int submitting_ ABSL_GUARDED_BY(mu_) = 0;  // Submit calls still running
+  uint64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of waiting_, to_write_ and writing_
+  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;  // no read outstanding: the stream is Full()
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // The first answer (with the initial metadata) has been written.
+  bool wrote_first_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace infergate

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the build and tests need, builds, and runs every test
-# through CTest; before that, the scheduler's unit tests under
+# through CTest; before that, clang's thread-safety analysis (build-tsa/),
+# the scheduler's unit tests under
 # ThreadSanitizer (build-tsan/), the whole suite under AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-asan/) and the request fuzzer (build-fuzz/).
 # CTest's run includes the container image test (tests/container/), which
@@ -34,6 +35,14 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERGATE_BUILD
 cmake --build "$build_dir"
 echo "build took $(( $(date +%s) - start )) s"
 
+# clang's thread-safety analysis: every member a lock guards
+# (ABSL_GUARDED_BY) is touched only under it. Compiled with clang, thrown
+# away; a violation fails the build.
+start=$(date +%s)
+cmake -S . -B build-tsa -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-19 \
+  -DINFERGATE_BUILD_TESTS=OFF -DCMAKE_CXX_FLAGS="-O0 -g0" >/dev/null
+cmake --build build-tsa --target thread_safety_check
+echo "thread-safety analysis took $(( $(date +%s) - start )) s"
 
 if [ "$tsan" = 1 ]; then
   # The scheduler's queues, batching, cache and learned-limits table under

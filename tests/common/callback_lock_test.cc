@@ -11,13 +11,14 @@ TEST(CallbackLock, CountsWhatThisThreadHolds) {
   CallbackLock a, b;
   EXPECT_EQ(CallbackLock::HeldByThisThread(), 0);
   {
-    std::lock_guard<CallbackLock> la(a);
-    std::unique_lock<CallbackLock> lb(b);
-    EXPECT_EQ(CallbackLock::HeldByThisThread(), 2);
-    int other = -1;
-    std::thread([&other] { other = CallbackLock::HeldByThisThread(); }).join();
-    EXPECT_EQ(other, 0) << "another thread's count";
-    lb.unlock();
+    CallbackLockGuard la(a);
+    {
+      CallbackLockGuard lb(b);
+      EXPECT_EQ(CallbackLock::HeldByThisThread(), 2);
+      int other = -1;
+      std::thread([&other] { other = CallbackLock::HeldByThisThread(); }).join();
+      EXPECT_EQ(other, 0) << "another thread's count";
+    }
     EXPECT_EQ(CallbackLock::HeldByThisThread(), 1);
   }
   EXPECT_EQ(CallbackLock::HeldByThisThread(), 0);
@@ -31,7 +32,7 @@ TEST(CallbackLockDeathTest, ACallbackUnderTheLockStopsTheProcess) {
   EXPECT_DEATH(
       {
         CallbackLock stream_state;
-        std::lock_guard<CallbackLock> held(stream_state);
+        CallbackLockGuard held(stream_state);
         CheckNoCallbackLockHeld("Job::Finish");
       },
       "Job::Finish: an answer's callback would run on a thread that holds a front end's lock");
