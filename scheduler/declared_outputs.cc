@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/proto_enums.h"
+#include "wire/proto_enums.h"
 #include "devices/torch_dtype.h"
 
 namespace infergate {

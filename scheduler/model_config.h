@@ -6,7 +6,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
-#include "common/proto_enums.h"
+#include "wire/proto_enums.h"
 #include "devices/device_id.h"
 #include "scheduler/input_signature.h"
 #include "infergate/v1/model_config.pb.h"

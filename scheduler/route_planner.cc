@@ -4,7 +4,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/proto_enums.h"
+#include "wire/proto_enums.h"
 #include "scheduler/model_config.h"
 
 namespace infergate {

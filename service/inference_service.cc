@@ -3,7 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/proto_enums.h"
+#include "wire/proto_enums.h"
 #include "scheduler/class_labels.h"
 #include "service/call_context.h"
 #include "service/classification.h"

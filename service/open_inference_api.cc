@@ -4,7 +4,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/proto_enums.h"
+#include "wire/proto_enums.h"
 #include "scheduler/model_upload.h"
 #include "service/open_inference_codec.h"
 #include "service/triton_model_config.h"

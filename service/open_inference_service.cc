@@ -3,7 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/proto_enums.h"
+#include "wire/proto_enums.h"
 #include "service/call_context.h"
 #include "service/open_inference_api.h"
 #include "service/open_inference_codec.h"

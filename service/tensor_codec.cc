@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "devices/torch_dtype.h"
-#include "common/proto_enums.h"
+#include "wire/proto_enums.h"
 
 namespace infergate {
 namespace {

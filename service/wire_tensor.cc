@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/proto_enums.h"
+#include "wire/proto_enums.h"
 
 namespace infergate {
 

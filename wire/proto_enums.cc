@@ -1,4 +1,4 @@
-#include "common/proto_enums.h"
+#include "wire/proto_enums.h"
 
 namespace infergate {
 
