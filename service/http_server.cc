@@ -307,11 +307,19 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // fires the request's `client_gone`. Bytes that arrive instead (a
   // pipelined request) end the watch without a verdict; so does writing the
   // answer. Waiting for readability reads nothing.
+  //
+  // Writing the answer does not cancel the wait (a cancel wakes another
+  // thread for every request): the wait stays pending and completes
+  // harmlessly with the client's next bytes, as a stale generation or with
+  // nothing watched.
   void WatchForHangUp() {
     if (buffer_.size() > 0) return;  // a pipelined request is already here
     watching_ = true;
+    const uint64_t generation = ++watch_generation_;
     beast::get_lowest_layer(stream_).socket().async_wait(
-        tcp::socket::wait_read, [self = this->shared_from_this()](beast::error_code ec) { self->OnReadable(ec); });
+        tcp::socket::wait_read, [self = this->shared_from_this(), generation](beast::error_code ec) {
+          if (generation == self->watch_generation_) self->OnReadable(ec);
+        });
   }
   void OnReadable(beast::error_code ec) {
     if (!watching_) return;  // the answer is being written
@@ -329,10 +337,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
   void StopWatching() {
     client_gone_.reset();
-    if (!watching_) return;
     watching_ = false;
-    beast::error_code ignored;
-    beast::get_lowest_layer(stream_).socket().cancel(ignored);
   }
 
   void Reject(int status, const std::string& message) {
@@ -405,7 +410,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   bool keep_alive_ = true;
   bool busy_ = false;  // a request is being answered
   bool linger_ = false;  // refused: drain what the client still sends before closing
-  bool watching_ = false;  // WatchForHangUp's wait is pending
+  bool watching_ = false;  // WatchForHangUp's wait is pending and current
+  uint64_t watch_generation_ = 0;  // of the current wait; older ones complete ignored
   std::shared_ptr<CancelSignal> client_gone_;  // of the request being answered
   const bool reserved_;  // past the ordinary cap: serves only the reserved path prefix
   std::unique_ptr<std::array<char, 16384>> discard_;  // allocated only when lingering
