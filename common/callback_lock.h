@@ -22,20 +22,13 @@ namespace infergate {
 
 class ABSL_LOCKABLE CallbackLock {
  public:
-  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
-    mu_.lock();
-    ++held_by_this_thread_;
-  }
-  void unlock() ABSL_UNLOCK_FUNCTION() {
-    --held_by_this_thread_;
-    mu_.unlock();
-  }
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION();
+  void unlock() ABSL_UNLOCK_FUNCTION();
   // How many CallbackLocks the calling thread holds.
-  static int HeldByThisThread() { return held_by_this_thread_; }
+  static int HeldByThisThread();
 
  private:
   std::mutex mu_;
-  static thread_local int held_by_this_thread_;
 };
 
 // Holds a CallbackLock for a scope, as std::lock_guard, with the
