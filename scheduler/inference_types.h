@@ -19,6 +19,8 @@ namespace infergate {
 
 using Clock = std::chrono::steady_clock;
 
+class RequestTrace;  // request_trace.h
+
 struct InferenceRequest {
   std::string model;
   std::string version;  // "" = latest
@@ -37,6 +39,9 @@ struct InferenceRequest {
   // takes the model's default. Shortens the model's queue timeout, and may
   // lengthen it only where the config has allow_timeout_override.
   uint64_t timeout_us = 0;
+  // Set when the call is traced: the core notes each step of the request
+  // here (request_trace.h). Null when tracing is off.
+  std::shared_ptr<RequestTrace> trace;
 };
 
 struct Placement {

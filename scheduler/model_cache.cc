@@ -20,6 +20,7 @@ ModelCache::Lease& ModelCache::Lease::operator=(Lease&& other) noexcept {
     slot_ = std::move(other.slot_);
     cache_ = std::exchange(other.cache_, nullptr);
     loaded_now_ = other.loaded_now_;
+    waited_for_load_ = other.waited_for_load_;
   }
   return *this;
 }
@@ -137,6 +138,7 @@ std::optional<ModelCache::Lease> ModelCache::AcquireResident(const ModelKey& key
 absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const Loader& loader, bool pinned,
                                                       const Footprint& expected) {
   bool owner = false;
+  bool was_ready = false;
   std::shared_ptr<Slot> slot;
   std::promise<Result> promise;
   Evicted evicted;
@@ -146,6 +148,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
     auto it = slots_.find(key);
     if (it != slots_.end()) {
       slot = it->second;
+      was_ready = slot->ready;
     } else {
       admitted = MakeRoomLocked(key, expected.total(), expected.source, &evicted);
       if (admitted.ok()) {
@@ -173,6 +176,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
   lease.slot_ = slot;
   lease.cache_ = this;
   lease.loaded_now_ = owner;
+  lease.waited_for_load_ = !was_ready;
   if (!owner) {
     Result result = slot->result.get();
     if (!result.ok()) return result.status();

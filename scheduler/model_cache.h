@@ -52,6 +52,9 @@ class ModelCache {
     const Servable& operator*() const { return *model_; }
     const Servable* operator->() const { return model_.get(); }
     bool loaded_now() const { return loaded_now_; }
+    // The model was not ready when asked for: this use loaded it, or waited
+    // for another's load to finish.
+    bool waited_for_load() const { return waited_for_load_; }
 
    private:
     friend class ModelCache;
@@ -59,6 +62,7 @@ class ModelCache {
     std::shared_ptr<void> slot_;
     ModelCache* cache_ = nullptr;
     bool loaded_now_ = false;
+    bool waited_for_load_ = false;
   };
 
   // Called after every eviction (for metrics and logs).

@@ -17,6 +17,7 @@
 #include "scheduler/job.h"
 #include "scheduler/model_config.h"
 #include "scheduler/model_name.h"
+#include "scheduler/request_trace.h"
 #include "scheduler/version_policy.h"
 
 namespace infergate {
@@ -88,6 +89,16 @@ absl::Status PrepareQueueing(Job& job) {
     job.delay_on_timeout = policy.timeout_action() == v1::QueuePolicy::DELAY;
   }
   return absl::OkStatus();
+}
+
+// " trace_ids=a,b" naming the traced requests of a batch, for a log line
+// about the batch; "" when none is traced.
+std::string TraceIdsOf(const std::vector<std::shared_ptr<Job>>& jobs) {
+  std::string ids;
+  for (const auto& job : jobs) {
+    if (job->request.trace) absl::StrAppend(&ids, ids.empty() ? " trace_ids=" : ",", job->request.trace->trace_id_hex());
+  }
+  return ids;
 }
 
 }  // namespace
@@ -221,6 +232,29 @@ DeviceLoad Scheduler::Load(const DeviceId& device) const {
           ex->busy_us(),     ex->workers(),           ex->capacity()};
 }
 
+void Scheduler::NoteQueued(const Job& job) {
+  RequestTrace* trace = job.request.trace.get();
+  if (!trace || !trace->recording()) return;
+  trace->Queued(job.route.device.id.ToString(), job.route.fallback ? job.route.fallback->ToString() : "",
+                job.priority_level, Clock::now());
+}
+
+void Scheduler::NoteRan(const BatchRun& run, Clock::time_point model_ready, DType dtype) {
+  const Clock::time_point inputs_joined = model_ready + std::chrono::nanoseconds(run.times.input_ns);
+  const Clock::time_point computed = inputs_joined + std::chrono::nanoseconds(run.times.infer_ns);
+  const Clock::time_point outputs_split = computed + std::chrono::nanoseconds(run.times.output_ns);
+  const auto rows = static_cast<uint32_t>(run.total_rows());
+  for (size_t j = 0; j < run.jobs.size(); ++j) {
+    RequestTrace* trace = run.jobs[j]->request.trace.get();
+    if (!trace || !trace->recording()) continue;
+    std::vector<TraceSpanRef> companions;
+    for (size_t k = 0; k < run.jobs.size(); ++k) {
+      if (k != j && run.jobs[k]->request.trace) companions.push_back(run.jobs[k]->request.trace->self());
+    }
+    trace->Ran(inputs_joined, computed, outputs_split, rows, std::move(companions), DTypeName(dtype));
+  }
+}
+
 void Scheduler::ReportFallback(const std::string& from, const DeviceId& to, const FallbackReason& reason) {
   observer_->OnFallback(from, to.ToString(), std::string(FallbackKindName(reason.kind)));
 }
@@ -281,6 +315,7 @@ std::shared_ptr<RequestHandle> Scheduler::Submit(InferenceRequest request, Infer
     job->Finish(absl::UnavailableError(absl::StrCat("device: ", device.ToString(), " has no executor")));
     return job;
   }
+  NoteQueued(*job);
   std::optional<RejectionReason> refusal;
   if (absl::Status s = ex->Submit(job, &refusal); !s.ok()) {
     if (refusal) observer_->OnRejected(device, job->model_label, *refusal);
@@ -351,6 +386,12 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
     }
   }
   if (!lease.ok()) return HandleFailure(jobs, lease.status(), oom_retried, "loading");
+  const Clock::time_point model_ready = Clock::now();
+  for (auto& job : jobs) {
+    if (job->request.trace && job->request.trace->recording()) {
+      job->request.trace->Started(started, model_ready, lease->waited_for_load());
+    }
+  }
 
   // On a CPU worker with one intra-op thread, the thread's CPU time is the
   // batch's cost without the time other threads took the core away; that is
@@ -373,6 +414,7 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
     checker_.OfferRunningCheck(route, run.jobs[0]->request.inputs, (*run.outputs)[0]);
   }
   const DType dtype = (*lease)->compute_dtype();
+  NoteRan(run, model_ready, dtype);
   // The lease ends before the answers go out, so a client's next request
   // (an unload, or a load that must evict) never finds this model in use.
   *lease = ModelCache::Lease();
@@ -406,6 +448,9 @@ void Scheduler::HandleFailure(Batch& jobs, const absl::Status& failure, bool oom
   const Route& route = jobs[0]->route;
   const DeviceId device = route.device.id;
   FailureDecision decision = DecideOnFailure(failure, device, oom_retried);
+  for (auto& job : jobs) {
+    if (job->request.trace && job->request.trace->recording()) job->request.trace->Failed(stage, failure.message());
+  }
   switch (decision.action) {
     case FailureAction::kFail:
       for (auto& job : jobs) job->Finish(failure);
@@ -415,22 +460,23 @@ void Scheduler::HandleFailure(Batch& jobs, const absl::Status& failure, bool oom
       static LogRateLimiter limiter(5);
       if (uint64_t held = 0; limiter.Allow(&held)) {
         LOG_WARNING << "out of memory while " << stage << " " << keep.ToString()
-                    << "; evicting idle models and retrying once"
+                    << "; evicting idle models and retrying once" << TraceIdsOf(jobs)
                     << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
       }
       models_.cache().EvictIdle(device, &keep, EvictionReason::kOom);
+      for (auto& job : jobs) NoteQueued(*job);  // the retry is an attempt of its own
       return Execute(jobs, /*oom_retried=*/true);
     }
     case FailureAction::kRememberAndFallBack:
       if (learned_.Record(route.model->name, route.stamp.ContentKey(), device.kind, *decision.reason)) {
         LOG_WARNING << "model '" << route.model->name << "' cannot run on " << DeviceKindName(device.kind) << " ("
-                    << decision.reason->ToString() << "); its requests go to the cpu from now on";
+                    << decision.reason->ToString() << "); its requests go to the cpu from now on" << TraceIdsOf(jobs);
       }
       break;
     case FailureAction::kTakeOutOfService:
       devices_.MarkUnhealthy(device, Clock::now() + options_.device_failure_cooldown);
       LOG_WARNING << "device " << device.ToString() << " failed (" << failure.message() << "); out of service for "
-                  << options_.device_failure_cooldown.count() << " ms";
+                  << options_.device_failure_cooldown.count() << " ms" << TraceIdsOf(jobs);
       break;
     case FailureAction::kFallBack:
       break;
@@ -454,11 +500,12 @@ void Scheduler::FallBack(Batch& jobs, const FallbackReason& reason, const absl::
     static LogRateLimiter limiter(5);
     if (uint64_t held = 0; limiter.Allow(&held)) {
       LOG_INFO << "retrying model '" << job->route.model->name << "' on cpu after " << job->route.device.id.ToString()
-               << " failed (" << reason.ToString() << ")"
+               << " failed (" << reason.ToString() << ")" << TraceIdSuffix(job->request)
                << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
     }
     job->route = *std::move(moved);
     job->batch_key.clear();
+    NoteQueued(*job);
     if (absl::Status s = cpu->Submit(job); !s.ok()) job->Finish(s);
   }
 }

@@ -54,6 +54,8 @@ struct DeviceLoad {
   size_t capacity = 0;
 };
 
+struct BatchRun;  // batch_execution.h
+
 class Scheduler {
  public:
   // `repository` and `devices` are not owned and must outlive the scheduler.
@@ -104,6 +106,11 @@ class Scheduler {
   void HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried, const char* stage);
   void FallBack(Batch& jobs, const FallbackReason& reason, const absl::Status& failure);
   void ReportFallback(const std::string& from, const DeviceId& to, const FallbackReason& reason);
+  // For traced requests (request_trace.h): a new attempt, queued on the
+  // job's routed device now; and the batch `run` that ran on a model ready
+  // at `model_ready`, in `dtype`.
+  void NoteQueued(const Job& job);
+  void NoteRan(const BatchRun& run, Clock::time_point model_ready, DType dtype);
   // Runs the accuracy checks `model` needs on `device` before it serves
   // (warm-up, explicit loads): the dtype AUTO or `precision` picks, then
   // the next one if that failed.

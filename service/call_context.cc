@@ -4,11 +4,13 @@
 
 namespace infergate {
 
-absl::string_view Authorization(const grpc::CallbackServerContext& ctx) {
+absl::string_view MetadataValue(const grpc::CallbackServerContext& ctx, absl::string_view name) {
   const auto& md = ctx.client_metadata();
-  auto it = md.find("authorization");
+  auto it = md.find(grpc::string_ref(name.data(), name.size()));
   return it == md.end() ? absl::string_view() : absl::string_view(it->second.data(), it->second.size());
 }
+
+absl::string_view Authorization(const grpc::CallbackServerContext& ctx) { return MetadataValue(ctx, "authorization"); }
 
 std::string ModelNameOf(const grpc::CallbackServerContext& ctx, const std::string& body_name) {
   const auto& md = ctx.client_metadata();
@@ -35,8 +37,18 @@ bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, Toke
   return true;
 }
 
-InferCallReactor::InferCallReactor(const FrontEnd& front_end, absl::string_view model)
-    : call_(InferCall::Begin(front_end, model, [this](const absl::Status& status) { Finish(ToGrpcStatus(status)); })) {}
+InferCallReactor::InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
+                                   absl::string_view model, absl::string_view rpc_service, absl::string_view rpc_method)
+    : call_(InferCall::Begin(front_end, model, [this](const absl::Status& status) { Finish(ToGrpcStatus(status)); })) {
+  if (front_end.tracing()) {
+    CallTraceStart start;
+    start.transport = CallTransport::kGrpc;
+    start.rpc_service = rpc_service;
+    start.rpc_method = rpc_method;
+    start.model = model;
+    call_->Trace(start, [&ctx](absl::string_view name) { return MetadataValue(ctx, name); });
+  }
+}
 
 bool InferCallReactor::Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes) {
   return call_->Admit([&ctx] { return Authorization(ctx); }, bytes);

@@ -31,6 +31,9 @@ absl::Status CheckToken(const TokenAuth& auth, const grpc::CallbackServerContext
 // The client's deadline on the core's steady clock; max() when it set none.
 Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx);
 
+// The value of metadata `name` (lower case); empty when absent.
+absl::string_view MetadataValue(const grpc::CallbackServerContext& ctx, absl::string_view name);
+
 // Finishes `reactor` with the auth failure for `role`, if any; true when it did.
 bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role,
              grpc::ServerUnaryReactor* reactor);
@@ -41,8 +44,10 @@ bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, Toke
 // with the call. Deletes itself.
 class InferCallReactor final : public grpc::ServerUnaryReactor {
  public:
-  // Begins a call for model `model` (as the client named it).
-  InferCallReactor(const FrontEnd& front_end, absl::string_view model);
+  // Begins a call for model `model` (as the client named it), traced as
+  // `rpc_service`/`rpc_method` with the context in the call's metadata.
+  InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx, absl::string_view model,
+                   absl::string_view rpc_service, absl::string_view rpc_method);
   InferCall& call() { return *call_; }
   // InferCall::Admit with the call's token.
   bool Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes);

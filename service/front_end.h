@@ -2,13 +2,13 @@
 // What every inference front end (infergate.v1 and the Open Inference
 // Protocol over gRPC, its stream, REST) shares, built once by the server:
 // the core's inference entry, the wire limits, the caller tokens, the
-// in-flight byte budget, where finished calls are counted, and the drain
-// switch. InferCall (infer_call.h) is the one path a request takes through
+// in-flight byte budget, where finished calls are counted, request tracing,
+// and the drain switch. InferCall (infer_call.h) is the one path a request takes through
 // these; the front ends only decode and encode their wire forms.
 //
 // The core's part is an InferBackend, so the call path is tested with a
 // fake core. Ownership: nothing here is owned but the auth and the drain
-// flag; the core, budget and observer must outlive every front end.
+// flag; the core, budget, observer and tracing must outlive every front end.
 // Threading: read-only after construction except the drain flag (atomic).
 
 #include <atomic>
@@ -27,6 +27,7 @@
 namespace infergate {
 
 class InferenceCore;
+class Tracing;
 
 // What the call path needs of the core.
 struct InferBackend {
@@ -55,10 +56,16 @@ class InferCallObserver {
 
 class FrontEnd {
  public:
-  // `observer` and `budget` may be null (no metrics; no byte limit).
+  // `observer`, `budget` and `tracing` may be null (no metrics; no byte
+  // limit; tracing off).
   FrontEnd(InferBackend backend, CodecLimits limits, TokenAuth auth, InflightBudget* budget,
-           InferCallObserver* observer)
-      : backend_(std::move(backend)), limits_(limits), auth_(std::move(auth)), budget_(budget), observer_(observer) {}
+           InferCallObserver* observer, Tracing* tracing = nullptr)
+      : backend_(std::move(backend)),
+        limits_(limits),
+        auth_(std::move(auth)),
+        budget_(budget),
+        observer_(observer),
+        tracing_(tracing) {}
   FrontEnd(const FrontEnd&) = delete;
   FrontEnd& operator=(const FrontEnd&) = delete;
 
@@ -67,6 +74,7 @@ class FrontEnd {
   const TokenAuth& auth() const { return auth_; }
   InflightBudget* budget() const { return budget_; }
   InferCallObserver* observer() const { return observer_; }
+  Tracing* tracing() const { return tracing_; }
 
   // From now on every front end refuses new inference (UNAVAILABLE, counted
   // as "draining") and reports not ready; accepted calls, also on open
@@ -80,6 +88,7 @@ class FrontEnd {
   const TokenAuth auth_;
   InflightBudget* const budget_;
   InferCallObserver* const observer_;
+  Tracing* const tracing_;
   std::atomic<bool> draining_{false};
 };
 

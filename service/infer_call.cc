@@ -2,7 +2,12 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "scheduler/inference_core.h"
+#include "scheduler/request_trace.h"
+#include "service/call_trace.h"
+#include "service/tracing.h"
 
 namespace infergate {
 
@@ -22,8 +27,23 @@ std::shared_ptr<InferCall> InferCall::Begin(const FrontEnd& front_end, absl::str
 InferCall::InferCall(const FrontEnd& front_end, absl::string_view model, Finish finish)
     : front_end_(front_end), model_(model), finish_(std::move(finish)), received_(Clock::now()) {}
 
+InferCall::~InferCall() = default;
+
+void InferCall::Trace(const CallTraceStart& start, absl::FunctionRef<absl::string_view(absl::string_view name)> header) {
+  Tracing* tracing = front_end_.tracing();
+  if (!tracing) return;
+  CallTraceStart at_start = start;
+  at_start.received = received_;
+  trace_ = tracing->StartCall(at_start, header);
+}
+
+void InferCall::NoteAdmission(const absl::Status& outcome) {
+  if (trace_) trace_->Admitted(Clock::now(), outcome);
+}
+
 bool InferCall::Admit(absl::FunctionRef<absl::string_view()> authorization, uint64_t bytes) {
   if (absl::Status s = front_end_.auth().Check(authorization, TokenAuth::Role::kInference); !s.ok()) {
+    NoteAdmission(s);
     Refuse(s);
     return false;
   }
@@ -33,10 +53,13 @@ bool InferCall::Admit(absl::FunctionRef<absl::string_view()> authorization, uint
 bool InferCall::AdmitOnStream(uint64_t bytes) {
   if (front_end_.draining()) {
     if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kDraining);
-    Refuse(absl::UnavailableError("server is draining; retry on another replica"));
+    absl::Status refusal = absl::UnavailableError("server is draining; retry on another replica");
+    NoteAdmission(refusal);
+    Refuse(refusal);
     return false;
   }
   absl::StatusOr<InflightBudget::Reservation> reserved = Reserve(bytes);
+  NoteAdmission(reserved.status());
   if (!reserved.ok()) {
     Refuse(reserved.status());
     return false;
@@ -63,12 +86,24 @@ void InferCall::Refuse(const absl::Status& status) {
 
 void InferCall::Submit(InferenceRequest request, Encode encode) {
   request.received = received_;
+  if (trace_) {
+    trace_->Submitted(request, Clock::now());
+    request.trace = trace_->record();
+  }
   std::shared_ptr<InferCall> self = shared_from_this();
   std::shared_ptr<RequestHandle> handle = front_end_.backend().infer(
       std::move(request),
       [self, encode = std::move(encode)](absl::StatusOr<InferenceResult> result, const RequestLabels& labels) {
         absl::Status status = result.status();
-        if (status.ok()) status = encode(*result);
+        if (status.ok()) {
+          if (self->trace_ && self->trace_->recording()) {
+            const Clock::time_point start = Clock::now();
+            status = encode(*result);
+            self->trace_->Encoded(start, Clock::now());
+          } else {
+            status = encode(*result);
+          }
+        }
         self->End(labels, status, status.ok() ? &*result : nullptr);
       });
   bool cancel_now = false;
@@ -103,10 +138,32 @@ void InferCall::End(const RequestLabels& labels, const absl::Status& status, con
     ended_ = true;
     handle.swap(handle_);
   }
-  if (InferCallObserver* o = front_end_.observer()) {
-    o->RecordInfer(labels, status, result, MicrosBetween(received_, Clock::now()));
-  }
+  const Clock::time_point ended = Clock::now();
+  if (InferCallObserver* o = front_end_.observer()) o->RecordInfer(labels, status, result, MicrosBetween(received_, ended));
+  LogEnd(labels, status, ended);
+  if (!trace_) return finish_(status);
+  // The answer goes out first; the spans are built after. `finish_` may
+  // let the transport drop its share of this call, so hold one here.
+  std::shared_ptr<InferCall> keep = shared_from_this();
   finish_(status);
+  trace_->End(status, result, ended);
+}
+
+void InferCall::LogEnd(const RequestLabels& labels, const absl::Status& status, Clock::time_point ended) const {
+  auto trace_id = [this] { return trace_ ? absl::StrCat(" trace_id=", trace_->record()->trace_id_hex()) : std::string(); };
+  const absl::StatusCode code = status.code();
+  // The server's own faults; the rest are the caller's, or expected.
+  if (code == absl::StatusCode::kInternal || code == absl::StatusCode::kUnknown ||
+      code == absl::StatusCode::kDataLoss) {
+    static LogRateLimiter limiter(5);
+    if (uint64_t held = 0; limiter.Allow(&held)) {
+      LOG_WARNING << "inference call for model '" << model_ << "' failed: " << status.message() << trace_id()
+                  << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
+    }
+  }
+  LOG_DEBUG << "inference call model='" << model_ << "' device=" << (labels.device.empty() ? "-" : labels.device)
+            << " status=" << absl::StatusCodeToString(code) << " total_us=" << MicrosBetween(received_, ended)
+            << trace_id();
 }
 
 }  // namespace infergate

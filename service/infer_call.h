@@ -8,13 +8,15 @@
 // an InferenceRequest and write their answer; nothing else.
 //
 //   auto call = InferCall::Begin(front_end, model, finish);
+//   call->Trace(start, header);                       // with tracing on
 //   if (!call->Admit(authorization, bytes)) return;   // finished: refused
 //   ... decode; on a bad request: return call->Refuse(status);
 //   call->Submit(std::move(request), encode);         // finish runs once
 //
 // Every call ends in exactly one `finish`, with OK once `encode` wrote the
 // answer, or the status the client is to get. Refusals and answers are
-// reported to the front end's observer the same way for every front end.
+// reported to the front end's observer the same way for every front end,
+// and traced the same way (call_trace.h).
 //
 // Threading and ownership: InferCall is shared; the transport keeps it
 // until it is done with the call (the call holds the request's share of
@@ -34,10 +36,13 @@
 #include "absl/synchronization/mutex.h"
 #include "scheduler/inference_types.h"
 #include "scheduler/request_handle.h"
+#include "service/call_trace_start.h"
 #include "service/front_end.h"
 #include "service/inflight_budget.h"
 
 namespace infergate {
+
+class CallTrace;  // call_trace.h
 
 class InferCall : public std::enable_shared_from_this<InferCall> {
  public:
@@ -51,6 +56,11 @@ class InferCall : public std::enable_shared_from_this<InferCall> {
   // refused before it reached the core (counted under it only if it is a
   // repository model).
   static std::shared_ptr<InferCall> Begin(const FrontEnd& front_end, absl::string_view model, Finish finish);
+
+  // Starts the call's trace when the front end traces (FrontEnd::tracing):
+  // `header` reads the caller's trace context (Tracing::StartCall). Call
+  // before Admit; a no-op with tracing off.
+  void Trace(const CallTraceStart& start, absl::FunctionRef<absl::string_view(absl::string_view name)> header);
 
   // The caller's token (`authorization` is asked for the "Bearer ..." value
   // only when tokens are configured), the drain switch, then room for the
@@ -81,16 +91,25 @@ class InferCall : public std::enable_shared_from_this<InferCall> {
   const FrontEnd& front_end() const { return front_end_; }
 
   InferCall(const FrontEnd& front_end, absl::string_view model, Finish finish);  // use Begin
+  ~InferCall();
 
  private:
+  // Notes admission's outcome in the trace.
+  void NoteAdmission(const absl::Status& outcome);
   // Reports the end and runs `finish_`; exactly once per call.
   void End(const RequestLabels& labels, const absl::Status& status, const InferenceResult* result);
+  // The call's log lines: server faults (rate-limited) and, at debug level,
+  // every call; with its trace id when traced.
+  void LogEnd(const RequestLabels& labels, const absl::Status& status, Clock::time_point ended) const;
 
   const FrontEnd& front_end_;
   const std::string model_;
   const Finish finish_;
   const Clock::time_point received_;
   InflightBudget::Reservation reservation_;  // touched only by the thread admitting the call
+  // Set by Trace before the call is admitted; then used by whichever
+  // thread the call's steps run on, in order (call_trace.h).
+  std::unique_ptr<CallTrace> trace_;
 
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,5 +1,7 @@
 #include "service/metrics.h"
 
+#include "service/tracing.h"
+
 #include <algorithm>
 #include <prometheus/client_metric.h>
 #include <prometheus/collectable.h>
@@ -46,7 +48,8 @@ prometheus::MetricFamily Family(const std::string& name, const std::string& help
 // Per-device figures read when Prometheus scrapes, so they are always current.
 class DeviceCollector : public prometheus::Collectable {
  public:
-  DeviceCollector(const InferenceCore& core, const InflightBudget* budget) : core_(core), budget_(budget) {}
+  DeviceCollector(const InferenceCore& core, const InflightBudget* budget, const Tracing* tracing)
+      : core_(core), budget_(budget), tracing_(tracing) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     using prometheus::MetricType;
@@ -156,12 +159,26 @@ class DeviceCollector : public prometheus::Collectable {
       misses.metric.push_back(Sample({}, static_cast<double>(stats.misses), true));
       families.insert(families.end(), {held, hits, misses});
     }
+    if (tracing_) {
+      auto exported = Family("infergate_trace_spans_exported_total",
+                             "Trace spans the OTLP collector accepted.", MetricType::Counter);
+      auto dropped = Family("infergate_trace_spans_dropped_total",
+                            "Trace spans lost: the export queue was full (queue_full; a slow or absent collector), or "
+                            "the collector refused them or could not be reached (export_failed).",
+                            MetricType::Counter);
+      exported.metric.push_back(Sample({}, static_cast<double>(tracing_->spans_exported()), true));
+      dropped.metric.push_back(Sample({{"reason", "queue_full"}}, static_cast<double>(tracing_->spans_dropped()), true));
+      dropped.metric.push_back(
+          Sample({{"reason", "export_failed"}}, static_cast<double>(tracing_->spans_failed_export()), true));
+      families.insert(families.end(), {exported, dropped});
+    }
     return families;
   }
 
  private:
   const InferenceCore& core_;
   const InflightBudget* budget_;
+  const Tracing* tracing_;
 };
 
 // GET /metrics in Prometheus' text format; / links to it.
@@ -203,7 +220,7 @@ Metrics::~Metrics() { http_.reset(); }
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& address, const InferenceCore& core,
                                                          const BuildVersions& versions,
-                                                         const InflightBudget* budget) {
+                                                         const InflightBudget* budget, const Tracing* tracing) {
   std::unique_ptr<Metrics> m(new Metrics());
   prometheus::Registry& r = *m->registry_;
   m->requests_ = &prometheus::BuildCounter()
@@ -290,7 +307,7 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
       m->evictions_->Add({{"device", id}, {"reason", std::string(EvictionReasonName(why))}});
     }
   }
-  m->device_collector_ = std::make_shared<DeviceCollector>(core, budget);
+  m->device_collector_ = std::make_shared<DeviceCollector>(core, budget, tracing);
   HttpServerOptions http;
   http.address = address;
   http.flag_name = "--metrics-address";

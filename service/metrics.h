@@ -26,6 +26,8 @@
 
 namespace infergate {
 
+class Tracing;  // tracing.h
+
 struct BuildVersions {
   std::string infergate;
   std::string libtorch;
@@ -35,11 +37,13 @@ struct BuildVersions {
 class Metrics final : public SchedulerObserver, public InferCallObserver {
  public:
   // Serves /metrics on `address` ("0.0.0.0:9464"; port 0 picks one).
-  // Device figures are read from `core`, and the bytes held from `budget`
-  // (may be null), at scrape time; both must outlive this.
+  // Device figures are read from `core`, the bytes held from `budget`, and
+  // the span export counts from `tracing` (each may be null), at scrape
+  // time; all must outlive this.
   static absl::StatusOr<std::unique_ptr<Metrics>> Start(const std::string& address, const InferenceCore& core,
                                                         const BuildVersions& versions,
-                                                        const InflightBudget* budget = nullptr);
+                                                        const InflightBudget* budget = nullptr,
+                                                        const Tracing* tracing = nullptr);
   ~Metrics() override;
 
   int port() const { return port_; }

@@ -288,6 +288,16 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
         }
         respond(std::move(r));
       });
+  if (front_end_.tracing()) {
+    CallTraceStart start;
+    start.transport = CallTransport::kHttp;
+    start.http_route = version.empty() ? "/v2/models/{model_name}/infer"
+                                       : "/v2/models/{model_name}/versions/{model_version}/infer";
+    start.url_path = request->path;
+    start.http_status_for = HttpStatusFor;
+    start.model = model;
+    call->Trace(start, [&request](absl::string_view name) { return request->Header(name); });
+  }
   if (!call->Admit([&request] { return request->Header("authorization"); }, request->body.size())) return;
 
   std::optional<uint64_t> json_length;

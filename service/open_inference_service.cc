@@ -83,7 +83,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
                                                            const inference::ModelInferRequest* request,
                                                            inference::ModelInferResponse* response) {
   const std::string model = ModelNameOf(*ctx, request->model_name());
-  auto* reactor = new InferCallReactor(front_end_, model);
+  auto* reactor = new InferCallReactor(front_end_, *ctx, model, "inference.GRPCInferenceService", "ModelInfer");
   InferCall& call = reactor->call();
   if (!reactor->Admit(*ctx, request->ByteSizeLong())) return reactor;
   InferenceRequest req;
@@ -103,7 +103,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
 grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
 OpenInferenceService::ModelStreamInfer(grpc::CallbackServerContext* ctx) {
   absl::Status refusal = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference);
-  return new InferStreamReactor(front_end_, SteadyDeadline(*ctx), refusal);
+  return new InferStreamReactor(front_end_, *ctx, SteadyDeadline(*ctx), refusal);
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::ModelStatistics(grpc::CallbackServerContext* ctx,

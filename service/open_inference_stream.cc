@@ -1,5 +1,7 @@
 #include "service/open_inference_stream.h"
 
+#include "service/call_context.h"
+
 #include "absl/strings/str_cat.h"
 #include "service/open_inference_codec.h"
 
@@ -40,9 +42,9 @@ absl::StatusOr<bool> KeepsRequestOrder(const inference::ModelInferRequest& reque
 
 }  // namespace
 
-InferStreamReactor::InferStreamReactor(const FrontEnd& front_end, Clock::time_point deadline,
-                                       const absl::Status& refusal)
-    : front_end_(front_end), deadline_(deadline) {
+InferStreamReactor::InferStreamReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
+                                       Clock::time_point deadline, const absl::Status& refusal)
+    : front_end_(front_end), ctx_(ctx), deadline_(deadline) {
   if (!refusal.ok()) {
     finished_ = true;
     Finish(grpc::Status(static_cast<grpc::StatusCode>(refusal.code()), std::string(refusal.message())));
@@ -103,6 +105,14 @@ void InferStreamReactor::OnReadDone(bool ok) {
 void InferStreamReactor::Submit(InferCall& call, std::shared_ptr<inference::ModelInferRequest> request,
                                 std::shared_ptr<inference::ModelStreamInferResponse> response,
                                 const absl::Status& refusal) {
+  if (front_end_.tracing()) {
+    CallTraceStart start;
+    start.transport = CallTransport::kGrpc;
+    start.rpc_service = "inference.GRPCInferenceService";
+    start.rpc_method = "ModelStreamInfer";
+    start.model = request->model_name();
+    call.Trace(start, [this](absl::string_view name) { return MetadataValue(ctx_, name); });
+  }
   // The caller's token was checked when the stream opened.
   if (!refusal.ok()) {
     call.Refuse(refusal);

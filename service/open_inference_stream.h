@@ -50,7 +50,10 @@ class InferStreamReactor final
   // `refusal` non-OK: the stream is finished with it at once (auth). Each
   // request on the stream is an InferCall of `front_end` (admitted, counted
   // and holding its size in the in-flight budget until it is answered).
-  InferStreamReactor(const FrontEnd& front_end, Clock::time_point deadline, const absl::Status& refusal);
+  // Each request is traced with the trace context of the stream's metadata
+  // (`ctx` outlives the reactor).
+  InferStreamReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx, Clock::time_point deadline,
+                     const absl::Status& refusal);
 
   // Requests in flight plus answers unwritten on one stream, and bytes of
   // unwritten answers, past which the stream stops reading.
@@ -96,6 +99,7 @@ class InferStreamReactor final
   bool Full() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const FrontEnd& front_end_;
+  const grpc::CallbackServerContext& ctx_;
   Clock::time_point deadline_;
 
   // The request being read: gRPC allows one read at a time, so only the

@@ -27,6 +27,7 @@
 #include "service/model_mesh_runtime.h"
 #include "service/open_inference_rest.h"
 #include "service/open_inference_service.h"
+#include "service/tracing.h"
 
 namespace infergate {
 namespace {
@@ -87,6 +88,7 @@ struct Server::Parts {
   std::unique_ptr<InferenceCore> core;
   std::unique_ptr<InflightBudget> budget;
   std::unique_ptr<MemoryReturner> memory_returner;
+  std::unique_ptr<Tracing> tracing;
   std::unique_ptr<Metrics> metrics;
   std::unique_ptr<FrontEnd> front_end;
   std::unique_ptr<InferenceServiceImpl> service;
@@ -118,9 +120,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opts
   // Once a second, after 64 MiB of requests came and went and none is in
   // flight, freed memory goes back to the system.
   p->memory_returner = std::make_unique<MemoryReturner>(*p->budget, std::chrono::seconds(1), uint64_t{64} << 20);
+  if (opts.tracing.enabled) {
+    absl::StatusOr<std::unique_ptr<Tracing>> tracing = Tracing::Create(opts.tracing);
+    if (!tracing.ok()) return tracing.status();
+    p->tracing = *std::move(tracing);
+  }
   if (!opts.metrics_address.empty()) {
-    absl::StatusOr<std::unique_ptr<Metrics>> started =
-        Metrics::Start(opts.metrics_address, *p->core, {version, TorchVersion(), grpc::Version()}, p->budget.get());
+    absl::StatusOr<std::unique_ptr<Metrics>> started = Metrics::Start(
+        opts.metrics_address, *p->core, {version, TorchVersion(), grpc::Version()}, p->budget.get(), p->tracing.get());
     if (!started.ok()) return started.status();
     p->metrics = *std::move(started);
     p->core->SetObserver(p->metrics.get());
@@ -147,7 +154,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opts
   // Every inference front end takes one call path, with these tokens,
   // limits and budget, and drains on one switch.
   p->front_end = std::make_unique<FrontEnd>(InferBackend::Of(*p->core), opts.tensor_limits, *std::move(auth),
-                                            p->budget.get(), p->metrics.get());
+                                            p->budget.get(), p->metrics.get(), p->tracing.get());
   p->service = std::make_unique<InferenceServiceImpl>(*p->core, *p->front_end);
   // The REST API, on its own port, with the same tokens, budget and limits.
   if (!opts.http_address.empty()) {
@@ -283,6 +290,15 @@ bool Server::Drain(std::chrono::steady_clock::time_point deadline) {
   // Only now can nothing answer a REST call any more.
   p.http.reset();
   p.core->SetObserver(nullptr);
+  // Every call has ended: its spans go out now, within what is left of the
+  // drain time (at least a second), so a stopping server loses none.
+  if (p.tracing) {
+    const auto left = std::max(deadline - std::chrono::steady_clock::now(),
+                               std::chrono::steady_clock::duration(std::chrono::seconds(1)));
+    if (!p.tracing->Flush(std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
+      LOG_WARNING << "tracing: spans were still being exported when the drain time ran out";
+    }
+  }
   return idle;
 }
 

@@ -1,6 +1,7 @@
 #include "service/server_options.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -215,6 +216,26 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.ByteSize("modelmesh-default-model-size", &o.modelmesh_default_model_size,
                  "The size ModelMesh assumes for a model before it is sized (told in runtimeStatus).");
   flags.String("log-level", &o.log_level, "debug, info, warning or error.");
+  TracingFlags tracing;
+  flags.String("otlp-endpoint", &tracing.otlp_endpoint,
+               "Turns request tracing on: where OpenTelemetry spans go over OTLP, e.g. http://collector:4317 (gRPC) "
+               "or http://collector:4318 (with --otlp-protocol=http/protobuf). Empty: OTEL_EXPORTER_OTLP_ENDPOINT; "
+               "tracing is off when neither is set.");
+  flags.String("otlp-protocol", &tracing.otlp_protocol,
+               "grpc or http/protobuf (OTEL_EXPORTER_OTLP_PROTOCOL); default grpc.");
+  flags.String("trace-sampler", &tracing.sampler,
+               "Which calls are traced (OTEL_TRACES_SAMPLER): always_on, always_off, traceidratio, "
+               "parentbased_always_on (default), parentbased_always_off or parentbased_traceidratio.");
+  flags.String("trace-sampler-arg", &tracing.sampler_arg,
+               "The traceidratio samplers' ratio, 0 to 1 (OTEL_TRACES_SAMPLER_ARG), e.g. 0.01 for 1% of calls.");
+  flags.String("service-name", &tracing.service_name, "service.name of the spans (OTEL_SERVICE_NAME); default infergate.");
+  flags.String("resource-attributes", &tracing.resource_attributes,
+               "More resource attributes of the spans, key=value,... (added to OTEL_RESOURCE_ATTRIBUTES).");
+  flags.Int("trace-queue-size", &tracing.max_queue_size,
+            "Finished spans waiting for export at most (OTEL_BSP_MAX_QUEUE_SIZE; default 2048); more are dropped "
+            "and counted, so a slow collector never holds a request.");
+  flags.Duration("trace-export-delay", &tracing.schedule_delay,
+                 "Longest a finished span waits before its batch is exported (OTEL_BSP_SCHEDULE_DELAY; default 5s).");
   flags.String("devices", &f.devices,
                "Allow-list of devices to use, e.g. \"cpu\" (force CPU) or \"cuda:0,mps\"; empty uses all. "
                "The CPU is always kept for fallbacks.");
@@ -304,6 +325,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
     return absl::InvalidArgumentError(
         absl::StrCat("--reflection: '", f.reflection.substr(0, 32), "'; expected on, off or auto"));
   }
+  absl::StatusOr<TracingOptions> traced = ResolveTracingOptions(tracing, [](const char* name) { return std::getenv(name); });
+  if (!traced.ok()) return traced.status();
+  o.tracing = *std::move(traced);
   absl::StatusOr<DiscoveryOptions> discovery = DiscoveryFrom(f);
   if (!discovery.ok()) return discovery.status();
   o.discovery = *std::move(discovery);

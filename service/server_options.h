@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "devices/device_registry.h"
 #include "scheduler/scheduler_options.h"
+#include "service/tracing_options.h"
 #include "service/wire_tensor.h"
 
 namespace infergate {
@@ -61,6 +62,9 @@ struct ServerOptions {
   std::chrono::milliseconds modelmesh_load_timeout{120000};
   uint64_t modelmesh_default_model_size = uint64_t{256} << 20;
   std::string log_level = "info";
+  // Request tracing (OpenTelemetry): the OTEL_* environment with the
+  // tracing flags laid over it; off unless an endpoint is named.
+  TracingOptions tracing;
   DiscoveryOptions discovery;
   SchedulerOptions scheduler;
 };

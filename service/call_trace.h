@@ -1,0 +1,91 @@
+#pragma once
+// The trace of one inference call (infer_call.h): its server span, started
+// when the call begins with the caller's W3C trace context as its parent,
+// and, when the call ends, the child spans built from what the call path
+// and the core noted on the way:
+//
+//   <rpc or route>                   SERVER: rpc.* or http.*, infergate.*
+//   ├─ infergate.admission           token, drain switch, byte budget
+//   ├─ infergate.decode              the wire form into tensors
+//   ├─ infergate.attempt             one per device tried (device, dtype,
+//   │  │                             fallback reason, failure)
+//   │  ├─ infergate.queue            waiting in the device's queue
+//   │  ├─ infergate.model_load       only when the model was not resident
+//   │  ├─ infergate.batch            joining the batch's inputs; links to
+//   │  │                             the batch's other requests
+//   │  ├─ infergate.compute          the forward pass
+//   │  └─ infergate.outputs          splitting the outputs per request
+//   └─ infergate.encode              the answer into the wire form
+//
+// A fallback is also an event on the server span, with its reason. Spans
+// are ended with the times noted (steady clock), so building them at the
+// end costs the request's path nothing while it runs.
+//
+// Threading: the front end's thread starts the call and notes admission
+// and decoding; whichever thread ends the call (a device worker, or the
+// front end's) notes the encoding and ends it. These steps are ordered by
+// the call itself, so no lock is taken here.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "opentelemetry/nostd/shared_ptr.h"
+#include "opentelemetry/trace/span.h"
+#include "opentelemetry/trace/tracer.h"
+#include "scheduler/inference_types.h"
+#include "scheduler/request_trace.h"
+#include "service/call_trace_start.h"
+
+namespace infergate {
+
+class CallTrace {
+ public:
+  CallTrace(opentelemetry::nostd::shared_ptr<opentelemetry::trace::Tracer> tracer,
+            opentelemetry::nostd::shared_ptr<opentelemetry::trace::Span> server_span, const CallTraceStart& start);
+  CallTrace(const CallTrace&) = delete;
+  CallTrace& operator=(const CallTrace&) = delete;
+  ~CallTrace();
+
+  // What the core notes into (shared with the request); its identity is
+  // also there for unsampled calls.
+  const std::shared_ptr<RequestTrace>& record() const { return record_; }
+  bool recording() const { return record_->recording(); }
+
+  // Admission decided at `at`: OK, or the refusal.
+  void Admitted(Clock::time_point at, const absl::Status& outcome);
+  // The decoded request goes to the core at `at`.
+  void Submitted(const InferenceRequest& request, Clock::time_point at);
+  // The answer was encoded between `start` and `end`.
+  void Encoded(Clock::time_point start, Clock::time_point end);
+  // The call ended with `status` (what the client gets); `result` when the
+  // model ran and the answer went out.
+  void End(const absl::Status& status, const InferenceResult* result, Clock::time_point at);
+
+ private:
+  // A child of the server span (or of `parent`) from `start` to `end`.
+  opentelemetry::nostd::shared_ptr<opentelemetry::trace::Span> Child(
+      const char* name, Clock::time_point start, const opentelemetry::trace::SpanContext& parent);
+  void EndAt(opentelemetry::trace::Span& span, Clock::time_point end);
+  void AddAttempts(Clock::time_point call_end);
+
+  opentelemetry::nostd::shared_ptr<opentelemetry::trace::Tracer> tracer_;
+  opentelemetry::nostd::shared_ptr<opentelemetry::trace::Span> server_;
+  const CallTransport transport_;
+  int (*const http_status_for_)(const absl::Status& status);
+  std::shared_ptr<RequestTrace> record_;
+  // The steady clock's reading and the wall clock's at one instant: spans
+  // carry wall-clock start times, worked out from steady readings.
+  const Clock::time_point steady_anchor_;
+  const std::chrono::system_clock::time_point system_anchor_;
+  const Clock::time_point started_;
+  Clock::time_point admitted_{};
+  absl::Status admission_;
+  Clock::time_point submitted_{};
+  bool encoded_ = false;
+  Clock::time_point encode_start_{}, encode_end_{};
+  bool ended_ = false;
+};
+
+}  // namespace infergate

@@ -1,0 +1,103 @@
+#include "service/span_export_queue.h"
+
+#include <utility>
+#include <vector>
+
+#include "opentelemetry/nostd/span.h"
+#include "opentelemetry/sdk/common/exporter_utils.h"
+
+namespace infergate {
+
+namespace sdktrace = opentelemetry::sdk::trace;
+
+SpanExportQueue::SpanExportQueue(std::unique_ptr<sdktrace::SpanExporter> exporter, Options options)
+    : exporter_(std::move(exporter)), options_(options) {
+  thread_ = std::thread([this] { ExportLoop(); });
+}
+
+SpanExportQueue::~SpanExportQueue() { Shutdown(); }
+
+std::unique_ptr<sdktrace::Recordable> SpanExportQueue::MakeRecordable() noexcept {
+  return exporter_->MakeRecordable();
+}
+
+void SpanExportQueue::OnStart(sdktrace::Recordable&, const opentelemetry::trace::SpanContext&) noexcept {}
+
+void SpanExportQueue::OnEnd(std::unique_ptr<sdktrace::Recordable>&& span) noexcept {
+  bool wake = false;
+  {
+    MutexLock lock(mu_);
+    if (stopping_ || queue_.size() >= options_.max_queue_size) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    queue_.push_back(std::move(span));
+    ++enqueued_;
+    wake = queue_.size() == options_.max_export_batch_size;
+  }
+  if (wake) wake_.notify_one();
+}
+
+bool SpanExportQueue::ForceFlush(std::chrono::microseconds timeout) noexcept {
+  const auto deadline = timeout == std::chrono::microseconds::max()
+                            ? std::chrono::steady_clock::time_point::max()
+                            : std::chrono::steady_clock::now() + timeout;
+  UniqueMutexLock lock(mu_);
+  if (!thread_.joinable()) return queue_.empty();
+  const uint64_t target = enqueued_;
+  flush_asked_ = true;
+  wake_.notify_one();
+  auto flushed = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return settled_ >= target; };
+  if (deadline == std::chrono::steady_clock::time_point::max()) {
+    done_.wait(lock.native(), flushed);
+    return true;
+  }
+  return done_.wait_until(lock.native(), deadline, flushed);
+}
+
+bool SpanExportQueue::Shutdown(std::chrono::microseconds timeout) noexcept {
+  if (shut_down_.exchange(true)) return true;
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  // The thread exports what is queued (one round per batch, each bounded
+  // by the exporter's timeout) and ends.
+  if (thread_.joinable()) thread_.join();
+  return exporter_->Shutdown(timeout);
+}
+
+void SpanExportQueue::ExportLoop() {
+  UniqueMutexLock lock(mu_);
+  while (true) {
+    const auto due = std::chrono::steady_clock::now() + options_.schedule_delay;
+    wake_.wait_until(lock.native(), due, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return stopping_ || flush_asked_ || queue_.size() >= options_.max_export_batch_size;
+    });
+    if (queue_.empty()) {
+      flush_asked_ = false;
+      done_.notify_all();
+      if (stopping_) return;
+      continue;
+    }
+    std::vector<std::unique_ptr<sdktrace::Recordable>> batch;
+    const size_t n = std::min(queue_.size(), options_.max_export_batch_size);
+    batch.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    lock.Unlock();
+    const opentelemetry::sdk::common::ExportResult result =
+        exporter_->Export(opentelemetry::nostd::span<std::unique_ptr<sdktrace::Recordable>>(batch.data(), batch.size()));
+    (result == opentelemetry::sdk::common::ExportResult::kSuccess ? exported_ : failed_)
+        .fetch_add(n, std::memory_order_relaxed);
+    batch.clear();
+    lock.Lock();
+    settled_ += n;
+    done_.notify_all();
+  }
+}
+
+}  // namespace infergate

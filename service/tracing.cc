@@ -1,0 +1,161 @@
+#include "service/tracing.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "opentelemetry/context/context.h"
+#include "opentelemetry/context/propagation/text_map_propagator.h"
+#include "opentelemetry/exporters/otlp/otlp_grpc_exporter_factory.h"
+#include "opentelemetry/exporters/otlp/otlp_grpc_exporter_options.h"
+#include "opentelemetry/exporters/otlp/otlp_http_exporter_factory.h"
+#include "opentelemetry/exporters/otlp/otlp_http_exporter_options.h"
+#include "opentelemetry/sdk/resource/resource.h"
+#include "opentelemetry/sdk/trace/samplers/always_off_factory.h"
+#include "opentelemetry/sdk/trace/samplers/always_on_factory.h"
+#include "opentelemetry/sdk/trace/samplers/parent_factory.h"
+#include "opentelemetry/sdk/trace/samplers/trace_id_ratio_factory.h"
+#include "opentelemetry/sdk/trace/tracer_provider.h"
+#include "opentelemetry/sdk/trace/tracer_provider_factory.h"
+#include "opentelemetry/trace/context.h"
+#include "opentelemetry/trace/propagation/http_trace_context.h"
+#include "opentelemetry/trace/span_startoptions.h"
+#include "service/span_export_queue.h"
+
+namespace infergate {
+
+namespace otel = opentelemetry;
+namespace sdktrace = opentelemetry::sdk::trace;
+
+namespace {
+
+// The caller's headers (gRPC metadata or HTTP), read-only.
+class HeaderCarrier final : public otel::context::propagation::TextMapCarrier {
+ public:
+  explicit HeaderCarrier(absl::FunctionRef<absl::string_view(absl::string_view)> header) : header_(header) {}
+  otel::nostd::string_view Get(otel::nostd::string_view key) const noexcept override {
+    absl::string_view value = header_(absl::string_view(key.data(), key.size()));
+    return otel::nostd::string_view(value.data(), value.size());
+  }
+  void Set(otel::nostd::string_view, otel::nostd::string_view) noexcept override {}
+
+ private:
+  absl::FunctionRef<absl::string_view(absl::string_view)> header_;
+};
+
+std::unique_ptr<sdktrace::Sampler> MakeSampler(const TracingOptions& o) {
+  const std::string& name = o.sampler;
+  auto base = [&](absl::string_view kind) -> std::unique_ptr<sdktrace::Sampler> {
+    if (kind == "always_on") return sdktrace::AlwaysOnSamplerFactory::Create();
+    if (kind == "always_off") return sdktrace::AlwaysOffSamplerFactory::Create();
+    return sdktrace::TraceIdRatioBasedSamplerFactory::Create(o.sampler_ratio);
+  };
+  constexpr absl::string_view kParentBased = "parentbased_";
+  if (absl::string_view(name).substr(0, kParentBased.size()) == kParentBased) {
+    std::shared_ptr<sdktrace::Sampler> root = base(absl::string_view(name).substr(kParentBased.size()));
+    return sdktrace::ParentBasedSamplerFactory::Create(root);
+  }
+  return base(name);
+}
+
+std::unique_ptr<sdktrace::SpanExporter> MakeExporter(const TracingOptions& o) {
+  if (o.protocol == TracingOptions::Protocol::kHttpProtobuf) {
+    otel::exporter::otlp::OtlpHttpExporterOptions http;  // reads OTEL_EXPORTER_OTLP_* (headers, TLS)
+    http.url = o.endpoint;
+    http.timeout = o.export_timeout;
+    // The next batch is the retry: a retry here would hold the export
+    // thread while spans pile up (and are dropped) behind it.
+    http.retry_policy_max_attempts = 1;
+    return otel::exporter::otlp::OtlpHttpExporterFactory::Create(http);
+  }
+  otel::exporter::otlp::OtlpGrpcExporterOptions grpc;  // reads OTEL_EXPORTER_OTLP_* (headers, TLS)
+  grpc.endpoint = o.endpoint;
+  grpc.timeout = o.export_timeout;
+  grpc.retry_policy_max_attempts = 1;
+  // "http://" means plaintext; "https://" TLS (the exporter's own rule).
+  if (o.endpoint.rfind("https://", 0) == 0) grpc.use_ssl_credentials = true;
+  if (o.endpoint.rfind("http://", 0) == 0) grpc.use_ssl_credentials = false;
+  return otel::exporter::otlp::OtlpGrpcExporterFactory::Create(grpc);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tracing>> Tracing::Create(const TracingOptions& options) {
+  std::unique_ptr<sdktrace::SpanExporter> exporter = MakeExporter(options);
+  if (!exporter) return absl::InvalidArgumentError("tracing: the OTLP exporter could not be made");
+  SpanExportQueue::Options queue_options;
+  queue_options.max_queue_size = options.max_queue_size;
+  queue_options.max_export_batch_size = options.max_export_batch_size;
+  queue_options.schedule_delay = options.schedule_delay;
+  auto queue = std::make_unique<SpanExportQueue>(std::move(exporter), queue_options);
+  SpanExportQueue* queue_ptr = queue.get();
+  otel::sdk::resource::ResourceAttributes attributes;
+  for (const auto& [key, value] : options.resource_attributes) attributes.SetAttribute(key, value);
+  attributes.SetAttribute("service.name", options.service_name);
+  std::shared_ptr<sdktrace::TracerProvider> provider = sdktrace::TracerProviderFactory::Create(
+      std::move(queue), otel::sdk::resource::Resource::Create(attributes), MakeSampler(options));
+  LOG_INFO << "tracing: OTLP/" << (options.protocol == TracingOptions::Protocol::kGrpc ? "gRPC" : "HTTP") << " to "
+           << options.endpoint << ", sampler " << options.sampler
+           << (options.sampler.find("traceidratio") != std::string::npos ? absl::StrCat(" ", options.sampler_ratio) : std::string())
+           << ", service.name " << options.service_name << ", at most " << options.max_queue_size
+           << " spans queued";
+  return std::make_unique<Tracing>(options, std::move(provider), queue_ptr);
+}
+
+Tracing::Tracing(const TracingOptions& options, std::shared_ptr<sdktrace::TracerProvider> provider,
+                 SpanExportQueue* queue)
+    : options_(options),
+      provider_(std::move(provider)),
+      queue_(queue),
+      tracer_(provider_->GetTracer("infergate", INFERGATE_TRACER_VERSION)) {}
+
+Tracing::~Tracing() { Shutdown(); }
+
+std::unique_ptr<CallTrace> Tracing::StartCall(const CallTraceStart& start,
+                                              absl::FunctionRef<absl::string_view(absl::string_view name)> header) {
+  HeaderCarrier carrier(header);
+  otel::trace::propagation::HttpTraceContext propagator;
+  otel::context::Context empty;
+  otel::context::Context parent = propagator.Extract(carrier, empty);
+
+  otel::trace::StartSpanOptions options;
+  options.kind = otel::trace::SpanKind::kServer;
+  options.parent = parent;
+  options.start_steady_time = otel::common::SteadyTimestamp(start.received);
+  options.start_system_time = otel::common::SystemTimestamp(
+      std::chrono::system_clock::now() -
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(Clock::now() - start.received));
+  const std::string model(start.model);
+  otel::nostd::shared_ptr<otel::trace::Span> span;
+  if (start.transport == CallTransport::kGrpc) {
+    const std::string name = absl::StrCat(start.rpc_service, "/", start.rpc_method);
+    span = tracer_->StartSpan(name,
+                              {{"rpc.system", "grpc"},
+                               {"rpc.service", otel::nostd::string_view(start.rpc_service.data(), start.rpc_service.size())},
+                               {"rpc.method", otel::nostd::string_view(start.rpc_method.data(), start.rpc_method.size())},
+                               {"infergate.model", model}},
+                              options);
+  } else {
+    const std::string name = absl::StrCat("POST ", start.http_route);
+    span = tracer_->StartSpan(name,
+                              {{"http.request.method", "POST"},
+                               {"http.route", otel::nostd::string_view(start.http_route.data(), start.http_route.size())},
+                               {"url.path", otel::nostd::string_view(start.url_path.data(), start.url_path.size())},
+                               {"infergate.model", model}},
+                              options);
+  }
+  return std::make_unique<CallTrace>(tracer_, std::move(span), start);
+}
+
+bool Tracing::Flush(std::chrono::milliseconds timeout) {
+  return queue_->ForceFlush(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
+}
+
+void Tracing::Shutdown() { queue_->Shutdown(); }
+
+uint64_t Tracing::spans_exported() const { return queue_->exported(); }
+uint64_t Tracing::spans_dropped() const { return queue_->dropped(); }
+uint64_t Tracing::spans_failed_export() const { return queue_->failed(); }
+
+}  // namespace infergate

@@ -1,0 +1,66 @@
+#pragma once
+// Request tracing for the server: OpenTelemetry's tracer provider with the
+// configured sampler and resource, an OTLP exporter (gRPC or HTTP) behind
+// a bounded SpanExportQueue, and the start of each inference call's trace
+// (call_trace.h) from the caller's W3C `traceparent`/`tracestate`.
+//
+// Built once by the server when tracing is on; when it is off there is no
+// Tracing at all, and a call pays one null check.
+//
+// Threading: StartCall, the counters and Flush may be called from any
+// thread; Shutdown once, after the front ends stopped.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "opentelemetry/nostd/shared_ptr.h"
+#include "opentelemetry/sdk/trace/tracer_provider.h"
+#include "opentelemetry/trace/tracer.h"
+#include "scheduler/inference_types.h"
+#include "service/call_trace.h"
+#include "service/call_trace_start.h"
+#include "service/tracing_options.h"
+
+namespace infergate {
+
+class SpanExportQueue;
+
+class Tracing {
+ public:
+  static absl::StatusOr<std::unique_ptr<Tracing>> Create(const TracingOptions& options);
+  ~Tracing();
+
+  // Starts the call's server span, a child of the context in the caller's
+  // `traceparent` and `tracestate` (`header` answers a lower-case header
+  // name, "" when absent; a malformed traceparent is ignored, as W3C
+  // says). Sampling decides whether the call records spans; its identity
+  // is kept either way, for log lines.
+  std::unique_ptr<CallTrace> StartCall(const CallTraceStart& start,
+                                       absl::FunctionRef<absl::string_view(absl::string_view name)> header);
+
+  // Exports what has ended so far; false if that took longer than `timeout`.
+  bool Flush(std::chrono::milliseconds timeout);
+  // Flushes and stops the exporter; later spans are dropped.
+  void Shutdown();
+
+  uint64_t spans_exported() const;
+  uint64_t spans_dropped() const;        // the export queue was full
+  uint64_t spans_failed_export() const;  // the collector refused them or could not be reached
+
+  const TracingOptions& options() const { return options_; }
+
+  Tracing(const TracingOptions& options, std::shared_ptr<opentelemetry::sdk::trace::TracerProvider> provider,
+          SpanExportQueue* queue);  // use Create
+
+ private:
+  const TracingOptions options_;
+  std::shared_ptr<opentelemetry::sdk::trace::TracerProvider> provider_;
+  SpanExportQueue* const queue_;  // owned by provider_
+  opentelemetry::nostd::shared_ptr<opentelemetry::trace::Tracer> tracer_;
+};
+
+}  // namespace infergate
