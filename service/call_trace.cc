@@ -52,14 +52,13 @@ std::string Clip(absl::string_view message) { return std::string(message.substr(
 }  // namespace
 
 CallTrace::CallTrace(shared_ptr<otel::trace::Tracer> tracer, shared_ptr<otel::trace::Span> server_span,
-                     const CallTraceStart& start)
+                     const CallTraceStart& start, const ClockAnchor& anchor)
     : tracer_(std::move(tracer)),
       server_(std::move(server_span)),
       transport_(start.transport),
       http_status_for_(start.http_status_for),
       record_(std::make_shared<RequestTrace>(RefOf(server_->GetContext()), server_->IsRecording())),
-      steady_anchor_(Clock::now()),
-      system_anchor_(std::chrono::system_clock::now()),
+      anchor_(anchor),
       started_(start.received) {}
 
 CallTrace::~CallTrace() {
@@ -94,8 +93,7 @@ shared_ptr<otel::trace::Span> CallTrace::Child(const char* name, Clock::time_poi
   options.parent = parent;
   options.kind = otel::trace::SpanKind::kInternal;
   options.start_steady_time = otel::common::SteadyTimestamp(start);
-  options.start_system_time = otel::common::SystemTimestamp(
-      system_anchor_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(start - steady_anchor_));
+  options.start_system_time = otel::common::SystemTimestamp(anchor_.ToSystem(start));
   return tracer_->StartSpan(name, options);
 }
 
@@ -122,9 +120,7 @@ void CallTrace::AddAttempts(Clock::time_point call_end) {
     if (!a.fallback_reason.empty()) {
       attempt->SetAttribute("infergate.fallback_reason", a.fallback_reason);
       server_->AddEvent("infergate.fallback",
-                        otel::common::SystemTimestamp(system_anchor_ + std::chrono::duration_cast<
-                                                                           std::chrono::system_clock::duration>(
-                                                                           a.enqueued - steady_anchor_)),
+                        otel::common::SystemTimestamp(anchor_.ToSystem(a.enqueued)),
                         {{"infergate.fallback_reason", a.fallback_reason},
                          {"infergate.device", a.device},
                          {"infergate.device.from", i > 0 ? attempts[i - 1].device : std::string("")}});
@@ -155,8 +151,7 @@ void CallTrace::AddAttempts(Clock::time_point call_end) {
       otel::trace::StartSpanOptions options;
       options.parent = parent;
       options.start_steady_time = otel::common::SteadyTimestamp(a.model_ready);
-      options.start_system_time = otel::common::SystemTimestamp(
-          system_anchor_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(a.model_ready - steady_anchor_));
+      options.start_system_time = otel::common::SystemTimestamp(anchor_.ToSystem(a.model_ready));
       shared_ptr<otel::trace::Span> batch = tracer_->StartSpan(
           "infergate.batch",
           std::map<std::string, int64_t>{{"infergate.batch_size", static_cast<int64_t>(a.batch_rows)},

@@ -40,10 +40,23 @@
 
 namespace infergate {
 
+// The steady clock's reading and the wall clock's at one instant: spans
+// carry wall-clock times, worked out from steady readings through one
+// anchor per call, so a call's spans nest exactly.
+struct ClockAnchor {
+  Clock::time_point steady = Clock::now();
+  std::chrono::system_clock::time_point system = std::chrono::system_clock::now();
+  std::chrono::system_clock::time_point ToSystem(Clock::time_point t) const {
+    return system + std::chrono::duration_cast<std::chrono::system_clock::duration>(t - steady);
+  }
+};
+
 class CallTrace {
  public:
+  // `anchor`: the one the server span's start was worked out with.
   CallTrace(opentelemetry::nostd::shared_ptr<opentelemetry::trace::Tracer> tracer,
-            opentelemetry::nostd::shared_ptr<opentelemetry::trace::Span> server_span, const CallTraceStart& start);
+            opentelemetry::nostd::shared_ptr<opentelemetry::trace::Span> server_span, const CallTraceStart& start,
+            const ClockAnchor& anchor);
   CallTrace(const CallTrace&) = delete;
   CallTrace& operator=(const CallTrace&) = delete;
   ~CallTrace();
@@ -75,10 +88,7 @@ class CallTrace {
   const CallTransport transport_;
   int (*const http_status_for_)(const absl::Status& status);
   std::shared_ptr<RequestTrace> record_;
-  // The steady clock's reading and the wall clock's at one instant: spans
-  // carry wall-clock start times, worked out from steady readings.
-  const Clock::time_point steady_anchor_;
-  const std::chrono::system_clock::time_point system_anchor_;
+  const ClockAnchor anchor_;
   const Clock::time_point started_;
   Clock::time_point admitted_{};
   absl::Status admission_;

@@ -291,10 +291,10 @@ bool Server::Drain(std::chrono::steady_clock::time_point deadline) {
   p.http.reset();
   p.core->SetObserver(nullptr);
   // Every call has ended: its spans go out now, within what is left of the
-  // drain time (at least a second), so a stopping server loses none.
+  // drain time (from one to five seconds), so a stopping server loses none.
   if (p.tracing) {
-    const auto left = std::max(deadline - std::chrono::steady_clock::now(),
-                               std::chrono::steady_clock::duration(std::chrono::seconds(1)));
+    const auto left = std::clamp<std::chrono::steady_clock::duration>(
+        deadline - std::chrono::steady_clock::now(), std::chrono::seconds(1), std::chrono::seconds(5));
     if (!p.tracing->Flush(std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
       LOG_WARNING << "tracing: spans were still being exported when the drain time ran out";
     }

@@ -15,7 +15,7 @@ SpanExportQueue::SpanExportQueue(std::unique_ptr<sdktrace::SpanExporter> exporte
   thread_ = std::thread([this] { ExportLoop(); });
 }
 
-SpanExportQueue::~SpanExportQueue() { Shutdown(); }
+SpanExportQueue::~SpanExportQueue() { Shutdown(); }  // no timeout: nothing may outlive it
 
 std::unique_ptr<sdktrace::Recordable> SpanExportQueue::MakeRecordable() noexcept {
   return exporter_->MakeRecordable();
@@ -57,15 +57,30 @@ bool SpanExportQueue::ForceFlush(std::chrono::microseconds timeout) noexcept {
 
 bool SpanExportQueue::Shutdown(std::chrono::microseconds timeout) noexcept {
   if (shut_down_.exchange(true)) return true;
+  const auto deadline = timeout == std::chrono::microseconds::max()
+                            ? std::chrono::steady_clock::time_point::max()
+                            : std::chrono::steady_clock::now() + timeout;
+  bool finished = false;
   {
-    MutexLock lock(mu_);
+    UniqueMutexLock lock(mu_);
     stopping_ = true;
+    wake_.notify_one();
+    // The thread exports what is queued (one round per batch, each bounded
+    // by the exporter's timeout) and ends.
+    auto done = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return thread_done_; };
+    if (deadline == std::chrono::steady_clock::time_point::max()) {
+      done_.wait(lock.native(), done);
+      finished = true;
+    } else {
+      finished = done_.wait_until(lock.native(), deadline, done);
+    }
   }
-  wake_.notify_one();
-  // The thread exports what is queued (one round per batch, each bounded
-  // by the exporter's timeout) and ends.
-  if (thread_.joinable()) thread_.join();
-  return exporter_->Shutdown(timeout);
+  if (!finished) {
+    thread_.detach();
+    return false;
+  }
+  thread_.join();
+  return exporter_->Shutdown(timeout == std::chrono::microseconds::max() ? timeout : std::chrono::microseconds(0));
 }
 
 void SpanExportQueue::ExportLoop() {
@@ -78,7 +93,11 @@ void SpanExportQueue::ExportLoop() {
     if (queue_.empty()) {
       flush_asked_ = false;
       done_.notify_all();
-      if (stopping_) return;
+      if (stopping_) {
+        thread_done_ = true;
+        done_.notify_all();
+        return;
+      }
       continue;
     }
     std::vector<std::unique_ptr<sdktrace::Recordable>> batch;

@@ -44,6 +44,10 @@ class SpanExportQueue final : public opentelemetry::sdk::trace::SpanProcessor {
   void OnEnd(std::unique_ptr<opentelemetry::sdk::trace::Recordable>&& span) noexcept override;
   // Exports what is queued now; false if that did not finish in `timeout`.
   bool ForceFlush(std::chrono::microseconds timeout = (std::chrono::microseconds::max)()) noexcept override;
+  // Stops taking spans, exports what is queued and stops the thread. False
+  // when that took longer than `timeout` (an export stuck on a collector
+  // that does not answer): the thread is then left to finish on its own,
+  // and this object must outlive it (the process is ending; see Tracing).
   bool Shutdown(std::chrono::microseconds timeout = (std::chrono::microseconds::max)()) noexcept override;
 
   uint64_t exported() const { return exported_.load(std::memory_order_relaxed); }
@@ -64,6 +68,7 @@ class SpanExportQueue final : public opentelemetry::sdk::trace::SpanProcessor {
   uint64_t settled_ ABSL_GUARDED_BY(mu_) = 0;   // of those, spans whose export finished
   uint64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;  // spans ever queued
   bool flush_asked_ ABSL_GUARDED_BY(mu_) = false;
+  bool thread_done_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> exported_{0};
   std::atomic<uint64_t> dropped_{0};

@@ -123,9 +123,8 @@ std::unique_ptr<CallTrace> Tracing::StartCall(const CallTraceStart& start,
   options.kind = otel::trace::SpanKind::kServer;
   options.parent = parent;
   options.start_steady_time = otel::common::SteadyTimestamp(start.received);
-  options.start_system_time = otel::common::SystemTimestamp(
-      std::chrono::system_clock::now() -
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(Clock::now() - start.received));
+  const ClockAnchor anchor;
+  options.start_system_time = otel::common::SystemTimestamp(anchor.ToSystem(start.received));
   const std::string model(start.model);
   otel::nostd::shared_ptr<otel::trace::Span> span;
   if (start.transport == CallTransport::kGrpc) {
@@ -145,14 +144,26 @@ std::unique_ptr<CallTrace> Tracing::StartCall(const CallTraceStart& start,
                                {"infergate.model", model}},
                               options);
   }
-  return std::make_unique<CallTrace>(tracer_, std::move(span), start);
+  return std::make_unique<CallTrace>(tracer_, std::move(span), start, anchor);
 }
 
 bool Tracing::Flush(std::chrono::milliseconds timeout) {
   return queue_->ForceFlush(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
 }
 
-void Tracing::Shutdown() { queue_->Shutdown(); }
+void Tracing::Shutdown(std::chrono::milliseconds timeout) {
+  if (!provider_) return;
+  if (!queue_->Shutdown(std::chrono::duration_cast<std::chrono::microseconds>(timeout))) {
+    LOG_WARNING << "tracing: the collector did not take the last spans within " << timeout.count()
+                << " ms; exiting without them";
+    // The export thread still uses the queue and exporter that the
+    // provider and the tracer own: they stay, unreleased, until the process
+    // ends.
+    new std::shared_ptr<sdktrace::TracerProvider>(std::move(provider_));
+    new otel::nostd::shared_ptr<otel::trace::Tracer>(tracer_);
+  }
+  provider_.reset();
+}
 
 uint64_t Tracing::spans_exported() const { return queue_->exported(); }
 uint64_t Tracing::spans_dropped() const { return queue_->dropped(); }

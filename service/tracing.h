@@ -44,8 +44,11 @@ class Tracing {
 
   // Exports what has ended so far; false if that took longer than `timeout`.
   bool Flush(std::chrono::milliseconds timeout);
-  // Flushes and stops the exporter; later spans are dropped.
-  void Shutdown();
+  // Exports what is left, within `timeout`, and stops the exporter; later
+  // spans are dropped. An export stuck past `timeout` is abandoned to the
+  // process's end (its memory deliberately kept), so a collector that
+  // never answers cannot hold the server's exit.
+  void Shutdown(std::chrono::milliseconds timeout = std::chrono::seconds(2));
 
   uint64_t spans_exported() const;
   uint64_t spans_dropped() const;        // the export queue was full
