@@ -17,7 +17,7 @@ bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
 if yamllint -c .yamllint base overlays monitoring >"$work/lint-src.log" 2>&1; then ok "yamllint sources"; else cat "$work/lint-src.log"; bad "yamllint sources"; fi
 
 rendered=()
-for dir in overlays/cpu overlays/gpu overlays/tls overlays/model-sync monitoring; do
+for dir in overlays/cpu overlays/gpu overlays/tls overlays/model-sync overlays/tracing monitoring; do
   out="$work/$(echo "$dir" | tr / -).yaml"
   if kubectl kustomize "$dir" >"$out" 2>"$work/kustomize.err"; then
     ok "kubectl kustomize $dir"
@@ -60,6 +60,34 @@ if grep -q "^ *grpc:$" "$tls"; then bad "tls overlay still has a plaintext gRPC 
 for want in "nvidia.com/gpu: \"1\"" "runtimeClassName: nvidia" "image: infergate:0.1.0-cuda"; do
   if grep -q "$want" "$gpu"; then ok "gpu overlay has '$want'"; else bad "gpu overlay lacks '$want'"; fi
 done
+
+# Tracing: the servers export to the collector the overlay runs, and the
+# pod's identity goes into the spans' resource.
+tracing="$work/overlays-tracing.yaml"
+for want in "OTEL_EXPORTER_OTLP_ENDPOINT: http://otel-collector:4317" "OTEL_TRACES_SAMPLER: parentbased_traceidratio" \
+            "OTEL_TRACES_SAMPLER_ARG: \"0.01\"" "name: otel-collector-config" "fieldPath: metadata.name" \
+            "value: k8s.pod.name=\$(K8S_POD_NAME)"; do
+  if grep -q -- "$want" "$tracing"; then ok "tracing overlay has '$want'"; else bad "tracing overlay lacks '$want'"; fi
+done
+# A collector config whose pipeline names an undefined exporter must fail.
+sed 's/exporters: \[debug, otlp\/backend\]/exporters: [debug, otlp\/nowhere]/' "$tracing" >"$work/broken-tracing.yaml"
+if out=$(node validate/validate.js "$work/broken-tracing.yaml" 2>&1); then
+  bad "a collector pipeline naming an undefined exporter passed"
+elif grep -q "names exporter otlp/nowhere, which is not defined" <<<"$out"; then
+  ok "a collector pipeline naming an undefined exporter fails, naming it"
+else
+  bad "the broken collector config failed for another reason: $out"
+fi
+# Servers pointed at a port the collector does not serve must fail.
+sed 's|OTEL_EXPORTER_OTLP_ENDPOINT: http://otel-collector:4317|OTEL_EXPORTER_OTLP_ENDPOINT: http://otel-collector:4999|' \
+  "$tracing" >"$work/broken-endpoint.yaml"
+if out=$(node validate/validate.js "$work/broken-endpoint.yaml" 2>&1); then
+  bad "an OTLP endpoint on a port the collector Service lacks passed"
+elif grep -q "Service otel-collector has no port 4999" <<<"$out"; then
+  ok "an OTLP endpoint on a port the collector Service lacks fails, naming the port"
+else
+  bad "the broken endpoint failed for another reason: $out"
+fi
 
 # KServe: the ServingRuntime and the example InferenceService.
 if yamllint -c .yamllint ../kserve >"$work/lint-kserve.log" 2>&1; then ok "yamllint kserve"; else cat "$work/lint-kserve.log"; bad "yamllint kserve"; fi

@@ -496,5 +496,28 @@ TEST_F(TracingSlowCollectorTest, RequestsKeepTheirLatencyAndDroppedSpansAreCount
   EXPECT_GT(MetricValue(metrics, "infergate_trace_spans_dropped_total"), dropped_before);
 }
 
+// A collector that takes the spans but never answers cannot hold the
+// server's exit: the drain flush and the exporter's shutdown are bounded.
+TEST_F(TracingSlowCollectorTest, AStoppingServerDoesNotWaitForACollectorThatNeverAnswers) {
+  receiver_->set_delay(std::chrono::minutes(10));
+  Latencies(30);
+  // The export thread is now stuck in an export.
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       receiver_->exports() == 0 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(receiver_->exports(), 0u);
+  stub_.reset();
+  channel_.reset();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(server_->Stop(), 0);
+  const auto took = std::chrono::steady_clock::now() - start;
+  server_.reset();
+  // The flush waits at most 5 s, the shutdown 2 s, the gRPC grace 1 s:
+  // far under the 10 minutes the collector would take (the bound is
+  // generous for a loaded machine under sanitizers).
+  EXPECT_LT(took, std::chrono::seconds(60));
+}
+
 }  // namespace
 }  // namespace infergate::testing

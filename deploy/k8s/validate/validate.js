@@ -141,6 +141,55 @@ const kserveChecks = {
 
 // JSON with object keys sorted, so key order (which kustomize changes) does
 // not matter.
+// An OpenTelemetry Collector's config (a ConfigMap's config.yaml): every
+// component a pipeline names is defined, and the OTLP receiver's ports.
+function collectorConfig(text, name) {
+  const config = yaml.load(text);
+  need(config && config.service && config.service.pipelines, `${name}: no service.pipelines`);
+  const traces = config.service.pipelines.traces;
+  need(traces, `${name}: no traces pipeline`);
+  for (const kind of ["receivers", "processors", "exporters"]) {
+    for (const component of traces[kind] || []) {
+      need(config[kind] && component in config[kind],
+           `${name}: the traces pipeline names ${kind.slice(0, -1)} ${component}, which is not defined`);
+    }
+  }
+  need((traces.receivers || []).length > 0 && (traces.exporters || []).length > 0,
+       `${name}: the traces pipeline needs a receiver and an exporter`);
+  const processors = traces.processors || [];
+  need(processors[0] === "memory_limiter",
+       `${name}: memory_limiter must be the first processor, or the collector can run out of memory`);
+  const otlp = (config.receivers || {}).otlp;
+  need(otlp && otlp.protocols && otlp.protocols.grpc, `${name}: no OTLP/gRPC receiver`);
+  return { grpcPort: portOf(otlp.protocols.grpc.endpoint) };
+}
+
+// The servers' OTLP endpoint names a Service among the objects, on a port
+// that reaches a collector's OTLP/gRPC receiver.
+function checkTracing(seen) {
+  for (const endpoint of seen.otlpEndpoints) {
+    const m = /^https?:\/\/([^:/]+):(\d+)\/?$/.exec(endpoint.value);
+    need(m, `${endpoint.where}: OTEL_EXPORTER_OTLP_ENDPOINT ${endpoint.value} is not http://SERVICE:PORT`);
+    const [host, port] = [m[1].split(".")[0], Number(m[2])];
+    const service = seen.k8sServices.find((s) => s.metadata.name === host);
+    need(service, `${endpoint.where}: OTEL_EXPORTER_OTLP_ENDPOINT names Service ${host}, which is not defined`);
+    const servicePort = service.spec.ports.find((p) => p.port === port);
+    need(servicePort, `${endpoint.where}: Service ${host} has no port ${port}`);
+    const selector = service.spec.selector || {};
+    const deployment = seen.deployments.find((d) => Object.entries(selector).every(
+      ([k, v]) => (d.spec.template.metadata.labels || {})[k] === v));
+    need(deployment, `Service ${host} selects no Deployment`);
+    const container = deployment.spec.template.spec.containers.find((c) => (c.ports || []).some(
+      (p) => p.name === servicePort.targetPort || p.containerPort === servicePort.targetPort));
+    need(container, `Service ${host} port ${port} reaches no container port of Deployment ${deployment.metadata.name}`);
+    const containerPort = container.ports.find(
+      (p) => p.name === servicePort.targetPort || p.containerPort === servicePort.targetPort).containerPort;
+    need(seen.collectors.some((c) => c.grpcPort === containerPort),
+         `Service ${host} port ${port} reaches container port ${containerPort}, where no collector config has ` +
+         `its OTLP/gRPC receiver`);
+  }
+}
+
 function canonical(v) {
   if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
   if (v && typeof v === "object") {
@@ -158,7 +207,7 @@ function main() {
     else files.push(args[i]);
   }
   let checked = 0;
-  const seen = { runtimes: {}, services: [] };
+  const seen = { runtimes: {}, services: [], otlpEndpoints: [], k8sServices: [], deployments: [], collectors: [] };
   for (const file of files) {
     const docs = yaml.loadAll(fs.readFileSync(file, "utf8")).filter((d) => d);
     if (docs.length === 0) throw new Error(`${file}: no objects`);
@@ -181,6 +230,16 @@ function main() {
       } catch (e) {
         throw new Error(`${name} is invalid: ${e.message}`);
       }
+      if (key === "v1/ConfigMap" && doc.data) {
+        if (doc.data.OTEL_EXPORTER_OTLP_ENDPOINT) {
+          seen.otlpEndpoints.push({ where: name, value: doc.data.OTEL_EXPORTER_OTLP_ENDPOINT });
+        }
+        if (doc.data["config.yaml"] && /^receivers:/m.test(doc.data["config.yaml"])) {
+          seen.collectors.push(collectorConfig(doc.data["config.yaml"], name));
+        }
+      }
+      if (key === "v1/Service") seen.k8sServices.push(doc);
+      if (key === "apps/v1/Deployment") seen.deployments.push(doc);
       if (key.endsWith("/PrometheusRule") && rulesFile) {
         const want = yaml.load(fs.readFileSync(rulesFile, "utf8")).groups;
         if (canonical(doc.spec.groups) !== canonical(want)) {
@@ -205,6 +264,7 @@ function main() {
            `${svc.runtime}'s gRPC port ${runtime.grpcPort} (--address)`);
     }
   }
+  checkTracing(seen);
   console.log(`validated ${checked} objects`);
 }
 
