@@ -27,7 +27,7 @@ out_dir="${BENCH_OUT:-bench/results}"
 if [ "${BENCH_SKIP_BUILD:-0}" != 1 ]; then
   ./deploy/install-deps.sh
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$build_dir" --target infergate infergate-cli make-demo-models inprocess-bench handoff-ceiling
+  cmake --build "$build_dir" --target infergate infergate-cli make-demo-models inprocess-bench handoff-ceiling otlp-sink
 fi
 bin="$build_dir/service/infergate"
 cli="$build_dir/tools/infergate-cli"
@@ -35,9 +35,10 @@ cli="$build_dir/tools/infergate-cli"
 work=$(mktemp -d)
 server_pid=""
 ceiling_pid=""
+extra_pids=""
 cleanup() {
   local pid
-  for pid in $server_pid $ceiling_pid; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  for pid in $server_pid $ceiling_pid $extra_pids; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -191,6 +192,36 @@ done
 kill -TERM "$ceiling_pid"; wait "$ceiling_pid" || true
 ceiling_pid=""
 stop_server
+
+# Tracing's cost: three servers at once, alternating rounds, on the 1-row
+# mlp Infer frame (no traceparent: the sampler decides): tracing off, on
+# sampling 1% of calls, and on sampling every call, exporting over OTLP/gRPC
+# to a collector that keeps up (otlp-sink, counting what it receives).
+echo "== tracing: off, 1%, 100% (1-row mlp, h2load)" >&2
+"$build_dir/tests/otlp-sink" >"$work/otlp-sink.out" 2>"$work/otlp-sink.err" &
+extra_pids="$!"
+await_listening otlp-sink
+sink_address=$address
+declare -A tracing_address=()
+for sampled in off 1 100; do
+  if [ "$sampled" = off ]; then
+    start_server
+  else
+    start_server --otlp-endpoint="http://$sink_address" --trace-sampler=traceidratio \
+      --trace-sampler-arg="$(awk -v p="$sampled" 'BEGIN { printf "%g", p / 100 }')"
+  fi
+  tracing_address[$sampled]=$address
+  extra_pids="$extra_pids $server_pid"
+  server_pid=""
+done
+for c in 8 64; do
+  record_rounds "tracing mlp off $c h2load_row infer $c ${tracing_address[off]}" \
+    "tracing mlp sampled-1pct $c h2load_row infer $c ${tracing_address[1]}" \
+    "tracing mlp sampled-100pct $c h2load_row infer $c ${tracing_address[100]}"
+done
+for pid in $extra_pids; do kill -TERM "$pid"; wait "$pid" || true; done
+extra_pids=""
+echo "  $(tail -n1 "$work/otlp-sink.out")" >&2
 
 echo "== in-process floor" >&2
 # Two ways to use the machine's cores: one caller with every core as intra-op
@@ -382,6 +413,13 @@ targets=$(awk -F, '
     for (i = 1; i <= 3; i++) {
       r = ratio(rps["protocols,mlp,v2-stream," cs[i]], rps["protocols,mlp,v2," cs[i]])
       row("ModelStreamInfer / unary ModelInfer, concurrency " cs[i], sprintf("%.3f", r), ">= 1.5", r >= 1.5)
+    }
+    split("8 64", tcs, " ")
+    for (i = 1; i <= 2; i++) {
+      r = ratio(rps["tracing,mlp,sampled-1pct," tcs[i]], rps["tracing,mlp,off," tcs[i]])
+      row("tracing on, 1% sampled / off, " tcs[i] " streams (h2load)", sprintf("%.3f", r), ">= 0.97", r >= 0.97)
+      printf "| tracing on, every call sampled / off, %d streams (h2load) | %.3f | (context) | |\n", tcs[i],
+        ratio(rps["tracing,mlp,sampled-100pct," tcs[i]], rps["tracing,mlp,off," tcs[i]])
     }
   }' "$csv")
 echo "$targets" | sed 's/^/  /' >&2
