@@ -7,14 +7,12 @@
 
 namespace infergate {
 
-namespace {
-std::string Hex(const std::array<uint8_t, 16>& id) {
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(id.data()), id.size()));
-}
-}  // namespace
+RequestTrace::RequestTrace(TraceSpanRef self, bool recording) : self_(self), recording_(recording) {}
 
-RequestTrace::RequestTrace(TraceSpanRef self, bool recording)
-    : self_(self), recording_(recording), trace_id_hex_(Hex(self.trace_id)) {}
+std::string RequestTrace::trace_id_hex() const {
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(self_.trace_id.data()), self_.trace_id.size()));
+}
 
 void RequestTrace::Queued(absl::string_view device, absl::string_view fallback_reason, uint32_t priority,
                           Clock::time_point at) {

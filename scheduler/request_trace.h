@@ -70,7 +70,7 @@ class RequestTrace {
   const TraceSpanRef& self() const { return self_; }
   bool recording() const { return recording_; }
   // The trace id as 32 lower-case hex digits, for log lines.
-  const std::string& trace_id_hex() const { return trace_id_hex_; }
+  std::string trace_id_hex() const;
 
   // A new attempt: queued on `device` at `at`.
   void Queued(absl::string_view device, absl::string_view fallback_reason, uint32_t priority, Clock::time_point at);
@@ -88,7 +88,6 @@ class RequestTrace {
  private:
   const TraceSpanRef self_;
   const bool recording_;
-  const std::string trace_id_hex_;
   mutable Mutex mu_;
   std::vector<Attempt> attempts_ ABSL_GUARDED_BY(mu_);
 };

@@ -38,13 +38,14 @@ bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, Toke
 }
 
 InferCallReactor::InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
-                                   absl::string_view model, absl::string_view rpc_service, absl::string_view rpc_method)
+                                   absl::string_view model, const Rpc& rpc)
     : call_(InferCall::Begin(front_end, model, [this](const absl::Status& status) { Finish(ToGrpcStatus(status)); })) {
   if (front_end.tracing()) {
     CallTraceStart start;
     start.transport = CallTransport::kGrpc;
-    start.rpc_service = rpc_service;
-    start.rpc_method = rpc_method;
+    start.span_name = rpc.full_name;
+    start.rpc_service = rpc.service;
+    start.rpc_method = rpc.method;
     start.model = model;
     call_->Trace(start, [&ctx](absl::string_view name) { return MetadataValue(ctx, name); });
   }

@@ -44,10 +44,23 @@ bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, Toke
 // with the call. Deletes itself.
 class InferCallReactor final : public grpc::ServerUnaryReactor {
  public:
+  // The RPC a call came by, for its trace: the full method name
+  // ("inference.GRPCInferenceService/ModelInfer"), service and method.
+  struct Rpc {
+    absl::string_view full_name;
+    absl::string_view service;
+    absl::string_view method;
+  };
+  static constexpr Rpc kV1Infer{"infergate.v1.InferenceService/Infer", "infergate.v1.InferenceService", "Infer"};
+  static constexpr Rpc kModelInfer{"inference.GRPCInferenceService/ModelInfer", "inference.GRPCInferenceService",
+                                   "ModelInfer"};
+  static constexpr Rpc kModelStreamInfer{"inference.GRPCInferenceService/ModelStreamInfer",
+                                         "inference.GRPCInferenceService", "ModelStreamInfer"};
+
   // Begins a call for model `model` (as the client named it), traced as
-  // `rpc_service`/`rpc_method` with the context in the call's metadata.
+  // `rpc` with the context in the call's metadata.
   InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx, absl::string_view model,
-                   absl::string_view rpc_service, absl::string_view rpc_method);
+                   const Rpc& rpc);
   InferCall& call() { return *call_; }
   // InferCall::Admit with the call's token.
   bool Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes);

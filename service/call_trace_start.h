@@ -14,6 +14,9 @@ enum class CallTransport { kGrpc, kHttp };
 
 struct CallTraceStart {
   CallTransport transport = CallTransport::kGrpc;
+  // The server span's name: "<rpc_service>/<rpc_method>", or "POST <route>"
+  // (a constant, so an unsampled call builds no string).
+  absl::string_view span_name;
   // gRPC: the full service name ("inference.GRPCInferenceService") and the
   // method ("ModelInfer").
   absl::string_view rpc_service;

@@ -65,7 +65,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
                                                       const v1::InferRequest* request,
                                                       v1::InferResponse* response) {
   const std::string model = ModelNameOf(*ctx, request->model());
-  auto* reactor = new InferCallReactor(front_end_, *ctx, model, "infergate.v1.InferenceService", "Infer");
+  auto* reactor = new InferCallReactor(front_end_, *ctx, model, InferCallReactor::kV1Infer);
   InferCall& call = reactor->call();
   if (!reactor->Admit(*ctx, request->ByteSizeLong())) return reactor;
   const CodecLimits& limits = front_end_.limits();

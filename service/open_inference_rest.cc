@@ -291,8 +291,9 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
   if (front_end_.tracing()) {
     CallTraceStart start;
     start.transport = CallTransport::kHttp;
-    start.http_route = version.empty() ? "/v2/models/{model_name}/infer"
-                                       : "/v2/models/{model_name}/versions/{model_version}/infer";
+    start.span_name = version.empty() ? "POST /v2/models/{model_name}/infer"
+                                      : "POST /v2/models/{model_name}/versions/{model_version}/infer";
+    start.http_route = start.span_name.substr(5);
     start.url_path = request->path;
     start.http_status_for = HttpStatusFor;
     start.model = model;

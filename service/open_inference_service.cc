@@ -83,7 +83,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
                                                            const inference::ModelInferRequest* request,
                                                            inference::ModelInferResponse* response) {
   const std::string model = ModelNameOf(*ctx, request->model_name());
-  auto* reactor = new InferCallReactor(front_end_, *ctx, model, "inference.GRPCInferenceService", "ModelInfer");
+  auto* reactor = new InferCallReactor(front_end_, *ctx, model, InferCallReactor::kModelInfer);
   InferCall& call = reactor->call();
   if (!reactor->Admit(*ctx, request->ByteSizeLong())) return reactor;
   InferenceRequest req;

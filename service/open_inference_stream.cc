@@ -108,8 +108,9 @@ void InferStreamReactor::Submit(InferCall& call, std::shared_ptr<inference::Mode
   if (front_end_.tracing()) {
     CallTraceStart start;
     start.transport = CallTransport::kGrpc;
-    start.rpc_service = "inference.GRPCInferenceService";
-    start.rpc_method = "ModelStreamInfer";
+    start.span_name = InferCallReactor::kModelStreamInfer.full_name;
+    start.rpc_service = InferCallReactor::kModelStreamInfer.service;
+    start.rpc_method = InferCallReactor::kModelStreamInfer.method;
     start.model = request->model_name();
     call.Trace(start, [this](absl::string_view name) { return MetadataValue(ctx_, name); });
   }

@@ -114,35 +114,32 @@ Tracing::~Tracing() { Shutdown(); }
 
 std::unique_ptr<CallTrace> Tracing::StartCall(const CallTraceStart& start,
                                               absl::FunctionRef<absl::string_view(absl::string_view name)> header) {
-  HeaderCarrier carrier(header);
-  otel::trace::propagation::HttpTraceContext propagator;
-  otel::context::Context empty;
-  otel::context::Context parent = propagator.Extract(carrier, empty);
-
   otel::trace::StartSpanOptions options;
   options.kind = otel::trace::SpanKind::kServer;
-  options.parent = parent;
+  if (!header("traceparent").empty()) {
+    HeaderCarrier carrier(header);
+    otel::context::Context empty;
+    options.parent = otel::trace::propagation::HttpTraceContext().Extract(carrier, empty);
+  }
   options.start_steady_time = otel::common::SteadyTimestamp(start.received);
   const ClockAnchor anchor;
   options.start_system_time = otel::common::SystemTimestamp(anchor.ToSystem(start.received));
-  const std::string model(start.model);
-  otel::nostd::shared_ptr<otel::trace::Span> span;
-  if (start.transport == CallTransport::kGrpc) {
-    const std::string name = absl::StrCat(start.rpc_service, "/", start.rpc_method);
-    span = tracer_->StartSpan(name,
-                              {{"rpc.system", "grpc"},
-                               {"rpc.service", otel::nostd::string_view(start.rpc_service.data(), start.rpc_service.size())},
-                               {"rpc.method", otel::nostd::string_view(start.rpc_method.data(), start.rpc_method.size())},
-                               {"infergate.model", model}},
-                              options);
-  } else {
-    const std::string name = absl::StrCat("POST ", start.http_route);
-    span = tracer_->StartSpan(name,
-                              {{"http.request.method", "POST"},
-                               {"http.route", otel::nostd::string_view(start.http_route.data(), start.http_route.size())},
-                               {"url.path", otel::nostd::string_view(start.url_path.data(), start.url_path.size())},
-                               {"infergate.model", model}},
-                              options);
+  // The sampler decides on the name and parent alone; the attributes are
+  // set only on a span that records, so an unsampled call builds none.
+  otel::nostd::shared_ptr<otel::trace::Span> span =
+      tracer_->StartSpan(otel::nostd::string_view(start.span_name.data(), start.span_name.size()), options);
+  if (span->IsRecording()) {
+    auto text = [](absl::string_view v) { return otel::nostd::string_view(v.data(), v.size()); };
+    if (start.transport == CallTransport::kGrpc) {
+      span->SetAttribute("rpc.system", "grpc");
+      span->SetAttribute("rpc.service", text(start.rpc_service));
+      span->SetAttribute("rpc.method", text(start.rpc_method));
+    } else {
+      span->SetAttribute("http.request.method", "POST");
+      span->SetAttribute("http.route", text(start.http_route));
+      span->SetAttribute("url.path", text(start.url_path));
+    }
+    span->SetAttribute("infergate.model", text(start.model));
   }
   return std::make_unique<CallTrace>(tracer_, std::move(span), start, anchor);
 }
