@@ -11,6 +11,7 @@
 #include "opentelemetry/exporters/otlp/otlp_grpc_exporter_options.h"
 #include "opentelemetry/exporters/otlp/otlp_http_exporter_factory.h"
 #include "opentelemetry/exporters/otlp/otlp_http_exporter_options.h"
+#include "opentelemetry/sdk/common/global_log_handler.h"
 #include "opentelemetry/sdk/resource/resource.h"
 #include "opentelemetry/sdk/trace/samplers/always_off_factory.h"
 #include "opentelemetry/sdk/trace/samplers/always_on_factory.h"
@@ -42,6 +43,27 @@ class HeaderCarrier final : public otel::context::propagation::TextMapCarrier {
 
  private:
   absl::FunctionRef<absl::string_view(absl::string_view)> header_;
+};
+
+// The SDK's own messages (an export that failed: the collector is slow or
+// gone) go to the server's log, at most one a second, instead of a line
+// per failed batch on stderr.
+class SdkLogHandler final : public otel::sdk::common::internal_log::LogHandler {
+ public:
+  void Handle(otel::sdk::common::internal_log::LogLevel level, const char*, int, const char* msg,
+              const otel::sdk::common::AttributeMap&) noexcept override {
+    uint64_t held = 0;
+    if (!limiter_.Allow(&held)) return;
+    const std::string suppressed = held ? absl::StrCat(" (", held, " similar lines suppressed)") : "";
+    if (level == otel::sdk::common::internal_log::LogLevel::Error) {
+      LOG_WARNING << "tracing: " << msg << suppressed;
+    } else {
+      LOG_INFO << "tracing: " << msg << suppressed;
+    }
+  }
+
+ private:
+  LogRateLimiter limiter_{1};
 };
 
 std::unique_ptr<sdktrace::Sampler> MakeSampler(const TracingOptions& o) {
@@ -82,6 +104,10 @@ std::unique_ptr<sdktrace::SpanExporter> MakeExporter(const TracingOptions& o) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tracing>> Tracing::Create(const TracingOptions& options) {
+  otel::sdk::common::internal_log::GlobalLogHandler::SetLogHandler(
+      otel::nostd::shared_ptr<otel::sdk::common::internal_log::LogHandler>(new SdkLogHandler()));
+  otel::sdk::common::internal_log::GlobalLogHandler::SetLogLevel(
+      otel::sdk::common::internal_log::LogLevel::Warning);
   std::unique_ptr<sdktrace::SpanExporter> exporter = MakeExporter(options);
   if (!exporter) return absl::InvalidArgumentError("tracing: the OTLP exporter could not be made");
   SpanExportQueue::Options queue_options;
@@ -154,10 +180,14 @@ void Tracing::Shutdown(std::chrono::milliseconds timeout) {
     LOG_WARNING << "tracing: the collector did not take the last spans within " << timeout.count()
                 << " ms; exiting without them";
     // The export thread still uses the queue and exporter that the
-    // provider and the tracer own: they stay, unreleased, until the process
-    // ends.
-    new std::shared_ptr<sdktrace::TracerProvider>(std::move(provider_));
-    new otel::nostd::shared_ptr<otel::trace::Tracer>(tracer_);
+    // provider and the tracer own: they stay, unreleased (and reachable,
+    // for leak checkers), until the process ends.
+    struct Abandoned {
+      std::shared_ptr<sdktrace::TracerProvider> provider;
+      otel::nostd::shared_ptr<otel::trace::Tracer> tracer;
+    };
+    [[maybe_unused]] static Abandoned* abandoned = nullptr;
+    abandoned = new Abandoned{std::move(provider_), tracer_};
   }
   provider_.reset();
 }
