@@ -29,6 +29,15 @@ namespace infergate {
 namespace otel = opentelemetry;
 namespace sdktrace = opentelemetry::sdk::trace;
 
+// What a Shutdown that timed out leaves to the export thread still running
+// (see Tracing::Shutdown). A global with external linkage, so the store is
+// kept and leak checkers see it reachable.
+struct AbandonedTracing {
+  std::shared_ptr<sdktrace::TracerProvider> provider;
+  otel::nostd::shared_ptr<otel::trace::Tracer> tracer;
+};
+AbandonedTracing* abandoned_tracing = nullptr;
+
 namespace {
 
 // The caller's headers (gRPC metadata or HTTP), read-only.
@@ -182,12 +191,7 @@ void Tracing::Shutdown(std::chrono::milliseconds timeout) {
     // The export thread still uses the queue and exporter that the
     // provider and the tracer own: they stay, unreleased (and reachable,
     // for leak checkers), until the process ends.
-    struct Abandoned {
-      std::shared_ptr<sdktrace::TracerProvider> provider;
-      otel::nostd::shared_ptr<otel::trace::Tracer> tracer;
-    };
-    [[maybe_unused]] static Abandoned* abandoned = nullptr;
-    abandoned = new Abandoned{std::move(provider_), tracer_};
+    abandoned_tracing = new AbandonedTracing{std::move(provider_), tracer_};
   }
   provider_.reset();
 }

@@ -392,6 +392,54 @@ TEST_F(TracingFallbackTest, AFallbackFromMpsCarriesItsReason) {
       << server_->Log();
 }
 
+// Two models on a simulated GPU whose cache holds one of them: a request
+// for the evicted one waits for its load, and its trace says so.
+class TracingModelLoadTest : public TracingTest {
+ protected:
+  std::vector<std::string> MoreArgs() const override {
+    return {"--simulate-devices=cuda:0", "--cache-budget=cuda:0=1.8MiB"};
+  }
+  v1::InferRequest OnCuda(const std::string& model) {
+    v1::InferRequest req = model == "cnn" ? Request("cnn", {{"image", at::randn({1, 3, 64, 64})}})
+                                          : Request("mlp", {{"x", at::randn({1, 256})}});
+    req.set_device("cuda:0");
+    req.set_precision(v1::FP32);  // cnn 0.35 MB + mlp 1.6 MB > 1.8 MiB
+    return req;
+  }
+};
+
+TEST_F(TracingModelLoadTest, ARequestThatWaitsForALoadHasAModelLoadSpan) {
+  for (const char* model : {"cnn", "mlp"}) {  // mlp's load evicts cnn
+    v1::InferResponse resp;
+    ASSERT_TRUE(Infer(OnCuda(model), &resp).ok()) << model;
+  }
+  Caller loads = NewCaller();
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("traceparent", loads.traceparent());
+    v1::InferResponse resp;
+    ASSERT_TRUE(stub_->Infer(&ctx, OnCuda("cnn"), &resp).ok());
+    EXPECT_EQ(resp.placement().device(), "cuda:0");
+  }
+  Caller resident = NewCaller();
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("traceparent", resident.traceparent());
+    v1::InferResponse resp;
+    ASSERT_TRUE(stub_->Infer(&ctx, OnCuda("cnn"), &resp).ok());
+  }
+  std::vector<Span> spans = WaitForTrace(loads.trace_id);
+  const Span* attempt = Named(spans, "infergate.attempt");
+  ASSERT_NE(attempt, nullptr);
+  EXPECT_EQ(Attribute(*attempt, "infergate.device"), "cuda:0");
+  const Span* load = Named(spans, "infergate.model_load", HexId(attempt->span_id()));
+  ASSERT_NE(load, nullptr) << "the request waited for cnn to load, and its trace does not say so";
+  EXPECT_EQ(Attribute(*load, "infergate.device"), "cuda:0");
+  EXPECT_GT(load->end_time_unix_nano(), load->start_time_unix_nano());
+  // The next request finds it resident: no load span.
+  EXPECT_EQ(Named(WaitForTrace(resident.trace_id), "infergate.model_load"), nullptr);
+}
+
 TEST_F(TracingTest, ABatchedRequestLinksToTheOtherRequestsOfItsBatch) {
   // Concurrent callers until some request shares a batch; each carries a
   // trace of its own.
