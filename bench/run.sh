@@ -133,8 +133,13 @@ median_of() {
 record_rounds() {  # spec...
   local -A lines=()
   local spec round words
+  local specs=("$@") i
   for ((round = 1; round <= rounds; round++)); do
-    for spec in "$@"; do
+    # Each round starts one spec later, so no row always runs right after
+    # the same neighbour (a machine that slows down after a heavy row would
+    # otherwise charge it to the next one every time).
+    for ((i = 0; i < ${#specs[@]}; i++)); do
+      spec=${specs[$(((i + round - 1) % ${#specs[@]}))]}
       read -r -a words <<<"$spec"
       lines[$spec]+=$("${words[@]:4}")$'\n'
     done
