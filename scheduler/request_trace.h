@@ -63,8 +63,8 @@ class RequestTrace {
   };
 
   // `self`: the request's server span; `recording`: whether its spans are
-  // kept (sampled). An unsampled request still carries its identity, for
-  // log lines and its companions' links, but notes nothing.
+  // kept (sampled). The front end gives a record only to sampled calls;
+  // `recording` false notes nothing.
   RequestTrace(TraceSpanRef self, bool recording);
 
   const TraceSpanRef& self() const { return self_; }

@@ -57,7 +57,8 @@ CallTrace::CallTrace(shared_ptr<otel::trace::Tracer> tracer, shared_ptr<otel::tr
       server_(std::move(server_span)),
       transport_(start.transport),
       http_status_for_(start.http_status_for),
-      record_(std::make_shared<RequestTrace>(RefOf(server_->GetContext()), server_->IsRecording())),
+      recording_(server_->IsRecording()),
+      record_(recording_ ? std::make_shared<RequestTrace>(RefOf(server_->GetContext()), true) : nullptr),
       anchor_(anchor),
       started_(start.received) {}
 
@@ -67,7 +68,14 @@ CallTrace::~CallTrace() {
   if (!ended_) End(absl::CancelledError("the call ended without an answer"), nullptr, Clock::now());
 }
 
+std::string CallTrace::trace_id_hex() const {
+  char hex[otel::trace::TraceId::kSize * 2];
+  server_->GetContext().trace_id().ToLowerBase16(hex);
+  return std::string(hex, sizeof(hex));
+}
+
 void CallTrace::Admitted(Clock::time_point at, const absl::Status& outcome) {
+  if (!recording_) return;
   admitted_ = at;
   admission_ = outcome;
 }

@@ -61,10 +61,13 @@ class CallTrace {
   CallTrace& operator=(const CallTrace&) = delete;
   ~CallTrace();
 
-  // What the core notes into (shared with the request); its identity is
-  // also there for unsampled calls.
+  // What the core notes into (shared with the request); null for a call
+  // that is not sampled, which records nothing.
   const std::shared_ptr<RequestTrace>& record() const { return record_; }
-  bool recording() const { return record_->recording(); }
+  bool recording() const { return recording_; }
+  // The trace id as 32 lower-case hex digits, for log lines (also for an
+  // unsampled call, whose caller may have sent it).
+  std::string trace_id_hex() const;
 
   // Admission decided at `at`: OK, or the refusal.
   void Admitted(Clock::time_point at, const absl::Status& outcome);
@@ -87,6 +90,7 @@ class CallTrace {
   opentelemetry::nostd::shared_ptr<opentelemetry::trace::Span> server_;
   const CallTransport transport_;
   int (*const http_status_for_)(const absl::Status& status);
+  const bool recording_;
   std::shared_ptr<RequestTrace> record_;
   const ClockAnchor anchor_;
   const Clock::time_point started_;

@@ -86,7 +86,7 @@ void InferCall::Refuse(const absl::Status& status) {
 
 void InferCall::Submit(InferenceRequest request, Encode encode) {
   request.received = received_;
-  if (trace_) {
+  if (trace_ && trace_->recording()) {
     trace_->Submitted(request, Clock::now());
     request.trace = trace_->record();
   }
@@ -141,7 +141,8 @@ void InferCall::End(const RequestLabels& labels, const absl::Status& status, con
   const Clock::time_point ended = Clock::now();
   if (InferCallObserver* o = front_end_.observer()) o->RecordInfer(labels, status, result, MicrosBetween(received_, ended));
   LogEnd(labels, status, ended);
-  if (!trace_) return finish_(status);
+  // An unsampled call's span ends with it, recording nothing.
+  if (!trace_ || !trace_->recording()) return finish_(status);
   // The answer goes out first; the spans are built after. `finish_` may
   // let the transport drop its share of this call, so hold one here.
   std::shared_ptr<InferCall> keep = shared_from_this();
@@ -150,7 +151,7 @@ void InferCall::End(const RequestLabels& labels, const absl::Status& status, con
 }
 
 void InferCall::LogEnd(const RequestLabels& labels, const absl::Status& status, Clock::time_point ended) const {
-  auto trace_id = [this] { return trace_ ? absl::StrCat(" trace_id=", trace_->record()->trace_id_hex()) : std::string(); };
+  auto trace_id = [this] { return trace_ ? absl::StrCat(" trace_id=", trace_->trace_id_hex()) : std::string(); };
   const absl::StatusCode code = status.code();
   // The server's own faults; the rest are the caller's, or expected.
   if (code == absl::StatusCode::kInternal || code == absl::StatusCode::kUnknown ||

@@ -1,8 +1,10 @@
 #include "service/tracing.h"
 
+#include <random>
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "opentelemetry/context/context.h"
@@ -75,6 +77,52 @@ class SdkLogHandler final : public otel::sdk::common::internal_log::LogHandler {
   LogRateLimiter limiter_{1};
 };
 
+// The sampler the SDK runs. A call with no caller's trace (a root) was
+// already chosen by Tracing::StartCall (the configured ratio, drawn before
+// any span exists, so an unchosen call costs nothing), so a root is
+// sampled here; a span under one of this server's own spans follows it; a
+// caller's trace goes to the configured sampler.
+class ChosenRootSampler final : public sdktrace::Sampler {
+ public:
+  explicit ChosenRootSampler(std::unique_ptr<sdktrace::Sampler> for_callers) : for_callers_(std::move(for_callers)) {}
+  sdktrace::SamplingResult ShouldSample(const otel::trace::SpanContext& parent, otel::trace::TraceId trace_id,
+                                        otel::nostd::string_view name, otel::trace::SpanKind kind,
+                                        const otel::common::KeyValueIterable& attributes,
+                                        const otel::trace::SpanContextKeyValueIterable& links) noexcept override {
+    if (!parent.IsValid()) {
+      return {sdktrace::Decision::RECORD_AND_SAMPLE, nullptr, otel::trace::TraceState::GetDefault()};
+    }
+    if (!parent.IsRemote()) {
+      return {parent.IsSampled() ? sdktrace::Decision::RECORD_AND_SAMPLE : sdktrace::Decision::DROP, nullptr,
+              parent.trace_state()};
+    }
+    return for_callers_->ShouldSample(parent, trace_id, name, kind, attributes, links);
+  }
+  otel::nostd::string_view GetDescription() const noexcept override { return "infergate"; }
+
+ private:
+  std::unique_ptr<sdktrace::Sampler> for_callers_;
+};
+
+// The share of calls without a caller's trace that are traced.
+double RootRatio(const TracingOptions& o) {
+  if (absl::EndsWith(o.sampler, "always_on")) return 1.0;
+  if (absl::EndsWith(o.sampler, "always_off")) return 0.0;
+  return o.sampler_ratio;
+}
+
+// A uniform draw in [0, 1) from a per-thread generator (xorshift64*).
+double Draw() {
+  thread_local uint64_t state = [] {
+    std::random_device seed;
+    return (uint64_t{seed()} << 32 | seed()) | 1;
+  }();
+  state ^= state >> 12;
+  state ^= state << 25;
+  state ^= state >> 27;
+  return static_cast<double>((state * 0x2545F4914F6CDD1DULL) >> 11) * 0x1.0p-53;
+}
+
 std::unique_ptr<sdktrace::Sampler> MakeSampler(const TracingOptions& o) {
   const std::string& name = o.sampler;
   auto base = [&](absl::string_view kind) -> std::unique_ptr<sdktrace::Sampler> {
@@ -129,7 +177,8 @@ absl::StatusOr<std::unique_ptr<Tracing>> Tracing::Create(const TracingOptions& o
   for (const auto& [key, value] : options.resource_attributes) attributes.SetAttribute(key, value);
   attributes.SetAttribute("service.name", options.service_name);
   std::shared_ptr<sdktrace::TracerProvider> provider = sdktrace::TracerProviderFactory::Create(
-      std::move(queue), otel::sdk::resource::Resource::Create(attributes), MakeSampler(options));
+      std::move(queue), otel::sdk::resource::Resource::Create(attributes),
+      std::make_unique<ChosenRootSampler>(MakeSampler(options)));
   LOG_INFO << "tracing: OTLP/" << (options.protocol == TracingOptions::Protocol::kGrpc ? "gRPC" : "HTTP") << " to "
            << options.endpoint << ", sampler " << options.sampler
            << (options.sampler.find("traceidratio") != std::string::npos ? absl::StrCat(" ", options.sampler_ratio) : std::string())
@@ -143,6 +192,7 @@ Tracing::Tracing(const TracingOptions& options, std::shared_ptr<sdktrace::Tracer
     : options_(options),
       provider_(std::move(provider)),
       queue_(queue),
+      root_ratio_(RootRatio(options)),
       tracer_(provider_->GetTracer("infergate", INFERGATE_TRACER_VERSION)) {}
 
 Tracing::~Tracing() { Shutdown(); }
@@ -151,11 +201,16 @@ std::unique_ptr<CallTrace> Tracing::StartCall(const CallTraceStart& start,
                                               absl::FunctionRef<absl::string_view(absl::string_view name)> header) {
   otel::trace::StartSpanOptions options;
   options.kind = otel::trace::SpanKind::kServer;
+  bool has_parent = false;
   if (!header("traceparent").empty()) {
     HeaderCarrier carrier(header);
     otel::context::Context empty;
-    options.parent = otel::trace::propagation::HttpTraceContext().Extract(carrier, empty);
+    otel::context::Context parent = otel::trace::propagation::HttpTraceContext().Extract(carrier, empty);
+    has_parent = otel::trace::GetSpan(parent)->GetContext().IsValid();  // a malformed one is ignored
+    if (has_parent) options.parent = parent;
   }
+  // A root call the ratio does not choose is not traced at all.
+  if (!has_parent && (root_ratio_ <= 0.0 || (root_ratio_ < 1.0 && Draw() >= root_ratio_))) return nullptr;
   options.start_steady_time = otel::common::SteadyTimestamp(start.received);
   const ClockAnchor anchor;
   options.start_system_time = otel::common::SystemTimestamp(anchor.ToSystem(start.received));

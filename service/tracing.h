@@ -37,8 +37,10 @@ class Tracing {
   // Starts the call's server span, a child of the context in the caller's
   // `traceparent` and `tracestate` (`header` answers a lower-case header
   // name, "" when absent; a malformed traceparent is ignored, as W3C
-  // says). Sampling decides whether the call records spans; its identity
-  // is kept either way, for log lines.
+  // says). A call with a caller's trace is sampled as the sampler says
+  // (unsampled, it keeps the trace's identity for log lines). A call
+  // without one is a root: the sampler's ratio chooses it before any span
+  // is made, and an unchosen root gets null (not traced, nothing spent).
   std::unique_ptr<CallTrace> StartCall(const CallTraceStart& start,
                                        absl::FunctionRef<absl::string_view(absl::string_view name)> header);
 
@@ -63,6 +65,7 @@ class Tracing {
   const TracingOptions options_;
   std::shared_ptr<opentelemetry::sdk::trace::TracerProvider> provider_;
   SpanExportQueue* const queue_;  // owned by provider_
+  const double root_ratio_;       // the share of root calls traced
   opentelemetry::nostd::shared_ptr<opentelemetry::trace::Tracer> tracer_;
 };
 

@@ -336,6 +336,33 @@ TEST_F(TracingTest, CallsWithoutTraceContextStartTheirOwnTrace) {
   EXPECT_GT(receiver_->spans_received(), before);
 }
 
+// 1% of the calls without a caller's trace, here none at all: a caller's
+// sampled trace is still followed.
+class TracingRatioTest : public TracingTest {
+ protected:
+  std::vector<std::string> MoreArgs() const override {
+    return {"--trace-sampler=parentbased_traceidratio", "--trace-sampler-arg=0"};
+  }
+};
+
+TEST_F(TracingRatioTest, UnchosenRootCallsAreNotTracedAndCallersTracesAre) {
+  for (int i = 0; i < 20; ++i) {
+    v1::InferResponse resp;
+    ASSERT_TRUE(Infer(Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
+  }
+  Caller caller = NewCaller();
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("traceparent", caller.traceparent());
+  v1::InferResponse resp;
+  ASSERT_TRUE(stub_->Infer(&ctx, Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
+  // The calls ended in order, and their spans are exported in the order
+  // they ended: once the caller's trace is in, any root's would be.
+  ASSERT_NE(Named(WaitForTrace(caller.trace_id), "infergate.v1.InferenceService/Infer"), nullptr);
+  for (const ReceivedSpan& r : receiver_->Spans()) {
+    EXPECT_EQ(HexId(r.span.trace_id()), caller.trace_id) << "a root call was traced: " << r.span.name();
+  }
+}
+
 // Simulated MPS lacks max_pool2d: the demo cnn falls back to the CPU.
 class TracingFallbackTest : public TracingTest {
  protected:
