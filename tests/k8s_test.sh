@@ -69,25 +69,25 @@ for want in "OTEL_EXPORTER_OTLP_ENDPOINT: http://otel-collector:4317" "OTEL_TRAC
             "value: k8s.pod.name=\$(K8S_POD_NAME)"; do
   if grep -q -- "$want" "$tracing"; then ok "tracing overlay has '$want'"; else bad "tracing overlay lacks '$want'"; fi
 done
-# A collector config whose pipeline names an undefined exporter must fail.
+# A broken variant must fail the check, and for the reason it was broken for.
+must_fail() {  # what expected-message file...
+  local what="$1" expected="$2" out
+  shift 2
+  if out=$(node validate/validate.js "$@" 2>&1); then
+    bad "$what passed"
+  elif grep -q -- "$expected" <<<"$out"; then
+    ok "$what fails, saying so"
+  else
+    bad "$what failed for another reason: $out"
+  fi
+}
 sed 's/exporters: \[debug, otlp\/backend\]/exporters: [debug, otlp\/nowhere]/' "$tracing" >"$work/broken-tracing.yaml"
-if out=$(node validate/validate.js "$work/broken-tracing.yaml" 2>&1); then
-  bad "a collector pipeline naming an undefined exporter passed"
-elif grep -q "names exporter otlp/nowhere, which is not defined" <<<"$out"; then
-  ok "a collector pipeline naming an undefined exporter fails, naming it"
-else
-  bad "the broken collector config failed for another reason: $out"
-fi
-# Servers pointed at a port the collector does not serve must fail.
+must_fail "a collector pipeline naming an undefined exporter" "names exporter otlp/nowhere, which is not defined" \
+  "$work/broken-tracing.yaml"
 sed 's|OTEL_EXPORTER_OTLP_ENDPOINT: http://otel-collector:4317|OTEL_EXPORTER_OTLP_ENDPOINT: http://otel-collector:4999|' \
   "$tracing" >"$work/broken-endpoint.yaml"
-if out=$(node validate/validate.js "$work/broken-endpoint.yaml" 2>&1); then
-  bad "an OTLP endpoint on a port the collector Service lacks passed"
-elif grep -q "Service otel-collector has no port 4999" <<<"$out"; then
-  ok "an OTLP endpoint on a port the collector Service lacks fails, naming the port"
-else
-  bad "the broken endpoint failed for another reason: $out"
-fi
+must_fail "an OTLP endpoint on a port the collector Service lacks" "Service otel-collector has no port 4999" \
+  "$work/broken-endpoint.yaml"
 
 # KServe: the ServingRuntime and the example InferenceService.
 if yamllint -c .yamllint ../kserve >"$work/lint-kserve.log" 2>&1; then ok "yamllint kserve"; else cat "$work/lint-kserve.log"; bad "yamllint kserve"; fi
