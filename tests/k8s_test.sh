@@ -11,6 +11,18 @@ passed=0
 failed=0
 ok() { passed=$((passed + 1)); echo "ok: $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
+# A broken manifest must fail the check, and for the reason it was broken for.
+expect_invalid() {  # what, expected message, files...
+  local what="$1" why="$2" out
+  shift 2
+  if out=$(node validate/validate.js "$@" 2>&1); then
+    bad "$what passed"
+  elif grep -qF -- "$why" <<<"$out"; then
+    ok "$what fails the check for its reason"
+  else
+    bad "$what failed for another reason: $out"
+  fi
+}
 
 (cd validate && npm ci --no-audit --no-fund --loglevel=error >"$work/npm.log" 2>&1) || { cat "$work/npm.log"; bad "npm ci"; }
 
@@ -69,24 +81,12 @@ for want in "OTEL_EXPORTER_OTLP_ENDPOINT: http://otel-collector:4317" "OTEL_TRAC
             "value: k8s.pod.name=\$(K8S_POD_NAME)"; do
   if grep -q -- "$want" "$tracing"; then ok "tracing overlay has '$want'"; else bad "tracing overlay lacks '$want'"; fi
 done
-# A broken variant must fail the check, and for the reason it was broken for.
-must_fail() {  # what expected-message file...
-  local what="$1" expected="$2" out
-  shift 2
-  if out=$(node validate/validate.js "$@" 2>&1); then
-    bad "$what passed"
-  elif grep -q -- "$expected" <<<"$out"; then
-    ok "$what fails, saying so"
-  else
-    bad "$what failed for another reason: $out"
-  fi
-}
 sed 's/exporters: \[debug, otlp\/backend\]/exporters: [debug, otlp\/nowhere]/' "$tracing" >"$work/broken-tracing.yaml"
-must_fail "a collector pipeline naming an undefined exporter" "names exporter otlp/nowhere, which is not defined" \
+expect_invalid "a collector pipeline naming an undefined exporter" "names exporter otlp/nowhere, which is not defined" \
   "$work/broken-tracing.yaml"
 sed 's|OTEL_EXPORTER_OTLP_ENDPOINT: http://otel-collector:4317|OTEL_EXPORTER_OTLP_ENDPOINT: http://otel-collector:4999|' \
   "$tracing" >"$work/broken-endpoint.yaml"
-must_fail "an OTLP endpoint on a port the collector Service lacks" "Service otel-collector has no port 4999" \
+expect_invalid "an OTLP endpoint on a port the collector Service lacks" "Service otel-collector has no port 4999" \
   "$work/broken-endpoint.yaml"
 
 # KServe: the ServingRuntime and the example InferenceService.
@@ -97,21 +97,10 @@ if node validate/validate.js ../kserve/servingruntime.yaml ../kserve/inferencese
 else
   bad "kserve runtime and inference services"
 fi
-# A broken manifest must fail, and for the reason it was broken for.
-if out=$(node validate/validate.js "$src/tests/k8s/broken-servingruntime.yaml" 2>&1); then
-  bad "a ServingRuntime without an http1 port passed"
-elif grep -q "has no port named http1" <<<"$out"; then
-  ok "a ServingRuntime without an http1 port fails the check, naming the port"
-else
-  bad "the broken ServingRuntime failed for another reason: $out"
-fi
-if out=$(node validate/validate.js ../kserve/servingruntime.yaml "$src/tests/k8s/broken-inferenceservice.yaml" 2>&1); then
-  bad "a grpc-v2 InferenceService on the wrong h2c port passed"
-elif grep -q "is not runtime infergate's gRPC port 9000" <<<"$out"; then
-  ok "a grpc-v2 InferenceService on the wrong h2c port fails the check, naming both ports"
-else
-  bad "the broken InferenceService failed for another reason: $out"
-fi
+expect_invalid "a ServingRuntime without an http1 port" "has no port named http1" \
+  "$src/tests/k8s/broken-servingruntime.yaml"
+expect_invalid "a grpc-v2 InferenceService on the wrong h2c port" "is not runtime infergate's gRPC port 9000" \
+  ../kserve/servingruntime.yaml "$src/tests/k8s/broken-inferenceservice.yaml"
 
 # ModelMesh: the multi-model runtime and a model placed on it.
 if node validate/validate.js ../kserve/servingruntime-modelmesh.yaml ../kserve/inferenceservice-modelmesh.yaml; then
@@ -122,17 +111,6 @@ fi
 for want in "multiModel: true" "grpcEndpoint: \"port:8085\"" "grpcDataEndpoint: \"port:8001\"" "--modelmesh-model-root=/models"; do
   if grep -q -- "$want" ../kserve/servingruntime-modelmesh.yaml; then ok "ModelMesh runtime has '$want'"; else bad "ModelMesh runtime lacks '$want'"; fi
 done
-expect_invalid() {  # what, expected message, files...
-  local what="$1" why="$2" out
-  shift 2
-  if out=$(node validate/validate.js "$@" 2>&1); then
-    bad "$what passed"
-  elif grep -qF -- "$why" <<<"$out"; then
-    ok "$what fails the check for its reason"
-  else
-    bad "$what failed for another reason: $out"
-  fi
-}
 expect_invalid "a ModelMesh runtime whose SPI port is not its grpcEndpoint" \
   "--modelmesh-address 127.0.0.1:8086 is not spec.grpcEndpoint's port 8085" \
   "$src/tests/k8s/broken-servingruntime-modelmesh.yaml"
