@@ -37,6 +37,10 @@ bool LogRateLimiter::Allow(uint64_t* suppressed) {
   return true;
 }
 
+std::string SuppressedNote(uint64_t suppressed) {
+  return suppressed ? " (" + std::to_string(suppressed) + " similar lines suppressed)" : std::string();
+}
+
 void SetMinLogLevel(LogLevel level) { g_min_level.store(static_cast<int>(level)); }
 LogLevel MinLogLevel() { return static_cast<LogLevel>(g_min_level.load(std::memory_order_relaxed)); }
 

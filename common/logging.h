@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <sstream>
+#include <string>
 #include <string_view>
 
 namespace infergate {
@@ -30,6 +31,9 @@ class LogRateLimiter {
   std::atomic<int> used_{0};
   std::atomic<uint64_t> suppressed_{0};
 };
+
+// " (N similar lines suppressed)" for the count Allow reported; "" for 0.
+std::string SuppressedNote(uint64_t suppressed);
 
 namespace internal {
 class LogLine {

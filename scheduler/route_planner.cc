@@ -183,7 +183,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
     if (uint64_t held = 0; limiter.Allow(&held)) {
       LOG_WARNING << "requested device " << wanted->ToString() << " is "
                   << (cooling_down ? "out of service" : "not available") << "; falling back to cpu"
-                  << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
+                  << SuppressedNote(held);
     }
   } else if (!DeviceAllowed(config, *target)) {
     if (!request.allow_fallback) {

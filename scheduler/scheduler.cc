@@ -461,7 +461,7 @@ void Scheduler::HandleFailure(Batch& jobs, const absl::Status& failure, bool oom
       if (uint64_t held = 0; limiter.Allow(&held)) {
         LOG_WARNING << "out of memory while " << stage << " " << keep.ToString()
                     << "; evicting idle models and retrying once" << TraceIdsOf(jobs)
-                    << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
+                    << SuppressedNote(held);
       }
       models_.cache().EvictIdle(device, &keep, EvictionReason::kOom);
       for (auto& job : jobs) NoteQueued(*job);  // the retry is an attempt of its own
@@ -501,7 +501,7 @@ void Scheduler::FallBack(Batch& jobs, const FallbackReason& reason, const absl::
     if (uint64_t held = 0; limiter.Allow(&held)) {
       LOG_INFO << "retrying model '" << job->route.model->name << "' on cpu after " << job->route.device.id.ToString()
                << " failed (" << reason.ToString() << ")" << TraceIdSuffix(job->request)
-               << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
+               << SuppressedNote(held);
     }
     job->route = *std::move(moved);
     job->batch_key.clear();

@@ -159,7 +159,7 @@ void InferCall::LogEnd(const RequestLabels& labels, const absl::Status& status, 
     static LogRateLimiter limiter(5);
     if (uint64_t held = 0; limiter.Allow(&held)) {
       LOG_WARNING << "inference call for model '" << model_ << "' failed: " << status.message() << trace_id()
-                  << (held ? absl::StrCat(" (", held, " similar lines suppressed)") : "");
+                  << SuppressedNote(held);
     }
   }
   LOG_DEBUG << "inference call model='" << model_ << "' device=" << (labels.device.empty() ? "-" : labels.device)

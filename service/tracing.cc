@@ -65,11 +65,10 @@ class SdkLogHandler final : public otel::sdk::common::internal_log::LogHandler {
               const otel::sdk::common::AttributeMap&) noexcept override {
     uint64_t held = 0;
     if (!limiter_.Allow(&held)) return;
-    const std::string suppressed = held ? absl::StrCat(" (", held, " similar lines suppressed)") : "";
     if (level == otel::sdk::common::internal_log::LogLevel::Error) {
-      LOG_WARNING << "tracing: " << msg << suppressed;
+      LOG_WARNING << "tracing: " << msg << SuppressedNote(held);
     } else {
-      LOG_INFO << "tracing: " << msg << suppressed;
+      LOG_INFO << "tracing: " << msg << SuppressedNote(held);
     }
   }
 
