@@ -40,7 +40,8 @@ struct InferenceRequest {
   // lengthen it only where the config has allow_timeout_override.
   uint64_t timeout_us = 0;
   // Set when the call is traced: the core notes each step of the request
-  // here (request_trace.h). Null when tracing is off.
+  // here (request_trace.h). Null when tracing is off or the call is not
+  // sampled.
   std::shared_ptr<RequestTrace> trace;
 };
 

@@ -7,7 +7,7 @@
 
 namespace infergate {
 
-RequestTrace::RequestTrace(TraceSpanRef self, bool recording) : self_(self), recording_(recording) {}
+RequestTrace::RequestTrace(TraceSpanRef self) : self_(self) {}
 
 std::string RequestTrace::trace_id_hex() const {
   return absl::BytesToHexString(

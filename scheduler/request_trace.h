@@ -1,9 +1,9 @@
 #pragma once
-// What the core notes about one traced request on its way through queues
+// What the core notes about one sampled request on its way through queues
 // and devices, for the front end to turn into trace spans when the call
 // ends (service/call_trace.h). Plain data and clock readings: the core
 // knows no tracing library, and a request without a RequestTrace (tracing
-// off) costs the core one null check per step.
+// off, or not sampled) costs the core one null check per step.
 //
 // A request moves through one or more attempts: queued on a device, taken
 // by a worker, maybe waiting for its model to load, joined into a batch,
@@ -56,19 +56,16 @@ class RequestTrace {
     Clock::time_point outputs_split;
     uint32_t batch_rows = 0;
     uint32_t batch_requests = 0;
-    std::vector<TraceSpanRef> companions;  // the batch's other requests
+    std::vector<TraceSpanRef> companions;  // the batch's other sampled requests
     std::string dtype;
     // How the attempt failed ("running: ..."), when it did.
     std::string failure;
   };
 
-  // `self`: the request's server span; `recording`: whether its spans are
-  // kept (sampled). The front end gives a record only to sampled calls;
-  // `recording` false notes nothing.
-  RequestTrace(TraceSpanRef self, bool recording);
+  // `self`: the request's server span.
+  explicit RequestTrace(TraceSpanRef self);
 
   const TraceSpanRef& self() const { return self_; }
-  bool recording() const { return recording_; }
   // The trace id as 32 lower-case hex digits, for log lines.
   std::string trace_id_hex() const;
 
@@ -87,7 +84,6 @@ class RequestTrace {
 
  private:
   const TraceSpanRef self_;
-  const bool recording_;
   mutable Mutex mu_;
   std::vector<Attempt> attempts_ ABSL_GUARDED_BY(mu_);
 };

@@ -234,7 +234,7 @@ DeviceLoad Scheduler::Load(const DeviceId& device) const {
 
 void Scheduler::NoteQueued(const Job& job) {
   RequestTrace* trace = job.request.trace.get();
-  if (!trace || !trace->recording()) return;
+  if (!trace) return;
   trace->Queued(job.route.device.id.ToString(), job.route.fallback ? job.route.fallback->ToString() : "",
                 job.priority_level, Clock::now());
 }
@@ -246,7 +246,7 @@ void Scheduler::NoteRan(const BatchRun& run, Clock::time_point model_ready, DTyp
   const auto rows = static_cast<uint32_t>(run.total_rows());
   for (size_t j = 0; j < run.jobs.size(); ++j) {
     RequestTrace* trace = run.jobs[j]->request.trace.get();
-    if (!trace || !trace->recording()) continue;
+    if (!trace) continue;
     std::vector<TraceSpanRef> companions;
     for (size_t k = 0; k < run.jobs.size(); ++k) {
       if (k != j && run.jobs[k]->request.trace) companions.push_back(run.jobs[k]->request.trace->self());
@@ -388,9 +388,7 @@ void Scheduler::Execute(Batch& jobs, bool oom_retried) {
   if (!lease.ok()) return HandleFailure(jobs, lease.status(), oom_retried, "loading");
   const Clock::time_point model_ready = Clock::now();
   for (auto& job : jobs) {
-    if (job->request.trace && job->request.trace->recording()) {
-      job->request.trace->Started(started, model_ready, lease->waited_for_load());
-    }
+    if (job->request.trace) job->request.trace->Started(started, model_ready, lease->waited_for_load());
   }
 
   // On a CPU worker with one intra-op thread, the thread's CPU time is the
@@ -449,7 +447,7 @@ void Scheduler::HandleFailure(Batch& jobs, const absl::Status& failure, bool oom
   const DeviceId device = route.device.id;
   FailureDecision decision = DecideOnFailure(failure, device, oom_retried);
   for (auto& job : jobs) {
-    if (job->request.trace && job->request.trace->recording()) job->request.trace->Failed(stage, failure.message());
+    if (job->request.trace) job->request.trace->Failed(stage, failure.message());
   }
   switch (decision.action) {
     case FailureAction::kFail:

@@ -58,7 +58,7 @@ CallTrace::CallTrace(shared_ptr<otel::trace::Tracer> tracer, shared_ptr<otel::tr
       transport_(start.transport),
       http_status_for_(start.http_status_for),
       recording_(server_->IsRecording()),
-      record_(recording_ ? std::make_shared<RequestTrace>(RefOf(server_->GetContext()), true) : nullptr),
+      record_(recording_ ? std::make_shared<RequestTrace>(RefOf(server_->GetContext())) : nullptr),
       anchor_(anchor),
       started_(start.received) {}
 
