@@ -95,14 +95,19 @@ void CallTrace::Encoded(Clock::time_point start, Clock::time_point end) {
   encode_end_ = end;
 }
 
-shared_ptr<otel::trace::Span> CallTrace::Child(const char* name, Clock::time_point start,
-                                               const otel::trace::SpanContext& parent) {
+otel::trace::StartSpanOptions CallTrace::ChildOptions(Clock::time_point start,
+                                                      const otel::trace::SpanContext& parent) const {
   otel::trace::StartSpanOptions options;
   options.parent = parent;
   options.kind = otel::trace::SpanKind::kInternal;
   options.start_steady_time = otel::common::SteadyTimestamp(start);
   options.start_system_time = otel::common::SystemTimestamp(anchor_.ToSystem(start));
-  return tracer_->StartSpan(name, options);
+  return options;
+}
+
+shared_ptr<otel::trace::Span> CallTrace::Child(const char* name, Clock::time_point start,
+                                               const otel::trace::SpanContext& parent) {
+  return tracer_->StartSpan(name, ChildOptions(start, parent));
 }
 
 void CallTrace::EndAt(otel::trace::Span& span, Clock::time_point end) {
@@ -156,15 +161,11 @@ void CallTrace::AddAttempts(Clock::time_point call_end) {
       for (const TraceSpanRef& companion : a.companions) {
         links.emplace_back(ContextOf(companion), std::map<std::string, std::string>{{"infergate.link", "batch"}});
       }
-      otel::trace::StartSpanOptions options;
-      options.parent = parent;
-      options.start_steady_time = otel::common::SteadyTimestamp(a.model_ready);
-      options.start_system_time = otel::common::SystemTimestamp(anchor_.ToSystem(a.model_ready));
       shared_ptr<otel::trace::Span> batch = tracer_->StartSpan(
           "infergate.batch",
           std::map<std::string, int64_t>{{"infergate.batch_size", static_cast<int64_t>(a.batch_rows)},
                                          {"infergate.batch.requests", static_cast<int64_t>(a.batch_requests)}},
-          links, options);
+          links, ChildOptions(a.model_ready, parent));
       EndAt(*batch, a.inputs_joined);
       shared_ptr<otel::trace::Span> compute = Child("infergate.compute", a.inputs_joined, parent);
       compute->SetAttribute("infergate.device", a.device);

@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "opentelemetry/nostd/shared_ptr.h"
 #include "opentelemetry/trace/span.h"
+#include "opentelemetry/trace/span_startoptions.h"
 #include "opentelemetry/trace/tracer.h"
 #include "scheduler/inference_types.h"
 #include "scheduler/request_trace.h"
@@ -80,7 +81,10 @@ class CallTrace {
   void End(const absl::Status& status, const InferenceResult* result, Clock::time_point at);
 
  private:
-  // A child of the server span (or of `parent`) from `start` to `end`.
+  // How a span under `parent` starting at `start` is started.
+  opentelemetry::trace::StartSpanOptions ChildOptions(Clock::time_point start,
+                                                      const opentelemetry::trace::SpanContext& parent) const;
+  // A span under `parent` from `start`; EndAt ends it.
   opentelemetry::nostd::shared_ptr<opentelemetry::trace::Span> Child(
       const char* name, Clock::time_point start, const opentelemetry::trace::SpanContext& parent);
   void EndAt(opentelemetry::trace::Span& span, Clock::time_point end);

@@ -10,6 +10,22 @@ namespace infergate {
 
 namespace sdktrace = opentelemetry::sdk::trace;
 
+namespace {
+
+// Waits on `cv` until `done` holds, for at most `timeout` (max(): no
+// bound); whether it held.
+template <typename Done>
+bool WaitAtMost(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, std::chrono::microseconds timeout,
+                Done done) {
+  if (timeout == std::chrono::microseconds::max()) {
+    cv.wait(lock, done);
+    return true;
+  }
+  return cv.wait_for(lock, timeout, done);
+}
+
+}  // namespace
+
 SpanExportQueue::SpanExportQueue(std::unique_ptr<sdktrace::SpanExporter> exporter, Options options)
     : exporter_(std::move(exporter)), options_(options) {
   thread_ = std::thread([this] { ExportLoop(); });
@@ -39,27 +55,17 @@ void SpanExportQueue::OnEnd(std::unique_ptr<sdktrace::Recordable>&& span) noexce
 }
 
 bool SpanExportQueue::ForceFlush(std::chrono::microseconds timeout) noexcept {
-  const auto deadline = timeout == std::chrono::microseconds::max()
-                            ? std::chrono::steady_clock::time_point::max()
-                            : std::chrono::steady_clock::now() + timeout;
   UniqueMutexLock lock(mu_);
   if (!thread_.joinable()) return queue_.empty();
   const uint64_t target = enqueued_;
   flush_asked_ = true;
   wake_.notify_one();
-  auto flushed = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return settled_ >= target; };
-  if (deadline == std::chrono::steady_clock::time_point::max()) {
-    done_.wait(lock.native(), flushed);
-    return true;
-  }
-  return done_.wait_until(lock.native(), deadline, flushed);
+  return WaitAtMost(done_, lock.native(), timeout,
+                    [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return settled_ >= target; });
 }
 
 bool SpanExportQueue::Shutdown(std::chrono::microseconds timeout) noexcept {
   if (shut_down_.exchange(true)) return true;
-  const auto deadline = timeout == std::chrono::microseconds::max()
-                            ? std::chrono::steady_clock::time_point::max()
-                            : std::chrono::steady_clock::now() + timeout;
   bool finished = false;
   {
     UniqueMutexLock lock(mu_);
@@ -67,13 +73,7 @@ bool SpanExportQueue::Shutdown(std::chrono::microseconds timeout) noexcept {
     wake_.notify_one();
     // The thread exports what is queued (one round per batch, each bounded
     // by the exporter's timeout) and ends.
-    auto done = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return thread_done_; };
-    if (deadline == std::chrono::steady_clock::time_point::max()) {
-      done_.wait(lock.native(), done);
-      finished = true;
-    } else {
-      finished = done_.wait_until(lock.native(), deadline, done);
-    }
+    finished = WaitAtMost(done_, lock.native(), timeout, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return thread_done_; });
   }
   if (!finished) {
     thread_.detach();

@@ -29,6 +29,11 @@ std::string Pick(const std::string& flag, const char* flag_name, const Getenv& g
   return Env(getenv, variable);
 }
 
+// The OTLP/HTTP traces URL under a general endpoint ("http://c:4318/").
+std::string TracesUrl(absl::string_view endpoint) {
+  return absl::StrCat(absl::StripSuffix(endpoint, "/"), "/v1/traces");
+}
+
 absl::Status Bad(const std::string& from, const std::string& value, absl::string_view expected) {
   return absl::InvalidArgumentError(absl::StrCat(from, ": '", value.substr(0, 64), "'; expected ", expected));
 }
@@ -124,15 +129,13 @@ absl::StatusOr<TracingOptions> ResolveTracingOptions(const TracingFlags& flags, 
     o.endpoint = flags.otlp_endpoint;
     from = "--otlp-endpoint";
     named = true;
-    if (http && !absl::EndsWith(o.endpoint, "/v1/traces")) {
-      o.endpoint = absl::StrCat(absl::StripSuffix(o.endpoint, "/"), "/v1/traces");
-    }
+    if (http && !absl::EndsWith(o.endpoint, "/v1/traces")) o.endpoint = TracesUrl(o.endpoint);
   } else if (std::string traces = Env(getenv, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); !traces.empty()) {
     o.endpoint = traces;
     from = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
     named = true;
   } else if (std::string general = Env(getenv, "OTEL_EXPORTER_OTLP_ENDPOINT"); !general.empty()) {
-    o.endpoint = http ? absl::StrCat(absl::StripSuffix(general, "/"), "/v1/traces") : general;
+    o.endpoint = http ? TracesUrl(general) : general;
     from = "OTEL_EXPORTER_OTLP_ENDPOINT";
     named = true;
   } else {
