@@ -40,15 +40,19 @@ bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, Toke
 InferCallReactor::InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
                                    absl::string_view model, const Rpc& rpc)
     : call_(InferCall::Begin(front_end, model, [this](const absl::Status& status) { Finish(ToGrpcStatus(status)); })) {
-  if (front_end.tracing()) {
-    CallTraceStart start;
-    start.transport = CallTransport::kGrpc;
-    start.span_name = rpc.full_name;
-    start.rpc_service = rpc.service;
-    start.rpc_method = rpc.method;
-    start.model = model;
-    call_->Trace(start, [&ctx](absl::string_view name) { return MetadataValue(ctx, name); });
-  }
+  Trace(*call_, ctx, rpc, model);
+}
+
+void InferCallReactor::Trace(InferCall& call, const grpc::CallbackServerContext& ctx, const Rpc& rpc,
+                             absl::string_view model) {
+  if (!call.front_end().tracing()) return;
+  CallTraceStart start;
+  start.transport = CallTransport::kGrpc;
+  start.span_name = rpc.full_name;
+  start.rpc_service = rpc.service;
+  start.rpc_method = rpc.method;
+  start.model = model;
+  call.Trace(start, [&ctx](absl::string_view name) { return MetadataValue(ctx, name); });
 }
 
 bool InferCallReactor::Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes) {

@@ -62,6 +62,10 @@ class InferCallReactor final : public grpc::ServerUnaryReactor {
   InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx, absl::string_view model,
                    const Rpc& rpc);
   InferCall& call() { return *call_; }
+  // Starts `call`'s trace (when the front end traces) as `rpc`, with the
+  // trace context in the call's metadata: the unary reactors' calls and
+  // each request of a stream.
+  static void Trace(InferCall& call, const grpc::CallbackServerContext& ctx, const Rpc& rpc, absl::string_view model);
   // InferCall::Admit with the call's token.
   bool Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes);
   void OnCancel() override { call_->Cancel(); }

@@ -1,8 +1,7 @@
 #include "service/open_inference_stream.h"
 
-#include "service/call_context.h"
-
 #include "absl/strings/str_cat.h"
+#include "service/call_context.h"
 #include "service/open_inference_codec.h"
 
 namespace infergate {
@@ -105,15 +104,7 @@ void InferStreamReactor::OnReadDone(bool ok) {
 void InferStreamReactor::Submit(InferCall& call, std::shared_ptr<inference::ModelInferRequest> request,
                                 std::shared_ptr<inference::ModelStreamInferResponse> response,
                                 const absl::Status& refusal) {
-  if (front_end_.tracing()) {
-    CallTraceStart start;
-    start.transport = CallTransport::kGrpc;
-    start.span_name = InferCallReactor::kModelStreamInfer.full_name;
-    start.rpc_service = InferCallReactor::kModelStreamInfer.service;
-    start.rpc_method = InferCallReactor::kModelStreamInfer.method;
-    start.model = request->model_name();
-    call.Trace(start, [this](absl::string_view name) { return MetadataValue(ctx_, name); });
-  }
+  InferCallReactor::Trace(call, ctx_, InferCallReactor::kModelStreamInfer, request->model_name());
   // The caller's token was checked when the stream opened.
   if (!refusal.ok()) {
     call.Refuse(refusal);
