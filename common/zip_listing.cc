@@ -88,7 +88,12 @@ absl::StatusOr<std::vector<ZipEntry>> ListZip(const std::string& path) {
       return Broken(path, absl::StrCat("central directory entry ", i, " is damaged"));
     }
     ZipEntry e;
+    e.flags = static_cast<uint16_t>(Le(directory, at + 8, 2));
     e.method = static_cast<uint16_t>(Le(directory, at + 10, 2));
+    e.crc32 = static_cast<uint32_t>(Le(directory, at + 16, 4));
+    // The high byte of "version made by" is the host system; 3 is Unix,
+    // whose mode sits in the high half of the external attributes.
+    if (Le(directory, at + 5, 1) == 3) e.unix_mode = static_cast<uint32_t>(Le(directory, at + 38, 4) >> 16);
     e.compressed_size = Le(directory, at + 20, 4);
     e.size = Le(directory, at + 24, 4);
     const size_t name_len = Le(directory, at + 28, 2);
@@ -124,6 +129,22 @@ absl::StatusOr<std::vector<ZipEntry>> ListZip(const std::string& path) {
   return out;
 }
 
+absl::StatusOr<uint64_t> ZipEntryDataOffset(const std::string& path, const ZipEntry& entry) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("'", path.substr(0, 256), "' cannot be opened"));
+  in.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  std::string header;
+  if (!ReadAt(in, entry.local_header_offset, 30, &header) || Le(header, 0, 4) != kLocalHeader) {
+    return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' has no local header"));
+  }
+  const uint64_t data_at = entry.local_header_offset + 30 + Le(header, 26, 2) + Le(header, 28, 2);
+  if (data_at > file_size || entry.compressed_size > file_size - data_at) {
+    return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' is truncated"));
+  }
+  return data_at;
+}
+
 absl::StatusOr<std::string> ReadStoredZipEntry(const std::string& path, const ZipEntry& entry, uint64_t max_bytes) {
   if (entry.method != 0) {
     return absl::InvalidArgumentError(absl::StrCat("zip entry '", entry.name.substr(0, 128), "' is compressed"));
@@ -132,15 +153,11 @@ absl::StatusOr<std::string> ReadStoredZipEntry(const std::string& path, const Zi
     return absl::InvalidArgumentError(
         absl::StrCat("zip entry '", entry.name.substr(0, 128), "' is larger than ", max_bytes, " bytes"));
   }
+  absl::StatusOr<uint64_t> data_at = ZipEntryDataOffset(path, entry);
+  if (!data_at.ok()) return data_at.status();
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("'", path.substr(0, 256), "' cannot be opened"));
-  std::string header;
-  if (!ReadAt(in, entry.local_header_offset, 30, &header) || Le(header, 0, 4) != kLocalHeader) {
-    return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' has no local header"));
-  }
-  const uint64_t data_at = entry.local_header_offset + 30 + Le(header, 26, 2) + Le(header, 28, 2);
   std::string data;
-  if (!ReadAt(in, data_at, entry.size, &data)) {
+  if (!in || !ReadAt(in, *data_at, entry.size, &data)) {
     return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' is truncated"));
   }
   return data;

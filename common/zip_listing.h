@@ -21,6 +21,11 @@ inline constexpr size_t kMaxZipEntries = 100000;
 struct ZipEntry {
   std::string name;
   uint16_t method = 0;  // 0: stored, 8: deflated
+  uint16_t flags = 0;   // general purpose bits; bit 0: encrypted
+  uint32_t crc32 = 0;
+  // The Unix file mode (type and permission bits) when the archive was
+  // made on Unix; 0 otherwise.
+  uint32_t unix_mode = 0;
   uint64_t compressed_size = 0;
   uint64_t size = 0;
   uint64_t local_header_offset = 0;
@@ -28,6 +33,11 @@ struct ZipEntry {
 
 // The archive's entries, in central-directory order.
 absl::StatusOr<std::vector<ZipEntry>> ListZip(const std::string& path);
+
+// Where `entry`'s data (compressed_size bytes) starts in the file: past its
+// local header, whose name and extra field may differ in length from the
+// central directory's. Checked to lie within the file.
+absl::StatusOr<uint64_t> ZipEntryDataOffset(const std::string& path, const ZipEntry& entry);
 
 // The bytes of `entry` (from ListZip of the same file), which must be
 // stored uncompressed and at most `max_bytes` long.

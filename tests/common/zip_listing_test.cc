@@ -6,60 +6,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/common/zip_writer.h"
+
 namespace infergate {
 namespace {
 
 namespace fs = std::filesystem;
 
-void Put(std::string& out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-
-// A zip of stored entries, as PyTorch writes its archives.
-std::string StoredZip(const std::vector<std::pair<std::string, std::string>>& files) {
-  std::string body, directory;
-  for (const auto& [name, data] : files) {
-    const uint64_t offset = body.size();
-    Put(body, 0x04034b50, 4);
-    Put(body, 20, 2);
-    Put(body, 0, 2);
-    Put(body, 0, 2);  // stored
-    Put(body, 0, 4);
-    Put(body, 0, 4);  // crc (not checked here)
-    Put(body, data.size(), 4);
-    Put(body, data.size(), 4);
-    Put(body, name.size(), 2);
-    Put(body, 0, 2);
-    body += name + data;
-    Put(directory, 0x02014b50, 4);
-    Put(directory, 20, 2);
-    Put(directory, 20, 2);
-    Put(directory, 0, 2);
-    Put(directory, 0, 2);
-    Put(directory, 0, 4);
-    Put(directory, 0, 4);
-    Put(directory, data.size(), 4);
-    Put(directory, data.size(), 4);
-    Put(directory, name.size(), 2);
-    Put(directory, 0, 2);
-    Put(directory, 0, 2);
-    Put(directory, 0, 2);
-    Put(directory, 0, 2);
-    Put(directory, 0, 4);
-    Put(directory, offset, 4);
-    directory += name;
-  }
-  std::string out = body + directory;
-  Put(out, 0x06054b50, 4);
-  Put(out, 0, 2);
-  Put(out, 0, 2);
-  Put(out, files.size(), 2);
-  Put(out, files.size(), 2);
-  Put(out, directory.size(), 4);
-  Put(out, body.size(), 4);
-  Put(out, 0, 2);
-  return out;
-}
+using testing::StoredZip;
 
 class ZipListingTest : public ::testing::Test {
  protected:
