@@ -11,12 +11,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "devices/device_registry.h"
 #include "devices/system_info.h"
 #include "devices/torch_probe.h"
 #include "scheduler/inference_core.h"
+#include "scheduler/torchserve_store.h"
 #include "service/front_end.h"
 #include "service/http_server.h"
 #include "service/inference_service.h"
@@ -27,6 +29,7 @@
 #include "service/model_mesh_runtime.h"
 #include "service/open_inference_rest.h"
 #include "service/open_inference_service.h"
+#include "service/torchserve_rest.h"
 #include "service/tracing.h"
 
 namespace infergate {
@@ -79,12 +82,54 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
 
 std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
 
+// HOST:PORT of a TorchServe address ("http://0.0.0.0:8085"); an https one
+// needs the server's TLS flags.
+absl::StatusOr<std::string> TorchServeHostPort(const std::string& url, absl::string_view key,
+                                               const ServerOptions& opts) {
+  absl::string_view rest = url;
+  const bool tls = absl::ConsumePrefix(&rest, "https://");
+  if (!tls && !absl::ConsumePrefix(&rest, "http://")) {
+    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, ": '", url.substr(0, 128),
+                                                   "' is not http://HOST:PORT"));
+  }
+  if (tls && opts.tls_cert.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key,
+                                                   " is https: set --tls-cert and --tls-key"));
+  }
+  if (rest.find(':') == absl::string_view::npos || absl::EndsWith(rest, "/")) {
+    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, ": '", url.substr(0, 128),
+                                                   "' has no port"));
+  }
+  return std::string(rest);
+}
+
+// --torchserve-addresses: config.properties' addresses replace the flags'.
+absl::Status ApplyTorchServeAddresses(const TorchServeAddresses& a, ServerOptions& opts) {
+  if (!a.inference.empty()) {
+    absl::StatusOr<std::string> http = TorchServeHostPort(a.inference, "inference_address", opts);
+    if (!http.ok()) return http.status();
+    opts.http_address = *http;
+  }
+  if (!a.management.empty() && a.management != a.inference) {
+    LOG_WARNING << "config.properties: management_address " << a.management
+                << " is not served apart: the read-only management routes are on inference_address";
+  }
+  if (!a.metrics.empty()) {
+    absl::StatusOr<std::string> metrics = TorchServeHostPort(a.metrics, "metrics_address", opts);
+    if (!metrics.ok()) return metrics.status();
+    opts.metrics_address = *metrics;
+  }
+  if (a.grpc_inference_port > 0) opts.address = absl::StrCat("0.0.0.0:", a.grpc_inference_port);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Declared in the order they are built; destroyed in reverse, so nothing
 // goes before what may still call it.
 struct Server::Parts {
   ServerOptions options;
+  std::unique_ptr<TorchServeStore> torchserve;  // owns the repository it laid out: outlives the core
   std::unique_ptr<InferenceCore> core;
   std::unique_ptr<InflightBudget> budget;
   std::unique_ptr<MemoryReturner> memory_returner;
@@ -93,6 +138,7 @@ struct Server::Parts {
   std::unique_ptr<FrontEnd> front_end;
   std::unique_ptr<InferenceServiceImpl> service;
   std::unique_ptr<OpenInferenceRest> rest;
+  std::unique_ptr<TorchServeRest> torchserve_rest;
   std::unique_ptr<HttpServer> http;
   std::unique_ptr<OpenInferenceService> open_inference;
   std::unique_ptr<grpc::Server> grpc_server;
@@ -105,12 +151,25 @@ struct Server::Parts {
   bool drained = false;
 };
 
-absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opts, const std::string& version) {
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& given, const std::string& version) {
   auto p = std::make_unique<Parts>();
+  ServerOptions opts = given;
+  // A TorchServe model store is laid out as a repository of our own first.
+  std::string repository = opts.model_repository;
+  if (IsTorchServeStore(opts.model_repository)) {
+    absl::StatusOr<std::unique_ptr<TorchServeStore>> store =
+        TorchServeStore::Open(opts.model_repository, TorchServeStoreOptions{opts.mar_max_bytes, ""});
+    if (!store.ok()) return store.status();
+    p->torchserve = *std::move(store);
+    repository = p->torchserve->repository();
+    if (opts.torchserve_addresses) {
+      if (absl::Status s = ApplyTorchServeAddresses(p->torchserve->config().addresses, opts); !s.ok()) return s;
+    }
+  }
   p->options = opts;
   absl::StatusOr<DeviceRegistry> discovered = DeviceRegistry::Discover(opts.discovery);
   if (!discovered.ok()) return discovered.status();
-  p->core = std::make_unique<InferenceCore>(opts.model_repository, *std::move(discovered), opts.scheduler);
+  p->core = std::make_unique<InferenceCore>(repository, *std::move(discovered), opts.scheduler);
   // Requests held at once are bounded in bytes, so a burst of large ones is
   // refused instead of growing the process past its memory limit.
   uint64_t inflight_bytes = opts.max_inflight_bytes;
@@ -159,6 +218,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opts
   // The REST API, on its own port, with the same tokens, budget and limits.
   if (!opts.http_address.empty()) {
     p->rest = std::make_unique<OpenInferenceRest>(*p->core, *p->front_end, version, opts.max_receive_bytes);
+    // TorchServe's and KServe V1's routes beside the Open Inference Protocol's.
+    p->torchserve_rest = std::make_unique<TorchServeRest>(*p->core, *p->front_end,
+                                                          p->torchserve ? &p->torchserve->catalog() : nullptr);
     HttpServerOptions h;
     h.address = opts.http_address;
     h.flag_name = "--http-address";
@@ -174,10 +236,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opts
     h.tls_client_ca = opts.tls_client_ca;
     absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(
         std::move(h),
-        [r = p->rest.get()](std::shared_ptr<HttpRequest> req, HttpResponder respond) {
+        [r = p->rest.get(), t = p->torchserve_rest.get()](std::shared_ptr<HttpRequest> req, HttpResponder respond) {
+          if (TorchServeRest::Serves(req->path)) return t->Handle(std::move(req), std::move(respond));
           r->Handle(std::move(req), std::move(respond));
         },
-        [r = p->rest.get()](const HttpRequest& head) { return r->Screen(head); });
+        [r = p->rest.get(), t = p->torchserve_rest.get()](const HttpRequest& head) {
+          return TorchServeRest::Serves(head.path) ? t->Screen(head) : r->Screen(head);
+        });
     if (!started.ok()) return started.status();
     p->http = *std::move(started);
     LOG_INFO << "Open Inference Protocol REST API on " << (opts.tls_cert.empty() ? "http" : "https") << "://"

@@ -126,7 +126,16 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
       "Usage: infergate [--address HOST:PORT] [--model-repository DIR] [flags]");
   flags.String("address", &o.address, "HOST:PORT to serve gRPC on; port 0 picks a free one.");
   flags.String("model-repository", &o.model_repository,
-               "Folder of <model>/config.pbtxt and <model>/<version>/model.pt.");
+               "Folder of <model>/config.pbtxt and <model>/<version>/model.pt (or model.pt2), Triton's layout, or "
+               "a TorchServe model store: config/config.properties with model-store/*.mar (KServe's /mnt/models), "
+               "or a folder of .mar files.");
+  flags.ByteSize("mar-max-bytes", &o.mar_max_bytes,
+                 "The most one TorchServe archive (.mar) may extract to; a larger one is refused, and nothing of "
+                 "it is kept.");
+  flags.Bool("torchserve-addresses", &o.torchserve_addresses,
+             "Serve on the addresses a TorchServe config.properties names: inference_address for REST, "
+             "grpc_inference_port for gRPC, metrics_address for metrics (they replace --http-address, --address "
+             "and --metrics-address).");
   flags.Duration("repository-poll-interval", &f.repository_poll_interval,
                  "How often the model repository is checked for new, changed and removed models and versions "
                  "(stat() calls only); a change is acted on once it has held still for one interval. 0 disables: "

@@ -18,6 +18,11 @@ namespace infergate {
 struct ServerOptions {
   std::string address = "0.0.0.0:50051";
   std::string model_repository = "./models";
+  // A TorchServe model store as the repository (torchserve_store.h): the
+  // most one .mar may extract to, and whether config.properties' addresses
+  // replace --address, --http-address and --metrics-address.
+  uint64_t mar_max_bytes = uint64_t{16} << 30;
+  bool torchserve_addresses = false;
   uint64_t max_receive_bytes = 64 << 20;
   // Bytes of inference requests held at once; 0 picks a quarter of the
   // memory there is (the container's limit, else the host's).

@@ -1,0 +1,474 @@
+#include "service/torchserve_rest.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "service/cross_origin.h"
+#include "service/infer_call.h"
+#include "service/instance_codec.h"
+#include "service/json_scan.h"
+#include "service/open_inference_rest.h"
+#include "wire/proto_enums.h"
+
+namespace infergate {
+namespace {
+
+HttpResponse JsonAnswer(int status, const nlohmann::json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+// TorchServe's exception names for the codes its API answers with.
+absl::string_view TorchServeErrorType(int status) {
+  switch (status) {
+    case 400: return "BadRequestException";
+    case 401:
+    case 403: return "InvalidKeyException";
+    case 404: return "ModelNotFoundException";
+    case 405: return "MethodNotAllowedException";
+    case 413: return "RequestTooLargeException";
+    case 429:
+    case 503: return "ServiceUnavailableException";
+    case 501: return "ServiceUnavailableException";
+    case 504: return "RequestTimeoutException";
+    default: return "InternalServerException";
+  }
+}
+
+HttpResponse TorchServeError(const absl::Status& status) {
+  const int code = HttpStatusFor(status);
+  HttpResponse r = JsonAnswer(code, {{"code", code}, {"type", TorchServeErrorType(code)}, {"message", status.message()}});
+  if (status.code() == absl::StatusCode::kUnauthenticated) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+HttpResponse KServeError(const absl::Status& status) {
+  HttpResponse r = JsonAnswer(HttpStatusFor(status), {{"error", status.message()}});
+  if (status.code() == absl::StatusCode::kUnauthenticated) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+bool IsManagementMutation(const HttpRequest& head) {
+  return (head.method == "DELETE" || head.method == "POST" || head.method == "PUT") &&
+         absl::StartsWith(head.path, "/models");
+}
+
+// What an instance's value is: the value itself, or what an object's
+// "data" or "body" holds (TorchServe's request rows, KServe's envelope).
+const nlohmann::json& InstanceValue(const nlohmann::json& instance) {
+  if (instance.is_object()) {
+    for (const char* key : {"data", "body"}) {
+      if (auto it = instance.find(key); it != instance.end()) return *it;
+    }
+  }
+  return instance;
+}
+
+}  // namespace
+
+struct TorchServeRest::Target {
+  std::string model;
+  std::string version;         // the repository's version number; "" for the latest
+  std::string version_name;    // as the client knows it
+  MarHandler handler = MarHandler::kBase;
+  uint32_t max_batch_size = 0;
+  DType input_dtype = DType::kFloat32;
+};
+
+// The calls one HTTP prediction makes (one per batch of instances), joined:
+// the answer goes out when the last call ends, with every row in order or
+// the first error.
+struct TorchServeRest::Prediction {
+  Protocol protocol;
+  HttpResponder respond;
+  std::vector<nlohmann::json> rows;  // each call writes only its own rows
+  absl::Mutex mu;
+  size_t calls_left ABSL_GUARDED_BY(mu) = 0;
+  absl::Status first_error ABSL_GUARDED_BY(mu);
+  std::vector<std::weak_ptr<InferCall>> calls ABSL_GUARDED_BY(mu);
+
+  // One call ended; the last one answers (outside the lock).
+  void CallEnded(const absl::Status& status) {
+    absl::Status answer;
+    {
+      absl::MutexLock lock(&mu);
+      if (!status.ok() && first_error.ok()) first_error = status;
+      if (--calls_left > 0) return;
+      answer = first_error;
+    }
+    if (!answer.ok()) return respond(protocol == Protocol::kTorchServe ? TorchServeError(answer) : KServeError(answer));
+    if (protocol == Protocol::kKServeV1) {
+      nlohmann::json predictions = nlohmann::json::array();
+      for (nlohmann::json& row : rows) predictions.push_back(std::move(row));
+      return respond(JsonAnswer(200, {{"predictions", std::move(predictions)}}));
+    }
+    respond(JsonAnswer(200, rows.empty() ? nlohmann::json(nullptr) : rows[0]));
+  }
+
+  void CancelAll() {
+    std::vector<std::shared_ptr<InferCall>> live;
+    {
+      absl::MutexLock lock(&mu);
+      for (const std::weak_ptr<InferCall>& c : calls) {
+        if (std::shared_ptr<InferCall> call = c.lock()) live.push_back(std::move(call));
+      }
+    }
+    for (const std::shared_ptr<InferCall>& call : live) call->Cancel();
+  }
+};
+
+TorchServeRest::TorchServeRest(InferenceCore& core, const FrontEnd& front_end, const TorchServeCatalog* catalog)
+    : core_(core), front_end_(front_end), catalog_(catalog) {}
+
+bool TorchServeRest::Serves(absl::string_view path) {
+  return path == "/ping" || path == "/models" || absl::StartsWith(path, "/models/") ||
+         absl::StartsWith(path, "/predictions/") || path == "/v1/models" || absl::StartsWith(path, "/v1/models/");
+}
+
+std::optional<HttpResponse> TorchServeRest::Screen(const HttpRequest& head) const {
+  auto error = [&head](const absl::Status& s) {
+    return absl::StartsWith(head.path, "/v1/") ? KServeError(s) : TorchServeError(s);
+  };
+  if (absl::Status s = CheckSameOrigin(head); !s.ok()) return error(s);
+  if (head.path == "/ping") return std::nullopt;
+  const TokenAuth::Role role = IsManagementMutation(head) ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference;
+  if (absl::Status s = front_end_.auth().Check(head.Header("authorization"), role); !s.ok()) return error(s);
+  return std::nullopt;
+}
+
+void TorchServeRest::Handle(std::shared_ptr<HttpRequest> request, HttpResponder respond) {
+  const bool kserve = absl::StartsWith(request->path, "/v1/");
+  auto error = [kserve](const absl::Status& s) { return kserve ? KServeError(s) : TorchServeError(s); };
+  if (absl::Status s = CheckSameOrigin(*request); !s.ok()) return respond(error(s));
+  std::vector<std::string> parts = absl::StrSplit(request->path, '/', absl::SkipEmpty());
+  const std::string& method = request->method;
+  auto wrong_method = [&](const char* allowed) {
+    HttpResponse r = error(absl::InvalidArgumentError(
+        absl::StrCat(method, " is not served on ", request->path.substr(0, 128), "; use ", allowed)));
+    r.status = 405;
+    if (!kserve) r.body = nlohmann::json({{"code", 405}, {"type", TorchServeErrorType(405)},
+                                          {"message", absl::StrCat(method, " is not served here; use ", allowed)}}).dump();
+    r.headers.emplace_back("Allow", allowed);
+    return r;
+  };
+
+  if (request->path == "/ping") {
+    if (method != "GET" && method != "POST") return respond(wrong_method("GET"));
+    const bool healthy = core_.ready() && !front_end_.draining();
+    // TorchServe answers 500 while it cannot serve.
+    return respond(JsonAnswer(healthy ? 200 : 500, {{"status", healthy ? "Healthy" : "Unhealthy"}}));
+  }
+  if (parts[0] == "predictions") {
+    if (method != "POST" && method != "PUT") return respond(wrong_method("POST"));
+    if (parts.size() < 2 || parts.size() > 3) {
+      return respond(error(absl::NotFoundError("use /predictions/{model} or /predictions/{model}/{version}")));
+    }
+    return Predict(std::move(request), Protocol::kTorchServe, parts[1], parts.size() == 3 ? parts[2] : "",
+                   std::move(respond));
+  }
+  if (parts[0] == "models") {
+    if (parts.size() > 3) return respond(error(absl::NotFoundError("use /models, /models/{model}[/{version}]")));
+    if (method == "GET") {
+      if (parts.size() == 1) return respond(ListModels());
+      return respond(DescribeModel(parts[1], parts.size() == 3 ? parts[2] : ""));
+    }
+    if (method == "DELETE" && parts.size() >= 2) {
+      return respond(Unregister(*request, parts[1], parts.size() == 3 ? parts[2] : ""));
+    }
+    if (method == "POST" || method == "PUT") {
+      return respond(TorchServeError(absl::UnimplementedError(
+          "models are registered by placing their archive in the model store (read at start), and scaled by "
+          "infergate's per-device workers (--workers); POST and PUT /models are not served")));
+    }
+    return respond(wrong_method("GET, DELETE"));
+  }
+  // KServe V1: /v1/models[/{model}[:predict]]
+  if (parts.size() == 2) {
+    if (method != "GET") return respond(wrong_method("GET"));
+    nlohmann::json names = nlohmann::json::array();
+    absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
+    if (!models.ok()) return respond(KServeError(models.status()));
+    for (const ModelStatus& m : *models) names.push_back(m.name);
+    return respond(JsonAnswer(200, {{"models", std::move(names)}}));
+  }
+  if (parts.size() != 3) return respond(KServeError(absl::NotFoundError("use /v1/models/{model}[:predict]")));
+  const size_t colon = parts[2].rfind(':');
+  if (colon == std::string::npos) {
+    if (method != "GET") return respond(wrong_method("GET"));
+    return respond(KServeModel(parts[2]));
+  }
+  const std::string model = parts[2].substr(0, colon);
+  const std::string verb = parts[2].substr(colon + 1);
+  if (verb != "predict") {
+    return respond(KServeError(absl::UnimplementedError(
+        absl::StrCat("':", verb.substr(0, 32), "' is not served; use ':predict' (explanations are not served)"))));
+  }
+  if (method != "POST") return respond(wrong_method("POST"));
+  Predict(std::move(request), Protocol::kKServeV1, model, "", std::move(respond));
+}
+
+absl::StatusOr<TorchServeRest::Target> TorchServeRest::Resolve(const std::string& model,
+                                                               const std::string& version) const {
+  Target t;
+  t.model = model;
+  t.version_name = version;
+  if (catalog_ != nullptr && (catalog_->models.count(model) || !core_.KnownModel(model))) {
+    absl::StatusOr<std::string> number = catalog_->RepositoryVersion(model, version);
+    if (!number.ok()) return number.status();
+    t.version = *number;
+    t.handler = catalog_->models.at(model).handler;
+  } else {
+    int64_t n = 0;
+    if (!version.empty() && (!absl::SimpleAtoi(version, &n) || n < 1)) {
+      return absl::NotFoundError(absl::StrCat("Model version '", version.substr(0, 64), "' of model '",
+                                              model.substr(0, 128), "' not found (versions are numbers)"));
+    }
+    t.version = version;
+  }
+  absl::StatusOr<ModelStatus> status = core_.Model(model, t.version);
+  if (!status.ok()) {
+    if (status.status().code() == absl::StatusCode::kNotFound && !core_.KnownModel(model)) {
+      return absl::NotFoundError(absl::StrCat("Model not found: '", model.substr(0, 128), "'"));
+    }
+    return status.status();
+  }
+  t.max_batch_size = status->config.max_batch_size();
+  if (status->config.inputs_size() > 0) {
+    if (std::optional<DType> d = DTypeFromProto(status->config.inputs(0).dtype())) t.input_dtype = *d;
+  }
+  return t;
+}
+
+void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol protocol, const std::string& model,
+                             const std::string& version, HttpResponder respond) {
+  auto prediction = std::make_shared<Prediction>();
+  prediction->protocol = protocol;
+  prediction->respond = std::move(respond);
+  auto refuse = [&prediction](const absl::Status& s) {
+    {
+      absl::MutexLock lock(&prediction->mu);
+      prediction->calls_left = 1;
+    }
+    prediction->CallEnded(s);
+  };
+  absl::StatusOr<Target> target = Resolve(model, version);
+  if (!target.ok()) return refuse(target.status());
+  if (target->handler != MarHandler::kBase) {
+    return refuse(absl::UnimplementedError(absl::StrCat("model '", model, "': handler ",
+                                                        MarHandlerName(target->handler), " is not served yet")));
+  }
+  // The body's instances. The parse tree is the largest thing the call
+  // holds, some tens of bytes per value: it counts against the in-flight
+  // budget while it lives.
+  const absl::string_view what = protocol == Protocol::kKServeV1 ? "the V1 request body" : "the request body";
+  const JsonScan scan = ScanJson(request->body);
+  InflightBudget::Reservation tree;
+  if (InflightBudget* budget = front_end_.budget()) {
+    absl::StatusOr<InflightBudget::Reservation> reserved = budget->Reserve(scan.TreeBytes());
+    if (!reserved.ok()) {
+      if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+      return refuse(absl::ResourceExhaustedError(absl::StrCat("the JSON body's parse tree (about ", scan.TreeBytes(),
+                                                              " bytes) does not fit the in-flight budget: ",
+                                                              reserved.status().message())));
+    }
+    tree = *std::move(reserved);
+  }
+  absl::StatusOr<nlohmann::json> body = ParseBoundedJson(request->body, what);
+  if (!body.ok()) {
+    return refuse(absl::InvalidArgumentError(absl::StrCat(
+        body.status().message(), protocol == Protocol::kTorchServe
+                                     ? "; base_handler takes a JSON list (or {\"data\": list})"
+                                     : "")));
+  }
+  std::vector<const nlohmann::json*> instances;
+  std::string field = "body";
+  if (protocol == Protocol::kKServeV1) {
+    auto it = body->is_object() ? body->find("instances") : body->end();
+    if (!body->is_object() || it == body->end() || !it->is_array()) {
+      return refuse(absl::InvalidArgumentError("the V1 request body must be {\"instances\": [...]}"));
+    }
+    if (it->empty()) return refuse(absl::InvalidArgumentError("instances: is empty"));
+    for (const nlohmann::json& i : *it) instances.push_back(&InstanceValue(i));
+    field = "instances";
+  } else {
+    instances.push_back(&InstanceValue(*body));
+  }
+  if (absl::Status s = CheckTensorCount(static_cast<int64_t>(instances.size()), field, front_end_.limits()); !s.ok()) {
+    return refuse(s);
+  }
+  std::vector<at::Tensor> rows;
+  rows.reserve(instances.size());
+  for (size_t i = 0; i < instances.size(); ++i) {
+    const std::string where = protocol == Protocol::kKServeV1 ? absl::StrCat("instances[", i, "]") : field;
+    absl::StatusOr<at::Tensor> row = InstanceTensor(*instances[i], target->input_dtype, where, front_end_.limits());
+    if (!row.ok()) return refuse(row.status());
+    rows.push_back(*std::move(row));
+  }
+  body = nlohmann::json();  // the parse tree is gone
+  tree = InflightBudget::Reservation();
+
+  // One call per batch of at most max_batch_size instances; a model
+  // without batching takes each instance alone, as its whole input.
+  const size_t per_call = target->max_batch_size > 0 ? target->max_batch_size : 1;
+  const size_t call_count = (rows.size() + per_call - 1) / per_call;
+  prediction->rows.resize(rows.size());
+  {
+    absl::MutexLock lock(&prediction->mu);
+    prediction->calls_left = call_count;
+  }
+  if (request->client_gone) {
+    request->client_gone->Subscribe([weak = std::weak_ptr<Prediction>(prediction)] {
+      if (std::shared_ptr<Prediction> p = weak.lock()) p->CancelAll();
+    });
+  }
+  const uint64_t bytes_per_call = request->body.size() / call_count + 1;
+  for (size_t c = 0; c < call_count; ++c) {
+    const size_t first = c * per_call;
+    const size_t count = std::min(per_call, rows.size() - first);
+    std::shared_ptr<InferCall> call =
+        InferCall::Begin(front_end_, model, [prediction](const absl::Status& s) { prediction->CallEnded(s); });
+    {
+      absl::MutexLock lock(&prediction->mu);
+      prediction->calls.push_back(call);
+    }
+    if (front_end_.tracing()) {
+      CallTraceStart start;
+      start.transport = CallTransport::kHttp;
+      start.span_name = protocol == Protocol::kKServeV1 ? "POST /v1/models/{model_name}:predict"
+                        : version.empty()               ? "POST /predictions/{model_name}"
+                                                        : "POST /predictions/{model_name}/{model_version}";
+      start.http_route = start.span_name.substr(5);
+      start.url_path = request->path;
+      start.http_status_for = HttpStatusFor;
+      start.model = model;
+      call->Trace(start, [&request](absl::string_view name) { return request->Header(name); });
+    }
+    if (!call->Admit([&request] { return request->Header("authorization"); }, bytes_per_call)) continue;
+    absl::StatusOr<Clock::time_point> deadline = RestDeadline(*request, call->received());
+    if (!deadline.ok()) {
+      call->Refuse(deadline.status());
+      continue;
+    }
+    InferenceRequest req;
+    req.model = model;
+    req.version = target->version;
+    req.deadline = *deadline;
+    at::Tensor input;
+    if (target->max_batch_size > 0) {
+      absl::StatusOr<at::Tensor> batch = StackInstances(rows, first, count, field);
+      if (!batch.ok()) {
+        call->Refuse(batch.status());
+        continue;
+      }
+      input = *std::move(batch);
+    } else {
+      input = rows[first];
+    }
+    req.inputs.push_back({"", std::move(input)});
+    const bool batched = target->max_batch_size > 0;
+    call->Submit(std::move(req), [prediction, first, count, batched](InferenceResult& result) {
+      for (size_t i = 0; i < count; ++i) {
+        prediction->rows[first + i] = PredictionJson(result.outputs, batched ? static_cast<int64_t>(i) : -1);
+      }
+      return absl::OkStatus();
+    });
+  }
+}
+
+std::vector<std::pair<std::string, int64_t>> TorchServeRest::VersionNames(const ModelStatus& status) const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  if (catalog_ != nullptr) {
+    if (auto it = catalog_->models.find(status.name); it != catalog_->models.end()) {
+      for (const auto& [name, number] : it->second.versions) out.emplace_back(name, number);
+      return out;
+    }
+  }
+  for (const VersionStatus& v : status.states) out.emplace_back(absl::StrCat(v.version), v.version);
+  return out;
+}
+
+HttpResponse TorchServeRest::ListModels() const {
+  absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
+  if (!models.ok()) return TorchServeError(models.status());
+  nlohmann::json list = nlohmann::json::array();
+  for (const ModelStatus& m : *models) {
+    std::string url = m.name;
+    if (catalog_ != nullptr) {
+      if (auto it = catalog_->models.find(m.name); it != catalog_->models.end()) {
+        url = it->second.archives.at(it->second.default_version);
+      }
+    }
+    list.push_back({{"modelName", m.name}, {"modelUrl", url}});
+  }
+  return JsonAnswer(200, {{"models", std::move(list)}});
+}
+
+HttpResponse TorchServeRest::DescribeModel(const std::string& model, const std::string& version) const {
+  absl::StatusOr<ModelStatus> status = core_.Model(model);
+  if (!status.ok()) return TorchServeError(status.status());
+  const TorchServeModel* archived = nullptr;
+  if (catalog_ != nullptr) {
+    if (auto it = catalog_->models.find(model); it != catalog_->models.end()) archived = &it->second;
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [name, number] : VersionNames(*status)) {
+    const bool is_default = archived ? name == archived->default_version
+                                     : !status->versions.empty() && number == status->versions.back();
+    if (version.empty() ? !is_default : (version != "all" && version != name)) continue;
+    const bool ready = std::find(status->versions.begin(), status->versions.end(), number) != status->versions.end();
+    nlohmann::json workers = nlohmann::json::array();
+    for (const ModelKey& key : status->loaded) {
+      if (key.version != number) continue;
+      workers.push_back({{"id", absl::StrCat(key.device.ToString(), "/", DTypeName(key.dtype))},
+                         {"status", "READY"},
+                         {"gpu", key.device.kind != DeviceKind::kCpu}});
+    }
+    const TorchServeVersionSettings s = archived ? archived->settings : TorchServeVersionSettings{};
+    out.push_back({{"modelName", model},
+                   {"modelVersion", name},
+                   {"modelUrl", archived ? archived->archives.at(name) : model},
+                   {"runtime", "infergate"},
+                   {"minWorkers", s.min_workers},
+                   {"maxWorkers", s.max_workers},
+                   {"batchSize", std::max<uint32_t>(status->config.max_batch_size(), 1)},
+                   {"maxBatchDelay", status->config.dynamic_batching().max_queue_delay_us() / 1000},
+                   {"loadedAtStartup", true},
+                   {"status", ready ? "READY" : "UNAVAILABLE"},
+                   {"handler", archived ? MarHandlerName(archived->handler) : "base_handler"},
+                   {"workers", std::move(workers)}});
+  }
+  if (out.empty()) {
+    return TorchServeError(absl::NotFoundError(absl::StrCat("Model version '", version.substr(0, 64),
+                                                            "' of model '", model, "' not found")));
+  }
+  return JsonAnswer(200, out);
+}
+
+HttpResponse TorchServeRest::KServeModel(const std::string& model) const {
+  absl::StatusOr<Target> target = Resolve(model, "");
+  if (!target.ok() && target.status().code() == absl::StatusCode::kNotFound) return KServeError(target.status());
+  return JsonAnswer(200, {{"name", model}, {"ready", target.ok() && core_.ready() && !front_end_.draining()}});
+}
+
+HttpResponse TorchServeRest::Unregister(const HttpRequest& request, const std::string& model,
+                                        const std::string& version) {
+  if (absl::Status s = front_end_.auth().Check(request.Header("authorization"), TokenAuth::Role::kAdmin); !s.ok()) {
+    return TorchServeError(s);
+  }
+  LoadRequest unload;
+  unload.model = model;
+  if (!version.empty()) {
+    absl::StatusOr<Target> target = Resolve(model, version);
+    if (!target.ok()) return TorchServeError(target.status());
+    unload.version = target->version;
+  }
+  absl::StatusOr<size_t> n = core_.UnloadModel(unload);
+  if (!n.ok()) return TorchServeError(n.status());
+  return JsonAnswer(200, {{"status", absl::StrCat("Model \"", model, "\" unregistered")}});
+}
+
+}  // namespace infergate

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""KServe's `pytorch` model format without TorchServe, through the real
+server: a TorchServe model store laid out as KServe mounts it
+(config/config.properties with KServe's own sample keys, model-store/*.mar),
+with archives written at test time the way torch-model-archiver writes them
+(a zip of MAR-INF/MANIFEST.json, the serialized TorchScript file and extra
+files) around models saved by Debian 13's PyTorch:
+
+  - a base_handler model answers as PyTorch's module does over TorchServe's
+    REST API (/predictions/{model}[/{version}]), KServe V1
+    (/v1/models/{model}:predict, also with {"data": ...} instances and more
+    instances than one batch holds), and the Open Inference Protocol;
+  - TorchServe's version names choose the archive; the snapshot's default
+    version answers when none is named;
+  - the snapshot's batchSize and maxBatchDelay are served: concurrent
+    requests run in batches of at most batchSize, and some of more than one;
+  - /ping, /models, /models/{m}[/all], /v1/models/{m} answer as TorchServe
+    and KServe do;
+  - a custom-handler archive, an eager model, a zip-slip archive and an
+    oversized one are refused with the reason named, nothing is written
+    outside the server's work folder, and the other models serve;
+  - bad bodies get 400 naming what is wrong, an unknown model 404;
+  - the work folder is gone after the server exits.
+"""
+import concurrent.futures
+import io
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from igtest import Server, check, checks_made, fail, generate_stubs, required_arguments  # noqa: E402
+
+
+def write_mar(path, model_name, version, serialized_name, serialized_bytes, handler, extra=None,
+              model_file=None, raw_entries=None):
+    """An archive as torch-model-archiver writes it (deflated zip, manifest
+    first, files at the root)."""
+    manifest = {"createdOn": "26/11/2026 12:00:00", "runtime": "python",
+                "model": {"modelName": model_name, "serializedFile": serialized_name, "handler": handler,
+                          "modelVersion": version},
+                "archiverVersion": "0.12.0"}
+    if model_file:
+        manifest["model"]["modelFile"] = model_file
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("MAR-INF/MANIFEST.json", json.dumps(manifest, indent=2))
+        z.writestr(serialized_name, serialized_bytes)
+        for name, data in (extra or {}).items():
+            z.writestr(name, data)
+        for name, data in (raw_entries or []):
+            z.writestr(zipfile.ZipInfo(name), data)
+
+
+def http(base, method, path, body=None, headers=None):
+    """(status, parsed JSON or text) of one request."""
+    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            status, text = r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode()
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+def close(a, b, tol=1e-4):
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(close(x, y, tol) for x, y in zip(a, b))
+    return abs(a - b) <= tol * (1 + abs(b))
+
+
+def main():
+    args = required_arguments("--server", "--proto-dir")
+    work = tempfile.mkdtemp(prefix="ig_torchserve_")
+    server = None
+    try:
+        import torch
+        generate_stubs(args.proto_dir, os.path.join(work, "stubs"))
+        torch.manual_seed(7)
+        # Two versions of one model, and the module each answers as.
+        modules = {}
+        store = os.path.join(work, "mnt", "models")
+        os.makedirs(os.path.join(store, "config"))
+        os.makedirs(os.path.join(store, "model-store"))
+        for version, mar in (("1.0", "mlp.mar"), ("2.0", "mlp_v2.mar")):
+            m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3)).eval()
+            modules[version] = m
+            buf = io.BytesIO()
+            torch.jit.save(torch.jit.script(m), buf)
+            write_mar(os.path.join(store, "model-store", mar), "mlp", version, "mlp.pt", buf.getvalue(),
+                      "base_handler")
+        # Archives that must be refused, each for its own reason.
+        tiny = io.BytesIO()
+        torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), tiny)
+        write_mar(os.path.join(store, "model-store", "custom.mar"), "custom", "1.0", "model.pt", tiny.getvalue(),
+                  "my_handler.py", extra={"my_handler.py": "from ts.torch_handler.base_handler import BaseHandler\n"})
+        write_mar(os.path.join(store, "model-store", "eager.mar"), "eager", "1.0", "weights.pth", b"state dict",
+                  "base_handler", model_file="net.py", extra={"net.py": "import torch\n"})
+        write_mar(os.path.join(store, "model-store", "slip.mar"), "slip", "1.0", "model.pt", tiny.getvalue(),
+                  "base_handler", raw_entries=[("../../escaped.txt", b"owned")])
+        write_mar(os.path.join(store, "model-store", "big.mar"), "big", "1.0", "model.pt", tiny.getvalue(),
+                  "base_handler", extra={"padding.bin": b"\0" * (4 << 20)})
+        snapshot = {"name": "startup.cfg", "modelCount": 6, "models": {
+            "mlp": {"1.0": {"defaultVersion": True, "marName": "mlp.mar", "minWorkers": 1, "maxWorkers": 5,
+                            "batchSize": 4, "maxBatchDelay": 200, "responseTimeout": 60},
+                    "2.0": {"marName": "mlp_v2.mar", "minWorkers": 1, "maxWorkers": 1, "batchSize": 4,
+                            "maxBatchDelay": 200, "responseTimeout": 60}},
+            "custom": {"1.0": {"defaultVersion": True, "marName": "custom.mar"}},
+            "eager": {"1.0": {"defaultVersion": True, "marName": "eager.mar"}},
+            "slip": {"1.0": {"defaultVersion": True, "marName": "slip.mar"}},
+            "big": {"1.0": {"defaultVersion": True, "marName": "big.mar"}}}}
+        with open(os.path.join(store, "config", "config.properties"), "w") as f:
+            f.write("inference_address=http://0.0.0.0:8085\nmanagement_address=http://0.0.0.0:8085\n"
+                    "metrics_address=http://0.0.0.0:8082\ngrpc_inference_port=7070\ngrpc_management_port=7071\n"
+                    "enable_envvars_config=true\ninstall_py_dep_per_model=true\nenable_metrics_api=true\n"
+                    "metrics_mode=prometheus\nNUM_WORKERS=1\nnumber_of_netty_threads=4\njob_queue_size=10\n"
+                    "load_models=all\nmodel_store=/mnt/models/model-store\n"
+                    "model_snapshot=" + json.dumps(snapshot) + "\n")
+
+        tmp = os.path.join(work, "tmp")
+        os.makedirs(tmp)
+        os.environ["TMPDIR"] = tmp
+        log = os.path.join(work, "server.log")
+        server = Server(args.server, ["--model-repository=" + store, "--mar-max-bytes=1MiB", "--log-level=info"], log)
+        server.wait_serving()
+        base = "http://" + server.http_address
+        text = open(log).read()
+        laid_out = re.search(r"laid out in (\S+)/repository", text)
+        check(laid_out is not None, "the server names its work folder:\n" + text[-2000:])
+        work_folder = laid_out.group(1)
+        check(work_folder.startswith(tmp), "the work folder %s is under TMPDIR" % work_folder)
+
+        # Health, listings.
+        check(http(base, "GET", "/ping") == (200, {"status": "Healthy"}), "/ping: %r" % (http(base, "GET", "/ping"),))
+        status, listed = http(base, "GET", "/models")
+        check(status == 200 and {"modelName": "mlp", "modelUrl": "mlp.mar"} in listed["models"],
+              "/models lists mlp from mlp.mar: %r" % (listed,))
+        status, described = http(base, "GET", "/models/mlp")
+        check(status == 200 and len(described) == 1 and described[0]["modelVersion"] == "1.0" and
+              described[0]["batchSize"] == 4 and described[0]["maxBatchDelay"] == 200,
+              "/models/mlp describes the default version 1.0 with its batch size and delay: %r" % (described,))
+        status, both = http(base, "GET", "/models/mlp/all")
+        check(status == 200 and sorted(d["modelVersion"] for d in both) == ["1.0", "2.0"], "/models/mlp/all: %r" % both)
+        check(http(base, "GET", "/v1/models/mlp") == (200, {"name": "mlp", "ready": True}), "V1 model ready")
+        check(http(base, "GET", "/v1/models/nope")[0] == 404, "V1 unknown model: 404")
+
+        # One instance over every protocol, against PyTorch.
+        x = [[0.5, -1.0, 2.0, 0.25], [1.0, 1.0, -0.5, 0.0], [0.0, 0.1, 0.2, 0.3], [3.0, -2.0, 1.0, 0.5],
+             [-1.0, -1.0, -1.0, -1.0], [0.7, 0.7, 0.7, 0.7]]
+        with torch.no_grad():
+            want = {v: m(torch.tensor(x)).tolist() for v, m in modules.items()}
+        status, got = http(base, "POST", "/predictions/mlp", x[0])
+        check(status == 200 and close(got, want["1.0"][0]), "TorchServe REST, default version: %r %r" % (status, got))
+        status, got = http(base, "POST", "/predictions/mlp/2.0", {"data": x[1]})
+        check(status == 200 and close(got, want["2.0"][1]), "TorchServe REST, version 2.0, {data}: %r" % (got,))
+        status, got = http(base, "POST", "/predictions/mlp/1.0", x[2], {"Content-Type": "application/json"})
+        check(status == 200 and close(got, want["1.0"][2]), "TorchServe REST, version 1.0: %r" % (got,))
+        status, got = http(base, "POST", "/v1/models/mlp:predict", {"instances": x})
+        check(status == 200 and close(got["predictions"], want["1.0"]),
+              "KServe V1, 6 instances (two batches of at most 4): %r" % (got,))
+        status, got = http(base, "POST", "/v1/models/mlp:predict", {"instances": [{"data": r} for r in x[:2]]})
+        check(status == 200 and close(got["predictions"], want["1.0"][:2]), "KServe V1 {data} instances: %r" % (got,))
+        oip = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": x[3]}]}
+        status, got = http(base, "POST", "/v2/models/mlp/versions/2/infer", oip)
+        check(status == 200 and close(got["outputs"][0]["data"], want["2.0"][3]),
+              "Open Inference Protocol, version 2 (TorchServe's 2.0): %r" % (got,))
+
+        # The snapshot's batching: 16 concurrent single requests run in
+        # batches of at most batchSize 4.
+        def predict(i):
+            return http(base, "POST", "/predictions/mlp", x[i % len(x)])
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(predict, range(16)))
+        check(all(s == 200 and close(g, want["1.0"][i % len(x)]) for i, (s, g) in enumerate(answers)),
+              "concurrent predictions answer right: %r" % (answers[:2],))
+        status, stats = http(base, "GET", "/v2/models/mlp/versions/1/stats")
+        sizes = [b["batch_size"] for b in stats["model_stats"][0]["batch_stats"]]
+        check(sizes and max(sizes) <= 4, "no batch holds more than batchSize 4: %r" % sizes)
+        check(any(s > 1 for s in sizes), "maxBatchDelay 200 ms lets batches form: %r" % sizes)
+
+        # Refused archives: named reasons, the other models unaffected.
+        text = open(log).read()
+        for mar, needle in (("custom.mar", "my_handler.py"), ("eager.mar", "net.py"),
+                            ("slip.mar", "outside the archive's folder"), ("big.mar", "limit of 1048576 bytes")):
+            check(re.search(r"TorchServe archive %s is not served: .*%s" % (re.escape(mar), re.escape(needle)), text),
+                  "the log names why %s is refused (%s)" % (mar, needle))
+        status, body = http(base, "POST", "/predictions/custom", [1.0, 2.0])
+        check(status == 400 and body["type"] == "BadRequestException" and "my_handler.py" in body["message"] and
+              "torch.jit.script" in body["message"], "a refused model's requests say why: %r %r" % (status, body))
+        status, body = http(base, "POST", "/predictions/big", [1.0, 2.0])
+        check(status == 400 and "1048576" in body["message"], "oversized: %r" % (body,))
+        for root, _, files in os.walk(work):
+            check("escaped.txt" not in files, "zip-slip wrote %s/escaped.txt" % root)
+
+        # Bad requests name what is wrong.
+        status, body = http(base, "POST", "/predictions/nope", [1.0])
+        check(status == 404 and body["type"] == "ModelNotFoundException", "unknown model: %r %r" % (status, body))
+        status, body = http(base, "POST", "/predictions/mlp", b"[1, 2")
+        check(status == 400 and "not valid JSON" in body["message"], "broken JSON: %r" % (body,))
+        status, body = http(base, "POST", "/predictions/mlp", [[1.0, 2.0], [3.0]])
+        check(status == 400 and "body[1]" in body["message"], "a ragged list names where: %r" % (body,))
+        status, body = http(base, "POST", "/predictions/mlp", ["a", "b", "c", "d"])
+        check(status == 400 and "body[0]" in body["message"] and "number" in body["message"], "strings: %r" % (body,))
+        status, body = http(base, "POST", "/predictions/mlp", [1.0, 2.0])
+        # The archive declares no input shape, so the model itself refuses
+        # it (as under TorchServe: 500, with the model's own words).
+        check(status == 500 and "shapes cannot be multiplied" in body["message"], "a shape the model refuses: %r" % (body,))
+        status, body = http(base, "POST", "/v1/models/mlp:predict", {"inputs": x})
+        check(status == 400 and "instances" in body["error"], "V1 without instances: %r" % (body,))
+        status, body = http(base, "POST", "/v1/models/mlp:predict", {"instances": [x[0], x[0][:3]]})
+        check(status == 400 and "instances[1]" in body["error"], "V1 instances of two shapes: %r" % (body,))
+        status, body = http(base, "POST", "/predictions/mlp/9.9", x[0])
+        check(status == 404 and "9.9" in body["message"], "unknown version: %r" % (body,))
+        check(http(base, "GET", "/predictions/mlp")[0] == 405, "GET on predictions: 405")
+
+        code = server.stop()
+        server = None
+        check(code == 0, "clean exit: %r" % code)
+        check(not os.path.exists(work_folder), "the work folder %s is removed at exit" % work_folder)
+        print("PASS: %d checks" % checks_made())
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
