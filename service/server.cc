@@ -29,6 +29,7 @@
 #include "service/model_mesh_runtime.h"
 #include "service/open_inference_rest.h"
 #include "service/open_inference_service.h"
+#include "service/torchserve_grpc.h"
 #include "service/torchserve_rest.h"
 #include "service/tracing.h"
 
@@ -141,6 +142,7 @@ struct Server::Parts {
   std::unique_ptr<TorchServeRest> torchserve_rest;
   std::unique_ptr<HttpServer> http;
   std::unique_ptr<OpenInferenceService> open_inference;
+  std::unique_ptr<TorchServeGrpcService> torchserve_grpc;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<ModelMeshRuntime> model_mesh;
   std::unique_ptr<grpc::Server> model_mesh_server;
@@ -249,6 +251,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
              << HostOf(opts.http_address) << ":" << p->http->port() << "/v2";
   }
   p->open_inference = std::make_unique<OpenInferenceService>(*p->core, *p->front_end, version);
+  p->torchserve_grpc = std::make_unique<TorchServeGrpcService>(*p->core, *p->front_end,
+                                                               p->torchserve ? &p->torchserve->catalog() : nullptr);
 
   grpc::EnableDefaultHealthCheckService(true);
   const bool reflection = ServesReflection(opts);
@@ -279,6 +283,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   }
   builder.RegisterService(p->service.get());
   builder.RegisterService(p->open_inference.get());
+  builder.RegisterService(p->torchserve_grpc.get());
   p->grpc_server = builder.BuildAndStart();
   if (!p->grpc_server || p->port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", opts.address));
   // ModelMesh's SPI on its own port, without tokens: loopback only (the

@@ -70,15 +70,6 @@ const nlohmann::json& InstanceValue(const nlohmann::json& instance) {
 
 }  // namespace
 
-struct TorchServeRest::Target {
-  std::string model;
-  std::string version;         // the repository's version number; "" for the latest
-  std::string version_name;    // as the client knows it
-  MarHandler handler = MarHandler::kBase;
-  uint32_t max_batch_size = 0;
-  DType input_dtype = DType::kFloat32;
-};
-
 // The calls one HTTP prediction makes (one per batch of instances), joined:
 // the answer goes out when the last call ends, with every row in order or
 // the first error.
@@ -122,7 +113,7 @@ struct TorchServeRest::Prediction {
 };
 
 TorchServeRest::TorchServeRest(InferenceCore& core, const FrontEnd& front_end, const TorchServeCatalog* catalog)
-    : core_(core), front_end_(front_end), catalog_(catalog) {}
+    : core_(core), front_end_(front_end), models_(core, catalog) {}
 
 bool TorchServeRest::Serves(absl::string_view path) {
   return path == "/ping" || path == "/models" || absl::StartsWith(path, "/models/") ||
@@ -211,38 +202,6 @@ void TorchServeRest::Handle(std::shared_ptr<HttpRequest> request, HttpResponder 
   Predict(std::move(request), Protocol::kKServeV1, model, "", std::move(respond));
 }
 
-absl::StatusOr<TorchServeRest::Target> TorchServeRest::Resolve(const std::string& model,
-                                                               const std::string& version) const {
-  Target t;
-  t.model = model;
-  t.version_name = version;
-  if (catalog_ != nullptr && (catalog_->models.count(model) || !core_.KnownModel(model))) {
-    absl::StatusOr<std::string> number = catalog_->RepositoryVersion(model, version);
-    if (!number.ok()) return number.status();
-    t.version = *number;
-    t.handler = catalog_->models.at(model).handler;
-  } else {
-    int64_t n = 0;
-    if (!version.empty() && (!absl::SimpleAtoi(version, &n) || n < 1)) {
-      return absl::NotFoundError(absl::StrCat("Model version '", version.substr(0, 64), "' of model '",
-                                              model.substr(0, 128), "' not found (versions are numbers)"));
-    }
-    t.version = version;
-  }
-  absl::StatusOr<ModelStatus> status = core_.Model(model, t.version);
-  if (!status.ok()) {
-    if (status.status().code() == absl::StatusCode::kNotFound && !core_.KnownModel(model)) {
-      return absl::NotFoundError(absl::StrCat("Model not found: '", model.substr(0, 128), "'"));
-    }
-    return status.status();
-  }
-  t.max_batch_size = status->config.max_batch_size();
-  if (status->config.inputs_size() > 0) {
-    if (std::optional<DType> d = DTypeFromProto(status->config.inputs(0).dtype())) t.input_dtype = *d;
-  }
-  return t;
-}
-
 void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol protocol, const std::string& model,
                              const std::string& version, HttpResponder respond) {
   auto prediction = std::make_shared<Prediction>();
@@ -255,7 +214,7 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
     }
     prediction->CallEnded(s);
   };
-  absl::StatusOr<Target> target = Resolve(model, version);
+  absl::StatusOr<PredictionTarget> target = models_.Resolve(model, version);
   if (!target.ok()) return refuse(target.status());
   if (target->handler != MarHandler::kBase) {
     return refuse(absl::UnimplementedError(absl::StrCat("model '", model, "': handler ",
@@ -313,7 +272,7 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
 
   // One call per batch of at most max_batch_size instances; a model
   // without batching takes each instance alone, as its whole input.
-  const size_t per_call = target->max_batch_size > 0 ? target->max_batch_size : 1;
+  const size_t per_call = target->InstancesPerCall();
   const size_t call_count = (rows.size() + per_call - 1) / per_call;
   prediction->rows.resize(rows.size());
   {
@@ -357,18 +316,12 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
     req.model = model;
     req.version = target->version;
     req.deadline = *deadline;
-    at::Tensor input;
-    if (target->max_batch_size > 0) {
-      absl::StatusOr<at::Tensor> batch = StackInstances(rows, first, count, field);
-      if (!batch.ok()) {
-        call->Refuse(batch.status());
-        continue;
-      }
-      input = *std::move(batch);
-    } else {
-      input = rows[first];
+    absl::StatusOr<at::Tensor> input = target->Input(rows, first, count, field);
+    if (!input.ok()) {
+      call->Refuse(input.status());
+      continue;
     }
-    req.inputs.push_back({"", std::move(input)});
+    req.inputs.push_back({"", *std::move(input)});
     const bool batched = target->max_batch_size > 0;
     call->Submit(std::move(req), [prediction, first, count, batched](InferenceResult& result) {
       for (size_t i = 0; i < count; ++i) {
@@ -379,29 +332,13 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
   }
 }
 
-std::vector<std::pair<std::string, int64_t>> TorchServeRest::VersionNames(const ModelStatus& status) const {
-  std::vector<std::pair<std::string, int64_t>> out;
-  if (catalog_ != nullptr) {
-    if (auto it = catalog_->models.find(status.name); it != catalog_->models.end()) {
-      for (const auto& [name, number] : it->second.versions) out.emplace_back(name, number);
-      return out;
-    }
-  }
-  for (const VersionStatus& v : status.states) out.emplace_back(absl::StrCat(v.version), v.version);
-  return out;
-}
-
 HttpResponse TorchServeRest::ListModels() const {
   absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
   if (!models.ok()) return TorchServeError(models.status());
   nlohmann::json list = nlohmann::json::array();
   for (const ModelStatus& m : *models) {
-    std::string url = m.name;
-    if (catalog_ != nullptr) {
-      if (auto it = catalog_->models.find(m.name); it != catalog_->models.end()) {
-        url = it->second.archives.at(it->second.default_version);
-      }
-    }
+    const TorchServeModel* archived = models_.Archived(m.name);
+    const std::string url = archived ? archived->archives.at(archived->default_version) : m.name;
     list.push_back({{"modelName", m.name}, {"modelUrl", url}});
   }
   return JsonAnswer(200, {{"models", std::move(list)}});
@@ -410,14 +347,10 @@ HttpResponse TorchServeRest::ListModels() const {
 HttpResponse TorchServeRest::DescribeModel(const std::string& model, const std::string& version) const {
   absl::StatusOr<ModelStatus> status = core_.Model(model);
   if (!status.ok()) return TorchServeError(status.status());
-  const TorchServeModel* archived = nullptr;
-  if (catalog_ != nullptr) {
-    if (auto it = catalog_->models.find(model); it != catalog_->models.end()) archived = &it->second;
-  }
+  const TorchServeModel* archived = models_.Archived(model);
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& [name, number] : VersionNames(*status)) {
-    const bool is_default = archived ? name == archived->default_version
-                                     : !status->versions.empty() && number == status->versions.back();
+  for (const auto& [name, number] : models_.VersionNames(*status)) {
+    const bool is_default = models_.IsDefaultVersion(*status, name, number);
     if (version.empty() ? !is_default : (version != "all" && version != name)) continue;
     const bool ready = std::find(status->versions.begin(), status->versions.end(), number) != status->versions.end();
     nlohmann::json workers = nlohmann::json::array();
@@ -449,7 +382,7 @@ HttpResponse TorchServeRest::DescribeModel(const std::string& model, const std::
 }
 
 HttpResponse TorchServeRest::KServeModel(const std::string& model) const {
-  absl::StatusOr<Target> target = Resolve(model, "");
+  absl::StatusOr<PredictionTarget> target = models_.Resolve(model, "");
   if (!target.ok() && target.status().code() == absl::StatusCode::kNotFound) return KServeError(target.status());
   return JsonAnswer(200, {{"name", model}, {"ready", target.ok() && core_.ready() && !front_end_.draining()}});
 }
@@ -462,7 +395,7 @@ HttpResponse TorchServeRest::Unregister(const HttpRequest& request, const std::s
   LoadRequest unload;
   unload.model = model;
   if (!version.empty()) {
-    absl::StatusOr<Target> target = Resolve(model, version);
+    absl::StatusOr<PredictionTarget> target = models_.Resolve(model, version);
     if (!target.ok()) return TorchServeError(target.status());
     unload.version = target->version;
   }

@@ -37,6 +37,7 @@
 #include "scheduler/torchserve_store.h"
 #include "service/front_end.h"
 #include "service/http_server.h"
+#include "service/torchserve_models.h"
 
 namespace infergate {
 
@@ -59,22 +60,18 @@ class TorchServeRest {
 
  private:
   enum class Protocol { kTorchServe, kKServeV1 };
-  struct Target;      // the model and version a prediction runs on
   struct Prediction;  // one HTTP prediction's calls, joined
 
   void Predict(std::shared_ptr<HttpRequest> request, Protocol protocol, const std::string& model,
                const std::string& version, HttpResponder respond);
-  absl::StatusOr<Target> Resolve(const std::string& model, const std::string& version) const;
   HttpResponse ListModels() const;
   HttpResponse DescribeModel(const std::string& model, const std::string& version) const;
   HttpResponse KServeModel(const std::string& model) const;
   HttpResponse Unregister(const HttpRequest& request, const std::string& model, const std::string& version);
-  // The TorchServe version names `status`'s served versions are known by.
-  std::vector<std::pair<std::string, int64_t>> VersionNames(const ModelStatus& status) const;
 
   InferenceCore& core_;
   const FrontEnd& front_end_;
-  const TorchServeCatalog* const catalog_;
+  const TorchServeModels models_;
 };
 
 }  // namespace infergate

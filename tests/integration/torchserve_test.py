@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -222,6 +223,41 @@ def main():
         status, body = http(base, "POST", "/predictions/mlp/9.9", x[0])
         check(status == 404 and "9.9" in body["message"], "unknown version: %r" % (body,))
         check(http(base, "GET", "/predictions/mlp")[0] == 405, "GET on predictions: 405")
+
+        # TorchServe's gRPC API, with stubs from its proto.
+        import grpc
+        stubs = os.path.join(work, "ts_stubs")
+        os.makedirs(stubs)
+        subprocess.run(["protoc", "-I", args.proto_dir, "--python_out", stubs, "--grpc_python_out", stubs,
+                        "--plugin=protoc-gen-grpc_python=" + shutil.which("grpc_python_plugin"),
+                        "torchserve/inference.proto"], check=True)
+        sys.path.insert(0, stubs)
+        from torchserve import inference_pb2 as ts, inference_pb2_grpc as ts_grpc
+        from google.protobuf import empty_pb2
+        channel = grpc.insecure_channel(server.address)
+        api = ts_grpc.InferenceAPIsServiceStub(channel)
+        health = json.loads(api.Ping(empty_pb2.Empty(), timeout=30).health)
+        check(health == {"status": "Healthy"}, "gRPC Ping: %r" % (health,))
+        answer = api.Predictions(ts.PredictionsRequest(model_name="mlp", input={"data": json.dumps(x[4]).encode()}),
+                                 timeout=30)
+        check(close(json.loads(answer.prediction), want["1.0"][4]), "gRPC Predictions: %r" % (answer.prediction,))
+        answer = api.Predictions(ts.PredictionsRequest(model_name="mlp", model_version="2.0",
+                                                       input={"body": json.dumps(x[5]).encode()}), timeout=30)
+        check(close(json.loads(answer.prediction), want["2.0"][5]), "gRPC Predictions 2.0: %r" % (answer.prediction,))
+        for bad, code, needle in (
+                (ts.PredictionsRequest(model_name="nope", input={"data": b"[1]"}), grpc.StatusCode.NOT_FOUND, "nope"),
+                (ts.PredictionsRequest(model_name="mlp", input={"x": b"[1]"}), grpc.StatusCode.INVALID_ARGUMENT,
+                 "\"data\""),
+                (ts.PredictionsRequest(model_name="mlp", input={"data": b"[1, 2"}), grpc.StatusCode.INVALID_ARGUMENT,
+                 "input[\"data\"]"),
+                (ts.PredictionsRequest(model_name="custom", input={"data": b"[1, 2]"}),
+                 grpc.StatusCode.FAILED_PRECONDITION, "my_handler.py")):
+            try:
+                api.Predictions(bad, timeout=30)
+                fail("expected %s for %r" % (code, bad))
+            except grpc.RpcError as e:
+                check(e.code() == code and needle in (e.details() or ""), "gRPC refusal: %s %s" % (e.code(), e.details()))
+        channel.close()
 
         code = server.stop()
         server = None
