@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/call_context.h"
 #include "service/infer_call.h"
-#include "service/instance_codec.h"
+#include "service/torchserve_handlers.h"
 #include "service/json_scan.h"
 
 namespace infergate {
@@ -42,30 +42,22 @@ grpc::ServerUnaryReactor* TorchServeGrpcService::Predictions(grpc::CallbackServe
     call.Refuse(target.status());
     return reactor;
   }
-  if (target->handler != MarHandler::kBase) {
-    call.Refuse(absl::UnimplementedError(
-        absl::StrCat("model '", model, "': handler ", MarHandlerName(target->handler), " is not served yet")));
-    return reactor;
-  }
   const char* key = request->input().count("data") ? "data" : "body";
   auto data = request->input().find(key);
   if (data == request->input().end()) {
-    call.Refuse(absl::InvalidArgumentError("input: needs a \"data\" entry (base_handler takes a JSON list)"));
+    call.Refuse(absl::InvalidArgumentError(absl::StrCat(
+        "input: needs a \"data\" entry (", MarHandlerName(target->handler),
+        target->handler == MarHandler::kBase ? " takes a JSON list)" : " takes a JPEG or PNG)")));
     return reactor;
   }
   const std::string field = absl::StrCat("input[\"", key, "\"]");
-  // The parse tree counts against the in-flight budget while it lives.
+  // A JSON parse tree counts against the in-flight budget while it lives.
   absl::StatusOr<InflightBudget::Reservation> tree = call.Reserve(ScanJson(data->second).TreeBytes());
   if (!tree.ok()) {
     call.Refuse(tree.status());
     return reactor;
   }
-  absl::StatusOr<nlohmann::json> value = ParseBoundedJson(data->second, field);
-  if (!value.ok()) {
-    call.Refuse(value.status());
-    return reactor;
-  }
-  absl::StatusOr<at::Tensor> row = InstanceTensor(*value, target->input_dtype, field, front_end_.limits());
+  absl::StatusOr<at::Tensor> row = HandlerInputFromBytes(*target, data->second, field, front_end_.limits());
   *tree = InflightBudget::Reservation();
   if (!row.ok()) {
     call.Refuse(row.status());
@@ -82,8 +74,9 @@ grpc::ServerUnaryReactor* TorchServeGrpcService::Predictions(grpc::CallbackServe
   req.deadline = SteadyDeadline(*ctx);
   req.inputs.push_back({"", *std::move(input)});
   const bool batched = target->max_batch_size > 0;
-  call.Submit(std::move(req), [response, batched](InferenceResult& result) {
-    response->set_prediction(PredictionJson(result.outputs, batched ? 0 : -1).dump());
+  const MarHandler handler = target->handler;
+  call.Submit(std::move(req), [response, batched, handler](InferenceResult& result) {
+    response->set_prediction(HandlerOutput(handler, result, batched ? 0 : -1));
     return absl::OkStatus();
   });
   return reactor;

@@ -3,11 +3,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "service/cross_origin.h"
 #include "service/infer_call.h"
 #include "service/instance_codec.h"
+#include "service/multipart_form.h"
+#include "service/torchserve_handlers.h"
 #include "service/json_scan.h"
 #include "service/open_inference_rest.h"
 #include "wire/proto_enums.h"
@@ -76,7 +79,7 @@ const nlohmann::json& InstanceValue(const nlohmann::json& instance) {
 struct TorchServeRest::Prediction {
   Protocol protocol;
   HttpResponder respond;
-  std::vector<nlohmann::json> rows;  // each call writes only its own rows
+  std::vector<std::string> rows;  // JSON text; each call writes only its own rows
   absl::Mutex mu;
   size_t calls_left ABSL_GUARDED_BY(mu) = 0;
   absl::Status first_error ABSL_GUARDED_BY(mu);
@@ -93,11 +96,13 @@ struct TorchServeRest::Prediction {
     }
     if (!answer.ok()) return respond(protocol == Protocol::kTorchServe ? TorchServeError(answer) : KServeError(answer));
     if (protocol == Protocol::kKServeV1) {
-      nlohmann::json predictions = nlohmann::json::array();
-      for (nlohmann::json& row : rows) predictions.push_back(std::move(row));
-      return respond(JsonAnswer(200, {{"predictions", std::move(predictions)}}));
+      HttpResponse r;
+      r.body = absl::StrCat("{\"predictions\": [", absl::StrJoin(rows, ", "), "]}");
+      return respond(std::move(r));
     }
-    respond(JsonAnswer(200, rows.empty() ? nlohmann::json(nullptr) : rows[0]));
+    HttpResponse r;
+    r.body = rows.empty() ? "null" : std::move(rows[0]);
+    respond(std::move(r));
   }
 
   void CancelAll() {
@@ -216,14 +221,9 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
   };
   absl::StatusOr<PredictionTarget> target = models_.Resolve(model, version);
   if (!target.ok()) return refuse(target.status());
-  if (target->handler != MarHandler::kBase) {
-    return refuse(absl::UnimplementedError(absl::StrCat("model '", model, "': handler ",
-                                                        MarHandlerName(target->handler), " is not served yet")));
-  }
-  // The body's instances. The parse tree is the largest thing the call
-  // holds, some tens of bytes per value: it counts against the in-flight
-  // budget while it lives.
-  const absl::string_view what = protocol == Protocol::kKServeV1 ? "the V1 request body" : "the request body";
+  // The body's instances as the model's inputs. A JSON parse tree is the
+  // largest thing the call holds, some tens of bytes per value: it counts
+  // against the in-flight budget while it lives.
   const JsonScan scan = ScanJson(request->body);
   InflightBudget::Reservation tree;
   if (InflightBudget* budget = front_end_.budget()) {
@@ -236,39 +236,39 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
     }
     tree = *std::move(reserved);
   }
-  absl::StatusOr<nlohmann::json> body = ParseBoundedJson(request->body, what);
-  if (!body.ok()) {
-    return refuse(absl::InvalidArgumentError(absl::StrCat(
-        body.status().message(), protocol == Protocol::kTorchServe
-                                     ? "; base_handler takes a JSON list (or {\"data\": list})"
-                                     : "")));
-  }
-  std::vector<const nlohmann::json*> instances;
+  const CodecLimits& limits = front_end_.limits();
+  std::vector<at::Tensor> rows;
   std::string field = "body";
-  if (protocol == Protocol::kKServeV1) {
+  if (protocol == Protocol::kTorchServe) {
+    // One instance: the raw body, or a form's "data" field.
+    absl::string_view payload = request->body;
+    if (const absl::string_view type = request->Header("content-type"); IsMultipartForm(type)) {
+      absl::StatusOr<absl::string_view> part = MultipartFormField(type, request->body);
+      if (!part.ok()) return refuse(part.status());
+      payload = *part;
+    }
+    absl::StatusOr<at::Tensor> row = HandlerInputFromBytes(*target, payload, field, limits);
+    if (!row.ok()) return refuse(row.status());
+    rows.push_back(*std::move(row));
+  } else {
+    absl::StatusOr<nlohmann::json> body = ParseBoundedJson(request->body, "the V1 request body");
+    if (!body.ok()) return refuse(body.status());
     auto it = body->is_object() ? body->find("instances") : body->end();
     if (!body->is_object() || it == body->end() || !it->is_array()) {
       return refuse(absl::InvalidArgumentError("the V1 request body must be {\"instances\": [...]}"));
     }
     if (it->empty()) return refuse(absl::InvalidArgumentError("instances: is empty"));
-    for (const nlohmann::json& i : *it) instances.push_back(&InstanceValue(i));
     field = "instances";
-  } else {
-    instances.push_back(&InstanceValue(*body));
+    if (absl::Status s = CheckTensorCount(static_cast<int64_t>(it->size()), field, limits); !s.ok()) return refuse(s);
+    rows.reserve(it->size());
+    for (size_t i = 0; i < it->size(); ++i) {
+      absl::StatusOr<at::Tensor> row =
+          HandlerInput(*target, InstanceValue((*it)[i]), absl::StrCat("instances[", i, "]"), limits);
+      if (!row.ok()) return refuse(row.status());
+      rows.push_back(*std::move(row));
+    }
   }
-  if (absl::Status s = CheckTensorCount(static_cast<int64_t>(instances.size()), field, front_end_.limits()); !s.ok()) {
-    return refuse(s);
-  }
-  std::vector<at::Tensor> rows;
-  rows.reserve(instances.size());
-  for (size_t i = 0; i < instances.size(); ++i) {
-    const std::string where = protocol == Protocol::kKServeV1 ? absl::StrCat("instances[", i, "]") : field;
-    absl::StatusOr<at::Tensor> row = InstanceTensor(*instances[i], target->input_dtype, where, front_end_.limits());
-    if (!row.ok()) return refuse(row.status());
-    rows.push_back(*std::move(row));
-  }
-  body = nlohmann::json();  // the parse tree is gone
-  tree = InflightBudget::Reservation();
+  tree = InflightBudget::Reservation();  // the parse tree is gone
 
   // One call per batch of at most max_batch_size instances; a model
   // without batching takes each instance alone, as its whole input.
@@ -323,9 +323,10 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
     }
     req.inputs.push_back({"", *std::move(input)});
     const bool batched = target->max_batch_size > 0;
-    call->Submit(std::move(req), [prediction, first, count, batched](InferenceResult& result) {
+    const MarHandler handler = target->handler;
+    call->Submit(std::move(req), [prediction, first, count, batched, handler](InferenceResult& result) {
       for (size_t i = 0; i < count; ++i) {
-        prediction->rows[first + i] = PredictionJson(result.outputs, batched ? static_cast<int64_t>(i) : -1);
+        prediction->rows[first + i] = HandlerOutput(handler, result, batched ? static_cast<int64_t>(i) : -1);
       }
       return absl::OkStatus();
     });

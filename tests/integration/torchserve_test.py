@@ -80,6 +80,98 @@ def close(a, b, tol=1e-4):
     return abs(a - b) <= tol * (1 + abs(b))
 
 
+def make_images():
+    """A JPEG and a PNG of odd sizes (the centre crop's rounding), and a
+    grayscale JPEG and an RGBA PNG, drawn with Pillow."""
+    import random
+    from PIL import Image, ImageDraw
+    rng = random.Random(5)
+    out = {}
+    for name, size, fmt in (("photo.jpg", (333, 250), "JPEG"), ("drawing.png", (281, 500), "PNG")):
+        img = Image.new("RGB", size)
+        draw = ImageDraw.Draw(img)
+        for _ in range(40):
+            x0, y0 = rng.randrange(size[0]), rng.randrange(size[1])
+            draw.ellipse([x0, y0, x0 + rng.randrange(10, 120), y0 + rng.randrange(10, 120)],
+                         fill=(rng.randrange(256), rng.randrange(256), rng.randrange(256)))
+        buf = io.BytesIO()
+        img.save(buf, fmt, **({"quality": 90} if fmt == "JPEG" else {}))
+        out[name] = buf.getvalue()
+        if fmt == "JPEG":
+            gray = io.BytesIO()
+            img.convert("L").save(gray, "JPEG")
+            out["gray.jpg"] = gray.getvalue()
+        else:
+            rgba = io.BytesIO()
+            img.convert("RGBA").save(rgba, "PNG")
+            out["alpha.png"] = rgba.getvalue()
+    return out
+
+
+def torchserve_top5(model, labels, image_bytes):
+    """What TorchServe's image_classifier answers: its own pipeline
+    (Pillow, torchvision's transforms), softmax and top 5 by label."""
+    import torch
+    import torch.nn.functional as F
+    from PIL import Image
+    from torchvision import transforms
+    pipeline = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(),
+                                   transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])])
+    x = torch.stack([pipeline(Image.open(io.BytesIO(image_bytes)))])
+    with torch.no_grad():
+        probs, classes = torch.topk(F.softmax(model(x), dim=1), 5, dim=1)
+    return [(labels[str(c)][-1], p) for c, p in zip(classes[0].tolist(), probs[0].tolist())]
+
+
+# Probabilities may differ from TorchServe's by this much: the pixels are
+# the same (libjpeg-turbo, Pillow's resampling reproduced), so what is left
+# is float rounding in the model.
+PROBABILITY_TOLERANCE = 1e-5
+
+
+def same_top5(got, want):
+    """`got` (the server's {label: p}, in order) against TorchServe's list."""
+    return isinstance(got, dict) and list(got.keys()) == [l for l, _ in want] and \
+        all(abs(got[l] - p) <= PROBABILITY_TOLERANCE for l, p in want)
+
+
+def check_image_classifier(base, grpc_address, api, ts, model, labels, images):
+    import base64
+    import grpc
+    for name in ("photo.jpg", "drawing.png"):
+        want = torchserve_top5(model, labels, images[name])
+        status, got = http(base, "POST", "/predictions/clf", images[name], {"Content-Type": "application/octet-stream"})
+        check(status == 200 and same_top5(got, want), "%s, raw body: %r, TorchServe says %r" % (name, got, want))
+        boundary = "----infergate-test"
+        form = ("--%s\r\nContent-Disposition: form-data; name=\"data\"; filename=\"%s\"\r\n"
+                "Content-Type: application/octet-stream\r\n\r\n" % (boundary, name)).encode() + images[name] + \
+            ("\r\n--%s--\r\n" % boundary).encode()
+        status, got = http(base, "POST", "/predictions/clf/1.0", form,
+                           {"Content-Type": "multipart/form-data; boundary=" + boundary})
+        check(status == 200 and same_top5(got, want), "%s, multipart form: %r" % (name, got))
+        answer = api.Predictions(ts.PredictionsRequest(model_name="clf", input={"data": images[name]}), timeout=60)
+        check(same_top5(json.loads(answer.prediction), want), "%s over gRPC: %r" % (name, answer.prediction))
+    b64 = {n: base64.b64encode(b).decode() for n, b in images.items()}
+    status, got = http(base, "POST", "/v1/models/clf:predict",
+                       {"instances": [{"data": b64["photo.jpg"]}, {"b64": b64["drawing.png"]}]})
+    check(status == 200 and same_top5(got["predictions"][0], torchserve_top5(model, labels, images["photo.jpg"])) and
+          same_top5(got["predictions"][1], torchserve_top5(model, labels, images["drawing.png"])),
+          "KServe V1 with two base64 images: %r" % (got,))
+    # Images TorchServe's own pipeline fails on are converted to RGB here.
+    for name in ("gray.jpg", "alpha.png"):
+        status, got = http(base, "POST", "/predictions/clf", images[name])
+        check(status == 200 and len(got) == 5, "%s answers its top 5: %r" % (name, got))
+    # Broken images are refused, naming why.
+    status, body = http(base, "POST", "/predictions/clf", images["photo.jpg"][:len(images["photo.jpg"]) // 2])
+    check(status == 400 and "truncated" in body["message"], "a truncated JPEG: %r" % (body,))
+    status, body = http(base, "POST", "/predictions/clf", images["drawing.png"][:200])
+    check(status == 400 and "PNG" in body["message"], "a truncated PNG: %r" % (body,))
+    status, body = http(base, "POST", "/predictions/clf", b"GIF89a not served")
+    check(status == 400 and "not a JPEG or PNG" in body["message"], "not an image: %r" % (body,))
+    status, body = http(base, "POST", "/v1/models/clf:predict", {"instances": [{"data": "!!notbase64!!"}]})
+    check(status == 400 and "instances[0]" in body["error"], "bad base64: %r" % (body,))
+
+
 def main():
     args = required_arguments("--server", "--proto-dir")
     work = tempfile.mkdtemp(prefix="ig_torchserve_")
@@ -111,7 +203,21 @@ def main():
                   "base_handler", raw_entries=[("../../escaped.txt", b"owned")])
         write_mar(os.path.join(store, "model-store", "big.mar"), "big", "1.0", "model.pt", tiny.getvalue(),
                   "base_handler", extra={"padding.bin": b"\0" * (4 << 20)})
-        snapshot = {"name": "startup.cfg", "modelCount": 6, "models": {
+        # An image classifier: TorchServe's image_classifier handler around a
+        # small convolutional model, with ImageNet-style labels.
+        torch.manual_seed(11)
+        clf = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 5, stride=4), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(3),
+                                  torch.nn.Flatten(), torch.nn.Linear(36, 12)).eval()
+        with torch.no_grad():
+            clf[4].weight.mul_(20)
+        buf = io.BytesIO()
+        torch.jit.save(torch.jit.script(clf), buf)
+        labels = {str(i): ["n%08d" % i, "class_%d" % i] for i in range(12)}
+        write_mar(os.path.join(store, "model-store", "clf.mar"), "clf", "1.0", "clf.pt", buf.getvalue(),
+                  "image_classifier", extra={"index_to_name.json": json.dumps(labels)})
+        images = make_images()
+        snapshot = {"name": "startup.cfg", "modelCount": 7, "models": {
+            "clf": {"1.0": {"defaultVersion": True, "marName": "clf.mar", "batchSize": 8, "maxBatchDelay": 5}},
             "mlp": {"1.0": {"defaultVersion": True, "marName": "mlp.mar", "minWorkers": 1, "maxWorkers": 5,
                             "batchSize": 4, "maxBatchDelay": 200, "responseTimeout": 60},
                     "2.0": {"marName": "mlp_v2.mar", "minWorkers": 1, "maxWorkers": 1, "batchSize": 4,
@@ -257,6 +363,8 @@ def main():
                 fail("expected %s for %r" % (code, bad))
             except grpc.RpcError as e:
                 check(e.code() == code and needle in (e.details() or ""), "gRPC refusal: %s %s" % (e.code(), e.details()))
+
+        check_image_classifier(base, server.address, api, ts, clf, labels, images)
         channel.close()
 
         code = server.stop()

@@ -1,0 +1,111 @@
+#include "service/torchserve_handlers.h"
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "scheduler/class_labels.h"
+#include "service/image_decode.h"
+#include "service/image_preprocess.h"
+#include "service/instance_codec.h"
+#include "service/json_scan.h"
+
+namespace infergate {
+namespace {
+
+absl::StatusOr<at::Tensor> ImageInput(absl::string_view bytes, absl::string_view where) {
+  absl::StatusOr<RgbImage> image = DecodeImage(bytes, where);
+  if (!image.ok()) return image.status();
+  return ImageClassifierInput(*image);
+}
+
+// The image in `text`: base64 (standard or URL-safe alphabet) of a JPEG or PNG.
+absl::StatusOr<at::Tensor> Base64ImageInput(const std::string& text, absl::string_view where) {
+  std::string bytes;
+  if (!absl::Base64Unescape(text, &bytes) && !absl::WebSafeBase64Unescape(text, &bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": expected an image's bytes in base64"));
+  }
+  return ImageInput(bytes, where);
+}
+
+// JSON text of a probability as Python's float repr writes a double.
+void AppendNumber(std::string& out, double v) { out += nlohmann::json(v).dump(); }
+
+std::string TopClasses(const InferenceResult& result, int64_t row) {
+  if (result.outputs.empty()) return "{}";
+  const NamedTensor& output = result.outputs[0];
+  at::Tensor scores = output.tensor.to(at::kFloat);
+  if (row >= 0 && scores.dim() > 1) {
+    scores = scores[row];
+  } else if (scores.dim() > 1) {
+    scores = scores.flatten();
+  }
+  if (scores.dim() == 0) scores = scores.reshape({1});
+  const at::Tensor probabilities = at::softmax(scores, 0);
+  const int64_t k = std::min<int64_t>(kTopClasses, probabilities.size(0));
+  const auto [top, classes] = at::topk(probabilities, k);
+  const std::vector<std::string>* labels = result.labels ? result.labels->For(output.name) : nullptr;
+  // Most likely first: an object whose members keep that order.
+  std::string out = "{";
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t index = classes[i].item<int64_t>();
+    const std::string name = labels != nullptr && index < static_cast<int64_t>(labels->size())
+                                 ? (*labels)[index]
+                                 : absl::StrCat(index);
+    if (i > 0) out += ", ";
+    out += nlohmann::json(name).dump();
+    out += ": ";
+    AppendNumber(out, top[i].item<float>());
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+absl::StatusOr<at::Tensor> HandlerInput(const PredictionTarget& target, const nlohmann::json& value,
+                                        absl::string_view where, const CodecLimits& limits) {
+  if (target.handler == MarHandler::kImageClassifier) {
+    const nlohmann::json* v = &value;
+    if (v->is_object()) {
+      if (auto b64 = v->find("b64"); b64 != v->end()) v = &*b64;
+    }
+    if (v->is_string()) return Base64ImageInput(v->get<std::string>(), where);
+    if (!v->is_array()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": expected an image (base64 text) or a preprocessed tensor (a nested list)"));
+    }
+    return InstanceTensor(*v, DType::kFloat32, where, limits);
+  }
+  return InstanceTensor(value, target.input_dtype, where, limits);
+}
+
+absl::StatusOr<at::Tensor> HandlerInputFromBytes(const PredictionTarget& target, absl::string_view bytes,
+                                                 absl::string_view where, const CodecLimits& limits) {
+  if (target.handler == MarHandler::kImageClassifier && LooksLikeImage(bytes)) return ImageInput(bytes, where);
+  absl::StatusOr<nlohmann::json> value = ParseBoundedJson(bytes, where);
+  if (!value.ok()) {
+    if (target.handler == MarHandler::kImageClassifier) {
+      // Not JSON: base64 text of an image, as some clients send it.
+      return Base64ImageInput(std::string(bytes), where);
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(value.status().message(), "; base_handler takes a JSON list (or {\"data\": list})"));
+  }
+  const nlohmann::json* v = &*value;
+  if (v->is_object()) {
+    for (const char* key : {"data", "body"}) {
+      if (auto it = v->find(key); it != v->end()) {
+        v = &*it;
+        break;
+      }
+    }
+  }
+  return HandlerInput(target, *v, where, limits);
+}
+
+std::string HandlerOutput(MarHandler handler, const InferenceResult& result, int64_t row) {
+  if (handler == MarHandler::kImageClassifier) return TopClasses(result, row);
+  return PredictionJson(result.outputs, row).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace infergate

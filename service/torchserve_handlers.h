@@ -1,0 +1,52 @@
+#pragma once
+// TorchServe's built-in handlers, reimplemented: what one request (one
+// instance) becomes as the model's input, and what one row of the model's
+// answer becomes as the client's prediction.
+//   base_handler      in: a number or nested list (instance_codec.h), as
+//                     the model's input dtype; out: the output row as lists.
+//   image_classifier  in: a JPEG or PNG (raw bytes, or base64 text in
+//                     "data"/"body"/"b64"), decoded (image_decode.h) and
+//                     preprocessed as torchvision does (image_preprocess.h);
+//                     or a nested list taken as the preprocessed float
+//                     tensor, as TorchServe's vision handler does; out:
+//                     softmax over the classes, the top 5 as
+//                     {"label": probability, ...}, most likely first, named
+//                     by the model's labels (index_to_name.json) or by
+//                     class index.
+// Unlike TorchServe, a grayscale, palette or RGBA image is converted to
+// RGB first (TorchServe's pipeline fails on them).
+// Pure functions; thread-safe.
+
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/inference_types.h"
+#include "scheduler/mar_manifest.h"
+#include "service/torchserve_models.h"
+#include "service/wire_tensor.h"
+
+namespace infergate {
+
+// How many classes image_classifier answers with.
+inline constexpr int kTopClasses = 5;
+
+// The model input for one instance given as JSON (a REST or V1 body, after
+// any {"data": ...} envelope); `where` names it in errors.
+absl::StatusOr<at::Tensor> HandlerInput(const PredictionTarget& target, const nlohmann::json& value,
+                                        absl::string_view where, const CodecLimits& limits);
+
+// The model input for one instance given as bytes (a raw REST body, a gRPC
+// input entry): an image for image_classifier (raw, or base64), JSON text
+// otherwise.
+absl::StatusOr<at::Tensor> HandlerInputFromBytes(const PredictionTarget& target, absl::string_view bytes,
+                                                 absl::string_view where, const CodecLimits& limits);
+
+// Row `row` of `result` (-1: the whole answer of a model without batching)
+// as the handler answers it, in JSON text.
+std::string HandlerOutput(MarHandler handler, const InferenceResult& result, int64_t row);
+
+}  // namespace infergate
