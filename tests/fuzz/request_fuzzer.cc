@@ -12,11 +12,16 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <unistd.h>
 
+#include "common/zip_extract.h"
 #include "common/zip_listing.h"
+#include "scheduler/torchserve_config.h"
+#include "service/image_decode.h"
+#include "service/multipart_form.h"
 #include "devices/device_id.h"
 #include "scheduler/aoti_package.h"
 #include "infergate/v1/inference.pb.h"
@@ -270,11 +275,61 @@ void FuzzModelPackage(const uint8_t* data, size_t size) {
   if (!variants.ok()) Require(variants.status().code() == absl::StatusCode::kInvalidArgument);
 }
 
+// A client's image for TorchServe's image_classifier (JPEG or PNG, whatever
+// the bytes): an error, or exactly width x height RGB pixels within the
+// pixel limit.
+void FuzzImage(const uint8_t* data, size_t size) {
+  absl::StatusOr<RgbImage> image =
+      DecodeImage(absl::string_view(reinterpret_cast<const char*>(data), size), "body", 1 << 20);
+  if (!image.ok()) {
+    Require(image.status().code() == absl::StatusCode::kInvalidArgument);
+    return;
+  }
+  Require(image->width > 0 && image->height > 0 && uint64_t(image->width) * image->height <= (1 << 20));
+  Require(image->pixels.size() == size_t(image->width) * image->height * 3);
+}
+
+// A multipart form's field (the first line is the Content-Type), and a
+// TorchServe config.properties: errors or answers, never a crash.
+void FuzzTorchServeText(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  const size_t newline = text.find('\n');
+  const std::string type = text.substr(0, newline);
+  const std::string body = newline == std::string::npos ? "" : text.substr(newline + 1);
+  absl::StatusOr<absl::string_view> field = MultipartFormField(type, body);
+  if (field.ok()) Require(field->data() >= body.data() && field->data() + field->size() <= body.data() + body.size());
+  absl::StatusOr<TorchServeConfig> config = ParseTorchServeConfig(text);
+  if (!config.ok()) Require(config.status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+// A .mar archive as the server unpacks it: an error and an empty folder,
+// or files that stay inside the folder and within the limit.
+void FuzzArchive(const uint8_t* data, size_t size) {
+  static const std::string root = "/tmp/ig_fuzz_mar_" + std::to_string(::getpid());
+  const std::string path = root + ".mar";
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), size);
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root + "/out");
+  ZipExtractLimits limits;
+  limits.max_total_bytes = 1 << 20;
+  absl::StatusOr<uint64_t> written = ExtractZip(path, root + "/out", limits);
+  uint64_t found = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    Require(!e.is_symlink());
+    if (e.is_regular_file()) found += e.file_size();
+  }
+  if (written.ok()) {
+    Require(found == *written && *written <= limits.max_total_bytes);
+  } else {
+    Require(found == 0);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  // 0xF0..0xF3 pick the newer paths; the rest keep the routes the seed
+  // 0xF0..0xF6 pick the newer paths; the rest keep the routes the seed
   // corpus was written for.
   if (data[0] == 0xF0) {
     FuzzTritonConfig(data + 1, size - 1);
@@ -284,6 +339,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FuzzLogSettings(data + 1, size - 1);
   } else if (data[0] == 0xF3) {
     FuzzModelPackage(data + 1, size - 1);
+  } else if (data[0] == 0xF4) {
+    FuzzImage(data + 1, size - 1);
+  } else if (data[0] == 0xF5) {
+    FuzzTorchServeText(data + 1, size - 1);
+  } else if (data[0] == 0xF6) {
+    FuzzArchive(data + 1, size - 1);
   } else if (data[0] % 4 == 0) {
     FuzzConfig(data + 1, size - 1);
   } else if (data[0] % 4 == 1) {
