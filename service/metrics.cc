@@ -385,6 +385,42 @@ void Metrics::RecordInfer(const RequestLabels& labels, const absl::Status& statu
                 static_cast<double>(total_us) / 1e6, result ? static_cast<double>(result->timing.queue_us) / 1e6 : 0,
                 result ? static_cast<double>(result->timing.compute_us) / 1e6 : 0,
                 result ? result->placement.batch_size : 0, result != nullptr);
+  RecordTorchServe(labels.model, result, total_us);
+}
+
+void Metrics::ExportTorchServeNames(const TorchServeCatalog* catalog) {
+  prometheus::Registry& r = *registry_;
+  ts_catalog_ = catalog;
+  ts_requests_ = &prometheus::BuildCounter()
+                      .Name("ts_inference_requests_total")
+                      .Help("TorchServe's name: inference requests received, by model and version.")
+                      .Register(r);
+  ts_latency_us_ = &prometheus::BuildCounter()
+                        .Name("ts_inference_latency_microseconds")
+                        .Help("TorchServe's name: total time answering inference requests, in microseconds.")
+                        .Register(r);
+  ts_queue_us_ = &prometheus::BuildCounter()
+                      .Name("ts_queue_latency_microseconds")
+                      .Help("TorchServe's name: total time inference requests waited in queues, in microseconds.")
+                      .Register(r);
+}
+
+void Metrics::RecordTorchServe(const std::string& model, const InferenceResult* result, uint64_t total_us) {
+  if (ts_requests_ == nullptr || model.empty()) return;
+  // The version as TorchServe names it: the archive's name for a store's model.
+  std::string version = result ? absl::StrCat(result->placement.model_version) : "";
+  if (ts_catalog_ != nullptr && result != nullptr) {
+    if (auto it = ts_catalog_->models.find(model); it != ts_catalog_->models.end()) {
+      for (const auto& [name, number] : it->second.versions) {
+        if (number == result->placement.model_version) version = name;
+      }
+    }
+  }
+  const prometheus::Labels labels{{"model_name", model}, {"model_version", version}};
+  Cached(*ts_requests_, labels).Increment();
+  if (result == nullptr) return;
+  Cached(*ts_latency_us_, labels).Increment(static_cast<double>(total_us));
+  Cached(*ts_queue_us_, labels).Increment(static_cast<double>(result->timing.queue_us));
 }
 
 void Metrics::OnCacheLookup(const DeviceId& device, bool hit) {

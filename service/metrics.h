@@ -19,6 +19,7 @@
 #include "common/mutex.h"
 #include "absl/status/statusor.h"
 #include "scheduler/inference_core.h"
+#include "scheduler/torchserve_store.h"
 #include "scheduler/scheduler_observer.h"
 #include "service/front_end.h"
 #include "service/http_server.h"
@@ -72,6 +73,14 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
   // A call refused before it reached the core: kDraining, kInflightBytes.
   void OnAdmissionRejection(RejectionReason reason) override;
 
+  // Also exports TorchServe's frontend metrics under their own names, so
+  // dashboards built on them keep working: ts_inference_requests_total,
+  // ts_inference_latency_microseconds and ts_queue_latency_microseconds
+  // (counters, labels model_name and model_version), with version names
+  // from `catalog` (null: the repository's numbers). Call before traffic;
+  // `catalog` must outlive this.
+  void ExportTorchServeNames(const TorchServeCatalog* catalog);
+
  private:
   Metrics();
 
@@ -83,6 +92,7 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
     std::array<std::atomic<prometheus::Counter*>, 17> by_code{};
   };
   RequestSeries& SeriesFor(const std::string& model, const std::string& device);
+  void RecordTorchServe(const std::string& model, const InferenceResult* result, uint64_t total_us);
   prometheus::Counter& Cached(prometheus::Family<prometheus::Counter>& family, const prometheus::Labels& labels);
 
   std::shared_ptr<prometheus::Registry> registry_;
@@ -105,6 +115,11 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
   prometheus::Family<prometheus::Counter>* rejections_ = nullptr;
   prometheus::Family<prometheus::Counter>* precision_checks_ = nullptr;
   prometheus::Family<prometheus::Gauge>* precision_error_ = nullptr;  // Add/Set are thread-safe; rare calls
+  // TorchServe's names (ExportTorchServeNames); null when not exported.
+  prometheus::Family<prometheus::Counter>* ts_requests_ = nullptr;
+  prometheus::Family<prometheus::Counter>* ts_latency_us_ = nullptr;
+  prometheus::Family<prometheus::Counter>* ts_queue_us_ = nullptr;
+  const TorchServeCatalog* ts_catalog_ = nullptr;
 
   SharedMutex series_mu_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<RequestSeries>> series_ ABSL_GUARDED_BY(series_mu_);

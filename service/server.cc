@@ -191,6 +191,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
         opts.metrics_address, *p->core, {version, TorchVersion(), grpc::Version()}, p->budget.get(), p->tracing.get());
     if (!started.ok()) return started.status();
     p->metrics = *std::move(started);
+    if (opts.torchserve_metrics) p->metrics->ExportTorchServeNames(p->torchserve ? &p->torchserve->catalog() : nullptr);
     p->core->SetObserver(p->metrics.get());
     LOG_INFO << "metrics on http://" << HostOf(opts.metrics_address) << ":" << p->metrics->port() << "/metrics";
   }

@@ -136,6 +136,10 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
              "Serve on the addresses a TorchServe config.properties names: inference_address for REST, "
              "grpc_inference_port for gRPC, metrics_address for metrics (they replace --http-address, --address "
              "and --metrics-address).");
+  flags.Bool("torchserve-metrics", &o.torchserve_metrics,
+             "Also export TorchServe's metric names (ts_inference_requests_total, "
+             "ts_inference_latency_microseconds, ts_queue_latency_microseconds) beside infergate's, for dashboards "
+             "built on TorchServe.");
   flags.Duration("repository-poll-interval", &f.repository_poll_interval,
                  "How often the model repository is checked for new, changed and removed models and versions "
                  "(stat() calls only); a change is acted on once it has held still for one interval. 0 disables: "

@@ -23,6 +23,8 @@ struct ServerOptions {
   // replace --address, --http-address and --metrics-address.
   uint64_t mar_max_bytes = uint64_t{16} << 30;
   bool torchserve_addresses = false;
+  // Also export TorchServe's metric names (Metrics::ExportTorchServeNames).
+  bool torchserve_metrics = false;
   uint64_t max_receive_bytes = 64 << 20;
   // Bytes of inference requests held at once; 0 picks a quarter of the
   // memory there is (the container's limit, else the host's).

@@ -97,6 +97,15 @@ if node validate/validate.js ../kserve/servingruntime.yaml ../kserve/inferencese
 else
   bad "kserve runtime and inference services"
 fi
+if node validate/validate.js ../kserve/clusterservingruntime-pytorch.yaml ../kserve/inferenceservice-torchserve.yaml; then
+  ok "kserve pytorch cluster runtime and a TorchServe InferenceService (v1, auto-selected)"
+else
+  bad "kserve pytorch cluster runtime and a TorchServe InferenceService"
+fi
+expect_invalid "an auto-selected pytorch runtime without v1" "must include v1 in spec.protocolVersions" \
+  "$src/tests/k8s/broken-clusterservingruntime-pytorch.yaml"
+expect_invalid "a V1 InferenceService with no runtime that speaks V1" "no runtime among the files checked auto-selects pytorch over v1" \
+  ../kserve/servingruntime.yaml ../kserve/inferenceservice-torchserve.yaml
 expect_invalid "a ServingRuntime without an http1 port" "has no port named http1" \
   "$src/tests/k8s/broken-servingruntime.yaml"
 expect_invalid "a grpc-v2 InferenceService on the wrong h2c port" "is not runtime infergate's gRPC port 9000" \

@@ -238,7 +238,8 @@ def main():
         os.makedirs(tmp)
         os.environ["TMPDIR"] = tmp
         log = os.path.join(work, "server.log")
-        server = Server(args.server, ["--model-repository=" + store, "--mar-max-bytes=1MiB", "--log-level=info"], log)
+        server = Server(args.server, ["--model-repository=" + store, "--mar-max-bytes=1MiB", "--log-level=info",
+                                      "--torchserve-metrics"], log)
         server.wait_serving()
         base = "http://" + server.http_address
         text = open(log).read()
@@ -366,6 +367,18 @@ def main():
 
         check_image_classifier(base, server.address, api, ts, clf, labels, images)
         channel.close()
+
+        # TorchServe's metric names, by TorchServe's version names, beside infergate's.
+        metrics = urllib.request.urlopen("http://%s/metrics" % server.metrics_address, timeout=30).read().decode()
+        def value(name, model, version):
+            m = re.search(r'^%s\{model_name="%s",model_version="%s"\} (\S+)$' % (name, model, version), metrics, re.M)
+            return float(m.group(1)) if m else None
+        requests_v2 = value("ts_inference_requests_total", "mlp", "2.0")
+        check(requests_v2 == 3, "ts_inference_requests_total for mlp 2.0 (REST, OIP, gRPC): %r" % requests_v2)
+        check((value("ts_inference_requests_total", "mlp", "1.0") or 0) >= 20, "mlp 1.0 requests counted")
+        check((value("ts_inference_latency_microseconds", "mlp", "1.0") or 0) > 0, "latency counted")
+        check(value("ts_queue_latency_microseconds", "clf", "1.0") is not None, "queue latency exported")
+        check("infergate_requests_total{" in metrics, "infergate's own names stay")
 
         code = server.stop()
         server = None

@@ -82,8 +82,7 @@ function modelMeshRuntime(doc, seen) {
 }
 
 // The parts of KServe's objects infergate relies on.
-const kserveChecks = {
-  "serving.kserve.io/v1alpha1/ServingRuntime": (doc, seen) => {
+function servingRuntime(doc, seen) {
     const spec = doc.spec || {};
     need(doc.metadata && doc.metadata.name, "metadata.name is missing");
     need(Array.isArray(spec.supportedModelFormats) && spec.supportedModelFormats.length > 0 &&
@@ -92,6 +91,12 @@ const kserveChecks = {
     if (spec.multiModel === true) return modelMeshRuntime(doc, seen);
     need(Array.isArray(spec.protocolVersions) && spec.protocolVersions.includes("v2") &&
          spec.protocolVersions.includes("grpc-v2"), "spec.protocolVersions must include v2 and grpc-v2");
+    // Auto-selected for pytorch: InferenceServices written for KServe's
+    // TorchServe runtime speak V1.
+    const autoPytorch = spec.supportedModelFormats.some((f) => f.name === "pytorch" && f.autoSelect === true);
+    need(!autoPytorch || spec.protocolVersions.includes("v1"),
+         "a runtime auto-selected for pytorch must include v1 in spec.protocolVersions (KServe's TorchServe " +
+         "clients speak V1)");
     need(Array.isArray(spec.containers) && spec.containers.length > 0, "spec.containers is empty");
     const { Pod } = require("kubernetes-models/v1");
     new Pod({ apiVersion: "v1", kind: "Pod", metadata: { name: "check" }, spec: { containers: spec.containers } })
@@ -111,10 +116,17 @@ const kserveChecks = {
     need(port("--address"), "args must set --address (the gRPC port an h2c port names for grpc-v2)");
     seen.runtimes[doc.metadata.name] = {
       formats: spec.supportedModelFormats.map((f) => f.name),
+      autoSelect: spec.supportedModelFormats.filter((f) => f.autoSelect === true).map((f) => f.name),
+      protocols: spec.protocolVersions,
       grpcPort: port("--address"),
       httpPort: http1.containerPort,
     };
-  },
+}
+
+// The parts of KServe's objects infergate relies on.
+const kserveChecks = {
+  "serving.kserve.io/v1alpha1/ServingRuntime": servingRuntime,
+  "serving.kserve.io/v1alpha1/ClusterServingRuntime": servingRuntime,
   "serving.kserve.io/v1beta1/InferenceService": (doc, seen) => {
     const model = (((doc.spec || {}).predictor || {}).model) || {};
     need(model.modelFormat && model.modelFormat.name, "spec.predictor.model.modelFormat.name is missing");
@@ -127,8 +139,8 @@ const kserveChecks = {
                            modelMesh: true });
       return;
     }
-    need(model.protocolVersion === "v2" || model.protocolVersion === "grpc-v2",
-         "spec.predictor.model.protocolVersion must be v2 (REST) or grpc-v2");
+    need(["v1", "v2", "grpc-v2"].includes(model.protocolVersion),
+         "spec.predictor.model.protocolVersion must be v1 or v2 (REST) or grpc-v2");
     need(typeof model.storageUri === "string" && model.storageUri, "spec.predictor.model.storageUri is missing");
     const h2c = (model.ports || []).find((p) => p.name === "h2c");
     if (model.protocolVersion === "grpc-v2") {
@@ -250,6 +262,14 @@ function main() {
     }
   }
   for (const svc of seen.services) {
+    if (!svc.runtime && !svc.modelMesh) {
+      // KServe picks a runtime that auto-selects the format and speaks the protocol.
+      const picked = Object.entries(seen.runtimes).find(
+        ([, r]) => (r.autoSelect || []).includes(svc.format) && (r.protocols || []).includes(svc.protocol));
+      need(picked, `InferenceService ${svc.name}: no runtime among the files checked auto-selects ` +
+           `${svc.format} over ${svc.protocol}`);
+      svc.runtime = picked[0];
+    }
     if (!svc.runtime) continue;
     const runtime = seen.runtimes[svc.runtime];
     need(runtime, `InferenceService ${svc.name}: runtime ${svc.runtime} is not among the files checked`);
@@ -259,6 +279,8 @@ function main() {
          `InferenceService ${svc.name}: ` + (svc.modelMesh ? `deploymentMode ModelMesh needs a multiModel runtime; ` +
          `${svc.runtime} is not one` : `runtime ${svc.runtime} is a ModelMesh runtime; set the annotation ` +
          `serving.kserve.io/deploymentMode: ModelMesh`));
+    need(!runtime.protocols || runtime.protocols.includes(svc.protocol),
+         `InferenceService ${svc.name}: runtime ${svc.runtime} does not speak ${svc.protocol}`);
     if (svc.protocol === "grpc-v2") {
       need(svc.h2c === runtime.grpcPort, `InferenceService ${svc.name}: its h2c port ${svc.h2c} is not runtime ` +
            `${svc.runtime}'s gRPC port ${runtime.grpcPort} (--address)`);
