@@ -21,6 +21,9 @@ struct DocumentedFlag {
 constexpr DocumentedFlag kFlags[] = {
     {"--address", "\"0.0.0.0:50051\"", "`0.0.0.0:50051`"},
     {"--model-repository", "\"./models\"", "`./models`"},
+    {"--mar-max-bytes", "17179869184", "16GiB"},
+    {"--torchserve-addresses", "false", "false"},
+    {"--torchserve-metrics", "false", "false"},
     {"--repository-poll-interval", "5000ms", "5s"},
     {"--max-receive-bytes", "67108864", "64MiB"},
     {"--max-inflight-bytes", "0", "a quarter of the memory"},
