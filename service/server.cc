@@ -11,7 +11,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "devices/device_registry.h"
@@ -82,47 +81,6 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
 };
 
 std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
-
-// HOST:PORT of a TorchServe address ("http://0.0.0.0:8085"); an https one
-// needs the server's TLS flags.
-absl::StatusOr<std::string> TorchServeHostPort(const std::string& url, absl::string_view key,
-                                               const ServerOptions& opts) {
-  absl::string_view rest = url;
-  const bool tls = absl::ConsumePrefix(&rest, "https://");
-  if (!tls && !absl::ConsumePrefix(&rest, "http://")) {
-    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, ": '", url.substr(0, 128),
-                                                   "' is not http://HOST:PORT"));
-  }
-  if (tls && opts.tls_cert.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key,
-                                                   " is https: set --tls-cert and --tls-key"));
-  }
-  if (rest.find(':') == absl::string_view::npos || absl::EndsWith(rest, "/")) {
-    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, ": '", url.substr(0, 128),
-                                                   "' has no port"));
-  }
-  return std::string(rest);
-}
-
-// --torchserve-addresses: config.properties' addresses replace the flags'.
-absl::Status ApplyTorchServeAddresses(const TorchServeAddresses& a, ServerOptions& opts) {
-  if (!a.inference.empty()) {
-    absl::StatusOr<std::string> http = TorchServeHostPort(a.inference, "inference_address", opts);
-    if (!http.ok()) return http.status();
-    opts.http_address = *http;
-  }
-  if (!a.management.empty() && a.management != a.inference) {
-    LOG_WARNING << "config.properties: management_address " << a.management
-                << " is not served apart: the read-only management routes are on inference_address";
-  }
-  if (!a.metrics.empty()) {
-    absl::StatusOr<std::string> metrics = TorchServeHostPort(a.metrics, "metrics_address", opts);
-    if (!metrics.ok()) return metrics.status();
-    opts.metrics_address = *metrics;
-  }
-  if (a.grpc_inference_port > 0) opts.address = absl::StrCat("0.0.0.0:", a.grpc_inference_port);
-  return absl::OkStatus();
-}
 
 }  // namespace
 

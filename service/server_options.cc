@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -364,6 +365,47 @@ bool ServesReflection(const ServerOptions& options) {
     case ServerOptions::Reflection::kAuto: break;
   }
   return options.auth_token_file.empty() && options.admin_token_file.empty();
+}
+
+namespace {
+
+// HOST:PORT of a TorchServe address ("http://0.0.0.0:8085").
+absl::StatusOr<std::string> TorchServeHostPort(const std::string& url, absl::string_view key,
+                                               const ServerOptions& options) {
+  absl::string_view rest = url;
+  const bool tls = absl::ConsumePrefix(&rest, "https://");
+  if (!tls && !absl::ConsumePrefix(&rest, "http://")) {
+    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, ": '", url.substr(0, 128),
+                                                   "' is not http://HOST:PORT"));
+  }
+  if (tls && options.tls_cert.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, " is https: set --tls-cert and --tls-key"));
+  }
+  const size_t colon = rest.rfind(':');
+  int port = 0;
+  if (colon == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, ": '", url.substr(0, 128),
+                                                   "' has no port"));
+  }
+  return std::string(rest);
+}
+
+}  // namespace
+
+absl::Status ApplyTorchServeAddresses(const TorchServeAddresses& a, ServerOptions& options) {
+  if (!a.inference.empty()) {
+    absl::StatusOr<std::string> http = TorchServeHostPort(a.inference, "inference_address", options);
+    if (!http.ok()) return http.status();
+    options.http_address = *http;
+  }
+  if (!a.metrics.empty()) {
+    absl::StatusOr<std::string> metrics = TorchServeHostPort(a.metrics, "metrics_address", options);
+    if (!metrics.ok()) return metrics.status();
+    options.metrics_address = *metrics;
+  }
+  if (a.grpc_inference_port > 0) options.address = absl::StrCat("0.0.0.0:", a.grpc_inference_port);
+  return absl::OkStatus();
 }
 
 }  // namespace infergate

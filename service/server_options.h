@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "devices/device_registry.h"
 #include "scheduler/scheduler_options.h"
+#include "scheduler/torchserve_config.h"
 #include "service/tracing_options.h"
 #include "service/wire_tensor.h"
 
@@ -87,5 +88,12 @@ bool ListensBeyondLoopback(const std::string& address);
 
 // Whether reflection is served under `options` (kAuto resolved).
 bool ServesReflection(const ServerOptions& options);
+
+// --torchserve-addresses: the addresses of a TorchServe config.properties
+// replace `options`' (inference_address the REST address, metrics_address
+// the metrics one, grpc_inference_port the gRPC one on all interfaces).
+// INVALID_ARGUMENT naming the key for an address that is not
+// http[s]://HOST:PORT, or https without --tls-cert.
+absl::Status ApplyTorchServeAddresses(const TorchServeAddresses& addresses, ServerOptions& options);
 
 }  // namespace infergate

@@ -240,5 +240,27 @@ TEST(ServerOptions, OnlyLoopbackAddressesCountAsLocal) {
   }
 }
 
+TEST(ServerOptions, TorchServeAddressesReplaceTheFlags) {
+  ServerOptions o;
+  TorchServeAddresses a;
+  a.inference = "http://0.0.0.0:8085";
+  a.metrics = "http://127.0.0.1:8082";
+  a.grpc_inference_port = 7070;
+  ASSERT_TRUE(ApplyTorchServeAddresses(a, o).ok());
+  EXPECT_EQ(o.http_address, "0.0.0.0:8085");
+  EXPECT_EQ(o.metrics_address, "127.0.0.1:8082");
+  EXPECT_EQ(o.address, "0.0.0.0:7070");
+  ServerOptions unchanged;
+  ASSERT_TRUE(ApplyTorchServeAddresses(TorchServeAddresses{}, unchanged).ok());
+  EXPECT_EQ(unchanged.address, ServerOptions{}.address);
+  a.inference = "https://0.0.0.0:8443";
+  absl::Status tls = ApplyTorchServeAddresses(a, o);
+  EXPECT_NE(tls.message().find("inference_address is https: set --tls-cert"), std::string::npos) << tls;
+  a.inference = "0.0.0.0:8085";
+  EXPECT_NE(ApplyTorchServeAddresses(a, o).message().find("is not http://HOST:PORT"), std::string::npos);
+  a.inference = "http://localhost";
+  EXPECT_NE(ApplyTorchServeAddresses(a, o).message().find("has no port"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace infergate
