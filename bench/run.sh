@@ -25,7 +25,7 @@ build_dir="${BUILD_DIR:-build}"
 out_dir="${BENCH_OUT:-bench/results}"
 
 if [ "${BENCH_SKIP_BUILD:-0}" != 1 ]; then
-  ./deploy/install-deps.sh
+  ./deploy/install-deps.sh --test  # h2load, curl, Pillow for the image rows
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$build_dir" --target infergate infergate-cli make-demo-models inprocess-bench handoff-ceiling otlp-sink
 fi
@@ -309,6 +309,51 @@ for c in $concurrencies; do
 done
 stop_server
 
+# KServe's pytorch format: TorchServe's image_classifier handler on a
+# 640x480 JPEG posted to /predictions (h2load over HTTP/1.1, one request at
+# a time per connection), with the server's own measures of what each image
+# costs: decoding and preprocessing (infergate_handler_input_duration_seconds)
+# next to the forward pass (infergate_compute_duration_seconds, per batch).
+echo "== TorchServe image_classifier: decode + preprocess vs forward" >&2
+python3 tools/make_torchserve_store.py "$work/torchserve" "$work/photo.jpg" >/dev/null 2>"$work/torchserve.log" ||
+  { cat "$work/torchserve.log" >&2; exit 1; }
+start_server --model-repository="$work/torchserve" --metrics-address=127.0.0.1:0
+ts_http=$(sed -n 's/^infergate http on //p' "$work/infergate.out" | head -n1)
+ts_metrics=$(sed -n 's/^infergate metrics on //p' "$work/infergate.out" | head -n1)
+# Sum and count of a histogram series, from one scrape: "sum count".
+series_totals() {  # scrape-file metric labels
+  awk -v m="$2" -v l="$3" '$1 == m "_sum{" l "}" { s = $2 } $1 == m "_count{" l "}" { c = $2 } END { print s + 0, c + 0 }' "$1"
+}
+curl -sf "http://$ts_http/predictions/clf" --data-binary @"$work/photo.jpg" >/dev/null
+image_summary="image_classifier (640x480 JPEG, /predictions/clf):"
+for c in $concurrencies; do
+  curl -sf "http://$ts_metrics/metrics" >"$work/before.prom"
+  line=$(h2load --h1 -c "$c" -m 1 -D "$(awk -v s="$seconds" 'BEGIN { printf "%dms", s * 1000 }')" \
+    --warm-up-time="$(awk -v s="$warmup" 'BEGIN { printf "%dms", s * 1000 }')" -d "$work/photo.jpg" \
+    -H "Content-Type: application/octet-stream" "http://$ts_http/predictions/clf" 2>&1)
+  curl -sf "http://$ts_metrics/metrics" >"$work/after.prom"
+  rps=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$line")
+  ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' <<<"$line")
+  total=$(sed -n 's/^requests: \([0-9]*\) total.*/\1/p' <<<"$line")
+  read -r in_s0 in_n0 <<<"$(series_totals "$work/before.prom" infergate_handler_input_duration_seconds 'model="clf"')"
+  read -r in_s1 in_n1 <<<"$(series_totals "$work/after.prom" infergate_handler_input_duration_seconds 'model="clf"')"
+  read -r fw_s0 fw_n0 <<<"$(series_totals "$work/before.prom" infergate_compute_duration_seconds 'model="clf",device="cpu"')"
+  read -r fw_s1 fw_n1 <<<"$(series_totals "$work/after.prom" infergate_compute_duration_seconds 'model="clf",device="cpu"')"
+  read -r b_s0 b_n0 <<<"$(series_totals "$work/before.prom" infergate_batch_size 'model="clf",device="cpu"')"
+  read -r b_s1 b_n1 <<<"$(series_totals "$work/after.prom" infergate_batch_size 'model="clf",device="cpu"')"
+  read -r pre_ms fw_ms batch <<<"$(awk -v a="$in_s0" -v b="$in_s1" -v n="$in_n0" -v m="$in_n1" -v fa="$fw_s0" \
+    -v fb="$fw_s1" -v fn="$fw_n0" -v fm="$fw_n1" -v ba="$b_s0" -v bb="$b_s1" -v bn="$b_n0" -v bm="$b_n1" 'BEGIN {
+      printf "%.3f %.3f %.2f", (m > n ? (b - a) / (m - n) * 1000 : 0), (fm > fn ? (fb - fa) / (fm - fn) * 1000 : 0),
+        (bm > bn ? (bb - ba) / (bm - bn) : 0) }')"
+  record torchserve clf image_classifier "$c" 1 \
+    "torchserve c=$c req/s=${rps:-0} rows/s=${rps:-0} mean_batch=$batch errors=$(( ${total:-0} - ${ok:-0} ))"
+  per_image=$(awk -v f="$fw_ms" -v b="$batch" 'BEGIN { printf "%.3f", b > 0 ? f / b : 0 }')
+  image_summary+=" concurrency $c: ${rps:-0} req/s, decode+preprocess $pre_ms ms per image, forward $fw_ms ms per batch of $batch ($per_image ms per image);"
+done
+stop_server
+image_summary="${image_summary%;}."
+echo "  $image_summary" >&2
+
 # Two models on one device: 48 clients flood the heavy cnn while one client
 # calls the light mlp, with fair sharing and with FIFO scheduling (the
 # scheduler before fair sharing) on the same server build.
@@ -444,6 +489,8 @@ echo "$targets" | sed 's/^/  /' >&2
   echo "$accuracy_summary"
   echo
   echo "$format_summary"
+  echo
+  echo "$image_summary"
   echo
   echo "Targets (ratios within this run; h2load rows send one pre-encoded request on N streams of one connection):"
   echo

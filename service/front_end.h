@@ -52,6 +52,10 @@ class InferCallObserver {
   // A call refused at admission: kDraining or kInflightBytes (also counted
   // by RecordInfer as a finished call).
   virtual void OnAdmissionRejection(RejectionReason reason) = 0;
+  // A built-in handler turned one instance of a request for `model` (a
+  // repository model) into the model's input in `seconds`: image decoding
+  // and preprocessing, JSON lists to tensors.
+  virtual void OnHandlerInput(const std::string& model, double seconds) = 0;
 };
 
 class FrontEnd {

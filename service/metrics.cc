@@ -243,6 +243,11 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
                         .Name("infergate_batch_size")
                         .Help("Rows in the batch each request ran in.")
                         .Register(r);
+  m->handler_input_seconds_ = &prometheus::BuildHistogram()
+                                   .Name("infergate_handler_input_duration_seconds")
+                                   .Help("Time a built-in TorchServe handler took to turn one instance into the "
+                                         "model's input (image decoding and preprocessing; JSON lists to tensors).")
+                                   .Register(r);
   m->cache_hits_ = &prometheus::BuildCounter()
                         .Name("infergate_model_cache_hits_total")
                         .Help("Requests that found their model resident.")
@@ -421,6 +426,21 @@ void Metrics::RecordTorchServe(const std::string& model, const InferenceResult* 
   if (result == nullptr) return;
   Cached(*ts_latency_us_, labels).Increment(static_cast<double>(total_us));
   Cached(*ts_queue_us_, labels).Increment(static_cast<double>(result->timing.queue_us));
+}
+
+void Metrics::OnHandlerInput(const std::string& model, double seconds) {
+  prometheus::Histogram* h = nullptr;
+  {
+    ReaderLock lock(handler_mu_);
+    if (auto it = handler_input_.find(model); it != handler_input_.end()) h = it->second;
+  }
+  if (h == nullptr) {
+    WriterLock lock(handler_mu_);
+    prometheus::Histogram*& slot = handler_input_[model];
+    if (slot == nullptr) slot = &handler_input_seconds_->Add({{"model", model}}, LatencyBuckets());
+    h = slot;
+  }
+  h->Observe(seconds);
 }
 
 void Metrics::OnCacheLookup(const DeviceId& device, bool hit) {

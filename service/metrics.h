@@ -72,6 +72,7 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
                         double relative_error) override;
   // A call refused before it reached the core: kDraining, kInflightBytes.
   void OnAdmissionRejection(RejectionReason reason) override;
+  void OnHandlerInput(const std::string& model, double seconds) override;
 
   // Also exports TorchServe's frontend metrics under their own names, so
   // dashboards built on them keep working: ts_inference_requests_total,
@@ -105,6 +106,9 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
   prometheus::Family<prometheus::Histogram>* queue_seconds_ = nullptr;
   prometheus::Family<prometheus::Histogram>* compute_seconds_ = nullptr;
   prometheus::Family<prometheus::Histogram>* batch_size_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* handler_input_seconds_ = nullptr;
+  SharedMutex handler_mu_;
+  std::map<std::string, prometheus::Histogram*> handler_input_ ABSL_GUARDED_BY(handler_mu_);
   prometheus::Family<prometheus::Counter>* cache_hits_ = nullptr;
   prometheus::Family<prometheus::Counter>* cache_misses_ = nullptr;
   prometheus::Family<prometheus::Counter>* loads_ = nullptr;

@@ -57,7 +57,10 @@ grpc::ServerUnaryReactor* TorchServeGrpcService::Predictions(grpc::CallbackServe
     call.Refuse(tree.status());
     return reactor;
   }
-  absl::StatusOr<at::Tensor> row = HandlerInputFromBytes(*target, data->second, field, front_end_.limits());
+  absl::StatusOr<at::Tensor> row = [&] {
+    HandlerInputTimer timer(front_end_.observer(), target->model);
+    return HandlerInputFromBytes(*target, data->second, field, front_end_.limits());
+  }();
   *tree = InflightBudget::Reservation();
   if (!row.ok()) {
     call.Refuse(row.status());

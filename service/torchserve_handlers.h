@@ -26,6 +26,7 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/inference_types.h"
 #include "scheduler/mar_manifest.h"
+#include "service/front_end.h"
 #include "service/torchserve_models.h"
 #include "service/wire_tensor.h"
 
@@ -44,6 +45,26 @@ absl::StatusOr<at::Tensor> HandlerInput(const PredictionTarget& target, const nl
 // otherwise.
 absl::StatusOr<at::Tensor> HandlerInputFromBytes(const PredictionTarget& target, absl::string_view bytes,
                                                  absl::string_view where, const CodecLimits& limits);
+
+// Reports how long each instance's input took to `observer` (may be null),
+// around HandlerInput or HandlerInputFromBytes.
+class HandlerInputTimer {
+ public:
+  HandlerInputTimer(InferCallObserver* observer, const std::string& model)
+      : observer_(observer), model_(model), start_(Clock::now()) {}
+  ~HandlerInputTimer() {
+    if (observer_ != nullptr) {
+      observer_->OnHandlerInput(model_, std::chrono::duration<double>(Clock::now() - start_).count());
+    }
+  }
+  HandlerInputTimer(const HandlerInputTimer&) = delete;
+  HandlerInputTimer& operator=(const HandlerInputTimer&) = delete;
+
+ private:
+  InferCallObserver* const observer_;
+  const std::string& model_;
+  const Clock::time_point start_;
+};
 
 // Row `row` of `result` (-1: the whole answer of a model without batching)
 // as the handler answers it, in JSON text.

@@ -247,7 +247,10 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
       if (!part.ok()) return refuse(part.status());
       payload = *part;
     }
-    absl::StatusOr<at::Tensor> row = HandlerInputFromBytes(*target, payload, field, limits);
+    absl::StatusOr<at::Tensor> row = [&] {
+      HandlerInputTimer timer(front_end_.observer(), target->model);
+      return HandlerInputFromBytes(*target, payload, field, limits);
+    }();
     if (!row.ok()) return refuse(row.status());
     rows.push_back(*std::move(row));
   } else {
@@ -262,8 +265,10 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
     if (absl::Status s = CheckTensorCount(static_cast<int64_t>(it->size()), field, limits); !s.ok()) return refuse(s);
     rows.reserve(it->size());
     for (size_t i = 0; i < it->size(); ++i) {
-      absl::StatusOr<at::Tensor> row =
-          HandlerInput(*target, InstanceValue((*it)[i]), absl::StrCat("instances[", i, "]"), limits);
+      absl::StatusOr<at::Tensor> row = [&] {
+        HandlerInputTimer timer(front_end_.observer(), target->model);
+        return HandlerInput(*target, InstanceValue((*it)[i]), absl::StrCat("instances[", i, "]"), limits);
+      }();
       if (!row.ok()) return refuse(row.status());
       rows.push_back(*std::move(row));
     }

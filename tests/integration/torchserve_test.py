@@ -379,6 +379,8 @@ def main():
         check((value("ts_inference_latency_microseconds", "mlp", "1.0") or 0) > 0, "latency counted")
         check(value("ts_queue_latency_microseconds", "clf", "1.0") is not None, "queue latency exported")
         check("infergate_requests_total{" in metrics, "infergate's own names stay")
+        decoded = re.search(r'^infergate_handler_input_duration_seconds_count\{model="clf"\} (\S+)$', metrics, re.M)
+        check(decoded and float(decoded.group(1)) >= 8, "the image handler's input time is measured per image")
 
         code = server.stop()
         server = None

@@ -112,6 +112,7 @@ class RecordingObserver final : public InferCallObserver {
     std::lock_guard<std::mutex> lock(mu);
     rejections.push_back(std::string(RejectionReasonName(reason)));
   }
+  void OnHandlerInput(const std::string&, double) override {}
   std::mutex mu;
   std::vector<Record> records;
   std::vector<std::string> rejections;
