@@ -320,7 +320,8 @@ python3 tools/make_torchserve_store.py "$work/torchserve" "$work/photo.jpg" >/de
 start_server --model-repository="$work/torchserve" --metrics-address=127.0.0.1:0
 ts_http=$(sed -n 's/^infergate http on //p' "$work/infergate.out" | head -n1)
 ts_metrics=$(sed -n 's/^infergate metrics on //p' "$work/infergate.out" | head -n1)
-# Sum and count of a histogram series, from one scrape: "sum count".
+# Sum and count of a histogram series, from one scrape: "sum count"
+# (labels in the exposition's order, which is alphabetical).
 series_totals() {  # scrape-file metric labels
   awk -v m="$2" -v l="$3" '$1 == m "_sum{" l "}" { s = $2 } $1 == m "_count{" l "}" { c = $2 } END { print s + 0, c + 0 }' "$1"
 }
@@ -337,17 +338,17 @@ for c in $concurrencies; do
   total=$(sed -n 's/^requests: \([0-9]*\) total.*/\1/p' <<<"$line")
   read -r in_s0 in_n0 <<<"$(series_totals "$work/before.prom" infergate_handler_input_duration_seconds 'model="clf"')"
   read -r in_s1 in_n1 <<<"$(series_totals "$work/after.prom" infergate_handler_input_duration_seconds 'model="clf"')"
-  read -r fw_s0 fw_n0 <<<"$(series_totals "$work/before.prom" infergate_compute_duration_seconds 'model="clf",device="cpu"')"
-  read -r fw_s1 fw_n1 <<<"$(series_totals "$work/after.prom" infergate_compute_duration_seconds 'model="clf",device="cpu"')"
-  read -r b_s0 b_n0 <<<"$(series_totals "$work/before.prom" infergate_batch_size 'model="clf",device="cpu"')"
-  read -r b_s1 b_n1 <<<"$(series_totals "$work/after.prom" infergate_batch_size 'model="clf",device="cpu"')"
+  read -r fw_s0 fw_n0 <<<"$(series_totals "$work/before.prom" infergate_compute_duration_seconds 'device="cpu",model="clf"')"
+  read -r fw_s1 fw_n1 <<<"$(series_totals "$work/after.prom" infergate_compute_duration_seconds 'device="cpu",model="clf"')"
+  read -r b_s0 b_n0 <<<"$(series_totals "$work/before.prom" infergate_batch_size 'device="cpu",model="clf"')"
+  read -r b_s1 b_n1 <<<"$(series_totals "$work/after.prom" infergate_batch_size 'device="cpu",model="clf"')"
   read -r pre_ms fw_ms batch <<<"$(awk -v a="$in_s0" -v b="$in_s1" -v n="$in_n0" -v m="$in_n1" -v fa="$fw_s0" \
     -v fb="$fw_s1" -v fn="$fw_n0" -v fm="$fw_n1" -v ba="$b_s0" -v bb="$b_s1" -v bn="$b_n0" -v bm="$b_n1" 'BEGIN {
       printf "%.3f %.3f %.2f", (m > n ? (b - a) / (m - n) * 1000 : 0), (fm > fn ? (fb - fa) / (fm - fn) * 1000 : 0),
         (bm > bn ? (bb - ba) / (bm - bn) : 0) }')"
   record torchserve clf image_classifier "$c" 1 \
     "torchserve c=$c req/s=${rps:-0} rows/s=${rps:-0} mean_batch=$batch errors=$(( ${total:-0} - ${ok:-0} ))"
-  per_image=$(awk -v f="$fw_ms" -v b="$batch" 'BEGIN { printf "%.3f", b > 0 ? f / b : 0 }')
+  per_image=$(awk -v f="$fw_ms" -v b="$batch" 'BEGIN { printf "%.3f", (b > 0 ? f / b : 0) }')
   image_summary+=" concurrency $c: ${rps:-0} req/s, decode+preprocess $pre_ms ms per image, forward $fw_ms ms per batch of $batch ($per_image ms per image);"
 done
 stop_server

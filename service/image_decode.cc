@@ -23,13 +23,14 @@ absl::Status Unreadable(absl::string_view field, absl::string_view kind, absl::s
   return absl::InvalidArgumentError(absl::StrCat(field, ": not a readable ", kind, " image (", why, ")"));
 }
 
-absl::Status CheckSize(uint64_t width, uint64_t height, uint64_t max_pixels, absl::string_view field) {
+absl::Status CheckSize(uint64_t width, uint64_t height, uint64_t max_pixels, absl::string_view field,
+                       const PixelReservation& reserve) {
   if (width == 0 || height == 0) return absl::InvalidArgumentError(absl::StrCat(field, ": the image has no pixels"));
   if (width * height > max_pixels) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": the image is ", width, "x", height, ", more than the ",
                                                    max_pixels, " pixels allowed"));
   }
-  return absl::OkStatus();
+  return reserve ? reserve(width * height * 3) : absl::OkStatus();
 }
 
 // Pillow's CMYK to RGB: each channel is (255 - k) less its share of c, m, y.
@@ -70,7 +71,8 @@ void JpegMessage(j_common_ptr cinfo, int level) {
   }
 }
 
-absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, absl::string_view field, uint64_t max_pixels) {
+absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, absl::string_view field, uint64_t max_pixels,
+                                    const PixelReservation& reserve) {
   auto d = std::make_unique<JpegDecoder>();
   d->cinfo.err = jpeg_std_error(&d->errors);
   d->errors.error_exit = JpegFail;
@@ -83,7 +85,7 @@ absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, absl::string_view f
   jpeg_create_decompress(&d->cinfo);
   jpeg_mem_src(&d->cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&d->cinfo, TRUE);
-  if (absl::Status s = CheckSize(d->cinfo.image_width, d->cinfo.image_height, max_pixels, field); !s.ok()) {
+  if (absl::Status s = CheckSize(d->cinfo.image_width, d->cinfo.image_height, max_pixels, field, reserve); !s.ok()) {
     jpeg_destroy_decompress(&d->cinfo);
     return s;
   }
@@ -149,7 +151,8 @@ void PngRead(png_structp png, png_bytep out, size_t n) {
   d->at += n;
 }
 
-absl::StatusOr<RgbImage> DecodePng(absl::string_view bytes, absl::string_view field, uint64_t max_pixels) {
+absl::StatusOr<RgbImage> DecodePng(absl::string_view bytes, absl::string_view field, uint64_t max_pixels,
+                                   const PixelReservation& reserve) {
   auto d = std::make_unique<PngDecoder>();
   d->bytes = bytes;
   d->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, d.get(), PngFail, PngWarn);
@@ -169,7 +172,7 @@ absl::StatusOr<RgbImage> DecodePng(absl::string_view bytes, absl::string_view fi
   png_read_info(d->png, d->info);
   const png_uint_32 width = png_get_image_width(d->png, d->info);
   const png_uint_32 height = png_get_image_height(d->png, d->info);
-  if (absl::Status s = CheckSize(width, height, max_pixels, field); !s.ok()) {
+  if (absl::Status s = CheckSize(width, height, max_pixels, field, reserve); !s.ok()) {
     png_destroy_read_struct(&d->png, &d->info, nullptr);
     return s;
   }
@@ -197,9 +200,10 @@ bool LooksLikeImage(absl::string_view bytes) {
          absl::StartsWith(bytes, absl::string_view(kPngMagic, 8));
 }
 
-absl::StatusOr<RgbImage> DecodeImage(absl::string_view bytes, absl::string_view field, uint64_t max_pixels) {
-  if (absl::StartsWith(bytes, absl::string_view(kJpegMagic, 3))) return DecodeJpeg(bytes, field, max_pixels);
-  if (absl::StartsWith(bytes, absl::string_view(kPngMagic, 8))) return DecodePng(bytes, field, max_pixels);
+absl::StatusOr<RgbImage> DecodeImage(absl::string_view bytes, absl::string_view field, uint64_t max_pixels,
+                                     const PixelReservation& reserve) {
+  if (absl::StartsWith(bytes, absl::string_view(kJpegMagic, 3))) return DecodeJpeg(bytes, field, max_pixels, reserve);
+  if (absl::StartsWith(bytes, absl::string_view(kPngMagic, 8))) return DecodePng(bytes, field, max_pixels, reserve);
   return absl::InvalidArgumentError(absl::StrCat(field, ": not a JPEG or PNG image"));
 }
 

@@ -15,6 +15,7 @@
 // Pure function; thread-safe.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,9 +35,14 @@ inline constexpr uint64_t kMaxImagePixels = uint64_t{8192} * 8192;
 // Whether `bytes` start like a JPEG or a PNG file.
 bool LooksLikeImage(absl::string_view bytes);
 
+// Asked for the bytes the decoded pixels will take, once the image's size
+// is known and before they are allocated; its error refuses the image.
+using PixelReservation = std::function<absl::Status(uint64_t bytes)>;
+
 // INVALID_ARGUMENT naming `field` for anything that is not a whole,
-// readable JPEG or PNG, or that has more than `max_pixels` pixels.
+// readable JPEG or PNG, or that has more than `max_pixels` pixels; or
+// `reserve`'s error.
 absl::StatusOr<RgbImage> DecodeImage(absl::string_view bytes, absl::string_view field,
-                                     uint64_t max_pixels = kMaxImagePixels);
+                                     uint64_t max_pixels = kMaxImagePixels, const PixelReservation& reserve = {});
 
 }  // namespace infergate

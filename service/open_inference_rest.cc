@@ -71,6 +71,17 @@ int HttpStatusFor(const absl::Status& status) {
   }
 }
 
+void TraceHttpCall(InferCall& call, const HttpRequest& request, absl::string_view span_name, absl::string_view model) {
+  CallTraceStart start;
+  start.transport = CallTransport::kHttp;
+  start.span_name = span_name;
+  start.http_route = span_name.substr(5);  // past "POST "
+  start.url_path = request.path;
+  start.http_status_for = HttpStatusFor;
+  start.model = model;
+  call.Trace(start, [&request](absl::string_view name) { return request.Header(name); });
+}
+
 OpenInferenceRest::OpenInferenceRest(InferenceCore& core, const FrontEnd& front_end, std::string server_version,
                                      uint64_t max_body_bytes)
     : core_(core), front_end_(front_end), api_(core, std::move(server_version)), max_body_bytes_(max_body_bytes) {}
@@ -289,15 +300,10 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
         respond(std::move(r));
       });
   if (front_end_.tracing()) {
-    CallTraceStart start;
-    start.transport = CallTransport::kHttp;
-    start.span_name = version.empty() ? "POST /v2/models/{model_name}/infer"
-                                      : "POST /v2/models/{model_name}/versions/{model_version}/infer";
-    start.http_route = start.span_name.substr(5);
-    start.url_path = request->path;
-    start.http_status_for = HttpStatusFor;
-    start.model = model;
-    call->Trace(start, [&request](absl::string_view name) { return request->Header(name); });
+    TraceHttpCall(*call, *request,
+                  version.empty() ? "POST /v2/models/{model_name}/infer"
+                                  : "POST /v2/models/{model_name}/versions/{model_version}/infer",
+                  model);
   }
   if (!call->Admit([&request] { return request->Header("authorization"); }, request->body.size())) return;
 

@@ -32,6 +32,7 @@
 #include "scheduler/inference_core.h"
 #include "service/front_end.h"
 #include "service/http_server.h"
+#include "service/infer_call.h"
 #include "service/open_inference_api.h"
 
 namespace infergate {
@@ -82,5 +83,10 @@ absl::StatusOr<Clock::time_point> RestDeadline(const HttpRequest& request, Clock
 
 // The HTTP status for a core or codec status (the table above).
 int HttpStatusFor(const absl::Status& status);
+
+// Starts `call`'s trace as an HTTP call (when the front end traces): the
+// span `span_name` ("POST <route>", a constant), the route, the path, the
+// caller's trace headers. Shared by the REST front ends.
+void TraceHttpCall(InferCall& call, const HttpRequest& request, absl::string_view span_name, absl::string_view model);
 
 }  // namespace infergate

@@ -59,7 +59,7 @@ grpc::ServerUnaryReactor* TorchServeGrpcService::Predictions(grpc::CallbackServe
   }
   absl::StatusOr<at::Tensor> row = [&] {
     HandlerInputTimer timer(front_end_.observer(), target->model);
-    return HandlerInputFromBytes(*target, data->second, field, front_end_.limits());
+    return HandlerInputFromBytes(*target, data->second, field, front_end_.limits(), front_end_.budget());
   }();
   *tree = InflightBudget::Reservation();
   if (!row.ok()) {

@@ -13,19 +13,33 @@
 namespace infergate {
 namespace {
 
-absl::StatusOr<at::Tensor> ImageInput(absl::string_view bytes, absl::string_view where) {
-  absl::StatusOr<RgbImage> image = DecodeImage(bytes, where);
+// The resize keeps at most about as much again as the decoded pixels.
+constexpr uint64_t kPreprocessCopies = 2;
+
+absl::StatusOr<at::Tensor> ImageInput(absl::string_view bytes, absl::string_view where, InflightBudget* budget) {
+  InflightBudget::Reservation pixels;  // held until the preprocessed tensor is made
+  auto reserve = [&](uint64_t decoded) -> absl::Status {
+    if (budget == nullptr) return absl::OkStatus();
+    absl::StatusOr<InflightBudget::Reservation> r = budget->Reserve(decoded * kPreprocessCopies);
+    if (!r.ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(where, ": decoding the image needs ", decoded * kPreprocessCopies,
+                                                       " bytes, more than the in-flight budget has free"));
+    }
+    pixels = *std::move(r);
+    return absl::OkStatus();
+  };
+  absl::StatusOr<RgbImage> image = DecodeImage(bytes, where, kMaxImagePixels, reserve);
   if (!image.ok()) return image.status();
   return ImageClassifierInput(*image);
 }
 
 // The image in `text`: base64 (standard or URL-safe alphabet) of a JPEG or PNG.
-absl::StatusOr<at::Tensor> Base64ImageInput(const std::string& text, absl::string_view where) {
+absl::StatusOr<at::Tensor> Base64ImageInput(const std::string& text, absl::string_view where, InflightBudget* budget) {
   std::string bytes;
   if (!absl::Base64Unescape(text, &bytes) && !absl::WebSafeBase64Unescape(text, &bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": expected an image's bytes in base64"));
   }
-  return ImageInput(bytes, where);
+  return ImageInput(bytes, where, budget);
 }
 
 // JSON text of a probability as Python's float repr writes a double.
@@ -63,13 +77,13 @@ std::string TopClasses(const InferenceResult& result, int64_t row) {
 }  // namespace
 
 absl::StatusOr<at::Tensor> HandlerInput(const PredictionTarget& target, const nlohmann::json& value,
-                                        absl::string_view where, const CodecLimits& limits) {
+                                        absl::string_view where, const CodecLimits& limits, InflightBudget* budget) {
   if (target.handler == MarHandler::kImageClassifier) {
     const nlohmann::json* v = &value;
     if (v->is_object()) {
       if (auto b64 = v->find("b64"); b64 != v->end()) v = &*b64;
     }
-    if (v->is_string()) return Base64ImageInput(v->get<std::string>(), where);
+    if (v->is_string()) return Base64ImageInput(v->get<std::string>(), where, budget);
     if (!v->is_array()) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": expected an image (base64 text) or a preprocessed tensor (a nested list)"));
@@ -80,13 +94,14 @@ absl::StatusOr<at::Tensor> HandlerInput(const PredictionTarget& target, const nl
 }
 
 absl::StatusOr<at::Tensor> HandlerInputFromBytes(const PredictionTarget& target, absl::string_view bytes,
-                                                 absl::string_view where, const CodecLimits& limits) {
-  if (target.handler == MarHandler::kImageClassifier && LooksLikeImage(bytes)) return ImageInput(bytes, where);
+                                                 absl::string_view where, const CodecLimits& limits,
+                                                 InflightBudget* budget) {
+  if (target.handler == MarHandler::kImageClassifier && LooksLikeImage(bytes)) return ImageInput(bytes, where, budget);
   absl::StatusOr<nlohmann::json> value = ParseBoundedJson(bytes, where);
   if (!value.ok()) {
     if (target.handler == MarHandler::kImageClassifier) {
       // Not JSON: base64 text of an image, as some clients send it.
-      return Base64ImageInput(std::string(bytes), where);
+      return Base64ImageInput(std::string(bytes), where, budget);
     }
     return absl::InvalidArgumentError(
         absl::StrCat(value.status().message(), "; base_handler takes a JSON list (or {\"data\": list})"));
@@ -100,7 +115,7 @@ absl::StatusOr<at::Tensor> HandlerInputFromBytes(const PredictionTarget& target,
       }
     }
   }
-  return HandlerInput(target, *v, where, limits);
+  return HandlerInput(target, *v, where, limits, budget);
 }
 
 std::string HandlerOutput(MarHandler handler, const InferenceResult& result, int64_t row) {

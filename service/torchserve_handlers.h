@@ -27,6 +27,7 @@
 #include "scheduler/inference_types.h"
 #include "scheduler/mar_manifest.h"
 #include "service/front_end.h"
+#include "service/inflight_budget.h"
 #include "service/torchserve_models.h"
 #include "service/wire_tensor.h"
 
@@ -36,15 +37,18 @@ namespace infergate {
 inline constexpr int kTopClasses = 5;
 
 // The model input for one instance given as JSON (a REST or V1 body, after
-// any {"data": ...} envelope); `where` names it in errors.
+// any {"data": ...} envelope); `where` names it in errors. An image's
+// decoded pixels (and the resize's) count against `budget` (null: none)
+// while it is preprocessed: RESOURCE_EXHAUSTED when they do not fit.
 absl::StatusOr<at::Tensor> HandlerInput(const PredictionTarget& target, const nlohmann::json& value,
-                                        absl::string_view where, const CodecLimits& limits);
+                                        absl::string_view where, const CodecLimits& limits, InflightBudget* budget);
 
 // The model input for one instance given as bytes (a raw REST body, a gRPC
 // input entry): an image for image_classifier (raw, or base64), JSON text
 // otherwise.
 absl::StatusOr<at::Tensor> HandlerInputFromBytes(const PredictionTarget& target, absl::string_view bytes,
-                                                 absl::string_view where, const CodecLimits& limits);
+                                                 absl::string_view where, const CodecLimits& limits,
+                                                 InflightBudget* budget);
 
 // Reports how long each instance's input took to `observer` (may be null),
 // around HandlerInput or HandlerInputFromBytes.

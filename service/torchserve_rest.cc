@@ -249,7 +249,7 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
     }
     absl::StatusOr<at::Tensor> row = [&] {
       HandlerInputTimer timer(front_end_.observer(), target->model);
-      return HandlerInputFromBytes(*target, payload, field, limits);
+      return HandlerInputFromBytes(*target, payload, field, limits, front_end_.budget());
     }();
     if (!row.ok()) return refuse(row.status());
     rows.push_back(*std::move(row));
@@ -267,7 +267,8 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
     for (size_t i = 0; i < it->size(); ++i) {
       absl::StatusOr<at::Tensor> row = [&] {
         HandlerInputTimer timer(front_end_.observer(), target->model);
-        return HandlerInput(*target, InstanceValue((*it)[i]), absl::StrCat("instances[", i, "]"), limits);
+        return HandlerInput(*target, InstanceValue((*it)[i]), absl::StrCat("instances[", i, "]"), limits,
+                            front_end_.budget());
       }();
       if (!row.ok()) return refuse(row.status());
       rows.push_back(*std::move(row));
@@ -284,11 +285,6 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
     absl::MutexLock lock(&prediction->mu);
     prediction->calls_left = call_count;
   }
-  if (request->client_gone) {
-    request->client_gone->Subscribe([weak = std::weak_ptr<Prediction>(prediction)] {
-      if (std::shared_ptr<Prediction> p = weak.lock()) p->CancelAll();
-    });
-  }
   const uint64_t bytes_per_call = request->body.size() / call_count + 1;
   for (size_t c = 0; c < call_count; ++c) {
     const size_t first = c * per_call;
@@ -300,16 +296,11 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
       prediction->calls.push_back(call);
     }
     if (front_end_.tracing()) {
-      CallTraceStart start;
-      start.transport = CallTransport::kHttp;
-      start.span_name = protocol == Protocol::kKServeV1 ? "POST /v1/models/{model_name}:predict"
-                        : version.empty()               ? "POST /predictions/{model_name}"
-                                                        : "POST /predictions/{model_name}/{model_version}";
-      start.http_route = start.span_name.substr(5);
-      start.url_path = request->path;
-      start.http_status_for = HttpStatusFor;
-      start.model = model;
-      call->Trace(start, [&request](absl::string_view name) { return request->Header(name); });
+      TraceHttpCall(*call, *request,
+                    protocol == Protocol::kKServeV1 ? "POST /v1/models/{model_name}:predict"
+                    : version.empty()               ? "POST /predictions/{model_name}"
+                                                    : "POST /predictions/{model_name}/{model_version}",
+                    model);
     }
     if (!call->Admit([&request] { return request->Header("authorization"); }, bytes_per_call)) continue;
     absl::StatusOr<Clock::time_point> deadline = RestDeadline(*request, call->received());
@@ -334,6 +325,13 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
         prediction->rows[first + i] = HandlerOutput(handler, result, batched ? static_cast<int64_t>(i) : -1);
       }
       return absl::OkStatus();
+    });
+  }
+  // A client that closes its connection cancels every call still running
+  // (at once, when it has already gone).
+  if (request->client_gone) {
+    request->client_gone->Subscribe([weak = std::weak_ptr<Prediction>(prediction)] {
+      if (std::shared_ptr<Prediction> p = weak.lock()) p->CancelAll();
     });
   }
 }
