@@ -61,6 +61,7 @@ absl::StatusOr<MarManifest> ReadMarManifest(const std::string& dir, absl::string
   m.model_name = text_field("modelName");
   m.model_version = text_field("modelVersion");
   m.serialized_file = text_field("serializedFile");
+  m.config_file = text_field("configFile");
   const std::string handler = text_field("handler");
   const std::string model_file = text_field("modelFile");
   if (m.model_name.empty()) return bad("model.modelName is missing");

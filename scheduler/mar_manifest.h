@@ -28,6 +28,9 @@ struct MarManifest {
   std::string serialized_file;  // model.serializedFile, a name in the archive's root
   MarHandler handler = MarHandler::kBase;
   bool package = false;  // the serialized file is an AOTInductor .pt2
+  // model.configFile (model-config.yaml), which infergate does not read:
+  // the snapshot's settings (or TorchServe's defaults) apply instead.
+  std::string config_file;
 };
 
 // Reads `dir`/MAR-INF/MANIFEST.json (an extracted archive; `archive` names

@@ -263,6 +263,11 @@ absl::StatusOr<std::unique_ptr<TorchServeStore>> TorchServeStore::Open(const std
       refuse(s.message());
       continue;
     }
+    if (!manifest->config_file.empty()) {
+      LOG_WARNING << "TorchServe archive " << w.mar_name << ": its configFile '" << manifest->config_file
+                  << "' is not read; batch size, delay and timeout come from config.properties' model_snapshot "
+                  << "(or TorchServe's defaults)";
+    }
     LOG_INFO << "TorchServe archive " << w.mar_name << ": model '" << w.model << "' version " << w.version
              << ", handler " << MarHandlerName(manifest->handler) << ", " << *bytes << " bytes extracted";
     extracted.push_back({std::move(w), folder, *std::move(manifest)});
