@@ -76,6 +76,15 @@ std::string TopClasses(const InferenceResult& result, int64_t row) {
 
 }  // namespace
 
+const nlohmann::json& InstanceValue(const nlohmann::json& instance) {
+  if (instance.is_object()) {
+    for (const char* key : {"data", "body"}) {
+      if (auto it = instance.find(key); it != instance.end()) return *it;
+    }
+  }
+  return instance;
+}
+
 absl::StatusOr<at::Tensor> HandlerInput(const PredictionTarget& target, const nlohmann::json& value,
                                         absl::string_view where, const CodecLimits& limits, InflightBudget* budget) {
   if (target.handler == MarHandler::kImageClassifier) {
@@ -106,16 +115,7 @@ absl::StatusOr<at::Tensor> HandlerInputFromBytes(const PredictionTarget& target,
     return absl::InvalidArgumentError(
         absl::StrCat(value.status().message(), "; base_handler takes a JSON list (or {\"data\": list})"));
   }
-  const nlohmann::json* v = &*value;
-  if (v->is_object()) {
-    for (const char* key : {"data", "body"}) {
-      if (auto it = v->find(key); it != v->end()) {
-        v = &*it;
-        break;
-      }
-    }
-  }
-  return HandlerInput(target, *v, where, limits, budget);
+  return HandlerInput(target, InstanceValue(*value), where, limits, budget);
 }
 
 std::string HandlerOutput(MarHandler handler, const InferenceResult& result, int64_t row) {

@@ -36,6 +36,10 @@ namespace infergate {
 // How many classes image_classifier answers with.
 inline constexpr int kTopClasses = 5;
 
+// What an instance's value is: the value itself, or what an object's
+// "data" or "body" holds (TorchServe's request rows, KServe's envelope).
+const nlohmann::json& InstanceValue(const nlohmann::json& instance);
+
 // The model input for one instance given as JSON (a REST or V1 body, after
 // any {"data": ...} envelope); `where` names it in errors. An image's
 // decoded pixels (and the resize's) count against `budget` (null: none)

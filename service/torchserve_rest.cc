@@ -60,17 +60,6 @@ bool IsManagementMutation(const HttpRequest& head) {
          absl::StartsWith(head.path, "/models");
 }
 
-// What an instance's value is: the value itself, or what an object's
-// "data" or "body" holds (TorchServe's request rows, KServe's envelope).
-const nlohmann::json& InstanceValue(const nlohmann::json& instance) {
-  if (instance.is_object()) {
-    for (const char* key : {"data", "body"}) {
-      if (auto it = instance.find(key); it != instance.end()) return *it;
-    }
-  }
-  return instance;
-}
-
 }  // namespace
 
 // The calls one HTTP prediction makes (one per batch of instances), joined:
