@@ -44,4 +44,12 @@ absl::string_view PrecisionCheckResultName(PrecisionCheckResult result) {
   return "unknown";
 }
 
+absl::string_view PrecisionCheckKindName(PrecisionCheckKind kind) {
+  switch (kind) {
+    case PrecisionCheckKind::kCheck: return "check";
+    case PrecisionCheckKind::kRunning: return "running";
+  }
+  return "unknown";
+}
+
 }  // namespace infergate

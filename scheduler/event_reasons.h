@@ -55,4 +55,11 @@ enum class PrecisionCheckResult {
 };
 absl::string_view PrecisionCheckResultName(PrecisionCheckResult result);
 
+// Which accuracy check it was (infergate_precision_checks_total's kind).
+enum class PrecisionCheckKind {
+  kCheck,    // the check before a dtype serves, once per model file, device and dtype
+  kRunning,  // the re-run in FP32 of a request already answered (running_check_every)
+};
+absl::string_view PrecisionCheckKindName(PrecisionCheckKind kind);
+
 }  // namespace infergate

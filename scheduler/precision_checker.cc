@@ -297,7 +297,7 @@ void PrecisionChecker::Finish(const Key& key, const Route& route, Entry entry, c
   }
   // Counted before the verdict is published, so whoever sees it finds it counted.
   if (observer_) {
-    if (!from_state_file) observer_->OnPrecisionCheck(key.model, device, dtype, result);
+    if (!from_state_file) observer_->OnPrecisionCheck(key.model, device, dtype, PrecisionCheckKind::kCheck, result);
     if (result != PrecisionCheckResult::kSkipped) observer_->OnPrecisionError(key.model, device, dtype, relative_error);
   }
   WriterLock lock(mu_);
@@ -323,7 +323,8 @@ void PrecisionChecker::OfferRunningCheck(const Route& route, const std::vector<N
     }
   }
   if (!queued) {
-    if (observer_) observer_->OnPrecisionCheck(route.model->name, route.device.id.ToString(), dtype, PrecisionCheckResult::kDropped);
+    if (observer_) observer_->OnPrecisionCheck(route.model->name, route.device.id.ToString(), dtype,
+                                             PrecisionCheckKind::kRunning, PrecisionCheckResult::kDropped);
     return;
   }
   Task task;
@@ -345,12 +346,18 @@ void PrecisionChecker::RunningCheck(const Task& task) {
   const std::string dtype = Lower(DTypeName(task.dtype));
   std::optional<Route> reference = ReferenceRoute(route);
   if (!reference || (cpu_idle_ && !cpu_idle_())) {
-    if (observer_) observer_->OnPrecisionCheck(route.model->name, device, dtype, PrecisionCheckResult::kDropped);
+    if (observer_) {
+      observer_->OnPrecisionCheck(route.model->name, device, dtype, PrecisionCheckKind::kRunning,
+                                  PrecisionCheckResult::kDropped);
+    }
     return;
   }
   absl::StatusOr<std::vector<NamedTensor>> expected = RunOn(*reference, task.inputs);
   if (!expected.ok()) {
-    if (observer_) observer_->OnPrecisionCheck(route.model->name, device, dtype, PrecisionCheckResult::kSkipped);
+    if (observer_) {
+      observer_->OnPrecisionCheck(route.model->name, device, dtype, PrecisionCheckKind::kRunning,
+                                  PrecisionCheckResult::kSkipped);
+    }
     return;
   }
   AccuracyMeasurement measured = CompareOutputs(*expected, task.outputs);
@@ -359,7 +366,7 @@ void PrecisionChecker::RunningCheck(const Task& task) {
   // Counted before the verdict is published, so whoever sees the dtype
   // marked inaccurate also finds the failed check counted.
   if (observer_) {
-    observer_->OnPrecisionCheck(route.model->name, device, dtype,
+    observer_->OnPrecisionCheck(route.model->name, device, dtype, PrecisionCheckKind::kRunning,
                                 verdict.passed ? PrecisionCheckResult::kPassed : PrecisionCheckResult::kFailed);
     if (!verdict.passed) observer_->OnPrecisionError(route.model->name, device, dtype, verdict.relative_error);
   }

@@ -25,7 +25,8 @@ class SchedulerObserver {
   // An accuracy check of a model in a reduced dtype ("float16") on a
   // device ended.
   virtual void OnPrecisionCheck(const std::string& /*model*/, const std::string& /*device*/,
-                                const std::string& /*dtype*/, PrecisionCheckResult /*result*/) {}
+                                const std::string& /*dtype*/, PrecisionCheckKind /*kind*/,
+                                PrecisionCheckResult /*result*/) {}
   // The largest error relative to the FP32 output's magnitude that a check
   // measured (or the state file kept) for that combination.
   virtual void OnPrecisionError(const std::string& /*model*/, const std::string& /*device*/,

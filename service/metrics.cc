@@ -286,8 +286,9 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
   m->precision_checks_ = &prometheus::BuildCounter()
                               .Name("infergate_precision_checks_total")
                               .Help("Accuracy checks of a model in a reduced dtype on a device against FP32 on the "
-                                    "cpu, by result: passed, failed, skipped (could not run), dropped (a running "
-                                    "check while the cpu was busy).")
+                                    "cpu, by kind (check: before the dtype serves; running: a served request "
+                                    "re-run) and result: passed, failed, skipped (could not run), dropped (a "
+                                    "running check while the cpu was busy).")
                               .Register(r);
   m->precision_error_ = &prometheus::BuildGauge()
                              .Name("infergate_precision_check_relative_error")
@@ -468,10 +469,11 @@ void Metrics::OnFallback(const std::string& from, const std::string& to, const s
 }
 
 void Metrics::OnPrecisionCheck(const std::string& model, const std::string& device, const std::string& dtype,
-                               PrecisionCheckResult result) {
+                               PrecisionCheckKind kind, PrecisionCheckResult result) {
   Cached(*precision_checks_, {{"model", model},
                               {"device", device},
                               {"dtype", dtype},
+                              {"kind", std::string(PrecisionCheckKindName(kind))},
                               {"result", std::string(PrecisionCheckResultName(result))}})
       .Increment();
 }

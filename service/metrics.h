@@ -67,7 +67,7 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
   void OnFallback(const std::string& from, const std::string& to, const std::string& reason) override;
   void OnRejected(const DeviceId& device, const std::string& model, RejectionReason reason) override;
   void OnPrecisionCheck(const std::string& model, const std::string& device, const std::string& dtype,
-                        PrecisionCheckResult result) override;
+                        PrecisionCheckKind kind, PrecisionCheckResult result) override;
   void OnPrecisionError(const std::string& model, const std::string& device, const std::string& dtype,
                         double relative_error) override;
   // A call refused before it reached the core: kDraining, kInflightBytes.

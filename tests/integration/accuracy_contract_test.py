@@ -173,14 +173,18 @@ def main():
             return {}
 
         def settle(stub, model, x, device, precision=v1c.AUTO):
-            """Requests until no check they started is still running and the
-            dtype they get is no longer unverified (a request never waits for
-            a check; the one after it gets what the check found)."""
+            """Requests until the dtype they get reflects every check on the
+            device: none is running, the request's reason is not
+            "unverified", and no check started or finished while it was
+            served (a request never waits for a check, and a check it starts
+            can finish before its answer is read)."""
             deadline = time.time() + 120
             while True:
+                before = {k: c.state for k, c in checks(stub, model).items() if k[0] == device}
                 y, dtype, reason = infer(stub, model, x, device, precision)
-                running = [k for k, c in checks(stub, model).items() if k[0] == device and c.state == "checking"]
-                if (not running and not reason.startswith("unverified")) or time.time() > deadline:
+                after = {k: c.state for k, c in checks(stub, model).items() if k[0] == device}
+                busy = "checking" in after.values()
+                if (before == after and not busy and not reason.startswith("unverified")) or time.time() > deadline:
                     return y, dtype, reason
                 time.sleep(0.05)
 
@@ -196,9 +200,12 @@ def main():
             with torch.inference_mode():
                 return m(x)
 
-        def metric(server, results=("passed", "failed"), **labels):
-            """The sum of infergate_precision_checks_total over series whose
-            result is in `results` and whose labels include `labels`."""
+        def metric(server, results=("passed", "failed"), kind="check", **labels):
+            """The sum of infergate_precision_checks_total over series of
+            `kind` (check: before a dtype serves; running: a served request
+            re-run) whose result is in `results` and whose labels include
+            `labels`."""
+            labels["kind"] = kind
             with urllib.request.urlopen("http://%s/metrics" % server.metrics_address, timeout=30) as r:
                 text = r.read().decode()
             total = 0.0
@@ -306,11 +313,13 @@ def main():
             if time.time() > deadline:
                 fail("the running check did not mark drift's FP16 inaccurate: %s" % checks(stub, "drift"))
             time.sleep(0.05)
-        y, dtype, reason = infer(stub, "drift", large, "mps", v1c.FP16)
+        # settle: the first such request starts BF16's check, which must end
+        # before the restart below counts checks.
+        y, dtype, reason = settle(stub, "drift", large, "mps", v1c.FP16)
         expect_close("drift after the running check", y, large, dtype)
         if dtype == "FLOAT16" or not reason.startswith("inaccurate:float16"):
             fail("drift after the running check: ran %s (%r)" % (dtype, reason))
-        if metric(server, ("failed",), model="drift") < 1:
+        if metric(server, ("failed",), kind="running", model="drift") < 1:
             fail("no failed running check counted for drift")
         print("drift: the running check caught it; now %s (%s)" % (dtype, reason))
         ran_before = metric(server)

@@ -30,6 +30,8 @@ TEST(EventReasons, EvictionsUpdatesAndChecks) {
   EXPECT_EQ(PrecisionCheckResultName(PrecisionCheckResult::kFailed), "failed");
   EXPECT_EQ(PrecisionCheckResultName(PrecisionCheckResult::kSkipped), "skipped");
   EXPECT_EQ(PrecisionCheckResultName(PrecisionCheckResult::kDropped), "dropped");
+  EXPECT_EQ(PrecisionCheckKindName(PrecisionCheckKind::kCheck), "check");
+  EXPECT_EQ(PrecisionCheckKindName(PrecisionCheckKind::kRunning), "running");
 }
 
 }  // namespace
