@@ -6,8 +6,10 @@
 # UndefinedBehaviorSanitizer (build-asan/) and the request fuzzer (build-fuzz/).
 # CTest's run includes the container image test (tests/container/), which
 # builds the runtime root file system with mmdebstrap and serves from it.
-#   ./tests/run.sh [--no-tsan] [--no-asan] [--no-image] [extra ctest args]
-# BUILD_DIR (default: build) picks the build folder.
+#   ./tests/run.sh [--no-tsan] [--no-asan] [--no-image] [--loaded] [extra ctest args]
+# BUILD_DIR (default: build) picks the build folder. --loaded runs every
+# test (not the builds) while stress-ng keeps every core busy, as CI's
+# machine may be: the suite must pass that way too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # On a host that is not Debian 13 the whole run happens in the Debian 13
@@ -18,16 +20,30 @@ infergate_builds_natively || exec ./deploy/debian13-root.sh ./tests/run.sh "$@"
 tsan=1
 asan=1
 image=1
+loaded=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-tsan) tsan=0; shift ;;
     --no-asan) asan=0; shift ;;
     --no-image) image=0; shift ;;
+    --loaded) loaded=1; shift ;;
     *) break ;;
   esac
 done
 
 ./deploy/install-deps.sh --test
+
+# --loaded: one CPU hog per core at normal priority, in its own process
+# group, stopped (SIGSTOP) while something builds and resumed for the tests.
+hog=
+hog_on() { [ -z "$hog" ] || kill -CONT -- "-$hog" 2>/dev/null || true; }
+hog_off() { [ -z "$hog" ] || kill -STOP -- "-$hog" 2>/dev/null || true; }
+if [ "$loaded" = 1 ]; then
+  hog=$(setsid bash -c 'stress-ng --cpu "$(nproc)" --timeout 0 --quiet >/dev/null 2>&1 & echo $$')  # the group's id
+  trap 'kill -CONT -- "-$hog" 2>/dev/null; kill -- "-$hog" 2>/dev/null || true' EXIT
+  hog_off
+  echo "loaded mode: stress-ng --cpu $(nproc) runs beside every test"
+fi
 
 build_dir="${BUILD_DIR:-build}"
 start=$(date +%s)
@@ -54,10 +70,12 @@ if [ "$tsan" = 1 ]; then
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null
   cmake --build build-tsan --target scheduler_test
   echo "tsan build took $(( $(date +%s) - start )) s"
+  hog_on
   # (The crash-mid-write test forks and SIGKILLs a writer: not a TSAN subject.)
   TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$PWD/tests/sanitizers/tsan.supp" \
     build-tsan/tests/scheduler_test --gtest_brief=1 \
     --gtest_filter=-*CrashMidWrite*
+  hog_off
 fi
 
 if [ "$asan" = 1 ]; then
@@ -71,6 +89,7 @@ if [ "$asan" = 1 ]; then
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
   cmake --build build-asan
   echo "asan build took $(( $(date +%s) - start )) s"
+  hog_on
   if ! (cd build-asan &&
     ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/../tests/sanitizers/lsan.supp" \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -81,15 +100,20 @@ if [ "$asan" = 1 ]; then
     exit 1
   fi
   tail -n 4 build-asan/ctest.log
+  hog_off
 fi
 
 if [ "${INFERGATE_FUZZ_SECONDS:-60}" -gt 0 ]; then
   # Request parsing and validation under libFuzzer (ASan + UBSan), bounded.
+  ./tests/fuzz/run.sh --build-only
+  hog_on
   ./tests/fuzz/run.sh "${INFERGATE_FUZZ_SECONDS:-60}"
+  hog_off
 fi
 
 # Last, so CI reads CTest's closing line.
 skip=()
 [ "$image" = 1 ] || skip=(-E container_image_test)
+hog_on
 cd "$build_dir"
 ctest --output-on-failure -j "$(nproc)" "${skip[@]}" "$@"

@@ -2,13 +2,17 @@
 # Builds the libFuzzer target (clang, ASan + UBSan) in build-fuzz/ and runs it
 # on a copy of the seed corpus. One command for a longer run:
 #   tests/fuzz/run.sh 3600
+# `tests/fuzz/run.sh --build-only` builds and stops there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds="${1:-60}"
+build_only=0
+[ "$seconds" != --build-only ] || build_only=1
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-19 \
   -DINFERGATE_BUILD_TESTS=OFF -DINFERGATE_FUZZ=ON \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -O1" >/dev/null
 cmake --build build-fuzz --target request_fuzzer
+[ "$build_only" = 0 ] || exit 0
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 cp tests/fuzz/corpus/* "$corpus/"
