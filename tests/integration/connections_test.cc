@@ -65,9 +65,14 @@ TEST(Connections, MaxConnectionAgeRecyclesWithoutFailingCalls) {
 
 // With one stream per connection, 8 concurrent calls on one channel are
 // serialised by HTTP/2 flow control, not refused: all succeed. And the
-// limit holds: the server never holds two calls from one connection.
+// limit holds: the server never holds two calls from one connection. With
+// one CPU worker, of two one-second calls sent at once the second waits in
+// the server's queue while the first runs, unless the client held it back
+// until the first was answered; each call's queue_us says which happened,
+// whatever the machine's speed (no sampling of a moving count).
 TEST(Connections, ConcurrentStreamLimitQueuesCallsInTheClient) {
-  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--max-concurrent-streams=1"});
+  auto server = ServerProcess::Start(
+      {"--model-repository=" + DemoRepository(), "--max-concurrent-streams=1", "--cpu-workers=1"});
   ASSERT_NE(server, nullptr);
   auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
   std::atomic<int> ok{0};
@@ -86,10 +91,11 @@ TEST(Connections, ConcurrentStreamLimitQueuesCallsInTheClient) {
   }
   for (auto& t : clients) t.join();
   EXPECT_EQ(ok.load(), 8);
-  // Two one-second calls at once: on two connections the server holds both
-  // (running or queued); on one connection with the limit it never sees the
-  // second before the first is answered. Read from another connection.
-  auto most_held_at_once = [&](bool one_connection) {
+  struct Waited {
+    double longest_queue_s = 0;   // the call that waited longer in the server's queue
+    double shortest_compute_s = 0;
+  };
+  auto two_slow_calls = [&](bool one_connection) {
     grpc::ChannelArguments separate;
     separate.SetInt("infergate.test.unique", one_connection ? 0 : 1);  // distinct arguments: its own connection
     std::vector<std::shared_ptr<grpc::Channel>> channels = {
@@ -102,41 +108,42 @@ TEST(Connections, ConcurrentStreamLimitQueuesCallsInTheClient) {
       EXPECT_TRUE(ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60)));
     }
     std::vector<std::thread> callers;
-    std::atomic<int> slow_ok{0}, done{0};
-    for (auto& ch : channels) {
-      callers.emplace_back([&, ch] {
-        auto stub = v1::InferenceService::NewStub(ch);
+    std::vector<v1::Timing> timings(channels.size());
+    std::atomic<int> slow_ok{0};
+    for (size_t c = 0; c < channels.size(); ++c) {
+      callers.emplace_back([&, c] {
+        auto stub = v1::InferenceService::NewStub(channels[c]);
         v1::InferRequest req;
         req.set_model("slow");
         *req.add_inputs() = ToWire(at::ones({4}), "x");
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
         v1::InferResponse resp;
-        if (stub->Infer(&ctx, req, &resp).ok()) slow_ok++;
-        done++;
+        if (stub->Infer(&ctx, req, &resp).ok()) {
+          slow_ok++;
+          timings[c] = resp.timing();
+        }
       });
-    }
-    grpc::ChannelArguments observer_args;
-    observer_args.SetInt("infergate.test.observer", 1);
-    auto observer = v1::InferenceService::NewStub(
-        grpc::CreateCustomChannel(server->address(), grpc::InsecureChannelCredentials(), observer_args));
-    uint32_t most = 0;
-    while (done.load() < 2) {
-      grpc::ClientContext ctx;
-      v1::ListDevicesResponse devices;
-      if (observer->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok()) {
-        uint32_t held = 0;
-        for (const auto& d : devices.devices()) held += d.in_flight() + d.queue_depth();
-        most = std::max(most, held);
-      }
     }
     for (auto& t : callers) t.join();
     EXPECT_EQ(slow_ok.load(), 2);
-    return most;
+    Waited w;
+    w.shortest_compute_s = 1e9;
+    for (const v1::Timing& t : timings) {
+      w.longest_queue_s = std::max(w.longest_queue_s, t.queue_us() / 1e6);
+      w.shortest_compute_s = std::min(w.shortest_compute_s, t.compute_us() / 1e6);
+    }
+    return w;
   };
-  most_held_at_once(false);  // loads slow
-  EXPECT_EQ(most_held_at_once(false), 2u) << "two connections: both calls reach the server";
-  EXPECT_EQ(most_held_at_once(true), 1u) << "one connection: the second call waits in the client";
+  two_slow_calls(false);  // loads slow
+  const Waited two = two_slow_calls(false);
+  EXPECT_GT(two.longest_queue_s, two.shortest_compute_s / 2)
+      << "two connections: the second call reaches the server and queues behind the first (queued "
+      << two.longest_queue_s << " s, a call runs " << two.shortest_compute_s << " s)";
+  const Waited one = two_slow_calls(true);
+  EXPECT_LT(one.longest_queue_s, one.shortest_compute_s / 2)
+      << "one connection: the second call waits in the client, not in the server's queue (queued "
+      << one.longest_queue_s << " s, a call runs " << one.shortest_compute_s << " s)";
   channel.reset();
   EXPECT_EQ(server->Stop(), 0);
 }
