@@ -2,6 +2,7 @@
 // the real server.
 
 #include <thread>
+#include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
@@ -170,8 +171,8 @@ TEST_F(ServerTest, ListedMetricsCarryTheirValues) {
 // Tokens guard ListModels and UnloadModel too; the CLI's --token and TLS
 // flags reach a server that needs them.
 TEST(Promises, TokensGuardListModelsAndTheCliCarriesTokenAndTls) {
-  char dir_pattern[] = "/tmp/ig_promises_XXXXXX";
-  const std::string dir = mkdtemp(dir_pattern);
+  const ScratchDir scratch("ig_promises_");
+  const std::string& dir = scratch.path();
   std::string out;
   ASSERT_EQ(RunCommand({"/bin/sh", "-c",
                         "set -e; cd " + dir +

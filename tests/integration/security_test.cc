@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
@@ -12,8 +13,8 @@ struct Pki {
   static const Pki& Get() {
     static const Pki pki = [] {
       Pki p;
-      char pattern[] = "/tmp/ig_pki_XXXXXX";
-      p.dir = mkdtemp(pattern);
+      p.dir = ProcessScratchDir().path() + "/pki";
+      std::filesystem::create_directory(p.dir);
       std::string script =
           "set -e; cd " + p.dir + "; "
           "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca -keyout ca.key -out ca.pem 2>/dev/null; "

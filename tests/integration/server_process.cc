@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/common/scratch_dir.h"
 
 namespace infergate::testing {
 namespace {
@@ -220,18 +221,12 @@ int RunCommand(const std::vector<std::string>& argv_in, std::string* output) {
 }
 
 const std::string& DemoRepository() {
+  // Made once per test process, removed when it exits (a few MB each).
   static const std::string repo = [] {
-    std::string dir = TempDir("ig_models_");
+    std::string dir = ProcessScratchDir().path() + "/models";
     std::string out;
     int rc = RunCommand({MAKE_DEMO_MODELS_BIN, dir, "--with-test-models"}, &out);
     if (rc != 0) ADD_FAILURE() << "make-demo-models failed with " << rc << ":\n" << out;
-    // Made once per test process; gone with it (a few MB each, once per
-    // test). The path is kept on the heap: `repo` may be destroyed first.
-    static const std::string* const made = new std::string(dir);
-    std::atexit([] {
-      std::error_code ec;
-      std::filesystem::remove_all(*made, ec);
-    });
     return dir;
   }();
   return repo;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "devices/device_failure.h"
 #include "scheduler/loaded_model.h"
+#include "tests/common/scratch_dir.h"
 
 namespace infergate {
 namespace {
@@ -19,8 +20,7 @@ namespace fs = std::filesystem;
 
 // A TorchScript file whose only parameter has `floats` elements.
 std::string ModelFile(int64_t floats) {
-  static fs::path dir = fs::temp_directory_path() / ("ig_cache_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = testing::ProcessScratchDir().path();
   fs::path path = dir / (std::to_string(floats) + ".pt");
   if (!fs::exists(path)) {
     torch::jit::Module m("M");

@@ -9,19 +9,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/common/scratch_dir.h"
+
 namespace infergate {
 namespace {
 
-// A new file under the temp dir holding `text`; unique even when CTest runs
-// tests in parallel.
-std::string TempFile(const std::string& text) {
-  std::string path = ::testing::TempDir() + "/tokens_XXXXXX";
-  int fd = mkstemp(path.data());
-  EXPECT_GE(fd, 0);
-  close(fd);
-  std::ofstream(path) << text;
-  return path;
-}
+// A new file holding `text`, removed when the test process exits; unique
+// even when CTest runs tests in parallel.
+std::string TempFile(const std::string& text) { return testing::ProcessScratchDir().File("tokens_", text); }
 
 // Replaces `path`'s content the way an operator or a CI job would: a new
 // file renamed over the old one.

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "service/cancel_signal.h"
 #include "service/open_inference_rest.h"
+#include "tests/common/scratch_dir.h"
 
 namespace infergate {
 namespace {
@@ -119,12 +120,7 @@ class RecordingObserver final : public InferCallObserver {
 };
 
 std::string TokenFile(const std::string& token) {
-  std::string path = ::testing::TempDir() + "/infer_call_tokens_XXXXXX";
-  int fd = mkstemp(path.data());
-  EXPECT_GE(fd, 0);
-  close(fd);
-  std::ofstream(path) << token << "\n";
-  return path;
+  return testing::ProcessScratchDir().File("infer_call_tokens_", token + "\n");
 }
 
 // Collects how a call finished.
@@ -177,6 +173,7 @@ TEST_F(InferCallTest, AnAnsweredCallIsEncodedFinishedOkAndCounted) {
   ASSERT_EQ(observer_.records.size(), 1u);
   EXPECT_EQ(observer_.records[0].model, "known");
   EXPECT_TRUE(observer_.records[0].ran);
+  EXPECT_EQ(front_end_.tally().Summary(), "answered 1 inference call: OK 1");
   EXPECT_EQ(budget_.in_use(), 100u) << "the transport still holds the call";
   call.reset();
   EXPECT_EQ(budget_.in_use(), 0u) << "the budget share outlived the call";
@@ -199,6 +196,7 @@ TEST_F(InferCallTest, CoreAndEncodingErrorsReachTheClientAndCountAsNotRun) {
   EXPECT_FALSE(observer_.records[0].ran);
   EXPECT_FALSE(observer_.records[1].ran);
   EXPECT_EQ(observer_.records[1].code, absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(front_end_.tally().Summary(), "answered 2 inference calls: INVALID_ARGUMENT 1, RESOURCE_EXHAUSTED 1");
 }
 
 TEST_F(InferCallTest, AnAnswerGivenBeforeInferReturnsFinishesOnce) {
@@ -224,6 +222,7 @@ TEST_F(InferCallTest, DrainingRefusesEveryEntryAndCountsIt) {
     EXPECT_NE(s.message().find("draining"), std::string::npos) << s;
   }
   EXPECT_EQ(observer_.rejections, (std::vector<std::string>{"draining", "draining"}));
+  EXPECT_EQ(front_end_.tally().Of(absl::StatusCode::kUnavailable), 2u);
   ASSERT_EQ(observer_.records.size(), 2u);
   EXPECT_EQ(observer_.records[1].model, "known");
   EXPECT_EQ(core_.size(), 0u);
