@@ -2,14 +2,15 @@
 // What every inference front end (infergate.v1 and the Open Inference
 // Protocol over gRPC, its stream, REST) shares, built once by the server:
 // the core's inference entry, the wire limits, the caller tokens, the
-// in-flight byte budget, where finished calls are counted, request tracing,
-// and the drain switch. InferCall (infer_call.h) is the one path a request takes through
+// in-flight byte budget, where finished calls are counted (the observer,
+// and the server's own CallTally), request tracing, and the drain switch. InferCall (infer_call.h) is the one path a request takes through
 // these; the front ends only decode and encode their wire forms.
 //
 // The core's part is an InferBackend, so the call path is tested with a
 // fake core. Ownership: nothing here is owned but the auth and the drain
 // flag; the core, budget, observer and tracing must outlive every front end.
-// Threading: read-only after construction except the drain flag (atomic).
+// Threading: read-only after construction except the drain flag and the
+// tally (both atomic).
 
 #include <atomic>
 #include <functional>
@@ -21,6 +22,7 @@
 #include "scheduler/inference_types.h"
 #include "scheduler/request_handle.h"
 #include "service/auth.h"
+#include "service/call_tally.h"
 #include "service/inflight_budget.h"
 #include "service/wire_tensor.h"
 
@@ -86,6 +88,9 @@ class FrontEnd {
   void StartDraining() { draining_.store(true); }
   bool draining() const { return draining_.load(); }
 
+  // How every call ended, counted by InferCall.
+  CallTally& tally() const { return tally_; }
+
  private:
   const InferBackend backend_;
   const CodecLimits limits_;
@@ -94,6 +99,7 @@ class FrontEnd {
   InferCallObserver* const observer_;
   Tracing* const tracing_;
   std::atomic<bool> draining_{false};
+  mutable CallTally tally_;
 };
 
 }  // namespace infergate

@@ -138,6 +138,7 @@ void InferCall::End(const RequestLabels& labels, const absl::Status& status, con
   }
   const Clock::time_point ended = Clock::now();
   if (InferCallObserver* o = front_end_.observer()) o->RecordInfer(labels, status, result, MicrosBetween(received_, ended));
+  front_end_.tally().Count(status.code());
   LogEnd(labels, status, ended);
   // An unsampled call's span ends with it, recording nothing.
   if (!trace_ || !trace_->recording()) return finish_(status);

@@ -318,6 +318,7 @@ bool Server::Drain(std::chrono::steady_clock::time_point deadline) {
   p.core->Shutdown();
   // Only now can nothing answer a REST call any more.
   p.http.reset();
+  LOG_INFO << p.front_end->tally().Summary();
   p.core->SetObserver(nullptr);
   // Every call has ended: its spans go out now, within what is left of the
   // drain time (from one to five seconds), so a stopping server loses none.

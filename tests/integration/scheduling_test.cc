@@ -1,5 +1,8 @@
 // Batching, queue limits, deadlines, drain and mixed load through the real server.
 
+#include <map>
+#include <sstream>
+
 #include "tests/integration/server_fixture.h"
 
 #include "inference/grpc_service.grpc.pb.h"
@@ -215,7 +218,9 @@ class MlpLoad {
         // instant the server closed it, before any handler saw it. gRPC
         // core ends such never-started calls with CANCELLED rather than
         // UNAVAILABLE (grpc/grpc#41785, open upstream), so the test
-        // counts them as refused-before-start and bounds how many.
+        // counts them as refused-before-start, bounds how many, and checks
+        // with the server's own tally that none of them was a call it
+        // answered (ExpectEveryAnswerArrived).
         teardown++;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       } else {
@@ -303,6 +308,40 @@ int RestStatus(const ServerProcess& server, const std::string& path) {
 
 // One call to the `slow` model (about a second of work) on a thread of its
 // own; Running() waits until the server runs it.
+// How the server says its inference calls ended, by status code name, from
+// the line it logs when its drain ends ("answered 9 inference calls: OK 8,
+// UNAVAILABLE 1"); empty when there is no such line.
+std::map<std::string, int> AnsweredByTheServer(const std::string& log) {
+  std::map<std::string, int> out;
+  const size_t line = log.rfind("] answered ");
+  if (line == std::string::npos) return out;
+  std::istringstream in(log.substr(line + 11, log.find('\n', line) - line - 11));
+  int total = 0;
+  std::string word;
+  in >> total >> word >> word;  // "N inference calls[:]"
+  out["total"] = total;
+  for (std::string code; in >> code;) {
+    int n = 0;
+    in >> n;
+    in.ignore(1);  // ','
+    out[code] = n;
+  }
+  return out;
+}
+
+// Every call the server answered OK reached its client as OK, and it ended
+// no call otherwise than OK or the drain's UNAVAILABLE: the calls a client
+// saw end with a bare CANCELLED at teardown never reached the server.
+// `others_ok` are the test's calls outside `load` (its slow call).
+void ExpectEveryAnswerArrived(const ServerProcess& server, const MlpLoad& load, int others_ok) {
+  std::map<std::string, int> answered = AnsweredByTheServer(server.Log());
+  ASSERT_TRUE(answered.count("total")) << "no 'answered ... inference calls' line:\n" << server.Log();
+  EXPECT_EQ(answered["OK"], load.ok.load() + others_ok)
+      << "the server answered " << answered["OK"] << " calls OK, its clients got " << load.ok.load() + others_ok;
+  EXPECT_EQ(answered["total"], answered["OK"] + answered["UNAVAILABLE"]) << server.Log();
+  EXPECT_GE(load.unavailable.load(), answered["UNAVAILABLE"]) << "refusals the clients did not get";
+}
+
 class SlowCall {
  public:
   explicit SlowCall(const std::string& address)
@@ -366,6 +405,7 @@ TEST(Drain, SigtermUnderLoadLosesNoAcceptedRequest) {
   EXPECT_EQ(load.other.load(), 0) << "requests neither answered nor refused with UNAVAILABLE:\n" << load.OtherErrors();
   EXPECT_EQ(load.ok.load() + load.unavailable.load() + load.teardown.load(), load.sent.load());
   EXPECT_LE(load.teardown.load(), 8) << "at most one call per client can be caught by the final teardown";
+  ExpectEveryAnswerArrived(*server, load, 1);
   EXPECT_GT(load.unavailable.load(), 0);
   EXPECT_NE(server->Log().find("draining"), std::string::npos);
 }
@@ -396,6 +436,7 @@ TEST(Drain, SecondSigtermDoesNotCutTheDrainShort) {
   EXPECT_EQ(load.other.load(), 0) << load.OtherErrors();
   EXPECT_EQ(load.ok.load() + load.unavailable.load() + load.teardown.load(), load.sent.load());
   EXPECT_LE(load.teardown.load(), 4);
+  ExpectEveryAnswerArrived(*server, load, 1);
 }
 
 // Stop signals that arrive while models warm up (here `slow`, about a

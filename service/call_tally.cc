@@ -1,0 +1,38 @@
+#include "service/call_tally.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace infergate {
+namespace {
+
+size_t IndexOf(absl::StatusCode code) {
+  const auto i = static_cast<size_t>(code);
+  return i < 17 ? i : static_cast<size_t>(absl::StatusCode::kUnknown);
+}
+
+}  // namespace
+
+void CallTally::Count(absl::StatusCode code) { counts_[IndexOf(code)].fetch_add(1, std::memory_order_relaxed); }
+
+uint64_t CallTally::Of(absl::StatusCode code) const { return counts_[IndexOf(code)].load(std::memory_order_relaxed); }
+
+uint64_t CallTally::Total() const {
+  uint64_t total = 0;
+  for (const auto& c : counts_) total += c.load(std::memory_order_relaxed);
+  return total;
+}
+
+std::string CallTally::Summary() const {
+  uint64_t total = 0;
+  std::string parts;
+  for (size_t i = 0; i < kCodes; ++i) {
+    const uint64_t n = counts_[i].load(std::memory_order_relaxed);
+    if (n == 0) continue;
+    total += n;
+    absl::StrAppend(&parts, parts.empty() ? "" : ", ", absl::StatusCodeToString(static_cast<absl::StatusCode>(i)),
+                    " ", n);
+  }
+  return absl::StrCat("answered ", total, " inference call", total == 1 ? "" : "s", parts.empty() ? "" : ": ", parts);
+}
+
+}  // namespace infergate
