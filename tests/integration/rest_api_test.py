@@ -108,6 +108,85 @@ def binary_request(inputs, blobs, outputs=None, **params):
     return header + b"".join(blobs), len(header)
 
 
+def raw_connection(address, first=b""):
+    """A loopback TCP connection to HOST:PORT that has sent `first`."""
+    host, port = address.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=60)
+    if first:
+        s.sendall(first)
+    return s
+
+
+def read_answer(sock):
+    """Everything the server sends until it closes the connection; b"" for a
+    close without an answer (or a reset)."""
+    out = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+    except OSError:
+        return out
+
+
+def connection_limits(args, models, servers):
+    """--http-max-connections and --http-request-timeout where they bite:
+    clients that hold every ordinary slot leave later ones only the
+    reserved probe slots (503 for anything else, 200 for /v2/health/), past
+    those a connection gets 503 at once; the holders, which never finish a
+    request, are closed once the request timeout passes (not before), and
+    then inference is served again."""
+    cap, timeout_s, reserved = 4, 2.0, 32  # server.cc reserves 32 probe slots
+    server = Server(args.server, ["--model-repository=" + models, "--http-max-connections=%d" % cap,
+                                  "--http-request-timeout=%dms" % int(timeout_s * 1000)],
+                    os.path.join(WORK, "limits.log"))
+    servers.append(server)
+    server.wait_serving()
+    http = server.http_address
+    started = time.time()
+    holders = [raw_connection(http, b"P") for _ in range(cap)]
+    # Accepted in the order they connected: every later connection is past the cap.
+    body = infer_body([{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": [0.5] * 256}])
+    request = ("POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               "Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)).encode()
+    over = read_answer(raw_connection(http, request))
+    check(over.startswith(b"HTTP/1.1 503") and b"serves only /v2/health/" in over,
+          "inference on a connection past --http-max-connections: %r" % over[:300])
+    probe = read_answer(raw_connection(http, b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+    check(probe.startswith(b"HTTP/1.1 200"), "a probe on a reserved slot: %r" % probe[:300])
+    # Fill the reserved slots too: the next connection is refused at once.
+    probes = [raw_connection(http, b"G") for _ in range(reserved)]
+    full = read_answer(raw_connection(http))
+    check(full.startswith(b"HTTP/1.1 503") and b"too many connections" in full,
+          "a connection past every slot: %r" % full[:300])
+    # Every holder is closed by the server, none before the request timeout.
+    # (A probe slot may have been refused at once if the two calls above
+    # still held theirs: only the holders' times are bounded below.)
+    closed_after = []
+    for s in holders + probes:
+        s.settimeout(120)  # a read that times out counts as not closed, below
+        read_answer(s)
+        if s in holders:
+            closed_after.append(time.time() - started)
+        s.close()
+    check(min(closed_after) >= timeout_s * 0.9,
+          "a trickling connection was closed after %.2f s, before --http-request-timeout (%.1f s)"
+          % (min(closed_after), timeout_s))
+    # Generous (a loaded machine under ASan), and below the read timeout.
+    check(max(closed_after) < 100, "trickling connections were not closed by the server: %.1f s" % max(closed_after))
+    # The slots are free again (the server counts a close once its session ends).
+    deadline = time.time() + 60
+    while True:
+        r = curl(http, "POST", "/v2/models/mlp/infer", body)
+        if r.status == 200 or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    check(r.status == 200, "inference once the holders were closed: %r" % r)
+    check(server.stop() == 0, "the server with small connection limits did not stop cleanly")
+
+
 def main():
     global WORK
     args, WORK, models = open_inference_setup("ig_rest_")
@@ -368,6 +447,9 @@ def main():
         before = grpc_latencies(50)
         check(statistics.median(during) < max(3 * statistics.median(before), 0.02),
               "gRPC latency during slow clients %.4fs vs %.4fs" % (statistics.median(during), statistics.median(before)))
+
+        # --- the REST port's own limits, reached
+        connection_limits(args, models, servers)
 
         # --- a REST call's deadline header, and a client that hangs up: on a
         # server with one CPU worker, kept busy by the slow model, a request
