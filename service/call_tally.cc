@@ -14,6 +14,10 @@ size_t IndexOf(absl::StatusCode code) {
 
 void CallTally::Count(absl::StatusCode code) { counts_[IndexOf(code)].fetch_add(1, std::memory_order_relaxed); }
 
+void CallTally::CountDrainRefusal() { drain_refusals_.fetch_add(1, std::memory_order_relaxed); }
+
+uint64_t CallTally::drain_refusals() const { return drain_refusals_.load(std::memory_order_relaxed); }
+
 uint64_t CallTally::Of(absl::StatusCode code) const { return counts_[IndexOf(code)].load(std::memory_order_relaxed); }
 
 uint64_t CallTally::Total() const {
@@ -32,7 +36,10 @@ std::string CallTally::Summary() const {
     absl::StrAppend(&parts, parts.empty() ? "" : ", ", absl::StatusCodeToString(static_cast<absl::StatusCode>(i)),
                     " ", n);
   }
-  return absl::StrCat("answered ", total, " inference call", total == 1 ? "" : "s", parts.empty() ? "" : ": ", parts);
+  std::string out =
+      absl::StrCat("answered ", total, " inference call", total == 1 ? "" : "s", parts.empty() ? "" : ": ", parts);
+  if (const uint64_t refused = drain_refusals(); refused > 0) absl::StrAppend(&out, "; ", refused, " refused while draining");
+  return out;
 }
 
 }  // namespace infergate

@@ -53,6 +53,7 @@ bool InferCall::Admit(absl::FunctionRef<absl::string_view()> authorization, uint
 bool InferCall::AdmitOnStream(uint64_t bytes) {
   if (front_end_.draining()) {
     if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kDraining);
+    front_end_.tally().CountDrainRefusal();
     absl::Status refusal = absl::UnavailableError("server is draining; retry on another replica");
     NoteAdmission(refusal);
     Refuse(refusal);

@@ -21,6 +21,11 @@ TEST(CallTally, CountsEachCodeAndSaysSoInOneLine) {
   EXPECT_EQ(tally.Of(absl::StatusCode::kCancelled), 0u);
   EXPECT_EQ(tally.Total(), 4u);
   EXPECT_EQ(tally.Summary(), "answered 4 inference calls: OK 2, INVALID_ARGUMENT 1, UNAVAILABLE 1");
+  tally.CountDrainRefusal();
+  tally.Count(absl::StatusCode::kUnavailable);
+  EXPECT_EQ(tally.drain_refusals(), 1u);
+  EXPECT_EQ(tally.Summary(),
+            "answered 5 inference calls: OK 2, INVALID_ARGUMENT 1, UNAVAILABLE 2; 1 refused while draining");
 }
 
 TEST(CallTally, ACodeOutsideTheKnownOnesCountsAsUnknown) {
