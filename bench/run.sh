@@ -55,21 +55,28 @@ md="$out_dir/$stamp.md"
 echo "suite,model,mode,concurrency,batch,throughput_rps,rows_per_s,p50_ms,p99_ms,server_overhead_p50_us,mean_batch,errors" >"$csv"
 
 # Waits for the program started as $server_pid to print "NAME listening on
-# ADDRESS" on $work/NAME.out (and, if given, READY on $work/NAME.err); sets
-# $address.
-await_listening() {  # name [ready]
+# ADDRESS" on $work/NAME.out (and, if given, READY on its log, by default
+# $work/NAME.err); sets $address.
+await_listening() {  # name [ready [log]]
+  local log="${3:-$work/$1.err}"
   for _ in $(seq 200); do
     address=$(sed -n "s/^$1 listening on //p" "$work/$1.out" | head -n1)
-    [ -n "$address" ] && { [ -z "${2:-}" ] || grep -q "$2" "$work/$1.err"; } && return 0
+    [ -n "$address" ] && { [ -z "${2:-}" ] || grep -q "$2" "$log"; } && return 0
     sleep 0.05
   done
-  echo "$1 did not start" >&2; cat "$work/$1.err" >&2; exit 1
+  echo "$1 did not start" >&2; cat "$log" >&2; exit 1
 }
+# Each server logs to its own $work/infergate-N.err, first line its flags:
+# server_answers reads what each says it answered when it stopped.
+servers_started=0
 start_server() {  # $@: extra flags
+  servers_started=$((servers_started + 1))
+  local log="$work/infergate-$servers_started.err"
+  echo "flags: $*" >"$log"
   "$bin" --address=127.0.0.1:0 --metrics-address= --http-address=127.0.0.1:0 --model-repository="$work/models" "$@" \
-    >"$work/infergate.out" 2>"$work/infergate.err" &
+    >"$work/infergate.out" 2>>"$log" &
   server_pid=$!
-  await_listening infergate serving
+  await_listening infergate serving "$log"
 }
 stop_server() { kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=""; }
 
@@ -431,6 +438,34 @@ format_summary=$(awk -F, '
   }' "$csv")
 echo "  $format_summary" >&2
 
+# What the servers say they answered (each logs how its calls ended when it
+# stops): h2load sees a gRPC error as an HTTP 200, so its rows' error
+# counts cannot tell; this can. Left out: CANCELLED (a load tool ending its
+# run cancels the calls it still has open) and the drain's refusals (an
+# HTTP/1.1 request of such a client still unread when the server stops).
+server_answers=""
+server_errors=0
+for log in "$work"/infergate-*.err; do
+  line=$(sed -n 's/.*\] \(answered .* inference calls*.*\)$/\1/p' "$log" | tail -n1)
+  failed=$(awk '{
+      total = $2; ok = 0; cancelled = 0; draining = 0
+      if (match($0, /OK [0-9]+/)) ok = substr($0, RSTART + 3, RLENGTH - 3)
+      if (match($0, /CANCELLED [0-9]+/)) cancelled = substr($0, RSTART + 10, RLENGTH - 10)
+      if (match($0, /; [0-9]+ refused while draining/)) draining = substr($0, RSTART + 2, RLENGTH - 25)
+      print total - ok - cancelled - draining
+    }' <<<"$line")
+  if [ -z "$line" ] || [ "${failed:-1}" != 0 ]; then
+    server_answers+="- $(head -n1 "$log"): ${line:-no count logged (did it stop cleanly?)}"$'\n'
+    server_errors=$((server_errors + 1))
+  fi
+done
+if [ "$server_errors" = 0 ]; then
+  server_answers="Every server answered every call OK, by its own count (calls cancelled by a load tool ending its run, and refused while draining, aside)."
+else
+  server_answers="Servers that ended calls with errors (their own count; the rows' error columns may not show them):"$'\n\n'"$server_answers"
+fi
+echo "  $server_answers" >&2
+
 # The performance targets, each a ratio within this run.
 targets=$(awk -F, '
   { rps[$1 "," $2 "," $3 "," $4] = $6; rows[$1 "," $2 "," $3 "," $4] = $7; over[$1 "," $2 "," $3 "," $4] = $10 }
@@ -493,6 +528,8 @@ echo "$targets" | sed 's/^/  /' >&2
   echo
   echo "$image_summary"
   echo
+  echo "$server_answers"
+  echo
   echo "Targets (ratios within this run; h2load rows send one pre-encoded request on N streams of one connection):"
   echo
   echo "$targets"
@@ -501,3 +538,4 @@ echo "$targets" | sed 's/^/  /' >&2
 } >"$md"
 cat "$md"
 echo "wrote $md and $csv" >&2
+[ "$server_errors" = 0 ] || { echo "servers answered calls with errors: see $md" >&2; exit 1; }
