@@ -103,6 +103,18 @@ size_t DeviceExecutor::PurgeCancelled() {
   return purged;
 }
 
+size_t DeviceExecutor::RefuseQueued(const absl::Status& status) {
+  Batch removed;
+  {
+    MutexLock lock(mu_);
+    removed = queue_.RemoveIf([](const Job& job) { return !job.task; });
+    depth_.store(queue_.size(), std::memory_order_relaxed);
+  }
+  const size_t refused = removed.size();
+  Reject(removed, status, RejectionReason::kDraining);
+  return refused;
+}
+
 void DeviceExecutor::Reject(Batch& jobs, const absl::Status& status, RejectionReason reason) {
   if (jobs.empty()) return;
   for (auto& job : jobs) {

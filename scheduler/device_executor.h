@@ -71,6 +71,10 @@ class DeviceExecutor {
 
   // Takes cancelled jobs out of the queue and answers them CANCELLED.
   size_t PurgeCancelled();
+  // Takes the inference jobs still queued out of the queue and answers them
+  // with `status` without running them (tasks stay); counted as kDraining.
+  // The server's stop, once its drain ended or ran out of time.
+  size_t RefuseQueued(const absl::Status& status);
   // Set before the first Submit.
   void set_rejection_listener(RejectionListener listener) { rejection_listener_ = std::move(listener); }
 

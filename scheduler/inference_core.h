@@ -127,7 +127,8 @@ class InferenceCore {
   std::vector<DeviceStatus> Devices() const;
 
   // Refuses new requests and waits for accepted ones up to `deadline`; true
-  // if all finished. Then Shutdown stops the workers.
+  // if all finished, else what is still queued is answered UNAVAILABLE,
+  // unrun. Then Shutdown stops the workers.
   bool Drain(std::chrono::steady_clock::time_point deadline);
   void Shutdown();
 

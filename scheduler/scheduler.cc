@@ -217,7 +217,19 @@ bool Scheduler::Drain(Clock::time_point deadline) {
   for (auto& [id, executor] : executors_) {
     if (id.kind == DeviceKind::kCpu) idle = executor->WaitIdle(deadline) && idle;
   }
-  return idle;
+  if (idle) return true;
+  // Out of time: what is still queued is answered now, not run, so
+  // --drain-timeout bounds the stop whether or not its callers are there
+  // to cancel (a REST client is not) and they hear why while the ports are
+  // still open. Batches running finish.
+  const absl::Status stopping = absl::UnavailableError(
+      "server is stopping: its drain timeout passed with this request still queued; it was not run");
+  size_t refused = 0;
+  for (auto& [id, executor] : executors_) refused += executor->RefuseQueued(stopping);
+  if (refused > 0) {
+    LOG_WARNING << "drain timeout: " << refused << " queued request(s) answered UNAVAILABLE without running";
+  }
+  return false;
 }
 
 DeviceExecutor* Scheduler::Executor(const DeviceId& device) const {

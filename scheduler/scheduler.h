@@ -83,7 +83,9 @@ class Scheduler {
 
   // Refuses new requests, then waits up to `deadline` for accepted ones:
   // accelerators first, the CPU last, since work failing on an accelerator
-  // may still move to the CPU. True if everything finished.
+  // may still move to the CPU. True if everything finished; else the
+  // requests still queued have been answered UNAVAILABLE without running
+  // (batches running go on).
   bool Drain(Clock::time_point deadline);
   // Runs whatever is still queued and joins the workers.
   void Shutdown();

@@ -1,7 +1,11 @@
 // What the README promises about flags, metrics and tokens, each shown on
 // the real server.
 
+#include <cmath>
+#include <mutex>
 #include <thread>
+
+#include "absl/strings/str_split.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
 
@@ -26,9 +30,11 @@ v1::InferRequest SlowRequest() {
 // Draining: readiness NOT_SERVING, liveness still SERVING (so Kubernetes
 // does not restart a pod that is finishing its work); and --drain-timeout
 // bounds the drain: with several seconds of queued work and a 300 ms
-// timeout the process ends long before the work would have. (Drain.* in
-// scheduling_test checks the probes again well into a longer drain.)
-TEST(Promises, DrainTurnsReadinessOffKeepsLivenessAndEndsAtTheDrainTimeout) {
+// timeout the process ends long before the work would have, and the queued
+// calls are answered without running, over gRPC (whose shutdown would
+// cancel them anyway) and over REST (which nothing else cancels). (Drain.*
+// in scheduling_test checks the probes again well into a longer drain.)
+void ExpectTheDrainTimeoutCutsTheQueue(bool rest) {
   auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--drain-timeout=300ms"});
   ASSERT_NE(server, nullptr);
   using Status = grpc::health::v1::HealthCheckResponse;
@@ -43,19 +49,42 @@ TEST(Promises, DrainTurnsReadinessOffKeepsLivenessAndEndsAtTheDrainTimeout) {
     ASSERT_TRUE(stub->Infer(&ctx, SlowRequest(), &resp).ok());
     slow_call_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+  // Sixteen slow calls on two CPU workers: eight slow calls' time of work.
+  // Each caller records whether it was answered OK.
+  constexpr int kCalls = 16;
   std::vector<std::thread> callers;
-  std::atomic<int> answered{0};
-  for (int i = 0; i < 16; ++i) {  // sixteen slow calls on two CPU workers: eight slow calls' time of work
+  std::atomic<int> answered{0}, ok{0};
+  std::mutex mu;
+  std::string refusals;  // what the calls not answered OK got
+  for (int i = 0; i < kCalls; ++i) {
     callers.emplace_back([&] {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-      v1::InferResponse resp;
-      stub->Infer(&ctx, SlowRequest(), &resp);
+      std::string outcome;
+      if (rest) {
+        std::string code;
+        RunCommand({"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "60", "-X", "POST",
+                    "-d", R"({"inputs":[{"name":"x","shape":[4],"datatype":"FP32","data":[1,1,1,1]}]})",
+                    "http://" + server->http_address() + "/v2/models/slow/infer"},
+                   &code);
+        outcome = code == "200" ? "OK" : "HTTP " + code;
+      } else {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+        v1::InferResponse resp;
+        grpc::Status s = stub->Infer(&ctx, SlowRequest(), &resp);
+        outcome = s.ok() ? "OK" : "code " + std::to_string(s.error_code());
+      }
       answered++;
+      if (outcome == "OK") {
+        ok++;
+      } else {
+        std::lock_guard<std::mutex> lock(mu);
+        refusals += outcome + "\n";
+      }
     });
   }
   bool running = WaitForDevice(*stub, [](const v1::DeviceInfo& d) { return d.in_flight() > 0 && d.queue_depth() > 0; });
   ASSERT_TRUE(running) << "the slow calls never queued";
+  const int answered_before = answered.load();
   auto start = std::chrono::steady_clock::now();
   kill(server->pid(), SIGTERM);
   // The port stays open through the drain: readiness answers NOT_SERVING,
@@ -81,8 +110,27 @@ TEST(Promises, DrainTurnsReadinessOffKeepsLivenessAndEndsAtTheDrainTimeout) {
   EXPECT_NE(server->Log().find("drain timeout passed with work still queued or running"), std::string::npos)
       << server->Log();
   for (auto& t : callers) t.join();
-  EXPECT_EQ(answered.load(), 16) << "every caller got an answer";
+  EXPECT_EQ(answered.load(), kCalls) << "every caller got an answer";
+  // Answered OK at most: what had ended before SIGTERM, and on each of the
+  // two workers the call running then plus those it could start within the
+  // 300 ms (one more per slow call's time, rounded up, and one for luck).
+  const int could_run = answered_before + 2 * (2 + static_cast<int>(std::ceil(0.3 / slow_call_s)));
+  EXPECT_LE(ok.load(), could_run) << "queued calls ran after the drain timeout:\n" << refusals;
+  EXPECT_GE(kCalls - ok.load(), kCalls - could_run) << refusals;
+  // Not run: refused as unavailable (gRPC UNAVAILABLE, HTTP 503), or, over
+  // gRPC, cancelled by its shutdown; nothing else.
+  for (absl::string_view line : absl::StrSplit(refusals, '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(line == (rest ? "HTTP 503" : "code 14") || (!rest && line == "code 1")) << line;
+  }
+  EXPECT_NE(server->Log().find("queued request(s) answered UNAVAILABLE without running"), std::string::npos)
+      << server->Log();
 }
+
+TEST(Promises, DrainTurnsReadinessOffKeepsLivenessAndEndsAtTheDrainTimeout) {
+  ExpectTheDrainTimeoutCutsTheQueue(/*rest=*/false);
+}
+
+TEST(Promises, DrainTimeoutCutsQueuedRestCallsToo) { ExpectTheDrainTimeoutCutsTheQueue(/*rest=*/true); }
 
 // An empty --metrics-address serves no metrics (no port, no line).
 TEST(Promises, EmptyMetricsAddressDisablesMetrics) {

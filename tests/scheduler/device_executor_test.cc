@@ -247,6 +247,36 @@ TEST(DeviceExecutor, CpuWorkerTakesAllWhereBatchingPays) {
             (std::vector<std::vector<int>>{{1}, {2}, {3, 4, 5, 6}}));
 }
 
+// The server's stop after its drain timeout: queued requests are answered
+// UNAVAILABLE (counted as draining) and never run; the batch running
+// finishes, and a queued task still runs.
+TEST(DeviceExecutor, RefuseQueuedAnswersQueuedRequestsWithoutRunningThem) {
+  Recorder rec;
+  Gate gate;
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, rec.Runner());
+  std::vector<RejectionReason> reasons;
+  ex.set_rejection_listener([&](const Job&, RejectionReason r) { reasons.push_back(r); });
+  ASSERT_NO_FATAL_FAILURE(gate.HoldAWorkerOf(ex));
+  std::vector<absl::Status> answers(3);
+  for (int id = 1; id <= 3; ++id) {
+    auto job = MakeJob(id == 3 ? "" : "A", 1, 8, id);
+    job->set_done([&answers, id](absl::StatusOr<InferenceResult> r, const RequestLabels&) {
+      answers[id - 1] = r.status();
+    });
+    ASSERT_TRUE(ex.Submit(job).ok());
+  }
+  std::atomic<bool> task_ran{false};
+  ASSERT_TRUE(ex.SubmitTask([&] { task_ran = true; }).ok());
+  EXPECT_EQ(ex.RefuseQueued(absl::UnavailableError("stopping")), 3u);
+  EXPECT_EQ(ex.queue_depth(), 1u) << "the task stays";
+  for (const absl::Status& a : answers) EXPECT_EQ(a, absl::UnavailableError("stopping"));
+  EXPECT_EQ(reasons, std::vector<RejectionReason>(3, RejectionReason::kDraining));
+  gate.release.set_value();
+  ex.Stop();
+  EXPECT_TRUE(task_ran.load());
+  EXPECT_TRUE(rec.batches.empty()) << "a refused request ran";
+}
+
 TEST(DeviceExecutor, CancelledJobsLeaveTheQueue) {
   Recorder rec;
   Gate gate;
