@@ -455,6 +455,23 @@ TEST(Drain, SecondSigtermDoesNotCutTheDrainShort) {
   ExpectEveryAnswerArrived(*server, load, 1);
 }
 
+// A third stop signal ends the process at once with status 130 (an
+// operator who means it), though a batch runs and the drain has 30 s left.
+// SIGINT counts like SIGTERM; the middle one is a SIGINT so that the kernel
+// cannot merge two pending SIGTERMs into one.
+TEST(Drain, AThirdStopSignalEndsTheProcessAtOnceWithStatus130) {
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--drain-timeout=30s"});
+  ASSERT_NE(server, nullptr);
+  SlowCall slow(server->address());
+  ASSERT_TRUE(slow.Running()) << "the slow request never started";
+  kill(server->pid(), SIGTERM);
+  EXPECT_TRUE(ProbesSeeTheDrain(*server));
+  kill(server->pid(), SIGINT);
+  kill(server->pid(), SIGTERM);
+  EXPECT_EQ(server->WaitForExit(), 130) << server->Log();
+  EXPECT_FALSE(slow.AnsweredOk()) << "the process outlived the slow call: the third signal did not end it";
+}
+
 // Stop signals that arrive while models warm up (here `slow`, about a
 // second of work, warmed on start) neither kill the process nor are lost:
 // a second signal is ignored too, and the drain runs once warm-up ends,
