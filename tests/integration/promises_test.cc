@@ -122,11 +122,20 @@ void ExpectTheDrainTimeoutCutsTheQueue(bool rest) {
   const int could_run = answered_before + 2 * (2 + static_cast<int>(std::ceil(0.3 / slow_call_s)));
   EXPECT_LE(ok.load(), could_run) << "queued calls ran after the drain timeout:\n" << refusals;
   EXPECT_GE(kCalls - ok.load(), kCalls - could_run) << refusals;
-  // Not run: refused as unavailable (gRPC UNAVAILABLE, HTTP 503), or, over
-  // gRPC, cancelled by its shutdown; nothing else.
+  // The rest: queued calls refused as unavailable (gRPC UNAVAILABLE, HTTP
+  // 503), and the batches still running at the timeout, which end after
+  // the ports' one-second grace when a slow call takes longer (under a
+  // sanitizer): their answers are lost (gRPC CANCELLED, HTTP no answer),
+  // one per CPU worker at most. Nothing else.
+  int lost = 0;
   for (absl::string_view line : absl::StrSplit(refusals, '\n', absl::SkipEmpty())) {
-    EXPECT_TRUE(line == (rest ? "HTTP 503" : "code 14") || (!rest && line == "code 1")) << line;
+    if (line == (rest ? "HTTP 000" : "code 1")) {
+      ++lost;
+    } else {
+      EXPECT_EQ(line, rest ? "HTTP 503" : "code 14");
+    }
   }
+  EXPECT_LE(lost, 2) << "answers lost beyond the two batches that can be running:\n" << refusals;
   EXPECT_NE(server->Log().find("queued request(s) answered UNAVAILABLE without running"), std::string::npos)
       << server->Log();
 }
