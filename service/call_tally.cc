@@ -3,14 +3,11 @@
 #include "absl/strings/str_cat.h"
 
 namespace infergate {
-namespace {
 
-size_t IndexOf(absl::StatusCode code) {
+size_t CallTally::IndexOf(absl::StatusCode code) {
   const auto i = static_cast<size_t>(code);
-  return i < 17 ? i : static_cast<size_t>(absl::StatusCode::kUnknown);
+  return i < kCodes ? i : static_cast<size_t>(absl::StatusCode::kUnknown);
 }
-
-}  // namespace
 
 void CallTally::Count(absl::StatusCode code) { counts_[IndexOf(code)].fetch_add(1, std::memory_order_relaxed); }
 

@@ -36,6 +36,8 @@ class CallTally {
 
  private:
   static constexpr size_t kCodes = 17;  // absl::StatusCode's 0..16
+  // Its slot; a code outside 0..16 counts as UNKNOWN.
+  static size_t IndexOf(absl::StatusCode code);
   std::array<std::atomic<uint64_t>, kCodes> counts_{};
   std::atomic<uint64_t> drain_refusals_{0};
 };

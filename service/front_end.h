@@ -3,8 +3,9 @@
 // Protocol over gRPC, its stream, REST) shares, built once by the server:
 // the core's inference entry, the wire limits, the caller tokens, the
 // in-flight byte budget, where finished calls are counted (the observer,
-// and the server's own CallTally), request tracing, and the drain switch. InferCall (infer_call.h) is the one path a request takes through
-// these; the front ends only decode and encode their wire forms.
+// and the server's own CallTally), request tracing, and the drain switch.
+// InferCall (infer_call.h) is the one path a request takes through these;
+// the front ends only decode and encode their wire forms.
 //
 // The core's part is an InferBackend, so the call path is tested with a
 // fake core. Ownership: nothing here is owned but the auth and the drain

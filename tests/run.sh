@@ -119,9 +119,9 @@ fi
 # Last, so CI reads CTest's closing line. After the ASan/UBSan suite, the
 # plain (shipped, -O3) build runs what that suite left out and the unit
 # tests; every integration test ran there already, against the same code.
-skip=()
-[ "$image" = 1 ] || skip=(-E container_image_test)
-[ "$asan" = 0 ] || skip+=(-R "^(common_test|devices_test|scheduler_test|service_test|service_test_serial)\$|$asan_skips")
+ctest_args=()
+[ "$image" = 1 ] || ctest_args=(-E container_image_test)
+[ "$asan" = 0 ] || ctest_args+=(-R "^(common_test|devices_test|scheduler_test|service_test|service_test_serial)\$|$asan_skips")
 hog_on
 cd "$build_dir"
-ctest --output-on-failure -j "$(nproc)" "${skip[@]}" "$@"
+ctest --output-on-failure -j "$(nproc)" "${ctest_args[@]}" "$@"

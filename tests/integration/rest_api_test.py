@@ -398,11 +398,8 @@ def main():
         # --- slow clients at both HTTP ports cannot starve anyone
         slow_socks = []
         for port_addr in (http, server.metrics_address):
-            host, port = port_addr.rsplit(":", 1)
             for _ in range(20):
-                s = socket.create_connection((host, int(port)))
-                s.sendall(b"P")
-                slow_socks.append(s)
+                slow_socks.append(raw_connection(port_addr, b"P"))
         stop = threading.Event()
 
         def trickle():
@@ -501,11 +498,10 @@ def main():
         check(first["r"].status == 200, "blocker answered: %r" % first.get("r"))
 
         t, second = blocker()
-        host, port = one.http_address.rsplit(":", 1)
-        hung_up = socket.create_connection((host, int(port)))
         body = slow_body.encode()
-        hung_up.sendall(b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                        b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        hung_up = raw_connection(one.http_address,
+                                 b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
         wait_until(lambda: cpu_status().queue_depth > 0, "the request to queue")
         hung_up.close()
         wait_until(lambda: cpu_status().queue_depth == 0, "the hung-up request to leave the queue")

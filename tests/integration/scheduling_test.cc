@@ -307,8 +307,6 @@ int RestStatus(const ServerProcess& server, const std::string& path) {
   return ::testing::AssertionFailure() << "gRPC readiness still SERVING after 30 s";
 }
 
-// One call to the `slow` model (about a second of work) on a thread of its
-// own; Running() waits until the server runs it.
 // How the server says its inference calls ended, by status code name, from
 // the line it logs when its drain ends ("answered 9 inference calls: OK 8,
 // UNAVAILABLE 1; 1 refused while draining"), with "total" and "draining";
@@ -348,6 +346,8 @@ void ExpectEveryAnswerArrived(const ServerProcess& server, const MlpLoad& load, 
   EXPECT_GE(load.unavailable.load(), answered["UNAVAILABLE"]) << "refusals the clients did not get";
 }
 
+// One call to the `slow` model (about a second of work) on a thread of its
+// own; Running() waits until the server runs it.
 class SlowCall {
  public:
   explicit SlowCall(const std::string& address)
