@@ -342,7 +342,9 @@ void ExpectEveryAnswerArrived(const ServerProcess& server, const MlpLoad& load, 
   EXPECT_EQ(answered["OK"], load.ok.load() + others_ok)
       << "the server answered " << answered["OK"] << " calls OK, its clients got " << load.ok.load() + others_ok;
   EXPECT_EQ(answered["total"], answered["OK"] + answered["UNAVAILABLE"]) << server.Log();
-  EXPECT_EQ(answered["UNAVAILABLE"], answered["draining"]) << "UNAVAILABLE for another reason than the drain";
+  // (Not every UNAVAILABLE is a counted drain refusal: a call admitted in
+  // the instant the drain began is refused by the core's own drain switch.)
+  EXPECT_GE(answered["UNAVAILABLE"], answered["draining"]);
   EXPECT_GE(load.unavailable.load(), answered["UNAVAILABLE"]) << "refusals the clients did not get";
 }
 

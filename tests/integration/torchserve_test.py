@@ -283,14 +283,17 @@ def main():
         check(status == 200 and close(got["outputs"][0]["data"], want["2.0"][3]),
               "Open Inference Protocol, version 2 (TorchServe's 2.0): %r" % (got,))
 
-        # The snapshot's batching: 16 concurrent single requests run in
-        # batches of at most batchSize 4.
+        # The snapshot's batching: 16 single requests, 8 at a time, run in
+        # batches of at most batchSize 4. (At most 8 in flight: job_queue_size
+        # is 10, and on a slow machine 16 at once can rightly fill the queue
+        # and get 429.)
         def predict(i):
             return http(base, "POST", "/predictions/mlp", x[i % len(x)])
-        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(predict, range(16)))
-        check(all(s == 200 and close(g, want["1.0"][i % len(x)]) for i, (s, g) in enumerate(answers)),
-              "concurrent predictions answer right: %r" % (answers[:2],))
+        wrong = [(i, s, g, want["1.0"][i % len(x)]) for i, (s, g) in enumerate(answers)
+                 if not (s == 200 and close(g, want["1.0"][i % len(x)]))]
+        check(not wrong, "concurrent predictions answer right; wrong (index, status, got, expected): %r" % (wrong,))
         status, stats = http(base, "GET", "/v2/models/mlp/versions/1/stats")
         sizes = [b["batch_size"] for b in stats["model_stats"][0]["batch_stats"]]
         check(sizes and max(sizes) <= 4, "no batch holds more than batchSize 4: %r" % sizes)
