@@ -21,9 +21,12 @@ int64_t FairQueue::EffectiveLevel(const Job& job, Clock::time_point now) const {
   }
   int64_t level = job.priority_level;
   if (aging_.count() > 0 && now > job.enqueued) {
+    // Without a floor: two jobs that both waited long keep the order their
+    // levels and waits give (a floor made them tie, and the tie went to the
+    // better level, so a busy queue's higher work starved lower work).
     level -= std::chrono::duration_cast<std::chrono::microseconds>(now - job.enqueued).count() / aging_.count();
   }
-  return std::max<int64_t>(level, 0);
+  return level;
 }
 
 absl::Status FairQueue::Push(std::shared_ptr<Job> job, Clock::time_point now) {

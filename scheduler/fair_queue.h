@@ -4,9 +4,11 @@
 //
 // Which job runs next:
 //  1. Priority. Each job has a level, 1 the highest. A job's effective level
-//     improves by one for every `aging` it has waited (down to 0), so a
+//     improves by one for every `aging` it has waited (without bound), so a
 //     lower-priority request is delayed by higher ones but never starved: a
-//     level-L job outranks fresh level-1 work after L x `aging` of waiting.
+//     level-L job outranks fresh level-1 work after L x `aging` of waiting,
+//     and level-1 work that has itself waited once it has waited
+//     (L - 1) x `aging` longer.
 //     A job whose queue timeout passed with the DELAY action drops below
 //     every level: it runs only when nothing else waits.
 //  2. Fairness. Among flows whose best job has the best effective level,

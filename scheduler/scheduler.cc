@@ -12,6 +12,7 @@
 #include "devices/torch_probe.h"
 #include "devices/torch_dtype.h"
 #include "scheduler/batch_execution.h"
+#include "scheduler/drain_refusal.h"
 #include "scheduler/failure_policy.h"
 #include "scheduler/input_signature.h"
 #include "scheduler/job.h"
@@ -222,8 +223,8 @@ bool Scheduler::Drain(Clock::time_point deadline) {
   // --drain-timeout bounds the stop whether or not its callers are there
   // to cancel (a REST client is not) and they hear why while the ports are
   // still open. Batches running finish.
-  const absl::Status stopping = absl::UnavailableError(
-      "server is stopping: its drain timeout passed with this request still queued; it was not run");
+  const absl::Status stopping =
+      DrainRefusal("server is stopping: its drain timeout passed with this request still queued; it was not run");
   size_t refused = 0;
   for (auto& [id, executor] : executors_) refused += executor->RefuseQueued(stopping);
   if (refused > 0) {
@@ -276,7 +277,8 @@ std::shared_ptr<RequestHandle> Scheduler::Submit(InferenceRequest request, Infer
   job->set_done(std::move(done));
   if (draining_.load()) {
     job->model_label = repository_.Known(request.model) ? request.model : "";
-    job->Finish(absl::UnavailableError("server is draining; retry on another replica"));
+    observer_->OnRejected(DeviceId{}, job->model_label, RejectionReason::kDraining);
+    job->Finish(DrainRefusal("server is draining; retry on another replica"));
     return job;
   }
   absl::StatusOr<Route> route = planner_.Plan(

@@ -20,7 +20,9 @@ class SchedulerObserver {
   virtual void OnEviction(const DeviceId& /*device*/, EvictionReason /*why*/) {}
   // reason: device_unavailable, device_not_allowed, unsupported_op, dtype, oom
   virtual void OnFallback(const std::string& /*from*/, const std::string& /*to*/, const std::string& /*reason*/) {}
-  // A request answered without running. `model` is "" when not yet known.
+  // A request answered without running. `model` is "" when not yet known;
+  // `device` is the CPU's for a refusal made before any device was chosen
+  // (the core's own drain switch).
   virtual void OnRejected(const DeviceId& /*device*/, const std::string& /*model*/, RejectionReason /*reason*/) {}
   // An accuracy check of a model in a reduced dtype ("float16") on a
   // device ended.

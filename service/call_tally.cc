@@ -1,6 +1,7 @@
 #include "service/call_tally.h"
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/drain_refusal.h"
 
 namespace infergate {
 
@@ -9,9 +10,10 @@ size_t CallTally::IndexOf(absl::StatusCode code) {
   return i < kCodes ? i : static_cast<size_t>(absl::StatusCode::kUnknown);
 }
 
-void CallTally::Count(absl::StatusCode code) { counts_[IndexOf(code)].fetch_add(1, std::memory_order_relaxed); }
-
-void CallTally::CountDrainRefusal() { drain_refusals_.fetch_add(1, std::memory_order_relaxed); }
+void CallTally::Count(const absl::Status& status) {
+  counts_[IndexOf(status.code())].fetch_add(1, std::memory_order_relaxed);
+  if (IsDrainRefusal(status)) drain_refusals_.fetch_add(1, std::memory_order_relaxed);
+}
 
 uint64_t CallTally::drain_refusals() const { return drain_refusals_.load(std::memory_order_relaxed); }
 

@@ -21,11 +21,9 @@ namespace infergate {
 
 class CallTally {
  public:
-  // A call that ended with `code` (each call once).
-  void Count(absl::StatusCode code);
-  // A call refused because the server is draining (also Count-ed, as
-  // UNAVAILABLE).
-  void CountDrainRefusal();
+  // A call that ended with `status` (each call once); a drain refusal
+  // (IsDrainRefusal, wherever it was made) is also counted as one.
+  void Count(const absl::Status& status);
   uint64_t Of(absl::StatusCode code) const;
   uint64_t Total() const;
   uint64_t drain_refusals() const;

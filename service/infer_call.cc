@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "scheduler/drain_refusal.h"
 #include "scheduler/inference_core.h"
 #include "scheduler/request_trace.h"
 #include "service/call_trace.h"
@@ -53,8 +54,7 @@ bool InferCall::Admit(absl::FunctionRef<absl::string_view()> authorization, uint
 bool InferCall::AdmitOnStream(uint64_t bytes) {
   if (front_end_.draining()) {
     if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kDraining);
-    front_end_.tally().CountDrainRefusal();
-    absl::Status refusal = absl::UnavailableError("server is draining; retry on another replica");
+    absl::Status refusal = DrainRefusal("server is draining; retry on another replica");
     NoteAdmission(refusal);
     Refuse(refusal);
     return false;
@@ -139,7 +139,7 @@ void InferCall::End(const RequestLabels& labels, const absl::Status& status, con
   }
   const Clock::time_point ended = Clock::now();
   if (InferCallObserver* o = front_end_.observer()) o->RecordInfer(labels, status, result, MicrosBetween(received_, ended));
-  front_end_.tally().Count(status.code());
+  front_end_.tally().Count(status);
   LogEnd(labels, status, ended);
   // An unsampled call's span ends with it, recording nothing.
   if (!trace_ || !trace_->recording()) return finish_(status);

@@ -8,6 +8,8 @@
 #include "service/call_context.h"
 #include "service/classification.h"
 #include "service/status_convert.h"
+#include "service/tensor_codec.h"
+#include "service/v1_request_check.h"
 
 namespace infergate {
 namespace {
@@ -30,15 +32,6 @@ absl::Status EncodeClasses(const NamedTensor& out, const InferenceResult& result
     }
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<Precision> PrecisionFromWire(int p, absl::string_view field) {
-  std::optional<Precision> precision = PrecisionFromProto(p);
-  if (!precision) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": unknown precision ", p, "; expected AUTO, FP32, FP16 or BF16"));
-  }
-  return *precision;
 }
 
 v1::DeviceKind KindToWire(DeviceKind k) {
@@ -68,40 +61,26 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
   auto* reactor = new InferCallReactor(front_end_, *ctx, model, InferCallReactor::kV1Infer);
   InferCall& call = reactor->call();
   if (!reactor->Admit(*ctx, request->ByteSizeLong())) return reactor;
-  const CodecLimits& limits = front_end_.limits();
-  if (absl::Status s = CheckTensorCount(request->inputs_size(), "inputs", limits); !s.ok()) {
-    call.Refuse(s);
+  absl::StatusOr<CheckedInferRequest> checked = CheckInferRequest(*request, front_end_.limits());
+  if (!checked.ok()) {
+    call.Refuse(checked.status());
     return reactor;
   }
   InferenceRequest req;
   req.deadline = SteadyDeadline(*ctx);
-  absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
-  if (!precision.ok()) {
-    call.Refuse(precision.status());
-    return reactor;
-  }
-  if (request->fallback() != v1::ALLOW && request->fallback() != v1::DENY) {
-    call.Refuse(absl::InvalidArgumentError(
-        absl::StrCat("fallback: unknown policy ", request->fallback(), "; expected ALLOW or DENY")));
-    return reactor;
-  }
   req.model = model;
   req.version = request->version();
   req.device = request->device();
-  req.precision = *precision;
-  req.allow_fallback = request->fallback() == v1::ALLOW;
+  req.precision = checked->precision;
+  req.allow_fallback = checked->allow_fallback;
   req.priority = request->priority();
   req.timeout_us = request->timeout_us();
   req.inputs.reserve(request->inputs_size());
   for (int i = 0; i < request->inputs_size(); ++i) {
     const v1::Tensor& wire = request->inputs(i);
+    const WireTensorInfo& info = checked->inputs[static_cast<size_t>(i)];
     // Aliases the request's bytes: gRPC keeps `request` alive until Finish.
-    absl::StatusOr<at::Tensor> tensor = DecodeTensor(wire, absl::StrCat("inputs[", i, "]"), limits);
-    if (!tensor.ok()) {
-      call.Refuse(tensor.status());
-      return reactor;
-    }
-    req.inputs.push_back({wire.name(), *std::move(tensor)});
+    req.inputs.push_back({wire.name(), TensorOverBytes(info.dtype, info.shape, wire.data())});
   }
   call.Submit(std::move(req), [request, response, received = call.received()](InferenceResult& result) {
     for (const NamedTensor& out : result.outputs) {

@@ -264,7 +264,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
     LOG_INFO << "ModelMesh model-runtime SPI on " << opts.modelmesh_address;
   }
   p->health = p->grpc_server->GetHealthCheckService();
-  p->health->SetServingStatus(false);
+  // Every readiness name answers NOT_SERVING from the start (a name never
+  // set would answer NOT_FOUND during warm-up), liveness SERVING.
+  for (const char* service : kReadinessServices) p->health->SetServingStatus(service, false);
   p->health->SetServingStatus("liveness", true);
   LOG_INFO << "infergate listening on " << HostOf(opts.address) << ":" << p->port << ", model repository "
            << opts.model_repository;

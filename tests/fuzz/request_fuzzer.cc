@@ -3,7 +3,8 @@
 // the REST API's JSON and binary bodies, through model-config parsing, and
 // through a load's Triton config, compressed bodies, log settings and the
 // zip directory of model packages (.pt2). The
-// first byte picks the path. The last step
+// first byte picks the path; the request path's seeds are text InferRequests
+// in request_seeds/, which run.sh encodes behind their routing byte. The last step
 // of decoding (at::from_blob over checked bytes) is LibTorch's, whose 1.13
 // headers do not compile with clang in C++20, so it is left out here.
 //   build-fuzz/tests/fuzz/request_fuzzer tests/fuzz/corpus -max_total_time=600
@@ -36,11 +37,13 @@
 #include "service/log_settings.h"
 #include "service/triton_model_config.h"
 #include "scheduler/config_override.h"
+#include "service/v1_request_check.h"
 #include "service/wire_tensor.h"
 
 #include <google/protobuf/text_format.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace {
@@ -72,8 +75,8 @@ void Require(bool property, int line = __builtin_LINE()) {
 void FuzzRequest(const uint8_t* data, size_t size) {
   v1::InferRequest req;
   if (!req.ParseFromArray(data, static_cast<int>(size))) return;
-  // The same checks, in the same order, as InferenceServiceImpl::Infer and Scheduler::Plan.
-  (void)PrecisionFromProto(req.precision());
+  // The Infer handler's own checks (CheckInferRequest), then the properties
+  // of the core's parsers it hands the request to.
   // An accepted model name is one path component inside the repository.
   if (ValidateModelName(req.model()).ok()) {
     const std::string& name = req.model();
@@ -96,21 +99,30 @@ void FuzzRequest(const uint8_t* data, size_t size) {
   }
   CodecLimits limits;
   limits.max_elements = int64_t{1} << 20;  // keep allocations small under ASan
-  std::vector<WireTensorInfo> infos;
-  for (int i = 0; i < req.inputs_size(); ++i) {
-    absl::StatusOr<WireTensorInfo> info = ValidateWireTensor(req.inputs(i), "inputs[i]", limits);
-    if (!info.ok()) return;
+  absl::StatusOr<CheckedInferRequest> checked = CheckInferRequest(req, limits);
+  if (!checked.ok()) {
+    // Every refusal names a field of the request.
+    const absl::string_view message = checked.status().message();
+    Require(checked.status().code() == absl::StatusCode::kInvalidArgument &&
+            (absl::StartsWith(message, "inputs") || absl::StartsWith(message, "precision") ||
+             absl::StartsWith(message, "fallback")));
+    return;
+  }
+  Require(checked->inputs.size() == static_cast<size_t>(req.inputs_size()));
+  Require(checked->allow_fallback == (req.fallback() == v1::ALLOW));
+  const std::vector<WireTensorInfo>& infos = checked->inputs;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const WireTensorInfo& info = infos[i];
     // What the decoder will wrap: exactly elements x width bytes, within the limits.
-    Require(info->elements <= limits.max_elements);
-    Require(static_cast<int>(info->shape.size()) <= limits.max_rank);
-    Require(req.inputs(i).data().size() == static_cast<size_t>(info->elements) * ElementSize(info->dtype));
+    Require(info.elements <= limits.max_elements);
+    Require(static_cast<int>(info.shape.size()) <= limits.max_rank);
+    Require(req.inputs(static_cast<int>(i)).data().size() == static_cast<size_t>(info.elements) * ElementSize(info.dtype));
     int64_t product = 1;
-    for (int64_t d : info->shape) {
+    for (int64_t d : info.shape) {
       Require(d >= 0);
       product *= d;
     }
-    Require(product == info->elements);
-    infos.push_back(*std::move(info));
+    Require(product == info.elements);
   }
   std::vector<TensorMeta> metas;
   for (size_t i = 0; i < infos.size(); ++i) {

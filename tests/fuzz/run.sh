@@ -8,14 +8,25 @@ cd "$(dirname "$0")/../.."
 seconds="${1:-60}"
 build_only=0
 [ "$seconds" != --build-only ] || build_only=1
+# -O1 -g1 as the sanitizer builds in tests/run.sh (RelWithDebInfo's own
+# -O2 -g would come after CMAKE_CXX_FLAGS and win).
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-19 \
-  -DINFERGATE_BUILD_TESTS=OFF -DINFERGATE_FUZZ=ON \
-  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -O1" >/dev/null
+  -DINFERGATE_BUILD_TESTS=OFF -DINFERGATE_FUZZ=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" >/dev/null
 cmake --build build-fuzz --target request_fuzzer
 [ "$build_only" = 0 ] || exit 0
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 cp tests/fuzz/corpus/* "$corpus/"
+# The request path's seeds, kept readable as text InferRequests
+# (request_seeds/*.txtpb) and encoded here, each behind the byte that routes
+# it to the request parser (0x02; see LLVMFuzzerTestOneInput).
+for seed in tests/fuzz/request_seeds/*.txtpb; do
+  out="$corpus/request_$(basename "$seed" .txtpb)"
+  printf '\002' >"$out"
+  protoc -Iproto --encode=infergate.v1.InferRequest proto/infergate/v1/inference.proto <"$seed" >>"$out" ||
+    { echo "request seed $seed does not encode" >&2; exit 1; }
+done
 # Exit status is non-zero on any crash, sanitizer report or leak.
 rc=0
 build-fuzz/tests/fuzz/request_fuzzer "$corpus" -max_total_time="$seconds" -print_final_stats=1 -close_fd_mask=1 \

@@ -2,23 +2,18 @@
 // the real server.
 
 #include <cmath>
+#include <fstream>
+#include <limits>
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
 namespace {
-
-std::string Scrape(const ServerProcess& server) {
-  std::string out;
-  EXPECT_EQ(RunCommand({"/usr/bin/curl", "-s", "--max-time", "10", "http://" + server.metrics_address() + "/metrics"},
-                       &out),
-            0);
-  return out;
-}
 
 v1::InferRequest SlowRequest() {
   v1::InferRequest req;
@@ -155,6 +150,97 @@ TEST(Promises, EmptyMetricsAddressDisablesMetrics) {
   EXPECT_EQ(server->Stop(), 0);
 }
 
+class NoRestApiTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override { return {"--http-address="}; }
+};
+
+// An empty --http-address serves no REST API (no port, no line); gRPC
+// serves as before.
+TEST_F(NoRestApiTest, EmptyHttpAddressDisablesTheRestApi) {
+  EXPECT_TRUE(server_->http_address().empty());
+  EXPECT_EQ(server_->Log().find("REST API on"), std::string::npos) << server_->Log();
+  v1::InferResponse resp;
+  EXPECT_TRUE(Infer(Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
+}
+
+// The total memory the server takes its default budgets from, as the
+// README says: the container's cgroup limit when there is one below the
+// host's memory, else the host's (MemTotal).
+uint64_t MemoryTheServerSees() {
+  uint64_t total_kib = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    if (key == "MemTotal:") {
+      meminfo >> total_kib;
+      break;
+    }
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  uint64_t total = total_kib * 1024;
+  for (const char* file : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(file);
+    std::string text;
+    uint64_t limit = 0;
+    if (in >> text && absl::SimpleAtoi(text, &limit) && limit < (uint64_t{1} << 60)) {
+      total = std::min(total, limit);
+      break;
+    }
+  }
+  return total;
+}
+
+// --max-inflight-bytes defaults to a quarter of that memory (never below
+// --max-receive-bytes, so one largest request always fits), and the limit
+// is what /metrics reports.
+TEST_F(ServerTest, TheInflightBudgetDefaultsToAQuarterOfTheMemory) {
+  const uint64_t memory = MemoryTheServerSees();
+  ASSERT_GT(memory, 0u);
+  const double expected = static_cast<double>(std::max<uint64_t>(memory / 4, uint64_t{64} << 20));
+  const std::string scrape = ScrapeMetrics(*server_);
+  EXPECT_EQ(MetricValue(scrape, "infergate_inflight_request_bytes_limit"), expected) << scrape;
+  EXPECT_NE(server_->Log().find("in-flight request budget " + std::to_string(static_cast<uint64_t>(expected)) +
+                                " bytes"),
+            std::string::npos)
+      << server_->Log();
+}
+
+// --worker-spin-us: an idle worker polls its queue for at most that long
+// (200 us by default) and then sleeps. So a server that has just answered a
+// burst of calls uses next to no CPU once idle: under a tenth of a core over
+// three seconds. (It used none here; one worker that kept polling would
+// take a core, or its share of one on a busy machine: several times this.)
+TEST_F(ServerTest, AnIdleServerSleeps) {
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&] {
+      auto stub = v1::InferenceService::NewStub(channel_);
+      for (int i = 0; i < 25; ++i) {
+        grpc::ClientContext ctx;
+        v1::InferResponse resp;
+        EXPECT_TRUE(stub->Infer(&ctx, Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  auto cpu_seconds = [&] {
+    std::ifstream stat("/proc/" + std::to_string(server_->pid()) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th.
+    std::vector<std::string> fields = absl::StrSplit(text.substr(text.rfind(')') + 2), ' ');
+    if (fields.size() < 13) return -1.0;
+    return static_cast<double>(std::stoull(fields[11]) + std::stoull(fields[12])) / sysconf(_SC_CLK_TCK);
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const double before = cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const double used = cpu_seconds() - before;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_GE(before, 0.0);
+  EXPECT_LT(used, 0.1 * wall) << "CPU seconds used in " << wall << " s of idling";
+}
+
 class TightLimitsTest : public ServerTest {
  protected:
   std::vector<std::string> ExtraArgs() const override {
@@ -202,7 +288,7 @@ TEST_F(ServerTest, ListedMetricsCarryTheirValues) {
                   .ok());
   EXPECT_EQ(Infer(Request("no-such-model-xyz", {{"x", at::ones({1})}}), &resp).error_code(),
             grpc::StatusCode::NOT_FOUND);
-  const std::string scrape = Scrape(*server_);
+  const std::string scrape = ScrapeMetrics(*server_);
   EXPECT_NE(scrape.find("infergate_device_queue_capacity{device=\"cpu\"} 1024"),
             std::string::npos)
       << scrape;
@@ -221,7 +307,7 @@ TEST_F(ServerTest, ListedMetricsCarryTheirValues) {
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(Infer(Request("cnn", {{"image", at::randn({1, 3, 64, 64})}}), &resp).ok());
   }
-  const std::string after = Scrape(*server_);
+  const std::string after = ScrapeMetrics(*server_);
   size_t hits = after.find("\ninfergate_cpu_tensor_cache_hits_total ");
   ASSERT_NE(hits, std::string::npos) << after;
   EXPECT_GT(std::stod(after.substr(hits + std::string("\ninfergate_cpu_tensor_cache_hits_total ").size())), 0.0);

@@ -623,6 +623,64 @@ def main():
                             for _ in range(30)) if r.status != 413]
         check(not lost, "every oversized request reads its 413: %d of 30 did not, e.g. %r" % (len(lost), lost[:1]))
         check(secured.stop() == 0, "secured server exit")
+
+        # --- mutual TLS, and a certificate renewed in place
+        # A client certificate from the CA, a stranger's self-signed one, and
+        # a second server certificate from another CA (the renewal, which a
+        # client trusting only that CA can tell apart from the first).
+        subprocess.run(
+            "set -e; cd %s;"
+            "openssl req -newkey rsa:2048 -nodes -subj /CN=client -keyout client.key -out client.csr;"
+            "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -out client.pem;"
+            "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=stranger -keyout stranger.key -out stranger.pem;"
+            "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ca2 -keyout ca2.key -out ca2.pem;"
+            "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout renewed.key -out renewed.csr;"
+            "openssl x509 -req -in renewed.csr -CA ca2.pem -CAkey ca2.key -CAcreateserial -days 1 -extfile san.ext "
+            "-out renewed.pem;"
+            "cp server.pem live.pem; cp server.key live.key" % pki, shell=True, check=True, capture_output=True)
+        mutual = Server(args.server, ["--model-repository=" + models,
+                                      "--tls-cert=" + os.path.join(pki, "live.pem"),
+                                      "--tls-key=" + os.path.join(pki, "live.key"),
+                                      "--tls-client-ca=" + os.path.join(pki, "ca.pem")],
+                        os.path.join(WORK, "mutual.log"))
+        servers.append(mutual)
+        mtls = mutual.http_address
+        client = ["--cert", os.path.join(pki, "client.pem"), "--key", os.path.join(pki, "client.key")]
+        stranger = ["--cert", os.path.join(pki, "stranger.pem"), "--key", os.path.join(pki, "stranger.key")]
+        for _ in range(600):
+            if curl(mtls, "GET", "/v2/health/ready", scheme="https", extra=tls + client).status == 200:
+                break
+            time.sleep(0.1)
+        check(curl(mtls, "POST", "/v2/models/mlp/infer", good, scheme="https", extra=tls + client).status == 200,
+              "mutual TLS: a client certificate from the CA infers")
+        check(curl(mtls, "POST", "/v2/models/mlp/infer", good, scheme="https", extra=tls).status == 0,
+              "mutual TLS: a client without a certificate is refused in the handshake")
+        check(curl(mtls, "POST", "/v2/models/mlp/infer", good, scheme="https", extra=tls + stranger).status == 0,
+              "mutual TLS: a certificate the CA did not sign is refused")
+        check(curl(mtls, "GET", "/v2/health/live").status == 0, "mutual TLS: plaintext refused")
+        # Renewal the way cert-manager and kubelet do it: new files renamed
+        # over the old ones. New connections get the new certificate within
+        # the reload interval (5 s); the process is not restarted.
+        pid = mutual.proc.pid
+        for name in ("key", "pem"):
+            shutil.copy(os.path.join(pki, "renewed." + name), os.path.join(pki, "live.%s.next" % name))
+            os.rename(os.path.join(pki, "live.%s.next" % name), os.path.join(pki, "live." + name))
+        renewed_tls = ["--cacert", os.path.join(pki, "ca2.pem")]
+        deadline = time.time() + 60
+        renewed = None
+        while time.time() < deadline:
+            renewed = curl(mtls, "POST", "/v2/models/mlp/infer", good, scheme="https", extra=renewed_tls + client)
+            if renewed.status == 200:
+                break
+            time.sleep(0.2)
+        check(renewed is not None and renewed.status == 200,
+              "the renewed certificate is served within 60 s: last %r" % renewed)
+        check(curl(mtls, "GET", "/v2/health/ready", scheme="https", extra=tls + client).status == 0,
+              "the old certificate is no longer served")
+        check(mutual.proc.poll() is None and mutual.proc.pid == pid, "renewed without a restart")
+        check("serving the renewed TLS certificate" in open(os.path.join(WORK, "mutual.log")).read(),
+              "the renewal is logged")
+        check(mutual.stop() == 0, "mutual TLS server exit")
         print("REST API: %d checks passed" % checks_made())
     finally:
         for s in servers:

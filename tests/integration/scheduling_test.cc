@@ -4,6 +4,8 @@
 #include <map>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
+#include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
 
 #include "inference/grpc_service.grpc.pb.h"
@@ -248,12 +250,50 @@ int RestStatus(const ServerProcess& server, const std::string& path) {
   return std::atoi(code.c_str());
 }
 
-// Waits (up to 30 s) until probes see the drain, and says what they saw:
-// gRPC readiness answers NOT_SERVING while gRPC liveness answers SERVING
-// (the port stays open through the drain), and REST readiness answers
-// non-200 while REST liveness answers 200; gRPC liveness still answers
-// SERVING 200 ms later. Callers keep a slow request (about a second) in
-// flight, so the drain lasts until they have looked.
+// Every readiness surface says "not ready" and every liveness surface says
+// "live", as `when` requires (during warm-up, while draining): gRPC health
+// for "" and for the named services (Kubernetes' gRPC probe asks for
+// infergate.v1.InferenceService, KServe's for the Open Inference one) answers
+// NOT_SERVING, the Open Inference Protocol's ServerReady is false and REST
+// readiness is not 200; gRPC liveness answers SERVING and REST liveness 200.
+::testing::AssertionResult NotReadyButLive(const ServerProcess& server, const std::string& when) {
+  using Status = grpc::health::v1::HealthCheckResponse;
+  for (const char* service : {"", "infergate.v1.InferenceService", "inference.GRPCInferenceService"}) {
+    if (const Status::ServingStatus named = HealthStatus(server.address(), service, std::chrono::seconds(2));
+        named != Status::NOT_SERVING) {
+      return ::testing::AssertionFailure() << "gRPC readiness of '" << service << "' answered "
+                                           << Status::ServingStatus_Name(named) << " " << when;
+    }
+  }
+  {
+    auto open_inference =
+        ::inference::GRPCInferenceService::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    ::inference::ServerReadyResponse ready_answer;
+    if (!open_inference->ServerReady(&ctx, ::inference::ServerReadyRequest(), &ready_answer).ok() ||
+        ready_answer.ready()) {
+      return ::testing::AssertionFailure() << "the Open Inference Protocol's ServerReady was not false " << when;
+    }
+  }
+  if (const Status::ServingStatus live = HealthStatus(server.address(), "liveness", std::chrono::seconds(2));
+      live != Status::SERVING) {
+    return ::testing::AssertionFailure() << "gRPC liveness answered " << Status::ServingStatus_Name(live) << " "
+                                         << when;
+  }
+  if (const int code = RestStatus(server, "/v2/health/ready"); code == 200 || code == 0) {
+    return ::testing::AssertionFailure() << "REST readiness answered " << code << " " << when;
+  }
+  if (const int code = RestStatus(server, "/v2/health/live"); code != 200) {
+    return ::testing::AssertionFailure() << "REST liveness answered " << code << " " << when;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Waits (up to 30 s) until probes see the drain, and says what they saw
+// (NotReadyButLive, while draining); gRPC liveness still answers SERVING
+// 200 ms later. Callers keep a slow request (about a second) in flight, so
+// the drain lasts until they have looked.
 ::testing::AssertionResult ProbesSeeTheDrain(const ServerProcess& server) {
   using Status = grpc::health::v1::HealthCheckResponse;
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -266,36 +306,7 @@ int RestStatus(const ServerProcess& server, const std::string& path) {
     if (ready != Status::NOT_SERVING) {
       return ::testing::AssertionFailure() << "gRPC readiness gave no answer during the drain (port closed?)";
     }
-    // The named services too: Kubernetes' gRPC probe asks for
-    // infergate.v1.InferenceService, KServe's for the Open Inference one.
-    for (const char* service : {"infergate.v1.InferenceService", "inference.GRPCInferenceService"}) {
-      if (const Status::ServingStatus named = HealthStatus(server.address(), service, std::chrono::seconds(2));
-          named != Status::NOT_SERVING) {
-        return ::testing::AssertionFailure() << "gRPC readiness of " << service << " answered "
-                                             << Status::ServingStatus_Name(named) << " while draining";
-      }
-    }
-    {
-      auto open_inference =
-          ::inference::GRPCInferenceService::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-      ::inference::ServerReadyResponse ready_answer;
-      if (!open_inference->ServerReady(&ctx, ::inference::ServerReadyRequest(), &ready_answer).ok() ||
-          ready_answer.ready()) {
-        return ::testing::AssertionFailure() << "the Open Inference Protocol's ServerReady was not false while draining";
-      }
-    }
-    if (const Status::ServingStatus live = HealthStatus(server.address(), "liveness", std::chrono::seconds(2)); live != Status::SERVING) {
-      return ::testing::AssertionFailure() << "gRPC liveness answered " << Status::ServingStatus_Name(live)
-                                           << " while draining";
-    }
-    if (const int code = RestStatus(server, "/v2/health/ready"); code == 200 || code == 0) {
-      return ::testing::AssertionFailure() << "REST readiness answered " << code << " while draining";
-    }
-    if (const int code = RestStatus(server, "/v2/health/live"); code != 200) {
-      return ::testing::AssertionFailure() << "REST liveness answered " << code << " while draining";
-    }
+    if (::testing::AssertionResult probes = NotReadyButLive(server, "while draining"); !probes) return probes;
     // And still so well into the drain, where a kubelet's next probe lands.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (const Status::ServingStatus live = HealthStatus(server.address(), "liveness", std::chrono::seconds(2)); live != Status::SERVING) {
@@ -342,9 +353,9 @@ void ExpectEveryAnswerArrived(const ServerProcess& server, const MlpLoad& load, 
   EXPECT_EQ(answered["OK"], load.ok.load() + others_ok)
       << "the server answered " << answered["OK"] << " calls OK, its clients got " << load.ok.load() + others_ok;
   EXPECT_EQ(answered["total"], answered["OK"] + answered["UNAVAILABLE"]) << server.Log();
-  // (Not every UNAVAILABLE is a counted drain refusal: a call admitted in
-  // the instant the drain began is refused by the core's own drain switch.)
-  EXPECT_GE(answered["UNAVAILABLE"], answered["draining"]);
+  // Every UNAVAILABLE was a drain refusal (the front end's, or the core's
+  // for a call admitted in the instant the drain began).
+  EXPECT_EQ(answered["UNAVAILABLE"], answered["draining"]) << server.Log();
   EXPECT_GE(load.unavailable.load(), answered["UNAVAILABLE"]) << "refusals the clients did not get";
 }
 
@@ -503,6 +514,225 @@ TEST(Drain, SignalsDuringWarmUpDrainAfterIt) {
   EXPECT_NE(log.find("draining"), std::string::npos) << log;
   EXPECT_NE(log.find("ignored 1 more stop signal(s) while draining"), std::string::npos) << log;
   fs::remove_all(repo);
+}
+
+// A model directory (version 1 and its config) whose model does `products`
+// 1024x1024 matrix products per call, whatever its input x (FLOAT32, any
+// length), and answers x; the demo repository's `slow` does 64, about a
+// second here. `config` is added to the config's input declaration.
+void WriteMatrixProductModel(const std::filesystem::path& dir, int products, const std::string& config) {
+  torch::jit::Module m("MatrixProducts");
+  m.define(absl::StrCat(R"(
+def forward(self, x):
+    y = torch.ones([1024, 1024]) * 0.001
+    for _ in range()", products, R"():
+        y = torch.mm(y, y) * 0.001
+    return x + torch.sum(y) * 0.0
+)"));
+  std::filesystem::create_directories(dir / "1");
+  m.save((dir / "1" / "model.pt").string());
+  std::ofstream(dir / "config.pbtxt") << "inputs { name: \"x\" dtype: FLOAT32 dims: [-1] }\n" << config;
+}
+
+// Readiness stays off until warm-up ends: while a model warms up every
+// readiness surface says not ready and liveness says live
+// (NotReadyButLive), and `infergate-cli health` exits 1 printing
+// NOT_SERVING (0 for --service liveness); once ready it exits 0, and 2 when
+// no server answers. The model warms up with about four seconds of matrix
+// products (four times `slow`); the log shows whether warm-up was still
+// under way when the checks were done, so a machine fast enough to finish
+// first fails the test loudly instead of passing it unchecked.
+TEST(Health, NotReadyWhileModelsWarmUpAndTheCliExitCodeSaysSo) {
+  namespace fs = std::filesystem;
+  using Status = grpc::health::v1::HealthCheckResponse;
+  const ScratchDir scratch("ig_warm_ready_");
+  const fs::path repo = scratch.path();
+  WriteMatrixProductModel(repo / "warm", 256, "warmup: true\n");
+  auto server = ServerProcess::Launch({"--model-repository=" + repo.string()});
+  ASSERT_NE(server, nullptr);
+  // Launch returns at the "listening" line, printed before warm-up starts.
+  auto warmed_up = [&] { return server->Log().find("warm-up of model 'warm'") != std::string::npos; };
+  auto cli_health = [&](std::vector<std::string> extra, std::string* out) {
+    std::vector<std::string> argv = {INFERGATE_CLI_BIN, "--address", server->address(), "--timeout-ms", "10000"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back("health");
+    return RunCommand(argv, out);
+  };
+  EXPECT_TRUE(NotReadyButLive(*server, "during warm-up"));
+  std::string ready_out, live_out;
+  const int ready_exit = cli_health({}, &ready_out);
+  const int live_exit = cli_health({"--service", "liveness"}, &live_out);
+  ASSERT_FALSE(warmed_up()) << "warm-up ended before the checks were done, so they proved nothing: give the test a "
+                               "heavier warm-up model\n"
+                            << server->Log();
+  EXPECT_EQ(ready_exit, 1) << ready_out;
+  EXPECT_NE(ready_out.find("NOT_SERVING"), std::string::npos) << ready_out;
+  EXPECT_EQ(live_exit, 0) << live_out;
+  EXPECT_NE(live_out.find("SERVING"), std::string::npos) << live_out;
+
+  // Ready once warm-up has ended, and never before.
+  Status::ServingStatus ready = Status::UNKNOWN;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+       ready != Status::SERVING && std::chrono::steady_clock::now() < deadline;) {
+    ready = HealthStatus(server->address(), "", std::chrono::seconds(2));
+    if (ready != Status::SERVING) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(ready, Status::SERVING) << server->Log();
+  EXPECT_TRUE(warmed_up()) << "ready before warm-up ended\n" << server->Log();
+  std::string serving_out;
+  EXPECT_EQ(cli_health({}, &serving_out), 0) << serving_out;
+  EXPECT_EQ(serving_out, "SERVING\n");
+  const std::string address = server->address();
+  EXPECT_EQ(server->Stop(), 0);
+  // No server at all: neither SERVING nor NOT_SERVING, but a failed check.
+  std::string none_out;
+  EXPECT_EQ(RunCommand({INFERGATE_CLI_BIN, "--address", address, "--timeout-ms", "2000", "health"}, &none_out), 2)
+      << none_out;
+}
+
+// A model's queue policy through the real server, and the metrics that
+// show it. One CPU worker; each model does about two slow calls' work per
+// call, so what waits behind a running call waits that long.
+// - `capped` (max_queue_size 1) queues one call behind its running one
+//   (infergate_model_queue_depth 1, infergate_device_oldest_running_batch_seconds
+//   above 0 while it runs) and refuses the next with RESOURCE_EXHAUSTED naming
+//   the model; both accepted calls are answered.
+// - `timed` (default_timeout_microseconds 100 ms, REJECT) answers a call that
+//   waited behind a running one UNAVAILABLE, without running it.
+// Each refusal is counted under its reason in infergate_rejections_total.
+TEST(QueuePolicy, AModelsQueueLimitAndQueueTimeoutRefuseAndAreCounted) {
+  const ScratchDir scratch("ig_queue_policy_");
+  const std::filesystem::path repo = scratch.path();
+  WriteMatrixProductModel(repo / "capped", 128, "default_queue_policy { max_queue_size: 1 }\n");
+  WriteMatrixProductModel(repo / "timed", 128,
+                          "default_queue_policy { default_timeout_microseconds: 100000 timeout_action: REJECT }\n");
+  auto server = ServerProcess::Start({"--model-repository=" + repo.string(), "--cpu-workers=1", "--devices=cpu"});
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto call = [&](const std::string& model, std::string* message = nullptr) {
+    auto stub = v1::InferenceService::NewStub(channel);
+    v1::InferRequest req;
+    req.set_model(model);
+    *req.add_inputs() = ToWire(at::ones({4}), "x");
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+    v1::InferResponse resp;
+    grpc::Status s = stub->Infer(&ctx, req, &resp);
+    if (message) *message = s.error_message();
+    return s.error_code();
+  };
+  // Samples /metrics until `seen` holds of a scrape (or 60 s pass); returns
+  // the scrape that satisfied it, or "".
+  auto scrape_until = [&](const std::function<bool(const std::string&)>& seen) {
+    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+         std::chrono::steady_clock::now() < deadline;) {
+      std::string scrape = ScrapeMetrics(*server);
+      if (seen(scrape)) return scrape;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return std::string();
+  };
+  const std::string oldest = "infergate_device_oldest_running_batch_seconds{device=\"cpu\"}";
+  EXPECT_EQ(MetricValue(ScrapeMetrics(*server), oldest), 0.0) << "idle";
+
+  // capped: one running, one waiting, the third refused.
+  std::atomic<int> running_code{-1}, waiting_code{-1};
+  std::thread running([&] { running_code = call("capped"); });
+  EXPECT_NE(scrape_until([&](const std::string& m) { return MetricValue(m, oldest) > 0; }), "")
+      << "the running call never showed in " << oldest;
+  std::thread waiting([&] { waiting_code = call("capped"); });
+  const std::string depth = "infergate_model_queue_depth{device=\"cpu\",model=\"capped\",version=\"1\"}";
+  const std::string queued = scrape_until([&](const std::string& m) { return MetricValue(m, depth) == 1; });
+  ASSERT_NE(queued, "") << "the waiting call never showed as " << depth << " 1";
+  EXPECT_GT(MetricValue(queued, oldest), 0.0) << "a batch runs while another waits";
+  std::string message;
+  EXPECT_EQ(call("capped", &message), grpc::StatusCode::RESOURCE_EXHAUSTED) << message;
+  EXPECT_NE(message.find("capped"), std::string::npos) << "the refusal names the model: " << message;
+  running.join();
+  waiting.join();
+  EXPECT_EQ(running_code.load(), grpc::StatusCode::OK);
+  EXPECT_EQ(waiting_code.load(), grpc::StatusCode::OK) << "the call within max_queue_size was answered";
+
+  // timed: a call waiting longer than 100 ms behind a running one.
+  std::thread timed_running([&] { running_code = call("timed"); });
+  EXPECT_NE(scrape_until([&](const std::string& m) { return MetricValue(m, oldest) > 0; }), "");
+  EXPECT_EQ(call("timed", &message), grpc::StatusCode::UNAVAILABLE) << message;
+  EXPECT_NE(message.find("queue timeout"), std::string::npos) << message;
+  timed_running.join();
+  EXPECT_EQ(running_code.load(), grpc::StatusCode::OK);
+
+  const std::string after = ScrapeMetrics(*server);
+  EXPECT_EQ(MetricValue(after, "infergate_rejections_total{model=\"capped\",reason=\"model_queue_full\"}"), 1.0)
+      << after;
+  EXPECT_EQ(MetricValue(after, "infergate_rejections_total{model=\"timed\",reason=\"queue_timeout\"}"), 1.0)
+      << after;
+  EXPECT_EQ(MetricValue(after, oldest), 0.0) << "idle again";
+  EXPECT_TRUE(std::isnan(MetricValue(after, depth))) << "versions with nothing waiting are left out";
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// Which of two waiting calls to a model with priority levels ran first on a
+// server with one CPU worker and `--priority-aging=<aging>`: a level-3
+// call queued behind a running one, then a level-1 call queued behind both.
+// Returns "low" or "high" ("" when a call failed or the queue never showed
+// them waiting).
+std::string FirstOfTwoPriorities(const std::string& aging) {
+  const ScratchDir scratch("ig_priority_");
+  const std::filesystem::path repo = scratch.path();
+  WriteMatrixProductModel(repo / "ranked", 32, "priority_levels: 3\ndefault_priority_level: 2\n");
+  auto server = ServerProcess::Start(
+      {"--model-repository=" + repo.string(), "--cpu-workers=1", "--devices=cpu", "--priority-aging=" + aging});
+  EXPECT_NE(server, nullptr);
+  if (!server) return "";
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  std::mutex mu;
+  std::vector<std::string> finished;  // in the order the calls ended
+  bool all_ok = true;
+  auto call = [&](uint32_t priority, const std::string& label) {
+    auto stub = v1::InferenceService::NewStub(channel);
+    v1::InferRequest req;
+    req.set_model("ranked");
+    req.set_priority(priority);
+    *req.add_inputs() = ToWire(at::ones({4}), "x");
+    grpc::ClientContext ctx;
+    v1::InferResponse resp;
+    const bool ok = stub->Infer(&ctx, req, &resp).ok();
+    std::lock_guard<std::mutex> lock(mu);
+    all_ok = all_ok && ok;
+    finished.push_back(label);
+  };
+  const std::string depth = "infergate_model_queue_depth{device=\"cpu\",model=\"ranked\",version=\"1\"}";
+  auto wait_for = [&](const std::function<bool(const std::string&)>& seen) {
+    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+         std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(5))) {
+      if (seen(ScrapeMetrics(*server))) return true;
+    }
+    return false;
+  };
+  std::vector<std::thread> calls;
+  calls.emplace_back(call, 1, "running");
+  bool queued = wait_for([](const std::string& m) {
+    return MetricValue(m, "infergate_device_oldest_running_batch_seconds{device=\"cpu\"}") > 0;
+  });
+  calls.emplace_back(call, 3, "low");
+  queued = queued && wait_for([&](const std::string& m) { return MetricValue(m, depth) == 1; });
+  calls.emplace_back(call, 1, "high");
+  queued = queued && wait_for([&](const std::string& m) { return MetricValue(m, depth) == 2; });
+  for (auto& t : calls) t.join();
+  EXPECT_EQ(server->Stop(), 0);
+  EXPECT_TRUE(queued) << "the calls were not seen waiting together";
+  EXPECT_TRUE(all_ok);
+  if (!queued || !all_ok || finished.size() != 3 || finished[0] != "running") return "";
+  return finished[1];
+}
+
+// --priority-aging through the real server: without aging the level-1 call
+// overtakes the level-3 one that waited longer; aged by a millisecond per
+// level, the level-3 call, queued at least two milliseconds earlier (the
+// test waits to see it queued before it sends the other), outranks it.
+TEST(QueuePolicy, PriorityAgingLetsAWaitingLowPriorityCallOutrankFreshWork) {
+  EXPECT_EQ(FirstOfTwoPriorities("0"), "high");
+  EXPECT_EQ(FirstOfTwoPriorities("1ms"), "low");
 }
 
 class StressTest : public ServerTest {

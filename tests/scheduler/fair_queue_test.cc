@@ -112,6 +112,23 @@ TEST(FairQueue, LowPriorityAgesInsteadOfStarving) {
   EXPECT_LE(low_ran_at_ms, 500);
 }
 
+// In a busy queue the higher work waits too. A level-3 job that has waited
+// two agings longer than a level-1 job outranks it: both have aged past
+// level 0, and their order still follows level minus wait (a floor at 0
+// once made them tie, and the level-1 job won every tie).
+TEST(FairQueue, LowPriorityOutranksHigherWorkThatWaitedLessByTheLevelGap) {
+  FairQueue q(milliseconds(100));
+  ASSERT_TRUE(q.Push(MakeJob("m:1", 0, kT0, 3), kT0).ok());
+  ASSERT_TRUE(q.Push(MakeJob("m:1", 1, kT0 + milliseconds(300), 1), kT0 + milliseconds(300)).ok());
+  // At 500 ms: level 3 - 5 = -2 against level 1 - 2 = -1.
+  EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(500), 10)), 0);
+  // Less than the gap: the level-1 job first.
+  FairQueue close(milliseconds(100));
+  ASSERT_TRUE(close.Push(MakeJob("m:1", 0, kT0, 3), kT0).ok());
+  ASSERT_TRUE(close.Push(MakeJob("m:1", 1, kT0 + milliseconds(100), 1), kT0 + milliseconds(100)).ok());
+  EXPECT_EQ(Id(RunNext(close, kT0 + milliseconds(500), 10)), 1);
+}
+
 TEST(FairQueue, AModelsCapRefusesThatModelAlone) {
   FairQueue q;
   for (int i = 0; i < 2; ++i) {
