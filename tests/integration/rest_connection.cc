@@ -67,12 +67,21 @@ bool RestConnection::ReadAnswer(RestAnswer* answer) {
   if (head.compare(0, 9, "HTTP/1.1 ") != 0) return false;
   answer->status = std::atoi(head.c_str() + 9);
   size_t length = 0;
+  bool framed = false;
   for (size_t line = head.find("\r\n"); line != std::string::npos; line = head.find("\r\n", line + 2)) {
     if (strncasecmp(head.c_str() + line + 2, "content-length:", 15) == 0) {
       length = std::strtoul(head.c_str() + line + 17, nullptr, 10);
+      framed = true;
     }
   }
   const size_t body_start = head_end + 4;
+  if (!framed) {  // the body ends where the server closes the connection
+    while (fill()) {
+    }
+    answer->body = pending_.substr(body_start);
+    Close();
+    return true;
+  }
   while (pending_.size() < body_start + length) {
     if (!fill()) return false;
   }

@@ -1,7 +1,9 @@
 #pragma once
-// One keep-alive HTTP/1.1 connection to a server's REST port on loopback,
-// for tests that send many requests from C++ (a process per request, as
-// with curl, would cost more than the server's answer).
+// One keep-alive HTTP/1.1 connection to a server's REST (or metrics) port
+// on loopback, for tests that send many requests from C++: a process per
+// request, as with curl, would cost more than the server's answer, and a
+// fork while other threads run OpenBLAS can deadlock in OpenBLAS's fork
+// handler (it did, in the soak).
 //
 // Owned and used by one thread. A call on a connection the server closed
 // reconnects once; a second failure answers status 0.
@@ -24,7 +26,8 @@ class RestConnection {
   RestConnection& operator=(const RestConnection&) = delete;
 
   // Sends `method path` with `body` as application/json (no body when
-  // empty) and reads the whole answer (Content-Length framed).
+  // empty) and reads the whole answer (Content-Length framed, or to the
+  // connection's close).
   RestAnswer Call(const std::string& method, const std::string& path, const std::string& body = "");
 
  private:

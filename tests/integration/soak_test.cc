@@ -47,11 +47,11 @@ int OpenFds(pid_t pid) {
 }
 
 // What the tensor cache holds now, in KiB, from /metrics (0 when it is off
-// or the scrape failed).
+// or the scrape failed). Read in process: forking curl while the clients
+// run LibTorch deadlocked in OpenBLAS's fork handler.
 uint64_t TensorCacheKib(const ServerProcess& server) {
-  std::string metrics;
-  RunCommand({"/usr/bin/curl", "-s", "--max-time", "10", "http://" + server.metrics_address() + "/metrics"},
-             &metrics);
+  RestConnection connection(server.metrics_address());
+  const std::string metrics = connection.Call("GET", "/metrics").body;
   const std::string series = "\ninfergate_cpu_tensor_cache_bytes ";
   const size_t at = metrics.find(series);
   return at == std::string::npos ? 0 : static_cast<uint64_t>(std::strtod(metrics.c_str() + at + series.size(), nullptr)) / 1024;
