@@ -5,8 +5,8 @@
 // zip directory of model packages (.pt2). The
 // first byte picks the path; the request path's seeds are text InferRequests
 // in request_seeds/, which run.sh encodes behind their routing byte. The last step
-// of decoding (at::from_blob over checked bytes) is LibTorch's, whose 1.13
-// headers do not compile with clang in C++20, so it is left out here.
+// of decoding (at::from_blob over checked bytes) is LibTorch's; the fuzzer
+// links no LibTorch, to keep its build quick.
 //   build-fuzz/tests/fuzz/request_fuzzer tests/fuzz/corpus -max_total_time=600
 
 #include <cstddef>
