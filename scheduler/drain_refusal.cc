@@ -15,6 +15,8 @@ absl::Status DrainRefusal(absl::string_view message) {
   return status;
 }
 
+absl::Status DrainingRefusal() { return DrainRefusal("server is draining; retry on another replica"); }
+
 bool IsDrainRefusal(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable && status.GetPayload(kMark).has_value();
 }

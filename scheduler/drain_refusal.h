@@ -17,6 +17,10 @@ namespace infergate {
 // another replica may take the call), marked as a drain refusal.
 absl::Status DrainRefusal(absl::string_view message);
 
+// The refusal of a call that arrives while the server drains (the front
+// ends' admission and the core's give the same answer).
+absl::Status DrainingRefusal();
+
 // Whether `status` was made by DrainRefusal.
 bool IsDrainRefusal(const absl::Status& status);
 

@@ -278,7 +278,7 @@ std::shared_ptr<RequestHandle> Scheduler::Submit(InferenceRequest request, Infer
   if (draining_.load()) {
     job->model_label = repository_.Known(request.model) ? request.model : "";
     observer_->OnRejected(DeviceId{}, job->model_label, RejectionReason::kDraining);
-    job->Finish(DrainRefusal("server is draining; retry on another replica"));
+    job->Finish(DrainingRefusal());
     return job;
   }
   absl::StatusOr<Route> route = planner_.Plan(

@@ -54,7 +54,7 @@ bool InferCall::Admit(absl::FunctionRef<absl::string_view()> authorization, uint
 bool InferCall::AdmitOnStream(uint64_t bytes) {
   if (front_end_.draining()) {
     if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kDraining);
-    absl::Status refusal = DrainRefusal("server is draining; retry on another replica");
+    absl::Status refusal = DrainingRefusal();
     NoteAdmission(refusal);
     Refuse(refusal);
     return false;

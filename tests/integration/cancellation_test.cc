@@ -105,10 +105,7 @@ TEST(Cancellation, StreamsCancelledWhileTheirRequestsQueueLeaveTheServerServing)
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        !budget_returned && std::chrono::steady_clock::now() < deadline;
        std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
-    std::string metrics;
-    RunCommand({"/usr/bin/curl", "-s", "--max-time", "10", "http://" + server->metrics_address() + "/metrics"},
-               &metrics);
-    budget_returned = metrics.find("\ninfergate_inflight_request_bytes 0\n") != std::string::npos;
+    budget_returned = MetricValue(ScrapeMetrics(*server), "infergate_inflight_request_bytes") == 0;
   }
   EXPECT_TRUE(budget_returned) << "the in-flight budget was not returned";
 

@@ -3,12 +3,11 @@
 
 #include <cmath>
 #include <fstream>
-#include <limits>
 #include <mutex>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "devices/system_info.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
 
@@ -164,37 +163,14 @@ TEST_F(NoRestApiTest, EmptyHttpAddressDisablesTheRestApi) {
   EXPECT_TRUE(Infer(Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
 }
 
-// The total memory the server takes its default budgets from, as the
-// README says: the container's cgroup limit when there is one below the
-// host's memory, else the host's (MemTotal).
-uint64_t MemoryTheServerSees() {
-  uint64_t total_kib = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string key; meminfo >> key;) {
-    if (key == "MemTotal:") {
-      meminfo >> total_kib;
-      break;
-    }
-    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  uint64_t total = total_kib * 1024;
-  for (const char* file : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-    std::ifstream in(file);
-    std::string text;
-    uint64_t limit = 0;
-    if (in >> text && absl::SimpleAtoi(text, &limit) && limit < (uint64_t{1} << 60)) {
-      total = std::min(total, limit);
-      break;
-    }
-  }
-  return total;
-}
-
-// --max-inflight-bytes defaults to a quarter of that memory (never below
+// --max-inflight-bytes defaults to a quarter of the memory (never below
 // --max-receive-bytes, so one largest request always fits), and the limit
-// is what /metrics reports.
+// is what /metrics reports. The memory is what ReadHostMemory finds, the
+// server's own reading (the container's cgroup limit when there is one
+// below the host's memory, else MemTotal; its parsing is unit-tested in
+// system_info_test).
 TEST_F(ServerTest, TheInflightBudgetDefaultsToAQuarterOfTheMemory) {
-  const uint64_t memory = MemoryTheServerSees();
+  const uint64_t memory = ReadHostMemory().total_bytes;
   ASSERT_GT(memory, 0u);
   const double expected = static_cast<double>(std::max<uint64_t>(memory / 4, uint64_t{64} << 20));
   const std::string scrape = ScrapeMetrics(*server_);

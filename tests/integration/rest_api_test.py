@@ -76,6 +76,15 @@ def curl(address, method, path, body=None, headers=(), scheme="http", extra=(), 
     return reply
 
 
+def signed_certificate(name, common_name, ca, san=False):
+    """Shell commands (run in the PKI folder) making NAME.key and NAME.pem,
+    a certificate for COMMON_NAME signed by CA.pem/CA.key; with san, valid
+    for 127.0.0.1 (san.ext)."""
+    return ("openssl req -newkey rsa:2048 -nodes -subj /CN={cn} -keyout {n}.key -out {n}.csr;"
+            "openssl x509 -req -in {n}.csr -CA {ca}.pem -CAkey {ca}.key -CAcreateserial -days 1 {ext}-out {n}.pem;"
+            ).format(n=name, cn=common_name, ca=ca, ext="-extfile san.ext " if san else "")
+
+
 def expect_error(reply, status, *needles):
     check(reply.status == status, "expected HTTP %d, got %r" % (status, reply))
     err = reply.json().get("error", "")
@@ -576,10 +585,8 @@ def main():
         os.makedirs(pki)
         subprocess.run(
             "set -e; cd %s; openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ca -keyout ca.key -out ca.pem;"
-            "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext;"
-            "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key -out server.csr;"
-            "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile san.ext "
-            "-out server.pem" % pki, shell=True, check=True, capture_output=True)
+            "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext;" % pki
+            + signed_certificate("server", "localhost", "ca", san=True), shell=True, check=True, capture_output=True)
         secured = Server(args.server, ["--model-repository=" + models,
                                        "--auth-token-file=" + os.path.join(WORK, "infer.tok"),
                                        "--admin-token-file=" + os.path.join(WORK, "admin.tok"),
@@ -629,15 +636,12 @@ def main():
         # a second server certificate from another CA (the renewal, which a
         # client trusting only that CA can tell apart from the first).
         subprocess.run(
-            "set -e; cd %s;"
-            "openssl req -newkey rsa:2048 -nodes -subj /CN=client -keyout client.key -out client.csr;"
-            "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -out client.pem;"
-            "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=stranger -keyout stranger.key -out stranger.pem;"
+            "set -e; cd %s;" % pki
+            + signed_certificate("client", "client", "ca")
+            + "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=stranger -keyout stranger.key -out stranger.pem;"
             "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ca2 -keyout ca2.key -out ca2.pem;"
-            "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout renewed.key -out renewed.csr;"
-            "openssl x509 -req -in renewed.csr -CA ca2.pem -CAkey ca2.key -CAcreateserial -days 1 -extfile san.ext "
-            "-out renewed.pem;"
-            "cp server.pem live.pem; cp server.key live.key" % pki, shell=True, check=True, capture_output=True)
+            + signed_certificate("renewed", "localhost", "ca2", san=True)
+            + "cp server.pem live.pem; cp server.key live.key", shell=True, check=True, capture_output=True)
         mutual = Server(args.server, ["--model-repository=" + models,
                                       "--tls-cert=" + os.path.join(pki, "live.pem"),
                                       "--tls-key=" + os.path.join(pki, "live.key"),

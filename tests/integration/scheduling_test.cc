@@ -534,6 +534,17 @@ def forward(self, x):
   std::ofstream(dir / "config.pbtxt") << "inputs { name: \"x\" dtype: FLOAT32 dims: [-1] }\n" << config;
 }
 
+// Samples `server`'s /metrics until `seen` holds of a scrape, or 60 s pass;
+// returns that scrape, or "".
+std::string ScrapeUntil(const ServerProcess& server, const std::function<bool(const std::string&)>& seen) {
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(5))) {
+    std::string scrape = ScrapeMetrics(server);
+    if (seen(scrape)) return scrape;
+  }
+  return "";
+}
+
 // Readiness stays off until warm-up ends: while a model warms up every
 // readiness surface says not ready and liveness says live
 // (NotReadyButLive), and `infergate-cli health` exits 1 printing
@@ -621,28 +632,17 @@ TEST(QueuePolicy, AModelsQueueLimitAndQueueTimeoutRefuseAndAreCounted) {
     if (message) *message = s.error_message();
     return s.error_code();
   };
-  // Samples /metrics until `seen` holds of a scrape (or 60 s pass); returns
-  // the scrape that satisfied it, or "".
-  auto scrape_until = [&](const std::function<bool(const std::string&)>& seen) {
-    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-         std::chrono::steady_clock::now() < deadline;) {
-      std::string scrape = ScrapeMetrics(*server);
-      if (seen(scrape)) return scrape;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return std::string();
-  };
   const std::string oldest = "infergate_device_oldest_running_batch_seconds{device=\"cpu\"}";
   EXPECT_EQ(MetricValue(ScrapeMetrics(*server), oldest), 0.0) << "idle";
 
   // capped: one running, one waiting, the third refused.
   std::atomic<int> running_code{-1}, waiting_code{-1};
   std::thread running([&] { running_code = call("capped"); });
-  EXPECT_NE(scrape_until([&](const std::string& m) { return MetricValue(m, oldest) > 0; }), "")
+  EXPECT_NE(ScrapeUntil(*server, [&](const std::string& m) { return MetricValue(m, oldest) > 0; }), "")
       << "the running call never showed in " << oldest;
   std::thread waiting([&] { waiting_code = call("capped"); });
   const std::string depth = "infergate_model_queue_depth{device=\"cpu\",model=\"capped\",version=\"1\"}";
-  const std::string queued = scrape_until([&](const std::string& m) { return MetricValue(m, depth) == 1; });
+  const std::string queued = ScrapeUntil(*server, [&](const std::string& m) { return MetricValue(m, depth) == 1; });
   ASSERT_NE(queued, "") << "the waiting call never showed as " << depth << " 1";
   EXPECT_GT(MetricValue(queued, oldest), 0.0) << "a batch runs while another waits";
   std::string message;
@@ -655,7 +655,7 @@ TEST(QueuePolicy, AModelsQueueLimitAndQueueTimeoutRefuseAndAreCounted) {
 
   // timed: a call waiting longer than 100 ms behind a running one.
   std::thread timed_running([&] { running_code = call("timed"); });
-  EXPECT_NE(scrape_until([&](const std::string& m) { return MetricValue(m, oldest) > 0; }), "");
+  EXPECT_NE(ScrapeUntil(*server, [&](const std::string& m) { return MetricValue(m, oldest) > 0; }), "");
   EXPECT_EQ(call("timed", &message), grpc::StatusCode::UNAVAILABLE) << message;
   EXPECT_NE(message.find("queue timeout"), std::string::npos) << message;
   timed_running.join();
@@ -702,22 +702,15 @@ std::string FirstOfTwoPriorities(const std::string& aging) {
     finished.push_back(label);
   };
   const std::string depth = "infergate_model_queue_depth{device=\"cpu\",model=\"ranked\",version=\"1\"}";
-  auto wait_for = [&](const std::function<bool(const std::string&)>& seen) {
-    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-         std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(5))) {
-      if (seen(ScrapeMetrics(*server))) return true;
-    }
-    return false;
-  };
   std::vector<std::thread> calls;
   calls.emplace_back(call, 1, "running");
-  bool queued = wait_for([](const std::string& m) {
-    return MetricValue(m, "infergate_device_oldest_running_batch_seconds{device=\"cpu\"}") > 0;
-  });
+  bool queued = !ScrapeUntil(*server, [](const std::string& m) {
+                   return MetricValue(m, "infergate_device_oldest_running_batch_seconds{device=\"cpu\"}") > 0;
+                 }).empty();
   calls.emplace_back(call, 3, "low");
-  queued = queued && wait_for([&](const std::string& m) { return MetricValue(m, depth) == 1; });
+  queued = queued && !ScrapeUntil(*server, [&](const std::string& m) { return MetricValue(m, depth) == 1; }).empty();
   calls.emplace_back(call, 1, "high");
-  queued = queued && wait_for([&](const std::string& m) { return MetricValue(m, depth) == 2; });
+  queued = queued && !ScrapeUntil(*server, [&](const std::string& m) { return MetricValue(m, depth) == 2; }).empty();
   for (auto& t : calls) t.join();
   EXPECT_EQ(server->Stop(), 0);
   EXPECT_TRUE(queued) << "the calls were not seen waiting together";

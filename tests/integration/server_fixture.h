@@ -12,8 +12,6 @@
 #include <signal.h>
 #include <torch/script.h>
 
-#include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -74,33 +72,6 @@ inline grpc::health::v1::HealthCheckResponse::ServingStatus HealthStatus(
   grpc::health::v1::HealthCheckResponse resp;
   if (!health->Check(&ctx, req, &resp).ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
   return resp.status();
-}
-
-// The server's /metrics text; "" when it has no metrics port or did not answer.
-inline std::string ScrapeMetrics(const ServerProcess& server) {
-  std::string out;
-  if (server.metrics_address().empty() ||
-      RunCommand({"/usr/bin/curl", "-s", "--max-time", "10", "http://" + server.metrics_address() + "/metrics"},
-                 &out) != 0) {
-    return "";
-  }
-  return out;
-}
-
-// The value of one series in a /metrics text, named exactly as the server
-// writes it (labels in alphabetical order), e.g.
-// `infergate_rejections_total{model="m",reason="queue_full"}`; NaN when the
-// series is absent.
-inline double MetricValue(const std::string& scrape, const std::string& series) {
-  const std::string line_start = series + " ";
-  for (size_t at = 0; at < scrape.size();) {
-    const size_t end = std::min(scrape.find('\n', at), scrape.size());
-    if (scrape.compare(at, line_start.size(), line_start) == 0) {
-      return std::strtod(scrape.c_str() + at + line_start.size(), nullptr);
-    }
-    at = end + 1;
-  }
-  return std::nan("");
 }
 
 class ServerTest : public ::testing::Test {

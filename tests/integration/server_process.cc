@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -246,6 +248,28 @@ bool ResetPeakRss(pid_t pid) {
   out << "5";
   out.flush();
   return out.good();
+}
+
+std::string ScrapeMetrics(const ServerProcess& server) {
+  std::string out;
+  if (server.metrics_address().empty() ||
+      RunCommand({"/usr/bin/curl", "-s", "--max-time", "10", "http://" + server.metrics_address() + "/metrics"},
+                 &out) != 0) {
+    return "";
+  }
+  return out;
+}
+
+double MetricValue(const std::string& scrape, const std::string& series) {
+  const std::string line_start = series + " ";
+  for (size_t at = 0; at < scrape.size();) {
+    const size_t end = std::min(scrape.find('\n', at), scrape.size());
+    if (scrape.compare(at, line_start.size(), line_start) == 0) {
+      return std::strtod(scrape.c_str() + at + line_start.size(), nullptr);
+    }
+    at = end + 1;
+  }
+  return std::nan("");
 }
 
 }  // namespace infergate::testing

@@ -63,6 +63,17 @@ bool ResetPeakRss(pid_t pid);
 // --with-test-models; made once per test process.
 const std::string& DemoRepository();
 
+// The server's /metrics text; "" when it has no metrics port or did not
+// answer. (It runs curl: not for a process whose other threads may be
+// inside OpenBLAS, whose fork handler can deadlock; see RestConnection.)
+std::string ScrapeMetrics(const ServerProcess& server);
+
+// The value of one series in a /metrics text, named exactly as the server
+// writes it (labels in alphabetical order), e.g.
+// `infergate_rejections_total{model="m",reason="queue_full"}`; NaN when the
+// series is absent.
+double MetricValue(const std::string& scrape, const std::string& series);
+
 // Runs a command, returns its exit status and fills `output` with stdout.
 int RunCommand(const std::vector<std::string>& argv, std::string* output);
 

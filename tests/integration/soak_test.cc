@@ -19,6 +19,7 @@
 #include <torch/script.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -51,10 +52,8 @@ int OpenFds(pid_t pid) {
 // run LibTorch deadlocked in OpenBLAS's fork handler.
 uint64_t TensorCacheKib(const ServerProcess& server) {
   RestConnection connection(server.metrics_address());
-  const std::string metrics = connection.Call("GET", "/metrics").body;
-  const std::string series = "\ninfergate_cpu_tensor_cache_bytes ";
-  const size_t at = metrics.find(series);
-  return at == std::string::npos ? 0 : static_cast<uint64_t>(std::strtod(metrics.c_str() + at + series.size(), nullptr)) / 1024;
+  const double bytes = MetricValue(connection.Call("GET", "/metrics").body, "infergate_cpu_tensor_cache_bytes");
+  return std::isnan(bytes) ? 0 : static_cast<uint64_t>(bytes) / 1024;
 }
 
 // Least-squares slope of ys over xs.
@@ -132,6 +131,18 @@ TEST(Soak, MixedTrafficKeepsAnswersRightAndResourcesFlat) {
     std::lock_guard<std::mutex> lock(codes_mu);
     codes[std::to_string(static_cast<int>(c))]++;
   };
+  // A valid call that failed: counted, and the first few described.
+  auto note_unexpected = [&](const std::string& what) {
+    unexpected++;
+    std::lock_guard<std::mutex> lock(codes_mu);
+    if (unexpected_examples.size() < 2000) unexpected_examples += what + "\n";
+  };
+  // PyTorch's own answer for `x`, one at a time.
+  auto reference = [&](Model& m, const at::Tensor& x) {
+    std::lock_guard<std::mutex> lock(ref_mu);
+    c10::InferenceMode guard;
+    return m.module.forward({x}).toTensor();
+  };
   auto client = [&](int id) {
     std::mt19937 rng(id);
     auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
@@ -179,22 +190,13 @@ TEST(Soak, MixedTrafficKeepsAnswersRightAndResourcesFlat) {
                            (kind == 9 && s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
       if (!s.ok()) {
         if (!excused) {
-          unexpected++;
-          std::lock_guard<std::mutex> lock(codes_mu);
-          if (unexpected_examples.size() < 2000) {
-            unexpected_examples += m.name + " kind " + std::to_string(kind) + ": " +
-                                   std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message() + "\n";
-          }
+          note_unexpected(m.name + " kind " + std::to_string(kind) + ": " +
+                          std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message());
         }
         continue;
       }
       ok++;
-      at::Tensor want;
-      {
-        std::lock_guard<std::mutex> lock(ref_mu);
-        c10::InferenceMode guard;
-        want = m.module.forward({x}).toTensor();
-      }
+      const at::Tensor want = reference(m, x);
       at::Tensor got = FromWire(resp.outputs(0));
       bool half = resp.placement().dtype() == v1::FLOAT16 || resp.placement().dtype() == v1::BFLOAT16;
       double tol = half ? 0.1 : 1e-4;
@@ -205,18 +207,9 @@ TEST(Soak, MixedTrafficKeepsAnswersRightAndResourcesFlat) {
   // The Open Inference clients send the mlp on the CPU (FP32: exact
   // answers), and one malformed request in eight (a shape its data does not
   // fill), which must be refused with its code and leave the stream open.
-  auto mlp_reference = [&](const at::Tensor& x) {
-    std::lock_guard<std::mutex> lock(ref_mu);
-    c10::InferenceMode guard;
-    return models[0].module.forward({x}).toTensor();
-  };
+  auto mlp_reference = [&](const at::Tensor& x) { return reference(models[0], x); };
   auto right = [](const at::Tensor& got, const at::Tensor& want) {
     return got.defined() && got.sizes() == want.sizes() && at::allclose(got, want, 1e-4, 1e-4);
-  };
-  auto note_unexpected = [&](const std::string& what) {
-    unexpected++;
-    std::lock_guard<std::mutex> lock(codes_mu);
-    if (unexpected_examples.size() < 2000) unexpected_examples += what + "\n";
   };
   auto open_inference_request = [&](std::mt19937& rng, at::Tensor* x, bool* malformed) {
     *x = at::randn({1 + static_cast<int64_t>(rng() % 4), 256});
