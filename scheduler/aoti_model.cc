@@ -13,6 +13,7 @@
 #include "devices/torch_dtype.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/aoti_package.h"
+#include "scheduler/aoti_signature.h"
 #include "scheduler/declared_outputs.h"
 #include "scheduler/model_config.h"
 #include "scheduler/torch_status.h"
@@ -85,8 +86,14 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
                             " cannot be served from it. Ask for FP32, or export a reduced-precision build")),
         DeviceFailure::kDtype, DTypeName(compute_dtype));
   }
+  absl::StatusOr<std::optional<v1::ModelConfig>> exported = PackageSignature(*variants, model);
+  if (!exported.ok()) return refuse(exported.status().message());
+  if (*exported) {
+    if (absl::Status s = CheckConfigAgainstPackage(config, **exported); !s.ok()) return refuse(s.message());
+  }
   if (config.inputs_size() == 0) {
-    return refuse("config.pbtxt must declare the inputs of a compiled package (it does not name them)");
+    return refuse(absl::StrCat("config.pbtxt must declare the inputs of a compiled package that does not carry them "
+                               "in its ", kAotiSignatureKey, " metadata (it names none)"));
   }
   InputSignature signature = DeclaredSignature(config);
   for (size_t i = 0; i < signature.inputs.size(); ++i) {

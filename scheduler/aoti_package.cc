@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/zip_listing.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/aoti_signature.h"
 
 namespace infergate {
 namespace {
@@ -51,7 +52,15 @@ absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& pat
     if (!json.is_object() || !json.contains("AOTI_DEVICE_KEY") || !json["AOTI_DEVICE_KEY"].is_string()) {
       return NotAPackage(path, absl::StrCat("variant '", name.substr(0, 64), "' has no AOTI_DEVICE_KEY in its metadata"));
     }
-    out.push_back({name, json["AOTI_DEVICE_KEY"].get<std::string>(), library_bytes[name]});
+    AotiVariant variant{name, json["AOTI_DEVICE_KEY"].get<std::string>(), library_bytes[name], ""};
+    if (json.contains(kAotiSignatureKey)) {
+      if (!json[kAotiSignatureKey].is_string()) {
+        return NotAPackage(path, absl::StrCat("variant '", name.substr(0, 64), "': its ", kAotiSignatureKey,
+                                              " metadata is not a string"));
+      }
+      variant.signature = json[kAotiSignatureKey].get<std::string>();
+    }
+    out.push_back(std::move(variant));
   }
   return out;
 }

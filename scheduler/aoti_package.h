@@ -30,6 +30,7 @@ struct AotiVariant {
   std::string name;    // the model name inside the package ("model", "cpu", ...)
   std::string device;  // the kind it was compiled for: "cpu", "cuda", ...
   uint64_t library_bytes = 0;  // its compiled library, weights included
+  std::string signature;       // its "infergate.config" metadata ("" if none; aoti_signature.h)
 };
 
 // The variants in the package at `path`; INVALID_ARGUMENT for a file that

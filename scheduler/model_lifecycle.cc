@@ -290,7 +290,13 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
   entry->dir = FolderOf(name).dir;  // the repository's, or another; a served model's folder may have moved
   entry->unloaded = false;  // an explicit load, or new files: back in service
   bool config_changed = !current;
-  if (!current || diff.config_changed) {
+  // A version coming or going may change what a package completes the
+  // config with (aoti_signature.h), so the config is read again; it counts
+  // as changed only if it reads differently.
+  const bool versions_moved =
+      !diff.versions_added.empty() || !diff.versions_changed.empty() || !diff.versions_removed.empty();
+  if (!current || diff.config_changed ||
+      (versions_moved && !current->config_broken && current->config_problem.empty())) {
     entry->config_tried = disk->config;
     absl::StatusOr<v1::ModelConfig> config = ReadEffectiveConfig(name);
     if (config.ok()) {
@@ -301,7 +307,7 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
       entry->config_stamp = disk->config;
       entry->config_problem.clear();
       entry->config_broken = false;
-      if (current && config_changed) LOG_INFO << "model '" << name << "': config.pbtxt changed; reloading its versions";
+      if (current && config_changed) LOG_INFO << "model '" << name << "': its config changed; reloading its versions";
     } else if (current && !current->config_broken) {
       entry->config_problem = absl::StrCat("config.pbtxt update refused (", config.status().message(),
                                            "); the previous config still applies");

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "scheduler/aoti_package.h"
+#include "scheduler/aoti_signature.h"
 #include "scheduler/model_config.h"
 #include "scheduler/model_name.h"
 #include "scheduler/version_policy.h"
@@ -61,14 +63,26 @@ absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const st
                                                 ConfigNaming naming) {
   fs::path path = fs::path(dir) / "config.pbtxt";
   std::error_code ec;
+  absl::StatusOr<v1::ModelConfig> config;
   if (!fs::exists(path, ec)) {
-    v1::ModelConfig empty;
-    empty.set_name(name);
-    return empty;
+    config.emplace().set_name(name);
+  } else {
+    absl::StatusOr<std::string> text = ReadFile(path.string(), "config.pbtxt");
+    if (!text.ok()) return text.status();
+    config = ParseModelConfig(*text, name, naming);
+    if (!config.ok()) return config;
   }
-  absl::StatusOr<std::string> text = ReadFile(path.string(), "config.pbtxt");
-  if (!text.ok()) return text.status();
-  return ParseModelConfig(*text, name, naming);
+  // What the config leaves out of the signature, the newest package's own
+  // metadata may give (aoti_signature.h). A package that cannot be read
+  // here is refused when its version loads, with the reason.
+  if (const std::string package = NewestPackageIn(dir); !package.empty()) {
+    absl::StatusOr<std::vector<AotiVariant>> variants = ReadAotiVariants(package);
+    if (variants.ok()) {
+      absl::StatusOr<std::optional<v1::ModelConfig>> exported = PackageSignature(*variants, name);
+      if (exported.ok() && *exported) return CompleteConfigFromPackage(*std::move(config), **exported);
+    }
+  }
+  return config;
 }
 
 std::shared_ptr<const ClassLabels> ReadLabelsOrWarn(const ModelEntry& entry) {

@@ -146,6 +146,10 @@ TEST_F(InflightBudgetTest, LargeRequestsBeyondTheBudgetAreRefusedWhileOthersAreS
   grpc::Status second = Infer(large, &resp);
   EXPECT_EQ(second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << second.error_message();
   EXPECT_NE(second.error_message().find("--max-inflight-bytes"), std::string::npos) << second.error_message();
+  // /metrics names the reason; the model is "" (the budget is taken before
+  // the name is checked against the repository, and an unchecked name a
+  // client made up must not become a label).
+  EXPECT_EQ(MetricValue(ScrapeMetrics(*server_), "infergate_rejections_total{model=\"\",reason=\"inflight_bytes\"}"), 1.0);
   EXPECT_TRUE(Infer(Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok()) << "a small request was refused";
   holder.join();
   ASSERT_TRUE(first.ok()) << first.error_message();

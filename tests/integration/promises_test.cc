@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_split.h"
@@ -147,6 +148,44 @@ TEST(Promises, EmptyMetricsAddressDisablesMetrics) {
   EXPECT_TRUE(server->metrics_address().empty());
   EXPECT_EQ(server->Log().find("metrics on"), std::string::npos) << server->Log();
   EXPECT_EQ(server->Stop(), 0);
+}
+
+// --log-level drops the lines below it and keeps the rest. At `warning` an
+// answered call, a model that throws and a stop write no info or debug
+// line, only the warning the throw causes; at `debug` each call also writes
+// its debug line. A line's first letter is its level (D, I, W, E).
+TEST(Promises, LogLevelKeepsTheLinesAtOrAboveIt) {
+  auto levels_in = [](const std::string& log) {
+    std::set<char> seen;
+    for (const auto line : absl::StrSplit(log, '\n')) {
+      if (line.size() > 2 && line[1] == ' ' && std::isdigit(static_cast<unsigned char>(line[2]))) seen.insert(line[0]);
+    }
+    return seen;
+  };
+  for (const std::string level : {"warning", "debug"}) {
+    auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--log-level=" + level});
+    ASSERT_NE(server, nullptr) << level;
+    auto stub =
+        v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+    for (const float sign : {1.0f, -1.0f}) {  // `fails` throws on a negative input
+      v1::InferRequest req;
+      req.set_model("fails");
+      *req.add_inputs() = ToWire(sign * at::ones({4}), "x");
+      grpc::ClientContext ctx;
+      v1::InferResponse resp;
+      EXPECT_EQ(stub->Infer(&ctx, req, &resp).ok(), sign > 0) << level;
+    }
+    EXPECT_EQ(server->Stop(), 0) << level;
+    const std::string log = server->Log();
+    const std::set<char> seen = levels_in(log);
+    EXPECT_NE(log.find("inference call for model 'fails' failed"), std::string::npos) << level << "\n" << log;
+    if (level == "warning") {
+      EXPECT_EQ(seen, std::set<char>{'W'}) << log;
+    } else {
+      EXPECT_TRUE(seen.count('I') && seen.count('D')) << log;
+      EXPECT_NE(log.find("inference call model='fails' device=cpu status=OK"), std::string::npos) << log;
+    }
+  }
 }
 
 class NoRestApiTest : public ServerTest {

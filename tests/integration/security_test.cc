@@ -223,6 +223,7 @@ TEST(Security, InferenceTokensAloneCloseTheAdminRpcs) {
 
 // Reflection answers without a token, so with tokens configured it is off
 // unless asked for: a client without a token learns nothing of the API.
+// --reflection=off turns it off without tokens too.
 TEST(Security, TokensTurnReflectionOffUnlessAskedFor) {
   const Pki& pki = Pki::Get();
   auto list_services = [](const std::string& address) {
@@ -240,20 +241,22 @@ TEST(Security, TokensTurnReflectionOffUnlessAskedFor) {
     grpc::Status s = stream->Finish();
     return std::make_pair(answered, s.error_code());
   };
-  for (const std::string mode : {"", "--reflection=on"}) {
-    std::vector<std::string> args = {"--model-repository=" + DemoRepository(),
-                                     "--auth-token-file=" + pki.Path("tokens")};
-    if (!mode.empty()) args.push_back(mode);
+  struct Case {
+    bool tokens;
+    std::string flag;  // "" leaves --reflection at its default, auto
+    bool served;
+  };
+  // (Without tokens and flag reflection is on: ReflectionListsAndDescribesTheService.)
+  for (const Case& c : {Case{true, "", false}, Case{true, "--reflection=on", true},
+                        Case{false, "--reflection=off", false}}) {
+    std::vector<std::string> args = {"--model-repository=" + DemoRepository()};
+    if (c.tokens) args.push_back("--auth-token-file=" + pki.Path("tokens"));
+    if (!c.flag.empty()) args.push_back(c.flag);
     auto server = ServerProcess::Start(args);
     ASSERT_NE(server, nullptr);
     auto [answered, code] = list_services(server->address());
-    if (mode.empty()) {
-      EXPECT_FALSE(answered);
-      EXPECT_EQ(code, grpc::StatusCode::UNIMPLEMENTED);
-    } else {
-      EXPECT_TRUE(answered);
-      EXPECT_EQ(code, grpc::StatusCode::OK);
-    }
+    EXPECT_EQ(answered, c.served) << c.tokens << " " << c.flag;
+    EXPECT_EQ(code, c.served ? grpc::StatusCode::OK : grpc::StatusCode::UNIMPLEMENTED) << c.tokens << " " << c.flag;
     EXPECT_EQ(server->Stop(), 0);
   }
 }
