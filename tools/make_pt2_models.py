@@ -10,6 +10,9 @@ aot_compile per variant and package_aoti (several builds in one package).
                                                same weights, for the benchmark
 
   DIR/mlp_pt2/1/model.pt2           the CPU build, with its config.pbtxt
+  DIR/mlp_pt2_bare/1/model.pt2      the same package with no config.pbtxt:
+                                    the server reads its signature from the
+                                    package's metadata (pt2_signature.py)
   DIR/mlp_pt2_variants/1/model.pt2  variants "cpu" and "cuda"; with no GPU
                                     here the "cuda" one is a CPU build, which
                                     only a simulated cuda device runs
@@ -18,9 +21,12 @@ aot_compile per variant and package_aoti (several builds in one package).
 Needs Debian 13's python3-torch, python3-setuptools and g++.
 """
 import os
+import shutil
 import sys
 
 import torch
+
+import pt2_signature
 
 MAX_BATCH = 64
 CONFIG = """max_batch_size: %d
@@ -65,7 +71,9 @@ def demo_mlp(model_pt, root):
               'outputs { name: "logits" dtype: FLOAT32 dims: [10] }\n'
               'dynamic_batching { max_queue_delay_us: 500 }\nwarmup: true\n' % MAX_BATCH)
     with torch.no_grad():
-        torch._inductor.aoti_compile_and_package(program, package_path=write(root, "mlp_pt2", "model.pt2", config))
+        torch._inductor.aoti_compile_and_package(
+            program, package_path=write(root, "mlp_pt2", "model.pt2", config),
+            inductor_configs={"aot_inductor.metadata": pt2_signature.metadata(program, outputs=["logits"])})
 
 
 def model():
@@ -88,11 +96,17 @@ def write(root, name, filename, config=CONFIG):
 def main(root):
     module = model()
     program = exported(module)
+    # Each package carries its signature (max_batch_size, inputs, outputs).
+    signature = pt2_signature.metadata(program, outputs=["y"])
     with torch.no_grad():
-        torch._inductor.aoti_compile_and_package(program, package_path=write(root, "mlp_pt2", "model.pt2"))
+        package = torch._inductor.aoti_compile_and_package(
+            program, package_path=write(root, "mlp_pt2", "model.pt2"), inductor_configs={"aot_inductor.metadata": signature})
+        os.makedirs(os.path.join(root, "mlp_pt2_bare", "1"))
+        shutil.copy(package, os.path.join(root, "mlp_pt2_bare", "1", "model.pt2"))
         # Several builds in one package, each named after the device kind it serves.
         files = {name: torch._inductor.aot_compile(program.module(), (torch.randn(2, 16),),
-                                                   options={"aot_inductor.package": True})
+                                                   options={"aot_inductor.package": True,
+                                                            "aot_inductor.metadata": signature})
                  for name in ["cpu", "cuda"]}
         torch._inductor.package.package_aoti(write(root, "mlp_pt2_variants", "model.pt2"), files)
     torch.jit.script(module).save(write(root, "mlp_pt2_torchscript", "model.pt"))

@@ -11,8 +11,12 @@ aoti_compile_and_package, package_aoti for several variants):
     a package with a "cuda" variant (a CPU build standing in for one, which
     only a simulated device runs) answers on cuda:0 itself;
   - precision is fixed at export: FP16 falls back with its reason;
-  - a corrupt package and one whose inputs disagree with its config are
-    refused with messages that say so, while the other models serve;
+  - a package carries its signature in its metadata: with no config.pbtxt
+    it serves with the inputs, outputs and batch maximum it was exported
+    with;
+  - a corrupt package, one whose inputs disagree with its config and one
+    whose config asks a larger batch than it was exported for are refused
+    with messages that say so, while the other models serve;
   - a version's model.pt replaced by a model.pt2 loses no request;
   - the cache counts a package's bytes, and AOTInductor's unpacked folders
     (/tmp/XXXXXX) are gone after unload and exit.
@@ -72,6 +76,10 @@ def main():
         shutil.copy(package, os.path.join(repo, "mismatch_pt2", "1"))
         open(os.path.join(repo, "mismatch_pt2", "config.pbtxt"), "w").write(
             make_pt2_models.CONFIG + 'inputs { name: "z" dtype: FLOAT32 dims: [16] }\n')
+        os.makedirs(os.path.join(repo, "too_big_pt2", "1"))
+        shutil.copy(package, os.path.join(repo, "too_big_pt2", "1"))
+        open(os.path.join(repo, "too_big_pt2", "config.pbtxt"), "w").write(
+            make_pt2_models.CONFIG.replace("max_batch_size: 64", "max_batch_size: 128"))
         # The swap: TorchScript first, its package added later.
         shutil.copytree(os.path.join(repo, "mlp_pt2_torchscript"), os.path.join(repo, "swap"))
 
@@ -146,6 +154,19 @@ def main():
             t.join()
         check(all(close(results[i], expected(rows(1, 100 + i))) for i in range(16)), "concurrent rows differ")
 
+        # --- no config.pbtxt: the signature comes from the package's metadata
+        for n in [1, 5, 64]:
+            x = rows(n, 50 + n)
+            got, _ = v1_infer("mlp_pt2_bare", x, device="cpu")
+            check(close(got, expected(x)), "mlp_pt2_bare batch %d differs from eager" % n)
+        meta = stub.ModelMetadata(pb.ModelMetadataRequest(name="mlp_pt2_bare"), timeout=30)
+        check([(t.name, t.datatype, list(t.shape)) for t in meta.inputs] == [("x", "FP32", [-1, 16])] and
+              [(t.name, t.datatype, list(t.shape)) for t in meta.outputs] == [("y", "FP32", [-1, 4])],
+              "metadata of a package without config.pbtxt: %s" % meta)
+        config = stub.ModelConfig(pb.ModelConfigRequest(name="mlp_pt2_bare"), timeout=30).config
+        check(config.max_batch_size == 64 and [i.name for i in config.input] == ["x"], "config: %s" % config)
+        x = rows(3, 7)
+
         # --- no cuda variant: falls back with its reason, or is refused under DENY
         got, placement = v1_infer("mlp_pt2", x, device="cuda:0")
         check(placement.device == "cpu" and placement.fell_back and
@@ -170,7 +191,9 @@ def main():
 
         # --- refused packages say why; the others serve
         for model, needle in [("corrupt_pt2", "is not an AOTInductor package"),
-                              ("mismatch_pt2", "takes 1 input tensors but config.pbtxt declares 2")]:
+                              ("mismatch_pt2", "config.pbtxt inputs is 2 tensor(s) but the package was exported with 1"),
+                              ("too_big_pt2", "config.pbtxt max_batch_size is 128, above the batch maximum the package "
+                                              "was exported with (64)")]:
             try:
                 req = v1.InferRequest(model=model, device="cpu")
                 req.inputs.add(name="x", dtype=1, shape=[1, 16], data=rows(1, 1).numpy().tobytes())
