@@ -43,10 +43,12 @@ cleanup() {
 }
 trap cleanup EXIT
 "$build_dir/tools/make-demo-models" "$work/models" >/dev/null
-# The mlp again as an AOTInductor package (.pt2), same weights, compiled
-# here with python3-torch, for the format rows.
-python3 tools/make_pt2_models.py --demo-mlp "$work/models/mlp/1/model.pt" "$work/models" >/dev/null 2>"$work/pt2.log" ||
-  { cat "$work/pt2.log" >&2; exit 1; }
+# The mlp and the cnn again as AOTInductor packages (.pt2), same weights,
+# compiled here with python3-torch, for the format and in-process rows.
+for demo in mlp cnn; do
+  python3 tools/make_pt2_models.py --demo-$demo "$work/models/$demo/1/model.pt" "$work/models" >/dev/null \
+    2>"$work/pt2.log" || { cat "$work/pt2.log" >&2; exit 1; }
+done
 
 mkdir -p "$out_dir"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
@@ -249,12 +251,16 @@ best_of() {  # lines on stdin; prints the one with the highest rows/s
   awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^rows\/s=/) { split($i, kv, "="); if (kv[2] + 0 > best) { best = kv[2] + 0; line = $0 } } }
        END { print line }'
 }
-for spec in "mlp 256 float32" "cnn 3x64x64 float32"; do
+# model file shape dtype largest-batch: a package runs batches up to the
+# maximum it was exported with.
+for spec in "mlp model.pt 256 float32 64" "cnn model.pt 3x64x64 float32 64" \
+            "mlp_pt2 model.pt2 256 float32 64" "cnn_pt2 model.pt2 3x64x64 float32 32"; do
   set -- $spec
+  spec_batches=$(tr , '\n' <<<"$batches" | awk -v max="$5" '$1 <= max' | paste -sd, -)
   all=""
   for cfg in $configs; do
-    all+=$("$build_dir/tools/inprocess-bench" "$work/models/$1/1/model.pt" "$2" --dtype "$3" --seconds "$seconds" \
-      --batches "$batches" --callers "${cfg%x*}" --threads "${cfg#*x}" | grep '^inprocess batch=')$'\n'
+    all+=$("$build_dir/tools/inprocess-bench" "$work/models/$1/1/$2" "$3" --dtype "$4" --seconds "$seconds" \
+      --batches "$spec_batches" --callers "${cfg%x*}" --threads "${cfg#*x}" | grep '^inprocess batch=')$'\n'
   done
   echo "$all" | sed '/^$/d; s/^/  /' >&2
   b1=$(grep '^inprocess batch=1 ' <<<"$all" | best_of)
@@ -301,17 +307,19 @@ for c in $concurrencies; do
 done
 stop_server
 
-# The same network as TorchScript (model.pt) and as an AOTInductor package
+# The same networks as TorchScript (model.pt) and as AOTInductor packages
 # (model.pt2), one row per call through infergate.v1 on the CPU.
-echo "== format: mlp as TorchScript and as .pt2" >&2
+echo "== format: mlp and cnn as TorchScript and as .pt2" >&2
 start_server
 for c in $concurrencies; do
-  for format in torchscript aoti; do
-    model=mlp
-    [ "$format" = aoti ] && model=mlp_pt2
-    record format mlp "$format" "$c" 1 \
-      "$("$cli" --address "$address" bench --model "$model" --device cpu --rows 1 --concurrency "$c" \
-        --duration "$seconds" --warmup "$warmup")"
+  for network in mlp cnn; do
+    for format in torchscript aoti; do
+      model=$network
+      [ "$format" = aoti ] && model=${network}_pt2
+      record format "$network" "$format" "$c" 1 \
+        "$("$cli" --address "$address" bench --model "$model" --device cpu --rows 1 --concurrency "$c" \
+          --duration "$seconds" --warmup "$warmup")"
+    done
   done
 done
 stop_server
@@ -425,14 +433,22 @@ accuracy_summary=$(awk -v csv="$csv" '
       ms["on"] / n["on"], ms["off"] / n["off"], n["on"], rps["mps-checks-on"], rps["mps-checks-off"], ratio }' "$work/startup.ms")
 echo "  $accuracy_summary" >&2
 format_summary=$(awk -F, '
-  $1 == "format" { rps[$3 "," $4] = $6; p50[$3 "," $4] = $8 }
+  $1 == "format" { rps[$2 "," $3 "," $4] = $6; p50[$2 "," $3 "," $4] = $8 }
+  $1 == "inprocess" && $3 ~ /^best-batch/ { best[$2] = $7 }
   END {
-    printf "Formats (mlp, one row per call, cpu): .pt2 / .pt throughput"
+    printf "Formats (one row per call, cpu): .pt2 / .pt throughput"
     n = split("1 8 64", cs, " ")
-    for (i = 1; i <= n; i++) {
-      t = rps["torchscript," cs[i]]
-      printf "%s %.3f at concurrency %d (p50 %s vs %s ms)", (i > 1 ? ";" : ""), (t > 0 ? rps["aoti," cs[i]] / t : 0),
-        cs[i], p50["aoti," cs[i]], p50["torchscript," cs[i]]
+    split("mlp cnn", nets, " ")
+    for (k = 1; k <= 2; k++) {
+      printf "%s %s", (k > 1 ? ";" : ""), nets[k]
+      for (i = 1; i <= n; i++) {
+        key = nets[k] "," 
+        t = rps[key "torchscript," cs[i]]
+        printf "%s %.3f at concurrency %d (p50 %s vs %s ms)", (i > 1 ? "," : ""),
+          (t > 0 ? rps[key "aoti," cs[i]] / t : 0), cs[i], p50[key "aoti," cs[i]], p50[key "torchscript," cs[i]]
+      }
+      t = best[nets[k]]
+      printf "; in-process best batch %.3f", (t > 0 ? best[nets[k] "_pt2"] / t : 0)
     }
     printf "."
   }' "$csv")

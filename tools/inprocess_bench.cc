@@ -1,17 +1,19 @@
-// The in-process floor: a TorchScript file run directly with LibTorch in one
-// process, no serving layer. Prints one line per batch size with rows/s and
+// The in-process floor: a TorchScript file (or an AOTInductor package,
+// .pt2, through its loader) run directly with LibTorch in one process, no
+// serving layer. Prints one line per batch size with rows/s and
 // per-call latency, and the best batch size. `--callers N` runs N threads
 // calling forward concurrently (each with T intra-op threads), the way the
 // server's workers do; on a machine with C cores both 1 caller x C threads
 // and C callers x 1 thread are candidates for the floor.
 //
-//   inprocess-bench MODEL.pt SHAPE_WITHOUT_BATCH [--dtype float32|int64]
+//   inprocess-bench MODEL.pt|MODEL.pt2 SHAPE_WITHOUT_BATCH [--dtype float32|int64]
 //       [--batches 1,2,4,...] [--seconds S] [--threads T] [--callers N] [--optimize]
 //       [--cpu-tensor-cache BYTES]
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
 #include <torch/csrc/jit/passes/freeze_module.h>
 #include <torch/script.h>
@@ -25,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
@@ -62,7 +65,7 @@ int main(int argc, char** argv) {
   uint64_t tensor_cache_bytes = 256 << 20;
   infergate::FlagSet flags(
       "inprocess-bench: LibTorch running a model directly, the floor infergate is measured against.\n"
-      "Usage: inprocess-bench MODEL.pt SHAPE (e.g. 256 or 3x64x64) [flags]");
+      "Usage: inprocess-bench MODEL.pt|MODEL.pt2 SHAPE (e.g. 256 or 3x64x64) [flags]");
   flags.String("dtype", &dtype, "Input dtype: float32 or int64.");
   flags.String("batches", &batch_list, "Batch sizes to measure, comma-separated.");
   flags.Double("seconds", &seconds, "Seconds to measure each batch size.");
@@ -78,7 +81,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!positional.ok()) return Usage(std::string(positional.status().message()), flags);
-  if (positional->size() != 2) return Usage("needs MODEL.pt and SHAPE", flags);
+  if (positional->size() != 2) return Usage("needs MODEL.pt (or .pt2) and SHAPE", flags);
   std::string path = (*positional)[0];
   std::optional<std::vector<int64_t>> item_shape = ParseList((*positional)[1], 'x');
   if (!item_shape) return Usage("SHAPE: '" + (*positional)[1] + "' is not a shape such as 256 or 3x64x64", flags);
@@ -91,9 +94,23 @@ int main(int argc, char** argv) {
   at::set_num_threads(static_cast<int>(threads));
   infergate::SetBlasThreads(static_cast<int>(threads));  // as the server does
   infergate::CachingCpuAllocator::InstallForProcess(tensor_cache_bytes);  // likewise
-  torch::jit::Module m = torch::jit::load(path);
-  m.eval();
-  if (optimize) m = torch::jit::optimize_for_inference(m);
+  // One forward call on `x`, from either format.
+  std::optional<torch::jit::Module> script;
+  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> package;
+  if (absl::EndsWith(path, ".pt2")) {
+    package = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path);
+  } else {
+    script = torch::jit::load(path);
+    script->eval();
+    if (optimize) script = torch::jit::optimize_for_inference(*script);
+  }
+  auto forward = [&](const at::Tensor& x) {
+    if (package) {
+      package->run({x});
+    } else {
+      script->forward({x});
+    }
+  };
   double best_rows = 0;
   int64_t best_batch = 0;
   for (int64_t b : *batches) {
@@ -110,13 +127,12 @@ int main(int argc, char** argv) {
         c10::InferenceMode guard;
         at::Tensor x = dtype == "int64" ? at::randint(0, 100, shape, at::TensorOptions().dtype(at::kLong))
                                         : at::randn(shape);
-        std::vector<c10::IValue> args = {x};
-        for (int i = 0; i < 5; ++i) m.forward(args);  // warm-up: profiling runs
+        for (int i = 0; i < 5; ++i) forward(x);  // warm-up: profiling runs
         std::this_thread::sleep_until(start);
         std::vector<double>& lat = per_caller[c];
         while (std::chrono::steady_clock::now() < end) {
           auto t0 = std::chrono::steady_clock::now();
-          m.forward(args);
+          forward(x);
           lat.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
         }
       });

@@ -8,6 +8,8 @@ aot_compile per variant and package_aoti (several builds in one package).
   make_pt2_models.py --demo-mlp MODEL_PT DIR   the demo mlp (make-demo-models'
                                                256-512-512-10) as DIR/mlp_pt2,
                                                same weights, for the benchmark
+  make_pt2_models.py --demo-cnn MODEL_PT DIR   likewise make-demo-models' cnn
+                                               (3x64x64 images) as DIR/cnn_pt2
 
   DIR/mlp_pt2/1/model.pt2           the CPU build, with its config.pbtxt
   DIR/mlp_pt2_bare/1/model.pt2      the same package with no config.pbtxt:
@@ -63,17 +65,46 @@ class DemoMlp(torch.nn.Module):
         return torch.nn.functional.linear(h, self.w3, self.b3)
 
 
+class DemoCnn(torch.nn.Module):
+    """make-demo-models' cnn, its weights taken from its TorchScript file."""
+
+    def __init__(self, model_pt):
+        super().__init__()
+        params = dict(torch.jit.load(model_pt).named_parameters())
+        for name in ["c1w", "c1b", "c2w", "c2b", "fw", "fb"]:
+            self.register_buffer(name, params[name].detach().clone())
+
+    def forward(self, image):
+        f = torch.nn.functional
+        h = f.max_pool2d(torch.relu(f.conv2d(image, self.c1w, self.c1b, 1, 1)), 2)
+        h = f.max_pool2d(torch.relu(f.conv2d(h, self.c2w, self.c2b, 1, 1)), 2)
+        return f.linear(torch.flatten(h, 1), self.fw, self.fb)
+
+
+def demo_package(module, example, input_name, max_batch, config, root, name):
+    """`module` exported with a dynamic batch dimension up to `max_batch`
+    and compiled into ROOT/NAME/1/model.pt2 with `config` beside it."""
+    batch = torch.export.Dim("batch", min=1, max=max_batch)
+    program = torch.export.export(module.eval(), (example,), dynamic_shapes={input_name: {0: batch}})
+    with torch.no_grad():
+        torch._inductor.aoti_compile_and_package(
+            program, package_path=write(root, name, "model.pt2", config),
+            inductor_configs={"aot_inductor.metadata": pt2_signature.metadata(program, outputs=["logits"])})
+
+
 def demo_mlp(model_pt, root):
-    module = DemoMlp(model_pt).eval()
-    batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
-    program = torch.export.export(module, (torch.randn(2, 256),), dynamic_shapes={"x": {0: batch}})
     config = ('max_batch_size: %d\ninputs { name: "x" dtype: FLOAT32 dims: [256] }\n'
               'outputs { name: "logits" dtype: FLOAT32 dims: [10] }\n'
               'dynamic_batching { max_queue_delay_us: 500 }\nwarmup: true\n' % MAX_BATCH)
-    with torch.no_grad():
-        torch._inductor.aoti_compile_and_package(
-            program, package_path=write(root, "mlp_pt2", "model.pt2", config),
-            inductor_configs={"aot_inductor.metadata": pt2_signature.metadata(program, outputs=["logits"])})
+    demo_package(DemoMlp(model_pt), torch.randn(2, 256), "x", MAX_BATCH, config, root, "mlp_pt2")
+
+
+def demo_cnn(model_pt, root):
+    # As make-demo-models' cnn config, less its priority levels.
+    config = ('max_batch_size: 32\ninputs { name: "image" dtype: FLOAT32 dims: [3, 64, 64] }\n'
+              'outputs { name: "logits" dtype: FLOAT32 dims: [10] }\n'
+              'dynamic_batching { max_queue_delay_us: 1000 }\nwarmup: true\n')
+    demo_package(DemoCnn(model_pt), torch.randn(2, 3, 64, 64), "image", 32, config, root, "cnn_pt2")
 
 
 def model():
@@ -115,6 +146,8 @@ def main(root):
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--demo-mlp":
         demo_mlp(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 4 and sys.argv[1] == "--demo-cnn":
+        demo_cnn(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 2:
         main(sys.argv[1])
     else:
