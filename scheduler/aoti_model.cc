@@ -4,8 +4,10 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <set>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "devices/device_failure.h"
@@ -42,6 +44,44 @@ int64_t InputsInCallSpec(const std::vector<std::string>& call_spec) {
   nlohmann::json spec = nlohmann::json::parse(call_spec[0], nullptr, /*allow_exceptions=*/false);
   if (!spec.is_array() || spec.size() != 2) return -1;
   return CountLeaves(spec[1]);
+}
+
+// LibTorch 2.6's loader unpacks a package into a fresh /tmp/XXXXXX folder
+// and removes it in its destructor, which never runs when its constructor
+// throws (a junk or missing-symbol library): the folder would stay behind.
+// So loaders are made one at a time, and a failed one's folder, the one that
+// appeared while it was being made, is removed here.
+absl::Mutex g_loader_construction_mu;
+
+// The folders in /tmp that hold an unpacked package (data/aotinductor/).
+std::set<std::string> UnpackedPackageFolders() {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator("/tmp", ec)) {
+    const std::string name = e.path().filename().string();
+    std::error_code sub_ec;
+    if (name.size() == 6 && std::filesystem::is_directory(e.path() / "data" / "aotinductor", sub_ec)) {
+      out.insert(e.path().string());
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<torch::inductor::AOTIModelPackageLoader> MakeLoader(const std::string& path,
+                                                                    const std::string& variant) {
+  absl::MutexLock lock(&g_loader_construction_mu);
+  const std::set<std::string> before = UnpackedPackageFolders();
+  try {
+    return std::make_unique<torch::inductor::AOTIModelPackageLoader>(path, variant);
+  } catch (...) {
+    for (const std::string& folder : UnpackedPackageFolders()) {
+      std::error_code ec;
+      if (!before.count(folder) && std::filesystem::exists(std::filesystem::path(folder) / "data" / "aotinductor" / variant, ec)) {
+        std::filesystem::remove_all(folder, ec);
+      }
+    }
+    throw;
+  }
 }
 
 }  // namespace
@@ -124,7 +164,7 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
     impl->reserved_bytes = bytes;
   }
   try {
-    impl->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path, variant->name);
+    impl->loader = MakeLoader(path, variant->name);
     const int64_t expected = InputsInCallSpec(impl->loader->get_call_spec());
     if (expected >= 0 && expected != static_cast<int64_t>(signature.inputs.size())) {
       return refuse(absl::StrCat("the package's '", variant->name, "' takes ", expected,

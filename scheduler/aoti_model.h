@@ -17,7 +17,8 @@
 // AOTInductor unpacks the package into a fresh /tmp/XXXXXX folder when it
 // loads a variant (LibTorch 2.6 ignores TMPDIR), and removes it when the
 // loader goes: when the model is unloaded or evicted (this object is
-// destroyed), and so at exit.
+// destroyed), and so at exit. A load that fails after unpacking (a junk
+// library) removes its folder itself; loaders are made one at a time for it.
 //
 // Thread-safety: Run may be called from several workers at once;
 // AOTInductor's container serialises the runs of its one model instance.

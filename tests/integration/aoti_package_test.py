@@ -14,9 +14,11 @@ aoti_compile_and_package, package_aoti for several variants):
   - a package carries its signature in its metadata: with no config.pbtxt
     it serves with the inputs, outputs and batch maximum it was exported
     with;
-  - a corrupt package, one whose inputs disagree with its config and one
-    whose config asks a larger batch than it was exported for are refused
-    with messages that say so, while the other models serve;
+  - a corrupt package, one whose compiled library is junk or missing, a
+    zip with none of a package's members, one whose inputs disagree with
+    its config and one whose config asks a larger batch than it was
+    exported for are refused with messages that say so, while the other
+    models serve;
   - a version's model.pt replaced by a model.pt2 loses no request;
   - the cache counts a package's bytes, and AOTInductor's unpacked folders
     (/tmp/XXXXXX) are gone after unload and exit.
@@ -76,6 +78,22 @@ def main():
         shutil.copy(package, os.path.join(repo, "mismatch_pt2", "1"))
         open(os.path.join(repo, "mismatch_pt2", "config.pbtxt"), "w").write(
             make_pt2_models.CONFIG + 'inputs { name: "z" dtype: FLOAT32 dims: [16] }\n')
+        # Malformed archives: its library replaced by junk, its library
+        # missing, and a zip with none of a package's members.
+        import zipfile
+
+        def rewrite(model, keep):
+            os.makedirs(os.path.join(repo, model, "1"))
+            shutil.copy(os.path.join(repo, "mlp_pt2", "config.pbtxt"), os.path.join(repo, model))
+            with zipfile.ZipFile(package) as src, \
+                    zipfile.ZipFile(os.path.join(repo, model, "1", "model.pt2"), "w", zipfile.ZIP_STORED) as dst:
+                for info in src.infolist():
+                    data = keep(info.filename, src.read(info))
+                    if data is not None:
+                        dst.writestr(info.filename, data)
+        rewrite("junk_library_pt2", lambda name, data: b"\x7fELF not a library" if name.endswith(".so") else data)
+        rewrite("no_library_pt2", lambda name, data: None if name.endswith(".so") else data)
+        rewrite("not_a_package_pt2", lambda name, data: data if name.endswith(".so") else None)
         os.makedirs(os.path.join(repo, "too_big_pt2", "1"))
         shutil.copy(package, os.path.join(repo, "too_big_pt2", "1"))
         open(os.path.join(repo, "too_big_pt2", "config.pbtxt"), "w").write(
@@ -193,7 +211,10 @@ def main():
         for model, needle in [("corrupt_pt2", "is not an AOTInductor package"),
                               ("mismatch_pt2", "config.pbtxt inputs is 2 tensor(s) but the package was exported with 1"),
                               ("too_big_pt2", "config.pbtxt max_batch_size is 128, above the batch maximum the package "
-                                              "was exported with (64)")]:
+                                              "was exported with (64)"),
+                              ("junk_library_pt2", "AOTInductor cannot load variant 'model'"),
+                              ("no_library_pt2", "variant 'model' has no compiled library (.so)"),
+                              ("not_a_package_pt2", "it holds no compiled model")]:
             try:
                 req = v1.InferRequest(model=model, device="cpu")
                 req.inputs.add(name="x", dtype=1, shape=[1, 16], data=rows(1, 1).numpy().tobytes())
