@@ -104,6 +104,16 @@ void SetString(Parameters* params, const char* key, std::string value) {
 }
 void SetInt(Parameters* params, const char* key, int64_t value) { (*params)[key].set_int64_param(value); }
 
+// A bool parameter; false when absent.
+absl::StatusOr<bool> BoolParameter(const Parameters& params, const std::string& key) {
+  auto it = params.find(key);
+  if (it == params.end()) return false;
+  if (it->second.parameter_choice_case() != inference::InferParameter::kBoolParam) {
+    return absl::InvalidArgumentError(absl::StrCat("parameters.", key, ": expected true or false"));
+  }
+  return it->second.bool_param();
+}
+
 }  // namespace
 
 absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,
@@ -177,6 +187,8 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
     return absl::InvalidArgumentError(absl::StrCat("parameters.priority: ", *priority, " is not a priority level"));
   }
   out->priority = static_cast<uint32_t>(*priority);
+  // Read again when the answer is written (EncodeInferResponse); checked here.
+  if (absl::StatusOr<bool> timing = BoolParameter(params, "timing"); !timing.ok()) return timing.status();
 
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != request.inputs_size()) {
@@ -269,23 +281,27 @@ absl::Status EncodeInferResponse(const inference::ModelInferRequest& request, In
     out->set_datatype(std::string(DatatypeName(*dtype)));
     for (int64_t d : t->tensor.sizes()) out->add_shape(d);
   }
-  // The placement. Entries that only restate a default (no device asked
-  // for, no fallback) are left out: every map entry costs both sides an
-  // allocation, a few per cent of a small model's request rate.
+  // The placement: where it ran and in what dtype, always (a client judges
+  // an FP16 answer by its dtype). Entries that only restate a default (no
+  // device asked for, no fallback) are left out, and the timings come only
+  // when asked for: every map entry costs both sides an allocation, about
+  // one per cent of a small model's request rate each. The served version
+  // is the answer's own model_version.
   const Placement& p = result.placement;
   Parameters* params = response->mutable_parameters();
   SetString(params, "device", p.device);
-  if (!p.requested_device.empty()) SetString(params, "requested_device", p.requested_device);
   SetString(params, "dtype", std::string(DatatypeName(p.dtype)));
+  if (!p.requested_device.empty()) SetString(params, "requested_device", p.requested_device);
   if (p.fell_back) {
     (*params)["fell_back"].set_bool_param(true);
     SetString(params, "fallback_reason", p.fallback_reason);
   }
   if (!p.precision_reason.empty()) SetString(params, "precision_reason", p.precision_reason);
-  SetInt(params, "batch_size", p.batch_size);
-  SetInt(params, "model_version", p.model_version);
-  SetInt(params, "queue_us", static_cast<int64_t>(result.timing.queue_us));
-  SetInt(params, "compute_us", static_cast<int64_t>(result.timing.compute_us));
+  if (absl::StatusOr<bool> timing = BoolParameter(request.parameters(), "timing"); timing.ok() && *timing) {
+    SetInt(params, "batch_size", p.batch_size);
+    SetInt(params, "queue_us", static_cast<int64_t>(result.timing.queue_us));
+    SetInt(params, "compute_us", static_cast<int64_t>(result.timing.compute_us));
+  }
   return absl::OkStatus();
 }
 

@@ -19,7 +19,7 @@
 namespace infergate {
 
 // Fills `out` (model, version, inputs, device choice, deadline from the
-// `timeout` parameter) from `request`. Raw input tensors alias the
+// `timeout` parameter) from `request`, and checks the `timing` parameter. Raw input tensors alias the
 // request's bytes, so `request` must outlive `out`'s use. Errors are
 // INVALID_ARGUMENT naming the field, e.g. "inputs[1].shape".
 absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,
@@ -27,10 +27,18 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
 
 // Writes the answer: outputs (only those requested, in the order asked, or
 // all in the model's order) as raw_output_contents, and the placement as
-// response parameters: device, dtype, batch_size, model_version, queue_us,
-// compute_us always; requested_device when the client named one;
-// fell_back (true) and fallback_reason only when it ran elsewhere than
-// asked. INVALID_ARGUMENT for a requested output the model does not have.
+// response parameters:
+//   device, dtype                  always (the device that ran it, and the
+//                                  dtype it computed in)
+//   requested_device               when the client named a device
+//   fell_back (true), fallback_reason
+//                                  only when it ran elsewhere than asked
+//   precision_reason               when the dtype is not the one asked for
+//   batch_size, queue_us, compute_us
+//                                  only when the request's `timing`
+//                                  parameter is true
+// The served version is the answer's model_version. INVALID_ARGUMENT for a
+// requested output the model does not have.
 absl::Status EncodeInferResponse(const inference::ModelInferRequest& request, InferenceResult& result,
                                  inference::ModelInferResponse* response);
 

@@ -112,12 +112,26 @@ def main():
         typed.parameters["device"].string_param = "cpu"
         c = stub.ModelInfer(typed)
         check(c.raw_output_contents[0] == a.outputs[0].data, "v2 typed answer differs from v1")
-        # The placement comes back as parameters.
+        # The placement comes back as parameters: where and in what dtype it
+        # ran, the device asked for, and nothing that restates a default.
         p = b.parameters
+        check(sorted(p.keys()) == ["device", "dtype", "requested_device"], "placement %s" % p)
         check(p["device"].string_param == "cpu" and p["requested_device"].string_param == "cpu" and
-              not p["fell_back"].bool_param, "placement %s" % p)
-        check(p["dtype"].string_param == "FP32" and p["model_version"].int64_param == 1, "placement %s" % p)
-        check(p["batch_size"].int64_param >= 2 and "compute_us" in p and "queue_us" in p, "placement %s" % p)
+              p["dtype"].string_param == "FP32", "placement %s" % p)
+        # The timings come when asked for.
+        timed = pb.ModelInferRequest(model_name="mlp", inputs=[pb.ModelInferRequest.InferInputTensor(
+            name="x", datatype="FP32", shape=[2, 256])], raw_input_contents=[f32_bytes(x)])
+        timed.parameters["timing"].bool_param = True
+        p = stub.ModelInfer(timed).parameters
+        check(sorted(p.keys()) == ["batch_size", "compute_us", "device", "dtype", "queue_us"] and
+              p["batch_size"].int64_param >= 2 and p["compute_us"].int64_param > 0, "timed placement %s" % p)
+        timed.parameters["timing"].string_param = "yes"
+        try:
+            stub.ModelInfer(timed)
+            fail("timing: 'yes' was accepted")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "parameters.timing" in e.details(),
+                  "timing 'yes': %s %s" % (e.code(), e.details()))
 
         # FP16 and BF16 travel raw; the server answers as v1 does for the same
         # bytes. `pair` declares no inputs, so it takes any floating dtype.

@@ -274,8 +274,12 @@ def main():
         o = out["outputs"][0]
         check(o["name"] == "logits" and o["datatype"] == "FP32" and o["shape"] == [2, 10], "output %s" % o)
         check(f32(o["data"]) == want, "JSON output differs from gRPC's bytes")
-        check(out["parameters"]["device"] == "cpu" and out["parameters"]["dtype"] == "FP32" and
-              "queue_us" in out["parameters"] and "compute_us" in out["parameters"], "placement %s" % out["parameters"])
+        check(out["parameters"] == {"device": "cpu", "dtype": "FP32", "requested_device": "cpu"},
+              "placement %s" % out["parameters"])
+        timed = curl(http, "POST", "/v2/models/mlp/infer",
+                     infer_body([{"name": "x", "shape": [2, 256], "datatype": "FP32", "data": x}], timing=True))
+        check(timed.status == 200 and sorted(timed.json()["parameters"]) ==
+              ["batch_size", "compute_us", "device", "dtype", "queue_us"], "timed placement %r" % timed)
         nested = curl(http, "POST", "/v2/models/mlp/infer",
                       infer_body([{"name": "x", "shape": [2, 256], "datatype": "FP32", "data": [x[:256], x[256:]]}],
                                  device="cpu"))
