@@ -191,6 +191,14 @@ infergate_address=$address
 ceiling_pid=$!
 await_listening handoff-ceiling
 ceiling_address=$address
+# The same hand-off on gRPC's completion-queue API (one poller per core).
+mv "$work/handoff-ceiling.out" "$work/handoff-ceiling-callback.out"
+"$build_dir/tools/handoff-ceiling" --address=127.0.0.1:0 --api=cq --pollers="$(nproc)" \
+  >"$work/handoff-ceiling.out" 2>"$work/handoff-ceiling-cq.err" &
+extra_pids="$extra_pids $!"
+cq_ceiling_pid=$!
+await_listening handoff-ceiling "" "$work/handoff-ceiling-cq.err"
+cq_ceiling_address=$address
 address=$infergate_address
 for rpc in health infer v2; do
   line=$("$cli" --address "$address" frame --rpc "$rpc" --model mlp --rows 1 --out "$work/$rpc.frame")
@@ -201,10 +209,12 @@ h2load_row() {  # rpc streams [address]
 }
 for c in $concurrencies; do
   record_rounds "h2load health health $c h2load_row health $c" "h2load mlp v1-infer $c h2load_row infer $c" \
-    "h2load mlp v2 $c h2load_row v2 $c" "h2load none handoff-ceiling $c h2load_row infer $c $ceiling_address"
+    "h2load mlp v2 $c h2load_row v2 $c" "h2load none handoff-ceiling $c h2load_row infer $c $ceiling_address" \
+    "h2load none handoff-ceiling-cq $c h2load_row infer $c $cq_ceiling_address"
 done
-kill -TERM "$ceiling_pid"; wait "$ceiling_pid" || true
+kill -TERM "$ceiling_pid" "$cq_ceiling_pid"; wait "$ceiling_pid" || true; wait "$cq_ceiling_pid" || true
 ceiling_pid=""
+extra_pids=""
 stop_server
 
 # Tracing's cost: three servers at once, alternating rounds, on the 1-row
@@ -502,6 +512,8 @@ targets=$(awk -F, '
         ratio(rps["h2load,none,handoff-ceiling," c], rps["h2load,health,health," c])
       printf "| 1-row mlp Infer / hand-off ceiling, %d streams | %.3f | (context) | |\n", c,
         ratio(rps["h2load,mlp,v1-infer," c], rps["h2load,none,handoff-ceiling," c])
+      printf "| completion-queue hand-off ceiling / callback hand-off ceiling, %d streams | %.3f | (context) | |\n", c,
+        ratio(rps["h2load,none,handoff-ceiling-cq," c], rps["h2load,none,handoff-ceiling," c])
     }
     o = over["infergate,mlp,batching-on,1"]
     row("mlp server overhead p50 at concurrency 1", o " us", "<= 15 us", o != "" && o + 0 <= 15)

@@ -1,20 +1,30 @@
-// The hand-off ceiling: what gRPC 1.51's callback server reaches on this
-// machine when each Infer call is handed to a worker thread and answered
-// from there, with no model, no scheduling and no tensor work. It serves
+// The hand-off ceiling: what gRPC 1.51 reaches on this machine when each
+// Infer call is handed to a worker thread and answered from there, with no
+// model, no scheduling and no tensor work. It serves
 // infergate.v1.InferenceService/Infer (any request: the reply is an mlp-sized
 // answer, one 10-float output, a placement and timings) and the standard
-// health service, on the same gRPC API and thread model as infergate.
+// health service, on one of gRPC's two server APIs:
 //
-// bench/run.sh drives it with the same pre-encoded frames as the server, so
-// its rows say how much of the gRPC floor is left for a server that must
-// pass each request from gRPC's threads to a device worker, before any
-// serving work: the bound on the "Infer / gRPC floor" ratios.
+//   --api=callback  the callback API, infergate's thread model: gRPC's
+//                   threads run the handler, which only queues the call;
+//                   a worker answers it and finishes the reactor.
+//   --api=cq        the completion-queue (async) API, Triton's: `--pollers`
+//                   threads each poll their own completion queue, keep
+//                   requests posted on it and queue each call that arrives;
+//                   a worker answers it and finishes it itself, and the
+//                   poller that sees the finish frees it.
 //
-//   handoff-ceiling [--address 127.0.0.1:0] [--workers 2]
+// bench/run.sh drives both with the same pre-encoded frames as the server,
+// so their rows say how much of the gRPC floor is left for a server that
+// must pass each request from gRPC's threads to a device worker, before any
+// serving work (the bound on the "Infer / gRPC floor" ratios), and which
+// API leaves more.
+//
+//   handoff-ceiling [--address 127.0.0.1:0] [--workers 2] [--api callback|cq] [--pollers 2]
 //
 // Prints "handoff-ceiling listening on ADDRESS" once serving; stops on
-// SIGTERM or SIGINT. Threading: gRPC's threads run the handler, which only
-// queues the call; `--workers` threads answer queued calls in order.
+// SIGTERM or SIGINT. Threading: as above; `--workers` threads answer queued
+// calls in order.
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -36,11 +46,23 @@ namespace {
 using infergate::v1::InferRequest;
 using infergate::v1::InferResponse;
 
-// A queued call: the reply to fill and the reactor to finish.
+// A call on the completion-queue API: its state lives here from the
+// posted request to the finish, and its pointer is its tag.
+struct CqCall {
+  grpc::ServerContext ctx;
+  InferRequest request;
+  InferResponse response;
+  grpc::ServerAsyncResponseWriter<InferResponse> responder{&ctx};
+  bool finishing = false;  // set when it is queued: its next event is its finish
+};
+
+// A queued call: the reply to fill and how to finish it (a callback
+// reactor, or a completion-queue call).
 struct PendingCall {
   const InferRequest* request;
   InferResponse* response;
-  grpc::ServerUnaryReactor* reactor;
+  grpc::ServerUnaryReactor* reactor;  // null for a completion-queue call
+  CqCall* cq_call;
 };
 
 // Calls waiting for a worker; workers sleep on a condition variable, as the
@@ -95,7 +117,34 @@ void Answer(const PendingCall& call) {
   placement->set_model_version(1);
   call.response->mutable_timing()->set_total_us(1);
   call.response->set_request_id(call.request->request_id());
-  call.reactor->Finish(grpc::Status::OK);
+  if (call.reactor) {
+    call.reactor->Finish(grpc::Status::OK);
+  } else {
+    call.cq_call->responder.Finish(*call.response, grpc::Status::OK, call.cq_call);
+  }
+}
+
+// One poller of the completion-queue API: keeps `posted` requests waiting
+// on its queue, queues each call that arrives, frees each finished one.
+void PollCompletionQueue(infergate::v1::InferenceService::AsyncService& service, grpc::ServerCompletionQueue* cq,
+                         CallQueue& queue, int posted) {
+  auto post = [&] {
+    auto* call = new CqCall();
+    service.RequestInfer(&call->ctx, &call->request, &call->responder, cq, cq, call);
+  };
+  for (int i = 0; i < posted; ++i) post();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq->Next(&tag, &ok)) {
+    auto* call = static_cast<CqCall*>(tag);
+    if (call->finishing || !ok) {  // finished, or a posted request the shutdown ended
+      delete call;
+      continue;
+    }
+    post();
+    call->finishing = true;
+    queue.Push({&call->request, &call->response, nullptr, call});
+  }
 }
 
 class HandoffService final : public infergate::v1::InferenceService::CallbackService {
@@ -104,7 +153,7 @@ class HandoffService final : public infergate::v1::InferenceService::CallbackSer
   grpc::ServerUnaryReactor* Infer(grpc::CallbackServerContext* ctx, const InferRequest* request,
                                   InferResponse* response) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    queue_.Push({request, response, reactor});
+    queue_.Push({request, response, reactor, nullptr});
     return reactor;
   }
 
@@ -122,19 +171,26 @@ int main(int argc, char** argv) {
       "bench/run.sh sets beside infergate.\nUsage: handoff-ceiling [flags]");
   flags.String("address", &address, "host:port to listen on (port 0: any free port).");
   flags.Int("workers", &workers, "Worker threads answering calls.");
+  std::string api = "callback";
+  int64_t pollers = 2;
+  flags.String("api", &api, "gRPC's server API: callback (infergate's) or cq (completion queues).");
+  flags.Int("pollers", &pollers, "With --api=cq: threads polling a completion queue each.");
   bool help = false;
   absl::StatusOr<std::vector<std::string>> positional = flags.Parse(argc, argv, &help);
   if (help) {
     std::cout << flags.Help();
     return 0;
   }
-  if (!positional.ok() || !positional->empty() || workers < 1 || workers > 64) {
+  if (!positional.ok() || !positional->empty() || workers < 1 || workers > 64 || pollers < 1 || pollers > 64 ||
+      (api != "callback" && api != "cq")) {
     std::cerr << "handoff-ceiling: "
               << (!positional.ok() ? std::string(positional.status().message())
-                                   : "--workers must be 1..64 and no positional arguments are taken")
+                                   : "--workers and --pollers must be 1..64, --api callback or cq, and no positional "
+                                     "arguments are taken")
               << "\n" << flags.Help();
     return 2;
   }
+  const bool completion_queues = api == "cq";
 
   // Signals are waited for on one thread, so they are blocked before any
   // other thread starts.
@@ -145,12 +201,19 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   CallQueue queue;
-  HandoffService service(queue);
+  HandoffService callback_service(queue);
+  infergate::v1::InferenceService::AsyncService async_service;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs;
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
+  if (completion_queues) {
+    builder.RegisterService(&async_service);
+    for (int64_t i = 0; i < pollers; ++i) cqs.push_back(builder.AddCompletionQueue());
+  } else {
+    builder.RegisterService(&callback_service);
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::cerr << "handoff-ceiling: cannot listen on " << address << "\n";
@@ -163,6 +226,12 @@ int main(int argc, char** argv) {
       while (queue.Pop(&call)) Answer(call);
     });
   }
+  std::vector<std::thread> poller_threads;
+  for (auto& cq : cqs) {
+    // Enough posted requests per queue for the bench's 64 streams to find
+    // one waiting.
+    poller_threads.emplace_back(PollCompletionQueue, std::ref(async_service), cq.get(), std::ref(queue), 64);
+  }
   std::cout << "handoff-ceiling listening on " << address.substr(0, address.rfind(':')) << ":" << port
             << std::endl;
 
@@ -172,5 +241,7 @@ int main(int argc, char** argv) {
   server->Shutdown();
   queue.Stop();
   for (std::thread& t : threads) t.join();
+  for (auto& cq : cqs) cq->Shutdown();  // the pollers free what is left and end
+  for (std::thread& t : poller_threads) t.join();
   return 0;
 }

@@ -37,18 +37,37 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from igtest import Server, check, checks_made, fail, open_inference_setup  # noqa: E402
 
-def unpacked_folders(since):
-    """Folders AOTInductor unpacked a package into (/tmp/XXXXXX holding
-    data/aotinductor/) since `since`."""
+def unpacked_folders(pid):
+    """The folders AOTInductor unpacked a package into (/tmp/XXXXXX holding
+    data/aotinductor/) whose libraries process `pid` has mapped: its own,
+    not those of another server on the machine."""
+    out = set()
+    with open("/proc/%d/maps" % pid) as maps:
+        for line in maps:
+            m = re.search(r"(/tmp/[^/]{6})/data/aotinductor/", line)
+            if m:
+                out.add(m.group(1))
+    return sorted(out)
+
+
+JUNK_LIBRARY = b"\x7fELF not a library (aoti_package_test)"
+
+
+def junk_folders():
+    """Unpacked folders in /tmp holding this test's junk library: what a
+    failed load would leave behind."""
     out = []
     for name in os.listdir("/tmp"):
-        path = os.path.join("/tmp", name)
-        try:
-            if len(name) == 6 and os.path.isdir(os.path.join(path, "data", "aotinductor")) and \
-                    os.stat(path).st_mtime >= since - 1:
-                out.append(path)
-        except OSError:
-            pass
+        root = os.path.join("/tmp", name, "data", "aotinductor")
+        if len(name) != 6 or not os.path.isdir(root):
+            continue
+        for folder, _, files in os.walk(root):
+            for f in files:
+                try:
+                    if f.endswith(".so") and open(os.path.join(folder, f), "rb").read(64) == JUNK_LIBRARY:
+                        out.append(os.path.join("/tmp", name))
+                except OSError:
+                    pass
     return out
 
 
@@ -91,7 +110,7 @@ def main():
                     data = keep(info.filename, src.read(info))
                     if data is not None:
                         dst.writestr(info.filename, data)
-        rewrite("junk_library_pt2", lambda name, data: b"\x7fELF not a library" if name.endswith(".so") else data)
+        rewrite("junk_library_pt2", lambda name, data: JUNK_LIBRARY if name.endswith(".so") else data)
         rewrite("no_library_pt2", lambda name, data: None if name.endswith(".so") else data)
         rewrite("not_a_package_pt2", lambda name, data: data if name.endswith(".so") else None)
         os.makedirs(os.path.join(repo, "too_big_pt2", "1"))
@@ -101,7 +120,6 @@ def main():
         # The swap: TorchScript first, its package added later.
         shutil.copytree(os.path.join(repo, "mlp_pt2_torchscript"), os.path.join(repo, "swap"))
 
-        started = time.time()
         server = Server(args.server, ["--model-repository=" + repo, "--repository-poll-interval=200ms",
                                       "--simulate-devices=cuda:0=8GiB"], os.path.join(work, "server.log"))
         server.wait_serving()
@@ -280,9 +298,11 @@ def main():
         check(not failures and answered[0] > 0, "during the swap: %d answered, failures %s" % (answered[0], failures[:3]))
 
         # --- unpacked folders (LibTorch 2.6 unpacks into /tmp/XXXXXX whatever
-        # TMPDIR says): present while loaded, gone after unload and exit
-        unpacked = unpacked_folders(started)
-        check(len(unpacked) > 0, "AOTInductor unpacked nothing under /tmp")
+        # TMPDIR says): present while loaded, gone after unload and exit; a
+        # load that failed on a junk library left none
+        unpacked = unpacked_folders(server.proc.pid)
+        check(len(unpacked) >= 3, "AOTInductor unpacked too little under /tmp: %s" % unpacked)
+        check(not junk_folders(), "a failed load left its folder: %s" % junk_folders())
         for model in ["mlp_pt2", "mlp_pt2_variants", "swap"]:
             v1stub.UnloadModel(v1.UnloadModelRequest(model=model, version="1"), timeout=60)
         check(server.stop() == 0, "server did not exit cleanly")
