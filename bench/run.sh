@@ -54,7 +54,7 @@ mkdir -p "$out_dir"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 csv="$out_dir/$stamp.csv"
 md="$out_dir/$stamp.md"
-echo "suite,model,mode,concurrency,batch,throughput_rps,rows_per_s,p50_ms,p99_ms,server_overhead_p50_us,mean_batch,errors" >"$csv"
+echo "suite,model,mode,concurrency,batch,throughput_rps,rows_per_s,p50_ms,p99_ms,server_overhead_p50_us,mean_batch,errors,p999_ms" >"$csv"
 
 # Waits for the program started as $server_pid to print "NAME listening on
 # ADDRESS" on $work/NAME.out (and, if given, READY on its log, by default
@@ -84,9 +84,17 @@ stop_server() { kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid
 
 field() { sed -n "s|.* $1=\([^ ]*\).*|\1|p" <<<"$2"; }
 
+# p50, p99 and p99.9 in ms of an h2load --log-file (each request's
+# microseconds in its third column), in the load tool's key=value form.
+h2load_percentiles() {  # log
+  sort -t$'\t' -k3,3n "$1" | awk -F'\t' '{ v[NR] = $3 }
+    END { if (NR > 0) printf "p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f", v[int(0.5 * (NR - 1)) + 1] / 1000,
+                             v[int(0.99 * (NR - 1)) + 1] / 1000, v[int(0.999 * (NR - 1)) + 1] / 1000 }'
+}
+
 # One REST row with h2load: mlp, one row of 256 floats, as JSON or binary.
-# Prints a line in the load tool's key=value form (h2load reports no
-# percentiles: p50/p99 stay empty; errors are answers other than 2xx).
+# Prints a line in the load tool's key=value form (errors are answers other
+# than 2xx; percentiles from h2load's per-request log).
 rest_load() {  # json|binary concurrency
   local body="$work/rest-$1.body" headers=()
   if [ ! -f "$body" ]; then
@@ -103,13 +111,13 @@ rest_load() {  # json|binary concurrency
   http_address=$(sed -n 's/^infergate http on //p' "$work/infergate.out" | head -n1)
   local ms=(-D "$(awk -v s="$seconds" 'BEGIN { printf "%dms", s * 1000 }')"
             --warm-up-time="$(awk -v s="$warmup" 'BEGIN { printf "%dms", s * 1000 }')")
-  out=$(h2load --h1 -c "$2" -m 1 "${ms[@]}" -d "$body" "${headers[@]}" \
+  out=$(h2load --h1 -c "$2" -m 1 "${ms[@]}" -d "$body" "${headers[@]}" --log-file="$work/h2load.log" \
     -H "Content-Type: application/json" "http://$http_address/v2/models/mlp/infer" 2>&1)
   local rps ok total
   rps=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
   ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' <<<"$out")
   total=$(sed -n 's/^requests: \([0-9]*\) total.*/\1/p' <<<"$out")
-  echo "rest $1 c=$2 req/s=${rps:-0} rows/s=${rps:-0} errors=$(( ${total:-0} - ${ok:-0} ))"
+  echo "rest $1 c=$2 req/s=${rps:-0} rows/s=${rps:-0} $(h2load_percentiles "$work/h2load.log") errors=$(( ${total:-0} - ${ok:-0} ))"
 }
 
 # One gRPC row with h2load: a pre-encoded request (written by `infergate-cli
@@ -122,11 +130,11 @@ grpc_load() {  # frame-file method-path streams [address]
             --warm-up-time="$(awk -v s="$warmup" 'BEGIN { printf "%dms", s * 1000 }')")
   local out rps ok total
   out=$(h2load -c 1 -m "$3" "${ms[@]}" -d "$1" -H "content-type: application/grpc" -H "te: trailers" \
-    "http://${4:-$address}$2" 2>&1)
+    --log-file="$work/h2load.log" "http://${4:-$address}$2" 2>&1)
   rps=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
   ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' <<<"$out")
   total=$(sed -n 's/^requests: \([0-9]*\) total.*/\1/p' <<<"$out")
-  echo "h2load c=$3 req/s=${rps:-0} rows/s=${rps:-0} errors=$(( ${total:-0} - ${ok:-0} ))"
+  echo "h2load c=$3 req/s=${rps:-0} rows/s=${rps:-0} $(h2load_percentiles "$work/h2load.log") errors=$(( ${total:-0} - ${ok:-0} ))"
 }
 
 # The line (of several, on stdin) with the median req/s; the lower middle
@@ -164,9 +172,15 @@ record_rounds() {  # spec...
 record() {
   local line="$6"
   echo "  $line" >&2
-  printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$1" "$2" "$3" "$4" "$5" \
+  # The requests per batch size it ran in, where the line says (for the
+  # sound bound): "suite,model,mode,concurrency,1:n,2:n,...".
+  local mix
+  mix=$(field batches "$line")
+  [ -n "$mix" ] && echo "$1,$2,$3,$4,$mix" >>"$work/batch_mixes"
+  printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$1" "$2" "$3" "$4" "$5" \
     "$(field 'req/s' "$line")" "$(field 'rows/s' "$line")" "$(field p50_ms "$line")" "$(field p99_ms "$line")" \
-    "$(field server_overhead_p50_us "$line")" "$(field mean_batch "$line")" "$(field errors "$line")" >>"$csv"
+    "$(field server_overhead_p50_us "$line")" "$(field mean_batch "$line")" "$(field errors "$line")" \
+    "$(field p999_ms "$line")" >>"$csv"
 }
 
 concurrencies="1 8 64"
@@ -204,8 +218,34 @@ for rpc in health infer v2; do
   line=$("$cli" --address "$address" frame --rpc "$rpc" --model mlp --rows 1 --out "$work/$rpc.frame")
   echo "$(field path "$line")" >"$work/$rpc.path"
 done
+# Requests the server answered per batch size for model $2 so far
+# ("1:n,2:n,..."), from its statistics (batches of b one-row requests).
+batch_mix() {  # http-address model
+  curl -sf "http://$1/v2/models/$2/stats" | python3 -c '
+import json, sys
+counts = {}
+for m in json.load(sys.stdin)["model_stats"]:
+    for b in m.get("batch_stats", []):
+        size = int(b["batch_size"])
+        counts[size] = counts.get(size, 0) + int(b["compute_infer"]["count"]) * size
+print(",".join("%d:%d" % kv for kv in sorted(counts.items())))'
+}
+# The requests per batch size between two batch_mix readings.
+mix_since() {  # before after
+  python3 -c '
+import sys
+parse = lambda s: {int(k): int(v) for k, v in (i.split(":") for i in s.split(",") if i)}
+a, b = parse(sys.argv[1]), parse(sys.argv[2])
+print(",".join("%d:%d" % (k, b[k] - a.get(k, 0)) for k in sorted(b) if b[k] > a.get(k, 0)))' "$1" "$2"
+}
+infergate_http=$(sed -n 's/^infergate http on //p' "$work/infergate.out" | head -n1)
 h2load_row() {  # rpc streams [address]
-  grpc_load "$work/$1.frame" "$(cat "$work/$1.path")" "$2" "${3:-$address}"
+  local before="" line
+  # infergate's own mlp rows also say which batches formed.
+  [ -z "${3:-}" ] && [ "$1" != health ] && before=$(batch_mix "$infergate_http" mlp)
+  line=$(grpc_load "$work/$1.frame" "$(cat "$work/$1.path")" "$2" "${3:-$address}")
+  [ -n "$before" ] && line="$line batches=$(mix_since "$before" "$(batch_mix "$infergate_http" mlp)")"
+  echo "$line"
 }
 for c in $concurrencies; do
   record_rounds "h2load health health $c h2load_row health $c" "h2load mlp v1-infer $c h2load_row infer $c" \
@@ -273,6 +313,7 @@ for spec in "mlp model.pt 256 float32 64" "cnn model.pt 3x64x64 float32 64" \
       --batches "$spec_batches" --callers "${cfg%x*}" --threads "${cfg#*x}" | grep '^inprocess batch=')$'\n'
   done
   echo "$all" | sed '/^$/d; s/^/  /' >&2
+  sed "/^\$/d; s/^/$1 /" <<<"$all" >>"$work/inprocess.lines"
   b1=$(grep '^inprocess batch=1 ' <<<"$all" | best_of)
   best_line=$(sed '/^$/d' <<<"$all" | best_of)
   for kind in batch1 best-batch; do
@@ -281,7 +322,7 @@ for spec in "mlp model.pt 256 float32 64" "cnn model.pt 3x64x64 float32 64" \
     rows=$(field 'rows/s' "$line")
     calls_per_s=$(awk -v r="$rows" -v b="$b" 'BEGIN { printf "%.1f", r / b }')
     mode="$kind $(field callers "$line")x$(field threads "$line")"
-    printf 'inprocess,%s,%s,%s,%s,%s,%s,%s,%s,,,0\n' "$1" "$mode" "$(field callers "$line")" "$b" \
+    printf 'inprocess,%s,%s,%s,%s,%s,%s,%s,%s,,,0,\n' "$1" "$mode" "$(field callers "$line")" "$b" \
       "$calls_per_s" "$rows" "$(field p50_ms "$line")" "$(field p99_ms "$line")" >>"$csv"
   done
 done
@@ -494,7 +535,8 @@ echo "  $server_answers" >&2
 
 # The performance targets, each a ratio within this run.
 targets=$(awk -F, '
-  { rps[$1 "," $2 "," $3 "," $4] = $6; rows[$1 "," $2 "," $3 "," $4] = $7; over[$1 "," $2 "," $3 "," $4] = $10 }
+  { rps[$1 "," $2 "," $3 "," $4] = $6; rows[$1 "," $2 "," $3 "," $4] = $7; over[$1 "," $2 "," $3 "," $4] = $10
+    p99[$1 "," $2 "," $3 "," $4] = $9; p999[$1 "," $2 "," $3 "," $4] = $13 }
   $1 == "inprocess" && $2 == "cnn" && $3 ~ /^best-batch/ { cnn_best = $7 }
   function ratio(a, b) { return b > 0 ? a / b : 0 }
   function row(what, value, goal, met) { printf "| %s | %s | %s | %s |\n", what, value, goal, met ? "met" : "not met" }
@@ -535,7 +577,16 @@ targets=$(awk -F, '
       printf "| tracing on, every call sampled / off, %d streams (h2load) | %.3f | (context) | |\n", tcs[i],
         ratio(rps["tracing,mlp,sampled-100pct," tcs[i]], rps["tracing,mlp,off," tcs[i]])
     }
+    # Tail latency: the h2load rows (from its per-request log) and the load tool rows.
+    n = split("h2load,mlp,v1-infer,8 h2load,mlp,v1-infer,64 h2load,mlp,v2,8 h2load,mlp,v2,64 h2load,none,handoff-ceiling,64 infergate,mlp,batching-on,1 infergate,mlp,batching-on,8 infergate,mlp,batching-on,64 infergate,cnn,batching-on,8", tails, " ")
+    for (i = 1; i <= n; i++) {
+      split(tails[i], k, ",")
+      printf "| p99 / p99.9 latency, %s %s %s at %s | %s / %s ms | (context) | |\n", k[1], k[2], k[3], k[4],
+        p99[tails[i]], p999[tails[i]]
+    }
   }' "$csv")
+# The sound bounds: hand-off ceiling plus the forward at the batches that formed.
+targets="$targets"$'\n'"$(python3 bench/sound_bound.py "$csv" "$work/inprocess.lines" "$work/batch_mixes")"
 echo "$targets" | sed 's/^/  /' >&2
 
 {

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "infergate/v1/inference.grpc.pb.h"
 #include "tools/closed_loop.h"
@@ -64,17 +65,23 @@ double BenchResult::Percentile(const std::vector<double>& v, double q) const {
 
 std::string BenchResult::Summary() const {
   std::string out = absl::StrFormat(
-      "requests=%d seconds=%.2f req/s=%.1f rows/s=%.1f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f "
+      "requests=%d seconds=%.2f req/s=%.1f rows/s=%.1f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f p999_ms=%.3f "
       "server_overhead_p50_us=%.1f server_queue_p50_us=%.1f",
       ok, seconds, seconds > 0 ? ok / seconds : 0, seconds > 0 ? rows / seconds : 0,
       Percentile(latency_us, 0.5) / 1000, Percentile(latency_us, 0.9) / 1000, Percentile(latency_us, 0.99) / 1000,
-      Percentile(overhead_us, 0.5), Percentile(queue_us, 0.5));
+      Percentile(latency_us, 0.999) / 1000, Percentile(overhead_us, 0.5), Percentile(queue_us, 0.5));
   uint64_t batched = 0, total = 0;
   for (const auto& [size, n] : batch_sizes) {
     total += n;
     batched += size * n;
   }
-  if (total > 0) absl::StrAppend(&out, absl::StrFormat(" mean_batch=%.2f", static_cast<double>(batched) / total));
+  if (total > 0) {
+    absl::StrAppend(&out, absl::StrFormat(" mean_batch=%.2f", static_cast<double>(batched) / total));
+    // The answers per batch size they ran in: "1:120,2:40,...".
+    std::vector<std::string> sizes;
+    for (const auto& [size, n] : batch_sizes) sizes.push_back(absl::StrCat(size, ":", n));
+    absl::StrAppend(&out, " batches=", absl::StrJoin(sizes, ","));
+  }
   for (const auto& [device, n] : devices) absl::StrAppend(&out, " device[", device, "]=", n);
   uint64_t failed = 0;
   for (const auto& [code, n] : errors) failed += n;

@@ -1,6 +1,7 @@
 // Simulated accelerators, precision, fallback, learned limits and memory through the real server.
 
 #include <thread>
+#include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
@@ -397,8 +398,9 @@ namespace {
 // with the reason (refused with DENY).
 TEST(Pinning, AModelPinnedToCuda1RunsThereAndNowhereElse) {
   namespace fs = std::filesystem;
-  char pattern[] = "/tmp/ig_pinning_XXXXXX";
-  const fs::path repo = mkdtemp(pattern);
+  ScratchDir scratch("ig_pinning_");
+  ASSERT_FALSE(scratch.path().empty());
+  const fs::path repo = scratch.path();
   // "pinned" may run on cuda:1 only; "pinned_or_cpu" may also fall back to the cpu.
   for (const auto& [name, devices] : {std::pair<std::string, std::string>{"pinned", "\"cuda:1\""},
                                       {"pinned_or_cpu", "\"cuda:1\", \"cpu\""}}) {
@@ -449,7 +451,6 @@ TEST(Pinning, AModelPinnedToCuda1RunsThereAndNowhereElse) {
     for (const auto& loaded : model.loaded()) EXPECT_NE(loaded.device(), "cuda:0") << model.name();
   }
   server.reset();
-  fs::remove_all(repo);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Broken models, slow models and failing devices: each fails alone while the server carries on.
 
+#include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
@@ -7,8 +8,9 @@ namespace {
 
 TEST(Faults, CorruptModelIsServedOnceFixedInPlaceAndADeletedModelIsUnloaded) {
   namespace fs = std::filesystem;
-  char pattern[] = "/tmp/ig_faults_XXXXXX";
-  std::string repo = mkdtemp(pattern);
+  ScratchDir scratch("ig_faults_");
+  const std::string repo = scratch.path();
+  ASSERT_FALSE(repo.empty());
   fs::copy(DemoRepository() + "/mlp", repo + "/mlp", fs::copy_options::recursive);
   fs::copy(DemoRepository() + "/embed", repo + "/embed", fs::copy_options::recursive);
   fs::create_directories(repo + "/broken/1");
@@ -52,7 +54,6 @@ TEST(Faults, CorruptModelIsServedOnceFixedInPlaceAndADeletedModelIsUnloaded) {
       << s.error_message();
   stub.reset();
   EXPECT_EQ(server->Stop(), 0);
-  fs::remove_all(repo);
 }
 
 // A model much slower than the client's deadline: the client gets

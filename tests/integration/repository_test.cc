@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
@@ -145,8 +146,9 @@ const v1::ModelInfo* FindModel(const v1::ListModelsResponse& models, const std::
 }
 
 TEST(Repository, FollowsTheDiskWhileClientsCallWithoutAFailedRequest) {
-  char pattern[] = "/tmp/ig_repo_follow_XXXXXX";
-  const fs::path repo = mkdtemp(pattern);
+  ScratchDir scratch("ig_repo_follow_");
+  ASSERT_FALSE(scratch.path().empty());
+  const fs::path repo = scratch.path();
   const fs::path models = repo / "models";
   const fs::path live = models / "live";
   fs::create_directories(live);
@@ -266,7 +268,6 @@ TEST(Repository, FollowsTheDiskWhileClientsCallWithoutAFailedRequest) {
   EXPECT_EQ(refusals, 1u);
   stub.reset();
   EXPECT_EQ(server->Stop(), 0);
-  fs::remove_all(repo);
 }
 
 }  // namespace

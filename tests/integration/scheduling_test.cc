@@ -491,8 +491,9 @@ TEST(Drain, AThirdStopSignalEndsTheProcessAtOnceWithStatus130) {
 // with exit status 0.
 TEST(Drain, SignalsDuringWarmUpDrainAfterIt) {
   namespace fs = std::filesystem;
-  char pattern[] = "/tmp/ig_warmup_XXXXXX";
-  std::string repo = mkdtemp(pattern);
+  ScratchDir scratch("ig_warmup_");
+  const std::string repo = scratch.path();
+  ASSERT_FALSE(repo.empty());
   fs::copy(DemoRepository() + "/slow", repo + "/slow", fs::copy_options::recursive);
   std::ofstream(repo + "/slow/config.pbtxt") << "inputs { name: \"x\" dtype: FLOAT32 dims: [-1] }\nwarmup: true\n";
   auto server = ServerProcess::Launch({"--model-repository=" + repo, "--drain-timeout=30s"});
@@ -513,7 +514,6 @@ TEST(Drain, SignalsDuringWarmUpDrainAfterIt) {
   const std::string log = server->Log();
   EXPECT_NE(log.find("draining"), std::string::npos) << log;
   EXPECT_NE(log.find("ignored 1 more stop signal(s) while draining"), std::string::npos) << log;
-  fs::remove_all(repo);
 }
 
 // A model directory (version 1 and its config) whose model does `products`

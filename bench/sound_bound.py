@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""The sound bound on a served model's throughput, from one bench run's own
+figures, and infergate's fraction of it.
+
+A request served by infergate costs the machine at least what the hand-off
+ceiling spends on a call (gRPC, the hand-off to a worker and back: 1 /
+ceiling req/s of the whole machine) plus its share of the forward pass of
+the batch it ran in (the in-process floor at that batch size: 1 / rows/s
+per row, the best caller x thread layout measured, linear between the
+measured sizes). So with f_b the fraction of requests that ran in batches of
+b rows, no server on this machine and this thread model can beat
+
+    bound req/s = 1 / (1 / ceiling + sum_b f_b / inprocess_rows_per_s(b))
+
+  sound_bound.py CSV INPROCESS_LINES BATCH_MIXES
+
+CSV               the run's rows (bench/run.sh's columns)
+INPROCESS_LINES   inprocess-bench's "inprocess batch=..." lines, each
+                  prefixed with its model name and a space
+BATCH_MIXES       "suite,model,mode,concurrency,1:n,2:n,..." per row: the
+                  requests answered per batch size during that row
+
+Prints the targets table rows (Markdown) for the mlp Infer at 8 and 64
+streams (h2load) and the cnn at concurrency 8 (load tool), each against the
+callback hand-off ceiling at the same stream count.
+"""
+import csv
+import re
+import sys
+
+
+def read_rows(path):
+    rows = {}
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            rows[(r["suite"], r["model"], r["mode"], r["concurrency"])] = r
+    return rows
+
+
+def read_inprocess(path):
+    """model -> {batch: best rows/s over the caller x thread layouts}"""
+    best = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"(\S+) inprocess batch=(\d+) .*rows/s=([0-9.]+)", line)
+            if m:
+                per = best.setdefault(m.group(1), {})
+                b, rows = int(m.group(2)), float(m.group(3))
+                per[b] = max(per.get(b, 0.0), rows)
+    return best
+
+
+def read_mixes(path):
+    mixes = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.strip().split(",")
+            if len(parts) < 5:
+                continue
+            mix = {}
+            for item in parts[4:]:
+                if ":" in item:
+                    b, n = item.split(":")
+                    mix[int(b)] = mix.get(int(b), 0) + int(n)
+            mixes[tuple(parts[:4])] = mix
+    return mixes
+
+
+def seconds_per_row(curve, b):
+    """1 / rows/s at batch b, linear between the measured batch sizes (and
+    the nearest one outside them)."""
+    sizes = sorted(curve)
+    if b <= sizes[0]:
+        return 1.0 / curve[sizes[0]]
+    if b >= sizes[-1]:
+        return 1.0 / curve[sizes[-1]]
+    for lo, hi in zip(sizes, sizes[1:]):
+        if lo <= b <= hi:
+            t = (b - lo) / (hi - lo)
+            return (1 - t) / curve[lo] + t / curve[hi]
+    return 1.0 / curve[sizes[-1]]
+
+
+def bound(ceiling_rps, curve, mix):
+    total = sum(mix.values())
+    if ceiling_rps <= 0 or not curve or total == 0:
+        return 0.0
+    forward = sum(n / total * seconds_per_row(curve, b) for b, n in mix.items())
+    return 1.0 / (1.0 / ceiling_rps + forward)
+
+
+def main(csv_path, inprocess_path, mixes_path):
+    rows = read_rows(csv_path)
+    curves = read_inprocess(inprocess_path)
+    mixes = read_mixes(mixes_path)
+    targets = [("1-row mlp Infer (h2load)", ("h2load", "mlp", "v1-infer"), "8", "mlp"),
+               ("1-row mlp Infer (h2load)", ("h2load", "mlp", "v1-infer"), "64", "mlp"),
+               ("cnn, load tool", ("infergate", "cnn", "batching-on"), "8", "cnn")]
+    for what, key, c, model in targets:
+        row = rows.get(key + (c,))
+        ceiling = rows.get(("h2load", "none", "handoff-ceiling", c))
+        mix = mixes.get(key + (c,), {})
+        b = bound(float(ceiling["throughput_rps"]) if ceiling else 0.0, curves.get(model, {}), mix)
+        measured = float(row["throughput_rps"]) if row else 0.0
+        r = measured / b if b > 0 else 0.0
+        total = sum(mix.values())
+        mean = sum(size * n for size, n in mix.items()) / total if total else 0.0
+        print("| %s at %s streams / sound bound (%.0f req/s: hand-off ceiling + in-process forward at the "
+              "batches that formed, mean %.1f) | %.3f | >= 0.90 | %s |"
+              % (what, c, b, mean, r, "met" if r >= 0.90 else "not met"))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    main(*sys.argv[1:])
