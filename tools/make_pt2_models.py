@@ -50,14 +50,22 @@ class Mlp(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(x)))
 
 
-class DemoMlp(torch.nn.Module):
+class FromTorchScript(torch.nn.Module):
+    """A network whose weights are taken, by name, from a TorchScript file
+    make-demo-models wrote."""
+
+    def __init__(self, model_pt, names):
+        super().__init__()
+        params = dict(torch.jit.load(model_pt).named_parameters())
+        for name in names:
+            self.register_buffer(name, params[name].detach().clone())
+
+
+class DemoMlp(FromTorchScript):
     """make-demo-models' mlp, its weights taken from its TorchScript file."""
 
     def __init__(self, model_pt):
-        super().__init__()
-        params = dict(torch.jit.load(model_pt).named_parameters())
-        for name in ["w1", "b1", "w2", "b2", "w3", "b3"]:
-            self.register_buffer(name, params[name].detach().clone())
+        super().__init__(model_pt, ["w1", "b1", "w2", "b2", "w3", "b3"])
 
     def forward(self, x):
         h = torch.relu(torch.nn.functional.linear(x, self.w1, self.b1))
@@ -65,14 +73,11 @@ class DemoMlp(torch.nn.Module):
         return torch.nn.functional.linear(h, self.w3, self.b3)
 
 
-class DemoCnn(torch.nn.Module):
+class DemoCnn(FromTorchScript):
     """make-demo-models' cnn, its weights taken from its TorchScript file."""
 
     def __init__(self, model_pt):
-        super().__init__()
-        params = dict(torch.jit.load(model_pt).named_parameters())
-        for name in ["c1w", "c1b", "c2w", "c2b", "fw", "fb"]:
-            self.register_buffer(name, params[name].detach().clone())
+        super().__init__(model_pt, ["c1w", "c1b", "c2w", "c2b", "fw", "fb"])
 
     def forward(self, image):
         f = torch.nn.functional

@@ -10,15 +10,12 @@
 #include "scheduler/model_repository.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/zip_writer.h"
+#include "tests/common/text_proto.h"
 
 namespace infergate {
 namespace {
 
-v1::ModelConfig Config(const std::string& text) {
-  v1::ModelConfig c;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &c)) << text;
-  return c;
-}
+v1::ModelConfig Config(const std::string& text) { return testing::FromText<v1::ModelConfig>(text); }
 
 constexpr char kExported[] = R"(max_batch_size: 64
 inputs { name: "x" dtype: FLOAT32 dims: [16] }

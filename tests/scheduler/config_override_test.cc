@@ -4,15 +4,12 @@
 
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "tests/common/text_proto.h"
 
 namespace infergate {
 namespace {
 
-v1::ModelConfig Text(const std::string& text) {
-  v1::ModelConfig config;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config)) << text;
-  return config;
-}
+v1::ModelConfig Text(const std::string& text) { return testing::FromText<v1::ModelConfig>(text); }
 
 TEST(ConfigOverrideTest, NamedFieldsReplaceTheFilesWholeListsIncludedTheRestStays) {
   const v1::ModelConfig file = Text(R"(

@@ -4,15 +4,12 @@
 
 #include "google/protobuf/text_format.h"
 #include "scheduler/model_config.h"
+#include "tests/common/text_proto.h"
 
 namespace infergate {
 namespace {
 
-v1::VersionPolicy Policy(const std::string& text) {
-  v1::VersionPolicy p;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
-  return p;
-}
+v1::VersionPolicy Policy(const std::string& text) { return testing::FromText<v1::VersionPolicy>(text); }
 
 TEST(VersionPolicy, LatestAllAndSpecific) {
   const std::vector<int64_t> disk = {1, 2, 5, 9};
