@@ -42,6 +42,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+: >"$work/batch_mixes"  # rows' batch sizes, for the sound bound (record)
+: >"$work/inprocess.lines"
 "$build_dir/tools/make-demo-models" "$work/models" >/dev/null
 # The mlp and the cnn again as AOTInductor packages (.pt2), same weights,
 # compiled here with python3-torch, for the format and in-process rows.

@@ -13,6 +13,7 @@ DeviceExecutor::DeviceExecutor(DeviceId device, Options options, BatchRunner run
       capacity_(options.capacity),
       runner_(std::move(runner)),
       queue_(options.priority_aging, options.fair) {
+  on_worker_start_ = std::move(options.on_worker_start);
   workers_per_model_ = std::max(1, options.workers);
   running_limit_ = options.fair ? workers_per_model_ : 0;
   // With fair sharing, one thread more than one model may use, started
@@ -255,6 +256,7 @@ void DeviceExecutor::KeepShareOfWorkers(int64_t rows, Batch* batch) {
 }
 
 void DeviceExecutor::WorkerLoop() {
+  if (on_worker_start_) on_worker_start_();
   for (;;) {
     Batch batch;
     // Poll briefly before sleeping: a futex wake-up costs tens of

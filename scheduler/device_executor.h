@@ -54,10 +54,20 @@ class DeviceExecutor {
     size_t capacity = 1024;       // jobs waiting, all models together
     bool fair = true;             // FairQueue's fair sharing; false is FIFO across models
     std::chrono::microseconds priority_aging{100000};
+    // Run first on each worker thread (an accelerator worker takes a stream
+    // of its own there); may be empty.
+    std::function<void()> on_worker_start;
   };
   DeviceExecutor(DeviceId device, Options options, BatchRunner runner);
+  // The default options with `workers` and `capacity` set.
+  static Options WithWorkers(int workers, size_t capacity) {
+    Options options;
+    options.workers = workers;
+    options.capacity = capacity;
+    return options;
+  }
   DeviceExecutor(DeviceId device, int workers, size_t capacity, BatchRunner runner)
-      : DeviceExecutor(device, Options{workers, capacity}, std::move(runner)) {}
+      : DeviceExecutor(device, WithWorkers(workers, capacity), std::move(runner)) {}
   ~DeviceExecutor();
 
   // Queues `job`. RESOURCE_EXHAUSTED naming the device when the queue is
@@ -151,6 +161,7 @@ class DeviceExecutor {
   std::atomic<int> spin_us_{0};
   std::atomic<int> spinning_{0};
   BatchCostModel batch_cost_;
+  std::function<void()> on_worker_start_;  // set before any worker starts
   int workers_per_model_;  // the running limit of one model's batches
   int running_limit_;      // for FairQueue::Next: workers_per_model_ with fair sharing, else none
   bool spare_due_ ABSL_GUARDED_BY(mu_);  // fair sharing wants the extra thread, not yet started

@@ -176,17 +176,21 @@ absl::Status OpenInferenceApi::ModelConfig(const std::string& name, const std::s
   // One instance group per device kind the model may run on here, sized by
   // the workers serving it.
   int cpu_workers = 0;
+  int gpu_workers = 1;  // per GPU: --accelerator-workers
   std::vector<int32_t> gpus;
   for (const DeviceStatus& d : core_.Devices()) {
     if (!d.info.available || !model->AllowsDevice(d.info.id)) continue;
     if (d.info.id.kind == DeviceKind::kCpu) cpu_workers += d.workers;
-    if (d.info.id.kind == DeviceKind::kCuda) gpus.push_back(d.info.id.index);
+    if (d.info.id.kind == DeviceKind::kCuda) {
+      gpus.push_back(d.info.id.index);
+      gpu_workers = d.workers;
+    }
   }
   if (!gpus.empty()) {
     inference::ModelInstanceGroup* group = config->add_instance_group();
     group->set_name(absl::StrCat(model->name, "_gpu"));
     group->set_kind(inference::ModelInstanceGroup::KIND_GPU);
-    group->set_count(1);
+    group->set_count(gpu_workers);
     for (int32_t g : gpus) group->add_gpus(g);
   }
   if (cpu_workers > 0) {

@@ -18,6 +18,7 @@ namespace {
 // Flags that are text on the command line and typed options once parsed.
 struct RawFlags {
   int64_t cpu_workers = 0;
+  int64_t accelerator_workers = 1;
   int64_t intra_op_threads = 0;
   int64_t queue_capacity = 1024;
   int64_t worker_spin_us = 200;
@@ -42,12 +43,16 @@ struct RawFlags {
 
 absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   if (f.cpu_workers < 0 || f.cpu_workers > 256) return absl::InvalidArgumentError("--cpu-workers: must be 0..256");
+  if (f.accelerator_workers < 1 || f.accelerator_workers > 64) {
+    return absl::InvalidArgumentError("--accelerator-workers: must be 1..64");
+  }
   if (f.intra_op_threads < 0 || f.intra_op_threads > 1024) {
     return absl::InvalidArgumentError("--intra-op-threads: must be 0..1024");
   }
   if (f.queue_capacity < 1) return absl::InvalidArgumentError("--queue-capacity: must be at least 1");
   SchedulerOptions s;
   s.cpu_workers = static_cast<int>(f.cpu_workers);
+  s.accelerator_workers = static_cast<int>(f.accelerator_workers);
   s.intra_op_threads = static_cast<int>(f.intra_op_threads);
   s.queue_capacity = static_cast<size_t>(f.queue_capacity);
   s.batching = f.batching;
@@ -158,6 +163,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                  "so a model's activations are not faulted in afresh on every request; 0 leaves LibTorch's own "
                  "allocator.");
   flags.Int("cpu-workers", &f.cpu_workers, "Threads running models on the CPU; 0 picks min(cores, 4).");
+  flags.Int("accelerator-workers", &f.accelerator_workers,
+            "Workers per GPU or MPS device, each with a stream of its own, so batches overlap on the device "
+            "(as Triton's instance_group count); one model runs at most this many batches there at once.");
   flags.Int("intra-op-threads", &f.intra_op_threads, "LibTorch intra-op threads; 0 picks cores / cpu-workers.");
   flags.Int("queue-capacity", &f.queue_capacity, "Requests that may wait per device; more get RESOURCE_EXHAUSTED.");
   flags.Int("max-tensor-rank", &f.max_tensor_rank, "Largest rank accepted for an input tensor.");

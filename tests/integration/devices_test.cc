@@ -1,6 +1,8 @@
 // Simulated accelerators, precision, fallback, learned limits and memory through the real server.
 
+#include <atomic>
 #include <thread>
+#include "inference/grpc_service.grpc.pb.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
 
@@ -451,6 +453,90 @@ TEST(Pinning, AModelPinnedToCuda1RunsThereAndNowhereElse) {
     for (const auto& loaded : model.loaded()) EXPECT_NE(loaded.device(), "cuda:0") << model.name();
   }
   server.reset();
+}
+
+// --accelerator-workers: with two workers on the (simulated) cuda:0, two of
+// one model's batches run there at once; with one (the default), never
+// more than one. A light model's request is still answered while both
+// workers are busy (fair queueing's spare worker), and Open Inference's
+// ModelConfig gives the GPU instance group that count.
+TEST(AcceleratorWorkers, BatchesOfOneModelOverlapOnTheDeviceWithTwoWorkers) {
+  for (const int workers : {2, 1}) {
+    auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--simulate-devices=cuda:0=8GiB",
+                                        "--accelerator-workers=" + std::to_string(workers)});
+    ASSERT_NE(server, nullptr);
+    auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+    auto stub = v1::InferenceService::NewStub(channel);
+    auto slow_on_cuda = [&] {
+      v1::InferRequest req;
+      req.set_model("slow");  // no batching: each request is a batch of its own
+      req.set_device("cuda:0");
+      req.set_fallback(v1::DENY);
+      *req.add_inputs() = ToWire(at::ones({4}), "x");
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+      v1::InferResponse resp;
+      return stub->Infer(&ctx, req, &resp);
+    };
+    ASSERT_TRUE(slow_on_cuda().ok()) << workers;  // loaded, so the timed part is the runs alone
+    std::atomic<int> ok{0};
+    std::atomic<bool> done{false};
+    std::vector<std::thread> callers;
+    constexpr int kCalls = 4;
+    for (int i = 0; i < kCalls; ++i) callers.emplace_back([&] { ok += slow_on_cuda().ok(); });
+    // Sample cuda:0 until every call is answered: the most batches seen
+    // running there at once.
+    int most_running = 0;
+    bool light_answered = false;
+    std::thread sampler([&] {
+      while (!done.load()) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        v1::ListDevicesResponse devices;
+        if (stub->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok()) {
+          for (const auto& d : devices.devices()) {
+            if (d.id() == "cuda:0") most_running = std::max(most_running, static_cast<int>(d.in_flight()));
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+    if (workers == 2) {
+      ASSERT_TRUE(WaitForDevice(*stub, [](const v1::DeviceInfo& d) { return d.id() == "cuda:0" && d.in_flight() >= 2; }))
+          << "two slow batches never ran on cuda:0 at once";
+      v1::InferRequest light;
+      light.set_model("mlp");
+      light.set_device("cuda:0");
+      light.set_fallback(v1::DENY);
+      *light.add_inputs() = ToWire(at::randn({1, 256}), "x");
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      v1::InferResponse resp;
+      light_answered = stub->Infer(&ctx, light, &resp).ok();
+    }
+    for (auto& t : callers) t.join();
+    done = true;
+    sampler.join();
+    EXPECT_EQ(ok.load(), kCalls) << workers;
+    if (workers == 2) {
+      EXPECT_EQ(most_running, 2);
+      EXPECT_TRUE(light_answered) << "the light model waited out both slow workers' batches";
+      auto v2 = inference::GRPCInferenceService::NewStub(channel);
+      grpc::ClientContext ctx;
+      inference::ModelConfigRequest req;
+      req.set_name("mlp");
+      inference::ModelConfigResponse config;
+      ASSERT_TRUE(v2->ModelConfig(&ctx, req, &config).ok());
+      bool gpu_group = false;
+      for (const auto& group : config.config().instance_group()) {
+        if (group.kind() == inference::ModelInstanceGroup::KIND_GPU) gpu_group = group.count() == 2;
+      }
+      EXPECT_TRUE(gpu_group) << config.config().DebugString();
+    } else {
+      EXPECT_EQ(most_running, 1) << "one worker ran two of one model's batches at once";
+    }
+    EXPECT_EQ(server->Stop(), 0);
+  }
 }
 
 }  // namespace

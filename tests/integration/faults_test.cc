@@ -221,11 +221,22 @@ TEST_F(BurstBudgetTest, ABurstBeyondTheBudgetIsRefusedAndMemoryStaysBounded) {
     grpc::ClientContext ctx;
     v1::InferResponse resp;
   };
+  // Each large client has a channel (a connection) of its own. The channels
+  // are made here and outlive every call and callback: a client thread that
+  // dropped its channel as soon as its last callback ran raced gRPC's own
+  // release of that call (a double free in gRPC's completion queue, seen
+  // once under ASan on a loaded machine).
+  std::vector<std::unique_ptr<v1::InferenceService::Stub>> large_stubs;
+  for (int c = 0; c < kLargeClients; ++c) {
+    grpc::ChannelArguments own_connection;
+    own_connection.SetInt("infergate.test.client", c);  // distinct arguments: no shared subchannel
+    large_stubs.push_back(v1::InferenceService::NewStub(
+        grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(), own_connection)));
+  }
   std::vector<std::thread> burst;
   for (int c = 0; c < kLargeClients; ++c) {
-    burst.emplace_back([&] {
-      auto stub = v1::InferenceService::NewStub(
-          grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+    burst.emplace_back([&, c] {
+      v1::InferenceService::Stub* stub = large_stubs[c].get();
       for (int i = 0; i < kEach; ++i) {
         auto call = std::make_shared<Call>();
         call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
@@ -244,14 +255,13 @@ TEST_F(BurstBudgetTest, ABurstBeyondTheBudgetIsRefusedAndMemoryStaysBounded) {
         });
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
-      // The stub's channel must outlive its calls.
-      for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(150);
-           pending.load() > 0 && std::chrono::steady_clock::now() < deadline;) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
     });
   }
   for (auto& t : burst) t.join();
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(150);
+       pending.load() > 0 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   burst_over = true;
   for (auto& t : small) t.join();
   ASSERT_EQ(pending.load(), 0) << "large calls still unanswered";

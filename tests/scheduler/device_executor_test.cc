@@ -329,7 +329,11 @@ TEST(DeviceExecutor, FairShareThreadStartsWhenAnotherModelWaitsBehindBusyWorkers
   std::shared_future<void> released = release.get_future().share();
   std::atomic<int> a_running{0};
   std::promise<void> b_ran;
-  DeviceExecutor ex({DeviceKind::kCpu, 0}, DeviceExecutor::Options{1, 100, /*fair=*/true}, [&](Batch& batch) {
+  DeviceExecutor::Options options;
+  options.workers = 1;
+  options.capacity = 100;
+  options.fair = true;
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, options, [&](Batch& batch) {
     if (batch[0]->queue_key == "A:1") {
       a_running++;
       released.wait();

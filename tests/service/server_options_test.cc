@@ -30,6 +30,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--max-load-file-bytes", "67108864", "64MiB"},
     {"--cpu-tensor-cache", "268435456", "256MiB"},
     {"--cpu-workers", "0", "auto"},
+    {"--accelerator-workers", "1", "1"},
     {"--intra-op-threads", "0", "auto"},
     {"--queue-capacity", "1024", "1024"},
     {"--max-tensor-rank", "8", "8 / 2^28"},
