@@ -7,8 +7,8 @@
 #include <set>
 
 #include "absl/strings/match.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "devices/device_failure.h"
 #include "devices/simulated_run.h"

@@ -12,8 +12,9 @@ namespace {
 
 std::string DimsText(const v1::TensorSpec& t) { return absl::StrCat("[", absl::StrJoin(t.dims(), ", "), "]"); }
 
-// Whether `config`'s tensors agree with the package's, naming the first
-// difference in `*why` (the field is "<list>[i]...").
+// OK when `config`'s tensors agree with the package's; otherwise
+// FAILED_PRECONDITION naming the first difference (the field is
+// "<list>[i]...").
 absl::Status CheckTensors(const google::protobuf::RepeatedPtrField<v1::TensorSpec>& config,
                           const google::protobuf::RepeatedPtrField<v1::TensorSpec>& package, absl::string_view list) {
   auto differ = [&](const std::string& field, const std::string& ours, const std::string& theirs) {

@@ -156,16 +156,15 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
     executor_options.capacity = options_.queue_capacity;
     executor_options.fair = options_.fair_queueing;
     executor_options.priority_aging = options_.priority_aging;
-    if (d.id.kind != DeviceKind::kCpu && !d.simulated) {
-      // Each accelerator worker queues its batches on a stream of its own,
-      // so --accelerator-workers can overlap them on the device.
-      executor_options.on_worker_start = [d] {
-        static LogRateLimiter limiter(1);
-        if (absl::Status s = UseOwnStream(d); !s.ok()) {
-          if (uint64_t held = 0; limiter.Allow(&held)) LOG_WARNING << s.message() << SuppressedNote(held);
-        }
-      };
-    }
+    // Each accelerator worker queues its batches on a stream of its own, so
+    // --accelerator-workers can overlap them on the device (on the CPU and
+    // simulated devices UseOwnStream does nothing).
+    executor_options.on_worker_start = [d] {
+      static LogRateLimiter limiter(1);
+      if (absl::Status s = UseOwnStream(d); !s.ok()) {
+        if (uint64_t held = 0; limiter.Allow(&held)) LOG_WARNING << s.message() << SuppressedNote(held);
+      }
+    };
     auto executor = std::make_unique<DeviceExecutor>(d.id, executor_options, [this](Batch& batch) { RunQueued(batch); });
     executor->set_spin_us(options_.worker_spin_us);
     executor->set_rejection_listener([this, id = d.id](const Job& job, RejectionReason reason) {

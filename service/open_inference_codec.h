@@ -19,9 +19,10 @@
 namespace infergate {
 
 // Fills `out` (model, version, inputs, device choice, deadline from the
-// `timeout` parameter) from `request`, and checks the `timing` parameter. Raw input tensors alias the
-// request's bytes, so `request` must outlive `out`'s use. Errors are
-// INVALID_ARGUMENT naming the field, e.g. "inputs[1].shape".
+// `timeout` parameter) from `request`, and checks the `timing` parameter.
+// Raw input tensors alias the request's bytes, so `request` must outlive
+// `out`'s use. Errors are INVALID_ARGUMENT naming the field, e.g.
+// "inputs[1].shape".
 absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,
                                 InferenceRequest* out);
 
