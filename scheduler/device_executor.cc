@@ -133,7 +133,7 @@ void DeviceExecutor::RejectExpired(Batch& expired) {
     // Triton's code for a queue timeout: the request was not run, and
     // another replica may take it.
     job->Finish(absl::UnavailableError(absl::StrCat(
-        "model ", job->queue_key, ": waited ", MicrosBetween(job->enqueued, now), " us in the queue of ",
+        "model ", job->flow.ToString(), ": waited ", MicrosBetween(job->enqueued, now), " us in the queue of ",
         device_.ToString(), ", beyond its queue timeout of ", MicrosBetween(job->enqueued, job->queue_deadline),
         " us; the request was not run")));
   }
@@ -147,10 +147,10 @@ Clock::duration DeviceExecutor::OldestRunningAge() const {
   return Clock::now() - *running_since_.begin();
 }
 
-std::map<std::string, size_t> DeviceExecutor::QueueDepthByModel() const {
+std::map<FlowKey, size_t> DeviceExecutor::QueueDepthByModel() const {
   MutexLock lock(mu_);
-  std::map<std::string, size_t> depth = queue_.DepthByFlow();
-  depth.erase("");  // tasks (explicit loads)
+  std::map<FlowKey, size_t> depth = queue_.DepthByFlow();
+  depth.erase(FlowKey{});  // tasks (explicit loads)
   return depth;
 }
 
@@ -188,7 +188,8 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(UniqueMutexLock& lock, double* c
   depth_.store(queue_.size(), std::memory_order_relaxed);
   if (!first) return batch;
   batch.push_back(first);
-  if (first->task || first->batch_key.empty() || first->max_batch_rows <= 1) return batch;
+  const SchedulingPolicy& policy = *first->policy;
+  if (first->task || first->batch_key.empty() || policy.max_batch_rows <= 1) return batch;
   int64_t rows = first->rows;
   Collect(first, &rows, &batch);
   // Wait for companions only while another worker keeps the device busy (an
@@ -198,15 +199,12 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(UniqueMutexLock& lock, double* c
   // The delay is counted from the oldest request's arrival. Never on the
   // CPU: a CPU worker has cores of its own, which another worker's batch
   // does not hold, so waiting leaves them idle, and with a few clients in a
-  // closed loop no companion comes until the busy worker answers. h2load,
-  // 2 alternating runs each, the demo models' delays (500 / 1000 us)
-  // against no delay: mlp 8 streams 10.0-10.8k -> 12.4-12.9k req/s, 64
-  // streams 29.1-31.0k -> 32.8-33.0k, cnn 8 streams 1.9-2.0k -> 2.2k.
-  if (device_.kind != DeviceKind::kCpu && rows < first->max_batch_rows && first->max_queue_delay_us > 0 &&
-      running_workers_ > 0 && batch_cost_.WorthWaiting(first->batch_key, rows, first->max_batch_rows)) {
-    Clock::time_point until = first->enqueued + std::chrono::microseconds(first->max_queue_delay_us);
+  // closed loop no companion comes until the busy worker answers.
+  if (device_.kind != DeviceKind::kCpu && rows < policy.max_batch_rows && policy.max_queue_delay_us > 0 &&
+      running_workers_ > 0 && batch_cost_.WorthWaiting(first->batch_key, rows, policy.max_batch_rows)) {
+    Clock::time_point until = first->enqueued + std::chrono::microseconds(policy.max_queue_delay_us);
     ++waiting_batchers_;
-    while (rows < first->max_batch_rows && !stopping_ && running_workers_ > 0 &&
+    while (rows < policy.max_batch_rows && !stopping_ && running_workers_ > 0 &&
            batch_cv_.wait_until(lock.native(), until) != std::cv_status::timeout) {
       Collect(first, &rows, &batch);
     }
@@ -224,7 +222,7 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(UniqueMutexLock& lock, double* c
   std::vector<int64_t> job_rows;
   job_rows.reserve(batch.size());
   for (const auto& job : batch) job_rows.push_back(job->rows);
-  RequeueTail(batch_cost_.Choose(first->batch_key, job_rows, first->preferred_batch_rows), &batch);
+  RequeueTail(batch_cost_.Choose(first->batch_key, job_rows, first->policy->preferred_batch_rows), &batch);
   return batch;
 }
 
@@ -316,7 +314,7 @@ void DeviceExecutor::WorkerLoop() {
     // More work may be waiting for another worker (and only then: a worker
     // woken for nothing costs a context switch).
     if (more_runnable) work_cv_.notify_one();
-    const std::string flow = batch[0]->queue_key;
+    const FlowKey flow = batch[0]->flow;
     Clock::time_point start = Clock::now();
     if (is_task) {
       batch[0]->task();

@@ -94,9 +94,8 @@ class DeviceExecutor {
   void Stop();
 
   size_t queue_depth() const { return depth_.load(std::memory_order_relaxed); }
-  // Jobs waiting per model version ("model:version"), for ListDevices and
-  // metrics.
-  std::map<std::string, size_t> QueueDepthByModel() const;
+  // Jobs waiting per model version, for ListDevices and metrics.
+  std::map<FlowKey, size_t> QueueDepthByModel() const;
   size_t in_flight() const { return running_jobs_.load(std::memory_order_relaxed); }
   // How long the oldest batch now running has been running; zero when none
   // runs. A model stuck in a batch shows here (the liveness watchdog).

@@ -11,12 +11,13 @@ namespace {
 // Below every priority level: a job whose DELAY timeout passed.
 constexpr int64_t kDelayedLevel = std::numeric_limits<int64_t>::max();
 
-bool HasRejectDeadline(const Job& job) { return job.queue_deadline != Clock::time_point::max() && !job.delay_on_timeout; }
+bool HasRejectDeadline(const Job& job) { return job.queue_deadline != Clock::time_point::max() && !job.policy->delay_on_timeout;
+}
 
 }  // namespace
 
 int64_t FairQueue::EffectiveLevel(const Job& job, Clock::time_point now) const {
-  if (job.queue_deadline != Clock::time_point::max() && job.delay_on_timeout && now >= job.queue_deadline) {
+  if (job.queue_deadline != Clock::time_point::max() && job.policy->delay_on_timeout && now >= job.queue_deadline) {
     return kDelayedLevel;
   }
   int64_t level = job.priority_level;
@@ -31,9 +32,10 @@ int64_t FairQueue::EffectiveLevel(const Job& job, Clock::time_point now) const {
 
 absl::Status FairQueue::Push(std::shared_ptr<Job> job, Clock::time_point now) {
   (void)now;
-  Flow& flow = flows_[job->queue_key];
-  if (job->max_queue_size > 0 && flow.size >= job->max_queue_size) {
-    return absl::ResourceExhaustedError(absl::StrCat("model ", job->queue_key, " already has ", flow.size,
+  Flow& flow = flows_[job->flow];
+  const uint32_t cap = job->policy->max_queue_size;
+  if (cap > 0 && flow.size >= cap) {
+    return absl::ResourceExhaustedError(absl::StrCat("model ", job->flow.ToString(), " already has ", flow.size,
                                                      " requests waiting, its max_queue_size"));
   }
   if (flow.size == 0) {
@@ -49,7 +51,7 @@ absl::Status FairQueue::Push(std::shared_ptr<Job> job, Clock::time_point now) {
 }
 
 void FairQueue::PushFront(std::shared_ptr<Job> job) {
-  Flow& flow = flows_[job->queue_key];
+  Flow& flow = flows_[job->flow];
   if (HasRejectDeadline(*job)) ++reject_timeouts_;
   uint32_t level = job->priority_level;
   flow.levels[level].push_front(std::move(job));
@@ -117,15 +119,15 @@ std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, 
 }
 
 void FairQueue::CollectCompanions(const Job& first, int64_t* rows, std::vector<std::shared_ptr<Job>>* batch) {
-  auto it = flows_.find(first.queue_key);
+  auto it = flows_.find(first.flow);
   if (it == flows_.end()) return;
   Flow& flow = it->second;
   size_t taken = 0;
   for (auto& [level, jobs] : flow.levels) {
-    for (auto j = jobs.begin(); j != jobs.end() && *rows < first.max_batch_rows;) {
+    for (auto j = jobs.begin(); j != jobs.end() && *rows < first.policy->max_batch_rows;) {
       const Job& job = **j;
       if (!job.task && !job.cancelled.load() && job.batch_key == first.batch_key &&
-          *rows + job.rows <= first.max_batch_rows) {
+          *rows + job.rows <= first.policy->max_batch_rows) {
         *rows += job.rows;
         if (HasRejectDeadline(job)) --reject_timeouts_;
         batch->push_back(std::move(*j));
@@ -165,7 +167,7 @@ std::vector<std::shared_ptr<Job>> FairQueue::TakeExpired(Clock::time_point now) 
   return RemoveIf([now](const Job& job) { return HasRejectDeadline(job) && now >= job.queue_deadline; });
 }
 
-void FairQueue::Settle(const std::string& key, double estimated_us, double measured_us) {
+void FairQueue::Settle(const FlowKey& key, double estimated_us, double measured_us) {
   Flow& flow = flows_[key];
   if (flow.running > 0) --flow.running;
   flow.virtual_us += measured_us - estimated_us;
@@ -173,8 +175,8 @@ void FairQueue::Settle(const std::string& key, double estimated_us, double measu
   flow.batch_cost_us = flow.batch_cost_us == 0 ? measured_us : 0.8 * flow.batch_cost_us + 0.2 * measured_us;
 }
 
-std::map<std::string, size_t> FairQueue::DepthByFlow() const {
-  std::map<std::string, size_t> depth;
+std::map<FlowKey, size_t> FairQueue::DepthByFlow() const {
+  std::map<FlowKey, size_t> depth;
   for (const auto& [key, flow] : flows_) {
     if (flow.size > 0) depth[key] = flow.size;
   }

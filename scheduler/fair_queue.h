@@ -47,8 +47,8 @@ class FairQueue {
   explicit FairQueue(std::chrono::microseconds aging = std::chrono::milliseconds(100), bool fair = true)
       : aging_(aging), fair_(fair) {}
 
-  // Queues `job` in its flow (job->queue_key) at its level. RESOURCE_EXHAUSTED
-  // naming the model when its flow already holds job->max_queue_size jobs.
+  // Queues `job` in its flow (job->flow) at its level. RESOURCE_EXHAUSTED
+  // naming the model when its flow already holds its policy's max_queue_size jobs.
   absl::Status Push(std::shared_ptr<Job> job, Clock::time_point now);
   // Puts a job taken by Next back at the head of its flow and level (a
   // batch trimmed after it was collected). Never refused.
@@ -72,12 +72,12 @@ class FairQueue {
 
   // Ends a batch Next started: replaces the estimate Next charged `flow`
   // with the batch's measured time.
-  void Settle(const std::string& flow, double estimated_us, double measured_us);
+  void Settle(const FlowKey& flow, double estimated_us, double measured_us);
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   // Jobs waiting per flow (flows with none are left out).
-  std::map<std::string, size_t> DepthByFlow() const;
+  std::map<FlowKey, size_t> DepthByFlow() const;
 
  private:
   struct Flow {
@@ -96,7 +96,7 @@ class FairQueue {
 
   std::chrono::microseconds aging_;
   bool fair_;
-  std::map<std::string, Flow> flows_;
+  std::map<FlowKey, Flow> flows_;
   double virtual_now_us_ = 0;  // the virtual time of the last flow served
   size_t size_ = 0;
   size_t reject_timeouts_ = 0;  // queued jobs with a REJECT queue deadline

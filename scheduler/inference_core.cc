@@ -139,13 +139,7 @@ std::vector<DeviceStatus> InferenceCore::Devices() const {
     status.queue_depth = load.queue_depth;
     status.oldest_running = load.oldest_running;
     for (const auto& [flow, depth] : load.queue_depth_by_model) {
-      // Flows are "model:version"; model names hold no ':'.
-      size_t colon = flow.rfind(':');
-      ModelQueueDepth q;
-      q.model = flow.substr(0, colon);
-      if (colon != std::string::npos) q.version = std::strtoll(flow.c_str() + colon + 1, nullptr, 10);
-      q.depth = depth;
-      status.model_queues.push_back(std::move(q));
+      status.model_queues.push_back({flow.model, flow.version, depth});
     }
     status.in_flight = load.in_flight;
     status.workers = load.workers;

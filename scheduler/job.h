@@ -15,10 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/flow_key.h"
 #include "scheduler/inference_types.h"
 #include "scheduler/model_statistics.h"
 #include "scheduler/request_handle.h"
 #include "scheduler/route.h"
+#include "scheduler/scheduling_policy.h"
 
 namespace infergate {
 
@@ -30,22 +32,21 @@ struct Job final : RequestHandle {
   bool routed = false;      // `route` is set
   std::string model_label;  // for a request never routed: the model if the repository knows it
   Clock::time_point enqueued;
+  // What the model's config says about batching and queueing (the
+  // default for a task): shared with every job of the model.
+  std::shared_ptr<const SchedulingPolicy> policy = DefaultSchedulingPolicy();
   // Jobs with the same non-empty key may run as one batch: same model,
-  // version, device, dtype, input names and non-batch dims.
+  // version, device, dtype, input names and non-batch dims. Empty: runs
+  // alone (batching off, or inputs that cannot be stacked).
   std::string batch_key;
   int64_t rows = 1;
-  uint32_t max_batch_rows = 0;
-  uint64_t max_queue_delay_us = 0;
-  std::vector<int64_t> preferred_batch_rows;  // from the config; usually empty
-  // Queueing on the device (see FairQueue): the flow the job waits in (the
+  // Queueing on the device (see FairQueue): the flow the job waits in (its
   // model version; empty for tasks), its priority level (1 is the highest),
-  // the flow's cap (0: only the device's capacity bounds it), and when its
-  // queue timeout passes and what happens then (refused, or run last).
-  std::string queue_key;
+  // and when its queue timeout passes (policy->delay_on_timeout says what
+  // happens then).
+  FlowKey flow;
   uint32_t priority_level = 1;
-  uint32_t max_queue_size = 0;
   Clock::time_point queue_deadline = Clock::time_point::max();
-  bool delay_on_timeout = false;
   // Set for non-inference work; runs alone.
   std::function<void()> task;
   std::atomic<bool> cancelled{false};

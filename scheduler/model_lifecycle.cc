@@ -17,17 +17,11 @@
 #include "scheduler/config_override.h"
 #include "scheduler/model_name.h"
 #include "scheduler/route_planner.h"
+#include "scheduler/version_plan.h"
 #include "scheduler/version_policy.h"
 
 namespace infergate {
 namespace fs = std::filesystem;
-namespace {
-
-bool SameGeneration(const ModelKey& key, const std::string& model, int64_t version, uint64_t generation) {
-  return key.model == model && key.version == version && key.generation == generation;
-}
-
-}  // namespace
 
 ModelLifecycle::ModelLifecycle(ModelRepository& repository, ModelManager& models, const DeviceRegistry& devices)
     : repository_(repository), models_(models), devices_(devices) {}
@@ -67,13 +61,7 @@ void ModelLifecycle::FinishUnloading() {
     RefreshServedVersions(*kept);
     repository_.Publish(std::move(kept));
   }
-  // Copies no served generation names: versions that left the policy, or
-  // loaded again for a request planned just before they were swapped out.
-  models_.cache().Unload([&](const ModelKey& key) {
-    std::shared_ptr<const ModelEntry> entry = repository_.Lookup(key.model);
-    const VersionStatus* s = entry ? entry->Status(key.version) : nullptr;
-    return !s || s->state != VersionState::kReady || s->generation != key.generation;
-  });
+  models_.DropUnserved();
 }
 
 void ModelLifecycle::Apply(const DiskRepository& now, const DiskRepository* previous) {
@@ -222,10 +210,10 @@ absl::Status ModelLifecycle::CheckUpload(const std::string& name, const std::str
   std::optional<DeviceInfo> cpu = devices_.Find(DeviceId{DeviceKind::kCpu, 0});
   if (!cpu) return absl::FailedPreconditionError("no cpu device to check the uploaded model on");
   for (const auto& [version, stamp] : disk->versions) {
-    const std::string path = (fs::path(dir) / std::to_string(version) / "model.pt").string();
+    const std::string path = VersionModelFile((fs::path(dir) / std::to_string(version)).string());
     if (absl::Status s = models_.CheckLoads(path, *config, *cpu); !s.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("file:", version, "/model.pt does not load (nothing was changed): ", s.message()));
+      return absl::FailedPreconditionError(absl::StrCat("file:", version, "/", fs::path(path).filename().string(),
+                                                        " does not load (nothing was changed): ", s.message()));
     }
   }
   return absl::OkStatus();
@@ -246,7 +234,7 @@ absl::StatusOr<size_t> ModelLifecycle::Unload(const std::string& name) {
   }
   RefreshServedVersions(*entry);
   repository_.Publish(entry);
-  size_t dropped = models_.cache().Unload([&](const ModelKey& key) { return key.model == name; });
+  size_t dropped = models_.DropModel(name);
   LOG_INFO << "model '" << name << "' unloaded by request; " << dropped << " resident cop"
            << (dropped == 1 ? "y" : "ies") << " dropped; it is unavailable until it is loaded again";
   Report(name, ModelUpdateResult::kUnloaded);
@@ -273,10 +261,46 @@ void ModelLifecycle::Remove(const std::shared_ptr<const ModelEntry>& current) {
   }
   RefreshServedVersions(*entry);
   repository_.Publish(entry);
-  size_t dropped = models_.cache().Unload([&](const ModelKey& key) { return key.model == entry->name; });
+  size_t dropped = models_.DropModel(entry->name);
   LOG_INFO << "model '" << entry->name << "' removed from the repository; " << dropped
            << " resident cop" << (dropped == 1 ? "y" : "ies") << " unloaded (requests in flight finish on them)";
   Report(entry->name, ModelUpdateResult::kRemoved);
+}
+
+bool ModelLifecycle::UpdateConfig(ModelEntry& entry, const ModelEntry* current, const ModelDiff& diff,
+                                  const DiskModel& disk) {
+  const std::string& name = entry.name;
+  // A version coming or going may change what a package completes the
+  // config with (aoti_signature.h), so the config is read again; it counts
+  // as changed only if it reads differently.
+  const bool versions_moved =
+      !diff.versions_added.empty() || !diff.versions_changed.empty() || !diff.versions_removed.empty();
+  const bool read_again = !current || diff.config_changed ||
+                          (versions_moved && !current->config_broken && current->config_problem.empty());
+  if (!read_again) return false;
+  entry.config_tried = disk.config;
+  absl::StatusOr<v1::ModelConfig> config = ReadEffectiveConfig(name);
+  if (config.ok()) {
+    const bool changed = !current || !google::protobuf::util::MessageDifferencer::Equals(current->config, *config);
+    entry.SetConfig(*std::move(config));
+    entry.labels = ReadLabelsOrWarn(entry);
+    entry.config_stamp = disk.config;
+    entry.config_problem.clear();
+    entry.config_broken = false;
+    if (current && changed) LOG_INFO << "model '" << name << "': its config changed; reloading its versions";
+    return changed;
+  }
+  if (current && !current->config_broken) {
+    entry.config_problem = absl::StrCat("config.pbtxt update refused (", config.status().message(),
+                                        "); the previous config still applies");
+    LOG_WARNING << "model '" << name << "': " << entry.config_problem;
+  } else {
+    entry.config_broken = true;
+    entry.problem = BrokenConfigProblem(name, config.status());
+    LOG_WARNING << entry.problem.message();
+  }
+  Report(name, ModelUpdateResult::kFailed);
+  return false;
 }
 
 void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
@@ -289,146 +313,28 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
       current ? std::make_shared<ModelEntry>(*current) : NewModelEntry(repository_.root(), name);
   entry->dir = FolderOf(name).dir;  // the repository's, or another; a served model's folder may have moved
   entry->unloaded = false;  // an explicit load, or new files: back in service
-  bool config_changed = !current;
-  // A version coming or going may change what a package completes the
-  // config with (aoti_signature.h), so the config is read again; it counts
-  // as changed only if it reads differently.
-  const bool versions_moved =
-      !diff.versions_added.empty() || !diff.versions_changed.empty() || !diff.versions_removed.empty();
-  if (!current || diff.config_changed ||
-      (versions_moved && !current->config_broken && current->config_problem.empty())) {
-    entry->config_tried = disk->config;
-    absl::StatusOr<v1::ModelConfig> config = ReadEffectiveConfig(name);
-    if (config.ok()) {
-      config_changed = !current || !google::protobuf::util::MessageDifferencer::Equals(current->config, *config);
-      entry->config = *std::move(config);
-      entry->declared = DeclaredSignature(entry->config);
-      entry->labels = ReadLabelsOrWarn(*entry);
-      entry->config_stamp = disk->config;
-      entry->config_problem.clear();
-      entry->config_broken = false;
-      if (current && config_changed) LOG_INFO << "model '" << name << "': its config changed; reloading its versions";
-    } else if (current && !current->config_broken) {
-      entry->config_problem = absl::StrCat("config.pbtxt update refused (", config.status().message(),
-                                           "); the previous config still applies");
-      LOG_WARNING << "model '" << name << "': " << entry->config_problem;
-      Report(name, ModelUpdateResult::kFailed);
-    } else {
-      entry->config_broken = true;
-      entry->problem = BrokenConfigProblem(name, config.status());
-      LOG_WARNING << entry->problem.message();
-      Report(name, ModelUpdateResult::kFailed);
-    }
-  }
+  VersionPlanInput plan;
+  plan.config_changed = UpdateConfig(*entry, current.get(), diff, *disk);
   if (!entry->config_broken) entry->problem = absl::OkStatus();  // recomputed below
 
   std::map<int64_t, VersionStatus> states;
   for (const VersionStatus& s : entry->states) states[s.version] = s;
-  std::vector<std::pair<int64_t, uint64_t>> drop;  // (version, generation) copies to unload; 0: every generation
-  if (entry->config_broken) {
-    // No usable config: nothing is served, but every file is recorded as seen.
-    for (const auto& [v, stamp] : disk->versions) {
-      VersionStatus& s = states[v];
-      if (s.state == VersionState::kReady) drop.push_back({v, 0});
-      s.version = v;
-      s.state = VersionState::kUnavailable;
-      s.tried = stamp;
-      s.reason = kBrokenConfigReason;
-    }
-  } else {
-    auto refused = [&](const VersionStatus& s, const FileStamp& stamp) {
-      return s.failed && s.tried == stamp && !config_changed;
-    };
-    std::set<int64_t> failed_now;
-    std::vector<int64_t> wanted;
-    for (bool again = true; again;) {
-      again = false;
-      std::vector<int64_t> loadable;
-      for (const auto& [v, stamp] : disk->versions) {
-        auto it = states.find(v);
-        bool broken = it != states.end() && it->second.state != VersionState::kReady && refused(it->second, stamp);
-        if (!broken && !failed_now.count(v)) loadable.push_back(v);
-      }
-      wanted = SelectVersions(entry->config.version_policy(), loadable);
-      for (auto v_it = wanted.rbegin(); v_it != wanted.rend(); ++v_it) {
-        const int64_t v = *v_it;
-        const FileStamp& stamp = disk->versions.at(v);
-        VersionStatus& s = states[v];
-        s.version = v;
-        const bool serving = s.state == VersionState::kReady;
-        if (refused(s, stamp) || (serving && s.stamp == stamp && !config_changed)) continue;
-        if (!serving) {
-          s.state = VersionState::kLoading;
-          s.reason.clear();
-          auto loading = std::make_shared<ModelEntry>(*entry);
-          loading->states.clear();
-          for (const auto& [ver, st] : states) loading->states.push_back(st);
-          RefreshServedVersions(*loading);
-          repository_.Publish(std::move(loading));
-        }
-        const uint64_t generation = repository_.NextGeneration();
-        Clock::time_point start = Clock::now();
-        absl::Status loaded = LoadVersion(entry, v, generation, stamp);
-        s.tried = stamp;
-        if (loaded.ok()) {
-          if (serving) drop.push_back({v, s.generation});
-          s.state = VersionState::kReady;
-          s.generation = generation;
-          s.stamp = stamp;
-          s.failed = false;
-          s.out_of_policy = false;
-          s.reason.clear();
-          LOG_INFO << "model '" << name << "' version " << v << ": " << (serving ? "new model.pt" : "now")
-                   << " served (generation " << generation << ", loaded in "
-                   << MicrosBetween(start, Clock::now()) / 1000 << " ms)";
-          Report(name, ModelUpdateResult::kLoaded);
-        } else {
-          s.failed = true;
-          if (serving) {
-            s.reason = absl::StrCat("update refused (", loaded.message(), "); the previous model.pt still answers");
-          } else {
-            s.state = VersionState::kUnavailable;
-            s.reason = absl::StrCat("load failed: ", loaded.message());
-            failed_now.insert(v);
-            again = true;  // "latest N" may now reach an older version
-          }
-          LOG_WARNING << "model '" << name << "' version " << v << ": " << s.reason;
-          Report(name, ModelUpdateResult::kFailed);
-        }
-        if (again) break;
+  plan.states = &states;
+  plan.on_disk = &disk->versions;
+  plan.policy = entry->config.version_policy();
+  plan.config_broken = entry->config_broken;
+  plan.removed_from_disk = diff.versions_removed;
+  UpdateStep step{entry, states, *disk, {}};
+  // A load that fails is planned around: "latest N" may reach an older version.
+  for (bool replan = true; replan;) {
+    replan = false;
+    for (const VersionStep& planned : PlanVersions(plan)) {
+      if (!CarryOut(planned, step)) {
+        plan.failed_now.insert(planned.version);
+        replan = true;
+        break;
       }
     }
-    const std::string out_of_policy = OutOfPolicyReason(entry->config.version_policy());
-    for (const auto& [v, stamp] : disk->versions) {
-      if (std::binary_search(wanted.begin(), wanted.end(), v)) continue;
-      VersionStatus& s = states[v];
-      s.version = v;
-      if (s.state == VersionState::kUnavailable && s.failed && s.tried == stamp) continue;  // keeps its failure
-      if (s.state == VersionState::kReady) {
-        LOG_INFO << "model '" << name << "' version " << v << ": " << out_of_policy;
-        drop.push_back({v, 0});
-      }
-      s.state = VersionState::kUnavailable;
-      s.tried = stamp;
-      s.stamp = {};
-      s.failed = false;
-      s.out_of_policy = true;
-      s.reason = out_of_policy;
-    }
-  }
-
-  // Removed versions answer until what replaces them is loaded: they turn
-  // UNLOADING only in the entry published last.
-  for (int64_t v : diff.versions_removed) {
-    auto it = states.find(v);
-    if (it == states.end()) continue;
-    if (it->second.state == VersionState::kReady) {
-      LOG_INFO << "model '" << name << "' version " << v << ": removed from disk; unloading";
-      Report(name, ModelUpdateResult::kRemoved);
-    }
-    it->second.state = VersionState::kUnloading;
-    it->second.reason = "removed from disk";
-    drop.push_back({v, 0});
   }
 
   entry->states.clear();
@@ -440,71 +346,137 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
   repository_.Publish(entry);
   // Old copies go only now that the new ones answer; a request holding one
   // finishes on it.
-  models_.cache().Unload([&](const ModelKey& key) {
-    for (const auto& [v, generation] : drop) {
-      if (key.model == name && key.version == v && (generation == 0 || key.generation == generation)) return true;
-    }
-    return false;
-  });
+  models_.DropVersions(name, step.drop);
 }
 
-absl::Status ModelLifecycle::LoadVersion(const std::shared_ptr<const ModelEntry>& entry, int64_t version,
-                                         uint64_t generation, const FileStamp& stamp) {
-  // Where the model is resident now (any version), in the same dtypes (a
-  // compiled package in the float32 it was exported in); on a cold start,
-  // the first device `auto` prefers that the model may use.
-  std::vector<std::pair<DeviceId, DType>> targets;
-  for (const ResidentModel& r : models_.cache().Resident()) {
-    std::pair<DeviceId, DType> target{r.key.device, stamp.package ? DType::kFloat32 : r.key.dtype};
-    if (r.key.model == entry->name && std::find(targets.begin(), targets.end(), target) == targets.end()) {
-      targets.push_back(target);
+bool ModelLifecycle::CarryOut(const VersionStep& planned, UpdateStep& step) {
+  const std::string& name = step.entry->name;
+  const int64_t v = planned.version;
+  VersionStatus& s = step.states[v];
+  s.version = v;
+  auto drop_every_copy = [&] { step.drop.push_back({v, 0, std::nullopt}); };
+  switch (planned.action) {
+    case VersionAction::kKeep:
+      return true;
+    case VersionAction::kLoad:
+    case VersionAction::kReplace:
+      return LoadStep(planned.action == VersionAction::kReplace, s, step);
+    case VersionAction::kRefuse:
+      // No usable config: nothing is served, but every file is recorded as seen.
+      if (s.state == VersionState::kReady) drop_every_copy();
+      s.state = VersionState::kUnavailable;
+      s.tried = step.disk.versions.at(v);
+      s.reason = kBrokenConfigReason;
+      return true;
+    case VersionAction::kRetire: {
+      const std::string out_of_policy = OutOfPolicyReason(step.entry->config.version_policy());
+      if (s.state == VersionState::kReady) {
+        LOG_INFO << "model '" << name << "' version " << v << ": " << out_of_policy;
+        drop_every_copy();
+      }
+      s.state = VersionState::kUnavailable;
+      s.tried = step.disk.versions.at(v);
+      s.stamp = {};
+      s.failed = false;
+      s.out_of_policy = true;
+      s.reason = out_of_policy;
+      return true;
     }
+    case VersionAction::kUnload:
+      // Removed versions answer until what replaces them is loaded: they
+      // turn UNLOADING only in the entry published last.
+      if (s.state == VersionState::kReady) {
+        LOG_INFO << "model '" << name << "' version " << v << ": removed from disk; unloading";
+        Report(name, ModelUpdateResult::kRemoved);
+      }
+      s.state = VersionState::kUnloading;
+      s.reason = "removed from disk";
+      drop_every_copy();
+      return true;
   }
-  auto add_device = [&](const DeviceInfo& info) {
-    targets.push_back({info.id, RoutePlanner::ComputeDType(*entry, stamp, info.precision, Precision::kAuto)});
-  };
-  if (targets.empty()) {
-    if (std::optional<DeviceInfo> first = RoutePlanner::ColdStartDevice(devices_, entry->config)) add_device(*first);
+  return true;
+}
+
+bool ModelLifecycle::LoadStep(bool serving, VersionStatus& s, UpdateStep& step) {
+  const std::string& name = step.entry->name;
+  const int64_t v = s.version;
+  const FileStamp& stamp = step.disk.versions.at(v);
+  if (!serving) {
+    // LOADING is published while the file loads; what else is served goes on.
+    s.state = VersionState::kLoading;
+    s.reason.clear();
+    auto loading = std::make_shared<ModelEntry>(*step.entry);
+    loading->states.clear();
+    for (const auto& [ver, st] : step.states) loading->states.push_back(st);
+    RefreshServedVersions(*loading);
+    repository_.Publish(std::move(loading));
   }
-  if (targets.empty()) {
-    return absl::FailedPreconditionError("no available device is allowed for the model");
+  const uint64_t generation = repository_.NextGeneration();
+  const Clock::time_point start = Clock::now();
+  absl::Status loaded = LoadVersion(step.entry, v, generation, stamp);
+  s.tried = stamp;
+  if (loaded.ok()) {
+    if (serving) step.drop.push_back({v, s.generation, std::nullopt});
+    s.state = VersionState::kReady;
+    s.generation = generation;
+    s.stamp = stamp;
+    s.failed = false;
+    s.out_of_policy = false;
+    s.reason.clear();
+    LOG_INFO << "model '" << name << "' version " << v << ": " << (serving ? "new model file" : "now")
+             << " served (generation " << generation << ", loaded in " << MicrosBetween(start, Clock::now()) / 1000
+             << " ms)";
+    Report(name, ModelUpdateResult::kLoaded);
+    return true;
   }
-  auto unload_generation = [&] {
-    models_.cache().Unload([&](const ModelKey& key) { return SameGeneration(key, entry->name, version, generation); });
-  };
+  s.failed = true;
+  if (serving) {
+    s.reason = absl::StrCat("update refused (", loaded.message(), "); the previous model file still answers");
+  } else {
+    s.state = VersionState::kUnavailable;
+    s.reason = absl::StrCat("load failed: ", loaded.message());
+  }
+  LOG_WARNING << "model '" << name << "' version " << v << ": " << s.reason;
+  Report(name, ModelUpdateResult::kFailed);
+  return serving;  // a version that was not served and failed changes the plan
+}
+
+absl::Status ModelLifecycle::LoadVersion(const std::shared_ptr<const ModelEntry>& model, int64_t version,
+                                         uint64_t generation, const FileStamp& stamp) {
+  const ModelEntry& entry = *model;
+  std::vector<LoadTarget> targets = RoutePlanner::UpdateTargets(entry, stamp, models_.Resident(), devices_);
+  if (targets.empty()) return absl::FailedPreconditionError("no available device is allowed for the model");
+  const std::vector<ModelManager::VersionCopies> this_generation = {{version, generation, std::nullopt}};
   bool loaded_somewhere = false;
   for (size_t i = 0; i < targets.size(); ++i) {
-    const auto [device, dtype] = targets[i];  // a copy: add_device may grow `targets`
+    const LoadTarget target = targets[i];  // a copy: `targets` may grow
     Route route;
-    route.model = entry;
+    route.model = model;
     route.version = version;
     route.generation = generation;
     route.stamp = stamp;
     route.requested.automatic = true;
-    route.device = *devices_.Find(device);
-    route.dtype = dtype;
-    absl::Status s = entry->config.warmup() ? models_.WarmUp(route) : models_.Acquire(route).status();
+    route.device = *devices_.Find(target.device);
+    route.dtype = target.dtype;
+    absl::Status s = entry.config.warmup() ? models_.WarmUp(route) : models_.Acquire(route).status();
     if (s.ok()) {
       loaded_somewhere = true;
       continue;
     }
     // What an accelerator cannot run is the device's limit, not a broken
     // file: requests fall back to the cpu as usual, so check it there.
-    if (device.kind != DeviceKind::kCpu && DeviceFailureOf(s).has_value()) {
-      models_.cache().Unload([&](const ModelKey& key) {
-        return SameGeneration(key, entry->name, version, generation) && key.device == device;
-      });
-      bool cpu_listed = std::any_of(targets.begin(), targets.end(),
-                                    [](const auto& t) { return t.first.kind == DeviceKind::kCpu; });
-      std::optional<DeviceInfo> cpu = devices_.Find(DeviceId{DeviceKind::kCpu, 0});
-      if (!cpu_listed && cpu && DeviceAllowed(entry->config, cpu->id)) add_device(*cpu);
+    if (target.device.kind != DeviceKind::kCpu && DeviceFailureOf(s).has_value()) {
+      models_.DropVersions(entry.name, {{version, generation, target.device}});
+      if (std::optional<LoadTarget> cpu = RoutePlanner::CpuInstead(entry, stamp, targets, devices_)) {
+        targets.push_back(*cpu);
+      }
       continue;
     }
-    unload_generation();
+    models_.DropVersions(entry.name, this_generation);
     return s;
   }
   if (!loaded_somewhere) {
-    unload_generation();
+    models_.DropVersions(entry.name, this_generation);
     return absl::FailedPreconditionError("no device could load the model");
   }
   return absl::OkStatus();

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/mutex.h"
 #include "absl/status/status.h"
@@ -34,6 +35,7 @@
 #include "scheduler/model_repository.h"
 #include "scheduler/repository_diff.h"
 #include "scheduler/repository_scan.h"
+#include "scheduler/version_plan.h"
 #include "scheduler/scheduler_observer.h"
 
 namespace infergate {
@@ -95,11 +97,33 @@ class ModelLifecycle {
   // Forgets models and versions that were UNLOADING, and drops cached
   // copies that no READY version's generation names any more.
   void FinishUnloading();
+  // Acts on one model's change: reads its config again where needed,
+  // carries out the versions' plan (version_plan.h), publishes the result
+  // and only then drops the copies it replaced.
   void Update(const ModelDiff& diff, const DiskModel* disk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads `entry`'s config again when `diff` (or a version that moved,
+  // which may change what a package completes it with) calls for it; a
+  // refused or broken config is recorded in `entry`. True when a config
+  // that reads differently now applies.
+  bool UpdateConfig(ModelEntry& entry, const ModelEntry* current, const ModelDiff& diff, const DiskModel& disk)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One model's update in progress: the entry to publish, its versions'
+  // states as they change, and the copies to drop once it is published.
+  struct UpdateStep {
+    std::shared_ptr<ModelEntry> entry;
+    std::map<int64_t, VersionStatus>& states;
+    const DiskModel& disk;
+    std::vector<ModelManager::VersionCopies> drop;
+  };
+  // Carries out one planned step; false when a version that was not served
+  // failed to load, which calls for a new plan.
+  bool CarryOut(const VersionStep& planned, UpdateStep& step);
+  bool LoadStep(bool serving, VersionStatus& status, UpdateStep& step);
   void Remove(const std::shared_ptr<const ModelEntry>& current) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Loads `version` of `entry` as generation `generation` where it will be
-  // needed; on failure no copy of that generation stays.
-  absl::Status LoadVersion(const std::shared_ptr<const ModelEntry>& entry, int64_t version, uint64_t generation,
+  // Loads `version` of `model` as generation `generation` where the route
+  // planner puts an update (RoutePlanner::UpdateTargets); on failure no
+  // copy of that generation stays.
+  absl::Status LoadVersion(const std::shared_ptr<const ModelEntry>& model, int64_t version, uint64_t generation,
                            const FileStamp& stamp);
   void Report(const std::string& model, ModelUpdateResult result);
   // A model folder served instead of the repository's.

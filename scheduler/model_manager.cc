@@ -1,5 +1,7 @@
 #include "scheduler/model_manager.h"
 
+#include <algorithm>
+
 #include <ATen/ops/zeros.h>
 
 #include "absl/status/status.h"
@@ -27,6 +29,9 @@ ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader, M
       return std::shared_ptr<Servable>(*std::move(model));
     };
   }
+  cache_.SetEvictionListener([this](const ModelKey& key, uint64_t, EvictionReason why) {
+    if (observer_) observer_->OnEviction(key.device, why);
+  });
 }
 
 bool ModelManager::Refresh(Route& route, bool follow_latest) const {
@@ -191,6 +196,33 @@ absl::Status ModelManager::WarmUp(const Route& route) {
   }
   cache_.SetActivationBytes(key, activation_bytes);
   return absl::OkStatus();
+}
+
+size_t ModelManager::EvictIdleAfterOom(const DeviceId& device, const ModelKey& keep) {
+  return cache_.EvictIdle(device, &keep, EvictionReason::kOom);
+}
+
+size_t ModelManager::DropModel(const std::string& model) {
+  return cache_.Unload([&](const ModelKey& key) { return key.model == model; });
+}
+
+size_t ModelManager::DropVersions(const std::string& model, const std::vector<VersionCopies>& copies) {
+  if (copies.empty()) return 0;
+  return cache_.Unload([&](const ModelKey& key) {
+    if (key.model != model) return false;
+    return std::any_of(copies.begin(), copies.end(), [&](const VersionCopies& c) {
+      return key.version == c.version && (c.generation == 0 || key.generation == c.generation) &&
+             (!c.device || key.device == *c.device);
+    });
+  });
+}
+
+size_t ModelManager::DropUnserved() {
+  return cache_.Unload([&](const ModelKey& key) {
+    std::shared_ptr<const ModelEntry> entry = repository_.Lookup(key.model);
+    const VersionStatus* s = entry ? entry->Status(key.version) : nullptr;
+    return !s || s->state != VersionState::kReady || s->generation != key.generation;
+  });
 }
 
 }  // namespace infergate

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,9 +68,38 @@ class ModelManager {
   // drops it again: whether it loads at all, before it is published.
   absl::Status CheckLoads(const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device) const;
 
-  ModelCache& cache() { return cache_; }
-  const ModelCache& cache() const { return cache_; }
-  // Not owned; may be null. Set before serving.
+  // Each device's cache budget, set once at start (ModelCache::SetBudget,
+  // ShareBudget: a device computing in host memory counts against the CPU's).
+  void SetBudget(const DeviceId& device, uint64_t bytes) { cache_.SetBudget(device, bytes); }
+  void ShareBudget(const DeviceId& member, const DeviceId& owner) { cache_.ShareBudget(member, owner); }
+  uint64_t Budget(const DeviceId& device) const { return cache_.Budget(device); }
+
+  std::vector<ResidentModel> Resident() const { return cache_.Resident(); }
+  bool IsResident(const ModelKey& key) const { return cache_.IsResident(key); }
+
+  // Makes room on `device` after it ran out of memory: every idle copy but
+  // `keep` goes. Returns how many.
+  size_t EvictIdleAfterOom(const DeviceId& device, const ModelKey& keep);
+
+  // Dropping resident copies. Requests running on a dropped copy finish on
+  // it; each returns how many went.
+  // Every copy of `model`.
+  size_t DropModel(const std::string& model);
+  // Copies of `model`'s versions: `generation` 0 matches every generation of
+  // the version, and a `device` limits it to that device.
+  struct VersionCopies {
+    int64_t version = 0;
+    uint64_t generation = 0;
+    std::optional<DeviceId> device;
+  };
+  size_t DropVersions(const std::string& model, const std::vector<VersionCopies>& copies);
+  // Copies that no READY version's generation names any more: versions that
+  // left the policy or the repository, or copies loaded again for a request
+  // planned just before their version was swapped out.
+  size_t DropUnserved();
+
+  // Not owned; may be null. Set before serving. Gets every event of the
+  // cache too (loads, lookups, evictions).
   void SetObserver(SchedulerObserver* observer) { observer_ = observer; }
 
  private:

@@ -50,6 +50,12 @@ const VersionStatus* ModelEntry::Status(int64_t version) const {
   return it != states.end() && it->version == version ? &*it : nullptr;
 }
 
+void ModelEntry::SetConfig(v1::ModelConfig new_config) {
+  config = std::move(new_config);
+  declared = DeclaredSignature(config);
+  scheduling = SchedulingPolicyOf(config);
+}
+
 void RefreshServedVersions(ModelEntry& entry) {
   std::sort(entry.states.begin(), entry.states.end(),
             [](const VersionStatus& a, const VersionStatus& b) { return a.version < b.version; });
@@ -118,12 +124,11 @@ std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const Di
   entry->config_stamp = entry->config_tried = disk.config;
   absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(entry->dir, disk.name);
   if (config.ok()) {
-    entry->config = *std::move(config);
+    entry->SetConfig(*std::move(config));
   } else {
     entry->config_broken = true;
     entry->problem = BrokenConfigProblem(disk.name, config.status());
   }
-  entry->declared = DeclaredSignature(entry->config);
   entry->labels = ReadLabelsOrWarn(*entry);
   std::vector<int64_t> on_disk;
   for (const auto& [v, stamp] : disk.versions) on_disk.push_back(v);

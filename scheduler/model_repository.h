@@ -24,6 +24,7 @@
 #include "scheduler/input_signature.h"
 #include "scheduler/model_config.h"
 #include "scheduler/repository_scan.h"
+#include "scheduler/scheduling_policy.h"
 #include "scheduler/version_status.h"
 
 namespace infergate {
@@ -43,6 +44,8 @@ struct ModelEntry {
   FileStamp config_tried;  // the newest config.pbtxt tried
   // What config.pbtxt declares about inputs; empty inputs when it is silent.
   InputSignature declared;
+  // What it says about batching and queueing requests (never null).
+  std::shared_ptr<const SchedulingPolicy> scheduling = DefaultSchedulingPolicy();
   // Class labels for classification answers, read with the config; null
   // when the model has none.
   std::shared_ptr<const ClassLabels> labels;
@@ -54,6 +57,8 @@ struct ModelEntry {
   bool config_broken = false;  // no good config.pbtxt was ever read: nothing is served
 
   const VersionStatus* Status(int64_t version) const;
+  // Sets `config` and what is read from it once (declared, scheduling).
+  void SetConfig(v1::ModelConfig config);
 };
 
 class ModelRepository {

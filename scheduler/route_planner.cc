@@ -1,5 +1,7 @@
 #include "scheduler/route_planner.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +44,34 @@ std::optional<DeviceInfo> RoutePlanner::ColdStartDevice(const DeviceRegistry& de
     if (DeviceAllowed(config, id)) return devices.Find(id);
   }
   return std::nullopt;
+}
+
+std::vector<LoadTarget> RoutePlanner::UpdateTargets(const ModelEntry& model, const FileStamp& file,
+                                                    const std::vector<ResidentModel>& resident,
+                                                    const DeviceRegistry& devices) {
+  std::vector<LoadTarget> targets;
+  for (const ResidentModel& r : resident) {
+    LoadTarget target{r.key.device, file.package ? DType::kFloat32 : r.key.dtype};
+    if (r.key.model == model.name && std::find(targets.begin(), targets.end(), target) == targets.end()) {
+      targets.push_back(target);
+    }
+  }
+  if (targets.empty()) {
+    if (std::optional<DeviceInfo> first = ColdStartDevice(devices, model.config)) {
+      targets.push_back({first->id, ComputeDType(model, file, first->precision, Precision::kAuto)});
+    }
+  }
+  return targets;
+}
+
+std::optional<LoadTarget> RoutePlanner::CpuInstead(const ModelEntry& model, const FileStamp& file,
+                                                   const std::vector<LoadTarget>& targets,
+                                                   const DeviceRegistry& devices) {
+  const bool listed = std::any_of(targets.begin(), targets.end(),
+                                  [](const LoadTarget& t) { return t.device.kind == DeviceKind::kCpu; });
+  std::optional<DeviceInfo> cpu = devices.Find(DeviceId{DeviceKind::kCpu, 0});
+  if (listed || !cpu || !cpu->available || !DeviceAllowed(model.config, cpu->id)) return std::nullopt;
+  return LoadTarget{cpu->id, ComputeDType(model, file, cpu->precision, Precision::kAuto)};
 }
 
 absl::StatusOr<Route> RoutePlanner::PlaceOn(Route route, const DeviceId& device, Precision precision,

@@ -11,6 +11,8 @@
 // load probe, which is called on the planning thread.
 
 #include <functional>
+#include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -29,6 +31,14 @@ struct RouteRequest {
   absl::string_view device;   // as the client sent it: "", "auto", "cpu", "cuda:1", ...
   Precision precision = Precision::kAuto;
   bool allow_fallback = true;
+};
+
+// Where a model version loads outside a request (a repository update), in
+// which dtype.
+struct LoadTarget {
+  DeviceId device;
+  DType dtype = DType::kFloat32;
+  friend bool operator==(const LoadTarget&, const LoadTarget&) = default;
 };
 
 class RoutePlanner {
@@ -64,6 +74,21 @@ class RoutePlanner {
   // Where a model's first copy loads (a cold start): the first available
   // device, in `auto`'s order of preference, that its config allows.
   static std::optional<DeviceInfo> ColdStartDevice(const DeviceRegistry& devices, const v1::ModelConfig& config);
+
+  // Where a new version or file of `model` (stored in `file`) loads before
+  // it is published: every device where the model is resident now (any
+  // version), in the dtype of that copy (a compiled package: float32, as
+  // it was exported); on a cold start, the ColdStartDevice, in the dtype
+  // AUTO picks there. Empty when no available device is allowed.
+  static std::vector<LoadTarget> UpdateTargets(const ModelEntry& model, const FileStamp& file,
+                                               const std::vector<ResidentModel>& resident,
+                                               const DeviceRegistry& devices);
+  // Where such a load goes after an accelerator could not hold or run the
+  // model (the device's limit, not a broken file; requests would fall back
+  // the same way): the CPU, in AUTO's dtype, when it is available, the
+  // model allows it and `targets` does not hold it already.
+  static std::optional<LoadTarget> CpuInstead(const ModelEntry& model, const FileStamp& file,
+                                              const std::vector<LoadTarget>& targets, const DeviceRegistry& devices);
 
  private:
   absl::StatusOr<Route> PlaceOn(Route route, const DeviceId& device, Precision precision,

@@ -38,12 +38,13 @@ std::string BatchKey(const Route& route, const std::vector<NamedTensor>& inputs)
   return key;
 }
 
-// Fills in the batching fields of a routed job from its model's config.
+// Fills in the batching fields of a routed job: its model's policy, and
+// whether its inputs can be stacked with others.
 void PrepareBatching(Job& job, bool batching_enabled, const std::vector<TensorMeta>& metas) {
   const ModelEntry& model = *job.route.model;
   const std::vector<NamedTensor>& inputs = job.request.inputs;
-  uint32_t max_batch = model.config.max_batch_size();
-  if (batching_enabled && max_batch > 1) {
+  job.policy = model.scheduling;
+  if (batching_enabled && job.policy->max_batch_rows > 1) {
     bool batchable = true;
     for (const NamedTensor& t : inputs) {
       batchable = batchable && t.tensor.dim() >= 1 && t.tensor.size(0) == inputs[0].tensor.size(0);
@@ -51,44 +52,22 @@ void PrepareBatching(Job& job, bool batching_enabled, const std::vector<TensorMe
     if (batchable) {
       job.batch_key = BatchKey(job.route, inputs);
       job.rows = inputs[0].tensor.size(0);
-      job.max_batch_rows = max_batch;
-      job.max_queue_delay_us = model.config.dynamic_batching().max_queue_delay_us();
-      const auto& preferred = model.config.dynamic_batching().preferred_batch_sizes();
-      job.preferred_batch_rows.assign(preferred.begin(), preferred.end());
     }
   }
   job.rows = std::max<int64_t>(job.rows, BatchRows(model.declared, metas));
 }
 
-// Fills in the queueing fields of a routed job from its model's config and
-// the request: its flow, priority level, the model's queue cap and the
-// queue timeout. INVALID_ARGUMENT for a priority outside the model's levels.
+// Fills in the queueing fields of a routed job from its model's policy and
+// the request: its flow, priority level and queue deadline.
+// INVALID_ARGUMENT for a priority outside the model's levels.
 absl::Status PrepareQueueing(Job& job) {
   const ModelEntry& model = *job.route.model;
-  const v1::ModelConfig& config = model.config;
-  job.queue_key = absl::StrCat(model.name, ":", job.route.version);
-  const uint32_t levels = config.priority_levels();
-  const uint32_t asked = job.request.priority;
-  if (levels == 0) {
-    job.priority_level = 1;  // priorities off: every request is equal
-  } else if (asked > levels) {
-    return absl::InvalidArgumentError(absl::StrCat("priority: ", asked, " is outside model '", model.name,
-                                                   "''s priority levels (1 is the highest, ", levels,
-                                                   " the lowest; 0 for the default)"));
-  } else {
-    uint32_t fallback = config.default_priority_level() > 0 ? config.default_priority_level() : levels;
-    job.priority_level = asked > 0 ? asked : fallback;
-  }
-  const v1::QueuePolicy& policy = config.default_queue_policy();
-  job.max_queue_size = policy.max_queue_size();
-  uint64_t timeout_us = policy.default_timeout_microseconds();
-  const uint64_t own = job.request.timeout_us;
-  if (own > 0 && (timeout_us == 0 || own < timeout_us || policy.allow_timeout_override())) timeout_us = own;
-  // Longer than a year is no limit (and would overflow the clock).
-  constexpr uint64_t kNoLimitUs = 365ull * 24 * 3600 * 1000000;
-  if (timeout_us > 0 && timeout_us < kNoLimitUs) {
+  job.flow = FlowKey{model.name, job.route.version};
+  absl::StatusOr<uint32_t> level = model.scheduling->PriorityLevel(job.request.priority, model.name);
+  if (!level.ok()) return level.status();
+  job.priority_level = *level;
+  if (const uint64_t timeout_us = model.scheduling->QueueTimeoutUs(job.request.timeout_us); timeout_us > 0) {
     job.queue_deadline = job.enqueued + std::chrono::microseconds(timeout_us);
-    job.delay_on_timeout = policy.timeout_action() == v1::QueuePolicy::DELAY;
   }
   return absl::OkStatus();
 }
@@ -126,7 +105,7 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
           c->running = ex->in_flight();
           c->workers = ex->workers();
         }
-        c->resident = models_.cache().IsResident(key);
+        c->resident = models_.IsResident(key);
         c->latency_us = latency_.Mean(key.model, key.device);
       }, &checker_),
       lifecycle_(repository, models_, devices) {
@@ -137,8 +116,6 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
   at::set_num_threads(options_.intra_op_threads);
   // The BLAS has a thread pool of its own, sized to every core by default.
   std::string blas = SetBlasThreads(options_.intra_op_threads);
-  models_.cache().SetEvictionListener(
-      [this](const ModelKey& key, uint64_t, EvictionReason why) { observer_->OnEviction(key.device, why); });
   if (absl::Status s = learned_.Load(); !s.ok()) {
     LOG_WARNING << s.message() << "; starting with no learned device limits";
   }
@@ -175,11 +152,11 @@ Scheduler::Scheduler(ModelRepository& repository, DeviceRegistry& devices, Sched
     uint64_t bytes = budget != options_.cache_budgets.end()
                          ? budget->second
                          : static_cast<uint64_t>(static_cast<double>(d.memory_total_bytes) * options_.cache_budget_fraction);
-    models_.cache().SetBudget(d.id, bytes);
+    models_.SetBudget(d.id, bytes);
     // Apple silicon's MPS computes in the same memory as the CPU: one budget
     // for both (the CPU's), not a fraction of that memory each.
     const bool shares_host_memory = d.id.kind == DeviceKind::kMps && !d.simulated;
-    if (shares_host_memory) models_.cache().ShareBudget(d.id, DeviceId{DeviceKind::kCpu, 0});
+    if (shares_host_memory) models_.ShareBudget(d.id, DeviceId{DeviceKind::kCpu, 0});
     LOG_INFO << "device " << d.id.ToString() << ": " << workers << " worker(s), model cache budget "
              << (shares_host_memory ? "shared with the cpu (one memory)" : absl::StrCat(bytes, " bytes"));
   }
@@ -485,7 +462,7 @@ void Scheduler::HandleFailure(Batch& jobs, const absl::Status& failure, bool oom
                     << "; evicting idle models and retrying once" << TraceIdsOf(jobs)
                     << SuppressedNote(held);
       }
-      models_.cache().EvictIdle(device, &keep, EvictionReason::kOom);
+      models_.EvictIdleAfterOom(device, keep);
       for (auto& job : jobs) NoteQueued(*job);  // the retry is an attempt of its own
       return Execute(jobs, /*oom_retried=*/true);
     }
@@ -594,7 +571,7 @@ absl::StatusOr<uint64_t> Scheduler::PredictFootprint(const std::string& name, co
   entry->dir = folder;
   absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(folder, name, ConfigNaming::kServedAs);
   if (!config.ok()) return config.status();
-  entry->config = *std::move(config);
+  entry->SetConfig(*std::move(config));
   // The device a cold start loads it on, in the dtype `auto` serves there.
   std::optional<DeviceInfo> device = RoutePlanner::ColdStartDevice(devices_, entry->config);
   if (!device) return absl::FailedPreconditionError("no available device is allowed for the model");

@@ -46,7 +46,7 @@ namespace infergate {
 
 struct DeviceLoad {
   size_t queue_depth = 0;
-  std::map<std::string, size_t> queue_depth_by_model;  // "model:version" -> waiting
+  std::map<FlowKey, size_t> queue_depth_by_model;  // model version -> waiting
   Clock::duration oldest_running{0};                   // age of the oldest running batch
   size_t in_flight = 0;
   uint64_t busy_us = 0;
@@ -91,8 +91,8 @@ class Scheduler {
   void Shutdown();
 
   DeviceLoad Load(const DeviceId& device) const;
-  std::vector<ResidentModel> Resident() const { return models_.cache().Resident(); }
-  uint64_t CacheBudget(const DeviceId& device) const { return models_.cache().Budget(device); }
+  std::vector<ResidentModel> Resident() const { return models_.Resident(); }
+  uint64_t CacheBudget(const DeviceId& device) const { return models_.Budget(device); }
   std::vector<std::string> UnsupportedOps(DeviceKind kind) const { return learned_.ForKind(kind); }
   std::vector<ModelStats> Statistics(const std::string& model) const { return statistics_.Snapshot(model); }
   std::vector<PrecisionReport> PrecisionReports(const std::string& model) const { return checker_.Reports(model); }

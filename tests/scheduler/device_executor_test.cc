@@ -37,8 +37,10 @@ std::shared_ptr<Job> MakeJob(const std::string& key, int64_t rows, uint32_t max_
   auto job = std::make_shared<Job>();
   job->batch_key = key;
   job->rows = rows;
-  job->max_batch_rows = max_rows;
-  job->max_queue_delay_us = delay_us;
+  auto policy = std::make_shared<SchedulingPolicy>();
+  policy->max_batch_rows = max_rows;
+  policy->max_queue_delay_us = delay_us;
+  job->policy = std::move(policy);
   job->request.model = std::string(id, 'x');  // the id, recoverable as a length
   job->enqueued = Clock::now();
   return job;
@@ -120,7 +122,9 @@ TEST(DeviceExecutor, BatchesAreCutToTheSizeThatRunsFastest) {
   // Key P prefers batches of 3 rows, whatever they cost.
   for (int id = 6; id <= 9; ++id) {
     auto job = MakeJob("P", 1, 8, id);
-    job->preferred_batch_rows.assign(1, 3);  // (GCC 14 misreads "= {3}" under the sanitizers as out of bounds)
+    auto policy = std::make_shared<SchedulingPolicy>(*job->policy);
+    policy->preferred_batch_rows.assign(1, 3);  // (GCC 14 misreads "= {3}" under the sanitizers as out of bounds)
+    job->policy = std::move(policy);
     ASSERT_TRUE(ex.Submit(job).ok());
   }
   gate.release.set_value();
@@ -334,7 +338,7 @@ TEST(DeviceExecutor, FairShareThreadStartsWhenAnotherModelWaitsBehindBusyWorkers
   options.capacity = 100;
   options.fair = true;
   DeviceExecutor ex({DeviceKind::kCpu, 0}, options, [&](Batch& batch) {
-    if (batch[0]->queue_key == "A:1") {
+    if (batch[0]->flow == FlowKey{"A", 1}) {
       a_running++;
       released.wait();
     } else {
@@ -342,17 +346,17 @@ TEST(DeviceExecutor, FairShareThreadStartsWhenAnotherModelWaitsBehindBusyWorkers
     }
     for (auto& j : batch) j->Finish(InferenceResult{});
   });
-  auto job = [](const char* flow, int id) {
+  auto job = [](const char* model, int id) {
     auto j = MakeJob("", 1, 0, id);
-    j->queue_key = flow;
+    j->flow = {model, 1};
     return j;
   };
-  ASSERT_TRUE(ex.Submit(job("A:1", 1)).ok());
+  ASSERT_TRUE(ex.Submit(job("A", 1)).ok());
   while (a_running.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_TRUE(ex.Submit(job("A:1", 2)).ok());
-  ASSERT_TRUE(ex.Submit(job("A:1", 3)).ok());
+  ASSERT_TRUE(ex.Submit(job("A", 2)).ok());
+  ASSERT_TRUE(ex.Submit(job("A", 3)).ok());
   EXPECT_EQ(ex.threads(), 1) << "A waits for its own worker: no thread for other models yet";
-  ASSERT_TRUE(ex.Submit(job("B:1", 4)).ok());
+  ASSERT_TRUE(ex.Submit(job("B", 4)).ok());
   EXPECT_EQ(ex.threads(), 2);
   EXPECT_EQ(b_ran.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready)
       << "B waited behind A's held worker";
@@ -367,7 +371,7 @@ TEST(DeviceExecutor, TwoFloodedModelsOfDifferentCostShareTheDeviceTime) {
   std::map<std::string, double> busy_ms;
   std::atomic<bool> stop{false};
   DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 10000, [&](Batch& batch) {
-    const std::string& flow = batch[0]->queue_key;
+    const std::string flow = batch[0]->flow.ToString();
     double ms = flow == "costly:1" ? 4 : 1;
     if (!stop.load()) {
       std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int>(ms * 1000)));
@@ -377,9 +381,9 @@ TEST(DeviceExecutor, TwoFloodedModelsOfDifferentCostShareTheDeviceTime) {
     for (auto& j : batch) j->Finish(InferenceResult{});
   });
   for (int i = 0; i < 400; ++i) {
-    for (const char* flow : {"cheap:1", "costly:1"}) {
+    for (const char* model : {"cheap", "costly"}) {
       auto job = MakeJob("", 1, 0, 1);
-      job->queue_key = flow;
+      job->flow = {model, 1};
       ASSERT_TRUE(ex.Submit(job).ok());
     }
   }

@@ -14,10 +14,24 @@ using std::chrono::milliseconds;
 
 const Clock::time_point kT0 = Clock::now();
 
+// "model:version" as a flow key.
+FlowKey Flow(const std::string& text) {
+  const size_t colon = text.find(':');
+  return {text.substr(0, colon), colon == std::string::npos ? 0 : std::stoll(text.substr(colon + 1))};
+}
+
+// `job` under a policy of its own, changed from the default by `change`.
+template <typename Change>
+void SetPolicy(Job& job, Change change) {
+  SchedulingPolicy policy;
+  change(policy);
+  job.policy = std::make_shared<const SchedulingPolicy>(std::move(policy));
+}
+
 std::shared_ptr<Job> MakeJob(const std::string& flow, int id, Clock::time_point enqueued = kT0,
                              uint32_t level = 1) {
   auto job = std::make_shared<Job>();
-  job->queue_key = flow;
+  job->flow = Flow(flow);
   job->priority_level = level;
   job->enqueued = enqueued;
   job->request.version = std::to_string(id);  // the test's id
@@ -30,7 +44,7 @@ int Id(const std::shared_ptr<Job>& job) { return job ? std::stoi(job->request.ve
 std::shared_ptr<Job> RunNext(FairQueue& q, Clock::time_point now, double cost_us) {
   double charged = 0;
   std::shared_ptr<Job> job = q.Next(now, &charged);
-  if (job) q.Settle(job->queue_key, charged, cost_us);
+  if (job) q.Settle(job->flow, charged, cost_us);
   return job;
 }
 
@@ -56,9 +70,10 @@ TEST(FairQueue, TwoFloodedModelsShareDeviceTimeNotRequestCounts) {
     std::shared_ptr<Job> job = RunNext(q, kT0, 0);
     ASSERT_NE(job, nullptr);
     // Settle again with the real cost (RunNext charged 0 measured time).
-    q.Settle(job->queue_key, 0, cost_us.at(job->queue_key));
-    used_us[job->queue_key] += cost_us.at(job->queue_key);
-    runs[job->queue_key]++;
+    const std::string flow = job->flow.ToString();
+    q.Settle(job->flow, 0, cost_us.at(flow));
+    used_us[flow] += cost_us.at(flow);
+    runs[flow]++;
   }
   double share = used_us["cheap:1"] / (used_us["cheap:1"] + used_us["costly:1"]);
   EXPECT_NEAR(share, 0.5, 0.05) << "cheap ran " << runs["cheap:1"] << ", costly " << runs["costly:1"];
@@ -133,11 +148,11 @@ TEST(FairQueue, AModelsCapRefusesThatModelAlone) {
   FairQueue q;
   for (int i = 0; i < 2; ++i) {
     auto job = MakeJob("capped:1", i);
-    job->max_queue_size = 2;
+    SetPolicy(*job, [](SchedulingPolicy& p) { p.max_queue_size = 2; });
     ASSERT_TRUE(q.Push(job, kT0).ok());
   }
   auto third = MakeJob("capped:1", 2);
-  third->max_queue_size = 2;
+  SetPolicy(*third, [](SchedulingPolicy& p) { p.max_queue_size = 2; });
   absl::Status refused = q.Push(third, kT0);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(refused.message().find("capped:1"), std::string::npos) << refused;
@@ -146,7 +161,7 @@ TEST(FairQueue, AModelsCapRefusesThatModelAlone) {
   RunNext(q, kT0, 10);
   RunNext(q, kT0, 10);
   RunNext(q, kT0, 10);  // at least one capped job left the queue
-  third->max_queue_size = 2;
+  SetPolicy(*third, [](SchedulingPolicy& p) { p.max_queue_size = 2; });
   EXPECT_TRUE(q.Push(third, kT0).ok());
 }
 
@@ -163,7 +178,7 @@ TEST(FairQueue, RejectTimeoutsAreTakenOutAndDelayTimeoutsRunLast) {
 
   auto delay = MakeJob("m:1", 2, kT0, 1);
   delay->queue_deadline = kT0 + milliseconds(10);
-  delay->delay_on_timeout = true;
+  SetPolicy(*delay, [](SchedulingPolicy& p) { p.delay_on_timeout = true; });
   ASSERT_TRUE(q.Push(delay, kT0).ok());
   ASSERT_TRUE(q.Push(MakeJob("other:1", 3, kT0 + milliseconds(20), 9), kT0 + milliseconds(20)).ok());
   EXPECT_TRUE(q.TakeExpired(kT0 + milliseconds(30)).empty());  // DELAY jobs stay
@@ -185,7 +200,7 @@ TEST(FairQueue, CompanionsComeFromTheSameModelBestLevelFirst) {
   auto make = [](const std::string& flow, int id, uint32_t level) {
     auto job = MakeJob(flow, id, kT0, level);
     job->batch_key = flow + "|x";
-    job->max_batch_rows = 3;
+    SetPolicy(*job, [](SchedulingPolicy& p) { p.max_batch_rows = 3; });
     return job;
   };
   ASSERT_TRUE(q.Push(make("m:1", 1, 1), kT0).ok());
@@ -201,7 +216,7 @@ TEST(FairQueue, CompanionsComeFromTheSameModelBestLevelFirst) {
   ASSERT_EQ(batch.size(), 2u);
   EXPECT_EQ(Id(batch[0]), 4);
   EXPECT_EQ(Id(batch[1]), 5);
-  EXPECT_EQ(q.DepthByFlow(), (std::map<std::string, size_t>{{"m:1", 1}, {"other:1", 1}}));
+  EXPECT_EQ(q.DepthByFlow(), (std::map<FlowKey, size_t>{{Flow("m:1"), 1}, {Flow("other:1"), 1}}));
 }
 
 }  // namespace

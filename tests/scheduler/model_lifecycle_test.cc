@@ -93,7 +93,7 @@ class ModelLifecycleTest : public ::testing::Test {
   }
   std::vector<std::pair<int64_t, uint64_t>> Resident(const std::string& model) {
     std::vector<std::pair<int64_t, uint64_t>> out;
-    for (const ResidentModel& r : models_.cache().Resident()) {
+    for (const ResidentModel& r : models_.Resident()) {
       if (r.key.model == model) out.push_back({r.key.version, r.key.generation});
     }
     return out;

@@ -241,5 +241,46 @@ TEST(RoutePlannerPinning, AModelPinnedToCuda1NeverRunsElsewhere) {
   EXPECT_EQ(planner.Plan({"on_cuda1_or_cpu", "", "auto", Precision::kAuto, true})->device.id.ToString(), "cpu");
 }
 
+// Where a repository update loads a new version before it is published.
+TEST_F(RoutePlannerTest, UpdatesLoadWhereTheModelIsResidentOrWhereAColdStartWould) {
+  const DeviceId cpu{DeviceKind::kCpu, 0}, cuda{DeviceKind::kCuda, 0}, mps{DeviceKind::kMps, 0};
+  std::shared_ptr<const ModelEntry> any = repository_.Lookup("any");
+  const FileStamp file = any->states.back().stamp;
+  FileStamp package = file;
+  package.package = true;
+  auto resident = [](const char* model, int64_t version, DeviceId device, DType dtype) {
+    ResidentModel r;
+    r.key = {model, version, device, dtype, 1};
+    return r;
+  };
+  auto names = [](const std::vector<LoadTarget>& targets) {
+    std::string out;
+    for (const LoadTarget& t : targets) absl::StrAppend(&out, out.empty() ? "" : " ", t.device.ToString(), "/",
+                                                        DTypeName(t.dtype));
+    return out;
+  };
+
+  // A cold start: the first device auto prefers that the model allows, in AUTO's dtype there.
+  EXPECT_EQ(names(RoutePlanner::UpdateTargets(*any, file, {}, devices_)),
+            absl::StrCat("cuda:0/", DTypeName(RoutePlanner::ComputeDType(*any, file, devices_.Find(cuda)->precision,
+                                                                         Precision::kAuto))));
+  EXPECT_EQ(names(RoutePlanner::UpdateTargets(*repository_.Lookup("cpu_only"), file, {}, devices_)), "cpu/FLOAT32");
+  // Resident: every device and dtype that holds any version of it, once;
+  // other models' copies do not count.
+  const std::vector<ResidentModel> copies = {
+      resident("any", 1, mps, DType::kFloat16), resident("other", 1, cuda, DType::kFloat16),
+      resident("any", 1, cpu, DType::kFloat32), resident("any", 2, cpu, DType::kFloat32)};
+  EXPECT_EQ(names(RoutePlanner::UpdateTargets(*any, file, copies, devices_)), "mps/FLOAT16 cpu/FLOAT32");
+  // A compiled package runs in the float32 it was exported in.
+  EXPECT_EQ(names(RoutePlanner::UpdateTargets(*any, package, copies, devices_)), "mps/FLOAT32 cpu/FLOAT32");
+
+  // After an accelerator's own failure: the cpu, unless it is listed or not allowed.
+  std::optional<LoadTarget> instead = RoutePlanner::CpuInstead(*any, file, {{cuda, DType::kFloat16}}, devices_);
+  ASSERT_TRUE(instead.has_value());
+  EXPECT_EQ(names({*instead}), "cpu/FLOAT32");
+  EXPECT_FALSE(RoutePlanner::CpuInstead(*any, file, {{cuda, DType::kFloat16}, {cpu, DType::kFloat32}}, devices_));
+  EXPECT_FALSE(RoutePlanner::CpuInstead(*repository_.Lookup("gpu_only"), file, {{cuda, DType::kFloat16}}, devices_));
+}
+
 }  // namespace
 }  // namespace infergate
