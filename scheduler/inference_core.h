@@ -5,8 +5,10 @@
 // here, and encode what comes back. Routing, queues, batching, the model
 // cache and the failure policy stay behind this header.
 //
-// Ownership: the core owns the model repository, the device registry and
-// the scheduler. It must outlive every front end that holds a reference.
+// Ownership: the core owns every part (core_parts.h: the repository view,
+// the devices, the model manager, the planner, the lifecycle, the
+// executors) and the request path over them (request_dispatcher.h). It
+// must outlive every front end that holds a reference.
 //
 // Threading: every method is thread-safe except Start, Drain and Shutdown,
 // which the process calls once, in that order, from the thread that starts
@@ -15,6 +17,7 @@
 // they may finish an RPC but must not block or call back into Drain or
 // Shutdown.
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -37,8 +40,8 @@
 
 namespace infergate {
 
-class ModelRepository;
-class Scheduler;
+struct CoreParts;
+class RequestDispatcher;
 
 // Requests of one model version waiting on a device.
 struct ModelQueueDepth {
@@ -137,9 +140,16 @@ class InferenceCore {
   void SetObserver(SchedulerObserver* observer);
 
  private:
-  std::unique_ptr<ModelRepository> repository_;
-  DeviceRegistry devices_;
-  std::unique_ptr<Scheduler> scheduler_;
+  // Runs the accuracy checks `model` needs on `device` before it serves
+  // (warm-up, explicit loads): the dtype AUTO or `precision` picks, then
+  // the next one if that failed.
+  void CheckPrecisionNow(const std::string& model, const std::string& version, const std::string& device,
+                         Precision precision, const char* occasion);
+  // Loads (and runs once on zeros) every model whose config asks for warm-up.
+  void Warmup();
+
+  std::unique_ptr<CoreParts> parts_;
+  std::unique_ptr<RequestDispatcher> dispatcher_;
   std::atomic<bool> ready_{false};
 };
 

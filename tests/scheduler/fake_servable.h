@@ -46,7 +46,7 @@ struct FakeScript {
   std::atomic<int> runs_elsewhere{0};
 };
 
-// A loader for InferenceCore / Scheduler that makes fake servables
+// A loader for InferenceCore that makes fake servables
 // following `script`, with the signature the model's config declares.
 ServableLoader FakeLoader(std::shared_ptr<FakeScript> script);
 
