@@ -1,7 +1,7 @@
 #include "service/call_tally.h"
 
 #include "absl/strings/str_cat.h"
-#include "scheduler/drain_refusal.h"
+#include "execution/drain_refusal.h"
 
 namespace infergate {
 

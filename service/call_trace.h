@@ -35,8 +35,8 @@
 #include "opentelemetry/trace/span.h"
 #include "opentelemetry/trace/span_startoptions.h"
 #include "opentelemetry/trace/tracer.h"
-#include "scheduler/inference_types.h"
-#include "scheduler/request_trace.h"
+#include "models/inference_types.h"
+#include "execution/request_trace.h"
 #include "service/call_trace_start.h"
 
 namespace infergate {

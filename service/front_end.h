@@ -19,9 +19,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "scheduler/event_reasons.h"
-#include "scheduler/inference_types.h"
-#include "scheduler/request_handle.h"
+#include "models/event_reasons.h"
+#include "models/inference_types.h"
+#include "models/request_handle.h"
 #include "service/auth.h"
 #include "service/call_tally.h"
 #include "service/inflight_budget.h"

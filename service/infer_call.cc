@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "scheduler/drain_refusal.h"
-#include "scheduler/inference_core.h"
-#include "scheduler/request_trace.h"
+#include "execution/drain_refusal.h"
+#include "core/inference_core.h"
+#include "execution/request_trace.h"
 #include "service/call_trace.h"
 #include "service/tracing.h"
 

@@ -5,7 +5,7 @@
 // ends' one call path (infer_call.h), every lookup goes through the core.
 
 #include "infergate/v1/inference.grpc.pb.h"
-#include "scheduler/inference_core.h"
+#include "core/inference_core.h"
 #include "service/front_end.h"
 #include "service/tensor_codec.h"
 

@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "common/mutex.h"
-#include "scheduler/inference_core.h"
+#include "core/inference_core.h"
 
 namespace infergate {
 

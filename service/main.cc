@@ -19,7 +19,7 @@
 #include "common/units.h"
 #include "devices/caching_cpu_allocator.h"
 #include "devices/host_requirements.h"
-#include "scheduler/inference_core.h"
+#include "core/inference_core.h"
 #include "service/server.h"
 #include "service/server_options.h"
 #include "service/stop_signals.h"

@@ -18,9 +18,9 @@
 
 #include "common/mutex.h"
 #include "absl/status/statusor.h"
-#include "scheduler/inference_core.h"
-#include "scheduler/torchserve_store.h"
-#include "scheduler/scheduler_observer.h"
+#include "core/inference_core.h"
+#include "models/torchserve_store.h"
+#include "models/scheduler_observer.h"
 #include "service/front_end.h"
 #include "service/http_server.h"
 #include "service/inflight_budget.h"

@@ -31,7 +31,7 @@
 #include <string>
 
 #include "mmesh/model_runtime.grpc.pb.h"
-#include "scheduler/inference_core.h"
+#include "core/inference_core.h"
 #include "service/model_mesh_models.h"
 
 namespace infergate {

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "inference/grpc_service.pb.h"
-#include "scheduler/inference_core.h"
+#include "core/inference_core.h"
 
 namespace infergate {
 

@@ -29,7 +29,7 @@
 #include <optional>
 #include <string>
 
-#include "scheduler/inference_core.h"
+#include "core/inference_core.h"
 #include "service/front_end.h"
 #include "service/http_server.h"
 #include "service/infer_call.h"

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
-#include "scheduler/inference_core.h"
+#include "core/inference_core.h"
 #include "service/front_end.h"
 #include "service/open_inference_api.h"
 

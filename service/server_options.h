@@ -9,8 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "devices/device_registry.h"
-#include "scheduler/scheduler_options.h"
-#include "scheduler/torchserve_config.h"
+#include "routing/scheduler_options.h"
+#include "models/torchserve_config.h"
 #include "service/tracing_options.h"
 #include "service/wire_tensor.h"
 

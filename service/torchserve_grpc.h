@@ -10,8 +10,8 @@
 //
 // Threading: gRPC's callback threads; nothing blocks.
 
-#include "scheduler/inference_core.h"
-#include "scheduler/torchserve_store.h"
+#include "core/inference_core.h"
+#include "models/torchserve_store.h"
 #include "service/front_end.h"
 #include "service/torchserve_models.h"
 #include "torchserve/inference.grpc.pb.h"

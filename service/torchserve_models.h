@@ -15,9 +15,9 @@
 
 #include "absl/status/statusor.h"
 #include "devices/dtype.h"
-#include "scheduler/inference_core.h"
-#include "scheduler/inference_types.h"
-#include "scheduler/torchserve_store.h"
+#include "core/inference_core.h"
+#include "models/inference_types.h"
+#include "models/torchserve_store.h"
 
 namespace infergate {
 

@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/inference_core.h"
-#include "scheduler/torchserve_store.h"
+#include "core/inference_core.h"
+#include "models/torchserve_store.h"
 #include "service/front_end.h"
 #include "service/http_server.h"
 #include "service/torchserve_models.h"

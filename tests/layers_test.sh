@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
 # The layers depend downwards only: each folder's sources include nothing
-# from a layer above it (nor, below scheduler/, the wire protocols'
-# generated code). One line per include that crosses a layer upward; fails
-# if there is any.
+# from a layer above it (nor, below models/, the wire protocols' generated
+# code). One line per include that crosses a layer upward; fails if there
+# is any. Each layer is a CMake library of its own that links only the
+# layers below it.
 #
 #   common/     (nothing of ours)
 #   devices/    common/
 #   wire/       common/ devices/, the protocols' generated code
-#   scheduler/  common/ devices/ wire/, the generated code
+#   models/     the above: model files, configs, the repository view,
+#               loaders, the model cache and manager, the shared plain types
+#   execution/  the above: jobs, fair queues, device executors, batch runs
+#   routing/    the above: the route planner, the accuracy contract, the
+#               failure policy, the core's options
+#   core/       the above: the facade, its parts, the request path, the lifecycle
 #   service/    all of the above
 #   tools/      all of the above (clients, benchmarks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A forbidden=(
-  [common]="devices wire scheduler service tools infergate inference mmesh"
-  [devices]="wire scheduler service tools infergate inference mmesh"
-  [wire]="scheduler service tools"
-  [scheduler]="service tools"
+  [common]="devices wire models execution routing core service tools infergate inference mmesh"
+  [devices]="wire models execution routing core service tools infergate inference mmesh"
+  [wire]="models execution routing core service tools"
+  [models]="execution routing core service tools"
+  [execution]="routing core service tools"
+  [routing]="core service tools"
+  [core]="service tools"
   [service]="tools"
 )
 crossings=0

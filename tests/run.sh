@@ -89,12 +89,12 @@ if [ "$tsan" = 1 ]; then
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$sanitizer_opt" \
     -DCMAKE_CXX_FLAGS="-fsanitize=thread -Wno-error=maybe-uninitialized" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null
-  cmake --build build-tsan --target scheduler_test
+  cmake --build build-tsan --target core_test
   echo "tsan build took $(( $(date +%s) - start )) s"
   hog_on
   # (The crash-mid-write test forks and SIGKILLs a writer: not a TSAN subject.)
   TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$PWD/tests/sanitizers/tsan.supp" \
-    build-tsan/tests/scheduler_test --gtest_brief=1 \
+    build-tsan/tests/core_test --gtest_brief=1 \
     --gtest_filter=-*CrashMidWrite*
   hog_off
 fi
@@ -138,7 +138,7 @@ fi
 # tests; every integration test ran there already, against the same code.
 ctest_args=()
 [ "$image" = 1 ] || ctest_args=(-E container_image_test)
-[ "$asan" = 0 ] || ctest_args+=(-R "^(common_test|devices_test|scheduler_test|service_test|service_test_serial)\$|$asan_skips")
+[ "$asan" = 0 ] || ctest_args+=(-R "^(common_test|devices_test|core_test|service_test|service_test_serial)\$|$asan_skips")
 hog_on
 cd "$build_dir"
 ctest --output-on-failure -j "$(nproc)" "${ctest_args[@]}" "$@"

@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "scheduler/drain_refusal.h"
+#include "execution/drain_refusal.h"
 
 namespace infergate {
 namespace {

@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "inference/grpc_service.grpc.pb.h"
-#include "scheduler/inference_core.h"
+#include "core/inference_core.h"
 
 namespace infergate {
 namespace {

@@ -1,0 +1,114 @@
+#include "models/model_config.h"
+
+#include <gtest/gtest.h>
+
+namespace infergate {
+namespace {
+
+TEST(ModelConfig, ParsesAFullConfig) {
+  auto c = ParseModelConfig(R"(
+    # comment
+    name: "mlp"
+    description: "demo"
+    max_batch_size: 64
+    inputs { name: "x" dtype: FLOAT32 dims: [256] }
+    outputs { name: "logits" dtype: FLOAT32 dims: [10] }
+    dynamic_batching { max_queue_delay_us: 500 preferred_batch_sizes: [16, 32] }
+    allowed_devices: [CPU, CUDA]
+    precision: BF16
+    pinned: true
+    warmup: true
+  )",
+                            "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_batch_size(), 64u);
+  ASSERT_EQ(c->inputs_size(), 1);
+  EXPECT_EQ(c->inputs(0).dims(0), 256);
+  EXPECT_EQ(c->dynamic_batching().preferred_batch_sizes_size(), 2);
+  EXPECT_EQ(c->allowed_devices_size(), 2);
+  EXPECT_EQ(c->precision(), v1::BF16);
+  EXPECT_TRUE(c->pinned());
+  EXPECT_TRUE(c->warmup());
+}
+
+TEST(ModelConfig, EmptyConfigTakesTheFolderName) {
+  auto c = ParseModelConfig("", "plain");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name(), "plain");
+  EXPECT_EQ(c->max_batch_size(), 0u);
+}
+
+// A folder served under a name given from outside (ModelMesh's model id):
+// the config's own name, in either format, gives way to it.
+TEST(ModelConfig, ServedAsReplacesTheConfigsName) {
+  EXPECT_FALSE(ParseModelConfig("name: \"saved\"", "id__isvc-1").ok());
+  auto c = ParseModelConfig("name: \"saved\" max_batch_size: 4", "id__isvc-1", ConfigNaming::kServedAs);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name(), "id__isvc-1");
+  EXPECT_EQ(c->max_batch_size(), 4u);
+  auto triton = ParseModelConfig(
+      "name: \"saved\"\nplatform: \"pytorch_libtorch\"\nmax_batch_size: 8\n"
+      "input [ { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
+      "id__isvc-2", ConfigNaming::kServedAs);
+  ASSERT_TRUE(triton.ok()) << triton.status();
+  EXPECT_EQ(triton->name(), "id__isvc-2");
+  EXPECT_EQ(triton->max_batch_size(), 8u);
+  // Everything else is checked as ever.
+  auto broken = ParseModelConfig("name: \"saved\" max_batch_size: -1", "id", ConfigNaming::kServedAs);
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A Triton config keeps its text, so ModelConfig can answer with its own
+// fields; infergate's format may not set it.
+TEST(ModelConfig, ATritonConfigKeepsItsTextAndOnlyIt) {
+  const std::string triton = "platform: \"pytorch_libtorch\"\nmax_batch_size: 2\n";
+  auto c = ParseModelConfig(triton, "t");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->triton_config_text(), triton);
+  EXPECT_TRUE(ParseModelConfig("max_batch_size: 2", "m")->triton_config_text().empty());
+  auto refused = ParseModelConfig("triton_config_text: \"x\"", "m");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("triton_config_text"), std::string::npos) << refused.status();
+}
+
+struct Broken {
+  const char* text;
+  const char* expect_in_message;
+};
+
+TEST(ModelConfig, BrokenConfigsNameTheField) {
+  const Broken cases[] = {
+      {"max_batch_size: -3", "line 1"},
+      {"nonsense_field: 1", "nonsense_field"},
+      {"inputs { name: \"x\" dtype: FLOAT32 ", "line"},
+      {"name: \"other\"", "does not match"},
+      {"inputs { dtype: FLOAT32 dims: [1] }", "inputs[0].name"},
+      {"inputs { name: \"x\" dims: [1] }", "inputs[0].dtype"},
+      {"inputs { name: \"x\" dtype: FLOAT32 } inputs { name: \"x\" dtype: INT64 }", "inputs[1].name"},
+      {"inputs { name: \"x\" dtype: FLOAT32 dims: [4, 0] }", "inputs[0].dims[1]"},
+      {"outputs { name: \"y\" dtype: FLOAT32 dims: [-2] }", "outputs[0].dims[0]"},
+      {"inputs { name: \"x\" dtype: FLOAT32 dims: [1,1,1,1,1,1,1,1,1] }", "inputs[0].dims"},
+      {"max_batch_size: 8 dynamic_batching { preferred_batch_sizes: [16] }", "preferred_batch_sizes[0]"},
+      {"inputs { name: \"x\" dtype: NOT_A_TYPE }", "NOT_A_TYPE"},
+      {"devices: [\"cuda:1\", \"tpu:0\"]", "devices[1]"},
+      {"devices: [\"auto\"]", "devices[0]"},
+  };
+  for (const Broken& b : cases) {
+    auto c = ParseModelConfig(b.text, "m");
+    ASSERT_FALSE(c.ok()) << b.text;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << b.text;
+    EXPECT_NE(c.status().message().find(b.expect_in_message), absl::string_view::npos)
+        << b.text << " -> " << c.status();
+  }
+}
+
+TEST(ModelConfig, DTypeWireMappingRoundTrips) {
+  for (DType d : kAllDTypes) {
+    EXPECT_EQ(DTypeFromProto(DTypeToProto(d)), d);
+  }
+  EXPECT_FALSE(DTypeFromProto(0).has_value());
+  EXPECT_FALSE(DTypeFromProto(99).has_value());
+}
+
+}  // namespace
+}  // namespace infergate

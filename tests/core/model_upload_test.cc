@@ -1,0 +1,60 @@
+#include "models/model_upload.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace infergate {
+namespace {
+namespace fs = std::filesystem;
+
+TEST(ModelUploadTest, PathsStayInsideTheModelsFolder) {
+  for (const char* good : {"1/model.pt", "labels.txt", "12/sub/data.bin", "config.pbtxt"}) {
+    EXPECT_TRUE(CheckUploadPath(good).ok()) << good;
+  }
+  for (const std::string& bad : std::vector<std::string>{"", "/etc/passwd", "../x", "1/../../x", "./1/model.pt", "1//model.pt", "1/",
+                                "a\\b", std::string("a\0b", 3), "a/b/c/d/e", std::string(300, 'x')}) {
+    absl::Status s = CheckUploadPath(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(ModelUploadTest, OnlyAVersionFolderNamedPlainlyHoldsAModel) {
+  EXPECT_TRUE(IsVersionModelFile("1/model.pt"));
+  EXPECT_TRUE(IsVersionModelFile("42/model.pt"));
+  for (const char* not_model : {"model.pt", "01/model.pt", "a/model.pt", "1/model.pth", "1/x/model.pt"}) {
+    EXPECT_FALSE(IsVersionModelFile(not_model)) << not_model;
+  }
+}
+
+TEST(ModelUploadTest, WritesAFreshPrivateFolderAndRemovesItWithEverythingIn) {
+  std::string root;
+  {
+    UploadFolders uploads;
+    absl::StatusOr<std::string> a = uploads.Write("m", {{"1/model.pt", "abc"}, {"labels.txt", "x\n"}});
+    ASSERT_TRUE(a.ok()) << a.status();
+    absl::StatusOr<std::string> b = uploads.Write("m", {{"1/model.pt", "def"}});
+    ASSERT_TRUE(b.ok());
+    EXPECT_NE(*a, *b);
+    EXPECT_EQ(fs::path(*a).filename(), "m");
+    std::ifstream in(fs::path(*a) / "1" / "model.pt");
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(content, "abc");
+    root = fs::path(*a).parent_path().parent_path().string();
+    EXPECT_EQ(fs::status(root).permissions() & fs::perms::all, fs::perms::owner_all);
+    uploads.Remove(*a);
+    EXPECT_FALSE(fs::exists(fs::path(*a).parent_path()));
+    EXPECT_TRUE(fs::exists(*b));
+    uploads.Remove("/etc/x/y");  // not one of its folders: nothing happens
+    EXPECT_TRUE(fs::exists("/etc"));
+    EXPECT_FALSE(uploads.Write("../m", {{"1/model.pt", "x"}}).ok());
+    EXPECT_FALSE(uploads.Write("m", {{"../1/model.pt", "x"}}).ok());
+  }
+  EXPECT_FALSE(fs::exists(root));
+}
+
+}  // namespace
+}  // namespace infergate

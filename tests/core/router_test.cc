@@ -1,0 +1,60 @@
+#include "routing/router.h"
+
+#include <gtest/gtest.h>
+
+namespace infergate {
+namespace {
+
+RouteCandidate C(DeviceKind kind, int index, size_t queued, size_t running, int workers, bool resident,
+                 std::optional<double> latency) {
+  RouteCandidate c;
+  c.device = {kind, index};
+  c.queued = queued;
+  c.running = running;
+  c.workers = workers;
+  c.resident = resident;
+  c.latency_us = latency;
+  return c;
+}
+
+TEST(Router, ColdStartPrefersCudaThenMpsThenCpu) {
+  std::vector<RouteCandidate> cold = {C(DeviceKind::kCuda, 0, 0, 0, 1, false, {}),
+                                      C(DeviceKind::kMps, 0, 0, 0, 1, false, {}),
+                                      C(DeviceKind::kCpu, 0, 0, 0, 2, false, {})};
+  EXPECT_EQ(ChooseDevice(cold), 0);
+  cold.erase(cold.begin());
+  EXPECT_EQ(ChooseDevice(cold), 0);  // mps
+  EXPECT_EQ(ChooseDevice({}), -1);
+}
+
+TEST(Router, UnevenQueuesMoveWorkToTheFreerDevice) {
+  // cuda is 4x faster per request but has 20 queued; cpu is idle.
+  std::vector<RouteCandidate> c = {C(DeviceKind::kCuda, 0, 20, 1, 1, true, 250.0),
+                                   C(DeviceKind::kCpu, 0, 0, 0, 2, true, 1000.0)};
+  EXPECT_EQ(ChooseDevice(c), 1);
+  c[0].queued = 1;
+  EXPECT_EQ(ChooseDevice(c), 0);
+}
+
+TEST(Router, LoadPenaltyKeepsWorkWhereTheModelIsResident) {
+  std::vector<RouteCandidate> c = {C(DeviceKind::kCuda, 0, 0, 0, 1, false, 100.0),
+                                   C(DeviceKind::kCpu, 0, 2, 0, 2, true, 1000.0)};
+  EXPECT_EQ(ChooseDevice(c), 1);  // 2000 us on cpu beats 100 us + 50 ms load on cuda
+  RouterOptions cheap_loads;
+  cheap_loads.load_penalty_us = 100;
+  EXPECT_EQ(ChooseDevice(c, cheap_loads), 0);
+}
+
+TEST(LatencyStats, MovingAverage) {
+  LatencyStats stats(0.5);
+  DeviceId cpu{DeviceKind::kCpu, 0};
+  EXPECT_FALSE(stats.Mean("m", cpu).has_value());
+  stats.Observe("m", cpu, 100);
+  EXPECT_DOUBLE_EQ(*stats.Mean("m", cpu), 100);
+  stats.Observe("m", cpu, 200);
+  EXPECT_DOUBLE_EQ(*stats.Mean("m", cpu), 150);
+  EXPECT_FALSE(stats.Mean("m", {DeviceKind::kCuda, 0}).has_value());
+}
+
+}  // namespace
+}  // namespace infergate
