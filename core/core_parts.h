@@ -29,7 +29,7 @@
 #include "routing/precision_checker.h"
 #include "core/repository_poller.h"
 #include "routing/route_planner.h"
-#include "routing/router.h"
+#include "routing/auto_cost.h"
 #include "models/scheduler_observer.h"
 #include "routing/scheduler_options.h"
 #include "models/servable.h"

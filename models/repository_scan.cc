@@ -15,10 +15,6 @@ namespace infergate {
 
 namespace fs = std::filesystem;
 
-std::string FileStamp::ContentKey() const { return absl::StrCat(size, ":", mtime_ns); }
-
-absl::string_view ModelFileFormatName(const FileStamp& stamp) { return stamp.package ? "aoti" : "torchscript"; }
-
 FileStamp StampFile(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};

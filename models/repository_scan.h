@@ -11,27 +11,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "models/file_stamp.h"
 
 namespace infergate {
-
-// Identifies one state of a file: a rewrite in place changes its size or
-// modification time, an atomic rename its inode.
-struct FileStamp {
-  uint64_t size = 0;
-  int64_t mtime_ns = 0;
-  uint64_t inode = 0;
-  bool package = false;  // an AOTInductor package (model.pt2), not TorchScript
-
-  bool exists() const { return inode != 0 || size != 0 || mtime_ns != 0; }
-  // Survives a restart and a copy that keeps times (for the learned device
-  // limits): "size:mtime_ns".
-  std::string ContentKey() const;
-  friend bool operator==(const FileStamp&, const FileStamp&) = default;
-};
-
-// The format of the model file `stamp` names, as ListModels, the CLI and
-// metrics show it: "aoti" (an AOTInductor package) or "torchscript".
-absl::string_view ModelFileFormatName(const FileStamp& stamp);
 
 // The stamp of `path`; an empty stamp when it is missing or not a file.
 // `package` is set for a .pt2 file.

@@ -26,7 +26,7 @@
 
 #include "absl/strings/string_view.h"
 #include "infergate/v1/model_config.pb.h"
-#include "models/repository_scan.h"
+#include "models/file_stamp.h"
 #include "models/version_status.h"
 
 namespace infergate {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "models/repository_scan.h"
+#include "models/file_stamp.h"
 
 namespace infergate {
 

@@ -20,7 +20,7 @@
 #include "devices/precision.h"
 #include "routing/precision_checker.h"
 #include "models/route.h"
-#include "routing/router.h"
+#include "routing/auto_cost.h"
 #include "routing/unsupported_ops.h"
 
 namespace infergate {

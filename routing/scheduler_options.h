@@ -10,7 +10,7 @@
 #include <string>
 
 #include "devices/device_id.h"
-#include "routing/router.h"
+#include "routing/router_options.h"
 
 namespace infergate {
 

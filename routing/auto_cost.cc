@@ -1,4 +1,4 @@
-#include "routing/router.h"
+#include "routing/auto_cost.h"
 
 #include <algorithm>
 

@@ -1,6 +1,8 @@
 #pragma once
-// Picks the device expected to finish a request soonest, from per-device
-// load and a moving average of the model's measured latency there.
+// The cost model `auto` routes by: picks the device expected to finish a
+// request soonest, from per-device load and a moving average of the
+// model's measured latency there. The route planner (route_planner.h)
+// decides everything else about where a request runs.
 
 #include <map>
 #include <optional>
@@ -10,6 +12,7 @@
 
 #include "common/mutex.h"
 #include "devices/device_id.h"
+#include "routing/router_options.h"
 
 namespace infergate {
 
@@ -34,11 +37,6 @@ struct RouteCandidate {
   int workers = 1;
   bool resident = false;               // the model is loaded there
   std::optional<double> latency_us;    // the model's average there, if measured
-};
-
-struct RouterOptions {
-  double unmeasured_latency_us = 1000;  // assumed until measured
-  double load_penalty_us = 50000;       // cost of loading a model that is not resident
 };
 
 // Index of the candidate with the smallest expected completion time:
