@@ -8,11 +8,11 @@
 #include "devices/system_info.h"
 #include "core/core_parts.h"
 #include "execution/drain_refusal.h"
-#include "models/model_config.h"
-#include "models/model_name.h"
+#include "model_store/model_config.h"
+#include "model_store/model_name.h"
 #include "core/request_dispatcher.h"
 #include "core/thread_sizing.h"
-#include "models/version_policy.h"
+#include "model_store/version_policy.h"
 
 namespace infergate {
 namespace {

@@ -29,14 +29,14 @@
 #include "devices/device_info.h"
 #include "devices/device_registry.h"
 #include "infergate/v1/model_config.pb.h"
-#include "models/inference_types.h"
-#include "models/model_key.h"
-#include "models/model_statistics.h"
-#include "models/request_handle.h"
-#include "models/scheduler_observer.h"
+#include "model_store/inference_types.h"
+#include "model_store/model_key.h"
+#include "model_store/model_statistics.h"
+#include "model_store/request_handle.h"
+#include "model_store/scheduler_observer.h"
 #include "routing/scheduler_options.h"
-#include "models/servable.h"
-#include "models/version_status.h"
+#include "model_store/servable.h"
+#include "model_store/version_status.h"
 
 namespace infergate {
 

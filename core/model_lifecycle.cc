@@ -13,12 +13,12 @@
 #include "common/logging.h"
 #include "devices/device_failure.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "models/model_config.h"
-#include "models/config_override.h"
-#include "models/model_name.h"
+#include "model_store/model_config.h"
+#include "model_store/config_override.h"
+#include "model_store/model_name.h"
 #include "routing/route_planner.h"
-#include "models/version_plan.h"
-#include "models/version_policy.h"
+#include "model_store/version_plan.h"
+#include "model_store/version_policy.h"
 
 namespace infergate {
 namespace fs = std::filesystem;

@@ -29,14 +29,14 @@
 #include "common/mutex.h"
 #include "absl/status/status.h"
 #include "devices/device_registry.h"
-#include "models/config_override.h"
-#include "models/model_manager.h"
-#include "models/model_upload.h"
-#include "models/model_repository.h"
-#include "models/repository_diff.h"
-#include "models/repository_scan.h"
-#include "models/version_plan.h"
-#include "models/scheduler_observer.h"
+#include "model_store/config_override.h"
+#include "model_store/model_manager.h"
+#include "model_store/model_upload.h"
+#include "model_store/model_repository.h"
+#include "model_store/repository_diff.h"
+#include "model_store/repository_scan.h"
+#include "model_store/version_plan.h"
+#include "model_store/scheduler_observer.h"
 
 namespace infergate {
 

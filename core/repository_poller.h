@@ -13,7 +13,7 @@
 
 #include "common/mutex.h"
 #include "core/model_lifecycle.h"
-#include "models/repository_scan.h"
+#include "model_store/repository_scan.h"
 
 namespace infergate {
 

@@ -9,7 +9,7 @@
 #include "execution/batch_execution.h"
 #include "execution/drain_refusal.h"
 #include "routing/failure_policy.h"
-#include "models/input_signature.h"
+#include "model_store/input_signature.h"
 #include "execution/job.h"
 #include "execution/request_trace.h"
 

@@ -15,8 +15,8 @@
 
 #include "core/core_parts.h"
 #include "execution/device_executor.h"
-#include "models/inference_types.h"
-#include "models/request_handle.h"
+#include "model_store/inference_types.h"
+#include "model_store/request_handle.h"
 
 namespace infergate {
 

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/input_signature.h"
+#include "model_store/input_signature.h"
 #include "execution/job.h"
-#include "models/model_statistics.h"
-#include "models/servable.h"
+#include "model_store/model_statistics.h"
+#include "model_store/servable.h"
 
 namespace infergate {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/tensor_types.h"
+#include "model_store/tensor_types.h"
 
 namespace infergate {
 

@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "devices/device_id.h"
 #include "execution/batch_cost.h"
-#include "models/event_reasons.h"
+#include "model_store/event_reasons.h"
 #include "execution/fair_queue.h"
 #include "execution/job.h"
 

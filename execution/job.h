@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "execution/flow_key.h"
-#include "models/inference_types.h"
-#include "models/model_statistics.h"
-#include "models/request_handle.h"
-#include "models/route.h"
-#include "models/scheduling_policy.h"
+#include "model_store/inference_types.h"
+#include "model_store/model_statistics.h"
+#include "model_store/request_handle.h"
+#include "model_store/route.h"
+#include "model_store/scheduling_policy.h"
 
 namespace infergate {
 

@@ -23,7 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "common/mutex.h"
-#include "models/inference_types.h"
+#include "model_store/inference_types.h"
 
 namespace infergate {
 

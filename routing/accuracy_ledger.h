@@ -24,8 +24,8 @@
 #include "absl/status/status.h"
 #include "devices/device_id.h"
 #include "devices/dtype.h"
-#include "models/accuracy_tolerance.h"
-#include "models/state_file.h"
+#include "model_store/accuracy_tolerance.h"
+#include "model_store/state_file.h"
 
 namespace infergate {
 

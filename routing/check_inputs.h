@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "infergate/v1/model_config.pb.h"
-#include "models/input_signature.h"
+#include "model_store/input_signature.h"
 
 namespace infergate {
 

@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "devices/device_id.h"
-#include "models/fallback_reason.h"
+#include "model_store/fallback_reason.h"
 
 namespace infergate {
 

@@ -6,8 +6,8 @@
 
 #include <vector>
 
-#include "models/accuracy_tolerance.h"
-#include "models/tensor_types.h"
+#include "model_store/accuracy_tolerance.h"
+#include "model_store/tensor_types.h"
 
 namespace infergate {
 

@@ -12,7 +12,7 @@
 #include "devices/system_info.h"
 #include "execution/batch_execution.h"
 #include "routing/check_inputs.h"
-#include "models/input_signature.h"
+#include "model_store/input_signature.h"
 #include "routing/output_comparison.h"
 
 namespace infergate {

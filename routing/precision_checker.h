@@ -34,13 +34,13 @@
 #include "absl/strings/string_view.h"
 #include "devices/device_registry.h"
 #include "routing/accuracy_ledger.h"
-#include "models/accuracy_tolerance.h"
-#include "models/inference_types.h"
-#include "models/model_manager.h"
+#include "model_store/accuracy_tolerance.h"
+#include "model_store/inference_types.h"
+#include "model_store/model_manager.h"
 #include "routing/precision_decision.h"
-#include "models/route.h"
-#include "models/scheduler_observer.h"
-#include "models/tensor_types.h"
+#include "model_store/route.h"
+#include "model_store/scheduler_observer.h"
+#include "model_store/tensor_types.h"
 
 namespace infergate {
 

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "wire/proto_enums.h"
-#include "models/model_config.h"
+#include "model_store/model_config.h"
 
 namespace infergate {
 namespace {

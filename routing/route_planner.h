@@ -19,7 +19,7 @@
 #include "devices/device_registry.h"
 #include "devices/precision.h"
 #include "routing/precision_checker.h"
-#include "models/route.h"
+#include "model_store/route.h"
 #include "routing/auto_cost.h"
 #include "routing/unsupported_ops.h"
 

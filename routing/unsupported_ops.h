@@ -23,8 +23,8 @@
 #include "common/mutex.h"
 #include "absl/status/status.h"
 #include "devices/device_id.h"
-#include "models/fallback_reason.h"
-#include "models/state_file.h"
+#include "model_store/fallback_reason.h"
+#include "model_store/state_file.h"
 
 namespace infergate {
 

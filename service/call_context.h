@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "models/inference_types.h"
+#include "model_store/inference_types.h"
 #include "service/auth.h"
 #include "service/front_end.h"
 #include "service/infer_call.h"

@@ -35,7 +35,7 @@
 #include "opentelemetry/trace/span.h"
 #include "opentelemetry/trace/span_startoptions.h"
 #include "opentelemetry/trace/tracer.h"
-#include "models/inference_types.h"
+#include "model_store/inference_types.h"
 #include "execution/request_trace.h"
 #include "service/call_trace_start.h"
 

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "models/inference_types.h"
+#include "model_store/inference_types.h"
 
 namespace infergate {
 

@@ -19,9 +19,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "models/event_reasons.h"
-#include "models/inference_types.h"
-#include "models/request_handle.h"
+#include "model_store/event_reasons.h"
+#include "model_store/inference_types.h"
+#include "model_store/request_handle.h"
 #include "service/auth.h"
 #include "service/call_tally.h"
 #include "service/inflight_budget.h"

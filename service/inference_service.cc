@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "wire/proto_enums.h"
-#include "models/class_labels.h"
+#include "model_store/class_labels.h"
 #include "service/call_context.h"
 #include "service/classification.h"
 #include "service/status_convert.h"

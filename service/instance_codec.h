@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "devices/dtype.h"
 #include "nlohmann/json.hpp"
-#include "models/tensor_types.h"
+#include "model_store/tensor_types.h"
 #include "service/wire_tensor.h"
 
 namespace infergate {

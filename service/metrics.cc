@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "devices/caching_cpu_allocator.h"
-#include "models/repository_scan.h"
+#include "model_store/repository_scan.h"
 
 namespace infergate {
 namespace {

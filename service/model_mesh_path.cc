@@ -6,7 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "models/repository_scan.h"
+#include "model_store/repository_scan.h"
 
 namespace infergate {
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "models/model_name.h"
+#include "model_store/model_name.h"
 #include "service/model_mesh_path.h"
 #include "service/status_convert.h"
 

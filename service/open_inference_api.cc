@@ -5,7 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "wire/proto_enums.h"
-#include "models/model_upload.h"
+#include "model_store/model_upload.h"
 #include "service/open_inference_codec.h"
 #include "service/triton_model_config.h"
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "devices/torch_dtype.h"
-#include "models/class_labels.h"
+#include "model_store/class_labels.h"
 #include "service/classification.h"
 #include "service/tensor_codec.h"
 

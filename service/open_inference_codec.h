@@ -12,7 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "devices/dtype.h"
 #include "inference/grpc_service.pb.h"
-#include "models/inference_types.h"
+#include "model_store/inference_types.h"
 #include "service/open_inference_datatype.h"
 #include "service/wire_tensor.h"
 

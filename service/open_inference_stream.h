@@ -38,7 +38,7 @@
 
 #include "common/callback_lock.h"
 #include "inference/grpc_service.grpc.pb.h"
-#include "models/inference_types.h"
+#include "model_store/inference_types.h"
 #include "service/front_end.h"
 #include "service/infer_call.h"
 

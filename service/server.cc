@@ -17,7 +17,7 @@
 #include "devices/system_info.h"
 #include "devices/torch_probe.h"
 #include "core/inference_core.h"
-#include "models/torchserve_store.h"
+#include "model_store/torchserve_store.h"
 #include "service/front_end.h"
 #include "service/http_server.h"
 #include "service/inference_service.h"

@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "devices/device_registry.h"
 #include "routing/scheduler_options.h"
-#include "models/torchserve_config.h"
+#include "model_store/torchserve_config.h"
 #include "service/tracing_options.h"
 #include "service/wire_tensor.h"
 

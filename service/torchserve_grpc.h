@@ -11,7 +11,7 @@
 // Threading: gRPC's callback threads; nothing blocks.
 
 #include "core/inference_core.h"
-#include "models/torchserve_store.h"
+#include "model_store/torchserve_store.h"
 #include "service/front_end.h"
 #include "service/torchserve_models.h"
 #include "torchserve/inference.grpc.pb.h"

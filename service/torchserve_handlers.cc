@@ -4,7 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "models/class_labels.h"
+#include "model_store/class_labels.h"
 #include "service/image_decode.h"
 #include "service/image_preprocess.h"
 #include "service/instance_codec.h"

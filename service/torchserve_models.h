@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "devices/dtype.h"
 #include "core/inference_core.h"
-#include "models/inference_types.h"
-#include "models/torchserve_store.h"
+#include "model_store/inference_types.h"
+#include "model_store/torchserve_store.h"
 
 namespace infergate {
 

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "core/inference_core.h"
-#include "models/torchserve_store.h"
+#include "model_store/torchserve_store.h"
 #include "service/front_end.h"
 #include "service/http_server.h"
 #include "service/torchserve_models.h"

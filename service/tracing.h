@@ -20,7 +20,7 @@
 #include "opentelemetry/nostd/shared_ptr.h"
 #include "opentelemetry/sdk/trace/tracer_provider.h"
 #include "opentelemetry/trace/tracer.h"
-#include "models/inference_types.h"
+#include "model_store/inference_types.h"
 #include "service/call_trace.h"
 #include "service/call_trace_start.h"
 #include "service/tracing_options.h"

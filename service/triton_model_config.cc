@@ -1,7 +1,7 @@
 #include "service/triton_model_config.h"
 
 #include "google/protobuf/text_format.h"
-#include "models/triton_config.h"
+#include "model_store/triton_config.h"
 #include "service/json_scan.h"
 
 namespace infergate {

@@ -1,7 +1,7 @@
 #pragma once
 // Triton's model configuration at the front ends: a load request's `config`
 // parameter (its JSON form), read as an override of the repository's config
-// (models/triton_config.h has the field-by-field mapping), and a Triton
+// (model_store/triton_config.h has the field-by-field mapping), and a Triton
 // config.pbtxt read back into the Open Inference Protocol's ModelConfig.
 // Errors are INVALID_ARGUMENT naming the field
 // ("parameters.config.input[0].dims").
@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "inference/grpc_service.pb.h"
-#include "models/config_override.h"
+#include "model_store/config_override.h"
 
 namespace infergate {
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The layers depend downwards only: each folder's sources include nothing
-# from a layer above it (nor, below models/, the wire protocols' generated
+# from a layer above it (nor, below model_store/, the wire protocols' generated
 # code). One line per include that crosses a layer upward; fails if there
 # is any. Each layer is a CMake library of its own that links only the
 # layers below it.
@@ -8,7 +8,7 @@
 #   common/     (nothing of ours)
 #   devices/    common/
 #   wire/       common/ devices/, the protocols' generated code
-#   models/     the above: model files, configs, the repository view,
+#   model_store/ the above: model files, configs, the repository view,
 #               loaders, the model cache and manager, the shared plain types
 #   execution/  the above: jobs, fair queues, device executors, batch runs
 #   routing/    the above: the route planner, the accuracy contract, the
@@ -19,10 +19,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A forbidden=(
-  [common]="devices wire models execution routing core service tools infergate inference mmesh"
-  [devices]="wire models execution routing core service tools infergate inference mmesh"
-  [wire]="models execution routing core service tools"
-  [models]="execution routing core service tools"
+  [common]="devices wire model_store execution routing core service tools infergate inference mmesh"
+  [devices]="wire model_store execution routing core service tools infergate inference mmesh"
+  [wire]="model_store execution routing core service tools"
+  [model_store]="execution routing core service tools"
   [execution]="routing core service tools"
   [routing]="core service tools"
   [core]="service tools"

@@ -57,6 +57,10 @@ asan_skips="Soak|bench_smoke|k8s_manifests|monitoring|python_client|container_im
 # (http_server.cc: 111 s at -O2 -g, 55 s at -O1 -g1).
 sanitizer_opt="-O1 -g1 -DNDEBUG"
 
+# Before anything builds: a source file git does not hold builds here and
+# breaks every fresh clone.
+./tests/sources_tracked.sh
+
 build_dir="${BUILD_DIR:-build}"
 start=$(date +%s)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERGATE_BUILD_TESTS=ON

@@ -1,7 +1,7 @@
 // The accuracy contract's arithmetic and its state-file form: tolerances,
 // verdicts, measurements compared on real tensors, ledger lines.
 
-#include "models/accuracy_tolerance.h"
+#include "model_store/accuracy_tolerance.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,4 +1,4 @@
-#include "models/aoti_package.h"
+#include "model_store/aoti_package.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "models/config_override.h"
+#include "model_store/config_override.h"
 
 #include <gtest/gtest.h>
 

@@ -16,8 +16,8 @@
 
 #include "absl/status/status.h"
 #include "devices/device_info.h"
-#include "models/inference_types.h"
-#include "models/servable.h"
+#include "model_store/inference_types.h"
+#include "model_store/servable.h"
 
 namespace infergate::testing {
 

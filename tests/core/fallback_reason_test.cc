@@ -1,4 +1,4 @@
-#include "models/fallback_reason.h"
+#include "model_store/fallback_reason.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "models/forward_arguments.h"
+#include "model_store/forward_arguments.h"
 
 #include <gtest/gtest.h>
 

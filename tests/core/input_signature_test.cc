@@ -1,4 +1,4 @@
-#include "models/input_signature.h"
+#include "model_store/input_signature.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "models/model_cache.h"
+#include "model_store/model_cache.h"
 
 #include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "devices/device_failure.h"
-#include "models/loaded_model.h"
+#include "model_store/loaded_model.h"
 #include "tests/common/scratch_dir.h"
 
 namespace infergate {

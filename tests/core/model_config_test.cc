@@ -1,4 +1,4 @@
-#include "models/model_config.h"
+#include "model_store/model_config.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "models/model_footprints.h"
+#include "model_store/model_footprints.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

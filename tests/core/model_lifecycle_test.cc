@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "models/model_manager.h"
+#include "model_store/model_manager.h"
 #include "tests/core/fake_servable.h"
 
 namespace infergate {

@@ -1,4 +1,4 @@
-#include "models/model_load_error.h"
+#include "model_store/model_load_error.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "models/model_name.h"
+#include "model_store/model_name.h"
 
 #include <gtest/gtest.h>
 

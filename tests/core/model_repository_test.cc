@@ -1,4 +1,4 @@
-#include "models/model_repository.h"
+#include "model_store/model_repository.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "models/model_upload.h"
+#include "model_store/model_upload.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "models/repository_diff.h"
+#include "model_store/repository_diff.h"
 
 #include <gtest/gtest.h>
 

@@ -22,7 +22,7 @@
 #include "devices/device_registry.h"
 #include "devices/precision.h"
 #include "routing/failure_policy.h"
-#include "models/loaded_model.h"
+#include "model_store/loaded_model.h"
 
 namespace infergate {
 namespace {

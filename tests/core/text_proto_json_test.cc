@@ -1,8 +1,8 @@
-#include "models/text_proto_json.h"
+#include "model_store/text_proto_json.h"
 
 #include <gtest/gtest.h>
 
-#include "models/model_config.h"
+#include "model_store/model_config.h"
 
 namespace infergate {
 namespace {

@@ -1,4 +1,4 @@
-#include "models/torchserve_store.h"
+#include "model_store/torchserve_store.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,9 +7,9 @@
 #include <fstream>
 
 #include "common/file_util.h"
-#include "models/java_properties.h"
-#include "models/model_config.h"
-#include "models/torchserve_config.h"
+#include "model_store/java_properties.h"
+#include "model_store/model_config.h"
+#include "model_store/torchserve_config.h"
 #include "tests/common/zip_writer.h"
 
 namespace infergate {

@@ -1,9 +1,9 @@
-#include "models/version_policy.h"
+#include "model_store/version_policy.h"
 
 #include <gtest/gtest.h>
 
 #include "google/protobuf/text_format.h"
-#include "models/model_config.h"
+#include "model_store/model_config.h"
 #include "tests/common/text_proto.h"
 
 namespace infergate {

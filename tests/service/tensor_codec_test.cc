@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "devices/torch_dtype.h"
-#include "models/model_config.h"
+#include "model_store/model_config.h"
 #include "service/wire_tensor.h"
 
 namespace infergate {

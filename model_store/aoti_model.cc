@@ -1,0 +1,209 @@
+#include "model_store/aoti_model.h"
+
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/logging.h"
+#include "devices/device_failure.h"
+#include "devices/simulated_run.h"
+#include "devices/torch_dtype.h"
+#include "nlohmann/json.hpp"
+#include "model_store/aoti_package.h"
+#include "model_store/aoti_signature.h"
+#include "model_store/declared_outputs.h"
+#include "model_store/model_config.h"
+#include "model_store/torch_status.h"
+
+namespace infergate {
+namespace {
+
+// Leaves of a pytree spec (torch.utils._pytree's JSON): the tensors a call
+// takes. -1 when the spec cannot be read.
+int64_t CountLeaves(const nlohmann::json& node, int depth = 0) {
+  if (depth > 64 || !node.is_object()) return -1;
+  if (node.contains("type") && node["type"].is_null()) return 1;
+  int64_t n = 0;
+  if (node.contains("children_spec") && node["children_spec"].is_array()) {
+    for (const nlohmann::json& child : node["children_spec"]) {
+      int64_t c = CountLeaves(child, depth + 1);
+      if (c < 0) return -1;
+      n += c;
+    }
+  }
+  return n;
+}
+
+int64_t InputsInCallSpec(const std::vector<std::string>& call_spec) {
+  if (call_spec.empty()) return -1;
+  nlohmann::json spec = nlohmann::json::parse(call_spec[0], nullptr, /*allow_exceptions=*/false);
+  if (!spec.is_array() || spec.size() != 2) return -1;
+  return CountLeaves(spec[1]);
+}
+
+// LibTorch 2.6's loader unpacks a package into a fresh /tmp/XXXXXX folder
+// and removes it in its destructor, which never runs when its constructor
+// throws (a junk or missing-symbol library): the folder would stay behind.
+// So loaders are made one at a time, and a failed one's folder, the one that
+// appeared while it was being made, is removed here.
+absl::Mutex g_loader_construction_mu;
+
+// The folders in /tmp that hold an unpacked package (data/aotinductor/).
+std::set<std::string> UnpackedPackageFolders() {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator("/tmp", ec)) {
+    const std::string name = e.path().filename().string();
+    std::error_code sub_ec;
+    if (name.size() == 6 && std::filesystem::is_directory(e.path() / "data" / "aotinductor", sub_ec)) {
+      out.insert(e.path().string());
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<torch::inductor::AOTIModelPackageLoader> MakeLoader(const std::string& path,
+                                                                    const std::string& variant) {
+  absl::MutexLock lock(&g_loader_construction_mu);
+  const std::set<std::string> before = UnpackedPackageFolders();
+  try {
+    return std::make_unique<torch::inductor::AOTIModelPackageLoader>(path, variant);
+  } catch (...) {
+    for (const std::string& folder : UnpackedPackageFolders()) {
+      std::error_code ec;
+      if (!before.count(folder) && std::filesystem::exists(std::filesystem::path(folder) / "data" / "aotinductor" / variant, ec)) {
+        std::filesystem::remove_all(folder, ec);
+      }
+    }
+    throw;
+  }
+}
+
+}  // namespace
+
+struct AotiModel::Impl {
+  ~Impl() {
+    if (simulation && simulation->memory) simulation->memory->Release(reserved_bytes);
+  }
+  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
+  std::shared_ptr<const SimulationRules> simulation;
+  uint64_t reserved_bytes = 0;
+  std::string name;
+  std::optional<DeclaredOutputs> outputs;  // set at load
+};
+
+bool IsAotiPackagePath(const std::string& path) { return absl::EndsWith(path, ".pt2"); }
+
+AotiModel::AotiModel(std::unique_ptr<Impl> impl, InputSignature signature, uint64_t bytes)
+    : impl_(std::move(impl)), signature_(std::move(signature)), bytes_(bytes) {}
+
+AotiModel::~AotiModel() = default;
+
+absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& path, const v1::ModelConfig& config,
+                                                           const DeviceInfo& device, DType compute_dtype,
+                                                           const AdmitBytes& admit) {
+  const std::string model = config.name();
+  auto refuse = [&](absl::string_view why) {
+    return absl::FailedPreconditionError(absl::StrCat("model '", model, "': ", path, ": ", why));
+  };
+  absl::StatusOr<std::vector<AotiVariant>> variants = ReadAotiVariants(path);
+  if (!variants.ok()) return refuse(variants.status().message());
+  absl::StatusOr<AotiVariant> variant = PickAotiVariant(*variants, device);
+  if (!variant.ok()) {
+    return WithDeviceFailure(refuse(variant.status().message()), DeviceFailure::kNoCompiledVariant,
+                             DeviceKindName(device.id.kind));
+  }
+  if (compute_dtype != DType::kFloat32) {
+    // A dtype this build cannot hold, as for a device lacking one: the
+    // request falls back (or is refused under DENY) with that reason.
+    return WithDeviceFailure(
+        refuse(absl::StrCat("its precision was fixed at export (float32); ", DTypeName(compute_dtype),
+                            " cannot be served from it. Ask for FP32, or export a reduced-precision build")),
+        DeviceFailure::kDtype, DTypeName(compute_dtype));
+  }
+  absl::StatusOr<std::optional<v1::ModelConfig>> exported = PackageSignature(*variants, model);
+  if (!exported.ok()) return refuse(exported.status().message());
+  if (*exported) {
+    if (absl::Status s = CheckConfigAgainstPackage(config, **exported); !s.ok()) return refuse(s.message());
+  }
+  if (config.inputs_size() == 0) {
+    return refuse(absl::StrCat("config.pbtxt must declare the inputs of a compiled package that does not carry them "
+                               "in its ", kAotiSignatureKey, " metadata (it names none)"));
+  }
+  InputSignature signature = DeclaredSignature(config);
+  for (size_t i = 0; i < signature.inputs.size(); ++i) {
+    const InputSpec& in = signature.inputs[i];
+    if (!in.dtype || !in.dims) return refuse(absl::StrCat("inputs[", i, "]: a compiled package needs dtype and dims"));
+    for (size_t d = 0; d < in.dims->size(); ++d) {
+      if ((*in.dims)[d] < 0) {
+        return refuse(absl::StrCat("inputs[", i, "].dims[", d,
+                                   "]: must be fixed for a compiled package (only the batch dimension may vary)"));
+      }
+    }
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->name = model;
+  impl->simulation = device.simulation;
+  impl->outputs.emplace(config);
+  const uint64_t bytes = variant->library_bytes;
+  if (admit) {
+    if (absl::Status room = admit(bytes); !room.ok()) return room;
+  }
+  if (impl->simulation && impl->simulation->memory) {
+    if (!impl->simulation->memory->TryReserve(bytes)) {
+      return WithDeviceFailure(
+          absl::ResourceExhaustedError(absl::StrCat("model '", model, "': ", bytes, " bytes of compiled model do not fit ",
+                                                    device.id.ToString(), " (simulated)")),
+          DeviceFailure::kOutOfMemory, "");
+    }
+    impl->reserved_bytes = bytes;
+  }
+  try {
+    impl->loader = MakeLoader(path, variant->name);
+    const int64_t expected = InputsInCallSpec(impl->loader->get_call_spec());
+    if (expected >= 0 && expected != static_cast<int64_t>(signature.inputs.size())) {
+      return refuse(absl::StrCat("the package's '", variant->name, "' takes ", expected,
+                                 " input tensors but config.pbtxt declares ", signature.inputs.size()));
+    }
+  } catch (const std::exception& e) {
+    return refuse(absl::StrCat("AOTInductor cannot load variant '", variant->name, "': ", ConciseTorchMessage(e.what())));
+  }
+  LOG_INFO << "model '" << model << "': loaded variant '" << variant->name << "' (compiled for " << variant->device
+           << ") of " << path << " on " << (device.simulated ? "simulated " : "") << device.id.ToString();
+  return std::shared_ptr<AotiModel>(new AotiModel(std::move(impl), std::move(signature), bytes));
+}
+
+absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Tensor>& inputs) const {
+  const Impl& m = *impl_;
+  std::vector<NamedTensor> outputs;
+  try {
+    c10::InferenceMode guard;
+    std::vector<at::Tensor> args;
+    args.reserve(inputs.size());
+    for (const at::Tensor& t : inputs) args.push_back(t.contiguous());
+    std::vector<at::Tensor> raw;
+    if (m.simulation) {
+      SimulatedRun run(*m.simulation);
+      raw = m.loader->run(args);
+      run.Check();
+    } else {
+      raw = m.loader->run(args);
+    }
+    std::vector<std::pair<std::string, at::Tensor>> positional;
+    positional.reserve(raw.size());
+    for (at::Tensor& t : raw) positional.emplace_back("", std::move(t));
+    absl::StatusOr<std::vector<NamedTensor>> answer = m.outputs->ToAnswer(m.name, std::move(positional));
+    if (!answer.ok()) return answer.status();
+    outputs = *std::move(answer);
+  } catch (const std::exception& e) {
+    return StatusFromTorchException(e, absl::StrCat("model '", m.name, "' failed: "));
+  }
+  return outputs;
+}
+
+}  // namespace infergate

@@ -1,0 +1,90 @@
+#include "model_store/aoti_package.h"
+
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/zip_listing.h"
+#include "nlohmann/json.hpp"
+#include "model_store/aoti_signature.h"
+
+namespace infergate {
+namespace {
+
+constexpr absl::string_view kVariantsFolder = "data/aotinductor/";
+constexpr uint64_t kMaxMetadataBytes = 64 << 10;
+
+absl::Status NotAPackage(const std::string& path, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", path.substr(0, 256), "' is not an AOTInductor package (.pt2): ", why));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& path) {
+  absl::StatusOr<std::vector<ZipEntry>> entries = ListZip(path);
+  if (!entries.ok()) return NotAPackage(path, entries.status().message());
+  // data/aotinductor/<name>/<hash>_metadata.json and <hash>.so per variant.
+  std::map<std::string, const ZipEntry*> metadata;
+  std::map<std::string, uint64_t> library_bytes;
+  for (const ZipEntry& e : *entries) {
+    absl::string_view name = e.name;
+    if (!absl::ConsumePrefix(&name, kVariantsFolder)) continue;
+    const size_t slash = name.find('/');
+    if (slash == absl::string_view::npos || slash == 0) continue;
+    const std::string variant(name.substr(0, slash));
+    absl::string_view file = name.substr(slash + 1);
+    if (file.find('/') != absl::string_view::npos) continue;
+    if (absl::EndsWith(file, "_metadata.json")) metadata[variant] = &e;
+    if (absl::EndsWith(file, ".so")) library_bytes[variant] += e.size;
+  }
+  if (metadata.empty()) return NotAPackage(path, "it holds no compiled model (data/aotinductor/<name>/)");
+  std::vector<AotiVariant> out;
+  for (const auto& [name, entry] : metadata) {
+    if (library_bytes.count(name) == 0) {
+      return NotAPackage(path, absl::StrCat("variant '", name.substr(0, 64), "' has no compiled library (.so)"));
+    }
+    absl::StatusOr<std::string> text = ReadStoredZipEntry(path, *entry, kMaxMetadataBytes);
+    if (!text.ok()) return NotAPackage(path, text.status().message());
+    nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (!json.is_object() || !json.contains("AOTI_DEVICE_KEY") || !json["AOTI_DEVICE_KEY"].is_string()) {
+      return NotAPackage(path, absl::StrCat("variant '", name.substr(0, 64), "' has no AOTI_DEVICE_KEY in its metadata"));
+    }
+    AotiVariant variant{name, json["AOTI_DEVICE_KEY"].get<std::string>(), library_bytes[name], ""};
+    if (json.contains(kAotiSignatureKey)) {
+      if (!json[kAotiSignatureKey].is_string()) {
+        return NotAPackage(path, absl::StrCat("variant '", name.substr(0, 64), "': its ", kAotiSignatureKey,
+                                              " metadata is not a string"));
+      }
+      variant.signature = json[kAotiSignatureKey].get<std::string>();
+    }
+    out.push_back(std::move(variant));
+  }
+  return out;
+}
+
+absl::StatusOr<AotiVariant> PickAotiVariant(const std::vector<AotiVariant>& variants, const DeviceInfo& device) {
+  const std::string kind(DeviceKindName(device.id.kind));
+  const AotiVariant* named = nullptr;
+  const AotiVariant* compiled = nullptr;
+  for (const AotiVariant& v : variants) {
+    if (v.name == kind) named = &v;
+    if (v.device == kind && !compiled) compiled = &v;
+  }
+  if (device.simulated && device.id.kind != DeviceKind::kCpu) {
+    if (named && named->device == "cpu") return *named;
+  } else {
+    if (named && named->device == kind) return *named;
+    if (compiled) return *compiled;
+  }
+  std::vector<std::string> have;
+  for (const AotiVariant& v : variants) have.push_back(absl::StrCat(v.name, " (", v.device, ")"));
+  return absl::NotFoundError(absl::StrCat(
+      "the package has no variant compiled for ", device.simulated ? "simulated " : "", device.id.ToString(),
+      device.simulated ? absl::StrCat(" (a CPU build named '", kind, "')") : "", "; it holds ",
+      absl::StrJoin(have, ", ")));
+}
+
+}  // namespace infergate
