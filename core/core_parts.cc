@@ -19,7 +19,7 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
       accuracy_ledger(state_file, TorchVersion()),
       checker(models, repository, devices, accuracy_ledger, PrecisionChecker::Options{options.precision_checks},
               [this] {
-                DeviceExecutor* cpu = executors.Find(DeviceId{DeviceKind::kCpu, 0});
+                DeviceExecutor* cpu = executors.Find(kCpuDevice);
                 return cpu && cpu->queue_depth() == 0 && cpu->in_flight() == 0;
               }),
       planner(repository, devices, learned, options.router,
@@ -58,9 +58,10 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
     // Apple silicon's MPS computes in the same memory as the CPU: one budget
     // for both (the CPU's), not a fraction of that memory each.
     const bool shares_host_memory = d.id.kind == DeviceKind::kMps && !d.simulated;
-    if (shares_host_memory) models.ShareBudget(d.id, DeviceId{DeviceKind::kCpu, 0});
-    const int workers = d.id.kind == DeviceKind::kCpu ? options.cpu_workers : options.accelerator_workers;
-    LOG_INFO << "device " << d.id.ToString() << ": " << workers << " worker(s), model cache budget "
+    if (shares_host_memory) models.ShareBudget(d.id, kCpuDevice);
+    const DeviceExecutor* executor = executors.Find(d.id);
+    LOG_INFO << "device " << d.id.ToString() << ": " << (executor ? executor->workers() : 0)
+             << " worker(s), model cache budget "
              << (shares_host_memory ? "shared with the cpu (one memory)" : absl::StrCat(bytes, " bytes"));
   }
 }

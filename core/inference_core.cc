@@ -15,12 +15,6 @@
 #include "model_store/version_policy.h"
 
 namespace infergate {
-namespace {
-
-constexpr DeviceId kCpu{DeviceKind::kCpu, 0};
-
-}  // namespace
-
 bool ModelStatus::AllowsDevice(const DeviceId& device) const { return DeviceAllowed(config, device); }
 
 InferenceCore::InferenceCore(std::string repository_root, DeviceRegistry devices, SchedulerOptions options,
@@ -67,7 +61,7 @@ std::shared_ptr<RequestHandle> InferenceCore::Infer(InferenceRequest request, In
 
 void InferenceCore::LoadModel(const LoadRequest& request, std::function<void(absl::StatusOr<LoadResult>)> done) {
   if (parts_->draining.load()) return done(absl::UnavailableError("server is draining; it loads no models"));
-  DeviceExecutor* cpu = parts_->executors.Find(kCpu);
+  DeviceExecutor* cpu = parts_->executors.Find(kCpuDevice);
   if (!cpu) return done(absl::UnavailableError("device: no cpu executor"));
   auto shared_done = std::make_shared<std::function<void(absl::StatusOr<LoadResult>)>>(std::move(done));
   // An explicit load first re-reads the model's folder (picking up what

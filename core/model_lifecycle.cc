@@ -207,7 +207,7 @@ absl::Status ModelLifecycle::CheckUpload(const std::string& name, const std::str
   }
   absl::StatusOr<DiskModel> disk = ScanModel(fs::path(dir).parent_path().string(), name);
   if (!disk.ok()) return disk.status();
-  std::optional<DeviceInfo> cpu = devices_.Find(DeviceId{DeviceKind::kCpu, 0});
+  std::optional<DeviceInfo> cpu = devices_.Find(kCpuDevice);
   if (!cpu) return absl::FailedPreconditionError("no cpu device to check the uploaded model on");
   for (const auto& [version, stamp] : disk->versions) {
     const std::string path = VersionModelFile((fs::path(dir) / std::to_string(version)).string());

@@ -16,8 +16,6 @@
 namespace infergate {
 namespace {
 
-constexpr DeviceId kCpu{DeviceKind::kCpu, 0};
-
 // Requests that may share a batch have equal keys: same model, version,
 // device and dtype, and the same input names, dtypes and non-batch dims.
 std::string BatchKey(const Route& route, const std::vector<NamedTensor>& inputs) {
@@ -29,13 +27,12 @@ std::string BatchKey(const Route& route, const std::vector<NamedTensor>& inputs)
   return key;
 }
 
-// Fills in the batching fields of a routed job: its model's policy, and
-// whether its inputs can be stacked with others.
+// Fills in the batching fields of a routed job: whether its inputs can be
+// stacked with others, and how many rows they are.
 void PrepareBatching(Job& job, bool batching_enabled, const std::vector<TensorMeta>& metas) {
   const ModelEntry& model = *job.route.model;
   const std::vector<NamedTensor>& inputs = job.request.inputs;
-  job.policy = model.scheduling;
-  if (batching_enabled && job.policy->max_batch_rows > 1) {
+  if (batching_enabled && model.scheduling->max_batch_rows > 1) {
     bool batchable = true;
     for (const NamedTensor& t : inputs) {
       batchable = batchable && t.tensor.dim() >= 1 && t.tensor.size(0) == inputs[0].tensor.size(0);
@@ -329,7 +326,7 @@ void RequestDispatcher::HandleFailure(Batch& jobs, const absl::Status& failure, 
 }
 
 void RequestDispatcher::FallBack(Batch& jobs, const FallbackReason& reason, const absl::Status& failure) {
-  DeviceExecutor* cpu = core_.executors.Find(kCpu);
+  DeviceExecutor* cpu = core_.executors.Find(kCpuDevice);
   for (auto& job : jobs) {
     absl::StatusOr<Route> moved = core_.planner.FallBackToCpu(job->route, reason, job->request.precision,
                                                          job->request.allow_fallback, failure);
@@ -340,7 +337,7 @@ void RequestDispatcher::FallBack(Batch& jobs, const FallbackReason& reason, cons
       job->Finish(keep_code ? failure : (moved.ok() ? absl::UnavailableError("device: no cpu executor") : moved.status()));
       continue;
     }
-    ReportFallback(job->route.device.id.ToString(), kCpu, reason);
+    ReportFallback(job->route.device.id.ToString(), kCpuDevice, reason);
     static LogRateLimiter limiter(5);
     if (uint64_t held = 0; limiter.Allow(&held)) {
       LOG_INFO << "retrying model '" << job->route.model->name << "' on cpu after " << job->route.device.id.ToString()

@@ -23,6 +23,9 @@ struct DeviceId {
   friend auto operator<=>(const DeviceId&, const DeviceId&) = default;
 };
 
+// The host's CPU: always present, where fallbacks and accuracy references run.
+inline constexpr DeviceId kCpuDevice{DeviceKind::kCpu, 0};
+
 // What a client asked for. `any_index` is set for a bare "cuda".
 struct DeviceRequest {
   bool automatic = true;  // "" or "auto"

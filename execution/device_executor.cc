@@ -188,7 +188,7 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(UniqueMutexLock& lock, double* c
   depth_.store(queue_.size(), std::memory_order_relaxed);
   if (!first) return batch;
   batch.push_back(first);
-  const SchedulingPolicy& policy = *first->policy;
+  const SchedulingPolicy& policy = first->policy();
   if (first->task || first->batch_key.empty() || policy.max_batch_rows <= 1) return batch;
   int64_t rows = first->rows;
   Collect(first, &rows, &batch);
@@ -222,7 +222,7 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(UniqueMutexLock& lock, double* c
   std::vector<int64_t> job_rows;
   job_rows.reserve(batch.size());
   for (const auto& job : batch) job_rows.push_back(job->rows);
-  RequeueTail(batch_cost_.Choose(first->batch_key, job_rows, first->policy->preferred_batch_rows), &batch);
+  RequeueTail(batch_cost_.Choose(first->batch_key, job_rows, first->policy().preferred_batch_rows), &batch);
   return batch;
 }
 

@@ -11,13 +11,13 @@ namespace {
 // Below every priority level: a job whose DELAY timeout passed.
 constexpr int64_t kDelayedLevel = std::numeric_limits<int64_t>::max();
 
-bool HasRejectDeadline(const Job& job) { return job.queue_deadline != Clock::time_point::max() && !job.policy->delay_on_timeout;
+bool HasRejectDeadline(const Job& job) { return job.queue_deadline != Clock::time_point::max() && !job.policy().delay_on_timeout;
 }
 
 }  // namespace
 
 int64_t FairQueue::EffectiveLevel(const Job& job, Clock::time_point now) const {
-  if (job.queue_deadline != Clock::time_point::max() && job.policy->delay_on_timeout && now >= job.queue_deadline) {
+  if (job.queue_deadline != Clock::time_point::max() && job.policy().delay_on_timeout && now >= job.queue_deadline) {
     return kDelayedLevel;
   }
   int64_t level = job.priority_level;
@@ -33,7 +33,7 @@ int64_t FairQueue::EffectiveLevel(const Job& job, Clock::time_point now) const {
 absl::Status FairQueue::Push(std::shared_ptr<Job> job, Clock::time_point now) {
   (void)now;
   Flow& flow = flows_[job->flow];
-  const uint32_t cap = job->policy->max_queue_size;
+  const uint32_t cap = job->policy().max_queue_size;
   if (cap > 0 && flow.size >= cap) {
     return absl::ResourceExhaustedError(absl::StrCat("model ", job->flow.ToString(), " already has ", flow.size,
                                                      " requests waiting, its max_queue_size"));
@@ -124,10 +124,10 @@ void FairQueue::CollectCompanions(const Job& first, int64_t* rows, std::vector<s
   Flow& flow = it->second;
   size_t taken = 0;
   for (auto& [level, jobs] : flow.levels) {
-    for (auto j = jobs.begin(); j != jobs.end() && *rows < first.policy->max_batch_rows;) {
+    for (auto j = jobs.begin(); j != jobs.end() && *rows < first.policy().max_batch_rows;) {
       const Job& job = **j;
       if (!job.task && !job.cancelled.load() && job.batch_key == first.batch_key &&
-          *rows + job.rows <= first.policy->max_batch_rows) {
+          *rows + job.rows <= first.policy().max_batch_rows) {
         *rows += job.rows;
         if (HasRejectDeadline(job)) --reject_timeouts_;
         batch->push_back(std::move(*j));

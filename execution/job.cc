@@ -5,6 +5,10 @@
 
 namespace infergate {
 
+const SchedulingPolicy& Job::policy() const {
+  return routed ? *route.model->scheduling : *DefaultSchedulingPolicy();
+}
+
 void Job::Cancel() {
   if (finished()) return;
   cancelled.store(true);

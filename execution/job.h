@@ -32,9 +32,6 @@ struct Job final : RequestHandle {
   bool routed = false;      // `route` is set
   std::string model_label;  // for a request never routed: the model if the repository knows it
   Clock::time_point enqueued;
-  // What the model's config says about batching and queueing (the
-  // default for a task): shared with every job of the model.
-  std::shared_ptr<const SchedulingPolicy> policy = DefaultSchedulingPolicy();
   // Jobs with the same non-empty key may run as one batch: same model,
   // version, device, dtype, input names and non-batch dims. Empty: runs
   // alone (batching off, or inputs that cannot be stacked).
@@ -42,7 +39,7 @@ struct Job final : RequestHandle {
   int64_t rows = 1;
   // Queueing on the device (see FairQueue): the flow the job waits in (its
   // model version; empty for tasks), its priority level (1 is the highest),
-  // and when its queue timeout passes (policy->delay_on_timeout says what
+  // and when its queue timeout passes (policy().delay_on_timeout says what
   // happens then).
   FlowKey flow;
   uint32_t priority_level = 1;
@@ -56,6 +53,11 @@ struct Job final : RequestHandle {
   std::atomic<DeviceExecutor*> executor{nullptr};
   // Where the answer is counted once routed; not owned, may be null.
   ModelStatistics* statistics = nullptr;
+
+  // What the routed model's config says about batching and queueing; the
+  // default for a job never routed (a task). Read from the route's model
+  // entry, which the job holds: no copy, no reference count per request.
+  const SchedulingPolicy& policy() const;
 
   void Cancel() override;
 

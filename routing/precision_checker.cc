@@ -18,8 +18,6 @@
 namespace infergate {
 namespace {
 
-constexpr DeviceId kCpu{DeviceKind::kCpu, 0};
-
 bool Reduced(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
 
 // Deep copies: a request's tensors may point into its wire buffer, which
@@ -179,7 +177,7 @@ std::string PrecisionChecker::DeviceSignature(const DeviceInfo& device) {
 }
 
 std::optional<Route> PrecisionChecker::ReferenceRoute(const Route& route) const {
-  std::optional<DeviceInfo> cpu = devices_.Find(kCpu);
+  std::optional<DeviceInfo> cpu = devices_.Find(kCpuDevice);
   if (!cpu) return std::nullopt;
   Route reference = route;
   reference.device = *std::move(cpu);

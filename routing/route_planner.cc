@@ -12,8 +12,6 @@
 namespace infergate {
 namespace {
 
-constexpr DeviceId kCpu{DeviceKind::kCpu, 0};
-
 bool Matches(const DeviceRequest& wanted, const DeviceId& id) {
   return id.kind == wanted.kind && (wanted.any_index || id.index == wanted.index);
 }
@@ -69,7 +67,7 @@ std::optional<LoadTarget> RoutePlanner::CpuInstead(const ModelEntry& model, cons
                                                    const DeviceRegistry& devices) {
   const bool listed = std::any_of(targets.begin(), targets.end(),
                                   [](const LoadTarget& t) { return t.device.kind == DeviceKind::kCpu; });
-  std::optional<DeviceInfo> cpu = devices.Find(DeviceId{DeviceKind::kCpu, 0});
+  std::optional<DeviceInfo> cpu = devices.Find(kCpuDevice);
   if (listed || !cpu || !cpu->available || !DeviceAllowed(model.config, cpu->id)) return std::nullopt;
   return LoadTarget{cpu->id, ComputeDType(model, file, cpu->precision, Precision::kAuto)};
 }
@@ -231,17 +229,17 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
     reason = *std::move(learned);
   }
   if (!reason) return PlaceOn(std::move(route), *target, request.precision, request.allow_fallback);
-  if (!DeviceAllowed(config, kCpu)) {
+  if (!DeviceAllowed(config, kCpuDevice)) {
     return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' cannot run where asked (",
                                                       reason->ToString(), ") and may not run on the cpu"));
   }
   route.fallback = std::move(reason);
-  return PlaceOn(std::move(route), kCpu, request.precision, request.allow_fallback);
+  return PlaceOn(std::move(route), kCpuDevice, request.precision, request.allow_fallback);
 }
 
 absl::StatusOr<Route> RoutePlanner::FallBackToCpu(const Route& route, FallbackReason reason, Precision precision,
                                                   bool allow_fallback, const absl::Status& failure) const {
-  if (!allow_fallback || !DeviceAllowed(route.model->config, kCpu)) {
+  if (!allow_fallback || !DeviceAllowed(route.model->config, kCpuDevice)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "device: model '", route.model->name, "' cannot run on ", route.device.id.ToString(), " (",
         reason.ToString(), ") and ", allow_fallback ? "may not run on the cpu" : "fallback is DENY", ": ",
@@ -250,7 +248,7 @@ absl::StatusOr<Route> RoutePlanner::FallBackToCpu(const Route& route, FallbackRe
   Route moved = route;
   moved.fallback = std::move(reason);
   moved.precision_reason.clear();
-  return PlaceOn(std::move(moved), kCpu, precision, allow_fallback);
+  return PlaceOn(std::move(moved), kCpuDevice, precision, allow_fallback);
 }
 
 }  // namespace infergate

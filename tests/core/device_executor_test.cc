@@ -9,6 +9,8 @@
 #include <future>
 #include <mutex>
 
+#include "tests/core/policy_routed_job.h"
+
 namespace infergate {
 namespace {
 
@@ -37,10 +39,10 @@ std::shared_ptr<Job> MakeJob(const std::string& key, int64_t rows, uint32_t max_
   auto job = std::make_shared<Job>();
   job->batch_key = key;
   job->rows = rows;
-  auto policy = std::make_shared<SchedulingPolicy>();
-  policy->max_batch_rows = max_rows;
-  policy->max_queue_delay_us = delay_us;
-  job->policy = std::move(policy);
+  SchedulingPolicy policy;
+  policy.max_batch_rows = max_rows;
+  policy.max_queue_delay_us = delay_us;
+  testing::RouteWithPolicy(*job, std::move(policy));
   job->request.model = std::string(id, 'x');  // the id, recoverable as a length
   job->enqueued = Clock::now();
   return job;
@@ -122,9 +124,9 @@ TEST(DeviceExecutor, BatchesAreCutToTheSizeThatRunsFastest) {
   // Key P prefers batches of 3 rows, whatever they cost.
   for (int id = 6; id <= 9; ++id) {
     auto job = MakeJob("P", 1, 8, id);
-    auto policy = std::make_shared<SchedulingPolicy>(*job->policy);
-    policy->preferred_batch_rows.assign(1, 3);  // (GCC 14 misreads "= {3}" under the sanitizers as out of bounds)
-    job->policy = std::move(policy);
+    SchedulingPolicy policy = job->policy();
+    policy.preferred_batch_rows.assign(1, 3);  // (GCC 14 misreads "= {3}" under the sanitizers as out of bounds)
+    testing::RouteWithPolicy(*job, std::move(policy));
     ASSERT_TRUE(ex.Submit(job).ok());
   }
   gate.release.set_value();

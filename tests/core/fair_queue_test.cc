@@ -7,6 +7,8 @@
 
 #include <map>
 
+#include "tests/core/policy_routed_job.h"
+
 namespace infergate {
 namespace {
 
@@ -25,7 +27,7 @@ template <typename Change>
 void SetPolicy(Job& job, Change change) {
   SchedulingPolicy policy;
   change(policy);
-  job.policy = std::make_shared<const SchedulingPolicy>(std::move(policy));
+  testing::RouteWithPolicy(job, std::move(policy));
 }
 
 std::shared_ptr<Job> MakeJob(const std::string& flow, int id, Clock::time_point enqueued = kT0,
