@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Before/after check of a change: two builds of infergate served in turn on
+# this machine, interleaved (before, after, after, before per round) so that
+# the machine's drift between minutes falls on both sides alike. Each turn
+# starts the server on a loopback ephemeral port, measures a few rows with
+# infergate-cli bench (closed loop, one row per request) and stops it.
+# Prints one line per row and turn, then each row's after/before ratios
+# (geometric mean over the turns, and how many pairs the after side won).
+#
+#   bench/compare.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR
+#   COMPARE_ROUNDS=3 COMPARE_SECONDS=4 bench/compare.sh ../before/build build
+#
+# Both build folders need service/infergate; the client, the demo models and
+# the ratios come from AFTER_BUILD_DIR's tools. Build the older tree with
+#   git worktree add ../before <rev>  (then build it as usual)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. deploy/platform.sh
+infergate_builds_natively || exec ./deploy/debian13-root.sh ./bench/compare.sh "$@"
+
+[ $# -eq 2 ] || { echo "usage: bench/compare.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR" >&2; exit 2; }
+before_dir=$(cd "$1" && pwd)
+after_dir=$(cd "$2" && pwd)
+rounds="${COMPARE_ROUNDS:-3}"
+seconds="${COMPARE_SECONDS:-4}"
+rows="${COMPARE_ROWS:-mlp:1 mlp:8 mlp:64 cnn:8}"  # model:concurrency
+for d in "$before_dir" "$after_dir"; do
+  [ -x "$d/service/infergate" ] || { echo "$d/service/infergate is not built" >&2; exit 2; }
+done
+
+work=$(mktemp -d)
+server=""
+trap '[ -z "$server" ] || kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+"$after_dir/tools/make-demo-models" "$work/models" >/dev/null
+cli="$after_dir/tools/infergate-cli"
+
+# Starts the server of build folder $2 and measures every row, as turn $1.
+turn() {
+  local side=$1 build=$2 round=$3 address="" spec model concurrency rate
+  "$build/service/infergate" --address=127.0.0.1:0 --metrics-address= --http-address= \
+    --model-repository="$work/models" >"$work/out" 2>"$work/err" &
+  server=$!
+  for _ in $(seq 300); do
+    address=$(sed -n 's/^infergate listening on //p' "$work/out" | head -1)
+    [ -n "$address" ] && grep -q serving "$work/err" && break
+    kill -0 "$server" 2>/dev/null || { cat "$work/err" >&2; exit 1; }
+    sleep 0.1
+  done
+  [ -n "$address" ] || { echo "the $side server did not start" >&2; exit 1; }
+  for spec in $rows; do
+    model=${spec%%:*} concurrency=${spec##*:}
+    rate=$("$cli" --address "$address" bench --model "$model" --rows 1 --concurrency "$concurrency" \
+      --duration "$seconds" --warmup 1 | grep -o 'req/s=[0-9.]*' | cut -d= -f2)
+    echo "round=$round side=$side model=$model concurrency=$concurrency req_per_s=$rate" | tee -a "$work/lines"
+  done
+  kill -TERM "$server"
+  wait "$server" 2>/dev/null || true
+  server=""
+}
+
+for round in $(seq "$rounds"); do
+  turn before "$before_dir" "$round"
+  turn after "$after_dir" "$round"
+  turn after "$after_dir" "$round"
+  turn before "$before_dir" "$round"
+done
+
+python3 - "$work/lines" <<'PY'
+import collections, math, re, sys
+rates = collections.defaultdict(lambda: collections.defaultdict(list))
+for line in open(sys.argv[1]):
+    m = re.match(r"round=\d+ side=(\w+) model=(\w+) concurrency=(\d+) req_per_s=([\d.]+)", line)
+    if m:
+        rates[(m[2], int(m[3]))][m[1]].append(float(m[4]))
+every = []
+print("| row | before req/s (mean) | after req/s (mean) | after/before (geomean) | after won |")
+print("|---|---|---|---|---|")
+for (model, concurrency), side in sorted(rates.items()):
+    pairs = [a / b for a, b in zip(side["after"], side["before"])]
+    every += pairs
+    geomean = math.exp(sum(map(math.log, pairs)) / len(pairs))
+    print(f"| {model} c{concurrency} | {sum(side['before']) / len(side['before']):.0f} | "
+          f"{sum(side['after']) / len(side['after']):.0f} | {geomean:.3f} | {sum(p > 1 for p in pairs)}/{len(pairs)} |")
+print(f"| all | | | {math.exp(sum(map(math.log, every)) / len(every)):.3f} | {sum(p > 1 for p in every)}/{len(every)} |")
+PY
