@@ -12,8 +12,9 @@ DeviceExecutor::DeviceExecutor(DeviceId device, Options options, BatchRunner run
     : device_(device),
       capacity_(options.capacity),
       runner_(std::move(runner)),
-      queue_(options.priority_aging, options.fair) {
+      queue_(options.priority_aging, options.fair, /*model_instances=*/device.kind != DeviceKind::kCpu) {
   on_worker_start_ = std::move(options.on_worker_start);
+  MutexLock lock(mu_);  // (nothing else runs yet; the lock is for the analysis)
   workers_per_model_ = std::max(1, options.workers);
   running_limit_ = options.fair ? workers_per_model_ : 0;
   // With fair sharing, one thread more than one model may use, started
@@ -26,6 +27,20 @@ DeviceExecutor::DeviceExecutor(DeviceId device, Options options, BatchRunner run
 int DeviceExecutor::threads() const {
   MutexLock lock(mu_);
   return static_cast<int>(workers_.size());
+}
+
+int DeviceExecutor::workers() const {
+  MutexLock lock(mu_);
+  return workers_per_model_;
+}
+
+void DeviceExecutor::GrowForInstances(const Job& job) {
+  if (device_.kind == DeviceKind::kCpu || !accepting_) return;
+  const int wanted = std::min(static_cast<int>(job.policy().accelerator_instances), kMaxAcceleratorInstances);
+  if (wanted <= workers_per_model_) return;
+  for (int i = workers_per_model_; i < wanted; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  workers_per_model_ = wanted;
+  if (running_limit_ > 0) running_limit_ = wanted;
 }
 
 void DeviceExecutor::StartSpareIfDue() {
@@ -67,6 +82,7 @@ absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, std::optional<Reje
         if (refusal) *refusal = RejectionReason::kModelQueueFull;
         status = absl::ResourceExhaustedError(absl::StrCat("device ", device_.ToString(), ": ", pushed.message()));
       } else {
+        GrowForInstances(*job);
         depth_.store(queue_.size(), std::memory_order_relaxed);
         if (waiting_batchers_ > 0) batch_cv_.notify_all();
         // Only a sleeping worker that may run the job is woken, and none

@@ -29,6 +29,7 @@
 #include "model_store/event_reasons.h"
 #include "execution/fair_queue.h"
 #include "execution/job.h"
+#include "model_store/model_config.h"
 
 namespace infergate {
 
@@ -100,8 +101,9 @@ class DeviceExecutor {
   // How long the oldest batch now running has been running; zero when none
   // runs. A model stuck in a batch shows here (the liveness watchdog).
   Clock::duration OldestRunningAge() const;
-  // Workers as configured (the fair-share thread is not counted).
-  int workers() const { return workers_per_model_; }
+  // Workers as configured, or as grown for a model's instances (the
+  // fair-share thread is not counted).
+  int workers() const;
   // Threads started so far: the workers, and the fair-share thread once due.
   int threads() const;
   size_t capacity() const { return capacity_; }
@@ -136,6 +138,9 @@ class DeviceExecutor {
   // With runnable work queued: starts the fair-share thread if it is due
   // (see Options::workers).
   void StartSpareIfDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // On an accelerator: starts workers until there are as many as `job`'s
+  // model has instances (at most kMaxAcceleratorInstances).
+  void GrowForInstances(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   DeviceId device_;
   size_t capacity_;
@@ -161,10 +166,13 @@ class DeviceExecutor {
   std::atomic<int> spinning_{0};
   BatchCostModel batch_cost_;
   std::function<void()> on_worker_start_;  // set before any worker starts
-  int workers_per_model_;  // the running limit of one model's batches
-  int running_limit_;      // for FairQueue::Next: workers_per_model_ with fair sharing, else none
+  // The running limit of one model's batches; on an accelerator it grows
+  // to the largest accelerator_instances a queued model asks for.
+  int workers_per_model_ ABSL_GUARDED_BY(mu_);
+  int running_limit_ ABSL_GUARDED_BY(mu_);  // for FairQueue::Next: workers_per_model_ with fair sharing, else none
   bool spare_due_ ABSL_GUARDED_BY(mu_);  // fair sharing wants the extra thread, not yet started
-  // Grows (the spare) only under mu_ while accepting_; joined by Stop.
+  // Grows (the spare, more workers for a model's instances) only under mu_
+  // while accepting_; joined by Stop.
   std::vector<std::thread> workers_;
 };
 

@@ -43,6 +43,7 @@ absl::Status FairQueue::Push(std::shared_ptr<Job> job, Clock::time_point now) {
     flow.virtual_us = std::max(flow.virtual_us, virtual_now_us_);
   }
   if (HasRejectDeadline(*job)) ++reject_timeouts_;
+  if (model_instances_) flow.instances = static_cast<int>(job->policy().accelerator_instances);
   uint32_t level = job->priority_level;
   flow.levels[level].push_back(std::move(job));
   ++flow.size;
@@ -74,9 +75,15 @@ bool FairQueue::BestOf(const Flow& flow, Clock::time_point now, int64_t* effecti
   return found;
 }
 
+int FairQueue::RunningLimitOf(const Flow& flow, int running_limit) {
+  if (flow.instances > 0 && (running_limit <= 0 || flow.instances < running_limit)) return flow.instances;
+  return running_limit;
+}
+
 bool FairQueue::HasRunnable(int running_limit) const {
   for (const auto& [key, flow] : flows_) {
-    if (flow.size > 0 && (running_limit <= 0 || flow.running < running_limit)) return true;
+    const int limit = RunningLimitOf(flow, running_limit);
+    if (flow.size > 0 && (limit <= 0 || flow.running < limit)) return true;
   }
   return false;
 }
@@ -89,7 +96,7 @@ std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, 
   for (auto& [key, flow] : flows_) {
     int64_t effective = 0;
     uint32_t level = 0;
-    if (running_limit > 0 && flow.running >= running_limit) continue;
+    if (const int limit = RunningLimitOf(flow, running_limit); limit > 0 && flow.running >= limit) continue;
     if (!BestOf(flow, now, &effective, &level)) continue;
     Clock::time_point head_time = flow.levels[level].front()->enqueued;
     bool better = !chosen || effective < best_effective ||

@@ -24,6 +24,10 @@
 //
 // Per-flow caps (a model's max_queue_size) refuse that flow alone.
 //
+// Running batches: Next skips a flow that already runs `running_limit`
+// batches, or (on an accelerator's queue) its model's accelerator_instances
+// where that is lower.
+//
 // Threading: none; DeviceExecutor guards it with its queue lock. Owns the
 // queued jobs' shared pointers until they are taken.
 
@@ -44,8 +48,11 @@ class FairQueue {
  public:
   // `fair` false serves flows in arrival order of their oldest job (FIFO
   // across models, for comparison), keeping priorities and caps.
-  explicit FairQueue(std::chrono::microseconds aging = std::chrono::milliseconds(100), bool fair = true)
-      : aging_(aging), fair_(fair) {}
+  // `model_instances`: each model's accelerator_instances limits how many
+  // of its batches run at once (an accelerator's queue).
+  explicit FairQueue(std::chrono::microseconds aging = std::chrono::milliseconds(100), bool fair = true,
+                     bool model_instances = false)
+      : aging_(aging), fair_(fair), model_instances_(model_instances) {}
 
   // Queues `job` in its flow (job->flow) at its level. RESOURCE_EXHAUSTED
   // naming the model when its flow already holds its policy's max_queue_size jobs.
@@ -55,7 +62,8 @@ class FairQueue {
   void PushFront(std::shared_ptr<Job> job);
 
   // Takes the job that runs next (see above), skipping flows that already
-  // run `running_limit` batches (0: no limit); null when none may run. Its
+  // run `running_limit` batches (0: no limit), or their model's instances;
+  // null when none may run. Its
   // flow is charged an estimate of the batch's time, returned in
   // `charged_us`, and counts one more running batch until Settle.
   std::shared_ptr<Job> Next(Clock::time_point now, double* charged_us = nullptr, int running_limit = 0);
@@ -87,7 +95,11 @@ class FairQueue {
     double batch_cost_us = 0;  // moving average of this flow's batch time
     Clock::time_point last_served;
     int running = 0;  // batches taken by Next and not yet settled
+    int instances = 0;  // its model's accelerator_instances, as last queued (0: none)
   };
+  // How many of `flow`'s batches may run at once under `running_limit`
+  // (0: no limit).
+  static int RunningLimitOf(const Flow& flow, int running_limit);
   // The best effective level of `flow`'s waiting jobs and the level queue
   // holding that job; false when the flow is empty.
   bool BestOf(const Flow& flow, Clock::time_point now, int64_t* effective, uint32_t* level) const;
@@ -96,6 +108,7 @@ class FairQueue {
 
   std::chrono::microseconds aging_;
   bool fair_;
+  bool model_instances_;
   std::map<FlowKey, Flow> flows_;
   double virtual_now_us_ = 0;  // the virtual time of the last flow served
   size_t size_ = 0;

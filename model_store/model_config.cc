@@ -120,6 +120,10 @@ absl::StatusOr<v1::ModelConfig> CheckModelConfig(v1::ModelConfig config, absl::s
     if (!device.ok()) return invalid(device.status().message());
     if (device->automatic) return invalid(absl::StrCat("devices[", i, "]: name a device or a kind, not 'auto'"));
   }
+  if (config.accelerator_instances() > kMaxAcceleratorInstances) {
+    return invalid(absl::StrCat("accelerator_instances: ", config.accelerator_instances(), " is more than ",
+                                kMaxAcceleratorInstances, " batches at once on one device"));
+  }
   if (absl::Status s = ValidateVersionPolicy(config.version_policy()); !s.ok()) return invalid(s.message());
   return config;
 }

@@ -15,6 +15,9 @@
 namespace infergate {
 
 inline constexpr int kMaxTensorRank = 8;
+// The most batches that may run at once on one accelerator: a model's
+// accelerator_instances, and --accelerator-workers.
+inline constexpr int kMaxAcceleratorInstances = 64;
 
 // How a config's own `name` relates to the name its model is served under.
 enum class ConfigNaming {

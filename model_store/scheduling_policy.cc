@@ -18,6 +18,7 @@ std::shared_ptr<const SchedulingPolicy> SchedulingPolicyOf(const v1::ModelConfig
   policy->default_timeout_us = queue.default_timeout_microseconds();
   policy->allow_timeout_override = queue.allow_timeout_override();
   policy->delay_on_timeout = queue.timeout_action() == v1::QueuePolicy::DELAY;
+  policy->accelerator_instances = config.accelerator_instances();
   return policy;
 }
 

@@ -35,6 +35,9 @@ struct SchedulingPolicy {
   uint64_t default_timeout_us = 0;
   bool allow_timeout_override = false;
   bool delay_on_timeout = false;
+  // Batches that may run at once on one accelerator (0: the device's
+  // workers); the CPU does not read it.
+  uint32_t accelerator_instances = 0;
 
   // The level a request asking for `asked` (0: the default) waits at;
   // INVALID_ARGUMENT naming `priority` and `model` outside the levels.

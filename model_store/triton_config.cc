@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model_store/model_config.h"
 
 namespace infergate {
 namespace {
@@ -197,6 +198,7 @@ absl::Status ReadInstanceGroups(const Json& given, v1::ModelConfig* config) {
     if (!g.is_object()) return Invalid(at, "expected an object");
     std::string kind = "KIND_AUTO";
     std::vector<int64_t> gpus;
+    int64_t count = 0;
     for (const auto& [key, value] : g.items()) {
       const std::string f = absl::StrCat(at, ".", key);
       if (key == "name") continue;
@@ -209,10 +211,10 @@ absl::Status ReadInstanceGroups(const Json& given, v1::ModelConfig* config) {
       } else if (key == "count") {
         absl::StatusOr<int64_t> n = IntegerOf(value, f, 0);
         if (!n.ok()) return n.status();
-        if (*n > 1) {
-          return NotSupported(f, "a model has one instance per device, served by that device's workers "
-                                 "(--cpu-workers on the CPU)");
+        if (*n > kMaxAcceleratorInstances) {
+          return Invalid(f, absl::StrCat(*n, " is more than ", kMaxAcceleratorInstances, " instances on one device"));
         }
+        count = *n;
       } else if (key == "gpus") {
         const Json listed = AsList(value);
         for (size_t d = 0; d < listed.size(); ++d) {
@@ -223,6 +225,12 @@ absl::Status ReadInstanceGroups(const Json& given, v1::ModelConfig* config) {
       } else {
         return NotSupported(f);
       }
+    }
+    // A GPU (or AUTO) group's count: how many of the model's batches run at
+    // once on each accelerator. The CPU's count is its workers' business
+    // (sized to its cores), so a CPU group's is accepted and not used.
+    if (kind != "KIND_CPU" && count > static_cast<int64_t>(config->accelerator_instances())) {
+      config->set_accelerator_instances(static_cast<uint32_t>(count));
     }
     if (kind == "KIND_AUTO") {
       any = true;
@@ -336,6 +344,7 @@ absl::StatusOr<ConfigOverride> ReadFields(const Json& parsed, absl::string_view 
     } else if (key == "instance_group") {
       s = ReadInstanceGroups(value, &config);
       out.fields.insert("devices");
+      out.fields.insert("accelerator_instances");
     } else if (key == "version_policy") {
       s = ReadVersionPolicy(value, &config);
       out.fields.insert("version_policy");

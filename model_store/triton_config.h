@@ -17,8 +17,11 @@
 //                            default_priority_level
 //   instance_group           devices: KIND_CPU "cpu", KIND_GPU "cuda:N" for
 //                            each of `gpus` (or "cuda"), KIND_AUTO any; a
-//                            `count` above 1 is refused (one instance per
-//                            device; the device's workers serve it)
+//                            GPU or AUTO group's `count` is
+//                            accelerator_instances (the largest when
+//                            several say); a CPU group's count is accepted
+//                            and not used (the CPU's workers are sized to
+//                            its cores and run any model's batches)
 //   version_policy           version_policy (latest, all, specific)
 //   model_warmup             warmup (run once on zeros) when not empty
 //   default_model_filename   "model.pt" only

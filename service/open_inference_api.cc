@@ -174,7 +174,8 @@ absl::Status OpenInferenceApi::ModelConfig(const std::string& name, const std::s
     }
   }
   // One instance group per device kind the model may run on here, sized by
-  // the workers serving it.
+  // the batches of it that may run at once: on a GPU its own
+  // accelerator_instances, else the GPU's workers; on the CPU its workers.
   int cpu_workers = 0;
   int gpu_workers = 1;  // per GPU: --accelerator-workers
   std::vector<int32_t> gpus;
@@ -190,7 +191,8 @@ absl::Status OpenInferenceApi::ModelConfig(const std::string& name, const std::s
     inference::ModelInstanceGroup* group = config->add_instance_group();
     group->set_name(absl::StrCat(model->name, "_gpu"));
     group->set_kind(inference::ModelInstanceGroup::KIND_GPU);
-    group->set_count(gpu_workers);
+    group->set_count(from.accelerator_instances() > 0 ? static_cast<int32_t>(from.accelerator_instances())
+                                                      : gpu_workers);
     for (int32_t g : gpus) group->add_gpus(g);
   }
   if (cpu_workers > 0) {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/flags.h"
+#include "model_store/model_config.h"
 #include "common/units.h"
 
 namespace infergate {
@@ -43,8 +44,8 @@ struct RawFlags {
 
 absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   if (f.cpu_workers < 0 || f.cpu_workers > 256) return absl::InvalidArgumentError("--cpu-workers: must be 0..256");
-  if (f.accelerator_workers < 1 || f.accelerator_workers > 64) {
-    return absl::InvalidArgumentError("--accelerator-workers: must be 1..64");
+  if (f.accelerator_workers < 1 || f.accelerator_workers > kMaxAcceleratorInstances) {
+    return absl::InvalidArgumentError(absl::StrCat("--accelerator-workers: must be 1..", kMaxAcceleratorInstances));
   }
   if (f.intra_op_threads < 0 || f.intra_op_threads > 1024) {
     return absl::InvalidArgumentError("--intra-op-threads: must be 0..1024");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <thread>
 #include <functional>
@@ -366,6 +367,49 @@ TEST(DeviceExecutor, FairShareThreadStartsWhenAnotherModelWaitsBehindBusyWorkers
   release.set_value();
   ex.Stop();
   EXPECT_EQ(ex.threads(), 2);
+}
+
+// A model's accelerator_instances on an accelerator: a device with fewer
+// workers grows to them, the model's batches overlap up to that many, and a
+// model that asks for one instance runs one batch at a time beside them.
+TEST(DeviceExecutor, AModelsInstancesOnAnAcceleratorOverlapUpToItsCount) {
+  std::mutex mu;
+  std::condition_variable changed;
+  std::map<std::string, int> running, most;
+  DeviceExecutor::Options options;
+  options.workers = 1;
+  options.capacity = 100;
+  DeviceExecutor ex({DeviceKind::kCuda, 0}, options, [&](Batch& batch) {
+    const std::string model = batch[0]->flow.model;
+    std::unique_lock<std::mutex> lock(mu);
+    most[model] = std::max(most[model], ++running[model]);
+    changed.notify_all();
+    // Until two of its batches have run at once, "two" holds each batch
+    // until a second one runs beside it (or 10 s pass: the count below
+    // then shows they never overlapped).
+    if (model == "two") changed.wait_for(lock, std::chrono::seconds(10), [&] { return most["two"] >= 2; });
+    if (model == "one") changed.wait_for(lock, std::chrono::milliseconds(20), [] { return false; });
+    --running[model];
+    changed.notify_all();
+    lock.unlock();
+    for (auto& j : batch) j->Finish(InferenceResult{});
+  });
+  auto job = [](const char* model, uint32_t instances, int id) {
+    auto j = MakeJob("", 1, 0, id);
+    j->flow = {model, 1};
+    SchedulingPolicy policy = j->policy();
+    policy.accelerator_instances = instances;
+    testing::RouteWithPolicy(*j, std::move(policy));
+    return j;
+  };
+  EXPECT_EQ(ex.workers(), 1);
+  for (int id = 1; id <= 4; ++id) ASSERT_TRUE(ex.Submit(job("two", 2, id)).ok());
+  EXPECT_EQ(ex.workers(), 2) << "the device grew to the model's instances";
+  for (int id = 5; id <= 8; ++id) ASSERT_TRUE(ex.Submit(job("one", 1, id)).ok());
+  EXPECT_TRUE(ex.WaitIdle(Clock::now() + std::chrono::seconds(60)));
+  ex.Stop();
+  EXPECT_EQ(most["two"], 2) << "the model's two instances never ran at once";
+  EXPECT_EQ(most["one"], 1) << "a one-instance model ran two batches at once";
 }
 
 TEST(DeviceExecutor, TwoFloodedModelsOfDifferentCostShareTheDeviceTime) {

@@ -188,6 +188,33 @@ TEST(FairQueue, RejectTimeoutsAreTakenOutAndDelayTimeoutsRunLast) {
   EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(30), 10)), 2);     // then the delayed job runs
 }
 
+// On an accelerator's queue a model's accelerator_instances caps its
+// running batches below the device's limit; other models keep theirs, and
+// the CPU's queue does not read it.
+TEST(FairQueue, AModelsInstancesCapItsRunningBatchesOnAnAccelerator) {
+  for (const bool accelerator : {true, false}) {
+    SCOPED_TRACE(accelerator ? "accelerator" : "cpu");
+    FairQueue q(milliseconds(0), /*fair=*/true, /*model_instances=*/accelerator);
+    for (int i = 0; i < 3; ++i) {
+      auto job = MakeJob("one:1", i);
+      SetPolicy(*job, [](SchedulingPolicy& p) { p.accelerator_instances = 1; });
+      ASSERT_TRUE(q.Push(job, kT0).ok());
+    }
+    for (int i = 10; i < 13; ++i) ASSERT_TRUE(q.Push(MakeJob("any:1", i), kT0).ok());
+    const int device_limit = 2;
+    std::map<std::string, int> running;
+    for (std::shared_ptr<Job> job; (job = q.Next(kT0, nullptr, device_limit));) ++running[job->flow.model];
+    EXPECT_EQ(running["one"], accelerator ? 1 : 2);
+    EXPECT_EQ(running["any"], 2);
+    EXPECT_FALSE(q.HasRunnable(device_limit));
+    q.Settle(Flow("one:1"), 0, 10);
+    EXPECT_TRUE(q.HasRunnable(device_limit));
+    std::shared_ptr<Job> next = q.Next(kT0, nullptr, device_limit);
+    ASSERT_NE(next, nullptr);
+    EXPECT_EQ(next->flow.model, "one");
+  }
+}
+
 TEST(FairQueue, FifoModeServesTheOldestJobFirst) {
   FairQueue q(milliseconds(0), /*fair=*/false);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(q.Push(MakeJob("heavy:1", i, kT0 + milliseconds(i)), kT0).ok());

@@ -92,6 +92,7 @@ TEST(ModelConfig, BrokenConfigsNameTheField) {
       {"inputs { name: \"x\" dtype: NOT_A_TYPE }", "NOT_A_TYPE"},
       {"devices: [\"cuda:1\", \"tpu:0\"]", "devices[1]"},
       {"devices: [\"auto\"]", "devices[0]"},
+      {"accelerator_instances: 65", "accelerator_instances"},
   };
   for (const Broken& b : cases) {
     auto c = ParseModelConfig(b.text, "m");

@@ -24,6 +24,7 @@ TEST(SchedulingPolicy, ReadOnceFromTheConfig) {
     default_priority_level: 2
     default_queue_policy { max_queue_size: 16 default_timeout_microseconds: 1000 allow_timeout_override: true
                            timeout_action: DELAY }
+    accelerator_instances: 2
   )pb");
   EXPECT_EQ(p.max_batch_rows, 8u);
   EXPECT_EQ(p.max_queue_delay_us, 500u);
@@ -34,6 +35,7 @@ TEST(SchedulingPolicy, ReadOnceFromTheConfig) {
   EXPECT_EQ(p.default_timeout_us, 1000u);
   EXPECT_TRUE(p.allow_timeout_override);
   EXPECT_TRUE(p.delay_on_timeout);
+  EXPECT_EQ(p.accelerator_instances, 2u);
   EXPECT_FALSE(Of("default_queue_policy { timeout_action: REJECT }").delay_on_timeout);
 }
 

@@ -457,16 +457,37 @@ TEST(Pinning, AModelPinnedToCuda1RunsThereAndNowhereElse) {
 
 // --accelerator-workers: with two workers on the (simulated) cuda:0, two of
 // one model's batches run there at once; with one (the default), never
-// more than one. A light model's request is still answered while both
-// workers are busy (fair queueing's spare worker), and Open Inference's
-// ModelConfig gives the GPU instance group that count.
+// more than one; with one, and the model's own instance count set to 2 by
+// a Triton-style load (instance_group count), two again. A light model's
+// request is still answered while both workers are busy (fair queueing's
+// spare worker), and Open Inference's ModelConfig gives the GPU instance
+// group that count.
 TEST(AcceleratorWorkers, BatchesOfOneModelOverlapOnTheDeviceWithTwoWorkers) {
-  for (const int workers : {2, 1}) {
+  struct Case {
+    int workers;
+    const char* instances_config;  // a load's Triton config for "slow"; null: none
+    int overlap;                   // the slow model's batches at once
+  };
+  for (const Case& c : {Case{2, nullptr, 2}, Case{1, nullptr, 1},
+                        Case{1, R"({"instance_group": [{"kind": "KIND_GPU", "count": 2}]})", 2}}) {
+    SCOPED_TRACE(::testing::Message() << "--accelerator-workers=" << c.workers << " config "
+                                    << (c.instances_config ? c.instances_config : "(none)"));
     auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--simulate-devices=cuda:0=8GiB",
-                                        "--accelerator-workers=" + std::to_string(workers)});
+                                        "--accelerator-workers=" + std::to_string(c.workers)});
     ASSERT_NE(server, nullptr);
     auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
     auto stub = v1::InferenceService::NewStub(channel);
+    if (c.instances_config) {
+      auto v2 = inference::GRPCInferenceService::NewStub(channel);
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+      inference::RepositoryModelLoadRequest load;
+      load.set_model_name("slow");
+      (*load.mutable_parameters())["config"].set_string_param(c.instances_config);
+      inference::RepositoryModelLoadResponse loaded;
+      grpc::Status s = v2->RepositoryModelLoad(&ctx, load, &loaded);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+    }
     auto slow_on_cuda = [&] {
       v1::InferRequest req;
       req.set_model("slow");  // no batching: each request is a batch of its own
@@ -478,7 +499,7 @@ TEST(AcceleratorWorkers, BatchesOfOneModelOverlapOnTheDeviceWithTwoWorkers) {
       v1::InferResponse resp;
       return stub->Infer(&ctx, req, &resp);
     };
-    ASSERT_TRUE(slow_on_cuda().ok()) << workers;  // loaded, so the timed part is the runs alone
+    ASSERT_TRUE(slow_on_cuda().ok());  // loaded, so the timed part is the runs alone
     std::atomic<int> ok{0};
     std::atomic<bool> done{false};
     std::vector<std::thread> callers;
@@ -501,7 +522,7 @@ TEST(AcceleratorWorkers, BatchesOfOneModelOverlapOnTheDeviceWithTwoWorkers) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     });
-    if (workers == 2) {
+    if (c.overlap == 2) {
       ASSERT_TRUE(WaitForDevice(*stub, [](const v1::DeviceInfo& d) { return d.id() == "cuda:0" && d.in_flight() >= 2; }))
           << "two slow batches never ran on cuda:0 at once";
       v1::InferRequest light;
@@ -517,14 +538,14 @@ TEST(AcceleratorWorkers, BatchesOfOneModelOverlapOnTheDeviceWithTwoWorkers) {
     for (auto& t : callers) t.join();
     done = true;
     sampler.join();
-    EXPECT_EQ(ok.load(), kCalls) << workers;
-    if (workers == 2) {
+    EXPECT_EQ(ok.load(), kCalls);
+    if (c.overlap == 2) {
       EXPECT_EQ(most_running, 2);
       EXPECT_TRUE(light_answered) << "the light model waited out both slow workers' batches";
       auto v2 = inference::GRPCInferenceService::NewStub(channel);
       grpc::ClientContext ctx;
       inference::ModelConfigRequest req;
-      req.set_name("mlp");
+      req.set_name(c.instances_config ? "slow" : "mlp");
       inference::ModelConfigResponse config;
       ASSERT_TRUE(v2->ModelConfig(&ctx, req, &config).ok());
       bool gpu_group = false;

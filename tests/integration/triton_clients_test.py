@@ -271,7 +271,7 @@ def main():
                              "input[0].data_type"),
                             (json.dumps({"max_batch_size": 2, "dynamic_batching": {"preferred_batch_size": [8]}}),
                              "preferred_batch_sizes[0]"),
-                            (json.dumps({"instance_group": [{"kind": "KIND_CPU", "count": 4}]}),
+                            (json.dumps({"instance_group": [{"kind": "KIND_GPU", "count": 65}]}),
                              "instance_group[0].count")]:
             bad_load = pb.RepositoryModelLoadRequest(model_name="mlp")
             bad_load.parameters["config"].string_param = bad
