@@ -3,6 +3,7 @@
 #include <torch/script.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -12,11 +13,13 @@
 #include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"
 #include "devices/torch_probe.h"
+#include "model_store/check_inputs.h"
 #include "model_store/declared_outputs.h"
 #include "model_store/forward_arguments.h"
 #include "model_store/model_config.h"
 #include "model_store/model_load_error.h"
 #include "model_store/torch_status.h"
+#include "model_store/torchscript_optimization.h"
 
 namespace infergate {
 
@@ -36,17 +39,50 @@ struct LoadedModel::Impl {
   std::optional<torch::jit::Method> forward_by_keyword;
   std::vector<std::string> input_names;
   std::vector<std::string> pass_none;
+  bool optimized = false;  // serving torch::jit::optimize_for_inference's form
 };
+
+namespace {
+
+// On the CPU in FP32 (and unless the config says OFF), replaces `module`
+// with its optimized form if that answers the same on the check inputs
+// (torchscript_optimization.h); logs which way it went and why. True when
+// it did.
+bool ServeOptimizedIfSame(torch::jit::Module& module, const TensorPlacement& placement,
+                          const v1::ModelConfig& config, const DeviceInfo& device, const std::string& path,
+                          const InputSignature& signature) {
+  if (config.torchscript_optimization() == v1::TORCHSCRIPT_OPTIMIZE_OFF) return false;
+  if (device.id.kind != DeviceKind::kCpu || device.simulated || placement.dtype != at::kFloat) return false;
+  const std::filesystem::path version_dir = std::filesystem::path(path).parent_path();
+  absl::StatusOr<CheckInputs> sample =
+      MakeCheckInputs(signature, config.accuracy(), {version_dir.string(), version_dir.parent_path().string()});
+  absl::StatusOr<OptimizedModule> optimized =
+      sample.ok() ? OptimizeForInference(module, sample->tensors) : absl::StatusOr<OptimizedModule>(sample.status());
+  if (!optimized.ok()) {
+    LOG_INFO << "model '" << config.name() << "' on cpu: served as saved, not optimized for inference: "
+             << optimized.status().message();
+    return false;
+  }
+  module = std::move(optimized->module);
+  LOG_INFO << "model '" << config.name() << "' on cpu: optimized for inference (answers within "
+           << optimized->max_abs_error << " of the module as saved on " << sample->fingerprint << ")";
+  return true;
+}
+
+}  // namespace
 
 LoadedModel::LoadedModel(std::unique_ptr<Impl> impl, InputSignature signature, DType dtype, uint64_t bytes)
     : impl_(std::move(impl)), signature_(std::move(signature)), compute_dtype_(dtype), parameter_bytes_(bytes) {}
 
 LoadedModel::~LoadedModel() = default;
 
+bool LoadedModel::optimized() const { return impl_->optimized; }
+
 absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string& path,
                                                                const v1::ModelConfig& config,
                                                                const DeviceInfo& device, DType compute_dtype,
                                                                const AdmitBytes& admit) {
+  PrepareTorchScriptRuntime();
   auto impl = std::make_unique<Impl>();
   impl->name = config.name();
   impl->placement = PlanPlacement(device, compute_dtype);
@@ -117,6 +153,9 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
                        config.name(), "' (", device.id.ToString(), "; ", ledger.capacity(), " bytes total capacity; ",
                        ledger.used(), " bytes already allocated; simulated device)");
       impl->reserved_bytes = bytes;
+    }
+    if (!inputs->by_keyword) {
+      impl->optimized = ServeOptimizedIfSame(impl->module, impl->placement, config, device, path, sig);
     }
   } catch (const std::exception& e) {
     return StatusFromTorchException(e, absl::StrCat("model '", config.name(), "': preparing ", path, " failed: "));

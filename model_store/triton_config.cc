@@ -279,8 +279,9 @@ absl::Status ReadVersionPolicy(const Json& policy, v1::ModelConfig* config) {
 
 // Triton's PyTorch backend parameters, as a map ({"NAME": {"string_value":
 // ..}}) or as text-format entries ({key: "NAME" value: {string_value: ..}}).
-// Accepted: the ones that only restate what infergate always does.
-absl::Status ReadParameters(const Json& given) {
+// Accepted: the ones that only restate what infergate always does, and
+// DISABLE_OPTIMIZED_EXECUTION (torchscript_optimization).
+absl::Status ReadParameters(const Json& given, v1::ModelConfig* config) {
   std::vector<std::pair<std::string, Json>> entries;
   for (const Json& item : AsList(given)) {
     if (!item.is_object()) return Invalid("parameters", "expected an object");
@@ -299,7 +300,12 @@ absl::Status ReadParameters(const Json& given) {
     }
     // Models run under inference mode (no autograd) here, always.
     if (name == "INFERENCE_MODE" && (text == "true" || text == "1")) continue;
-    return NotSupported(f, "infergate takes no backend parameters; it runs TorchScript in inference mode always");
+    if (name == "DISABLE_OPTIMIZED_EXECUTION" && (text == "true" || text == "false")) {
+      config->set_torchscript_optimization(text == "true" ? v1::TORCHSCRIPT_OPTIMIZE_OFF : v1::TORCHSCRIPT_OPTIMIZE_AUTO);
+      continue;
+    }
+    return NotSupported(f, "infergate takes INFERENCE_MODE \"true\" and DISABLE_OPTIMIZED_EXECUTION "
+                           "\"true\" or \"false\" only; it runs TorchScript in inference mode always");
   }
   return absl::OkStatus();
 }
@@ -356,7 +362,8 @@ absl::StatusOr<ConfigOverride> ReadFields(const Json& parsed, absl::string_view 
         return NotSupported(key, "a version's file is <version>/model.pt (TorchScript) or model.pt2 (AOTInductor) here");
       }
     } else if (key == "parameters") {
-      s = ReadParameters(value);
+      s = ReadParameters(value, &config);
+      out.fields.insert("torchscript_optimization");
     } else if (IsDefault(value)) {
       continue;  // an empty or zero field asks for nothing (Triton's JSON writes some out)
     } else {

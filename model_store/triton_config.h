@@ -25,7 +25,9 @@
 //   version_policy           version_policy (latest, all, specific)
 //   model_warmup             warmup (run once on zeros) when not empty
 //   default_model_filename   "model.pt" only
-//   parameters               INFERENCE_MODE "true" only (always so here)
+//   parameters               INFERENCE_MODE "true" (always so here);
+//                            DISABLE_OPTIMIZED_EXECUTION "true" or "false":
+//                            torchscript_optimization OFF or AUTO
 //
 // Any other field (sequence_batching, ensemble_scheduling, parameters,
 // response_cache, ...) is refused with INVALID_ARGUMENT naming it, never

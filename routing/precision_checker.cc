@@ -11,7 +11,7 @@
 #include "devices/device_failure.h"
 #include "devices/system_info.h"
 #include "execution/batch_execution.h"
-#include "routing/check_inputs.h"
+#include "model_store/check_inputs.h"
 #include "model_store/input_signature.h"
 #include "routing/output_comparison.h"
 

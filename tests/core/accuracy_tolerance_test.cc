@@ -12,7 +12,7 @@
 
 #include "devices/system_info.h"
 #include "routing/accuracy_ledger.h"
-#include "routing/check_inputs.h"
+#include "model_store/check_inputs.h"
 #include "routing/output_comparison.h"
 
 namespace infergate {

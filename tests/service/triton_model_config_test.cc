@@ -52,7 +52,9 @@ TEST(TritonModelConfigTest, MapsEachServedField) {
       {R"({"model_warmup": [{"name": "w"}]})", "warmup: true", {"warmup"}},
       {R"({"response_cache": {"enable": false}, "model_transaction_policy": {"decoupled": false}})", "", {}},
       {R"({"parameters": {"INFERENCE_MODE": {"string_value": "true"}}, "default_model_filename": "model.pt"})", "",
-       {}},
+       {"torchscript_optimization"}},
+      {R"({"parameters": [{"key": "DISABLE_OPTIMIZED_EXECUTION", "value": {"string_value": "true"}}]})",
+       "torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF", {"torchscript_optimization"}},
   };
   for (const Case& c : cases) {
     absl::StatusOr<ConfigOverride> got = ConfigOverrideFromTritonJson(c.json, "m");

@@ -1,4 +1,4 @@
-#include "routing/check_inputs.h"
+#include "model_store/check_inputs.h"
 
 #include <torch/serialize.h>
 #include <torch/torch.h>
