@@ -42,7 +42,7 @@ output [
     dims: [ 10 ]
   }
 ]
-instance_group [ { count: 1, kind: KIND_CPU } ]
+instance_group [ { count: 2, kind: KIND_CPU }, { count: 2, kind: KIND_GPU } ]
 dynamic_batching {
   max_queue_delay_microseconds: 100
   default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 30000000 max_queue_size: 512 }
@@ -96,7 +96,7 @@ REFUSED = [
      "model_transaction_policy"),
     ("reshape_triton", "mlp", 'platform: "pytorch_libtorch"\nmax_batch_size: 8\ninput [ { name: "INPUT__0" '
                               'data_type: TYPE_FP32 dims: [ 256 ] reshape: { shape: [ 16, 16 ] } } ]\n', "reshape"),
-    ("count_triton", "mlp", 'platform: "pytorch_libtorch"\ninstance_group [ { count: 4 kind: KIND_CPU } ]\n',
+    ("count_triton", "mlp", 'platform: "pytorch_libtorch"\ninstance_group [ { count: 65 kind: KIND_GPU } ]\n',
      "instance_group[0].count"),
 ]
 
@@ -168,7 +168,7 @@ def main():
         config = stub.ModelConfig(pb.ModelConfigRequest(name="mlp_triton")).config
         policy = config.dynamic_batching.default_queue_policy
         check(policy.default_timeout_microseconds == 30000000 and policy.max_queue_size == 512 and
-              config.instance_group[0].kind == 2 and config.instance_group[0].count == 1,
+              [(g.kind, g.count) for g in config.instance_group] == [(2, 2), (1, 2)],
               "mlp_triton config as written: %s" % config)
         config = stub.ModelConfig(pb.ModelConfigRequest(name="poly_triton")).config
         check(config.name == "poly_triton" and config.version_policy.HasField("all") and
