@@ -14,14 +14,13 @@ DeviceExecutor::DeviceExecutor(DeviceId device, Options options, BatchRunner run
       runner_(std::move(runner)),
       queue_(options.priority_aging, options.fair, /*model_instances=*/device.kind != DeviceKind::kCpu) {
   on_worker_start_ = std::move(options.on_worker_start);
-  MutexLock lock(mu_);  // (nothing else runs yet; the lock is for the analysis)
-  workers_per_model_ = std::max(1, options.workers);
-  running_limit_ = options.fair ? workers_per_model_ : 0;
+  workers_per_model_.store(std::max(1, options.workers));
+  running_limit_ = options.fair ? workers_per_model_.load() : 0;
   // With fair sharing, one thread more than one model may use, started
   // when first needed (StartSpareIfDue).
   spare_due_ = options.fair;
-  workers_.reserve(workers_per_model_ + 1);
-  for (int i = 0; i < workers_per_model_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  workers_.reserve(workers_per_model_.load() + 1);
+  for (int i = 0; i < workers_per_model_.load(); ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 int DeviceExecutor::threads() const {
@@ -29,17 +28,13 @@ int DeviceExecutor::threads() const {
   return static_cast<int>(workers_.size());
 }
 
-int DeviceExecutor::workers() const {
-  MutexLock lock(mu_);
-  return workers_per_model_;
-}
-
 void DeviceExecutor::GrowForInstances(const Job& job) {
   if (device_.kind == DeviceKind::kCpu || !accepting_) return;
   const int wanted = std::min(static_cast<int>(job.policy().accelerator_instances), kMaxAcceleratorInstances);
-  if (wanted <= workers_per_model_) return;
-  for (int i = workers_per_model_; i < wanted; ++i) workers_.emplace_back([this] { WorkerLoop(); });
-  workers_per_model_ = wanted;
+  const int workers = workers_per_model_.load();
+  if (wanted <= workers) return;
+  for (int i = workers; i < wanted; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  workers_per_model_.store(wanted);
   if (running_limit_ > 0) running_limit_ = wanted;
 }
 

@@ -103,7 +103,7 @@ class DeviceExecutor {
   Clock::duration OldestRunningAge() const;
   // Workers as configured, or as grown for a model's instances (the
   // fair-share thread is not counted).
-  int workers() const;
+  int workers() const { return workers_per_model_.load(std::memory_order_relaxed); }
   // Threads started so far: the workers, and the fair-share thread once due.
   int threads() const;
   size_t capacity() const { return capacity_; }
@@ -167,8 +167,10 @@ class DeviceExecutor {
   BatchCostModel batch_cost_;
   std::function<void()> on_worker_start_;  // set before any worker starts
   // The running limit of one model's batches; on an accelerator it grows
-  // to the largest accelerator_instances a queued model asks for.
-  int workers_per_model_ ABSL_GUARDED_BY(mu_);
+  // to the largest accelerator_instances a queued model asks for. Written
+  // only under mu_; atomic so that workers() (read by the route planner on
+  // every automatically placed request) need not take the queue's lock.
+  std::atomic<int> workers_per_model_{1};
   int running_limit_ ABSL_GUARDED_BY(mu_);  // for FairQueue::Next: workers_per_model_ with fair sharing, else none
   bool spare_due_ ABSL_GUARDED_BY(mu_);  // fair sharing wants the extra thread, not yet started
   // Grows (the spare, more workers for a model's instances) only under mu_
