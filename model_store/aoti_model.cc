@@ -3,6 +3,7 @@
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <filesystem>
 #include <set>
 
@@ -95,6 +96,10 @@ struct AotiModel::Impl {
   uint64_t reserved_bytes = 0;
   std::string name;
   std::optional<DeclaredOutputs> outputs;  // set at load
+  // False until a run has returned: runs before that hold `first_run_mu`
+  // (the container's first run folds constants; see the header).
+  std::atomic<bool> first_run_done{false};
+  absl::Mutex first_run_mu;
 };
 
 bool IsAotiPackagePath(const std::string& path) { return absl::EndsWith(path, ".pt2"); }
@@ -178,6 +183,15 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   return std::shared_ptr<AotiModel>(new AotiModel(std::move(impl), std::move(signature), bytes));
 }
 
+std::vector<at::Tensor> AotiModel::RunContainer(std::vector<at::Tensor>& args) const {
+  Impl& m = *impl_;
+  if (m.first_run_done.load(std::memory_order_acquire)) return m.loader->run(args);
+  absl::MutexLock lock(&m.first_run_mu);
+  std::vector<at::Tensor> raw = m.loader->run(args);
+  m.first_run_done.store(true, std::memory_order_release);
+  return raw;
+}
+
 absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Tensor>& inputs) const {
   const Impl& m = *impl_;
   std::vector<NamedTensor> outputs;
@@ -189,10 +203,10 @@ absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Te
     std::vector<at::Tensor> raw;
     if (m.simulation) {
       SimulatedRun run(*m.simulation);
-      raw = m.loader->run(args);
+      raw = RunContainer(args);
       run.Check();
     } else {
-      raw = m.loader->run(args);
+      raw = RunContainer(args);
     }
     std::vector<std::pair<std::string, at::Tensor>> positional;
     positional.reserve(raw.size());

@@ -22,6 +22,12 @@
 //
 // Thread-safety: Run may be called from several workers at once;
 // AOTInductor's container serialises the runs of its one model instance.
+// Until one run has returned, runs go one at a time here: LibTorch 2.6's
+// container deadlocks when two threads make its first run together (the
+// first folds constants under the exclusive side of a shared mutex while
+// holding the only model instance; the second waits for that instance
+// holding the shared side). Every worker that ran the model then waited
+// forever: a burst of first requests wedged the device.
 
 #include <memory>
 #include <string>
@@ -46,6 +52,8 @@ class AotiModel final : public Servable {
  private:
   struct Impl;
   AotiModel(std::unique_ptr<Impl> impl, InputSignature signature, uint64_t bytes);
+  // The package's run, one at a time until the first has returned.
+  std::vector<at::Tensor> RunContainer(std::vector<at::Tensor>& args) const;
 
   std::unique_ptr<Impl> impl_;
   InputSignature signature_;

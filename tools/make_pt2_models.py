@@ -5,6 +5,7 @@ then torch._inductor's aoti_compile_and_package (one CPU build), or
 aot_compile per variant and package_aoti (several builds in one package).
 
   make_pt2_models.py DIR
+  make_pt2_models.py --mlp DIR                 only DIR/mlp_pt2 (one compile)
   make_pt2_models.py --demo-mlp MODEL_PT DIR   the demo mlp (make-demo-models'
                                                256-512-512-10) as DIR/mlp_pt2,
                                                same weights, for the benchmark
@@ -22,6 +23,8 @@ aot_compile per variant and package_aoti (several builds in one package).
 
 Needs Debian 13's python3-torch, python3-setuptools and g++.
 """
+import contextlib
+import fcntl
 import os
 import shutil
 import sys
@@ -86,12 +89,40 @@ class DemoCnn(FromTorchScript):
         return f.linear(torch.flatten(h, 1), self.fw, self.fb)
 
 
+_cache_locks_held = 0
+
+
+@contextlib.contextmanager
+def one_compile_at_a_time():
+    """Holds a lock beside Inductor's cache folder (/tmp/torchinductor_$USER,
+    shared by every process of the user) while compiling. Two runs compiling
+    the same graph at once (tests side by side) wrote the same cache files,
+    and one package came out with metadata lacking its AOTI_DEVICE_KEY.
+    Reentrant within a process."""
+    global _cache_locks_held
+    if _cache_locks_held:
+        _cache_locks_held += 1
+        try:
+            yield
+        finally:
+            _cache_locks_held -= 1
+        return
+    from torch._inductor.runtime.runtime_utils import cache_dir
+    with open(cache_dir().rstrip("/") + ".infergate.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _cache_locks_held = 1
+        try:
+            yield
+        finally:
+            _cache_locks_held = 0
+
+
 def demo_package(module, example, input_name, max_batch, config, root, name):
     """`module` exported with a dynamic batch dimension up to `max_batch`
     and compiled into ROOT/NAME/1/model.pt2 with `config` beside it."""
     batch = torch.export.Dim("batch", min=1, max=max_batch)
     program = torch.export.export(module.eval(), (example,), dynamic_shapes={input_name: {0: batch}})
-    with torch.no_grad():
+    with torch.no_grad(), one_compile_at_a_time():
         torch._inductor.aoti_compile_and_package(
             program, package_path=write(root, name, "model.pt2", config),
             inductor_configs={"aot_inductor.metadata": pt2_signature.metadata(program, outputs=["logits"])})
@@ -129,14 +160,21 @@ def write(root, name, filename, config=CONFIG):
     return os.path.join(folder, filename)
 
 
+def mlp(root, program):
+    """ROOT/mlp_pt2: the CPU build of `program`, carrying its signature
+    (max_batch_size, inputs, outputs); returns the package's path."""
+    with torch.no_grad(), one_compile_at_a_time():
+        return torch._inductor.aoti_compile_and_package(
+            program, package_path=write(root, "mlp_pt2", "model.pt2"),
+            inductor_configs={"aot_inductor.metadata": pt2_signature.metadata(program, outputs=["y"])})
+
+
 def main(root):
     module = model()
     program = exported(module)
-    # Each package carries its signature (max_batch_size, inputs, outputs).
     signature = pt2_signature.metadata(program, outputs=["y"])
-    with torch.no_grad():
-        package = torch._inductor.aoti_compile_and_package(
-            program, package_path=write(root, "mlp_pt2", "model.pt2"), inductor_configs={"aot_inductor.metadata": signature})
+    package = mlp(root, program)
+    with torch.no_grad(), one_compile_at_a_time():
         os.makedirs(os.path.join(root, "mlp_pt2_bare", "1"))
         shutil.copy(package, os.path.join(root, "mlp_pt2_bare", "1", "model.pt2"))
         # Several builds in one package, each named after the device kind it serves.
@@ -153,6 +191,8 @@ if __name__ == "__main__":
         demo_mlp(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 4 and sys.argv[1] == "--demo-cnn":
         demo_cnn(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 3 and sys.argv[1] == "--mlp":
+        mlp(sys.argv[2], exported(model()))
     elif len(sys.argv) == 2:
         main(sys.argv[1])
     else:
