@@ -9,13 +9,16 @@
 //   inprocess-bench MODEL.pt|MODEL.pt2 SHAPE_WITHOUT_BATCH [--dtype float32|int64]
 //       [--batches 1,2,4,...] [--seconds S] [--threads T] [--callers N] [--optimize]
 //       [--cpu-tensor-cache BYTES]
+//
+// `--optimize` optimizes a TorchScript model the way the server does for
+// a CPU copy in FP32 (model_store/torchscript_optimization.h), checked on a
+// batch of 2; use it wherever the server serves the model optimized (its
+// log says which). TorchScript's CPU fuser is off, as in the server.
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
-#include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
-#include <torch/csrc/jit/passes/freeze_module.h>
 #include <torch/script.h>
 
 #include <algorithm>
@@ -33,6 +36,7 @@
 #include "common/flags.h"
 #include "devices/caching_cpu_allocator.h"
 #include "devices/system_info.h"
+#include "model_store/torchscript_optimization.h"
 
 namespace {
 
@@ -71,7 +75,9 @@ int main(int argc, char** argv) {
   flags.Double("seconds", &seconds, "Seconds to measure each batch size.");
   flags.Int("threads", &threads, "LibTorch (and BLAS) threads per caller.");
   flags.Int("callers", &callers, "Threads calling the model at once.");
-  flags.Bool("optimize", &optimize, "Run torch.jit.optimize_for_inference first.");
+  flags.Bool("optimize", &optimize,
+             "Optimize a TorchScript model for inference as the server does on the CPU in FP32 "
+             "(frozen, optimize_for_inference, checked against the model as saved).");
   flags.ByteSize("cpu-tensor-cache", &tensor_cache_bytes,
                  "Freed tensor blocks kept for reuse, as the server's flag of that name (same default); 0: off.");
   bool help = false;
@@ -97,12 +103,32 @@ int main(int argc, char** argv) {
   // One forward call on `x`, from either format.
   std::optional<torch::jit::Module> script;
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> package;
+  auto make_input = [&](int64_t batch) {
+    std::vector<int64_t> shape = {batch};
+    shape.insert(shape.end(), item_shape->begin(), item_shape->end());
+    return dtype == "int64" ? at::randint(0, 100, shape, at::TensorOptions().dtype(at::kLong)) : at::randn(shape);
+  };
   if (absl::EndsWith(path, ".pt2")) {
     package = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path);
+    // The first run alone: LibTorch 2.6's container deadlocks when two
+    // threads make it at once (model_store/aoti_model.h).
+    c10::InferenceMode guard;
+    package->run({make_input(1)});
   } else {
+    infergate::PrepareTorchScriptRuntime();
     script = torch::jit::load(path);
     script->eval();
-    if (optimize) script = torch::jit::optimize_for_inference(*script);
+    if (optimize) {
+      c10::InferenceMode guard;
+      absl::StatusOr<infergate::OptimizedModule> optimized =
+          infergate::OptimizeForInference(*script, {make_input(2)});
+      if (!optimized.ok()) {
+        std::cerr << "inprocess-bench: not optimized, run as saved (as the server would serve it): "
+                  << optimized.status().message() << "\n";
+      } else {
+        script = optimized->module;
+      }
+    }
   }
   auto forward = [&](const at::Tensor& x) {
     if (package) {
@@ -114,8 +140,6 @@ int main(int argc, char** argv) {
   double best_rows = 0;
   int64_t best_batch = 0;
   for (int64_t b : *batches) {
-    std::vector<int64_t> shape = {b};
-    shape.insert(shape.end(), item_shape->begin(), item_shape->end());
     // Each caller thread runs forward back to back on its own input, as the
     // server's workers do; latencies are per call.
     std::vector<std::vector<double>> per_caller(static_cast<size_t>(callers));
@@ -125,8 +149,7 @@ int main(int argc, char** argv) {
     for (int c = 0; c < callers; ++c) {
       threads_run.emplace_back([&, c] {
         c10::InferenceMode guard;
-        at::Tensor x = dtype == "int64" ? at::randint(0, 100, shape, at::TensorOptions().dtype(at::kLong))
-                                        : at::randn(shape);
+        at::Tensor x = make_input(b);
         for (int i = 0; i < 5; ++i) forward(x);  // warm-up: profiling runs
         std::this_thread::sleep_until(start);
         std::vector<double>& lat = per_caller[c];
