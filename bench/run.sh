@@ -220,6 +220,10 @@ for rpc in health infer v2; do
   line=$("$cli" --address "$address" frame --rpc "$rpc" --model mlp --rows 1 --out "$work/$rpc.frame")
   echo "$(field path "$line")" >"$work/$rpc.path"
 done
+# A 1-image cnn Infer (49 KB): its ceiling row is the cnn's sound bound's,
+# since moving that payload costs far more than the mlp frame's 1 KB.
+line=$("$cli" --address "$address" frame --rpc infer --model cnn --rows 1 --out "$work/cnn-infer.frame")
+echo "$(field path "$line")" >"$work/cnn-infer.path"
 # Requests the server answered per batch size for model $2 so far
 # ("1:n,2:n,..."), from its statistics (batches of b one-row requests).
 batch_mix() {  # http-address model
@@ -241,19 +245,21 @@ a, b = parse(sys.argv[1]), parse(sys.argv[2])
 print(",".join("%d:%d" % (k, b[k] - a.get(k, 0)) for k in sorted(b) if b[k] > a.get(k, 0)))' "$1" "$2"
 }
 infergate_http=$(sed -n 's/^infergate http on //p' "$work/infergate.out" | head -n1)
-h2load_row() {  # rpc streams [address]
+h2load_row() {  # frame streams model [address]
   local before="" line
-  # infergate's own mlp rows also say which batches formed.
-  [ -z "${3:-}" ] && [ "$1" != health ] && before=$(batch_mix "$infergate_http" mlp)
-  line=$(grpc_load "$work/$1.frame" "$(cat "$work/$1.path")" "$2" "${3:-$address}")
-  [ -n "$before" ] && line="$line batches=$(mix_since "$before" "$(batch_mix "$infergate_http" mlp)")"
+  # infergate's own model rows also say which batches formed.
+  [ -z "${4:-}" ] && [ "$1" != health ] && before=$(batch_mix "$infergate_http" "$3")
+  line=$(grpc_load "$work/$1.frame" "$(cat "$work/$1.path")" "$2" "${4:-$address}")
+  [ -n "$before" ] && line="$line batches=$(mix_since "$before" "$(batch_mix "$infergate_http" "$3")")"
   echo "$line"
 }
 for c in $concurrencies; do
-  record_rounds "h2load health health $c h2load_row health $c" "h2load mlp v1-infer $c h2load_row infer $c" \
-    "h2load mlp v2 $c h2load_row v2 $c" "h2load none handoff-ceiling $c h2load_row infer $c $ceiling_address" \
-    "h2load none handoff-ceiling-cq $c h2load_row infer $c $cq_ceiling_address"
+  record_rounds "h2load health health $c h2load_row health $c -" "h2load mlp v1-infer $c h2load_row infer $c mlp" \
+    "h2load mlp v2 $c h2load_row v2 $c mlp" "h2load none handoff-ceiling $c h2load_row infer $c mlp $ceiling_address" \
+    "h2load none handoff-ceiling-cq $c h2load_row infer $c mlp $cq_ceiling_address"
 done
+record_rounds "h2load cnn v1-infer 8 h2load_row cnn-infer 8 cnn" \
+  "h2load none handoff-ceiling-cnn 8 h2load_row cnn-infer 8 cnn $ceiling_address"
 kill -TERM "$ceiling_pid" "$cq_ceiling_pid"; wait "$ceiling_pid" || true; wait "$cq_ceiling_pid" || true
 ceiling_pid=""
 extra_pids=""
@@ -281,9 +287,9 @@ for sampled in off 1 100; do
   server_pid=""
 done
 for c in 8 64; do
-  record_rounds "tracing mlp off $c h2load_row infer $c ${tracing_address[off]}" \
-    "tracing mlp sampled-1pct $c h2load_row infer $c ${tracing_address[1]}" \
-    "tracing mlp sampled-100pct $c h2load_row infer $c ${tracing_address[100]}"
+  record_rounds "tracing mlp off $c h2load_row infer $c mlp ${tracing_address[off]}" \
+    "tracing mlp sampled-1pct $c h2load_row infer $c mlp ${tracing_address[1]}" \
+    "tracing mlp sampled-100pct $c h2load_row infer $c mlp ${tracing_address[100]}"
 done
 for pid in $extra_pids; do kill -TERM "$pid"; wait "$pid" || true; done
 extra_pids=""
@@ -583,7 +589,7 @@ targets=$(awk -F, '
         ratio(rps["tracing,mlp,sampled-100pct," tcs[i]], rps["tracing,mlp,off," tcs[i]])
     }
     # Tail latency: the h2load rows (from its per-request log) and the load tool rows.
-    n = split("h2load,mlp,v1-infer,8 h2load,mlp,v1-infer,64 h2load,mlp,v2,8 h2load,mlp,v2,64 h2load,none,handoff-ceiling,64 infergate,mlp,batching-on,1 infergate,mlp,batching-on,8 infergate,mlp,batching-on,64 infergate,cnn,batching-on,8", tails, " ")
+    n = split("h2load,mlp,v1-infer,8 h2load,mlp,v1-infer,64 h2load,mlp,v2,8 h2load,mlp,v2,64 h2load,none,handoff-ceiling,64 h2load,cnn,v1-infer,8 infergate,mlp,batching-on,1 infergate,mlp,batching-on,8 infergate,mlp,batching-on,64 infergate,cnn,batching-on,8", tails, " ")
     for (i = 1; i <= n; i++) {
       split(tails[i], k, ",")
       printf "| p99 / p99.9 latency, %s %s %s at %s | %s / %s ms | (context) | |\n", k[1], k[2], k[3], k[4],
