@@ -88,6 +88,9 @@ field() { sed -n "s|.* $1=\([^ ]*\).*|\1|p" <<<"$2"; }
 
 # p50, p99 and p99.9 in ms of an h2load --log-file (each request's
 # microseconds in its third column), in the load tool's key=value form.
+# h2load appends to a log that exists: the callers remove it first (until
+# 20261127T140201Z they did not, and every h2load row's percentiles after
+# the first were those of all the rows before it too).
 h2load_percentiles() {  # log
   sort -t$'\t' -k3,3n "$1" | awk -F'\t' '{ v[NR] = $3 }
     END { if (NR > 0) printf "p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f", v[int(0.5 * (NR - 1)) + 1] / 1000,
@@ -113,6 +116,7 @@ rest_load() {  # json|binary concurrency
   http_address=$(sed -n 's/^infergate http on //p' "$work/infergate.out" | head -n1)
   local ms=(-D "$(awk -v s="$seconds" 'BEGIN { printf "%dms", s * 1000 }')"
             --warm-up-time="$(awk -v s="$warmup" 'BEGIN { printf "%dms", s * 1000 }')")
+  rm -f "$work/h2load.log"  # h2load appends to its log
   out=$(h2load --h1 -c "$2" -m 1 "${ms[@]}" -d "$body" "${headers[@]}" --log-file="$work/h2load.log" \
     -H "Content-Type: application/json" "http://$http_address/v2/models/mlp/infer" 2>&1)
   local rps ok total
@@ -131,6 +135,7 @@ grpc_load() {  # frame-file method-path streams [address]
   local ms=(-D "$(awk -v s="$seconds" 'BEGIN { printf "%dms", s * 1000 }')"
             --warm-up-time="$(awk -v s="$warmup" 'BEGIN { printf "%dms", s * 1000 }')")
   local out rps ok total
+  rm -f "$work/h2load.log"  # h2load appends to its log: each row's percentiles are its own
   out=$(h2load -c 1 -m "$3" "${ms[@]}" -d "$1" -H "content-type: application/grpc" -H "te: trailers" \
     --log-file="$work/h2load.log" "http://${4:-$address}$2" 2>&1)
   rps=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
