@@ -14,13 +14,14 @@ DeviceExecutor::DeviceExecutor(DeviceId device, Options options, BatchRunner run
       runner_(std::move(runner)),
       queue_(options.priority_aging, options.fair, /*model_instances=*/device.kind != DeviceKind::kCpu) {
   on_worker_start_ = std::move(options.on_worker_start);
-  workers_per_model_.store(std::max(1, options.workers));
-  running_limit_ = options.fair ? workers_per_model_.load() : 0;
+  const int workers = std::max(1, options.workers);
+  workers_per_model_.store(workers);
+  running_limit_ = options.fair ? workers : 0;
   // With fair sharing, one thread more than one model may use, started
   // when first needed (StartSpareIfDue).
   spare_due_ = options.fair;
-  workers_.reserve(workers_per_model_.load() + 1);
-  for (int i = 0; i < workers_per_model_.load(); ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  workers_.reserve(workers + 1);
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 int DeviceExecutor::threads() const {

@@ -183,7 +183,7 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   return std::shared_ptr<AotiModel>(new AotiModel(std::move(impl), std::move(signature), bytes));
 }
 
-std::vector<at::Tensor> AotiModel::RunContainer(std::vector<at::Tensor>& args) const {
+std::vector<at::Tensor> AotiModel::RunContainer(const std::vector<at::Tensor>& args) const {
   Impl& m = *impl_;
   if (m.first_run_done.load(std::memory_order_acquire)) return m.loader->run(args);
   absl::MutexLock lock(&m.first_run_mu);

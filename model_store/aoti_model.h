@@ -53,7 +53,7 @@ class AotiModel final : public Servable {
   struct Impl;
   AotiModel(std::unique_ptr<Impl> impl, InputSignature signature, uint64_t bytes);
   // The package's run, one at a time until the first has returned.
-  std::vector<at::Tensor> RunContainer(std::vector<at::Tensor>& args) const;
+  std::vector<at::Tensor> RunContainer(const std::vector<at::Tensor>& args) const;
 
   std::unique_ptr<Impl> impl_;
   InputSignature signature_;

@@ -89,32 +89,16 @@ class DemoCnn(FromTorchScript):
         return f.linear(torch.flatten(h, 1), self.fw, self.fb)
 
 
-_cache_locks_held = 0
-
-
 @contextlib.contextmanager
 def one_compile_at_a_time():
     """Holds a lock beside Inductor's cache folder (/tmp/torchinductor_$USER,
     shared by every process of the user) while compiling. Two runs compiling
     the same graph at once (tests side by side) wrote the same cache files,
-    and one package came out with metadata lacking its AOTI_DEVICE_KEY.
-    Reentrant within a process."""
-    global _cache_locks_held
-    if _cache_locks_held:
-        _cache_locks_held += 1
-        try:
-            yield
-        finally:
-            _cache_locks_held -= 1
-        return
+    and one package came out with metadata lacking its AOTI_DEVICE_KEY."""
     from torch._inductor.runtime.runtime_utils import cache_dir
     with open(cache_dir().rstrip("/") + ".infergate.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _cache_locks_held = 1
-        try:
-            yield
-        finally:
-            _cache_locks_held = 0
+        yield
 
 
 def demo_package(module, example, input_name, max_batch, config, root, name):
@@ -160,20 +144,24 @@ def write(root, name, filename, config=CONFIG):
     return os.path.join(folder, filename)
 
 
-def mlp(root, program):
-    """ROOT/mlp_pt2: the CPU build of `program`, carrying its signature
-    (max_batch_size, inputs, outputs); returns the package's path."""
+def mlp(root, program, signature):
+    """ROOT/mlp_pt2: the CPU build of `program`, carrying `signature` (its
+    max_batch_size, inputs and outputs); returns the package's path."""
     with torch.no_grad(), one_compile_at_a_time():
         return torch._inductor.aoti_compile_and_package(
             program, package_path=write(root, "mlp_pt2", "model.pt2"),
-            inductor_configs={"aot_inductor.metadata": pt2_signature.metadata(program, outputs=["y"])})
+            inductor_configs={"aot_inductor.metadata": signature})
+
+
+def mlp_signature(program):
+    return pt2_signature.metadata(program, outputs=["y"])
 
 
 def main(root):
     module = model()
     program = exported(module)
-    signature = pt2_signature.metadata(program, outputs=["y"])
-    package = mlp(root, program)
+    signature = mlp_signature(program)
+    package = mlp(root, program, signature)
     with torch.no_grad(), one_compile_at_a_time():
         os.makedirs(os.path.join(root, "mlp_pt2_bare", "1"))
         shutil.copy(package, os.path.join(root, "mlp_pt2_bare", "1", "model.pt2"))
@@ -192,7 +180,8 @@ if __name__ == "__main__":
     elif len(sys.argv) == 4 and sys.argv[1] == "--demo-cnn":
         demo_cnn(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3 and sys.argv[1] == "--mlp":
-        mlp(sys.argv[2], exported(model()))
+        program = exported(model())
+        mlp(sys.argv[2], program, mlp_signature(program))
     elif len(sys.argv) == 2:
         main(sys.argv[1])
     else:
