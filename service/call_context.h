@@ -70,6 +70,14 @@ class InferCallReactor final : public grpc::ServerUnaryReactor {
   bool Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes);
   void OnCancel() override { call_->Cancel(); }
   void OnDone() override { delete this; }
+  // gRPC runs OnDone and OnCancel on the thread that completes the call
+  // (the worker that finished it, or gRPC's own), instead of handing each
+  // to its executor thread: one wake-up and context switch less per call.
+  // Both are short and block on nothing: OnDone frees the call, OnCancel
+  // cancels its request (answering it at once when it is still queued),
+  // and neither is called with a lock of ours held (Finish never is).
+  // gRPC 1.51 marks this hook internal; its own finish-only reactor uses it.
+  bool InternalInlineable() override { return true; }
 
  private:
   std::shared_ptr<InferCall> call_;

@@ -2,7 +2,12 @@
 // their stream's answers: the server keeps answering everyone else, holds
 // bounded memory, returns the requests' budget and exits cleanly.
 
+#include <atomic>
+#include <mutex>
 #include <random>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "tests/integration/server_fixture.h"
@@ -32,31 +37,85 @@ inference::ModelInferRequest LargeTypedSlowRequest(int64_t elements) {
   return req;
 }
 
+// Two clients that keep `slow` busy on the server's one CPU worker, so
+// that every other request for it waits in the queue.
+class BusySlowClients {
+ public:
+  explicit BusySlowClients(v1::InferenceService::Stub& stub) {
+    for (int i = 0; i < 2; ++i) {
+      threads_.emplace_back([this, &stub] {
+        while (!stop_.load()) {
+          grpc::ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+          v1::InferResponse resp;
+          stub.Infer(&ctx, SlowV1Request(), &resp);
+        }
+      });
+    }
+  }
+  ~BusySlowClients() { Stop(); }
+  // Lets each client's call in flight end (about a second of work), then joins.
+  void Stop() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+// After clients cancelled queued requests: health answers on a new
+// connection and a new request is served (behind the busy clients' last
+// calls).
+void ExpectStillServing(const ServerProcess& server, inference::GRPCInferenceService::Stub& v2_stub) {
+  using Health = grpc::health::v1::HealthCheckResponse;
+  EXPECT_EQ(HealthStatus(server.address(), "", std::chrono::seconds(30)), Health::SERVING) << server.Log();
+  inference::ModelInferRequest req;
+  req.set_model_name("mlp");
+  auto* in = req.add_inputs();
+  in->set_name("x");
+  in->set_datatype("FP32");
+  in->add_shape(1);
+  in->add_shape(256);
+  for (int i = 0; i < 256; ++i) in->mutable_contents()->add_fp32_contents(0.5f);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  inference::ModelInferResponse resp;
+  grpc::Status s = v2_stub.ModelInfer(&ctx, req, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+// Every cancelled request's share of the in-flight budget comes back.
+void ExpectBudgetReturned(const ServerProcess& server) {
+  bool budget_returned = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !budget_returned && std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
+    budget_returned = MetricValue(ScrapeMetrics(server), "infergate_inflight_request_bytes") == 0;
+  }
+  EXPECT_TRUE(budget_returned) << "the in-flight budget was not returned";
+}
+
+std::unique_ptr<ServerProcess> StartOneWorkerServer() {
+  return ServerProcess::Start({"--model-repository=" + DemoRepository(), "--devices=cpu", "--cpu-workers=1",
+                               "--drain-timeout=30s", "--max-inflight-bytes=1GiB"});
+}
+
 // The reliability probe's shape: two clients keep `slow` busy on one CPU
 // worker while 40 streams each send a large request and cancel it 0-80 ms
 // later. Cancelling a stream whose request was being queued used to answer
 // that request inside the stream's own lock, wedging gRPC's threads: health
 // timed out, the budget was never returned and SIGTERM never finished.
 TEST(Cancellation, StreamsCancelledWhileTheirRequestsQueueLeaveTheServerServing) {
-  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--devices=cpu", "--cpu-workers=1",
-                                      "--drain-timeout=30s", "--max-inflight-bytes=1GiB"});
+  auto server = StartOneWorkerServer();
   ASSERT_NE(server, nullptr);
   auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
   auto v1_stub = v1::InferenceService::NewStub(channel);
   auto v2_stub = inference::GRPCInferenceService::NewStub(channel);
 
-  std::atomic<bool> stop_busy{false};
-  std::vector<std::thread> busy;
-  for (int i = 0; i < 2; ++i) {
-    busy.emplace_back([&] {
-      while (!stop_busy.load()) {
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-        v1::InferResponse resp;
-        v1_stub->Infer(&ctx, SlowV1Request(), &resp);
-      }
-    });
-  }
+  BusySlowClients busy(*v1_stub);
   ASSERT_TRUE(WaitForDevice(*v1_stub, [](const v1::DeviceInfo& d) { return d.in_flight() > 0; }))
       << "the busy clients never got the worker";
 
@@ -77,40 +136,87 @@ TEST(Cancellation, StreamsCancelledWhileTheirRequestsQueueLeaveTheServerServing)
     });
   }
   for (auto& t : cancellers) t.join();
-  stop_busy = true;
 
-  // The server still answers: health on a new connection, and a new request
-  // behind the busy clients' last calls (each about a second of work).
-  using Health = grpc::health::v1::HealthCheckResponse;
-  EXPECT_EQ(HealthStatus(server->address(), "", std::chrono::seconds(30)), Health::SERVING) << server->Log();
-  {
-    inference::ModelInferRequest req;
-    req.set_model_name("mlp");
-    auto* in = req.add_inputs();
-    in->set_name("x");
-    in->set_datatype("FP32");
-    in->add_shape(1);
-    in->add_shape(256);
-    for (int i = 0; i < 256; ++i) in->mutable_contents()->add_fp32_contents(0.5f);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-    inference::ModelInferResponse resp;
-    grpc::Status s = v2_stub->ModelInfer(&ctx, req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-  }
-  for (auto& t : busy) t.join();
-
-  // Every cancelled request's share of the in-flight budget came back.
-  bool budget_returned = false;
-  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-       !budget_returned && std::chrono::steady_clock::now() < deadline;
-       std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
-    budget_returned = MetricValue(ScrapeMetrics(*server), "infergate_inflight_request_bytes") == 0;
-  }
-  EXPECT_TRUE(budget_returned) << "the in-flight budget was not returned";
+  ExpectStillServing(*server, *v2_stub);
+  busy.Stop();
+  ExpectBudgetReturned(*server);
 
   // SIGTERM with nothing left to do ends the process cleanly: well inside
   // the 30 s drain timeout (the wedged server never exited at all).
+  v1_stub.reset();
+  v2_stub.reset();
+  channel.reset();
+  EXPECT_EQ(server->Stop(), 0) << server->Log();
+}
+
+// The same for unary calls, v1 Infer and Open Inference ModelInfer in
+// turn: each sends a large request for busy `slow` and cancels it 0-200 ms
+// later, while it is read, queued or (rarely) running. The unary reactor
+// cancels on the thread that sees the cancellation and frees the call on
+// the thread that finishes it, so a cancelled call answers its queued
+// request there. None may wedge the server, keep budget or fail the
+// calls that were not cancelled.
+TEST(Cancellation, UnaryCallsCancelledWhileTheirRequestsQueueLeaveTheServerServing) {
+  auto server = StartOneWorkerServer();
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto v1_stub = v1::InferenceService::NewStub(channel);
+  auto v2_stub = inference::GRPCInferenceService::NewStub(channel);
+
+  BusySlowClients busy(*v1_stub);
+  ASSERT_TRUE(WaitForDevice(*v1_stub, [](const v1::DeviceInfo& d) { return d.in_flight() > 0; }))
+      << "the busy clients never got the worker";
+
+  const inference::ModelInferRequest large_v2 = LargeTypedSlowRequest(1 << 20);  // 4 MiB of FP32, typed
+  v1::InferRequest large_v1;
+  large_v1.set_model("slow");
+  *large_v1.add_inputs() = ToWire(at::ones({1 << 20}), "x");
+  std::atomic<int> cancelled{0};
+  std::string other_statuses;
+  std::mutex other_mu;
+  std::vector<std::thread> cancellers;
+  for (int i = 0; i < 40; ++i) {
+    cancellers.emplace_back([&, i] {
+      std::mt19937 rng(i);
+      grpc::ClientContext ctx;
+      const auto cancel_after = std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 200)(rng));
+      std::thread canceller([&ctx, cancel_after] {
+        std::this_thread::sleep_for(cancel_after);
+        ctx.TryCancel();
+      });
+      grpc::Status s;
+      if (i % 2 == 0) {
+        v1::InferResponse resp;
+        s = v1_stub->Infer(&ctx, large_v1, &resp);
+      } else {
+        inference::ModelInferResponse resp;
+        s = v2_stub->ModelInfer(&ctx, large_v2, &resp);
+      }
+      canceller.join();
+      if (s.error_code() == grpc::StatusCode::CANCELLED) {
+        cancelled++;
+      } else {
+        std::lock_guard<std::mutex> lock(other_mu);
+        other_statuses += " " + std::to_string(s.error_code()) + ":" + s.error_message();
+      }
+    });
+  }
+  for (auto& t : cancellers) t.join();
+  // The worker is held by calls of about a second and each cancel comes
+  // within 200 ms: no call can have been answered before its cancel, so an
+  // answer other than CANCELLED is the server refusing or failing it.
+  EXPECT_EQ(cancelled.load(), 40) << "answers other than CANCELLED:" << other_statuses;
+
+  ExpectStillServing(*server, *v2_stub);
+  busy.Stop();
+  ExpectBudgetReturned(*server);
+  // Some of them were cancelled while queued (the rest before they were
+  // read, or while they were decoded).
+  const double cancelled_in_queue =
+      MetricValue(ScrapeMetrics(*server), "infergate_rejections_total{model=\"slow\",reason=\"cancelled\"}");
+  std::printf("unary cancels: %.0f of 40 answered from the queue\n", cancelled_in_queue);
+  EXPECT_GE(cancelled_in_queue, 1.0);
+
   v1_stub.reset();
   v2_stub.reset();
   channel.reset();
