@@ -40,6 +40,8 @@ check "the format summary compares .pt2 with .pt for the mlp and the cnn, served
 check "the targets table has its fifteen rows" '[ "$(grep -c "| \(met\|not met\) |$" "$(ls "$out"/*.md)")" -eq 15 ]'
 check "the sound bounds have figures" \
   '[ "$(grep -c "sound bound ([1-9][0-9.]* req/s: .*, mean [1-9][0-9.]*) | [0-9.]*[1-9]" "$(ls "$out"/*.md)")" -eq 3 ]'
+check "the p99 target compares this run with the baseline run, each over its own ceiling" \
+  'grep -q "p99 at 64 streams / ceiling p99: this run ([0-9.]*[1-9][0-9.]* / [0-9.]*[1-9][0-9.]* ms) against $(cat bench/results/BASELINE) ([0-9.]*[1-9][0-9.]* / [0-9.]*[1-9][0-9.]* ms) | [0-9.]* against [0-9.]* |" "$(ls "$out"/*.md)"'
 check "the tail latency rows have figures" \
   '[ "$(grep -c "p99 / p99.9 latency, .* | [0-9.]*[1-9][0-9.]* / [0-9.]*[1-9][0-9.]* ms | (context)" "$(ls "$out"/*.md)")" -eq 10 ]'
 check "the targets table has the six hand-off ceiling rows" '[ "$(grep -c "hand-off ceiling.*| (context) |" "$(ls "$out"/*.md)")" -eq 6 ]'
