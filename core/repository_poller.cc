@@ -1,6 +1,7 @@
 #include "core/repository_poller.h"
 
 #include "common/logging.h"
+#include "common/thread_name.h"
 
 namespace infergate {
 
@@ -11,7 +12,10 @@ RepositoryPoller::~RepositoryPoller() { Stop(); }
 
 void RepositoryPoller::Start(std::chrono::milliseconds interval, DiskRepository initial) {
   previous_ = std::move(initial);
-  thread_ = std::thread([this, interval] { Run(interval); });
+  thread_ = std::thread([this, interval] {
+    NameThisThread("repo poller");
+    Run(interval);
+  });
 }
 
 void RepositoryPoller::Stop() {

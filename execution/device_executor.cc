@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_name.h"
 
 namespace infergate {
 
@@ -21,7 +22,7 @@ DeviceExecutor::DeviceExecutor(DeviceId device, Options options, BatchRunner run
   // when first needed (StartSpareIfDue).
   spare_due_ = options.fair;
   workers_.reserve(workers + 1);
-  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < workers; ++i) StartWorker();
 }
 
 int DeviceExecutor::threads() const {
@@ -34,7 +35,7 @@ void DeviceExecutor::GrowForInstances(const Job& job) {
   const int wanted = std::min(static_cast<int>(job.policy().accelerator_instances), kMaxAcceleratorInstances);
   const int workers = workers_per_model_.load();
   if (wanted <= workers) return;
-  for (int i = workers; i < wanted; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = workers; i < wanted; ++i) StartWorker();
   workers_per_model_.store(wanted);
   if (running_limit_ > 0) running_limit_ = wanted;
 }
@@ -42,7 +43,16 @@ void DeviceExecutor::GrowForInstances(const Job& job) {
 void DeviceExecutor::StartSpareIfDue() {
   if (!spare_due_ || !accepting_ || running_workers_ < workers_per_model_) return;
   spare_due_ = false;
-  workers_.emplace_back([this] { WorkerLoop(); });
+  StartWorker();
+}
+
+void DeviceExecutor::StartWorker() {
+  // "cpu worker 0", "cuda:1 worker 2": what top -H and perf show.
+  std::string name = absl::StrCat(device_.ToString(), " worker ", workers_.size());
+  workers_.emplace_back([this, name = std::move(name)] {
+    NameThisThread(name);
+    WorkerLoop();
+  });
 }
 
 DeviceExecutor::~DeviceExecutor() { Stop(); }

@@ -141,6 +141,9 @@ class DeviceExecutor {
   // On an accelerator: starts workers until there are as many as `job`'s
   // model has instances (at most kMaxAcceleratorInstances).
   void GrowForInstances(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts one more worker thread, named for the device and its index
+  // ("cpu worker 0"); under mu_ once workers may be running.
+  void StartWorker();
 
   DeviceId device_;
   size_t capacity_;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_digest.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 #include "devices/device_failure.h"
 #include "devices/system_info.h"
 #include "execution/batch_execution.h"
@@ -47,7 +48,10 @@ PrecisionChecker::~PrecisionChecker() { Stop(); }
 void PrecisionChecker::Start() {
   WriterLock lock(mu_);
   if (!options_.enabled || thread_.joinable() || stopping_) return;
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("precision check");
+    Loop();
+  });
 }
 
 void PrecisionChecker::Stop() {

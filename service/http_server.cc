@@ -22,10 +22,11 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 
 namespace infergate {
 
@@ -529,7 +530,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   for (int i = 0; i < threads; ++i) {
     // std::thread's default stack (8 MiB), not a library's small fixed one:
     // LibTorch's thread-local storage needs more than civetweb's 100 KiB.
-    raw->threads.emplace_back([raw] { raw->ioc.run(); });
+    raw->threads.emplace_back([raw, i] {
+      NameThisThread(absl::StrCat("http ", i));
+      raw->ioc.run();
+    });
   }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }

@@ -3,12 +3,16 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "common/thread_name.h"
 
 namespace infergate {
 
 LivenessWatchdog::LivenessWatchdog(const InferenceCore& core, std::chrono::milliseconds limit,
                                    std::function<void(bool)> set_live)
-    : core_(core), limit_(limit), set_live_(std::move(set_live)), thread_([this] { Run(); }) {}
+    : core_(core), limit_(limit), set_live_(std::move(set_live)), thread_([this] {
+        NameThisThread("watchdog");
+        Run();
+      }) {}
 
 LivenessWatchdog::~LivenessWatchdog() {
   {

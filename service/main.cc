@@ -16,10 +16,11 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 #include "common/units.h"
+#include "core/inference_core.h"
 #include "devices/caching_cpu_allocator.h"
 #include "devices/host_requirements.h"
-#include "core/inference_core.h"
 #include "service/server.h"
 #include "service/server_options.h"
 #include "service/stop_signals.h"
@@ -126,6 +127,7 @@ int Run(int argc, char** argv) {
   std::promise<int> signalled;
   std::shared_future<int> first_signal = signalled.get_future().share();
   std::thread signal_reader([&signalled, &server] {
+    NameThisThread("stop signals");
     int sig = StopSignals::WaitForFirst();
     if (!server.core().ready()) LOG_INFO << "signal " << sig << " during start-up: draining once warm-up ends";
     signalled.set_value(sig);

@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/thread_name.h"
 #include "opentelemetry/nostd/span.h"
 #include "opentelemetry/sdk/common/exporter_utils.h"
 
@@ -28,7 +29,10 @@ bool WaitAtMost(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
 
 SpanExportQueue::SpanExportQueue(std::unique_ptr<sdktrace::SpanExporter> exporter, Options options)
     : exporter_(std::move(exporter)), options_(options) {
-  thread_ = std::thread([this] { ExportLoop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("span export");
+    ExportLoop();
+  });
 }
 
 SpanExportQueue::~SpanExportQueue() { Shutdown(); }  // no timeout: nothing may outlive it

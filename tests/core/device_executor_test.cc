@@ -1,3 +1,4 @@
+#include "common/thread_name.h"
 #include "execution/device_executor.h"
 
 #include <gtest/gtest.h>
@@ -74,6 +75,15 @@ TEST(DeviceExecutor, RunsEverythingQueuedBeforeStopping) {
   EXPECT_EQ(ran.load(), 500);
   absl::Status late = ex.SubmitTask([] {});
   EXPECT_EQ(late.code(), absl::StatusCode::kUnavailable);
+}
+
+// Workers carry the device in their thread name, for top -H and perf.
+TEST(DeviceExecutor, WorkersAreNamedForTheirDevice) {
+  DeviceExecutor ex({DeviceKind::kCuda, 1}, 1, 8, [](Batch&) {});
+  std::promise<std::string> name;
+  ASSERT_TRUE(ex.SubmitTask([&] { name.set_value(ThisThreadName()); }).ok());
+  EXPECT_EQ(name.get_future().get(), "cuda:1 worker 0");
+  ex.Stop();
 }
 
 TEST(DeviceExecutor, FullQueueIsResourceExhaustedNamingTheDevice) {
