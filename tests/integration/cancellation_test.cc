@@ -72,18 +72,10 @@ class BusySlowClients {
 void ExpectStillServing(const ServerProcess& server, inference::GRPCInferenceService::Stub& v2_stub) {
   using Health = grpc::health::v1::HealthCheckResponse;
   EXPECT_EQ(HealthStatus(server.address(), "", std::chrono::seconds(30)), Health::SERVING) << server.Log();
-  inference::ModelInferRequest req;
-  req.set_model_name("mlp");
-  auto* in = req.add_inputs();
-  in->set_name("x");
-  in->set_datatype("FP32");
-  in->add_shape(1);
-  in->add_shape(256);
-  for (int i = 0; i < 256; ++i) in->mutable_contents()->add_fp32_contents(0.5f);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   inference::ModelInferResponse resp;
-  grpc::Status s = v2_stub.ModelInfer(&ctx, req, &resp);
+  grpc::Status s = v2_stub.ModelInfer(&ctx, MlpV2Request(), &resp);
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
@@ -98,34 +90,61 @@ void ExpectBudgetReturned(const ServerProcess& server) {
   EXPECT_TRUE(budget_returned) << "the in-flight budget was not returned";
 }
 
-std::unique_ptr<ServerProcess> StartOneWorkerServer() {
-  return ServerProcess::Start({"--model-repository=" + DemoRepository(), "--devices=cpu", "--cpu-workers=1",
-                               "--drain-timeout=30s", "--max-inflight-bytes=1GiB"});
-}
+// A server with one CPU worker, held by two clients calling `slow`, and
+// stubs of both protocols on one channel.
+class Cancellation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--devices=cpu", "--cpu-workers=1",
+                                    "--drain-timeout=30s", "--max-inflight-bytes=1GiB"});
+    ASSERT_NE(server_, nullptr);
+    channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+    v1_stub_ = v1::InferenceService::NewStub(channel_);
+    v2_stub_ = inference::GRPCInferenceService::NewStub(channel_);
+    busy_ = std::make_unique<BusySlowClients>(*v1_stub_);
+    ASSERT_TRUE(WaitForDevice(*v1_stub_, [](const v1::DeviceInfo& d) { return d.in_flight() > 0; }))
+        << "the busy clients never got the worker";
+  }
+  void TearDown() override {
+    if (busy_) busy_->Stop();
+  }
+
+  // After the clients cancelled: the server still serves, the busy clients
+  // end, and every request's budget comes back.
+  void ExpectServingAndBudgetReturned() {
+    ExpectStillServing(*server_, *v2_stub_);
+    busy_->Stop();
+    ExpectBudgetReturned(*server_);
+  }
+  // SIGTERM with nothing left to do ends the process cleanly, well inside
+  // the 30 s drain timeout.
+  void ExpectCleanStop() {
+    v1_stub_.reset();
+    v2_stub_.reset();
+    channel_.reset();
+    EXPECT_EQ(server_->Stop(), 0) << server_->Log();
+  }
+
+  std::unique_ptr<ServerProcess> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::InferenceService::Stub> v1_stub_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> v2_stub_;
+  std::unique_ptr<BusySlowClients> busy_;
+};
 
 // The reliability probe's shape: two clients keep `slow` busy on one CPU
 // worker while 40 streams each send a large request and cancel it 0-80 ms
 // later. Cancelling a stream whose request was being queued used to answer
 // that request inside the stream's own lock, wedging gRPC's threads: health
 // timed out, the budget was never returned and SIGTERM never finished.
-TEST(Cancellation, StreamsCancelledWhileTheirRequestsQueueLeaveTheServerServing) {
-  auto server = StartOneWorkerServer();
-  ASSERT_NE(server, nullptr);
-  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
-  auto v1_stub = v1::InferenceService::NewStub(channel);
-  auto v2_stub = inference::GRPCInferenceService::NewStub(channel);
-
-  BusySlowClients busy(*v1_stub);
-  ASSERT_TRUE(WaitForDevice(*v1_stub, [](const v1::DeviceInfo& d) { return d.in_flight() > 0; }))
-      << "the busy clients never got the worker";
-
+TEST_F(Cancellation, StreamsCancelledWhileTheirRequestsQueueLeaveTheServerServing) {
   const inference::ModelInferRequest large = LargeTypedSlowRequest(1 << 20);  // 4 MiB of FP32, typed
   std::vector<std::thread> cancellers;
   for (int i = 0; i < 40; ++i) {
     cancellers.emplace_back([&, i] {
       std::mt19937 rng(i);
       grpc::ClientContext ctx;
-      auto stream = v2_stub->ModelStreamInfer(&ctx);
+      auto stream = v2_stub_->ModelStreamInfer(&ctx);
       stream->Write(large);
       std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 80)(rng)));
       ctx.TryCancel();
@@ -137,16 +156,8 @@ TEST(Cancellation, StreamsCancelledWhileTheirRequestsQueueLeaveTheServerServing)
   }
   for (auto& t : cancellers) t.join();
 
-  ExpectStillServing(*server, *v2_stub);
-  busy.Stop();
-  ExpectBudgetReturned(*server);
-
-  // SIGTERM with nothing left to do ends the process cleanly: well inside
-  // the 30 s drain timeout (the wedged server never exited at all).
-  v1_stub.reset();
-  v2_stub.reset();
-  channel.reset();
-  EXPECT_EQ(server->Stop(), 0) << server->Log();
+  ExpectServingAndBudgetReturned();
+  ExpectCleanStop();
 }
 
 // The same for unary calls, v1 Infer and Open Inference ModelInfer in
@@ -156,17 +167,7 @@ TEST(Cancellation, StreamsCancelledWhileTheirRequestsQueueLeaveTheServerServing)
 // the thread that finishes it, so a cancelled call answers its queued
 // request there. None may wedge the server, keep budget or fail the
 // calls that were not cancelled.
-TEST(Cancellation, UnaryCallsCancelledWhileTheirRequestsQueueLeaveTheServerServing) {
-  auto server = StartOneWorkerServer();
-  ASSERT_NE(server, nullptr);
-  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
-  auto v1_stub = v1::InferenceService::NewStub(channel);
-  auto v2_stub = inference::GRPCInferenceService::NewStub(channel);
-
-  BusySlowClients busy(*v1_stub);
-  ASSERT_TRUE(WaitForDevice(*v1_stub, [](const v1::DeviceInfo& d) { return d.in_flight() > 0; }))
-      << "the busy clients never got the worker";
-
+TEST_F(Cancellation, UnaryCallsCancelledWhileTheirRequestsQueueLeaveTheServerServing) {
   const inference::ModelInferRequest large_v2 = LargeTypedSlowRequest(1 << 20);  // 4 MiB of FP32, typed
   v1::InferRequest large_v1;
   large_v1.set_model("slow");
@@ -187,10 +188,10 @@ TEST(Cancellation, UnaryCallsCancelledWhileTheirRequestsQueueLeaveTheServerServi
       grpc::Status s;
       if (i % 2 == 0) {
         v1::InferResponse resp;
-        s = v1_stub->Infer(&ctx, large_v1, &resp);
+        s = v1_stub_->Infer(&ctx, large_v1, &resp);
       } else {
         inference::ModelInferResponse resp;
-        s = v2_stub->ModelInfer(&ctx, large_v2, &resp);
+        s = v2_stub_->ModelInfer(&ctx, large_v2, &resp);
       }
       canceller.join();
       if (s.error_code() == grpc::StatusCode::CANCELLED) {
@@ -207,20 +208,14 @@ TEST(Cancellation, UnaryCallsCancelledWhileTheirRequestsQueueLeaveTheServerServi
   // answer other than CANCELLED is the server refusing or failing it.
   EXPECT_EQ(cancelled.load(), 40) << "answers other than CANCELLED:" << other_statuses;
 
-  ExpectStillServing(*server, *v2_stub);
-  busy.Stop();
-  ExpectBudgetReturned(*server);
+  ExpectServingAndBudgetReturned();
   // Some of them were cancelled while queued (the rest before they were
   // read, or while they were decoded).
   const double cancelled_in_queue =
-      MetricValue(ScrapeMetrics(*server), "infergate_rejections_total{model=\"slow\",reason=\"cancelled\"}");
+      MetricValue(ScrapeMetrics(*server_), "infergate_rejections_total{model=\"slow\",reason=\"cancelled\"}");
   std::printf("unary cancels: %.0f of 40 answered from the queue\n", cancelled_in_queue);
   EXPECT_GE(cancelled_in_queue, 1.0);
-
-  v1_stub.reset();
-  v2_stub.reset();
-  channel.reset();
-  EXPECT_EQ(server->Stop(), 0) << server->Log();
+  ExpectCleanStop();
 }
 
 // A client that writes 1 MiB requests on a stream and never reads the

@@ -17,16 +17,33 @@
 #include <fstream>
 #include <sstream>
 #include <functional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "devices/torch_dtype.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "inference/grpc_service.pb.h"
 #include "infergate/v1/inference.grpc.pb.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/wire_tensors.h"
 
 namespace infergate::testing {
+
+// A [1, 256] FP32 request for the demo mlp, in the Open Inference Protocol.
+inline inference::ModelInferRequest MlpV2Request() {
+  inference::ModelInferRequest req;
+  req.set_model_name("mlp");
+  auto* in = req.add_inputs();
+  in->set_name("x");
+  in->set_datatype("FP32");
+  in->add_shape(1);
+  in->add_shape(256);
+  std::vector<float> values(256, 0.5f);
+  req.add_raw_input_contents(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+  return req;
+}
 
 // The same model.pt run in this process: what the server must agree with.
 inline at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& inputs, int version = 1) {

@@ -69,20 +69,6 @@ bool Complete(const std::vector<ReceivedSpan>& all, const std::string& trace_id)
   return false;
 }
 
-// A [1, 256] FP32 request for the demo mlp, in the Open Inference Protocol.
-inference::ModelInferRequest MlpV2Request() {
-  inference::ModelInferRequest req;
-  req.set_model_name("mlp");
-  auto* in = req.add_inputs();
-  in->set_name("x");
-  in->set_datatype("FP32");
-  in->add_shape(1);
-  in->add_shape(256);
-  std::vector<float> values(256, 0.5f);
-  req.add_raw_input_contents(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
-  return req;
-}
-
 std::string MlpJsonBody() {
   std::string body = R"({"inputs":[{"name":"x","shape":[1,256],"datatype":"FP32","data":[)";
   for (int i = 0; i < 256; ++i) body += i ? ",0.25" : "0.25";
