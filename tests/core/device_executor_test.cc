@@ -1,4 +1,3 @@
-#include "common/thread_name.h"
 #include "execution/device_executor.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +10,7 @@
 #include <future>
 #include <mutex>
 
+#include "common/thread_name.h"
 #include "tests/core/policy_routed_job.h"
 
 namespace infergate {
