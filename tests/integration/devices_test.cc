@@ -505,16 +505,22 @@ TEST(AcceleratorWorkers, BatchesOfOneModelOverlapOnTheDeviceWithTwoWorkers) {
     std::vector<std::thread> callers;
     constexpr int kCalls = 4;
     for (int i = 0; i < kCalls; ++i) callers.emplace_back([&] { ok += slow_on_cuda().ok(); });
-    // Sample cuda:0 until every call is answered: the most batches seen
-    // running there at once.
+    // Sample cuda:0 until every call is answered: the most of the slow
+    // model's batches seen running there at once. The device's in-flight
+    // count also holds the light model's request (and its load) while that
+    // is out, so a sample counts only if no light call was out at any time
+    // during it: `light_epoch` is odd while one is, and moves at both ends.
     int most_running = 0;
     bool light_answered = false;
+    std::atomic<int> light_epoch{0};
     std::thread sampler([&] {
       while (!done.load()) {
+        const int epoch_before = light_epoch.load();
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
         v1::ListDevicesResponse devices;
-        if (stub->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok()) {
+        const bool listed = stub->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok();
+        if (listed && epoch_before % 2 == 0 && light_epoch.load() == epoch_before) {
           for (const auto& d : devices.devices()) {
             if (d.id() == "cuda:0") most_running = std::max(most_running, static_cast<int>(d.in_flight()));
           }
@@ -533,7 +539,9 @@ TEST(AcceleratorWorkers, BatchesOfOneModelOverlapOnTheDeviceWithTwoWorkers) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
       v1::InferResponse resp;
+      light_epoch++;
       light_answered = stub->Infer(&ctx, light, &resp).ok();
+      light_epoch++;
     }
     for (auto& t : callers) t.join();
     done = true;
