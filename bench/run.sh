@@ -64,7 +64,8 @@ echo "suite,model,mode,concurrency,batch,throughput_rps,rows_per_s,p50_ms,p99_ms
 await_listening() {  # name [ready [log]]
   local log="${3:-$work/$1.err}"
   for _ in $(seq 200); do
-    address=$(sed -n "s/^$1 listening on //p" "$work/$1.out" | head -n1)
+    # The server's shell may not have opened its output file yet.
+    address=$( { sed -n "s/^$1 listening on //p" "$work/$1.out" 2>/dev/null || true; } | head -n1)
     [ -n "$address" ] && { [ -z "${2:-}" ] || grep -q "$2" "$log"; } && return 0
     sleep 0.05
   done
