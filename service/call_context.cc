@@ -4,32 +4,32 @@
 
 namespace infergate {
 
-absl::string_view MetadataValue(const grpc::CallbackServerContext& ctx, absl::string_view name) {
+absl::string_view MetadataValue(const grpc::ServerContextBase& ctx, absl::string_view name) {
   const auto& md = ctx.client_metadata();
   auto it = md.find(grpc::string_ref(name.data(), name.size()));
   return it == md.end() ? absl::string_view() : absl::string_view(it->second.data(), it->second.size());
 }
 
-absl::string_view Authorization(const grpc::CallbackServerContext& ctx) { return MetadataValue(ctx, "authorization"); }
+absl::string_view Authorization(const grpc::ServerContextBase& ctx) { return MetadataValue(ctx, "authorization"); }
 
-std::string ModelNameOf(const grpc::CallbackServerContext& ctx, const std::string& body_name) {
+std::string ModelNameOf(const grpc::ServerContextBase& ctx, const std::string& body_name) {
   const auto& md = ctx.client_metadata();
   auto it = md.find("mm-model-id");
   return it == md.end() ? body_name : std::string(it->second.data(), it->second.size());
 }
 
-Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx) {
+Clock::time_point SteadyDeadline(const grpc::ServerContextBase& ctx) {
   auto deadline = ctx.deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) return Clock::time_point::max();
   auto left = deadline - std::chrono::system_clock::now();
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
 }
 
-absl::Status CheckToken(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role) {
+absl::Status CheckToken(const TokenAuth& auth, const grpc::ServerContextBase& ctx, TokenAuth::Role role) {
   return auth.Check([&ctx] { return Authorization(ctx); }, role);
 }
 
-bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role,
+bool Refused(const TokenAuth& auth, const grpc::ServerContextBase& ctx, TokenAuth::Role role,
              grpc::ServerUnaryReactor* reactor) {
   absl::Status s = CheckToken(auth, ctx, role);
   if (s.ok()) return false;
@@ -37,14 +37,8 @@ bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, Toke
   return true;
 }
 
-InferCallReactor::InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
-                                   absl::string_view model, const Rpc& rpc)
-    : call_(InferCall::Begin(front_end, model, [this](const absl::Status& status) { Finish(ToGrpcStatus(status)); })) {
-  Trace(*call_, ctx, rpc, model);
-}
-
-void InferCallReactor::Trace(InferCall& call, const grpc::CallbackServerContext& ctx, const Rpc& rpc,
-                             absl::string_view model) {
+void TraceInferCall(InferCall& call, const grpc::ServerContextBase& ctx, const InferRpc& rpc,
+                    absl::string_view model) {
   if (!call.front_end().tracing()) return;
   CallTraceStart start;
   start.transport = CallTransport::kGrpc;
@@ -55,8 +49,14 @@ void InferCallReactor::Trace(InferCall& call, const grpc::CallbackServerContext&
   call.Trace(start, [&ctx](absl::string_view name) { return MetadataValue(ctx, name); });
 }
 
-bool InferCallReactor::Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes) {
-  return call_->Admit([&ctx] { return Authorization(ctx); }, bytes);
+bool AdmitInferCall(InferCall& call, const grpc::ServerContextBase& ctx, uint64_t bytes) {
+  return call.Admit([&ctx] { return Authorization(ctx); }, bytes);
+}
+
+InferCallReactor::InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
+                                   absl::string_view model, const InferRpc& rpc)
+    : call_(InferCall::Begin(front_end, model, [this](const absl::Status& status) { Finish(ToGrpcStatus(status)); })) {
+  TraceInferCall(*call_, ctx, rpc, model);
 }
 
 }  // namespace infergate

@@ -1,8 +1,10 @@
 #pragma once
 // What every gRPC front end does with a call before and around the core:
 // read the bearer token and ModelMesh's model id, turn the client's
-// deadline into the core's clock, refuse a call on auth failure, and tie an
-// inference call (infer_call.h) to the call's reactor.
+// deadline into the core's clock, refuse a call on auth failure, start an
+// inference call's (infer_call.h) trace and admission from the call's
+// metadata, and tie an inference call to a callback reactor. The helpers
+// take either server API's context (callback or completion queue).
 
 #include <grpcpp/grpcpp.h>
 
@@ -18,56 +20,62 @@
 namespace infergate {
 
 // The `authorization` metadata ("Bearer ..."); empty when absent.
-absl::string_view Authorization(const grpc::CallbackServerContext& ctx);
+absl::string_view Authorization(const grpc::ServerContextBase& ctx);
 
 // The model a call is for: ModelMesh's `mm-model-id` metadata when the call
 // carries it (ModelMesh forwards a request for a model it placed here with
 // the model's id there, whatever name the body gives), else `body_name`.
-std::string ModelNameOf(const grpc::CallbackServerContext& ctx, const std::string& body_name);
+std::string ModelNameOf(const grpc::ServerContextBase& ctx, const std::string& body_name);
 
 // `auth.Check` for the call's token, looked up only when `role` needs one.
-absl::Status CheckToken(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role);
+absl::Status CheckToken(const TokenAuth& auth, const grpc::ServerContextBase& ctx, TokenAuth::Role role);
 
 // The client's deadline on the core's steady clock; max() when it set none.
-Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& ctx);
+Clock::time_point SteadyDeadline(const grpc::ServerContextBase& ctx);
 
 // The value of metadata `name` (lower case); empty when absent.
-absl::string_view MetadataValue(const grpc::CallbackServerContext& ctx, absl::string_view name);
+absl::string_view MetadataValue(const grpc::ServerContextBase& ctx, absl::string_view name);
 
 // Finishes `reactor` with the auth failure for `role`, if any; true when it did.
-bool Refused(const TokenAuth& auth, const grpc::CallbackServerContext& ctx, TokenAuth::Role role,
+bool Refused(const TokenAuth& auth, const grpc::ServerContextBase& ctx, TokenAuth::Role role,
              grpc::ServerUnaryReactor* reactor);
 
-// A unary reactor for one inference call (infer_call.h): finishes with the
-// call's status, cancels it when the client cancels or its deadline passes,
-// and keeps it (with its share of the in-flight budget) until gRPC is done
-// with the call. Deletes itself.
+// The RPC an inference call came by, for its trace: the full method name
+// ("inference.GRPCInferenceService/ModelInfer"), service and method.
+struct InferRpc {
+  absl::string_view full_name;
+  absl::string_view service;
+  absl::string_view method;
+};
+inline constexpr InferRpc kV1InferRpc{"infergate.v1.InferenceService/Infer", "infergate.v1.InferenceService", "Infer"};
+inline constexpr InferRpc kModelInferRpc{"inference.GRPCInferenceService/ModelInfer", "inference.GRPCInferenceService",
+                                         "ModelInfer"};
+inline constexpr InferRpc kModelStreamInferRpc{"inference.GRPCInferenceService/ModelStreamInfer",
+                                               "inference.GRPCInferenceService", "ModelStreamInfer"};
+
+// Starts `call`'s trace (when the front end traces) as `rpc`, with the
+// trace context in the call's metadata: every unary inference call and each
+// request of a stream.
+void TraceInferCall(InferCall& call, const grpc::ServerContextBase& ctx, const InferRpc& rpc, absl::string_view model);
+
+// InferCall::Admit with the call's token.
+bool AdmitInferCall(InferCall& call, const grpc::ServerContextBase& ctx, uint64_t bytes);
+
+// A unary reactor for one inference call (infer_call.h) of a callback-API
+// RPC (TorchServe's gRPC Predictions; v1 Infer and ModelInfer are served on
+// completion queues, completion_queue_infer.h): finishes with the call's
+// status, cancels it when the client cancels or its deadline passes, and
+// keeps it (with its share of the in-flight budget) until gRPC is done with
+// the call. Deletes itself.
 class InferCallReactor final : public grpc::ServerUnaryReactor {
  public:
-  // The RPC a call came by, for its trace: the full method name
-  // ("inference.GRPCInferenceService/ModelInfer"), service and method.
-  struct Rpc {
-    absl::string_view full_name;
-    absl::string_view service;
-    absl::string_view method;
-  };
-  static constexpr Rpc kV1Infer{"infergate.v1.InferenceService/Infer", "infergate.v1.InferenceService", "Infer"};
-  static constexpr Rpc kModelInfer{"inference.GRPCInferenceService/ModelInfer", "inference.GRPCInferenceService",
-                                   "ModelInfer"};
-  static constexpr Rpc kModelStreamInfer{"inference.GRPCInferenceService/ModelStreamInfer",
-                                         "inference.GRPCInferenceService", "ModelStreamInfer"};
-
   // Begins a call for model `model` (as the client named it), traced as
   // `rpc` with the context in the call's metadata.
   InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx, absl::string_view model,
-                   const Rpc& rpc);
+                   const InferRpc& rpc);
   InferCall& call() { return *call_; }
-  // Starts `call`'s trace (when the front end traces) as `rpc`, with the
-  // trace context in the call's metadata: the unary reactors' calls and
-  // each request of a stream.
-  static void Trace(InferCall& call, const grpc::CallbackServerContext& ctx, const Rpc& rpc, absl::string_view model);
   // InferCall::Admit with the call's token.
-  bool Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes);
+  bool Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes) { return AdmitInferCall(*call_, ctx, bytes); }
   void OnCancel() override { call_->Cancel(); }
   void OnDone() override { delete this; }
   // gRPC runs OnDone and OnCancel on the thread that completes the call

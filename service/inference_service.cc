@@ -54,20 +54,12 @@ void FillLoaded(const ModelKey& key, v1::LoadedModel* out) {
 InferenceServiceImpl::InferenceServiceImpl(InferenceCore& core, const FrontEnd& front_end)
     : core_(core), front_end_(front_end) {}
 
-grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContext* ctx,
-                                                      const v1::InferRequest* request,
-                                                      v1::InferResponse* response) {
-  const std::string model = ModelNameOf(*ctx, request->model());
-  auto* reactor = new InferCallReactor(front_end_, *ctx, model, InferCallReactor::kV1Infer);
-  InferCall& call = reactor->call();
-  if (!reactor->Admit(*ctx, request->ByteSizeLong())) return reactor;
+void InferenceServiceImpl::SubmitInfer(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
+                                       const v1::InferRequest* request, v1::InferResponse* response) const {
   absl::StatusOr<CheckedInferRequest> checked = CheckInferRequest(*request, front_end_.limits());
-  if (!checked.ok()) {
-    call.Refuse(checked.status());
-    return reactor;
-  }
+  if (!checked.ok()) return call.Refuse(checked.status());
   InferenceRequest req;
-  req.deadline = SteadyDeadline(*ctx);
+  req.deadline = SteadyDeadline(ctx);
   req.model = model;
   req.version = request->version();
   req.device = request->device();
@@ -79,7 +71,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
   for (int i = 0; i < request->inputs_size(); ++i) {
     const v1::Tensor& wire = request->inputs(i);
     const WireTensorInfo& info = checked->inputs[static_cast<size_t>(i)];
-    // Aliases the request's bytes: gRPC keeps `request` alive until Finish.
+    // Aliases the request's bytes, which live until the call finishes.
     req.inputs.push_back({wire.name(), TensorOverBytes(info.dtype, info.shape, wire.data())});
   }
   call.Submit(std::move(req), [request, response, received = call.received()](InferenceResult& result) {
@@ -106,7 +98,6 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Infer(grpc::CallbackServerContex
     response->set_request_id(request->request_id());
     return absl::OkStatus();
   });
-  return reactor;
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServerContext* ctx,

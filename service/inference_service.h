@@ -7,18 +7,32 @@
 #include "infergate/v1/inference.grpc.pb.h"
 #include "core/inference_core.h"
 #include "service/front_end.h"
+#include "service/infer_call.h"
 #include "service/tensor_codec.h"
 
 namespace infergate {
 
-class InferenceServiceImpl final : public v1::InferenceService::CallbackService {
+// infergate.v1.InferenceService with Infer on gRPC's completion-queue API
+// (served by completion_queue_infer.h, which calls SubmitInfer) and every
+// other method on the callback API. Each method is marked once, from the
+// generated synchronous base: a method left unmarked would be served
+// synchronously, on a thread pool of gRPC's.
+using V1InferenceServiceBase = v1::InferenceService::WithCallbackMethod_ListDevices<
+    v1::InferenceService::WithCallbackMethod_ListModels<v1::InferenceService::WithCallbackMethod_LoadModel<
+        v1::InferenceService::WithCallbackMethod_UnloadModel<
+            v1::InferenceService::WithAsyncMethod_Infer<v1::InferenceService::Service>>>>>;
+
+class InferenceServiceImpl final : public V1InferenceServiceBase {
  public:
   // Inference goes through `front_end`'s call path; the listings and
   // loads through `core`. Neither is owned; both must outlive the service.
   InferenceServiceImpl(InferenceCore& core, const FrontEnd& front_end);
 
-  grpc::ServerUnaryReactor* Infer(grpc::CallbackServerContext* ctx, const v1::InferRequest* request,
-                                  v1::InferResponse* response) override;
+  // Checks and decodes an Infer call for `model` that `call` admitted, and
+  // submits it; the answer goes into `response`. `request` (whose bytes the
+  // input tensors alias) and `response` must live until the call finishes.
+  void SubmitInfer(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
+                   const v1::InferRequest* request, v1::InferResponse* response) const;
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* ctx, const v1::ListDevicesRequest* request,
                                         v1::ListDevicesResponse* response) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx, const v1::ListModelsRequest* request,

@@ -79,25 +79,17 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelConfig(grpc::CallbackServer
   return Done(ctx, s);
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
-                                                           const inference::ModelInferRequest* request,
-                                                           inference::ModelInferResponse* response) {
-  const std::string model = ModelNameOf(*ctx, request->model_name());
-  auto* reactor = new InferCallReactor(front_end_, *ctx, model, InferCallReactor::kModelInfer);
-  InferCall& call = reactor->call();
-  if (!reactor->Admit(*ctx, request->ByteSizeLong())) return reactor;
+void OpenInferenceService::SubmitModelInfer(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
+                                            const inference::ModelInferRequest* request,
+                                            inference::ModelInferResponse* response) const {
   InferenceRequest req;
-  req.deadline = SteadyDeadline(*ctx);
-  // Input tensors alias the request's bytes: gRPC keeps `request` alive until Finish.
-  if (absl::Status s = DecodeInferRequest(*request, front_end_.limits(), &req); !s.ok()) {
-    call.Refuse(s);
-    return reactor;
-  }
+  req.deadline = SteadyDeadline(ctx);
+  // Input tensors alias the request's bytes, which live until the call finishes.
+  if (absl::Status s = DecodeInferRequest(*request, front_end_.limits(), &req); !s.ok()) return call.Refuse(s);
   req.model = model;
   call.Submit(std::move(req), [request, response](InferenceResult& result) {
     return EncodeInferResponse(*request, result, response);
   });
-  return reactor;
 }
 
 grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*

@@ -14,15 +14,41 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "core/inference_core.h"
 #include "service/front_end.h"
+#include "service/infer_call.h"
 #include "service/open_inference_api.h"
 
 namespace infergate {
 
-class OpenInferenceService final : public inference::GRPCInferenceService::CallbackService {
+// The Open Inference Protocol's gRPC service with ModelInfer on gRPC's
+// completion-queue API (served by completion_queue_infer.h, which calls
+// SubmitModelInfer) and every other method on the callback API. Each method
+// is marked once, from the generated synchronous base: a method left
+// unmarked would be served synchronously, on a thread pool of gRPC's.
+namespace open_inference_service_base {
+using Grpc = inference::GRPCInferenceService;
+using Type = Grpc::WithCallbackMethod_ServerLive<Grpc::WithCallbackMethod_ServerReady<
+    Grpc::WithCallbackMethod_ModelReady<Grpc::WithCallbackMethod_ServerMetadata<
+    Grpc::WithCallbackMethod_ModelMetadata<Grpc::WithCallbackMethod_ModelStreamInfer<
+    Grpc::WithCallbackMethod_ModelConfig<Grpc::WithCallbackMethod_ModelStatistics<
+    Grpc::WithCallbackMethod_RepositoryIndex<Grpc::WithCallbackMethod_RepositoryModelLoad<
+    Grpc::WithCallbackMethod_RepositoryModelUnload<Grpc::WithCallbackMethod_SystemSharedMemoryStatus<
+    Grpc::WithCallbackMethod_SystemSharedMemoryRegister<Grpc::WithCallbackMethod_SystemSharedMemoryUnregister<
+    Grpc::WithCallbackMethod_CudaSharedMemoryStatus<Grpc::WithCallbackMethod_CudaSharedMemoryRegister<
+    Grpc::WithCallbackMethod_CudaSharedMemoryUnregister<Grpc::WithCallbackMethod_TraceSetting<
+    Grpc::WithCallbackMethod_LogSettings<Grpc::WithAsyncMethod_ModelInfer<Grpc::Service>>>>>>>>>>>>>>>>>>>>;
+}  // namespace open_inference_service_base
+
+class OpenInferenceService final : public open_inference_service_base::Type {
  public:
   // Inference goes through `front_end`'s call path, the rest through
   // `core`. Neither is owned; both must outlive this.
   OpenInferenceService(InferenceCore& core, const FrontEnd& front_end, std::string server_version);
+
+  // Decodes a ModelInfer call for `model` that `call` admitted and submits
+  // it; the answer goes into `response`. `request` (whose bytes the input
+  // tensors alias) and `response` must live until the call finishes.
+  void SubmitModelInfer(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
+                        const inference::ModelInferRequest* request, inference::ModelInferResponse* response) const;
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest* request,
                                        inference::ServerLiveResponse* response) override;
@@ -39,8 +65,6 @@ class OpenInferenceService final : public inference::GRPCInferenceService::Callb
                                           inference::ModelMetadataResponse* response) override;
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const inference::ModelConfigRequest* request,
                                         inference::ModelConfigResponse* response) override;
-  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const inference::ModelInferRequest* request,
-                                       inference::ModelInferResponse* response) override;
   grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>* ModelStreamInfer(
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,

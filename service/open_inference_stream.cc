@@ -104,7 +104,7 @@ void InferStreamReactor::OnReadDone(bool ok) {
 void InferStreamReactor::Submit(InferCall& call, std::shared_ptr<inference::ModelInferRequest> request,
                                 std::shared_ptr<inference::ModelStreamInferResponse> response,
                                 const absl::Status& refusal) {
-  InferCallReactor::Trace(call, ctx_, InferCallReactor::kModelStreamInfer, request->model_name());
+  TraceInferCall(call, ctx_, kModelStreamInferRpc, request->model_name());
   // The caller's token was checked when the stream opened.
   if (!refusal.ok()) {
     call.Refuse(refusal);

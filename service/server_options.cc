@@ -217,6 +217,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                "set: reflection answers without a token).");
   flags.Int("max-concurrent-streams", &o.max_concurrent_streams,
             "Calls one client connection may have open at once; more wait in the client (HTTP/2 flow control).");
+  flags.Int("grpc-infer-threads", &o.grpc_infer_threads,
+            "Threads taking unary gRPC inference calls (Infer, ModelInfer) off a completion queue each: they check, "
+            "decode and queue each call; device workers answer it.");
   flags.Duration("max-connection-age", &o.max_connection_age,
                  "Close client connections after this long (e.g. 5m) so clients reconnect and new replicas get "
                  "traffic; 0 keeps them open.");
@@ -294,6 +297,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   }
   if (o.max_concurrent_streams < 1 || o.max_concurrent_streams > 100000) {
     return absl::InvalidArgumentError("--max-concurrent-streams: must be 1..100000");
+  }
+  if (o.grpc_infer_threads < 1 || o.grpc_infer_threads > 64) {
+    return absl::InvalidArgumentError("--grpc-infer-threads: must be 1..64");
   }
   if (http_threads < 1 || http_threads > 64) return absl::InvalidArgumentError("--http-threads: must be 1..64");
   o.http_threads = static_cast<int>(http_threads);

@@ -62,6 +62,9 @@ struct ServerOptions {
   // A new gRPC connection must finish TLS and HTTP/2 set-up within this long.
   std::chrono::milliseconds grpc_handshake_timeout{std::chrono::seconds(10)};
   int64_t max_concurrent_streams = 256;              // per client connection
+  // Threads polling a completion queue each for the unary inference calls
+  // (completion_queue_infer.h): they admit, decode and queue each call.
+  int64_t grpc_infer_threads = 2;
   // KServe ModelMesh's model-runtime SPI (service/model_mesh_runtime.h);
   // empty leaves it off. Loopback or a unix: socket only: it loads any
   // folder the server can read.

@@ -11,7 +11,7 @@ namespace {
 
 namespace ts = org::pytorch::serve::grpc::inference;
 
-constexpr InferCallReactor::Rpc kPredictions{"org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions",
+constexpr InferRpc kPredictions{"org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions",
                                              "org.pytorch.serve.grpc.inference.InferenceAPIsService",
                                              "Predictions"};
 

@@ -6,6 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
+#include <atomic>
+#include <fstream>
+
+#include "inference/grpc_service.grpc.pb.h"
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
@@ -145,6 +151,106 @@ TEST(Connections, ConcurrentStreamLimitQueuesCallsInTheClient) {
       << "one connection: the second call waits in the client, not in the server's queue (queued "
       << one.longest_queue_s << " s, a call runs " << one.shortest_compute_s << " s)";
   channel.reset();
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// The names of `pid`'s threads, from /proc.
+std::vector<std::string> ThreadNames(pid_t pid) {
+  std::vector<std::string> names;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* tasks = opendir(dir.c_str());
+  if (!tasks) return names;
+  while (dirent* e = readdir(tasks)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(dir + "/" + e->d_name + "/comm");
+    std::string name;
+    if (std::getline(comm, name)) names.push_back(name);
+  }
+  closedir(tasks);
+  return names;
+}
+
+// Unary inference calls are taken off completion queues, with a fixed
+// number of requests posted per queue (CompletionQueueInfer): far more
+// calls at once than are posted, of both unary RPCs over several
+// connections, are each answered with their own row, by the one poller
+// asked for.
+TEST(Connections, MoreUnaryCallsAtOnceThanArePostedAreEachAnsweredWithTheirOwnRow) {
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--devices=cpu",
+                                      "--grpc-infer-threads=1", "--max-concurrent-streams=1000"});
+  ASSERT_NE(server, nullptr);
+  constexpr int kCallsPerRpc = 5 * 64;  // five times what one queue has posted of each
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int c = 0; c < 4; ++c) {
+    grpc::ChannelArguments separate;
+    separate.SetInt("infergate.test.unique", c);  // distinct arguments: a connection each
+    channels.push_back(
+        grpc::CreateCustomChannel(server->address(), grpc::InsecureChannelCredentials(), separate));
+    ASSERT_TRUE(channels.back()->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60)));
+  }
+  // Row i of the batch is call i's input (v1) and call i's (ModelInfer).
+  const at::Tensor inputs = at::randn({kCallsPerRpc, 256});
+  const at::Tensor expected = Reference("mlp", {inputs});
+
+  struct Call {
+    grpc::ClientContext ctx;
+    grpc::Status status;
+    v1::InferResponse v1_response;
+    inference::ModelInferResponse v2_response;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<v1::InferResponse>> v1_reader;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<inference::ModelInferResponse>> v2_reader;
+  };
+  std::vector<Call> calls(2 * kCallsPerRpc);
+  grpc::CompletionQueue cq;
+  std::vector<std::unique_ptr<v1::InferenceService::Stub>> v1_stubs;
+  std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>> v2_stubs;
+  for (auto& ch : channels) {
+    v1_stubs.push_back(v1::InferenceService::NewStub(ch));
+    v2_stubs.push_back(inference::GRPCInferenceService::NewStub(ch));
+  }
+  for (int i = 0; i < kCallsPerRpc; ++i) {
+    const at::Tensor row = inputs.slice(0, i, i + 1).contiguous();
+    Call& v1_call = calls[2 * i];
+    v1_call.ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    v1::InferRequest v1_request;
+    v1_request.set_model("mlp");
+    *v1_request.add_inputs() = ToWire(row, "x");
+    v1_call.v1_reader = v1_stubs[i % 4]->AsyncInfer(&v1_call.ctx, v1_request, &cq);
+    v1_call.v1_reader->Finish(&v1_call.v1_response, &v1_call.status, &v1_call);
+    Call& v2_call = calls[2 * i + 1];
+    v2_call.ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    inference::ModelInferRequest v2_request = MlpV2Request();
+    v2_request.set_raw_input_contents(0, std::string(static_cast<const char*>(row.data_ptr()), 256 * sizeof(float)));
+    v2_call.v2_reader = v2_stubs[(i + 1) % 4]->AsyncModelInfer(&v2_call.ctx, v2_request, &cq);
+    v2_call.v2_reader->Finish(&v2_call.v2_response, &v2_call.status, &v2_call);
+  }
+  for (size_t n = 0; n < calls.size(); ++n) {
+    void* tag = nullptr;
+    bool ok = false;
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    ASSERT_TRUE(ok);
+  }
+  for (int i = 0; i < kCallsPerRpc; ++i) {
+    const at::Tensor want = expected.slice(0, i, i + 1);
+    const Call& v1_call = calls[2 * i];
+    ASSERT_TRUE(v1_call.status.ok()) << "v1 call " << i << ": " << v1_call.status.error_message();
+    ASSERT_EQ(v1_call.v1_response.outputs_size(), 1);
+    EXPECT_TRUE(at::allclose(FromWire(v1_call.v1_response.outputs(0)), want, 1e-4, 1e-5)) << "v1 call " << i;
+    const Call& v2_call = calls[2 * i + 1];
+    ASSERT_TRUE(v2_call.status.ok()) << "ModelInfer call " << i << ": " << v2_call.status.error_message();
+    ASSERT_EQ(v2_call.v2_response.raw_output_contents_size(), 1);
+    const std::string& bytes = v2_call.v2_response.raw_output_contents(0);
+    ASSERT_EQ(bytes.size(), 10 * sizeof(float));
+    at::Tensor got = at::empty({1, 10});
+    std::memcpy(got.data_ptr(), bytes.data(), bytes.size());
+    EXPECT_TRUE(at::allclose(got, want, 1e-4, 1e-5)) << "ModelInfer call " << i;
+  }
+  const std::vector<std::string> names = ThreadNames(server->pid());
+  EXPECT_EQ(std::count(names.begin(), names.end(), "grpc poller 0"), 1);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "grpc poller 1"), 0);
+  v1_stubs.clear();
+  v2_stubs.clear();
+  channels.clear();
   EXPECT_EQ(server->Stop(), 0);
 }
 

@@ -56,6 +56,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--disable-admin", "false", "false"},
     {"--reflection", "\"auto\"", "auto"},
     {"--max-concurrent-streams", "256", "256"},
+    {"--grpc-infer-threads", "2", "2"},
     {"--max-connection-age", "0ms", "0 (never)"},
     {"--max-connection-idle", "300000ms", "5m"},
     {"--grpc-handshake-timeout", "10000ms", "10s"},
@@ -156,6 +157,7 @@ TEST(ServerOptions, DefaultsMatchTheDocs) {
   EXPECT_EQ(o->http_max_connections, 1024);
   EXPECT_EQ(o->reflection, ServerOptions::Reflection::kAuto);
   EXPECT_EQ(o->max_concurrent_streams, 256);
+  EXPECT_EQ(o->grpc_infer_threads, 2);
   EXPECT_EQ(o->max_connection_age.count(), 0);
   EXPECT_FALSE(o->disable_admin);
   EXPECT_EQ(o->log_level, "info");
@@ -216,7 +218,8 @@ TEST(ServerOptions, DurationsSizesAndDeviceListsAreParsedOnceIntoTypedFields) {
 TEST(ServerOptions, BadValuesNameTheirFlag) {
   for (const char* bad : {"--drain-timeout=soon", "--max-connection-age=-1s", "--grpc-handshake-timeout=0s", "--max-connection-idle=30d", "--max-receive-bytes=lots",
                           "--cache-budget=cpu", "--simulate-failing-devices=cuda:0", "--devices=tpu",
-                          "--queue-capacity=0", "--max-tensor-elements=2305843009213693952"}) {
+                          "--queue-capacity=0", "--max-tensor-elements=2305843009213693952", "--grpc-infer-threads=0",
+                          "--grpc-infer-threads=65"}) {
     const char* argv[] = {"infergate", bad};
     std::string help;
     auto o = ParseServerOptions(2, argv, &help);

@@ -1,0 +1,229 @@
+#include "service/completion_queue_infer.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/thread_name.h"
+#include "service/call_context.h"
+#include "service/infer_call.h"
+#include "service/inference_service.h"
+#include "service/open_inference_service.h"
+#include "service/status_convert.h"
+
+namespace infergate {
+
+struct CompletionQueueInfer::Context {
+  Context(const FrontEnd& front_end, InferenceServiceImpl& v1_service, OpenInferenceService& open_inference)
+      : front_end(front_end), v1_service(v1_service), open_inference(open_inference) {}
+
+  const FrontEnd& front_end;
+  InferenceServiceImpl& v1_service;
+  OpenInferenceService& open_inference;
+
+  // Calls posted and not yet freed, and whether Stop has begun (no more
+  // posting). Stop shuts the queues down only once no call is left, so no
+  // call ever starts an operation on a queue that is gone.
+  absl::Mutex mu;
+  int live_calls ABSL_GUARDED_BY(mu) = 0;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+
+  // Counts a call about to be posted; false once stopping (post none).
+  bool Track() {
+    absl::MutexLock lock(&mu);
+    if (stopping) return false;
+    ++live_calls;
+    return true;
+  }
+  void Untrack() {
+    absl::MutexLock lock(&mu);
+    --live_calls;
+  }
+};
+
+namespace {
+
+using Context = CompletionQueueInfer::Context;
+
+// One call of a unary inference RPC from posting to freeing. gRPC hands
+// back one of three tags per call: the call arrived (or, not ok, the server
+// shut down first), its answer was written, and gRPC is done with it.
+class AsyncInferCall {
+ public:
+  enum class Event { kArrived, kFinished, kDone };
+  struct Tag {
+    AsyncInferCall* call;
+    Event event;
+  };
+
+  virtual ~AsyncInferCall() { context_.Untrack(); }
+
+  // Handles one of the call's events; may free the call. On the poller of
+  // the call's queue.
+  void Handle(Event event, bool ok) {
+    switch (event) {
+      case Event::kArrived:
+        if (!ok) break;  // posted, and the server shut down before a call came
+        PostAnother();
+        events_left_ = 2;  // its finish and gRPC's done notice
+        Begin();
+        return;
+      case Event::kDone:
+        // The client cancelled, or its deadline passed: a queued request
+        // leaves its queue, a running one's answer is dropped.
+        if (ctx_.IsCancelled() && call_) call_->Cancel();
+        [[fallthrough]];
+      case Event::kFinished:
+        if (--events_left_ > 0) return;
+        break;
+    }
+    delete this;
+  }
+
+ protected:
+  AsyncInferCall(Context& context, grpc::ServerCompletionQueue* queue) : context_(context), queue_(queue) {}
+
+  // Posts a request for the next call of the same RPC on the same queue.
+  virtual void PostAnother() = 0;
+  // Runs the call through the inference call path; it finishes by Finish.
+  virtual void Begin() = 0;
+
+  Context& context_;
+  grpc::ServerCompletionQueue* const queue_;
+  grpc::ServerContext ctx_;
+  std::shared_ptr<InferCall> call_;
+  Tag arrived_{this, Event::kArrived};
+  Tag finished_{this, Event::kFinished};
+  Tag done_{this, Event::kDone};
+
+ private:
+  int events_left_ = 0;  // touched only by the queue's poller
+};
+
+// What one RPC needs beyond the common path: how its requests are posted,
+// where its model name is, and how an admitted call is decoded and submitted.
+struct V1Infer {
+  using Request = v1::InferRequest;
+  using Response = v1::InferResponse;
+  static constexpr const InferRpc& kRpc = kV1InferRpc;
+  static void Post(Context& context, grpc::ServerContext* ctx, Request* request,
+                   grpc::ServerAsyncResponseWriter<Response>* responder, grpc::ServerCompletionQueue* queue,
+                   void* tag) {
+    context.v1_service.RequestInfer(ctx, request, responder, queue, queue, tag);
+  }
+  static const std::string& Model(const Request& request) { return request.model(); }
+  static void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
+                     const Request& request, Response* response) {
+    context.v1_service.SubmitInfer(call, ctx, model, &request, response);
+  }
+};
+
+struct ModelInfer {
+  using Request = inference::ModelInferRequest;
+  using Response = inference::ModelInferResponse;
+  static constexpr const InferRpc& kRpc = kModelInferRpc;
+  static void Post(Context& context, grpc::ServerContext* ctx, Request* request,
+                   grpc::ServerAsyncResponseWriter<Response>* responder, grpc::ServerCompletionQueue* queue,
+                   void* tag) {
+    context.open_inference.RequestModelInfer(ctx, request, responder, queue, queue, tag);
+  }
+  static const std::string& Model(const Request& request) { return request.model_name(); }
+  static void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
+                     const Request& request, Response* response) {
+    context.open_inference.SubmitModelInfer(call, ctx, model, &request, response);
+  }
+};
+
+template <typename Method>
+class AsyncUnaryInferCall final : public AsyncInferCall {
+ public:
+  // Posts a request for the next call of `Method` on `queue`, unless
+  // stopping.
+  static void Post(Context& context, grpc::ServerCompletionQueue* queue) {
+    if (!context.Track()) return;
+    auto* call = new AsyncUnaryInferCall(context, queue);
+    call->ctx_.AsyncNotifyWhenDone(&call->done_);
+    Method::Post(context, &call->ctx_, &call->request_, &call->responder_, queue, &call->arrived_);
+  }
+
+ private:
+  AsyncUnaryInferCall(Context& context, grpc::ServerCompletionQueue* queue) : AsyncInferCall(context, queue) {}
+
+  void PostAnother() override { Post(context_, queue_); }
+
+  void Begin() override {
+    const std::string model = ModelNameOf(ctx_, Method::Model(request_));
+    // Runs once: on this poller for a refusal, else on the device worker
+    // that answered. The answer is written from `response_`, which lives
+    // until the finish comes back.
+    call_ = InferCall::Begin(context_.front_end, model, [this](const absl::Status& status) {
+      if (status.ok()) {
+        responder_.Finish(response_, grpc::Status::OK, &finished_);
+      } else {
+        responder_.FinishWithError(ToGrpcStatus(status), &finished_);
+      }
+    });
+    TraceInferCall(*call_, ctx_, Method::kRpc, model);
+    if (!AdmitInferCall(*call_, ctx_, request_.ByteSizeLong())) return;
+    // The input tensors alias `request_`'s bytes, which live as long.
+    Method::Submit(context_, *call_, ctx_, model, request_, &response_);
+  }
+
+  typename Method::Request request_;
+  typename Method::Response response_;
+  grpc::ServerAsyncResponseWriter<typename Method::Response> responder_{&ctx_};
+};
+
+void Poll(grpc::ServerCompletionQueue* queue) {
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue->Next(&tag, &ok)) {
+    auto* event = static_cast<AsyncInferCall::Tag*>(tag);
+    event->call->Handle(event->event, ok);
+  }
+}
+
+}  // namespace
+
+CompletionQueueInfer::CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const FrontEnd& front_end,
+                                           InferenceServiceImpl& v1_service, OpenInferenceService& open_inference)
+    : context_(std::make_unique<Context>(front_end, v1_service, open_inference)) {
+  for (int i = 0; i < threads; ++i) queues_.push_back(builder.AddCompletionQueue());
+}
+
+CompletionQueueInfer::~CompletionQueueInfer() {
+  if (started_ && !stopped_) Stop();
+}
+
+void CompletionQueueInfer::Start() {
+  started_ = true;
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    grpc::ServerCompletionQueue* queue = queues_[i].get();
+    for (int n = 0; n < kPostedPerMethod; ++n) {
+      AsyncUnaryInferCall<V1Infer>::Post(*context_, queue);
+      AsyncUnaryInferCall<ModelInfer>::Post(*context_, queue);
+    }
+    pollers_.emplace_back([queue, i] {
+      NameThisThread(absl::StrCat("grpc poller ", i));
+      Poll(queue);
+    });
+  }
+}
+
+void CompletionQueueInfer::Stop() {
+  stopped_ = true;
+  {
+    absl::MutexLock lock(&context_->mu);
+    context_->stopping = true;
+    // The server's shutdown returns the posted requests (not ok); calls in
+    // progress end as the core answers them.
+    context_->mu.Await(absl::Condition(
+        +[](int* live) { return *live == 0; }, &context_->live_calls));
+  }
+  for (auto& queue : queues_) queue->Shutdown();
+  for (std::thread& poller : pollers_) poller.join();
+}
+
+}  // namespace infergate

@@ -1,0 +1,76 @@
+#pragma once
+// The unary inference RPCs, infergate.v1 `Infer` and the Open Inference
+// Protocol's `ModelInfer`, on gRPC's completion-queue (async) API; every
+// other RPC stays on the callback API. Measured on the bench's hand-off
+// ceiling, a completion-queue server hands calls to workers faster than a
+// callback one at 8 and 64 streams (bench/results), and these two RPCs
+// carry the load.
+//
+// A few poller threads each own a completion queue, keep `kPostedPerMethod`
+// requests of each RPC posted on it, and run each call that arrives through
+// the one inference call path (infer_call.h): token, drain switch, budget,
+// decode, submit. The device worker that answers a call finishes it (writes
+// the answer) itself; the poller that later sees the finish frees it. A
+// call is freed once both its finish and gRPC's "done" notice (which also
+// tells of a client that cancelled, or a deadline that passed: the call is
+// then cancelled) have come back.
+//
+//   CompletionQueueInfer infer(builder, threads, front_end, v1, oi);
+//   server = builder.BuildAndStart();
+//   infer.Start();
+//   ... server->Shutdown(); every call answered (the core stopped);
+//   infer.Stop();
+//
+// Threading: each call's events come back on the queue its request was
+// posted on, so one poller handles all of a call's events in order and its
+// bookkeeping needs no lock; a worker only calls Finish. Ownership: the
+// services and the front end are not owned and must outlive this; calls own
+// themselves between posting and freeing.
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace infergate {
+
+class FrontEnd;
+class InferenceServiceImpl;
+class OpenInferenceService;
+
+class CompletionQueueInfer {
+ public:
+  // Requests of each RPC kept posted on each queue: enough that calls
+  // arriving together find one waiting (gRPC holds the others until one is).
+  static constexpr int kPostedPerMethod = 64;
+
+  // Adds `threads` completion queues to `builder`; before it builds the
+  // server. The services must be registered with the same builder.
+  CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const FrontEnd& front_end,
+                       InferenceServiceImpl& v1_service, OpenInferenceService& open_inference);
+  // Stops when Start was called and Stop was not.
+  ~CompletionQueueInfer();
+  CompletionQueueInfer(const CompletionQueueInfer&) = delete;
+  CompletionQueueInfer& operator=(const CompletionQueueInfer&) = delete;
+
+  // Posts the requests and starts the pollers; once the server is built
+  // and started.
+  void Start();
+  // Once the server has shut down and no call is still to be answered (a
+  // call finished after this would find its queue gone): shuts the queues
+  // down, frees what they still hold, and joins the pollers.
+  void Stop();
+
+  // Used by the calls (completion_queue_infer.cc).
+  struct Context;
+
+ private:
+  std::unique_ptr<Context> context_;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
+  std::vector<std::thread> pollers_;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace infergate
