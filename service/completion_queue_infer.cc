@@ -58,7 +58,7 @@ class AsyncInferCall {
     Event event;
   };
 
-  virtual ~AsyncInferCall() { context_.Untrack(); }
+  virtual ~AsyncInferCall() = default;
 
   // Handles one of the call's events; may free the call. On the poller of
   // the call's queue.
@@ -79,7 +79,10 @@ class AsyncInferCall {
         if (--events_left_ > 0) return;
         break;
     }
+    // Counted out only once gone: Stop may shut the queues down after.
+    Context& context = context_;
     delete this;
+    context.Untrack();
   }
 
  protected:
