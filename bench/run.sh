@@ -265,7 +265,8 @@ for c in $concurrencies; do
     "h2load none handoff-ceiling-cq $c h2load_row infer $c mlp $cq_ceiling_address"
 done
 record_rounds "h2load cnn v1-infer 8 h2load_row cnn-infer 8 cnn" \
-  "h2load none handoff-ceiling-cnn 8 h2load_row cnn-infer 8 cnn $ceiling_address"
+  "h2load none handoff-ceiling-cnn 8 h2load_row cnn-infer 8 cnn $ceiling_address" \
+  "h2load none handoff-ceiling-cq-cnn 8 h2load_row cnn-infer 8 cnn $cq_ceiling_address"
 kill -TERM "$ceiling_pid" "$cq_ceiling_pid"; wait "$ceiling_pid" || true; wait "$cq_ceiling_pid" || true
 ceiling_pid=""
 extra_pids=""

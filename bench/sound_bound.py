@@ -21,8 +21,11 @@ BATCH_MIXES       "suite,model,mode,concurrency,1:n,2:n,..." per row: the
                   requests answered per batch size during that row
 
 Prints the targets table rows (Markdown) for the mlp Infer at 8 and 64
-streams and the cnn Infer at 8 (all h2load), each against the callback
-hand-off ceiling answering the same request frame at the same stream count.
+streams and the cnn Infer at 8 (all h2load), each against the faster of the
+two hand-off ceilings (callback and completion-queue API) answering the same
+request frame at the same stream count: infergate serves unary inference
+on the completion-queue API, and no server on this machine hands off faster
+than the better of the two.
 """
 import csv
 import re
@@ -96,21 +99,26 @@ def main(csv_path, inprocess_path, mixes_path):
     # Each against the hand-off ceiling answering the same request frame:
     # the cnn's 49 KB image costs the machine far more to move than the
     # mlp's 1 KB row.
-    targets = [("1-row mlp Infer (h2load)", ("h2load", "mlp", "v1-infer"), "8", "mlp", "handoff-ceiling"),
-               ("1-row mlp Infer (h2load)", ("h2load", "mlp", "v1-infer"), "64", "mlp", "handoff-ceiling"),
-               ("1-image cnn Infer (h2load)", ("h2load", "cnn", "v1-infer"), "8", "cnn", "handoff-ceiling-cnn")]
-    for what, key, c, model, ceiling_mode in targets:
+    ceilings = {"mlp": ("handoff-ceiling", "handoff-ceiling-cq"), "cnn": ("handoff-ceiling-cnn", "handoff-ceiling-cq-cnn")}
+    targets = [("1-row mlp Infer (h2load)", ("h2load", "mlp", "v1-infer"), "8", "mlp"),
+               ("1-row mlp Infer (h2load)", ("h2load", "mlp", "v1-infer"), "64", "mlp"),
+               ("1-image cnn Infer (h2load)", ("h2load", "cnn", "v1-infer"), "8", "cnn")]
+    for what, key, c, model in targets:
         row = rows.get(key + (c,))
-        ceiling = rows.get(("h2load", "none", ceiling_mode, c))
+        ceiling_rps = 0.0
+        for mode in ceilings[model]:
+            ceiling = rows.get(("h2load", "none", mode, c))
+            if ceiling:
+                ceiling_rps = max(ceiling_rps, float(ceiling["throughput_rps"]))
         mix = mixes.get(key + (c,), {})
-        b = bound(float(ceiling["throughput_rps"]) if ceiling else 0.0, curves.get(model, {}), mix)
+        b = bound(ceiling_rps, curves.get(model, {}), mix)
         measured = float(row["throughput_rps"]) if row else 0.0
         r = measured / b if b > 0 else 0.0
         total = sum(mix.values())
         mean = sum(size * n for size, n in mix.items()) / total if total else 0.0
-        print("| %s at %s streams / sound bound (%.0f req/s: hand-off ceiling + in-process forward at the "
-              "batches that formed, mean %.1f) | %.3f | >= 0.90 | %s |"
-              % (what, c, b, mean, r, "met" if r >= 0.90 else "not met"))
+        print("| %s at %s streams / sound bound (%.0f req/s: the faster hand-off ceiling, %.0f req/s, + in-process "
+              "forward at the batches that formed, mean %.1f) | %.3f | >= 0.90 | %s |"
+              % (what, c, b, ceiling_rps, mean, r, "met" if r >= 0.90 else "not met"))
 
 
 if __name__ == "__main__":
