@@ -252,9 +252,11 @@ std::vector<DeviceStatus> InferenceCore::Devices() const {
   for (DeviceInfo& info : parts_->devices.Snapshot()) {
     DeviceStatus status;
     if (DeviceExecutor* ex = parts_->executors.Find(info.id)) {
-      status.queue_depth = ex->queue_depth();
+      // One reading of the queue, so a model's depth never exceeds the total.
+      DeviceExecutor::QueueDepths depths = ex->QueueDepthsNow();
+      status.queue_depth = depths.total;
       status.oldest_running = ex->OldestRunningAge();
-      for (const auto& [flow, depth] : ex->QueueDepthByModel()) {
+      for (const auto& [flow, depth] : depths.by_model) {
         status.model_queues.push_back({flow.model, flow.version, depth});
       }
       status.in_flight = ex->in_flight();

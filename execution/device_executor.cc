@@ -169,11 +169,11 @@ Clock::duration DeviceExecutor::OldestRunningAge() const {
   return Clock::now() - *running_since_.begin();
 }
 
-std::map<FlowKey, size_t> DeviceExecutor::QueueDepthByModel() const {
+DeviceExecutor::QueueDepths DeviceExecutor::QueueDepthsNow() const {
   MutexLock lock(mu_);
-  std::map<FlowKey, size_t> depth = queue_.DepthByFlow();
-  depth.erase(FlowKey{});  // tasks (explicit loads)
-  return depth;
+  QueueDepths depths{queue_.size(), queue_.DepthByFlow()};
+  depths.by_model.erase(FlowKey{});  // tasks (explicit loads)
+  return depths;
 }
 
 bool DeviceExecutor::WaitIdle(Clock::time_point deadline) {

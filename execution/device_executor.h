@@ -95,8 +95,13 @@ class DeviceExecutor {
   void Stop();
 
   size_t queue_depth() const { return depth_.load(std::memory_order_relaxed); }
-  // Jobs waiting per model version, for ListDevices and metrics.
-  std::map<FlowKey, size_t> QueueDepthByModel() const;
+  // What waits, read at one moment: every queued job (loads included) and
+  // the jobs per model version. For ListDevices and metrics.
+  struct QueueDepths {
+    size_t total = 0;
+    std::map<FlowKey, size_t> by_model;
+  };
+  QueueDepths QueueDepthsNow() const;
   size_t in_flight() const { return running_jobs_.load(std::memory_order_relaxed); }
   // How long the oldest batch now running has been running; zero when none
   // runs. A model stuck in a batch shows here (the liveness watchdog).

@@ -369,6 +369,9 @@ TEST(DeviceExecutor, FairShareThreadStartsWhenAnotherModelWaitsBehindBusyWorkers
   ASSERT_TRUE(ex.Submit(job("A", 2)).ok());
   ASSERT_TRUE(ex.Submit(job("A", 3)).ok());
   EXPECT_EQ(ex.threads(), 1) << "A waits for its own worker: no thread for other models yet";
+  const DeviceExecutor::QueueDepths waiting = ex.QueueDepthsNow();
+  EXPECT_EQ(waiting.total, 2u);
+  EXPECT_EQ(waiting.by_model, (std::map<FlowKey, size_t>{{FlowKey{"A", 1}, 2}}));
   ASSERT_TRUE(ex.Submit(job("B", 4)).ok());
   EXPECT_EQ(ex.threads(), 2);
   EXPECT_EQ(b_ran.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready)
