@@ -197,7 +197,7 @@ CompletionQueueInfer::CompletionQueueInfer(grpc::ServerBuilder& builder, int thr
 }
 
 CompletionQueueInfer::~CompletionQueueInfer() {
-  if (started_ && !stopped_) Stop();
+  if (!stopped_) Stop();
 }
 
 void CompletionQueueInfer::Start() {
@@ -227,6 +227,16 @@ void CompletionQueueInfer::Stop() {
   }
   for (auto& queue : queues_) queue->Shutdown();
   for (std::thread& poller : pollers_) poller.join();
+  if (!started_) {
+    // A server that failed to start: nothing was posted, but a queue is
+    // drained before it goes.
+    void* tag = nullptr;
+    bool ok = false;
+    for (auto& queue : queues_) {
+      while (queue->Next(&tag, &ok)) {
+      }
+    }
+  }
 }
 
 }  // namespace infergate

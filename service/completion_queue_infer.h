@@ -7,9 +7,9 @@
 // carry the load.
 //
 // A few poller threads each own a completion queue, keep `kPostedPerMethod`
-// requests of each RPC posted on it, and run each call that arrives through
-// the one inference call path (infer_call.h): token, drain switch, budget,
-// decode, submit. The device worker that answers a call finishes it (writes
+// requests of each RPC posted on it (reposting one as each call arrives),
+// and run each call that arrives through the one inference call path
+// (infer_call.h): token, drain switch, budget, decode, submit. The device worker that answers a call finishes it (writes
 // the answer) itself; the poller that later sees the finish frees it. A
 // call is freed once both its finish and gRPC's "done" notice (which also
 // tells of a client that cancelled, or a deadline that passed: the call is
@@ -41,15 +41,18 @@ class OpenInferenceService;
 
 class CompletionQueueInfer {
  public:
-  // Requests of each RPC kept posted on each queue: enough that calls
-  // arriving together find one waiting (gRPC holds the others until one is).
-  static constexpr int kPostedPerMethod = 64;
+  // Requests of each RPC kept posted on each queue. gRPC hands a call to
+  // the first queue, from its connection's on, with a request posted, so
+  // with many posted one connection's calls all go to one poller. With few,
+  // a busy poller's run out and the next calls go to another's; calls
+  // beyond those posted wait in gRPC until a poller posts again.
+  static constexpr int kPostedPerMethod = 4;
 
   // Adds `threads` completion queues to `builder`; before it builds the
   // server. The services must be registered with the same builder.
   CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const FrontEnd& front_end,
                        InferenceServiceImpl& v1_service, OpenInferenceService& open_inference);
-  // Stops when Start was called and Stop was not.
+  // Stops unless Stop was called (after a server that failed to start, too).
   ~CompletionQueueInfer();
   CompletionQueueInfer(const CompletionQueueInfer&) = delete;
   CompletionQueueInfer& operator=(const CompletionQueueInfer&) = delete;

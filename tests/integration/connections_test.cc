@@ -179,7 +179,7 @@ TEST(Connections, MoreUnaryCallsAtOnceThanArePostedAreEachAnsweredWithTheirOwnRo
   auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--devices=cpu",
                                       "--grpc-infer-threads=1", "--max-concurrent-streams=1000"});
   ASSERT_NE(server, nullptr);
-  constexpr int kCallsPerRpc = 5 * 64;  // five times what one queue has posted of each
+  constexpr int kCallsPerRpc = 5 * 64;  // far more than one queue has posted of each
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int c = 0; c < 4; ++c) {
     grpc::ChannelArguments separate;
