@@ -1,7 +1,7 @@
 #include "service/completion_queue_infer.h"
 
+#include <memory>
 #include <string>
-#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"

@@ -1,13 +1,13 @@
 // Connection lifetimes, stream limits, idle floods and start-up.
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <dirent.h>
-
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 
