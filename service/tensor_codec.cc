@@ -2,7 +2,8 @@
 #include "service/tensor_codec.h"
 
 #include <ATen/ops/empty.h>
-#include <ATen/ops/from_blob.h>
+#include <c10/core/Storage.h>
+#include <c10/core/TensorImpl.h>
 
 #include <bit>
 #include <cstring>
@@ -28,6 +29,21 @@ void SwapBytes(char* data, size_t count, size_t width) {
 
 constexpr bool kLittleEndian = std::endian::native == std::endian::little;
 
+// The tensor at::from_blob makes (a contiguous CPU tensor over `data` that
+// neither owns nor may resize it), built directly. from_blob goes through
+// LibTorch's global context and dispatch-key guards first; on a gRPC
+// thread, whose caches hold no LibTorch code, that costs more than the
+// tensor itself. `nbytes` must be the shape's element count times the
+// dtype's width (the caller checked it).
+at::Tensor CpuTensorOver(char* data, size_t nbytes, at::ScalarType dtype, const std::vector<int64_t>& shape) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, c10::DataPtr(data, c10::Device(c10::kCPU)),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), caffe2::TypeMeta::fromScalarType(dtype));
+  t.unsafeGetTensorImpl()->set_sizes_contiguous(shape);
+  return t;
+}
+
 }  // namespace
 
 at::Tensor TensorOverBytes(DType dtype, const std::vector<int64_t>& shape, absl::string_view bytes) {
@@ -35,7 +51,7 @@ at::Tensor TensorOverBytes(DType dtype, const std::vector<int64_t>& shape, absl:
   auto options = at::TensorOptions().dtype(ToScalarType(dtype)).device(at::kCPU);
   bool aligned = reinterpret_cast<uintptr_t>(bytes.data()) % width == 0;
   if (kLittleEndian && aligned && !bytes.empty()) {
-    return at::from_blob(const_cast<char*>(bytes.data()), shape, options);
+    return CpuTensorOver(const_cast<char*>(bytes.data()), bytes.size(), ToScalarType(dtype), shape);
   }
   at::Tensor owned = at::empty(shape, options);
   if (!bytes.empty()) {

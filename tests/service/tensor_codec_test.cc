@@ -2,11 +2,17 @@
 
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 
+#include "devices/dtype.h"
 #include "devices/torch_dtype.h"
 #include "model_store/model_config.h"
 #include "service/wire_tensor.h"
@@ -59,6 +65,46 @@ TEST(TensorCodec, DecodingDoesNotCopyAlignedBytes) {
   v1::Tensor wire = Wire(v1::FLOAT32, {64}, std::string(256, '\0'));
   auto t = DecodeTensor(wire, "inputs[0]");
   ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->data_ptr(), static_cast<const void*>(wire.data().data()));
+}
+
+// The aliasing tensor is built without at::from_blob; it must be the tensor
+// from_blob would make, whatever the dtype and rank.
+TEST(TensorCodec, AliasingTensorIsTheOneFromBlobMakes) {
+  for (DType d : kAllDTypes) {
+    for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{}, {7}, {2, 3}, {2, 1, 4}}) {
+      int64_t elements = 1;
+      for (int64_t dim : shape) elements *= dim;
+      v1::Tensor wire = Wire(DTypeToProto(d), shape, std::string(elements * ElementSize(d), '\x01'));
+      absl::StatusOr<at::Tensor> t = DecodeTensor(wire, "inputs[0]");
+      ASSERT_TRUE(t.ok()) << t.status();
+      at::Tensor blob = at::from_blob(const_cast<char*>(wire.data().data()), shape,
+                                      at::TensorOptions().dtype(ToScalarType(d)));
+      SCOPED_TRACE(testing::Message() << DTypeName(d) << " rank " << shape.size());
+      EXPECT_EQ(t->sizes(), blob.sizes());
+      EXPECT_EQ(t->strides(), blob.strides());
+      EXPECT_EQ(t->scalar_type(), blob.scalar_type());
+      EXPECT_EQ(t->device(), blob.device());
+      EXPECT_EQ(t->key_set(), blob.key_set());
+      EXPECT_EQ(t->storage_offset(), 0);
+      EXPECT_EQ(t->storage().nbytes(), blob.storage().nbytes());
+      EXPECT_FALSE(t->storage().resizable());
+      EXPECT_TRUE(t->is_contiguous());
+      EXPECT_FALSE(t->requires_grad());
+      EXPECT_TRUE(at::equal(*t, blob));
+    }
+  }
+  // Ops that allocate from it, inside and outside inference mode, and a
+  // resize, which must be refused rather than reallocate over the request.
+  v1::Tensor wire = Wire(v1::FLOAT32, {2, 2}, std::string(16, '\0'));
+  absl::StatusOr<at::Tensor> t = DecodeTensor(wire, "inputs[0]");
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(at::equal(t->add(1).sum(), at::full({}, 4.0f)));
+  {
+    c10::InferenceMode guard;
+    EXPECT_TRUE(at::equal(at::cat({*t, *t}, 0), at::zeros({4, 2})));
+  }
+  EXPECT_ANY_THROW(t->resize_({64, 64}));
   EXPECT_EQ(t->data_ptr(), static_cast<const void*>(wire.data().data()));
 }
 
