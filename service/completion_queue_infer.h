@@ -1,19 +1,21 @@
 #pragma once
 // The unary inference RPCs, infergate.v1 `Infer` and the Open Inference
 // Protocol's `ModelInfer`, on gRPC's completion-queue (async) API; every
-// other RPC stays on the callback API. Measured on the bench's hand-off
-// ceiling, a completion-queue server hands calls to workers faster than a
-// callback one at 8 and 64 streams (bench/results), and these two RPCs
-// carry the load.
+// other RPC stays on the callback API. These two RPCs carry the load, and
+// this is how Triton takes them: a few threads each polling a queue, the
+// answer written by the worker that computed it, and a thread count the
+// operator sets. Against the callback API it measured no slower in
+// alternating runs (bench/results/README.md).
 //
 // A few poller threads each own a completion queue, keep `kPostedPerMethod`
 // requests of each RPC posted on it (reposting one as each call arrives),
 // and run each call that arrives through the one inference call path
-// (infer_call.h): token, drain switch, budget, decode, submit. The device worker that answers a call finishes it (writes
-// the answer) itself; the poller that later sees the finish frees it. A
-// call is freed once both its finish and gRPC's "done" notice (which also
-// tells of a client that cancelled, or a deadline that passed: the call is
-// then cancelled) have come back.
+// (infer_call.h): token, drain switch, budget, decode, submit. The device
+// worker that answers a call finishes it (writes the answer) itself; the
+// poller that later sees the finish frees it. A call is freed once both its
+// finish and gRPC's "done" notice (which also tells of a client that
+// cancelled, or a deadline that passed: the call is then cancelled) have
+// come back.
 //
 //   CompletionQueueInfer infer(builder, threads, front_end, v1, oi);
 //   server = builder.BuildAndStart();

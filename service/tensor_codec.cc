@@ -48,12 +48,12 @@ at::Tensor CpuTensorOver(char* data, size_t nbytes, at::ScalarType dtype, const 
 
 at::Tensor TensorOverBytes(DType dtype, const std::vector<int64_t>& shape, absl::string_view bytes) {
   const size_t width = ElementSize(dtype);
-  auto options = at::TensorOptions().dtype(ToScalarType(dtype)).device(at::kCPU);
+  const at::ScalarType scalar_type = ToScalarType(dtype);
   bool aligned = reinterpret_cast<uintptr_t>(bytes.data()) % width == 0;
   if (kLittleEndian && aligned && !bytes.empty()) {
-    return CpuTensorOver(const_cast<char*>(bytes.data()), bytes.size(), ToScalarType(dtype), shape);
+    return CpuTensorOver(const_cast<char*>(bytes.data()), bytes.size(), scalar_type, shape);
   }
-  at::Tensor owned = at::empty(shape, options);
+  at::Tensor owned = at::empty(shape, at::TensorOptions().dtype(scalar_type).device(at::kCPU));
   if (!bytes.empty()) {
     std::memcpy(owned.data_ptr(), bytes.data(), bytes.size());
     if (!kLittleEndian) SwapBytes(static_cast<char*>(owned.data_ptr()), bytes.size() / width, width);

@@ -12,8 +12,7 @@ namespace {
 namespace ts = org::pytorch::serve::grpc::inference;
 
 constexpr InferRpc kPredictions{"org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions",
-                                             "org.pytorch.serve.grpc.inference.InferenceAPIsService",
-                                             "Predictions"};
+                                "org.pytorch.serve.grpc.inference.InferenceAPIsService", "Predictions"};
 
 }  // namespace
 
