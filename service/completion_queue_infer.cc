@@ -11,6 +11,7 @@
 #include "service/infer_call.h"
 #include "service/inference_service.h"
 #include "service/open_inference_service.h"
+#include "service/open_inference_stream.h"
 #include "service/status_convert.h"
 
 namespace infergate {
@@ -47,18 +48,22 @@ namespace {
 
 using Context = CompletionQueueInfer::Context;
 
-// One call of a unary inference RPC from posting to freeing. gRPC hands
-// back one of three tags per call: the call arrived (or, not ok, the server
-// shut down first), its answer was written, and gRPC is done with it.
-class AsyncInferCall {
+// One call on a completion queue, from posting to freeing. Every operation
+// it starts carries one of its tags, and the queue's poller hands each tag
+// back to Handle: the call arrived (or, not ok, the server shut down first),
+// a stream's read or write ended, its answer or status was written, and
+// gRPC is done with it (which also tells of a client that cancelled, or a
+// deadline that passed). A call is freed once both its finish and gRPC's
+// done notice have come back.
+class AsyncCall {
  public:
-  enum class Event { kArrived, kFinished, kDone };
+  enum class Event { kArrived, kRead, kWritten, kFinished, kDone };
   struct Tag {
-    AsyncInferCall* call;
+    AsyncCall* call;
     Event event;
   };
 
-  virtual ~AsyncInferCall() = default;
+  virtual ~AsyncCall() = default;
 
   // Handles one of the call's events; may free the call. On the poller of
   // the call's queue.
@@ -67,16 +72,18 @@ class AsyncInferCall {
       case Event::kArrived:
         if (!ok) break;  // posted, and the server shut down before a call came
         PostAnother();
-        events_left_ = 2;  // its finish and gRPC's done notice
+        ends_left_ = 2;  // its finish and gRPC's done notice
         Begin();
         return;
+      case Event::kRead:
+        return OnReadDone(ok);
+      case Event::kWritten:
+        return OnWriteDone(ok);
       case Event::kDone:
-        // The client cancelled, or its deadline passed: a queued request
-        // leaves its queue, a running one's answer is dropped.
-        if (ctx_.IsCancelled() && call_) call_->Cancel();
+        if (ctx_.IsCancelled()) OnCancelled();
         [[fallthrough]];
       case Event::kFinished:
-        if (--events_left_ > 0) return;
+        if (--ends_left_ > 0) return;
         break;
     }
     // Counted out only once gone: Stop may shut the queues down after.
@@ -86,23 +93,30 @@ class AsyncInferCall {
   }
 
  protected:
-  AsyncInferCall(Context& context, grpc::ServerCompletionQueue* queue) : context_(context), queue_(queue) {}
+  AsyncCall(Context& context, grpc::ServerCompletionQueue* queue) : context_(context), queue_(queue) {}
 
   // Posts a request for the next call of the same RPC on the same queue.
   virtual void PostAnother() = 0;
-  // Runs the call through the inference call path; it finishes by Finish.
+  // The call has arrived: serves it; it ends by starting the finish.
   virtual void Begin() = 0;
+  // The client cancelled, or its deadline passed: a queued request leaves
+  // its queue, a running one's answer is dropped.
+  virtual void OnCancelled() = 0;
+  // A stream's read or write ended; a unary call starts neither.
+  virtual void OnReadDone(bool /*ok*/) {}
+  virtual void OnWriteDone(bool /*ok*/) {}
 
   Context& context_;
   grpc::ServerCompletionQueue* const queue_;
   grpc::ServerContext ctx_;
-  std::shared_ptr<InferCall> call_;
   Tag arrived_{this, Event::kArrived};
+  Tag read_{this, Event::kRead};
+  Tag written_{this, Event::kWritten};
   Tag finished_{this, Event::kFinished};
   Tag done_{this, Event::kDone};
 
  private:
-  int events_left_ = 0;  // touched only by the queue's poller
+  int ends_left_ = 0;  // touched only by the queue's poller
 };
 
 // What one RPC needs beyond the common path: how its requests are posted,
@@ -139,8 +153,10 @@ struct ModelInfer {
   }
 };
 
+// A unary inference call: one request, one answer, written by the device
+// worker that computed it (or by the poller, for a call refused early).
 template <typename Method>
-class AsyncUnaryInferCall final : public AsyncInferCall {
+class AsyncUnaryInferCall final : public AsyncCall {
  public:
   // Posts a request for the next call of `Method` on `queue`, unless
   // stopping.
@@ -152,9 +168,12 @@ class AsyncUnaryInferCall final : public AsyncInferCall {
   }
 
  private:
-  AsyncUnaryInferCall(Context& context, grpc::ServerCompletionQueue* queue) : AsyncInferCall(context, queue) {}
+  AsyncUnaryInferCall(Context& context, grpc::ServerCompletionQueue* queue) : AsyncCall(context, queue) {}
 
   void PostAnother() override { Post(context_, queue_); }
+  void OnCancelled() override {
+    if (call_) call_->Cancel();
+  }
 
   void Begin() override {
     const std::string model = ModelNameOf(ctx_, Method::Model(request_));
@@ -174,16 +193,51 @@ class AsyncUnaryInferCall final : public AsyncInferCall {
     Method::Submit(context_, *call_, ctx_, model, request_, &response_);
   }
 
+  std::shared_ptr<InferCall> call_;
   typename Method::Request request_;
   typename Method::Response response_;
   grpc::ServerAsyncResponseWriter<typename Method::Response> responder_{&ctx_};
+};
+
+// A ModelStreamInfer stream (open_inference_stream.h) over the queue: its
+// reads, writes and finish are started here, and their ends come back to
+// the InferStream through the poller. A read (and the request it submits)
+// runs on the poller; a write starts on whichever thread made an answer
+// ready, mostly the device worker that computed it.
+class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transport {
+ public:
+  // Posts a request for the next stream on `queue`, unless stopping.
+  static void Post(Context& context, grpc::ServerCompletionQueue* queue) {
+    if (!context.Track()) return;
+    auto* call = new AsyncStreamInferCall(context, queue);
+    call->ctx_.AsyncNotifyWhenDone(&call->done_);
+    context.open_inference.RequestModelStreamInfer(&call->ctx_, &call->stream_, queue, queue, &call->arrived_);
+  }
+
+ private:
+  AsyncStreamInferCall(Context& context, grpc::ServerCompletionQueue* queue) : AsyncCall(context, queue) {}
+
+  void PostAnother() override { Post(context_, queue_); }
+  void Begin() override { infer_.Start(CheckToken(context_.front_end.auth(), ctx_, TokenAuth::Role::kInference)); }
+  void OnCancelled() override { infer_.OnCancel(); }
+  void OnReadDone(bool ok) override { infer_.OnReadDone(ok); }
+  void OnWriteDone(bool ok) override { infer_.OnWriteDone(ok); }
+
+  void StartRead(inference::ModelInferRequest* request) override { stream_.Read(request, &read_); }
+  void StartWrite(const inference::ModelStreamInferResponse* response, grpc::WriteOptions options) override {
+    stream_.Write(*response, options, &written_);
+  }
+  void Finish(const grpc::Status& status) override { stream_.Finish(status, &finished_); }
+
+  grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest> stream_{&ctx_};
+  InferStream infer_{*this, context_.front_end, ctx_};
 };
 
 void Poll(grpc::ServerCompletionQueue* queue) {
   void* tag = nullptr;
   bool ok = false;
   while (queue->Next(&tag, &ok)) {
-    auto* event = static_cast<AsyncInferCall::Tag*>(tag);
+    auto* event = static_cast<AsyncCall::Tag*>(tag);
     event->call->Handle(event->event, ok);
   }
 }
@@ -207,6 +261,7 @@ void CompletionQueueInfer::Start() {
     for (int n = 0; n < kPostedPerMethod; ++n) {
       AsyncUnaryInferCall<V1Infer>::Post(*context_, queue);
       AsyncUnaryInferCall<ModelInfer>::Post(*context_, queue);
+      AsyncStreamInferCall::Post(*context_, queue);
     }
     pollers_.emplace_back([queue, i] {
       NameThisThread(absl::StrCat("grpc poller ", i));

@@ -1,21 +1,23 @@
 #pragma once
-// The unary inference RPCs, infergate.v1 `Infer` and the Open Inference
-// Protocol's `ModelInfer`, on gRPC's completion-queue (async) API; every
-// other RPC stays on the callback API. These two RPCs carry the load, and
-// this is how Triton takes them: a few threads each polling a queue, the
-// answer written by the worker that computed it, and a thread count the
-// operator sets. Against the callback API it measured no slower in
-// alternating runs (bench/results/README.md).
+// The inference RPCs on gRPC's completion-queue (async) API: infergate.v1
+// `Infer`, and the Open Inference Protocol's `ModelInfer` and
+// `ModelStreamInfer`; every other RPC stays on the callback API. These
+// carry the load, and this is how Triton takes them: a few threads each
+// polling a queue, the answer written by the worker that computed it, and a
+// thread count the operator sets. Against the callback API it measured no
+// slower in alternating runs (bench/results/README.md).
 //
 // A few poller threads each own a completion queue, keep `kPostedPerMethod`
 // requests of each RPC posted on it (reposting one as each call arrives),
 // and run each call that arrives through the one inference call path
 // (infer_call.h): token, drain switch, budget, decode, submit. The device
-// worker that answers a call finishes it (writes the answer) itself; the
-// poller that later sees the finish frees it. A call is freed once both its
-// finish and gRPC's "done" notice (which also tells of a client that
-// cancelled, or a deadline that passed: the call is then cancelled) have
-// come back.
+// worker that answers a unary call finishes it (writes the answer) itself;
+// the poller that later sees the finish frees it. A stream (an InferStream,
+// open_inference_stream.h) reads and submits its requests on its poller and
+// writes each answer from the thread that made it ready. A call is freed
+// once both its finish and gRPC's "done" notice (which also tells of a
+// client that cancelled, or a deadline that passed: the call's requests are
+// then cancelled) have come back.
 //
 //   CompletionQueueInfer infer(builder, threads, front_end, v1, oi);
 //   server = builder.BuildAndStart();
@@ -25,9 +27,9 @@
 //
 // Threading: each call's events come back on the queue its request was
 // posted on, so one poller handles all of a call's events in order and its
-// bookkeeping needs no lock; a worker only calls Finish. Ownership: the
-// services and the front end are not owned and must outlive this; calls own
-// themselves between posting and freeing.
+// bookkeeping needs no lock; a worker only starts a finish or a write.
+// Ownership: the services and the front end are not owned and must outlive
+// this; calls own themselves between posting and freeing.
 
 #include <grpcpp/grpcpp.h>
 
@@ -43,7 +45,8 @@ class OpenInferenceService;
 
 class CompletionQueueInfer {
  public:
-  // Requests of each RPC kept posted on each queue. gRPC hands a call to
+  // Requests of each RPC kept posted on each queue (for a stream: streams
+  // opening). gRPC hands a call to
   // the first queue, from its connection's on, with a request posted, so
   // with many posted one connection's calls all go to one poller. With few,
   // a busy poller's run out and the next calls go to another's; calls

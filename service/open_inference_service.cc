@@ -8,7 +8,6 @@
 #include "service/open_inference_api.h"
 #include "service/open_inference_codec.h"
 #include "service/open_inference_extensions.h"
-#include "service/open_inference_stream.h"
 #include "service/status_convert.h"
 
 namespace infergate {
@@ -90,12 +89,6 @@ void OpenInferenceService::SubmitModelInfer(InferCall& call, const grpc::ServerC
   call.Submit(std::move(req), [request, response](InferenceResult& result) {
     return EncodeInferResponse(*request, result, response);
   });
-}
-
-grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
-OpenInferenceService::ModelStreamInfer(grpc::CallbackServerContext* ctx) {
-  absl::Status refusal = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference);
-  return new InferStreamReactor(front_end_, *ctx, SteadyDeadline(*ctx), refusal);
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::ModelStatistics(grpc::CallbackServerContext* ctx,

@@ -5,8 +5,8 @@
 // a stateless front end over the core facade: a v1 and a v2 request for the
 // same model share queues and batches.
 //
-// Callback API throughout; no gRPC thread waits for a model. Streams keep
-// many requests in flight (see open_inference_stream.h).
+// No gRPC thread waits for a model. Streams keep many requests in flight
+// (see open_inference_stream.h).
 
 #include <functional>
 #include <string>
@@ -19,16 +19,17 @@
 
 namespace infergate {
 
-// The Open Inference Protocol's gRPC service with ModelInfer on gRPC's
-// completion-queue API (served by completion_queue_infer.h, which calls
-// SubmitModelInfer) and every other method on the callback API. Each method
+// The Open Inference Protocol's gRPC service with ModelInfer and
+// ModelStreamInfer on gRPC's completion-queue API (served by
+// completion_queue_infer.h, which calls SubmitModelInfer and runs streams as
+// InferStreams) and every other method on the callback API. Each method
 // is marked once, from the generated synchronous base: a method left
 // unmarked would be served synchronously, on a thread pool of gRPC's.
 namespace open_inference_service_base {
 using Grpc = inference::GRPCInferenceService;
 using Type = Grpc::WithCallbackMethod_ServerLive<Grpc::WithCallbackMethod_ServerReady<
     Grpc::WithCallbackMethod_ModelReady<Grpc::WithCallbackMethod_ServerMetadata<
-    Grpc::WithCallbackMethod_ModelMetadata<Grpc::WithCallbackMethod_ModelStreamInfer<
+    Grpc::WithCallbackMethod_ModelMetadata<Grpc::WithAsyncMethod_ModelStreamInfer<
     Grpc::WithCallbackMethod_ModelConfig<Grpc::WithCallbackMethod_ModelStatistics<
     Grpc::WithCallbackMethod_RepositoryIndex<Grpc::WithCallbackMethod_RepositoryModelLoad<
     Grpc::WithCallbackMethod_RepositoryModelUnload<Grpc::WithCallbackMethod_SystemSharedMemoryStatus<
@@ -65,8 +66,6 @@ class OpenInferenceService final : public open_inference_service_base::Type {
                                           inference::ModelMetadataResponse* response) override;
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const inference::ModelConfigRequest* request,
                                         inference::ModelConfigResponse* response) override;
-  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>* ModelStreamInfer(
-      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
                                             const inference::ModelStatisticsRequest* request,
                                             inference::ModelStatisticsResponse* response) override;

@@ -41,23 +41,27 @@ absl::StatusOr<bool> KeepsRequestOrder(const inference::ModelInferRequest& reque
 
 }  // namespace
 
-InferStreamReactor::InferStreamReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
-                                       Clock::time_point deadline, const absl::Status& refusal)
-    : front_end_(front_end), ctx_(ctx), deadline_(deadline) {
+InferStream::InferStream(Transport& transport, const FrontEnd& front_end, const grpc::ServerContextBase& ctx)
+    : transport_(transport), front_end_(front_end), ctx_(ctx) {}
+
+void InferStream::Start(const absl::Status& refusal) {
   if (!refusal.ok()) {
-    finished_ = true;
-    Finish(grpc::Status(static_cast<grpc::StatusCode>(refusal.code()), std::string(refusal.message())));
-    return;
+    {
+      CallbackLockGuard lock(mu_);
+      finished_ = true;
+    }
+    return transport_.Finish(grpc::Status(static_cast<grpc::StatusCode>(refusal.code()), std::string(refusal.message())));
   }
+  deadline_ = SteadyDeadline(ctx_);
   StartNextRead();
 }
 
-void InferStreamReactor::StartNextRead() {
+void InferStream::StartNextRead() {
   reading_ = std::make_shared<inference::ModelInferRequest>();
-  StartRead(reading_.get());
+  transport_.StartRead(reading_.get());
 }
 
-void InferStreamReactor::OnReadDone(bool ok) {
+void InferStream::OnReadDone(bool ok) {
   if (!ok) {  // the client closed its side, or the call ended
     reading_.reset();
     Step step;
@@ -101,7 +105,7 @@ void InferStreamReactor::OnReadDone(bool ok) {
   Submit(*call, std::move(request), std::move(response), ordered.status());
 }
 
-void InferStreamReactor::Submit(InferCall& call, std::shared_ptr<inference::ModelInferRequest> request,
+void InferStream::Submit(InferCall& call, std::shared_ptr<inference::ModelInferRequest> request,
                                 std::shared_ptr<inference::ModelStreamInferResponse> response,
                                 const absl::Status& refusal) {
   TraceInferCall(call, ctx_, kModelStreamInferRpc, request->model_name());
@@ -131,7 +135,7 @@ void InferStreamReactor::Submit(InferCall& call, std::shared_ptr<inference::Mode
   Act(step);
 }
 
-void InferStreamReactor::Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, Place place) {
+void InferStream::Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, Place place) {
   (*response->mutable_infer_response()->mutable_parameters())["triton_final_response"].set_bool_param(true);
   const uint64_t bytes = response->ByteSizeLong();
   Step step;
@@ -155,20 +159,20 @@ void InferStreamReactor::Answer(std::unique_ptr<inference::ModelStreamInferRespo
   Act(step);
 }
 
-bool InferStreamReactor::Full() const {
+bool InferStream::Full() const {
   return in_flight_.size() + waiting_.size() + to_write_.size() + (writing_ ? 1 : 0) + submitting_ >=
              kMaxHeldAnswers ||
          held_bytes_ >= kMaxHeldBytes;
 }
 
-void InferStreamReactor::DropUnwritten() {
+void InferStream::DropUnwritten() {
   for (const auto& r : to_write_) held_bytes_ -= r->ByteSizeLong();
   to_write_.clear();
   for (const auto& [slot, r] : waiting_) held_bytes_ -= r->ByteSizeLong();
   waiting_.clear();
 }
 
-void InferStreamReactor::OnWriteDone(bool ok) {
+void InferStream::OnWriteDone(bool ok) {
   Step step;
   {
     CallbackLockGuard lock(mu_);
@@ -183,7 +187,7 @@ void InferStreamReactor::OnWriteDone(bool ok) {
   Act(step);
 }
 
-void InferStreamReactor::OnCancel() {
+void InferStream::OnCancel() {
   std::vector<std::shared_ptr<InferCall>> calls;
   {
     CallbackLockGuard lock(mu_);
@@ -195,7 +199,7 @@ void InferStreamReactor::OnCancel() {
   for (auto& call : calls) call->Cancel();
 }
 
-InferStreamReactor::Step InferStreamReactor::Progress() {
+InferStream::Step InferStream::Progress() {
   Step step;
   if (finished_) return step;
   if (cancelled_) DropUnwritten();
@@ -226,10 +230,10 @@ InferStreamReactor::Step InferStreamReactor::Progress() {
   return step;
 }
 
-void InferStreamReactor::Act(const Step& step) {
+void InferStream::Act(const Step& step) {
   if (step.read) StartNextRead();
-  if (step.write) StartWrite(step.write, step.options);
-  if (step.finish) Finish(*step.finish);
+  if (step.write) transport_.StartWrite(step.write, step.options);
+  if (step.finish) transport_.Finish(*step.finish);
 }
 
 }  // namespace infergate

@@ -19,11 +19,18 @@
 // (`error_message`), and the stream stays open. The client cancelling the
 // stream cancels every request still in flight.
 //
-// Threading: gRPC reactions and core callbacks arrive on any thread; state
-// is under one mutex (a CallbackLock: Answer takes it, so nothing may
-// cancel or answer a request while holding it; the core checks), and gRPC
-// is called (StartRead, StartWrite, Finish) outside it. The reactor finishes when the client has stopped sending and
-// every request has been answered and written, and deletes itself in OnDone.
+// This class is the stream's logic, apart from the gRPC API under it: a
+// Transport starts the stream's reads and writes and finishes it, and
+// reports back each read's and write's end and the client's cancelling
+// (completion_queue_infer.h serves it on the completion-queue API).
+//
+// Threading: the transport's reports and the core's answers arrive on any
+// thread; state is under one mutex (a CallbackLock: Answer takes it, so
+// nothing may cancel or answer a request while holding it; the core
+// checks), and the transport is called outside it. The stream finishes when
+// the client has stopped sending and every request has been answered and
+// written; the transport's Finish is the stream's last use of itself (the
+// transport may free it then).
 //
 // gRPC allows one write outstanding per stream, and each write is a send on
 // the socket of its own unless it carries the buffer hint. An answer written
@@ -44,26 +51,45 @@
 
 namespace infergate {
 
-class InferStreamReactor final
-    : public grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse> {
+class InferStream {
  public:
-  // `refusal` non-OK: the stream is finished with it at once (auth). Each
-  // request on the stream is an InferCall of `front_end` (admitted, counted
-  // and holding its size in the in-flight budget until it is answered).
-  // Each request is traced with the trace context of the stream's metadata
-  // (`ctx` outlives the reactor).
-  InferStreamReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx, Clock::time_point deadline,
-                     const absl::Status& refusal);
+  // The gRPC stream under an InferStream. It has at most one read and one
+  // write outstanding (the InferStream sees to that) and reports each one's
+  // end to OnReadDone / OnWriteDone, from any thread, once the call that
+  // started it has returned or not.
+  class Transport {
+   public:
+    virtual ~Transport() = default;
+    virtual void StartRead(inference::ModelInferRequest* request) = 0;
+    // `response` stays alive until OnWriteDone.
+    virtual void StartWrite(const inference::ModelStreamInferResponse* response, grpc::WriteOptions options) = 0;
+    // Ends the stream with `status`; called once, as the InferStream's last
+    // use of itself.
+    virtual void Finish(const grpc::Status& status) = 0;
+  };
+
+  // Each request on the stream is an InferCall of `front_end` (admitted,
+  // counted and holding its size in the in-flight budget until it is
+  // answered), traced with the trace context of the stream's metadata and
+  // given the stream's deadline. `ctx` outlives this; so do `transport` and
+  // `front_end`.
+  InferStream(Transport& transport, const FrontEnd& front_end, const grpc::ServerContextBase& ctx);
+  InferStream(const InferStream&) = delete;
+  InferStream& operator=(const InferStream&) = delete;
 
   // Requests in flight plus answers unwritten on one stream, and bytes of
   // unwritten answers, past which the stream stops reading.
   static constexpr size_t kMaxHeldAnswers = 256;
   static constexpr uint64_t kMaxHeldBytes = uint64_t{64} << 20;
 
-  void OnReadDone(bool ok) override;
-  void OnWriteDone(bool ok) override;
-  void OnCancel() override;
-  void OnDone() override { delete this; }
+  // Starts reading requests; `refusal` non-OK finishes the stream with it
+  // at once instead (auth). Once, when the call has arrived.
+  void Start(const absl::Status& refusal);
+  // The transport's reports: a read or write ended (not ok: the client
+  // closed its side, or the call ended), and the client cancelled.
+  void OnReadDone(bool ok);
+  void OnWriteDone(bool ok);
+  void OnCancel();
 
  private:
   // Where a request's answer goes: the ticket names it while in flight;
@@ -98,9 +124,10 @@ class InferStreamReactor final
   // Whether the stream holds as much as it may.
   bool Full() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  Transport& transport_;
   const FrontEnd& front_end_;
-  const grpc::CallbackServerContext& ctx_;
-  Clock::time_point deadline_;
+  const grpc::ServerContextBase& ctx_;
+  Clock::time_point deadline_ = Clock::time_point::max();
 
   // The request being read: gRPC allows one read at a time, so only the
   // read path touches it, one read after another.

@@ -103,7 +103,7 @@ struct Server::Parts {
   std::unique_ptr<OpenInferenceService> open_inference;
   std::unique_ptr<TorchServeGrpcService> torchserve_grpc;
   // Stopped before the server goes, and its queues outlive the server.
-  std::unique_ptr<CompletionQueueInfer> unary_infer;
+  std::unique_ptr<CompletionQueueInfer> queued_infer;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<ModelMeshRuntime> model_mesh;
   std::unique_ptr<grpc::Server> model_mesh_server;
@@ -246,7 +246,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   builder.RegisterService(p->service.get());
   builder.RegisterService(p->open_inference.get());
   builder.RegisterService(p->torchserve_grpc.get());
-  p->unary_infer = std::make_unique<CompletionQueueInfer>(builder, static_cast<int>(opts.grpc_infer_threads),
+  p->queued_infer = std::make_unique<CompletionQueueInfer>(builder, static_cast<int>(opts.grpc_infer_threads),
                                                           *p->front_end, *p->service, *p->open_inference);
   p->grpc_server = builder.BuildAndStart();
   if (!p->grpc_server || p->port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", opts.address));
@@ -268,7 +268,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
     }
     LOG_INFO << "ModelMesh model-runtime SPI on " << opts.modelmesh_address;
   }
-  p->unary_infer->Start();
+  p->queued_infer->Start();
   p->health = p->grpc_server->GetHealthCheckService();
   // Every readiness name answers NOT_SERVING from the start (a name never
   // set would answer NOT_FOUND during warm-up), liveness SERVING.
@@ -325,7 +325,7 @@ bool Server::Drain(std::chrono::steady_clock::time_point deadline) {
   p.watchdog.reset();
   p.core->Shutdown();
   // Every inference call has been answered: the completion queues can go.
-  p.unary_infer->Stop();
+  p.queued_infer->Stop();
   // Only now can nothing answer a REST call any more.
   p.http.reset();
   LOG_INFO << p.front_end->tally().Summary();

@@ -218,8 +218,8 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Int("max-concurrent-streams", &o.max_concurrent_streams,
             "Calls one client connection may have open at once; more wait in the client (HTTP/2 flow control).");
   flags.Int("grpc-infer-threads", &o.grpc_infer_threads,
-            "Threads taking unary gRPC inference calls (Infer, ModelInfer) off a completion queue each: they check, "
-            "decode and queue each call; device workers answer it.");
+            "Threads taking gRPC inference calls (Infer, ModelInfer, ModelStreamInfer) off a completion queue each: "
+            "they check, decode and queue each request; device workers answer it.");
   flags.Duration("max-connection-age", &o.max_connection_age,
                  "Close client connections after this long (e.g. 5m) so clients reconnect and new replicas get "
                  "traffic; 0 keeps them open.");

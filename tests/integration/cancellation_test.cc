@@ -3,6 +3,8 @@
 // bounded memory, returns the requests' budget and exits cleanly.
 
 #include <atomic>
+#include <cmath>
+#include <cstdio>
 #include <mutex>
 #include <random>
 #include <string>
@@ -218,9 +220,75 @@ TEST_F(Cancellation, UnaryCallsCancelledWhileTheirRequestsQueueLeaveTheServerSer
   ExpectCleanStop();
 }
 
+// A stream whose deadline passes while its requests wait behind the busy
+// clients: the stream ends DEADLINE_EXCEEDED without an answer, and its
+// requests leave the queue
+// (cancelled when gRPC's done notice reaches the stream, or expired by the
+// queue itself) and their budget comes back.
+TEST_F(Cancellation, AStreamWhoseDeadlinePassesHasItsQueuedRequestsDropped) {
+  auto dropped = [&] {
+    const std::string text = ScrapeMetrics(*server_);
+    double n = 0;
+    for (const char* reason : {"cancelled", "deadline"}) {
+      const double v = MetricValue(text, std::string("infergate_rejections_total{model=\"slow\",reason=\"") +
+                                             reason + "\"}");
+      if (!std::isnan(v)) n += v;
+    }
+    return n;
+  };
+  const double dropped_before = dropped();
+  constexpr int kRequests = 3;
+  const auto started = std::chrono::steady_clock::now();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  auto stream = v2_stub_->ModelStreamInfer(&ctx);
+  const inference::ModelInferRequest small = LargeTypedSlowRequest(4);
+  for (int i = 0; i < kRequests; ++i) ASSERT_TRUE(stream->Write(small));
+  int answers = 0;
+  inference::ModelStreamInferResponse response;
+  while (stream->Read(&response)) answers++;
+  const grpc::Status status = stream->Finish();
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  EXPECT_EQ(answers, 0) << "an answer came for a request queued behind about a second of work each";
+  std::printf("stream deadline 0.5 s: ended after %.2f s\n", took_s);
+  bool all_dropped = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !all_dropped && std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
+    all_dropped = dropped() - dropped_before >= kRequests;
+  }
+  EXPECT_TRUE(all_dropped) << "requests of the stream dropped: " << dropped() - dropped_before << " of " << kRequests;
+  ExpectServingAndBudgetReturned();
+  ExpectCleanStop();
+}
+
+// A client that keeps its stream open, neither closing its side nor
+// cancelling, does not hold the server up: SIGTERM ends the stream (the
+// client sees it end with an error) and the process exits cleanly.
+TEST(Streams, AStreamLeftOpenEndsWhenTheServerStops) {
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--devices=cpu", "--drain-timeout=5s"});
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto v2_stub = inference::GRPCInferenceService::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto stream = v2_stub->ModelStreamInfer(&ctx);
+  ASSERT_TRUE(stream->Write(MlpV2Request()));
+  inference::ModelStreamInferResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.error_message(), "");
+  // The stream stays open while the server stops; ServerProcess::Stop
+  // kills a server that has not exited 30 s after SIGTERM, and that answers -1.
+  EXPECT_EQ(server->Stop(), 0) << server->Log();
+  while (stream->Read(&response)) {
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_FALSE(status.ok()) << "a stream still open when the server stopped ended OK";
+}
+
 // A client that writes 1 MiB requests on a stream and never reads the
 // answers (each 1 MiB too): the stream stops reading once it holds
-// InferStreamReactor::kMaxHeldBytes of answers, so the client's writes
+// InferStream::kMaxHeldBytes of answers, so the client's writes
 // stall on flow control instead of the server holding every answer. It
 // used to read everything and hold +368 MiB in 16 s. Meanwhile another
 // client is answered, and after the stream is cancelled the server still
