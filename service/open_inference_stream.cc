@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/call_context.h"
 #include "service/open_inference_codec.h"
+#include "service/status_convert.h"
 
 namespace infergate {
 namespace {
@@ -50,7 +51,7 @@ void InferStream::Start(const absl::Status& refusal) {
       CallbackLockGuard lock(mu_);
       finished_ = true;
     }
-    return transport_.Finish(grpc::Status(static_cast<grpc::StatusCode>(refusal.code()), std::string(refusal.message())));
+    return transport_.Finish(ToGrpcStatus(refusal));
   }
   deadline_ = SteadyDeadline(ctx_);
   StartNextRead();

@@ -55,8 +55,8 @@ class InferStream {
  public:
   // The gRPC stream under an InferStream. It has at most one read and one
   // write outstanding (the InferStream sees to that) and reports each one's
-  // end to OnReadDone / OnWriteDone, from any thread, once the call that
-  // started it has returned or not.
+  // end to OnReadDone / OnWriteDone, on any thread, perhaps before the call
+  // that started it has returned.
   class Transport {
    public:
     virtual ~Transport() = default;
@@ -86,7 +86,8 @@ class InferStream {
   // at once instead (auth). Once, when the call has arrived.
   void Start(const absl::Status& refusal);
   // The transport's reports: a read or write ended (not ok: the client
-  // closed its side, or the call ended), and the client cancelled.
+  // closed its side, or the call ended), and the call was cancelled (by the
+  // client, or its deadline passed).
   void OnReadDone(bool ok);
   void OnWriteDone(bool ok);
   void OnCancel();
