@@ -204,6 +204,11 @@ class AsyncUnaryInferCall final : public AsyncCall {
 // the InferStream through the poller. A read (and the request it submits)
 // runs on the poller; a write starts on whichever thread made an answer
 // ready, mostly the device worker that computed it.
+//
+// The stream's messages travel as bytes (the method is raw) and are parsed
+// and serialised here, so that a message that is not a request is answered
+// in-band, INVALID_ARGUMENT, in its place; gRPC's own parsing would end its
+// read as if the client had closed its side, and the stream OK.
 class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transport {
  public:
   // Posts a request for the next stream on `queue`, unless stopping.
@@ -220,16 +225,48 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
   void PostAnother() override { Post(context_, queue_); }
   void Begin() override { infer_.Start(CheckToken(context_.front_end.auth(), ctx_, TokenAuth::Role::kInference)); }
   void OnCancelled() override { infer_.OnCancel(); }
-  void OnReadDone(bool ok) override { infer_.OnReadDone(ok); }
+  void OnReadDone(bool ok) override {
+    if (!ok) return infer_.OnReadDone(false);
+    const grpc::Status parsed =
+        grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&read_bytes_, reading_);
+    if (!parsed.ok()) {
+      return infer_.OnUnreadableRequest(absl::InvalidArgumentError(
+          "request: the message is not an inference.ModelInferRequest (it does not parse)"));
+    }
+    infer_.OnReadDone(true);
+  }
   void OnWriteDone(bool ok) override { infer_.OnWriteDone(ok); }
 
-  void StartRead(inference::ModelInferRequest* request) override { stream_.Read(request, &read_); }
+  void StartRead(inference::ModelInferRequest* request) override {
+    reading_ = request;
+    stream_.Read(&read_bytes_, &read_);
+  }
   void StartWrite(const inference::ModelStreamInferResponse* response, grpc::WriteOptions options) override {
-    stream_.Write(*response, options, &written_);
+    write_bytes_.Clear();
+    bool own_buffer = false;
+    if (!grpc::SerializationTraits<inference::ModelStreamInferResponse>::Serialize(*response, &write_bytes_,
+                                                                                    &own_buffer)
+             .ok()) {
+      // Only an answer over protobuf's 2 GB limit fails: it goes as an
+      // error in its place.
+      inference::ModelStreamInferResponse error;
+      error.set_error_message(absl::StrCat("INTERNAL: the answer (", response->ByteSizeLong(),
+                                           " bytes) is too large for one message"));
+      error.mutable_infer_response()->set_id(response->infer_response().id());
+      write_bytes_.Clear();
+      (void)grpc::SerializationTraits<inference::ModelStreamInferResponse>::Serialize(error, &write_bytes_,
+                                                                                      &own_buffer);
+    }
+    stream_.Write(write_bytes_, options, &written_);
   }
   void Finish(const grpc::Status& status) override { stream_.Finish(status, &finished_); }
 
-  grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest> stream_{&ctx_};
+  grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> stream_{&ctx_};
+  // The read outstanding: its bytes, and the request they are parsed into.
+  grpc::ByteBuffer read_bytes_;
+  inference::ModelInferRequest* reading_ = nullptr;
+  // The write outstanding (one at a time).
+  grpc::ByteBuffer write_bytes_;
   InferStream infer_{*this, context_.front_end, ctx_};
 };
 

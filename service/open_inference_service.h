@@ -22,14 +22,15 @@ namespace infergate {
 // The Open Inference Protocol's gRPC service with ModelInfer and
 // ModelStreamInfer on gRPC's completion-queue API (served by
 // completion_queue_infer.h, which calls SubmitModelInfer and runs streams as
-// InferStreams) and every other method on the callback API. Each method
+// InferStreams; the stream's method is raw, its messages parsed there) and
+// every other method on the callback API. Each method
 // is marked once, from the generated synchronous base: a method left
 // unmarked would be served synchronously, on a thread pool of gRPC's.
 namespace open_inference_service_base {
 using Grpc = inference::GRPCInferenceService;
 using Type = Grpc::WithCallbackMethod_ServerLive<Grpc::WithCallbackMethod_ServerReady<
     Grpc::WithCallbackMethod_ModelReady<Grpc::WithCallbackMethod_ServerMetadata<
-    Grpc::WithCallbackMethod_ModelMetadata<Grpc::WithAsyncMethod_ModelStreamInfer<
+    Grpc::WithCallbackMethod_ModelMetadata<Grpc::WithRawMethod_ModelStreamInfer<
     Grpc::WithCallbackMethod_ModelConfig<Grpc::WithCallbackMethod_ModelStatistics<
     Grpc::WithCallbackMethod_RepositoryIndex<Grpc::WithCallbackMethod_RepositoryModelLoad<
     Grpc::WithCallbackMethod_RepositoryModelUnload<Grpc::WithCallbackMethod_SystemSharedMemoryStatus<

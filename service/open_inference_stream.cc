@@ -75,6 +75,17 @@ void InferStream::OnReadDone(bool ok) {
   }
   std::shared_ptr<inference::ModelInferRequest> request = std::move(reading_);
   absl::StatusOr<bool> ordered = KeepsRequestOrder(*request);
+  Accept(std::move(request), ordered);
+}
+
+void InferStream::OnUnreadableRequest(const absl::Status& why) {
+  std::shared_ptr<inference::ModelInferRequest> request = std::move(reading_);
+  request->Clear();  // nothing a failed parse left in it is the client's
+  Accept(std::move(request), why);
+}
+
+void InferStream::Accept(std::shared_ptr<inference::ModelInferRequest> request,
+                         const absl::StatusOr<bool>& ordered) {
   // The place is taken here, before the next read starts, so that slots
   // follow the order requests arrived in (Submit may run on two threads).
   Place place;
@@ -107,8 +118,7 @@ void InferStream::OnReadDone(bool ok) {
 }
 
 void InferStream::Submit(InferCall& call, std::shared_ptr<inference::ModelInferRequest> request,
-                                std::shared_ptr<inference::ModelStreamInferResponse> response,
-                                const absl::Status& refusal) {
+                         std::shared_ptr<inference::ModelStreamInferResponse> response, const absl::Status& refusal) {
   TraceInferCall(call, ctx_, kModelStreamInferRpc, request->model_name());
   // The caller's token was checked when the stream opened.
   if (!refusal.ok()) {

@@ -91,6 +91,10 @@ class InferStream {
   void OnReadDone(bool ok);
   void OnWriteDone(bool ok);
   void OnCancel();
+  // Instead of OnReadDone(true): the read brought a message that is not a
+  // request (it does not parse). It is answered in its place with `why`,
+  // in-band like any bad request, and reading goes on.
+  void OnUnreadableRequest(const absl::Status& why);
 
  private:
   // Where a request's answer goes: the ticket names it while in flight;
@@ -102,6 +106,10 @@ class InferStream {
   };
 
   void StartNextRead();
+  // Takes a read request's place in the stream and submits it; `ordered`
+  // says whether its answer keeps request order, or (not OK) why it is
+  // answered with that error instead.
+  void Accept(std::shared_ptr<inference::ModelInferRequest> request, const absl::StatusOr<bool>& ordered);
   // Admits and submits one request as `call`, whose end goes to Answer.
   // `refusal` non-OK answers it with that error instead (a bad stream
   // parameter).

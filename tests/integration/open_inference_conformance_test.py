@@ -302,6 +302,19 @@ def main():
         check(got == {r.id for r in burst}, "burst on an open stream answered: %s" % sorted(got))
         q.put(None)
         check(list(call) == [], "stream closes cleanly")
+        # A message that is not a ModelInferRequest is answered in-band in its
+        # place (not taken for the client closing its side), and the stream
+        # goes on: raw bytes on the same method.
+        raw_stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer",
+                                           request_serializer=lambda b: b,
+                                           response_deserializer=pb.ModelStreamInferResponse.FromString)
+        answers = list(raw_stream(iter([requests[0].SerializeToString(), b"\xff\xff\xff\xff not a request",
+                                        requests[1].SerializeToString()]), timeout=60))
+        check([a.infer_response.id for a in answers] == ["s0", "", "s1"], "answers around an unparsable message: %s" %
+              [(a.infer_response.id, a.error_message) for a in answers])
+        check(len(answers) == 3 and answers[1].error_message.startswith("INVALID_ARGUMENT: request:") and
+              answers[0].error_message == "" and answers[2].error_message == "",
+              "unparsable message answered %r" % (answers[1].error_message if len(answers) > 1 else None))
 
         # --- repository index, load and unload
         index = stub.RepositoryIndex(pb.RepositoryIndexRequest()).models

@@ -1,7 +1,8 @@
 // The ModelStreamInfer stream's logic (InferStream) in process, over a
 // transport and a core the test drives step by step: answers leave in
 // request order (or as they are ready, when asked), each is its request's
-// final one, a bad request is answered in-band and the stream goes on, a
+// final one, a bad request (or a message that is not one) is answered
+// in-band and the stream goes on, a
 // stream that holds its limit stops reading until the client catches up,
 // cancelling cancels every request in flight, and the stream finishes only
 // once every answer is written.
@@ -196,6 +197,30 @@ TEST_F(InferStreamTest, BadRequestsAreAnsweredInBandInTheirPlaceAndTheStreamGoes
   EXPECT_EQ(written[3].infer_response().id(), "last");
   EXPECT_EQ(written[3].error_message(), "");
   EXPECT_NE(transport_.reading, nullptr) << "the stream stopped reading after a bad request";
+}
+
+TEST_F(InferStreamTest, AnUnreadableMessageIsAnsweredInItsPlaceAndTheStreamGoesOn) {
+  stream_.Start(absl::OkStatus());
+  Send(Request("first"));
+  ASSERT_NE(transport_.reading, nullptr);
+  transport_.reading->set_id("left by a failed parse");
+  transport_.reading = nullptr;
+  stream_.OnUnreadableRequest(absl::InvalidArgumentError("request: the message does not parse"));
+  Send(Request("last"));
+  ASSERT_EQ(core_.size(), 2u) << "an unreadable message reached the core";
+  core_.Answer(1, Result());
+  EXPECT_EQ(transport_.writing, nullptr) << "answers left before the first request's";
+  core_.Answer(0, Result());
+  std::vector<inference::ModelStreamInferResponse> written;
+  while (transport_.writing != nullptr) written.push_back(Deliver());
+  ASSERT_EQ(written.size(), 3u);
+  EXPECT_EQ(written[0].infer_response().id(), "first");
+  EXPECT_EQ(written[1].infer_response().id(), "") << "what a failed parse left was sent back";
+  EXPECT_EQ(written[1].error_message(), "INVALID_ARGUMENT: request: the message does not parse");
+  EXPECT_EQ(written[2].infer_response().id(), "last");
+  CloseSends();
+  ASSERT_TRUE(transport_.finished.has_value());
+  EXPECT_TRUE(transport_.finished->ok()) << "an unreadable message ended the stream";
 }
 
 TEST_F(InferStreamTest, AStreamHoldingItsLimitStopsReadingUntilTheClientCatchesUp) {
