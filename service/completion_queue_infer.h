@@ -46,11 +46,11 @@ class OpenInferenceService;
 class CompletionQueueInfer {
  public:
   // Requests of each RPC kept posted on each queue (for a stream: streams
-  // opening). gRPC hands a call to
-  // the first queue, from its connection's on, with a request posted, so
-  // with many posted one connection's calls all go to one poller. With few,
-  // a busy poller's run out and the next calls go to another's; calls
-  // beyond those posted wait in gRPC until a poller posts again.
+  // opening). gRPC hands a call to the first queue, from its connection's
+  // on, with a request posted, so with many posted one connection's calls
+  // all go to one poller. With few, a busy poller's run out and the next
+  // calls go to another's; calls beyond those posted wait in gRPC until a
+  // poller posts again.
   static constexpr int kPostedPerMethod = 4;
 
   // Adds `threads` completion queues to `builder`; before it builds the

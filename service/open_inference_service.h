@@ -23,9 +23,9 @@ namespace infergate {
 // ModelStreamInfer on gRPC's completion-queue API (served by
 // completion_queue_infer.h, which calls SubmitModelInfer and runs streams as
 // InferStreams; the stream's method is raw, its messages parsed there) and
-// every other method on the callback API. Each method
-// is marked once, from the generated synchronous base: a method left
-// unmarked would be served synchronously, on a thread pool of gRPC's.
+// every other method on the callback API. Each method is marked once, from
+// the generated synchronous base: a method left unmarked would be served
+// synchronously, on a thread pool of gRPC's.
 namespace open_inference_service_base {
 using Grpc = inference::GRPCInferenceService;
 using Type = Grpc::WithCallbackMethod_ServerLive<Grpc::WithCallbackMethod_ServerReady<

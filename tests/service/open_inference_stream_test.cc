@@ -102,10 +102,10 @@ class InferStreamTest : public ::testing::Test {
     return written;
   }
   // Delivers every answer written from now on until none is outstanding.
-  std::vector<std::string> DeliverAllIds() {
-    std::vector<std::string> ids;
-    while (transport_.writing != nullptr) ids.push_back(Deliver().infer_response().id());
-    return ids;
+  std::vector<inference::ModelStreamInferResponse> DeliverAll() {
+    std::vector<inference::ModelStreamInferResponse> written;
+    while (transport_.writing != nullptr) written.push_back(Deliver());
+    return written;
   }
 
   FakeCore core_;
@@ -184,8 +184,7 @@ TEST_F(InferStreamTest, BadRequestsAreAnsweredInBandInTheirPlaceAndTheStreamGoes
   EXPECT_EQ(transport_.writing, nullptr) << "a refusal overtook the answer of an earlier request";
   core_.Answer(0, Result());
   core_.Answer(1, Result());
-  std::vector<inference::ModelStreamInferResponse> written;
-  while (transport_.writing != nullptr) written.push_back(Deliver());
+  const std::vector<inference::ModelStreamInferResponse> written = DeliverAll();
   ASSERT_EQ(written.size(), 4u);
   EXPECT_EQ(written[0].error_message(), "");
   EXPECT_EQ(written[1].infer_response().id(), "bad order");
@@ -211,8 +210,7 @@ TEST_F(InferStreamTest, AnUnreadableMessageIsAnsweredInItsPlaceAndTheStreamGoesO
   core_.Answer(1, Result());
   EXPECT_EQ(transport_.writing, nullptr) << "answers left before the first request's";
   core_.Answer(0, Result());
-  std::vector<inference::ModelStreamInferResponse> written;
-  while (transport_.writing != nullptr) written.push_back(Deliver());
+  const std::vector<inference::ModelStreamInferResponse> written = DeliverAll();
   ASSERT_EQ(written.size(), 3u);
   EXPECT_EQ(written[0].infer_response().id(), "first");
   EXPECT_EQ(written[1].infer_response().id(), "") << "what a failed parse left was sent back";
