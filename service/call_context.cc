@@ -29,11 +29,10 @@ absl::Status CheckToken(const TokenAuth& auth, const grpc::ServerContextBase& ct
   return auth.Check([&ctx] { return Authorization(ctx); }, role);
 }
 
-bool Refused(const TokenAuth& auth, const grpc::ServerContextBase& ctx, TokenAuth::Role role,
-             grpc::ServerUnaryReactor* reactor) {
+bool Refused(const TokenAuth& auth, const grpc::ServerContextBase& ctx, TokenAuth::Role role, RawUnaryReactor* call) {
   absl::Status s = CheckToken(auth, ctx, role);
   if (s.ok()) return false;
-  reactor->Finish(ToGrpcStatus(s));
+  call->Answer(s);
   return true;
 }
 
@@ -53,10 +52,13 @@ bool AdmitInferCall(InferCall& call, const grpc::ServerContextBase& ctx, uint64_
   return call.Admit([&ctx] { return Authorization(ctx); }, bytes);
 }
 
-InferCallReactor::InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
-                                   absl::string_view model, const InferRpc& rpc)
-    : call_(InferCall::Begin(front_end, model, [this](const absl::Status& status) { Finish(ToGrpcStatus(status)); })) {
-  TraceInferCall(*call_, ctx, rpc, model);
+std::shared_ptr<InferCall> BeginReactorInferCall(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
+                                                 absl::string_view model, const InferRpc& rpc,
+                                                 RawUnaryReactor* reactor) {
+  std::shared_ptr<InferCall> call =
+      InferCall::Begin(front_end, model, [reactor](const absl::Status& status) { reactor->Answer(status); });
+  TraceInferCall(*call, ctx, rpc, model);
+  return call;
 }
 
 }  // namespace infergate

@@ -16,6 +16,7 @@
 #include "service/auth.h"
 #include "service/front_end.h"
 #include "service/infer_call.h"
+#include "service/raw_unary_call.h"
 
 namespace infergate {
 
@@ -36,9 +37,8 @@ Clock::time_point SteadyDeadline(const grpc::ServerContextBase& ctx);
 // The value of metadata `name` (lower case); empty when absent.
 absl::string_view MetadataValue(const grpc::ServerContextBase& ctx, absl::string_view name);
 
-// Finishes `reactor` with the auth failure for `role`, if any; true when it did.
-bool Refused(const TokenAuth& auth, const grpc::ServerContextBase& ctx, TokenAuth::Role role,
-             grpc::ServerUnaryReactor* reactor);
+// Answers `call` with the auth failure for `role`, if any; true when it did.
+bool Refused(const TokenAuth& auth, const grpc::ServerContextBase& ctx, TokenAuth::Role role, RawUnaryReactor* call);
 
 // The RPC an inference call came by, for its trace: the full method name
 // ("inference.GRPCInferenceService/ModelInfer"), service and method.
@@ -61,33 +61,36 @@ void TraceInferCall(InferCall& call, const grpc::ServerContextBase& ctx, const I
 // InferCall::Admit with the call's token.
 bool AdmitInferCall(InferCall& call, const grpc::ServerContextBase& ctx, uint64_t bytes);
 
-// A unary reactor for one inference call (infer_call.h) of a callback-API
-// RPC (TorchServe's gRPC Predictions; v1 Infer and ModelInfer are served on
-// completion queues, completion_queue_infer.h): finishes with the call's
-// status, cancels it when the client cancels or its deadline passes, and
-// keeps it (with its share of the in-flight budget) until gRPC is done with
-// the call. Deletes itself.
-class InferCallReactor final : public grpc::ServerUnaryReactor {
+// Begins an inference call for model `model` (as the client named it) whose
+// end answers `reactor`, traced as `rpc` with the context in the call's
+// metadata.
+std::shared_ptr<InferCall> BeginReactorInferCall(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
+                                                 absl::string_view model, const InferRpc& rpc,
+                                                 RawUnaryReactor* reactor);
+
+// A unary reactor for one inference call (infer_call.h) of a raw
+// callback-API RPC (TorchServe's gRPC Predictions; v1 Infer and ModelInfer
+// are served on completion queues, completion_queue_infer.h): answers with
+// the call's status and `Response`, cancels the call when the client cancels
+// or its deadline passes, and keeps it (with its share of the in-flight
+// budget) until gRPC is done with the call. Deletes itself.
+template <typename Response>
+class InferCallReactor final : public RawUnaryReactor {
  public:
-  // Begins a call for model `model` (as the client named it), traced as
-  // `rpc` with the context in the call's metadata.
+  // Begins a call for model `model`, answered into `out` (gRPC's response
+  // bytes).
   InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx, absl::string_view model,
-                   const InferRpc& rpc);
+                   const InferRpc& rpc, grpc::ByteBuffer* out)
+      : RawUnaryReactor(out, response_), call_(BeginReactorInferCall(front_end, ctx, model, rpc, this)) {}
   InferCall& call() { return *call_; }
+  // Where the call's encoder writes the answer; read once the call ends.
+  Response* response() { return &response_; }
   // InferCall::Admit with the call's token.
   bool Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes) { return AdmitInferCall(*call_, ctx, bytes); }
   void OnCancel() override { call_->Cancel(); }
-  void OnDone() override { delete this; }
-  // gRPC runs OnDone and OnCancel on the thread that completes the call
-  // (the worker that finished it, or gRPC's own), instead of handing each
-  // to its executor thread: one wake-up and context switch less per call.
-  // Both are short and block on nothing: OnDone frees the call, OnCancel
-  // cancels its request (answering it at once when it is still queued),
-  // and neither is called with a lock of ours held (Finish never is).
-  // gRPC 1.51 marks this hook internal; its own finish-only reactor uses it.
-  bool InternalInlineable() override { return true; }
 
  private:
+  Response response_;
   std::shared_ptr<InferCall> call_;
 };
 

@@ -9,6 +9,7 @@
 #include "common/thread_name.h"
 #include "service/call_context.h"
 #include "service/infer_call.h"
+#include "service/message_bytes.h"
 #include "service/inference_service.h"
 #include "service/open_inference_service.h"
 #include "service/open_inference_stream.h"
@@ -119,14 +120,15 @@ class AsyncCall {
   int ends_left_ = 0;  // touched only by the queue's poller
 };
 
-// What one RPC needs beyond the common path: how its requests are posted,
-// where its model name is, and how an admitted call is decoded and submitted.
+// What one RPC needs beyond the common path: how its requests are posted
+// (as bytes: the methods are raw), where its model name is, and how an
+// admitted call is decoded and submitted.
 struct V1Infer {
   using Request = v1::InferRequest;
   using Response = v1::InferResponse;
   static constexpr const InferRpc& kRpc = kV1InferRpc;
-  static void Post(Context& context, grpc::ServerContext* ctx, Request* request,
-                   grpc::ServerAsyncResponseWriter<Response>* responder, grpc::ServerCompletionQueue* queue,
+  static void Post(Context& context, grpc::ServerContext* ctx, grpc::ByteBuffer* request,
+                   grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder, grpc::ServerCompletionQueue* queue,
                    void* tag) {
     context.v1_service.RequestInfer(ctx, request, responder, queue, queue, tag);
   }
@@ -141,8 +143,8 @@ struct ModelInfer {
   using Request = inference::ModelInferRequest;
   using Response = inference::ModelInferResponse;
   static constexpr const InferRpc& kRpc = kModelInferRpc;
-  static void Post(Context& context, grpc::ServerContext* ctx, Request* request,
-                   grpc::ServerAsyncResponseWriter<Response>* responder, grpc::ServerCompletionQueue* queue,
+  static void Post(Context& context, grpc::ServerContext* ctx, grpc::ByteBuffer* request,
+                   grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder, grpc::ServerCompletionQueue* queue,
                    void* tag) {
     context.open_inference.RequestModelInfer(ctx, request, responder, queue, queue, tag);
   }
@@ -164,7 +166,7 @@ class AsyncUnaryInferCall final : public AsyncCall {
     if (!context.Track()) return;
     auto* call = new AsyncUnaryInferCall(context, queue);
     call->ctx_.AsyncNotifyWhenDone(&call->done_);
-    Method::Post(context, &call->ctx_, &call->request_, &call->responder_, queue, &call->arrived_);
+    Method::Post(context, &call->ctx_, &call->request_bytes_, &call->responder_, queue, &call->arrived_);
   }
 
  private:
@@ -176,27 +178,38 @@ class AsyncUnaryInferCall final : public AsyncCall {
   }
 
   void Begin() override {
+    // A request that does not parse is refused once the caller is admitted
+    // (its token checked); its model is then the one the metadata names, if
+    // any. The bytes go once parsed: the request holds its own copy.
+    const absl::Status parsed = ParseRequestBytes(request_bytes_, &request_);
+    const uint64_t request_bytes = request_bytes_.Length();
+    request_bytes_.Clear();
     const std::string model = ModelNameOf(ctx_, Method::Model(request_));
     // Runs once: on this poller for a refusal, else on the device worker
-    // that answered. The answer is written from `response_`, which lives
-    // until the finish comes back.
+    // that answered. The answer is written from `response_bytes_`, which
+    // lives until the finish comes back.
     call_ = InferCall::Begin(context_.front_end, model, [this](const absl::Status& status) {
-      if (status.ok()) {
-        responder_.Finish(response_, grpc::Status::OK, &finished_);
+      absl::Status answer = status;
+      if (answer.ok()) answer = SerializeAnswerBytes(response_, &response_bytes_);
+      if (answer.ok()) {
+        responder_.Finish(response_bytes_, grpc::Status::OK, &finished_);
       } else {
-        responder_.FinishWithError(ToGrpcStatus(status), &finished_);
+        responder_.FinishWithError(ToGrpcStatus(answer), &finished_);
       }
     });
     TraceInferCall(*call_, ctx_, Method::kRpc, model);
-    if (!AdmitInferCall(*call_, ctx_, request_.ByteSizeLong())) return;
+    if (!AdmitInferCall(*call_, ctx_, request_bytes)) return;
+    if (!parsed.ok()) return call_->Refuse(parsed);
     // The input tensors alias `request_`'s bytes, which live as long.
     Method::Submit(context_, *call_, ctx_, model, request_, &response_);
   }
 
   std::shared_ptr<InferCall> call_;
+  grpc::ByteBuffer request_bytes_;
   typename Method::Request request_;
   typename Method::Response response_;
-  grpc::ServerAsyncResponseWriter<typename Method::Response> responder_{&ctx_};
+  grpc::ByteBuffer response_bytes_;
+  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> responder_{&ctx_};
 };
 
 // A ModelStreamInfer stream (open_inference_stream.h) over the queue: its
@@ -227,12 +240,9 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
   void OnCancelled() override { infer_.OnCancel(); }
   void OnReadDone(bool ok) override {
     if (!ok) return infer_.OnReadDone(false);
-    const grpc::Status parsed =
-        grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&read_bytes_, reading_);
-    if (!parsed.ok()) {
-      return infer_.OnUnreadableRequest(absl::InvalidArgumentError(
-          "request: the message is not an inference.ModelInferRequest (it does not parse)"));
-    }
+    const absl::Status parsed = ParseRequestBytes(read_bytes_, reading_);
+    read_bytes_.Clear();
+    if (!parsed.ok()) return infer_.OnUnreadableRequest(parsed);
     infer_.OnReadDone(true);
   }
   void OnWriteDone(bool ok) override { infer_.OnWriteDone(ok); }
@@ -242,20 +252,13 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
     stream_.Read(&read_bytes_, &read_);
   }
   void StartWrite(const inference::ModelStreamInferResponse* response, grpc::WriteOptions options) override {
-    write_bytes_.Clear();
-    bool own_buffer = false;
-    if (!grpc::SerializationTraits<inference::ModelStreamInferResponse>::Serialize(*response, &write_bytes_,
-                                                                                    &own_buffer)
-             .ok()) {
+    if (absl::Status serialized = SerializeAnswerBytes(*response, &write_bytes_); !serialized.ok()) {
       // Only an answer over protobuf's 2 GB limit fails: it goes as an
       // error in its place.
       inference::ModelStreamInferResponse error;
-      error.set_error_message(absl::StrCat("INTERNAL: the answer (", response->ByteSizeLong(),
-                                           " bytes) is too large for one message"));
+      error.set_error_message(absl::StrCat(absl::StatusCodeToString(serialized.code()), ": ", serialized.message()));
       error.mutable_infer_response()->set_id(response->infer_response().id());
-      write_bytes_.Clear();
-      (void)grpc::SerializationTraits<inference::ModelStreamInferResponse>::Serialize(error, &write_bytes_,
-                                                                                      &own_buffer);
+      (void)SerializeAnswerBytes(error, &write_bytes_);
     }
     stream_.Write(write_bytes_, options, &written_);
   }

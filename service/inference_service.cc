@@ -7,6 +7,7 @@
 #include "model_store/class_labels.h"
 #include "service/call_context.h"
 #include "service/classification.h"
+#include "service/raw_unary_call.h"
 #include "service/status_convert.h"
 #include "service/tensor_codec.h"
 #include "service/v1_request_check.h"
@@ -101,45 +102,45 @@ void InferenceServiceImpl::SubmitInfer(InferCall& call, const grpc::ServerContex
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServerContext* ctx,
-                                                            const v1::ListDevicesRequest*,
-                                                            v1::ListDevicesResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(front_end_.auth(), *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
+                                                            const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
+  auto* call = new RawUnaryCall<v1::ListDevicesRequest, v1::ListDevicesResponse>(*in, out);
+  if (!call->parsed() || Refused(front_end_.auth(), *ctx, TokenAuth::Role::kInference, call)) return call;
+  v1::ListDevicesResponse* response = call->response();
   for (const DeviceStatus& status : core_.Devices()) {
     const DeviceInfo& d = status.info;
-    v1::DeviceInfo* out = response->add_devices();
-    out->set_id(d.id.ToString());
-    out->set_kind(KindToWire(d.id.kind));
-    out->set_name(d.name);
-    out->set_available(d.available);
-    out->set_simulated(d.simulated);
-    out->set_backend_detail(d.backend_detail);
-    for (DType t : d.supported_dtypes) out->add_supported_dtypes(DTypeToProto(t));
-    out->set_default_precision(PrecisionToProto(DefaultPrecision(d.precision)));
-    out->set_memory_total_bytes(d.memory_total_bytes);
-    out->set_memory_used_bytes(d.memory_used_bytes);
-    out->set_queue_depth(static_cast<uint32_t>(status.queue_depth));
+    v1::DeviceInfo* wire = response->add_devices();
+    wire->set_id(d.id.ToString());
+    wire->set_kind(KindToWire(d.id.kind));
+    wire->set_name(d.name);
+    wire->set_available(d.available);
+    wire->set_simulated(d.simulated);
+    wire->set_backend_detail(d.backend_detail);
+    for (DType t : d.supported_dtypes) wire->add_supported_dtypes(DTypeToProto(t));
+    wire->set_default_precision(PrecisionToProto(DefaultPrecision(d.precision)));
+    wire->set_memory_total_bytes(d.memory_total_bytes);
+    wire->set_memory_used_bytes(d.memory_used_bytes);
+    wire->set_queue_depth(static_cast<uint32_t>(status.queue_depth));
     for (const ModelQueueDepth& q : status.model_queues) {
-      v1::ModelQueue* mq = out->add_model_queues();
+      v1::ModelQueue* mq = wire->add_model_queues();
       mq->set_model(q.model);
       mq->set_version(q.version);
       mq->set_depth(static_cast<uint32_t>(q.depth));
     }
-    out->set_in_flight(static_cast<uint32_t>(status.in_flight));
+    wire->set_in_flight(static_cast<uint32_t>(status.in_flight));
     for (const ResidentModel& r : status.resident) {
-      out->add_resident_models(absl::StrCat(r.key.model, ":", r.key.version, ":", DTypeName(r.key.dtype)));
+      wire->add_resident_models(absl::StrCat(r.key.model, ":", r.key.version, ":", DTypeName(r.key.dtype)));
     }
-    for (const std::string& op : status.unsupported_ops) out->add_unsupported_ops(op);
-    out->set_logical_cores(d.logical_cores);
-    out->set_compute_capability(d.compute_capability);
-    out->set_cache_budget_bytes(status.cache_budget_bytes);
+    for (const std::string& op : status.unsupported_ops) wire->add_unsupported_ops(op);
+    wire->set_logical_cores(d.logical_cores);
+    wire->set_compute_capability(d.compute_capability);
+    wire->set_cache_budget_bytes(status.cache_budget_bytes);
     uint64_t resident_bytes = 0;
     for (const ResidentModel& r : status.resident) resident_bytes += r.bytes;
-    out->set_cache_resident_bytes(resident_bytes);
-    out->set_memory_peak_bytes(d.memory_peak_bytes);
+    wire->set_cache_resident_bytes(resident_bytes);
+    wire->set_memory_peak_bytes(d.memory_peak_bytes);
   }
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  call->Answer(absl::OkStatus());
+  return call;
 }
 
 namespace {
@@ -160,16 +161,16 @@ v1::ModelVersionState VersionStateToProto(VersionState state) {
 
 }  // namespace
 
-grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerContext* ctx,
-                                                           const v1::ListModelsRequest*,
-                                                           v1::ListModelsResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(front_end_.auth(), *ctx, TokenAuth::Role::kInference, reactor)) return reactor;
+grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                                           grpc::ByteBuffer* out) {
+  auto* call = new RawUnaryCall<v1::ListModelsRequest, v1::ListModelsResponse>(*in, out);
+  if (!call->parsed() || Refused(front_end_.auth(), *ctx, TokenAuth::Role::kInference, call)) return call;
   absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
   if (!models.ok()) {
-    reactor->Finish(ToGrpcStatus(models.status()));
-    return reactor;
+    call->Answer(models.status());
+    return call;
   }
+  v1::ListModelsResponse* response = call->response();
   for (ModelStatus& model : *models) {
     v1::ModelInfo* info = response->add_models();
     info->set_name(model.name);
@@ -199,55 +200,49 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerC
       info->set_problem(model.config_problem);
     }
   }
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  call->Answer(absl::OkStatus());
+  return call;
 }
 
-grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerContext* ctx,
-                                                          const v1::LoadModelRequest* request,
-                                                          v1::LoadModelResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
-  absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
+grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                                          grpc::ByteBuffer* out) {
+  auto* call = new RawUnaryCall<v1::LoadModelRequest, v1::LoadModelResponse>(*in, out);
+  if (!call->parsed() || Refused(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin, call)) return call;
+  const v1::LoadModelRequest& request = call->request();
+  absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
   if (!precision.ok()) {
-    reactor->Finish(ToGrpcStatus(precision.status()));
-    return reactor;
+    call->Answer(precision.status());
+    return call;
   }
-  LoadRequest load{request->model(), request->version(), request->device(), *precision, nullptr, nullptr, ""};
-  core_.LoadModel(load, [reactor, response, model = request->model()](absl::StatusOr<LoadResult> result) {
-    if (!result.ok()) {
-      reactor->Finish(ToGrpcStatus(result.status()));
-      return;
-    }
+  LoadRequest load{request.model(), request.version(), request.device(), *precision, nullptr, nullptr, ""};
+  core_.LoadModel(load, [call](absl::StatusOr<LoadResult> result) {
+    if (!result.ok()) return call->Answer(result.status());
+    v1::LoadModelResponse* response = call->response();
     v1::LoadedModel* loaded = response->mutable_loaded();
     loaded->set_version(result->version);
     loaded->set_device(result->device);
     loaded->set_dtype(DTypeToProto(result->dtype));
     response->set_load_us(result->load_us);
-    reactor->Finish(grpc::Status::OK);
+    call->Answer(absl::OkStatus());
   });
-  return reactor;
+  return call;
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::UnloadModel(grpc::CallbackServerContext* ctx,
-                                                            const v1::UnloadModelRequest* request,
-                                                            v1::UnloadModelResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Refused(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin, reactor)) return reactor;
-  absl::StatusOr<Precision> precision = PrecisionFromWire(request->precision(), "precision");
+                                                            const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
+  auto* call = new RawUnaryCall<v1::UnloadModelRequest, v1::UnloadModelResponse>(*in, out);
+  if (!call->parsed() || Refused(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin, call)) return call;
+  const v1::UnloadModelRequest& request = call->request();
+  absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
   if (!precision.ok()) {
-    reactor->Finish(ToGrpcStatus(precision.status()));
-    return reactor;
+    call->Answer(precision.status());
+    return call;
   }
   absl::StatusOr<size_t> n =
-      core_.UnloadModel({request->model(), request->version(), request->device(), *precision, nullptr, nullptr, ""});
-  if (!n.ok()) {
-    reactor->Finish(ToGrpcStatus(n.status()));
-    return reactor;
-  }
-  response->set_unloaded(static_cast<uint32_t>(*n));
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+      core_.UnloadModel({request.model(), request.version(), request.device(), *precision, nullptr, nullptr, ""});
+  if (n.ok()) call->response()->set_unloaded(static_cast<uint32_t>(*n));
+  call->Answer(n.status());
+  return call;
 }
 
 }  // namespace infergate

@@ -14,13 +14,16 @@ namespace infergate {
 
 // infergate.v1.InferenceService with Infer on gRPC's completion-queue API
 // (served by completion_queue_infer.h, which calls SubmitInfer) and every
-// other method on the callback API. Each method is marked once, from the
-// generated synchronous base: a method left unmarked would be served
+// other method on the callback API. Every method is raw: the server parses
+// each request itself (message_bytes.h), so a request that does not parse is
+// answered INVALID_ARGUMENT naming the message it should have been; the
+// callback methods through RawUnaryCall. Each method is marked once, from
+// the generated synchronous base: a method left unmarked would be served
 // synchronously, on a thread pool of gRPC's.
-using V1InferenceServiceBase = v1::InferenceService::WithCallbackMethod_ListDevices<
-    v1::InferenceService::WithCallbackMethod_ListModels<v1::InferenceService::WithCallbackMethod_LoadModel<
-        v1::InferenceService::WithCallbackMethod_UnloadModel<
-            v1::InferenceService::WithAsyncMethod_Infer<v1::InferenceService::Service>>>>>;
+using V1InferenceServiceBase = v1::InferenceService::WithRawCallbackMethod_ListDevices<
+    v1::InferenceService::WithRawCallbackMethod_ListModels<v1::InferenceService::WithRawCallbackMethod_LoadModel<
+        v1::InferenceService::WithRawCallbackMethod_UnloadModel<
+            v1::InferenceService::WithRawMethod_Infer<v1::InferenceService::Service>>>>>;
 
 class InferenceServiceImpl final : public V1InferenceServiceBase {
  public:
@@ -33,14 +36,14 @@ class InferenceServiceImpl final : public V1InferenceServiceBase {
   // input tensors alias) and `response` must live until the call finishes.
   void SubmitInfer(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
                    const v1::InferRequest* request, v1::InferResponse* response) const;
-  grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* ctx, const v1::ListDevicesRequest* request,
-                                        v1::ListDevicesResponse* response) override;
-  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx, const v1::ListModelsRequest* request,
-                                       v1::ListModelsResponse* response) override;
-  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx, const v1::LoadModelRequest* request,
-                                      v1::LoadModelResponse* response) override;
-  grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* ctx, const v1::UnloadModelRequest* request,
-                                        v1::UnloadModelResponse* response) override;
+  grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
 
  private:
   InferenceCore& core_;

@@ -16,28 +16,31 @@
 #include "service/front_end.h"
 #include "service/infer_call.h"
 #include "service/open_inference_api.h"
+#include "service/raw_unary_call.h"
 
 namespace infergate {
 
 // The Open Inference Protocol's gRPC service with ModelInfer and
 // ModelStreamInfer on gRPC's completion-queue API (served by
 // completion_queue_infer.h, which calls SubmitModelInfer and runs streams as
-// InferStreams; the stream's method is raw, its messages parsed there) and
-// every other method on the callback API. Each method is marked once, from
-// the generated synchronous base: a method left unmarked would be served
-// synchronously, on a thread pool of gRPC's.
+// InferStreams) and every other method on the callback API. Every method is
+// raw: the server parses each request itself (message_bytes.h), so a request
+// that does not parse is answered INVALID_ARGUMENT naming the message it
+// should have been; the callback methods through RawUnaryCall. Each method
+// is marked once, from the generated synchronous base: a method left
+// unmarked would be served synchronously, on a thread pool of gRPC's.
 namespace open_inference_service_base {
 using Grpc = inference::GRPCInferenceService;
-using Type = Grpc::WithCallbackMethod_ServerLive<Grpc::WithCallbackMethod_ServerReady<
-    Grpc::WithCallbackMethod_ModelReady<Grpc::WithCallbackMethod_ServerMetadata<
-    Grpc::WithCallbackMethod_ModelMetadata<Grpc::WithRawMethod_ModelStreamInfer<
-    Grpc::WithCallbackMethod_ModelConfig<Grpc::WithCallbackMethod_ModelStatistics<
-    Grpc::WithCallbackMethod_RepositoryIndex<Grpc::WithCallbackMethod_RepositoryModelLoad<
-    Grpc::WithCallbackMethod_RepositoryModelUnload<Grpc::WithCallbackMethod_SystemSharedMemoryStatus<
-    Grpc::WithCallbackMethod_SystemSharedMemoryRegister<Grpc::WithCallbackMethod_SystemSharedMemoryUnregister<
-    Grpc::WithCallbackMethod_CudaSharedMemoryStatus<Grpc::WithCallbackMethod_CudaSharedMemoryRegister<
-    Grpc::WithCallbackMethod_CudaSharedMemoryUnregister<Grpc::WithCallbackMethod_TraceSetting<
-    Grpc::WithCallbackMethod_LogSettings<Grpc::WithAsyncMethod_ModelInfer<Grpc::Service>>>>>>>>>>>>>>>>>>>>;
+using Type = Grpc::WithRawCallbackMethod_ServerLive<Grpc::WithRawCallbackMethod_ServerReady<
+    Grpc::WithRawCallbackMethod_ModelReady<Grpc::WithRawCallbackMethod_ServerMetadata<
+    Grpc::WithRawCallbackMethod_ModelMetadata<Grpc::WithRawMethod_ModelStreamInfer<
+    Grpc::WithRawCallbackMethod_ModelConfig<Grpc::WithRawCallbackMethod_ModelStatistics<
+    Grpc::WithRawCallbackMethod_RepositoryIndex<Grpc::WithRawCallbackMethod_RepositoryModelLoad<
+    Grpc::WithRawCallbackMethod_RepositoryModelUnload<Grpc::WithRawCallbackMethod_SystemSharedMemoryStatus<
+    Grpc::WithRawCallbackMethod_SystemSharedMemoryRegister<Grpc::WithRawCallbackMethod_SystemSharedMemoryUnregister<
+    Grpc::WithRawCallbackMethod_CudaSharedMemoryStatus<Grpc::WithRawCallbackMethod_CudaSharedMemoryRegister<
+    Grpc::WithRawCallbackMethod_CudaSharedMemoryUnregister<Grpc::WithRawCallbackMethod_TraceSetting<
+    Grpc::WithRawCallbackMethod_LogSettings<Grpc::WithRawMethod_ModelInfer<Grpc::Service>>>>>>>>>>>>>>>>>>>>;
 }  // namespace open_inference_service_base
 
 class OpenInferenceService final : public open_inference_service_base::Type {
@@ -52,62 +55,50 @@ class OpenInferenceService final : public open_inference_service_base::Type {
   void SubmitModelInfer(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
                         const inference::ModelInferRequest* request, inference::ModelInferResponse* response) const;
 
-  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest* request,
-                                       inference::ServerLiveResponse* response) override;
-  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx,
-                                        const inference::ServerReadyRequest* request,
-                                        inference::ServerReadyResponse* response) override;
-  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx, const inference::ModelReadyRequest* request,
-                                       inference::ModelReadyResponse* response) override;
-  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
-                                           const inference::ServerMetadataRequest* request,
-                                           inference::ServerMetadataResponse* response) override;
-  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
-                                          const inference::ModelMetadataRequest* request,
-                                          inference::ModelMetadataResponse* response) override;
-  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const inference::ModelConfigRequest* request,
-                                        inference::ModelConfigResponse* response) override;
-  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
-                                            const inference::ModelStatisticsRequest* request,
-                                            inference::ModelStatisticsResponse* response) override;
-  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
-                                            const inference::RepositoryIndexRequest* request,
-                                            inference::RepositoryIndexResponse* response) override;
-  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* ctx,
-                                                const inference::RepositoryModelLoadRequest* request,
-                                                inference::RepositoryModelLoadResponse* response) override;
-  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx,
-                                                  const inference::RepositoryModelUnloadRequest* request,
-                                                  inference::RepositoryModelUnloadResponse* response) override;
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) override;
 
   // The extensions answered by open_inference_extensions.h.
-  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(grpc::CallbackServerContext* ctx,
-                                                     const inference::SystemSharedMemoryStatusRequest* request,
-                                                     inference::SystemSharedMemoryStatusResponse* response) override;
-  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(grpc::CallbackServerContext* ctx,
-                                                       const inference::SystemSharedMemoryRegisterRequest* request,
-                                                       inference::SystemSharedMemoryRegisterResponse* response) override;
-  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(
-      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* request,
-      inference::SystemSharedMemoryUnregisterResponse* response) override;
-  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* ctx,
-                                                   const inference::CudaSharedMemoryStatusRequest* request,
-                                                   inference::CudaSharedMemoryStatusResponse* response) override;
-  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(grpc::CallbackServerContext* ctx,
-                                                     const inference::CudaSharedMemoryRegisterRequest* request,
-                                                     inference::CudaSharedMemoryRegisterResponse* response) override;
-  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
-                                                       const inference::CudaSharedMemoryUnregisterRequest* request,
-                                                       inference::CudaSharedMemoryUnregisterResponse* response) override;
-  grpc::ServerUnaryReactor* TraceSetting(grpc::CallbackServerContext* ctx, const inference::TraceSettingRequest* request,
-                                         inference::TraceSettingResponse* response) override;
-  grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx, const inference::LogSettingsRequest* request,
-                                        inference::LogSettingsResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* TraceSetting(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
 
  private:
-  // Finishes a call with `answer`'s status once the caller's inference
-  // token is checked.
-  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, const std::function<absl::Status()>& answer);
+  // Answers a call that parsed with `answer`'s status once the caller's
+  // inference token is checked.
+  grpc::ServerUnaryReactor* AnswerWithToken(grpc::CallbackServerContext* ctx, RawUnaryReactor* call,
+                                            const std::function<absl::Status()>& answer);
 
   InferenceCore& core_;
   const FrontEnd& front_end_;  // ServerReady and ModelReady say false while it drains

@@ -3,6 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "service/call_context.h"
 #include "service/infer_call.h"
+#include "service/message_bytes.h"
+#include "service/raw_unary_call.h"
 #include "service/torchserve_handlers.h"
 #include "service/json_scan.h"
 
@@ -20,22 +22,31 @@ TorchServeGrpcService::TorchServeGrpcService(InferenceCore& core, const FrontEnd
                                              const TorchServeCatalog* catalog)
     : core_(core), front_end_(front_end), models_(core, catalog) {}
 
-grpc::ServerUnaryReactor* TorchServeGrpcService::Ping(grpc::CallbackServerContext* ctx, const google::protobuf::Empty*,
-                                                      ts::TorchServeHealthResponse* response) {
+grpc::ServerUnaryReactor* TorchServeGrpcService::Ping(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
+                                                      grpc::ByteBuffer* out) {
+  auto* call = new RawUnaryCall<google::protobuf::Empty, ts::TorchServeHealthResponse>(*in, out);
+  if (!call->parsed()) return call;
   const bool healthy = core_.ready() && !front_end_.draining();
-  response->set_health(nlohmann::json({{"status", healthy ? "Healthy" : "Unhealthy"}}).dump(2));
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  call->response()->set_health(nlohmann::json({{"status", healthy ? "Healthy" : "Unhealthy"}}).dump(2));
+  call->Answer(absl::OkStatus());
+  return call;
 }
 
 grpc::ServerUnaryReactor* TorchServeGrpcService::Predictions(grpc::CallbackServerContext* ctx,
-                                                             const ts::PredictionsRequest* request,
-                                                             ts::PredictionResponse* response) {
+                                                             const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
+  // Read here, while the call is decoded; the answer lives in the reactor.
+  ts::PredictionsRequest parsed;
+  const absl::Status parse = ParseRequestBytes(*in, &parsed);
+  const ts::PredictionsRequest* request = &parsed;
   const std::string model = ModelNameOf(*ctx, request->model_name());
-  auto* reactor = new InferCallReactor(front_end_, *ctx, model, kPredictions);
+  auto* reactor = new InferCallReactor<ts::PredictionResponse>(front_end_, *ctx, model, kPredictions, out);
   InferCall& call = reactor->call();
-  if (!reactor->Admit(*ctx, request->ByteSizeLong())) return reactor;
+  if (!reactor->Admit(*ctx, in->Length())) return reactor;
+  if (!parse.ok()) {
+    call.Refuse(parse);
+    return reactor;
+  }
+  ts::PredictionResponse* response = reactor->response();
   absl::StatusOr<PredictionTarget> target = models_.Resolve(model, request->model_version());
   if (!target.ok()) {
     call.Refuse(target.status());

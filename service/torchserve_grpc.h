@@ -18,17 +18,24 @@
 
 namespace infergate {
 
-class TorchServeGrpcService final
-    : public org::pytorch::serve::grpc::inference::InferenceAPIsService::CallbackService {
+// Ping and Predictions are raw (their requests parsed by the server, so one
+// that does not parse is answered INVALID_ARGUMENT: raw_unary_call.h); the
+// streamed methods keep gRPC's UNIMPLEMENTED.
+namespace torchserve_grpc_base {
+using Grpc = org::pytorch::serve::grpc::inference::InferenceAPIsService;
+using Type = Grpc::WithRawCallbackMethod_Ping<Grpc::WithRawCallbackMethod_Predictions<
+    Grpc::WithCallbackMethod_StreamPredictions<Grpc::WithCallbackMethod_StreamPredictions2<Grpc::Service>>>>;
+}  // namespace torchserve_grpc_base
+
+class TorchServeGrpcService final : public torchserve_grpc_base::Type {
  public:
   // `catalog` may be null; it, `core` and `front_end` must outlive this.
   TorchServeGrpcService(InferenceCore& core, const FrontEnd& front_end, const TorchServeCatalog* catalog);
 
-  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx, const google::protobuf::Empty* request,
-                                 org::pytorch::serve::grpc::inference::TorchServeHealthResponse* response) override;
-  grpc::ServerUnaryReactor* Predictions(grpc::CallbackServerContext* ctx,
-                                        const org::pytorch::serve::grpc::inference::PredictionsRequest* request,
-                                        org::pytorch::serve::grpc::inference::PredictionResponse* response) override;
+  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Predictions(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
  private:
   InferenceCore& core_;

@@ -315,6 +315,21 @@ def main():
         check(len(answers) == 3 and answers[1].error_message.startswith("INVALID_ARGUMENT: request:") and
               answers[0].error_message == "" and answers[2].error_message == "",
               "unparsable message answered %r" % (answers[1].error_message if len(answers) > 1 else None))
+        # So is every unary method, of both services: bytes that are not its
+        # request are INVALID_ARGUMENT naming the message they should have
+        # been (gRPC's own parsing would answer UNIMPLEMENTED with no message,
+        # or INTERNAL), and the server goes on serving.
+        garbage = b"\xff\xff\xff\xff not a request"
+        for service in (pb.DESCRIPTOR.services_by_name["GRPCInferenceService"],
+                        v1.DESCRIPTOR.services_by_name["InferenceService"]):
+            for method in service.methods:
+                if method.client_streaming or method.server_streaming:
+                    continue
+                raw = channel.unary_unary("/%s/%s" % (service.full_name, method.name),
+                                          request_serializer=lambda b: b, response_deserializer=lambda b: b)
+                want = "request: not a valid %s message (it does not parse)" % method.input_type.full_name
+                expect_error(lambda: raw(garbage, timeout=60), grpc.StatusCode.INVALID_ARGUMENT, want)
+        check(stub.ServerReady(pb.ServerReadyRequest()).ready, "ready after unparsable requests")
 
         # --- repository index, load and unload
         index = stub.RepositoryIndex(pb.RepositoryIndexRequest()).models

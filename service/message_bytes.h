@@ -1,0 +1,28 @@
+#pragma once
+// Requests and answers of the gRPC methods that take their messages as
+// bytes (marked raw) and parse and serialise them here, instead of inside
+// gRPC. gRPC 1.51 answers a request that does not parse with a status that
+// misleads the client: UNIMPLEMENTED with no message on the callback API (as
+// if the method did not exist), INTERNAL "Unable to parse request" on the
+// completion-queue API, and on a stream it ends the reading as if the
+// client had closed its side. The raw methods answer INVALID_ARGUMENT
+// instead, naming the message the bytes should have been.
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "google/protobuf/message.h"
+
+namespace infergate {
+
+// Parses `bytes` into `request` (cleared first). INVALID_ARGUMENT
+// "request: not a valid <full message name> message (it does not parse)"
+// when they are not one; `request` is then left cleared.
+absl::Status ParseRequestBytes(const grpc::ByteBuffer& bytes, google::protobuf::Message* request);
+
+// Serialises `answer` into `bytes`. INTERNAL, naming its size, for an
+// answer protobuf cannot serialise (over its 2 GB limit); `bytes` is then
+// empty.
+absl::Status SerializeAnswerBytes(const google::protobuf::Message& answer, grpc::ByteBuffer* bytes);
+
+}  // namespace infergate
