@@ -21,6 +21,7 @@
 #include "core/inference_core.h"
 #include "devices/caching_cpu_allocator.h"
 #include "devices/host_requirements.h"
+#include "service/protobuf_log.h"
 #include "service/server.h"
 #include "service/server_options.h"
 #include "service/stop_signals.h"
@@ -75,6 +76,7 @@ int Run(int argc, char** argv) {
   }
   const ServerOptions& opts = *parsed;
   SetMinLogLevel(ParseLevel(opts.log_level));
+  RouteProtobufLogsToServerLog();
   // Debian builds Abseil without NDEBUG, which leaves absl::Mutex's
   // lock-order graph on for every lock gRPC takes: a few per cent of the
   // CPU at high request rates, for a check meant for debug builds.
