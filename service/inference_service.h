@@ -37,13 +37,13 @@ class InferenceServiceImpl final : public V1InferenceServiceBase {
   void SubmitInfer(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
                    const v1::InferRequest* request, v1::InferResponse* response) const;
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response) override;
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                      grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                     grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
  private:
   InferenceCore& core_;

@@ -14,8 +14,8 @@ absl::Status ParseRequestBytes(const grpc::ByteBuffer& bytes, google::protobuf::
     return absl::OkStatus();
   }
   request->Clear();  // no half-read id or name may reach an answer
-  return absl::InvalidArgumentError(absl::StrCat("request: not a valid ", request->GetDescriptor()->full_name(),
-                                                 " message (it does not parse)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("request: not a valid ", request->GetDescriptor()->full_name(), " message (it does not parse)"));
 }
 
 absl::Status SerializeAnswerBytes(const google::protobuf::Message& answer, grpc::ByteBuffer* bytes) {

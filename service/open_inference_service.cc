@@ -23,10 +23,19 @@ grpc::ServerUnaryReactor* Answered(RawUnaryReactor* call, const absl::Status& st
 
 }  // namespace
 
-OpenInferenceService::OpenInferenceService(InferenceCore& core, const FrontEnd& front_end,
-                                           std::string server_version)
+OpenInferenceService::OpenInferenceService(InferenceCore& core, const FrontEnd& front_end, std::string server_version)
     : core_(core), front_end_(front_end), api_(core, std::move(server_version)) {}
 
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* OpenInferenceService::ServeWithToken(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out,
+    absl::FunctionRef<absl::Status(const Request& request, Response* response)> answer) {
+  auto* call = new RawUnaryCall<Request, Response>(*in, out);
+  if (!call->parsed()) return call;
+  absl::Status s = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference);
+  if (s.ok()) s = answer(call->request(), call->response());
+  return Answered(call, s);
+}
 
 grpc::ServerUnaryReactor* OpenInferenceService::ServerLive(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
                                                            grpc::ByteBuffer* out) {
@@ -47,73 +56,65 @@ grpc::ServerUnaryReactor* OpenInferenceService::ServerReady(grpc::CallbackServer
 
 grpc::ServerUnaryReactor* OpenInferenceService::ModelReady(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                            grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<pb::ModelReadyRequest, pb::ModelReadyResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(ctx, call, [&] {
-    const pb::ModelReadyRequest& request = call->request();
-    call->response()->set_ready(api_.ModelReady(ModelNameOf(*ctx, request.name()), request.version()) &&
-                                !front_end_.draining());
-    return absl::OkStatus();
-  });
+  return ServeWithToken<pb::ModelReadyRequest, pb::ModelReadyResponse>(
+      ctx, in, out, [&](const auto& request, auto* response) {
+        response->set_ready(api_.ModelReady(ModelNameOf(*ctx, request.name()), request.version()) &&
+                            !front_end_.draining());
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::ServerMetadata(grpc::CallbackServerContext* ctx,
                                                                const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<pb::ServerMetadataRequest, pb::ServerMetadataResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(ctx, call, [&] {
-    api_.ServerMetadata({}, call->response());
-    return absl::OkStatus();
-  });
+  return ServeWithToken<pb::ServerMetadataRequest, pb::ServerMetadataResponse>(
+      ctx, in, out, [&](const auto&, auto* response) {
+        api_.ServerMetadata({}, response);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::ModelMetadata(grpc::CallbackServerContext* ctx,
                                                               const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<pb::ModelMetadataRequest, pb::ModelMetadataResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(ctx, call, [&] {
-    return api_.ModelMetadata(ModelNameOf(*ctx, call->request().name()), call->request().version(),
-                              call->response());
-  });
+  return ServeWithToken<pb::ModelMetadataRequest, pb::ModelMetadataResponse>(
+      ctx, in, out, [&](const auto& request, auto* response) {
+        return api_.ModelMetadata(ModelNameOf(*ctx, request.name()), request.version(), response);
+      });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::ModelConfig(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                                            grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<pb::ModelConfigRequest, pb::ModelConfigResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(
-      ctx, call, [&] { return api_.ModelConfig(call->request().name(), call->request().version(), call->response()); });
+grpc::ServerUnaryReactor* OpenInferenceService::ModelConfig(grpc::CallbackServerContext* ctx,
+                                                            const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
+  return ServeWithToken<pb::ModelConfigRequest, pb::ModelConfigResponse>(
+      ctx, in, out, [&](const auto& request, auto* response) {
+        return api_.ModelConfig(request.name(), request.version(), response);
+      });
 }
 
-void OpenInferenceService::SubmitModelInfer(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
-                                            const inference::ModelInferRequest* request,
+void OpenInferenceService::SubmitModelInfer(InferCall& call, const grpc::ServerContextBase& ctx,
+                                            const std::string& model, const inference::ModelInferRequest* request,
                                             inference::ModelInferResponse* response) const {
   InferenceRequest req;
   req.deadline = SteadyDeadline(ctx);
   // Input tensors alias the request's bytes, which live until the call finishes.
   if (absl::Status s = DecodeInferRequest(*request, front_end_.limits(), &req); !s.ok()) return call.Refuse(s);
   req.model = model;
-  call.Submit(std::move(req), [request, response](InferenceResult& result) {
-    return EncodeInferResponse(*request, result, response);
-  });
+  call.Submit(std::move(req),
+              [request, response](InferenceResult& result) { return EncodeInferResponse(*request, result, response); });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::ModelStatistics(grpc::CallbackServerContext* ctx,
                                                                 const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<pb::ModelStatisticsRequest, pb::ModelStatisticsResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(ctx, call, [&] {
-    return api_.ModelStatistics(call->request().name(), call->request().version(), call->response());
-  });
+  return ServeWithToken<pb::ModelStatisticsRequest, pb::ModelStatisticsResponse>(
+      ctx, in, out, [&](const auto& request, auto* response) {
+        return api_.ModelStatistics(request.name(), request.version(), response);
+      });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::RepositoryIndex(grpc::CallbackServerContext* ctx,
                                                                 const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<pb::RepositoryIndexRequest, pb::RepositoryIndexResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(ctx, call, [&] {
-    return api_.RepositoryIndex(call->request().repository_name(), call->request().ready(), call->response());
-  });
+  return ServeWithToken<pb::RepositoryIndexRequest, pb::RepositoryIndexResponse>(
+      ctx, in, out, [&](const auto& request, auto* response) {
+        return api_.RepositoryIndex(request.repository_name(), request.ready(), response);
+      });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelLoad(grpc::CallbackServerContext* ctx,
@@ -122,8 +123,9 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelLoad(grpc::Callba
   if (!call->parsed()) return call;
   if (absl::Status s = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin); !s.ok()) return Answered(call, s);
   const pb::RepositoryModelLoadRequest& request = call->request();
-  absl::StatusOr<LoadRequest> load = LoadRequestFromParameters(request.model_name(), request.parameters(),
-                                                               /*unload=*/false, front_end_.limits().max_load_file_bytes);
+  absl::StatusOr<LoadRequest> load =
+      LoadRequestFromParameters(request.model_name(), request.parameters(),
+                                /*unload=*/false, front_end_.limits().max_load_file_bytes);
   if (!load.ok()) return Answered(call, load.status());
   // Model files sent with the load are held (and written out) until it ends:
   // they count against the in-flight budget like a request's tensors.
@@ -138,7 +140,8 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelLoad(grpc::Callba
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelUnload(grpc::CallbackServerContext* ctx,
-                                                                      const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
+                                                                      const grpc::ByteBuffer* in,
+                                                                      grpc::ByteBuffer* out) {
   auto* call = new RawUnaryCall<pb::RepositoryModelUnloadRequest, pb::RepositoryModelUnloadResponse>(*in, out);
   if (!call->parsed()) return call;
   if (absl::Status s = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin); !s.ok()) return Answered(call, s);
@@ -150,79 +153,68 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelUnload(grpc::Call
 
 // --- The extensions this server answers without serving them as Triton does.
 
-grpc::ServerUnaryReactor* OpenInferenceService::AnswerWithToken(grpc::CallbackServerContext* ctx, RawUnaryReactor* call,
-                                                                const std::function<absl::Status()>& answer) {
-  absl::Status s = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference);
-  if (s.ok()) s = answer();
-  return Answered(call, s);
-}
-
 grpc::ServerUnaryReactor* OpenInferenceService::SystemSharedMemoryStatus(grpc::CallbackServerContext* ctx,
                                                                          const grpc::ByteBuffer* in,
                                                                          grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<pb::SystemSharedMemoryStatusRequest, pb::SystemSharedMemoryStatusResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(
-      ctx, call, [&] { return infergate::SharedMemoryStatus(SharedMemoryKind::kSystem, call->request().name()); });
+  return ServeWithToken<pb::SystemSharedMemoryStatusRequest, pb::SystemSharedMemoryStatusResponse>(
+      ctx, in, out, [](const auto& request, auto*) {
+        return infergate::SharedMemoryStatus(SharedMemoryKind::kSystem, request.name());
+      });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::SystemSharedMemoryRegister(grpc::CallbackServerContext* ctx,
                                                                            const grpc::ByteBuffer* in,
                                                                            grpc::ByteBuffer* out) {
-  auto* call =
-      new RawUnaryCall<pb::SystemSharedMemoryRegisterRequest, pb::SystemSharedMemoryRegisterResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(
-      ctx, call, [&] { return infergate::SharedMemoryRegister(SharedMemoryKind::kSystem, call->request().name()); });
+  return ServeWithToken<pb::SystemSharedMemoryRegisterRequest, pb::SystemSharedMemoryRegisterResponse>(
+      ctx, in, out, [](const auto& request, auto*) {
+        return infergate::SharedMemoryRegister(SharedMemoryKind::kSystem, request.name());
+      });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::SystemSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
                                                                              const grpc::ByteBuffer* in,
                                                                              grpc::ByteBuffer* out) {
-  auto* call =
-      new RawUnaryCall<pb::SystemSharedMemoryUnregisterRequest, pb::SystemSharedMemoryUnregisterResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(
-      ctx, call, [&] { return infergate::SharedMemoryUnregister(SharedMemoryKind::kSystem, call->request().name()); });
+  return ServeWithToken<pb::SystemSharedMemoryUnregisterRequest, pb::SystemSharedMemoryUnregisterResponse>(
+      ctx, in, out, [](const auto& request, auto*) {
+        return infergate::SharedMemoryUnregister(SharedMemoryKind::kSystem, request.name());
+      });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::CudaSharedMemoryStatus(grpc::CallbackServerContext* ctx,
                                                                        const grpc::ByteBuffer* in,
                                                                        grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<pb::CudaSharedMemoryStatusRequest, pb::CudaSharedMemoryStatusResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(
-      ctx, call, [&] { return infergate::SharedMemoryStatus(SharedMemoryKind::kCuda, call->request().name()); });
+  return ServeWithToken<pb::CudaSharedMemoryStatusRequest, pb::CudaSharedMemoryStatusResponse>(
+      ctx, in, out, [](const auto& request, auto*) {
+        return infergate::SharedMemoryStatus(SharedMemoryKind::kCuda, request.name());
+      });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::CudaSharedMemoryRegister(grpc::CallbackServerContext* ctx,
                                                                          const grpc::ByteBuffer* in,
                                                                          grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<pb::CudaSharedMemoryRegisterRequest, pb::CudaSharedMemoryRegisterResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(
-      ctx, call, [&] { return infergate::SharedMemoryRegister(SharedMemoryKind::kCuda, call->request().name()); });
+  return ServeWithToken<pb::CudaSharedMemoryRegisterRequest, pb::CudaSharedMemoryRegisterResponse>(
+      ctx, in, out, [](const auto& request, auto*) {
+        return infergate::SharedMemoryRegister(SharedMemoryKind::kCuda, request.name());
+      });
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::CudaSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
                                                                            const grpc::ByteBuffer* in,
                                                                            grpc::ByteBuffer* out) {
-  auto* call =
-      new RawUnaryCall<pb::CudaSharedMemoryUnregisterRequest, pb::CudaSharedMemoryUnregisterResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(
-      ctx, call, [&] { return infergate::SharedMemoryUnregister(SharedMemoryKind::kCuda, call->request().name()); });
+  return ServeWithToken<pb::CudaSharedMemoryUnregisterRequest, pb::CudaSharedMemoryUnregisterResponse>(
+      ctx, in, out, [](const auto& request, auto*) {
+        return infergate::SharedMemoryUnregister(SharedMemoryKind::kCuda, request.name());
+      });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::TraceSetting(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                                             grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<pb::TraceSettingRequest, pb::TraceSettingResponse>(*in, out);
-  if (!call->parsed()) return call;
-  return AnswerWithToken(ctx, call, [&] { return TraceSettingAnswer(call->request().model_name()); });
+grpc::ServerUnaryReactor* OpenInferenceService::TraceSetting(grpc::CallbackServerContext* ctx,
+                                                             const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
+  return ServeWithToken<pb::TraceSettingRequest, pb::TraceSettingResponse>(
+      ctx, in, out, [](const auto& request, auto*) { return TraceSettingAnswer(request.model_name()); });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::LogSettings(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                                            grpc::ByteBuffer* out) {
+grpc::ServerUnaryReactor* OpenInferenceService::LogSettings(grpc::CallbackServerContext* ctx,
+                                                            const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
   auto* call = new RawUnaryCall<pb::LogSettingsRequest, pb::LogSettingsResponse>(*in, out);
   if (!call->parsed()) return call;
   const pb::LogSettingsRequest& request = call->request();
@@ -233,9 +225,15 @@ grpc::ServerUnaryReactor* OpenInferenceService::LogSettings(grpc::CallbackServer
   infergate::LogSettings changes;
   for (const auto& [key, value] : request.settings()) {
     switch (value.parameter_choice_case()) {
-      case pb::LogSettingsRequest::SettingValue::kBoolParam: changes[key] = value.bool_param(); break;
-      case pb::LogSettingsRequest::SettingValue::kUint32Param: changes[key] = value.uint32_param(); break;
-      case pb::LogSettingsRequest::SettingValue::kStringParam: changes[key] = value.string_param(); break;
+      case pb::LogSettingsRequest::SettingValue::kBoolParam:
+        changes[key] = value.bool_param();
+        break;
+      case pb::LogSettingsRequest::SettingValue::kUint32Param:
+        changes[key] = value.uint32_param();
+        break;
+      case pb::LogSettingsRequest::SettingValue::kStringParam:
+        changes[key] = value.string_param();
+        break;
       default:
         return Answered(call,
                         absl::InvalidArgumentError(absl::StrCat("settings.", key.substr(0, 64), ": has no value")));

@@ -8,9 +8,9 @@
 // No gRPC thread waits for a model. Streams keep many requests in flight
 // (see open_inference_stream.h).
 
-#include <functional>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "core/inference_core.h"
 #include "service/front_end.h"
@@ -56,49 +56,55 @@ class OpenInferenceService final : public open_inference_service_base::Type {
                         const inference::ModelInferRequest* request, inference::ModelInferResponse* response) const;
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                      grpc::ByteBuffer* response) override;
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response) override;
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                      grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                          grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                         grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                           grpc::ByteBuffer* response) override;
+                                            grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                           grpc::ByteBuffer* response) override;
+                                            grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                               grpc::ByteBuffer* response) override;
+                                                grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                 grpc::ByteBuffer* response) override;
+                                                  grpc::ByteBuffer* response) override;
 
   // The extensions answered by open_inference_extensions.h.
   grpc::ServerUnaryReactor* SystemSharedMemoryStatus(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                    grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                      grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                        grpc::ByteBuffer* response) override;
+                                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(grpc::CallbackServerContext* ctx,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                  grpc::ByteBuffer* response) override;
+                                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* CudaSharedMemoryRegister(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                    grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                      grpc::ByteBuffer* response) override;
+                                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* TraceSetting(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                        grpc::ByteBuffer* response) override;
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response) override;
+                                        grpc::ByteBuffer* response) override;
 
  private:
-  // Answers a call that parsed with `answer`'s status once the caller's
-  // inference token is checked.
-  grpc::ServerUnaryReactor* AnswerWithToken(grpc::CallbackServerContext* ctx, RawUnaryReactor* call,
-                                            const std::function<absl::Status()>& answer);
+  // Serves a call of a method that needs the caller's inference token:
+  // parses `in` as a `Request`, checks the token, and answers with what
+  // `answer` returns (filling the `Response` when OK). Defined in the .cc.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* ServeWithToken(
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out,
+      absl::FunctionRef<absl::Status(const Request& request, Response* response)> answer);
 
   InferenceCore& core_;
   const FrontEnd& front_end_;  // ServerReady and ModelReady say false while it drains

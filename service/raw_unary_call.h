@@ -53,8 +53,7 @@ class RawUnaryReactor : public grpc::ServerUnaryReactor {
   // `out` is gRPC's response buffer for the call; `response` the message
   // Answer sends (it may be a member not yet constructed: it is read only
   // by Answer).
-  RawUnaryReactor(grpc::ByteBuffer* out, const google::protobuf::Message& response)
-      : out_(out), response_(response) {}
+  RawUnaryReactor(grpc::ByteBuffer* out, const google::protobuf::Message& response) : out_(out), response_(response) {}
   ~RawUnaryReactor() override = default;
 
  private:
