@@ -29,13 +29,6 @@ absl::Status CheckToken(const TokenAuth& auth, const grpc::ServerContextBase& ct
   return auth.Check([&ctx] { return Authorization(ctx); }, role);
 }
 
-bool Refused(const TokenAuth& auth, const grpc::ServerContextBase& ctx, TokenAuth::Role role, RawUnaryReactor* call) {
-  absl::Status s = CheckToken(auth, ctx, role);
-  if (s.ok()) return false;
-  call->Answer(s);
-  return true;
-}
-
 void TraceInferCall(InferCall& call, const grpc::ServerContextBase& ctx, const InferRpc& rpc,
                     absl::string_view model) {
   if (!call.front_end().tracing()) return;

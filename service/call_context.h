@@ -37,9 +37,6 @@ Clock::time_point SteadyDeadline(const grpc::ServerContextBase& ctx);
 // The value of metadata `name` (lower case); empty when absent.
 absl::string_view MetadataValue(const grpc::ServerContextBase& ctx, absl::string_view name);
 
-// Answers `call` with the auth failure for `role`, if any; true when it did.
-bool Refused(const TokenAuth& auth, const grpc::ServerContextBase& ctx, TokenAuth::Role role, RawUnaryReactor* call);
-
 // The RPC an inference call came by, for its trace: the full method name
 // ("inference.GRPCInferenceService/ModelInfer"), service and method.
 struct InferRpc {

@@ -103,8 +103,9 @@ void InferenceServiceImpl::SubmitInfer(InferCall& call, const grpc::ServerContex
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServerContext* ctx,
                                                             const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<v1::ListDevicesRequest, v1::ListDevicesResponse>(*in, out);
-  if (!call->parsed() || Refused(front_end_.auth(), *ctx, TokenAuth::Role::kInference, call)) return call;
+  auto* call = new RawUnaryCall<v1::ListDevicesRequest, v1::ListDevicesResponse>(
+      *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference));
+  if (!call->parsed()) return call;
   v1::ListDevicesResponse* response = call->response();
   for (const DeviceStatus& status : core_.Devices()) {
     const DeviceInfo& d = status.info;
@@ -163,8 +164,9 @@ v1::ModelVersionState VersionStateToProto(VersionState state) {
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                            grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<v1::ListModelsRequest, v1::ListModelsResponse>(*in, out);
-  if (!call->parsed() || Refused(front_end_.auth(), *ctx, TokenAuth::Role::kInference, call)) return call;
+  auto* call = new RawUnaryCall<v1::ListModelsRequest, v1::ListModelsResponse>(
+      *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference));
+  if (!call->parsed()) return call;
   absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
   if (!models.ok()) {
     call->Answer(models.status());
@@ -206,8 +208,9 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerC
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                           grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<v1::LoadModelRequest, v1::LoadModelResponse>(*in, out);
-  if (!call->parsed() || Refused(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin, call)) return call;
+  auto* call = new RawUnaryCall<v1::LoadModelRequest, v1::LoadModelResponse>(
+      *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin));
+  if (!call->parsed()) return call;
   const v1::LoadModelRequest& request = call->request();
   absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
   if (!precision.ok()) {
@@ -230,8 +233,9 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerCo
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::UnloadModel(grpc::CallbackServerContext* ctx,
                                                             const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<v1::UnloadModelRequest, v1::UnloadModelResponse>(*in, out);
-  if (!call->parsed() || Refused(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin, call)) return call;
+  auto* call = new RawUnaryCall<v1::UnloadModelRequest, v1::UnloadModelResponse>(
+      *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin));
+  if (!call->parsed()) return call;
   const v1::UnloadModelRequest& request = call->request();
   absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
   if (!precision.ok()) {

@@ -30,11 +30,10 @@ template <typename Request, typename Response>
 grpc::ServerUnaryReactor* OpenInferenceService::ServeWithToken(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out,
     absl::FunctionRef<absl::Status(const Request& request, Response* response)> answer) {
-  auto* call = new RawUnaryCall<Request, Response>(*in, out);
+  auto* call =
+      new RawUnaryCall<Request, Response>(*in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference));
   if (!call->parsed()) return call;
-  absl::Status s = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference);
-  if (s.ok()) s = answer(call->request(), call->response());
-  return Answered(call, s);
+  return Answered(call, answer(call->request(), call->response()));
 }
 
 grpc::ServerUnaryReactor* OpenInferenceService::ServerLive(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
@@ -119,9 +118,9 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryIndex(grpc::CallbackSe
 
 grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelLoad(grpc::CallbackServerContext* ctx,
                                                                     const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<pb::RepositoryModelLoadRequest, pb::RepositoryModelLoadResponse>(*in, out);
+  auto* call = new RawUnaryCall<pb::RepositoryModelLoadRequest, pb::RepositoryModelLoadResponse>(
+      *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin));
   if (!call->parsed()) return call;
-  if (absl::Status s = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin); !s.ok()) return Answered(call, s);
   const pb::RepositoryModelLoadRequest& request = call->request();
   absl::StatusOr<LoadRequest> load =
       LoadRequestFromParameters(request.model_name(), request.parameters(),
@@ -142,9 +141,9 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelLoad(grpc::Callba
 grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelUnload(grpc::CallbackServerContext* ctx,
                                                                       const grpc::ByteBuffer* in,
                                                                       grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<pb::RepositoryModelUnloadRequest, pb::RepositoryModelUnloadResponse>(*in, out);
+  auto* call = new RawUnaryCall<pb::RepositoryModelUnloadRequest, pb::RepositoryModelUnloadResponse>(
+      *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin));
   if (!call->parsed()) return call;
-  if (absl::Status s = CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin); !s.ok()) return Answered(call, s);
   absl::StatusOr<LoadRequest> unload =
       LoadRequestFromParameters(call->request().model_name(), call->request().parameters(), /*unload=*/true);
   absl::StatusOr<size_t> n = unload.ok() ? core_.UnloadModel(*unload) : absl::StatusOr<size_t>(unload.status());
@@ -218,7 +217,8 @@ grpc::ServerUnaryReactor* OpenInferenceService::LogSettings(grpc::CallbackServer
   auto* call = new RawUnaryCall<pb::LogSettingsRequest, pb::LogSettingsResponse>(*in, out);
   if (!call->parsed()) return call;
   const pb::LogSettingsRequest& request = call->request();
-  // Reading needs the inference token; changing the server's logging, the admin one.
+  // Reading needs the inference token; changing the server's logging, the
+  // admin one: which one, only the parsed request says.
   const bool change = request.settings_size() > 0;
   absl::Status s = CheckToken(front_end_.auth(), *ctx, change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
   if (!s.ok()) return Answered(call, s);

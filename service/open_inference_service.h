@@ -99,7 +99,7 @@ class OpenInferenceService final : public open_inference_service_base::Type {
 
  private:
   // Serves a call of a method that needs the caller's inference token:
-  // parses `in` as a `Request`, checks the token, and answers with what
+  // checks the token, parses `in` as a `Request`, and answers with what
   // `answer` returns (filling the `Response` when OK). Defined in the .cc.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* ServeWithToken(

@@ -7,8 +7,8 @@
 //
 //   grpc::ServerUnaryReactor* Service::ModelReady(grpc::CallbackServerContext* ctx,
 //                                                  const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-//     auto* call = new RawUnaryCall<ModelReadyRequest, ModelReadyResponse>(*in, out);
-//     if (!call->parsed()) return call;                  // answered
+//     auto* call = new RawUnaryCall<ModelReadyRequest, ModelReadyResponse>(*in, out, CheckToken(...));
+//     if (!call->parsed()) return call;                  // answered: refused, or unparsable
 //     ... read call->request(), fill call->response() ...
 //     call->Answer(status);                              // now or later
 //     return call;
@@ -64,14 +64,18 @@ class RawUnaryReactor : public grpc::ServerUnaryReactor {
 template <typename Request, typename Response>
 class RawUnaryCall final : public RawUnaryReactor {
  public:
-  // Parses `in`; a request that does not parse is answered at once.
-  RawUnaryCall(const grpc::ByteBuffer& in, grpc::ByteBuffer* out) : RawUnaryReactor(out, response_) {
-    const absl::Status parsed = ParseRequestBytes(in, &request_);
+  // Parses `in` once the caller is `admitted` (its token checked, where
+  // the method needs one); a caller refused, or a request that does not
+  // parse, is answered at once, with the refusal or INVALID_ARGUMENT.
+  RawUnaryCall(const grpc::ByteBuffer& in, grpc::ByteBuffer* out, const absl::Status& admitted = absl::OkStatus())
+      : RawUnaryReactor(out, response_) {
+    const absl::Status parsed = admitted.ok() ? ParseRequestBytes(in, &request_) : admitted;
     parsed_ = parsed.ok();
     if (!parsed_) Answer(parsed);
   }
 
-  // False when the request did not parse (the call is answered).
+  // False when the call is answered: the caller was refused, or the request
+  // did not parse.
   bool parsed() const { return parsed_; }
   const Request& request() const { return request_; }
   Response* response() { return &response_; }

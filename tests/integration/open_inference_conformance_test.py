@@ -376,6 +376,19 @@ def main():
                                                     metadata=bearer(infer_tok)), grpc.StatusCode.PERMISSION_DENIED)
         s2.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="mlp"), metadata=bearer(admin_tok))
         s2.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="mlp"), metadata=bearer(admin_tok))
+        # The caller is checked before its bytes are read: without a token,
+        # bytes that are not a request are refused as the caller, not parsed;
+        # with one, they are INVALID_ARGUMENT. Liveness needs none.
+        for method, code, token in (("ModelMetadata", grpc.StatusCode.UNAUTHENTICATED, infer_tok),
+                                    ("ModelInfer", grpc.StatusCode.UNAUTHENTICATED, infer_tok),
+                                    ("RepositoryModelLoad", grpc.StatusCode.UNAUTHENTICATED, admin_tok),
+                                    ("ServerLive", grpc.StatusCode.INVALID_ARGUMENT, None)):
+            raw = ch.unary_unary("/inference.GRPCInferenceService/" + method, request_serializer=lambda b: b,
+                                 response_deserializer=lambda b: b)
+            expect_error(lambda: raw(garbage, timeout=60), code)
+            if code == grpc.StatusCode.UNAUTHENTICATED:
+                expect_error(lambda: raw(garbage, timeout=60, metadata=bearer(token)),
+                             grpc.StatusCode.INVALID_ARGUMENT, "request: not a valid inference.")
         ch.close()
         print("open inference protocol conformance: %d checks passed" % checks_made())
     finally:
