@@ -255,10 +255,9 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
     if (absl::Status serialized = SerializeAnswerBytes(*response, &write_bytes_); !serialized.ok()) {
       // Only an answer over protobuf's 2 GB limit fails: it goes as an
       // error in its place.
-      inference::ModelStreamInferResponse error;
-      error.set_error_message(absl::StrCat(absl::StatusCodeToString(serialized.code()), ": ", serialized.message()));
-      error.mutable_infer_response()->set_id(response->infer_response().id());
-      (void)SerializeAnswerBytes(error, &write_bytes_);
+      const inference::ModelInferResponse& answered = response->infer_response();
+      (void)SerializeAnswerBytes(
+          InBandError(answered.model_name(), answered.model_version(), answered.id(), serialized), &write_bytes_);
     }
     stream_.Write(write_bytes_, options, &written_);
   }

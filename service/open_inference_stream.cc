@@ -6,16 +6,23 @@
 #include "service/status_convert.h"
 
 namespace infergate {
+
+inference::ModelStreamInferResponse InBandError(const std::string& model, const std::string& version,
+                                                const std::string& id, const absl::Status& status) {
+  inference::ModelStreamInferResponse response;
+  response.set_error_message(absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()));
+  response.mutable_infer_response()->set_model_name(model);
+  response.mutable_infer_response()->set_model_version(version);
+  response.mutable_infer_response()->set_id(id);
+  return response;
+}
+
 namespace {
 
 std::unique_ptr<inference::ModelStreamInferResponse> ErrorResponse(const inference::ModelInferRequest& request,
                                                                    const absl::Status& status) {
-  auto response = std::make_unique<inference::ModelStreamInferResponse>();
-  response->set_error_message(absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()));
-  response->mutable_infer_response()->set_model_name(request.model_name());
-  response->mutable_infer_response()->set_model_version(request.model_version());
-  response->mutable_infer_response()->set_id(request.id());
-  return response;
+  return std::make_unique<inference::ModelStreamInferResponse>(
+      InBandError(request.model_name(), request.model_version(), request.id(), status));
 }
 
 // A stream request's own parameters: whether its answer keeps request

@@ -42,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "common/callback_lock.h"
 #include "inference/grpc_service.grpc.pb.h"
@@ -50,6 +51,12 @@
 #include "service/infer_call.h"
 
 namespace infergate {
+
+// The in-band answer a stream gives in place of one it cannot give:
+// `error_message` "CODE: message" of `status` (not OK), with the model,
+// version and id of the request it answers.
+inference::ModelStreamInferResponse InBandError(const std::string& model, const std::string& version,
+                                                const std::string& id, const absl::Status& status);
 
 class InferStream {
  public:

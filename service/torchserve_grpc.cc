@@ -35,10 +35,9 @@ grpc::ServerUnaryReactor* TorchServeGrpcService::Ping(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* TorchServeGrpcService::Predictions(grpc::CallbackServerContext* ctx,
                                                              const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
   // Read here, while the call is decoded; the answer lives in the reactor.
-  ts::PredictionsRequest parsed;
-  const absl::Status parse = ParseRequestBytes(*in, &parsed);
-  const ts::PredictionsRequest* request = &parsed;
-  const std::string model = ModelNameOf(*ctx, request->model_name());
+  ts::PredictionsRequest request;
+  const absl::Status parse = ParseRequestBytes(*in, &request);
+  const std::string model = ModelNameOf(*ctx, request.model_name());
   auto* reactor = new InferCallReactor<ts::PredictionResponse>(front_end_, *ctx, model, kPredictions, out);
   InferCall& call = reactor->call();
   if (!reactor->Admit(*ctx, in->Length())) return reactor;
@@ -47,14 +46,14 @@ grpc::ServerUnaryReactor* TorchServeGrpcService::Predictions(grpc::CallbackServe
     return reactor;
   }
   ts::PredictionResponse* response = reactor->response();
-  absl::StatusOr<PredictionTarget> target = models_.Resolve(model, request->model_version());
+  absl::StatusOr<PredictionTarget> target = models_.Resolve(model, request.model_version());
   if (!target.ok()) {
     call.Refuse(target.status());
     return reactor;
   }
-  const char* key = request->input().count("data") ? "data" : "body";
-  auto data = request->input().find(key);
-  if (data == request->input().end()) {
+  const char* key = request.input().count("data") ? "data" : "body";
+  auto data = request.input().find(key);
+  if (data == request.input().end()) {
     call.Refuse(absl::InvalidArgumentError(absl::StrCat(
         "input: needs a \"data\" entry (", MarHandlerName(target->handler),
         target->handler == MarHandler::kBase ? " takes a JSON list)" : " takes a JPEG or PNG)")));
