@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Builds infergate against the CUDA-enabled PyTorch of a machine with an
+# NVIDIA GPU and runs the CUDA path for real: device discovery (LibTorch and
+# NVML), placement, each precision against the CPU's answer, TorchScript and
+# AOTInductor (.pt2) models built for CUDA, the Prometheus device metrics,
+# throughput on the GPU, and several workers per GPU against one.
+#
+#   tests/gpu/cuda_check.sh PACKAGES_DIR OUT_DIR
+#
+# PACKAGES_DIR holds the Debian 13 packages that building needs, less
+# LibTorch (tests/gpu/fetch_build_packages.sh); they are unpacked into a
+# private prefix, /opt/infergate-deps, and nothing is installed. The
+# machine supplies the compiler (GCC 13+), CMake, Ninja and python3 with
+# torch built for CUDA. Everything it serves listens on 127.0.0.1 only.
+# Not part of tests/run.sh: CI has no GPU. A step that fails is reported
+# and the later steps still run; the log is OUT_DIR/check.log, each server's
+# log OUT_DIR/server-*.log.
+set -uo pipefail
+[ $# -eq 2 ] || { echo "usage: cuda_check.sh PACKAGES_DIR OUT_DIR" >&2; exit 2; }
+repo_root="$(cd "$(dirname "$0")/../.." && pwd)"
+packages="$(cd "$1" && pwd)"
+out="$(mkdir -p "$2" && cd "$2" && pwd)"
+cd "$repo_root"
+exec > >(tee "$out/check.log") 2>&1
+
+step() { echo; echo "=== $(date +%T) $*"; }
+prefix="${INFERGATE_DEPS_PREFIX:-/opt/infergate-deps}"
+work=/tmp/infergate-gpu
+build=$work/build
+models=$work/models
+mkdir -p "$work" "$models"
+with_deps() { LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+
+step "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
+grep PRETTY_NAME /etc/os-release; ldd --version | head -1
+g++ --version | head -1; cmake --version | head -1; echo "ninja $(ninja --version)"
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available",
+torch.cuda.is_available(), "cxx11 abi", torch.compiled_with_cxx11_abi())'
+torch_cmake="$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+torch_dir="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
+nvcc_path="$(command -v nvcc || true)"
+echo "torch cmake: $torch_cmake; nvcc: ${nvcc_path:-none}"
+
+step "AOTInductor packages for CUDA (background, while the server builds)"
+(python3 tests/gpu/make_cuda_pt2.py "$models" > "$out/pt2.log" 2>&1; echo "make_cuda_pt2 exit $?" >> "$out/pt2.log") &
+pt2_pid=$!
+
+step "unpack the Debian 13 packages into $prefix"
+mkdir -p "$prefix"
+for deb in "$packages"/*.deb; do dpkg -x "$deb" "$prefix"; done
+echo "$(ls "$packages"/*.deb | wc -l) packages"
+
+step "configure against torch's own CMake files"
+configure() {
+  rm -rf "$build"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERGATE_BUILD_TESTS=OFF \
+    -DINFERGATE_WERROR=OFF -DCMAKE_PREFIX_PATH="$prefix/usr;$torch_cmake" \
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed" "$@" > "$out/configure.log" 2>&1
+}
+cuda_root=""
+[ -n "$nvcc_path" ] && cuda_root="$(dirname "$(dirname "$(readlink -f "$nvcc_path")")")"
+if ! configure ${cuda_root:+-DCUDAToolkit_ROOT="$cuda_root"}; then
+  tail -25 "$out/configure.log"
+  # Torch's CMake files want the CUDA toolkit's own layout; infergate needs
+  # none of it (device-generic LibTorch interfaces only), so describe the
+  # pip package's libraries directly.
+  step "configure with a minimal Torch package description instead"
+  mkdir -p "$work/torch-config"
+  cat > "$work/torch-config/TorchConfig.cmake" <<CMAKE
+add_library(torch INTERFACE IMPORTED)
+set_target_properties(torch PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "$torch_dir/include;$torch_dir/include/torch/csrc/api/include"
+  INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1"
+  INTERFACE_LINK_LIBRARIES "-Wl,--no-as-needed;$torch_dir/lib/libtorch_cuda.so;$torch_dir/lib/libc10_cuda.so;$torch_dir/lib/libtorch.so;$torch_dir/lib/libtorch_cpu.so;$torch_dir/lib/libc10.so")
+set(TORCH_FOUND TRUE)
+CMAKE
+  configure -DTorch_DIR="$work/torch-config" || { tail -25 "$out/configure.log"; exit 1; }
+fi
+grep -i "torch\|cuda" "$out/configure.log" | head -8
+
+step "build"
+t0=$(date +%s)
+if ! with_deps cmake --build "$build" -j "$(nproc)" --target infergate infergate-cli make-demo-models \
+    > "$out/build.log" 2>&1; then
+  grep -B2 -A8 -m 12 "error" "$out/build.log" | head -120
+  exit 1
+fi
+echo "built in $(( $(date +%s) - t0 )) s; $(grep -c "warning:" "$out/build.log") warning lines"
+grep "warning:" "$out/build.log" | sed 's/.*warning: //' | sort | uniq -c | sort -rn | head -8
+with_deps ldd "$build/service/infergate" | grep -E "torch|c10|nvidia|cuda" | sed 's/ (0x.*//'
+
+cli() { with_deps timeout 60 "$build/tools/infergate-cli" --address 127.0.0.1:50051 "$@"; }
+server_pid=""
+start_server() {  # NAME FLAGS...: serves $models; waits for it to listen
+  local name=$1; shift
+  with_deps "$build/service/infergate" --address 127.0.0.1:50051 --http-address 127.0.0.1:8000 \
+    --metrics-address 127.0.0.1:9464 --model-repository "$models" "$@" > "$out/server-$name.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 600); do
+    grep -q "infergate listening" "$out/server-$name.log" && { echo "server $name up"; return 0; }
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  echo "server $name did not start"; tail -30 "$out/server-$name.log"; return 1
+}
+stop_server() {
+  local t0; t0=$(date +%s%N)
+  kill -TERM "$server_pid"; wait "$server_pid"; local rc=$?
+  echo "server exit $rc, $(( ($(date +%s%N) - t0) / 1000000 )) ms after SIGTERM"
+}
+
+step "demo models"
+"$build/tools/make-demo-models" "$models" > /dev/null && ls "$models"
+wait "$pt2_pid"; cat "$out/pt2.log" | grep -v Warning | tail -5
+
+step "server, one worker per GPU"
+start_server one || exit 1
+grep -iE "device|cuda|nvml|precision|warn|error" "$out/server-one.log" | head -30
+cli devices
+cli models | head -30
+
+step "mlp: each precision on cuda:0 against the CPU (same input, seed 42)"
+cli infer --model mlp --device cpu --precision FP32 --show 6
+for p in AUTO FP32 FP16 BF16; do cli infer --model mlp --device cuda:0 --precision "$p" --show 6; done
+cli infer --model mlp --device cuda:0 --precision FP16 --fallback DENY --show 3
+step "other models on cuda"
+cli infer --model cnn --device cuda --show 4
+cli infer --model cnn --device cpu --show 4
+cli infer --model embed --device cuda --input ids=4x8:random --show 4
+cli infer --model poly64 --device cuda:0 --show 4
+cli infer --model poly64 --device cpu --show 4
+cli infer --model mlp --device cuda:7 --show 2
+cli infer --model mlp --device mps --show 2
+cli infer --model mlp --show 2
+step "AOTInductor packages built for CUDA"
+for m in mlp_pt2_cuda mlp_pt2_gpu_variants; do
+  for d in cuda:0 cpu; do
+    cli infer --model "$m" --device "$d" --input "x=2x16:$work/mlp_pt2_x_2x16.bin" --show 8
+  done
+done
+grep "reference y" "$out/pt2.log"
+
+step "Open Inference REST on cuda and metrics"
+python3 - <<'PY'
+import json, random, urllib.request
+random.seed(1)
+body = {"inputs": [{"name": "x", "shape": [2, 256], "datatype": "FP32",
+                    "data": [random.gauss(0, 1) for _ in range(512)]}],
+        "parameters": {"device": "cuda", "precision": "BF16", "timing": True}}
+req = urllib.request.Request("http://127.0.0.1:8000/v2/models/mlp/infer", json.dumps(body).encode(),
+                             {"Content-Type": "application/json"})
+answer = json.load(urllib.request.urlopen(req, timeout=30))
+print("REST parameters:", answer.get("parameters"), "outputs:",
+      [(o["name"], o["datatype"], o["shape"], o["data"][:3]) for o in answer["outputs"]])
+metrics = urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=30).read().decode()
+lines = [l for l in metrics.splitlines() if "cuda" in l and not l.startswith("#")]
+print(len(lines), "metric lines name cuda; some:")
+seen = set()
+for l in lines:
+    name = l.split("{")[0]
+    if name not in seen:
+        seen.add(name)
+        print(" ", l[:200])
+PY
+nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv
+
+bench() {  # LABEL ARGS...
+  local label=$1; shift
+  echo "--- $label"; cli bench "$@" --duration 4 --warmup 1 2>&1 | grep -vE "^\s*$" | head -12
+}
+together() {  # mlp and cnn at once, one client each
+  bench "mlp (with cnn)" --model mlp --device cuda:0 --concurrency 32 > "$work/a.txt" &
+  local other=$!
+  bench "cnn (with mlp)" --model cnn --device cuda:0 --concurrency 32 > "$work/b.txt"
+  wait "$other"; cat "$work/a.txt" "$work/b.txt"
+}
+step "throughput, one worker per GPU"
+bench "mlp cuda:0 c64" --model mlp --device cuda:0 --concurrency 64
+bench "mlp cpu c64" --model mlp --device cpu --concurrency 64
+bench "cnn cuda:0 c64" --model cnn --device cuda:0 --concurrency 64
+bench "cnn cuda:0 c64 rows 8" --model cnn --device cuda:0 --concurrency 64 --rows 8
+echo "--- mlp and cnn together on cuda:0"
+together
+stop_server
+
+step "server, two workers per GPU"
+start_server two --accelerator-workers 2 || exit 1
+grep -iE "worker|stream" "$out/server-two.log" | head -10
+bench "mlp cuda:0 c64" --model mlp --device cuda:0 --concurrency 64
+bench "cnn cuda:0 c64" --model cnn --device cuda:0 --concurrency 64
+echo "--- mlp and cnn together on cuda:0"
+together
+stop_server
+grep -ciE "error|fatal" "$out"/server-*.log
+step "done"
