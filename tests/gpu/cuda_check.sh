@@ -52,11 +52,13 @@ for deb in "$packages"/*.deb; do dpkg -x "$deb" "$prefix"; done
 echo "$(ls "$packages"/*.deb | wc -l) packages"
 
 step "configure against torch's own CMake files"
+# Debian's pkg-config files (re2's, read by gRPC's CMake files) give -l
+# flags with -L/usr/lib/...: the -L before them makes those find the prefix.
 configure() {
   rm -rf "$build"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERGATE_BUILD_TESTS=OFF \
     -DINFERGATE_WERROR=OFF -DCMAKE_PREFIX_PATH="$prefix/usr;$torch_cmake" \
-    -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed" "$@" > "$out/configure.log" 2>&1
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed -L$prefix/usr/lib/x86_64-linux-gnu" "$@" > "$out/configure.log" 2>&1
 }
 cuda_root=""
 [ -n "$nvcc_path" ] && cuda_root="$(dirname "$(dirname "$(readlink -f "$nvcc_path")")")"
@@ -111,7 +113,7 @@ stop_server() {
 }
 
 step "demo models"
-"$build/tools/make-demo-models" "$models" > /dev/null && ls "$models"
+with_deps "$build/tools/make-demo-models" "$models" > /dev/null && ls "$models"
 wait "$pt2_pid"; cat "$out/pt2.log" | grep -v Warning | tail -5
 
 step "server, one worker per GPU"
