@@ -9,23 +9,42 @@ namespace {
 
 thread_local ActivationMeter* t_meter = nullptr;
 
-std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction&) { return nullptr; }
+// The storages an op was given, read in the start callback: a
+// RecordFunction's inputs() are valid only there: by the end callback the
+// boxed copies of the arguments may already be destroyed. Weak references
+// keep each storage's identity from being reused by an op's output while it
+// runs, and change no lifetime.
+struct InputStorages : at::ObserverContext {
+  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> storages;
 
-void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
+  bool Holds(const c10::StorageImpl* storage) const {
+    return std::any_of(storages.begin(), storages.end(),
+                       [&](const auto& s) { return s._unsafe_get_target() == storage; });
+  }
+};
+
+std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
+  if (!t_meter) return nullptr;
+  for (ActivationMeter* m = t_meter; m; m = m->previous()) m->OnOpStart();
+  auto inputs = std::make_unique<InputStorages>();
+  for (const c10::IValue& in : fn.inputs()) {
+    if (!in.isTensor()) continue;
+    const at::Tensor& t = in.toTensor();
+    if (t.defined() && t.has_storage()) inputs->storages.push_back(t.storage().getWeakStorageImpl());
+  }
+  return inputs;
+}
+
+void OnEnd(const at::RecordFunction& fn, at::ObserverContext* context) {
   if (!t_meter) return;
+  const auto* inputs = static_cast<const InputStorages*>(context);
   for (const c10::IValue& v : fn.outputs()) {
     if (!v.isTensor()) continue;
     const at::Tensor& t = v.toTensor();
     if (!t.defined() || !t.has_storage()) continue;
     // A view of an input, an in-place op or an op returning its input
     // allocates nothing.
-    const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
-    bool aliases_input = false;
-    for (const c10::IValue& in : fn.inputs()) {
-      aliases_input = aliases_input || (in.isTensor() && in.toTensor().defined() && in.toTensor().has_storage() &&
-                                        in.toTensor().storage().unsafeGetStorageImpl() == storage);
-    }
-    if (aliases_input) continue;
+    if (inputs && inputs->Holds(t.storage().unsafeGetStorageImpl())) continue;
     for (ActivationMeter* m = t_meter; m; m = m->previous()) m->OnOutput(t.storage());
   }
 }
@@ -58,8 +77,9 @@ void ActivationMeter::DropFreed() {
   live_.erase(freed, live_.end());
 }
 
+void ActivationMeter::OnOpStart() { DropFreed(); }
+
 void ActivationMeter::OnOutput(const c10::Storage& storage) {
-  DropFreed();
   const c10::StorageImpl* identity = storage.unsafeGetStorageImpl();
   // Already counted (an op that hands back a storage made earlier in the run).
   for (const Live& l : live_) {

@@ -6,8 +6,11 @@
 // It watches LibTorch's dispatcher on the current thread (a thread-local
 // RecordFunction callback) while an instance lives: every storage an op
 // returns is counted as live until the last tensor on it is freed (it is
-// held by a weak reference only, so the meter changes no lifetimes). Views
-// share their input's storage and are not counted twice. The same measure
+// held by a weak reference only, so the meter changes no lifetimes), and
+// an op's inputs count as live until its outputs exist, also one the op
+// itself frees (TorchScript hands an op the last reference to a value it
+// no longer needs). Views share their input's storage and are not counted
+// twice. The same measure
 // works for every device kind, simulated or real, since it counts tensor
 // bytes rather than asking a device allocator.
 //
@@ -33,7 +36,9 @@ class ActivationMeter {
   // Highest sum of live op outputs seen so far, in bytes.
   uint64_t peak_bytes() const { return peak_bytes_; }
 
-  // Called from the dispatcher callback with one op's output storage.
+  // Called from the dispatcher callbacks: as an op starts (storages freed
+  // before it are no longer live), then with each of its output storages.
+  void OnOpStart();
   void OnOutput(const c10::Storage& storage);
   // The meter this one is nested in on the same thread, if any.
   ActivationMeter* previous() const { return previous_; }

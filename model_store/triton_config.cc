@@ -249,8 +249,9 @@ absl::Status ReadInstanceGroups(const Json& given, v1::ModelConfig* config) {
 absl::Status ReadVersionPolicy(const Json& policy, v1::ModelConfig* config) {
   const std::string field = "version_policy";
   if (!policy.is_object() || policy.size() != 1) return Invalid(field, "expected one of latest, all or specific");
-  const std::string key = policy.begin().key();
-  const Json& value = policy.begin().value();
+  const auto only = policy.begin();
+  const std::string key = only.key();
+  const Json& value = only.value();
   const std::string f = absl::StrCat(field, ".", key);
   if (!value.is_object()) return Invalid(f, "expected an object");
   v1::VersionPolicy* out = config->mutable_version_policy();
