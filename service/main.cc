@@ -21,6 +21,7 @@
 #include "core/inference_core.h"
 #include "devices/caching_cpu_allocator.h"
 #include "devices/host_requirements.h"
+#include "service/crash_report.h"
 #include "service/protobuf_log.h"
 #include "service/server.h"
 #include "service/server_options.h"
@@ -155,4 +156,7 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace infergate
 
-int main(int argc, char** argv) { return infergate::Run(argc, argv); }
+int main(int argc, char** argv) {
+  infergate::InstallCrashReport(argv[0]);
+  return infergate::Run(argc, argv);
+}

@@ -337,3 +337,37 @@ TEST_F(WatchdogTest, ABatchRunningPastTheLimitFailsLivenessUntilItEnds) {
 
 }  // namespace
 }  // namespace infergate::testing
+
+namespace infergate::testing {
+namespace {
+
+// A fatal signal leaves the signal and a symbolized stack trace in the
+// server's log, and still ends the process by that signal.
+TEST(Faults, AFatalSignalLeavesAStackTraceInTheLog) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers report fatal signals themselves; runs in the plain build";
+#endif
+  ScratchDir scratch("ig_crash_");
+  ASSERT_FALSE(scratch.path().empty());
+  std::filesystem::copy(DemoRepository() + "/mlp", scratch.path() + "/mlp", std::filesystem::copy_options::recursive);
+  auto server = ServerProcess::Start({"--model-repository=" + scratch.path()});
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(kill(server->pid(), SIGSEGV), 0);
+  EXPECT_EQ(server->WaitForExit(), -1) << "the process should end by the signal, not exit";
+  const std::string log = server->Log();
+  EXPECT_NE(log.find("*** SIGSEGV sent by process " + std::to_string(getpid())), std::string::npos) << log;
+  // Frames are "@ 0xADDRESS SIZE NAME"; a stripped or unsymbolized trace
+  // names every one "(unknown)".
+  int frames = 0, named = 0;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("@ 0x") == std::string::npos) continue;
+    ++frames;
+    if (line.find("(unknown)") == std::string::npos) ++named;
+  }
+  EXPECT_GE(frames, 2) << log;
+  EXPECT_GE(named, 1) << log;
+}
+
+}  // namespace
+}  // namespace infergate::testing
