@@ -95,12 +95,22 @@ start_server() {  # NAME FLAGS...: serves $models; waits for it to listen
   with_deps "$build/service/infergate" --address 127.0.0.1:50051 --http-address 127.0.0.1:8000 \
     --metrics-address 127.0.0.1:9464 --model-repository "$models" "$@" > "$out/server-$name.log" 2>&1 &
   server_pid=$!
+  # Ready once warm-up (accuracy checks and a first run of each warm-up
+  # model on each device) has ended: a crash there is told apart from one
+  # in serving.
   for _ in $(seq 1 600); do
-    grep -q "infergate listening" "$out/server-$name.log" && { echo "server $name up"; return 0; }
+    grep -q "\] serving$" "$out/server-$name.log" && { echo "server $name ready"; return 0; }
     kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.2
   done
-  echo "server $name did not start"; tail -30 "$out/server-$name.log"; return 1
+  echo "server $name did not become ready"; tail -30 "$out/server-$name.log"; crash_report "$name"; return 1
+}
+crash_report() {  # NAME: the server's fatal-signal report, if it wrote one
+  grep -A40 "^\*\*\* SIG" "$out/server-$1.log" | head -45
+}
+alive() {  # after a step: says so if the server died, with its report
+  kill -0 "$server_pid" 2>/dev/null && return 0
+  echo "!!! the server died during this step"; crash_report "$1"; return 1
 }
 stop_server() {
   local t0; t0=$(date +%s%N)
@@ -122,6 +132,7 @@ step "mlp: each precision on cuda:0 against the CPU (same input, seed 42)"
 cli infer --model mlp --device cpu --precision FP32 --show 6
 for p in AUTO FP32 FP16 BF16; do cli infer --model mlp --device cuda:0 --precision "$p" --show 6; done
 cli infer --model mlp --device cuda:0 --precision FP16 --fallback DENY --show 3
+alive one
 step "other models on cuda"
 cli infer --model cnn --device cuda --show 4
 cli infer --model cnn --device cpu --show 4
@@ -131,6 +142,7 @@ cli infer --model poly64 --device cpu --show 4
 cli infer --model mlp --device cuda:7 --show 2
 cli infer --model mlp --device mps --show 2
 cli infer --model mlp --show 2
+alive one
 step "AOTInductor packages built for CUDA"
 for m in mlp_pt2_cuda mlp_pt2_gpu_variants; do
   for d in cuda:0 cpu; do
@@ -139,6 +151,7 @@ for m in mlp_pt2_cuda mlp_pt2_gpu_variants; do
 done
 grep "reference y" "$out/pt2.log"
 
+alive one
 step "Open Inference REST on cuda and metrics"
 python3 - <<'PY'
 import json, random, urllib.request
@@ -173,6 +186,7 @@ together() {  # mlp and cnn at once, one client each
   bench "cnn (with mlp)" --model cnn --device cuda:0 --concurrency 32 > "$work/b.txt"
   wait "$other"; cat "$work/a.txt" "$work/b.txt"
 }
+alive one
 step "throughput, one worker per GPU"
 bench "mlp cuda:0 c64" --model mlp --device cuda:0 --concurrency 64
 bench "mlp cpu c64" --model mlp --device cpu --concurrency 64
