@@ -58,7 +58,7 @@ void WriteDecimal(long value) {
 
 std::atomic<bool> g_reporting{false};
 
-void OnFatalSignal(int sig, siginfo_t* info, void*) {
+[[maybe_unused]] void OnFatalSignal(int sig, siginfo_t* info, void*) {  // unused under the sanitizers
   // One report: a second thread that faults meanwhile waits for the first
   // to end the process.
   if (g_reporting.exchange(true)) {
