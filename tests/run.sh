@@ -47,8 +47,9 @@ fi
 
 # What the ASan/UBSan suite leaves to the plain build: the soak and the
 # benchmark smoke run (timing-heavy, no memory subject), the checks that are
-# not C++ servers, and the container image (built from the plain binary).
-asan_skips="Soak|bench_smoke|k8s_manifests|monitoring|python_client|container_image"
+# not C++ servers, the container image (built from the plain binary), and
+# the fatal-signal report (the sanitizers install their own handlers).
+asan_skips="Soak|bench_smoke|k8s_manifests|monitoring|python_client|container_image|AFatalSignal"
 
 # The sanitizer builds' optimisation: -O1 as the sanitizers' own
 # documentation advises, and line tables only (-g1: file and line in every
