@@ -10,9 +10,8 @@
 // an op's inputs count as live until its outputs exist, also one the op
 // itself frees (TorchScript hands an op the last reference to a value it
 // no longer needs). Views share their input's storage and are not counted
-// twice. The same measure
-// works for every device kind, simulated or real, since it counts tensor
-// bytes rather than asking a device allocator.
+// twice. The same measure works for every device kind, simulated or real,
+// since it counts tensor bytes rather than asking a device allocator.
 //
 // Threading: one instance per thread, created and destroyed on the thread
 // that runs the model; instances nest.

@@ -8,7 +8,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 
 #include "absl/debugging/symbolize.h"
 
@@ -42,17 +41,14 @@ void WriteHex(uintptr_t value) {
   Write(digits + i);
 }
 
-void WriteDecimal(long value) {
+void WriteDecimal(unsigned long value) {
   char digits[24];
   int i = sizeof(digits) - 1;
   digits[i] = '\0';
-  bool negative = value < 0;
-  unsigned long v = negative ? 0UL - static_cast<unsigned long>(value) : static_cast<unsigned long>(value);
   do {
-    digits[--i] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  if (negative) digits[--i] = '-';
+    digits[--i] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
   Write(digits + i);
 }
 
@@ -71,18 +67,18 @@ std::atomic<bool> g_reporting{false};
     Write(name);
   } else {
     Write("signal ");
-    WriteDecimal(sig);
+    WriteDecimal(static_cast<unsigned long>(sig));
   }
   if (info && info->si_code <= 0) {  // sent (kill, tgkill, sigqueue), not raised by a fault
     Write(" sent by process ");
-    WriteDecimal(static_cast<long>(info->si_pid));
+    WriteDecimal(static_cast<unsigned long>(info->si_pid));
   } else {
     Write(" received (fault address ");
     WriteHex(reinterpret_cast<uintptr_t>(info ? info->si_addr : nullptr));
     Write(")");
   }
   Write(" on thread ");
-  WriteDecimal(static_cast<long>(syscall(SYS_gettid)));
+  WriteDecimal(static_cast<unsigned long>(syscall(SYS_gettid)));
   Write("; stack, innermost first ***\n");
   void* frames[kMaxFrames];
   const int n = backtrace(frames, kMaxFrames);

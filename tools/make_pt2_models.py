@@ -131,9 +131,11 @@ def model():
     return Mlp().eval()
 
 
-def exported(module):
+def exported(module, device="cpu"):
+    """`module` exported with a dynamic batch, from an example on `device`
+    (where the module's parameters must be too)."""
     batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
-    return torch.export.export(module, (torch.randn(2, 16),), dynamic_shapes={"x": {0: batch}})
+    return torch.export.export(module, (torch.randn(2, 16, device=device),), dynamic_shapes={"x": {0: batch}})
 
 
 def write(root, name, filename, config=CONFIG):

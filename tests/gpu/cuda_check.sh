@@ -37,10 +37,9 @@ grep PRETTY_NAME /etc/os-release; ldd --version | head -1
 g++ --version | head -1; cmake --version | head -1; echo "ninja $(ninja --version)"
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available",
 torch.cuda.is_available(), "cxx11 abi", torch.compiled_with_cxx11_abi())'
-torch_cmake="$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')"
 torch_dir="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
 nvcc_path="$(command -v nvcc || true)"
-echo "torch cmake: $torch_cmake; nvcc: ${nvcc_path:-none}"
+echo "torch: $torch_dir; nvcc: ${nvcc_path:-none}"
 
 step "AOTInductor packages for CUDA (background, while the server builds)"
 (python3 tests/gpu/make_cuda_pt2.py "$models" > "$out/pt2.log" 2>&1; echo "make_cuda_pt2 exit $?" >> "$out/pt2.log") &
@@ -203,6 +202,7 @@ bench "mlp cuda:0 c64" --model mlp --device cuda:0 --concurrency 64
 bench "cnn cuda:0 c64" --model cnn --device cuda:0 --concurrency 64
 echo "--- mlp and cnn together on cuda:0"
 together
+alive two
 stop_server
 grep -ciE "error|fatal" "$out"/server-*.log
 step "done"

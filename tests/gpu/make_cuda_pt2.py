@@ -27,9 +27,7 @@ def package_path(root, name):
 
 
 def exported_on(device):
-    module = make_pt2_models.model().to(device)
-    batch = torch.export.Dim("batch", min=1, max=make_pt2_models.MAX_BATCH)
-    return torch.export.export(module, (torch.randn(2, 16, device=device),), dynamic_shapes={"x": {0: batch}})
+    return make_pt2_models.exported(make_pt2_models.model().to(device), device)
 
 
 def main(root):
@@ -42,8 +40,7 @@ def main(root):
             inductor_configs={"aot_inductor.metadata": signature})
         print("wrote mlp_pt2_cuda", flush=True)
         files = {}
-        for device in ["cpu", "cuda"]:
-            program = exported_on(device)
+        for device, program in [("cpu", exported_on("cpu")), ("cuda", cuda_program)]:
             files[device] = torch._inductor.aot_compile(
                 program.module(), (torch.randn(2, 16, device=device),),
                 options={"aot_inductor.package": True, "aot_inductor.metadata": signature})

@@ -356,8 +356,8 @@ TEST(Faults, AFatalSignalLeavesAStackTraceInTheLog) {
   EXPECT_EQ(server->WaitForExit(), -1) << "the process should end by the signal, not exit";
   const std::string log = server->Log();
   EXPECT_NE(log.find("*** SIGSEGV sent by process " + std::to_string(getpid())), std::string::npos) << log;
-  // Frames are "@ 0xADDRESS SIZE NAME"; a stripped or unsymbolized trace
-  // names every one "(unknown)".
+  // Frames are "@ 0xADDRESS NAME"; a stripped or unsymbolized trace names
+  // every one "(unknown)".
   int frames = 0, named = 0;
   std::istringstream lines(log);
   for (std::string line; std::getline(lines, line);) {
