@@ -4,6 +4,7 @@
 #include "common/logging.h"
 #include "devices/torch_probe.h"
 #include "core/request_dispatcher.h"
+#include "core/thread_sizing.h"
 
 namespace infergate {
 
@@ -15,7 +16,10 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
       state_file(std::make_shared<StateFile>(options.state_file)),
       learned(state_file, TorchVersion()),
       footprints(state_file, TorchVersion()),
-      models(repository, std::move(loader), &footprints),
+      models(repository, std::move(loader), &footprints,
+             [this](const DeviceId& device, const v1::ModelConfig& config) {
+               return ModelRunsAtOnce(options, device.kind, config);
+             }),
       accuracy_ledger(state_file, TorchVersion()),
       checker(models, repository, devices, accuracy_ledger, PrecisionChecker::Options{options.precision_checks},
               [this] {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "devices/system_info.h"
+#include "model_store/model_config.h"
 
 namespace infergate {
 
@@ -13,6 +14,12 @@ SchedulerOptions WithThreadsSized(SchedulerOptions options, int cores) {
   if (options.cpu_workers <= 0) options.cpu_workers = std::clamp(cores, 1, 4);
   if (options.intra_op_threads <= 0) options.intra_op_threads = std::max(1, cores / options.cpu_workers);
   return options;
+}
+
+int ModelRunsAtOnce(const SchedulerOptions& sized, DeviceKind kind, const v1::ModelConfig& config) {
+  if (kind == DeviceKind::kCpu) return std::max(1, sized.cpu_workers);
+  const int instances = static_cast<int>(std::min<uint32_t>(config.accelerator_instances(), kMaxAcceleratorInstances));
+  return std::max({1, sized.accelerator_workers, instances});
 }
 
 std::string ApplyIntraOpThreads(int threads) {

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "devices/device_id.h"
+#include "infergate/v1/model_config.pb.h"
 #include "routing/scheduler_options.h"
 
 namespace infergate {
@@ -14,6 +16,14 @@ namespace infergate {
 // 0: min(cores, 4) workers, and cores / workers threads each (at least 1).
 // Pure.
 SchedulerOptions WithThreadsSized(SchedulerOptions options, int cores);
+
+// How many batches of one model may run at once on a device of `kind` with
+// `sized` options: the CPU's workers; on an accelerator its workers, or as
+// many as the model's accelerator_instances ask for (the executor grows to
+// that; device_executor.h). What a model that runs one call at a time per
+// loaded instance (an AOTInductor package) is loaded that many times for.
+// Pure.
+int ModelRunsAtOnce(const SchedulerOptions& sized, DeviceKind kind, const v1::ModelConfig& config);
 
 // Sets LibTorch's intra-op threads, and the BLAS's own pool, to `threads`
 // for the whole process. Returns how the BLAS was told ("" when it could

@@ -3,7 +3,7 @@
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/torch.h>
 
-#include <atomic>
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -18,6 +18,7 @@
 #include "model_store/aoti_package.h"
 #include "model_store/aoti_signature.h"
 #include "model_store/declared_outputs.h"
+#include "model_store/instance_pool.h"
 #include "model_store/model_config.h"
 #include "model_store/torch_status.h"
 
@@ -85,21 +86,39 @@ std::unique_ptr<torch::inductor::AOTIModelPackageLoader> MakeLoader(const std::s
   }
 }
 
+// A CPU build's loops run on as many threads as the process that compiled
+// it had, whatever this server's intra-op setting: more than each worker's
+// share of the cores oversubscribes them once the workers run together.
+void WarnIfLoopsOutnumberWorkerThreads(const std::string& model, const std::string& path, const AotiVariant& variant) {
+  absl::StatusOr<int> loop_threads = CompiledLoopThreads(path, variant);
+  if (!loop_threads.ok()) {
+    LOG_DEBUG << "model '" << model << "': cannot read how its compiled loops are threaded: "
+              << loop_threads.status().message();
+    return;
+  }
+  const int worker_threads = at::get_num_threads();
+  if (*loop_threads <= worker_threads) return;
+  LOG_WARNING << "model '" << model << "': its compiled loops run on " << *loop_threads
+              << " threads each call (Inductor writes in the compiling process's torch.get_num_threads()), but each "
+                 "cpu worker here has "
+              << worker_threads << " intra-op thread" << (worker_threads == 1 ? "" : "s")
+              << ": workers running together oversubscribe the cores. Compile it after torch.set_num_threads("
+              << worker_threads << ") to serve it here";
+}
+
 }  // namespace
 
 struct AotiModel::Impl {
   ~Impl() {
     if (simulation && simulation->memory) simulation->memory->Release(reserved_bytes);
   }
-  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
+  // One loader per worker that may run the model at once, each with its
+  // own container and copy of the constants (see the header).
+  std::unique_ptr<InstancePool<torch::inductor::AOTIModelPackageLoader>> instances;
   std::shared_ptr<const SimulationRules> simulation;
   uint64_t reserved_bytes = 0;
   std::string name;
   std::optional<DeclaredOutputs> outputs;  // set at load
-  // False until a run has returned: runs before that hold `first_run_mu`
-  // (the container's first run folds constants; see the header).
-  std::atomic<bool> first_run_done{false};
-  absl::Mutex first_run_mu;
 };
 
 bool IsAotiPackagePath(const std::string& path) { return absl::EndsWith(path, ".pt2"); }
@@ -111,7 +130,7 @@ AotiModel::~AotiModel() = default;
 
 absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& path, const v1::ModelConfig& config,
                                                            const DeviceInfo& device, DType compute_dtype,
-                                                           const AdmitBytes& admit) {
+                                                           const AdmitBytes& admit, int instances) {
   const std::string model = config.name();
   auto refuse = [&](absl::string_view why) {
     return absl::FailedPreconditionError(absl::StrCat("model '", model, "': ", path, ": ", why));
@@ -155,7 +174,9 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   impl->name = model;
   impl->simulation = device.simulation;
   impl->outputs.emplace(config);
-  const uint64_t bytes = variant->library_bytes;
+  // Each instance holds its own copy of the compiled library's constants.
+  const size_t copies = static_cast<size_t>(std::max(1, instances));
+  const uint64_t bytes = variant->library_bytes * copies;
   if (admit) {
     if (absl::Status room = admit(bytes); !room.ok()) return room;
   }
@@ -168,32 +189,55 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
     }
     impl->reserved_bytes = bytes;
   }
+  std::vector<std::unique_ptr<torch::inductor::AOTIModelPackageLoader>> loaders;
   try {
-    impl->loader = MakeLoader(path, variant->name);
-    const int64_t expected = InputsInCallSpec(impl->loader->get_call_spec());
+    loaders.push_back(MakeLoader(path, variant->name));
+    const int64_t expected = InputsInCallSpec(loaders[0]->get_call_spec());
     if (expected >= 0 && expected != static_cast<int64_t>(signature.inputs.size())) {
       return refuse(absl::StrCat("the package's '", variant->name, "' takes ", expected,
                                  " input tensors but config.pbtxt declares ", signature.inputs.size()));
     }
+    while (loaders.size() < copies) loaders.push_back(MakeLoader(path, variant->name));
   } catch (const std::exception& e) {
     return refuse(absl::StrCat("AOTInductor cannot load variant '", variant->name, "': ", ConciseTorchMessage(e.what())));
   }
+  impl->instances = std::make_unique<InstancePool<torch::inductor::AOTIModelPackageLoader>>(std::move(loaders));
+  if (variant->device == "cpu") WarnIfLoopsOutnumberWorkerThreads(model, path, *variant);
   LOG_INFO << "model '" << model << "': loaded variant '" << variant->name << "' (compiled for " << variant->device
-           << ") of " << path << " on " << (device.simulated ? "simulated " : "") << device.id.ToString();
+           << ") of " << path << " on " << (device.simulated ? "simulated " : "") << device.id.ToString() << ", "
+           << copies << (copies == 1 ? " instance" : " instances");
   return std::shared_ptr<AotiModel>(new AotiModel(std::move(impl), std::move(signature), bytes));
 }
 
-std::vector<at::Tensor> AotiModel::RunContainer(const std::vector<at::Tensor>& args) const {
-  Impl& m = *impl_;
-  if (m.first_run_done.load(std::memory_order_acquire)) return m.loader->run(args);
-  absl::MutexLock lock(&m.first_run_mu);
-  std::vector<at::Tensor> raw = m.loader->run(args);
-  m.first_run_done.store(true, std::memory_order_release);
-  return raw;
-}
+size_t AotiModel::instances() const { return impl_->instances->size(); }
 
 absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Tensor>& inputs) const {
+  return RunOn(nullptr, inputs);
+}
+
+absl::StatusOr<std::vector<NamedTensor>> AotiModel::WarmUp(const std::vector<at::Tensor>& inputs) const {
+  // Every instance at once, so each gets its turn (a run borrows the one
+  // returned last); a request holding one is waited for.
+  std::vector<InstancePool<torch::inductor::AOTIModelPackageLoader>::Loan> all;
+  all.reserve(impl_->instances->size());
+  while (all.size() < impl_->instances->size()) all.push_back(impl_->instances->Borrow());
+  absl::StatusOr<std::vector<NamedTensor>> first = absl::UnknownError("no instance");
+  for (size_t i = 0; i < all.size(); ++i) {
+    absl::StatusOr<std::vector<NamedTensor>> out = RunOn(&*all[i], inputs);
+    if (!out.ok()) return out.status();
+    if (i == 0) first = std::move(out);
+  }
+  return first;
+}
+
+absl::StatusOr<std::vector<NamedTensor>> AotiModel::RunOn(torch::inductor::AOTIModelPackageLoader* instance,
+                                                          const std::vector<at::Tensor>& inputs) const {
   const Impl& m = *impl_;
+  auto run_container = [&](const std::vector<at::Tensor>& args) {
+    if (instance) return instance->run(args);
+    InstancePool<torch::inductor::AOTIModelPackageLoader>::Loan borrowed = m.instances->Borrow();
+    return borrowed->run(args);
+  };
   std::vector<NamedTensor> outputs;
   try {
     c10::InferenceMode guard;
@@ -203,10 +247,10 @@ absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Te
     std::vector<at::Tensor> raw;
     if (m.simulation) {
       SimulatedRun run(*m.simulation);
-      raw = RunContainer(args);
+      raw = run_container(args);
       run.Check();
     } else {
-      raw = RunContainer(args);
+      raw = run_container(args);
     }
     std::vector<std::pair<std::string, at::Tensor>> positional;
     positional.reserve(raw.size());

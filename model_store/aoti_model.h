@@ -20,14 +20,20 @@
 // destroyed), and so at exit. A load that fails after unpacking (a junk
 // library) removes its folder itself; loaders are made one at a time for it.
 //
-// Thread-safety: Run may be called from several workers at once;
-// AOTInductor's container serialises the runs of its one model instance.
-// Until one run has returned, runs go one at a time here: LibTorch 2.6's
-// container deadlocks when two threads make its first run together (the
+// Instances: LibTorch 2.6's loader makes a container with one model
+// instance, which runs one call at a time. So a package is loaded once per
+// worker that may run it at once (`instances`: the device's workers for
+// this model), each loader with its own unpacked folder, container and copy
+// of the constants; a run borrows a free one (instance_pool.h). The memory
+// admitted and reported is the library's size times the instances.
+//
+// Thread-safety: Run may be called from several workers at once; each run
+// has an instance to itself. That also keeps clear of LibTorch 2.6's
+// deadlock when two threads make a container's first run together (the
 // first folds constants under the exclusive side of a shared mutex while
 // holding the only model instance; the second waits for that instance
-// holding the shared side). Every worker that ran the model then waited
-// forever: a burst of first requests wedged the device.
+// holding the shared side; every worker that ran the model then waited
+// forever).
 
 #include <memory>
 #include <string>
@@ -35,25 +41,33 @@
 #include "absl/status/statusor.h"
 #include "model_store/servable.h"
 
+namespace torch::inductor {
+class AOTIModelPackageLoader;
+}
+
 namespace infergate {
 
 class AotiModel final : public Servable {
  public:
   static absl::StatusOr<std::shared_ptr<AotiModel>> Load(const std::string& path, const v1::ModelConfig& config,
                                                          const DeviceInfo& device, DType compute_dtype,
-                                                         const AdmitBytes& admit = nullptr);
+                                                         const AdmitBytes& admit = nullptr, int instances = 1);
   ~AotiModel() override;
 
   absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>& inputs) const override;
+  absl::StatusOr<std::vector<NamedTensor>> WarmUp(const std::vector<at::Tensor>& inputs) const override;
   const InputSignature& signature() const override { return signature_; }
   DType compute_dtype() const override { return DType::kFloat32; }
   uint64_t resident_bytes() const override { return bytes_; }
+  // How many runs can go at once (loaders made at load).
+  size_t instances() const;
 
  private:
   struct Impl;
   AotiModel(std::unique_ptr<Impl> impl, InputSignature signature, uint64_t bytes);
-  // The package's run, one at a time until the first has returned.
-  std::vector<at::Tensor> RunContainer(const std::vector<at::Tensor>& args) const;
+  // Run on `instance`, or on a borrowed one when null.
+  absl::StatusOr<std::vector<NamedTensor>> RunOn(torch::inductor::AOTIModelPackageLoader* instance,
+                                                 const std::vector<at::Tensor>& inputs) const;
 
   std::unique_ptr<Impl> impl_;
   InputSignature signature_;

@@ -1,7 +1,9 @@
 #include "model_store/aoti_package.h"
 
+#include <algorithm>
 #include <map>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +17,8 @@ namespace {
 
 constexpr absl::string_view kVariantsFolder = "data/aotinductor/";
 constexpr uint64_t kMaxMetadataBytes = 64 << 10;
+// Generated C++ is read only to see how its loops are threaded.
+constexpr uint64_t kMaxSourceBytes = uint64_t{64} << 20;
 
 absl::Status NotAPackage(const std::string& path, absl::string_view why) {
   return absl::InvalidArgumentError(
@@ -29,6 +33,7 @@ absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& pat
   // data/aotinductor/<name>/<hash>_metadata.json and <hash>.so per variant.
   std::map<std::string, const ZipEntry*> metadata;
   std::map<std::string, uint64_t> library_bytes;
+  std::map<std::string, std::string> sources;
   for (const ZipEntry& e : *entries) {
     absl::string_view name = e.name;
     if (!absl::ConsumePrefix(&name, kVariantsFolder)) continue;
@@ -39,6 +44,7 @@ absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& pat
     if (file.find('/') != absl::string_view::npos) continue;
     if (absl::EndsWith(file, "_metadata.json")) metadata[variant] = &e;
     if (absl::EndsWith(file, ".so")) library_bytes[variant] += e.size;
+    if (absl::EndsWith(file, ".cpp")) sources[variant] = e.name;
   }
   if (metadata.empty()) return NotAPackage(path, "it holds no compiled model (data/aotinductor/<name>/)");
   std::vector<AotiVariant> out;
@@ -52,7 +58,7 @@ absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& pat
     if (!json.is_object() || !json.contains("AOTI_DEVICE_KEY") || !json["AOTI_DEVICE_KEY"].is_string()) {
       return NotAPackage(path, absl::StrCat("variant '", name.substr(0, 64), "' has no AOTI_DEVICE_KEY in its metadata"));
     }
-    AotiVariant variant{name, json["AOTI_DEVICE_KEY"].get<std::string>(), library_bytes[name], ""};
+    AotiVariant variant{name, json["AOTI_DEVICE_KEY"].get<std::string>(), library_bytes[name], "", sources[name]};
     if (json.contains(kAotiSignatureKey)) {
       if (!json[kAotiSignatureKey].is_string()) {
         return NotAPackage(path, absl::StrCat("variant '", name.substr(0, 64), "': its ", kAotiSignatureKey,
@@ -63,6 +69,38 @@ absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& pat
     out.push_back(std::move(variant));
   }
   return out;
+}
+
+int MaxLoopThreads(absl::string_view source) {
+  constexpr absl::string_view kClause = "num_threads(";
+  int most = 0;
+  for (size_t at = source.find(kClause); at != absl::string_view::npos; at = source.find(kClause, at + 1)) {
+    // Only the clause of an OpenMP pragma on the same line counts.
+    const size_t line = source.rfind('\n', at);
+    const absl::string_view before = source.substr(line == absl::string_view::npos ? 0 : line + 1,
+                                                   at - (line == absl::string_view::npos ? 0 : line + 1));
+    if (!absl::StrContains(before, "#pragma omp")) continue;
+    int n = 0;
+    size_t i = at + kClause.size();
+    for (; i < source.size() && absl::ascii_isdigit(static_cast<unsigned char>(source[i])) && n < 1000000; ++i) {
+      n = n * 10 + (source[i] - '0');
+    }
+    if (i < source.size() && source[i] == ')') most = std::max(most, n);
+  }
+  return most;
+}
+
+absl::StatusOr<int> CompiledLoopThreads(const std::string& path, const AotiVariant& variant) {
+  if (variant.source_entry.empty()) return 0;
+  absl::StatusOr<std::vector<ZipEntry>> entries = ListZip(path);
+  if (!entries.ok()) return entries.status();
+  for (const ZipEntry& e : *entries) {
+    if (e.name != variant.source_entry) continue;
+    absl::StatusOr<std::string> text = ReadStoredZipEntry(path, e, kMaxSourceBytes);
+    if (!text.ok()) return text.status();
+    return MaxLoopThreads(*text);
+  }
+  return 0;
 }
 
 absl::StatusOr<AotiVariant> PickAotiVariant(const std::vector<AotiVariant>& variants, const DeviceInfo& device) {

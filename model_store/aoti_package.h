@@ -31,11 +31,22 @@ struct AotiVariant {
   std::string device;  // the kind it was compiled for: "cpu", "cuda", ...
   uint64_t library_bytes = 0;  // its compiled library, weights included
   std::string signature;       // its "infergate.config" metadata ("" if none; aoti_signature.h)
+  std::string source_entry;    // the zip entry of its generated C++ ("" if the package has none)
 };
 
 // The variants in the package at `path`; INVALID_ARGUMENT for a file that
 // is not a readable AOTInductor package, naming what is wrong.
 absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& path);
+
+// How many threads a CPU variant's parallel loops run on, each call: the
+// largest N of the `#pragma omp parallel num_threads(N)` in its generated
+// C++, which Inductor writes from the compiling process's
+// torch.get_num_threads(). 0 when the loops are serial (compiled with one
+// thread) or the package holds no source; an error when its source cannot
+// be read.
+absl::StatusOr<int> CompiledLoopThreads(const std::string& path, const AotiVariant& variant);
+// The same, over the source text. Pure.
+int MaxLoopThreads(absl::string_view source);
 
 // The variant that serves `device`, per the rules above; NOT_FOUND naming
 // the device and the variants there are.

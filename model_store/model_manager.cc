@@ -14,13 +14,17 @@
 
 namespace infergate {
 
-ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints)
+ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints,
+                           RunsAtOnce runs_at_once)
     : repository_(repository), loader_(std::move(loader)), footprints_(footprints) {
   if (!loader_) {
-    loader_ = [](const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device, DType dtype,
-                 const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
+    loader_ = [runs_at_once = std::move(runs_at_once)](
+                  const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device, DType dtype,
+                  const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
       if (IsAotiPackagePath(path)) {
-        absl::StatusOr<std::shared_ptr<AotiModel>> package = AotiModel::Load(path, config, device, dtype, admit);
+        const int instances = runs_at_once ? runs_at_once(device.id, config) : 1;
+        absl::StatusOr<std::shared_ptr<AotiModel>> package =
+            AotiModel::Load(path, config, device, dtype, admit, instances);
         if (!package.ok()) return package.status();
         return std::shared_ptr<Servable>(*std::move(package));
       }
@@ -182,7 +186,7 @@ absl::Status ModelManager::WarmUp(const Route& route) {
   uint64_t activation_bytes = 0;
   {
     ActivationMeter meter;
-    absl::StatusOr<std::vector<NamedTensor>> out = (*model)->Run(zeros);
+    absl::StatusOr<std::vector<NamedTensor>> out = (*model)->WarmUp(zeros);
     if (!out.ok()) return out.status();
     activation_bytes = meter.peak_bytes();
   }

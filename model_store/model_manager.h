@@ -27,10 +27,17 @@ namespace infergate {
 
 class ModelManager {
  public:
+  // How many batches of a model may run at once on a device: what the
+  // default loader loads an AOTInductor package that many times for (one
+  // instance per run; aoti_model.h). Empty: 1.
+  using RunsAtOnce = std::function<int(const DeviceId& device, const v1::ModelConfig& config)>;
+
   // Nothing is owned; the repository (and `footprints`, which may be null:
   // then models are admitted by the estimate from their file) must outlive
-  // the manager. `loader` empty means TorchScript (LoadedModel::Load).
-  ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints = nullptr);
+  // the manager. `loader` empty means the default: TorchScript
+  // (LoadedModel::Load), or AotiModel::Load for a .pt2 package.
+  ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints = nullptr,
+               RunsAtOnce runs_at_once = nullptr);
 
   // The servable for `route`, loaded if it is not resident. A load reads
   // only the file the route's generation was published for, and is

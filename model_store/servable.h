@@ -29,6 +29,12 @@ class Servable {
   // of memory, device error) carries a DeviceFailure payload; any other
   // failure is the model's own and goes to the client as it is.
   virtual absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>& inputs) const = 0;
+  // The warm-up run (ModelManager::WarmUp): as Run, but on every instance
+  // of a servable that holds several (aoti_model.h), one after another, so
+  // no request pays for an instance's first run. The first run's answer.
+  virtual absl::StatusOr<std::vector<NamedTensor>> WarmUp(const std::vector<at::Tensor>& inputs) const {
+    return Run(inputs);
+  }
 
   virtual const InputSignature& signature() const = 0;
   virtual DType compute_dtype() const = 0;

@@ -102,18 +102,20 @@ int main(int argc, char** argv) {
   infergate::CachingCpuAllocator::InstallForProcess(tensor_cache_bytes);  // likewise
   // One forward call on `x`, from either format.
   std::optional<torch::jit::Module> script;
-  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> package;
+  // A package is loaded once per caller, as the server loads one instance
+  // per worker (model_store/aoti_model.h): a loader runs one call at a time.
+  std::vector<std::unique_ptr<torch::inductor::AOTIModelPackageLoader>> packages;
   auto make_input = [&](int64_t batch) {
     std::vector<int64_t> shape = {batch};
     shape.insert(shape.end(), item_shape->begin(), item_shape->end());
     return dtype == "int64" ? at::randint(0, 100, shape, at::TensorOptions().dtype(at::kLong)) : at::randn(shape);
   };
   if (absl::EndsWith(path, ".pt2")) {
-    package = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path);
-    // The first run alone: LibTorch 2.6's container deadlocks when two
-    // threads make it at once (model_store/aoti_model.h).
     c10::InferenceMode guard;
-    package->run({make_input(1)});
+    for (int c = 0; c < callers; ++c) {
+      packages.push_back(std::make_unique<torch::inductor::AOTIModelPackageLoader>(path));
+      packages.back()->run({make_input(1)});
+    }
   } else {
     infergate::PrepareTorchScriptRuntime();
     script = torch::jit::load(path);
@@ -130,9 +132,9 @@ int main(int argc, char** argv) {
       }
     }
   }
-  auto forward = [&](const at::Tensor& x) {
-    if (package) {
-      package->run({x});
+  auto forward = [&](int caller, const at::Tensor& x) {
+    if (!packages.empty()) {
+      packages[static_cast<size_t>(caller)]->run({x});
     } else {
       script->forward({x});
     }
@@ -150,12 +152,12 @@ int main(int argc, char** argv) {
       threads_run.emplace_back([&, c] {
         c10::InferenceMode guard;
         at::Tensor x = make_input(b);
-        for (int i = 0; i < 5; ++i) forward(x);  // warm-up: profiling runs
+        for (int i = 0; i < 5; ++i) forward(c, x);  // warm-up: profiling runs
         std::this_thread::sleep_until(start);
         std::vector<double>& lat = per_caller[c];
         while (std::chrono::steady_clock::now() < end) {
           auto t0 = std::chrono::steady_clock::now();
-          forward(x);
+          forward(c, x);
           lat.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
         }
       });

@@ -12,6 +12,12 @@ aot_compile per variant and package_aoti (several builds in one package).
   make_pt2_models.py --demo-cnn MODEL_PT DIR   likewise make-demo-models' cnn
                                                (3x64x64 images) as DIR/cnn_pt2
 
+  --threads N first (any form): compile with torch.set_num_threads(N).
+  Inductor writes the compiling process's thread count into a CPU build's
+  loops, which then run on that many threads each call wherever the
+  package is served; for infergate, N should be its intra-op threads per
+  CPU worker.
+
   DIR/mlp_pt2/1/model.pt2           the CPU build, with its config.pbtxt
   DIR/mlp_pt2_bare/1/model.pt2      the same package with no config.pbtxt:
                                     the server reads its signature from the
@@ -177,6 +183,9 @@ def main(root):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--threads":
+        torch.set_num_threads(int(sys.argv[2]))
+        del sys.argv[1:3]
     if len(sys.argv) == 4 and sys.argv[1] == "--demo-mlp":
         demo_mlp(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 4 and sys.argv[1] == "--demo-cnn":

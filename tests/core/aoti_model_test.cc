@@ -12,9 +12,11 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -44,13 +46,13 @@ class AotiModelTest : public ::testing::Test {
 
   void SetUp() override { ASSERT_EQ(make_error_, nullptr) << *make_error_; }
 
-  std::shared_ptr<AotiModel> Load() const {
+  std::shared_ptr<AotiModel> Load(int instances = 1) const {
     absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(*folder_, "mlp_pt2");
     EXPECT_TRUE(config.ok()) << config.status();
     if (!config.ok()) return nullptr;
     DeviceInfo cpu;
     absl::StatusOr<std::shared_ptr<AotiModel>> model =
-        AotiModel::Load(*folder_ + "/1/model.pt2", *config, cpu, DType::kFloat32);
+        AotiModel::Load(*folder_ + "/1/model.pt2", *config, cpu, DType::kFloat32, nullptr, instances);
     EXPECT_TRUE(model.ok()) << model.status();
     return model.ok() ? *model : nullptr;
   }
@@ -66,10 +68,12 @@ class AotiModelTest : public ::testing::Test {
 TEST_F(AotiModelTest, FirstRunsMadeTogetherAllReturnTheRightAnswer) {
   // Without the fix, the runs deadlocked by the 9th load in each of three
   // tries (2, 3 and 8 threads).
+  // With one instance the runs take turns on it; with three, each thread's
+  // first run is its own container's, all at once.
   constexpr int kThreads = 3;
   constexpr int kLoads = 40;
   for (int load = 0; load < kLoads; ++load) {
-    std::shared_ptr<AotiModel> model = Load();
+    std::shared_ptr<AotiModel> model = Load(load % 4 == 3 ? kThreads : 1);
     ASSERT_NE(model, nullptr);
     std::vector<at::Tensor> inputs;
     for (int t = 0; t < kThreads; ++t) inputs.push_back(torch::randn({1 + t % 3, 16}));
@@ -114,6 +118,67 @@ TEST_F(AotiModelTest, FirstRunsMadeTogetherAllReturnTheRightAnswer) {
           << "load " << load << " thread " << t << " answered differently from the same input run alone";
     }
   }
+}
+
+// The folders in /tmp holding an unpacked package.
+std::set<std::string> UnpackedFolders() {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator("/tmp")) {
+    std::error_code ec;
+    if (e.path().filename().string().size() == 6 && std::filesystem::is_directory(e.path() / "data" / "aotinductor", ec)) {
+      out.insert(e.path().string());
+    }
+  }
+  return out;
+}
+
+// A package runs one call at a time per loaded instance: with two, two
+// workers run at once, each on its own unpacked copy, and every answer is
+// the one the same input gets alone.
+TEST_F(AotiModelTest, EachInstanceIsALoaderOfItsOwnAndRunsAnswerRight) {
+  std::shared_ptr<AotiModel> one = Load(1);
+  ASSERT_NE(one, nullptr);
+  const std::set<std::string> before = UnpackedFolders();
+  std::shared_ptr<AotiModel> model = Load(2);
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->instances(), 2u);
+  EXPECT_EQ(one->instances(), 1u);
+  EXPECT_EQ(model->resident_bytes(), 2 * one->resident_bytes()) << "each instance holds the constants";
+  std::set<std::string> added;
+  for (const std::string& f : UnpackedFolders()) {
+    if (!before.count(f)) added.insert(f);
+  }
+  EXPECT_EQ(added.size(), 2u) << "one unpacked folder per instance";
+
+  // The warm-up runs every instance and answers as a run does.
+  const at::Tensor warm_input = torch::randn({1, 16});
+  absl::StatusOr<std::vector<NamedTensor>> warm = model->WarmUp({warm_input});
+  absl::StatusOr<std::vector<NamedTensor>> warm_alone = one->Run({warm_input});
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  ASSERT_TRUE(warm_alone.ok()) << warm_alone.status();
+  EXPECT_TRUE(torch::allclose((*warm)[0].tensor, (*warm_alone)[0].tensor));
+
+  constexpr int kThreads = 4;
+  constexpr int kRuns = 50;
+  std::vector<at::Tensor> inputs;
+  for (int t = 0; t < kThreads; ++t) inputs.push_back(torch::randn({1 + t, 16}));
+  std::vector<absl::StatusOr<std::vector<NamedTensor>>> alone;
+  for (const at::Tensor& x : inputs) alone.push_back(one->Run({x}));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRuns; ++r) {
+        absl::StatusOr<std::vector<NamedTensor>> got = model->Run({inputs[t]});
+        if (!got.ok() || !alone[t].ok() || !torch::allclose((*got)[0].tensor, (*alone[t])[0].tensor)) ++wrong;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+
+  model.reset();
+  for (const std::string& f : added) EXPECT_FALSE(std::filesystem::exists(f)) << f << " outlived its model";
 }
 
 }  // namespace

@@ -14,10 +14,10 @@ DeviceInfo Device(DeviceKind kind, bool simulated) {
 
 // The variant rule, as a table: (variants, device) -> the variant's name, or "" for none.
 TEST(AotiPackageTest, PicksTheVariantBuiltForTheDevice) {
-  const std::vector<AotiVariant> cpu_only = {{"model", "cpu", 1, ""}};
-  const std::vector<AotiVariant> both = {{"cpu", "cpu", 1, ""}, {"cuda", "cuda", 1, ""}};
-  const std::vector<AotiVariant> stand_in = {{"cpu", "cpu", 1, ""}, {"cuda", "cpu", 1, ""}};
-  const std::vector<AotiVariant> unnamed_cuda = {{"model", "cuda", 1, ""}};
+  const std::vector<AotiVariant> cpu_only = {{"model", "cpu", 1, "", ""}};
+  const std::vector<AotiVariant> both = {{"cpu", "cpu", 1, "", ""}, {"cuda", "cuda", 1, "", ""}};
+  const std::vector<AotiVariant> stand_in = {{"cpu", "cpu", 1, "", ""}, {"cuda", "cpu", 1, "", ""}};
+  const std::vector<AotiVariant> unnamed_cuda = {{"model", "cuda", 1, "", ""}};
   struct Case {
     const std::vector<AotiVariant>* variants;
     DeviceKind kind;
@@ -47,6 +47,27 @@ TEST(AotiPackageTest, PicksTheVariantBuiltForTheDevice) {
       EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound) << where << " picked " << got->name;
     }
   }
+}
+
+// The threads a CPU build's loops run on, read off its generated C++: the
+// largest num_threads(N) of an OpenMP pragma, 0 when its loops are serial.
+TEST(AotiPackageTest, ReadsHowTheCompiledLoopsAreThreaded) {
+  const struct {
+    const char* source;
+    int threads;
+  } cases[] = {
+      {"", 0},
+      {"void kernel() { for (int i = 0; i < 8; ++i) {} }", 0},
+      {"    #pragma omp parallel num_threads(2)\n    {", 2},
+      {"#pragma omp parallel num_threads(4)\n#pragma omp parallel num_threads(16)\n#pragma omp parallel num_threads(8)", 16},
+      {"#pragma omp parallel num_threads(2)\n  int x = num_threads(64);\n", 2},  // not a pragma's clause
+      {"// num_threads(32) in a comment\n#pragma omp parallel num_threads(3)", 3},
+      {"#pragma omp parallel num_threads(12", 0},  // cut off
+      {"#pragma omp parallel num_threads(n)", 0},
+      {"#pragma omp parallel num_threads(99999999999999999999)", 0},  // no such count
+      {"num_threads(7)", 0},
+  };
+  for (const auto& c : cases) EXPECT_EQ(MaxLoopThreads(c.source), c.threads) << c.source;
 }
 
 TEST(AotiPackageTest, AFileThatIsNotAPackageSaysSo) {

@@ -189,6 +189,26 @@ def main():
         for t in threads:
             t.join()
         check(all(close(results[i], expected(rows(1, 100 + i))) for i in range(16)), "concurrent rows differ")
+        # One instance per CPU worker (a LibTorch 2.6 loader runs one call at
+        # a time), each in its own unpacked folder.
+        log = open(server.log_path).read()
+        workers = int(re.search(r"scheduler: (\d+) cpu workers", log).group(1))
+        loaded = re.search(r"model 'mlp_pt2': loaded variant 'model' \(compiled for cpu\) of .* on cpu, (\d+) instances?",
+                           log)
+        check(loaded is not None and int(loaded.group(1)) == workers,
+              "mlp_pt2 on cpu should have one instance per cpu worker (%d): %s" %
+              (workers, loaded.group(0) if loaded else "no load line"))
+        # Inductor wrote the compiling process's thread count into the
+        # package's loops: the server warns when that is more than each
+        # worker's intra-op threads.
+        import zipfile
+        with zipfile.ZipFile(package) as z:
+            source = "".join(z.read(n).decode(errors="replace") for n in z.namelist() if n.endswith(".cpp"))
+        loop_threads = max([int(n) for n in re.findall(r"#pragma omp[^\n]*num_threads\((\d+)\)", source)] or [0])
+        intra_op = int(re.search(r"scheduler: \d+ cpu workers x (\d+) intra-op", log).group(1))
+        warned = "model 'mlp_pt2': its compiled loops run on %d threads each call" % loop_threads in log
+        check(warned == (loop_threads > intra_op),
+              "loops on %d threads, %d intra-op threads per worker: warned %s" % (loop_threads, intra_op, warned))
 
         # --- no config.pbtxt: the signature comes from the package's metadata
         for n in [1, 5, 64]:
