@@ -9,6 +9,8 @@
 #
 #   bench/compare.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR
 #   COMPARE_ROUNDS=3 COMPARE_SECONDS=4 bench/compare.sh ../before/build build
+#   COMPARE_ROWS="cnn_pt2:8 mlp_pt2:8" bench/compare.sh ...   (model:concurrency;
+#                  the _pt2 models are the demo networks as .pt2 packages)
 #
 # Both build folders need service/infergate; the client, the demo models and
 # the ratios come from AFTER_BUILD_DIR's tools. Build the older tree with
@@ -32,6 +34,18 @@ work=$(mktemp -d)
 server=""
 trap '[ -z "$server" ] || kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 "$after_dir/tools/make-demo-models" "$work/models" >/dev/null
+# Rows may name the demo networks as AOTInductor packages (mlp_pt2,
+# cnn_pt2): compiled here as bench/run.sh compiles them, with the server's
+# intra-op threads per CPU worker.
+if [[ " $rows" =~ _pt2: ]]; then
+  cores=$(nproc)
+  cpu_workers=$(( cores < 4 ? cores : 4 ))
+  intra_op_threads=$(( cores / cpu_workers > 1 ? cores / cpu_workers : 1 ))
+  for demo in mlp cnn; do
+    python3 tools/make_pt2_models.py --threads "$intra_op_threads" --demo-$demo "$work/models/$demo/1/model.pt" \
+      "$work/models" >/dev/null 2>"$work/pt2.log" || { cat "$work/pt2.log" >&2; exit 1; }
+  done
+fi
 cli="$after_dir/tools/infergate-cli"
 
 # Starts the server of build folder $2 and measures every row, as turn $1.
