@@ -34,18 +34,8 @@ work=$(mktemp -d)
 server=""
 trap '[ -z "$server" ] || kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 "$after_dir/tools/make-demo-models" "$work/models" >/dev/null
-# Rows may name the demo networks as AOTInductor packages (mlp_pt2,
-# cnn_pt2): compiled here as bench/run.sh compiles them, with the server's
-# intra-op threads per CPU worker.
-if [[ " $rows" =~ _pt2: ]]; then
-  cores=$(nproc)
-  cpu_workers=$(( cores < 4 ? cores : 4 ))
-  intra_op_threads=$(( cores / cpu_workers > 1 ? cores / cpu_workers : 1 ))
-  for demo in mlp cnn; do
-    python3 tools/make_pt2_models.py --threads "$intra_op_threads" --demo-$demo "$work/models/$demo/1/model.pt" \
-      "$work/models" >/dev/null 2>"$work/pt2.log" || { cat "$work/pt2.log" >&2; exit 1; }
-  done
-fi
+# Rows may name the demo networks as AOTInductor packages (mlp_pt2, cnn_pt2).
+if [[ " $rows" =~ _pt2: ]]; then bench/pt2_demo_models.sh "$work/models"; fi
 cli="$after_dir/tools/infergate-cli"
 
 # Starts the server of build folder $2 and measures every row, as turn $1.

@@ -45,18 +45,9 @@ trap cleanup EXIT
 : >"$work/batch_mixes"  # rows' batch sizes, for the sound bound (record)
 : >"$work/inprocess.lines"
 "$build_dir/tools/make-demo-models" "$work/models" >/dev/null
-# The mlp and the cnn again as AOTInductor packages (.pt2), same weights,
-# compiled here with python3-torch, for the format and in-process rows.
-# Compiled with the server's intra-op threads per CPU worker (its default
-# sizing, core/thread_sizing.h), as one compiles a package to serve: the
-# loops run on the compiling process's thread count each call.
-cores=$(nproc)
-cpu_workers=$(( cores < 4 ? cores : 4 ))
-intra_op_threads=$(( cores / cpu_workers > 1 ? cores / cpu_workers : 1 ))
-for demo in mlp cnn; do
-  python3 tools/make_pt2_models.py --threads "$intra_op_threads" --demo-$demo "$work/models/$demo/1/model.pt" "$work/models" >/dev/null \
-    2>"$work/pt2.log" || { cat "$work/pt2.log" >&2; exit 1; }
-done
+# The mlp and the cnn again as AOTInductor packages (.pt2), for the format
+# and in-process rows.
+bench/pt2_demo_models.sh "$work/models"
 
 mkdir -p "$out_dir"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

@@ -33,7 +33,7 @@ absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& pat
   // data/aotinductor/<name>/<hash>_metadata.json and <hash>.so per variant.
   std::map<std::string, const ZipEntry*> metadata;
   std::map<std::string, uint64_t> library_bytes;
-  std::map<std::string, std::string> sources;
+  std::map<std::string, ZipEntry> sources;
   for (const ZipEntry& e : *entries) {
     absl::string_view name = e.name;
     if (!absl::ConsumePrefix(&name, kVariantsFolder)) continue;
@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& pat
     if (file.find('/') != absl::string_view::npos) continue;
     if (absl::EndsWith(file, "_metadata.json")) metadata[variant] = &e;
     if (absl::EndsWith(file, ".so")) library_bytes[variant] += e.size;
-    if (absl::EndsWith(file, ".cpp")) sources[variant] = e.name;
+    if (absl::EndsWith(file, ".cpp")) sources[variant] = e;
   }
   if (metadata.empty()) return NotAPackage(path, "it holds no compiled model (data/aotinductor/<name>/)");
   std::vector<AotiVariant> out;
@@ -91,16 +91,10 @@ int MaxLoopThreads(absl::string_view source) {
 }
 
 absl::StatusOr<int> CompiledLoopThreads(const std::string& path, const AotiVariant& variant) {
-  if (variant.source_entry.empty()) return 0;
-  absl::StatusOr<std::vector<ZipEntry>> entries = ListZip(path);
-  if (!entries.ok()) return entries.status();
-  for (const ZipEntry& e : *entries) {
-    if (e.name != variant.source_entry) continue;
-    absl::StatusOr<std::string> text = ReadStoredZipEntry(path, e, kMaxSourceBytes);
-    if (!text.ok()) return text.status();
-    return MaxLoopThreads(*text);
-  }
-  return 0;
+  if (variant.source.name.empty()) return 0;
+  absl::StatusOr<std::string> text = ReadStoredZipEntry(path, variant.source, kMaxSourceBytes);
+  if (!text.ok()) return text.status();
+  return MaxLoopThreads(*text);
 }
 
 absl::StatusOr<AotiVariant> PickAotiVariant(const std::vector<AotiVariant>& variants, const DeviceInfo& device) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/zip_listing.h"
 #include "devices/device_info.h"
 
 namespace infergate {
@@ -31,7 +32,7 @@ struct AotiVariant {
   std::string device;  // the kind it was compiled for: "cpu", "cuda", ...
   uint64_t library_bytes = 0;  // its compiled library, weights included
   std::string signature;       // its "infergate.config" metadata ("" if none; aoti_signature.h)
-  std::string source_entry;    // the zip entry of its generated C++ ("" if the package has none)
+  ZipEntry source;             // the zip entry of its generated C++ (name "" if the package has none)
 };
 
 // The variants in the package at `path`; INVALID_ARGUMENT for a file that

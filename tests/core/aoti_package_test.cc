@@ -14,10 +14,10 @@ DeviceInfo Device(DeviceKind kind, bool simulated) {
 
 // The variant rule, as a table: (variants, device) -> the variant's name, or "" for none.
 TEST(AotiPackageTest, PicksTheVariantBuiltForTheDevice) {
-  const std::vector<AotiVariant> cpu_only = {{"model", "cpu", 1, "", ""}};
-  const std::vector<AotiVariant> both = {{"cpu", "cpu", 1, "", ""}, {"cuda", "cuda", 1, "", ""}};
-  const std::vector<AotiVariant> stand_in = {{"cpu", "cpu", 1, "", ""}, {"cuda", "cpu", 1, "", ""}};
-  const std::vector<AotiVariant> unnamed_cuda = {{"model", "cuda", 1, "", ""}};
+  const std::vector<AotiVariant> cpu_only = {{"model", "cpu", 1, "", {}}};
+  const std::vector<AotiVariant> both = {{"cpu", "cpu", 1, "", {}}, {"cuda", "cuda", 1, "", {}}};
+  const std::vector<AotiVariant> stand_in = {{"cpu", "cpu", 1, "", {}}, {"cuda", "cpu", 1, "", {}}};
+  const std::vector<AotiVariant> unnamed_cuda = {{"model", "cuda", 1, "", {}}};
   struct Case {
     const std::vector<AotiVariant>* variants;
     DeviceKind kind;
