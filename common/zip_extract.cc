@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/zip_listing.h"
@@ -100,13 +101,14 @@ absl::Status WriteEntry(std::ifstream& in, const ZipEntry& entry, int fd, uint64
 }
 
 absl::Status ExtractEntries(const std::string& path, const std::string& dest, const ZipExtractLimits& limits,
-                            uint64_t& written) {
+                            absl::string_view only_under, uint64_t& written) {
   absl::StatusOr<std::vector<ZipEntry>> entries = ListZip(path);
   if (!entries.ok()) return entries.status();
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("'", path.substr(0, 256), "' cannot be opened"));
   uint64_t budget = limits.max_total_bytes;
   for (const ZipEntry& entry : *entries) {
+    if (!absl::StartsWith(entry.name, only_under)) continue;
     if (!IsSafeZipEntryName(entry.name)) return Refused(entry.name, "would be written outside the archive's folder");
     if (S_ISLNK(entry.unix_mode)) return Refused(entry.name, "is a symbolic link");
     if (entry.unix_mode != 0 && !S_ISREG(entry.unix_mode) && !S_ISDIR(entry.unix_mode) &&
@@ -164,9 +166,10 @@ bool IsSafeZipEntryName(const std::string& name) {
   return !parts.empty();
 }
 
-absl::StatusOr<uint64_t> ExtractZip(const std::string& path, const std::string& dest, const ZipExtractLimits& limits) {
+absl::StatusOr<uint64_t> ExtractZip(const std::string& path, const std::string& dest, const ZipExtractLimits& limits,
+                                    absl::string_view only_under) {
   uint64_t written = 0;
-  absl::Status s = ExtractEntries(path, dest, limits, written);
+  absl::Status s = ExtractEntries(path, dest, limits, only_under, written);
   if (s.ok()) return written;
   // Nothing of a refused archive stays: empty the folder again.
   std::error_code ignored;

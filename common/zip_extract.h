@@ -18,6 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace infergate {
 
@@ -29,10 +30,12 @@ struct ZipExtractLimits {
 };
 
 // Extracts the archive at `path` into `dest`, an existing empty folder
-// that only this process writes to. Returns the bytes written.
-// INVALID_ARGUMENT naming the entry for an unsafe or damaged one;
-// RESOURCE_EXHAUSTED when the archive inflates past the limit.
-absl::StatusOr<uint64_t> ExtractZip(const std::string& path, const std::string& dest, const ZipExtractLimits& limits);
+// that only this process writes to; with `only_under` set (a folder's name
+// ending in '/'), only the entries below it, at their full names. Returns
+// the bytes written. INVALID_ARGUMENT naming the entry for an unsafe or
+// damaged one; RESOURCE_EXHAUSTED when the archive inflates past the limit.
+absl::StatusOr<uint64_t> ExtractZip(const std::string& path, const std::string& dest, const ZipExtractLimits& limits,
+                                    absl::string_view only_under = "");
 
 // Whether `name` (an entry's name) may be written below a folder: relative,
 // without "." or ".." parts, backslashes or NUL. A trailing '/' (a folder

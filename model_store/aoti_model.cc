@@ -1,15 +1,14 @@
 #include "model_store/aoti_model.h"
 
-#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <set>
+#include <semaphore>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "devices/device_failure.h"
 #include "devices/simulated_run.h"
@@ -17,8 +16,8 @@
 #include "nlohmann/json.hpp"
 #include "model_store/aoti_package.h"
 #include "model_store/aoti_signature.h"
+#include "model_store/aoti_unpacked_variant.h"
 #include "model_store/declared_outputs.h"
-#include "model_store/instance_pool.h"
 #include "model_store/model_config.h"
 #include "model_store/torch_status.h"
 
@@ -48,44 +47,6 @@ int64_t InputsInCallSpec(const std::vector<std::string>& call_spec) {
   return CountLeaves(spec[1]);
 }
 
-// LibTorch 2.6's loader unpacks a package into a fresh /tmp/XXXXXX folder
-// and removes it in its destructor, which never runs when its constructor
-// throws (a junk or missing-symbol library): the folder would stay behind.
-// So loaders are made one at a time, and a failed one's folder, the one that
-// appeared while it was being made, is removed here.
-absl::Mutex g_loader_construction_mu;
-
-// The folders in /tmp that hold an unpacked package (data/aotinductor/).
-std::set<std::string> UnpackedPackageFolders() {
-  std::set<std::string> out;
-  std::error_code ec;
-  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator("/tmp", ec)) {
-    const std::string name = e.path().filename().string();
-    std::error_code sub_ec;
-    if (name.size() == 6 && std::filesystem::is_directory(e.path() / "data" / "aotinductor", sub_ec)) {
-      out.insert(e.path().string());
-    }
-  }
-  return out;
-}
-
-std::unique_ptr<torch::inductor::AOTIModelPackageLoader> MakeLoader(const std::string& path,
-                                                                    const std::string& variant) {
-  absl::MutexLock lock(&g_loader_construction_mu);
-  const std::set<std::string> before = UnpackedPackageFolders();
-  try {
-    return std::make_unique<torch::inductor::AOTIModelPackageLoader>(path, variant);
-  } catch (...) {
-    for (const std::string& folder : UnpackedPackageFolders()) {
-      std::error_code ec;
-      if (!before.count(folder) && std::filesystem::exists(std::filesystem::path(folder) / "data" / "aotinductor" / variant, ec)) {
-        std::filesystem::remove_all(folder, ec);
-      }
-    }
-    throw;
-  }
-}
-
 // A CPU build's loops run on as many threads as the process that compiled
 // it had, whatever this server's intra-op setting: more than each worker's
 // share of the cores oversubscribes them once the workers run together.
@@ -112,9 +73,14 @@ struct AotiModel::Impl {
   ~Impl() {
     if (simulation && simulation->memory) simulation->memory->Release(reserved_bytes);
   }
-  // One loader per worker that may run the model at once, each with its
-  // own container and copy of the constants (see the header).
-  std::unique_ptr<InstancePool<torch::inductor::AOTIModelPackageLoader>> instances;
+  // The unpacked files outlive the container that opened them.
+  std::unique_ptr<UnpackedAotiVariant> files;
+  // One container, `instances` model instances sharing its constants.
+  std::unique_ptr<torch::inductor::AOTIModelContainerRunner> container;
+  size_t instances = 1;
+  // A turn in the container: at most `instances` runs at once (see the
+  // header).
+  std::unique_ptr<std::counting_semaphore<>> turns;
   std::shared_ptr<const SimulationRules> simulation;
   uint64_t reserved_bytes = 0;
   std::string name;
@@ -174,9 +140,9 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   impl->name = model;
   impl->simulation = device.simulation;
   impl->outputs.emplace(config);
-  // Each instance holds its own copy of the compiled library's constants.
-  const size_t copies = static_cast<size_t>(std::max(1, instances));
-  const uint64_t bytes = variant->library_bytes * copies;
+  // The instances share one copy of the constants: on the CPU they are
+  // read in place from the library, on a GPU copied there once.
+  const uint64_t bytes = variant->library_bytes;
   if (admit) {
     if (absl::Status room = admit(bytes); !room.ok()) return room;
   }
@@ -189,54 +155,49 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
     }
     impl->reserved_bytes = bytes;
   }
-  std::vector<std::unique_ptr<torch::inductor::AOTIModelPackageLoader>> loaders;
+  absl::StatusOr<std::unique_ptr<UnpackedAotiVariant>> files = UnpackedAotiVariant::Unpack(path, *variant);
+  if (!files.ok()) return refuse(absl::StrCat("cannot unpack variant '", variant->name, "': ", files.status().message()));
+  impl->files = *std::move(files);
+  impl->instances = static_cast<size_t>(std::max(1, instances));
   try {
-    loaders.push_back(MakeLoader(path, variant->name));
-    const int64_t expected = InputsInCallSpec(loaders[0]->get_call_spec());
+    impl->container = OpenAotiContainer(*impl->files, *variant, impl->instances);
+    const int64_t expected = InputsInCallSpec(impl->container->get_call_spec());
     if (expected >= 0 && expected != static_cast<int64_t>(signature.inputs.size())) {
       return refuse(absl::StrCat("the package's '", variant->name, "' takes ", expected,
                                  " input tensors but config.pbtxt declares ", signature.inputs.size()));
     }
-    while (loaders.size() < copies) loaders.push_back(MakeLoader(path, variant->name));
   } catch (const std::exception& e) {
     return refuse(absl::StrCat("AOTInductor cannot load variant '", variant->name, "': ", ConciseTorchMessage(e.what())));
   }
-  impl->instances = std::make_unique<InstancePool<torch::inductor::AOTIModelPackageLoader>>(std::move(loaders));
+  impl->turns = std::make_unique<std::counting_semaphore<>>(static_cast<std::ptrdiff_t>(impl->instances));
   if (variant->device == "cpu") WarnIfLoopsOutnumberWorkerThreads(model, path, *variant);
   LOG_INFO << "model '" << model << "': loaded variant '" << variant->name << "' (compiled for " << variant->device
            << ") of " << path << " on " << (device.simulated ? "simulated " : "") << device.id.ToString() << ", "
-           << copies << (copies == 1 ? " instance" : " instances");
+           << impl->instances << (impl->instances == 1 ? " instance" : " instances") << ", unpacked in "
+           << impl->files->root();
   return std::shared_ptr<AotiModel>(new AotiModel(std::move(impl), std::move(signature), bytes));
 }
 
-size_t AotiModel::instances() const { return impl_->instances->size(); }
-
-absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Tensor>& inputs) const {
-  return RunOn(nullptr, inputs);
-}
+size_t AotiModel::instances() const { return impl_->instances; }
 
 absl::StatusOr<std::vector<NamedTensor>> AotiModel::WarmUp(const std::vector<at::Tensor>& inputs) const {
-  // Every instance at once, so each gets its turn (a run borrows the one
-  // returned last); a request holding one is waited for.
-  std::vector<InstancePool<torch::inductor::AOTIModelPackageLoader>::Loan> all;
-  all.reserve(impl_->instances->size());
-  while (all.size() < impl_->instances->size()) all.push_back(impl_->instances->Borrow());
+  // The container lends every instance once before it takes back any that
+  // finished, so `instances` runs one after another run each of them.
   absl::StatusOr<std::vector<NamedTensor>> first = absl::UnknownError("no instance");
-  for (size_t i = 0; i < all.size(); ++i) {
-    absl::StatusOr<std::vector<NamedTensor>> out = RunOn(&*all[i], inputs);
+  for (size_t i = 0; i < impl_->instances; ++i) {
+    absl::StatusOr<std::vector<NamedTensor>> out = Run(inputs);
     if (!out.ok()) return out.status();
     if (i == 0) first = std::move(out);
   }
   return first;
 }
 
-absl::StatusOr<std::vector<NamedTensor>> AotiModel::RunOn(torch::inductor::AOTIModelPackageLoader* instance,
-                                                          const std::vector<at::Tensor>& inputs) const {
+absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Tensor>& inputs) const {
   const Impl& m = *impl_;
   auto run_container = [&](const std::vector<at::Tensor>& args) {
-    if (instance) return instance->run(args);
-    InstancePool<torch::inductor::AOTIModelPackageLoader>::Loan borrowed = m.instances->Borrow();
-    return borrowed->run(args);
+    m.turns->acquire();
+    absl::Cleanup give_back = [&] { m.turns->release(); };
+    return m.container->run(args);
   };
   std::vector<NamedTensor> outputs;
   try {

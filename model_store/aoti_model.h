@@ -14,25 +14,23 @@
 //     fixed (a compiled kernel trusts its shapes); their count is checked
 //     against the package's call spec at load.
 //
-// AOTInductor unpacks the package into a fresh /tmp/XXXXXX folder when it
-// loads a variant (LibTorch 2.6 ignores TMPDIR), and removes it when the
-// loader goes: when the model is unloaded or evicted (this object is
-// destroyed), and so at exit. A load that fails after unpacking (a junk
-// library) removes its folder itself; loaders are made one at a time for it.
+// Loading unpacks the variant into a folder of its own
+// (aoti_unpacked_variant.h), removed when the model is unloaded or evicted
+// (this object is destroyed), and so at exit; a refused load leaves none.
 //
-// Instances: LibTorch 2.6's loader makes a container with one model
-// instance, which runs one call at a time. So a package is loaded once per
-// worker that may run it at once (`instances`: the device's workers for
-// this model), each loader with its own unpacked folder, container and copy
-// of the constants; a run borrows a free one (instance_pool.h). The memory
-// admitted and reported is the library's size times the instances.
+// Instances: the library is opened once, as one AOTInductor container
+// holding `instances` model instances (the device's workers that may run
+// this model at once). An instance runs one call at a time; the instances
+// share one copy of the constants, which on the CPU are read in place from
+// the library. So the memory admitted and reported is the library's size,
+// whatever the instances.
 //
-// Thread-safety: Run may be called from several workers at once; each run
-// has an instance to itself. That also keeps clear of LibTorch 2.6's
-// deadlock when two threads make a container's first run together (the
-// first folds constants under the exclusive side of a shared mutex while
-// holding the only model instance; the second waits for that instance
-// holding the shared side; every worker that ran the model then waited
+// Thread-safety: Run may be called from several workers at once; the
+// container gives each run an instance of its own. At most `instances`
+// runs enter it at once: LibTorch 2.6's container deadlocks when more runs
+// than instances meet on its first run (the first folds constants under
+// the exclusive side of a shared mutex; one with no free instance waits for
+// one holding the shared side; every worker that ran the model then waited
 // forever).
 
 #include <memory>
@@ -40,10 +38,6 @@
 
 #include "absl/status/statusor.h"
 #include "model_store/servable.h"
-
-namespace torch::inductor {
-class AOTIModelPackageLoader;
-}
 
 namespace infergate {
 
@@ -55,19 +49,17 @@ class AotiModel final : public Servable {
   ~AotiModel() override;
 
   absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>& inputs) const override;
+  // Runs each instance once.
   absl::StatusOr<std::vector<NamedTensor>> WarmUp(const std::vector<at::Tensor>& inputs) const override;
   const InputSignature& signature() const override { return signature_; }
   DType compute_dtype() const override { return DType::kFloat32; }
   uint64_t resident_bytes() const override { return bytes_; }
-  // How many runs can go at once (loaders made at load).
+  // How many runs can go at once (the container's model instances).
   size_t instances() const;
 
  private:
   struct Impl;
   AotiModel(std::unique_ptr<Impl> impl, InputSignature signature, uint64_t bytes);
-  // Run on `instance`, or on a borrowed one when null.
-  absl::StatusOr<std::vector<NamedTensor>> RunOn(torch::inductor::AOTIModelPackageLoader* instance,
-                                                 const std::vector<at::Tensor>& inputs) const;
 
   std::unique_ptr<Impl> impl_;
   InputSignature signature_;

@@ -18,7 +18,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
-#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 #include <torch/script.h>
 
 #include <algorithm>
@@ -36,6 +36,8 @@
 #include "common/flags.h"
 #include "devices/caching_cpu_allocator.h"
 #include "devices/system_info.h"
+#include "model_store/aoti_package.h"
+#include "model_store/aoti_unpacked_variant.h"
 #include "model_store/torchscript_optimization.h"
 
 namespace {
@@ -102,20 +104,37 @@ int main(int argc, char** argv) {
   infergate::CachingCpuAllocator::InstallForProcess(tensor_cache_bytes);  // likewise
   // One forward call on `x`, from either format.
   std::optional<torch::jit::Module> script;
-  // A package is loaded once per caller, as the server loads one instance
-  // per worker (model_store/aoti_model.h): a loader runs one call at a time.
-  std::vector<std::unique_ptr<torch::inductor::AOTIModelPackageLoader>> packages;
+  // A package is opened as the server opens it (model_store/aoti_model.h):
+  // one container with an instance per caller, as the server has one per
+  // worker (an instance runs one call at a time).
+  std::unique_ptr<infergate::UnpackedAotiVariant> unpacked;
+  std::unique_ptr<torch::inductor::AOTIModelContainerRunner> package;
   auto make_input = [&](int64_t batch) {
     std::vector<int64_t> shape = {batch};
     shape.insert(shape.end(), item_shape->begin(), item_shape->end());
     return dtype == "int64" ? at::randint(0, 100, shape, at::TensorOptions().dtype(at::kLong)) : at::randn(shape);
   };
   if (absl::EndsWith(path, ".pt2")) {
-    c10::InferenceMode guard;
-    for (int c = 0; c < callers; ++c) {
-      packages.push_back(std::make_unique<torch::inductor::AOTIModelPackageLoader>(path));
-      packages.back()->run({make_input(1)});
+    absl::StatusOr<std::vector<infergate::AotiVariant>> variants = infergate::ReadAotiVariants(path);
+    absl::StatusOr<infergate::AotiVariant> variant =
+        variants.ok() ? infergate::PickAotiVariant(*variants, infergate::DeviceInfo{}) : variants.status();
+    absl::StatusOr<std::unique_ptr<infergate::UnpackedAotiVariant>> files =
+        variant.ok() ? infergate::UnpackedAotiVariant::Unpack(path, *variant) : variant.status();
+    if (!files.ok()) {
+      std::cerr << "inprocess-bench: " << path << ": " << files.status().message() << "\n";
+      return 1;
     }
+    unpacked = *std::move(files);
+    try {
+      package = infergate::OpenAotiContainer(*unpacked, *variant, static_cast<size_t>(callers));
+    } catch (const std::exception& e) {
+      std::cerr << "inprocess-bench: " << path << ": " << e.what() << "\n";
+      return 1;
+    }
+    c10::InferenceMode guard;
+    // Runs one after another take every instance in turn: each makes its
+    // first run here.
+    for (int c = 0; c < callers; ++c) package->run({make_input(1)});
   } else {
     infergate::PrepareTorchScriptRuntime();
     script = torch::jit::load(path);
@@ -132,9 +151,9 @@ int main(int argc, char** argv) {
       }
     }
   }
-  auto forward = [&](int caller, const at::Tensor& x) {
-    if (!packages.empty()) {
-      packages[static_cast<size_t>(caller)]->run({x});
+  auto forward = [&](const at::Tensor& x) {
+    if (package) {
+      package->run({x});
     } else {
       script->forward({x});
     }
@@ -152,12 +171,12 @@ int main(int argc, char** argv) {
       threads_run.emplace_back([&, c] {
         c10::InferenceMode guard;
         at::Tensor x = make_input(b);
-        for (int i = 0; i < 5; ++i) forward(c, x);  // warm-up: profiling runs
+        for (int i = 0; i < 5; ++i) forward(x);  // warm-up: profiling runs
         std::this_thread::sleep_until(start);
         std::vector<double>& lat = per_caller[c];
         while (std::chrono::steady_clock::now() < end) {
           auto t0 = std::chrono::steady_clock::now();
-          forward(c, x);
+          forward(x);
           lat.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
         }
       });

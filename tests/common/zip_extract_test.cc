@@ -58,6 +58,32 @@ TEST_F(ZipExtractTest, ExtractsStoredAndDeflatedEntriesIntoFolders) {
   EXPECT_EQ(*ReadFile(out() + "/extra/labels.json"), "{\"0\": \"cat\"}");
 }
 
+// Only the entries below one folder, at their full names; a bad entry
+// elsewhere is not looked at, one below it is still refused.
+TEST_F(ZipExtractTest, ExtractsOnlyTheEntriesUnderAFolder) {
+  const std::string archive = Archive({{"data/aotinductor/cpu/a.so", "cpu library"},
+                                       {"data/aotinductor/cuda/a.so", "cuda library", true},
+                                       {"data/aotinductor/cpuish/a.so", "not below data/aotinductor/cpu/"},
+                                       {"../elsewhere", "never written"},
+                                       {"data/aotinductor/cpu/sub/b.json", "{}", true}});
+  absl::StatusOr<uint64_t> n = ExtractZip(archive, out(), {}, "data/aotinductor/cpu/");
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 11u + 2u);
+  EXPECT_EQ(*ReadFile(out() + "/data/aotinductor/cpu/a.so"), "cpu library");
+  EXPECT_EQ(*ReadFile(out() + "/data/aotinductor/cpu/sub/b.json"), "{}");
+  EXPECT_FALSE(fs::exists(out() + "/data/aotinductor/cuda"));
+  EXPECT_FALSE(fs::exists(out() + "/data/aotinductor/cpuish"));
+  EXPECT_EQ(FilesOutsideOut(), 0u);
+
+  fs::remove_all(out());
+  fs::create_directories(out());
+  absl::StatusOr<uint64_t> bad =
+      ExtractZip(Archive({{"data/aotinductor/cpu/ok.so", "fine"}, {"data/aotinductor/cpu/../../evil", "owned"}}),
+                 out(), {}, "data/aotinductor/cpu/");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_TRUE(OutIsEmpty());
+}
+
 TEST_F(ZipExtractTest, RefusesNamesThatLeaveTheFolderAndLeavesNothing) {
   for (const std::string name : {"../evil", "a/../../evil", "/tmp/evil", "a\\..\\evil", "C:evil", "./a", "a//b"}) {
     SCOPED_TRACE(name);

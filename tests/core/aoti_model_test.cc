@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -23,6 +24,7 @@
 
 #include "model_store/model_repository.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/zip_writer.h"
 
 namespace infergate {
 namespace {
@@ -68,8 +70,9 @@ class AotiModelTest : public ::testing::Test {
 TEST_F(AotiModelTest, FirstRunsMadeTogetherAllReturnTheRightAnswer) {
   // Without the fix, the runs deadlocked by the 9th load in each of three
   // tries (2, 3 and 8 threads).
-  // With one instance the runs take turns on it; with three, each thread's
-  // first run is its own container's, all at once.
+  // With one instance the runs take turns on it; with three, the three
+  // threads' first runs go into the container at once, each on its own
+  // instance.
   constexpr int kThreads = 3;
   constexpr int kLoads = 40;
   for (int load = 0; load < kLoads; ++load) {
@@ -120,35 +123,65 @@ TEST_F(AotiModelTest, FirstRunsMadeTogetherAllReturnTheRightAnswer) {
   }
 }
 
-// The folders in /tmp holding an unpacked package.
-std::set<std::string> UnpackedFolders() {
-  std::set<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator("/tmp")) {
-    std::error_code ec;
-    if (e.path().filename().string().size() == 6 && std::filesystem::is_directory(e.path() / "data" / "aotinductor", ec)) {
-      out.insert(e.path().string());
+// Points TMPDIR at a folder of the test's own while it lives, so the
+// folders a load unpacks into can be counted exactly.
+class TempDirForTest {
+ public:
+  TempDirForTest() : dir_("ig_aoti_tmp_") {
+    if (const char* was = std::getenv("TMPDIR")) was_ = was;
+    ::setenv("TMPDIR", dir_.path().c_str(), 1);
+  }
+  ~TempDirForTest() {
+    if (was_) {
+      ::setenv("TMPDIR", was_->c_str(), 1);
+    } else {
+      ::unsetenv("TMPDIR");
     }
   }
-  return out;
+  // The folders in it.
+  std::set<std::string> Folders() const {
+    std::set<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir_.path())) out.insert(e.path().string());
+    return out;
+  }
+
+ private:
+  testing::ScratchDir dir_;
+  std::optional<std::string> was_;
+};
+
+// Whether this process has a file below `folder` mapped (an opened library).
+bool MapsFileBelow(const std::string& folder) {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find(folder + "/") != std::string::npos) return true;
+  }
+  return false;
 }
 
-// A package runs one call at a time per loaded instance: with two, two
-// workers run at once, each on its own unpacked copy, and every answer is
-// the one the same input gets alone.
-TEST_F(AotiModelTest, EachInstanceIsALoaderOfItsOwnAndRunsAnswerRight) {
+// Two instances are one container of two: one unpacked folder (under
+// TMPDIR), one copy of the constants, the bytes of one instance; two
+// workers run at once and every answer is the one the same input gets
+// alone.
+TEST_F(AotiModelTest, InstancesShareOneUnpackedCopyAndRunsAnswerRight) {
+  TempDirForTest temp;
   std::shared_ptr<AotiModel> one = Load(1);
   ASSERT_NE(one, nullptr);
-  const std::set<std::string> before = UnpackedFolders();
+  const std::set<std::string> before = temp.Folders();
+  ASSERT_EQ(before.size(), 1u) << "a load unpacks into one folder under TMPDIR";
   std::shared_ptr<AotiModel> model = Load(2);
   ASSERT_NE(model, nullptr);
   EXPECT_EQ(model->instances(), 2u);
   EXPECT_EQ(one->instances(), 1u);
-  EXPECT_EQ(model->resident_bytes(), 2 * one->resident_bytes()) << "each instance holds the constants";
+  EXPECT_EQ(model->resident_bytes(), one->resident_bytes()) << "the instances share the constants";
   std::set<std::string> added;
-  for (const std::string& f : UnpackedFolders()) {
+  for (const std::string& f : temp.Folders()) {
     if (!before.count(f)) added.insert(f);
   }
-  EXPECT_EQ(added.size(), 2u) << "one unpacked folder per instance";
+  ASSERT_EQ(added.size(), 1u) << "one unpacked folder for both instances";
+  const std::string folder = *added.begin();
+  EXPECT_EQ(std::filesystem::path(folder).filename().string().rfind("infergate-aoti-", 0), 0u) << folder;
+  EXPECT_TRUE(MapsFileBelow(folder)) << "the library is opened from " << folder;
 
   // The warm-up runs every instance and answers as a run does.
   const at::Tensor warm_input = torch::randn({1, 16});
@@ -158,6 +191,7 @@ TEST_F(AotiModelTest, EachInstanceIsALoaderOfItsOwnAndRunsAnswerRight) {
   ASSERT_TRUE(warm_alone.ok()) << warm_alone.status();
   EXPECT_TRUE(torch::allclose((*warm)[0].tensor, (*warm_alone)[0].tensor));
 
+  // More threads than instances: the runs past two wait for a turn.
   constexpr int kThreads = 4;
   constexpr int kRuns = 50;
   std::vector<at::Tensor> inputs;
@@ -178,7 +212,30 @@ TEST_F(AotiModelTest, EachInstanceIsALoaderOfItsOwnAndRunsAnswerRight) {
   EXPECT_EQ(wrong.load(), 0);
 
   model.reset();
-  for (const std::string& f : added) EXPECT_FALSE(std::filesystem::exists(f)) << f << " outlived its model";
+  EXPECT_FALSE(std::filesystem::exists(folder)) << folder << " outlived its model";
+  EXPECT_FALSE(MapsFileBelow(folder)) << "the library stayed open after its model went";
+  one.reset();
+  EXPECT_TRUE(temp.Folders().empty());
+}
+
+// A package whose library cannot be opened is refused, naming the variant,
+// and leaves nothing unpacked.
+TEST_F(AotiModelTest, ALibraryThatCannotBeOpenedIsRefusedAndLeavesNothing) {
+  TempDirForTest temp;
+  const std::string package = testing::ProcessScratchDir().File(
+      "junk_", testing::ZipOf({{"data/aotinductor/model/x_metadata.json", R"({"AOTI_DEVICE_KEY": "cpu"})"},
+                               {"data/aotinductor/model/x.so", "\x7f" "ELF not a library"}}));
+  absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(*folder_, "mlp_pt2");
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::filesystem::rename(package, package + ".pt2");
+  DeviceInfo cpu;
+  absl::StatusOr<std::shared_ptr<AotiModel>> model =
+      AotiModel::Load(package + ".pt2", *config, cpu, DType::kFloat32, nullptr, 2);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition) << model.status();
+  EXPECT_NE(model.status().message().find("AOTInductor cannot load variant 'model'"), std::string::npos)
+      << model.status();
+  EXPECT_TRUE(temp.Folders().empty()) << "a refused load left " << *temp.Folders().begin();
 }
 
 }  // namespace

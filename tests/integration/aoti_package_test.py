@@ -20,8 +20,10 @@ aoti_compile_and_package, package_aoti for several variants):
     exported for are refused with messages that say so, while the other
     models serve;
   - a version's model.pt replaced by a model.pt2 loses no request;
-  - the cache counts a package's bytes, and AOTInductor's unpacked folders
-    (/tmp/XXXXXX) are gone after unload and exit.
+  - a package is unpacked once per device, under the server's TMPDIR, with
+    one instance per CPU worker; the cache counts a package's bytes; and
+    the unpacked folders are gone after unload and exit, none left by a
+    refused load.
 
 Uses Debian 13's python3-torch (with python3-setuptools and g++ to compile),
 python3-grpcio and python3-protobuf.
@@ -37,38 +39,19 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from igtest import Server, check, checks_made, fail, open_inference_setup  # noqa: E402
 
-def unpacked_folders(pid):
-    """The folders AOTInductor unpacked a package into (/tmp/XXXXXX holding
-    data/aotinductor/) whose libraries process `pid` has mapped: its own,
-    not those of another server on the machine."""
+def unpacked_folders(pid, temp):
+    """The folders a package was unpacked into (<temp>/infergate-aoti-XXXXXX
+    holding data/aotinductor/) whose libraries process `pid` has mapped."""
     out = set()
     with open("/proc/%d/maps" % pid) as maps:
         for line in maps:
-            m = re.search(r"(/tmp/[^/]{6})/data/aotinductor/", line)
+            m = re.search(r"(%s/infergate-aoti-[^/]{6})/data/aotinductor/" % re.escape(temp), line)
             if m:
                 out.add(m.group(1))
     return sorted(out)
 
 
 JUNK_LIBRARY = b"\x7fELF not a library (aoti_package_test)"
-
-
-def junk_folders():
-    """Unpacked folders in /tmp holding this test's junk library: what a
-    failed load would leave behind."""
-    out = []
-    for name in os.listdir("/tmp"):
-        root = os.path.join("/tmp", name, "data", "aotinductor")
-        if len(name) != 6 or not os.path.isdir(root):
-            continue
-        for folder, _, files in os.walk(root):
-            for f in files:
-                try:
-                    if f.endswith(".so") and open(os.path.join(folder, f), "rb").read(64) == JUNK_LIBRARY:
-                        out.append(os.path.join("/tmp", name))
-                except OSError:
-                    pass
-    return out
 
 
 def main():
@@ -120,8 +103,17 @@ def main():
         # The swap: TorchScript first, its package added later.
         shutil.copytree(os.path.join(repo, "mlp_pt2_torchscript"), os.path.join(repo, "swap"))
 
+        # The server unpacks packages under its TMPDIR: a folder of this
+        # test's own, so what it leaves there can be counted.
+        temp = os.path.join(work, "tmp")
+        os.makedirs(temp)
+        os.environ["TMPDIR"], tmpdir_was = temp, os.environ.get("TMPDIR")
         server = Server(args.server, ["--model-repository=" + repo, "--repository-poll-interval=200ms",
                                       "--simulate-devices=cuda:0=8GiB"], os.path.join(work, "server.log"))
+        if tmpdir_was is None:
+            del os.environ["TMPDIR"]
+        else:
+            os.environ["TMPDIR"] = tmpdir_was
         server.wait_serving()
         channel = grpc.insecure_channel(server.address)
         stub = pb_grpc.GRPCInferenceServiceStub(channel)
@@ -189,15 +181,18 @@ def main():
         for t in threads:
             t.join()
         check(all(close(results[i], expected(rows(1, 100 + i))) for i in range(16)), "concurrent rows differ")
-        # One instance per CPU worker (a LibTorch 2.6 loader runs one call at
-        # a time), each in its own unpacked folder.
+        # One instance per CPU worker (an instance runs one call at a time),
+        # all in one container unpacked once, under the server's TMPDIR.
         log = open(server.log_path).read()
         workers = int(re.search(r"scheduler: (\d+) cpu workers", log).group(1))
-        loaded = re.search(r"model 'mlp_pt2': loaded variant 'model' \(compiled for cpu\) of .* on cpu, (\d+) instances?",
-                           log)
+        loaded = re.search(r"model 'mlp_pt2': loaded variant 'model' \(compiled for cpu\) of .* on cpu, (\d+) "
+                           r"instances?, unpacked in (\S+)", log)
         check(loaded is not None and int(loaded.group(1)) == workers,
               "mlp_pt2 on cpu should have one instance per cpu worker (%d): %s" %
               (workers, loaded.group(0) if loaded else "no load line"))
+        check(loaded is not None and loaded.group(2) in unpacked_folders(server.proc.pid, temp),
+              "mlp_pt2's library is not mapped from the folder its load line names (under %s): %s" %
+              (temp, loaded.group(0) if loaded else "no load line"))
         # Inductor wrote the compiling process's thread count into the
         # package's loops: the server warns when that is more than each
         # worker's intra-op threads.
@@ -317,18 +312,21 @@ def main():
         check(swapped, "the swap to model.pt2 never served")
         check(not failures and answered[0] > 0, "during the swap: %d answered, failures %s" % (answered[0], failures[:3]))
 
-        # --- unpacked folders (LibTorch 2.6 unpacks into /tmp/XXXXXX whatever
-        # TMPDIR says): present while loaded, gone after unload and exit; a
-        # load that failed on a junk library left none
-        unpacked = unpacked_folders(server.proc.pid)
-        check(len(unpacked) >= 3, "AOTInductor unpacked too little under /tmp: %s" % unpacked)
-        check(not junk_folders(), "a failed load left its folder: %s" % junk_folders())
+        # --- unpacked folders (under the server's TMPDIR): one per loaded
+        # package and device, each holding a mapped library, while loaded;
+        # none left by the refused loads (a junk library, inputs that
+        # disagree with the config); gone after unload and exit
+        unpacked = unpacked_folders(server.proc.pid, temp)
+        check(len(unpacked) >= 3, "too few unpacked packages under %s: %s" % (temp, unpacked))
+        on_disk = sorted(os.path.join(temp, name) for name in os.listdir(temp))
+        check(on_disk == unpacked, "folders under TMPDIR that hold no loaded package (a refused load's?): %s" %
+              sorted(set(on_disk) - set(unpacked)))
         for model in ["mlp_pt2", "mlp_pt2_variants", "swap"]:
             v1stub.UnloadModel(v1.UnloadModelRequest(model=model, version="1"), timeout=60)
         check(server.stop() == 0, "server did not exit cleanly")
         server = None
-        left = [d for d in unpacked if os.path.exists(d)]
-        check(not left, "left in /tmp: %s" % left)
+        left = os.listdir(temp)
+        check(not left, "left under TMPDIR after exit: %s" % left)
         print("aoti_package_test: %d checks passed" % checks_made())
     finally:
         if server:

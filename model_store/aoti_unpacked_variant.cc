@@ -1,0 +1,99 @@
+#include "model_store/aoti_unpacked_variant.h"
+
+#include <stdlib.h>
+#include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
+
+#include <filesystem>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/zip_extract.h"
+
+namespace infergate {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Stem(const std::string& file) {
+  const std::string name = fs::path(file).filename().string();
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(0, dot);
+}
+
+// The library to open among the variant's top-level files: the only .so,
+// or with several (not what AOTInductor writes) the one named after the
+// generated C++, as that is the one its metadata describes.
+absl::StatusOr<std::string> PickLibrary(const std::string& folder, const AotiVariant& variant) {
+  std::vector<std::string> libraries;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
+    if (e.is_regular_file(ec) && e.path().extension() == ".so") libraries.push_back(e.path().string());
+  }
+  if (libraries.size() == 1) return libraries[0];
+  if (!variant.source.name.empty()) {
+    for (const std::string& library : libraries) {
+      if (Stem(library) == Stem(variant.source.name)) return library;
+    }
+  }
+  std::vector<std::string> names;
+  for (const std::string& library : libraries) names.push_back(fs::path(library).filename().string());
+  return absl::InvalidArgumentError(
+      libraries.empty()
+          ? absl::StrCat("variant '", variant.name, "' unpacked no compiled library (.so)")
+          : absl::StrCat("variant '", variant.name, "' holds ", libraries.size(),
+                         " compiled libraries and none is named after its generated C++: ",
+                         absl::StrJoin(names, ", ")));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UnpackedAotiVariant>> UnpackedAotiVariant::Unpack(const std::string& path,
+                                                                                  const AotiVariant& variant) {
+  std::error_code ec;
+  fs::path temp = fs::temp_directory_path(ec);  // $TMPDIR, else /tmp
+  if (ec) temp = "/tmp";
+  std::string root = (temp / "infergate-aoti-XXXXXX").string();
+  if (::mkdtemp(root.data()) == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot make a folder to unpack into under ", temp.string(), ": ",
+                                               std::generic_category().message(errno)));
+  }
+  auto refuse = [&](const absl::Status& why) {
+    std::error_code ignored;
+    fs::remove_all(root, ignored);
+    return why;
+  };
+  const std::string under = absl::StrCat("data/aotinductor/", variant.name, "/");
+  // Entries are checked against their declared sizes and CRCs as they are
+  // written; the package is the operator's file, as a .pt is, so no total
+  // beyond what it declares is imposed.
+  ZipExtractLimits limits;
+  limits.max_total_bytes = std::numeric_limits<uint64_t>::max();
+  absl::StatusOr<uint64_t> written = ExtractZip(path, root, limits, under);
+  if (!written.ok()) return refuse(written.status());
+  const std::string folder = absl::StrCat(root, "/", under.substr(0, under.size() - 1));
+  absl::StatusOr<std::string> library = PickLibrary(folder, variant);
+  if (!library.ok()) return refuse(library.status());
+  return std::unique_ptr<UnpackedAotiVariant>(new UnpackedAotiVariant(root, folder, *library));
+}
+
+UnpackedAotiVariant::~UnpackedAotiVariant() {
+  std::error_code ignored;
+  fs::remove_all(root_, ignored);
+}
+
+std::unique_ptr<torch::inductor::AOTIModelContainerRunner> OpenAotiContainer(const UnpackedAotiVariant& files,
+                                                                             const AotiVariant& variant,
+                                                                             size_t instances) {
+  const auto& registry = torch::inductor::getAOTIModelRunnerRegistry();
+  const auto runner = registry.find(variant.device);
+  if (runner == registry.end()) {
+    throw std::runtime_error(absl::StrCat("this LibTorch cannot run a build for '", variant.device, "'"));
+  }
+  return runner->second(files.library(), instances, variant.device, files.variant_folder());
+}
+
+}  // namespace infergate
