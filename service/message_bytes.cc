@@ -14,8 +14,12 @@ absl::Status ParseRequestBytes(const grpc::ByteBuffer& bytes, google::protobuf::
     return absl::OkStatus();
   }
   request->Clear();  // no half-read id or name may reach an answer
+  return UnparsableRequest(*request);
+}
+
+absl::Status UnparsableRequest(const google::protobuf::Message& request) {
   return absl::InvalidArgumentError(
-      absl::StrCat("request: not a valid ", request->GetDescriptor()->full_name(), " message (it does not parse)"));
+      absl::StrCat("request: not a valid ", request.GetDescriptor()->full_name(), " message (it does not parse)"));
 }
 
 absl::Status SerializeAnswerBytes(const google::protobuf::Message& answer, grpc::ByteBuffer* bytes) {

@@ -20,6 +20,10 @@ namespace infergate {
 // when they are not one; `request` is then left cleared.
 absl::Status ParseRequestBytes(const grpc::ByteBuffer& bytes, google::protobuf::Message* request);
 
+// The INVALID_ARGUMENT above, for a request of `request`'s type that did
+// not parse however it was read (a streamed unary method's failed Read).
+absl::Status UnparsableRequest(const google::protobuf::Message& request);
+
 // Serialises `answer` into `bytes`. INTERNAL, naming its size, for an
 // answer protobuf cannot serialise (over its 2 GB limit); `bytes` is then
 // empty.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "model_store/model_name.h"
+#include "service/message_bytes.h"
 #include "service/model_mesh_path.h"
 #include "service/status_convert.h"
 
@@ -58,12 +59,40 @@ absl::Status ModelMeshRuntime::LoadThroughCore(const std::string& id, const std:
   return absl::FailedPreconditionError(status.message());
 }
 
-grpc::Status ModelMeshRuntime::loadModel(grpc::ServerContext* ctx, const mmesh::LoadModelRequest* request,
+template <typename Request, typename Response>
+grpc::Status ModelMeshRuntime::Serve(grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<Request, Response>* call,
+                                     grpc::Status (ModelMeshRuntime::*method)(grpc::ServerContext*, const Request&,
+                                                                              Response*)) {
+  Request request;
+  if (!call->Read(&request)) return ToGrpcStatus(UnparsableRequest(request));
+  Response response;
+  grpc::Status status = (this->*method)(ctx, request, &response);
+  if (status.ok()) call->Write(response);
+  return status;
+}
+
+grpc::Status ModelMeshRuntime::StreamedloadModel(grpc::ServerContext* ctx, LoadModelCall* call) {
+  return Serve(ctx, call, &ModelMeshRuntime::LoadModel);
+}
+grpc::Status ModelMeshRuntime::StreamedunloadModel(grpc::ServerContext* ctx, UnloadModelCall* call) {
+  return Serve(ctx, call, &ModelMeshRuntime::UnloadModel);
+}
+grpc::Status ModelMeshRuntime::StreamedpredictModelSize(grpc::ServerContext* ctx, PredictModelSizeCall* call) {
+  return Serve(ctx, call, &ModelMeshRuntime::PredictModelSize);
+}
+grpc::Status ModelMeshRuntime::StreamedmodelSize(grpc::ServerContext* ctx, ModelSizeCall* call) {
+  return Serve(ctx, call, &ModelMeshRuntime::ModelSize);
+}
+grpc::Status ModelMeshRuntime::StreamedruntimeStatus(grpc::ServerContext* ctx, RuntimeStatusCall* call) {
+  return Serve(ctx, call, &ModelMeshRuntime::RuntimeStatus);
+}
+
+grpc::Status ModelMeshRuntime::LoadModel(grpc::ServerContext* ctx, const mmesh::LoadModelRequest& request,
                                          mmesh::LoadModelResponse* response) {
-  const std::string& id = request->modelid();
+  const std::string& id = request.modelid();
   if (absl::Status s = ValidateModelName(id, "modelId"); !s.ok()) return ToGrpcStatus(s);
-  if (absl::Status s = CheckModelMeshType(request->modeltype()); !s.ok()) return ToGrpcStatus(s);
-  absl::StatusOr<std::string> folder = ResolveModelMeshPath(request->modelpath(), options_.model_root);
+  if (absl::Status s = CheckModelMeshType(request.modeltype()); !s.ok()) return ToGrpcStatus(s);
+  absl::StatusOr<std::string> folder = ResolveModelMeshPath(request.modelpath(), options_.model_root);
   if (!folder.ok()) return ToGrpcStatus(folder.status());
   std::vector<std::string> placed = models_.Loaded();
   if (core_.KnownModel(id) && std::find(placed.begin(), placed.end(), id) == placed.end()) {
@@ -84,20 +113,20 @@ grpc::Status ModelMeshRuntime::loadModel(grpc::ServerContext* ctx, const mmesh::
   return grpc::Status::OK;
 }
 
-grpc::Status ModelMeshRuntime::unloadModel(grpc::ServerContext*, const mmesh::UnloadModelRequest* request,
+grpc::Status ModelMeshRuntime::UnloadModel(grpc::ServerContext*, const mmesh::UnloadModelRequest& request,
                                            mmesh::UnloadModelResponse*) {
-  if (absl::Status s = ValidateModelName(request->modelid(), "modelId"); !s.ok()) return ToGrpcStatus(s);
-  models_.Unload(request->modelid());
-  LOG_INFO << "ModelMesh: model '" << request->modelid() << "' unloaded";
+  if (absl::Status s = ValidateModelName(request.modelid(), "modelId"); !s.ok()) return ToGrpcStatus(s);
+  models_.Unload(request.modelid());
+  LOG_INFO << "ModelMesh: model '" << request.modelid() << "' unloaded";
   return grpc::Status::OK;
 }
 
-grpc::Status ModelMeshRuntime::predictModelSize(grpc::ServerContext*, const mmesh::PredictModelSizeRequest* request,
+grpc::Status ModelMeshRuntime::PredictModelSize(grpc::ServerContext*, const mmesh::PredictModelSizeRequest& request,
                                                 mmesh::PredictModelSizeResponse* response) {
-  const std::string& id = request->modelid();
+  const std::string& id = request.modelid();
   if (absl::Status s = ValidateModelName(id, "modelId"); !s.ok()) return ToGrpcStatus(s);
-  if (absl::Status s = CheckModelMeshType(request->modeltype()); !s.ok()) return ToGrpcStatus(s);
-  absl::StatusOr<std::string> folder = ResolveModelMeshPath(request->modelpath(), options_.model_root);
+  if (absl::Status s = CheckModelMeshType(request.modeltype()); !s.ok()) return ToGrpcStatus(s);
+  absl::StatusOr<std::string> folder = ResolveModelMeshPath(request.modelpath(), options_.model_root);
   if (!folder.ok()) return ToGrpcStatus(folder.status());
   absl::StatusOr<uint64_t> bytes = core_.PredictFootprint(id, *folder);
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
@@ -105,15 +134,15 @@ grpc::Status ModelMeshRuntime::predictModelSize(grpc::ServerContext*, const mmes
   return grpc::Status::OK;
 }
 
-grpc::Status ModelMeshRuntime::modelSize(grpc::ServerContext*, const mmesh::ModelSizeRequest* request,
+grpc::Status ModelMeshRuntime::ModelSize(grpc::ServerContext*, const mmesh::ModelSizeRequest& request,
                                          mmesh::ModelSizeResponse* response) {
-  absl::StatusOr<uint64_t> bytes = models_.Size(request->modelid());
+  absl::StatusOr<uint64_t> bytes = models_.Size(request.modelid());
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
   response->set_sizeinbytes(*bytes);
   return grpc::Status::OK;
 }
 
-grpc::Status ModelMeshRuntime::runtimeStatus(grpc::ServerContext*, const mmesh::RuntimeStatusRequest*,
+grpc::Status ModelMeshRuntime::RuntimeStatus(grpc::ServerContext*, const mmesh::RuntimeStatusRequest&,
                                              mmesh::RuntimeStatusResponse* response) {
   if (!core_.ready()) {
     response->set_status(mmesh::RuntimeStatusResponse::STARTING);

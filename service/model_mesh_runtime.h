@@ -25,6 +25,12 @@
 //
 // Threading: a synchronous gRPC service; every method may run on any of
 // gRPC's threads and blocks until done. The core must outlive it.
+//
+// Each method is served "streamed unary" (gRPC's sync API reading the one
+// request itself), so that bytes that are not the method's request are
+// answered INVALID_ARGUMENT naming the message they should have been
+// (message_bytes.h), where the plain sync API answers INTERNAL with no
+// message.
 
 #include <chrono>
 #include <cstdint>
@@ -43,22 +49,41 @@ struct ModelMeshOptions {
   std::string version;  // the server's
 };
 
-class ModelMeshRuntime final : public mmesh::ModelRuntime::Service {
+class ModelMeshRuntime final : public mmesh::ModelRuntime::StreamedUnaryService {
  public:
   ModelMeshRuntime(InferenceCore& core, ModelMeshOptions options);
 
-  grpc::Status loadModel(grpc::ServerContext* ctx, const mmesh::LoadModelRequest* request,
-                         mmesh::LoadModelResponse* response) override;
-  grpc::Status unloadModel(grpc::ServerContext* ctx, const mmesh::UnloadModelRequest* request,
-                           mmesh::UnloadModelResponse* response) override;
-  grpc::Status predictModelSize(grpc::ServerContext* ctx, const mmesh::PredictModelSizeRequest* request,
-                                mmesh::PredictModelSizeResponse* response) override;
-  grpc::Status modelSize(grpc::ServerContext* ctx, const mmesh::ModelSizeRequest* request,
-                         mmesh::ModelSizeResponse* response) override;
-  grpc::Status runtimeStatus(grpc::ServerContext* ctx, const mmesh::RuntimeStatusRequest* request,
-                             mmesh::RuntimeStatusResponse* response) override;
+  using LoadModelCall = grpc::ServerUnaryStreamer<mmesh::LoadModelRequest, mmesh::LoadModelResponse>;
+  using UnloadModelCall = grpc::ServerUnaryStreamer<mmesh::UnloadModelRequest, mmesh::UnloadModelResponse>;
+  using PredictModelSizeCall =
+      grpc::ServerUnaryStreamer<mmesh::PredictModelSizeRequest, mmesh::PredictModelSizeResponse>;
+  using ModelSizeCall = grpc::ServerUnaryStreamer<mmesh::ModelSizeRequest, mmesh::ModelSizeResponse>;
+  using RuntimeStatusCall = grpc::ServerUnaryStreamer<mmesh::RuntimeStatusRequest, mmesh::RuntimeStatusResponse>;
+
+  grpc::Status StreamedloadModel(grpc::ServerContext* ctx, LoadModelCall* call) override;
+  grpc::Status StreamedunloadModel(grpc::ServerContext* ctx, UnloadModelCall* call) override;
+  grpc::Status StreamedpredictModelSize(grpc::ServerContext* ctx, PredictModelSizeCall* call) override;
+  grpc::Status StreamedmodelSize(grpc::ServerContext* ctx, ModelSizeCall* call) override;
+  grpc::Status StreamedruntimeStatus(grpc::ServerContext* ctx, RuntimeStatusCall* call) override;
 
  private:
+  // Reads the call's request, runs `method` on it and answers: the
+  // response when it returns OK, else its status alone.
+  template <typename Request, typename Response>
+  grpc::Status Serve(grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<Request, Response>* call,
+                     grpc::Status (ModelMeshRuntime::*method)(grpc::ServerContext*, const Request&, Response*));
+
+  grpc::Status LoadModel(grpc::ServerContext* ctx, const mmesh::LoadModelRequest& request,
+                         mmesh::LoadModelResponse* response);
+  grpc::Status UnloadModel(grpc::ServerContext* ctx, const mmesh::UnloadModelRequest& request,
+                           mmesh::UnloadModelResponse* response);
+  grpc::Status PredictModelSize(grpc::ServerContext* ctx, const mmesh::PredictModelSizeRequest& request,
+                                mmesh::PredictModelSizeResponse* response);
+  grpc::Status ModelSize(grpc::ServerContext* ctx, const mmesh::ModelSizeRequest& request,
+                         mmesh::ModelSizeResponse* response);
+  grpc::Status RuntimeStatus(grpc::ServerContext* ctx, const mmesh::RuntimeStatusRequest& request,
+                             mmesh::RuntimeStatusResponse* response);
+
   // The bytes model `id`'s resident copies hold, every device together.
   uint64_t ResidentBytes(const std::string& id) const;
   // Serves `folder` as `id` through the core; returns once it serves.

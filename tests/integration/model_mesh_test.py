@@ -20,7 +20,9 @@ ModelMesh's part against the real server on loopback:
   - a load cancelled by ModelMesh, followed at once by unloadModel, and a
     cancelled load alone: nothing stays resident;
   - unloadModel (also of an unknown id), and runtimeStatus unloading what
-    ModelMesh placed before.
+    ModelMesh placed before;
+  - bytes that are not a request, on each method: INVALID_ARGUMENT naming
+    the message they should have been.
 
 Uses Debian's python3-grpcio and python3-protobuf; the SPI's client comes
 from the project's proto/mmesh/model_runtime.proto.
@@ -117,6 +119,22 @@ instance_group [ { kind: KIND_CPU } ]
             req.raw_input_contents.append(x)
             r = stub.ModelInfer(req, metadata=[("mm-model-id", model_id)], timeout=60)
             return r.raw_output_contents[0]
+
+        # --- bytes that are not the method's request: INVALID_ARGUMENT naming
+        # the message they should have been (not INTERNAL with no message)
+        spi_channel = grpc.insecure_channel("127.0.0.1:%d" % mesh_port)
+        for method, message in [("loadModel", "LoadModelRequest"), ("unloadModel", "UnloadModelRequest"),
+                                ("predictModelSize", "PredictModelSizeRequest"), ("modelSize", "ModelSizeRequest"),
+                                ("runtimeStatus", "RuntimeStatusRequest")]:
+            raw = spi_channel.unary_unary("/mmesh.ModelRuntime/" + method)
+            try:
+                raw(b"\xff\xff\xff\xff not a request", timeout=30)
+                fail("%s answered OK to bytes that are not a request" % method)
+            except grpc.RpcError as e:
+                check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and
+                      e.details() == "request: not a valid mmesh.%s message (it does not parse)" % message,
+                      "%s on garbage: %s %r" % (method, e.code(), e.details()))
+        spi_channel.close()
 
         # --- runtimeStatus
         status = spi.runtimeStatus(mm.RuntimeStatusRequest(), timeout=30)
