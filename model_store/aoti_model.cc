@@ -1,6 +1,7 @@
 #include "model_store/aoti_model.h"
 
 #include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
+#include <c10/core/DeviceGuard.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "common/logging.h"
 #include "devices/device_failure.h"
 #include "devices/simulated_run.h"
+#include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"
 #include "nlohmann/json.hpp"
 #include "model_store/aoti_package.h"
@@ -84,6 +86,9 @@ struct AotiModel::Impl {
   std::shared_ptr<const SimulationRules> simulation;
   uint64_t reserved_bytes = 0;
   std::string name;
+  // Where inputs go and runs happen: the GPU for a real accelerator's build,
+  // else the CPU (a simulated device runs a CPU build).
+  c10::Device device{c10::DeviceType::CPU};
   std::optional<DeclaredOutputs> outputs;  // set at load
 };
 
@@ -139,6 +144,7 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   auto impl = std::make_unique<Impl>();
   impl->name = model;
   impl->simulation = device.simulation;
+  impl->device = PlanPlacement(device, DType::kFloat32).device;
   impl->outputs.emplace(config);
   // The instances share one copy of the constants: on the CPU they are
   // read in place from the library, on a GPU copied there once.
@@ -160,7 +166,9 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   impl->files = *std::move(files);
   impl->instances = static_cast<size_t>(std::max(1, instances));
   try {
-    impl->container = OpenAotiContainer(*impl->files, *variant, impl->instances);
+    c10::OptionalDeviceGuard on_device;
+    if (!impl->device.is_cpu()) on_device.reset_device(impl->device);
+    impl->container = OpenAotiContainer(*impl->files, *variant, impl->device.str(), impl->instances);
     const int64_t expected = InputsInCallSpec(impl->container->get_call_spec());
     if (expected >= 0 && expected != static_cast<int64_t>(signature.inputs.size())) {
       return refuse(absl::StrCat("the package's '", variant->name, "' takes ", expected,
@@ -195,6 +203,10 @@ absl::StatusOr<std::vector<NamedTensor>> AotiModel::WarmUp(const std::vector<at:
 absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Tensor>& inputs) const {
   const Impl& m = *impl_;
   auto run_container = [&](const std::vector<at::Tensor>& args) {
+    // A GPU build runs on its device's current stream (the worker's own,
+    // devices/worker_stream.h), which is the current device's.
+    c10::OptionalDeviceGuard on_device;
+    if (!m.device.is_cpu()) on_device.reset_device(m.device);
     m.turns->acquire();
     absl::Cleanup give_back = [&] { m.turns->release(); };
     return m.container->run(args);
@@ -204,7 +216,7 @@ absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Te
     c10::InferenceMode guard;
     std::vector<at::Tensor> args;
     args.reserve(inputs.size());
-    for (const at::Tensor& t : inputs) args.push_back(t.contiguous());
+    for (const at::Tensor& t : inputs) args.push_back(t.to(m.device).contiguous());
     std::vector<at::Tensor> raw;
     if (m.simulation) {
       SimulatedRun run(*m.simulation);

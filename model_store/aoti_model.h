@@ -25,6 +25,12 @@
 // the library. So the memory admitted and reported is the library's size,
 // whatever the instances.
 //
+// On a real GPU the container is opened on that device (cuda:N, its
+// constants copied there), inputs are moved there, and each run goes on
+// that device's current stream, which is the worker's own
+// (devices/worker_stream.h); answers come back to the CPU as from any
+// model. (Not yet run on a GPU: no GPU was lent when this was written.)
+//
 // Thread-safety: Run may be called from several workers at once; the
 // container gives each run an instance of its own. At most `instances`
 // runs enter it at once: LibTorch 2.6's container deadlocks when more runs

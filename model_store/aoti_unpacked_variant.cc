@@ -87,13 +87,14 @@ UnpackedAotiVariant::~UnpackedAotiVariant() {
 
 std::unique_ptr<torch::inductor::AOTIModelContainerRunner> OpenAotiContainer(const UnpackedAotiVariant& files,
                                                                              const AotiVariant& variant,
+                                                                             const std::string& device,
                                                                              size_t instances) {
   const auto& registry = torch::inductor::getAOTIModelRunnerRegistry();
   const auto runner = registry.find(variant.device);
   if (runner == registry.end()) {
     throw std::runtime_error(absl::StrCat("this LibTorch cannot run a build for '", variant.device, "'"));
   }
-  return runner->second(files.library(), instances, variant.device, files.variant_folder());
+  return runner->second(files.library(), instances, device, files.variant_folder());
 }
 
 }  // namespace infergate

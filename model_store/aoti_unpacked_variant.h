@@ -58,12 +58,14 @@ class UnpackedAotiVariant {
 
 // Opens the unpacked variant's library (compiled for `variant.device`) as
 // one AOTInductor container of `instances` model instances sharing its
-// constants, with the runner LibTorch registers for that device kind (what
-// LibTorch 2.6's package loader does, with one instance). Throws what
-// LibTorch throws for a library it cannot open, and std::runtime_error for
-// a device kind this LibTorch has no runner for. `files` must outlive it.
+// constants, placed on `device` ("cpu", "cuda:1"), with the runner LibTorch
+// registers for that device kind (what LibTorch 2.6's package loader does,
+// with one instance, on the current device). Throws what LibTorch throws
+// for a library it cannot open, and std::runtime_error for a device kind
+// this LibTorch has no runner for. `files` must outlive it.
 std::unique_ptr<torch::inductor::AOTIModelContainerRunner> OpenAotiContainer(const UnpackedAotiVariant& files,
                                                                              const AotiVariant& variant,
+                                                                             const std::string& device,
                                                                              size_t instances);
 
 }  // namespace infergate

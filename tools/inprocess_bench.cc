@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
     }
     unpacked = *std::move(files);
     try {
-      package = infergate::OpenAotiContainer(*unpacked, *variant, static_cast<size_t>(callers));
+      package = infergate::OpenAotiContainer(*unpacked, *variant, "cpu", static_cast<size_t>(callers));
     } catch (const std::exception& e) {
       std::cerr << "inprocess-bench: " << path << ": " << e.what() << "\n";
       return 1;
