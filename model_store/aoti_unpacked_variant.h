@@ -3,9 +3,16 @@
 // so its compiled library can be opened: the variant's folder
 // (data/aotinductor/<name>/, the library and, for a GPU build, its kernel
 // binaries) is extracted into a fresh folder of its own,
-// <temp>/infergate-aoti-XXXXXX (<temp>: $TMPDIR, else /tmp), with the
-// checks of common/zip_extract.h. The folder goes when this object does:
-// destroy it after whatever opened the library.
+// <temp>/infergate-aoti-<pid>.<start>-XXXXXX (<temp>: $TMPDIR, else /tmp;
+// <pid>.<start>: this process's id and start time), with the checks of
+// common/zip_extract.h. The folder goes when this object does: destroy it
+// after whatever opened the library.
+//
+// A process that dies (killed, crashed) leaves its folders behind; in a
+// container restarted in the same pod they would pile up in the pod's /tmp
+// volume. So the first unpack of a process under a temp folder removes the
+// folders there whose process is gone (no process with that id and start
+// time), and logs what it removed.
 //
 // infergate unpacks packages itself rather than through LibTorch's package
 // loader because that loader (2.6) builds a container of one model instance
@@ -17,6 +24,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "model_store/aoti_package.h"
@@ -39,7 +47,7 @@ class UnpackedAotiVariant {
   UnpackedAotiVariant(const UnpackedAotiVariant&) = delete;
   UnpackedAotiVariant& operator=(const UnpackedAotiVariant&) = delete;
 
-  // The folder this object made: <temp>/infergate-aoti-XXXXXX.
+  // The folder this object made: <temp>/infergate-aoti-<pid>.<start>-XXXXXX.
   const std::string& root() const { return root_; }
   // The variant's files: <root>/data/aotinductor/<name> (what LibTorch
   // calls the cubin dir of a GPU build).
@@ -55,6 +63,11 @@ class UnpackedAotiVariant {
   std::string variant_folder_;
   std::string library_;
 };
+
+// Removes the folders under `temp` named as Unpack names them whose process
+// is gone; returns their paths. Others (another name, a live process's) are
+// left alone. Unpack calls it once per process and temp folder.
+std::vector<std::string> RemoveUnpackedFoldersOfGoneProcesses(const std::string& temp);
 
 // Opens the unpacked variant's library (compiled for `variant.device`) as
 // one AOTInductor container of `instances` model instances sharing its

@@ -21,9 +21,9 @@ aoti_compile_and_package, package_aoti for several variants):
     models serve;
   - a version's model.pt replaced by a model.pt2 loses no request;
   - a package is unpacked once per device, under the server's TMPDIR, with
-    one instance per CPU worker; the cache counts a package's bytes; and
-    the unpacked folders are gone after unload and exit, none left by a
-    refused load.
+    one instance per CPU worker; the cache counts a package's bytes; the
+    unpacked folders are gone after unload and exit, none left by a refused
+    load; a folder a killed server left there is swept at the first load.
 
 Uses Debian 13's python3-torch (with python3-setuptools and g++ to compile),
 python3-grpcio and python3-protobuf.
@@ -40,12 +40,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from igtest import Server, check, checks_made, fail, open_inference_setup  # noqa: E402
 
 def unpacked_folders(pid, temp):
-    """The folders a package was unpacked into (<temp>/infergate-aoti-XXXXXX
-    holding data/aotinductor/) whose libraries process `pid` has mapped."""
+    """The folders a package was unpacked into
+    (<temp>/infergate-aoti-<pid>.<start>-XXXXXX holding data/aotinductor/)
+    whose libraries process `pid` has mapped."""
     out = set()
     with open("/proc/%d/maps" % pid) as maps:
         for line in maps:
-            m = re.search(r"(%s/infergate-aoti-[^/]{6})/data/aotinductor/" % re.escape(temp), line)
+            m = re.search(r"(%s/infergate-aoti-%d\.\d+-[^/]{6})/data/aotinductor/" % (re.escape(temp), pid), line)
             if m:
                 out.add(m.group(1))
     return sorted(out)
@@ -107,6 +108,11 @@ def main():
         # test's own, so what it leaves there can be counted.
         temp = os.path.join(work, "tmp")
         os.makedirs(temp)
+        # What a killed server left there (no process has that id): swept at
+        # the first load.
+        stale = os.path.join(temp, "infergate-aoti-2147483646.5-Zz9zZ9")
+        os.makedirs(os.path.join(stale, "data", "aotinductor", "model"))
+        open(os.path.join(stale, "data", "aotinductor", "model", "left.so"), "wb").write(b"left behind")
         os.environ["TMPDIR"], tmpdir_was = temp, os.environ.get("TMPDIR")
         server = Server(args.server, ["--model-repository=" + repo, "--repository-poll-interval=200ms",
                                       "--simulate-devices=cuda:0=8GiB"], os.path.join(work, "server.log"))
@@ -316,6 +322,9 @@ def main():
         # package and device, each holding a mapped library, while loaded;
         # none left by the refused loads (a junk library, inputs that
         # disagree with the config); gone after unload and exit
+        check(not os.path.exists(stale), "the folder a gone server left under TMPDIR was not swept")
+        check("left by server processes that are gone: " + stale in open(server.log_path).read(),
+              "the sweep of %s is not in the log" % stale)
         unpacked = unpacked_folders(server.proc.pid, temp)
         check(len(unpacked) >= 3, "too few unpacked packages under %s: %s" % (temp, unpacked))
         on_disk = sorted(os.path.join(temp, name) for name in os.listdir(temp))
