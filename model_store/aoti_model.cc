@@ -121,6 +121,12 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
                             " cannot be served from it. Ask for FP32, or export a reduced-precision build")),
         DeviceFailure::kDtype, DTypeName(compute_dtype));
   }
+  if (!variant->weights_outside.empty()) {
+    return refuse(absl::StrCat("variant '", variant->name, "' keeps its weights outside its compiled library (",
+                               variant->weights_outside.substr(0, 128),
+                               "), which this server's LibTorch 2.6 cannot read: compile the package with the weights "
+                               "in the library (PyTorch's default)"));
+  }
   absl::StatusOr<std::optional<v1::ModelConfig>> exported = PackageSignature(*variants, model);
   if (!exported.ok()) return refuse(exported.status().message());
   if (*exported) {

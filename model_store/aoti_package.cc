@@ -25,17 +25,41 @@ absl::Status NotAPackage(const std::string& path, absl::string_view why) {
       absl::StrCat("'", path.substr(0, 256), "' is not an AOTInductor package (.pt2): ", why));
 }
 
+// The top folder every entry sits in ("model/", as PyTorch 2.7 and later
+// write packages), or "" for a package whose entries start at its root (as
+// 2.6 writes them, with data/aotinductor/ at the top).
+std::string TopFolder(const std::vector<ZipEntry>& entries) {
+  if (entries.empty()) return "";
+  for (const ZipEntry& e : entries) {
+    if (absl::StartsWith(e.name, kVariantsFolder)) return "";
+  }
+  const size_t slash = entries[0].name.find('/');
+  if (slash == std::string::npos || slash == 0) return "";
+  const std::string top = entries[0].name.substr(0, slash + 1);
+  for (const ZipEntry& e : entries) {
+    if (!absl::StartsWith(e.name, top)) return "";
+  }
+  return top;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& path) {
   absl::StatusOr<std::vector<ZipEntry>> entries = ListZip(path);
   if (!entries.ok()) return NotAPackage(path, entries.status().message());
+  const std::string top = TopFolder(*entries);
   // data/aotinductor/<name>/<hash>_metadata.json and <hash>.so per variant.
   std::map<std::string, const ZipEntry*> metadata;
   std::map<std::string, uint64_t> library_bytes;
   std::map<std::string, ZipEntry> sources;
+  std::map<std::string, std::string> blobs;
+  std::string constants_entry;  // one entry of [<top>/]data/constants/, if any
   for (const ZipEntry& e : *entries) {
     absl::string_view name = e.name;
+    if (!absl::ConsumePrefix(&name, top)) continue;
+    if (absl::StartsWith(name, "data/constants/") && name.back() != '/' && constants_entry.empty()) {
+      constants_entry = e.name;
+    }
     if (!absl::ConsumePrefix(&name, kVariantsFolder)) continue;
     const size_t slash = name.find('/');
     if (slash == absl::string_view::npos || slash == 0) continue;
@@ -45,6 +69,7 @@ absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& pat
     if (absl::EndsWith(file, "_metadata.json")) metadata[variant] = &e;
     if (absl::EndsWith(file, ".so")) library_bytes[variant] += e.size;
     if (absl::EndsWith(file, ".cpp")) sources[variant] = e;
+    if (absl::EndsWith(file, ".blob")) blobs[variant] = e.name;
   }
   if (metadata.empty()) return NotAPackage(path, "it holds no compiled model (data/aotinductor/<name>/)");
   std::vector<AotiVariant> out;
@@ -58,7 +83,13 @@ absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& pat
     if (!json.is_object() || !json.contains("AOTI_DEVICE_KEY") || !json["AOTI_DEVICE_KEY"].is_string()) {
       return NotAPackage(path, absl::StrCat("variant '", name.substr(0, 64), "' has no AOTI_DEVICE_KEY in its metadata"));
     }
-    AotiVariant variant{name, json["AOTI_DEVICE_KEY"].get<std::string>(), library_bytes[name], "", sources[name]};
+    AotiVariant variant;
+    variant.name = name;
+    variant.folder = absl::StrCat(top, kVariantsFolder, name, "/");
+    variant.device = json["AOTI_DEVICE_KEY"].get<std::string>();
+    variant.library_bytes = library_bytes[name];
+    variant.source = sources[name];
+    variant.weights_outside = blobs.count(name) ? blobs[name] : constants_entry;
     if (json.contains(kAotiSignatureKey)) {
       if (!json[kAotiSignatureKey].is_string()) {
         return NotAPackage(path, absl::StrCat("variant '", name.substr(0, 64), "': its ", kAotiSignatureKey,

@@ -4,6 +4,9 @@
 // each a model name under data/aotinductor/ with the device kind it was
 // compiled for (the AOTI_DEVICE_KEY of its metadata), read from the zip's
 // directory and the small metadata entries, without loading anything.
+// PyTorch 2.6 writes entries from the archive's root ("data/aotinductor/
+// model/..."); 2.7 and later put them all under one top folder named after
+// the archive ("model/data/aotinductor/model/..."): both are read.
 //
 // Which variant serves a device (PickAotiVariant):
 //   a real device       the variant compiled for its kind (one named after
@@ -33,6 +36,12 @@ struct AotiVariant {
   uint64_t library_bytes = 0;  // its compiled library, weights included
   std::string signature;       // its "infergate.config" metadata ("" if none; aoti_signature.h)
   ZipEntry source;             // the zip entry of its generated C++ (name "" if the package has none)
+  std::string folder;          // its files' folder in the zip: [<top>/]data/aotinductor/<name>/
+  // Where its weights are kept outside the compiled library (a .blob file
+  // beside it, or the package's data/constants/, which newer PyTorch writes
+  // when asked to keep them out of the library); "" when they are in it.
+  // LibTorch 2.6 reads only weights compiled into the library.
+  std::string weights_outside;
 };
 
 // The variants in the package at `path`; INVALID_ARGUMENT for a file that

@@ -147,7 +147,7 @@ absl::StatusOr<std::unique_ptr<UnpackedAotiVariant>> UnpackedAotiVariant::Unpack
     fs::remove_all(root, ignored);
     return why;
   };
-  const std::string under = absl::StrCat("data/aotinductor/", variant.name, "/");
+  const std::string& under = variant.folder;  // ends in '/'
   // Entries are checked against their declared sizes and CRCs as they are
   // written; the package is the operator's file, as a .pt is, so no total
   // beyond what it declares is imposed.

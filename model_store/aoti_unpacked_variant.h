@@ -1,8 +1,8 @@
 #pragma once
 // One variant of an AOTInductor package (aoti_package.h), unpacked to disk
 // so its compiled library can be opened: the variant's folder
-// (data/aotinductor/<name>/, the library and, for a GPU build, its kernel
-// binaries) is extracted into a fresh folder of its own,
+// ([<top>/]data/aotinductor/<name>/, the library and, for a GPU build, its
+// kernel binaries) is extracted into a fresh folder of its own,
 // <temp>/infergate-aoti-<pid>.<start>-XXXXXX (<temp>: $TMPDIR, else /tmp;
 // <pid>.<start>: this process's id and start time), with the checks of
 // common/zip_extract.h. The folder goes when this object does: destroy it
@@ -49,8 +49,8 @@ class UnpackedAotiVariant {
 
   // The folder this object made: <temp>/infergate-aoti-<pid>.<start>-XXXXXX.
   const std::string& root() const { return root_; }
-  // The variant's files: <root>/data/aotinductor/<name> (what LibTorch
-  // calls the cubin dir of a GPU build).
+  // The variant's files: <root>/[<top>/]data/aotinductor/<name> (what
+  // LibTorch calls the cubin dir of a GPU build).
   const std::string& variant_folder() const { return variant_folder_; }
   // Its compiled library (.so).
   const std::string& library() const { return library_; }

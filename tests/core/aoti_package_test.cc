@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "tests/common/scratch_dir.h"
+#include "tests/common/zip_writer.h"
+
 namespace infergate {
 namespace {
 
@@ -12,12 +17,20 @@ DeviceInfo Device(DeviceKind kind, bool simulated) {
   return d;
 }
 
+AotiVariant V(const std::string& name, const std::string& device) {
+  AotiVariant v;
+  v.name = name;
+  v.device = device;
+  v.library_bytes = 1;
+  return v;
+}
+
 // The variant rule, as a table: (variants, device) -> the variant's name, or "" for none.
 TEST(AotiPackageTest, PicksTheVariantBuiltForTheDevice) {
-  const std::vector<AotiVariant> cpu_only = {{"model", "cpu", 1, "", {}}};
-  const std::vector<AotiVariant> both = {{"cpu", "cpu", 1, "", {}}, {"cuda", "cuda", 1, "", {}}};
-  const std::vector<AotiVariant> stand_in = {{"cpu", "cpu", 1, "", {}}, {"cuda", "cpu", 1, "", {}}};
-  const std::vector<AotiVariant> unnamed_cuda = {{"model", "cuda", 1, "", {}}};
+  const std::vector<AotiVariant> cpu_only = {V("model", "cpu")};
+  const std::vector<AotiVariant> both = {V("cpu", "cpu"), V("cuda", "cuda")};
+  const std::vector<AotiVariant> stand_in = {V("cpu", "cpu"), V("cuda", "cpu")};
+  const std::vector<AotiVariant> unnamed_cuda = {V("model", "cuda")};
   struct Case {
     const std::vector<AotiVariant>* variants;
     DeviceKind kind;
@@ -68,6 +81,57 @@ TEST(AotiPackageTest, ReadsHowTheCompiledLoopsAreThreaded) {
       {"num_threads(7)", 0},
   };
   for (const auto& c : cases) EXPECT_EQ(MaxLoopThreads(c.source), c.threads) << c.source;
+}
+
+// Both layouts PyTorch writes: entries from the archive's root (2.6), and
+// all under one top folder named after the archive (2.7 and later); and
+// where a variant's weights are kept outside its library.
+TEST(AotiPackageTest, ReadsBothLayoutsAndWhereWeightsAreKept) {
+  const testing::ScratchDir dir("ig_aoti_layout_");
+  auto package = [&](const std::string& name, const std::vector<testing::ZipWriterEntry>& entries) {
+    const std::string path = dir.path() + "/" + name + ".pt2";
+    std::ofstream(path, std::ios::binary) << testing::ZipOf(entries);
+    return path;
+  };
+  const std::string metadata = R"({"AOTI_DEVICE_KEY": "cpu"})";
+  const struct {
+    std::string package;
+    std::string folder;
+    std::string weights_outside;
+  } cases[] = {
+      {package("root", {{"version", "1"},
+                        {"data/aotinductor/model/h_metadata.json", metadata},
+                        {"data/aotinductor/model/h.so", "library"}}),
+       "data/aotinductor/model/", ""},
+      {package("top", {{"model/version", "1"},
+                       {"model/data/aotinductor/model/h_metadata.json", metadata},
+                       {"model/data/aotinductor/model/h.so", "library"},
+                       {"model/data/aotinductor/model/h.cpp", "// source"}}),
+       "model/data/aotinductor/model/", ""},
+      {package("blob", {{"pkg/data/aotinductor/model/h_metadata.json", metadata},
+                        {"pkg/data/aotinductor/model/h.so", "library"},
+                        {"pkg/data/aotinductor/model/h.wrapper_weights.blob", "weights"}}),
+       "pkg/data/aotinductor/model/", "pkg/data/aotinductor/model/h.wrapper_weights.blob"},
+      {package("constants", {{"data/aotinductor/model/h_metadata.json", metadata},
+                             {"data/aotinductor/model/h.so", "library"},
+                             {"data/constants/", ""},
+                             {"data/constants/weight_0", "weights"}}),
+       "data/aotinductor/model/", "data/constants/weight_0"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<std::vector<AotiVariant>> got = ReadAotiVariants(c.package);
+    ASSERT_TRUE(got.ok()) << c.package << ": " << got.status();
+    ASSERT_EQ(got->size(), 1u) << c.package;
+    EXPECT_EQ((*got)[0].name, "model") << c.package;
+    EXPECT_EQ((*got)[0].folder, c.folder) << c.package;
+    EXPECT_EQ((*got)[0].library_bytes, 7u) << c.package;
+    EXPECT_EQ((*got)[0].weights_outside, c.weights_outside) << c.package;
+  }
+  // Top folders that differ are no package layout.
+  absl::StatusOr<std::vector<AotiVariant>> mixed =
+      ReadAotiVariants(package("mixed", {{"a/data/aotinductor/model/h_metadata.json", metadata},
+                                         {"b/data/aotinductor/model/h.so", "library"}}));
+  EXPECT_EQ(mixed.status().code(), absl::StatusCode::kInvalidArgument) << mixed.status();
 }
 
 TEST(AotiPackageTest, AFileThatIsNotAPackageSaysSo) {

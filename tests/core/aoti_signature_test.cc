@@ -95,7 +95,14 @@ TEST(AotiSignatureTest, AConfigTakesWhatItLeavesOutFromThePackage) {
 TEST(AotiSignatureTest, ThePackageSignatureIsCheckedConfigText) {
   auto variants = [](std::vector<std::string> texts) {
     std::vector<AotiVariant> out;
-    for (size_t i = 0; i < texts.size(); ++i) out.push_back({"v" + std::to_string(i), "cpu", 1, texts[i], {}});
+    for (size_t i = 0; i < texts.size(); ++i) {
+      AotiVariant v;
+      v.name = "v" + std::to_string(i);
+      v.device = "cpu";
+      v.library_bytes = 1;
+      v.signature = texts[i];
+      out.push_back(v);
+    }
     return out;
   };
   absl::StatusOr<std::optional<v1::ModelConfig>> none = PackageSignature(variants({"", ""}), "m");

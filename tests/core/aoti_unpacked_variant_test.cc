@@ -52,6 +52,7 @@ class UnpackedAotiVariantTest : public ::testing::Test {
   static AotiVariant Variant(const std::string& name, const std::string& source = "") {
     AotiVariant v;
     v.name = name;
+    v.folder = "data/aotinductor/" + name + "/";
     v.device = "cpu";
     v.source.name = source;
     return v;

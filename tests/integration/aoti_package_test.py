@@ -14,8 +14,11 @@ aoti_compile_and_package, package_aoti for several variants):
   - a package carries its signature in its metadata: with no config.pbtxt
     it serves with the inputs, outputs and batch maximum it was exported
     with;
+  - a package with its entries under one top folder (as PyTorch 2.7 and
+    later write them) serves as one without;
   - a corrupt package, one whose compiled library is junk or missing, a
-    zip with none of a package's members, one whose inputs disagree with
+    zip with none of a package's members, one that keeps its weights
+    outside its library, one whose inputs disagree with
     its config and one whose config asks a larger batch than it was
     exported for are refused with messages that say so, while the other
     models serve;
@@ -41,12 +44,13 @@ from igtest import Server, check, checks_made, fail, open_inference_setup  # noq
 
 def unpacked_folders(pid, temp):
     """The folders a package was unpacked into
-    (<temp>/infergate-aoti-<pid>.<start>-XXXXXX holding data/aotinductor/)
+    (<temp>/infergate-aoti-<pid>.<start>-XXXXXX holding [<top>/]data/aotinductor/)
     whose libraries process `pid` has mapped."""
     out = set()
     with open("/proc/%d/maps" % pid) as maps:
         for line in maps:
-            m = re.search(r"(%s/infergate-aoti-%d\.\d+-[^/]{6})/data/aotinductor/" % (re.escape(temp), pid), line)
+            m = re.search(r"(%s/infergate-aoti-%d\.\d+-[^/]{6})/([^/]+/)?data/aotinductor/" % (re.escape(temp), pid),
+                          line)
             if m:
                 out.add(m.group(1))
     return sorted(out)
@@ -85,7 +89,7 @@ def main():
         # missing, and a zip with none of a package's members.
         import zipfile
 
-        def rewrite(model, keep):
+        def rewrite(model, keep, rename=lambda name: name, extra=()):
             os.makedirs(os.path.join(repo, model, "1"))
             shutil.copy(os.path.join(repo, "mlp_pt2", "config.pbtxt"), os.path.join(repo, model))
             with zipfile.ZipFile(package) as src, \
@@ -93,10 +97,17 @@ def main():
                 for info in src.infolist():
                     data = keep(info.filename, src.read(info))
                     if data is not None:
-                        dst.writestr(info.filename, data)
+                        dst.writestr(rename(info.filename), data)
+                for name, data in extra:
+                    dst.writestr(name, data)
         rewrite("junk_library_pt2", lambda name, data: JUNK_LIBRARY if name.endswith(".so") else data)
         rewrite("no_library_pt2", lambda name, data: None if name.endswith(".so") else data)
         rewrite("not_a_package_pt2", lambda name, data: data if name.endswith(".so") else None)
+        # PyTorch 2.7 and later put every entry under a top folder named after
+        # the archive: served the same. Weights kept outside the library (a
+        # newer PyTorch's data/constants/): refused, saying so.
+        rewrite("top_folder_pt2", lambda name, data: data, rename=lambda name: "model/" + name)
+        rewrite("outside_weights_pt2", lambda name, data: data, extra=[("data/constants/weight_0", b"\0" * 64)])
         os.makedirs(os.path.join(repo, "too_big_pt2", "1"))
         shutil.copy(package, os.path.join(repo, "too_big_pt2", "1"))
         open(os.path.join(repo, "too_big_pt2", "config.pbtxt"), "w").write(
@@ -253,7 +264,9 @@ def main():
                                               "was exported with (64)"),
                               ("junk_library_pt2", "AOTInductor cannot load variant 'model'"),
                               ("no_library_pt2", "variant 'model' has no compiled library (.so)"),
-                              ("not_a_package_pt2", "it holds no compiled model")]:
+                              ("not_a_package_pt2", "it holds no compiled model"),
+                              ("outside_weights_pt2", "variant 'model' keeps its weights outside its compiled library "
+                                                      "(data/constants/weight_0)")]:
             try:
                 req = v1.InferRequest(model=model, device="cpu")
                 req.inputs.add(name="x", dtype=1, shape=[1, 16], data=rows(1, 1).numpy().tobytes())
@@ -265,6 +278,8 @@ def main():
                 check(e.code() == grpc.StatusCode.FAILED_PRECONDITION and needle in e.details(),
                       "%s: %s %s" % (model, e.code(), e.details()))
         check(close(v1_infer("mlp_pt2", x, device="cpu")[0], expected(x)), "mlp_pt2 after the refusals")
+        check(close(v1_infer("top_folder_pt2", x, device="cpu")[0], expected(x)),
+              "a package with its entries under a top folder answers as mlp_pt2")
 
         # --- a package new to the repository is first loaded where auto puts a
         # cold start (the simulated cuda:0), in float32, on its cuda variant
