@@ -181,7 +181,12 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
                                  " input tensors but config.pbtxt declares ", signature.inputs.size()));
     }
   } catch (const std::exception& e) {
-    return refuse(absl::StrCat("AOTInductor cannot load variant '", variant->name, "': ", ConciseTorchMessage(e.what())));
+    const std::string why = ConciseTorchMessage(e.what());
+    return refuse(absl::StrCat("AOTInductor cannot load variant '", variant->name, "': ", why,
+                               absl::StrContains(why, "undefined symbol")
+                                   ? " (the library calls a runtime function this server's LibTorch 2.6 lacks: it "
+                                     "was likely compiled by a newer PyTorch; compile it with PyTorch 2.6)"
+                                   : ""));
   }
   impl->turns = std::make_unique<std::counting_semaphore<>>(static_cast<std::ptrdiff_t>(impl->instances));
   if (variant->device == "cpu") WarnIfLoopsOutnumberWorkerThreads(model, path, *variant);

@@ -218,8 +218,8 @@ TEST_F(AotiModelTest, InstancesShareOneUnpackedCopyAndRunsAnswerRight) {
   EXPECT_TRUE(temp.Folders().empty());
 }
 
-// A package whose library cannot be opened is refused, naming the variant,
-// and leaves nothing unpacked.
+// A package whose library cannot be opened is refused, naming the variant
+// and why, and leaves nothing unpacked.
 TEST_F(AotiModelTest, ALibraryThatCannotBeOpenedIsRefusedAndLeavesNothing) {
   TempDirForTest temp;
   const std::string package = testing::ProcessScratchDir().File(
@@ -236,6 +236,28 @@ TEST_F(AotiModelTest, ALibraryThatCannotBeOpenedIsRefusedAndLeavesNothing) {
   EXPECT_NE(model.status().message().find("AOTInductor cannot load variant 'model'"), std::string::npos)
       << model.status();
   EXPECT_TRUE(temp.Folders().empty()) << "a refused load left " << *temp.Folders().begin();
+
+  // A real library that needs a runtime function LibTorch 2.6 lacks, as one
+  // compiled by a newer PyTorch may: the symbol is named, with the likely
+  // cause.
+  const std::string root = testing::ProcessScratchDir().path();
+  std::ofstream(root + "/newer.c") << "extern int aoti_torch_from_a_newer_pytorch(void);\n"
+                                      "int AOTInductorModelContainerCreateWithDevice(void) {\n"
+                                      "  return aoti_torch_from_a_newer_pytorch();\n}\n";
+  const std::string compile = "cc -shared -fPIC -o " + root + "/newer.so " + root + "/newer.c";
+  ASSERT_EQ(std::system(compile.c_str()), 0) << compile;
+  std::stringstream library;
+  library << std::ifstream(root + "/newer.so", std::ios::binary).rdbuf();
+  const std::string newer = root + "/newer.pt2";
+  std::ofstream(newer, std::ios::binary) << testing::ZipOf(
+      {{"data/aotinductor/model/x_metadata.json", R"({"AOTI_DEVICE_KEY": "cpu"})"},
+       {"data/aotinductor/model/x.so", library.str()}});
+  model = AotiModel::Load(newer, *config, cpu, DType::kFloat32);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("undefined symbol: aoti_torch_from_a_newer_pytorch"), std::string::npos)
+      << model.status();
+  EXPECT_NE(model.status().message().find("compiled by a newer PyTorch"), std::string::npos) << model.status();
+  EXPECT_TRUE(temp.Folders().empty());
 }
 
 }  // namespace
