@@ -1,7 +1,7 @@
 #include "model_store/aoti_model.h"
 
-#include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 #include <c10/core/DeviceGuard.h>
+#include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 #include <torch/torch.h>
 
 #include <algorithm>
