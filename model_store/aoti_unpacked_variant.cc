@@ -2,7 +2,6 @@
 
 #include <stdlib.h>
 #include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -80,9 +79,13 @@ std::optional<uint64_t> ProcessStartTicks(int64_t pid) {
 
 // This process's mark in its folders' names: "<pid>.<start ticks>", which
 // no other process, now or later, has (a pid alone repeats: a restarted
-// container's server is often pid 1 again).
+// container's server is often pid 1 again). Just "<pid>" when its start
+// cannot be read, a name no sweep takes for a gone process's.
 const std::string& OwnerMark() {
-  static const std::string mark = absl::StrCat(::getpid(), ".", ProcessStartTicks(::getpid()).value_or(0));
+  static const std::string mark = [] {
+    const std::optional<uint64_t> ticks = ProcessStartTicks(::getpid());
+    return ticks ? absl::StrCat(::getpid(), ".", *ticks) : absl::StrCat(::getpid());
+  }();
   return mark;
 }
 
