@@ -11,6 +11,10 @@
 #   COMPARE_ROUNDS=3 COMPARE_SECONDS=4 bench/compare.sh ../before/build build
 #   COMPARE_ROWS="cnn_pt2:8 mlp_pt2:8" bench/compare.sh ...   (model:concurrency;
 #                  the _pt2 models are the demo networks as .pt2 packages)
+#   COMPARE_ROWS="h2load-infer:mlp:8 h2load-v2:mlp:64" bench/compare.sh ...
+#                 (h2load-RPC:model:streams: one pre-encoded 1-row request of
+#                  RPC infer or v2 replayed by h2load on that many streams of
+#                  one connection, as bench/run.sh's target rows)
 #
 # Both build folders need service/infergate; the client, the demo models and
 # the ratios come from AFTER_BUILD_DIR's tools. Build the older tree with
@@ -52,9 +56,26 @@ turn() {
   done
   [ -n "$address" ] || { echo "the $side server did not start" >&2; exit 1; }
   for spec in $rows; do
-    model=${spec%%:*} concurrency=${spec##*:}
-    rate=$("$cli" --address "$address" bench --model "$model" --rows 1 --concurrency "$concurrency" \
-      --duration "$seconds" --warmup 1 | grep -o 'req/s=[0-9.]*' | cut -d= -f2)
+    concurrency=${spec##*:}
+    case "$spec" in
+      h2load-*)
+        local rpc=${spec%%:*} frame_line path
+        rpc=${rpc#h2load-} model=${spec#*:} model=${model%%:*}
+        # The server checks it answers these exact bytes OK (h2load cannot
+        # read grpc-status).
+        frame_line=$("$cli" --address "$address" frame --rpc "$rpc" --model "$model" --rows 1 --out "$work/frame")
+        path=$(sed -n 's/.*path=\([^ ]*\).*/\1/p' <<<"$frame_line")
+        rate=$(h2load -c 1 -m "$concurrency" -D "${seconds}s" --warm-up-time=1s -d "$work/frame" \
+          -H "content-type: application/grpc" -H "te: trailers" "http://$address$path" 2>&1 |
+          sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p')
+        model="h2load_${rpc}_$model"
+        ;;
+      *)
+        model=${spec%%:*}
+        rate=$("$cli" --address "$address" bench --model "$model" --rows 1 --concurrency "$concurrency" \
+          --duration "$seconds" --warmup 1 | grep -o 'req/s=[0-9.]*' | cut -d= -f2)
+        ;;
+    esac
     echo "round=$round side=$side model=$model concurrency=$concurrency req_per_s=$rate" | tee -a "$work/lines"
   done
   kill -TERM "$server"
