@@ -20,9 +20,8 @@ SchedulerOptions WithThreadsSized(SchedulerOptions options, int cores);
 // How many batches of one model may run at once on a device of `kind` with
 // `sized` options: the CPU's workers; on an accelerator its workers, or as
 // many as the model's accelerator_instances ask for (the executor grows to
-// that; device_executor.h). What a model that runs one call at a time per
-// loaded instance (an AOTInductor package) is loaded that many times for.
-// Pure.
+// that; device_executor.h). The instances a model that runs one call at a
+// time per instance (an AOTInductor package) is opened with. Pure.
 int ModelRunsAtOnce(const SchedulerOptions& sized, DeviceKind kind, const v1::ModelConfig& config);
 
 // Sets LibTorch's intra-op threads, and the BLAS's own pool, to `threads`

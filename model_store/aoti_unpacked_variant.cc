@@ -91,8 +91,9 @@ const std::string& OwnerMark() {
 
 // Sweeps `temp` once per process (per folder, as TMPDIR may differ).
 void SweepOnce(const std::string& temp) {
-  // Without /proc no process can be told alive: sweep nothing.
-  if (!ProcessStartTicks(::getpid())) return;
+  // Without /proc (this process's own start unread: a mark without '.') no
+  // process can be told alive: sweep nothing.
+  if (OwnerMark().find('.') == std::string::npos) return;
   static absl::Mutex mu(absl::kConstInit);
   static std::set<std::string>* swept = new std::set<std::string>();
   {

@@ -27,9 +27,9 @@ namespace infergate {
 
 class ModelManager {
  public:
-  // How many batches of a model may run at once on a device: what the
-  // default loader loads an AOTInductor package that many times for (one
-  // instance per run; aoti_model.h). Empty: 1.
+  // How many batches of a model may run at once on a device: the model
+  // instances the default loader opens an AOTInductor package with (an
+  // instance runs one call at a time; aoti_model.h). Empty: 1.
   using RunsAtOnce = std::function<int(const DeviceId& device, const v1::ModelConfig& config)>;
 
   // Nothing is owned; the repository (and `footprints`, which may be null:

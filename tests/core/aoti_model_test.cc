@@ -16,7 +16,6 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -24,6 +23,7 @@
 
 #include "model_store/model_repository.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/tmpdir_override.h"
 #include "tests/common/zip_writer.h"
 
 namespace infergate {
@@ -123,32 +123,12 @@ TEST_F(AotiModelTest, FirstRunsMadeTogetherAllReturnTheRightAnswer) {
   }
 }
 
-// Points TMPDIR at a folder of the test's own while it lives, so the
-// folders a load unpacks into can be counted exactly.
-class TempDirForTest {
- public:
-  TempDirForTest() : dir_("ig_aoti_tmp_") {
-    if (const char* was = std::getenv("TMPDIR")) was_ = was;
-    ::setenv("TMPDIR", dir_.path().c_str(), 1);
-  }
-  ~TempDirForTest() {
-    if (was_) {
-      ::setenv("TMPDIR", was_->c_str(), 1);
-    } else {
-      ::unsetenv("TMPDIR");
-    }
-  }
-  // The folders in it.
-  std::set<std::string> Folders() const {
-    std::set<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(dir_.path())) out.insert(e.path().string());
-    return out;
-  }
-
- private:
-  testing::ScratchDir dir_;
-  std::optional<std::string> was_;
-};
+// The folders under TMPDIR, pointed at a folder of the test's own.
+std::set<std::string> Folders(const testing::TmpdirOverride& temp) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(temp.path())) out.insert(e.path().string());
+  return out;
+}
 
 // Whether this process has a file below `folder` mapped (an opened library).
 bool MapsFileBelow(const std::string& folder) {
@@ -164,10 +144,10 @@ bool MapsFileBelow(const std::string& folder) {
 // workers run at once and every answer is the one the same input gets
 // alone.
 TEST_F(AotiModelTest, InstancesShareOneUnpackedCopyAndRunsAnswerRight) {
-  TempDirForTest temp;
+  testing::TmpdirOverride temp("ig_aoti_tmp_");
   std::shared_ptr<AotiModel> one = Load(1);
   ASSERT_NE(one, nullptr);
-  const std::set<std::string> before = temp.Folders();
+  const std::set<std::string> before = Folders(temp);
   ASSERT_EQ(before.size(), 1u) << "a load unpacks into one folder under TMPDIR";
   std::shared_ptr<AotiModel> model = Load(2);
   ASSERT_NE(model, nullptr);
@@ -175,7 +155,7 @@ TEST_F(AotiModelTest, InstancesShareOneUnpackedCopyAndRunsAnswerRight) {
   EXPECT_EQ(one->instances(), 1u);
   EXPECT_EQ(model->resident_bytes(), one->resident_bytes()) << "the instances share the constants";
   std::set<std::string> added;
-  for (const std::string& f : temp.Folders()) {
+  for (const std::string& f : Folders(temp)) {
     if (!before.count(f)) added.insert(f);
   }
   ASSERT_EQ(added.size(), 1u) << "one unpacked folder for both instances";
@@ -215,13 +195,13 @@ TEST_F(AotiModelTest, InstancesShareOneUnpackedCopyAndRunsAnswerRight) {
   EXPECT_FALSE(std::filesystem::exists(folder)) << folder << " outlived its model";
   EXPECT_FALSE(MapsFileBelow(folder)) << "the library stayed open after its model went";
   one.reset();
-  EXPECT_TRUE(temp.Folders().empty());
+  EXPECT_TRUE(Folders(temp).empty());
 }
 
 // A package whose library cannot be opened is refused, naming the variant
 // and why, and leaves nothing unpacked.
 TEST_F(AotiModelTest, ALibraryThatCannotBeOpenedIsRefusedAndLeavesNothing) {
-  TempDirForTest temp;
+  testing::TmpdirOverride temp("ig_aoti_tmp_");
   const std::string package = testing::ProcessScratchDir().File(
       "junk_", testing::ZipOf({{"data/aotinductor/model/x_metadata.json", R"({"AOTI_DEVICE_KEY": "cpu"})"},
                                {"data/aotinductor/model/x.so", "\x7f" "ELF not a library"}}));
@@ -235,7 +215,7 @@ TEST_F(AotiModelTest, ALibraryThatCannotBeOpenedIsRefusedAndLeavesNothing) {
   EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition) << model.status();
   EXPECT_NE(model.status().message().find("AOTInductor cannot load variant 'model'"), std::string::npos)
       << model.status();
-  EXPECT_TRUE(temp.Folders().empty()) << "a refused load left " << *temp.Folders().begin();
+  EXPECT_TRUE(Folders(temp).empty()) << "a refused load left " << *Folders(temp).begin();
 
   // A real library that needs a runtime function LibTorch 2.6 lacks, as one
   // compiled by a newer PyTorch may: the symbol is named, with the likely
@@ -257,7 +237,7 @@ TEST_F(AotiModelTest, ALibraryThatCannotBeOpenedIsRefusedAndLeavesNothing) {
   EXPECT_NE(model.status().message().find("undefined symbol: aoti_torch_from_a_newer_pytorch"), std::string::npos)
       << model.status();
   EXPECT_NE(model.status().message().find("compiled by a newer PyTorch"), std::string::npos) << model.status();
-  EXPECT_TRUE(temp.Folders().empty());
+  EXPECT_TRUE(Folders(temp).empty());
 }
 
 }  // namespace

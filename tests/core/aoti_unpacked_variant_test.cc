@@ -6,16 +6,15 @@
 #include "model_store/aoti_unpacked_variant.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <set>
 #include <string>
 
 #include "common/file_util.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/tmpdir_override.h"
 #include "tests/common/zip_writer.h"
 
 namespace infergate {
@@ -27,17 +26,7 @@ using testing::ZipWriterEntry;
 
 class UnpackedAotiVariantTest : public ::testing::Test {
  protected:
-  UnpackedAotiVariantTest() : packages_("ig_unpack_pkg_"), temp_("ig_unpack_tmp_") {
-    if (const char* was = std::getenv("TMPDIR")) tmpdir_was_ = was;
-    ::setenv("TMPDIR", temp_.path().c_str(), 1);
-  }
-  ~UnpackedAotiVariantTest() override {
-    if (tmpdir_was_) {
-      ::setenv("TMPDIR", tmpdir_was_->c_str(), 1);
-    } else {
-      ::unsetenv("TMPDIR");
-    }
-  }
+  UnpackedAotiVariantTest() : packages_("ig_unpack_pkg_"), temp_("ig_unpack_tmp_") {}
 
   std::string Package(const std::vector<ZipWriterEntry>& entries) {
     const std::string path = packages_.path() + "/p" + std::to_string(++made_) + ".pt2";
@@ -59,8 +48,7 @@ class UnpackedAotiVariantTest : public ::testing::Test {
   }
 
   testing::ScratchDir packages_;
-  testing::ScratchDir temp_;
-  std::optional<std::string> tmpdir_was_;
+  testing::TmpdirOverride temp_;
   int made_ = 0;
 };
 
@@ -152,8 +140,7 @@ TEST_F(UnpackedAotiVariantTest, RemovesOnlyTheFoldersOfProcessesThatAreGone) {
 
 // The first unpack of a process under a temp folder sweeps it.
 TEST_F(UnpackedAotiVariantTest, TheFirstUnpackUnderATempFolderSweepsIt) {
-  testing::ScratchDir fresh("ig_unpack_sweep_");
-  ::setenv("TMPDIR", fresh.path().c_str(), 1);
+  testing::TmpdirOverride fresh("ig_unpack_sweep_");
   const std::string stale = fresh.path() + "/infergate-aoti-2147483646.5-dddddd";
   fs::create_directories(stale + "/data/aotinductor/model");
   std::ofstream(stale + "/data/aotinductor/model/old.so") << "left by a killed server";
