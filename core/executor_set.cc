@@ -1,5 +1,6 @@
 #include "core/executor_set.h"
 
+#include "common/cpu_policy.h"
 #include "common/logging.h"
 #include "devices/worker_stream.h"
 
@@ -17,10 +18,16 @@ ExecutorSet::ExecutorSet(const std::vector<DeviceInfo>& devices, const Scheduler
     // Each accelerator worker queues its batches on a stream of its own, so
     // --accelerator-workers can overlap them on the device (on the CPU and
     // simulated devices UseOwnStream does nothing).
+    // Workers run under the normal CPU policy, whatever the thread that
+    // started them runs under (main.cc: cpu_policy.h), so a worker woken for
+    // a batch may take a core at once.
     executor_options.on_worker_start = [d] {
       static LogRateLimiter limiter(1);
       if (absl::Status s = UseOwnStream(d); !s.ok()) {
         if (uint64_t held = 0; limiter.Allow(&held)) LOG_WARNING << s.message() << SuppressedNote(held);
+      }
+      if (absl::Status s = SetThisThreadCpuPolicy(CpuPolicy::kNormal); !s.ok()) {
+        if (uint64_t held = 0; limiter.Allow(&held)) LOG_WARNING << "device worker: " << s.message() << SuppressedNote(held);
       }
     };
     auto executor = std::make_unique<DeviceExecutor>(d.id, executor_options, run);

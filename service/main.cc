@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "common/cpu_policy.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
 #include "common/units.h"
@@ -103,6 +104,13 @@ int Run(int argc, char** argv) {
   if (absl::Status host = CheckHostRequirements(); !host.ok()) {
     std::cerr << "infergate: " << host.message() << "\n";
     return 1;
+  }
+  // Before the server starts a thread, so gRPC's, the HTTP server's and the
+  // pollers inherit it; the device workers set their own (executor_set.cc).
+  if (opts.io_thread_policy != CpuPolicy::kNormal) {
+    if (absl::Status s = SetThisThreadCpuPolicy(opts.io_thread_policy); !s.ok()) {
+      LOG_WARNING << "threads other than the device workers keep the normal CPU policy: " << s.message();
+    }
   }
   // Every port bound; readiness NOT_SERVING until warm-up ends.
   absl::StatusOr<std::unique_ptr<Server>> created = Server::Create(opts, INFERGATE_VERSION);

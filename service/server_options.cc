@@ -40,6 +40,7 @@ struct RawFlags {
   int64_t simulate_failures_after = 0;
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string reflection = "auto";
+  std::string io_thread_policy = "batch";
 };
 
 absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
@@ -220,6 +221,11 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Int("grpc-infer-threads", &o.grpc_infer_threads,
             "Threads taking gRPC inference calls (Infer, ModelInfer, ModelStreamInfer) off a completion queue each: "
             "they check, decode and queue each request; device workers answer it.");
+  flags.String("io-thread-policy", &f.io_thread_policy,
+               "Linux CPU policy of every thread but the device workers (gRPC's, the HTTP server's, the inference "
+               "pollers): batch (SCHED_BATCH) lets a thread that wakes for network work wait for a free core or "
+               "the running thread's turn to end instead of preempting a worker mid-batch; normal (SCHED_OTHER) "
+               "lets it preempt. Device workers always run normal.");
   flags.Duration("max-connection-age", &o.max_connection_age,
                  "Close client connections after this long (e.g. 5m) so clients reconnect and new replicas get "
                  "traffic; 0 keeps them open.");
@@ -354,6 +360,11 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
     return absl::InvalidArgumentError(
         absl::StrCat("--reflection: '", f.reflection.substr(0, 32), "'; expected on, off or auto"));
   }
+  absl::StatusOr<CpuPolicy> io_thread_policy = ParseCpuPolicy(f.io_thread_policy.substr(0, 32));
+  if (!io_thread_policy.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--io-thread-policy: ", io_thread_policy.status().message()));
+  }
+  o.io_thread_policy = *io_thread_policy;
   absl::StatusOr<TracingOptions> traced = ResolveTracingOptions(tracing, [](const char* name) { return std::getenv(name); });
   if (!traced.ok()) return traced.status();
   o.tracing = *std::move(traced);

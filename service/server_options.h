@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/cpu_policy.h"
 #include "devices/device_registry.h"
 #include "routing/scheduler_options.h"
 #include "model_store/torchserve_config.h"
@@ -65,6 +66,9 @@ struct ServerOptions {
   // Threads polling a completion queue each for the unary inference calls
   // (completion_queue_infer.h): they admit, decode and queue each call.
   int64_t grpc_infer_threads = 2;
+  // The CPU policy of every thread but the device workers (cpu_policy.h):
+  // main.cc sets it before the server starts a thread.
+  CpuPolicy io_thread_policy = CpuPolicy::kBatch;
   // KServe ModelMesh's model-runtime SPI (service/model_mesh_runtime.h);
   // empty leaves it off. Loopback or a unix: socket only: it loads any
   // folder the server can read.

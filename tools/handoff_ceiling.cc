@@ -21,6 +21,7 @@
 // API leaves more.
 //
 //   handoff-ceiling [--address 127.0.0.1:0] [--workers 2] [--api callback|cq] [--pollers 2]
+//                   [--io-thread-policy batch|normal]
 //
 // Prints "handoff-ceiling listening on ADDRESS" once serving; stops on
 // SIGTERM or SIGINT. Threading: as above; `--workers` threads answer queued
@@ -38,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cpu_policy.h"
 #include "common/flags.h"
 #include "infergate/v1/inference.grpc.pb.h"
 
@@ -175,18 +177,22 @@ int main(int argc, char** argv) {
   int64_t pollers = 2;
   flags.String("api", &api, "gRPC's server API: callback (infergate's) or cq (completion queues).");
   flags.Int("pollers", &pollers, "With --api=cq: threads polling a completion queue each.");
+  std::string io_thread_policy = "batch";
+  flags.String("io-thread-policy", &io_thread_policy,
+               "CPU policy of every thread but the workers, as infergate's flag of that name: batch or normal.");
   bool help = false;
   absl::StatusOr<std::vector<std::string>> positional = flags.Parse(argc, argv, &help);
   if (help) {
     std::cout << flags.Help();
     return 0;
   }
+  absl::StatusOr<infergate::CpuPolicy> policy = infergate::ParseCpuPolicy(io_thread_policy);
   if (!positional.ok() || !positional->empty() || workers < 1 || workers > 64 || pollers < 1 || pollers > 64 ||
-      (api != "callback" && api != "cq")) {
+      (api != "callback" && api != "cq") || !policy.ok()) {
     std::cerr << "handoff-ceiling: "
               << (!positional.ok() ? std::string(positional.status().message())
-                                   : "--workers and --pollers must be 1..64, --api callback or cq, and no positional "
-                                     "arguments are taken")
+                                   : "--workers and --pollers must be 1..64, --api callback or cq, "
+                                     "--io-thread-policy batch or normal, and no positional arguments are taken")
               << "\n" << flags.Help();
     return 2;
   }
@@ -199,6 +205,12 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // The threads infergate runs under --io-thread-policy inherit it from
+  // here; the workers set the normal policy, as infergate's device workers.
+  if (absl::Status s = infergate::SetThisThreadCpuPolicy(*policy); !s.ok()) {
+    std::cerr << "handoff-ceiling: " << s.message() << "\n";
+    return 1;
+  }
 
   CallQueue queue;
   HandoffService callback_service(queue);
@@ -222,6 +234,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int64_t i = 0; i < workers; ++i) {
     threads.emplace_back([&queue] {
+      if (!infergate::SetThisThreadCpuPolicy(infergate::CpuPolicy::kNormal).ok()) return;
       PendingCall call;
       while (queue.Pop(&call)) Answer(call);
     });

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -154,19 +155,32 @@ TEST(Connections, ConcurrentStreamLimitQueuesCallsInTheClient) {
   EXPECT_EQ(server->Stop(), 0);
 }
 
-// The names of `pid`'s threads, from /proc.
-std::vector<std::string> ThreadNames(pid_t pid) {
-  std::vector<std::string> names;
+// A thread of a process, from /proc: its name and its scheduling policy.
+struct ThreadSeen {
+  std::string name;
+  int policy = -1;  // SCHED_OTHER, SCHED_BATCH, ...; -1 if it could not be read
+};
+
+std::vector<ThreadSeen> ThreadsOf(pid_t pid) {
+  std::vector<ThreadSeen> threads;
   const std::string dir = "/proc/" + std::to_string(pid) + "/task";
   DIR* tasks = opendir(dir.c_str());
-  if (!tasks) return names;
+  if (!tasks) return threads;
   while (dirent* e = readdir(tasks)) {
     if (e->d_name[0] == '.') continue;
     std::ifstream comm(dir + "/" + e->d_name + "/comm");
-    std::string name;
-    if (std::getline(comm, name)) names.push_back(name);
+    ThreadSeen seen;
+    if (!std::getline(comm, seen.name)) continue;
+    seen.policy = sched_getscheduler(static_cast<pid_t>(std::stol(e->d_name)));
+    threads.push_back(seen);
   }
   closedir(tasks);
+  return threads;
+}
+
+std::vector<std::string> ThreadNames(pid_t pid) {
+  std::vector<std::string> names;
+  for (const ThreadSeen& t : ThreadsOf(pid)) names.push_back(t.name);
   return names;
 }
 
@@ -252,6 +266,59 @@ TEST(Connections, MoreUnaryCallsAtOnceThanArePostedAreEachAnsweredWithTheirOwnRo
   v2_stubs.clear();
   channels.clear();
   EXPECT_EQ(server->Stop(), 0);
+}
+
+// The threads that move requests (gRPC's, the inference pollers, the HTTP
+// server's) run under SCHED_BATCH, so waking for network work they do not
+// preempt a device worker mid-batch; the device workers run under
+// SCHED_OTHER. --io-thread-policy=normal leaves every thread normal. Both
+// servers answer.
+TEST(Connections, ThreadsThatMoveRequestsDoNotPreemptDeviceWorkers) {
+  for (const std::string policy : {"batch", "normal"}) {
+    SCOPED_TRACE("--io-thread-policy=" + policy);
+    auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--devices=cpu", "--cpu-workers=2",
+                                        "--http-address=127.0.0.1:0", "--io-thread-policy=" + policy});
+    ASSERT_NE(server, nullptr);
+    auto stub = v1::InferenceService::NewStub(
+        grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    v1::InferRequest request;
+    request.set_model("mlp");
+    *request.add_inputs() = ToWire(at::randn({1, 256}), "x");
+    v1::InferResponse response;
+    ASSERT_TRUE(stub->Infer(&ctx, request, &response).ok());
+
+    const int io_policy = policy == "batch" ? SCHED_BATCH : SCHED_OTHER;
+    int workers = 0;
+    int pollers = 0;
+    int http = 0;
+    for (const ThreadSeen& t : ThreadsOf(server->pid())) {
+      if (t.name.rfind("cpu worker ", 0) == 0) {
+        ++workers;
+        EXPECT_EQ(t.policy, SCHED_OTHER) << t.name;
+      } else if (t.name.rfind("grpc poller ", 0) == 0) {
+        ++pollers;
+        EXPECT_EQ(t.policy, io_policy) << t.name;
+      } else if (t.name.rfind("http ", 0) == 0) {
+        ++http;
+        EXPECT_EQ(t.policy, io_policy) << t.name;
+      } else if (t.name == "nexting_thread" || t.name == "default-executo") {
+        EXPECT_EQ(t.policy, io_policy) << t.name << " (gRPC's own)";
+      }
+    }
+    EXPECT_EQ(workers, 2);
+    EXPECT_EQ(pollers, 2);
+    EXPECT_GE(http, 1);
+    stub.reset();
+    EXPECT_EQ(server->Stop(), 0);
+  }
+  std::string out;
+  EXPECT_EQ(RunCommand({"/bin/sh", "-c",
+                        std::string(INFERGATE_BIN) + " --address=127.0.0.1:0 --model-repository='" + DemoRepository() +
+                            "' --io-thread-policy=fifo 2>&1"},
+                       &out),
+            2);
+  EXPECT_NE(out.find("--io-thread-policy: 'fifo'"), std::string::npos) << out;
 }
 
 // A loopback TCP connection to `address` (HOST:PORT) that sends `first`
