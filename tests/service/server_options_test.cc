@@ -57,6 +57,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--reflection", "\"auto\"", "auto"},
     {"--max-concurrent-streams", "256", "256"},
     {"--grpc-infer-threads", "2", "2"},
+    {"--io-thread-policy", "\"batch\"", "batch"},
     {"--max-connection-age", "0ms", "0 (never)"},
     {"--max-connection-idle", "300000ms", "5m"},
     {"--grpc-handshake-timeout", "10000ms", "10s"},
