@@ -27,16 +27,19 @@ struct LoadedModel::Impl {
   ~Impl() {
     if (simulation && simulation->memory) simulation->memory->Release(reserved_bytes);
   }
-  mutable torch::jit::Module module;
+  torch::jit::Module module;
   TensorPlacement placement;
   std::shared_ptr<const SimulationRules> simulation;
   uint64_t reserved_bytes = 0;
   std::string name;
   std::optional<DeclaredOutputs> outputs;  // set at load
+  // The served module's forward(), looked up once at load (after any
+  // optimization replaced the module), not by name on every call.
+  std::optional<torch::jit::Method> forward;
   // Set when forward() is called with keyword arguments (an input follows
-  // an argument left at its default), looked up once at load; then the
-  // inputs' names, and the Optional arguments passed as None.
-  std::optional<torch::jit::Method> forward_by_keyword;
+  // an argument left at its default); then the inputs' names, and the
+  // Optional arguments passed as None.
+  bool by_keyword = false;
   std::vector<std::string> input_names;
   std::vector<std::string> pass_none;
   bool optimized = false;  // serving torch::jit::optimize_for_inference's form
@@ -124,7 +127,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
     if (!inputs.ok()) return inputs.status();
     sig = inputs->signature;
     if (inputs->by_keyword) {
-      impl->forward_by_keyword = impl->module.get_method("forward");
+      impl->by_keyword = true;
       impl->input_names = inputs->argument_names;
       impl->pass_none = inputs->pass_none;
     }
@@ -157,6 +160,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
     if (!inputs->by_keyword) {
       impl->optimized = ServeOptimizedIfSame(impl->module, impl->placement, config, device, path, sig);
     }
+    impl->forward = impl->module.get_method("forward");
   } catch (const std::exception& e) {
     return StatusFromTorchException(e, absl::StrCat("model '", config.name(), "': preparing ", path, " failed: "));
   }
@@ -172,11 +176,11 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
     args.reserve(inputs.size());
     for (const at::Tensor& t : inputs) args.emplace_back(Place(t, m.placement));
     auto forward = [&]() -> c10::IValue {
-      if (!m.forward_by_keyword) return m.module.forward(std::move(args));
+      if (!m.by_keyword) return (*m.forward)(std::move(args));
       torch::jit::Kwargs kwargs;
       for (size_t i = 0; i < args.size(); ++i) kwargs.emplace(m.input_names[i], std::move(args[i]));
       for (const std::string& name : m.pass_none) kwargs.emplace(name, c10::IValue());
-      return (*m.forward_by_keyword)({}, kwargs);
+      return (*m.forward)({}, kwargs);
     };
     c10::IValue result;
     if (m.simulation) {
