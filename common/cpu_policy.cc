@@ -30,23 +30,12 @@ absl::Status SetThisThreadCpuPolicy(CpuPolicy policy) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CpuPolicy> ThisThreadCpuPolicy() {
-  const int policy = sched_getscheduler(0);
-  if (policy == SCHED_OTHER) return CpuPolicy::kNormal;
-  if (policy == SCHED_BATCH) return CpuPolicy::kBatch;
-  if (policy < 0) return absl::ErrnoToStatus(errno, "sched_getscheduler");
-  return absl::FailedPreconditionError(absl::StrCat("the thread runs under scheduling policy ", policy,
-                                                    ", neither SCHED_OTHER nor SCHED_BATCH"));
-}
-
 #else
 
 absl::Status SetThisThreadCpuPolicy(CpuPolicy policy) {
   if (policy == CpuPolicy::kNormal) return absl::OkStatus();
   return absl::UnimplementedError("SCHED_BATCH exists on Linux only");
 }
-
-absl::StatusOr<CpuPolicy> ThisThreadCpuPolicy() { return CpuPolicy::kNormal; }
 
 #endif
 

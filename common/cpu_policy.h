@@ -39,8 +39,4 @@ absl::string_view CpuPolicyName(CpuPolicy policy);
 // has no such policy (not Linux) or refuses it (a seccomp filter).
 absl::Status SetThisThreadCpuPolicy(CpuPolicy policy);
 
-// The calling thread's policy; an error for a real-time policy or where
-// it cannot be read.
-absl::StatusOr<CpuPolicy> ThisThreadCpuPolicy();
-
 }  // namespace infergate

@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int64_t i = 0; i < workers; ++i) {
     threads.emplace_back([&queue] {
-      if (!infergate::SetThisThreadCpuPolicy(infergate::CpuPolicy::kNormal).ok()) return;
+      infergate::SetThisThreadCpuPolicy(infergate::CpuPolicy::kNormal).IgnoreError();  // main set a policy already
       PendingCall call;
       while (queue.Pop(&call)) Answer(call);
     });
