@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 

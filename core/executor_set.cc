@@ -22,12 +22,15 @@ ExecutorSet::ExecutorSet(const std::vector<DeviceInfo>& devices, const Scheduler
     // started them runs under (main.cc: cpu_policy.h), so a worker woken for
     // a batch may take a core at once.
     executor_options.on_worker_start = [d] {
-      static LogRateLimiter limiter(1);
+      static LogRateLimiter stream_limiter(1);
       if (absl::Status s = UseOwnStream(d); !s.ok()) {
-        if (uint64_t held = 0; limiter.Allow(&held)) LOG_WARNING << s.message() << SuppressedNote(held);
+        if (uint64_t held = 0; stream_limiter.Allow(&held)) LOG_WARNING << s.message() << SuppressedNote(held);
       }
+      static LogRateLimiter policy_limiter(1);
       if (absl::Status s = SetThisThreadCpuPolicy(CpuPolicy::kNormal); !s.ok()) {
-        if (uint64_t held = 0; limiter.Allow(&held)) LOG_WARNING << "device worker: " << s.message() << SuppressedNote(held);
+        if (uint64_t held = 0; policy_limiter.Allow(&held)) {
+          LOG_WARNING << "device worker: " << s.message() << SuppressedNote(held);
+        }
       }
     };
     auto executor = std::make_unique<DeviceExecutor>(d.id, executor_options, run);

@@ -107,10 +107,8 @@ int Run(int argc, char** argv) {
   }
   // Before the server starts a thread, so gRPC's, the HTTP server's and the
   // pollers inherit it; the device workers set their own (executor_set.cc).
-  if (opts.io_thread_policy != CpuPolicy::kNormal) {
-    if (absl::Status s = SetThisThreadCpuPolicy(opts.io_thread_policy); !s.ok()) {
-      LOG_WARNING << "threads other than the device workers keep the normal CPU policy: " << s.message();
-    }
+  if (absl::Status s = SetThisThreadCpuPolicy(opts.io_thread_policy); !s.ok()) {
+    LOG_WARNING << "threads other than the device workers keep the normal CPU policy: " << s.message();
   }
   // Every port bound; readiness NOT_SERVING until warm-up ends.
   absl::StatusOr<std::unique_ptr<Server>> created = Server::Create(opts, INFERGATE_VERSION);
