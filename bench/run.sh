@@ -218,6 +218,23 @@ extra_pids="$extra_pids $!"
 cq_ceiling_pid=$!
 await_listening handoff-ceiling "" "$work/handoff-ceiling-cq.err"
 cq_ceiling_address=$address
+# The model ceilings: the completion-queue hand-off whose workers also run
+# the model once per batch of the calls queued (as many as the model's
+# max_batch_size), on generated rows; no serving work. What a server with
+# nothing but gRPC, the hand-off and the forward pass reaches, the forward
+# sharing the cores and their caches with the network work.
+declare -A model_ceiling_address=()
+for spec in "mlp 256 64" "cnn 3x64x64 32"; do
+  set -- $spec
+  mv "$work/handoff-ceiling.out" "$work/handoff-ceiling-previous.out"
+  "$build_dir/tools/handoff-ceiling" --address=127.0.0.1:0 --api=cq --pollers="$(nproc)" \
+    --model="$work/models/$1/1/model.pt" --row-shape="$2" --max-batch="$3" \
+    >"$work/handoff-ceiling.out" 2>"$work/model-ceiling-$1.err" &
+  extra_pids="$extra_pids $!"
+  model_ceiling_pids="${model_ceiling_pids:-} $!"
+  await_listening handoff-ceiling "" "$work/model-ceiling-$1.err"
+  model_ceiling_address[$1]=$address
+done
 address=$infergate_address
 for rpc in health infer v2; do
   line=$("$cli" --address "$address" frame --rpc "$rpc" --model mlp --rows 1 --out "$work/$rpc.frame")
@@ -259,12 +276,16 @@ h2load_row() {  # frame streams model [address]
 for c in $concurrencies; do
   record_rounds "h2load health health $c h2load_row health $c -" "h2load mlp v1-infer $c h2load_row infer $c mlp" \
     "h2load mlp v2 $c h2load_row v2 $c mlp" "h2load none handoff-ceiling $c h2load_row infer $c mlp $ceiling_address" \
-    "h2load none handoff-ceiling-cq $c h2load_row infer $c mlp $cq_ceiling_address"
+    "h2load none handoff-ceiling-cq $c h2load_row infer $c mlp $cq_ceiling_address" \
+    "h2load none model-ceiling $c h2load_row infer $c mlp ${model_ceiling_address[mlp]}"
 done
 record_rounds "h2load cnn v1-infer 8 h2load_row cnn-infer 8 cnn" \
   "h2load none handoff-ceiling-cnn 8 h2load_row cnn-infer 8 cnn $ceiling_address" \
-  "h2load none handoff-ceiling-cq-cnn 8 h2load_row cnn-infer 8 cnn $cq_ceiling_address"
-kill -TERM "$ceiling_pid" "$cq_ceiling_pid"; wait "$ceiling_pid" || true; wait "$cq_ceiling_pid" || true
+  "h2load none handoff-ceiling-cq-cnn 8 h2load_row cnn-infer 8 cnn $cq_ceiling_address" \
+  "h2load none model-ceiling-cnn 8 h2load_row cnn-infer 8 cnn ${model_ceiling_address[cnn]}"
+kill -TERM "$ceiling_pid" "$cq_ceiling_pid" $model_ceiling_pids
+wait "$ceiling_pid" || true; wait "$cq_ceiling_pid" || true
+for pid in $model_ceiling_pids; do wait "$pid" || true; done
 ceiling_pid=""
 extra_pids=""
 stop_server

@@ -16,7 +16,7 @@ failed=0
 check() {
   if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1"; fi
 }
-check "83 rows (3 gRPC floor, 10 h2load (the cnn at 8 among them), 8 hand-off ceiling (callback and completion-queue, each also with the cnn frame), 6 tracing, 8 in-process, 12 infergate, 15 protocols, 12 format, 3 image_classifier, 4 mixed, 2 accuracy), got $rows" '[ "$rows" -eq 83 ]'
+check "87 rows (3 gRPC floor, 10 h2load (the cnn at 8 among them), 8 hand-off ceiling (callback and completion-queue, each also with the cnn frame), 4 model ceiling (mlp at 1, 8 and 64, cnn at 8), 6 tracing, 8 in-process, 12 infergate, 15 protocols, 12 format, 3 image_classifier, 4 mixed, 2 accuracy), got $rows" '[ "$rows" -eq 87 ]'
 while IFS=, read -r suite model mode conc batch rps rowsps p50 p99 overhead meanb errors p999; do
   [ "$suite" = suite ] && continue
   check "$suite $model $mode c=$conc has a throughput" 'awk -v v="$rps" "BEGIN { exit !(v > 0) }"'
@@ -44,6 +44,9 @@ check "the p99 target compares this run with the baseline run, each over its own
   'grep -q "p99 at 64 streams / ceiling p99: this run ([0-9.]*[1-9][0-9.]* / [0-9.]*[1-9][0-9.]* ms) against $(cat bench/results/BASELINE) ([0-9.]*[1-9][0-9.]* / [0-9.]*[1-9][0-9.]* ms) | [0-9.]* against [0-9.]* |" "$(ls "$out"/*.md)"'
 check "the tail latency rows have figures" \
   '[ "$(grep -c "p99 / p99.9 latency, .* | [0-9.]*[1-9][0-9.]* / [0-9.]*[1-9][0-9.]* ms | (context)" "$(ls "$out"/*.md)")" -eq 10 ]'
+check "the sound bounds each have their model ceiling rows" \
+  '[ "$(grep -c "/ model ceiling ([1-9][0-9.]* req/s: .* | [0-9.]*[1-9][0-9.]* | (context)" "$(ls "$out"/*.md)")" -eq 3 ] &&
+   [ "$(grep -c "^| model ceiling / sound bound, .* | [0-9.]*[1-9][0-9.]* | (context)" "$(ls "$out"/*.md)")" -eq 3 ]'
 check "the targets table has the six hand-off ceiling rows" '[ "$(grep -c "hand-off ceiling.*| (context) |" "$(ls "$out"/*.md)")" -eq 6 ]'
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

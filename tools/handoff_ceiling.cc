@@ -1,6 +1,7 @@
 // The hand-off ceiling: what gRPC 1.51 reaches on this machine when each
 // Infer call is handed to a worker thread and answered from there, with no
-// model, no scheduling and no tensor work. It serves
+// model, no scheduling and no tensor work (or, with --model, with only the
+// model's forward pass: see below). It serves
 // infergate.v1.InferenceService/Infer (any request: the reply is an mlp-sized
 // answer, one 10-float output, a placement and timings) and the standard
 // health service, on one of gRPC's two server APIs:
@@ -20,13 +21,20 @@
 // serving work (the bound on the "Infer / gRPC floor" ratios), and which
 // API leaves more.
 //
+// With `--model PATH --row-shape 256`, each worker takes every queued call
+// (up to --max-batch) and runs the TorchScript model once on that many
+// generated rows before answering them (tools/ceiling_model.h): the least a
+// server must do to answer with that model, beside which infergate's own
+// serving work is measured.
+//
 //   handoff-ceiling [--address 127.0.0.1:0] [--workers 2] [--api callback|cq] [--pollers 2]
-//                   [--io-thread-policy batch|normal]
+//                   [--io-thread-policy batch|normal] [--model PATH --row-shape 256 [--max-batch 64]]
 //
 // Prints "handoff-ceiling listening on ADDRESS" once serving; stops on
 // SIGTERM or SIGINT. Threading: as above; `--workers` threads answer queued
-// calls in order.
+// calls in order (with a model, in batches of all those queued).
 
+#include <ATen/Parallel.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
@@ -39,9 +47,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "common/cpu_policy.h"
 #include "common/flags.h"
+#include "devices/system_info.h"
 #include "infergate/v1/inference.grpc.pb.h"
+#include "tools/ceiling_model.h"
 
 namespace {
 
@@ -87,6 +99,18 @@ class CallQueue {
     *call = calls_.front();
     calls_.pop_front();
     return true;
+  }
+  // Every queued call up to `max` (at least one); false once stopped and
+  // empty.
+  bool PopUpTo(size_t max, std::vector<PendingCall>* calls) {
+    calls->clear();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return stopped_ || !calls_.empty(); });
+    while (!calls_.empty() && calls->size() < max) {
+      calls->push_back(calls_.front());
+      calls_.pop_front();
+    }
+    return !calls->empty();
   }
   void Stop() {
     {
@@ -180,11 +204,44 @@ int main(int argc, char** argv) {
   std::string io_thread_policy = "batch";
   flags.String("io-thread-policy", &io_thread_policy,
                "CPU policy of every thread but the workers, as infergate's flag of that name: batch or normal.");
+  std::string model_path;
+  std::string row_shape_text = "256";
+  int64_t max_batch = 64;
+  flags.String("model", &model_path,
+               "A TorchScript model each worker runs once per batch of the calls it takes; none by default.");
+  flags.String("row-shape", &row_shape_text, "With --model: the shape of one row of its input, such as 256 or 3x64x64.");
+  flags.Int("max-batch", &max_batch, "With --model: the most calls a worker takes at once.");
   bool help = false;
   absl::StatusOr<std::vector<std::string>> positional = flags.Parse(argc, argv, &help);
   if (help) {
     std::cout << flags.Help();
     return 0;
+  }
+  std::vector<int64_t> row_shape;
+  for (absl::string_view d : absl::StrSplit(row_shape_text, 'x')) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(d, &v) || v < 1) {
+      std::cerr << "handoff-ceiling: --row-shape: '" << row_shape_text << "' is not a shape such as 256 or 3x64x64\n";
+      return 2;
+    }
+    row_shape.push_back(v);
+  }
+  if (max_batch < 1 || max_batch > 1024) {
+    std::cerr << "handoff-ceiling: --max-batch: must be 1..1024\n";
+    return 2;
+  }
+  std::unique_ptr<infergate::CeilingModel> model;
+  if (!model_path.empty()) {
+    // One thread per worker, as the server sizes a worker per core.
+    at::set_num_threads(1);
+    infergate::SetBlasThreads(1);
+    absl::StatusOr<std::unique_ptr<infergate::CeilingModel>> loaded =
+        infergate::CeilingModel::Load(model_path, row_shape, max_batch);
+    if (!loaded.ok()) {
+      std::cerr << "handoff-ceiling: --model: " << loaded.status().message() << "\n";
+      return 1;
+    }
+    model = *std::move(loaded);
   }
   absl::StatusOr<infergate::CpuPolicy> policy = infergate::ParseCpuPolicy(io_thread_policy);
   if (!positional.ok() || !positional->empty() || workers < 1 || workers > 64 || pollers < 1 || pollers > 64 ||
@@ -233,10 +290,18 @@ int main(int argc, char** argv) {
   }
   std::vector<std::thread> threads;
   for (int64_t i = 0; i < workers; ++i) {
-    threads.emplace_back([&queue] {
+    threads.emplace_back([&queue, &model] {
       infergate::SetThisThreadCpuPolicy(infergate::CpuPolicy::kNormal).IgnoreError();  // main set a policy already
-      PendingCall call;
-      while (queue.Pop(&call)) Answer(call);
+      if (!model) {
+        PendingCall call;
+        while (queue.Pop(&call)) Answer(call);
+        return;
+      }
+      std::vector<PendingCall> calls;
+      while (queue.PopUpTo(static_cast<size_t>(model->max_batch()), &calls)) {
+        model->Run(static_cast<int64_t>(calls.size()));
+        for (const PendingCall& call : calls) Answer(call);
+      }
     });
   }
   std::vector<std::thread> poller_threads;
