@@ -5,7 +5,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <semaphore>
+#include <condition_variable>
+#include <mutex>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
@@ -80,9 +81,14 @@ struct AotiModel::Impl {
   // One container, `instances` model instances sharing its constants.
   std::unique_ptr<torch::inductor::AOTIModelContainerRunner> container;
   size_t instances = 1;
-  // A turn in the container: at most `instances` runs at once (see the
-  // header).
-  std::unique_ptr<std::counting_semaphore<>> turns;
+  // At most `instances` runs inside the container at once. A mutex and a
+  // condition variable, the plainest gate there is: under
+  // std::counting_semaphore (GCC 14) one ASan test run had a first run
+  // never return with one instance; whether the semaphore or the container
+  // was at fault is not established.
+  mutable std::mutex turns_mu;
+  mutable std::condition_variable turns_cv;
+  mutable size_t turns_free = 0;  // guarded by turns_mu
   std::shared_ptr<const SimulationRules> simulation;
   uint64_t reserved_bytes = 0;
   std::string name;
@@ -188,7 +194,7 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
                                      "was likely compiled by a newer PyTorch; compile it with PyTorch 2.6)"
                                    : ""));
   }
-  impl->turns = std::make_unique<std::counting_semaphore<>>(static_cast<std::ptrdiff_t>(impl->instances));
+  impl->turns_free = static_cast<size_t>(impl->instances);
   if (variant->device == "cpu") WarnIfLoopsOutnumberWorkerThreads(model, path, *variant);
   LOG_INFO << "model '" << model << "': loaded variant '" << variant->name << "' (compiled for " << variant->device
            << ") of " << path << " on " << (device.simulated ? "simulated " : "") << device.id.ToString() << ", "
@@ -218,8 +224,18 @@ absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Te
     // devices/worker_stream.h), which is the current device's.
     c10::OptionalDeviceGuard on_device;
     if (!m.device.is_cpu()) on_device.reset_device(m.device);
-    m.turns->acquire();
-    absl::Cleanup give_back = [&] { m.turns->release(); };
+    {
+      std::unique_lock<std::mutex> lock(m.turns_mu);
+      m.turns_cv.wait(lock, [&] { return m.turns_free > 0; });
+      --m.turns_free;
+    }
+    absl::Cleanup give_back = [&] {
+      {
+        std::lock_guard<std::mutex> lock(m.turns_mu);
+        ++m.turns_free;
+      }
+      m.turns_cv.notify_one();
+    };
     return m.container->run(args);
   };
   std::vector<NamedTensor> outputs;
