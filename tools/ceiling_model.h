@@ -1,7 +1,8 @@
 #pragma once
 // The model a hand-off ceiling may run (tools/handoff_ceiling.cc): a
-// TorchScript file loaded and optimized as the server serves it on the CPU
-// in FP32, run on a batch of generated rows per call. With it the ceiling is
+// TorchScript file loaded through the server's own servable, as the server
+// serves it on the CPU in FP32 (tools/served_torchscript.h), run on a batch
+// of generated rows per call. With it the ceiling is
 // the least a server must do to answer with that model: gRPC, the hand-off
 // to a worker, and the forward pass at the batches that form, with the
 // caches these share; none of infergate's serving work (decoding, admission,
@@ -16,7 +17,6 @@
 // module's forward is thread-safe); Load, once, before.
 
 #include <ATen/core/Tensor.h>
-#include <torch/script.h>
 
 #include <cstdint>
 #include <memory>
@@ -24,27 +24,29 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model_store/loaded_model.h"
 
 namespace infergate {
 
 class CeilingModel {
  public:
-  // Loads `path` (TorchScript), optimizes it as the server does (kept as
-  // saved where the optimization changes its answers) and makes an input of
-  // every batch size up to `max_batch`, each row of `row_shape`.
+  // Loads `path` (TorchScript) as the server does (optimized for inference
+  // unless that changes its answers) and makes an input of every batch size
+  // up to `max_batch`, each row of `row_shape`.
   static absl::StatusOr<std::unique_ptr<CeilingModel>> Load(const std::string& path,
                                                             const std::vector<int64_t>& row_shape,
                                                             int64_t max_batch);
 
   int64_t max_batch() const { return static_cast<int64_t>(inputs_.size()); }
-  // One forward pass on `rows` rows (1..max_batch), under inference mode.
+  // One run of the servable on `rows` rows (1..max_batch): the forward pass
+  // and its outputs made ready to encode, as a worker runs a batch.
   void Run(int64_t rows) const;
 
  private:
-  CeilingModel(torch::jit::Module module, std::vector<at::Tensor> inputs)
-      : module_(std::move(module)), inputs_(std::move(inputs)) {}
+  CeilingModel(std::shared_ptr<const LoadedModel> model, std::vector<at::Tensor> inputs)
+      : model_(std::move(model)), inputs_(std::move(inputs)) {}
 
-  mutable torch::jit::Module module_;  // forward is const in use, not in type
+  const std::shared_ptr<const LoadedModel> model_;
   const std::vector<at::Tensor> inputs_;  // [b] holds b + 1 rows
 };
 

@@ -91,15 +91,6 @@ class CallQueue {
     }
     cv_.notify_one();
   }
-  // False once stopped and empty.
-  bool Pop(PendingCall* call) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return stopped_ || !calls_.empty(); });
-    if (calls_.empty()) return false;
-    *call = calls_.front();
-    calls_.pop_front();
-    return true;
-  }
   // Every queued call up to `max` (at least one); false once stopped and
   // empty.
   bool PopUpTo(size_t max, std::vector<PendingCall>* calls) {
@@ -292,14 +283,11 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < workers; ++i) {
     threads.emplace_back([&queue, &model] {
       infergate::SetThisThreadCpuPolicy(infergate::CpuPolicy::kNormal).IgnoreError();  // main set a policy already
-      if (!model) {
-        PendingCall call;
-        while (queue.Pop(&call)) Answer(call);
-        return;
-      }
+      // Without a model a worker answers one call at a time.
+      const size_t take = model ? static_cast<size_t>(model->max_batch()) : 1;
       std::vector<PendingCall> calls;
-      while (queue.PopUpTo(static_cast<size_t>(model->max_batch()), &calls)) {
-        model->Run(static_cast<int64_t>(calls.size()));
+      while (queue.PopUpTo(take, &calls)) {
+        if (model) model->Run(static_cast<int64_t>(calls.size()));
         for (const PendingCall& call : calls) Answer(call);
       }
     });

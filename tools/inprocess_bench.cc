@@ -10,10 +10,12 @@
 //       [--batches 1,2,4,...] [--seconds S] [--threads T] [--callers N] [--optimize]
 //       [--cpu-tensor-cache BYTES]
 //
-// `--optimize` optimizes a TorchScript model the way the server does for
-// a CPU copy in FP32 (model_store/torchscript_optimization.h), checked on a
-// batch of 2; use it wherever the server serves the model optimized (its
-// log says which). TorchScript's CPU fuser is off, as in the server.
+// A TorchScript model runs through the server's own servable
+// (tools/served_torchscript.h): the forward pass and its outputs made ready
+// to encode. `--optimize` lets it be optimized as the server optimizes a
+// CPU copy in FP32 (model_store/torchscript_optimization.h); use it wherever
+// the server serves the model optimized (its log says which). TorchScript's
+// CPU fuser is off, as in the server.
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/randint.h>
@@ -38,7 +40,8 @@
 #include "devices/system_info.h"
 #include "model_store/aoti_package.h"
 #include "model_store/aoti_unpacked_variant.h"
-#include "model_store/torchscript_optimization.h"
+#include "model_store/loaded_model.h"
+#include "tools/served_torchscript.h"
 
 namespace {
 
@@ -103,7 +106,7 @@ int main(int argc, char** argv) {
   infergate::SetBlasThreads(static_cast<int>(threads));  // as the server does
   infergate::CachingCpuAllocator::InstallForProcess(tensor_cache_bytes);  // likewise
   // One forward call on `x`, from either format.
-  std::optional<torch::jit::Module> script;
+  std::shared_ptr<infergate::LoadedModel> script;
   // A package is opened as the server opens it (model_store/aoti_model.h):
   // one container with an instance per caller, as the server has one per
   // worker (an instance runs one call at a time).
@@ -136,26 +139,27 @@ int main(int argc, char** argv) {
     // first run here.
     for (int c = 0; c < callers; ++c) package->run({make_input(1)});
   } else {
-    infergate::PrepareTorchScriptRuntime();
-    script = torch::jit::load(path);
-    script->eval();
-    if (optimize) {
-      c10::InferenceMode guard;
-      absl::StatusOr<infergate::OptimizedModule> optimized =
-          infergate::OptimizeForInference(*script, {make_input(2)});
-      if (!optimized.ok()) {
-        std::cerr << "inprocess-bench: not optimized, run as saved (as the server would serve it): "
-                  << optimized.status().message() << "\n";
-      } else {
-        script = optimized->module;
-      }
+    // Through the server's own servable: the forward pass and the outputs
+    // made ready to encode, optimized where the server would optimize.
+    absl::StatusOr<std::shared_ptr<infergate::LoadedModel>> served = infergate::LoadServedTorchScript(
+        path, *item_shape, dtype == "int64" ? infergate::v1::INT64 : infergate::v1::FLOAT32,
+        *std::max_element(batches->begin(), batches->end()), optimize);
+    absl::StatusOr<std::vector<infergate::NamedTensor>> first =
+        served.ok() ? (*served)->Run({make_input(1)}) : served.status();
+    if (!first.ok()) {
+      std::cerr << "inprocess-bench: " << path << ": " << first.status().message() << "\n";
+      return 1;
+    }
+    script = *std::move(served);
+    if (optimize && !script->optimized()) {
+      std::cerr << "inprocess-bench: not optimized, run as saved (as the server would serve it; its log says why)\n";
     }
   }
   auto forward = [&](const at::Tensor& x) {
     if (package) {
       package->run({x});
     } else {
-      script->forward({x});
+      (void)script->Run({x});
     }
   };
   double best_rows = 0;
