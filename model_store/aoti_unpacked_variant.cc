@@ -19,7 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "common/logging.h"
 #include "common/zip_extract.h"
 
@@ -94,10 +94,10 @@ void SweepOnce(const std::string& temp) {
   // Without /proc (this process's own start unread: a mark without '.') no
   // process can be told alive: sweep nothing.
   if (OwnerMark().find('.') == std::string::npos) return;
-  static absl::Mutex mu(absl::kConstInit);
+  static Mutex mu;
   static std::set<std::string>* swept = new std::set<std::string>();
   {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(mu);
     if (!swept->insert(temp).second) return;
   }
   std::vector<std::string> removed = RemoveUnpackedFoldersOfGoneProcesses(temp);

@@ -7,7 +7,7 @@ namespace infergate {
 void CancelSignal::Fire() {
   std::vector<std::function<void()>> reactions;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(mu_);
     if (fired_) return;
     fired_ = true;
     reactions.swap(waiting_);
@@ -17,7 +17,7 @@ void CancelSignal::Fire() {
 
 void CancelSignal::Subscribe(std::function<void()> reaction) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(mu_);
     if (!fired_) {
       waiting_.push_back(std::move(reaction));
       return;
@@ -27,7 +27,7 @@ void CancelSignal::Subscribe(std::function<void()> reaction) {
 }
 
 bool CancelSignal::fired() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   return fired_;
 }
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace infergate {
 
@@ -29,7 +29,7 @@ class CancelSignal {
   bool fired() const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool fired_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::function<void()>> waiting_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,11 +1,12 @@
 #include "service/completion_queue_infer.h"
 
+#include <condition_variable>
 #include <memory>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "common/thread_name.h"
 #include "service/call_context.h"
 #include "service/infer_call.h"
@@ -28,20 +29,21 @@ struct CompletionQueueInfer::Context {
   // Calls posted and not yet freed, and whether Stop has begun (no more
   // posting). Stop shuts the queues down only once no call is left, so no
   // call ever starts an operation on a queue that is gone.
-  absl::Mutex mu;
+  Mutex mu;
   int live_calls ABSL_GUARDED_BY(mu) = 0;
   bool stopping ABSL_GUARDED_BY(mu) = false;
+  std::condition_variable no_calls_left;  // notified under `mu`: Stop frees this once it sees none
 
   // Counts a call about to be posted; false once stopping (post none).
   bool Track() {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(mu);
     if (stopping) return false;
     ++live_calls;
     return true;
   }
   void Untrack() {
-    absl::MutexLock lock(&mu);
-    --live_calls;
+    MutexLock lock(mu);
+    if (--live_calls == 0 && stopping) no_calls_left.notify_all();
   }
 };
 
@@ -312,12 +314,13 @@ void CompletionQueueInfer::Start() {
 void CompletionQueueInfer::Stop() {
   stopped_ = true;
   {
-    absl::MutexLock lock(&context_->mu);
+    UniqueMutexLock lock(context_->mu);
     context_->stopping = true;
     // The server's shutdown returns the posted requests (not ok); calls in
     // progress end as the core answers them.
-    context_->mu.Await(absl::Condition(
-        +[](int* live) { return *live == 0; }, &context_->live_calls));
+    context_->no_calls_left.wait(lock.native(), [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return context_->live_calls == 0;
+    });
   }
   for (auto& queue : queues_) queue->Shutdown();
   for (std::thread& poller : pollers_) poller.join();

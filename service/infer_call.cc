@@ -107,7 +107,7 @@ void InferCall::Submit(InferenceRequest request, Encode encode) {
       });
   bool cancel_now = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(mu_);
     // An answer given before Infer returned has ended the call: keeping the
     // handle would only hold the finished request.
     if (!ended_) handle_ = handle;
@@ -120,7 +120,7 @@ void InferCall::Submit(InferenceRequest request, Encode encode) {
 void InferCall::Cancel() {
   std::shared_ptr<RequestHandle> handle;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(mu_);
     cancelled_ = true;
     handle = handle_;
   }
@@ -132,7 +132,7 @@ void InferCall::End(const RequestLabels& labels, const absl::Status& status, con
   // goes now, released outside the lock.
   std::shared_ptr<RequestHandle> handle;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(mu_);
     if (ended_) return;
     ended_ = true;
     handle.swap(handle_);

@@ -33,7 +33,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "model_store/inference_types.h"
 #include "model_store/request_handle.h"
 #include "service/call_trace_start.h"
@@ -111,7 +111,7 @@ class InferCall : public std::enable_shared_from_this<InferCall> {
   // thread the call's steps run on, in order (call_trace.h).
   std::unique_ptr<CallTrace> trace_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);

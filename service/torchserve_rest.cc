@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "service/cross_origin.h"
 #include "service/infer_call.h"
 #include "service/instance_codec.h"
@@ -69,7 +69,7 @@ struct TorchServeRest::Prediction {
   Protocol protocol;
   HttpResponder respond;
   std::vector<std::string> rows;  // JSON text; each call writes only its own rows
-  absl::Mutex mu;
+  Mutex mu;
   size_t calls_left ABSL_GUARDED_BY(mu) = 0;
   absl::Status first_error ABSL_GUARDED_BY(mu);
   std::vector<std::weak_ptr<InferCall>> calls ABSL_GUARDED_BY(mu);
@@ -78,7 +78,7 @@ struct TorchServeRest::Prediction {
   void CallEnded(const absl::Status& status) {
     absl::Status answer;
     {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(mu);
       if (!status.ok() && first_error.ok()) first_error = status;
       if (--calls_left > 0) return;
       answer = first_error;
@@ -97,7 +97,7 @@ struct TorchServeRest::Prediction {
   void CancelAll() {
     std::vector<std::shared_ptr<InferCall>> live;
     {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(mu);
       for (const std::weak_ptr<InferCall>& c : calls) {
         if (std::shared_ptr<InferCall> call = c.lock()) live.push_back(std::move(call));
       }
@@ -203,7 +203,7 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
   prediction->respond = std::move(respond);
   auto refuse = [&prediction](const absl::Status& s) {
     {
-      absl::MutexLock lock(&prediction->mu);
+      MutexLock lock(prediction->mu);
       prediction->calls_left = 1;
     }
     prediction->CallEnded(s);
@@ -271,7 +271,7 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
   const size_t call_count = (rows.size() + per_call - 1) / per_call;
   prediction->rows.resize(rows.size());
   {
-    absl::MutexLock lock(&prediction->mu);
+    MutexLock lock(prediction->mu);
     prediction->calls_left = call_count;
   }
   const uint64_t bytes_per_call = request->body.size() / call_count + 1;
@@ -281,7 +281,7 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
     std::shared_ptr<InferCall> call =
         InferCall::Begin(front_end_, model, [prediction](const absl::Status& s) { prediction->CallEnded(s); });
     {
-      absl::MutexLock lock(&prediction->mu);
+      MutexLock lock(prediction->mu);
       prediction->calls.push_back(call);
     }
     if (front_end_.tracing()) {

@@ -31,7 +31,9 @@
 //                   [--io-thread-policy batch|normal] [--model PATH --row-shape 256 [--max-batch 64]]
 //
 // Prints "handoff-ceiling listening on ADDRESS" once serving; stops on
-// SIGTERM or SIGINT. Threading: as above; `--workers` threads answer queued
+// SIGTERM or SIGINT, and with a model then prints the batches it ran: their
+// mean size, and the mean size of a call's batch (to set beside the
+// server's infergate_batch_size histogram, which counts per request). Threading: as above; `--workers` threads answer queued
 // calls in order (with a model, in batches of all those queued).
 
 #include <ATen/Parallel.h>
@@ -280,8 +282,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<std::thread> threads;
+  // Per worker: batches run and calls answered, each written by its worker
+  // only and read after it is joined.
+  struct WorkerTally {
+    uint64_t batches = 0;
+    uint64_t calls = 0;
+    uint64_t call_batch_rows = 0;  // per call, the rows of its batch: sum of squares of batch sizes
+  };
+  std::vector<WorkerTally> tallies(static_cast<size_t>(workers));
   for (int64_t i = 0; i < workers; ++i) {
-    threads.emplace_back([&queue, &model] {
+    threads.emplace_back([&queue, &model, &tally = tallies[static_cast<size_t>(i)]] {
       infergate::SetThisThreadCpuPolicy(infergate::CpuPolicy::kNormal).IgnoreError();  // main set a policy already
       // Without a model a worker answers one call at a time.
       const size_t take = model ? static_cast<size_t>(model->max_batch()) : 1;
@@ -289,6 +299,9 @@ int main(int argc, char** argv) {
       while (queue.PopUpTo(take, &calls)) {
         if (model) model->Run(static_cast<int64_t>(calls.size()));
         for (const PendingCall& call : calls) Answer(call);
+        ++tally.batches;
+        tally.calls += calls.size();
+        tally.call_batch_rows += calls.size() * calls.size();
       }
     });
   }
@@ -307,6 +320,19 @@ int main(int argc, char** argv) {
   server->Shutdown();
   queue.Stop();
   for (std::thread& t : threads) t.join();
+  if (model) {
+    WorkerTally all;
+    for (const WorkerTally& t : tallies) {
+      all.batches += t.batches;
+      all.calls += t.calls;
+      all.call_batch_rows += t.call_batch_rows;
+    }
+    std::cout << "handoff-ceiling ran " << all.batches << " batches for " << all.calls << " calls (mean batch "
+              << (all.batches ? static_cast<double>(all.calls) / static_cast<double>(all.batches) : 0.0)
+              << "; a call's batch, mean "
+              << (all.calls ? static_cast<double>(all.call_batch_rows) / static_cast<double>(all.calls) : 0.0) << ")"
+              << std::endl;
+  }
   for (auto& cq : cqs) cq->Shutdown();  // the pollers free what is left and end
   for (std::thread& t : poller_threads) t.join();
   return 0;
