@@ -1,6 +1,6 @@
-// The in-process floor: a TorchScript file (or an AOTInductor package,
-// .pt2, through its loader) run directly with LibTorch in one process, no
-// serving layer. Prints one line per batch size with rows/s and
+// The in-process floor: a TorchScript file (through the server's servable)
+// or an AOTInductor package (.pt2, through its loader) run directly in one
+// process, no serving layer. Prints one line per batch size with rows/s and
 // per-call latency, and the best batch size. `--callers N` runs N threads
 // calling forward concurrently (each with T intra-op threads), the way the
 // server's workers do; on a machine with C cores both 1 caller x C threads
