@@ -33,8 +33,9 @@
 // Prints "handoff-ceiling listening on ADDRESS" once serving; stops on
 // SIGTERM or SIGINT, and with a model then prints the batches it ran: their
 // mean size, and the mean size of a call's batch (to set beside the
-// server's infergate_batch_size histogram, which counts per request). Threading: as above; `--workers` threads answer queued
-// calls in order (with a model, in batches of all those queued).
+// server's infergate_batch_size histogram, which counts per request).
+// Threading: as above; `--workers` threads answer queued calls in order
+// (with a model, in batches of all those queued).
 
 #include <ATen/Parallel.h>
 #include <grpcpp/grpcpp.h>
