@@ -104,10 +104,13 @@ absl::Status ExtractEntries(const std::string& path, const std::string& dest, co
                             absl::string_view only_under, uint64_t& written) {
   absl::StatusOr<std::vector<ZipEntry>> entries = ListZip(path);
   if (!entries.ok()) return entries.status();
+  absl::StatusOr<std::vector<uint64_t>> offsets = ZipEntryDataOffsets(path, *entries);
+  if (!offsets.ok()) return offsets.status();
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("'", path.substr(0, 256), "' cannot be opened"));
   uint64_t budget = limits.max_total_bytes;
-  for (const ZipEntry& entry : *entries) {
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const ZipEntry& entry = (*entries)[i];
     if (!absl::StartsWith(entry.name, only_under)) continue;
     if (!IsSafeZipEntryName(entry.name)) return Refused(entry.name, "would be written outside the archive's folder");
     if (S_ISLNK(entry.unix_mode)) return Refused(entry.name, "is a symbolic link");
@@ -133,8 +136,7 @@ absl::Status ExtractEntries(const std::string& path, const std::string& dest, co
     if (slash != std::string::npos) {
       if (absl::Status s = MakeFolders(dest, entry.name.substr(0, slash)); !s.ok()) return s;
     }
-    absl::StatusOr<uint64_t> data_at = ZipEntryDataOffset(path, entry);
-    if (!data_at.ok()) return data_at.status();
+    const uint64_t data_at = (*offsets)[i];
     const std::string target = absl::StrCat(dest, "/", entry.name);
     const int fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
@@ -143,7 +145,7 @@ absl::Status ExtractEntries(const std::string& path, const std::string& dest, co
     }
     absl::Cleanup close_fd = [fd] { ::close(fd); };
     in.clear();
-    in.seekg(static_cast<std::streamoff>(*data_at));
+    in.seekg(static_cast<std::streamoff>(data_at));
     const uint64_t before = budget;
     if (absl::Status s = WriteEntry(in, entry, fd, budget, limits.max_total_bytes); !s.ok()) return s;
     written += before - budget;

@@ -9,7 +9,9 @@
 //   - what entries inflate to is counted as it is written, against a total
 //     (an archive's declared sizes may lie), and each entry must inflate to
 //     exactly its declared size with its declared CRC-32;
-//   - only stored and deflated, unencrypted entries.
+//   - only stored and deflated, unencrypted entries, whose local headers
+//     name them as the central directory does, and no two of which share
+//     bytes (overlapping entries inflate the same data many times);
 // On any refusal the folder is emptied again: nothing of a refused archive
 // stays on disk. Pure function over the file system; thread-safe for
 // distinct destinations.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 
@@ -36,18 +37,21 @@ bool ReadAt(std::ifstream& in, uint64_t offset, uint64_t n, std::string* out) {
   return static_cast<uint64_t>(in.gcount()) == n;
 }
 
-}  // namespace
+// Where an archive's bytes come from: a file, or memory.
+struct ByteSource {
+  uint64_t size = 0;
+  // `n` bytes at `offset` into `out`; false when the source is shorter.
+  std::function<bool(uint64_t offset, uint64_t n, std::string* out)> read;
+};
 
-absl::StatusOr<std::vector<ZipEntry>> ListZip(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("'", path.substr(0, 256), "' cannot be opened"));
-  in.seekg(0, std::ios::end);
-  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+absl::StatusOr<std::vector<ZipEntry>> ListZipFrom(const ByteSource& source, const std::string& path) {
+  const uint64_t file_size = source.size;
+  const auto& read_at = source.read;
   if (file_size < kEndRecordBytes) return Broken(path, "too short");
   // The end record is the last thing in the file, before a comment of up to 64 KiB.
   const uint64_t tail_size = std::min<uint64_t>(file_size, kEndRecordBytes + kMaxCommentBytes);
   std::string tail;
-  if (!ReadAt(in, file_size - tail_size, tail_size, &tail)) return Broken(path, "cannot read its end");
+  if (!read_at(file_size - tail_size, tail_size, &tail)) return Broken(path, "cannot read its end");
   size_t end_at = std::string::npos;
   for (size_t i = tail_size - kEndRecordBytes + 1; i-- > 0;) {
     if (Le(tail, i, 4) == kEndOfCentralDirectory) {
@@ -63,12 +67,12 @@ absl::StatusOr<std::vector<ZipEntry>> ListZip(const std::string& path) {
   if (entries == 0xFFFF || directory_size == 0xFFFFFFFF || directory_offset == 0xFFFFFFFF) {
     // ZIP64: a locator just before the end record points at the ZIP64 end record.
     std::string locator;
-    if (end_offset < 20 || !ReadAt(in, end_offset - 20, 20, &locator) || Le(locator, 0, 4) != kZip64EndLocator) {
+    if (end_offset < 20 || !read_at(end_offset - 20, 20, &locator) || Le(locator, 0, 4) != kZip64EndLocator) {
       return Broken(path, "ZIP64 locator missing");
     }
     const uint64_t zip64_end = Le(locator, 8, 8);
     std::string record;
-    if (zip64_end > file_size || !ReadAt(in, zip64_end, 56, &record) || Le(record, 0, 4) != kZip64End) {
+    if (zip64_end > file_size || !read_at(zip64_end, 56, &record) || Le(record, 0, 4) != kZip64End) {
       return Broken(path, "ZIP64 end record missing");
     }
     entries = Le(record, 32, 8);
@@ -80,7 +84,7 @@ absl::StatusOr<std::vector<ZipEntry>> ListZip(const std::string& path) {
     return Broken(path, "central directory outside the file");
   }
   std::string directory;
-  if (!ReadAt(in, directory_offset, directory_size, &directory)) return Broken(path, "cannot read the directory");
+  if (!read_at(directory_offset, directory_size, &directory)) return Broken(path, "cannot read the directory");
   std::vector<ZipEntry> out;
   size_t at = 0;
   for (uint64_t i = 0; i < entries; ++i) {
@@ -129,20 +133,94 @@ absl::StatusOr<std::vector<ZipEntry>> ListZip(const std::string& path) {
   return out;
 }
 
+}  // namespace
+
+absl::StatusOr<std::vector<ZipEntry>> ListZip(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("'", path.substr(0, 256), "' cannot be opened"));
+  in.seekg(0, std::ios::end);
+  ByteSource source;
+  source.size = static_cast<uint64_t>(in.tellg());
+  source.read = [&in](uint64_t offset, uint64_t n, std::string* out) { return ReadAt(in, offset, n, out); };
+  return ListZipFrom(source, path);
+}
+
+absl::StatusOr<std::vector<ZipEntry>> ListZipBytes(absl::string_view bytes, const std::string& name) {
+  ByteSource source;
+  source.size = bytes.size();
+  source.read = [bytes](uint64_t offset, uint64_t n, std::string* out) {
+    if (offset > bytes.size() || n > bytes.size() - offset) return false;
+    out->assign(bytes.data() + offset, n);
+    return true;
+  };
+  return ListZipFrom(source, name);
+}
+
+namespace {
+
+// Where `entry`'s data starts, read from its local header through `in`;
+// the header must name the entry as the central directory does.
+absl::StatusOr<uint64_t> DataOffset(std::ifstream& in, uint64_t file_size, const std::string& path,
+                                    const ZipEntry& entry) {
+  std::string header;
+  if (!ReadAt(in, entry.local_header_offset, 30, &header) || Le(header, 0, 4) != kLocalHeader) {
+    return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' has no local header"));
+  }
+  const uint64_t name_len = Le(header, 26, 2);
+  std::string local_name;
+  if (!ReadAt(in, entry.local_header_offset + 30, name_len, &local_name)) {
+    return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' is truncated"));
+  }
+  if (local_name != entry.name) {
+    return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' is named '",
+                                     local_name.substr(0, 128), "' in its local header"));
+  }
+  const uint64_t data_at = entry.local_header_offset + 30 + name_len + Le(header, 28, 2);
+  if (data_at > file_size || entry.compressed_size > file_size - data_at) {
+    return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' is truncated"));
+  }
+  return data_at;
+}
+
+}  // namespace
+
 absl::StatusOr<uint64_t> ZipEntryDataOffset(const std::string& path, const ZipEntry& entry) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("'", path.substr(0, 256), "' cannot be opened"));
   in.seekg(0, std::ios::end);
   const uint64_t file_size = static_cast<uint64_t>(in.tellg());
-  std::string header;
-  if (!ReadAt(in, entry.local_header_offset, 30, &header) || Le(header, 0, 4) != kLocalHeader) {
-    return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' has no local header"));
+  return DataOffset(in, file_size, path, entry);
+}
+
+absl::StatusOr<std::vector<uint64_t>> ZipEntryDataOffsets(const std::string& path,
+                                                          const std::vector<ZipEntry>& entries) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("'", path.substr(0, 256), "' cannot be opened"));
+  in.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  std::vector<uint64_t> offsets(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    absl::StatusOr<uint64_t> at = DataOffset(in, file_size, path, entries[i]);
+    if (!at.ok()) return at.status();
+    offsets[i] = *at;
   }
-  const uint64_t data_at = entry.local_header_offset + 30 + Le(header, 26, 2) + Le(header, 28, 2);
-  if (data_at > file_size || entry.compressed_size > file_size - data_at) {
-    return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' is truncated"));
+  // Each entry, header and data, ends before the next one begins: entries
+  // that share bytes inflate the same data many times over (a small
+  // archive that writes gigabytes).
+  std::vector<size_t> order(entries.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return entries[a].local_header_offset < entries[b].local_header_offset;
+  });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const ZipEntry& before = entries[order[k - 1]];
+    const ZipEntry& after = entries[order[k]];
+    if (offsets[order[k - 1]] + before.compressed_size > after.local_header_offset) {
+      return Broken(path, absl::StrCat("entries '", before.name.substr(0, 128), "' and '", after.name.substr(0, 128),
+                                       "' overlap"));
+    }
   }
-  return data_at;
+  return offsets;
 }
 
 absl::StatusOr<std::string> ReadStoredZipEntry(const std::string& path, const ZipEntry& entry, uint64_t max_bytes) {

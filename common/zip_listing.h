@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace infergate {
 
@@ -33,11 +34,19 @@ struct ZipEntry {
 
 // The archive's entries, in central-directory order.
 absl::StatusOr<std::vector<ZipEntry>> ListZip(const std::string& path);
+// The same for an archive in memory (`name` names it in errors).
+absl::StatusOr<std::vector<ZipEntry>> ListZipBytes(absl::string_view bytes, const std::string& name);
 
 // Where `entry`'s data (compressed_size bytes) starts in the file: past its
-// local header, whose name and extra field may differ in length from the
-// central directory's. Checked to lie within the file.
+// local header, whose extra field may differ in length from the central
+// directory's. Checked to lie within the file, and the local header to name
+// the entry as the central directory does.
 absl::StatusOr<uint64_t> ZipEntryDataOffset(const std::string& path, const ZipEntry& entry);
+
+// The same for every entry of a listing, which must also not overlap one
+// another (INVALID_ARGUMENT naming two that do).
+absl::StatusOr<std::vector<uint64_t>> ZipEntryDataOffsets(const std::string& path,
+                                                          const std::vector<ZipEntry>& entries);
 
 // The bytes of `entry` (from ListZip of the same file), which must be
 // stored uncompressed and at most `max_bytes` long.

@@ -1,6 +1,7 @@
 #include "execution/job.h"
 
 #include "common/callback_lock.h"
+#include "common/caught_exception.h"
 #include "execution/device_executor.h"
 
 namespace infergate {
@@ -32,7 +33,9 @@ void Job::Finish(absl::StatusOr<InferenceResult> result) {
     labels.model = model_label;
   }
   CheckNoCallbackLockHeld("Job::Finish");
-  done_(std::move(result), labels);
+  // What the callback throws is its own failure: logged and counted, the
+  // worker goes on.
+  (void)RunCatching("answering a request", [&] { done_(std::move(result), labels); });
 }
 
 }  // namespace infergate

@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "common/mutex.h"
 #include "common/logging.h"
+#include "common/owned_temp_folder.h"
 #include "common/zip_extract.h"
 
 namespace infergate {
@@ -61,91 +62,24 @@ absl::StatusOr<std::string> PickLibrary(const std::string& folder, const AotiVar
 
 constexpr absl::string_view kFolderPrefix = "infergate-aoti-";
 
-// When process `pid` started (field 22 of /proc/<pid>/stat, in clock ticks
-// since boot); nullopt when there is no such process.
-std::optional<uint64_t> ProcessStartTicks(int64_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-  const size_t comm_end = stat.rfind(')');
-  if (comm_end == std::string::npos) return std::nullopt;
-  std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(stat).substr(comm_end + 1), ' ', absl::SkipEmpty());
-  uint64_t ticks = 0;
-  // Field 22 of the line is the 20th after comm (fields 3 onward).
-  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &ticks)) return std::nullopt;
-  return ticks;
-}
-
-// This process's mark in its folders' names: "<pid>.<start ticks>", which
-// no other process, now or later, has (a pid alone repeats: a restarted
-// container's server is often pid 1 again). Just "<pid>" when its start
-// cannot be read, a name no sweep takes for a gone process's.
-const std::string& OwnerMark() {
-  static const std::string mark = [] {
-    const std::optional<uint64_t> ticks = ProcessStartTicks(::getpid());
-    return ticks ? absl::StrCat(::getpid(), ".", *ticks) : absl::StrCat(::getpid());
-  }();
-  return mark;
-}
-
-// Sweeps `temp` once per process (per folder, as TMPDIR may differ).
-void SweepOnce(const std::string& temp) {
-  // Without /proc (this process's own start unread: a mark without '.') no
-  // process can be told alive: sweep nothing.
-  if (OwnerMark().find('.') == std::string::npos) return;
-  static Mutex mu;
-  static std::set<std::string>* swept = new std::set<std::string>();
-  {
-    MutexLock lock(mu);
-    if (!swept->insert(temp).second) return;
-  }
-  std::vector<std::string> removed = RemoveUnpackedFoldersOfGoneProcesses(temp);
-  if (!removed.empty()) {
-    LOG_INFO << "removed " << removed.size() << " unpacked package folder(s) under " << temp
-             << " left by server processes that are gone: " << absl::StrJoin(removed, ", ");
-  }
-}
+// What a package may unpack to, at most: its compiled models are stored
+// (uncompressed) as AOTInductor writes them, so a few times the file's size
+// and some room spare is generous; a package that deflates to more (a zip
+// bomb under a .pt2 name) is refused.
+constexpr uint64_t kUnpackSizeFactor = 8;
+constexpr uint64_t kUnpackSpareBytes = uint64_t{256} << 20;
 
 }  // namespace
 
 std::vector<std::string> RemoveUnpackedFoldersOfGoneProcesses(const std::string& temp) {
-  std::vector<std::string> removed;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(temp, ec)) {
-    // <prefix><pid>.<start ticks>-XXXXXX, a folder (never a link).
-    const std::string name = e.path().filename().string();
-    absl::string_view rest = name;
-    if (!absl::ConsumePrefix(&rest, kFolderPrefix) || !e.is_directory(ec) || e.is_symlink(ec)) continue;
-    const size_t dot = rest.find('.');
-    const size_t dash = rest.find('-');
-    int64_t pid = 0;
-    uint64_t ticks = 0;
-    if (dot == absl::string_view::npos || dash == absl::string_view::npos || dot > dash ||
-        !absl::SimpleAtoi(rest.substr(0, dot), &pid) || !absl::SimpleAtoi(rest.substr(dot + 1, dash - dot - 1), &ticks) ||
-        pid <= 0) {
-      continue;
-    }
-    const std::optional<uint64_t> started = ProcessStartTicks(pid);
-    if (started && *started == ticks) continue;  // its process lives
-    std::error_code ignored;
-    fs::remove_all(e.path(), ignored);
-    removed.push_back(e.path().string());
-  }
-  return removed;
+  return RemoveFoldersOfGoneProcesses(temp, kFolderPrefix);
 }
 
 absl::StatusOr<std::unique_ptr<UnpackedAotiVariant>> UnpackedAotiVariant::Unpack(const std::string& path,
                                                                                   const AotiVariant& variant) {
-  std::error_code ec;
-  fs::path temp = fs::temp_directory_path(ec);  // $TMPDIR, else /tmp
-  if (ec) temp = "/tmp";
-  SweepOnce(temp.string());
-  std::string root = (temp / absl::StrCat(kFolderPrefix, OwnerMark(), "-XXXXXX")).string();
-  if (::mkdtemp(root.data()) == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot make a folder to unpack into under ", temp.string(), ": ",
-                                               std::generic_category().message(errno)));
-  }
+  absl::StatusOr<std::string> made = MakeOwnedTempFolder(kFolderPrefix);
+  if (!made.ok()) return made.status();
+  const std::string root = *std::move(made);
   auto refuse = [&](const absl::Status& why) {
     std::error_code ignored;
     fs::remove_all(root, ignored);
@@ -153,10 +87,11 @@ absl::StatusOr<std::unique_ptr<UnpackedAotiVariant>> UnpackedAotiVariant::Unpack
   };
   const std::string& under = variant.folder;  // ends in '/'
   // Entries are checked against their declared sizes and CRCs as they are
-  // written; the package is the operator's file, as a .pt is, so no total
-  // beyond what it declares is imposed.
+  // written, and all of them together against a bound from the file's size.
+  std::error_code size_ec;
+  const uint64_t file_bytes = fs::file_size(path, size_ec);
   ZipExtractLimits limits;
-  limits.max_total_bytes = std::numeric_limits<uint64_t>::max();
+  limits.max_total_bytes = (size_ec ? 0 : file_bytes) * kUnpackSizeFactor + kUnpackSpareBytes;
   absl::StatusOr<uint64_t> written = ExtractZip(path, root, limits, under);
   if (!written.ok()) return refuse(written.status());
   const std::string folder = absl::StrCat(root, "/", under.substr(0, under.size() - 1));

@@ -83,6 +83,12 @@ absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::s
       if (checked.ok()) checked->set_triton_config_text(std::string(text));
       return checked;
     }
+    if (!tree.ok()) {
+      // Neither schema reads it: say why for both (a Triton config that is
+      // broken should not be reported only as infergate's).
+      return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", errors.first(), "; read as Triton's: ",
+                                                     tree.status().message()));
+    }
     return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", errors.first()));
   }
   if (naming == ConfigNaming::kServedAs) config.clear_name();

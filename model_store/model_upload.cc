@@ -9,8 +9,12 @@
 #include <filesystem>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/owned_temp_folder.h"
+#include "common/zip_listing.h"
 #include "model_store/model_name.h"
 #include "model_store/model_repository.h"
 
@@ -37,6 +41,58 @@ absl::Status CheckUploadPath(absl::string_view path) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Whether a file named `name` is native code or a package of it.
+bool NativeByName(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  absl::string_view base = lower;
+  if (const size_t slash = base.rfind('/'); slash != absl::string_view::npos) base = base.substr(slash + 1);
+  for (absl::string_view suffix : {".so", ".dylib", ".dll", ".pt2", ".bundle"}) {
+    if (absl::EndsWith(base, suffix)) return true;
+  }
+  return absl::StrContains(base, ".so.");  // libfoo.so.1
+}
+
+// Whether `content` starts like an executable or shared library.
+bool NativeByMagic(absl::string_view content) {
+  if (absl::StartsWith(content, "\x7f" "ELF")) return true;
+  for (absl::string_view magic : {absl::string_view("\xfe\xed\xfa\xce", 4), absl::string_view("\xfe\xed\xfa\xcf", 4),
+                                  absl::string_view("\xce\xfa\xed\xfe", 4), absl::string_view("\xcf\xfa\xed\xfe", 4),
+                                  absl::string_view("\xca\xfe\xba\xbe", 4)}) {
+    if (absl::StartsWith(content, magic)) return true;
+  }
+  // PE: "MZ", and at the offset its header gives, "PE\0\0".
+  if (absl::StartsWith(content, "MZ") && content.size() >= 0x40) {
+    uint32_t pe = 0;
+    for (int i = 3; i >= 0; --i) pe = (pe << 8) | static_cast<unsigned char>(content[0x3c + i]);
+    if (pe <= content.size() - 4 && content.substr(pe, 4) == absl::string_view("PE\0\0", 4)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::Status CheckNotNativeCode(absl::string_view path, absl::string_view content) {
+  auto refused = [path](absl::string_view why) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "file:", path.substr(0, 128), ": ", why,
+        "; this server takes no native code in uploads (--allow-native-uploads lets an admin send it)"));
+  };
+  if (NativeByName(path)) return refused("a shared library or AOTInductor package (.pt2) is native code");
+  if (NativeByMagic(content)) return refused("the file is an executable or shared library");
+  if (absl::StartsWith(content, "PK")) {
+    absl::StatusOr<std::vector<ZipEntry>> entries = ListZipBytes(content, std::string(path.substr(0, 128)));
+    if (!entries.ok()) return refused(absl::StrCat("a zip archive that cannot be checked (", entries.status().message(), ")"));
+    for (const ZipEntry& e : *entries) {
+      if (NativeByName(e.name)) {
+        return refused(absl::StrCat("the archive holds '", e.name.substr(0, 128), "', a shared library"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 bool IsVersionModelFile(absl::string_view path) {
   std::vector<absl::string_view> parts = absl::StrSplit(path, '/');
   return parts.size() == 2 && parts[1] == "model.pt" && ParseVersion(parts[0], "version").ok() &&
@@ -51,15 +107,13 @@ UploadFolders::~UploadFolders() {
 
 absl::StatusOr<std::string> UploadFolders::Root() {
   if (!root_.empty()) return root_;
-  std::error_code ec;
-  fs::path tmp = fs::temp_directory_path(ec);
-  if (ec) tmp = "/tmp";
-  std::string pattern = (tmp / "infergate-uploads-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot make a folder for uploaded models under ", tmp.string(), ": ",
-                                               std::strerror(errno)));
+  // Named after this process, so that a later one removes it should this
+  // one die without doing so.
+  absl::StatusOr<std::string> made = MakeOwnedTempFolder("infergate-uploads-");
+  if (!made.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot make a folder for uploaded models: ", made.status().message()));
   }
-  root_ = pattern;
+  root_ = *std::move(made);
   return root_;
 }
 

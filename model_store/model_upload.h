@@ -3,7 +3,8 @@
 // parameters), written into a fresh private folder and served from there
 // instead of the repository's folder until the next explicit load.
 //
-// Safety: a path is relative, made of plain names (no "..", ".", empty or
+// Safety: files that would run native code (CheckNotNativeCode) are
+// refused unless the operator allows them (--allow-native-uploads); a path is relative, made of plain names (no "..", ".", empty or
 // hidden-separator parts, no backslash or NUL), at most kMaxUploadDepth
 // deep; files are created new (O_EXCL, O_NOFOLLOW) under a folder no one
 // else writes (mode 0700, made with mkdtemp), so nothing lands outside it.
@@ -26,6 +27,14 @@ inline constexpr int kMaxUploadDepth = 4;
 
 // INVALID_ARGUMENT saying why `path` may not name a file in a model folder.
 absl::Status CheckUploadPath(absl::string_view path);
+
+// PERMISSION_DENIED naming `path` when the file would make the server run
+// native code: a shared library (by name: .so, .so.N, .dylib, .dll; or by
+// its first bytes: ELF, Mach-O, PE), an AOTInductor package (.pt2, whose
+// compiled model is a shared library), or a zip archive holding any of
+// these (a .pt2 under another name). A zip that cannot be read through is
+// refused too: what cannot be checked is not let in.
+absl::Status CheckNotNativeCode(absl::string_view path, absl::string_view content);
 
 // Whether `path` is a version's model file ("<version>/model.pt").
 bool IsVersionModelFile(absl::string_view path);

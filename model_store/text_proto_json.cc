@@ -47,9 +47,13 @@ class Reader {
   }
 
  private:
-  absl::StatusOr<Json> Value(int depth, bool after_colon) {
+  // `in_list`: the value is an item of a list, which text format does not
+  // let be a list itself (`[[...]]` is refused at once, however deep).
+  absl::StatusOr<Json> Value(int depth, bool after_colon, bool in_list = false) {
+    if (depth > kTextProtoMaxDepth) return Error(absl::StrCat("nested more than ", kTextProtoMaxDepth, " deep"));
     if (AtEnd()) return Error("expected a value");
     const char c = text_[pos_];
+    if (in_list && c == '[') return Error("a list inside a list (text format has none)");
     if (c == '{' || c == '<') {
       ++pos_;
       return Message(c == '{' ? '}' : '>', depth + 1);
@@ -66,7 +70,7 @@ class Reader {
           ++pos_;
           return list;
         }
-        absl::StatusOr<Json> item = Value(depth + 1, /*after_colon=*/true);
+        absl::StatusOr<Json> item = Value(depth + 1, /*after_colon=*/true, /*in_list=*/true);
         if (!item.ok()) return item.status();
         list.push_back(*std::move(item));
         Skip();

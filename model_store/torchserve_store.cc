@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/owned_temp_folder.h"
 #include "common/zip_extract.h"
 #include "google/protobuf/text_format.h"
 #include "infergate/v1/model_config.pb.h"
@@ -215,17 +216,16 @@ absl::StatusOr<std::unique_ptr<TorchServeStore>> TorchServeStore::Open(const std
   if (!wanted.ok()) return wanted.status();
 
   // The private work folder.
-  std::string parent = options.work_parent;
-  if (parent.empty()) parent = getenv("TMPDIR") != nullptr && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-  std::string pattern = (fs::path(parent) / "infergate-torchserve-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot make a work folder in ", parent, ": ", strerror(errno)));
-  }
-  store->work_ = pattern;
+  // Named after this process, so that a later one removes it should this
+  // one die without doing so.
+  absl::StatusOr<std::string> work = MakeOwnedTempFolder("infergate-torchserve-", options.work_parent);
+  if (!work.ok()) return work.status();
+  store->work_ = *std::move(work);
   store->repository_ = store->work_ + "/repository";
   fs::create_directories(store->repository_);
 
   // Extract and check each archive; a refused one is logged and skipped.
+  uint64_t unpack_budget = options.max_archive_bytes;
   std::vector<Extracted> extracted;
   TorchServeCatalog& catalog = store->catalog_;
   for (size_t i = 0; i < wanted->size(); ++i) {
@@ -241,13 +241,19 @@ absl::StatusOr<std::unique_ptr<TorchServeStore>> TorchServeStore::Open(const std
     const std::string folder = absl::StrCat(store->work_, "/archive-", i);
     fs::create_directories(folder);
     fs::permissions(folder, fs::perms::owner_all);
+    // One budget for the whole store: what every archive unpacks to.
     ZipExtractLimits limits;
-    limits.max_total_bytes = options.max_archive_bytes;
+    limits.max_total_bytes = unpack_budget;
     absl::StatusOr<uint64_t> bytes = ExtractZip(absl::StrCat(archives, "/", w.mar_name), folder, limits);
     if (!bytes.ok()) {
       std::error_code ignored;
       fs::remove_all(folder, ignored);
-      refuse(bytes.status().message());
+      if (bytes.status().code() == absl::StatusCode::kResourceExhausted) {
+        refuse(absl::StrCat("it extracts to more than is left of the limit of ", options.max_archive_bytes,
+                            " bytes for all the store's archives (", unpack_budget, " left; --mar-max-bytes)"));
+      } else {
+        refuse(bytes.status().message());
+      }
       continue;
     }
     absl::StatusOr<MarManifest> manifest = ReadMarManifest(folder, w.mar_name);
@@ -270,6 +276,7 @@ absl::StatusOr<std::unique_ptr<TorchServeStore>> TorchServeStore::Open(const std
     }
     LOG_INFO << "TorchServe archive " << w.mar_name << ": model '" << w.model << "' version " << w.version
              << ", handler " << MarHandlerName(manifest->handler) << ", " << *bytes << " bytes extracted";
+    unpack_budget -= *bytes;  // what the archives kept take
     extracted.push_back({std::move(w), folder, *std::move(manifest)});
   }
 

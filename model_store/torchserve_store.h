@@ -38,7 +38,8 @@ namespace infergate {
 bool IsTorchServeStore(const std::string& root);
 
 struct TorchServeStoreOptions {
-  // The most one archive may extract to.
+  // The most the store's archives may extract to, all of them together: an
+  // archive that would pass what is left is refused (and nothing of it kept).
   uint64_t max_archive_bytes = uint64_t{16} << 30;
   // Where the work folder is made; "" takes $TMPDIR, else /tmp.
   std::string work_parent;

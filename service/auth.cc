@@ -1,6 +1,8 @@
 #include "service/auth.h"
 
+#include <arpa/inet.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -81,9 +83,9 @@ int64_t NowNs() {
 }  // namespace
 
 absl::StatusOr<TokenAuth> TokenAuth::FromFiles(const std::string& inference_file, const std::string& admin_file,
-                                               bool admin_disabled, std::chrono::milliseconds reload_interval) {
+                                               AdminAccess admin, std::chrono::milliseconds reload_interval) {
   TokenAuth auth;
-  auth.admin_disabled_ = admin_disabled;
+  auth.admin_ = admin;
   auto tokens = std::make_shared<Tokens>();
   Shared& shared = *auth.shared_;
   shared.reload_interval = reload_interval;
@@ -160,17 +162,45 @@ void TokenAuth::MaybeReload() const {
 
 bool TokenAuth::enabled() const {
   std::shared_ptr<const Tokens> tokens = Current();
-  return tokens->inference_guarded || tokens->admin_guarded || admin_disabled_;
+  return tokens->inference_guarded || tokens->admin_guarded || admin_ == AdminAccess::kDisabled;
+}
+
+bool TokenAuth::admin_open_to_anyone() const {
+  return admin_ == AdminAccess::kOpen && !Current()->admin_guarded;
+}
+
+absl::Status TokenAuth::CheckAdminHost(absl::string_view host) const {
+  if (!admin_open_to_anyone()) return absl::OkStatus();
+  absl::string_view name = host;
+  if (absl::StartsWith(name, "[")) return absl::OkStatus();  // an IPv6 address
+  if (const size_t colon = name.rfind(':'); colon != absl::string_view::npos) name = name.substr(0, colon);
+  std::string lower = absl::AsciiStrToLower(name);
+  if (absl::EndsWith(lower, ".")) lower.pop_back();
+  in_addr v4;
+  if (!lower.empty() && inet_pton(AF_INET, lower.c_str(), &v4) == 1) return absl::OkStatus();
+  if (lower == "localhost" || absl::EndsWith(lower, ".localhost")) return absl::OkStatus();
+  char own[256] = {};
+  if (gethostname(own, sizeof(own) - 1) == 0 && own[0] != '\0') {
+    const std::string machine = absl::AsciiStrToLower(own);
+    if (lower == machine || lower == machine.substr(0, machine.find('.'))) return absl::OkStatus();
+  }
+  for (const std::string& n : host_names_) {
+    if (absl::EqualsIgnoreCase(lower, n)) return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "Host: '", host.substr(0, 64),
+      "' is not a name of this server; while the admin API is open without a token (--open-admin-api), admin "
+      "requests must be sent to localhost, an IP address, the machine's name or an --http-host-name (a web page "
+      "that rebinds its own name to this server sends its own)"));
 }
 
 std::string TokenAuth::OpenToAnyone() const {
   std::shared_ptr<const Tokens> tokens = Current();
-  // Admin tokens guard inference only together with inference tokens; the
-  // admin RPCs are closed whenever inference is guarded (see Check).
   const bool inference_open = !tokens->inference_guarded;
-  const bool admin_open = !admin_disabled_ && !tokens->admin_guarded && !tokens->inference_guarded;
-  if (inference_open && admin_open) return "inference and model management (load, unload)";
+  const bool admin_open = admin_ == AdminAccess::kOpen && !tokens->admin_guarded;
+  if (inference_open && admin_open) return "inference and model management (load, unload, uploads)";
   if (inference_open) return "inference";
+  if (admin_open) return "model management (load, unload, uploads)";
   return "";
 }
 
@@ -179,19 +209,20 @@ absl::Status TokenAuth::Check(absl::string_view authorization, Role role) const 
 }
 
 absl::Status TokenAuth::Check(absl::FunctionRef<absl::string_view()> read_authorization, Role role) const {
-  if (role == Role::kAdmin && admin_disabled_) {
-    return absl::PermissionDeniedError("admin RPCs (LoadModel, UnloadModel) are disabled on this server");
+  if (role == Role::kAdmin && admin_ == AdminAccess::kDisabled) {
+    return absl::PermissionDeniedError("admin RPCs (load, unload) are disabled on this server (--disable-admin)");
   }
   std::shared_ptr<const Tokens> tokens = Current();
   const std::vector<std::string>& admin = tokens->admin;
   const std::vector<std::string>& inference = tokens->inference;
   const std::vector<std::string>& wanted = role == Role::kAdmin ? admin : inference;
   const bool guarded = role == Role::kAdmin ? tokens->admin_guarded : tokens->inference_guarded;
-  if (role == Role::kAdmin && !tokens->admin_guarded && tokens->inference_guarded) {
-    // Closed by default: a server that guards inference never leaves model
-    // management open to anyone.
+  if (role == Role::kAdmin && !tokens->admin_guarded && admin_ != AdminAccess::kOpen) {
+    // Closed by default: a load can run native code, so model management is
+    // open to anyone only when the operator says so.
     return absl::PermissionDeniedError(
-        "admin RPCs (load, unload) need an admin token and this server has none (--admin-token-file)");
+        "admin RPCs (load, unload) need an admin token and this server has none: give it --admin-token-file, "
+        "or --open-admin-api where everyone who can reach the port may load code into the server");
   }
   if (!guarded) return absl::OkStatus();
   const absl::string_view authorization = read_authorization();

@@ -30,12 +30,22 @@ class TokenAuth {
  public:
   enum class Role { kInference, kAdmin };
 
+  // Who may call the admin RPCs (load and unload, with the files an upload
+  // carries; TorchServe's unregister; log settings) when no admin token
+  // file is given. A load can run native code (a .pt2 is a shared library),
+  // so they are closed unless the operator says otherwise.
+  enum class AdminAccess {
+    kTokenOnly,  // the default: an admin token is needed; without a file, refused
+    kOpen,       // --open-admin-api: anyone who reaches the port (a trusted network only)
+    kDisabled,   // --disable-admin: refused, whatever tokens there are
+  };
+
   // Reads one token per line (blank lines and '#' comments skipped) from
-  // each file. No files: everything is open. Inference tokens without admin
-  // tokens: the admin RPCs are refused (closed by default). With
-  // `admin_disabled`, LoadModel/UnloadModel are refused outright.
+  // each file. No inference file: inference is open. The admin RPCs need an
+  // admin token, or are open to anyone when `admin` is kOpen and no admin
+  // file is given; kDisabled refuses them outright.
   static absl::StatusOr<TokenAuth> FromFiles(const std::string& inference_file, const std::string& admin_file,
-                                             bool admin_disabled,
+                                             AdminAccess admin,
                                              std::chrono::milliseconds reload_interval = std::chrono::seconds(1));
   TokenAuth() = default;
 
@@ -50,6 +60,20 @@ class TokenAuth {
 
   // Whether any token is required anywhere (reflection is hidden then).
   bool enabled() const;
+  // Whether the admin RPCs run for callers without a token (kOpen and no
+  // admin token file): the REST API then checks that each such request was
+  // sent to one of the server's own names (DNS rebinding).
+  bool admin_open_to_anyone() const;
+  // The names besides localhost, IP addresses and the machine's own name
+  // (gethostname) that CheckAdminHost accepts. Call before sharing.
+  void SetHostNames(std::vector<std::string> names) { host_names_ = std::move(names); }
+  // For a REST admin request while admin_open_to_anyone(): OK when `host`
+  // (its Host header, port and all) names this server, else
+  // PERMISSION_DENIED. A page that rebinds its own DNS name to this
+  // server's address sends its own name as Host; a token would stop it, but
+  // an open admin API has none. OK whenever an admin token is required.
+  absl::Status CheckAdminHost(absl::string_view host) const;
+
   // What anyone may do without a token, for the start-up warning: "" when
   // nothing, else e.g. "inference" or "inference and model management".
   std::string OpenToAnyone() const;
@@ -83,7 +107,8 @@ class TokenAuth {
   void MaybeReload() const;
 
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
-  bool admin_disabled_ = false;
+  AdminAccess admin_ = AdminAccess::kTokenOnly;
+  std::vector<std::string> host_names_;
 };
 
 // Constant-time equality: the time taken does not depend on where the

@@ -6,6 +6,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "common/caught_exception.h"
 #include "common/mutex.h"
 #include "common/thread_name.h"
 #include "service/call_context.h"
@@ -279,7 +280,9 @@ void Poll(grpc::ServerCompletionQueue* queue) {
   bool ok = false;
   while (queue->Next(&tag, &ok)) {
     auto* event = static_cast<AsyncCall::Tag*>(tag);
-    event->call->Handle(event->event, ok);
+    // Calls answer their own failures; what escapes one anyway is logged
+    // and counted, and the poller goes on.
+    (void)RunCatching("a completion-queue call", [&] { event->call->Handle(event->event, ok); });
   }
 }
 

@@ -3,6 +3,8 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -25,8 +27,11 @@ int WindowBits(Format format) {
   return 15;
 }
 
-absl::StatusOr<std::string> Inflate(Format format, absl::string_view body, absl::string_view encoding,
-                                    uint64_t max_bytes, const std::function<absl::Status(uint64_t)>& account) {
+// One pass of inflating `body`: each piece of output goes to `take` (at
+// most kChunk bytes at a time, in order). Stops with OUT_OF_RANGE once the
+// output passes `max_bytes`; returns the inflated size.
+absl::StatusOr<uint64_t> InflatePass(Format format, absl::string_view body, absl::string_view encoding,
+                                     uint64_t max_bytes, const std::function<void(const char*, size_t)>& take) {
   z_stream z{};
   if (inflateInit2(&z, WindowBits(format)) != Z_OK) {
     return absl::InternalError(absl::StrCat("Content-Encoding: ", encoding, ": zlib could not start"));
@@ -35,7 +40,8 @@ absl::StatusOr<std::string> Inflate(Format format, absl::string_view body, absl:
     z_stream* z;
     ~End() { inflateEnd(z); }
   } end{&z};
-  std::string out;
+  std::vector<char> chunk(kChunk);
+  uint64_t total = 0;
   absl::string_view rest = body;
   int rc = Z_OK;
   while (rc != Z_STREAM_END) {
@@ -46,22 +52,17 @@ absl::StatusOr<std::string> Inflate(Format format, absl::string_view body, absl:
       z.avail_in = static_cast<uInt>(n);
       rest.remove_prefix(n);
     }
-    // Room for one byte past the limit: producing it proves the body too large.
-    const size_t room = std::min<uint64_t>(kChunk, max_bytes + 1 - out.size());
-    if (account) {
-      if (absl::Status s = account(room); !s.ok()) return s;
-    }
-    const size_t before = out.size();
-    out.resize(before + room);
-    z.next_out = reinterpret_cast<Bytef*>(out.data() + before);
-    z.avail_out = static_cast<uInt>(room);
+    z.next_out = reinterpret_cast<Bytef*>(chunk.data());
+    z.avail_out = static_cast<uInt>(chunk.size());
     rc = inflate(&z, Z_NO_FLUSH);
-    out.resize(before + room - z.avail_out);
-    if (out.size() > max_bytes) {
+    const size_t produced = chunk.size() - z.avail_out;
+    total += produced;
+    if (total > max_bytes) {
       return absl::OutOfRangeError(absl::StrCat("Content-Encoding: ", encoding,
                                                 ": the body inflates to more than the server's limit of ", max_bytes,
                                                 " bytes"));
     }
+    if (produced > 0 && take) take(chunk.data(), produced);
     if (rc == Z_STREAM_END) break;
     if (rc == Z_BUF_ERROR && z.avail_in == 0 && rest.empty()) {
       return absl::InvalidArgumentError(
@@ -76,7 +77,28 @@ absl::StatusOr<std::string> Inflate(Format format, absl::string_view body, absl:
     return absl::InvalidArgumentError(
         absl::StrCat("Content-Encoding: ", encoding, ": the body has bytes after its compressed stream"));
   }
-  out.shrink_to_fit();
+  return total;
+}
+
+// Two passes, so that the output is allocated once at its exact size: the
+// first only measures (through one fixed chunk, stopping past the limit),
+// the second fills. A growing string would double its capacity, and a gzip
+// bomb's peak with it; this way the peak is the inflated size itself, at
+// most the limit, charged to `account` before it is allocated.
+absl::StatusOr<std::string> Inflate(Format format, absl::string_view body, absl::string_view encoding,
+                                    uint64_t max_bytes, const std::function<absl::Status(uint64_t)>& account) {
+  absl::StatusOr<uint64_t> size = InflatePass(format, body, encoding, max_bytes, {});
+  if (!size.ok()) return size.status();
+  if (account) {
+    if (absl::Status s = account(*size); !s.ok()) return s;
+  }
+  std::string out(*size, '\0');
+  size_t at = 0;
+  absl::StatusOr<uint64_t> filled = InflatePass(format, body, encoding, *size, [&](const char* data, size_t n) {
+    std::memcpy(out.data() + at, data, n);
+    at += n;
+  });
+  if (!filled.ok()) return filled.status();
   return out;
 }
 

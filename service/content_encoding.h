@@ -5,11 +5,13 @@
 // 1950; a raw deflate stream, which some clients send under that name, is
 // accepted too); `identity` and no header leave the body as it is.
 //
-// The inflated size is bounded while it is produced: inflation stops with
-// OUT_OF_RANGE as soon as the output would pass `max_bytes` (a gzip bomb
-// never holds more than that), and `account` is told of each chunk before
-// it is kept, so the caller can count it against a memory budget and stop
-// the inflation with its own status.
+// The inflated size is bounded while it is produced: a first pass measures
+// it through one fixed 256 KiB chunk, stopping with OUT_OF_RANGE as soon as
+// the output would pass `max_bytes`; `account` is then told the exact size
+// (the caller counts it against a memory budget, or stops with its own
+// status), and a second pass fills a buffer allocated once at that size.
+// A gzip bomb never holds more than the limit and a chunk; the price is
+// inflating twice (zlib inflates hundreds of MB a second).
 //
 // Statuses: UNIMPLEMENTED for an encoding that is not served (HTTP 415),
 // OUT_OF_RANGE past `max_bytes` (413), INVALID_ARGUMENT for data that is

@@ -9,7 +9,8 @@
 //
 // The core's part is an InferBackend, so the call path is tested with a
 // fake core. Ownership: nothing here is owned but the auth and the drain
-// flag; the core, budget, observer and tracing must outlive every front end.
+// flag; the core, budget, observer, tracing and pool must outlive every
+// front end.
 // Threading: read-only after construction except the drain flag and the
 // tally (both atomic).
 
@@ -29,6 +30,7 @@
 
 namespace infergate {
 
+class HandlerWorkPool;
 class InferenceCore;
 class Tracing;
 
@@ -65,14 +67,17 @@ class FrontEnd {
  public:
   // `observer`, `budget` and `tracing` may be null (no metrics; no byte
   // limit; tracing off).
+  // `handler_pool` may be null (the built-in handlers' work runs on the
+  // calling thread).
   FrontEnd(InferBackend backend, CodecLimits limits, TokenAuth auth, InflightBudget* budget,
-           InferCallObserver* observer, Tracing* tracing = nullptr)
+           InferCallObserver* observer, Tracing* tracing = nullptr, HandlerWorkPool* handler_pool = nullptr)
       : backend_(std::move(backend)),
         limits_(limits),
         auth_(std::move(auth)),
         budget_(budget),
         observer_(observer),
-        tracing_(tracing) {}
+        tracing_(tracing),
+        handler_pool_(handler_pool) {}
   FrontEnd(const FrontEnd&) = delete;
   FrontEnd& operator=(const FrontEnd&) = delete;
 
@@ -82,6 +87,7 @@ class FrontEnd {
   InflightBudget* budget() const { return budget_; }
   InferCallObserver* observer() const { return observer_; }
   Tracing* tracing() const { return tracing_; }
+  HandlerWorkPool* handler_pool() const { return handler_pool_; }
 
   // From now on every front end refuses new inference (UNAVAILABLE, counted
   // as "draining") and reports not ready; accepted calls, also on open
@@ -99,6 +105,7 @@ class FrontEnd {
   InflightBudget* const budget_;
   InferCallObserver* const observer_;
   Tracing* const tracing_;
+  HandlerWorkPool* const handler_pool_;
   std::atomic<bool> draining_{false};
   mutable CallTally tally_;
 };

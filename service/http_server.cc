@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/caught_exception.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
 
@@ -270,7 +271,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (server_.screen) {
       HttpRequest head;
       FillHead(parser_->get(), &head);
-      if (std::optional<HttpResponse> refusal = server_.screen(head)) {
+      std::optional<HttpResponse> refusal;
+      if (absl::Status s = RunCatching("the request screen", [&] { refusal = server_.screen(head); }); !s.ok()) {
+        parser_.reset();
+        return Reject(500, std::string(s.message()));
+      }
+      if (refusal) {
         // The body may still be on its way: answer, then drain and close.
         keep_alive_ = false;
         linger_ = true;
@@ -297,10 +303,23 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     request->client_gone = client_gone_ = std::make_shared<CancelSignal>();
     WatchForHangUp();
     auto self = this->shared_from_this();
-    server_.handler(std::move(request), [self](HttpResponse response) {
+    // Answered at most once: a handler that throws after answering is not
+    // answered again, one that throws before is answered 500.
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    HttpResponder respond = [self, answered](HttpResponse response) {
+      if (answered->exchange(true)) return;
       auto shared = std::make_shared<HttpResponse>(std::move(response));
       self->server_.PostIfRunning(self->stream_.get_executor(), [self, shared] { self->Write(std::move(*shared)); });
-    });
+    };
+    const std::string where = absl::StrCat(request->method, " ", request->path.substr(0, 128));
+    const absl::Status escaped =
+        RunCatching(where, [&] { server_.handler(std::move(request), respond); });
+    if (!escaped.ok()) {
+      HttpResponse failure;
+      failure.status = 500;
+      failure.body = ErrorBody(std::string(escaped.message()));
+      respond(std::move(failure));
+    }
   }
 
   // While a request is being answered, watches its connection for the
@@ -532,7 +551,11 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
     // LibTorch's thread-local storage needs more than civetweb's 100 KiB.
     raw->threads.emplace_back([raw, i] {
       NameThisThread(absl::StrCat("http ", i));
-      raw->ioc.run();
+      // An exception that escapes a completion handler leaves run(); it is
+      // logged and counted, and the thread serves on.
+      for (;;) {
+        if (RunCatching("an HTTP I/O handler", [raw] { raw->ioc.run(); }).ok()) break;
+      }
     });
   }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));

@@ -1,5 +1,6 @@
 #include "service/image_decode.h"
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -23,14 +24,21 @@ absl::Status Unreadable(absl::string_view field, absl::string_view kind, absl::s
   return absl::InvalidArgumentError(absl::StrCat(field, ": not a readable ", kind, " image (", why, ")"));
 }
 
-absl::Status CheckSize(uint64_t width, uint64_t height, uint64_t max_pixels, absl::string_view field,
-                       const PixelReservation& reserve) {
+absl::Status CheckSize(uint64_t width, uint64_t height, uint64_t decoder_bytes, absl::string_view field,
+                       const ImageDecodeOptions& options) {
   if (width == 0 || height == 0) return absl::InvalidArgumentError(absl::StrCat(field, ": the image has no pixels"));
-  if (width * height > max_pixels) {
+  if (width * height > options.max_pixels) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": the image is ", width, "x", height, ", more than the ",
-                                                   max_pixels, " pixels allowed"));
+                                                   options.max_pixels, " pixels allowed"));
   }
-  return reserve ? reserve(width * height * 3) : absl::OkStatus();
+  const uint64_t longer = std::max(width, height);
+  const uint64_t shorter = std::min(width, height);
+  if (options.max_aspect_ratio > 0 && longer > shorter * options.max_aspect_ratio) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": the image is ", width, "x", height,
+                                                   ", one side more than ", options.max_aspect_ratio,
+                                                   " times the other"));
+  }
+  return options.reserve ? options.reserve(width, height, decoder_bytes) : absl::OkStatus();
 }
 
 // Pillow's CMYK to RGB: each channel is (255 - k) less its share of c, m, y.
@@ -51,6 +59,7 @@ struct JpegDecoder {
   std::jmp_buf jump{};
   char message[JMSG_LENGTH_MAX] = {};
   bool truncated = false;
+  absl::Status stopped;  // keep_going's error, when it ended the decode
   RgbImage image;
   std::vector<uint8_t> row;
 };
@@ -71,8 +80,8 @@ void JpegMessage(j_common_ptr cinfo, int level) {
   }
 }
 
-absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, absl::string_view field, uint64_t max_pixels,
-                                    const PixelReservation& reserve) {
+absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, absl::string_view field,
+                                    const ImageDecodeOptions& options) {
   auto d = std::make_unique<JpegDecoder>();
   d->cinfo.err = jpeg_std_error(&d->errors);
   d->errors.error_exit = JpegFail;
@@ -80,15 +89,25 @@ absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, absl::string_view f
   d->cinfo.client_data = d.get();
   if (setjmp(d->jump) != 0) {
     jpeg_destroy_decompress(&d->cinfo);
+    if (!d->stopped.ok()) return d->stopped;
     return Unreadable(field, "JPEG", d->truncated ? "the file is truncated" : d->message);
   }
   jpeg_create_decompress(&d->cinfo);
   jpeg_mem_src(&d->cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&d->cinfo, TRUE);
-  if (absl::Status s = CheckSize(d->cinfo.image_width, d->cinfo.image_height, max_pixels, field, reserve); !s.ok()) {
+  // A multi-scan (progressive) JPEG keeps every coefficient until its last
+  // scan: 64 shorts per 8x8 block and component. libjpeg may hold that and
+  // a little working memory, no more (it fails rather than exceed it).
+  const uint64_t w = d->cinfo.image_width;
+  const uint64_t h = d->cinfo.image_height;
+  const uint64_t coefficients = jpeg_has_multiple_scans(&d->cinfo)
+                                    ? ((w + 15) / 8) * ((h + 15) / 8) * 64 * 2 * d->cinfo.num_components
+                                    : 0;
+  if (absl::Status s = CheckSize(w, h, coefficients, field, options); !s.ok()) {
     jpeg_destroy_decompress(&d->cinfo);
     return s;
   }
+  d->cinfo.mem->max_memory_to_use = static_cast<long>(coefficients + (uint64_t{32} << 20));
   const J_COLOR_SPACE in = d->cinfo.jpeg_color_space;
   const bool cmyk = in == JCS_CMYK || in == JCS_YCCK;
   d->cinfo.out_color_space = in == JCS_GRAYSCALE ? JCS_GRAYSCALE : cmyk ? JCS_CMYK : JCS_RGB;
@@ -104,6 +123,13 @@ absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, absl::string_view f
   d->row.resize(static_cast<size_t>(width) * components);
   while (d->cinfo.output_scanline < d->cinfo.output_height) {
     uint8_t* out = d->image.pixels.data() + static_cast<size_t>(d->cinfo.output_scanline) * width * 3;
+    if (options.keep_going) {
+      if (absl::Status s = options.keep_going(); !s.ok()) {
+        d->stopped = std::move(s);
+        jpeg_destroy_decompress(&d->cinfo);
+        return d->stopped;
+      }
+    }
     JSAMPROW row = d->row.data();
     jpeg_read_scanlines(&d->cinfo, &row, 1);
     for (int x = 0; x < width; ++x) {
@@ -132,6 +158,8 @@ struct PngDecoder {
   absl::string_view bytes;
   size_t at = 0;
   char message[256] = {};
+  const ImageDecodeOptions* options = nullptr;
+  absl::Status stopped;  // keep_going's error, when it ended the decode
   RgbImage image;
   std::vector<png_bytep> rows;
 };
@@ -144,6 +172,15 @@ struct PngDecoder {
 
 void PngWarn(png_structp, png_const_charp) {}
 
+// Called by libpng after each row (of each interlace pass).
+void PngRowDone(png_structp png, png_uint_32, int) {
+  auto* d = static_cast<PngDecoder*>(png_get_io_ptr(png));
+  if (absl::Status s = d->options->keep_going(); !s.ok()) {
+    d->stopped = std::move(s);
+    png_error(png, "stopped");
+  }
+}
+
 void PngRead(png_structp png, png_bytep out, size_t n) {
   auto* d = static_cast<PngDecoder*>(png_get_io_ptr(png));
   if (n > d->bytes.size() - d->at) png_error(png, "the file is truncated");
@@ -151,10 +188,11 @@ void PngRead(png_structp png, png_bytep out, size_t n) {
   d->at += n;
 }
 
-absl::StatusOr<RgbImage> DecodePng(absl::string_view bytes, absl::string_view field, uint64_t max_pixels,
-                                   const PixelReservation& reserve) {
+absl::StatusOr<RgbImage> DecodePng(absl::string_view bytes, absl::string_view field,
+                                   const ImageDecodeOptions& options) {
   auto d = std::make_unique<PngDecoder>();
   d->bytes = bytes;
+  d->options = &options;
   d->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, d.get(), PngFail, PngWarn);
   if (d->png == nullptr) return absl::ResourceExhaustedError("libpng could not start");
   d->info = png_create_info_struct(d->png);
@@ -164,6 +202,7 @@ absl::StatusOr<RgbImage> DecodePng(absl::string_view bytes, absl::string_view fi
   }
   if (setjmp(png_jmpbuf(d->png)) != 0) {
     png_destroy_read_struct(&d->png, &d->info, nullptr);
+    if (!d->stopped.ok()) return d->stopped;
     return Unreadable(field, "PNG", d->message);
   }
   png_set_read_fn(d->png, d.get(), PngRead);
@@ -172,7 +211,7 @@ absl::StatusOr<RgbImage> DecodePng(absl::string_view bytes, absl::string_view fi
   png_read_info(d->png, d->info);
   const png_uint_32 width = png_get_image_width(d->png, d->info);
   const png_uint_32 height = png_get_image_height(d->png, d->info);
-  if (absl::Status s = CheckSize(width, height, max_pixels, field, reserve); !s.ok()) {
+  if (absl::Status s = CheckSize(width, height, 0, field, options); !s.ok()) {
     png_destroy_read_struct(&d->png, &d->info, nullptr);
     return s;
   }
@@ -181,6 +220,7 @@ absl::StatusOr<RgbImage> DecodePng(absl::string_view bytes, absl::string_view fi
   png_set_strip_alpha(d->png);   // dropped, not composited, as convert("RGB")
   png_set_gray_to_rgb(d->png);
   png_set_interlace_handling(d->png);
+  if (options.keep_going) png_set_read_status_fn(d->png, PngRowDone);
   png_read_update_info(d->png, d->info);
   if (png_get_rowbytes(d->png, d->info) != static_cast<size_t>(width) * 3) png_error(d->png, "unexpected row size");
   d->image.width = static_cast<int>(width);
@@ -200,10 +240,10 @@ bool LooksLikeImage(absl::string_view bytes) {
          absl::StartsWith(bytes, absl::string_view(kPngMagic, 8));
 }
 
-absl::StatusOr<RgbImage> DecodeImage(absl::string_view bytes, absl::string_view field, uint64_t max_pixels,
-                                     const PixelReservation& reserve) {
-  if (absl::StartsWith(bytes, absl::string_view(kJpegMagic, 3))) return DecodeJpeg(bytes, field, max_pixels, reserve);
-  if (absl::StartsWith(bytes, absl::string_view(kPngMagic, 8))) return DecodePng(bytes, field, max_pixels, reserve);
+absl::StatusOr<RgbImage> DecodeImage(absl::string_view bytes, absl::string_view field,
+                                     const ImageDecodeOptions& options) {
+  if (absl::StartsWith(bytes, absl::string_view(kJpegMagic, 3))) return DecodeJpeg(bytes, field, options);
+  if (absl::StartsWith(bytes, absl::string_view(kPngMagic, 8))) return DecodePng(bytes, field, options);
   return absl::InvalidArgumentError(absl::StrCat(field, ": not a JPEG or PNG image"));
 }
 

@@ -10,7 +10,8 @@
 //     cut to their high byte (as Pillow does), alpha dropped (not
 //     composited), no gamma correction (Pillow ignores gAMA).
 // Every size is checked before pixels are allocated: at most
-// `max_pixels`, and nothing a damaged file claims is trusted. EXIF
+// `max_pixels`, within `max_aspect_ratio`, reserved by the caller, and
+// nothing a damaged file claims is trusted. EXIF
 // orientation is not applied, as Pillow does not.
 // Pure function; thread-safe.
 
@@ -35,14 +36,25 @@ inline constexpr uint64_t kMaxImagePixels = uint64_t{8192} * 8192;
 // Whether `bytes` start like a JPEG or a PNG file.
 bool LooksLikeImage(absl::string_view bytes);
 
-// Asked for the bytes the decoded pixels will take, once the image's size
-// is known and before they are allocated; its error refuses the image.
-using PixelReservation = std::function<absl::Status(uint64_t bytes)>;
+// What a decode may take, and who may stop it.
+struct ImageDecodeOptions {
+  uint64_t max_pixels = kMaxImagePixels;
+  // The longer side at most this many times the shorter (0: any ratio).
+  uint64_t max_aspect_ratio = 0;
+  // Asked with the image's size once it is known and before its pixels are
+  // allocated, with what the decoder itself will hold besides them
+  // (`decoder_bytes`: a progressive JPEG's coefficients, about 2 bytes per
+  // pixel and component); its error refuses the image. May be empty.
+  std::function<absl::Status(uint64_t width, uint64_t height, uint64_t decoder_bytes)> reserve;
+  // Polled between rows while decoding; its error abandons the image (a
+  // deadline that passed, a client that left). May be empty.
+  std::function<absl::Status()> keep_going;
+};
 
 // INVALID_ARGUMENT naming `field` for anything that is not a whole,
-// readable JPEG or PNG, or that has more than `max_pixels` pixels; or
-// `reserve`'s error.
+// readable JPEG or PNG, or whose size breaks `options`' bounds; or the
+// error of `options.reserve` or `options.keep_going`.
 absl::StatusOr<RgbImage> DecodeImage(absl::string_view bytes, absl::string_view field,
-                                     uint64_t max_pixels = kMaxImagePixels, const PixelReservation& reserve = {});
+                                     const ImageDecodeOptions& options = {});
 
 }  // namespace infergate

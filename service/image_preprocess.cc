@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace infergate {
 namespace {
@@ -15,10 +17,11 @@ constexpr float kStd[3] = {0.229f, 0.224f, 0.225f};
 // filters with negative lobes.
 constexpr int kPrecisionBits = 32 - 8 - 2;
 
-// One output pixel's window of input pixels and their fixed-point weights.
+// The input windows and fixed-point weights of output indices
+// [first_out, first_out + count) of a resize from `in_size` to `out_size`.
 struct Taps {
-  std::vector<int> first;   // first input index, per output index
-  std::vector<int> count;   // how many inputs, per output index
+  std::vector<int64_t> first;    // first input index, per output index
+  std::vector<int> count;        // how many inputs, per output index
   std::vector<int32_t> weights;  // `stride` per output index
   int stride = 0;
 };
@@ -29,36 +32,37 @@ double Triangle(double x) {
 }
 
 // Pillow's precompute_coeffs for the bilinear filter (support 1), then its
-// rounding of the normalised weights to fixed point.
-Taps BilinearTaps(int in_size, int out_size) {
-  const double scale = static_cast<double>(in_size) / out_size;
+// rounding of the normalised weights to fixed point, for some outputs.
+Taps BilinearTaps(int64_t in_size, int64_t out_size, int64_t first_out, int count) {
+  const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
   const double filter_scale = std::max(scale, 1.0);
   const double support = 1.0 * filter_scale;
   Taps t;
   t.stride = static_cast<int>(std::ceil(support)) * 2 + 1;
-  t.first.resize(out_size);
-  t.count.resize(out_size);
-  t.weights.assign(static_cast<size_t>(out_size) * t.stride, 0);
+  t.first.resize(count);
+  t.count.resize(count);
+  t.weights.assign(static_cast<size_t>(count) * t.stride, 0);
   std::vector<double> w(t.stride);
-  for (int o = 0; o < out_size; ++o) {
-    const double center = (o + 0.5) * scale;
-    int lo = static_cast<int>(center - support + 0.5);
+  for (int k = 0; k < count; ++k) {
+    const int64_t o = first_out + k;
+    const double center = (static_cast<double>(o) + 0.5) * scale;
+    int64_t lo = static_cast<int64_t>(center - support + 0.5);
     if (lo < 0) lo = 0;
-    int hi = static_cast<int>(center + support + 0.5);
+    int64_t hi = static_cast<int64_t>(center + support + 0.5);
     if (hi > in_size) hi = in_size;
-    const int n = hi - lo;
+    const int n = static_cast<int>(hi - lo);
     double sum = 0;
     for (int i = 0; i < n; ++i) {
-      w[i] = Triangle((i + lo - center + 0.5) / filter_scale);
+      w[i] = Triangle((static_cast<double>(i + lo) - center + 0.5) / filter_scale);
       sum += w[i];
     }
     for (int i = 0; i < n; ++i) {
       const double normalised = sum != 0.0 ? w[i] / sum : w[i];
       const double fixed = normalised * (1 << kPrecisionBits);
-      t.weights[static_cast<size_t>(o) * t.stride + i] = static_cast<int32_t>(fixed < 0 ? fixed - 0.5 : fixed + 0.5);
+      t.weights[static_cast<size_t>(k) * t.stride + i] = static_cast<int32_t>(fixed < 0 ? fixed - 0.5 : fixed + 0.5);
     }
-    t.first[o] = lo;
-    t.count[o] = n;
+    t.first[k] = lo;
+    t.count[k] = n;
   }
   return t;
 }
@@ -69,27 +73,42 @@ uint8_t Clip8(int64_t accumulated) {
 }
 
 // Python's round() of x.5 values: to the even neighbour.
-int RoundHalfEven(double x) { return static_cast<int>(std::nearbyint(x)); }
+int64_t RoundHalfEven(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
 
 }  // namespace
 
-std::pair<int, int> ResizedSize(int width, int height, int shorter) {
-  const int short_side = std::min(width, height);
-  const int long_side = std::max(width, height);
-  const int new_long = static_cast<int>(static_cast<int64_t>(shorter) * long_side / short_side);
+std::pair<int64_t, int64_t> ResizedSize(int64_t width, int64_t height, int64_t shorter) {
+  const int64_t short_side = std::min(width, height);
+  const int64_t long_side = std::max(width, height);
+  const int64_t new_long = shorter * long_side / short_side;
   return width <= height ? std::make_pair(shorter, new_long) : std::make_pair(new_long, shorter);
 }
 
-RgbImage ResizeBilinearLikePillow(const RgbImage& in, int width, int height) {
-  // Horizontal pass (when the width changes), then vertical, each rounded
-  // to 8 bits, as Pillow does.
-  RgbImage wide = in;
-  if (width != in.width) {
-    const Taps taps = BilinearTaps(in.width, width);
-    wide.width = width;
-    wide.pixels.assign(static_cast<size_t>(width) * in.height * 3, 0);
-    for (int y = 0; y < in.height; ++y) {
-      const uint8_t* row = in.pixels.data() + static_cast<size_t>(y) * in.width * 3;
+RgbImage ResizedWindowLikePillow(const RgbImage& in, int64_t resized_width, int64_t resized_height, int64_t left,
+                                 int64_t top, int width, int height) {
+  // Pillow resamples horizontally (when the width changes), then
+  // vertically (when the height changes), each pass rounded to 8 bits. The
+  // vertical taps of the window's rows say which input rows the horizontal
+  // pass must produce: only those are made, and only the window's columns.
+  const bool vertical = resized_height != in.height;
+  Taps rows_taps;
+  int64_t first_row = top;
+  int64_t row_count = height;
+  if (vertical) {
+    rows_taps = BilinearTaps(in.height, resized_height, top, height);
+    first_row = rows_taps.first.front();
+    row_count = rows_taps.first.back() + rows_taps.count.back() - first_row;
+  }
+  // The horizontal pass's rows [first_row, first_row + row_count), the
+  // window's columns only.
+  RgbImage wide;
+  wide.width = width;
+  wide.height = static_cast<int>(row_count);
+  wide.pixels.assign(static_cast<size_t>(width) * row_count * 3, 0);
+  if (resized_width != in.width) {
+    const Taps taps = BilinearTaps(in.width, resized_width, left, width);
+    for (int64_t y = 0; y < row_count; ++y) {
+      const uint8_t* row = in.pixels.data() + static_cast<size_t>(first_row + y) * in.width * 3;
       uint8_t* out = wide.pixels.data() + static_cast<size_t>(y) * width * 3;
       for (int x = 0; x < width; ++x) {
         const int32_t* k = taps.weights.data() + static_cast<size_t>(x) * taps.stride;
@@ -101,20 +120,24 @@ RgbImage ResizeBilinearLikePillow(const RgbImage& in, int width, int height) {
         for (int c = 0; c < 3; ++c) out[3 * x + c] = Clip8(acc[c]);
       }
     }
+  } else {
+    for (int64_t y = 0; y < row_count; ++y) {
+      const uint8_t* row = in.pixels.data() + (static_cast<size_t>(first_row + y) * in.width + left) * 3;
+      std::copy(row, row + static_cast<size_t>(width) * 3, wide.pixels.data() + static_cast<size_t>(y) * width * 3);
+    }
   }
-  if (height == in.height) return wide;
-  const Taps taps = BilinearTaps(in.height, height);
+  if (!vertical) return wide;
   RgbImage out;
-  out.width = wide.width;
+  out.width = width;
   out.height = height;
-  out.pixels.assign(static_cast<size_t>(out.width) * height * 3, 0);
-  const size_t row_bytes = static_cast<size_t>(out.width) * 3;
+  out.pixels.assign(static_cast<size_t>(width) * height * 3, 0);
+  const size_t row_bytes = static_cast<size_t>(width) * 3;
   std::vector<int64_t> acc(row_bytes);
   for (int y = 0; y < height; ++y) {
-    const int32_t* k = taps.weights.data() + static_cast<size_t>(y) * taps.stride;
+    const int32_t* k = rows_taps.weights.data() + static_cast<size_t>(y) * rows_taps.stride;
     std::fill(acc.begin(), acc.end(), int64_t{1} << (kPrecisionBits - 1));
-    for (int i = 0; i < taps.count[y]; ++i) {
-      const uint8_t* row = wide.pixels.data() + static_cast<size_t>(taps.first[y] + i) * row_bytes;
+    for (int i = 0; i < rows_taps.count[y]; ++i) {
+      const uint8_t* row = wide.pixels.data() + static_cast<size_t>(rows_taps.first[y] - first_row + i) * row_bytes;
       for (size_t b = 0; b < row_bytes; ++b) acc[b] += static_cast<int64_t>(row[b]) * k[i];
     }
     uint8_t* dst = out.pixels.data() + static_cast<size_t>(y) * row_bytes;
@@ -123,18 +146,23 @@ RgbImage ResizeBilinearLikePillow(const RgbImage& in, int width, int height) {
   return out;
 }
 
+uint64_t ImageClassifierWorkBytes(int64_t height) {
+  // The horizontal pass's rows (at most every input row, crop-wide), the
+  // window, the vertical accumulator and the taps (a few KiB to 60 KiB).
+  return static_cast<uint64_t>(height) * kCrop * 3 + uint64_t{kCrop} * kCrop * 3 + uint64_t{kCrop} * 3 * 8 +
+         (uint64_t{256} << 10);
+}
+
 at::Tensor ImageClassifierInput(const RgbImage& image) {
   const auto [width, height] = ResizedSize(image.width, image.height, kResizeShorter);
-  const RgbImage resized = (width == image.width && height == image.height)
-                               ? image
-                               : ResizeBilinearLikePillow(image, width, height);
-  const int top = RoundHalfEven((resized.height - kCrop) / 2.0);
-  const int left = RoundHalfEven((resized.width - kCrop) / 2.0);
+  const int64_t top = RoundHalfEven(static_cast<double>(height - kCrop) / 2.0);
+  const int64_t left = RoundHalfEven(static_cast<double>(width - kCrop) / 2.0);
+  const RgbImage window = ResizedWindowLikePillow(image, width, height, left, top, kCrop, kCrop);
   at::Tensor out = at::empty({3, kCrop, kCrop}, at::kFloat);
   float* dst = out.data_ptr<float>();
   for (int c = 0; c < 3; ++c) {
     for (int y = 0; y < kCrop; ++y) {
-      const uint8_t* row = resized.pixels.data() + (static_cast<size_t>(top + y) * resized.width + left) * 3;
+      const uint8_t* row = window.pixels.data() + static_cast<size_t>(y) * kCrop * 3;
       float* o = dst + (static_cast<size_t>(c) * kCrop + y) * kCrop;
       for (int x = 0; x < kCrop; ++x) o[x] = (static_cast<float>(row[3 * x + c]) / 255.0f - kMean[c]) / kStd[c];
     }

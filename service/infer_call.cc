@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/caught_exception.h"
 #include "common/logging.h"
 #include "execution/drain_refusal.h"
 #include "core/inference_core.h"
@@ -92,19 +93,23 @@ void InferCall::Submit(InferenceRequest request, Encode encode) {
     request.trace = trace_->record();
   }
   std::shared_ptr<InferCall> self = shared_from_this();
-  std::shared_ptr<RequestHandle> handle = front_end_.backend().infer(
-      std::move(request),
-      [self, encode = std::move(encode)](absl::StatusOr<InferenceResult> result, const RequestLabels& labels) {
-        absl::Status status = result.status();
-        if (status.ok()) {
-          // Timed only for a sampled call: no clock reads otherwise.
-          const bool timed = self->trace_ && self->trace_->recording();
-          const Clock::time_point start = timed ? Clock::now() : Clock::time_point();
-          status = encode(*result);
-          if (timed) self->trace_->Encoded(start, Clock::now());
-        }
-        self->End(labels, status, status.ok() ? &*result : nullptr);
-      });
+  std::shared_ptr<RequestHandle> handle;
+  const absl::Status escaped = RunCatching("queueing the request", [&] {
+    handle = front_end_.backend().infer(
+        std::move(request),
+        [self, encode = std::move(encode)](absl::StatusOr<InferenceResult> result, const RequestLabels& labels) {
+          absl::Status status = result.status();
+          if (status.ok()) {
+            // Timed only for a sampled call: no clock reads otherwise.
+            const bool timed = self->trace_ && self->trace_->recording();
+            const Clock::time_point start = timed ? Clock::now() : Clock::time_point();
+            status = RunCatching("encoding the answer", [&] { return encode(*result); });
+            if (timed) self->trace_->Encoded(start, Clock::now());
+          }
+          self->End(labels, status, status.ok() ? &*result : nullptr);
+        });
+  });
+  if (!escaped.ok()) return End(RequestLabels(), escaped, nullptr);  // once: End ignores a second end
   bool cancel_now = false;
   {
     MutexLock lock(mu_);

@@ -7,6 +7,7 @@
 #include "model_store/class_labels.h"
 #include "service/call_context.h"
 #include "service/classification.h"
+#include "service/guarded_handler.h"
 #include "service/raw_unary_call.h"
 #include "service/status_convert.h"
 #include "service/tensor_codec.h"
@@ -103,45 +104,47 @@ void InferenceServiceImpl::SubmitInfer(InferCall& call, const grpc::ServerContex
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServerContext* ctx,
                                                             const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<v1::ListDevicesRequest, v1::ListDevicesResponse>(
-      *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference));
-  if (!call->parsed()) return call;
-  v1::ListDevicesResponse* response = call->response();
-  for (const DeviceStatus& status : core_.Devices()) {
-    const DeviceInfo& d = status.info;
-    v1::DeviceInfo* wire = response->add_devices();
-    wire->set_id(d.id.ToString());
-    wire->set_kind(KindToWire(d.id.kind));
-    wire->set_name(d.name);
-    wire->set_available(d.available);
-    wire->set_simulated(d.simulated);
-    wire->set_backend_detail(d.backend_detail);
-    for (DType t : d.supported_dtypes) wire->add_supported_dtypes(DTypeToProto(t));
-    wire->set_default_precision(PrecisionToProto(DefaultPrecision(d.precision)));
-    wire->set_memory_total_bytes(d.memory_total_bytes);
-    wire->set_memory_used_bytes(d.memory_used_bytes);
-    wire->set_queue_depth(static_cast<uint32_t>(status.queue_depth));
-    for (const ModelQueueDepth& q : status.model_queues) {
-      v1::ModelQueue* mq = wire->add_model_queues();
-      mq->set_model(q.model);
-      mq->set_version(q.version);
-      mq->set_depth(static_cast<uint32_t>(q.depth));
+  return GuardedUnary(ctx, "ListDevices", [&]() -> grpc::ServerUnaryReactor* {
+    auto* call = new RawUnaryCall<v1::ListDevicesRequest, v1::ListDevicesResponse>(
+        *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference));
+    if (!call->parsed()) return call;
+    v1::ListDevicesResponse* response = call->response();
+    for (const DeviceStatus& status : core_.Devices()) {
+      const DeviceInfo& d = status.info;
+      v1::DeviceInfo* wire = response->add_devices();
+      wire->set_id(d.id.ToString());
+      wire->set_kind(KindToWire(d.id.kind));
+      wire->set_name(d.name);
+      wire->set_available(d.available);
+      wire->set_simulated(d.simulated);
+      wire->set_backend_detail(d.backend_detail);
+      for (DType t : d.supported_dtypes) wire->add_supported_dtypes(DTypeToProto(t));
+      wire->set_default_precision(PrecisionToProto(DefaultPrecision(d.precision)));
+      wire->set_memory_total_bytes(d.memory_total_bytes);
+      wire->set_memory_used_bytes(d.memory_used_bytes);
+      wire->set_queue_depth(static_cast<uint32_t>(status.queue_depth));
+      for (const ModelQueueDepth& q : status.model_queues) {
+        v1::ModelQueue* mq = wire->add_model_queues();
+        mq->set_model(q.model);
+        mq->set_version(q.version);
+        mq->set_depth(static_cast<uint32_t>(q.depth));
+      }
+      wire->set_in_flight(static_cast<uint32_t>(status.in_flight));
+      for (const ResidentModel& r : status.resident) {
+        wire->add_resident_models(absl::StrCat(r.key.model, ":", r.key.version, ":", DTypeName(r.key.dtype)));
+      }
+      for (const std::string& op : status.unsupported_ops) wire->add_unsupported_ops(op);
+      wire->set_logical_cores(d.logical_cores);
+      wire->set_compute_capability(d.compute_capability);
+      wire->set_cache_budget_bytes(status.cache_budget_bytes);
+      uint64_t resident_bytes = 0;
+      for (const ResidentModel& r : status.resident) resident_bytes += r.bytes;
+      wire->set_cache_resident_bytes(resident_bytes);
+      wire->set_memory_peak_bytes(d.memory_peak_bytes);
     }
-    wire->set_in_flight(static_cast<uint32_t>(status.in_flight));
-    for (const ResidentModel& r : status.resident) {
-      wire->add_resident_models(absl::StrCat(r.key.model, ":", r.key.version, ":", DTypeName(r.key.dtype)));
-    }
-    for (const std::string& op : status.unsupported_ops) wire->add_unsupported_ops(op);
-    wire->set_logical_cores(d.logical_cores);
-    wire->set_compute_capability(d.compute_capability);
-    wire->set_cache_budget_bytes(status.cache_budget_bytes);
-    uint64_t resident_bytes = 0;
-    for (const ResidentModel& r : status.resident) resident_bytes += r.bytes;
-    wire->set_cache_resident_bytes(resident_bytes);
-    wire->set_memory_peak_bytes(d.memory_peak_bytes);
-  }
-  call->Answer(absl::OkStatus());
-  return call;
+    call->Answer(absl::OkStatus());
+    return call;
+  });
 }
 
 namespace {
@@ -164,89 +167,95 @@ v1::ModelVersionState VersionStateToProto(VersionState state) {
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                            grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<v1::ListModelsRequest, v1::ListModelsResponse>(
-      *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference));
-  if (!call->parsed()) return call;
-  absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
-  if (!models.ok()) {
-    call->Answer(models.status());
+  return GuardedUnary(ctx, "ListModels", [&]() -> grpc::ServerUnaryReactor* {
+    auto* call = new RawUnaryCall<v1::ListModelsRequest, v1::ListModelsResponse>(
+        *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference));
+    if (!call->parsed()) return call;
+    absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
+    if (!models.ok()) {
+      call->Answer(models.status());
+      return call;
+    }
+    v1::ListModelsResponse* response = call->response();
+    for (ModelStatus& model : *models) {
+      v1::ModelInfo* info = response->add_models();
+      info->set_name(model.name);
+      for (int64_t v : model.versions) info->add_versions(v);
+      *info->mutable_config() = std::move(model.config);
+      for (const ModelKey& key : model.loaded) FillLoaded(key, info->add_loaded());
+      for (const VersionStatus& v : model.states) {
+        v1::ModelVersionStatus* status = info->add_version_status();
+        status->set_version(v.version);
+        status->set_state(VersionStateToProto(v.state));
+        status->set_reason(v.reason);
+        const FileStamp& file = v.stamp.exists() ? v.stamp : v.tried;
+        if (file.exists()) status->set_format(std::string(ModelFileFormatName(file)));
+      }
+      for (const PrecisionReport& r : model.precision) {
+        v1::PrecisionCheck* check = info->add_precision_checks();
+        check->set_version(r.version);
+        check->set_device(r.device);
+        check->set_dtype(DTypeToProto(r.dtype));
+        check->set_state(r.state);
+        check->set_relative_error(r.relative_error);
+        check->set_detail(r.detail);
+      }
+      if (!model.problem.ok()) {
+        info->set_problem(std::string(model.problem.message()));
+      } else if (!model.config_problem.empty()) {
+        info->set_problem(model.config_problem);
+      }
+    }
+    call->Answer(absl::OkStatus());
     return call;
-  }
-  v1::ListModelsResponse* response = call->response();
-  for (ModelStatus& model : *models) {
-    v1::ModelInfo* info = response->add_models();
-    info->set_name(model.name);
-    for (int64_t v : model.versions) info->add_versions(v);
-    *info->mutable_config() = std::move(model.config);
-    for (const ModelKey& key : model.loaded) FillLoaded(key, info->add_loaded());
-    for (const VersionStatus& v : model.states) {
-      v1::ModelVersionStatus* status = info->add_version_status();
-      status->set_version(v.version);
-      status->set_state(VersionStateToProto(v.state));
-      status->set_reason(v.reason);
-      const FileStamp& file = v.stamp.exists() ? v.stamp : v.tried;
-      if (file.exists()) status->set_format(std::string(ModelFileFormatName(file)));
-    }
-    for (const PrecisionReport& r : model.precision) {
-      v1::PrecisionCheck* check = info->add_precision_checks();
-      check->set_version(r.version);
-      check->set_device(r.device);
-      check->set_dtype(DTypeToProto(r.dtype));
-      check->set_state(r.state);
-      check->set_relative_error(r.relative_error);
-      check->set_detail(r.detail);
-    }
-    if (!model.problem.ok()) {
-      info->set_problem(std::string(model.problem.message()));
-    } else if (!model.config_problem.empty()) {
-      info->set_problem(model.config_problem);
-    }
-  }
-  call->Answer(absl::OkStatus());
-  return call;
+  });
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                           grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<v1::LoadModelRequest, v1::LoadModelResponse>(
-      *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin));
-  if (!call->parsed()) return call;
-  const v1::LoadModelRequest& request = call->request();
-  absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
-  if (!precision.ok()) {
-    call->Answer(precision.status());
+  return GuardedUnary(ctx, "LoadModel", [&]() -> grpc::ServerUnaryReactor* {
+    auto* call = new RawUnaryCall<v1::LoadModelRequest, v1::LoadModelResponse>(
+        *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin));
+    if (!call->parsed()) return call;
+    const v1::LoadModelRequest& request = call->request();
+    absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
+    if (!precision.ok()) {
+      call->Answer(precision.status());
+      return call;
+    }
+    LoadRequest load{request.model(), request.version(), request.device(), *precision, nullptr, nullptr, ""};
+    core_.LoadModel(load, [call](absl::StatusOr<LoadResult> result) {
+      if (!result.ok()) return call->Answer(result.status());
+      v1::LoadModelResponse* response = call->response();
+      v1::LoadedModel* loaded = response->mutable_loaded();
+      loaded->set_version(result->version);
+      loaded->set_device(result->device);
+      loaded->set_dtype(DTypeToProto(result->dtype));
+      response->set_load_us(result->load_us);
+      call->Answer(absl::OkStatus());
+    });
     return call;
-  }
-  LoadRequest load{request.model(), request.version(), request.device(), *precision, nullptr, nullptr, ""};
-  core_.LoadModel(load, [call](absl::StatusOr<LoadResult> result) {
-    if (!result.ok()) return call->Answer(result.status());
-    v1::LoadModelResponse* response = call->response();
-    v1::LoadedModel* loaded = response->mutable_loaded();
-    loaded->set_version(result->version);
-    loaded->set_device(result->device);
-    loaded->set_dtype(DTypeToProto(result->dtype));
-    response->set_load_us(result->load_us);
-    call->Answer(absl::OkStatus());
   });
-  return call;
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::UnloadModel(grpc::CallbackServerContext* ctx,
                                                             const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  auto* call = new RawUnaryCall<v1::UnloadModelRequest, v1::UnloadModelResponse>(
-      *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin));
-  if (!call->parsed()) return call;
-  const v1::UnloadModelRequest& request = call->request();
-  absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
-  if (!precision.ok()) {
-    call->Answer(precision.status());
+  return GuardedUnary(ctx, "UnloadModel", [&]() -> grpc::ServerUnaryReactor* {
+    auto* call = new RawUnaryCall<v1::UnloadModelRequest, v1::UnloadModelResponse>(
+        *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin));
+    if (!call->parsed()) return call;
+    const v1::UnloadModelRequest& request = call->request();
+    absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
+    if (!precision.ok()) {
+      call->Answer(precision.status());
+      return call;
+    }
+    absl::StatusOr<size_t> n =
+        core_.UnloadModel({request.model(), request.version(), request.device(), *precision, nullptr, nullptr, ""});
+    if (n.ok()) call->response()->set_unloaded(static_cast<uint32_t>(*n));
+    call->Answer(n.status());
     return call;
-  }
-  absl::StatusOr<size_t> n =
-      core_.UnloadModel({request.model(), request.version(), request.device(), *precision, nullptr, nullptr, ""});
-  if (n.ok()) call->response()->set_unloaded(static_cast<uint32_t>(*n));
-  call->Answer(n.status());
-  return call;
+  });
 }
 
 }  // namespace infergate

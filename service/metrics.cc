@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/caught_exception.h"
 #include "devices/caching_cpu_allocator.h"
 #include "model_store/repository_scan.h"
 
@@ -135,6 +136,12 @@ class DeviceCollector : public prometheus::Collectable {
     std::vector<prometheus::MetricFamily> families = {up,       depth,     model_depth, capacity, in_flight,
                                                       oldest,   busy,      workers,     mem_total, mem_used,
                                                       resident, resident_models, budget, versions, version_info};
+    auto caught = Family("infergate_caught_exceptions_total",
+                         "Exceptions that escaped a handler, a worker's answer or a pool's task and were caught: "
+                         "the client got INTERNAL (or a 500) and the server went on. Any is a bug to report.",
+                         MetricType::Counter);
+    caught.metric.push_back(Sample({}, static_cast<double>(CaughtExceptionCount()), true));
+    families.push_back(caught);
     if (budget_) {
       auto inflight = Family("infergate_inflight_request_bytes",
                              "Bytes of inference requests held now (queued or running), against "

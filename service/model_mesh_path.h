@@ -6,8 +6,10 @@
 // exactly one model folder (a Triton repository of one model).
 //
 // With a root set (--modelmesh-model-root), the path, its symbolic links
-// resolved, must lie under it: the SPI cannot read the server's other
-// files. Pure functions over the file system; thread-safe.
+// resolved, must lie under it, and so must everything inside the model
+// folder (a version folder or file that is a link leading out is refused):
+// the SPI cannot read the server's other files. Pure functions over the
+// file system; thread-safe.
 
 #include <string>
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "model_store/model_name.h"
+#include "service/guarded_handler.h"
 #include "service/message_bytes.h"
 #include "service/model_mesh_path.h"
 #include "service/status_convert.h"
@@ -66,7 +67,7 @@ grpc::Status ModelMeshRuntime::Serve(grpc::ServerContext* ctx, grpc::ServerUnary
   Request request;
   if (!call->Read(&request)) return ToGrpcStatus(UnparsableRequest(request));
   Response response;
-  grpc::Status status = (this->*method)(ctx, request, &response);
+  grpc::Status status = GuardedSync(Request::descriptor()->name(), [&] { return (this->*method)(ctx, request, &response); });
   if (status.ok()) call->Write(response);
   return status;
 }

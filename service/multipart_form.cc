@@ -1,6 +1,7 @@
 #include "service/multipart_form.h"
 
-#include <vector>
+#include <optional>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -28,11 +29,6 @@ std::string HeaderParameter(absl::string_view header, absl::string_view name) {
   return "";
 }
 
-struct Field {
-  std::string name;
-  absl::string_view content;
-};
-
 }  // namespace
 
 bool IsMultipartForm(absl::string_view content_type) {
@@ -49,40 +45,49 @@ absl::StatusOr<absl::string_view> MultipartFormField(absl::string_view content_t
   if (at == absl::string_view::npos) {
     return absl::InvalidArgumentError("the multipart body does not contain its boundary");
   }
-  std::vector<Field> fields;
+  // Read part by part, holding nothing per part: the "data" field ends
+  // the reading; "body" and the first field are kept in case none follows.
+  // More than kMaxMultipartParts parts is refused (millions of empty parts
+  // would otherwise cost a second of this thread).
+  const std::string closing = absl::StrCat("\r\n", delimiter);
+  std::optional<absl::string_view> first;
+  std::optional<absl::string_view> body_field;
+  size_t parts = 0;
   while (true) {
     at += delimiter.size();
     if (body.substr(at, 2) == "--") break;  // the closing delimiter
     if (body.substr(at, 2) != "\r\n") return absl::InvalidArgumentError("the multipart body is malformed after a boundary");
+    if (++parts > kMaxMultipartParts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the multipart body has more than ", kMaxMultipartParts, " parts"));
+    }
     at += 2;
     const size_t headers_end = body.find("\r\n\r\n", at);
     if (headers_end == absl::string_view::npos) {
       return absl::InvalidArgumentError("a part of the multipart body has no end to its headers");
     }
-    Field field;
+    std::string name;
     for (absl::string_view line : absl::StrSplit(body.substr(at, headers_end - at), "\r\n")) {
       const size_t colon = line.find(':');
       if (colon != absl::string_view::npos &&
           absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(line.substr(0, colon)), "content-disposition")) {
-        field.name = HeaderParameter(line.substr(colon + 1), "name");
+        name = HeaderParameter(line.substr(colon + 1), "name");
       }
     }
     const size_t content_at = headers_end + 4;
-    const size_t next = body.find(absl::StrCat("\r\n", delimiter), content_at);
+    const size_t next = body.find(closing, content_at);
     if (next == absl::string_view::npos) {
       return absl::InvalidArgumentError("a part of the multipart body is not closed by its boundary");
     }
-    field.content = body.substr(content_at, next - content_at);
-    fields.push_back(std::move(field));
+    const absl::string_view content = body.substr(content_at, next - content_at);
+    if (name == "data") return content;
+    if (name == "body" && !body_field) body_field = content;
+    if (!first) first = content;
     at = next + 2;
   }
-  if (fields.empty()) return absl::InvalidArgumentError("the multipart body has no fields");
-  for (const char* wanted : {"data", "body"}) {
-    for (const Field& f : fields) {
-      if (f.name == wanted) return f.content;
-    }
-  }
-  return fields.front().content;
+  if (body_field) return *body_field;
+  if (!first) return absl::InvalidArgumentError("the multipart body has no fields");
+  return *first;
 }
 
 }  // namespace infergate

@@ -270,7 +270,7 @@ absl::Status OpenInferenceApi::RepositoryIndex(const std::string& repository, bo
 absl::StatusOr<LoadRequest> LoadRequestFromParameters(
     const std::string& model,
     const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload,
-    uint64_t max_file_bytes) {
+    uint64_t max_file_bytes, bool allow_native) {
   LoadRequest load;
   load.model = model;
   std::map<std::string, std::string> files;
@@ -298,8 +298,9 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
       const std::string field = absl::StrCat("parameters.", key.substr(0, 128));
       if (max_file_bytes == 0) {
         return absl::FailedPreconditionError(absl::StrCat(
-            field, ": this server loads no model files sent with a load (--max-load-file-bytes=0); put the model in "
-            "the repository (--model-repository) and load it by name"));
+            field, ": this server takes no model files sent with a load (uploads are off unless "
+            "--max-load-file-bytes is set); put the model in the repository (--model-repository) and load it by "
+            "name"));
       }
       const std::string path = key.substr(5);
       if (absl::Status s = CheckUploadPath(path); !s.ok()) {
@@ -321,6 +322,9 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
         return absl::ResourceExhaustedError(absl::StrCat(
             field, ": the files sent with this load hold more than --max-load-file-bytes (", max_file_bytes,
             " bytes)"));
+      }
+      if (!allow_native) {
+        if (absl::Status s = CheckNotNativeCode(path, content); !s.ok()) return s;
       }
       if (++file_count > kMaxUploadFiles) {
         return absl::InvalidArgumentError(

@@ -53,11 +53,12 @@ class OpenInferenceApi {
 // JSON model configuration, triton_model_config.h); an unload's
 // `unload_dependents`; a load's `file:<path>` parameters, the model's files
 // (bytes over gRPC, base64 over REST) at most `max_file_bytes` in all (0:
-// refused), with `config` required beside them as Triton does. Any other
-// parameter is INVALID_ARGUMENT naming it.
+// refused), with `config` required beside them as Triton does; a file
+// that is native code (CheckNotNativeCode) PERMISSION_DENIED unless
+// `allow_native`. Any other parameter is INVALID_ARGUMENT naming it.
 absl::StatusOr<LoadRequest> LoadRequestFromParameters(
     const std::string& model,
     const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload,
-    uint64_t max_file_bytes = 0);
+    uint64_t max_file_bytes = 0, bool allow_native = false);
 
 }  // namespace infergate

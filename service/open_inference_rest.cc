@@ -89,8 +89,8 @@ OpenInferenceRest::OpenInferenceRest(InferenceCore& core, const FrontEnd& front_
 absl::Status OpenInferenceRest::InflateBody(HttpRequest& request) const {
   const absl::string_view encoding = request.Header("content-encoding");
   if (!IsEncodedBody(encoding)) return absl::OkStatus();
-  // Each chunk counts against the in-flight budget before it is kept; the
-  // whole body counts again once the call is admitted, after this.
+  // The inflated size counts against the in-flight budget before it is
+  // allocated; the whole body counts again once the call is admitted.
   InflightBudget::Reservation inflating;
   auto account = [this, &inflating](uint64_t bytes) {
     InflightBudget* budget = front_end_.budget();
@@ -116,6 +116,7 @@ std::optional<HttpResponse> OpenInferenceRest::Screen(const HttpRequest& head) c
                      (parts.size() == 2 && parts[1] == "logging" && head.method == "POST");
   absl::Status s = front_end_.auth().Check(head.Header("authorization"), admin ? TokenAuth::Role::kAdmin
                                                                    : TokenAuth::Role::kInference);
+  if (s.ok() && admin) s = front_end_.auth().CheckAdminHost(head.Header("host"));
   if (!s.ok()) return Error(s);
   return std::nullopt;
 }
@@ -368,7 +369,8 @@ void OpenInferenceRest::Load(const HttpRequest& request, const std::string& mode
   absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryParameter>> params =
       ParseRepositoryParameters(request.body);
   if (!params.ok()) return respond(Error(params.status()));
-  absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params, /*unload=*/!load, front_end_.limits().max_load_file_bytes);
+  absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params, /*unload=*/!load, front_end_.limits().max_load_file_bytes,
+                                                                 front_end_.limits().allow_native_uploads);
   if (!parsed.ok()) return respond(Error(parsed.status()));
   if (!load) {
     absl::StatusOr<size_t> n = core_.UnloadModel(*parsed);

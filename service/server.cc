@@ -8,6 +8,7 @@
 #include <grpcpp/security/tls_credentials_options.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,7 @@
 #include "model_store/torchserve_store.h"
 #include "service/completion_queue_infer.h"
 #include "service/front_end.h"
+#include "service/handler_work_pool.h"
 #include "service/http_server.h"
 #include "service/inference_service.h"
 #include "service/inflight_budget.h"
@@ -95,6 +97,9 @@ struct Server::Parts {
   std::unique_ptr<MemoryReturner> memory_returner;
   std::unique_ptr<Tracing> tracing;
   std::unique_ptr<Metrics> metrics;
+  // Stopped (its queued work run) once no new request can arrive, before
+  // the core shuts down; outlives nothing that its work refers to.
+  std::unique_ptr<HandlerWorkPool> handler_pool;
   std::unique_ptr<FrontEnd> front_end;
   std::unique_ptr<InferenceServiceImpl> service;
   std::unique_ptr<OpenInferenceRest> rest;
@@ -156,9 +161,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
     p->core->SetObserver(p->metrics.get());
     LOG_INFO << "metrics on http://" << HostOf(opts.metrics_address) << ":" << p->metrics->port() << "/metrics";
   }
-  absl::StatusOr<TokenAuth> auth = TokenAuth::FromFiles(opts.auth_token_file, opts.admin_token_file,
-                                                        opts.disable_admin);
+  absl::StatusOr<TokenAuth> auth = TokenAuth::FromFiles(
+      opts.auth_token_file, opts.admin_token_file,
+      opts.disable_admin    ? TokenAuth::AdminAccess::kDisabled
+      : opts.open_admin_api ? TokenAuth::AdminAccess::kOpen
+                            : TokenAuth::AdminAccess::kTokenOnly);
   if (!auth.ok()) return auth.status();
+  auth->SetHostNames(opts.http_host_names);
   // Mutual TLS authenticates every caller; otherwise say what anyone who
   // reaches the port may do without a token.
   if (const std::string open = auth->OpenToAnyone();
@@ -176,8 +185,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   }
   // Every inference front end takes one call path, with these tokens,
   // limits and budget, and drains on one switch.
+  // The built-in handlers' image decoding: a thread per core, a bounded queue.
+  const int handler_threads = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  p->handler_pool = std::make_unique<HandlerWorkPool>(handler_threads, static_cast<size_t>(handler_threads) * 64);
   p->front_end = std::make_unique<FrontEnd>(InferBackend::Of(*p->core), opts.tensor_limits, *std::move(auth),
-                                            p->budget.get(), p->metrics.get(), p->tracing.get());
+                                            p->budget.get(), p->metrics.get(), p->tracing.get(),
+                                            p->handler_pool.get());
   p->service = std::make_unique<InferenceServiceImpl>(*p->core, *p->front_end);
   // The REST API, on its own port, with the same tokens, budget and limits.
   if (!opts.http_address.empty()) {
@@ -323,6 +336,9 @@ bool Server::Drain(std::chrono::steady_clock::time_point deadline) {
   // being written gets the rest of the grace period.
   if (p.http) p.http->Shutdown(std::max(grace, std::chrono::steady_clock::now() + std::chrono::seconds(1)));
   p.watchdog.reset();
+  // No request can arrive now: images still queued for decoding are
+  // decoded and answered (refused, as the server drains) before the core goes.
+  p.handler_pool.reset();
   p.core->Shutdown();
   // Every inference call has been answered: the completion queues can go.
   p.queued_infer->Stop();

@@ -138,8 +138,8 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                "a TorchServe model store: config/config.properties with model-store/*.mar (KServe's /mnt/models), "
                "or a folder of .mar files.");
   flags.ByteSize("mar-max-bytes", &o.mar_max_bytes,
-                 "The most one TorchServe archive (.mar) may extract to; a larger one is refused, and nothing of "
-                 "it is kept.");
+                 "The most a TorchServe model store's archives (.mar) may extract to, all together; an archive "
+                 "that would pass what is left is refused, and nothing of it is kept.");
   flags.Bool("torchserve-addresses", &o.torchserve_addresses,
              "Serve on the addresses a TorchServe config.properties names: inference_address for REST, "
              "grpc_inference_port for gRPC, metrics_address for metrics (they replace --http-address, --address "
@@ -159,7 +159,11 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                  "a quarter of the container's memory limit, or of the host's memory.");
   flags.ByteSize("max-load-file-bytes", &o.max_load_file_bytes,
                  "Bytes of model files one load may carry (Triton's file: load parameters), written to a private "
-                 "folder and served from there; 0 refuses such loads.");
+                 "folder and served from there; 0 (the default) refuses such loads. Loads need an admin token "
+                 "(or --open-admin-api).");
+  flags.Bool("allow-native-uploads", &o.allow_native_uploads,
+             "Let the files a load carries be native code: an AOTInductor package (.pt2) or a shared library, "
+             "which the server loads and runs as its own user. Off: such files are refused.");
   flags.ByteSize("cpu-tensor-cache", &o.cpu_tensor_cache_bytes,
                  "Freed CPU tensor blocks of 64 KiB and more kept for reuse, at most this many bytes (e.g. 256MiB), "
                  "so a model's activations are not faulted in afresh on every request; 0 leaves LibTorch's own "
@@ -213,6 +217,14 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.String("admin-token-file", &o.admin_token_file,
                "File of bearer tokens required for LoadModel and UnloadModel (admin tokens may also infer).");
   flags.Bool("disable-admin", &o.disable_admin, "Refuse LoadModel and UnloadModel entirely.");
+  flags.Bool("open-admin-api", &o.open_admin_api,
+             "Without --admin-token-file, let anyone who reaches the ports load and unload models (and send model "
+             "files, with --max-load-file-bytes). A load can run native code: for a trusted network only. Off: "
+             "the admin calls need an admin token.");
+  flags.Repeated("http-host-name", &o.http_host_names,
+                 "A name the REST port is reached by (besides localhost, IP addresses and the machine's name; "
+                 "repeat for more), for admin requests while the admin API is open without a token: one addressed "
+                 "to any other Host is refused (DNS rebinding).");
   flags.String("reflection", &f.reflection,
                "gRPC server reflection: on, off, or auto (on unless --auth-token-file or --admin-token-file is "
                "set: reflection answers without a token).");
@@ -241,8 +253,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                "HOST:PORT (loopback) or unix:PATH to serve KServe ModelMesh's model-runtime SPI on "
                "(mmesh.ModelRuntime: ModelMesh loads and unloads models here); empty disables it.");
   flags.String("modelmesh-model-root", &o.modelmesh_model_root,
-               "Folder every ModelMesh modelPath must lie under (e.g. /models, where ModelMesh's storage helper "
-               "puts them); empty allows any folder the server can read.");
+               "Folder every ModelMesh modelPath, and everything in it with links resolved, must lie under (e.g. "
+               "/models, where ModelMesh's storage helper puts them). Required with a TCP --modelmesh-address; "
+               "on a unix: socket empty allows any folder the server can read.");
   flags.Duration("modelmesh-load-timeout", &o.modelmesh_load_timeout,
                  "How long ModelMesh should let one model load take (told to ModelMesh in runtimeStatus).");
   flags.ByteSize("modelmesh-default-model-size", &o.modelmesh_default_model_size,
@@ -322,6 +335,7 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   }
   o.tensor_limits = {static_cast<int>(f.max_tensor_rank), f.max_tensor_elements};
   o.tensor_limits.max_load_file_bytes = o.max_load_file_bytes;
+  o.tensor_limits.allow_native_uploads = o.allow_native_uploads;
   for (const auto& [flag, value] : {std::pair<const char*, std::chrono::milliseconds>{"--max-connection-age", o.max_connection_age},
                                      {"--max-connection-idle", o.max_connection_idle},
                                      {"--grpc-handshake-timeout", o.grpc_handshake_timeout}}) {
@@ -346,6 +360,13 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                      "' is reachable beyond this host; the SPI loads any folder the server can read, so it serves "
                      "only on loopback (127.0.0.1:PORT, [::1]:PORT) or a unix: socket, where ModelMesh's container "
                      "in the same pod reaches it"));
+  }
+  if (!o.modelmesh_address.empty() && !absl::StartsWith(o.modelmesh_address, "unix:") &&
+      o.modelmesh_model_root.empty()) {
+    return absl::InvalidArgumentError(
+        "--modelmesh-model-root: required with a TCP --modelmesh-address: the SPI loads models (and a .pt2 is "
+        "native code) for any caller on this host without a token, so it may read only under a root; or serve "
+        "it on a unix: socket, whose file permissions are the guard");
   }
   if (o.modelmesh_load_timeout.count() < 1 || o.modelmesh_load_timeout.count() > UINT32_MAX) {
     return absl::InvalidArgumentError("--modelmesh-load-timeout: must be between 1ms and 49 days");

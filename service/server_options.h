@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/cpu_policy.h"
@@ -31,7 +32,8 @@ struct ServerOptions {
   // Bytes of inference requests held at once; 0 picks a quarter of the
   // memory there is (the container's limit, else the host's).
   uint64_t max_inflight_bytes = 0;
-  uint64_t max_load_file_bytes = uint64_t{64} << 20;  // model files one load may carry; 0 refuses them
+  uint64_t max_load_file_bytes = 0;  // model files one load may carry; 0 (the default) refuses them
+  bool allow_native_uploads = false;  // those files may be native code (.pt2, shared libraries)
   // Freed CPU tensor blocks kept for reuse (CachingCpuAllocator); 0: off.
   uint64_t cpu_tensor_cache_bytes = 256 << 20;
   CodecLimits tensor_limits{8, int64_t{1} << 28};
@@ -51,6 +53,14 @@ struct ServerOptions {
   std::string auth_token_file;
   std::string admin_token_file;
   bool disable_admin = false;
+  // The admin RPCs (load, unload, uploads) for anyone without a token when
+  // no --admin-token-file is given; off: they need an admin token.
+  bool open_admin_api = false;
+  // Names besides localhost, IP literals and the machine's own name that
+  // REST admin requests may be addressed to (their Host header) while the
+  // admin API is open without a token: a DNS-rebinding page's requests
+  // carry the attacker's name.
+  std::vector<std::string> http_host_names;
   // gRPC server reflection: kAuto serves it only when no token is
   // configured (with tokens, reflection would describe the API to anyone
   // who can reach the port: gRPC 1.51 cannot put a token check in front of

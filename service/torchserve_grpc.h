@@ -8,7 +8,8 @@
 // and StreamPredictions2 (streamed answers of generative handlers and
 // stateful sequences) are not served: UNIMPLEMENTED.
 //
-// Threading: gRPC's callback threads; nothing blocks.
+// Threading: gRPC's callback threads; nothing blocks (an image is decoded on
+// the front end's handler pool, handler_work_pool.h).
 
 #include "core/inference_core.h"
 #include "model_store/torchserve_store.h"

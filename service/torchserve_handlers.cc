@@ -13,33 +13,53 @@
 namespace infergate {
 namespace {
 
-// The resize keeps at most about as much again as the decoded pixels.
-constexpr uint64_t kPreprocessCopies = 2;
-
-absl::StatusOr<at::Tensor> ImageInput(absl::string_view bytes, absl::string_view where, InflightBudget* budget) {
-  InflightBudget::Reservation pixels;  // held until the preprocessed tensor is made
-  auto reserve = [&](uint64_t decoded) -> absl::Status {
-    if (budget == nullptr) return absl::OkStatus();
-    absl::StatusOr<InflightBudget::Reservation> r = budget->Reserve(decoded * kPreprocessCopies);
+absl::StatusOr<at::Tensor> ImageInput(absl::string_view bytes, absl::string_view where,
+                                      const HandlerInputLimits& limits) {
+  // Held until the preprocessed tensor is made: the decoded pixels, what
+  // the decoder holds besides them, and the preprocessing's own work.
+  InflightBudget::Reservation held;
+  ImageDecodeOptions options;
+  options.max_aspect_ratio = kMaxImageAspectRatio;
+  options.keep_going = limits.keep_going;
+  options.reserve = [&](uint64_t width, uint64_t height, uint64_t decoder_bytes) -> absl::Status {
+    if (limits.budget == nullptr) return absl::OkStatus();
+    const uint64_t bytes = width * height * 3 + decoder_bytes + ImageClassifierWorkBytes(static_cast<int64_t>(height)) +
+                           uint64_t{3} * 224 * 224 * sizeof(float);
+    absl::StatusOr<InflightBudget::Reservation> r = limits.budget->Reserve(bytes);
     if (!r.ok()) {
-      return absl::ResourceExhaustedError(absl::StrCat(where, ": decoding the image needs ", decoded * kPreprocessCopies,
-                                                       " bytes, more than the in-flight budget has free"));
+      return absl::ResourceExhaustedError(absl::StrCat(where, ": the ", width, "x", height, " image needs ", bytes,
+                                                       " bytes to decode and preprocess, more than the in-flight "
+                                                       "budget has free"));
     }
-    pixels = *std::move(r);
+    held = *std::move(r);
     return absl::OkStatus();
   };
-  absl::StatusOr<RgbImage> image = DecodeImage(bytes, where, kMaxImagePixels, reserve);
+  absl::StatusOr<RgbImage> image = DecodeImage(bytes, where, options);
   if (!image.ok()) return image.status();
+  if (limits.keep_going) {
+    if (absl::Status s = limits.keep_going(); !s.ok()) return s;
+  }
   return ImageClassifierInput(*image);
 }
 
 // The image in `text`: base64 (standard or URL-safe alphabet) of a JPEG or PNG.
-absl::StatusOr<at::Tensor> Base64ImageInput(const std::string& text, absl::string_view where, InflightBudget* budget) {
+absl::StatusOr<at::Tensor> Base64ImageInput(const std::string& text, absl::string_view where,
+                                            const HandlerInputLimits& limits) {
+  // The decoded bytes (three quarters of the text) count while they live.
+  InflightBudget::Reservation held;
+  if (limits.budget != nullptr) {
+    absl::StatusOr<InflightBudget::Reservation> r = limits.budget->Reserve(text.size() / 4 * 3 + 3);
+    if (!r.ok()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(where, ": the image's base64 text does not fit the in-flight budget: ", r.status().message()));
+    }
+    held = *std::move(r);
+  }
   std::string bytes;
   if (!absl::Base64Unescape(text, &bytes) && !absl::WebSafeBase64Unescape(text, &bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": expected an image's bytes in base64"));
   }
-  return ImageInput(bytes, where, budget);
+  return ImageInput(bytes, where, limits);
 }
 
 // JSON text of a probability as Python's float repr writes a double.
@@ -86,36 +106,48 @@ const nlohmann::json& InstanceValue(const nlohmann::json& instance) {
 }
 
 absl::StatusOr<at::Tensor> HandlerInput(const PredictionTarget& target, const nlohmann::json& value,
-                                        absl::string_view where, const CodecLimits& limits, InflightBudget* budget) {
+                                        absl::string_view where, const HandlerInputLimits& limits) {
   if (target.handler == MarHandler::kImageClassifier) {
     const nlohmann::json* v = &value;
     if (v->is_object()) {
       if (auto b64 = v->find("b64"); b64 != v->end()) v = &*b64;
     }
-    if (v->is_string()) return Base64ImageInput(v->get<std::string>(), where, budget);
+    if (v->is_string()) return Base64ImageInput(v->get<std::string>(), where, limits);
     if (!v->is_array()) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": expected an image (base64 text) or a preprocessed tensor (a nested list)"));
     }
-    return InstanceTensor(*v, DType::kFloat32, where, limits);
+    return InstanceTensor(*v, DType::kFloat32, where, limits.codec);
   }
-  return InstanceTensor(value, target.input_dtype, where, limits);
+  return InstanceTensor(value, target.input_dtype, where, limits.codec);
 }
 
 absl::StatusOr<at::Tensor> HandlerInputFromBytes(const PredictionTarget& target, absl::string_view bytes,
-                                                 absl::string_view where, const CodecLimits& limits,
-                                                 InflightBudget* budget) {
-  if (target.handler == MarHandler::kImageClassifier && LooksLikeImage(bytes)) return ImageInput(bytes, where, budget);
+                                                 absl::string_view where, const HandlerInputLimits& limits) {
+  if (target.handler == MarHandler::kImageClassifier && LooksLikeImage(bytes)) return ImageInput(bytes, where, limits);
   absl::StatusOr<nlohmann::json> value = ParseBoundedJson(bytes, where);
   if (!value.ok()) {
     if (target.handler == MarHandler::kImageClassifier) {
       // Not JSON: base64 text of an image, as some clients send it.
-      return Base64ImageInput(std::string(bytes), where, budget);
+      return Base64ImageInput(std::string(bytes), where, limits);
     }
     return absl::InvalidArgumentError(
         absl::StrCat(value.status().message(), "; base_handler takes a JSON list (or {\"data\": list})"));
   }
-  return HandlerInput(target, InstanceValue(*value), where, limits, budget);
+  return HandlerInput(target, InstanceValue(*value), where, limits);
+}
+
+std::function<absl::Status()> StopAt(Clock::time_point deadline, std::shared_ptr<CancelSignal> cancelled,
+                                     std::string where) {
+  return [deadline, cancelled = std::move(cancelled), where = std::move(where)]() -> absl::Status {
+    if (cancelled && cancelled->fired()) {
+      return absl::CancelledError(absl::StrCat(where, ": the client left while its input was prepared"));
+    }
+    if (Clock::now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(where, ": the deadline passed while its input was prepared"));
+    }
+    return absl::OkStatus();
+  };
 }
 
 std::string HandlerOutput(MarHandler handler, const InferenceResult& result, int64_t row) {

@@ -17,6 +17,9 @@
 // RGB first (TorchServe's pipeline fails on them).
 // Pure functions; thread-safe.
 
+#include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include <ATen/core/Tensor.h>
@@ -26,6 +29,7 @@
 #include "nlohmann/json.hpp"
 #include "model_store/inference_types.h"
 #include "model_store/mar_manifest.h"
+#include "service/cancel_signal.h"
 #include "service/front_end.h"
 #include "service/inflight_budget.h"
 #include "service/torchserve_models.h"
@@ -40,19 +44,47 @@ inline constexpr int kTopClasses = 5;
 // "data" or "body" holds (TorchServe's request rows, KServe's envelope).
 const nlohmann::json& InstanceValue(const nlohmann::json& instance);
 
+// The longest side of an image image_classifier takes, as a multiple of
+// its shortest: panoramas pass, a 1 x 65,500 strip does not.
+inline constexpr uint64_t kMaxImageAspectRatio = 100;
+
+// The most images one KServe V1 request may carry for image_classifier:
+// each becomes a 602 KB tensor.
+inline constexpr size_t kMaxImageInstances = 128;
+
+// How long making one request's inputs may take when the client set no
+// deadline (an image of the largest allowed size takes about a second).
+inline constexpr std::chrono::seconds kHandlerInputTimeout{30};
+
+// What turning an instance into the model's input may use, and who may
+// stop it.
+struct HandlerInputLimits {
+  const CodecLimits& codec;
+  // An image's decoded pixels and preprocessing work count against it
+  // while the instance is made (null: no byte limit); a V1 instance's
+  // tensor while it is decoded.
+  InflightBudget* budget = nullptr;
+  // Polled while an image is decoded; its error (a deadline that passed, a
+  // client that left) abandons the work. May be empty.
+  std::function<absl::Status()> keep_going;
+};
+
 // The model input for one instance given as JSON (a REST or V1 body, after
-// any {"data": ...} envelope); `where` names it in errors. An image's
-// decoded pixels (and the resize's) count against `budget` (null: none)
-// while it is preprocessed: RESOURCE_EXHAUSTED when they do not fit.
+// any {"data": ...} envelope); `where` names it in errors. RESOURCE_EXHAUSTED
+// when what it needs does not fit the budget.
 absl::StatusOr<at::Tensor> HandlerInput(const PredictionTarget& target, const nlohmann::json& value,
-                                        absl::string_view where, const CodecLimits& limits, InflightBudget* budget);
+                                        absl::string_view where, const HandlerInputLimits& limits);
 
 // The model input for one instance given as bytes (a raw REST body, a gRPC
 // input entry): an image for image_classifier (raw, or base64), JSON text
 // otherwise.
 absl::StatusOr<at::Tensor> HandlerInputFromBytes(const PredictionTarget& target, absl::string_view bytes,
-                                                 absl::string_view where, const CodecLimits& limits,
-                                                 InflightBudget* budget);
+                                                 absl::string_view where, const HandlerInputLimits& limits);
+
+// A keep_going for HandlerInputLimits: DEADLINE_EXCEEDED naming `where`
+// once `deadline` has passed, CANCELLED once `cancelled` (may be null) is.
+std::function<absl::Status()> StopAt(Clock::time_point deadline, std::shared_ptr<CancelSignal> cancelled,
+                                     std::string where);
 
 // Reports how long each instance's input took to `observer` (may be null),
 // around HandlerInput or HandlerInputFromBytes.

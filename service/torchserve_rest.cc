@@ -5,8 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/caught_exception.h"
 #include "common/mutex.h"
 #include "service/cross_origin.h"
+#include "service/handler_work_pool.h"
 #include "service/infer_call.h"
 #include "service/instance_codec.h"
 #include "service/multipart_form.h"
@@ -69,6 +71,9 @@ struct TorchServeRest::Prediction {
   Protocol protocol;
   HttpResponder respond;
   std::vector<std::string> rows;  // JSON text; each call writes only its own rows
+  // The instances' input tensors' bytes, held until the answer is sent
+  // (this struct goes when the last call has ended).
+  InflightBudget::Reservation rows_held;
   Mutex mu;
   size_t calls_left ABSL_GUARDED_BY(mu) = 0;
   absl::Status first_error ABSL_GUARDED_BY(mu);
@@ -92,6 +97,15 @@ struct TorchServeRest::Prediction {
     HttpResponse r;
     r.body = rows.empty() ? "null" : std::move(rows[0]);
     respond(std::move(r));
+  }
+
+  // Answers with `status` alone, before any call began.
+  void Refuse(const absl::Status& status) {
+    {
+      MutexLock lock(mu);
+      calls_left = 1;
+    }
+    CallEnded(status);
   }
 
   void CancelAll() {
@@ -122,6 +136,9 @@ std::optional<HttpResponse> TorchServeRest::Screen(const HttpRequest& head) cons
   if (head.path == "/ping") return std::nullopt;
   const TokenAuth::Role role = IsManagementMutation(head) ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference;
   if (absl::Status s = front_end_.auth().Check(head.Header("authorization"), role); !s.ok()) return error(s);
+  if (role == TokenAuth::Role::kAdmin) {
+    if (absl::Status s = front_end_.auth().CheckAdminHost(head.Header("host")); !s.ok()) return error(s);
+  }
   return std::nullopt;
 }
 
@@ -201,31 +218,65 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
   auto prediction = std::make_shared<Prediction>();
   prediction->protocol = protocol;
   prediction->respond = std::move(respond);
-  auto refuse = [&prediction](const absl::Status& s) {
-    {
-      MutexLock lock(prediction->mu);
-      prediction->calls_left = 1;
-    }
-    prediction->CallEnded(s);
-  };
   absl::StatusOr<PredictionTarget> target = models_.Resolve(model, version);
-  if (!target.ok()) return refuse(target.status());
+  if (!target.ok()) return prediction->Refuse(target.status());
+  // Decoding and preprocessing images is CPU work of up to a second: it
+  // runs on the handler pool, never on this HTTP I/O thread.
+  HandlerWorkPool* pool = front_end_.handler_pool();
+  if (target->handler != MarHandler::kImageClassifier || pool == nullptr) {
+    return PredictWith(std::move(request), *std::move(target), model, version, std::move(prediction));
+  }
+  auto work = [this, request, target = *std::move(target), model, version, prediction]() mutable {
+    const absl::Status failed = RunCatching("preparing a prediction", [&] {
+      PredictWith(std::move(request), std::move(target), model, version, prediction);
+    });
+    if (!failed.ok()) prediction->Refuse(failed);
+  };
+  if (!pool->TrySubmit(std::move(work))) {
+    prediction->Refuse(absl::ResourceExhaustedError(
+        absl::StrCat("model '", model, "': ", pool->max_queued(),
+                     " requests already wait to have their images decoded; retry later")));
+  }
+}
+
+void TorchServeRest::PredictWith(std::shared_ptr<HttpRequest> request, PredictionTarget target,
+                                 const std::string& model, const std::string& version,
+                                 std::shared_ptr<Prediction> prediction) {
+  const Protocol protocol = prediction->protocol;
+  absl::StatusOr<Clock::time_point> deadline = RestDeadline(*request, Clock::now());
+  if (!deadline.ok()) return prediction->Refuse(deadline.status());
   // The body's instances as the model's inputs. A JSON parse tree is the
   // largest thing the call holds, some tens of bytes per value: it counts
   // against the in-flight budget while it lives.
   const JsonScan scan = ScanJson(request->body);
   InflightBudget::Reservation tree;
-  if (InflightBudget* budget = front_end_.budget()) {
+  InflightBudget* budget = front_end_.budget();
+  if (budget != nullptr) {
     absl::StatusOr<InflightBudget::Reservation> reserved = budget->Reserve(scan.TreeBytes());
     if (!reserved.ok()) {
       if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
-      return refuse(absl::ResourceExhaustedError(absl::StrCat("the JSON body's parse tree (about ", scan.TreeBytes(),
-                                                              " bytes) does not fit the in-flight budget: ",
-                                                              reserved.status().message())));
+      return prediction->Refuse(absl::ResourceExhaustedError(absl::StrCat(
+          "the JSON body's parse tree (about ", scan.TreeBytes(), " bytes) does not fit the in-flight budget: ",
+          reserved.status().message())));
     }
     tree = *std::move(reserved);
   }
-  const CodecLimits& limits = front_end_.limits();
+  const HandlerInputLimits limits{
+      front_end_.limits(), budget,
+      StopAt(std::min(*deadline, Clock::now() + kHandlerInputTimeout), request->client_gone, "body")};
+  // Each instance's tensor counts against the budget from the moment it
+  // is made until the prediction is answered: a thousand tiny images
+  // become a thousand 602 KB tensors.
+  auto made = [&](const at::Tensor& row, absl::string_view where) -> absl::Status {
+    if (budget == nullptr) return absl::OkStatus();
+    const uint64_t bytes = row.nbytes();
+    if (absl::Status s = budget->Extend(prediction->rows_held, bytes); !s.ok()) {
+      if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+      return absl::ResourceExhaustedError(absl::StrCat(where, ": its input tensor (", bytes,
+                                                       " bytes) does not fit the in-flight budget: ", s.message()));
+    }
+    return absl::OkStatus();
+  };
   std::vector<at::Tensor> rows;
   std::string field = "body";
   if (protocol == Protocol::kTorchServe) {
@@ -233,33 +284,42 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
     absl::string_view payload = request->body;
     if (const absl::string_view type = request->Header("content-type"); IsMultipartForm(type)) {
       absl::StatusOr<absl::string_view> part = MultipartFormField(type, request->body);
-      if (!part.ok()) return refuse(part.status());
+      if (!part.ok()) return prediction->Refuse(part.status());
       payload = *part;
     }
     absl::StatusOr<at::Tensor> row = [&] {
-      HandlerInputTimer timer(front_end_.observer(), target->model);
-      return HandlerInputFromBytes(*target, payload, field, limits, front_end_.budget());
+      HandlerInputTimer timer(front_end_.observer(), target.model);
+      return HandlerInputFromBytes(target, payload, field, limits);
     }();
-    if (!row.ok()) return refuse(row.status());
+    if (!row.ok()) return prediction->Refuse(row.status());
+    if (absl::Status s = made(*row, field); !s.ok()) return prediction->Refuse(s);
     rows.push_back(*std::move(row));
   } else {
     absl::StatusOr<nlohmann::json> body = ParseBoundedJson(request->body, "the V1 request body");
-    if (!body.ok()) return refuse(body.status());
+    if (!body.ok()) return prediction->Refuse(body.status());
     auto it = body->is_object() ? body->find("instances") : body->end();
     if (!body->is_object() || it == body->end() || !it->is_array()) {
-      return refuse(absl::InvalidArgumentError("the V1 request body must be {\"instances\": [...]}"));
+      return prediction->Refuse(absl::InvalidArgumentError("the V1 request body must be {\"instances\": [...]}"));
     }
-    if (it->empty()) return refuse(absl::InvalidArgumentError("instances: is empty"));
+    if (it->empty()) return prediction->Refuse(absl::InvalidArgumentError("instances: is empty"));
     field = "instances";
-    if (absl::Status s = CheckTensorCount(static_cast<int64_t>(it->size()), field, limits); !s.ok()) return refuse(s);
+    if (absl::Status s = CheckTensorCount(static_cast<int64_t>(it->size()), field, limits.codec); !s.ok()) {
+      return prediction->Refuse(s);
+    }
+    if (target.handler == MarHandler::kImageClassifier && it->size() > kMaxImageInstances) {
+      return prediction->Refuse(absl::InvalidArgumentError(
+          absl::StrCat("instances: ", it->size(), " images in one request; image_classifier takes at most ",
+                       kMaxImageInstances, " (send more requests)")));
+    }
     rows.reserve(it->size());
     for (size_t i = 0; i < it->size(); ++i) {
+      const std::string where = absl::StrCat("instances[", i, "]");
       absl::StatusOr<at::Tensor> row = [&] {
-        HandlerInputTimer timer(front_end_.observer(), target->model);
-        return HandlerInput(*target, InstanceValue((*it)[i]), absl::StrCat("instances[", i, "]"), limits,
-                            front_end_.budget());
+        HandlerInputTimer timer(front_end_.observer(), target.model);
+        return HandlerInput(target, InstanceValue((*it)[i]), where, limits);
       }();
-      if (!row.ok()) return refuse(row.status());
+      if (!row.ok()) return prediction->Refuse(row.status());
+      if (absl::Status s = made(*row, where); !s.ok()) return prediction->Refuse(s);
       rows.push_back(*std::move(row));
     }
   }
@@ -267,7 +327,7 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
 
   // One call per batch of at most max_batch_size instances; a model
   // without batching takes each instance alone, as its whole input.
-  const size_t per_call = target->InstancesPerCall();
+  const size_t per_call = target.InstancesPerCall();
   const size_t call_count = (rows.size() + per_call - 1) / per_call;
   prediction->rows.resize(rows.size());
   {
@@ -292,23 +352,18 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
                     model);
     }
     if (!call->Admit([&request] { return request->Header("authorization"); }, bytes_per_call)) continue;
-    absl::StatusOr<Clock::time_point> deadline = RestDeadline(*request, call->received());
-    if (!deadline.ok()) {
-      call->Refuse(deadline.status());
-      continue;
-    }
     InferenceRequest req;
     req.model = model;
-    req.version = target->version;
+    req.version = target.version;
     req.deadline = *deadline;
-    absl::StatusOr<at::Tensor> input = target->Input(rows, first, count, field);
+    absl::StatusOr<at::Tensor> input = target.Input(rows, first, count, field);
     if (!input.ok()) {
       call->Refuse(input.status());
       continue;
     }
     req.inputs.push_back({"", *std::move(input)});
-    const bool batched = target->max_batch_size > 0;
-    const MarHandler handler = target->handler;
+    const bool batched = target.max_batch_size > 0;
+    const MarHandler handler = target.handler;
     call->Submit(std::move(req), [prediction, first, count, batched, handler](InferenceResult& result) {
       for (size_t i = 0; i < count; ++i) {
         prediction->rows[first + i] = HandlerOutput(handler, result, batched ? static_cast<int64_t>(i) : -1);

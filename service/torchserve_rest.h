@@ -25,8 +25,10 @@
 // TorchServe's {"code", "type", "message"} on its routes and {"error"} on
 // KServe's, with the status codes of open_inference_rest.h.
 //
-// Threading: Handle runs on the HTTP server's threads and never blocks;
-// answers are written from the core's completion callbacks.
+// Threading: Handle runs on the HTTP server's threads and never blocks:
+// image_classifier's decoding and preprocessing run on the front end's
+// handler pool (handler_work_pool.h), which must be stopped before this
+// goes; answers are written from the core's completion callbacks.
 
 #include <memory>
 #include <optional>
@@ -64,6 +66,10 @@ class TorchServeRest {
 
   void Predict(std::shared_ptr<HttpRequest> request, Protocol protocol, const std::string& model,
                const std::string& version, HttpResponder respond);
+  // Predict's work once the target is known: the instances made into the
+  // model's inputs (on the handler pool for images), then the calls.
+  void PredictWith(std::shared_ptr<HttpRequest> request, PredictionTarget target, const std::string& model,
+                   const std::string& version, std::shared_ptr<Prediction> prediction);
   HttpResponse ListModels() const;
   HttpResponse DescribeModel(const std::string& model, const std::string& version) const;
   HttpResponse KServeModel(const std::string& model) const;

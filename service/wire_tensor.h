@@ -24,8 +24,10 @@ struct CodecLimits {
   // otherwise cost gigabytes of bookkeeping for a request no model takes.
   int max_tensors = 1024;
   // The most bytes of model files one load may carry (Triton's file:
-  // parameters); 0 refuses them.
-  uint64_t max_load_file_bytes = uint64_t{64} << 20;
+  // parameters); 0 (the default) refuses them.
+  uint64_t max_load_file_bytes = 0;
+  // Whether those files may be native code (a .pt2, a shared library).
+  bool allow_native_uploads = false;
 };
 
 // INVALID_ARGUMENT naming `field` ("inputs") when `count` tensors are more

@@ -107,6 +107,32 @@ TEST_F(ZipExtractTest, RefusesLinksAndNamesTwice) {
   EXPECT_TRUE(OutIsEmpty());
 }
 
+// Entries that share bytes (a small archive that inflates one payload many
+// times) and local headers that name another file than the central
+// directory does are refused, and nothing is written.
+TEST_F(ZipExtractTest, RefusesOverlappingEntriesAndNamesThatDisagree) {
+  // "b"'s local record lies inside "a"'s stored data.
+  const std::string inner = ZipOf({{"b", "payload"}});
+  const std::string b_record = inner.substr(0, 30 + 1 + 7);
+  ZipWriterEntry a{"a", b_record};
+  ZipWriterEntry b{"b", "payload"};
+  b.directory_only = true;
+  b.local_at = 30 + 1;  // where "a"'s data begins
+  absl::StatusOr<uint64_t> overlap = ExtractZip(Archive({a, b}), out(), {});
+  EXPECT_EQ(overlap.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(overlap.status().message().find("entries 'a' and 'b' overlap"), std::string::npos) << overlap.status();
+  EXPECT_TRUE(OutIsEmpty());
+
+  ZipWriterEntry renamed{"model.pt", "bytes"};
+  renamed.local_name = "../evil";
+  absl::StatusOr<uint64_t> mismatch = ExtractZip(Archive({renamed}), out(), {});
+  EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.status().message().find("is named '../evil' in its local header"), std::string::npos)
+      << mismatch.status();
+  EXPECT_TRUE(OutIsEmpty());
+  EXPECT_EQ(FilesOutsideOut(), 0u);
+}
+
 TEST_F(ZipExtractTest, CountsWhatEntriesInflateToNotWhatTheyDeclare) {
   const std::string zeros(4 << 20, '\0');  // deflates to a few KiB
   ZipExtractLimits limits;

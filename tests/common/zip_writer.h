@@ -19,6 +19,11 @@ struct ZipWriterEntry {
   // Set to lie: the size the directory declares, and a wrong CRC.
   int64_t declared_size = -1;
   bool bad_crc = false;
+  // Set to lie about where: the name the local header gives (empty: the
+  // same), and a central-directory entry only, pointing at `local_at`.
+  std::string local_name = std::string();
+  bool directory_only = false;
+  uint64_t local_at = 0;
 };
 
 inline void PutLe(std::string& out, uint64_t v, int bytes) {
@@ -48,7 +53,9 @@ inline std::string ZipOf(const std::vector<ZipWriterEntry>& entries) {
     if (e.bad_crc) crc ^= 1;
     const uint64_t size = e.declared_size >= 0 ? static_cast<uint64_t>(e.declared_size) : e.data.size();
     const uint16_t method = e.deflate ? 8 : 0;
-    const uint64_t offset = body.size();
+    const uint64_t offset = e.directory_only ? e.local_at : body.size();
+    const std::string& local_name = e.local_name.empty() ? e.name : e.local_name;
+    if (!e.directory_only) {
     PutLe(body, 0x04034b50, 4);
     PutLe(body, 20, 2);
     PutLe(body, 0, 2);
@@ -57,9 +64,10 @@ inline std::string ZipOf(const std::vector<ZipWriterEntry>& entries) {
     PutLe(body, crc, 4);
     PutLe(body, payload.size(), 4);
     PutLe(body, size, 4);
-    PutLe(body, e.name.size(), 2);
+    PutLe(body, local_name.size(), 2);
     PutLe(body, 0, 2);
-    body += e.name + payload;
+    body += local_name + payload;
+    }
     PutLe(directory, 0x02014b50, 4);
     PutLe(directory, e.unix_mode != 0 ? (3 << 8) | 20 : 20, 2);  // made by: Unix or FAT
     PutLe(directory, 20, 2);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/zip_writer.h"
+
 namespace infergate {
 namespace {
 namespace fs = std::filesystem;
@@ -20,6 +22,34 @@ TEST(ModelUploadTest, PathsStayInsideTheModelsFolder) {
     absl::Status s = CheckUploadPath(bad);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
   }
+}
+
+// Native code is known by name, by its first bytes, and inside a zip
+// (deflated or not); TorchScript archives and data files pass.
+TEST(ModelUploadTest, NativeCodeIsRefusedByNameHeaderOrArchiveEntry) {
+  auto refused = [](const std::string& path, const std::string& content) {
+    const absl::Status s = CheckNotNativeCode(path, content);
+    return s.code() == absl::StatusCode::kPermissionDenied &&
+           s.message().find("file:" + path) != std::string::npos &&
+           s.message().find("--allow-native-uploads") != std::string::npos;
+  };
+  for (const char* name : {"1/model.pt2", "1/libx.so", "1/libx.so.1", "1/x.dylib", "1/x.DLL", "1/MODEL.PT2"}) {
+    EXPECT_TRUE(refused(name, "anything")) << name;
+  }
+  EXPECT_TRUE(refused("1/weights.bin", std::string("\x7f" "ELF\x02\x01\x01", 7)));
+  EXPECT_TRUE(refused("1/weights.bin", std::string("\xcf\xfa\xed\xfe", 4) + "macho"));
+  std::string pe(0x80, '\0');
+  pe[0] = 'M';
+  pe[1] = 'Z';
+  pe[0x3c] = 0x40;
+  pe.replace(0x40, 4, std::string("PE\0\0", 4));
+  EXPECT_TRUE(refused("1/weights.bin", pe));
+  EXPECT_TRUE(refused("1/model.pt", testing::StoredZip({{"model/data/aotinductor/model/x.so", "code"}})));
+  EXPECT_TRUE(refused("1/model.pt", testing::ZipOf({{"a/b.so", "code", /*deflate=*/true}})));
+  EXPECT_TRUE(refused("1/model.pt", "PK\x03\x04 not really a zip"));
+  EXPECT_TRUE(CheckNotNativeCode("1/model.pt", testing::StoredZip({{"model/data.pkl", "x"}, {"model/version", "3"}})).ok());
+  EXPECT_TRUE(CheckNotNativeCode("labels.txt", "MZ but no PE header follows").ok());
+  EXPECT_TRUE(CheckNotNativeCode("config.pbtxt", "name: \"m\"").ok());
 }
 
 TEST(ModelUploadTest, OnlyAVersionFolderNamedPlainlyHoldsAModel) {

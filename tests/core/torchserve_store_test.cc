@@ -1,5 +1,7 @@
 #include "model_store/torchserve_store.h"
 
+#include "common/owned_temp_folder.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -231,7 +233,7 @@ TEST_F(TorchServeStoreTest, RefusesWhatItCannotServeAndServesTheRest) {
   refused("eager.mar", "model.modelFile 'net.py'");
   refused("segment.mar", "handler 'image_segmenter' is one of TorchServe's built-in handlers");
   refused("slip.mar", "outside the archive's folder");
-  refused("bomb.mar", "limit of 1048576 bytes");
+  refused("bomb.mar", "limit of 1048576 bytes for all the store's archives");
   refused("nomanifest.mar", "MANIFEST.json: missing");
   // A request for a refused model says why.
   absl::StatusOr<std::string> custom = catalog.RepositoryVersion("custom", "");
@@ -246,6 +248,39 @@ TEST_F(TorchServeStoreTest, RefusesWhatItCannotServeAndServesTheRest) {
     ++folders;
   }
   EXPECT_EQ(folders, 1u);  // repository/ alone: every refused archive's folder was removed
+}
+
+// --mar-max-bytes bounds what the store's archives extract to together:
+// many archives each under it cannot fill the disk between them.
+TEST_F(TorchServeStoreTest, OneBudgetForEveryArchive) {
+  const std::string weights(400 << 10, 'w');
+  for (const char* name : {"a", "b", "c"}) {
+    Mar(std::string(name) + ".mar", {{"MAR-INF/MANIFEST.json", Manifest(name, "1.0", "base_handler")},
+                                     {"model.pt", weights, true}});
+  }
+  options_.max_archive_bytes = 1 << 20;
+  absl::StatusOr<std::unique_ptr<TorchServeStore>> opened = TorchServeStore::Open(store(), options_);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  const TorchServeCatalog& catalog = (*opened)->catalog();
+  EXPECT_EQ(catalog.models.size(), 2u);
+  ASSERT_EQ(catalog.refused.size(), 1u);
+  EXPECT_NE(catalog.refused.begin()->second.find("for all the store's archives"), std::string::npos)
+      << catalog.refused.begin()->second;
+}
+
+// The work folder is named after this process, so that the next server
+// removes what a crashed one left.
+TEST_F(TorchServeStoreTest, TheWorkFolderNamesItsProcess) {
+  Mar("a.mar", {{"MAR-INF/MANIFEST.json", Manifest("a", "1.0", "base_handler")}, {"model.pt", "a"}});
+  absl::StatusOr<std::unique_ptr<TorchServeStore>> opened = TorchServeStore::Open(store(), options_);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  const std::string work = fs::path((*opened)->repository()).parent_path().filename().string();
+  EXPECT_EQ(work.rfind("infergate-torchserve-" + ProcessOwnerMark() + "-", 0), 0u) << work;
+  // A folder of a process that is gone (no pid is that high) goes
+  // at the next sweep; this process's stays.
+  fs::create_directories(root_ / "work" / "infergate-torchserve-4194999.1-abcdef" / "repository");
+  EXPECT_EQ(RemoveFoldersOfGoneProcesses((root_ / "work").string(), "infergate-torchserve-").size(), 1u);
+  EXPECT_TRUE(fs::exists((*opened)->repository()));
 }
 
 TEST_F(TorchServeStoreTest, ARefusedConfigStopsTheStore) {

@@ -295,13 +295,17 @@ void FuzzModelPackage(const uint8_t* data, size_t size) {
 // the bytes): an error, or exactly width x height RGB pixels within the
 // pixel limit.
 void FuzzImage(const uint8_t* data, size_t size) {
-  absl::StatusOr<RgbImage> image =
-      DecodeImage(absl::string_view(reinterpret_cast<const char*>(data), size), "body", 1 << 20);
+  ImageDecodeOptions options;
+  options.max_pixels = 1 << 20;
+  options.max_aspect_ratio = 100;
+  absl::StatusOr<RgbImage> image = DecodeImage(absl::string_view(reinterpret_cast<const char*>(data), size), "body",
+                                               options);
   if (!image.ok()) {
     Require(image.status().code() == absl::StatusCode::kInvalidArgument);
     return;
   }
   Require(image->width > 0 && image->height > 0 && uint64_t(image->width) * image->height <= (1 << 20));
+  Require(std::max(image->width, image->height) <= 100 * std::min(image->width, image->height));
   Require(image->pixels.size() == size_t(image->width) * image->height * 3);
 }
 

@@ -105,12 +105,15 @@ def free_port():
 
 
 class Server:
-    """The infergate binary on 127.0.0.1 with ephemeral gRPC and metrics ports."""
+    """The infergate binary on 127.0.0.1 with ephemeral gRPC and metrics ports.
+    The tests load and unload models freely: their servers open the admin API
+    (--open-admin-api; the default keeps it closed), which `args` may turn off
+    again with --open-admin-api=false."""
 
     def __init__(self, binary, args, log_path):
         self.log_path = log_path
         self.proc = subprocess.Popen([binary, "--address=127.0.0.1:0", "--metrics-address=127.0.0.1:0",
-                                      "--http-address=127.0.0.1:0"] + args,
+                                      "--http-address=127.0.0.1:0", "--open-admin-api"] + args,
                                      stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True)
         self.address = None
         self.metrics_address = None

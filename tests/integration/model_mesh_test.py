@@ -93,6 +93,14 @@ instance_group [ { kind: KIND_CPU } ]
         outside = os.path.join(work, "outside")
         copy_model(models, "mlp", outside)
         os.symlink(outside, os.path.join(mesh, "link-out"))
+        # A model folder under the root whose version folder, or whose model
+        # file, is a link that leads out of it.
+        os.makedirs(os.path.join(mesh, "version-link"))
+        shutil.copy(os.path.join(outside, "config.pbtxt"), os.path.join(mesh, "version-link", "config.pbtxt"))
+        os.symlink(os.path.join(outside, "1"), os.path.join(mesh, "version-link", "1"))
+        os.makedirs(os.path.join(mesh, "file-link", "1"))
+        shutil.copy(os.path.join(outside, "config.pbtxt"), os.path.join(mesh, "file-link", "config.pbtxt"))
+        os.symlink(os.path.join(outside, "1", "model.pt"), os.path.join(mesh, "file-link", "1", "model.pt"))
 
         mesh_port = free_port()
         server = Server(args.server, ["--model-repository=" + repo, "--repository-poll-interval=200ms",
@@ -218,6 +226,10 @@ instance_group [ { kind: KIND_CPU } ]
         expect_error(lambda: load(modelId="a", modelPath=os.path.join(mesh, "missing")), invalid, "modelPath")
         expect_error(lambda: load(modelId="a", modelPath=outside), invalid, "modelPath", "model root")
         expect_error(lambda: load(modelId="a", modelPath=os.path.join(mesh, "link-out")), invalid, "model root")
+        expect_error(lambda: load(modelId="a", modelPath=os.path.join(mesh, "version-link")), invalid,
+                     "1 is a symbolic link that leads outside the model root")
+        expect_error(lambda: load(modelId="a", modelPath=os.path.join(mesh, "file-link")), invalid,
+                     "1/model.pt is a symbolic link that leads outside the model root")
         expect_error(lambda: load(modelId="a", modelPath=os.path.join(mesh, "empty")), invalid, "holds no model")
         expect_error(lambda: load(modelId="a", modelType="onnx", modelPath=folder), invalid, "modelType", "onnx")
         expect_error(lambda: load(modelId="a/b", modelPath=folder), invalid, "modelId")

@@ -95,8 +95,11 @@ class ServerTest : public ::testing::Test {
  protected:
   virtual std::vector<std::string> ExtraArgs() const { return {}; }
 
+  // The tests load and unload models freely: their servers open the admin
+  // API (the default keeps it closed; ExtraArgs may say
+  // --open-admin-api=false, and security_test checks the default).
   void SetUp() override {
-    std::vector<std::string> args = {"--model-repository=" + DemoRepository()};
+    std::vector<std::string> args = {"--model-repository=" + DemoRepository(), "--open-admin-api"};
     bool devices_chosen = false;
     for (const std::string& a : ExtraArgs()) {
       args.push_back(a);

@@ -36,7 +36,7 @@ TEST(Auth, ConstantTimeEquals) {
 
 TEST(Auth, RolesAndCodes) {
   auto auth = TokenAuth::FromFiles(TempFile("# comment\n\ninference-token-000000\n"),
-                                   TempFile("admin-token-00000000000\n"), false);
+                                   TempFile("admin-token-00000000000\n"), TokenAuth::AdminAccess::kTokenOnly);
   ASSERT_TRUE(auth.ok()) << auth.status();
   using R = TokenAuth::Role;
   EXPECT_EQ(auth->Check("", R::kInference).code(), absl::StatusCode::kUnauthenticated);
@@ -48,10 +48,29 @@ TEST(Auth, RolesAndCodes) {
   EXPECT_TRUE(auth->Check("Bearer admin-token-00000000000", R::kAdmin).ok());
 }
 
-TEST(Auth, OpenByDefaultAndAdminCanBeDisabled) {
-  TokenAuth open;
-  EXPECT_TRUE(open.Check("", TokenAuth::Role::kAdmin).ok());
-  auto closed = TokenAuth::FromFiles("", "", true);
+// Inference is open without token files; model management is not (a load
+// can run native code) unless the operator opens it.
+TEST(Auth, InferenceOpenByDefaultAdminOnlyWhenOpened) {
+  TokenAuth plain;
+  EXPECT_TRUE(plain.Check("", TokenAuth::Role::kInference).ok());
+  const absl::Status refused = plain.Check("", TokenAuth::Role::kAdmin);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.message().find("--open-admin-api"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find("--admin-token-file"), std::string::npos) << refused;
+  EXPECT_FALSE(plain.admin_open_to_anyone());
+
+  auto opened = TokenAuth::FromFiles("", "", TokenAuth::AdminAccess::kOpen);
+  ASSERT_TRUE(opened.ok());
+  EXPECT_TRUE(opened->Check("", TokenAuth::Role::kAdmin).ok());
+  EXPECT_TRUE(opened->admin_open_to_anyone());
+  // An admin token file closes it again: the token is what counts then.
+  auto with_token = TokenAuth::FromFiles("", TempFile("admin-token-00000000000\n"), TokenAuth::AdminAccess::kOpen);
+  ASSERT_TRUE(with_token.ok());
+  EXPECT_EQ(with_token->Check("", TokenAuth::Role::kAdmin).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(with_token->Check("Bearer admin-token-00000000000", TokenAuth::Role::kAdmin).ok());
+  EXPECT_FALSE(with_token->admin_open_to_anyone());
+
+  auto closed = TokenAuth::FromFiles("", "", TokenAuth::AdminAccess::kDisabled);
   ASSERT_TRUE(closed.ok());
   EXPECT_TRUE(closed->Check("", TokenAuth::Role::kInference).ok());
   EXPECT_EQ(closed->Check("", TokenAuth::Role::kAdmin).code(), absl::StatusCode::kPermissionDenied);
@@ -65,12 +84,12 @@ TEST(Auth, TheHeaderIsReadOnlyWhenARoleNeedsAToken) {
       return value;
     };
   };
-  TokenAuth open;
+  TokenAuth open = *TokenAuth::FromFiles("", "", TokenAuth::AdminAccess::kOpen);
   EXPECT_TRUE(open.Check(header(""), TokenAuth::Role::kInference).ok());
   EXPECT_TRUE(open.Check(header(""), TokenAuth::Role::kAdmin).ok());
   EXPECT_EQ(reads, 0);
 
-  auto guarded = TokenAuth::FromFiles(TempFile("inference-token-0123456789\n"), "", false);
+  auto guarded = TokenAuth::FromFiles(TempFile("inference-token-0123456789\n"), "", TokenAuth::AdminAccess::kTokenOnly);
   ASSERT_TRUE(guarded.ok());
   EXPECT_TRUE(guarded->Check(header("Bearer inference-token-0123456789"), TokenAuth::Role::kInference).ok());
   EXPECT_EQ(reads, 1);
@@ -83,16 +102,16 @@ TEST(Auth, TheHeaderIsReadOnlyWhenARoleNeedsAToken) {
 }
 
 TEST(Auth, BadTokenFilesNameTheFlag) {
-  EXPECT_NE(TokenAuth::FromFiles("/nonexistent/tokens", "", false).status().message().find("--auth-token-file"),
+  EXPECT_NE(TokenAuth::FromFiles("/nonexistent/tokens", "", TokenAuth::AdminAccess::kTokenOnly).status().message().find("--auth-token-file"),
             absl::string_view::npos);
-  EXPECT_EQ(TokenAuth::FromFiles(TempFile("short\n"), "", false).status().code(),
+  EXPECT_EQ(TokenAuth::FromFiles(TempFile("short\n"), "", TokenAuth::AdminAccess::kTokenOnly).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(TokenAuth::FromFiles("", TempFile("# only a comment\n"), false).status().code(),
+  EXPECT_EQ(TokenAuth::FromFiles("", TempFile("# only a comment\n"), TokenAuth::AdminAccess::kTokenOnly).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Auth, InferenceTokensAloneCloseTheAdminRpcs) {
-  auto auth = TokenAuth::FromFiles(TempFile("inference-token-000000\n"), "", false);
+  auto auth = TokenAuth::FromFiles(TempFile("inference-token-000000\n"), "", TokenAuth::AdminAccess::kTokenOnly);
   ASSERT_TRUE(auth.ok()) << auth.status();
   using R = TokenAuth::Role;
   EXPECT_TRUE(auth->Check("Bearer inference-token-000000", R::kInference).ok());
@@ -107,7 +126,7 @@ TEST(Auth, InferenceTokensAloneCloseTheAdminRpcs) {
 // the authenticator (each front end holds one).
 TEST(Auth, ARotatedTokenFileTakesEffectWithoutARestart) {
   std::string file = TempFile("first-token-0000000000\n");
-  auto auth = TokenAuth::FromFiles(file, "", false, std::chrono::milliseconds(0));
+  auto auth = TokenAuth::FromFiles(file, "", TokenAuth::AdminAccess::kTokenOnly, std::chrono::milliseconds(0));
   ASSERT_TRUE(auth.ok()) << auth.status();
   TokenAuth copy = *auth;
   using R = TokenAuth::Role;
@@ -129,7 +148,7 @@ TEST(Auth, ASecretVolumeSymlinkSwapIsSeen) {
   std::ofstream(dir / "v2" / "token") << "new-secret-token-000000\n";
   fs::create_directory_symlink("v1", dir / "..data");
   fs::create_symlink("..data/token", dir / "token");
-  auto auth = TokenAuth::FromFiles((dir / "token").string(), "", false, std::chrono::milliseconds(0));
+  auto auth = TokenAuth::FromFiles((dir / "token").string(), "", TokenAuth::AdminAccess::kTokenOnly, std::chrono::milliseconds(0));
   ASSERT_TRUE(auth.ok()) << auth.status();
   using R = TokenAuth::Role;
   EXPECT_TRUE(auth->Check("Bearer old-secret-token-000000", R::kInference).ok());
@@ -145,7 +164,7 @@ TEST(Auth, ASecretVolumeSymlinkSwapIsSeen) {
 // skipped, and the file's other tokens still work.
 TEST(Auth, AnEmptiedOrDeletedFileRevokesItsTokensAndBadLinesAreSkipped) {
   std::string file = TempFile("steady-token-0000000000\n");
-  auto auth = TokenAuth::FromFiles(file, "", false, std::chrono::milliseconds(0));
+  auto auth = TokenAuth::FromFiles(file, "", TokenAuth::AdminAccess::kTokenOnly, std::chrono::milliseconds(0));
   ASSERT_TRUE(auth.ok()) << auth.status();
   using R = TokenAuth::Role;
   EXPECT_TRUE(auth->Check("Bearer steady-token-0000000000", R::kInference).ok());
@@ -164,7 +183,7 @@ TEST(Auth, AnEmptiedOrDeletedFileRevokesItsTokensAndBadLinesAreSkipped) {
 
 // The scheme is matched without regard to case (RFC 7235); the token is not.
 TEST(Auth, TheBearerSchemeIsCaseInsensitive) {
-  auto auth = TokenAuth::FromFiles(TempFile("Case-Sensitive-Token-00\n"), "", false);
+  auto auth = TokenAuth::FromFiles(TempFile("Case-Sensitive-Token-00\n"), "", TokenAuth::AdminAccess::kTokenOnly);
   ASSERT_TRUE(auth.ok()) << auth.status();
   using R = TokenAuth::Role;
   for (const char* header : {"Bearer Case-Sensitive-Token-00", "bearer Case-Sensitive-Token-00",
@@ -178,17 +197,21 @@ TEST(Auth, TheBearerSchemeIsCaseInsensitive) {
 // What the start-up warning names as open to anyone.
 TEST(Auth, WhatIsOpenToAnyoneIsNamed) {
   const std::string token = TempFile("some-token-000000000000\n");
-  EXPECT_EQ(TokenAuth::FromFiles("", "", false)->OpenToAnyone(), "inference and model management (load, unload)");
-  EXPECT_EQ(TokenAuth::FromFiles("", "", true)->OpenToAnyone(), "inference");
-  EXPECT_EQ(TokenAuth::FromFiles("", token, false)->OpenToAnyone(), "inference") << "only an admin token";
-  EXPECT_EQ(TokenAuth::FromFiles(token, "", false)->OpenToAnyone(), "");
-  EXPECT_EQ(TokenAuth::FromFiles(token, token, false)->OpenToAnyone(), "");
+  EXPECT_EQ(TokenAuth::FromFiles("", "", TokenAuth::AdminAccess::kOpen)->OpenToAnyone(),
+            "inference and model management (load, unload, uploads)");
+  EXPECT_EQ(TokenAuth::FromFiles("", "", TokenAuth::AdminAccess::kTokenOnly)->OpenToAnyone(), "inference");
+  EXPECT_EQ(TokenAuth::FromFiles(token, "", TokenAuth::AdminAccess::kOpen)->OpenToAnyone(),
+            "model management (load, unload, uploads)");
+  EXPECT_EQ(TokenAuth::FromFiles("", "", TokenAuth::AdminAccess::kDisabled)->OpenToAnyone(), "inference");
+  EXPECT_EQ(TokenAuth::FromFiles("", token, TokenAuth::AdminAccess::kTokenOnly)->OpenToAnyone(), "inference") << "only an admin token";
+  EXPECT_EQ(TokenAuth::FromFiles(token, "", TokenAuth::AdminAccess::kTokenOnly)->OpenToAnyone(), "");
+  EXPECT_EQ(TokenAuth::FromFiles(token, token, TokenAuth::AdminAccess::kTokenOnly)->OpenToAnyone(), "");
 }
 
 // Files are looked at no more often than the interval.
 TEST(Auth, FilesAreCheckedAtMostOncePerInterval) {
   std::string file = TempFile("first-token-0000000000\n");
-  auto auth = TokenAuth::FromFiles(file, "", false, std::chrono::hours(1));
+  auto auth = TokenAuth::FromFiles(file, "", TokenAuth::AdminAccess::kTokenOnly, std::chrono::hours(1));
   ASSERT_TRUE(auth.ok()) << auth.status();
   Rewrite(file, "second-token-000000000\n");
   EXPECT_TRUE(auth->Check("Bearer first-token-0000000000", TokenAuth::Role::kInference).ok());

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,6 +45,7 @@ class FakeCore {
         index = submitted_.size();
         submitted_.push_back({std::move(request), std::move(done)});
       }
+      if (throw_at_submit) throw std::runtime_error("the core broke");
       if (!refuse_at_submit.ok()) Answer(index, refuse_at_submit);
       return std::make_shared<Handle>(this, index);
     };
@@ -81,6 +83,8 @@ class FakeCore {
   }
 
   absl::Status refuse_at_submit;  // non-OK: answered before Infer returns
+  // Submissions throw (after being recorded): a core that broke.
+  bool throw_at_submit = false;
 
  private:
   std::mutex mu_;

@@ -5,6 +5,8 @@
 
 #include "service/http_server.h"
 
+#include "common/caught_exception.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -104,6 +106,12 @@ class HttpServerTest : public ::testing::Test {
         }).detach();
         return;
       }
+      // Handlers that throw: before answering, and after.
+      if (req->path == "/throw") throw std::bad_alloc();
+      if (req->path == "/answer-then-throw") {
+        r(HttpResponse{200, "text/plain", {}, "answered"});
+        throw std::runtime_error("after the answer");
+      }
       r(HttpResponse{200, "text/plain", {{"X-Path", req->path}}, req->method + " " + req->path + " " + req->body});
     });
     ASSERT_TRUE(started.ok()) << started.status();
@@ -125,6 +133,30 @@ class HttpServerTest : public ::testing::Test {
   std::condition_variable held_changed_;
   std::vector<std::pair<std::shared_ptr<HttpRequest>, HttpResponder>> held_;
 };
+
+// No exception ends the process: a handler that throws (std::bad_alloc
+// included) gets its client a 500 naming what was thrown, one that throws
+// after answering is answered once, and the server serves the next request
+// on the same connection and on others; each throw is counted.
+TEST_F(HttpServerTest, AHandlerThatThrowsLeavesTheServerServing) {
+  StartServer({});
+  const uint64_t caught_before = CaughtExceptionCount();
+  Client c(server_->port());
+  ASSERT_TRUE(c.Send(Get("/throw")));
+  const std::string failed = c.ReadResponse();
+  EXPECT_EQ(failed.rfind("HTTP/1.1 500", 0), 0u) << failed;
+  EXPECT_NE(failed.find("GET /throw failed: out of memory (std::bad_alloc)"), std::string::npos) << failed;
+  ASSERT_TRUE(c.Send(Get("/answer-then-throw")));
+  const std::string answered = c.ReadResponse();
+  EXPECT_EQ(answered.rfind("HTTP/1.1 200", 0), 0u) << answered;
+  EXPECT_NE(answered.find("answered"), std::string::npos) << answered;
+  ASSERT_TRUE(c.Send(Get("/after")));
+  EXPECT_NE(c.ReadResponse().find("GET /after"), std::string::npos);
+  Client other(server_->port());
+  ASSERT_TRUE(other.Send(Get("/other")));
+  EXPECT_NE(other.ReadResponse().find("GET /other"), std::string::npos);
+  EXPECT_EQ(CaughtExceptionCount(), caught_before + 2);
+}
 
 // A flag a CancelSignal reaction sets, with a generous wait for it.
 struct Fired {

@@ -6,6 +6,8 @@
 
 #include "service/infer_call.h"
 
+#include "common/caught_exception.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -127,6 +129,31 @@ TEST_F(InferCallTest, CoreAndEncodingErrorsReachTheClientAndCountAsNotRun) {
   EXPECT_EQ(front_end_.tally().Summary(), "answered 2 inference calls: INVALID_ARGUMENT 1, RESOURCE_EXHAUSTED 1");
 }
 
+// No exception ends the process: an encoder or a core that throws ends
+// the call INTERNAL with what was thrown, once, and it is counted.
+TEST_F(InferCallTest, AnEncoderOrCoreThatThrowsEndsTheCallInternal) {
+  const uint64_t caught_before = CaughtExceptionCount();
+  auto call = Begin();
+  ASSERT_TRUE(call->Admit(NoToken, 10));
+  InferenceRequest request;
+  request.model = "known";
+  call->Submit(std::move(request), [](InferenceResult&) -> absl::Status { throw std::bad_alloc(); });
+  core_.Answer(0, InferenceResult{});
+  ASSERT_EQ(ends_.statuses.size(), 1u);
+  EXPECT_EQ(ends_.statuses[0].code(), absl::StatusCode::kInternal);
+  EXPECT_NE(ends_.statuses[0].message().find("encoding the answer failed: out of memory"), std::string::npos)
+      << ends_.statuses[0];
+
+  core_.throw_at_submit = true;
+  auto broken = Begin();
+  ASSERT_TRUE(broken->Admit(NoToken, 10));
+  Submit(*broken);
+  ASSERT_EQ(ends_.statuses.size(), 2u);
+  EXPECT_EQ(ends_.statuses[1].code(), absl::StatusCode::kInternal);
+  EXPECT_NE(ends_.statuses[1].message().find("the core broke"), std::string::npos) << ends_.statuses[1];
+  EXPECT_EQ(CaughtExceptionCount(), caught_before + 2);
+}
+
 TEST_F(InferCallTest, AnAnswerGivenBeforeInferReturnsFinishesOnce) {
   core_.refuse_at_submit = absl::NotFoundError("model 'known' has no version 9");
   auto call = Begin();
@@ -241,7 +268,7 @@ TEST_F(InferCallTest, AClientThatHangsUpCancelsThroughItsSignal) {
 
 class InferCallWithTokensTest : public InferCallTest {
  protected:
-  InferCallWithTokensTest() : InferCallTest(*TokenAuth::FromFiles(TokenFile("inference-token-0001"), "", true)) {}
+  InferCallWithTokensTest() : InferCallTest(*TokenAuth::FromFiles(TokenFile("inference-token-0001"), "", TokenAuth::AdminAccess::kDisabled)) {}
 };
 
 TEST_F(InferCallWithTokensTest, AMissingOrWrongTokenIsRefusedBeforeAnythingElse) {

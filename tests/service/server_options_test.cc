@@ -27,7 +27,8 @@ constexpr DocumentedFlag kFlags[] = {
     {"--repository-poll-interval", "5000ms", "5s"},
     {"--max-receive-bytes", "67108864", "64MiB"},
     {"--max-inflight-bytes", "0", "a quarter of the memory"},
-    {"--max-load-file-bytes", "67108864", "64MiB"},
+    {"--max-load-file-bytes", "0", "0 (off)"},
+    {"--allow-native-uploads", "false", "false"},
     {"--cpu-tensor-cache", "268435456", "256MiB"},
     {"--cpu-workers", "0", "auto"},
     {"--accelerator-workers", "1", "1"},
@@ -54,6 +55,8 @@ constexpr DocumentedFlag kFlags[] = {
     {"--auth-token-file", "\"\"", "none"},
     {"--admin-token-file", "\"\"", "none"},
     {"--disable-admin", "false", "false"},
+    {"--open-admin-api", "false", "false"},
+    {"--http-host-name", "none", "none"},
     {"--reflection", "\"auto\"", "auto"},
     {"--max-concurrent-streams", "256", "256"},
     {"--grpc-infer-threads", "2", "2"},
@@ -235,6 +238,21 @@ TEST(ServerOptions, BadValuesNameTheirFlag) {
 
 namespace infergate {
 namespace {
+
+// The ModelMesh interface loads code without a token: on TCP it needs a
+// model root; on a unix: socket the file's permissions are the guard.
+TEST(ServerOptions, ModelMeshOnTcpNeedsAModelRoot) {
+  std::string help;
+  const char* bare[] = {"infergate", "--modelmesh-address=127.0.0.1:8085"};
+  auto refused = ParseServerOptions(2, bare, &help);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--modelmesh-model-root: required"), std::string::npos)
+      << refused.status();
+  const char* rooted[] = {"infergate", "--modelmesh-address=127.0.0.1:8085", "--modelmesh-model-root=/models"};
+  EXPECT_TRUE(ParseServerOptions(3, rooted, &help).ok());
+  const char* socket[] = {"infergate", "--modelmesh-address=unix:/run/infergate/mesh.sock"};
+  EXPECT_TRUE(ParseServerOptions(2, socket, &help).ok());
+}
 
 TEST(ServerOptions, OnlyLoopbackAddressesCountAsLocal) {
   for (const char* local : {"127.0.0.1:50051", "127.1.2.3:0", "localhost:8000", "[::1]:50051"}) {

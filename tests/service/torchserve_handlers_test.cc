@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cmath>
+#include <cstring>
+
 #include "model_store/class_labels.h"
 #include "service/image_decode.h"
 #include "service/image_preprocess.h"
@@ -116,13 +119,15 @@ TEST(ImageDecode, RefusesDamagedAndHugeImagesWithoutReadingPastThem) {
 }
 
 TEST(ImagePreprocess, SizesAndCropFollowTorchvision) {
-  EXPECT_EQ(ResizedSize(333, 250, 256), std::make_pair(340, 256));  // int(256 * 333 / 250) = 340
-  EXPECT_EQ(ResizedSize(281, 500, 256), std::make_pair(256, 455));
-  EXPECT_EQ(ResizedSize(256, 256, 256), std::make_pair(256, 256));
+  EXPECT_EQ(ResizedSize(333, 250, 256), std::make_pair(int64_t{340}, int64_t{256}));  // int(256 * 333 / 250) = 340
+  EXPECT_EQ(ResizedSize(281, 500, 256), std::make_pair(int64_t{256}, int64_t{455}));
+  EXPECT_EQ(ResizedSize(256, 256, 256), std::make_pair(int64_t{256}, int64_t{256}));
+  // Past what an int holds: a 1 x 1,000,000 strip's longer side.
+  EXPECT_EQ(ResizedSize(1, 1000000, 256), std::make_pair(int64_t{256}, int64_t{256000000}));
   // A flat image stays flat through the resampling, and normalises to
   // (v / 255 - mean) / std per channel.
   RgbImage flat{300, 200, std::vector<uint8_t>(300 * 200 * 3, 128)};
-  const RgbImage resized = ResizeBilinearLikePillow(flat, 384, 256);
+  const RgbImage resized = ResizedWindowLikePillow(flat, 384, 256, 0, 0, 384, 256);
   EXPECT_EQ(resized.width, 384);
   EXPECT_EQ(resized.height, 256);
   for (uint8_t v : resized.pixels) ASSERT_EQ(v, 128);
@@ -130,6 +135,78 @@ TEST(ImagePreprocess, SizesAndCropFollowTorchvision) {
   EXPECT_EQ(x.sizes().vec(), (std::vector<int64_t>{3, 224, 224}));
   EXPECT_NEAR(x[0][0][0].item<float>(), (128 / 255.0f - 0.485f) / 0.229f, 1e-6);
   EXPECT_NEAR(x[2][223][223].item<float>(), (128 / 255.0f - 0.406f) / 0.225f, 1e-6);
+}
+
+// A noisy image of `width` x `height` (the same every run).
+RgbImage Noise(int width, int height, uint32_t seed) {
+  RgbImage image{width, height, std::vector<uint8_t>(static_cast<size_t>(width) * height * 3)};
+  for (uint8_t& v : image.pixels) {
+    seed = seed * 1664525u + 1013904223u;
+    v = static_cast<uint8_t>(seed >> 24);
+  }
+  return image;
+}
+
+// The window the crop keeps comes out exactly as the whole resize gives it
+// there, for images wider, taller, smaller and larger than the resize, so
+// computing only the window changes no answer.
+TEST(ImagePreprocess, TheWindowIsExactlyTheWholeResizesCrop) {
+  for (auto [w, h] : std::vector<std::pair<int, int>>{{300, 200}, {200, 300}, {1000, 260}, {256, 256}, {250, 333},
+                                                      {7, 700}, {640, 9}, {224, 224}, {100, 80}, {4000, 3000}}) {
+    const RgbImage image = Noise(w, h, static_cast<uint32_t>(w * 7919 + h));
+    const auto [rw, rh] = ResizedSize(w, h, 256);
+    const RgbImage whole = ResizedWindowLikePillow(image, rw, rh, 0, 0, static_cast<int>(rw), static_cast<int>(rh));
+    const int64_t top = static_cast<int64_t>(std::nearbyint((rh - 224) / 2.0));
+    const int64_t left = static_cast<int64_t>(std::nearbyint((rw - 224) / 2.0));
+    const RgbImage window = ResizedWindowLikePillow(image, rw, rh, left, top, 224, 224);
+    ASSERT_EQ(window.pixels.size(), size_t{224} * 224 * 3);
+    for (int y = 0; y < 224; ++y) {
+      const uint8_t* want = whole.pixels.data() + (static_cast<size_t>(top + y) * rw + left) * 3;
+      ASSERT_EQ(std::memcmp(want, window.pixels.data() + static_cast<size_t>(y) * 224 * 3, 224 * 3), 0)
+          << w << "x" << h << " row " << y;
+    }
+  }
+}
+
+// A 1 x 1,000,000 strip, resized whole, would be 256 x 256,000,000 (196 GB).
+// Its window needs a few rows; the work stays that of the crop.
+TEST(ImagePreprocess, AStripCostsTheCropNotTheResize) {
+  const RgbImage strip = Noise(1, 1000000, 1);
+  const at::Tensor x = ImageClassifierInput(strip);
+  EXPECT_EQ(x.sizes().vec(), (std::vector<int64_t>{3, 224, 224}));
+  EXPECT_TRUE(at::isfinite(x).all().item<bool>());
+  const RgbImage wide = Noise(1000000, 1, 2);
+  EXPECT_EQ(ImageClassifierInput(wide).sizes().vec(), (std::vector<int64_t>{3, 224, 224}));
+  // What the work holds besides the pixels: the horizontal pass's rows.
+  EXPECT_LE(ImageClassifierWorkBytes(8192), uint64_t{8} << 20);
+}
+
+// The decoder's bounds: the aspect ratio, and the caller's reservation
+// asked with the size before any pixel is allocated.
+TEST(ImageDecode, BoundsTheShapeAndAsksBeforeAllocating) {
+  ImageDecodeOptions options;
+  options.max_aspect_ratio = 100;
+  uint64_t asked_w = 0, asked_h = 0;
+  options.reserve = [&](uint64_t w, uint64_t h, uint64_t) {
+    asked_w = w;
+    asked_h = h;
+    return absl::OkStatus();
+  };
+  absl::StatusOr<RgbImage> strip = DecodeImage(Png(1, 1000000, ""), "instances[3]", options);
+  EXPECT_EQ(strip.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(strip.status().message().find("instances[3]: the image is 1x1000000"), std::string::npos) << strip.status();
+  EXPECT_EQ(asked_w, 0u) << "refused before the reservation";
+  ASSERT_TRUE(DecodeImage(Png(2, 2, std::string(12, '\x10')), "body", options).ok());
+  EXPECT_EQ(asked_w, 2u);
+  EXPECT_EQ(asked_h, 2u);
+  options.reserve = [](uint64_t, uint64_t, uint64_t) { return absl::ResourceExhaustedError("no room"); };
+  EXPECT_EQ(DecodeImage(Png(2, 2, std::string(12, '\x10')), "body", options).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // keep_going stops a decode between rows with its own status.
+  options.reserve = {};
+  options.keep_going = [] { return absl::DeadlineExceededError("body: the deadline passed"); };
+  EXPECT_EQ(DecodeImage(Png(2, 2, std::string(12, '\x10')), "body", options).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
 }
 
 TEST(TorchServeHandlers, TopFiveMostLikelyFirstByLabel) {
