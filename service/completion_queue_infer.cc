@@ -1,16 +1,23 @@
 #include "service/completion_queue_infer.h"
 
+#include <grpcpp/alarm.h>
+#include <grpcpp/generic/async_generic_service.h>
+
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/caught_exception.h"
 #include "common/mutex.h"
 #include "common/thread_name.h"
 #include "service/call_context.h"
 #include "service/infer_call.h"
+#include "service/intake_gate.h"
 #include "service/message_bytes.h"
 #include "service/inference_service.h"
 #include "service/open_inference_service.h"
@@ -20,12 +27,20 @@
 namespace infergate {
 
 struct CompletionQueueInfer::Context {
-  Context(const FrontEnd& front_end, InferenceServiceImpl& v1_service, OpenInferenceService& open_inference)
-      : front_end(front_end), v1_service(v1_service), open_inference(open_inference) {}
+  Context(const FrontEnd& front_end, InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
+          uint64_t max_message_bytes)
+      : front_end(front_end),
+        v1_service(v1_service),
+        open_inference(open_inference),
+        gate(front_end.budget(), max_message_bytes, kMaxWaitingReads) {}
 
   const FrontEnd& front_end;
   InferenceServiceImpl& v1_service;
   OpenInferenceService& open_inference;
+  // Unary calls arrive unread (generic calls) and streams read one message
+  // at a time; each read waits here for room in the budget.
+  IntakeGate gate;
+  grpc::AsyncGenericService generic;
 
   // Calls posted and not yet freed, and whether Stop has begun (no more
   // posting). Stop shuts the queues down only once no call is left, so no
@@ -61,7 +76,7 @@ using Context = CompletionQueueInfer::Context;
 // done notice have come back.
 class AsyncCall {
  public:
-  enum class Event { kArrived, kRead, kWritten, kFinished, kDone };
+  enum class Event { kArrived, kRead, kWritten, kFinished, kDone, kRetry };
   struct Tag {
     AsyncCall* call;
     Event event;
@@ -83,8 +98,24 @@ class AsyncCall {
         return OnReadDone(ok);
       case Event::kWritten:
         return OnWriteDone(ok);
+      case Event::kRetry:
+        --ends_left_;  // the alarm is back
+        alarm_set_ = false;
+        if (ok && waiting_ && !gone_) AskToRead(/*again=*/true);
+        if (ends_left_ > 0) return;
+        break;
       case Event::kDone:
-        if (ctx_.IsCancelled()) OnCancelled();
+        gone_ = ctx_.IsCancelled();
+        if (gone_) {
+          OnCancelled();
+          if (waiting_) {
+            // Never read: out of line, and the call ends here.
+            context_.gate.Leave(this);
+            waiting_ = false;
+            if (alarm_set_) retry_.Cancel();
+            OnLeftUnread();
+          }
+        }
         [[fallthrough]];
       case Event::kFinished:
         if (--ends_left_ > 0) return;
@@ -109,32 +140,72 @@ class AsyncCall {
   // A stream's read or write ended; a unary call starts neither.
   virtual void OnReadDone(bool /*ok*/) {}
   virtual void OnWriteDone(bool /*ok*/) {}
+  // The intake gate admitted a read: `ticket_` holds its share; start it.
+  virtual void StartAdmittedRead() = 0;
+  // The gate's line was full: the call is refused unread.
+  virtual void OnIntakeRefused() = 0;
+  // The client left while the call waited in line, unread: finish it.
+  virtual void OnLeftUnread() = 0;
+
+  // Starts a read of one message once the intake gate has room for it
+  // (now, or from a retry alarm on this call's queue).
+  void AskToRead(bool again = false) {
+    if (peer_.empty()) peer_ = ctx_.peer();
+    const IntakeGate::Turn turn =
+        again ? context_.gate.Retry(this, &ticket_) : context_.gate.Enter(this, peer_, &ticket_);
+    switch (turn) {
+      case IntakeGate::Turn::kAdmitted:
+        waiting_ = false;
+        retry_wait_ = kFirstRetry;
+        return StartAdmittedRead();
+      case IntakeGate::Turn::kWait:
+        waiting_ = true;
+        // Asks again after a short wait, longer as it goes on (to 8 ms).
+        ++ends_left_;
+        alarm_set_ = true;
+        retry_.Set(queue_, std::chrono::system_clock::now() + retry_wait_, &retry_tag_);
+        retry_wait_ = std::min(retry_wait_ * 2, kLastRetry);
+        return;
+      case IntakeGate::Turn::kRefused:
+        waiting_ = false;
+        return OnIntakeRefused();
+    }
+  }
+
+  static constexpr std::chrono::microseconds kFirstRetry{500};
+  static constexpr std::chrono::microseconds kLastRetry{8000};
 
   Context& context_;
   grpc::ServerCompletionQueue* const queue_;
-  grpc::ServerContext ctx_;
+  // Generic: unary inference calls are taken unread (the intake gate
+  // decides when their message is read); a stream's context is the same.
+  grpc::GenericServerContext ctx_;
   Tag arrived_{this, Event::kArrived};
   Tag read_{this, Event::kRead};
   Tag written_{this, Event::kWritten};
   Tag finished_{this, Event::kFinished};
   Tag done_{this, Event::kDone};
+  Tag retry_tag_{this, Event::kRetry};
+  // The read's place at the gate and share of the budget; the connection
+  // it came by, as gRPC names it (the gate keeps its history).
+  IntakeGate::Ticket ticket_;
+  std::string peer_;
 
  private:
-  int ends_left_ = 0;  // touched only by the queue's poller
+  int ends_left_ = 0;      // touched only by the queue's poller
+  bool waiting_ = false;   // in the gate's line
+  bool gone_ = false;      // the client cancelled, or its deadline passed
+  bool alarm_set_ = false;
+  std::chrono::microseconds retry_wait_ = kFirstRetry;
+  grpc::Alarm retry_;
 };
 
-// What one RPC needs beyond the common path: how its requests are posted
-// (as bytes: the methods are raw), where its model name is, and how an
-// admitted call is decoded and submitted.
+// What one unary RPC needs beyond the common path: its request and answer
+// messages, where its model name is, and how an admitted call is submitted.
 struct V1Infer {
   using Request = v1::InferRequest;
   using Response = v1::InferResponse;
   static constexpr const InferRpc& kRpc = kV1InferRpc;
-  static void Post(Context& context, grpc::ServerContext* ctx, grpc::ByteBuffer* request,
-                   grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder, grpc::ServerCompletionQueue* queue,
-                   void* tag) {
-    context.v1_service.RequestInfer(ctx, request, responder, queue, queue, tag);
-  }
   static const std::string& Model(const Request& request) { return request.model(); }
   static void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
                      const Request& request, Response* response) {
@@ -146,11 +217,6 @@ struct ModelInfer {
   using Request = inference::ModelInferRequest;
   using Response = inference::ModelInferResponse;
   static constexpr const InferRpc& kRpc = kModelInferRpc;
-  static void Post(Context& context, grpc::ServerContext* ctx, grpc::ByteBuffer* request,
-                   grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder, grpc::ServerCompletionQueue* queue,
-                   void* tag) {
-    context.open_inference.RequestModelInfer(ctx, request, responder, queue, queue, tag);
-  }
   static const std::string& Model(const Request& request) { return request.model_name(); }
   static void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
                      const Request& request, Response* response) {
@@ -158,18 +224,60 @@ struct ModelInfer {
   }
 };
 
-// A unary inference call: one request, one answer, written by the device
-// worker that computed it (or by the poller, for a call refused early).
+// One unary call's messages, whichever RPC it is.
+class UnaryExchange {
+ public:
+  virtual ~UnaryExchange() = default;
+  virtual const InferRpc& rpc() const = 0;
+  // Parses the request (INVALID_ARGUMENT naming the message otherwise);
+  // the bytes may go once it returns.
+  virtual absl::Status Parse(const grpc::ByteBuffer& bytes) = 0;
+  virtual const std::string& BodyModel() const = 0;
+  virtual void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx,
+                      const std::string& model) = 0;
+  virtual absl::Status SerializeAnswer(grpc::ByteBuffer* out) const = 0;
+};
+
 template <typename Method>
+class UnaryExchangeOf final : public UnaryExchange {
+ public:
+  const InferRpc& rpc() const override { return Method::kRpc; }
+  absl::Status Parse(const grpc::ByteBuffer& bytes) override { return ParseRequestBytes(bytes, &request_); }
+  const std::string& BodyModel() const override { return Method::Model(request_); }
+  void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx,
+              const std::string& model) override {
+    // The input tensors alias `request_`'s bytes, which live as long.
+    Method::Submit(context, call, ctx, model, request_, &response_);
+  }
+  absl::Status SerializeAnswer(grpc::ByteBuffer* out) const override { return SerializeAnswerBytes(response_, out); }
+
+ private:
+  typename Method::Request request_;
+  typename Method::Response response_;
+};
+
+// The exchange for a generic call's method ("/inference.GRPCInferenceService
+// /ModelInfer"); null for a method this front end does not serve.
+std::unique_ptr<UnaryExchange> ExchangeFor(absl::string_view method) {
+  absl::ConsumePrefix(&method, "/");
+  if (method == V1Infer::kRpc.full_name) return std::make_unique<UnaryExchangeOf<V1Infer>>();
+  if (method == ModelInfer::kRpc.full_name) return std::make_unique<UnaryExchangeOf<ModelInfer>>();
+  return nullptr;
+}
+
+// A unary inference call (Infer or ModelInfer) taken as a generic call:
+// its message is read only once the intake gate has room for it, then
+// parsed, admitted (holding the gate's room, shrunk to the message) and
+// submitted. The answer is written by the device worker that computed it
+// (or by the poller, for a call refused early).
 class AsyncUnaryInferCall final : public AsyncCall {
  public:
-  // Posts a request for the next call of `Method` on `queue`, unless
-  // stopping.
+  // Posts a request for the next generic call on `queue`, unless stopping.
   static void Post(Context& context, grpc::ServerCompletionQueue* queue) {
     if (!context.Track()) return;
     auto* call = new AsyncUnaryInferCall(context, queue);
     call->ctx_.AsyncNotifyWhenDone(&call->done_);
-    Method::Post(context, &call->ctx_, &call->request_bytes_, &call->responder_, queue, &call->arrived_);
+    context.generic.RequestCall(&call->ctx_, &call->stream_, queue, queue, &call->arrived_);
   }
 
  private:
@@ -181,38 +289,73 @@ class AsyncUnaryInferCall final : public AsyncCall {
   }
 
   void Begin() override {
+    exchange_ = ExchangeFor(ctx_.method());
+    if (!exchange_) {
+      // Only the two inference RPCs are taken generically; any other
+      // method the server has no handler for lands here.
+      return stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                         absl::StrCat("method ", ctx_.method().substr(0, 128), " is not served")),
+                            &finished_);
+    }
+    AskToRead();
+  }
+
+  // Refused or gone before the message was read: an InferCall ends it, so
+  // that it is counted and traced as any other refusal.
+  void EndUnread(const absl::Status& status) {
+    BeginCall(ModelNameOf(ctx_, ""));
+    call_->Refuse(status);
+  }
+  void OnIntakeRefused() override { EndUnread(context_.gate.Refusal()); }
+  void OnLeftUnread() override { EndUnread(absl::CancelledError("the client left while its request waited to be read")); }
+
+  void StartAdmittedRead() override { stream_.Read(&request_bytes_, &read_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      ticket_ = IntakeGate::Ticket();
+      // No message came (the client half-closed without one, or the call
+      // broke; gRPC answers a message over the size limit itself).
+      if (!call_) EndUnread(absl::InvalidArgumentError(absl::StrCat(exchange_->rpc().method, ": no request message")));
+      return;
+    }
     // A request that does not parse is refused once the caller is admitted
     // (its token checked); its model is then the one the metadata names, if
     // any. The bytes go once parsed: the request holds its own copy.
-    const absl::Status parsed = ParseRequestBytes(request_bytes_, &request_);
+    const absl::Status parsed = exchange_->Parse(request_bytes_);
     const uint64_t request_bytes = request_bytes_.Length();
     request_bytes_.Clear();
-    const std::string model = ModelNameOf(ctx_, Method::Model(request_));
-    // Runs once: on this poller for a refusal, else on the device worker
-    // that answered. The answer is written from `response_bytes_`, which
-    // lives until the finish comes back.
+    // The gate's room becomes the call's share: the message's size.
+    const absl::Status charged = context_.gate.Read(peer_, request_bytes, &ticket_);
+    const std::string model = ModelNameOf(ctx_, exchange_->BodyModel());
+    BeginCall(model);
+    TraceInferCall(*call_, ctx_, exchange_->rpc(), model);
+    if (!charged.ok()) return call_->Refuse(charged);
+    if (!call_->AdmitHolding([this] { return Authorization(ctx_); }, std::move(ticket_.room()))) return;
+    if (!parsed.ok()) return call_->Refuse(parsed);
+    exchange_->Submit(context_, *call_, ctx_, model);
+  }
+
+  // Runs once: on this poller for a refusal, else on the device worker
+  // that answered. The answer is written from `response_bytes_`, which
+  // lives until the finish comes back.
+  void BeginCall(const std::string& model) {
     call_ = InferCall::Begin(context_.front_end, model, [this](const absl::Status& status) {
       absl::Status answer = status;
-      if (answer.ok()) answer = SerializeAnswerBytes(response_, &response_bytes_);
+      if (answer.ok()) answer = exchange_->SerializeAnswer(&response_bytes_);
       if (answer.ok()) {
-        responder_.Finish(response_bytes_, grpc::Status::OK, &finished_);
+        stream_.WriteAndFinish(response_bytes_, grpc::WriteOptions(), grpc::Status::OK, &finished_);
       } else {
-        responder_.FinishWithError(ToGrpcStatus(answer), &finished_);
+        stream_.Finish(ToGrpcStatus(answer), &finished_);
       }
     });
-    TraceInferCall(*call_, ctx_, Method::kRpc, model);
-    if (!AdmitInferCall(*call_, ctx_, request_bytes)) return;
-    if (!parsed.ok()) return call_->Refuse(parsed);
-    // The input tensors alias `request_`'s bytes, which live as long.
-    Method::Submit(context_, *call_, ctx_, model, request_, &response_);
   }
 
   std::shared_ptr<InferCall> call_;
+  std::unique_ptr<UnaryExchange> exchange_;
+  grpc::GenericServerAsyncReaderWriter stream_{&ctx_};
   grpc::ByteBuffer request_bytes_;
-  typename Method::Request request_;
-  typename Method::Response response_;
   grpc::ByteBuffer response_bytes_;
-  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> responder_{&ctx_};
 };
 
 // A ModelStreamInfer stream (open_inference_stream.h) over the queue: its
@@ -242,18 +385,31 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
   void Begin() override { infer_.Start(CheckToken(context_.front_end.auth(), ctx_, TokenAuth::Role::kInference)); }
   void OnCancelled() override { infer_.OnCancel(); }
   void OnReadDone(bool ok) override {
-    if (!ok) return infer_.OnReadDone(false);
+    // The read's share of the budget goes once the message is parsed: the
+    // stream's own admission of the request counts it from there.
+    if (!ok) {
+      ticket_ = IntakeGate::Ticket();
+      return infer_.OnReadDone(false);
+    }
     const absl::Status parsed = ParseRequestBytes(read_bytes_, reading_);
+    (void)context_.gate.Read(peer_, read_bytes_.Length(), &ticket_);  // notes the size; the stream charges it
     read_bytes_.Clear();
+    ticket_ = IntakeGate::Ticket();
     if (!parsed.ok()) return infer_.OnUnreadableRequest(parsed);
     infer_.OnReadDone(true);
   }
   void OnWriteDone(bool ok) override { infer_.OnWriteDone(ok); }
 
+  // Each message of a stream is read once the intake gate has room for it;
+  // a stream that finds the line full waits on (its messages are in order,
+  // one at a time) rather than failing.
   void StartRead(inference::ModelInferRequest* request) override {
     reading_ = request;
-    stream_.Read(&read_bytes_, &read_);
+    AskToRead();
   }
+  void StartAdmittedRead() override { stream_.Read(&read_bytes_, &read_); }
+  void OnIntakeRefused() override { AskToRead(/*again=*/true); }
+  void OnLeftUnread() override { infer_.OnReadDone(false); }
   void StartWrite(const inference::ModelStreamInferResponse* response, grpc::WriteOptions options) override {
     if (absl::Status serialized = SerializeAnswerBytes(*response, &write_bytes_); !serialized.ok()) {
       // Only an answer over protobuf's 2 GB limit fails: it goes as an
@@ -289,8 +445,10 @@ void Poll(grpc::ServerCompletionQueue* queue) {
 }  // namespace
 
 CompletionQueueInfer::CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const FrontEnd& front_end,
-                                           InferenceServiceImpl& v1_service, OpenInferenceService& open_inference)
-    : context_(std::make_unique<Context>(front_end, v1_service, open_inference)) {
+                                           InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
+                                           uint64_t max_message_bytes)
+    : context_(std::make_unique<Context>(front_end, v1_service, open_inference, max_message_bytes)) {
+  builder.RegisterAsyncGenericService(&context_->generic);
   for (int i = 0; i < threads; ++i) queues_.push_back(builder.AddCompletionQueue());
 }
 
@@ -303,8 +461,9 @@ void CompletionQueueInfer::Start() {
   for (size_t i = 0; i < queues_.size(); ++i) {
     grpc::ServerCompletionQueue* queue = queues_[i].get();
     for (int n = 0; n < kPostedPerMethod; ++n) {
-      AsyncUnaryInferCall<V1Infer>::Post(*context_, queue);
-      AsyncUnaryInferCall<ModelInfer>::Post(*context_, queue);
+      // Generic calls: Infer and ModelInfer both.
+      AsyncUnaryInferCall::Post(*context_, queue);
+      AsyncUnaryInferCall::Post(*context_, queue);
       AsyncStreamInferCall::Post(*context_, queue);
     }
     pollers_.emplace_back([queue, i] {

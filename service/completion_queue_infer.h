@@ -10,7 +10,12 @@
 // A few poller threads each own a completion queue, keep `kPostedPerMethod`
 // requests of each RPC posted on it (reposting one as each call arrives),
 // and run each call that arrives through the one inference call path
-// (infer_call.h): token, drain switch, budget, decode, submit. The device
+// (infer_call.h): token, drain switch, budget, decode, submit. The unary
+// RPCs are taken as gRPC generic calls, so that their request message is
+// read only when the intake gate (intake_gate.h) finds room for it in the
+// in-flight budget: gRPC reads a registered unary method's whole message
+// before the server sees the call, which no admission after it can bound.
+// A stream's messages pass the same gate, one read at a time. The device
 // worker that answers a unary call finishes it (writes the answer) itself;
 // the poller that later sees the finish frees it. A stream (an InferStream,
 // open_inference_stream.h) reads and submits its requests on its poller and
@@ -33,6 +38,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -52,11 +59,18 @@ class CompletionQueueInfer {
   // calls go to another's; calls beyond those posted wait in gRPC until a
   // poller posts again.
   static constexpr int kPostedPerMethod = 4;
+  // Calls waiting for room in the in-flight budget before their message is
+  // read (intake_gate.h); past it a unary call is refused at once.
+  static constexpr size_t kMaxWaitingReads = 4096;
 
   // Adds `threads` completion queues to `builder`; before it builds the
   // server. The services must be registered with the same builder.
+  // The budget's room for one read is `max_message_bytes` (the server's
+  // --max-receive-bytes). Registers the server's generic service: Infer
+  // and ModelInfer come as generic calls (their services mark them so).
   CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const FrontEnd& front_end,
-                       InferenceServiceImpl& v1_service, OpenInferenceService& open_inference);
+                       InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
+                       uint64_t max_message_bytes);
   // Stops unless Stop was called (after a server that failed to start, too).
   ~CompletionQueueInfer();
   CompletionQueueInfer(const CompletionQueueInfer&) = delete;

@@ -52,14 +52,29 @@ bool InferCall::Admit(absl::FunctionRef<absl::string_view()> authorization, uint
   return AdmitOnStream(bytes);
 }
 
-bool InferCall::AdmitOnStream(uint64_t bytes) {
-  if (front_end_.draining()) {
-    if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kDraining);
-    absl::Status refusal = DrainingRefusal();
-    NoteAdmission(refusal);
-    Refuse(refusal);
+bool InferCall::AdmitHolding(absl::FunctionRef<absl::string_view()> authorization, InflightBudget::Reservation held) {
+  if (absl::Status s = front_end_.auth().Check(authorization, TokenAuth::Role::kInference); !s.ok()) {
+    NoteAdmission(s);
+    Refuse(s);
     return false;
   }
+  if (RefusedWhileDraining()) return false;
+  NoteAdmission(absl::OkStatus());
+  reservation_ = std::move(held);
+  return true;
+}
+
+bool InferCall::RefusedWhileDraining() {
+  if (!front_end_.draining()) return false;
+  if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kDraining);
+  absl::Status refusal = DrainingRefusal();
+  NoteAdmission(refusal);
+  Refuse(refusal);
+  return true;
+}
+
+bool InferCall::AdmitOnStream(uint64_t bytes) {
+  if (RefusedWhileDraining()) return false;
   absl::StatusOr<InflightBudget::Reservation> reserved = Reserve(bytes);
   NoteAdmission(reserved.status());
   if (!reserved.ok()) {

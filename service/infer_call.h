@@ -70,6 +70,10 @@ class InferCall : public std::enable_shared_from_this<InferCall> {
   // The same for a request on a stream whose caller was checked when the
   // stream opened: the drain switch and the budget.
   bool AdmitOnStream(uint64_t bytes);
+  // Admit for a request whose bytes were reserved before it was read (the
+  // intake gate's room, shrunk to the message): the same checks, and
+  // `held` becomes the call's share of the budget.
+  bool AdmitHolding(absl::FunctionRef<absl::string_view()> authorization, InflightBudget::Reservation held);
   // Reserves `bytes` more, for memory the call holds for a while (a parse
   // tree); released with the reservation. The budget's refusal otherwise,
   // counted like one at admission (the call is not finished).
@@ -96,6 +100,8 @@ class InferCall : public std::enable_shared_from_this<InferCall> {
  private:
   // Notes admission's outcome in the trace.
   void NoteAdmission(const absl::Status& outcome);
+  // While draining: refuses the call (UNAVAILABLE, counted) and true.
+  bool RefusedWhileDraining();
   // Reports the end and runs `finish_`; exactly once per call.
   void End(const RequestLabels& labels, const absl::Status& status, const InferenceResult* result);
   // The call's log lines: server faults (rate-limited) and, at debug level,

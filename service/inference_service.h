@@ -23,7 +23,7 @@ namespace infergate {
 using V1InferenceServiceBase = v1::InferenceService::WithRawCallbackMethod_ListDevices<
     v1::InferenceService::WithRawCallbackMethod_ListModels<v1::InferenceService::WithRawCallbackMethod_LoadModel<
         v1::InferenceService::WithRawCallbackMethod_UnloadModel<
-            v1::InferenceService::WithRawMethod_Infer<v1::InferenceService::Service>>>>>;
+            v1::InferenceService::WithGenericMethod_Infer<v1::InferenceService::Service>>>>>;
 
 class InferenceServiceImpl final : public V1InferenceServiceBase {
  public:

@@ -19,6 +19,12 @@ void InflightBudget::Reservation::Release() {
   budget_ = nullptr;
 }
 
+void InflightBudget::Reservation::ShrinkTo(uint64_t bytes) {
+  if (budget_ == nullptr || bytes >= bytes_) return;
+  budget_->used_.fetch_sub(bytes_ - bytes, std::memory_order_relaxed);
+  bytes_ = bytes;
+}
+
 absl::StatusOr<InflightBudget::Reservation> InflightBudget::Reserve(uint64_t bytes) {
   uint64_t used = used_.load(std::memory_order_relaxed);
   do {

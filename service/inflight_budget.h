@@ -32,6 +32,10 @@ class InflightBudget {
     Reservation(Reservation&& other) noexcept : budget_(other.budget_), bytes_(other.bytes_) { other.budget_ = nullptr; }
     Reservation& operator=(Reservation&& other) noexcept;
     ~Reservation() { Release(); }
+    // Gives back what it holds beyond `bytes` (room reserved for a message
+    // before it was read, once its size is known).
+    void ShrinkTo(uint64_t bytes);
+    uint64_t bytes() const { return budget_ != nullptr ? bytes_ : 0; }
 
    private:
     friend class InflightBudget;

@@ -40,7 +40,7 @@ using Type = Grpc::WithRawCallbackMethod_ServerLive<Grpc::WithRawCallbackMethod_
     Grpc::WithRawCallbackMethod_SystemSharedMemoryRegister<Grpc::WithRawCallbackMethod_SystemSharedMemoryUnregister<
     Grpc::WithRawCallbackMethod_CudaSharedMemoryStatus<Grpc::WithRawCallbackMethod_CudaSharedMemoryRegister<
     Grpc::WithRawCallbackMethod_CudaSharedMemoryUnregister<Grpc::WithRawCallbackMethod_TraceSetting<
-    Grpc::WithRawCallbackMethod_LogSettings<Grpc::WithRawMethod_ModelInfer<Grpc::Service>>>>>>>>>>>>>>>>>>>>;
+    Grpc::WithRawCallbackMethod_LogSettings<Grpc::WithGenericMethod_ModelInfer<Grpc::Service>>>>>>>>>>>>>>>>>>>>;
 }  // namespace open_inference_service_base
 
 class OpenInferenceService final : public open_inference_service_base::Type {

@@ -256,11 +256,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
     // Calls in progress when the age is reached get this long to finish.
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 30000);
   }
+  // HTTP/2 flow control holds what the server has not read with the
+  // client, but only while a stream's window stays small: gRPC's
+  // bandwidth-delay probe grows it until a whole message fits, and a call
+  // waiting for room in the in-flight budget (intake_gate.h) then sits in
+  // memory anyway. Off unless asked for (long, fast links).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, opts.grpc_bdp_probe ? 1 : 0);
   builder.RegisterService(p->service.get());
   builder.RegisterService(p->open_inference.get());
   builder.RegisterService(p->torchserve_grpc.get());
   p->queued_infer = std::make_unique<CompletionQueueInfer>(builder, static_cast<int>(opts.grpc_infer_threads),
-                                                           *p->front_end, *p->service, *p->open_inference);
+                                                           *p->front_end, *p->service, *p->open_inference,
+                                                           opts.max_receive_bytes);
   p->grpc_server = builder.BuildAndStart();
   if (!p->grpc_server || p->port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", opts.address));
   // ModelMesh's SPI on its own port, without tokens: loopback only (the

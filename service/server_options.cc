@@ -230,6 +230,11 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                "set: reflection answers without a token).");
   flags.Int("max-concurrent-streams", &o.max_concurrent_streams,
             "Calls one client connection may have open at once; more wait in the client (HTTP/2 flow control).");
+  flags.Bool("grpc-bdp-probe", &o.grpc_bdp_probe,
+             "Let gRPC grow each HTTP/2 stream's window to the measured bandwidth-delay product: faster large "
+             "messages over long, fast links, but a request that waits for room in --max-inflight-bytes is then "
+             "held in the server's memory (by the transport) instead of by its client. Off: windows stay at "
+             "64 KiB a stream.");
   flags.Int("grpc-infer-threads", &o.grpc_infer_threads,
             "Threads taking gRPC inference calls (Infer, ModelInfer, ModelStreamInfer) off a completion queue each: "
             "they check, decode and queue each request; device workers answer it.");

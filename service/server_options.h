@@ -68,6 +68,9 @@ struct ServerOptions {
   enum class Reflection { kAuto, kOn, kOff };
   Reflection reflection = Reflection::kAuto;
   std::chrono::milliseconds max_connection_age{0};  // 0: connections live forever
+  // gRPC's bandwidth-delay probe, which grows HTTP/2 windows: off, so that
+  // requests waiting for the in-flight budget stay with their clients.
+  bool grpc_bdp_probe = false;
   // gRPC connections with no call for this long are closed (GOAWAY); 0: never.
   std::chrono::milliseconds max_connection_idle{std::chrono::minutes(5)};
   // A new gRPC connection must finish TLS and HTTP/2 set-up within this long.

@@ -27,6 +27,21 @@ for seed in tests/fuzz/request_seeds/*.txtpb; do
   protoc -Iproto --encode=infergate.v1.InferRequest proto/infergate/v1/inference.proto <"$seed" >>"$out" ||
     { echo "request seed $seed does not encode" >&2; exit 1; }
 done
+# config.pbtxt seeds, each behind the byte that routes it to the config
+# parser (0x00): the committed Triton-style ones, and every config the demo
+# and test models are written with, when the plain build has made the tool.
+config_seed() {
+  out="$corpus/config_$2"
+  printf '\000' >"$out"
+  cat "$1" >>"$out"
+}
+for seed in tests/fuzz/config_seeds/*.pbtxt; do config_seed "$seed" "$(basename "$seed" .pbtxt)"; done
+if [ -x build/tools/make-demo-models ]; then
+  demo=$(mktemp -d)
+  build/tools/make-demo-models "$demo" --with-test-models >/dev/null
+  for config in "$demo"/*/config.pbtxt; do config_seed "$config" "demo_$(basename "$(dirname "$config")")"; done
+  rm -rf "$demo"
+fi
 # Exit status is non-zero on any crash, sanitizer report or leak.
 rc=0
 build-fuzz/tests/fuzz/request_fuzzer "$corpus" -max_total_time="$seconds" -print_final_stats=1 -close_fd_mask=1 \

@@ -48,28 +48,17 @@ import zipfile
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, check, checks_made, fail, reference_stubs, required_arguments  # noqa: E402
+from igtest import (Server, check, checks_made, fail, reference_stubs, required_arguments, reset_peak, rss_kib,
+                    under_asan)  # noqa: E402
 
 BUDGET_MIB = 256
 BODY_LIMIT_MIB = 32
 
 
-def rss_kib(pid, field="VmRSS:"):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1])
-    return 0
 
 
-def under_asan(pid):
-    with open("/proc/%d/maps" % pid) as f:
-        return "libasan" in f.read()
 
 
-def reset_peak(pid):
-    with open("/proc/%d/clear_refs" % pid, "w") as f:
-        f.write("5")
 
 
 def http(address, method, path, body=None, headers=None, timeout=60):
@@ -351,7 +340,7 @@ def burst_process(address, stubs, seconds, results):
     import grpc_service_pb2 as pb
     import grpc_service_pb2_grpc as pb_grpc
     values = BURST_BYTES // 4
-    request = pb.ModelInferRequest(model_name="fails", inputs=[pb.ModelInferRequest.InferInputTensor(
+    request = pb.ModelInferRequest(model_name=os.environ.get("BURST_MODEL", "fails"), inputs=[pb.ModelInferRequest.InferInputTensor(
         name="x", datatype="FP32", shape=[values])], raw_input_contents=[b"\0\0\x80\x3f" * values])
     codes = []
     lock = threading.Lock()

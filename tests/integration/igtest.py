@@ -43,6 +43,34 @@ def expect_error(fn, code, *needles):
     fail("expected %s, the call succeeded" % code)
 
 
+def rss_kib(pid, field="VmRSS:"):
+    """A process's resident memory (or, with field="VmHWM:", its peak since
+    start or the last reset_peak) in KiB, from /proc."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1])
+    return 0
+
+
+def reset_peak(pid):
+    """Starts a new peak (VmHWM) for `pid`; False where the kernel refuses."""
+    try:
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def under_asan(pid):
+    """Whether `pid` runs under AddressSanitizer, whose quarantine keeps freed
+    memory: RSS says nothing about budgets there (CI checks them in the plain
+    build, where these tests run too)."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
 def generate_stubs(proto_dir, out_dir):
     """Generates Python stubs into out_dir and puts it on sys.path."""
     protos = ["infergate/v1/tensor.proto", "infergate/v1/model_config.proto", "infergate/v1/inference.proto",

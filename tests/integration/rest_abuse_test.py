@@ -30,34 +30,16 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, fail, required_arguments  # noqa: E402
+from igtest import (Server, fail, required_arguments, reset_peak, rss_kib, under_asan)  # noqa: E402
 
 BUDGET_MIB = 128
 MARGIN_MIB = 160  # the 16-64 MiB bodies themselves (received, then copied once), allocator slack
 
 
-def rss_kib(pid, field="VmRSS:"):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1])
-    return 0
 
 
-def under_asan(pid):
-    """AddressSanitizer keeps freed memory in quarantine: RSS says nothing
-    about budgets there (the plain build checks them)."""
-    with open("/proc/%d/maps" % pid) as f:
-        return "libasan" in f.read()
 
 
-def reset_peak(pid):
-    try:
-        with open("/proc/%d/clear_refs" % pid, "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def post(http, path, body, timeout=120):

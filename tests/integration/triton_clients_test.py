@@ -34,7 +34,7 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import Server, check, checks_made, expect_error, fail, open_inference_setup  # noqa: E402
+from igtest import (Server, check, checks_made, expect_error, fail, open_inference_setup, rss_kib, under_asan)  # noqa: E402
 
 class Http:
     """One keep-alive REST connection."""
@@ -80,15 +80,8 @@ def read_bytes_elements(raw):
     return out
 
 
-def rss_kib(pid):
-    for line in open("/proc/%d/status" % pid):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
-def under_asan(pid):
-    return "libasan" in open("/proc/%d/maps" % pid).read()
 
 
 def main():

@@ -59,6 +59,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--http-host-name", "none", "none"},
     {"--reflection", "\"auto\"", "auto"},
     {"--max-concurrent-streams", "256", "256"},
+    {"--grpc-bdp-probe", "false", "false"},
     {"--grpc-infer-threads", "2", "2"},
     {"--io-thread-policy", "\"batch\"", "batch"},
     {"--max-connection-age", "0ms", "0 (never)"},
