@@ -110,8 +110,8 @@ class AsyncCall {
           OnCancelled();
           if (waiting_) {
             // Never read: out of line, and the call ends here.
-            context_.gate.Leave(this);
-            waiting_ = false;
+            if (in_line_) context_.gate.Leave(this);
+            waiting_ = in_line_ = false;
             if (alarm_set_) retry_.Cancel();
             OnLeftUnread();
           }
@@ -142,34 +142,40 @@ class AsyncCall {
   virtual void OnWriteDone(bool /*ok*/) {}
   // The intake gate admitted a read: `ticket_` holds its share; start it.
   virtual void StartAdmittedRead() = 0;
-  // The gate's line was full: the call is refused unread.
-  virtual void OnIntakeRefused() = 0;
-  // The client left while the call waited in line, unread: finish it.
+  // The read found no room in time (`waited`), or the line full: a unary
+  // call is refused unread (true); a stream waits on (false).
+  virtual bool RefuseWithoutRoom(std::chrono::steady_clock::duration waited) = 0;
+  // The client left while the call waited to read: it ends.
   virtual void OnLeftUnread() = 0;
 
-  // Starts a read of one message once the intake gate has room for it
-  // (now, or from a retry alarm on this call's queue).
+  // Starts a read of one message once the intake gate has room for it:
+  // now, or from a retry alarm on this call's queue.
   void AskToRead(bool again = false) {
     if (peer_.empty()) peer_ = ctx_.peer();
+    if (!again) asked_ = std::chrono::steady_clock::now();
+    // In line: only the first may pass; out of it (a stream that found the
+    // line full): it asks afresh.
     const IntakeGate::Turn turn =
-        again ? context_.gate.Retry(this, &ticket_) : context_.gate.Enter(this, peer_, &ticket_);
-    switch (turn) {
-      case IntakeGate::Turn::kAdmitted:
-        waiting_ = false;
-        retry_wait_ = kFirstRetry;
-        return StartAdmittedRead();
-      case IntakeGate::Turn::kWait:
-        waiting_ = true;
-        // Asks again after a short wait, longer as it goes on (to 8 ms).
-        ++ends_left_;
-        alarm_set_ = true;
-        retry_.Set(queue_, std::chrono::system_clock::now() + retry_wait_, &retry_tag_);
-        retry_wait_ = std::min(retry_wait_ * 2, kLastRetry);
-        return;
-      case IntakeGate::Turn::kRefused:
-        waiting_ = false;
-        return OnIntakeRefused();
+        in_line_ ? context_.gate.Retry(this, peer_, &ticket_) : context_.gate.Enter(this, peer_, &ticket_);
+    if (turn == IntakeGate::Turn::kAdmitted) {
+      waiting_ = in_line_ = false;
+      retry_wait_ = kFirstRetry;
+      return StartAdmittedRead();
     }
+    in_line_ = turn == IntakeGate::Turn::kWait;
+    const auto waited = turn == IntakeGate::Turn::kRefused ? std::chrono::steady_clock::duration::max()
+                                                             : std::chrono::steady_clock::now() - asked_;
+    if (RefuseWithoutRoom(waited)) {
+      if (in_line_) context_.gate.Leave(this);
+      waiting_ = in_line_ = false;
+      return;
+    }
+    // Asks again after a short wait, longer as it goes on (to 8 ms).
+    waiting_ = true;
+    ++ends_left_;
+    alarm_set_ = true;
+    retry_.Set(queue_, std::chrono::system_clock::now() + retry_wait_, &retry_tag_);
+    retry_wait_ = std::min(retry_wait_ * 2, kLastRetry);
   }
 
   static constexpr std::chrono::microseconds kFirstRetry{500};
@@ -193,7 +199,9 @@ class AsyncCall {
 
  private:
   int ends_left_ = 0;      // touched only by the queue's poller
-  bool waiting_ = false;   // in the gate's line
+  bool waiting_ = false;   // waiting for room to read
+  bool in_line_ = false;   // in the gate's line (a stream that found it full waits out of it)
+  std::chrono::steady_clock::time_point asked_;  // when it first asked to read
   bool gone_ = false;      // the client cancelled, or its deadline passed
   bool alarm_set_ = false;
   std::chrono::microseconds retry_wait_ = kFirstRetry;
@@ -300,14 +308,23 @@ class AsyncUnaryInferCall final : public AsyncCall {
     AskToRead();
   }
 
-  // Refused or gone before the message was read: an InferCall ends it, so
-  // that it is counted and traced as any other refusal.
+  // Refused before the message was read: an InferCall ends it, so that it
+  // is counted and traced as any other refusal.
   void EndUnread(const absl::Status& status) {
     BeginCall(ModelNameOf(ctx_, ""));
     call_->Refuse(status);
   }
-  void OnIntakeRefused() override { EndUnread(context_.gate.Refusal()); }
+  // A unary call waits for room at most kMaxReadWait: reads take
+  // milliseconds, so room comes back quickly unless the budget is held by
+  // work; then the call is refused, as a REST request would be.
+  bool RefuseWithoutRoom(std::chrono::steady_clock::duration waited) override {
+    if (waited < kMaxReadWait) return false;
+    if (InferCallObserver* o = context_.front_end.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+    EndUnread(context_.gate.Refusal());
+    return true;
+  }
   void OnLeftUnread() override { EndUnread(absl::CancelledError("the client left while its request waited to be read")); }
+  static constexpr std::chrono::milliseconds kMaxReadWait{250};
 
   void StartAdmittedRead() override { stream_.Read(&request_bytes_, &read_); }
 
@@ -408,7 +425,7 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
     AskToRead();
   }
   void StartAdmittedRead() override { stream_.Read(&read_bytes_, &read_); }
-  void OnIntakeRefused() override { AskToRead(/*again=*/true); }
+  bool RefuseWithoutRoom(std::chrono::steady_clock::duration) override { return false; }
   void OnLeftUnread() override { infer_.OnReadDone(false); }
   void StartWrite(const inference::ModelStreamInferResponse* response, grpc::WriteOptions options) override {
     if (absl::Status serialized = SerializeAnswerBytes(*response, &write_bytes_); !serialized.ok()) {

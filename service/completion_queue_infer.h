@@ -59,8 +59,9 @@ class CompletionQueueInfer {
   // calls go to another's; calls beyond those posted wait in gRPC until a
   // poller posts again.
   static constexpr int kPostedPerMethod = 4;
-  // Calls waiting for room in the in-flight budget before their message is
-  // read (intake_gate.h); past it a unary call is refused at once.
+  // Calls waiting in line for room in the in-flight budget before their
+  // message is read (intake_gate.h), at most; past it a unary call is
+  // refused at once.
   static constexpr size_t kMaxWaitingReads = 4096;
 
   // Adds `threads` completion queues to `builder`; before it builds the

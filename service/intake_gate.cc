@@ -20,6 +20,7 @@ IntakeGate::Ticket& IntakeGate::Ticket::operator=(Ticket&& other) noexcept {
     EndFastRead();
     room_ = std::move(other.room_);
     fast_of_ = other.fast_of_;
+    new_connection_ = other.new_connection_;
     other.fast_of_ = nullptr;
   }
   return *this;
@@ -28,7 +29,7 @@ IntakeGate::Ticket& IntakeGate::Ticket::operator=(Ticket&& other) noexcept {
 void IntakeGate::Ticket::EndFastRead() {
   if (fast_of_ == nullptr) return;
   MutexLock lock(fast_of_->mu_);
-  --fast_of_->fast_reads_;
+  --(new_connection_ ? fast_of_->new_reads_ : fast_of_->fast_reads_);
   fast_of_ = nullptr;
 }
 
@@ -45,29 +46,36 @@ bool IntakeGate::Reserve(uint64_t bytes, InflightBudget::Reservation* room) {
   return true;
 }
 
-uint64_t IntakeGate::FastRoom(absl::string_view peer) const {
+bool IntakeGate::TryFastLane(absl::string_view peer, Ticket* ticket) {
   auto it = history_.find(std::string(peer));
-  if (it == history_.end() || it->second.largest > room_bytes_ / kSmallDivisor) return 0;
-  return std::max(it->second.largest * 2, kFastFloor);
+  const bool fresh = it == history_.end();
+  if (!fresh && it->second.largest > room_bytes_ / kSmallDivisor) return false;
+  int& slots = fresh ? new_reads_ : fast_reads_;
+  if (slots >= (fresh ? kMaxNewReads : kMaxFastReads)) return false;
+  const uint64_t room = fresh ? kFastFloor : std::max(it->second.largest * 2, kFastFloor);
+  if (!Reserve(room, &ticket->room_)) return false;
+  ++slots;
+  ticket->fast_of_ = this;
+  ticket->new_connection_ = fresh;
+  return true;
 }
 
 IntakeGate::Turn IntakeGate::Enter(const void* waiter, absl::string_view peer, Ticket* ticket) {
   if (budget_ == nullptr) return Turn::kAdmitted;
   MutexLock lock(mu_);
-  if (const uint64_t fast = FastRoom(peer); fast > 0 && fast_reads_ < kMaxFastReads &&
-                                             Reserve(fast, &ticket->room_)) {
-    ++fast_reads_;
-    ticket->fast_of_ = this;
-    return Turn::kAdmitted;
-  }
+  if (TryFastLane(peer, ticket)) return Turn::kAdmitted;
   if (line_.empty() && Reserve(room_bytes_, &ticket->room_)) return Turn::kAdmitted;
   if (line_.size() >= max_waiting_) return Turn::kRefused;
   line_.push_back(waiter);
   return Turn::kWait;
 }
 
-IntakeGate::Turn IntakeGate::Retry(const void* waiter, Ticket* ticket) {
+IntakeGate::Turn IntakeGate::Retry(const void* waiter, absl::string_view peer, Ticket* ticket) {
   MutexLock lock(mu_);
+  if (TryFastLane(peer, ticket)) {
+    line_.erase(std::find(line_.begin(), line_.end(), waiter));
+    return Turn::kAdmitted;
+  }
   if (line_.empty() || line_.front() != waiter || !Reserve(room_bytes_, &ticket->room_)) return Turn::kWait;
   line_.pop_front();
   return Turn::kAdmitted;
@@ -77,6 +85,11 @@ void IntakeGate::Leave(const void* waiter) {
   MutexLock lock(mu_);
   auto it = std::find(line_.begin(), line_.end(), waiter);
   if (it != line_.end()) line_.erase(it);
+}
+
+size_t IntakeGate::waiting() const {
+  MutexLock lock(mu_);
+  return line_.size();
 }
 
 absl::Status IntakeGate::Read(absl::string_view peer, uint64_t bytes, Ticket* ticket) {
@@ -109,15 +122,10 @@ absl::Status IntakeGate::Read(absl::string_view peer, uint64_t bytes, Ticket* ti
   return budget_->Extend(room, bytes - room.bytes());
 }
 
-size_t IntakeGate::waiting() const {
-  MutexLock lock(mu_);
-  return line_.size();
-}
-
 absl::Status IntakeGate::Refusal() const {
   return absl::ResourceExhaustedError(absl::StrCat(
-      "the server's in-flight budget (--max-inflight-bytes) is full and ", max_waiting_,
-      " requests already wait for room to be read; retry later"));
+      "the server's in-flight budget (--max-inflight-bytes) had no room to read a request of up to ", room_bytes_,
+      " bytes from this connection in time; retry shortly or on another replica"));
 }
 
 }  // namespace infergate

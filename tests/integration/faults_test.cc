@@ -132,8 +132,10 @@ class InflightBudgetTest : public ServerTest {
 };
 
 // A large request holds most of the budget while it runs: another large one
-// is refused at once with RESOURCE_EXHAUSTED, small requests are still
-// served, and once the first is answered the budget is free again.
+// is refused at once with RESOURCE_EXHAUSTED, unread (its connection sends
+// large requests, and there is no room for one), a small request on another
+// connection is still served, and once the first is answered the budget is
+// free again.
 TEST_F(InflightBudgetTest, LargeRequestsBeyondTheBudgetAreRefusedWhileOthersAreServed) {
   v1::InferRequest large = Request("slow", {{"x", at::full({150000}, 1.0f)}});  // 600 KB, about a second of work
   ASSERT_GT(large.ByteSizeLong(), 512u * 1024);
@@ -151,7 +153,18 @@ TEST_F(InflightBudgetTest, LargeRequestsBeyondTheBudgetAreRefusedWhileOthersAreS
   // the name is checked against the repository, and an unchecked name a
   // client made up must not become a label).
   EXPECT_EQ(MetricValue(ScrapeMetrics(*server_), "infergate_rejections_total{model=\"\",reason=\"inflight_bytes\"}"), 1.0);
-  EXPECT_TRUE(Infer(Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok()) << "a small request was refused";
+  {
+    // A connection of its own (distinct arguments: gRPC shares a connection
+    // among channels made alike).
+    grpc::ChannelArguments own_connection;
+    own_connection.SetInt("infergate.test.small_client", 1);
+    auto other = v1::InferenceService::NewStub(
+        grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(), own_connection));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    const grpc::Status small = other->Infer(&ctx, Request("mlp", {{"x", at::randn({1, 256})}}), &resp);
+    EXPECT_TRUE(small.ok()) << "a small request was refused: " << small.error_message();
+  }
   holder.join();
   ASSERT_TRUE(first.ok()) << first.error_message();
   // The first call's bytes are released once gRPC is done with it, which

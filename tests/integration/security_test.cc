@@ -192,10 +192,32 @@ TEST(Security, TokensGuardInferenceAndAdminRpcsButNotHealth) {
 
 // Only inference tokens configured: model management is refused to
 // everyone, tokens or not, instead of being left open.
+// Without an admin token file the admin RPCs are closed to everyone (a load
+// can run native code), naming the two ways to open them; inference stays
+// open.
+TEST(Security, TheAdminRpcsAreClosedByDefault) {
+  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--open-admin-api=false"});
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext load_ctx;
+  v1::LoadModelRequest load;
+  load.set_model("embed");
+  v1::LoadModelResponse loaded;
+  const grpc::Status s = stub->LoadModel(&load_ctx, load, &loaded);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(s.error_message().find("--admin-token-file"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("--open-admin-api"), std::string::npos) << s.error_message();
+  grpc::ClientContext list_ctx;
+  v1::ListDevicesResponse devices;
+  EXPECT_TRUE(stub->ListDevices(&list_ctx, v1::ListDevicesRequest(), &devices).ok());
+  stub.reset();
+  EXPECT_EQ(server->Stop(), 0);
+}
+
 TEST(Security, InferenceTokensAloneCloseTheAdminRpcs) {
   const Pki& pki = Pki::Get();
   auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(),
-                                      "--auth-token-file=" + pki.Path("tokens")});
+                                      "--auth-token-file=" + pki.Path("tokens"), "--open-admin-api=false"});
   ASSERT_NE(server, nullptr);
   auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
   for (const std::string token : {"", "inference-token-0123456789"}) {

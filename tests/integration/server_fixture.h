@@ -95,11 +95,8 @@ class ServerTest : public ::testing::Test {
  protected:
   virtual std::vector<std::string> ExtraArgs() const { return {}; }
 
-  // The tests load and unload models freely: their servers open the admin
-  // API (the default keeps it closed; ExtraArgs may say
-  // --open-admin-api=false, and security_test checks the default).
   void SetUp() override {
-    std::vector<std::string> args = {"--model-repository=" + DemoRepository(), "--open-admin-api"};
+    std::vector<std::string> args = {"--model-repository=" + DemoRepository()};
     bool devices_chosen = false;
     for (const std::string& a : ExtraArgs()) {
       args.push_back(a);

@@ -66,8 +66,11 @@ std::unique_ptr<ServerProcess> ServerProcess::Launch(const std::vector<std::stri
     ADD_FAILURE() << "pipe failed";
     return nullptr;
   }
+  // The tests load and unload models freely: their servers open the admin
+  // API (the default keeps it closed), which `args` may turn off again with
+  // --open-admin-api=false (security_test checks the default).
   std::vector<std::string> full = {INFERGATE_BIN, "--address=127.0.0.1:0", "--metrics-address=127.0.0.1:0",
-                                   "--http-address=127.0.0.1:0"};
+                                   "--http-address=127.0.0.1:0", "--open-admin-api"};
   full.insert(full.end(), args.begin(), args.end());
   pid_t pid = fork();
   if (pid == 0) {
