@@ -3,7 +3,7 @@
 # again as AOTInductor packages, same weights, as MODELS/mlp_pt2 and
 # MODELS/cnn_pt2; for bench/run.sh and bench/compare.sh. Compiled with the
 # server's intra-op threads per CPU worker (its default sizing,
-# core/thread_sizing.h), as one compiles a package to serve: Inductor
+# scheduler/core/thread_sizing.h), as one compiles a package to serve: Inductor
 # writes the compiling process's thread count into the package's loops.
 #
 #   bench/pt2_demo_models.sh MODELS

@@ -1,44 +1,126 @@
 #!/usr/bin/env bash
-# The layers depend downwards only: each folder's sources include nothing
-# from a layer above it (nor, below model_store/, the wire protocols' generated
-# code). One line per include that crosses a layer upward; fails if there
-# is any. Each layer is a CMake library of its own that links only the
-# layers below it.
+# The parts depend downwards only, and the front ends not on one another:
+# every `#include "..."` of ours in a source folder must name a folder that
+# folder may use. One line per include that breaks the rule; fails if there
+# is any. Each folder is a CMake library (or two: a LibTorch-free part and
+# the rest) that links only what it may use.
 #
-#   common/     (nothing of ours)
-#   devices/    common/
-#   wire/       common/ devices/, the protocols' generated code
-#   model_store/ the above: model files, configs, the repository view,
-#               loaders, the model cache and manager, the shared plain types
-#   execution/  the above: jobs, fair queues, device executors, batch runs
-#   routing/    the above: the route planner, the accuracy contract, the
-#               failure policy, the core's options
-#   core/       the above: the facade, its parts, the request path, the lifecycle
-#   service/    all of the above
-#   tools/      all of the above (clients, benchmarks)
+#   common/                 nothing of ours
+#   devices/                common/
+#   proto/                  + devices/, the protocols' generated code
+#   scheduler/repository/   + proto/ (and repository/triton/, one library
+#                           with it: a config file is read as either)
+#   scheduler/repository/torchserve/  + scheduler/repository/
+#   scheduler/model/        + the repository
+#   scheduler/loaders/*/    + scheduler/model/
+#   scheduler/cache/        + the loaders
+#   scheduler/execution/    + scheduler/model/
+#   scheduler/routing/      + cache/, execution/
+#   scheduler/core/         + routing/: all of the scheduler
+#   service/http/           common/ (no scheduler, no other front end)
+#   service/tracing/        the scheduler up to execution/
+#   service/call/           the scheduler, tracing/, http/
+#   service/grpc/           + call/
+#   service/v1/, open_inference/, torchserve/, modelmesh/   the front ends:
+#                           call/, grpc/, http/ and the scheduler, never
+#                           one another
+#   service/metrics/        call/, http/, tracing/, the scheduler
+#   service/server/         everything: it wires the front ends together
+#   tools/                  everything
+#
+# Tried on purpose: an include of "service/open_inference/open_inference_rest.h"
+# added to service/torchserve/torchserve_rest.cc makes this test print
+#   service/torchserve/torchserve_rest.cc:2: includes service/open_inference/open_inference_rest.h:
+#     torchserve may not use service/open_inference
+# and fail; `tests/layers_test.sh --self-test` does exactly that on a copy
+# of the tree (CTest's layers_self_test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-declare -A forbidden=(
-  [common]="devices wire model_store execution routing core service tools infergate inference mmesh"
-  [devices]="wire model_store execution routing core service tools infergate inference mmesh"
-  [wire]="model_store execution routing core service tools"
-  [model_store]="execution routing core service tools"
-  [execution]="routing core service tools"
-  [routing]="core service tools"
-  [core]="service tools"
-  [service]="tools"
+
+generated="infergate inference mmesh torchserve grpc"
+scheduler_low="scheduler/repository scheduler/repository/triton scheduler/repository/torchserve scheduler/model"
+loaders="scheduler/loaders/torchscript scheduler/loaders/aoti"
+scheduler_all="$scheduler_low $loaders scheduler/cache scheduler/execution scheduler/routing scheduler/core"
+base="common devices proto $generated"
+declare -A may=(
+  [common]=""
+  [devices]="common"
+  [proto]="common devices $generated"
+  [scheduler/repository]="$base scheduler/repository/triton"
+  [scheduler/repository/triton]="$base scheduler/repository"
+  [scheduler/repository/torchserve]="$base scheduler/repository"
+  [scheduler/model]="$base scheduler/repository"
+  [scheduler/loaders/torchscript]="$base scheduler/repository scheduler/model"
+  [scheduler/loaders/aoti]="$base scheduler/repository scheduler/model"
+  [scheduler/cache]="$base scheduler/repository scheduler/model $loaders"
+  [scheduler/execution]="$base scheduler/repository scheduler/model"
+  [scheduler/routing]="$base scheduler/repository scheduler/model $loaders scheduler/cache scheduler/execution"
+  [scheduler/core]="$base $scheduler_all"
+  [service/http]="common"
+  [service/tracing]="$base scheduler/repository scheduler/model scheduler/execution"
+  [service/call]="$base $scheduler_all service/tracing service/http"
+  [service/grpc]="$base $scheduler_all service/tracing service/http service/call"
+  [service/v1]="$base $scheduler_all service/call service/grpc service/http service/tracing"
+  [service/open_inference]="$base $scheduler_all service/call service/grpc service/http service/tracing"
+  [service/torchserve]="$base $scheduler_all service/call service/grpc service/http service/tracing"
+  [service/modelmesh]="$base $scheduler_all service/call service/grpc service/http service/tracing"
+  [service/metrics]="$base $scheduler_all service/call service/http service/tracing"
+  [service/server]="$base $scheduler_all service/call service/grpc service/http service/tracing service/v1
+                    service/open_inference service/torchserve service/modelmesh service/metrics"
 )
-crossings=0
-for layer in "${!forbidden[@]}"; do
-  for above in ${forbidden[$layer]}; do
-    while IFS= read -r line; do
-      echo "layer $layer/ reaches up to $above/: $line"
-      crossings=$((crossings + 1))
-    done < <(grep -Hn "^#include \"$above/" "$layer"/*.h "$layer"/*.cc 2>/dev/null || true)
+ours="common devices proto scheduler service tools $generated"
+
+check_tree() {
+  local broken=0 folder file line included target root allowed
+  for folder in "${!may[@]}"; do
+    for file in "$folder"/*.h "$folder"/*.cc; do
+      [ -e "$file" ] || continue
+      while IFS=: read -r line included; do
+        target=$(dirname "$included")
+        root=${included%%/*}
+        case " $ours " in *" $root "*) ;; *) continue ;; esac
+        [ "$target" = "$folder" ] && continue
+        allowed=0
+        for ok in ${may[$folder]}; do
+          if [ "$target" = "$ok" ] || [ "$root" = "$ok" ]; then allowed=1; break; fi
+        done
+        if [ "$allowed" = 0 ]; then
+          echo "$file:$line: includes $included: ${folder#*/} may not use $target"
+          broken=$((broken + 1))
+        fi
+      done < <(grep -n '^#include "' "$file" | sed 's/^\([0-9]*\):#include "\([^"]*\)".*/\1:\2/')
+    done
   done
-done
-if [ "$crossings" -gt 0 ]; then
-  echo "$crossings include(s) cross a layer upward" >&2
+  # Every source folder is one of the parts above.
+  while IFS= read -r folder; do
+    if [ -z "${may[$folder]+set}" ]; then
+      echo "$folder: a source folder with no rule in tests/layers_test.sh"
+      broken=$((broken + 1))
+    fi
+  done < <(git ls-files 'common/*.cc' 'devices/*.cc' 'proto/*.cc' 'scheduler/*.cc' 'service/*.cc' | xargs -n1 dirname | sort -u)
+  [ "$broken" -eq 0 ]
+}
+
+if [ "${1:-}" = --self-test ]; then
+  # A front end that includes another must be caught.
+  copy=$(mktemp -d)
+  trap 'rm -rf "$copy"' EXIT
+  git ls-files -z | xargs -0 cp --parents -t "$copy"
+  sed -i '1a #include "service/open_inference/open_inference_rest.h"' "$copy/service/torchserve/torchserve_rest.cc"
+  found=$(cd "$copy" && git init -q && git add -A && "$copy/tests/layers_test.sh" 2>&1) && {
+    echo "the layers test did not catch a front end including another" >&2
+    exit 1
+  }
+  echo "$found" | grep -q "torchserve_rest.cc:2: includes service/open_inference/open_inference_rest.h: torchserve may not use service/open_inference" || {
+    echo "the layers test failed, but not for the include it was given: $found" >&2
+    exit 1
+  }
+  echo "layers: a front end including another is caught"
+  exit 0
+fi
+
+if ! check_tree; then
+  echo "some includes break the layering (above)" >&2
   exit 1
 fi
-echo "layers: no include crosses a layer upward"
+echo "layers: every include stays within what its folder may use"

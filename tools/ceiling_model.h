@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model_store/loaded_model.h"
+#include "scheduler/loaders/torchscript/loaded_model.h"
 
 namespace infergate {
 

@@ -13,7 +13,7 @@
 // A TorchScript model runs through the server's own servable
 // (tools/served_torchscript.h): the forward pass and its outputs made ready
 // to encode. `--optimize` lets it be optimized as the server optimizes a
-// CPU copy in FP32 (model_store/torchscript_optimization.h); use it wherever
+// CPU copy in FP32 (scheduler/loaders/torchscript/torchscript_optimization.h); use it wherever
 // the server serves the model optimized (its log says which). TorchScript's
 // CPU fuser is off, as in the server.
 
@@ -38,9 +38,9 @@
 #include "common/flags.h"
 #include "devices/caching_cpu_allocator.h"
 #include "devices/system_info.h"
-#include "model_store/aoti_package.h"
-#include "model_store/aoti_unpacked_variant.h"
-#include "model_store/loaded_model.h"
+#include "scheduler/repository/aoti_package.h"
+#include "scheduler/loaders/aoti/aoti_unpacked_variant.h"
+#include "scheduler/loaders/torchscript/loaded_model.h"
 #include "tools/served_torchscript.h"
 
 namespace {
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   infergate::CachingCpuAllocator::InstallForProcess(tensor_cache_bytes);  // likewise
   // One forward call on `x`, from either format.
   std::shared_ptr<infergate::LoadedModel> script;
-  // A package is opened as the server opens it (model_store/aoti_model.h):
+  // A package is opened as the server opens it (scheduler/loaders/aoti/aoti_model.h):
   // one container with an instance per caller, as the server has one per
   // worker (an instance runs one call at a time).
   std::unique_ptr<infergate::UnpackedAotiVariant> unpacked;

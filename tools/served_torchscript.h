@@ -1,7 +1,7 @@
 #pragma once
 // A TorchScript file loaded for a measuring tool exactly as the server
 // serves it on the CPU: through the server's own servable
-// (model_store/loaded_model.h), so the in-process floor and the model
+// (scheduler/loaders/torchscript/loaded_model.h), so the in-process floor and the model
 // ceilings run the forward pass the server runs, optimized for inference
 // when the server would optimize it, rather than a copy of its steps.
 //
@@ -21,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "infergate/v1/tensor.pb.h"
-#include "model_store/loaded_model.h"
+#include "scheduler/loaders/torchscript/loaded_model.h"
 
 namespace infergate {
 

@@ -1,7 +1,7 @@
 // The accuracy contract's arithmetic and its state-file form: tolerances,
 // verdicts, measurements compared on real tensors, ledger lines.
 
-#include "model_store/accuracy_tolerance.h"
+#include "scheduler/model/accuracy_tolerance.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -11,9 +11,9 @@
 #include <limits>
 
 #include "devices/system_info.h"
-#include "routing/accuracy_ledger.h"
-#include "model_store/check_inputs.h"
-#include "routing/output_comparison.h"
+#include "scheduler/routing/accuracy_ledger.h"
+#include "scheduler/model/check_inputs.h"
+#include "scheduler/routing/output_comparison.h"
 
 namespace infergate {
 namespace {

@@ -2,7 +2,7 @@
 // The package is made at test time with Debian's python3-torch
 // (tools/make_pt2_models.py --mlp), as a PyTorch 2.x user makes one.
 
-#include "model_store/aoti_model.h"
+#include "scheduler/loaders/aoti/aoti_model.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "model_store/model_repository.h"
+#include "scheduler/repository/model_repository.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/tmpdir_override.h"
 #include "tests/common/zip_writer.h"

@@ -1,4 +1,4 @@
-#include "model_store/aoti_package.h"
+#include "scheduler/repository/aoti_package.h"
 
 #include <gtest/gtest.h>
 

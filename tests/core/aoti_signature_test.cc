@@ -1,4 +1,4 @@
-#include "model_store/aoti_signature.h"
+#include "scheduler/repository/aoti_signature.h"
 
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model_store/aoti_package.h"
-#include "model_store/model_repository.h"
+#include "scheduler/repository/aoti_package.h"
+#include "scheduler/repository/model_repository.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/zip_writer.h"
 #include "tests/common/text_proto.h"

@@ -3,7 +3,7 @@
 // folders of processes that are gone swept away. Packages here are zips
 // written by the test (nothing is opened as a library).
 
-#include "model_store/aoti_unpacked_variant.h"
+#include "scheduler/loaders/aoti/aoti_unpacked_variant.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "routing/auto_cost.h"
+#include "scheduler/routing/auto_cost.h"
 
 #include <gtest/gtest.h>
 

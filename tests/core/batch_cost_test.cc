@@ -1,4 +1,4 @@
-#include "execution/batch_cost.h"
+#include "scheduler/execution/batch_cost.h"
 
 #include <gtest/gtest.h>
 

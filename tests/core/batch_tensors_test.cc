@@ -1,4 +1,4 @@
-#include "execution/batch_tensors.h"
+#include "scheduler/execution/batch_tensors.h"
 
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>

@@ -1,4 +1,4 @@
-#include "model_store/config_override.h"
+#include "scheduler/repository/config_override.h"
 
 #include <gtest/gtest.h>
 

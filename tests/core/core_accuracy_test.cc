@@ -8,7 +8,7 @@
 
 #include <thread>
 
-#include "core/inference_core.h"
+#include "scheduler/core/inference_core.h"
 #include "tests/core/fake_servable.h"
 
 namespace infergate {

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/inference_core.h"
+#include "scheduler/core/inference_core.h"
 #include "tests/core/fake_servable.h"
 
 namespace infergate {

@@ -1,7 +1,7 @@
 // The core facade in-process, with fake servables and fake devices: the
 // races and policies that integration tests can only hit by chance.
 
-#include "core/inference_core.h"
+#include "scheduler/core/inference_core.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "execution/device_executor.h"
+#include "scheduler/execution/device_executor.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The label text of every event reason and result: the metric label values
 // the README documents, one per enum value, never "unknown".
 
-#include "model_store/event_reasons.h"
+#include "scheduler/model/event_reasons.h"
 
 #include <gtest/gtest.h>
 

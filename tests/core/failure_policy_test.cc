@@ -1,6 +1,6 @@
 // The failure policy as a table: failure kind x device x retried.
 
-#include "routing/failure_policy.h"
+#include "scheduler/routing/failure_policy.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The fair queue's choices, on a clock the test controls: fairness by
 // device time, priorities with aging, per-model caps and queue timeouts.
 
-#include "execution/fair_queue.h"
+#include "scheduler/execution/fair_queue.h"
 
 #include <gtest/gtest.h>
 

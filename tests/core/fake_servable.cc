@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "devices/device_failure.h"
-#include "model_store/model_config.h"
+#include "scheduler/repository/model_config.h"
 
 namespace infergate::testing {
 namespace {

@@ -16,8 +16,8 @@
 
 #include "absl/status/status.h"
 #include "devices/device_info.h"
-#include "model_store/inference_types.h"
-#include "model_store/servable.h"
+#include "scheduler/model/inference_types.h"
+#include "scheduler/model/servable.h"
 
 namespace infergate::testing {
 

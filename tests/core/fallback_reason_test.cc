@@ -1,4 +1,4 @@
-#include "model_store/fallback_reason.h"
+#include "scheduler/model/fallback_reason.h"
 
 #include <gtest/gtest.h>
 

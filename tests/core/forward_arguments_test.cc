@@ -1,4 +1,4 @@
-#include "model_store/forward_arguments.h"
+#include "scheduler/model/forward_arguments.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "model_store/input_signature.h"
+#include "scheduler/repository/input_signature.h"
 
 #include <gtest/gtest.h>
 

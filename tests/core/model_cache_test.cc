@@ -1,4 +1,4 @@
-#include "model_store/model_cache.h"
+#include "scheduler/cache/model_cache.h"
 
 #include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "devices/device_failure.h"
-#include "model_store/loaded_model.h"
+#include "scheduler/loaders/torchscript/loaded_model.h"
 #include "tests/common/scratch_dir.h"
 
 namespace infergate {

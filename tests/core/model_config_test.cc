@@ -1,4 +1,4 @@
-#include "model_store/model_config.h"
+#include "scheduler/repository/model_config.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "model_store/model_footprints.h"
+#include "scheduler/cache/model_footprints.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "routing/unsupported_ops.h"
+#include "scheduler/routing/unsupported_ops.h"
 
 namespace infergate {
 namespace {

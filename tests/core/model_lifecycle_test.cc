@@ -1,4 +1,4 @@
-#include "core/model_lifecycle.h"
+#include "scheduler/core/model_lifecycle.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "model_store/model_manager.h"
+#include "scheduler/cache/model_manager.h"
 #include "tests/core/fake_servable.h"
 
 namespace infergate {

@@ -1,4 +1,4 @@
-#include "model_store/model_load_error.h"
+#include "scheduler/model/model_load_error.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "model_store/model_name.h"
+#include "scheduler/repository/model_name.h"
 
 #include <gtest/gtest.h>
 

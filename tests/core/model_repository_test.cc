@@ -1,4 +1,4 @@
-#include "model_store/model_repository.h"
+#include "scheduler/repository/model_repository.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

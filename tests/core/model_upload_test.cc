@@ -1,4 +1,4 @@
-#include "model_store/model_upload.h"
+#include "scheduler/repository/model_upload.h"
 
 #include <gtest/gtest.h>
 

@@ -6,9 +6,9 @@
 #include <memory>
 #include <utility>
 
-#include "execution/job.h"
-#include "model_store/model_repository.h"
-#include "model_store/scheduling_policy.h"
+#include "scheduler/execution/job.h"
+#include "scheduler/repository/model_repository.h"
+#include "scheduler/repository/scheduling_policy.h"
 
 namespace infergate::testing {
 

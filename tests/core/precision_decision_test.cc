@@ -1,7 +1,7 @@
 // The accuracy contract's dtype decision as a table: the picked dtype x its
 // check x what the client asked, as precision_decision.h lays it out.
 
-#include "routing/precision_decision.h"
+#include "scheduler/routing/precision_decision.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "model_store/repository_diff.h"
+#include "scheduler/repository/repository_diff.h"
 
 #include <gtest/gtest.h>
 

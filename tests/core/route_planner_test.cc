@@ -1,7 +1,7 @@
 // Every routing decision, as one table: requested device, auto, absent and
 // out-of-service devices, allow-lists, learned limits, and fallback policy.
 
-#include "routing/route_planner.h"
+#include "scheduler/routing/route_planner.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // A model's scheduling policy, read once from its config: what each field
 // becomes, the priority level a request waits at, and its queue timeout.
 
-#include "model_store/scheduling_policy.h"
+#include "scheduler/repository/scheduling_policy.h"
 
 #include <gtest/gtest.h>
 

@@ -21,8 +21,8 @@
 #include "devices/device_failure.h"
 #include "devices/device_registry.h"
 #include "devices/precision.h"
-#include "routing/failure_policy.h"
-#include "model_store/loaded_model.h"
+#include "scheduler/routing/failure_policy.h"
+#include "scheduler/loaders/torchscript/loaded_model.h"
 
 namespace infergate {
 namespace {

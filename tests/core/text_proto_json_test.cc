@@ -1,8 +1,8 @@
-#include "model_store/text_proto_json.h"
+#include "scheduler/repository/triton/text_proto_json.h"
 
 #include <gtest/gtest.h>
 
-#include "model_store/model_config.h"
+#include "scheduler/repository/model_config.h"
 
 namespace infergate {
 namespace {

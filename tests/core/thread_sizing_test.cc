@@ -1,7 +1,7 @@
 // How the core's threads are sized, and how many runs of one model a device
 // takes at once, as tables.
 
-#include "core/thread_sizing.h"
+#include "scheduler/core/thread_sizing.h"
 
 #include <gtest/gtest.h>
 

@@ -3,14 +3,14 @@
 // inputs; otherwise (no inputs to check on, a config that says OFF, another
 // device or dtype, an optimization that fails) they are served as saved.
 
-#include "model_store/torchscript_optimization.h"
+#include "scheduler/loaders/torchscript/torchscript_optimization.h"
 
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
 #include <filesystem>
 
-#include "model_store/loaded_model.h"
+#include "scheduler/loaders/torchscript/loaded_model.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/text_proto.h"
 

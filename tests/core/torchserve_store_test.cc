@@ -1,4 +1,4 @@
-#include "model_store/torchserve_store.h"
+#include "scheduler/repository/torchserve/torchserve_store.h"
 
 #include "common/owned_temp_folder.h"
 
@@ -9,9 +9,9 @@
 #include <fstream>
 
 #include "common/file_util.h"
-#include "model_store/java_properties.h"
-#include "model_store/model_config.h"
-#include "model_store/torchserve_config.h"
+#include "scheduler/repository/torchserve/java_properties.h"
+#include "scheduler/repository/model_config.h"
+#include "scheduler/repository/torchserve/torchserve_config.h"
 #include "tests/common/zip_writer.h"
 
 namespace infergate {

@@ -1,4 +1,4 @@
-#include "routing/unsupported_ops.h"
+#include "scheduler/routing/unsupported_ops.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"

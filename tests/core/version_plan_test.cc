@@ -1,7 +1,7 @@
 // The lifecycle's version decisions as one table: what is served and tried,
 // what is on disk, the version policy, and the config's state.
 
-#include "model_store/version_plan.h"
+#include "scheduler/repository/version_plan.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-#include "model_store/version_policy.h"
+#include "scheduler/repository/version_policy.h"
 
 #include <gtest/gtest.h>
 
 #include "google/protobuf/text_format.h"
-#include "model_store/model_config.h"
+#include "scheduler/repository/model_config.h"
 #include "tests/common/text_proto.h"
 
 namespace infergate {

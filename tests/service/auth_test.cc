@@ -1,4 +1,4 @@
-#include "service/auth.h"
+#include "service/call/auth.h"
 
 #include <gtest/gtest.h>
 

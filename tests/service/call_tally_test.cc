@@ -1,11 +1,11 @@
-#include "service/call_tally.h"
+#include "service/call/call_tally.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 #include <vector>
 
-#include "execution/drain_refusal.h"
+#include "scheduler/execution/drain_refusal.h"
 
 namespace infergate {
 namespace {

@@ -1,4 +1,4 @@
-#include "service/classification.h"
+#include "service/call/classification.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "service/content_encoding.h"
+#include "service/http/content_encoding.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>

@@ -1,4 +1,4 @@
-#include "service/cross_origin.h"
+#include "service/http/cross_origin.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // connection cap holds, answers in progress survive a shutdown, and a
 // client that hangs up while waiting is noticed.
 
-#include "service/http_server.h"
+#include "service/http/http_server.h"
 
 #include "common/caught_exception.h"
 

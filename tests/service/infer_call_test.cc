@@ -4,7 +4,7 @@
 // finishes the call exactly once with its status, is counted the same way
 // for every front end, and returns the call's share of the budget.
 
-#include "service/infer_call.h"
+#include "service/call/infer_call.h"
 
 #include "common/caught_exception.h"
 
@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "service/cancel_signal.h"
-#include "service/open_inference_rest.h"
+#include "common/cancel_signal.h"
+#include "service/open_inference/open_inference_rest.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/service/fake_core.h"
 

@@ -1,4 +1,4 @@
-#include "service/inflight_budget.h"
+#include "service/call/inflight_budget.h"
 
 #include <gtest/gtest.h>
 

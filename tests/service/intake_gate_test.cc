@@ -1,7 +1,7 @@
 // The intake gate: a read starts only with room for it in the budget; calls
 // wait in line for it, first come first served; connections of small
 // messages take the fast lane; a read's room becomes its message's size.
-#include "service/intake_gate.h"
+#include "service/call/intake_gate.h"
 
 #include <gtest/gtest.h>
 

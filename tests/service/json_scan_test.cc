@@ -1,7 +1,7 @@
 // The JSON pre-scan: depth and an upper bound on values, without parsing;
 // strings (with escapes) hide brackets and commas.
 
-#include "service/json_scan.h"
+#include "service/http/json_scan.h"
 
 #include <gtest/gtest.h>
 

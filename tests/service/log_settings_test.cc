@@ -1,4 +1,4 @@
-#include "service/log_settings.h"
+#include "service/open_inference/log_settings.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The parsing and serialising of the raw gRPC methods' messages: a request
 // that parses, bytes that do not (the status, and nothing half-read left),
 // and an answer's bytes.
-#include "service/message_bytes.h"
+#include "service/grpc/message_bytes.h"
 
 #include <gtest/gtest.h>
 #include <grpcpp/impl/codegen/proto_utils.h>

@@ -1,4 +1,4 @@
-#include "service/model_mesh_models.h"
+#include "service/modelmesh/model_mesh_models.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "service/model_mesh_path.h"
+#include "service/modelmesh/model_mesh_path.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -2,11 +2,11 @@
 // (device, precision, fallback) and Triton's queueing parameters (priority,
 // timeout), each refused with a message naming it when malformed.
 
-#include "service/open_inference_codec.h"
+#include "service/open_inference/open_inference_codec.h"
 
 #include <gtest/gtest.h>
 
-#include "service/open_inference_api.h"
+#include "service/open_inference/open_inference_api.h"
 
 namespace infergate {
 namespace {

@@ -1,7 +1,7 @@
 // The REST codec: JSON and binary bodies to the protocol's request, and the
 // answer back, checked against LibTorch's own half and bfloat16 rounding.
 
-#include "service/open_inference_json.h"
+#include "service/open_inference/open_inference_json.h"
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>

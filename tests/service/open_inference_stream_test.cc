@@ -7,7 +7,7 @@
 // cancelling cancels every request in flight, and the stream finishes only
 // once every answer is written.
 
-#include "service/open_inference_stream.h"
+#include "service/open_inference/open_inference_stream.h"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 
 #include <ATen/ATen.h>
 
-#include "service/inflight_budget.h"
+#include "service/call/inflight_budget.h"
 #include "tests/service/fake_core.h"
 
 namespace infergate {

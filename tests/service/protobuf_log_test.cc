@@ -1,7 +1,7 @@
 // Protobuf's log lines go to the server's log, rate-limited: a storm of
 // requests with invalid UTF-8 in a string field (each refused with a line
 // from protobuf) writes one line, not one per request.
-#include "service/protobuf_log.h"
+#include "service/server/protobuf_log.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "service/server_options.h"
+#include "service/server/server_options.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 namespace infergate {
 namespace {
 
-// Every flag, its default as --help prints it, and as the README's flags
-// table writes it: the one table the help, the README and the parsed
-// defaults are all checked against.
+// Every flag, its default as --help prints it, and as the flags table of
+// docs/configuration.md writes it: the one table the help, that page and
+// the parsed defaults are all checked against.
 struct DocumentedFlag {
   const char* flag;
   const char* help_default;
@@ -107,14 +107,14 @@ std::vector<std::string> HelpFlags(const std::string& help) {
   return flags;
 }
 
-// The README's flags table: each row's flags (a row may hold two, "a / b")
-// and its default cell.
+// The flags table of docs/configuration.md: each row's flags (a row may
+// hold two, "a / b") and its default cell.
 std::map<std::string, std::string> ReadmeFlags() {
-  std::ifstream in(INFERGATE_README);
+  std::ifstream in(INFERGATE_FLAGS_DOC);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t start = text.find("### Server flags");
-  size_t end = text.find("\n### ", start + 1);
-  EXPECT_NE(start, std::string::npos) << "README has no Server flags section";
+  size_t start = text.find("## Server flags");
+  size_t end = text.find("\n## ", start + 1);
+  EXPECT_NE(start, std::string::npos) << "docs/configuration.md has no Server flags section";
   std::map<std::string, std::string> out;
   std::istringstream table(text.substr(start, end - start));
   for (std::string line; std::getline(table, line);) {
@@ -137,8 +137,8 @@ TEST(ServerOptions, DefaultsMatchTheDocs) {
     EXPECT_NE(help.find(std::string("  ") + f.flag + " (default: " + f.help_default + ")"), std::string::npos)
         << f.flag << " should default to " << f.help_default << " in --help";
     auto row = readme.find(f.flag);
-    ASSERT_NE(row, readme.end()) << f.flag << " is missing from the README's flags table";
-    EXPECT_EQ(row->second, f.readme_default) << f.flag << "'s default in the README";
+    ASSERT_NE(row, readme.end()) << f.flag << " is missing from the flags table of docs/configuration.md";
+    EXPECT_EQ(row->second, f.readme_default) << f.flag << "'s default in docs/configuration.md";
   }
   // And the parsed options hold those defaults.
   const char* argv[] = {"infergate"};
@@ -175,7 +175,7 @@ TEST(ServerOptions, DefaultsMatchTheDocs) {
   EXPECT_EQ(o->discovery.nvml_library, "libnvidia-ml.so.1");
 }
 
-// --help, the README's table and kFlags list the same flags.
+// --help, the table of docs/configuration.md and kFlags list the same flags.
 TEST(ServerOptions, HelpListsEveryFlag) {
   const std::vector<std::string> help = HelpFlags(Help());
   std::set<std::string> documented;
@@ -184,7 +184,7 @@ TEST(ServerOptions, HelpListsEveryFlag) {
   EXPECT_EQ(listed, documented) << "a flag was added or removed without its row in kFlags";
   std::set<std::string> readme;
   for (const auto& [flag, def] : ReadmeFlags()) readme.insert(flag);
-  EXPECT_EQ(readme, documented) << "the README's flags table and --help list different flags";
+  EXPECT_EQ(readme, documented) << "the flags table of docs/configuration.md and --help list different flags";
 }
 
 TEST(ServerOptions, RejectsNonsense) {

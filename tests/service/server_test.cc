@@ -4,7 +4,7 @@
 // inference is refused on every front end, requests accepted before the
 // drain are answered, and only then do the ports close.
 
-#include "service/server.h"
+#include "service/server/server.h"
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "inference/grpc_service.grpc.pb.h"
-#include "core/inference_core.h"
+#include "scheduler/core/inference_core.h"
 
 namespace infergate {
 namespace {

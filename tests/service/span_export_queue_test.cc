@@ -1,4 +1,4 @@
-#include "service/span_export_queue.h"
+#include "service/tracing/span_export_queue.h"
 
 #include <gtest/gtest.h>
 

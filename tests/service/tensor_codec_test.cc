@@ -1,4 +1,4 @@
-#include "service/tensor_codec.h"
+#include "service/call/tensor_codec.h"
 
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/arange.h>
@@ -14,8 +14,8 @@
 
 #include "devices/dtype.h"
 #include "devices/torch_dtype.h"
-#include "model_store/model_config.h"
-#include "service/wire_tensor.h"
+#include "scheduler/repository/model_config.h"
+#include "service/call/wire_tensor.h"
 
 namespace infergate {
 namespace {

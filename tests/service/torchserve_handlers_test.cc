@@ -7,12 +7,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "model_store/class_labels.h"
-#include "service/image_decode.h"
-#include "service/image_preprocess.h"
-#include "service/instance_codec.h"
-#include "service/multipart_form.h"
-#include "service/torchserve_handlers.h"
+#include "scheduler/repository/class_labels.h"
+#include "service/torchserve/image_decode.h"
+#include "service/torchserve/image_preprocess.h"
+#include "service/torchserve/instance_codec.h"
+#include "service/http/multipart_form.h"
+#include "service/torchserve/torchserve_handlers.h"
 
 namespace infergate {
 namespace {

@@ -1,4 +1,4 @@
-#include "service/tracing_options.h"
+#include "service/tracing/tracing_options.h"
 
 #include <gtest/gtest.h>
 

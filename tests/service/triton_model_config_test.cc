@@ -1,4 +1,4 @@
-#include "service/triton_model_config.h"
+#include "service/open_inference/triton_model_config.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,232 @@
+#include "scheduler/cache/model_manager.h"
+
+#include <algorithm>
+
+#include <ATen/ops/zeros.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "devices/activation_meter.h"
+#include "devices/torch_dtype.h"
+#include "scheduler/loaders/aoti/aoti_model.h"
+#include "scheduler/loaders/torchscript/loaded_model.h"
+
+namespace infergate {
+
+ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints,
+                           RunsAtOnce runs_at_once)
+    : repository_(repository), loader_(std::move(loader)), footprints_(footprints) {
+  if (!loader_) {
+    loader_ = [runs_at_once = std::move(runs_at_once)](
+                  const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device, DType dtype,
+                  const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
+      if (IsAotiPackagePath(path)) {
+        const int instances = runs_at_once ? runs_at_once(device.id, config) : 1;
+        absl::StatusOr<std::shared_ptr<AotiModel>> package =
+            AotiModel::Load(path, config, device, dtype, admit, instances);
+        if (!package.ok()) return package.status();
+        return std::shared_ptr<Servable>(*std::move(package));
+      }
+      absl::StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::Load(path, config, device, dtype, admit);
+      if (!model.ok()) return model.status();
+      return std::shared_ptr<Servable>(*std::move(model));
+    };
+  }
+  cache_.SetEvictionListener([this](const ModelKey& key, uint64_t, EvictionReason why) {
+    if (observer_) observer_->OnEviction(key.device, why);
+  });
+}
+
+bool ModelManager::Refresh(Route& route, bool follow_latest) const {
+  std::shared_ptr<const ModelEntry> current = repository_.Lookup(route.model->name);
+  if (!current) return false;
+  int64_t version = route.version;
+  if (follow_latest && route.latest && !current->versions.empty()) version = current->versions.back();
+  const VersionStatus* status = current->Status(version);
+  if (!status || status->state != VersionState::kReady) return false;
+  if (version == route.version && status->generation <= route.generation) return false;
+  route.model = std::move(current);
+  route.version = version;
+  route.generation = status->generation;
+  route.stamp = status->stamp;
+  return true;
+}
+
+absl::Status ModelManager::RepositoryAnswer(const Route& route, bool follow_latest) const {
+  absl::StatusOr<std::shared_ptr<const ModelEntry>> current = repository_.Find(route.model->name);
+  if (!current.ok()) return current.status();
+  const std::string version = follow_latest && route.latest ? "" : std::to_string(route.version);
+  return repository_.ResolveVersion(**current, version).status();
+}
+
+Footprint ModelManager::Expected(const Route& route) const {
+  if (!footprints_) return ModelFootprints::Estimate(route.stamp.size, route.dtype);
+  return footprints_->Expect(route.model->name, route.stamp.ContentKey(), route.stamp.size, route.device.id.kind,
+                             route.dtype);
+}
+
+absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
+  ModelKey key = route.key();
+  if (std::optional<ModelCache::Lease> resident = cache_.AcquireResident(key)) {
+    if (observer_) observer_->OnCacheLookup(key.device, /*hit=*/true);
+    return *std::move(resident);
+  }
+  std::string path = repository_.ModelFile(*route.model, route.version);
+  Footprint expected = Expected(route);
+  absl::StatusOr<ModelCache::Lease> lease = cache_.Acquire(
+      key,
+      [&](const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
+        // The file must be the one this generation was published for, before
+        // and after reading it: a file replaced on disk is loaded only once
+        // the poller has seen it settle, never half-written.
+        if (absl::Status same = SameFile(route, path); !same.ok()) return same;
+        Clock::time_point start = Clock::now();
+        LOG_INFO << "admitting " << key.ToString() << ": expects "
+                 << expected.total() << " bytes (" << expected.parameter_bytes << " parameters + "
+                 << expected.activation_bytes << " activations, " << expected.source << ")";
+        // Learned as soon as the file is read, so a model too large for the
+        // device is refused up front next time, without reading it again.
+        AdmitBytes learn_then_admit = [&](uint64_t parameter_bytes) {
+          if (footprints_) {
+            footprints_->RecordParameters(key.model, route.stamp.ContentKey(), key.device.kind, key.dtype,
+                                          parameter_bytes);
+          }
+          return admit(parameter_bytes);
+        };
+        absl::StatusOr<std::shared_ptr<Servable>> model =
+            loader_(path, route.model->config, route.device, route.dtype, learn_then_admit);
+        if (model.ok()) {
+          if (absl::Status same = SameFile(route, path); !same.ok()) model = same;
+        }
+        uint64_t took_us = MicrosBetween(start, Clock::now());
+        if (observer_) observer_->OnModelLoad(key.model, key.device, took_us / 1e6, model.ok());
+        if (model.ok() && footprints_) {
+          footprints_->RecordParameters(key.model, route.stamp.ContentKey(), key.device.kind, key.dtype,
+                                        (*model)->resident_bytes());
+        }
+        if (model.ok()) {
+          LOG_INFO << "loaded " << key.ToString() << " (generation " << key.generation << ") from " << path << " in "
+                   << took_us / 1000 << " ms (" << (*model)->resident_bytes() << " bytes)";
+        }
+        return model;
+      },
+      route.model->config.pinned(), expected);
+  if (observer_) observer_->OnCacheLookup(key.device, lease.ok() && !lease->loaded_now());
+  return lease;
+}
+
+absl::Status ModelManager::SameFile(const Route& route, const std::string& path) {
+  if (!route.stamp.exists()) return absl::OkStatus();  // published without a stamp (tests)
+  FileStamp now = StampFile(path);
+  if (now == route.stamp) return absl::OkStatus();
+  if (!now.exists()) {
+    return absl::NotFoundError(absl::StrCat("model '", route.model->name, "' version ", route.version,
+                                            " is gone from disk (", path, ")"));
+  }
+  return absl::UnavailableError(absl::StrCat("model '", route.model->name, "' version ", route.version,
+                                             ": its model.pt changed on disk since it was published; the new file "
+                                             "is served once the repository poller has loaded it, retry shortly"));
+}
+
+absl::Status ModelManager::CheckLoads(const std::string& path, const v1::ModelConfig& config,
+                                      const DeviceInfo& device) const {
+  return loader_(path, config, device, DType::kFloat32, [](uint64_t) { return absl::OkStatus(); }).status();
+}
+
+absl::StatusOr<size_t> ModelManager::Unload(const LoadRequest& request) {
+  absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(request.model);
+  // A model whose files are gone or broken may still be resident.
+  if (!entry.ok() && !absl::IsFailedPrecondition(entry.status()) && !absl::IsNotFound(entry.status())) {
+    return entry.status();
+  }
+  std::optional<int64_t> version;
+  if (!request.version.empty()) {
+    absl::StatusOr<int64_t> v = ParseVersion(request.version, "version");
+    if (!v.ok()) return v.status();
+    version = *v;
+  }
+  std::optional<DeviceRequest> device;
+  if (!request.device.empty()) {
+    absl::StatusOr<DeviceRequest> d = ParseDeviceRequest(request.device);
+    if (!d.ok()) return d.status();
+    if (!d->automatic) device = *d;
+  }
+  std::optional<DType> dtype = PrecisionDType(request.precision);
+  size_t n = cache_.Unload([&](const ModelKey& key) {
+    if (key.model != request.model) return false;
+    if (version && key.version != *version) return false;
+    if (device && (key.device.kind != device->kind || (!device->any_index && key.device.index != device->index))) {
+      return false;
+    }
+    return !dtype || key.dtype == *dtype;
+  });
+  if (n == 0 && !entry.ok()) return entry.status();
+  return n;
+}
+
+absl::Status ModelManager::WarmUp(const Route& route) {
+  absl::StatusOr<ModelCache::Lease> model = Acquire(route);
+  if (!model.ok()) return model.status();
+  const InputSignature& sig = (*model)->signature();
+  std::vector<at::Tensor> zeros;
+  for (const InputSpec& spec : sig.inputs) {
+    if (!spec.dims || !spec.dtype) return absl::OkStatus();  // shapes unknown: loaded, not run
+    std::vector<int64_t> shape;
+    if (sig.max_batch_size > 0) shape.push_back(1);
+    for (int64_t d : *spec.dims) shape.push_back(d == -1 ? 1 : d);
+    try {
+      zeros.push_back(at::zeros(shape, at::TensorOptions().dtype(ToScalarType(*spec.dtype))));
+    } catch (const std::exception& e) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("warm-up of model '", route.model->name, "': cannot allocate inputs: ", e.what()));
+    }
+  }
+  Clock::time_point start = Clock::now();
+  uint64_t activation_bytes = 0;
+  {
+    ActivationMeter meter;
+    absl::StatusOr<std::vector<NamedTensor>> out = (*model)->WarmUp(zeros);
+    if (!out.ok()) return out.status();
+    activation_bytes = meter.peak_bytes();
+  }
+  LOG_INFO << "warm-up of model '" << route.model->name << "' on " << route.device.id.ToString() << " took "
+           << MicrosBetween(start, Clock::now()) << " us; activation peak " << activation_bytes << " bytes";
+  const ModelKey key = route.key();
+  *model = ModelCache::Lease();  // idle again: making room for its activations may evict others, not it
+  if (footprints_) {
+    footprints_->RecordActivations(key.model, route.stamp.ContentKey(), key.device.kind, key.dtype,
+                                   activation_bytes);
+  }
+  cache_.SetActivationBytes(key, activation_bytes);
+  return absl::OkStatus();
+}
+
+size_t ModelManager::EvictIdleAfterOom(const DeviceId& device, const ModelKey& keep) {
+  return cache_.EvictIdle(device, &keep, EvictionReason::kOom);
+}
+
+size_t ModelManager::DropModel(const std::string& model) {
+  return cache_.Unload([&](const ModelKey& key) { return key.model == model; });
+}
+
+size_t ModelManager::DropVersions(const std::string& model, const std::vector<VersionCopies>& copies) {
+  if (copies.empty()) return 0;
+  return cache_.Unload([&](const ModelKey& key) {
+    if (key.model != model) return false;
+    return std::any_of(copies.begin(), copies.end(), [&](const VersionCopies& c) {
+      return key.version == c.version && (c.generation == 0 || key.generation == c.generation) &&
+             (!c.device || key.device == *c.device);
+    });
+  });
+}
+
+size_t ModelManager::DropUnserved() {
+  return cache_.Unload([&](const ModelKey& key) {
+    std::shared_ptr<const ModelEntry> entry = repository_.Lookup(key.model);
+    const VersionStatus* s = entry ? entry->Status(key.version) : nullptr;
+    return !s || s->state != VersionState::kReady || s->generation != key.generation;
+  });
+}
+
+}  // namespace infergate

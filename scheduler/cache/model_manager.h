@@ -1,0 +1,125 @@
+#pragma once
+// Model management: which copies of which models are resident on which
+// device, loading them (single-flight, under per-device budgets), explicit
+// unloads, and warm-up runs. What is loaded when the repository changes is
+// decided by the model lifecycle (model_lifecycle.h), which loads through here.
+//
+// Thread-safe. Loads run on the thread that first asks for a model (a
+// device worker, or the starting thread for warm-up); the observer is
+// called on that thread and must not block.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/model/inference_types.h"
+#include "scheduler/cache/model_cache.h"
+#include "scheduler/cache/model_footprints.h"
+#include "scheduler/repository/model_repository.h"
+#include "scheduler/model/route.h"
+#include "scheduler/model/scheduler_observer.h"
+#include "scheduler/model/servable.h"
+
+namespace infergate {
+
+class ModelManager {
+ public:
+  // How many batches of a model may run at once on a device: the model
+  // instances the default loader opens an AOTInductor package with (an
+  // instance runs one call at a time; aoti_model.h). Empty: 1.
+  using RunsAtOnce = std::function<int(const DeviceId& device, const v1::ModelConfig& config)>;
+
+  // Nothing is owned; the repository (and `footprints`, which may be null:
+  // then models are admitted by the estimate from their file) must outlive
+  // the manager. `loader` empty means the default: TorchScript
+  // (LoadedModel::Load), or AotiModel::Load for a .pt2 package.
+  ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints = nullptr,
+               RunsAtOnce runs_at_once = nullptr);
+
+  // The servable for `route`, loaded if it is not resident. A load reads
+  // only the file the route's generation was published for, and is
+  // admitted to the device by the model's learned footprint (or the
+  // estimate from its file) before it starts; see ModelCache::Acquire.
+  absl::StatusOr<ModelCache::Lease> Acquire(const Route& route);
+
+  // Brings a route planned earlier (a request that waited in a queue) up to
+  // date with the repository view: the newest file of its version and, with
+  // `follow_latest` for a request that asked for the latest version, the
+  // version now latest. The copies the route was planned for may be gone by
+  // then. True if the route changed; when false, `route` is left untouched.
+  bool Refresh(Route& route, bool follow_latest) const;
+
+  // What the repository now answers a request for `route`'s model and
+  // version (the latest, with `follow_latest` for a request that asked for
+  // it), as a new request would be told: OK while that version is served,
+  // else why not ("was removed from the model repository", "is
+  // unloading: ..."). A batch whose copy was unloaded under it, and whose
+  // file is gone, reports this rather than the missing file.
+  absl::Status RepositoryAnswer(const Route& route, bool follow_latest) const;
+
+  // Drops matching resident copies; empty version/device and AUTO precision
+  // match all. NOT_FOUND when nothing matched and the model is unknown.
+  absl::StatusOr<size_t> Unload(const LoadRequest& request);
+
+  // Runs a loaded model once on zeros of its declared shapes (batch of 1),
+  // so the first client does not pay for lazy initialisation, and measures
+  // the run's activation peak, which counts against the device's budget
+  // from then on and is learned for later loads. OK without running when
+  // the inputs are not fully declared.
+  absl::Status WarmUp(const Route& route);
+
+  // Loads the model file at `path` under `config` on `device` in FP32 and
+  // drops it again: whether it loads at all, before it is published.
+  absl::Status CheckLoads(const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device) const;
+
+  // Each device's cache budget, set once at start (ModelCache::SetBudget,
+  // ShareBudget: a device computing in host memory counts against the CPU's).
+  void SetBudget(const DeviceId& device, uint64_t bytes) { cache_.SetBudget(device, bytes); }
+  void ShareBudget(const DeviceId& member, const DeviceId& owner) { cache_.ShareBudget(member, owner); }
+  uint64_t Budget(const DeviceId& device) const { return cache_.Budget(device); }
+
+  std::vector<ResidentModel> Resident() const { return cache_.Resident(); }
+  bool IsResident(const ModelKey& key) const { return cache_.IsResident(key); }
+
+  // Makes room on `device` after it ran out of memory: every idle copy but
+  // `keep` goes. Returns how many.
+  size_t EvictIdleAfterOom(const DeviceId& device, const ModelKey& keep);
+
+  // Dropping resident copies. Requests running on a dropped copy finish on
+  // it; each returns how many went.
+  // Every copy of `model`.
+  size_t DropModel(const std::string& model);
+  // Copies of `model`'s versions: `generation` 0 matches every generation of
+  // the version, and a `device` limits it to that device.
+  struct VersionCopies {
+    int64_t version = 0;
+    uint64_t generation = 0;
+    std::optional<DeviceId> device;
+  };
+  size_t DropVersions(const std::string& model, const std::vector<VersionCopies>& copies);
+  // Copies that no READY version's generation names any more: versions that
+  // left the policy or the repository, or copies loaded again for a request
+  // planned just before their version was swapped out.
+  size_t DropUnserved();
+
+  // Not owned; may be null. Set before serving. Gets every event of the
+  // cache too (loads, lookups, evictions).
+  void SetObserver(SchedulerObserver* observer) { observer_ = observer; }
+
+ private:
+  static absl::Status SameFile(const Route& route, const std::string& path);
+
+  // The footprint `route` is expected to take on its device.
+  Footprint Expected(const Route& route) const;
+
+  ModelRepository& repository_;
+  ServableLoader loader_;
+  ModelFootprints* footprints_;
+  ModelCache cache_;
+  SchedulerObserver* observer_ = nullptr;
+};
+
+}  // namespace infergate

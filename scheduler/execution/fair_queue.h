@@ -1,0 +1,118 @@
+#pragma once
+// The waiting jobs of one device, kept per flow (a model version) and
+// handed out fairly between flows and by priority.
+//
+// Which job runs next:
+//  1. Priority. Each job has a level, 1 the highest. A job's effective level
+//     improves by one for every `aging` it has waited (without bound), so a
+//     lower-priority request is delayed by higher ones but never starved: a
+//     level-L job outranks fresh level-1 work after L x `aging` of waiting,
+//     and level-1 work that has itself waited once it has waited
+//     (L - 1) x `aging` longer.
+//     A job whose queue timeout passed with the DELAY action drops below
+//     every level: it runs only when nothing else waits.
+//  2. Fairness. Among flows whose best job has the best effective level,
+//     the flow that has used the least device time runs next (start-time
+//     fair queueing on measured cost): each batch is charged its estimated
+//     time when it is taken and corrected to its measured time when it ends.
+//     A flow that had nothing waiting starts from the current virtual time,
+//     so idling earns no credit. A cheap model's request thus waits for the
+//     batches already running, not for an expensive model's whole queue.
+//  3. Within a flow and level, arrival order.
+// Batching stays within a flow: companions of a batch come from the same
+// flow (a batch key names one model version).
+//
+// Per-flow caps (a model's max_queue_size) refuse that flow alone.
+//
+// Running batches: Next skips a flow that already runs `running_limit`
+// batches, or (on an accelerator's queue) its model's accelerator_instances
+// where that is lower.
+//
+// Threading: none; DeviceExecutor guards it with its queue lock. Owns the
+// queued jobs' shared pointers until they are taken.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "scheduler/execution/job.h"
+
+namespace infergate {
+
+class FairQueue {
+ public:
+  // `fair` false serves flows in arrival order of their oldest job (FIFO
+  // across models, for comparison), keeping priorities and caps.
+  // `model_instances`: each model's accelerator_instances limits how many
+  // of its batches run at once (an accelerator's queue).
+  explicit FairQueue(std::chrono::microseconds aging = std::chrono::milliseconds(100), bool fair = true,
+                     bool model_instances = false)
+      : aging_(aging), fair_(fair), model_instances_(model_instances) {}
+
+  // Queues `job` in its flow (job->flow) at its level. RESOURCE_EXHAUSTED
+  // naming the model when its flow already holds its policy's max_queue_size jobs.
+  absl::Status Push(std::shared_ptr<Job> job, Clock::time_point now);
+  // Puts a job taken by Next back at the head of its flow and level (a
+  // batch trimmed after it was collected). Never refused.
+  void PushFront(std::shared_ptr<Job> job);
+
+  // Takes the job that runs next (see above), skipping flows that already
+  // run `running_limit` batches (0: no limit), or their model's instances;
+  // null when none may run. Its
+  // flow is charged an estimate of the batch's time, returned in
+  // `charged_us`, and counts one more running batch until Settle.
+  std::shared_ptr<Job> Next(Clock::time_point now, double* charged_us = nullptr, int running_limit = 0);
+  // Whether Next with this limit would return a job.
+  bool HasRunnable(int running_limit) const;
+  // Takes queued jobs of `first`'s flow that may join its batch (same batch
+  // key, not cancelled, not a task), best level first and in arrival order,
+  // while `*rows` stays within first->max_batch_rows.
+  void CollectCompanions(const Job& first, int64_t* rows, std::vector<std::shared_ptr<Job>>* batch);
+  // Takes every job for which `remove` is true.
+  std::vector<std::shared_ptr<Job>> RemoveIf(const std::function<bool(const Job&)>& remove);
+  // Takes the jobs whose queue timeout has passed with the REJECT action.
+  std::vector<std::shared_ptr<Job>> TakeExpired(Clock::time_point now);
+
+  // Ends a batch Next started: replaces the estimate Next charged `flow`
+  // with the batch's measured time.
+  void Settle(const FlowKey& flow, double estimated_us, double measured_us);
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // Jobs waiting per flow (flows with none are left out).
+  std::map<FlowKey, size_t> DepthByFlow() const;
+
+ private:
+  struct Flow {
+    std::map<uint32_t, std::deque<std::shared_ptr<Job>>> levels;  // level -> FIFO
+    size_t size = 0;
+    double virtual_us = 0;    // device time used, on the queue's virtual clock
+    double batch_cost_us = 0;  // moving average of this flow's batch time
+    Clock::time_point last_served;
+    int running = 0;  // batches taken by Next and not yet settled
+    int instances = 0;  // its model's accelerator_instances, as last queued (0: none)
+  };
+  // How many of `flow`'s batches may run at once under `running_limit`
+  // (0: no limit).
+  static int RunningLimitOf(const Flow& flow, int running_limit);
+  // The best effective level of `flow`'s waiting jobs and the level queue
+  // holding that job; false when the flow is empty.
+  bool BestOf(const Flow& flow, Clock::time_point now, int64_t* effective, uint32_t* level) const;
+  int64_t EffectiveLevel(const Job& job, Clock::time_point now) const;
+  void Removed(Flow& flow, size_t n);
+
+  std::chrono::microseconds aging_;
+  bool fair_;
+  bool model_instances_;
+  std::map<FlowKey, Flow> flows_;
+  double virtual_now_us_ = 0;  // the virtual time of the last flow served
+  size_t size_ = 0;
+  size_t reject_timeouts_ = 0;  // queued jobs with a REJECT queue deadline
+};
+
+}  // namespace infergate

@@ -1,0 +1,233 @@
+#include "scheduler/loaders/torchscript/loaded_model.h"
+
+#include <torch/script.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "devices/device_failure.h"
+#include "common/logging.h"
+#include "devices/simulated_run.h"
+#include "devices/tensor_placement.h"
+#include "devices/torch_dtype.h"
+#include "devices/torch_probe.h"
+#include "scheduler/model/check_inputs.h"
+#include "scheduler/model/declared_outputs.h"
+#include "scheduler/model/forward_arguments.h"
+#include "scheduler/repository/model_config.h"
+#include "scheduler/model/model_load_error.h"
+#include "scheduler/model/torch_status.h"
+#include "scheduler/loaders/torchscript/torchscript_optimization.h"
+
+namespace infergate {
+
+struct LoadedModel::Impl {
+  ~Impl() {
+    if (simulation && simulation->memory) simulation->memory->Release(reserved_bytes);
+  }
+  torch::jit::Module module;
+  TensorPlacement placement;
+  std::shared_ptr<const SimulationRules> simulation;
+  uint64_t reserved_bytes = 0;
+  std::string name;
+  std::optional<DeclaredOutputs> outputs;  // set at load
+  // The served module's forward(), looked up once at load (after any
+  // optimization replaced the module), not by name on every call.
+  std::optional<torch::jit::Method> forward;
+  // Set when forward() is called with keyword arguments (an input follows
+  // an argument left at its default); then the inputs' names, and the
+  // Optional arguments passed as None.
+  bool by_keyword = false;
+  std::vector<std::string> input_names;
+  std::vector<std::string> pass_none;
+  bool optimized = false;  // serving torch::jit::optimize_for_inference's form
+};
+
+namespace {
+
+// On the CPU in FP32 (and unless the config says OFF), replaces `module`
+// with its optimized form if that answers the same on the check inputs
+// (torchscript_optimization.h); logs which way it went and why. True when
+// it did.
+bool ServeOptimizedIfSame(torch::jit::Module& module, const TensorPlacement& placement,
+                          const v1::ModelConfig& config, const DeviceInfo& device, const std::string& path,
+                          const InputSignature& signature) {
+  if (config.torchscript_optimization() == v1::TORCHSCRIPT_OPTIMIZE_OFF) return false;
+  if (device.id.kind != DeviceKind::kCpu || device.simulated || placement.dtype != at::kFloat) return false;
+  const std::filesystem::path version_dir = std::filesystem::path(path).parent_path();
+  absl::StatusOr<CheckInputs> sample =
+      MakeCheckInputs(signature, config.accuracy(), {version_dir.string(), version_dir.parent_path().string()});
+  absl::StatusOr<OptimizedModule> optimized =
+      sample.ok() ? OptimizeForInference(module, sample->tensors) : absl::StatusOr<OptimizedModule>(sample.status());
+  if (!optimized.ok()) {
+    LOG_INFO << "model '" << config.name() << "' on cpu: served as saved, not optimized for inference: "
+             << optimized.status().message();
+    return false;
+  }
+  module = std::move(optimized->module);
+  LOG_INFO << "model '" << config.name() << "' on cpu: optimized for inference (answers within "
+           << optimized->max_abs_error << " of the module as saved on " << sample->fingerprint << ")";
+  return true;
+}
+
+}  // namespace
+
+LoadedModel::LoadedModel(std::unique_ptr<Impl> impl, InputSignature signature, DType dtype, uint64_t bytes)
+    : impl_(std::move(impl)), signature_(std::move(signature)), compute_dtype_(dtype), parameter_bytes_(bytes) {}
+
+LoadedModel::~LoadedModel() = default;
+
+bool LoadedModel::optimized() const { return impl_->optimized; }
+
+absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string& path,
+                                                               const v1::ModelConfig& config,
+                                                               const DeviceInfo& device, DType compute_dtype,
+                                                               const AdmitBytes& admit) {
+  PrepareTorchScriptRuntime();
+  auto impl = std::make_unique<Impl>();
+  impl->name = config.name();
+  impl->placement = PlanPlacement(device, compute_dtype);
+  impl->simulation = device.simulation;
+  try {
+    impl->module = torch::jit::load(path, c10::Device(c10::DeviceType::CPU));
+  } catch (const std::exception& e) {
+    return ModelLoadError(config.name(), path, e.what(), TorchVersion());
+  }
+
+  InputSignature sig;
+  sig.max_batch_size = config.max_batch_size();
+  uint64_t bytes = 0;
+  try {
+    impl->module.eval();
+    auto method = impl->module.find_method("forward");
+    if (!method) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("model '", config.name(), "': ", path, " has no forward() method"));
+    }
+    const c10::FunctionSchema& schema = method->function().getSchema();
+    std::vector<ForwardArgument> arguments;
+    for (size_t i = 1; i < schema.arguments().size(); ++i) {  // argument 0 is self
+      const c10::Argument& a = schema.arguments()[i];
+      ForwardArgument f;
+      f.name = a.name();
+      f.type = a.type()->str();
+      f.tensor = a.type()->isSubtypeOf(*c10::TensorType::get());
+      if (auto optional = a.type()->cast<c10::OptionalType>()) {
+        f.optional_tensor = optional->getElementType()->isSubtypeOf(*c10::TensorType::get());
+      }
+      f.has_default = a.default_value().has_value();
+      arguments.push_back(std::move(f));
+    }
+    std::optional<InputSignature> declared;
+    if (config.inputs_size() > 0) declared = DeclaredSignature(config);
+    absl::StatusOr<ForwardInputs> inputs =
+        MatchForwardArguments(config.name(), arguments, declared ? &*declared : nullptr, config.max_batch_size());
+    if (!inputs.ok()) return inputs.status();
+    sig = inputs->signature;
+    if (inputs->by_keyword) {
+      impl->by_keyword = true;
+      impl->input_names = inputs->argument_names;
+      impl->pass_none = inputs->pass_none;
+    }
+    impl->outputs.emplace(config);
+
+    // Only floating-point state follows the compute dtype; integer buffers
+    // (indices, counters) keep theirs. Converted once here, per (device,
+    // dtype), never per request.
+    c10::InferenceMode guard;
+    std::vector<at::Tensor> state;
+    for (const auto& p : impl->module.named_parameters(/*recurse=*/true)) state.push_back(p.value);
+    for (const auto& b : impl->module.named_buffers(/*recurse=*/true)) state.push_back(b.value);
+    // What the device will hold, known before anything is placed there:
+    // floating tensors in the compute dtype.
+    for (const at::Tensor& t : state) {
+      bytes += t.numel() * c10::elementSize(t.is_floating_point() ? impl->placement.dtype : t.scalar_type());
+    }
+    if (admit) {
+      if (absl::Status room = admit(bytes); !room.ok()) return room;
+    }
+    for (at::Tensor& t : state) t.set_data(Place(t, impl->placement));
+    if (impl->simulation && impl->simulation->memory) {
+      const MemoryLedger& ledger = *impl->simulation->memory;
+      TORCH_CHECK_WITH(OutOfMemoryError, impl->simulation->memory->TryReserve(bytes),
+                       device.id.kind == DeviceKind::kCuda ? "CUDA" : "MPS", " out of memory. Tried to allocate ", bytes, " bytes for the parameters of '",
+                       config.name(), "' (", device.id.ToString(), "; ", ledger.capacity(), " bytes total capacity; ",
+                       ledger.used(), " bytes already allocated; simulated device)");
+      impl->reserved_bytes = bytes;
+    }
+    if (!inputs->by_keyword) {
+      impl->optimized = ServeOptimizedIfSame(impl->module, impl->placement, config, device, path, sig);
+    }
+    impl->forward = impl->module.get_method("forward");
+  } catch (const std::exception& e) {
+    return StatusFromTorchException(e, absl::StrCat("model '", config.name(), "': preparing ", path, " failed: "));
+  }
+  return std::shared_ptr<LoadedModel>(new LoadedModel(std::move(impl), std::move(sig), compute_dtype, bytes));
+}
+
+absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::Tensor>& inputs) const {
+  const Impl& m = *impl_;
+  std::vector<NamedTensor> outputs;
+  try {
+    c10::InferenceMode guard;
+    std::vector<c10::IValue> args;
+    args.reserve(inputs.size());
+    for (const at::Tensor& t : inputs) args.emplace_back(Place(t, m.placement));
+    auto forward = [&]() -> c10::IValue {
+      if (!m.by_keyword) return (*m.forward)(std::move(args));
+      torch::jit::Kwargs kwargs;
+      for (size_t i = 0; i < args.size(); ++i) kwargs.emplace(m.input_names[i], std::move(args[i]));
+      for (const std::string& name : m.pass_none) kwargs.emplace(name, c10::IValue());
+      return (*m.forward)({}, kwargs);
+    };
+    c10::IValue result;
+    if (m.simulation) {
+      SimulatedRun run(*m.simulation);
+      result = forward();
+      run.Check();
+    } else {
+      result = forward();
+    }
+
+    std::vector<std::pair<std::string, at::Tensor>> raw;
+    auto add = [&](std::string name, const c10::IValue& v) -> absl::Status {
+      if (!v.isTensor()) {
+        return absl::InternalError(absl::StrCat("model '", m.name, "' returned a ", v.tagKind(),
+                                                " where a Tensor was expected"));
+      }
+      raw.emplace_back(std::move(name), v.toTensor());
+      return absl::OkStatus();
+    };
+    if (result.isTensor()) {
+      if (absl::Status s = add("", result); !s.ok()) return s;
+    } else if (result.isTuple() || result.isList()) {
+      std::vector<c10::IValue> items =
+          result.isTuple() ? result.toTupleRef().elements().vec() : result.toListRef().vec();
+      for (const c10::IValue& v : items) {
+        if (absl::Status s = add("", v); !s.ok()) return s;
+      }
+    } else if (result.isGenericDict()) {
+      for (const auto& item : result.toGenericDict()) {
+        if (!item.key().isString()) {
+          return absl::InternalError(absl::StrCat("model '", m.name, "' returned a dict with non-string keys"));
+        }
+        if (absl::Status s = add(item.key().toStringRef(), item.value()); !s.ok()) return s;
+      }
+    } else {
+      return absl::InternalError(
+          absl::StrCat("model '", m.name, "' returned a ", result.tagKind(), "; expected Tensor, tuple or dict"));
+    }
+
+    absl::StatusOr<std::vector<NamedTensor>> answer = m.outputs->ToAnswer(m.name, std::move(raw));
+    if (!answer.ok()) return answer.status();
+    outputs = *std::move(answer);
+  } catch (const std::exception& e) {
+    LOG_DEBUG << "model '" << m.name << "' threw: " << e.what();
+    return StatusFromTorchException(e, absl::StrCat("model '", m.name, "' failed: "));
+  }
+  return outputs;
+}
+
+}  // namespace infergate

@@ -1,0 +1,40 @@
+#pragma once
+// The inputs an accuracy check runs a model on, in the order of its
+// declared inputs: the tensors of the config's sample-input file, or values
+// generated within the declared shapes and the config's value ranges. The
+// same config and files always give the same tensors (fixed seed), so a
+// check is repeatable and its fingerprint names what it ran on.
+//
+// Generated inputs: a batch of 2 rows where the model batches (1 when its
+// max_batch_size is 1), 8 for each variable dimension; floats uniform in
+// [-1, 1), integers in [0, 9], bools either, unless the config's
+// accuracy.inputs gives a range.
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+#include "infergate/v1/model_config.pb.h"
+#include "scheduler/repository/input_signature.h"
+
+namespace infergate {
+
+struct CheckInputs {
+  std::vector<at::Tensor> tensors;  // in `signature` order, on the CPU
+  // What they came from, for the ledger's key: "sample:<sha256>" or
+  // "generated:<shapes and ranges>".
+  std::string fingerprint;
+};
+
+// FAILED_PRECONDITION when the config names no sample file and does not
+// declare every input's dtype and dims (the caller then checks on a
+// request's own inputs); INVALID_ARGUMENT naming the file or field for a
+// sample file that is missing, unreadable or does not fit the signature.
+// `folders` are searched for the sample file in order (version folder,
+// then model folder).
+absl::StatusOr<CheckInputs> MakeCheckInputs(const InputSignature& signature, const v1::AccuracyConfig& config,
+                                            const std::vector<std::string>& folders);
+
+}  // namespace infergate

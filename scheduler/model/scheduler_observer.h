@@ -1,0 +1,38 @@
+#pragma once
+// Events the scheduler reports for metrics and logs; the default ignores them.
+// Calls come from worker and gRPC threads and must not block.
+
+#include <string>
+
+#include "devices/device_id.h"
+#include "scheduler/model/event_reasons.h"
+
+namespace infergate {
+
+class SchedulerObserver {
+ public:
+  virtual ~SchedulerObserver() = default;
+  virtual void OnCacheLookup(const DeviceId& /*device*/, bool /*hit*/) {}
+  virtual void OnModelLoad(const std::string& /*model*/, const DeviceId& /*device*/, double /*seconds*/,
+                           bool /*ok*/) {}
+  // The repository changed one model version.
+  virtual void OnModelUpdate(const std::string& /*model*/, ModelUpdateResult /*result*/) {}
+  virtual void OnEviction(const DeviceId& /*device*/, EvictionReason /*why*/) {}
+  // reason: device_unavailable, device_not_allowed, unsupported_op, dtype, oom
+  virtual void OnFallback(const std::string& /*from*/, const std::string& /*to*/, const std::string& /*reason*/) {}
+  // A request answered without running. `model` is "" when not yet known;
+  // `device` is the CPU's for a refusal made before any device was chosen
+  // (the core's own drain switch).
+  virtual void OnRejected(const DeviceId& /*device*/, const std::string& /*model*/, RejectionReason /*reason*/) {}
+  // An accuracy check of a model in a reduced dtype ("float16") on a
+  // device ended.
+  virtual void OnPrecisionCheck(const std::string& /*model*/, const std::string& /*device*/,
+                                const std::string& /*dtype*/, PrecisionCheckKind /*kind*/,
+                                PrecisionCheckResult /*result*/) {}
+  // The largest error relative to the FP32 output's magnitude that a check
+  // measured (or the state file kept) for that combination.
+  virtual void OnPrecisionError(const std::string& /*model*/, const std::string& /*device*/,
+                                const std::string& /*dtype*/, double /*relative_error*/) {}
+};
+
+}  // namespace infergate

@@ -1,0 +1,169 @@
+#include "absl/strings/string_view.h"
+#include "scheduler/repository/model_config.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "infergate/v1/tensor.pb.h"
+#include "scheduler/repository/class_labels.h"
+#include "scheduler/repository/triton/text_proto_json.h"
+#include "scheduler/repository/triton/triton_config.h"
+#include "scheduler/repository/version_policy.h"
+
+namespace infergate {
+namespace {
+
+// Collects the text parser's complaints instead of letting it print them.
+class ErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (first_.empty()) first_ = absl::StrCat("line ", line + 1, " column ", column + 1, ": ", message);
+  }
+  void AddWarning(int, int, const std::string&) override {}
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string first_;
+};
+
+absl::Status CheckSpecs(const google::protobuf::RepeatedPtrField<v1::TensorSpec>& specs, absl::string_view kind) {
+  std::set<std::string> seen;
+  for (int i = 0; i < specs.size(); ++i) {
+    const v1::TensorSpec& s = specs[i];
+    std::string where = absl::StrCat(kind, "[", i, "]");
+    if (s.name().empty()) return absl::InvalidArgumentError(absl::StrCat(where, ".name: is empty"));
+    if (!seen.insert(s.name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".name: '", s.name(), "' is declared twice"));
+    }
+    if (!DTypeFromProto(s.dtype())) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".dtype: must be set for '", s.name(), "'"));
+    }
+    if (s.dims_size() > kMaxTensorRank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".dims: rank ", s.dims_size(), " exceeds the limit of ", kMaxTensorRank));
+    }
+    for (int d = 0; d < s.dims_size(); ++d) {
+      if (s.dims(d) < -1 || s.dims(d) == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".dims[", d, "]: ", s.dims(d), " is not -1 (variable) or a positive size"));
+      }
+    }
+    if (!s.label_filename().empty()) {
+      if (kind != "outputs") {
+        return absl::InvalidArgumentError(absl::StrCat(where, ".label_filename: only outputs have class labels"));
+      }
+      if (absl::Status name = CheckLabelFileName(s.label_filename()); !name.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ".label_filename: ", name.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+
+absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name,
+                                                 ConfigNaming naming) {
+  v1::ModelConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  ErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(std::string(text), &config)) {
+    // A config written for Triton's PyTorch backend is read as Triton's
+    // schema, each field it has that infergate does not serve refused by name.
+    absl::StatusOr<nlohmann::json> tree = TextProtoToJson(text);
+    if (tree.ok() && LooksLikeTritonConfig(*tree)) {
+      if (naming == ConfigNaming::kServedAs) tree->erase("name");
+      absl::StatusOr<ConfigOverride> triton = ReadTritonConfig(*tree, folder_name, "config.pbtxt");
+      if (!triton.ok()) return triton.status();
+      absl::StatusOr<v1::ModelConfig> checked = CheckModelConfig(std::move(triton->values), folder_name, "config.pbtxt");
+      if (checked.ok()) checked->set_triton_config_text(std::string(text));
+      return checked;
+    }
+    if (!tree.ok()) {
+      // Neither schema reads it: say why for both (a Triton config that is
+      // broken should not be reported only as infergate's).
+      return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", errors.first(), "; read as Triton's: ",
+                                                     tree.status().message()));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", errors.first()));
+  }
+  if (naming == ConfigNaming::kServedAs) config.clear_name();
+  if (!config.triton_config_text().empty()) {
+    return absl::InvalidArgumentError("config.pbtxt: triton_config_text: is set by the server, not in a config");
+  }
+  return CheckModelConfig(std::move(config), folder_name, "config.pbtxt");
+}
+
+absl::StatusOr<v1::ModelConfig> CheckModelConfig(v1::ModelConfig config, absl::string_view folder_name,
+                                                 absl::string_view source) {
+  auto invalid = [&](absl::string_view message) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", message));
+  };
+  if (!config.name().empty() && config.name() != folder_name) {
+    return invalid(absl::StrCat("name '", config.name(), "' does not match the model folder '", folder_name, "'"));
+  }
+  config.set_name(std::string(folder_name));
+  if (absl::Status s = CheckSpecs(config.inputs(), "inputs"); !s.ok()) return invalid(s.message());
+  if (absl::Status s = CheckSpecs(config.outputs(), "outputs"); !s.ok()) return invalid(s.message());
+  const auto& preferred = config.dynamic_batching().preferred_batch_sizes();
+  for (int i = 0; i < preferred.size(); ++i) {
+    if (preferred[i] == 0 || preferred[i] > config.max_batch_size()) {
+      return invalid(absl::StrCat("dynamic_batching.preferred_batch_sizes[", i, "]: ", preferred[i],
+                                  " is not in 1..max_batch_size (", config.max_batch_size(), ")"));
+    }
+  }
+  if (config.default_priority_level() > config.priority_levels()) {
+    return invalid(absl::StrCat("default_priority_level: ", config.default_priority_level(),
+                                " is beyond priority_levels (", config.priority_levels(),
+                                config.priority_levels() == 0 ? ", which leaves priorities off)" : ")"));
+  }
+  for (int i = 0; i < config.devices_size(); ++i) {
+    absl::StatusOr<DeviceRequest> device = ParseDeviceRequest(config.devices(i), absl::StrCat("devices[", i, "]"));
+    if (!device.ok()) return invalid(device.status().message());
+    if (device->automatic) return invalid(absl::StrCat("devices[", i, "]: name a device or a kind, not 'auto'"));
+  }
+  if (config.accelerator_instances() > kMaxAcceleratorInstances) {
+    return invalid(absl::StrCat("accelerator_instances: ", config.accelerator_instances(), " is more than ",
+                                kMaxAcceleratorInstances, " batches at once on one device"));
+  }
+  if (absl::Status s = ValidateVersionPolicy(config.version_policy()); !s.ok()) return invalid(s.message());
+  return config;
+}
+
+InputSignature DeclaredSignature(const v1::ModelConfig& config) {
+  InputSignature sig;
+  sig.max_batch_size = config.max_batch_size();
+  for (const v1::TensorSpec& s : config.inputs()) {
+    InputSpec spec;
+    spec.name = s.name();
+    spec.dtype = DTypeFromProto(s.dtype());
+    spec.dims = std::vector<int64_t>(s.dims().begin(), s.dims().end());
+    sig.inputs.push_back(std::move(spec));
+  }
+  return sig;
+}
+
+bool DeviceAllowed(const v1::ModelConfig& config, const DeviceId& device) {
+  bool kind_allowed = config.allowed_devices_size() == 0;
+  for (int k : config.allowed_devices()) {
+    kind_allowed |= (k == v1::CPU && device.kind == DeviceKind::kCpu) ||
+                    (k == v1::CUDA && device.kind == DeviceKind::kCuda) ||
+                    (k == v1::MPS && device.kind == DeviceKind::kMps);
+  }
+  if (!kind_allowed) return false;
+  if (config.devices_size() == 0) return true;
+  for (const std::string& text : config.devices()) {
+    absl::StatusOr<DeviceRequest> named = ParseDeviceRequest(text);  // validated when the config was parsed
+    if (named.ok() && !named->automatic && named->kind == device.kind &&
+        (named->any_index || named->index == device.index)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace infergate

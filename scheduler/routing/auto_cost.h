@@ -1,0 +1,48 @@
+#pragma once
+// The cost model `auto` routes by: picks the device expected to finish a
+// request soonest, from per-device load and a moving average of the
+// model's measured latency there. The route planner (route_planner.h)
+// decides everything else about where a request runs.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/mutex.h"
+#include "devices/device_id.h"
+#include "scheduler/routing/router_options.h"
+
+namespace infergate {
+
+// Exponentially weighted moving averages of per-request compute time, by
+// (model, device). Thread-safe; updates are one short lock.
+class LatencyStats {
+ public:
+  explicit LatencyStats(double alpha = 0.2) : alpha_(alpha) {}
+  void Observe(const std::string& model, const DeviceId& device, double micros);
+  std::optional<double> Mean(const std::string& model, const DeviceId& device) const;
+
+ private:
+  double alpha_;
+  mutable Mutex mu_;
+  std::map<std::pair<std::string, DeviceId>, double> ewma_ ABSL_GUARDED_BY(mu_);
+};
+
+struct RouteCandidate {
+  DeviceId device;
+  size_t queued = 0;   // jobs waiting
+  size_t running = 0;  // jobs executing
+  int workers = 1;
+  bool resident = false;               // the model is loaded there
+  std::optional<double> latency_us;    // the model's average there, if measured
+};
+
+// Index of the candidate with the smallest expected completion time:
+// (work ahead / workers + this request) x latency, plus the load penalty
+// when not resident. Ties keep the earlier candidate, so candidates listed
+// in cold-start order (CUDA, MPS, CPU) decide a cold start. -1 if empty.
+int ChooseDevice(const std::vector<RouteCandidate>& candidates, const RouterOptions& options = {});
+
+}  // namespace infergate

@@ -1,0 +1,254 @@
+#include "scheduler/routing/route_planner.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "proto/proto_enums.h"
+#include "scheduler/repository/model_config.h"
+
+namespace infergate {
+namespace {
+
+bool Matches(const DeviceRequest& wanted, const DeviceId& id) {
+  return id.kind == wanted.kind && (wanted.any_index || id.index == wanted.index);
+}
+
+}  // namespace
+
+RoutePlanner::RoutePlanner(ModelRepository& repository, const DeviceRegistry& devices,
+                           const UnsupportedOpTable& learned, RouterOptions options, LoadProbe probe,
+                           const PrecisionChecker* accuracy)
+    : repository_(repository),
+      devices_(devices),
+      learned_(learned),
+      options_(options),
+      probe_(std::move(probe)),
+      accuracy_(accuracy) {}
+
+DType RoutePlanner::ComputeDType(const ModelEntry& model, const FileStamp& file, const PrecisionTraits& device,
+                                Precision precision) {
+  bool float64_model = false;
+  for (const InputSpec& in : model.declared.inputs) float64_model |= in.dtype == DType::kFloat64;
+  Precision model_override = PrecisionFromProto(model.config.precision()).value_or(Precision::kAuto);
+  if (model_override == Precision::kAuto && file.package) model_override = Precision::kFp32;
+  return ResolveComputeDType(device, precision, model_override, float64_model);
+}
+
+std::optional<DeviceInfo> RoutePlanner::ColdStartDevice(const DeviceRegistry& devices, const v1::ModelConfig& config) {
+  for (const DeviceId& id : devices.Available()) {
+    if (DeviceAllowed(config, id)) return devices.Find(id);
+  }
+  return std::nullopt;
+}
+
+std::vector<LoadTarget> RoutePlanner::UpdateTargets(const ModelEntry& model, const FileStamp& file,
+                                                    const std::vector<ResidentModel>& resident,
+                                                    const DeviceRegistry& devices) {
+  std::vector<LoadTarget> targets;
+  for (const ResidentModel& r : resident) {
+    LoadTarget target{r.key.device, file.package ? DType::kFloat32 : r.key.dtype};
+    if (r.key.model == model.name && std::find(targets.begin(), targets.end(), target) == targets.end()) {
+      targets.push_back(target);
+    }
+  }
+  if (targets.empty()) {
+    if (std::optional<DeviceInfo> first = ColdStartDevice(devices, model.config)) {
+      targets.push_back({first->id, ComputeDType(model, file, first->precision, Precision::kAuto)});
+    }
+  }
+  return targets;
+}
+
+std::optional<LoadTarget> RoutePlanner::CpuInstead(const ModelEntry& model, const FileStamp& file,
+                                                   const std::vector<LoadTarget>& targets,
+                                                   const DeviceRegistry& devices) {
+  const bool listed = std::any_of(targets.begin(), targets.end(),
+                                  [](const LoadTarget& t) { return t.device.kind == DeviceKind::kCpu; });
+  std::optional<DeviceInfo> cpu = devices.Find(kCpuDevice);
+  if (listed || !cpu || !cpu->available || !DeviceAllowed(model.config, cpu->id)) return std::nullopt;
+  return LoadTarget{cpu->id, ComputeDType(model, file, cpu->precision, Precision::kAuto)};
+}
+
+absl::StatusOr<Route> RoutePlanner::PlaceOn(Route route, const DeviceId& device, Precision precision,
+                                            bool allow_fallback) const {
+  std::optional<DeviceInfo> info = devices_.Find(device);
+  if (!info) return absl::UnavailableError(absl::StrCat("device: ", device.ToString(), " is not known"));
+  route.device = *std::move(info);
+  route.dtype = ComputeDType(*route.model, route.stamp, route.device.precision, precision);
+  if (accuracy_) {
+    if (absl::Status s = ApplyAccuracy(route, precision, allow_fallback); !s.ok()) return s;
+  }
+  return route;
+}
+
+absl::Status RoutePlanner::ApplyAccuracy(Route& route, Precision precision, bool allow_fallback) const {
+  if (route.dtype != DType::kFloat16 && route.dtype != DType::kBFloat16) return absl::OkStatus();
+  PrecisionQuery query;
+  query.picked = route.dtype;
+  query.client_asked = precision != Precision::kAuto;
+  query.allow_fallback = allow_fallback;
+  query.bf16_supported = SupportsBf16(route.device.precision);
+  // The common case, a verified pick, takes one look.
+  const AccuracyState picked = accuracy_->State(route, route.dtype);
+  if (picked == AccuracyState::kVerified) return absl::OkStatus();
+  const bool picked_fp16 = route.dtype == DType::kFloat16;
+  const AccuracyState other = picked_fp16 || query.bf16_supported
+                                  ? accuracy_->State(route, picked_fp16 ? DType::kBFloat16 : DType::kFloat16)
+                                  : AccuracyState::kUnchecked;
+  query.fp16 = picked_fp16 ? picked : other;
+  query.bf16 = picked_fp16 ? other : picked;
+  PrecisionDecision decision = DecidePrecision(query);
+  route.precision_check = decision.check;
+  if (decision.reason == PrecisionReasonKind::kNone) return absl::OkStatus();
+  AccuracyVerdict verdict;
+  if (decision.reason == PrecisionReasonKind::kInaccurate) accuracy_->State(route, decision.about, &verdict);
+  const std::string what = absl::StrCat("model '", route.model->name, "' in ",
+                                        absl::AsciiStrToLower(DTypeName(decision.about)), " on ",
+                                        route.device.id.ToString());
+  if (decision.refusal == absl::StatusCode::kFailedPrecondition) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "precision: ", what, " failed its accuracy check (", verdict.Describe(),
+        ") and fallback is DENY; ask for another precision or allow fallback"));
+  }
+  if (decision.refusal == absl::StatusCode::kUnavailable) {
+    return absl::UnavailableError(absl::StrCat("precision: ", what,
+                                               " is being checked for accuracy and fallback is DENY; retry shortly "
+                                               "or allow fallback"));
+  }
+  route.precision_reason = PrecisionReasonText(decision);
+  if (decision.reason == PrecisionReasonKind::kInaccurate) {
+    absl::StrAppend(&route.precision_reason, " (", verdict.Describe(), ")");
+  }
+  route.dtype = decision.dtype;
+  return absl::OkStatus();
+}
+
+DeviceId RoutePlanner::ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
+                                  const std::vector<DeviceId>& allowed) const {
+  if (allowed.size() == 1) return allowed.front();
+  std::vector<RouteCandidate> candidates;
+  candidates.reserve(allowed.size());
+  for (const DeviceId& id : allowed) {
+    RouteCandidate c;
+    c.device = id;
+    const VersionStatus* status = model.Status(version);
+    DType dtype = ComputeDType(model, status ? status->stamp : FileStamp{},
+                               devices_.PrecisionOf(id).value_or(PrecisionTraits{}), precision);
+    if (probe_) probe_({model.name, version, id, dtype, status ? status->generation : 0}, &c);
+    candidates.push_back(c);
+  }
+  return candidates[ChooseDevice(candidates, options_)].device;
+}
+
+absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
+  Route route;
+  absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(request.model);
+  if (!entry.ok()) return entry.status();
+  route.model = *std::move(entry);
+  absl::StatusOr<int64_t> version = repository_.ResolveVersion(*route.model, request.version);
+  if (!version.ok()) return version.status();
+  route.version = *version;
+  route.latest = request.version.empty();
+  if (const VersionStatus* status = route.model->Status(route.version)) {
+    route.generation = status->generation;
+    route.stamp = status->stamp;
+  }
+  absl::StatusOr<DeviceRequest> wanted = ParseDeviceRequest(request.device);
+  if (!wanted.ok()) return wanted.status();
+  route.requested = *wanted;
+
+  const v1::ModelConfig& config = route.model->config;
+  const std::string& name = route.model->name;
+  // What was learned this model file cannot run on a kind of device. The
+  // file's key is built only once something has been learned at all.
+  std::string file;
+  auto learned_limit = [&](DeviceKind kind) -> std::optional<FallbackReason> {
+    if (learned_.empty()) return std::nullopt;
+    if (file.empty()) file = route.stamp.ContentKey();
+    return learned_.Lookup(name, file, kind);
+  };
+  if (wanted->automatic) {
+    std::vector<DeviceId> allowed;
+    for (const DeviceId& id : devices_.Available()) {
+      if (DeviceAllowed(config, id) && !learned_limit(id.kind)) allowed.push_back(id);
+    }
+    if (allowed.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("device: no available device is allowed for model '", name, "'"));
+    }
+    DeviceId chosen = ChooseAuto(*route.model, route.version, request.precision, allowed);
+    return PlaceOn(std::move(route), chosen, request.precision, request.allow_fallback);
+  }
+
+  // The device asked for, if this server has it in service.
+  std::optional<DeviceId> target;
+  std::optional<DeviceId> cooling_down;
+  for (const DeviceId& id : devices_.Available()) {
+    if (Matches(*wanted, id)) {
+      target = id;
+      break;
+    }
+  }
+  if (!target) {
+    for (const DeviceInfo& d : devices_.Snapshot()) {
+      if (Matches(*wanted, d.id) && devices_.OutOfService(d.id)) cooling_down = d.id;
+    }
+  }
+  std::optional<FallbackReason> reason;
+  if (!target) {
+    reason = cooling_down ? FallbackReason{FallbackKind::kDeviceOutOfService, cooling_down->ToString()}
+                          : FallbackReason{FallbackKind::kDeviceUnavailable, wanted->ToString()};
+    if (!request.allow_fallback) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device: requested device '", wanted->ToString(), "' is ",
+          cooling_down ? "out of service after a failure" : "not available on this server",
+          " and fallback is DENY"));
+    }
+    static LogRateLimiter limiter(5);
+    if (uint64_t held = 0; limiter.Allow(&held)) {
+      LOG_WARNING << "requested device " << wanted->ToString() << " is "
+                  << (cooling_down ? "out of service" : "not available") << "; falling back to cpu"
+                  << SuppressedNote(held);
+    }
+  } else if (!DeviceAllowed(config, *target)) {
+    if (!request.allow_fallback) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("device: model '", name, "' may not run on ", target->ToString()));
+    }
+    reason = FallbackReason{FallbackKind::kDeviceNotAllowed, target->ToString()};
+  } else if (std::optional<FallbackReason> learned = learned_limit(target->kind)) {
+    // Known not to run there: go straight to the CPU instead of failing first.
+    if (!request.allow_fallback) {
+      return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' cannot run on ",
+                                                        target->ToString(), " (", learned->ToString(),
+                                                        ") and fallback is DENY"));
+    }
+    reason = *std::move(learned);
+  }
+  if (!reason) return PlaceOn(std::move(route), *target, request.precision, request.allow_fallback);
+  if (!DeviceAllowed(config, kCpuDevice)) {
+    return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' cannot run where asked (",
+                                                      reason->ToString(), ") and may not run on the cpu"));
+  }
+  route.fallback = std::move(reason);
+  return PlaceOn(std::move(route), kCpuDevice, request.precision, request.allow_fallback);
+}
+
+absl::StatusOr<Route> RoutePlanner::FallBackToCpu(const Route& route, FallbackReason reason, Precision precision,
+                                                  bool allow_fallback, const absl::Status& failure) const {
+  if (!allow_fallback || !DeviceAllowed(route.model->config, kCpuDevice)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device: model '", route.model->name, "' cannot run on ", route.device.id.ToString(), " (",
+        reason.ToString(), ") and ", allow_fallback ? "may not run on the cpu" : "fallback is DENY", ": ",
+        failure.message()));
+  }
+  Route moved = route;
+  moved.fallback = std::move(reason);
+  moved.precision_reason.clear();
+  return PlaceOn(std::move(moved), kCpuDevice, precision, allow_fallback);
+}
+
+}  // namespace infergate

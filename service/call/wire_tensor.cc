@@ -1,0 +1,86 @@
+#include "service/call/wire_tensor.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "proto/proto_enums.h"
+
+namespace infergate {
+
+absl::StatusOr<int64_t> ValidateShape(const std::vector<int64_t>& shape, absl::string_view field,
+                                      const CodecLimits& limits) {
+  if (static_cast<int64_t>(shape.size()) > limits.max_rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".shape: rank ", shape.size(), " exceeds the limit of ", limits.max_rank));
+  }
+  const int64_t max_elements = std::min(limits.max_elements, CodecLimits::kElementsCeiling);
+  int64_t nonzero_product = 1;
+  bool has_zero = false;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".shape[", d, "]: ", shape[d], " is negative"));
+    }
+    if (shape[d] == 0) {
+      has_zero = true;
+      continue;
+    }
+    if (nonzero_product > max_elements / shape[d]) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".shape: [", absl::StrJoin(shape, ","),
+                                                     "] has more than ", max_elements, " elements"));
+    }
+    nonzero_product *= shape[d];
+  }
+  return has_zero ? 0 : nonzero_product;
+}
+
+absl::Status ValidateRawBytes(DType dtype, int64_t elements, const std::vector<int64_t>& shape,
+                              absl::string_view bytes, absl::string_view data_field) {
+  uint64_t expected = static_cast<uint64_t>(elements) * ElementSize(dtype);
+  if (bytes.size() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(data_field, ": holds ", bytes.size(), " bytes but shape [",
+                                                   absl::StrJoin(shape, ","), "] of ", DTypeName(dtype), " needs ",
+                                                   expected));
+  }
+  if (dtype == DType::kBool) {
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      auto b = static_cast<unsigned char>(bytes[i]);
+      if (b > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(data_field, ": BOOL element ", i, " is ", static_cast<int>(b),
+                                                       "; booleans are one byte, 0 or 1"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WireTensorInfo> ValidateWireTensor(const v1::Tensor& wire, absl::string_view field,
+                                                  const CodecLimits& limits) {
+  WireTensorInfo info;
+  std::optional<DType> dtype = DTypeFromProto(wire.dtype());
+  if (!dtype) {
+    std::string what = wire.dtype() == 0 ? "is unset" : absl::StrCat("is unknown (", wire.dtype(), ")");
+    return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: ", what,
+                                                   "; expected one of FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT64, "
+                                                   "INT32, INT16, INT8, UINT8, BOOL"));
+  }
+  info.dtype = *dtype;
+  info.shape.assign(wire.shape().begin(), wire.shape().end());
+  absl::StatusOr<int64_t> elements = ValidateShape(info.shape, field, limits);
+  if (!elements.ok()) return elements.status();
+  info.elements = *elements;
+  if (absl::Status s = ValidateRawBytes(info.dtype, info.elements, info.shape, wire.data(), absl::StrCat(field, ".data"));
+      !s.ok()) {
+    return s;
+  }
+  return info;
+}
+
+absl::Status CheckTensorCount(int64_t count, absl::string_view field, const CodecLimits& limits) {
+  if (count <= limits.max_tensors) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", count, " tensors; a request may carry at most ", limits.max_tensors));
+}
+
+}  // namespace infergate

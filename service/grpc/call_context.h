@@ -1,0 +1,94 @@
+#pragma once
+// What every gRPC front end does with a call before and around the core:
+// read the bearer token and ModelMesh's model id, turn the client's
+// deadline into the core's clock, refuse a call on auth failure, start an
+// inference call's (infer_call.h) trace and admission from the call's
+// metadata, and tie an inference call to a callback reactor. The helpers
+// take either server API's context (callback or completion queue).
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "scheduler/model/inference_types.h"
+#include "service/call/auth.h"
+#include "service/call/front_end.h"
+#include "service/call/infer_call.h"
+#include "service/grpc/raw_unary_call.h"
+
+namespace infergate {
+
+// The `authorization` metadata ("Bearer ..."); empty when absent.
+absl::string_view Authorization(const grpc::ServerContextBase& ctx);
+
+// The model a call is for: ModelMesh's `mm-model-id` metadata when the call
+// carries it (ModelMesh forwards a request for a model it placed here with
+// the model's id there, whatever name the body gives), else `body_name`.
+std::string ModelNameOf(const grpc::ServerContextBase& ctx, const std::string& body_name);
+
+// `auth.Check` for the call's token, looked up only when `role` needs one.
+absl::Status CheckToken(const TokenAuth& auth, const grpc::ServerContextBase& ctx, TokenAuth::Role role);
+
+// The client's deadline on the core's steady clock; max() when it set none.
+Clock::time_point SteadyDeadline(const grpc::ServerContextBase& ctx);
+
+// The value of metadata `name` (lower case); empty when absent.
+absl::string_view MetadataValue(const grpc::ServerContextBase& ctx, absl::string_view name);
+
+// The RPC an inference call came by, for its trace: the full method name
+// ("inference.GRPCInferenceService/ModelInfer"), service and method.
+struct InferRpc {
+  absl::string_view full_name;
+  absl::string_view service;
+  absl::string_view method;
+};
+inline constexpr InferRpc kV1InferRpc{"infergate.v1.InferenceService/Infer", "infergate.v1.InferenceService", "Infer"};
+inline constexpr InferRpc kModelInferRpc{"inference.GRPCInferenceService/ModelInfer", "inference.GRPCInferenceService",
+                                         "ModelInfer"};
+inline constexpr InferRpc kModelStreamInferRpc{"inference.GRPCInferenceService/ModelStreamInfer",
+                                               "inference.GRPCInferenceService", "ModelStreamInfer"};
+
+// Starts `call`'s trace (when the front end traces) as `rpc`, with the
+// trace context in the call's metadata: every unary inference call and each
+// request of a stream.
+void TraceInferCall(InferCall& call, const grpc::ServerContextBase& ctx, const InferRpc& rpc, absl::string_view model);
+
+// InferCall::Admit with the call's token.
+bool AdmitInferCall(InferCall& call, const grpc::ServerContextBase& ctx, uint64_t bytes);
+
+// Begins an inference call for model `model` (as the client named it) whose
+// end answers `reactor`, traced as `rpc` with the context in the call's
+// metadata.
+std::shared_ptr<InferCall> BeginReactorInferCall(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
+                                                 absl::string_view model, const InferRpc& rpc,
+                                                 RawUnaryReactor* reactor);
+
+// A unary reactor for one inference call (infer_call.h) of a raw
+// callback-API RPC (TorchServe's gRPC Predictions; v1 Infer and ModelInfer
+// are served on completion queues, completion_queue_infer.h): answers with
+// the call's status and `Response`, cancels the call when the client cancels
+// or its deadline passes, and keeps it (with its share of the in-flight
+// budget) until gRPC is done with the call. Deletes itself.
+template <typename Response>
+class InferCallReactor final : public RawUnaryReactor {
+ public:
+  // Begins a call for model `model`, answered into `out` (gRPC's response
+  // bytes).
+  InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx, absl::string_view model,
+                   const InferRpc& rpc, grpc::ByteBuffer* out)
+      : RawUnaryReactor(out, response_), call_(BeginReactorInferCall(front_end, ctx, model, rpc, this)) {}
+  InferCall& call() { return *call_; }
+  // Where the call's encoder writes the answer; read once the call ends.
+  Response* response() { return &response_; }
+  // InferCall::Admit with the call's token.
+  bool Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes) { return AdmitInferCall(*call_, ctx, bytes); }
+  void OnCancel() override { call_->Cancel(); }
+
+ private:
+  Response response_;
+  std::shared_ptr<InferCall> call_;
+};
+
+}  // namespace infergate

@@ -1,0 +1,52 @@
+#include "service/open_inference/open_inference_extensions.h"
+
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+
+namespace infergate {
+namespace {
+
+const char* KindName(SharedMemoryKind kind) {
+  return kind == SharedMemoryKind::kSystem ? "system shared memory" : "CUDA shared memory";
+}
+
+}  // namespace
+
+absl::Status SharedMemoryStatus(SharedMemoryKind kind, absl::string_view name) {
+  if (name.empty()) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat("no ", KindName(kind), " region '", name.substr(0, 64),
+                                          "' is registered: this server takes no shared memory regions"));
+}
+
+absl::Status SharedMemoryRegister(SharedMemoryKind kind, absl::string_view name) {
+  return absl::UnimplementedError(absl::StrCat(
+      KindName(kind), " is not supported, so region '", name.substr(0, 64),
+      "' cannot be registered: this server takes tensors only in the request itself (raw_input_contents over gRPC, "
+      "the binary tensor data extension over REST), where each request's bytes are counted against its memory "
+      "budget and the request can be routed to any device or replica"));
+}
+
+absl::Status SharedMemoryUnregister(SharedMemoryKind kind, absl::string_view name) {
+  return SharedMemoryStatus(kind, name);  // nothing to unregister: every region is already gone
+}
+
+absl::Status TraceSettingAnswer(absl::string_view model) {
+  return absl::UnavailableError(absl::StrCat(
+      "trace settings", model.empty() ? "" : absl::StrCat(" for model '", model.substr(0, 64), "'"),
+      ": this server does not trace requests (no trace mode is built in); per-request timings are in each answer's "
+      "queue_us and compute_us parameters and in the metrics"));
+}
+
+absl::StatusOr<LogSettings> ChangeLogSettings(const LogSettings& changes) {
+  static std::mutex mu;  // a change reads, then sets, the level
+  std::lock_guard<std::mutex> lock(mu);
+  if (!changes.empty()) {
+    absl::StatusOr<LogLevel> level = ApplyLogSettings(MinLogLevel(), changes);
+    if (!level.ok()) return level.status();
+    SetMinLogLevel(*level);
+  }
+  return DescribeLogSettings(MinLogLevel());
+}
+
+}  // namespace infergate

@@ -1,0 +1,83 @@
+#pragma once
+// The Open Inference Protocol's REST bodies <-> its protobuf messages, so
+// the REST front end decodes and answers through the very code the gRPC
+// one uses (open_inference_codec.h):
+//   - an infer request's JSON (`data` flat or nested) and binary-data
+//     extension inputs (`binary_data_size`, bytes after the JSON header of
+//     Inference-Header-Content-Length bytes) become raw_input_contents;
+//   - the answer's raw outputs become JSON `data`, or binary sections after
+//     the JSON where the request asked (`binary_data` per output, or
+//     `binary_data_output` for all);
+//   - any other answer (metadata, config, statistics, index) renders as
+//     JSON with the .proto's field names and 64-bit integers as numbers.
+// Pure functions; no LibTorch. Errors are INVALID_ARGUMENT naming the JSON
+// field at fault ("inputs[0].data[3]").
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/message.h"
+#include "inference/grpc_service.pb.h"
+#include "service/open_inference/log_settings.h"
+#include "service/call/wire_tensor.h"
+
+namespace infergate {
+
+struct RestInferRequest {
+  inference::ModelInferRequest request;
+  bool all_outputs_binary = false;      // the binary_data_output parameter
+  std::set<std::string> binary_outputs;  // outputs asking binary_data: true
+  std::set<std::string> json_outputs;    // outputs asking binary_data: false
+};
+
+// Parses `body` for `model` and `version` ("" = latest). `json_length` is
+// the Inference-Header-Content-Length header: the JSON's size when binary
+// input data follows it; nullopt when the whole body is JSON.
+absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, std::optional<uint64_t> json_length,
+                                                       const std::string& model, const std::string& version,
+                                                       const CodecLimits& limits);
+
+struct RestBody {
+  std::string body;
+  // The JSON's length when binary output data follows it (the
+  // Inference-Header-Content-Length to send); nullopt for all-JSON bodies.
+  std::optional<uint64_t> json_length;
+};
+
+// The REST answer for `response` (raw outputs, as EncodeInferResponse
+// writes them) to `request`.
+absl::StatusOr<RestBody> WriteRestInferResponse(const inference::ModelInferResponse& response,
+                                                const RestInferRequest& request);
+
+// `message` as the REST API renders it: field names as in the .proto,
+// scalars always present, 64-bit integers as numbers, enums by name.
+std::string ProtoToJson(const google::protobuf::Message& message);
+
+// A repository load/unload body: {"parameters": {"device": "cpu", ...}}
+// (empty body allowed). Values may be strings, integers or booleans.
+absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryParameter>> ParseRepositoryParameters(
+    absl::string_view body);
+
+// The `ready` flag of a repository index body ({"ready": true}); false for
+// an empty body.
+absl::StatusOr<bool> ParseRepositoryIndexReady(absl::string_view body);
+
+// A /v2/logging body: {"log_info": true, "log_verbose_level": 1, ...}
+// (empty: nothing to change). Booleans, unsigned integers and strings.
+absl::StatusOr<LogSettings> ParseLogSettings(absl::string_view body);
+std::string LogSettingsToJson(const LogSettings& settings);
+
+// {"error": message}, escaped.
+std::string JsonError(absl::string_view message);
+
+// IEEE half and bfloat16 <-> float, rounding to nearest even.
+uint16_t FloatToHalf(float value);
+float HalfToFloat(uint16_t bits);
+uint16_t FloatToBFloat16(float value);
+float BFloat16ToFloat(uint16_t bits);
+
+}  // namespace infergate

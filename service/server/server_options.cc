@@ -1,0 +1,463 @@
+#include "service/server/server_options.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/flags.h"
+#include "scheduler/repository/model_config.h"
+#include "common/units.h"
+
+namespace infergate {
+namespace {
+
+// Flags that are text on the command line and typed options once parsed.
+struct RawFlags {
+  int64_t cpu_workers = 0;
+  int64_t accelerator_workers = 1;
+  int64_t intra_op_threads = 0;
+  int64_t queue_capacity = 1024;
+  int64_t worker_spin_us = 200;
+  int64_t max_tensor_rank = 8;
+  int64_t max_tensor_elements = int64_t{1} << 28;
+  bool batching = true;
+  bool fair_queueing = true;
+  bool precision_checks = true;
+  std::chrono::milliseconds priority_aging{100};
+  std::string cache_budget;  // "cpu=8GiB,cuda:0=20GiB"
+  std::string state_file;
+  std::chrono::milliseconds device_failure_cooldown{30000};
+  std::chrono::milliseconds repository_poll_interval{5000};
+  std::string devices;           // allow-list; empty = all
+  std::string simulate_devices;  // e.g. "mps,cuda:0=2GiB@7.5"
+  std::string simulate_mps_unsupported_ops;  // empty = the default list
+  std::string simulate_failing_devices;
+  int64_t simulate_failures_after = 0;
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string reflection = "auto";
+  std::string io_thread_policy = "batch";
+};
+
+absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
+  if (f.cpu_workers < 0 || f.cpu_workers > 256) return absl::InvalidArgumentError("--cpu-workers: must be 0..256");
+  if (f.accelerator_workers < 1 || f.accelerator_workers > kMaxAcceleratorInstances) {
+    return absl::InvalidArgumentError(absl::StrCat("--accelerator-workers: must be 1..", kMaxAcceleratorInstances));
+  }
+  if (f.intra_op_threads < 0 || f.intra_op_threads > 1024) {
+    return absl::InvalidArgumentError("--intra-op-threads: must be 0..1024");
+  }
+  if (f.queue_capacity < 1) return absl::InvalidArgumentError("--queue-capacity: must be at least 1");
+  SchedulerOptions s;
+  s.cpu_workers = static_cast<int>(f.cpu_workers);
+  s.accelerator_workers = static_cast<int>(f.accelerator_workers);
+  s.intra_op_threads = static_cast<int>(f.intra_op_threads);
+  s.queue_capacity = static_cast<size_t>(f.queue_capacity);
+  s.batching = f.batching;
+  s.fair_queueing = f.fair_queueing;
+  s.precision_checks = f.precision_checks;
+  s.priority_aging = f.priority_aging;
+  s.worker_spin_us = static_cast<int>(std::clamp<int64_t>(f.worker_spin_us, 0, 10000));
+  s.state_file = f.state_file;
+  s.device_failure_cooldown = f.device_failure_cooldown;
+  if (f.repository_poll_interval.count() < 0) {
+    return absl::InvalidArgumentError("--repository-poll-interval: must not be negative");
+  }
+  s.repository_poll_interval = f.repository_poll_interval;
+  for (absl::string_view entry : absl::StrSplit(f.cache_budget, ',', absl::SkipWhitespace())) {
+    size_t eq = entry.find('=');
+    if (eq == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("--cache-budget: '", entry, "' is not DEVICE=SIZE"));
+    }
+    absl::StatusOr<DeviceRequest> dev = ParseDeviceRequest(entry.substr(0, eq), "--cache-budget");
+    if (!dev.ok()) return dev.status();
+    if (dev->automatic || dev->any_index) {
+      return absl::InvalidArgumentError(absl::StrCat("--cache-budget: '", entry, "' must name one device"));
+    }
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(entry.substr(eq + 1));
+    if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat("--cache-budget: ", bytes.status().message()));
+    s.cache_budgets[DeviceId{dev->kind, dev->kind == DeviceKind::kCuda ? dev->index : 0}] = *bytes;
+  }
+  return s;
+}
+
+absl::StatusOr<DiscoveryOptions> DiscoveryFrom(const RawFlags& f) {
+  DiscoveryOptions d;
+  absl::StatusOr<std::vector<DeviceRequest>> allow = ParseDeviceAllowList(f.devices);
+  if (!allow.ok()) return allow.status();
+  d.allow = *std::move(allow);
+  absl::StatusOr<std::vector<SimulatedDeviceSpec>> sim = ParseSimulatedDevices(f.simulate_devices);
+  if (!sim.ok()) return sim.status();
+  d.simulated = *std::move(sim);
+  if (!f.simulate_mps_unsupported_ops.empty()) {
+    d.mps_unsupported_ops.clear();
+    for (absl::string_view op : absl::StrSplit(f.simulate_mps_unsupported_ops, ',', absl::SkipWhitespace())) {
+      op = absl::StripAsciiWhitespace(op);
+      if (!absl::StartsWith(op, "aten::")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--simulate-mps-unsupported-ops: '", op, "' is not an aten op such as aten::max_pool2d"));
+      }
+      d.mps_unsupported_ops.emplace_back(op);
+    }
+  }
+  d.nvml_library = f.nvml_library;
+  absl::StatusOr<std::vector<DeviceRequest>> failing = ParseDeviceAllowList(f.simulate_failing_devices);
+  if (!failing.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--simulate-failing-devices: ", failing.status().message()));
+  }
+  for (const DeviceRequest& r : *failing) {
+    DeviceId id{r.kind, r.kind == DeviceKind::kCuda ? r.index : 0};
+    bool simulated = false;
+    for (const SimulatedDeviceSpec& s : d.simulated) simulated |= s.id == id;
+    if (!simulated || r.any_index) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--simulate-failing-devices: ", id.ToString(), " is not in --simulate-devices"));
+    }
+    d.failing.push_back(id);
+  }
+  d.fail_after_runs = std::max<int64_t>(0, f.simulate_failures_after);
+  return d;
+}
+
+}  // namespace
+
+absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* argv, std::string* help_text) {
+  ServerOptions o;
+  RawFlags f;
+  int64_t http_threads = o.http_threads;
+  FlagSet flags(
+      "infergate: gRPC inference server for TorchScript models.\n"
+      "Usage: infergate [--address HOST:PORT] [--model-repository DIR] [flags]");
+  flags.String("address", &o.address, "HOST:PORT to serve gRPC on; port 0 picks a free one.");
+  flags.String("model-repository", &o.model_repository,
+               "Folder of <model>/config.pbtxt and <model>/<version>/model.pt (or model.pt2), Triton's layout, or "
+               "a TorchServe model store: config/config.properties with model-store/*.mar (KServe's /mnt/models), "
+               "or a folder of .mar files.");
+  flags.ByteSize("mar-max-bytes", &o.mar_max_bytes,
+                 "The most a TorchServe model store's archives (.mar) may extract to, all together; an archive "
+                 "that would pass what is left is refused, and nothing of it is kept.");
+  flags.Bool("torchserve-addresses", &o.torchserve_addresses,
+             "Serve on the addresses a TorchServe config.properties names: inference_address for REST, "
+             "grpc_inference_port for gRPC, metrics_address for metrics (they replace --http-address, --address "
+             "and --metrics-address).");
+  flags.Bool("torchserve-metrics", &o.torchserve_metrics,
+             "Also export TorchServe's metric names (ts_inference_requests_total, "
+             "ts_inference_latency_microseconds, ts_queue_latency_microseconds) beside infergate's, for dashboards "
+             "built on TorchServe.");
+  flags.Duration("repository-poll-interval", &f.repository_poll_interval,
+                 "How often the model repository is checked for new, changed and removed models and versions "
+                 "(stat() calls only); a change is acted on once it has held still for one interval. 0 disables: "
+                 "LoadModel then re-reads a model's folder.");
+  flags.ByteSize("max-receive-bytes", &o.max_receive_bytes,
+                 "Largest request message accepted (e.g. 64MiB); larger ones get RESOURCE_EXHAUSTED.");
+  flags.ByteSize("max-inflight-bytes", &o.max_inflight_bytes,
+                 "Bytes of inference requests held at once (queued or running); beyond it RESOURCE_EXHAUSTED. 0 picks "
+                 "a quarter of the container's memory limit, or of the host's memory.");
+  flags.ByteSize("max-load-file-bytes", &o.max_load_file_bytes,
+                 "Bytes of model files one load may carry (Triton's file: load parameters), written to a private "
+                 "folder and served from there; 0 (the default) refuses such loads. Loads need an admin token "
+                 "(or --open-admin-api).");
+  flags.Bool("allow-native-uploads", &o.allow_native_uploads,
+             "Let the files a load carries be native code: an AOTInductor package (.pt2) or a shared library, "
+             "which the server loads and runs as its own user. Off: such files are refused.");
+  flags.ByteSize("cpu-tensor-cache", &o.cpu_tensor_cache_bytes,
+                 "Freed CPU tensor blocks of 64 KiB and more kept for reuse, at most this many bytes (e.g. 256MiB), "
+                 "so a model's activations are not faulted in afresh on every request; 0 leaves LibTorch's own "
+                 "allocator.");
+  flags.Int("cpu-workers", &f.cpu_workers, "Threads running models on the CPU; 0 picks min(cores, 4).");
+  flags.Int("accelerator-workers", &f.accelerator_workers,
+            "Workers per GPU or MPS device, each with a stream of its own, so batches overlap on the device "
+            "(as Triton's instance_group count); one model runs at most this many batches there at once.");
+  flags.Int("intra-op-threads", &f.intra_op_threads, "LibTorch intra-op threads; 0 picks cores / cpu-workers.");
+  flags.Int("queue-capacity", &f.queue_capacity, "Requests that may wait per device; more get RESOURCE_EXHAUSTED.");
+  flags.Int("max-tensor-rank", &f.max_tensor_rank, "Largest rank accepted for an input tensor.");
+  flags.Int("max-tensor-elements", &f.max_tensor_elements, "Largest element count accepted for an input tensor.");
+  flags.Duration("drain-timeout", &o.drain_timeout,
+                 "On SIGTERM/SIGINT, how long queued and running requests may take to finish (e.g. 30s, 500ms).");
+  flags.Duration("stuck-batch-timeout", &o.stuck_batch_timeout,
+                 "Liveness (health service \"liveness\") turns NOT_SERVING while a batch has run longer than this, so "
+                 "Kubernetes restarts a server whose model hangs; 0 disables.");
+  flags.Bool("batching", &f.batching, "Dynamic batching for models whose config sets max_batch_size > 1.");
+  flags.Bool("fair-queueing", &f.fair_queueing,
+             "Models share each device by device time, so one model's flood does not queue another's requests "
+             "behind it; false serves requests in arrival order (FIFO).");
+  flags.Bool("precision-checks", &f.precision_checks,
+             "Serve a model in FP16 or BF16 on a device only after a check against FP32 on the CPU passed within "
+             "the model's accuracy tolerance (until then, and after a failed check, the nearest verified dtype "
+             "serves); false uses every precision unchecked.");
+  flags.Duration("priority-aging", &f.priority_aging,
+                 "A waiting request's priority level improves by one per this much waiting, so low priority is "
+                 "delayed, never starved; 0 disables aging.");
+  flags.Int("worker-spin-us", &f.worker_spin_us,
+            "Microseconds an idle worker polls its queue before sleeping, yielding the core to any thread that has work "
+            "meanwhile; trades CPU for latency.");
+  flags.String("cache-budget", &f.cache_budget,
+               "Model cache budget per device, e.g. \"cpu=8GiB,cuda:0=20GiB\"; least-recently-used idle, unpinned "
+               "models are evicted to stay under it.");
+  flags.String("metrics-address", &o.metrics_address,
+               "HOST:PORT for Prometheus to scrape /metrics from; port 0 picks one; empty disables metrics.");
+  flags.String("http-address", &o.http_address,
+               "HOST:PORT for the Open Inference Protocol's REST API (/v2/...); port 0 picks one; empty disables it.");
+  flags.Int("http-threads", &http_threads, "Threads serving HTTP connections (REST and JSON work runs on them).");
+  flags.Duration("http-request-timeout", &o.http_request_timeout,
+                 "An HTTP request must arrive whole within this long (keep-alive idle time included), and an answer "
+                 "be read within it; slower connections are closed.");
+  flags.Int("http-max-connections", &o.http_max_connections,
+            "Open HTTP connections at most; more are answered 503 and closed.");
+  flags.String("tls-cert", &o.tls_cert, "PEM certificate chain for the gRPC and HTTP ports; enables TLS (with --tls-key).");
+  flags.String("tls-key", &o.tls_key, "PEM private key for --tls-cert.");
+  flags.String("tls-client-ca", &o.tls_client_ca,
+               "PEM CA bundle; clients must present a certificate it signed (mutual TLS).");
+  flags.String("auth-token-file", &o.auth_token_file,
+               "File of bearer tokens (one per line) required for Infer, ListDevices and ListModels.");
+  flags.String("admin-token-file", &o.admin_token_file,
+               "File of bearer tokens required for LoadModel and UnloadModel (admin tokens may also infer).");
+  flags.Bool("disable-admin", &o.disable_admin, "Refuse LoadModel and UnloadModel entirely.");
+  flags.Bool("open-admin-api", &o.open_admin_api,
+             "Without --admin-token-file, let anyone who reaches the ports load and unload models (and send model "
+             "files, with --max-load-file-bytes). A load can run native code: for a trusted network only. Off: "
+             "the admin calls need an admin token.");
+  flags.Repeated("http-host-name", &o.http_host_names,
+                 "A name the REST port is reached by (besides localhost, IP addresses and the machine's name; "
+                 "repeat for more), for admin requests while the admin API is open without a token: one addressed "
+                 "to any other Host is refused (DNS rebinding).");
+  flags.String("reflection", &f.reflection,
+               "gRPC server reflection: on, off, or auto (on unless --auth-token-file or --admin-token-file is "
+               "set: reflection answers without a token).");
+  flags.Int("max-concurrent-streams", &o.max_concurrent_streams,
+            "Calls one client connection may have open at once; more wait in the client (HTTP/2 flow control).");
+  flags.Bool("grpc-bdp-probe", &o.grpc_bdp_probe,
+             "Let gRPC grow each HTTP/2 stream's window to the measured bandwidth-delay product: faster large "
+             "messages over long, fast links, but a request that waits for room in --max-inflight-bytes is then "
+             "held in the server's memory (by the transport) instead of by its client. Off: windows stay at "
+             "64 KiB a stream.");
+  flags.Int("grpc-infer-threads", &o.grpc_infer_threads,
+            "Threads taking gRPC inference calls (Infer, ModelInfer, ModelStreamInfer) off a completion queue each: "
+            "they check, decode and queue each request; device workers answer it.");
+  flags.String("io-thread-policy", &f.io_thread_policy,
+               "Linux CPU policy of every thread but the device workers (gRPC's, the HTTP server's, the inference "
+               "pollers): batch (SCHED_BATCH) lets a thread that wakes for network work wait for a free core or "
+               "the running thread's turn to end instead of preempting a worker mid-batch; normal (SCHED_OTHER) "
+               "lets it preempt. Device workers always run normal.");
+  flags.Duration("max-connection-age", &o.max_connection_age,
+                 "Close client connections after this long (e.g. 5m) so clients reconnect and new replicas get "
+                 "traffic; 0 keeps them open.");
+  flags.Duration("max-connection-idle", &o.max_connection_idle,
+                 "Close gRPC connections that have had no call open for this long (GOAWAY: a client reconnects "
+                 "when it next calls), so idle clients do not hold sockets; 0 keeps them open.");
+  flags.Duration("grpc-handshake-timeout", &o.grpc_handshake_timeout,
+                 "A new gRPC connection must finish its TLS and HTTP/2 set-up within this long, or it is closed: "
+                 "sockets opened and left silent are not kept.");
+  flags.String("state-file", &f.state_file,
+               "File keeping what the server learned a device cannot run (MPS ops), so a restart remembers it.");
+  flags.String("modelmesh-address", &o.modelmesh_address,
+               "HOST:PORT (loopback) or unix:PATH to serve KServe ModelMesh's model-runtime SPI on "
+               "(mmesh.ModelRuntime: ModelMesh loads and unloads models here); empty disables it.");
+  flags.String("modelmesh-model-root", &o.modelmesh_model_root,
+               "Folder every ModelMesh modelPath, and everything in it with links resolved, must lie under (e.g. "
+               "/models, where ModelMesh's storage helper puts them). Required with a TCP --modelmesh-address; "
+               "on a unix: socket empty allows any folder the server can read.");
+  flags.Duration("modelmesh-load-timeout", &o.modelmesh_load_timeout,
+                 "How long ModelMesh should let one model load take (told to ModelMesh in runtimeStatus).");
+  flags.ByteSize("modelmesh-default-model-size", &o.modelmesh_default_model_size,
+                 "The size ModelMesh assumes for a model before it is sized (told in runtimeStatus).");
+  flags.String("log-level", &o.log_level, "debug, info, warning or error.");
+  TracingFlags tracing;
+  flags.String("otlp-endpoint", &tracing.otlp_endpoint,
+               "Turns request tracing on: where OpenTelemetry spans go over OTLP, e.g. http://collector:4317 (gRPC) "
+               "or http://collector:4318 (with --otlp-protocol=http/protobuf). Empty: OTEL_EXPORTER_OTLP_ENDPOINT; "
+               "tracing is off when neither is set.");
+  flags.String("otlp-protocol", &tracing.otlp_protocol,
+               "grpc or http/protobuf (OTEL_EXPORTER_OTLP_PROTOCOL); default grpc.");
+  flags.String("trace-sampler", &tracing.sampler,
+               "Which calls are traced (OTEL_TRACES_SAMPLER): always_on, always_off, traceidratio, "
+               "parentbased_always_on (default), parentbased_always_off or parentbased_traceidratio.");
+  flags.String("trace-sampler-arg", &tracing.sampler_arg,
+               "The traceidratio samplers' ratio, 0 to 1 (OTEL_TRACES_SAMPLER_ARG), e.g. 0.01 for 1% of calls.");
+  flags.String("service-name", &tracing.service_name, "service.name of the spans (OTEL_SERVICE_NAME); default infergate.");
+  flags.String("resource-attributes", &tracing.resource_attributes,
+               "More resource attributes of the spans, key=value,... (added to OTEL_RESOURCE_ATTRIBUTES).");
+  flags.Int("trace-queue-size", &tracing.max_queue_size,
+            "Finished spans waiting for export at most (OTEL_BSP_MAX_QUEUE_SIZE; default 2048); more are dropped "
+            "and counted, so a slow collector never holds a request.");
+  flags.Duration("trace-export-delay", &tracing.schedule_delay,
+                 "Longest a finished span waits before its batch is exported (OTEL_BSP_SCHEDULE_DELAY; default 5s).");
+  flags.String("devices", &f.devices,
+               "Allow-list of devices to use, e.g. \"cpu\" (force CPU) or \"cuda:0,mps\"; empty uses all. "
+               "The CPU is always kept for fallbacks.");
+  flags.String("simulate-devices", &f.simulate_devices,
+               "Simulated devices for tests and demos: mps and cuda:N entries, each optionally =MEMORY "
+               "(e.g. 2GiB) and @CAPABILITY (cuda, e.g. 7.5) or @MACOS (mps, e.g. 13). They compute on the CPU "
+               "but enforce the real backend's rules.");
+  flags.String("simulate-mps-unsupported-ops", &f.simulate_mps_unsupported_ops,
+               "Comma-separated aten ops simulated MPS raises NotImplementedError for; empty uses a default list "
+               "of ops real MPS has lacked (aten::upsample_bicubic2d, aten::grid_sampler_3d, ...).");
+  flags.String("simulate-failing-devices", &f.simulate_failing_devices,
+               "Fault injection: simulated devices (e.g. cuda:0) that fail every run after "
+               "--simulate-failures-after runs, like a lost GPU.");
+  flags.Int("simulate-failures-after", &f.simulate_failures_after, "Runs a failing simulated device completes first.");
+  flags.Duration("device-failure-cooldown", &f.device_failure_cooldown,
+                 "How long a device that failed stays out of service (its work goes to the CPU).");
+  flags.String("nvml-library", &f.nvml_library, "NVIDIA management library to read GPU names and memory from.");
+  if (absl::Status s = flags.ParseEnvironment("INFERGATE_"); !s.ok()) return s;
+  bool help = false;
+  absl::StatusOr<std::vector<std::string>> rest = flags.Parse(argc, argv, &help);
+  if (!rest.ok()) return rest.status();
+  if (help) {
+    *help_text = flags.Help();
+    return ServerOptions{};
+  }
+  if (!rest->empty()) return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", rest->front(), "'"));
+  if (o.max_receive_bytes < 1024 || o.max_receive_bytes > (uint64_t{2} << 30) - 1) {
+    return absl::InvalidArgumentError("--max-receive-bytes: must be between 1024 and 2147483647");
+  }
+  if (o.max_inflight_bytes != 0 && o.max_inflight_bytes < o.max_receive_bytes) {
+    return absl::InvalidArgumentError(
+        "--max-inflight-bytes: must be at least --max-receive-bytes, or a request of the largest size could never run");
+  }
+  if (o.max_concurrent_streams < 1 || o.max_concurrent_streams > 100000) {
+    return absl::InvalidArgumentError("--max-concurrent-streams: must be 1..100000");
+  }
+  if (o.grpc_infer_threads < 1 || o.grpc_infer_threads > 64) {
+    return absl::InvalidArgumentError("--grpc-infer-threads: must be 1..64");
+  }
+  if (http_threads < 1 || http_threads > 64) return absl::InvalidArgumentError("--http-threads: must be 1..64");
+  o.http_threads = static_cast<int>(http_threads);
+  if (o.http_max_connections < 1 || o.http_max_connections > 1000000) {
+    return absl::InvalidArgumentError("--http-max-connections: must be 1..1000000");
+  }
+  if (o.http_request_timeout.count() < 1) return absl::InvalidArgumentError("--http-request-timeout: must be positive");
+  if (f.max_tensor_rank < 1 || f.max_tensor_rank > 64) {
+    return absl::InvalidArgumentError("--max-tensor-rank: must be 1..64");
+  }
+  if (f.max_tensor_elements < 1 || f.max_tensor_elements > CodecLimits::kElementsCeiling) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-tensor-elements: must be 1..", CodecLimits::kElementsCeiling,
+                                                   " (2^60, so a tensor's size in bytes fits 64 bits)"));
+  }
+  o.tensor_limits = {static_cast<int>(f.max_tensor_rank), f.max_tensor_elements};
+  o.tensor_limits.max_load_file_bytes = o.max_load_file_bytes;
+  o.tensor_limits.allow_native_uploads = o.allow_native_uploads;
+  for (const auto& [flag, value] : {std::pair<const char*, std::chrono::milliseconds>{"--max-connection-age", o.max_connection_age},
+                                     {"--max-connection-idle", o.max_connection_idle},
+                                     {"--grpc-handshake-timeout", o.grpc_handshake_timeout}}) {
+    if (value.count() > INT32_MAX) return absl::InvalidArgumentError(absl::StrCat(flag, ": must be under 24 days"));
+  }
+  if (o.grpc_handshake_timeout.count() <= 0) {
+    return absl::InvalidArgumentError("--grpc-handshake-timeout: must be positive");
+  }
+  if (o.log_level != "debug" && o.log_level != "info" && o.log_level != "warning" && o.log_level != "error") {
+    return absl::InvalidArgumentError("--log-level: must be debug, info, warning or error");
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key must be given together");
+  }
+  if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
+    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  if (!o.modelmesh_address.empty() && !absl::StartsWith(o.modelmesh_address, "unix:") &&
+      ListensBeyondLoopback(o.modelmesh_address)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--modelmesh-address: '", o.modelmesh_address.substr(0, 64),
+                     "' is reachable beyond this host; the SPI loads any folder the server can read, so it serves "
+                     "only on loopback (127.0.0.1:PORT, [::1]:PORT) or a unix: socket, where ModelMesh's container "
+                     "in the same pod reaches it"));
+  }
+  if (!o.modelmesh_address.empty() && !absl::StartsWith(o.modelmesh_address, "unix:") &&
+      o.modelmesh_model_root.empty()) {
+    return absl::InvalidArgumentError(
+        "--modelmesh-model-root: required with a TCP --modelmesh-address: the SPI loads models (and a .pt2 is "
+        "native code) for any caller on this host without a token, so it may read only under a root; or serve "
+        "it on a unix: socket, whose file permissions are the guard");
+  }
+  if (o.modelmesh_load_timeout.count() < 1 || o.modelmesh_load_timeout.count() > UINT32_MAX) {
+    return absl::InvalidArgumentError("--modelmesh-load-timeout: must be between 1ms and 49 days");
+  }
+  if (f.reflection == "auto") {
+    o.reflection = ServerOptions::Reflection::kAuto;
+  } else if (f.reflection == "on" || f.reflection == "true") {
+    o.reflection = ServerOptions::Reflection::kOn;
+  } else if (f.reflection == "off" || f.reflection == "false") {
+    o.reflection = ServerOptions::Reflection::kOff;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reflection: '", f.reflection.substr(0, 32), "'; expected on, off or auto"));
+  }
+  absl::StatusOr<CpuPolicy> io_thread_policy = ParseCpuPolicy(f.io_thread_policy.substr(0, 32));
+  if (!io_thread_policy.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--io-thread-policy: ", io_thread_policy.status().message()));
+  }
+  o.io_thread_policy = *io_thread_policy;
+  absl::StatusOr<TracingOptions> traced = ResolveTracingOptions(tracing, [](const char* name) { return std::getenv(name); });
+  if (!traced.ok()) return traced.status();
+  o.tracing = *std::move(traced);
+  absl::StatusOr<DiscoveryOptions> discovery = DiscoveryFrom(f);
+  if (!discovery.ok()) return discovery.status();
+  o.discovery = *std::move(discovery);
+  absl::StatusOr<SchedulerOptions> scheduler = SchedulerFrom(f);
+  if (!scheduler.ok()) return scheduler.status();
+  o.scheduler = *std::move(scheduler);
+  return o;
+}
+
+bool ListensBeyondLoopback(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (absl::StartsWith(host, "dns:///")) host = host.substr(7);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return !(host == "localhost" || host == "::1" || absl::StartsWith(host, "127."));
+}
+
+bool ServesReflection(const ServerOptions& options) {
+  switch (options.reflection) {
+    case ServerOptions::Reflection::kOn: return true;
+    case ServerOptions::Reflection::kOff: return false;
+    case ServerOptions::Reflection::kAuto: break;
+  }
+  return options.auth_token_file.empty() && options.admin_token_file.empty();
+}
+
+namespace {
+
+// HOST:PORT of a TorchServe address ("http://0.0.0.0:8085").
+absl::StatusOr<std::string> TorchServeHostPort(const std::string& url, absl::string_view key,
+                                               const ServerOptions& options) {
+  absl::string_view rest = url;
+  const bool tls = absl::ConsumePrefix(&rest, "https://");
+  if (!tls && !absl::ConsumePrefix(&rest, "http://")) {
+    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, ": '", url.substr(0, 128),
+                                                   "' is not http://HOST:PORT"));
+  }
+  if (tls && options.tls_cert.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, " is https: set --tls-cert and --tls-key"));
+  }
+  const size_t colon = rest.rfind(':');
+  int port = 0;
+  if (colon == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, ": '", url.substr(0, 128),
+                                                   "' has no port"));
+  }
+  return std::string(rest);
+}
+
+}  // namespace
+
+absl::Status ApplyTorchServeAddresses(const TorchServeAddresses& a, ServerOptions& options) {
+  if (!a.inference.empty()) {
+    absl::StatusOr<std::string> http = TorchServeHostPort(a.inference, "inference_address", options);
+    if (!http.ok()) return http.status();
+    options.http_address = *http;
+  }
+  if (!a.metrics.empty()) {
+    absl::StatusOr<std::string> metrics = TorchServeHostPort(a.metrics, "metrics_address", options);
+    if (!metrics.ok()) return metrics.status();
+    options.metrics_address = *metrics;
+  }
+  if (a.grpc_inference_port > 0) options.address = absl::StrCat("0.0.0.0:", a.grpc_inference_port);
+  return absl::OkStatus();
+}
+
+}  // namespace infergate
