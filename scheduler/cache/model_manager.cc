@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "devices/activation_meter.h"
+#include "scheduler/model/reshaped_servable.h"
 #include "devices/torch_dtype.h"
 #include "scheduler/loaders/aoti/aoti_model.h"
 #include "scheduler/loaders/torchscript/loaded_model.h"
@@ -94,8 +95,11 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
           }
           return admit(parameter_bytes);
         };
-        absl::StatusOr<std::shared_ptr<Servable>> model =
-            loader_(path, route.model->config, route.device, route.dtype, learn_then_admit);
+        // Triton's reshape, whatever the model file: the file is loaded for
+        // the shapes it takes, and clients speak dims.
+        absl::StatusOr<std::shared_ptr<Servable>> model = loader_(
+            path, ReshapedServable::ModelSide(route.model->config), route.device, route.dtype, learn_then_admit);
+        if (model.ok()) model = ReshapedServable::Wrap(*std::move(model), route.model->config);
         if (model.ok()) {
           if (absl::Status same = SameFile(route, path); !same.ok()) model = same;
         }
@@ -131,7 +135,9 @@ absl::Status ModelManager::SameFile(const Route& route, const std::string& path)
 
 absl::Status ModelManager::CheckLoads(const std::string& path, const v1::ModelConfig& config,
                                       const DeviceInfo& device) const {
-  return loader_(path, config, device, DType::kFloat32, [](uint64_t) { return absl::OkStatus(); }).status();
+  return loader_(path, ReshapedServable::ModelSide(config), device, DType::kFloat32,
+                 [](uint64_t) { return absl::OkStatus(); })
+      .status();
 }
 
 absl::StatusOr<size_t> ModelManager::Unload(const LoadRequest& request) {

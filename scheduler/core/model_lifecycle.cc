@@ -223,7 +223,7 @@ absl::StatusOr<size_t> ModelLifecycle::Unload(const std::string& name) {
   MutexLock lock(mu_);
   std::shared_ptr<const ModelEntry> current = repository_.Lookup(name);
   if (!current || current->removed) {
-    return absl::NotFoundError(absl::StrCat("model: '", name.substr(0, 64), "' is not in the model repository"));
+    return UnknownModelError(name);
   }
   auto entry = std::make_shared<ModelEntry>(*current);
   entry->unloaded = true;

@@ -2,6 +2,8 @@
 #include "scheduler/repository/model_config.h"
 
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -28,7 +30,72 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
   std::string first_;
 };
 
-absl::Status CheckSpecs(const google::protobuf::RepeatedPtrField<v1::TensorSpec>& specs, absl::string_view kind) {
+// A shape's element count, -1 when a dimension is variable (Triton's
+// GetElementCount; an empty shape counts 0 here, as the reshape rule wants).
+int64_t ElementCount(const google::protobuf::RepeatedField<int64_t>& shape) {
+  if (shape.empty()) return 0;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d == -1) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+// The element counts between a shape's variable dimensions ([2, 4, -1, 6]:
+// 8, 6).
+std::vector<int64_t> Trunks(const google::protobuf::RepeatedField<int64_t>& shape) {
+  std::vector<int64_t> trunks;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d == -1) {
+      trunks.push_back(n);
+      n = 1;
+    } else {
+      n *= d;
+    }
+  }
+  trunks.push_back(n);
+  return trunks;
+}
+
+// Triton's rules for dims and reshape (model_config_utils' ValidateIOShape),
+// with its words: "model input 'x' has different size for dims and
+// reshape". `prefix` is "model input 'x' " or "model output 'x' ".
+absl::Status CheckReshape(const v1::TensorSpec& s, const std::string& prefix, bool batching,
+                          absl::string_view model) {
+  auto refused = [&](absl::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, rule, " for ", model));
+  };
+  for (int64_t d : s.dims()) {
+    if (d < 1 && d != -1) return refused("dimension must be integer >= 1, or -1 to indicate a variable-size dimension");
+  }
+  if (!s.has_reshape()) return absl::OkStatus();
+  for (int64_t d : s.reshape().shape()) {
+    if (d < 1 && d != -1) {
+      return refused("reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension");
+    }
+  }
+  if (!batching && s.reshape().shape().empty()) {
+    return refused("cannot have empty reshape for non-batching model as scalar tensors are not supported");
+  }
+  const int64_t dims_size = ElementCount(s.dims());
+  const int64_t reshape_size = ElementCount(s.reshape().shape());
+  // An empty reshape (a scalar per row) takes dims of one element.
+  if (dims_size != reshape_size && (reshape_size != 0 || dims_size != 1)) {
+    return refused("has different size for dims and reshape");
+  }
+  if (dims_size == -1) {
+    const std::vector<int64_t> from = Trunks(s.dims());
+    const std::vector<int64_t> to = Trunks(s.reshape().shape());
+    if (from.size() != to.size()) return refused("has different number of variable-size dimensions for dims and reshape");
+    if (from != to) return refused("has different size for dims and reshape");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSpecs(const google::protobuf::RepeatedPtrField<v1::TensorSpec>& specs, absl::string_view kind,
+                        bool batching, absl::string_view model) {
   std::set<std::string> seen;
   for (int i = 0; i < specs.size(); ++i) {
     const v1::TensorSpec& s = specs[i];
@@ -44,11 +111,24 @@ absl::Status CheckSpecs(const google::protobuf::RepeatedPtrField<v1::TensorSpec>
       return absl::InvalidArgumentError(
           absl::StrCat(where, ".dims: rank ", s.dims_size(), " exceeds the limit of ", kMaxTensorRank));
     }
+    const std::string prefix = absl::StrCat(kind == "outputs" ? "model output '" : "model input '", s.name(), "' ");
     for (int d = 0; d < s.dims_size(); ++d) {
       if (s.dims(d) < -1 || s.dims(d) == 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".dims[", d, "]: ", s.dims(d), " is not -1 (variable) or a positive size"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ".dims[", d, "]: ", s.dims(d), " is not -1 (variable) or a positive size (", prefix,
+            "dimension must be integer >= 1, or -1 to indicate a variable-size dimension for ", model, ")"));
       }
+    }
+    if (s.reshape().shape_size() > kMaxTensorRank) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".reshape.shape: rank ", s.reshape().shape_size(),
+                                                     " exceeds the limit of ", kMaxTensorRank));
+    }
+    if (absl::Status r = CheckReshape(s, prefix, batching, model); !r.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".reshape: ", r.message()));
+    }
+    if (s.format() != v1::FORMAT_NONE && (kind == "outputs" || s.dims_size() != 3)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".format: ", kind == "outputs" ? "an output has no format" : "model input NHWC/NCHW require 3 dims"));
     }
     if (!s.label_filename().empty()) {
       if (kind != "outputs") {
@@ -107,8 +187,13 @@ absl::StatusOr<v1::ModelConfig> CheckModelConfig(v1::ModelConfig config, absl::s
     return invalid(absl::StrCat("name '", config.name(), "' does not match the model folder '", folder_name, "'"));
   }
   config.set_name(std::string(folder_name));
-  if (absl::Status s = CheckSpecs(config.inputs(), "inputs"); !s.ok()) return invalid(s.message());
-  if (absl::Status s = CheckSpecs(config.outputs(), "outputs"); !s.ok()) return invalid(s.message());
+  const bool batching = config.max_batch_size() > 0;
+  if (absl::Status s = CheckSpecs(config.inputs(), "inputs", batching, folder_name); !s.ok()) {
+    return invalid(s.message());
+  }
+  if (absl::Status s = CheckSpecs(config.outputs(), "outputs", batching, folder_name); !s.ok()) {
+    return invalid(s.message());
+  }
   const auto& preferred = config.dynamic_batching().preferred_batch_sizes();
   for (int i = 0; i < preferred.size(); ++i) {
     if (preferred[i] == 0 || preferred[i] > config.max_batch_size()) {

@@ -192,7 +192,7 @@ std::shared_ptr<const ModelEntry> ModelRepository::Lookup(absl::string_view name
 absl::StatusOr<std::shared_ptr<const ModelEntry>> ModelRepository::Find(absl::string_view name) const {
   if (absl::Status s = ValidateModelName(name); !s.ok()) return s;
   std::shared_ptr<const ModelEntry> entry = Lookup(name);
-  if (!entry) return absl::NotFoundError(absl::StrCat("model: '", name, "' is not in the model repository"));
+  if (!entry) return UnknownModelError(name);
   if (!entry->problem.ok()) return entry->problem;
   return entry;
 }
@@ -251,6 +251,12 @@ bool ModelRepository::Known(absl::string_view name) const {
 
 std::string ModelRepository::ModelFile(const ModelEntry& model, int64_t version) const {
   return VersionModelFile((fs::path(model.dir) / std::to_string(version)).string());
+}
+
+absl::Status UnknownModelError(absl::string_view name) {
+  const absl::string_view shown = name.substr(0, 64);
+  return absl::NotFoundError(absl::StrCat("Request for unknown model: '", shown, "' is not found; model: '", shown,
+                                          "' is not in the model repository"));
 }
 
 }  // namespace infergate

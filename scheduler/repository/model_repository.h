@@ -135,4 +135,10 @@ void RefreshServedVersions(ModelEntry& entry);
 // Parses a version string: digits only, at most 18 of them.
 absl::StatusOr<int64_t> ParseVersion(absl::string_view text, absl::string_view field);
 
+// NOT_FOUND for a request naming a model the repository does not hold, in
+// Triton's words first (clients match on them), then infergate's:
+// "Request for unknown model: 'x' is not found; model: 'x' is not in the
+// model repository".
+absl::Status UnknownModelError(absl::string_view name);
+
 }  // namespace infergate

@@ -36,7 +36,7 @@ absl::StatusOr<DiskModel> ScanModel(const std::string& root, const std::string& 
   if (absl::Status s = ValidateModelName(name); !s.ok()) return s;  // never a path outside the repository
   std::error_code ec;
   if (!fs::is_directory(fs::path(root) / name, ec)) {
-    return absl::NotFoundError(absl::StrCat("model: '", name, "' is not in the model repository"));
+    return UnknownModelError(name);
   }
   return ScanModelFolder((fs::path(root) / name).string(), name);
 }

@@ -367,4 +367,9 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
   return load;
 }
 
+absl::Status LoadFailure(const std::string& model, const absl::Status& failed) {
+  if (failed.ok()) return failed;
+  return absl::Status(failed.code(), absl::StrCat("failed to load '", model.substr(0, 64), "': ", failed.message()));
+}
+
 }  // namespace infergate

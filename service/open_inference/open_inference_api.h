@@ -61,4 +61,8 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
     const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload,
     uint64_t max_file_bytes = 0, bool allow_native = false);
 
+// A repository load that failed, in Triton's words first ("failed to load
+// 'x': ..." ; clients match on them), with the same code.
+absl::Status LoadFailure(const std::string& model, const absl::Status& failed);
+
 }  // namespace infergate

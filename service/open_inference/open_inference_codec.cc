@@ -208,8 +208,11 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
     if (!elements.ok()) return elements.status();
     const bool typed = in.has_contents() && HasTypedContents(in.contents());
     if (raw && typed) {
+      // Triton's words first: clients match on them.
       return absl::InvalidArgumentError(absl::StrCat(
-          field, ".contents: the request also has raw_input_contents; send each input one way only"));
+          "contents field must not be specified when using raw_input_contents for '", in.name().substr(0, 64),
+          "' for model '", request.model_name().substr(0, 64), "' (", field,
+          ".contents: the request also has raw_input_contents; send each input one way only)"));
     }
     if (raw) {
       const std::string& bytes = request.raw_input_contents(i);

@@ -340,8 +340,8 @@ void OpenInferenceRest::Load(const HttpRequest& request, const std::string& mode
     if (!reserved.ok()) return respond(Error(reserved.status()));
     *held = *std::move(reserved);
   }
-  core_.LoadModel(*parsed, [respond = std::move(respond), held](absl::StatusOr<LoadResult> result) {
-    respond(result.ok() ? Json(200, "") : Error(result.status()));
+  core_.LoadModel(*parsed, [respond = std::move(respond), held, model](absl::StatusOr<LoadResult> result) {
+    respond(result.ok() ? Json(200, "") : Error(LoadFailure(model, result.status())));
   });
 }
 

@@ -153,7 +153,9 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelLoad(grpc::Callba
       if (!reserved.ok()) return Answered(call, reserved.status());
       *held = *std::move(reserved);
     }
-    core_.LoadModel(*load, [call, held](absl::StatusOr<LoadResult> result) { call->Answer(result.status()); });
+    core_.LoadModel(*load, [call, held, model = load->model](absl::StatusOr<LoadResult> result) {
+      call->Answer(LoadFailure(model, result.status()));
+    });
     return call;
   });
 }

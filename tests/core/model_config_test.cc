@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
 namespace infergate {
 namespace {
 
@@ -109,6 +114,88 @@ TEST(ModelConfig, DTypeWireMappingRoundTrips) {
   }
   EXPECT_FALSE(DTypeFromProto(0).has_value());
   EXPECT_FALSE(DTypeFromProto(99).has_value());
+}
+
+}  // namespace
+}  // namespace infergate
+
+namespace infergate {
+namespace {
+
+// Triton's rules for dims and reshape, one row each, written from its model
+// configuration documentation (a reshape's element count is the dims';
+// variable dimensions pair up trunk by trunk; an empty reshape means a
+// scalar per batch row, which a model without batching cannot have; no
+// size below 1 but -1), with the words Triton refuses them in.
+TEST(ModelConfig, TritonsReshapeRulesWithTritonsWords) {
+  struct Row {
+    int max_batch_size;
+    const char* tensor;  // the input or output, in Triton's text format
+    const char* refusal;  // "" when served
+  };
+  const Row rows[] = {
+      {4, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 1, 3, 2 ] reshape { shape: [ 5 ] } }])",
+       "model input 'x' has different size for dims and reshape for m"},
+      {4, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 1, 3, 2 ] reshape { shape: [ 6 ] } }])", ""},
+      {0, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 1 ] reshape { shape: [ ] } }])",
+       "model input 'x' cannot have empty reshape for non-batching model as scalar tensors are not supported for m"},
+      {4, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 1 ] reshape { shape: [ ] } }])", ""},
+      {0, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 2, -1 ] reshape { shape: [ 2, 2 ] } }])",
+       "model input 'x' has different size for dims and reshape for m"},
+      {4, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 2, -1 ] reshape { shape: [ 2, -1, -1 ] } }])",
+       "model input 'x' has different number of variable-size dimensions for dims and reshape for m"},
+      {4, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 2, 4, -1, 6 ] reshape { shape: [ 8, -1, 1, 6 ] } }])",
+       ""},
+      {4, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 2, 4, -1, 6 ] reshape { shape: [ 4, -1, 2, 6 ] } }])",
+       "model input 'x' has different size for dims and reshape for m"},
+      {4, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape { shape: [ 0 ] } }])",
+       "model input 'x' reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension for m"},
+      {8, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 1, 0, 28 ] }])",
+       "model input 'x' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m"},
+      {0, R"(output [{ name: "y" data_type: TYPE_FP32 dims: [ 2, -1 ] reshape { shape: [ 1, -1, 2 ] } }])",
+       "model output 'y' has different size for dims and reshape for m"},
+      {0, R"(output [{ name: "y" data_type: TYPE_FP32 dims: [ 1000 ] reshape { shape: [ 1, 1000, 1, 1 ] } }])", ""},
+      {0, R"(input [{ name: "x" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 224, 224 ] }])", ""},
+      {0, R"(input [{ name: "x" data_type: TYPE_FP32 format: FORMAT_NHWC dims: [ 224, 224 ] }])",
+       "model input NHWC/NCHW require 3 dims"},
+  };
+  for (const Row& row : rows) {
+    const std::string text = absl::StrCat("platform: \"pytorch_libtorch\"\nmax_batch_size: ", row.max_batch_size,
+                                          "\n", row.tensor, "\n");
+    absl::StatusOr<v1::ModelConfig> config = ParseModelConfig(text, "m");
+    if (std::string(row.refusal).empty()) {
+      EXPECT_TRUE(config.ok()) << row.tensor << ": " << config.status();
+    } else {
+      ASSERT_FALSE(config.ok()) << row.tensor;
+      EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(config.status().message().find(row.refusal), std::string::npos)
+          << row.tensor << ": " << config.status();
+    }
+  }
+}
+
+// What the reader keeps of a Triton tensor: the reshape (a scalar one
+// too) and the format, echoed in the configuration clients read.
+TEST(ModelConfig, ATritonReshapeAndFormatAreRead) {
+  absl::StatusOr<v1::ModelConfig> config = ParseModelConfig(R"(name: "densenet"
+platform: "pytorch_libtorch"
+max_batch_size: 0
+input [ { name: "data_0" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 224, 224 ]
+          reshape { shape: [ 1, 3, 224, 224 ] } } ]
+output [ { name: "fc6_1" data_type: TYPE_FP32 dims: [ 1000 ] reshape { shape: [ 1, 1000, 1, 1 ] } } ]
+)", "densenet");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->inputs(0).format(), v1::FORMAT_NCHW);
+  EXPECT_EQ(std::vector<int64_t>(config->inputs(0).reshape().shape().begin(), config->inputs(0).reshape().shape().end()),
+            (std::vector<int64_t>{1, 3, 224, 224}));
+  EXPECT_TRUE(config->outputs(0).has_reshape());
+  absl::StatusOr<v1::ModelConfig> scalar = ParseModelConfig(R"(platform: "pytorch_libtorch"
+max_batch_size: 8
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] reshape: { shape: [ ] } } ]
+)", "s");
+  ASSERT_TRUE(scalar.ok()) << scalar.status();
+  EXPECT_TRUE(scalar->inputs(0).has_reshape());
+  EXPECT_EQ(scalar->inputs(0).reshape().shape_size(), 0);
 }
 
 }  // namespace

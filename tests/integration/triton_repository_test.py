@@ -87,6 +87,17 @@ model_warmup [ { name: "zeros" batch_size: 1 } ]
 """),
 ]
 
+# Triton's reshape: clients send [N, 16, 16] and read [N, 2, 5]; the mlp's
+# file takes [N, 256] and gives [N, 10]. The format is echoed.
+TRITON_MODELS.append(("reshaped_triton", "mlp", """
+name: "reshaped_triton"
+platform: "pytorch_libtorch"
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 1, 16, 16 ]
+          reshape { shape: [ 256 ] } } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 2, 5 ] reshape { shape: [ 10 ] } } ]
+"""))
+
 REFUSED = [
     ("seq_triton", "mlp", 'platform: "pytorch_libtorch"\nmax_batch_size: 8\n'
                           'sequence_batching { max_sequence_idle_microseconds: 5000000 }\n', "sequence_batching"),
@@ -95,7 +106,8 @@ REFUSED = [
     ("decoupled_triton", "mlp", 'backend: "pytorch"\nmodel_transaction_policy { decoupled: true }\n',
      "model_transaction_policy"),
     ("reshape_triton", "mlp", 'platform: "pytorch_libtorch"\nmax_batch_size: 8\ninput [ { name: "INPUT__0" '
-                              'data_type: TYPE_FP32 dims: [ 256 ] reshape: { shape: [ 16, 16 ] } } ]\n', "reshape"),
+                              'data_type: TYPE_FP32 dims: [ 256 ] reshape: { shape: [ 16, 15 ] } } ]\n',
+     "model input 'INPUT__0' has different size for dims and reshape"),
     ("count_triton", "mlp", 'platform: "pytorch_libtorch"\ninstance_group [ { count: 65 kind: KIND_GPU } ]\n',
      "instance_group[0].count"),
 ]
@@ -179,6 +191,10 @@ def main():
               [t.name for t in config.input] == ["INPUT__0", "INPUT__1"] and list(config.input[1].dims) == [-1, 3],
               "pair_triton config as written: %s" % config)
 
+        config = stub.ModelConfig(pb.ModelConfigRequest(name="reshaped_triton")).config
+        check(config.input[0].format == 2 and list(config.input[0].reshape.shape) == [256] and
+              list(config.output[0].reshape.shape) == [10], "reshaped_triton config as written: %s" % config)
+
         # --- each answers as its twin under infergate's own config, on every protocol
         rows = [[((i * 7 + r) % 13) / 6.0 - 1.0 for i in range(256)] for r in range(3)]
         x = f32([v for row in rows for v in row])
@@ -189,6 +205,14 @@ def main():
         rest_got = rest_infer("mlp_triton", [{"name": "INPUT__0", "datatype": "FP32", "shape": [3, 256],
                                               "data": [v for row in rows for v in row]}])
         check(f32(rest_got["OUTPUT__0"]) == twin[0][3], "mlp_triton REST differs")
+
+        # Reshaped both ways: the same numbers, in the shapes each side speaks.
+        got = grpc_infer("reshaped_triton", [("INPUT__0", "FP32", [3, 1, 16, 16], x)])
+        check(got[0][2] == [3, 2, 5] and got[0][3] == twin[0][3],
+              "reshaped_triton: %s %r vs the mlp's [3, 10] %r" % (got[0][:3], got[0][3][:16], twin[0][3][:16]))
+        rest_got = rest_infer("reshaped_triton", [{"name": "INPUT__0", "datatype": "FP32", "shape": [3, 1, 16, 16],
+                                                   "data": [v for row in rows for v in row]}])
+        check(f32(rest_got["OUTPUT__0"]) == twin[0][3], "reshaped_triton REST differs")
 
         a = f32([1, 5, 2, 0, 0, 3])
         b = f32([1, 1, 1, 2, 2, 2])

@@ -115,10 +115,31 @@ absl::Status ReadTensors(const Json& given, const std::string& field, bool outpu
       } else if (key == "label_filename" && outputs) {
         if (!value.is_string()) return Invalid(f, "expected a string");
         spec->set_label_filename(value.get<std::string>());
+      } else if (key == "reshape") {
+        // reshape { shape: [...] }; `shape: []` (a scalar per row) is
+        // written out as nothing at all by the text format.
+        if (!value.is_object()) return Invalid(f, "expected an object with a shape");
+        v1::TensorReshape* reshape = spec->mutable_reshape();
+        for (const auto& [rk, rv] : value.items()) {
+          if (rk != "shape") return NotSupported(absl::StrCat(f, ".", rk));
+          const Json shape = AsList(rv);
+          for (size_t d = 0; d < shape.size(); ++d) {
+            absl::StatusOr<int64_t> dim = IntegerOf(shape[d], absl::StrCat(f, ".shape[", d, "]"), -1);
+            if (!dim.ok()) return dim.status();
+            reshape->add_shape(*dim);
+          }
+        }
+      } else if (key == "format" && !outputs) {
+        if (IsDefault(value) || value == "FORMAT_NONE") continue;
+        if (value == "FORMAT_NCHW") {
+          spec->set_format(v1::FORMAT_NCHW);
+        } else if (value == "FORMAT_NHWC") {
+          spec->set_format(v1::FORMAT_NHWC);
+        } else {
+          return Invalid(f, "expected FORMAT_NONE, FORMAT_NCHW or FORMAT_NHWC");
+        }
       } else if ((key == "optional" || key == "is_shape_tensor" || key == "allow_ragged_batch" ||
                   key == "is_non_linear_format_io") && IsDefault(value)) {
-        continue;
-      } else if (key == "format" && (IsDefault(value) || value == "FORMAT_NONE")) {
         continue;
       } else {
         return NotSupported(f);
