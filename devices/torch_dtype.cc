@@ -14,6 +14,7 @@ c10::ScalarType ToScalarType(DType dtype) {
     case DType::kInt8: return c10::ScalarType::Char;
     case DType::kUInt8: return c10::ScalarType::Byte;
     case DType::kBool: return c10::ScalarType::Bool;
+    case DType::kBytes: break;  // string tensors are made by string_tensor.h, never by dtype
   }
   return c10::ScalarType::Undefined;
 }

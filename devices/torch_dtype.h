@@ -9,6 +9,8 @@
 
 namespace infergate {
 
+// Undefined for kBytes: a string tensor is not a dtype LibTorch knows
+// (scheduler/model/string_tensor.h makes them).
 c10::ScalarType ToScalarType(DType dtype);
 std::optional<DType> FromScalarType(c10::ScalarType type);
 

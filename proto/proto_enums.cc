@@ -14,6 +14,7 @@ std::optional<DType> DTypeFromProto(int wire) {
     case v1::INT8: return DType::kInt8;
     case v1::UINT8: return DType::kUInt8;
     case v1::BOOL: return DType::kBool;
+    case v1::BYTES: return DType::kBytes;
     default: return std::nullopt;
   }
 }
@@ -30,6 +31,7 @@ v1::DataType DTypeToProto(DType dtype) {
     case DType::kInt8: return v1::INT8;
     case DType::kUInt8: return v1::UINT8;
     case DType::kBool: return v1::BOOL;
+    case DType::kBytes: return v1::BYTES;
   }
   return v1::DATA_TYPE_UNSPECIFIED;
 }

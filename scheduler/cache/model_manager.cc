@@ -178,6 +178,9 @@ absl::Status ModelManager::WarmUp(const Route& route) {
   std::vector<at::Tensor> zeros;
   for (const InputSpec& spec : sig.inputs) {
     if (!spec.dims || !spec.dtype) return absl::OkStatus();  // shapes unknown: loaded, not run
+    // Strings: no value is right for every model (an empty one may be
+    // refused, a number parsed); loaded, not run.
+    if (*spec.dtype == DType::kBytes) return absl::OkStatus();
     std::vector<int64_t> shape;
     if (sig.max_batch_size > 0) shape.push_back(1);
     for (int64_t d : *spec.dims) shape.push_back(d == -1 ? 1 : d);

@@ -12,6 +12,7 @@
 #include "scheduler/repository/input_signature.h"
 #include "scheduler/execution/job.h"
 #include "scheduler/execution/request_trace.h"
+#include "scheduler/model/string_tensor.h"
 
 namespace infergate {
 namespace {
@@ -137,6 +138,10 @@ std::shared_ptr<RequestHandle> RequestDispatcher::Submit(InferenceRequest reques
     }
   } else if (request.inputs.empty()) {
     job->Finish(absl::InvalidArgumentError(absl::StrCat("inputs: request has no inputs for model '", model.name, "'")));
+    return job;
+  }
+  if (absl::Status text = CheckStringsAreText(request.inputs, model.name); !text.ok()) {
+    job->Finish(text);
     return job;
   }
   job->route = *std::move(route);

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "devices/torch_dtype.h"
+#include "scheduler/model/string_tensor.h"
 #include "scheduler/execution/batch_tensors.h"
 
 namespace infergate {
@@ -15,7 +15,7 @@ std::vector<TensorMeta> TensorMetas(const std::vector<NamedTensor>& inputs) {
   std::vector<TensorMeta> metas;
   metas.reserve(inputs.size());
   for (const NamedTensor& t : inputs) {
-    metas.push_back({t.name, FromScalarType(t.tensor.scalar_type()).value_or(DType::kFloat32),
+    metas.push_back({t.name, TensorDType(t.tensor).value_or(DType::kFloat32),
                      {t.tensor.sizes().data(), t.tensor.sizes().size()}});
   }
   return metas;

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "scheduler/model/string_tensor.h"
 
 namespace infergate {
 
@@ -17,7 +18,7 @@ std::vector<at::Tensor> ConcatBatch(const std::vector<std::vector<at::Tensor>>& 
   std::vector<at::Tensor> column(parts.size());
   for (size_t i = 0; i < inputs; ++i) {
     for (size_t j = 0; j < parts.size(); ++j) column[j] = parts[j][i];
-    out.push_back(at::cat(column, 0));
+    out.push_back(IsStringTensor(column[0]) ? JoinStringTensors(column) : at::cat(column, 0));
   }
   return out;
 }

@@ -113,6 +113,10 @@ absl::StatusOr<CheckInputs> MakeCheckInputs(const InputSignature& signature, con
       return absl::FailedPreconditionError(
           absl::StrCat("config.pbtxt does not declare input '", spec.name, "' fully (dtype and dims)"));
     }
+    if (*spec.dtype == DType::kBytes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "input '", spec.name, "' takes strings, which cannot be generated meaningfully for a model"));
+    }
   }
   CheckInputs out;
   std::vector<std::string> described;

@@ -29,7 +29,7 @@ struct CheckInputs {
 };
 
 // FAILED_PRECONDITION when the config names no sample file and does not
-// declare every input's dtype and dims (the caller then checks on a
+// declare every input's dtype and dims, or one of them takes strings (the caller then checks on a
 // request's own inputs); INVALID_ARGUMENT naming the file or field for a
 // sample file that is missing, unreadable or does not fit the signature.
 // `folders` are searched for the sample file in order (version folder,

@@ -5,7 +5,9 @@
 // Models saved by PyTorch 2.x often take optional arguments:
 // nn.TransformerEncoder's forward(src, mask=None, src_key_padding_mask=None,
 // is_causal=None), attention blocks with an optional mask. The rules:
-//   - a Tensor argument without a default is an input, always;
+//   - a Tensor argument without a default is an input, always; so is a
+//     List[str] one (a string input: BYTES on the wire, TYPE_STRING in
+//     config.pbtxt, which must declare it so when it declares it);
 //   - an Optional[Tensor] (or defaulted Tensor) argument is an input when
 //     the config declares it, and is left at its default (None when it has
 //     none) otherwise;
@@ -14,7 +16,10 @@
 // Inputs keep forward()'s order. When an input follows an argument left at
 // its default, the model is called with keyword arguments. A declared input
 // fills the argument of its name or, by Triton's PyTorch-backend convention,
-// "<name>__<N>" (INPUT__0, INPUT__1) fills argument N.
+// "<name>__<N>" (INPUT__0, INPUT__1) fills argument N. Where some declared
+// name follows neither (an exported "input:0"), the declared inputs fill
+// forward()'s required Tensor and List[str] arguments in the config's order,
+// as Triton's strict config ordering does, when their counts agree.
 
 #include <string>
 #include <vector>
@@ -30,6 +35,7 @@ struct ForwardArgument {
   bool tensor = false;       // Tensor
   bool optional_tensor = false;  // Optional[Tensor]
   bool has_default = false;
+  bool strings = false;      // List[str]
 };
 
 struct ForwardInputs {

@@ -34,8 +34,10 @@ struct TensorMeta {
 
 // For each signature input, the index of the request tensor that feeds it.
 // Tensors match by name; when every request tensor is unnamed they match by
-// position. Errors are INVALID_ARGUMENT naming the field ("inputs[1].shape[0]")
-// and the model.
+// position. Errors are INVALID_ARGUMENT in Triton's words (clients match on
+// them: "unexpected shape for input 'x' for model 'm'. Expected [-1,16],
+// got [1,15]"), then, in parentheses, the field at fault
+// ("inputs[1].shape[0]") and why.
 absl::StatusOr<std::vector<size_t>> MatchInputs(const InputSignature& signature,
                                                 std::span<const TensorMeta> tensors,
                                                 absl::string_view model);

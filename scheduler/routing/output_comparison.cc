@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "scheduler/model/string_tensor.h"
 
 namespace infergate {
 
@@ -31,7 +32,14 @@ AccuracyMeasurement CompareOutputs(const std::vector<NamedTensor>& reference,
     }
     OutputError e;
     e.output = ref.name;
-    if (ref.tensor.numel() > 0) {
+    if (IsStringTensor(ref.tensor) || IsStringTensor(cand->tensor)) {
+      // Strings have no error to measure: the same strings, or a problem.
+      if (!IsStringTensor(ref.tensor) || !IsStringTensor(cand->tensor) ||
+          StringElements(ref.tensor) != StringElements(cand->tensor)) {
+        m.problem = absl::StrCat("output '", ref.name, "' holds other strings in reduced precision than in FP32");
+        return m;
+      }
+    } else if (ref.tensor.numel() > 0) {
       at::Tensor r = ref.tensor.to(at::kDouble);
       at::Tensor c = cand->tensor.to(at::kDouble);
       at::Tensor r_finite = at::isfinite(r);

@@ -8,6 +8,7 @@
 #include "scheduler/execution/drain_refusal.h"
 #include "scheduler/core/inference_core.h"
 #include "scheduler/execution/request_trace.h"
+#include "scheduler/model/string_tensor.h"
 #include "service/tracing/call_trace.h"
 #include "service/tracing/tracing.h"
 
@@ -103,6 +104,18 @@ void InferCall::Refuse(const absl::Status& status) {
 
 void InferCall::Submit(InferenceRequest request, Encode encode) {
   request.received = received_;
+  // Strings cost more held than sent (string_tensor.h): charged now, with
+  // the message.
+  if (const uint64_t strings = StringInputHeldBytes(request.inputs); strings > 0) {
+    if (InflightBudget* budget = front_end_.budget()) {
+      if (absl::Status room = budget->Extend(reservation_, strings); !room.ok()) {
+        if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+        return Refuse(absl::ResourceExhaustedError(
+            absl::StrCat("inputs: the request's strings take ", strings,
+                         " bytes held (per element: a reference and the model's str); ", room.message())));
+      }
+    }
+  }
   if (trace_ && trace_->recording()) {
     trace_->Submitted(request, Clock::now());
     request.trace = trace_->record();

@@ -15,6 +15,8 @@
 #include "absl/strings/str_join.h"
 #include "devices/torch_dtype.h"
 #include "proto/proto_enums.h"
+#include "scheduler/model/string_tensor.h"
+#include "service/call/wire_strings.h"
 
 namespace infergate {
 namespace {
@@ -47,6 +49,13 @@ at::Tensor CpuTensorOver(char* data, size_t nbytes, at::ScalarType dtype, const 
 }  // namespace
 
 at::Tensor TensorOverBytes(DType dtype, const std::vector<int64_t>& shape, absl::string_view bytes) {
+  if (dtype == DType::kBytes) {
+    int64_t elements = 1;
+    for (int64_t d : shape) elements *= d;
+    absl::StatusOr<std::vector<absl::string_view>> strings = ParseSerializedStrings(bytes, elements, "BYTES");
+    TORCH_CHECK(strings.ok(), "unvalidated BYTES: ", strings.status().message());
+    return StringTensorOver(*std::move(strings), shape);
+  }
   const size_t width = ElementSize(dtype);
   const at::ScalarType scalar_type = ToScalarType(dtype);
   bool aligned = reinterpret_cast<uintptr_t>(bytes.data()) % width == 0;
@@ -68,6 +77,13 @@ absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, absl::string_vie
 }
 
 absl::StatusOr<DType> TensorBytes(const at::Tensor& tensor, absl::string_view name, std::string* out) {
+  if (IsStringTensor(tensor)) {
+    const std::vector<absl::string_view> strings = StringElements(tensor);
+    out->clear();
+    out->reserve(SerializedSize(strings));
+    for (absl::string_view s : strings) AppendSerializedString(s, out);
+    return DType::kBytes;
+  }
   std::optional<DType> dtype = FromScalarType(tensor.scalar_type());
   if (!dtype) {
     return absl::InternalError(absl::StrCat("output '", name, "' has dtype ", c10::toString(tensor.scalar_type()),

@@ -23,9 +23,11 @@ absl::Status EncodeTensor(const at::Tensor& tensor, absl::string_view name, v1::
 
 // A CPU tensor of `dtype` and `shape` over `bytes`, already validated
 // (ValidateRawBytes). Aliases them when it can, so they must outlive it.
+// BYTES gives a string tensor (string_tensor.h) over the strings in them.
 at::Tensor TensorOverBytes(DType dtype, const std::vector<int64_t>& shape, absl::string_view bytes);
 
-// `tensor`'s elements as raw little-endian row-major bytes, and its dtype.
+// `tensor`'s elements as raw little-endian row-major bytes, and its dtype;
+// a string tensor's in the serialized form (BYTES).
 // INTERNAL naming `name` for a dtype the wire APIs cannot carry.
 absl::StatusOr<DType> TensorBytes(const at::Tensor& tensor, absl::string_view name, std::string* out);
 

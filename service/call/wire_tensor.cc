@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "proto/proto_enums.h"
+#include "service/call/wire_strings.h"
 
 namespace infergate {
 
@@ -37,6 +38,7 @@ absl::StatusOr<int64_t> ValidateShape(const std::vector<int64_t>& shape, absl::s
 
 absl::Status ValidateRawBytes(DType dtype, int64_t elements, const std::vector<int64_t>& shape,
                               absl::string_view bytes, absl::string_view data_field) {
+  if (dtype == DType::kBytes) return ParseSerializedStrings(bytes, elements, data_field).status();
   uint64_t expected = static_cast<uint64_t>(elements) * ElementSize(dtype);
   if (bytes.size() != expected) {
     return absl::InvalidArgumentError(absl::StrCat(data_field, ": holds ", bytes.size(), " bytes but shape [",
@@ -63,7 +65,7 @@ absl::StatusOr<WireTensorInfo> ValidateWireTensor(const v1::Tensor& wire, absl::
     std::string what = wire.dtype() == 0 ? "is unset" : absl::StrCat("is unknown (", wire.dtype(), ")");
     return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: ", what,
                                                    "; expected one of FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT64, "
-                                                   "INT32, INT16, INT8, UINT8, BOOL"));
+                                                   "INT32, INT16, INT8, UINT8, BOOL, BYTES"));
   }
   info.dtype = *dtype;
   info.shape.assign(wire.shape().begin(), wire.shape().end());

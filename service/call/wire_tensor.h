@@ -53,7 +53,7 @@ absl::StatusOr<int64_t> ValidateShape(const std::vector<int64_t>& shape, absl::s
                                       const CodecLimits& limits);
 
 // Raw element bytes for `elements` values of `dtype`: the byte count, and
-// BOOL bytes of 0 or 1. `data_field` names where the bytes came from.
+// BOOL bytes of 0 or 1; for BYTES, the serialized strings (wire_strings.h). `data_field` names where the bytes came from.
 absl::Status ValidateRawBytes(DType dtype, int64_t elements, const std::vector<int64_t>& shape,
                               absl::string_view bytes, absl::string_view data_field);
 

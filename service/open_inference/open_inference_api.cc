@@ -296,15 +296,17 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
     }
     if (!unload && key.rfind("file:", 0) == 0) {
       const std::string field = absl::StrCat("parameters.", key.substr(0, 128));
-      if (max_file_bytes == 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            field, ": this server takes no model files sent with a load (uploads are off unless "
-            "--max-load-file-bytes is set); put the model in the repository (--model-repository) and load it by "
-            "name"));
-      }
+      // Triton's words for files it cannot take, then which and why.
+      auto refused = [&](absl::StatusCode code, absl::string_view why) {
+        return absl::Status(code, absl::StrCat("failed to poll from model repository: ", field, ": ", why));
+      };
       const std::string path = key.substr(5);
-      if (absl::Status s = CheckUploadPath(path); !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(field, ": ", s.message()));
+      if (absl::Status s = CheckUploadPath(path); !s.ok()) return refused(absl::StatusCode::kInvalidArgument, s.message());
+      if (max_file_bytes == 0) {
+        return refused(absl::StatusCode::kFailedPrecondition,
+                       "this server takes no model files sent with a load (uploads are off unless "
+                       "--max-load-file-bytes is set); put the model in the repository (--model-repository) and "
+                       "load it by name");
       }
       std::string content;
       if (value.parameter_choice_case() == inference::ModelRepositoryParameter::kBytesParam) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "devices/torch_dtype.h"
+#include "scheduler/model/string_tensor.h"
 #include "scheduler/repository/class_labels.h"
 #include "service/call/classification.h"
 #include "service/call/tensor_codec.h"
@@ -87,11 +88,38 @@ absl::StatusOr<at::Tensor> DecodeTyped(const inference::InferTensorContents& c, 
     case DType::kFloat32: return FromTyped<float>(c.fp32_contents(), dtype, shape, elements, field, "fp32_contents");
     case DType::kFloat64:
       return FromTyped<double>(c.fp64_contents(), dtype, shape, elements, field, "fp64_contents");
+    case DType::kBytes: {
+      if (c.bytes_contents_size() != elements) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ".contents.bytes_contents: holds ",
+                                                       c.bytes_contents_size(), " values but shape [",
+                                                       absl::StrJoin(shape, ","), "] needs ", elements));
+      }
+      std::vector<absl::string_view> strings(c.bytes_contents().begin(), c.bytes_contents().end());
+      return StringTensorOver(std::move(strings), shape);
+    }
     case DType::kFloat16:
     case DType::kBFloat16: break;
   }
   return absl::InvalidArgumentError(
       absl::StrCat(field, ".contents: ", DatatypeName(dtype), " travels only as raw_input_contents"));
+}
+
+// Triton's words for raw contents that do not fit the input, then
+// infergate's (`detail`: the field and why).
+absl::Status RawContentsRefusal(const inference::ModelInferRequest& request, const std::string& input, DType dtype,
+                                int64_t elements, size_t bytes, const absl::Status& detail) {
+  const std::string where =
+      absl::StrCat("input '", input.substr(0, 64), "' for model '", request.model_name().substr(0, 64), "'");
+  std::string triton;
+  if (dtype == DType::kBytes) {
+    triton = absl::StrCat("expected ", elements, " string elements for inference ", where);
+  } else if (bytes != static_cast<uint64_t>(elements) * ElementSize(dtype)) {
+    triton = absl::StrCat("input byte size mismatch for ", where, ". Expected ",
+                          static_cast<uint64_t>(elements) * ElementSize(dtype), ", got ", bytes);
+  } else {
+    return detail;  // BOOL bytes other than 0 and 1: infergate's own check
+  }
+  return absl::InvalidArgumentError(absl::StrCat(triton, " (", detail.message(), ")"));
 }
 
 bool HasTypedContents(const inference::InferTensorContents& c) {
@@ -217,11 +245,12 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
     if (raw) {
       const std::string& bytes = request.raw_input_contents(i);
       // The field name is only built for the error.
-      const bool plainly_right = *dtype != DType::kBool && bytes.size() == static_cast<uint64_t>(*elements) * ElementSize(*dtype);
+      const bool plainly_right = *dtype != DType::kBool && *dtype != DType::kBytes &&
+                                 bytes.size() == static_cast<uint64_t>(*elements) * ElementSize(*dtype);
       if (!plainly_right) {
         if (absl::Status s = ValidateRawBytes(*dtype, *elements, shape, bytes, absl::StrCat("raw_input_contents[", i, "]"));
             !s.ok()) {
-          return s;
+          return RawContentsRefusal(request, in.name(), *dtype, *elements, bytes.size(), s);
         }
       }
       out->inputs.push_back({in.name(), TensorOverBytes(*dtype, shape, bytes)});

@@ -20,7 +20,7 @@ namespace infergate {
 
 // Fills `out` (model, version, inputs, device choice, deadline from the
 // `timeout` parameter) from `request`, and checks the `timing` parameter.
-// Raw input tensors alias the request's bytes, so `request` must outlive
+// Raw input tensors and strings alias the request's bytes, so `request` must outlive
 // `out`'s use. Errors are INVALID_ARGUMENT naming the field, e.g.
 // "inputs[1].shape".
 absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,

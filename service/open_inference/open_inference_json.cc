@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "service/call/wire_strings.h"
 #include "service/open_inference/open_inference_datatype.h"
 
 namespace infergate {
@@ -135,6 +136,26 @@ absl::Status ForEachValue(const Json& data, const std::string& field, Visit visi
   return absl::OkStatus();
 }
 
+// Stores `data`'s strings into `out` in BYTES' serialized form (each a
+// 4-byte length, then its bytes), sized first.
+absl::Status StoreStrings(const Json& data, const std::string& field, std::string* out) {
+  size_t index = 0;
+  uint64_t size = 0;
+  absl::Status sized = ForEachValue(data, field, [&](const Json& v) {
+    if (!v.is_string()) return Invalid(absl::StrCat(field, "[", index, "]"), "expected a string for BYTES");
+    ++index;
+    size += 4 + v.get_ref<const std::string&>().size();
+    return absl::OkStatus();
+  });
+  if (!sized.ok()) return sized;
+  out->clear();
+  out->reserve(size);
+  return ForEachValue(data, field, [&](const Json& v) {
+    AppendSerializedString(v.get_ref<const std::string&>(), out);
+    return absl::OkStatus();
+  });
+}
+
 // Stores `data`'s values into `out` as `dtype`. The values are counted
 // against the shape's `elements` first, and only then is memory taken: a
 // shape that claims more values than `data` holds costs nothing (a 74-byte
@@ -152,6 +173,7 @@ absl::Status StoreData(const Json& data, DType dtype, int64_t elements, const st
   if (count != elements) {
     return Invalid(field, absl::StrCat("holds ", count, " values but its shape needs ", elements));
   }
+  if (dtype == DType::kBytes) return StoreStrings(data, field, out);
   out->resize(static_cast<size_t>(elements) * ElementSize(dtype));
   size_t next = 0;
   return ForEachValue(data, field, [&](const Json& v) { return StoreElement(v, dtype, next++, field, out->data()); });
@@ -241,6 +263,7 @@ void AppendElement(DType dtype, const char* at, std::string* out) {
     case DType::kBFloat16: append_float(BFloat16ToFloat(LoadLittleEndian<uint16_t>(at)), true); break;
     case DType::kFloat32: append_float(LoadLittleEndian<float>(at), true); break;
     case DType::kFloat64: append_float(LoadLittleEndian<double>(at), false); break;
+    case DType::kBytes: break;  // strings are written by WriteRestInferResponse
   }
 }
 
@@ -461,7 +484,7 @@ absl::StatusOr<RestBody> WriteRestInferResponse(const inference::ModelInferRespo
     const auto& o = response.outputs(i);
     if (i >= response.raw_output_contents_size()) return absl::InternalError("an output has no raw contents");
     const std::string& raw = response.raw_output_contents(i);
-    const bool bytes = o.datatype() == "BYTES";  // classification answers
+    const bool bytes = o.datatype() == "BYTES";  // strings, and classification answers
     std::optional<DType> dtype = KnownDatatype(o.datatype());
     if (!dtype && !bytes) return absl::InternalError(absl::StrCat("output '", o.name(), "' has datatype ", o.datatype()));
     if (i > 0) json.push_back(',');

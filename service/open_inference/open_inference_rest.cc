@@ -328,7 +328,7 @@ void OpenInferenceRest::Load(const HttpRequest& request, const std::string& mode
   if (!params.ok()) return respond(Error(params.status()));
   absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params, /*unload=*/!load, front_end_.limits().max_load_file_bytes,
                                                                  front_end_.limits().allow_native_uploads);
-  if (!parsed.ok()) return respond(Error(parsed.status()));
+  if (!parsed.ok()) return respond(Error(load ? LoadFailure(model, parsed.status()) : parsed.status()));
   if (!load) {
     absl::StatusOr<size_t> n = core_.UnloadModel(*parsed);
     return respond(n.ok() ? Json(200, "") : Error(n.status()));

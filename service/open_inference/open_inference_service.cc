@@ -144,7 +144,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelLoad(grpc::Callba
         LoadRequestFromParameters(request.model_name(), request.parameters(),
                                   /*unload=*/false, front_end_.limits().max_load_file_bytes,
                                   front_end_.limits().allow_native_uploads);
-    if (!load.ok()) return Answered(call, load.status());
+    if (!load.ok()) return Answered(call, LoadFailure(request.model_name(), load.status()));
     // Model files sent with the load are held (and written out) until it ends:
     // they count against the in-flight budget like a request's tensors.
     auto held = std::make_shared<InflightBudget::Reservation>();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "devices/torch_dtype.h"
+#include "scheduler/model/string_tensor.h"
 
 namespace infergate {
 namespace {
@@ -92,6 +93,39 @@ absl::Status Collect(const nlohmann::json& value, const std::vector<int64_t>& sh
   return absl::OkStatus();
 }
 
+// Collects the strings of `value` in row-major order (a BYTES input).
+absl::Status CollectStrings(const nlohmann::json& value, const std::vector<int64_t>& shape, size_t depth,
+                            const std::string& where, std::vector<std::string>& strings) {
+  if (depth == shape.size()) {
+    if (!value.is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": expected a string for a BYTES input, got ",
+                                                     value.type_name()));
+    }
+    strings.push_back(value.get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!value.is_array() || static_cast<int64_t>(value.size()) != shape[depth]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": expected a list of ", shape[depth], " like the first at this depth, got ",
+        value.is_array() ? absl::StrCat("a list of ", value.size()) : std::string(value.type_name())));
+  }
+  for (size_t i = 0; i < value.size(); ++i) {
+    absl::Status s = CollectStrings(value[i], shape, depth + 1, absl::StrCat(where, "[", i, "]"), strings);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// A string tensor's elements as nested lists of JSON strings (bytes that
+// are not UTF-8 become U+FFFD when written).
+nlohmann::json StringValues(const std::vector<absl::string_view>& strings, const std::vector<int64_t>& shape,
+                            size_t depth, size_t& at) {
+  if (depth == shape.size()) return std::string(strings[at++]);
+  nlohmann::json list = nlohmann::json::array();
+  for (int64_t i = 0; i < shape[depth]; ++i) list.push_back(StringValues(strings, shape, depth + 1, at));
+  return list;
+}
+
 template <typename T>
 nlohmann::json Values(const T* data, const std::vector<int64_t>& shape, size_t depth, int64_t& at) {
   if (depth == shape.size()) {
@@ -114,6 +148,11 @@ absl::StatusOr<at::Tensor> InstanceTensor(const nlohmann::json& value, DType dty
   if (!shape.ok()) return shape.status();
   absl::StatusOr<int64_t> elements = ValidateShape(*shape, where, limits);
   if (!elements.ok()) return elements.status();
+  if (dtype == DType::kBytes) {
+    std::vector<std::string> strings;
+    if (absl::Status s = CollectStrings(value, *shape, 0, std::string(where), strings); !s.ok()) return s;
+    return MakeStringTensor(std::move(strings), *shape);
+  }
   std::vector<double> reals;
   std::vector<int64_t> wholes;
   if (absl::Status s = Collect(value, *shape, 0, dtype, std::string(where), reals, wholes); !s.ok()) return s;
@@ -133,10 +172,18 @@ absl::StatusOr<at::Tensor> StackInstances(const std::vector<at::Tensor>& rows, s
                                                      first, "]'s; every instance of a batch must have the same shape"));
     }
   }
+  if (IsStringTensor(chunk[0])) {
+    for (at::Tensor& t : chunk) t = t.unsqueeze(0);  // a view: still the strings
+    return JoinStringTensors(chunk);
+  }
   return at::stack(chunk);
 }
 
 nlohmann::json TensorJson(const at::Tensor& tensor) {
+  if (IsStringTensor(tensor)) {
+    size_t at = 0;
+    return StringValues(StringElements(tensor), tensor.sizes().vec(), 0, at);
+  }
   at::Tensor t = tensor.contiguous();
   const std::vector<int64_t> shape = t.sizes().vec();
   int64_t at = 0;

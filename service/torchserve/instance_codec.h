@@ -1,8 +1,9 @@
 #pragma once
 // The JSON form of tensors in KServe's V1 protocol (`instances` in,
 // `predictions` out) and TorchServe's base_handler (a JSON list in, the
-// output's rows as lists out): an instance is a number, a bool, or a
-// nested rectangular list of them, and becomes one row of a batch.
+// output's rows as lists out): an instance is a number, a bool, a string
+// (for a BYTES input), or a nested rectangular list of them, and becomes
+// one row of a batch.
 // Pure functions; thread-safe.
 
 #include <string>

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
+
 namespace infergate {
 namespace {
 
@@ -62,6 +64,58 @@ TEST(InputSignature, EveryMismatchNamesItsField) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.what;
     EXPECT_NE(s.message().find(b.field), absl::string_view::npos) << b.what << ": " << s;
     EXPECT_NE(s.message().find("'m'"), absl::string_view::npos) << b.what << ": " << s;
+  }
+}
+
+// Triton's example model "simple": INT32 [16] x 2, batching to 8.
+InputSignature Simple() {
+  InputSignature s;
+  s.max_batch_size = 8;
+  s.inputs.push_back({"INPUT0", DType::kInt32, std::vector<int64_t>{16}});
+  s.inputs.push_back({"INPUT1", DType::kInt32, std::vector<int64_t>{16}});
+  return s;
+}
+
+// Clients match on Triton's words (its example clients among them): each
+// refusal starts with Triton's exact text, infergate's field and detail
+// following in parentheses.
+TEST(InputSignature, RefusalsStartWithTritonsWords) {
+  std::vector<int64_t> ok = {1, 16}, short_row = {1, 15}, flat = {4}, nine = {9, 16}, two = {2, 16};
+  struct Case {
+    const char* what;
+    std::vector<TensorMeta> metas;
+    const char* triton;
+    const char* field;
+  };
+  const std::vector<Case> cases = {
+      {"one input missing", {{"INPUT0", DType::kInt32, ok}},
+       "expected 2 inputs but got 1 inputs for model 'simple'. Got input(s) ['INPUT0'], but missing required input(s) "
+       "['INPUT1']. Please provide all required input(s).",
+       "(inputs: "},
+      {"no inputs", {},
+       "expected 2 inputs but got 0 inputs for model 'simple'. Got input(s) [], but missing required input(s) "
+       "['INPUT0','INPUT1']. Please provide all required input(s).",
+       "(inputs: "},
+      {"unknown name", {{"INPUT0", DType::kInt32, ok}, {"INPUT9", DType::kInt32, ok}},
+       "unexpected inference input 'INPUT9' for model 'simple'", "(inputs[1].name: "},
+      {"dtype", {{"INPUT0", DType::kFloat32, ok}, {"INPUT1", DType::kInt32, ok}},
+       "inference input 'INPUT0' data-type is 'FP32', but model 'simple' expects 'INT32'", "(inputs[0].dtype: "},
+      {"strings for numbers", {{"INPUT0", DType::kInt32, ok}, {"INPUT1", DType::kBytes, ok}},
+       "inference input 'INPUT1' data-type is 'BYTES', but model 'simple' expects 'INT32'", "(inputs[1].dtype: "},
+      {"a dim", {{"INPUT0", DType::kInt32, short_row}, {"INPUT1", DType::kInt32, ok}},
+       "unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1,15]", "(inputs[0].shape[1]: "},
+      {"no batch dim", {{"INPUT0", DType::kInt32, flat}, {"INPUT1", DType::kInt32, flat}},
+       "unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [4]", "(inputs[0].shape: "},
+      {"batch too big", {{"INPUT0", DType::kInt32, nine}, {"INPUT1", DType::kInt32, nine}},
+       "inference request batch-size must be <= 8 for 'simple'", "(inputs[0].shape[0]: "},
+      {"batches differ", {{"INPUT0", DType::kInt32, ok}, {"INPUT1", DType::kInt32, two}},
+       "input 'INPUT1' batch size does not match other inputs for 'simple'", "(inputs[1].shape[0]: "},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = MatchInputs(Simple(), c.metas, "simple").status();
+    ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.what << ": " << s;
+    EXPECT_TRUE(absl::StartsWith(s.message(), c.triton)) << c.what << ": " << s.message();
+    EXPECT_NE(s.message().find(c.field), absl::string_view::npos) << c.what << ": " << s.message();
   }
 }
 

@@ -183,7 +183,7 @@ def main():
         IA = grpc.StatusCode.INVALID_ARGUMENT
         expect_error(lambda: v2_raw("mlp", "x", "FP32", [1, 255], f32_bytes(x[:255])), IA, "inputs[0]")
         expect_error(lambda: v2_raw("mlp", "x", "FP32", [1, 256], f32_bytes(x[:200])), IA, "raw_input_contents[0]")
-        expect_error(lambda: v2_raw("mlp", "x", "BYTES", [1], b"\x01\x00\x00\x00a"), IA, "inputs[0].datatype", "BYTES")
+        expect_error(lambda: v2_raw("mlp", "x", "BYTES", [1], b"\x01\x00\x00\x00a"), IA, "inputs[0].dtype", "BYTES")
         expect_error(lambda: v2_raw("mlp", "x", "UINT64", [1, 256], b"\0" * 2048), IA, "inputs[0].datatype")
         both = pb.ModelInferRequest(model_name="mlp", inputs=[pb.ModelInferRequest.InferInputTensor(
             name="x", datatype="FP32", shape=[1, 256], contents=pb.InferTensorContents(fp32_contents=x[:256]))],

@@ -353,7 +353,7 @@ def main():
                      400, "x", "INT32")
         expect_error(curl(http, "POST", "/v2/models/mlp/infer",
                           infer_body([{"name": "x", "shape": [1, 256], "datatype": "BYTES", "data": ["a"] * 256}])),
-                     400, "inputs[0].datatype")
+                     400, "inputs[0].dtype", "data-type is 'BYTES', but model 'mlp' expects 'FP32'")
         expect_error(curl(http, "POST", "/v2/models/mlp/infer",
                           infer_body([{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": x[:200]}])),
                      400, "inputs[0].data", "256")

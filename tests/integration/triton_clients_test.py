@@ -260,7 +260,7 @@ def main():
         check(config_of("mlp").max_batch_size == 4, "a poll dropped the override")
         for bad, needle in [("{not json", "parameters.config"),
                             (json.dumps({"sequence_batching": {}}), "sequence_batching"),
-                            (json.dumps({"input": [{"name": "x", "data_type": "TYPE_STRING", "dims": [256]}]}),
+                            (json.dumps({"input": [{"name": "x", "data_type": "TYPE_UINT16", "dims": [256]}]}),
                              "input[0].data_type"),
                             (json.dumps({"max_batch_size": 2, "dynamic_batching": {"preferred_batch_size": [8]}}),
                              "preferred_batch_sizes[0]"),

@@ -105,7 +105,9 @@ TEST(RestInferRequest, BadBodiesNameTheFieldAtFault) {
   ExpectInvalid(R"({})", "inputs: is missing");
   ExpectInvalid(R"({"inputs":{}})", "inputs: expected an array");
   ExpectInvalid(R"({"inputs":[{"shape":[1],"datatype":"FP32","data":[1]}]})", "inputs[0].name: is missing");
-  ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","data":["a"]}]})", "inputs[0].datatype");
+  ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT64","data":[1]}]})", "inputs[0].datatype");
+  ExpectInvalid(R"({"inputs":[{"name":"x","shape":[2],"datatype":"BYTES","data":["a",1]}]})", "inputs[0].data[1]");
+  ExpectInvalid(R"({"inputs":[{"name":"x","shape":[2],"datatype":"BYTES","data":["a"]}]})", "inputs[0].data");
   ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"data":[1]}]})", "inputs[0].datatype: is missing");
   ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","data":[1]}]})", "inputs[0].shape: is missing");
   ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1,"2"],"datatype":"FP32","data":[1]}]})", "inputs[0].shape[1]");

@@ -76,7 +76,7 @@ TEST(TritonModelConfigTest, RefusesWhatItDoesNotServeNamingTheField) {
       {R"({"model_transaction_policy": {"decoupled": true}})", "model_transaction_policy"},
       {R"({"parameters": {"ENABLE_NVFUSER": {"string_value": "true"}}})", "parameters.config.parameters.ENABLE_NVFUSER"},
       {R"({"default_model_filename": "model.onnx"})", "default_model_filename"},
-      {R"({"input": [{"name": "x", "data_type": "TYPE_STRING", "dims": [1]}]})", "input[0].data_type"},
+      {R"({"input": [{"name": "x", "data_type": "TYPE_UINT16", "dims": [1]}]})", "input[0].data_type"},
       {R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [1], "reshape": {"order": [1]}}]})",
        "input[0].reshape.order"},
       {R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [-2]}]})", "input[0].dims[0]"},

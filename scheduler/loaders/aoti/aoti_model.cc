@@ -146,11 +146,21 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   for (size_t i = 0; i < signature.inputs.size(); ++i) {
     const InputSpec& in = signature.inputs[i];
     if (!in.dtype || !in.dims) return refuse(absl::StrCat("inputs[", i, "]: a compiled package needs dtype and dims"));
+    if (*in.dtype == DType::kBytes) {
+      return refuse(absl::StrCat("inputs[", i, "]: a compiled package takes tensors only, not TYPE_STRING; serve a "
+                                 "string model as TorchScript"));
+    }
     for (size_t d = 0; d < in.dims->size(); ++d) {
       if ((*in.dims)[d] < 0) {
         return refuse(absl::StrCat("inputs[", i, "].dims[", d,
                                    "]: must be fixed for a compiled package (only the batch dimension may vary)"));
       }
+    }
+  }
+  for (int i = 0; i < config.outputs_size(); ++i) {
+    if (config.outputs(i).dtype() == v1::BYTES) {
+      return refuse(absl::StrCat("outputs[", i, "]: a compiled package returns tensors only, not TYPE_STRING; serve "
+                                 "a string model as TorchScript"));
     }
   }
   auto impl = std::make_unique<Impl>();

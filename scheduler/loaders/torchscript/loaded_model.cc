@@ -18,6 +18,7 @@
 #include "scheduler/model/forward_arguments.h"
 #include "scheduler/repository/model_config.h"
 #include "scheduler/model/model_load_error.h"
+#include "scheduler/model/string_tensor.h"
 #include "scheduler/model/torch_status.h"
 #include "scheduler/loaders/torchscript/torchscript_optimization.h"
 
@@ -33,6 +34,7 @@ struct LoadedModel::Impl {
   uint64_t reserved_bytes = 0;
   std::string name;
   std::optional<DeclaredOutputs> outputs;  // set at load
+  bool batching = false;                    // max_batch_size > 0: inputs lead with the batch's rows
   // The served module's forward(), looked up once at load (after any
   // optimization replaced the module), not by name on every call.
   std::optional<torch::jit::Method> forward;
@@ -88,6 +90,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
   PrepareTorchScriptRuntime();
   auto impl = std::make_unique<Impl>();
   impl->name = config.name();
+  impl->batching = config.max_batch_size() > 0;
   impl->placement = PlanPlacement(device, compute_dtype);
   impl->simulation = device.simulation;
   try {
@@ -114,6 +117,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
       f.name = a.name();
       f.type = a.type()->str();
       f.tensor = a.type()->isSubtypeOf(*c10::TensorType::get());
+      f.strings = a.type()->isSubtypeOf(*c10::ListType::ofStrings());
       if (auto optional = a.type()->cast<c10::OptionalType>()) {
         f.optional_tensor = optional->getElementType()->isSubtypeOf(*c10::TensorType::get());
       }
@@ -174,7 +178,10 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
     c10::InferenceMode guard;
     std::vector<c10::IValue> args;
     args.reserve(inputs.size());
-    for (const at::Tensor& t : inputs) args.emplace_back(Place(t, m.placement));
+    // Strings stay on the host, as the List[str] the model takes.
+    for (const at::Tensor& t : inputs) {
+      args.emplace_back(IsStringTensor(t) ? c10::IValue(ToStringList(t)) : c10::IValue(Place(t, m.placement)));
+    }
     auto forward = [&]() -> c10::IValue {
       if (!m.by_keyword) return (*m.forward)(std::move(args));
       torch::jit::Kwargs kwargs;
@@ -192,7 +199,12 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
     }
 
     std::vector<std::pair<std::string, at::Tensor>> raw;
+    auto is_strings = [](const c10::IValue& v) { return v.isList() && v.type()->isSubtypeOf(*c10::ListType::ofStrings()); };
     auto add = [&](std::string name, const c10::IValue& v) -> absl::Status {
+      if (is_strings(v)) {
+        raw.emplace_back(std::move(name), FromStringList(v.to<c10::List<std::string>>()));
+        return absl::OkStatus();
+      }
       if (!v.isTensor()) {
         return absl::InternalError(absl::StrCat("model '", m.name, "' returned a ", v.tagKind(),
                                                 " where a Tensor was expected"));
@@ -200,7 +212,7 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
       raw.emplace_back(std::move(name), v.toTensor());
       return absl::OkStatus();
     };
-    if (result.isTensor()) {
+    if (result.isTensor() || is_strings(result)) {
       if (absl::Status s = add("", result); !s.ok()) return s;
     } else if (result.isTuple() || result.isList()) {
       std::vector<c10::IValue> items =
@@ -220,7 +232,9 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
           absl::StrCat("model '", m.name, "' returned a ", result.tagKind(), "; expected Tensor, tuple or dict"));
     }
 
-    absl::StatusOr<std::vector<NamedTensor>> answer = m.outputs->ToAnswer(m.name, std::move(raw));
+    const int64_t batch_rows =
+        m.batching && !inputs.empty() && inputs[0].dim() > 0 ? inputs[0].size(0) : 0;
+    absl::StatusOr<std::vector<NamedTensor>> answer = m.outputs->ToAnswer(m.name, std::move(raw), batch_rows);
     if (!answer.ok()) return answer.status();
     outputs = *std::move(answer);
   } catch (const std::exception& e) {

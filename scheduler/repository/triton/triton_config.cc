@@ -29,20 +29,21 @@ absl::Status NotSupported(absl::string_view field, absl::string_view why = "") {
 // written once as a single value.
 Json AsList(const Json& value) { return value.is_array() ? value : Json::array({value}); }
 
-// Triton's TYPE_* names for the dtypes a TorchScript model takes.
+// Triton's TYPE_* names for the dtypes a TorchScript model takes
+// (TYPE_STRING: a List[str] argument or result).
 absl::StatusOr<v1::DataType> DataTypeOf(const Json& value, const std::string& field) {
   static const std::map<std::string, v1::DataType> kTypes = {
       {"TYPE_FP32", v1::FLOAT32}, {"TYPE_FP16", v1::FLOAT16}, {"TYPE_BF16", v1::BFLOAT16},
       {"TYPE_FP64", v1::FLOAT64}, {"TYPE_INT64", v1::INT64},  {"TYPE_INT32", v1::INT32},
       {"TYPE_INT16", v1::INT16},  {"TYPE_INT8", v1::INT8},    {"TYPE_UINT8", v1::UINT8},
-      {"TYPE_BOOL", v1::BOOL}};
+      {"TYPE_BOOL", v1::BOOL},    {"TYPE_STRING", v1::BYTES}};
   if (!value.is_string()) return Invalid(field, "expected a TYPE_* name");
   auto it = kTypes.find(value.get<std::string>());
   if (it == kTypes.end()) {
     return Invalid(field, absl::StrCat("'", value.get<std::string>().substr(0, 32),
                                        "' is not a datatype a TorchScript model takes (TYPE_FP32, TYPE_FP16, "
                                        "TYPE_BF16, TYPE_FP64, TYPE_INT64, TYPE_INT32, TYPE_INT16, TYPE_INT8, "
-                                       "TYPE_UINT8, TYPE_BOOL)"));
+                                       "TYPE_UINT8, TYPE_BOOL, TYPE_STRING)"));
   }
   return it->second;
 }
