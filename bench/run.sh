@@ -5,6 +5,7 @@
 #
 #   bench/run.sh              full run (about 3 minutes of measuring)
 #   BENCH_SECONDS=1 BENCH_SMOKE=1 bench/run.sh   a quick smoke run (used by the tests)
+#   BENCH_KEEP_WORK=1 bench/run.sh   keeps the work folder (servers' logs, frames, models)
 #
 # The rows whose ratios are targets (h2load's floor, Infer, ModelInfer and
 # the hand-off ceiling; the load tool's v1, v2 and stream rows) run in
@@ -39,7 +40,7 @@ extra_pids=""
 cleanup() {
   local pid
   for pid in $server_pid $ceiling_pid $extra_pids; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
+  if [ -n "${BENCH_KEEP_WORK:-}" ]; then echo "bench work folder kept: $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 : >"$work/batch_mixes"  # rows' batch sizes, for the sound bound (record)

@@ -116,6 +116,7 @@ class AsyncCall {
             OnLeftUnread();
           }
         }
+        OnDoneNotice(gone_);
         [[fallthrough]];
       case Event::kFinished:
         if (--ends_left_ > 0) return;
@@ -147,6 +148,9 @@ class AsyncCall {
   virtual bool RefuseWithoutRoom(std::chrono::steady_clock::duration waited) = 0;
   // The client left while the call waited to read: it ends.
   virtual void OnLeftUnread() = 0;
+  // gRPC is done with the call (`cancelled`: the client went away, or its
+  // deadline passed); after OnCancelled.
+  virtual void OnDoneNotice(bool /*cancelled*/) {}
 
   // Starts a read of one message once the intake gate has room for it:
   // now, or from a retry alarm on this call's queue.
@@ -331,9 +335,14 @@ class AsyncUnaryInferCall final : public AsyncCall {
   void OnReadDone(bool ok) override {
     if (!ok) {
       ticket_ = IntakeGate::Ticket();
-      // No message came (the client half-closed without one, or the call
-      // broke; gRPC answers a message over the size limit itself).
-      if (!call_) EndUnread(absl::InvalidArgumentError(absl::StrCat(exchange_->rpc().method, ": no request message")));
+      // No message came: the client half-closed without one, or went away
+      // (a load tool ending its run resets the streams it still has open;
+      // gRPC answers a message over the size limit itself). Which of the
+      // two is known only once gRPC's done notice comes, so the call is
+      // answered now and counted then (OnDoneNotice): a client that left
+      // as CANCELLED, not as a bad request.
+      no_message_ = true;
+      stream_.Finish(ToGrpcStatus(NoMessage()), &finished_);
       return;
     }
     // A request that does not parse is refused once the caller is admitted
@@ -353,6 +362,16 @@ class AsyncUnaryInferCall final : public AsyncCall {
     exchange_->Submit(context_, *call_, ctx_, model);
   }
 
+  absl::Status NoMessage() const {
+    return absl::InvalidArgumentError(absl::StrCat(exchange_->rpc().method, ": no request message"));
+  }
+  // Counts and traces a call that ended with no message (answered already).
+  void OnDoneNotice(bool cancelled) override {
+    if (!no_message_) return;
+    call_ = InferCall::Begin(context_.front_end, ModelNameOf(ctx_, ""), [](const absl::Status&) {});
+    call_->Refuse(cancelled ? absl::CancelledError("the client left before its request message came") : NoMessage());
+  }
+
   // Runs once: on this poller for a refusal, else on the device worker
   // that answered. The answer is written from `response_bytes_`, which
   // lives until the finish comes back.
@@ -369,6 +388,7 @@ class AsyncUnaryInferCall final : public AsyncCall {
   }
 
   std::shared_ptr<InferCall> call_;
+  bool no_message_ = false;  // the read ended without a message (answered, counted at the done notice)
   std::unique_ptr<UnaryExchange> exchange_;
   grpc::GenericServerAsyncReaderWriter stream_{&ctx_};
   grpc::ByteBuffer request_bytes_;

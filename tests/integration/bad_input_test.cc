@@ -1,5 +1,9 @@
 // Every malformed request gets its status code and a message naming the field.
 
+#include <grpcpp/generic/generic_stub.h>
+
+#include <future>
+
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
@@ -99,6 +103,62 @@ TEST_F(ServerTest, OversizedMessagesAreResourceExhausted) {
   EXPECT_TRUE(stub->Infer(&ok_ctx, Request("mlp", {{"x", at::randn({8, 256})}}), &resp).ok());
   stub.reset();
   EXPECT_EQ(small->Stop(), 0);
+}
+
+// A unary inference call opened as a raw stream of bytes, so that a test
+// can end it in ways a generated stub never does: half-closed with no
+// message, or cancelled before any.
+class RawInferCall : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  RawInferCall(grpc::Channel& channel, const std::string& method) {
+    grpc::GenericStub stub(std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
+    ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    stub.PrepareBidiStreamingCall(&ctx_, method, grpc::StubOptions(), this);
+    StartRead(&answer_);
+    StartCall();
+  }
+  void HalfCloseWithoutMessage() { StartWritesDone(); }
+  void Cancel() { ctx_.TryCancel(); }
+  grpc::Status Wait() { return done_.get_future().get(); }
+
+  void OnReadDone(bool) override {}
+  void OnDone(const grpc::Status& status) override { done_.set_value(status); }
+
+ private:
+  grpc::ClientContext ctx_;
+  grpc::ByteBuffer answer_;
+  std::promise<grpc::Status> done_;
+};
+
+// A call with no message is a bad request (INVALID_ARGUMENT), but one whose
+// client went away before sending it is a cancelled call, and the server
+// counts it so: a load tool ending its run leaves such calls behind, and
+// the benchmark holds the server's count of calls it answered with errors
+// at zero.
+TEST_F(ServerTest, ACallWithNoMessageIsRefusedAndOneLeftBeforeItsMessageIsCancelled) {
+  auto own = ServerProcess::Start({"--model-repository=" + DemoRepository()});
+  ASSERT_NE(own, nullptr);
+  auto channel = grpc::CreateChannel(own->address(), grpc::InsecureChannelCredentials());
+  for (const char* method : {"/infergate.v1.InferenceService/Infer", "/inference.GRPCInferenceService/ModelInfer"}) {
+    RawInferCall empty(*channel, method);
+    empty.HalfCloseWithoutMessage();
+    const grpc::Status refused = empty.Wait();
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": " << refused.error_message();
+    EXPECT_NE(refused.error_message().find("no request message"), std::string::npos) << refused.error_message();
+  }
+  for (int i = 0; i < 3; ++i) {
+    RawInferCall left(*channel, "/inference.GRPCInferenceService/ModelInfer");
+    // The server has the call (its headers) before the client leaves.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    left.Cancel();
+    EXPECT_EQ(left.Wait().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  ASSERT_EQ(own->Stop(), 0);
+  const std::string log = own->Log();
+  const size_t at = log.rfind("] answered ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string line = log.substr(at, log.find('\n', at) - at);
+  EXPECT_NE(line.find("answered 5 inference calls: CANCELLED 3, INVALID_ARGUMENT 2"), std::string::npos) << line;
 }
 
 TEST_F(ServerTest, ThrowingAndCorruptModelsFailAloneWithClearMessages) {
