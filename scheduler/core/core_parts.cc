@@ -43,6 +43,7 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
           [this](const DeviceId& device, const Job& job, RejectionReason reason) {
             observer->OnRejected(device, job.model_label, reason);
           }) {
+  repository.SetConfigCheck([this](const v1::ModelConfig& config) { return TritonGpusPresent(config, devices); });
   if (absl::Status s = learned.Load(); !s.ok()) {
     LOG_WARNING << s.message() << "; starting with no learned device limits";
   }

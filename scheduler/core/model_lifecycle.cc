@@ -16,6 +16,8 @@
 #include "scheduler/repository/model_config.h"
 #include "scheduler/repository/config_override.h"
 #include "scheduler/repository/model_name.h"
+#include "scheduler/repository/triton/text_proto_json.h"
+#include "scheduler/repository/triton/triton_config_rules.h"
 #include "scheduler/routing/route_planner.h"
 #include "scheduler/repository/version_plan.h"
 #include "scheduler/repository/version_policy.h"
@@ -267,6 +269,17 @@ void ModelLifecycle::Remove(const std::shared_ptr<const ModelEntry>& current) {
   Report(entry->name, ModelUpdateResult::kRemoved);
 }
 
+absl::Status TritonGpusPresent(const v1::ModelConfig& config, const DeviceRegistry& devices) {
+  if (config.triton_config_text().empty()) return absl::OkStatus();
+  absl::StatusOr<nlohmann::json> tree = TextProtoToJson(config.triton_config_text());
+  if (!tree.ok()) return absl::OkStatus();  // read once already; not read here
+  std::vector<int64_t> cuda;
+  for (const DeviceInfo& d : devices.Snapshot()) {
+    if (d.id.kind == DeviceKind::kCuda) cuda.push_back(d.id.index);
+  }
+  return CheckTritonGpuIds(*tree, config.name(), "config.pbtxt", cuda);
+}
+
 bool ModelLifecycle::UpdateConfig(ModelEntry& entry, const ModelEntry* current, const ModelDiff& diff,
                                   const DiskModel& disk) {
   const std::string& name = entry.name;
@@ -280,6 +293,9 @@ bool ModelLifecycle::UpdateConfig(ModelEntry& entry, const ModelEntry* current, 
   if (!read_again) return false;
   entry.config_tried = disk.config;
   absl::StatusOr<v1::ModelConfig> config = ReadEffectiveConfig(name);
+  if (config.ok()) {
+    if (absl::Status s = repository_.CheckConfig(*config); !s.ok()) config = s;
+  }
   if (config.ok()) {
     const bool changed = !current || !google::protobuf::util::MessageDifferencer::Equals(current->config, *config);
     entry.SetConfig(*std::move(config));

@@ -40,6 +40,11 @@
 
 namespace infergate {
 
+// A Triton config's instance groups name GPUs among `devices` (Triton's
+// rule and words: triton_config_rules.h); OK for infergate's configs. The
+// repository's config check (ModelRepository::SetConfigCheck).
+absl::Status TritonGpusPresent(const v1::ModelConfig& config, const DeviceRegistry& devices);
+
 class ModelLifecycle {
  public:
   ModelLifecycle(ModelRepository& repository, ModelManager& models, const DeviceRegistry& devices);

@@ -124,6 +124,9 @@ std::shared_ptr<ModelEntry> ReadModelEntry(ModelRepository& repository, const Di
   entry->config_stamp = entry->config_tried = disk.config;
   absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(entry->dir, disk.name);
   if (config.ok()) {
+    if (absl::Status s = repository.CheckConfig(*config); !s.ok()) config = s;
+  }
+  if (config.ok()) {
     entry->SetConfig(*std::move(config));
   } else {
     entry->config_broken = true;

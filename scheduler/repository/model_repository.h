@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -98,8 +99,19 @@ class ModelRepository {
   bool Known(absl::string_view name) const;
   const std::string& root() const { return root_; }
 
+  // What a config must also meet on this server (its devices: a Triton
+  // config's instance groups name GPUs it has), checked wherever a config
+  // is read (Scan, and the lifecycle's reads); a refusal makes the config
+  // broken. Set once, before Scan; none by default.
+  using ConfigCheck = std::function<absl::Status(const v1::ModelConfig& config)>;
+  void SetConfigCheck(ConfigCheck check) { config_check_ = std::move(check); }
+  absl::Status CheckConfig(const v1::ModelConfig& config) const {
+    return config_check_ ? config_check_(config) : absl::OkStatus();
+  }
+
  private:
   std::string root_;
+  ConfigCheck config_check_;
   std::atomic<uint64_t> generation_{0};
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<const ModelEntry>, std::less<>> models_ ABSL_GUARDED_BY(mu_);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "scheduler/repository/model_config.h"
+#include "scheduler/repository/triton/triton_config_rules.h"
 
 namespace infergate {
 namespace {
@@ -407,7 +408,11 @@ absl::StatusOr<ConfigOverride> ReadTritonConfig(const nlohmann::json& config, ab
   // text from ever ending the process should one be missed.
   absl::StatusOr<ConfigOverride> out;
   try {
-    out = ReadFields(config, model);
+    if (absl::Status broken = CheckTritonRules(config, model, source); !broken.ok()) {
+      out = broken;
+    } else {
+      out = ReadFields(config, model);
+    }
   } catch (const nlohmann::json::exception& e) {
     out = absl::InvalidArgumentError(absl::StrCat(source, ": ", e.what()));
   }
