@@ -10,6 +10,12 @@ plus a stated margin.
   its parse tree (about 64 bytes per value, some 256 MiB) does not fit and
   the call is refused (429, "parse tree") before parsing; under a budget it
   fits, it is served.
+- A string bomb: a million one-byte strings (BYTES, as JSON strings and as
+  the binary extension's 4-byte lengths), four at once, to a model taking
+  List[str]: each string costs the server far more than its 1-5 bytes on
+  the wire (its parse tree node, its place in the string tensor), which the
+  budget counts; those that do not fit are refused (429), and RSS stays
+  within the budget plus the margin.
 - Memory comes back: after the spikes, with nothing in flight, the server
   returns freed memory to the system (RSS falls back near where it began).
 - The server exits 0 on SIGTERM at the end.
@@ -53,13 +59,16 @@ def post(http, path, body, timeout=120):
 
 
 def main():
-    args = required_arguments("--server", "--make-models")
+    args = required_arguments("--server", "--make-models", "--make-triton-examples")
     work = tempfile.mkdtemp(prefix="ig_rest_abuse_")
     server = None
     stop = threading.Event()
     try:
         models = os.path.join(work, "models")
         subprocess.run([args.make_models, models], check=True, stdout=subprocess.DEVNULL)
+        # simple_identity: TYPE_STRING in and out (List[str]); the example
+        # repository's sequence models are refused, which does not matter here.
+        subprocess.run([sys.executable, args.make_triton_examples, models], check=True, stdout=subprocess.DEVNULL)
         server = Server(args.server, ["--model-repository=" + models, "--max-inflight-bytes=%dMiB" % BUDGET_MIB,
                                       "--max-receive-bytes=96MiB", "--repository-poll-interval=0"],
                         os.path.join(work, "server.log"))
@@ -136,6 +145,43 @@ def main():
             status, body = post(http, "/v2/models/mlp/infer", many)
             if status != 400:
                 fail("80000 small inputs: %d %s" % (status, body[:300]))
+
+        # A million one-byte strings, four requests at once, JSON and binary.
+        strings = 1000000
+        bomb_json = (b'{"inputs":[{"name":"INPUT0","shape":[1,%d],"datatype":"BYTES","data":[' % strings +
+                     b",".join([b'"a"'] * strings) + b"]}]}")
+        header = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, strings], "datatype": "BYTES",
+                                         "parameters": {"binary_data_size": 5 * strings}}]}).encode()
+        bomb_binary = header + b"\x01\x00\x00\x00a" * strings
+        bomb_results = []
+
+        def bomb(body, binary):
+            headers = {"Content-Type": "application/octet-stream" if binary else "application/json"}
+            if binary:
+                headers["Inference-Header-Content-Length"] = str(len(header))
+            req = urllib.request.Request("http://%s/v2/models/simple_identity/infer" % http, data=body,
+                                         headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=120) as r:
+                    r.read()
+                    bomb_results.append(r.status)
+            except urllib.error.HTTPError as e:
+                bomb_results.append((e.code, e.read()[:200]))
+            except Exception as e:  # noqa: BLE001
+                bomb_results.append(repr(e))
+
+        for body, binary in ((bomb_json, False), (bomb_binary, True)):
+            bombs = [threading.Thread(target=bomb, args=(body, binary)) for _ in range(4)]
+            for t in bombs:
+                t.start()
+            for t in bombs:
+                t.join()
+        refused = [r for r in bomb_results if isinstance(r, tuple)]
+        if len(bomb_results) != 8 or any(r != 200 and not (isinstance(r, tuple) and r[0] == 429) for r in bomb_results):
+            fail("string bombs: each answered 200 or refused 429, got %s" % bomb_results)
+        if refused and not all(b"budget" in r[1] or b"in flight" in r[1] for r in refused):
+            fail("string bombs refused without naming the budget: %s" % refused)
+        print("string bombs: %d of 8 served, %d refused (429)" % (8 - len(refused), len(refused)))
 
         peak = rss_kib(pid, "VmHWM:")
         growth = max(0, peak - before) // 1024
