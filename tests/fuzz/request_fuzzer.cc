@@ -2,7 +2,8 @@
 // tensor checks and input matching exactly as the server runs them, through
 // the REST API's JSON and binary bodies, through model-config parsing, and
 // through a load's Triton config, compressed bodies, log settings and the
-// zip directory of model packages (.pt2). The
+// zip directory of model packages (.pt2), and BYTES tensors' serialized
+// strings (4-byte lengths, then the bytes). The
 // first byte picks the path; the request path's seeds are text InferRequests
 // in request_seeds/, which run.sh encodes behind their routing byte. The last step
 // of decoding (at::from_blob over checked bytes) is LibTorch's; the fuzzer
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -39,6 +41,8 @@
 #include "scheduler/repository/config_override.h"
 #include "service/v1/v1_request_check.h"
 #include "service/call/wire_tensor.h"
+#include "service/call/wire_strings.h"
+#include "common/utf8.h"
 
 #include <google/protobuf/text_format.h>
 #include <nlohmann/json.hpp>
@@ -347,9 +351,38 @@ void FuzzArchive(const uint8_t* data, size_t size) {
 
 }  // namespace
 
+// A BYTES tensor's serialized strings: a 4-byte element count (its top
+// bit makes it negative), then the bytes. Accepted means exactly that many
+// strings, each inside the bytes, re-serializing to the same bytes;
+// refused means INVALID_ARGUMENT naming the field.
+void FuzzStrings(const uint8_t* data, size_t size) {
+  if (size < 4) return;
+  uint32_t count = 0;
+  std::memcpy(&count, data, 4);
+  const int64_t elements =
+      (count & 0x80000000u) ? -static_cast<int64_t>(count & 0x7fffffffu) : static_cast<int64_t>(count);
+  const absl::string_view bytes(reinterpret_cast<const char*>(data + 4), size - 4);
+  absl::StatusOr<std::vector<absl::string_view>> parsed = ParseSerializedStrings(bytes, elements, "raw_input_contents[0]");
+  if (!parsed.ok()) {
+    Require(parsed.status().code() == absl::StatusCode::kInvalidArgument);
+    Require(absl::StartsWith(parsed.status().message(), "raw_input_contents[0]: "));
+    return;
+  }
+  Require(elements >= 0 && parsed->size() == static_cast<size_t>(elements));
+  Require(SerializedSize(*parsed) == bytes.size());
+  std::string again;
+  for (absl::string_view s : *parsed) {
+    Require(s.data() >= bytes.data() && s.data() + s.size() <= bytes.data() + bytes.size());
+    AppendSerializedString(s, &again);
+    const std::optional<size_t> bad = FirstInvalidUtf8(s);
+    Require(!bad || *bad < s.size());
+  }
+  Require(again == bytes);
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  // 0xF0..0xF6 pick the newer paths; the rest keep the routes the seed
+  // 0xF0..0xF7 pick the newer paths; the rest keep the routes the seed
   // corpus was written for.
   if (data[0] == 0xF0) {
     FuzzTritonConfig(data + 1, size - 1);
@@ -365,6 +398,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FuzzTorchServeText(data + 1, size - 1);
   } else if (data[0] == 0xF6) {
     FuzzArchive(data + 1, size - 1);
+  } else if (data[0] == 0xF7) {
+    FuzzStrings(data + 1, size - 1);
   } else if (data[0] % 4 == 0) {
     FuzzConfig(data + 1, size - 1);
   } else if (data[0] % 4 == 1) {

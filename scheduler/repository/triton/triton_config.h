@@ -7,9 +7,11 @@
 //   platform, backend        pytorch_libtorch / pytorch (or absent)
 //   max_batch_size           max_batch_size
 //   input, output            inputs, outputs: name, data_type (TYPE_FP32,
-//                            ...), dims, output label_filename; `optional:
-//                            false`, `format: FORMAT_NONE`, `is_shape_tensor:
-//                            false` are accepted as the defaults they are
+//                            ..., TYPE_STRING for List[str]), dims, format
+//                            (kept, for the echo), reshape (the model's
+//                            shape; Triton's rules), output label_filename;
+//                            `optional: false`, `is_shape_tensor: false`
+//                            are accepted as the defaults they are
 //   dynamic_batching         dynamic_batching.max_queue_delay_us (from
 //                            max_queue_delay_microseconds),
 //                            preferred_batch_sizes (preferred_batch_size),
@@ -29,7 +31,9 @@
 //                            DISABLE_OPTIMIZED_EXECUTION "true" or "false":
 //                            torchscript_optimization OFF or AUTO
 //
-// Any other field (sequence_batching, ensemble_scheduling, parameters,
+// Before any of that, Triton's own rules (triton_config_rules.h) refuse a
+// config Triton refuses, in Triton's words. Any other field
+// (sequence_batching, ensemble_scheduling, batch_input, other parameters,
 // response_cache, ...) is refused with INVALID_ARGUMENT naming it, never
 // ignored. The result still goes through the config checks
 // (CheckModelConfig) when it is applied.
