@@ -214,22 +214,28 @@ absl::StatusOr<int64_t> ModelRepository::ResolveVersion(const ModelEntry& model,
       why = absl::StrCat("version ", s.version, " is ", VersionStateName(s.state),
                          s.reason.empty() ? "" : absl::StrCat(": ", s.reason));
     }
-    return absl::UnavailableError(absl::StrCat("model '", model.name, "' has no version ready (", why, ")"));
+    return absl::UnavailableError(absl::StrCat("Request for unknown model: '", model.name,
+                                               "' has no available versions; model '", model.name,
+                                               "' has no version ready (", why, ")"));
   }
   absl::StatusOr<int64_t> v = ParseVersion(version, field);
   if (!v.ok()) return v.status();
   if (std::binary_search(model.versions.begin(), model.versions.end(), *v)) return *v;
   const VersionStatus* s = model.Status(*v);
+  // Triton's words first (clients match on them), then which field and why.
+  const std::string triton = absl::StrCat("Request for unknown model: '", model.name, "' version ", *v);
+  const std::string not_found = absl::StrCat(triton, " is not found; ");
+  const std::string not_ready = absl::StrCat(triton, " is not at ready state; ");
   std::string head = absl::StrCat(field, ": model '", model.name, "' version ", *v);
-  if (!s) return absl::NotFoundError(absl::StrCat(field, ": model '", model.name, "' has no version ", *v));
+  if (!s) return absl::NotFoundError(absl::StrCat(not_found, field, ": model '", model.name, "' has no version ", *v));
   switch (s->state) {
     case VersionState::kLoading:
-      return absl::UnavailableError(absl::StrCat(head, " is still loading; retry shortly"));
+      return absl::UnavailableError(absl::StrCat(not_ready, head, " is still loading; retry shortly"));
     case VersionState::kUnloading:
-      return absl::NotFoundError(absl::StrCat(head, " is unloading: ", s->reason));
+      return absl::NotFoundError(absl::StrCat(not_found, head, " is unloading: ", s->reason));
     case VersionState::kUnavailable:
-      if (s->out_of_policy) return absl::NotFoundError(absl::StrCat(head, " is ", s->reason));
-      return absl::FailedPreconditionError(absl::StrCat(head, " is unavailable: ", s->reason));
+      if (s->out_of_policy) return absl::NotFoundError(absl::StrCat(not_found, head, " is ", s->reason));
+      return absl::FailedPreconditionError(absl::StrCat(not_ready, head, " is unavailable: ", s->reason));
     case VersionState::kReady:
       break;
   }

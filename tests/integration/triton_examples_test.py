@@ -18,7 +18,7 @@ reference stubs) and REST (JSON and the binary extension):
                           and through the classification extension
   simple_sequence, ...    refused, naming sequence_batching
   errors                  Triton's texts, which clients match on: unknown
-                          model, contents both raw and typed, input count,
+                          model or version, contents both raw and typed, input count,
                           name, shape, byte size, a load that fails
   model control           unload, load, the repository index
 
@@ -297,6 +297,8 @@ def main():
         cases = [
             ("unknown model", infer("nope", ok_inputs), grpc.StatusCode.NOT_FOUND, 404,
              "Request for unknown model: 'nope' is not found"),
+            ("an unknown version", infer("simple", ok_inputs, model_version="9"), grpc.StatusCode.NOT_FOUND, 404,
+             "Request for unknown model: 'simple' version 9 is not found"),
             ("raw and typed contents", infer("simple", [
                 ("INPUT0", "INT32", [1, 16], raw32(a), lambda c: c.int_contents.extend(a)),
                 ("INPUT1", "INT32", [1, 16], raw32(b), None)]), grpc.StatusCode.INVALID_ARGUMENT, None,
@@ -328,7 +330,8 @@ def main():
                                     "data": list(struct.unpack("<%di" % (len(request.raw_input_contents[i]) // 4),
                                                                request.raw_input_contents[i]))}
                                    for i, t in enumerate(request.inputs)]}
-            status, body = rest_json("/v2/models/%s/infer" % request.model_name, document)
+            version = "/versions/" + request.model_version if request.model_version else ""
+            status, body = rest_json("/v2/models/%s%s/infer" % (request.model_name, version), document)
             check(status == http_status and body.get("error", "").startswith(text),
                   "REST %s: %d %s, wanted %d %r" % (what, status, body, http_status, text))
 
