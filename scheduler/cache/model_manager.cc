@@ -1,5 +1,7 @@
 #include "scheduler/cache/model_manager.h"
 
+#include "scheduler/model/warmup_samples.h"
+
 #include <algorithm>
 
 #include <ATen/ops/zeros.h>
@@ -175,6 +177,19 @@ absl::Status ModelManager::WarmUp(const Route& route) {
   absl::StatusOr<ModelCache::Lease> model = Acquire(route);
   if (!model.ok()) return model.status();
   const InputSignature& sig = (*model)->signature();
+  // The config's warm-up samples (Triton's model_warmup), each `count`
+  // times; without them, one run on zeros where the shapes are known.
+  std::vector<std::pair<std::vector<at::Tensor>, uint32_t>> runs;
+  const v1::ModelConfig& config = route.model->config;
+  for (int i = 0; i < config.warmup_samples_size(); ++i) {
+    absl::StatusOr<WarmupTensors> sample = MakeWarmupTensors(sig, config.warmup_samples(i), i, route.model->dir);
+    if (!sample.ok()) {
+      return absl::Status(sample.status().code(), absl::StrCat("warm-up of model '", route.model->name, "': ",
+                                                               sample.status().message()));
+    }
+    runs.emplace_back(std::move(sample->tensors), std::max<uint32_t>(1, config.warmup_samples(i).count()));
+  }
+  if (!runs.empty()) return RunWarmUp(route, std::move(*model), runs);
   std::vector<at::Tensor> zeros;
   for (const InputSpec& spec : sig.inputs) {
     if (!spec.dims || !spec.dtype) return absl::OkStatus();  // shapes unknown: loaded, not run
@@ -191,18 +206,32 @@ absl::Status ModelManager::WarmUp(const Route& route) {
           absl::StrCat("warm-up of model '", route.model->name, "': cannot allocate inputs: ", e.what()));
     }
   }
+  runs.emplace_back(std::move(zeros), 1);
+  return RunWarmUp(route, std::move(*model), runs);
+}
+
+absl::Status ModelManager::RunWarmUp(const Route& route, ModelCache::Lease model,
+                                     const std::vector<std::pair<std::vector<at::Tensor>, uint32_t>>& runs) {
   Clock::time_point start = Clock::now();
   uint64_t activation_bytes = 0;
   {
     ActivationMeter meter;
-    absl::StatusOr<std::vector<NamedTensor>> out = (*model)->WarmUp(zeros);
-    if (!out.ok()) return out.status();
+    for (size_t i = 0; i < runs.size(); ++i) {
+      for (uint32_t n = 0; n < runs[i].second; ++n) {
+        absl::StatusOr<std::vector<NamedTensor>> out = model->WarmUp(runs[i].first);
+        if (out.ok()) continue;
+        if (route.model->config.warmup_samples_size() == 0) return out.status();
+        return absl::Status(out.status().code(),
+                            absl::StrCat("warm-up sample ", i, " ('", route.model->config.warmup_samples(i).name(),
+                                         "') of model '", route.model->name, "' failed: ", out.status().message()));
+      }
+    }
     activation_bytes = meter.peak_bytes();
   }
   LOG_INFO << "warm-up of model '" << route.model->name << "' on " << route.device.id.ToString() << " took "
            << MicrosBetween(start, Clock::now()) << " us; activation peak " << activation_bytes << " bytes";
   const ModelKey key = route.key();
-  *model = ModelCache::Lease();  // idle again: making room for its activations may evict others, not it
+  model = ModelCache::Lease();  // idle again: making room for its activations may evict others, not it
   if (footprints_) {
     footprints_->RecordActivations(key.model, route.stamp.ContentKey(), key.device.kind, key.dtype,
                                    activation_bytes);

@@ -64,11 +64,14 @@ class ModelManager {
   // match all. NOT_FOUND when nothing matched and the model is unknown.
   absl::StatusOr<size_t> Unload(const LoadRequest& request);
 
-  // Runs a loaded model once on zeros of its declared shapes (batch of 1),
-  // so the first client does not pay for lazy initialisation, and measures
-  // the run's activation peak, which counts against the device's budget
-  // from then on and is learned for later loads. OK without running when
-  // the inputs are not fully declared.
+  // Runs a loaded model on its config's warm-up samples (each `count`
+  // times; warmup_samples.h), or else once on zeros of its declared shapes
+  // (batch of 1), so the first client does not pay for lazy
+  // initialisation, and measures the runs' activation peak, which counts
+  // against the device's budget from then on and is learned for later
+  // loads. Without samples, OK without running when the inputs are not
+  // fully declared (or take strings); a sample that cannot be made or run
+  // fails the warm-up, naming it.
   absl::Status WarmUp(const Route& route);
 
   // Loads the model file at `path` under `config` on `device` in FP32 and
@@ -110,6 +113,9 @@ class ModelManager {
   void SetObserver(SchedulerObserver* observer) { observer_ = observer; }
 
  private:
+  // The warm-up runs themselves (each tensors, times), on `model`.
+  absl::Status RunWarmUp(const Route& route, ModelCache::Lease model,
+                         const std::vector<std::pair<std::vector<at::Tensor>, uint32_t>>& runs);
   static absl::Status SameFile(const Route& route, const std::string& path);
 
   // The footprint `route` is expected to take on its device.

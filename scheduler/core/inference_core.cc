@@ -159,7 +159,15 @@ void InferenceCore::Warmup() {
       continue;
     }
     if (absl::Status s = parts_->models.WarmUp(*route); !s.ok()) {
-      LOG_WARNING << "warm-up of model '" << entry.name << "' failed: " << s.message();
+      // The config's own warm-up samples (Triton's model_warmup) are part
+      // of loading: a version they fail on does not serve. A run on zeros
+      // is infergate's courtesy: its failure is only logged.
+      if (entry.config.warmup_samples_size() > 0) {
+        parts_->lifecycle.FailVersion(entry.name, route->version,
+                                      absl::Status(s.code(), absl::StrCat("failed to load: ", s.message())));
+      } else {
+        LOG_WARNING << "warm-up of model '" << entry.name << "' failed: " << s.message();
+      }
     }
   }
 }

@@ -269,6 +269,23 @@ void ModelLifecycle::Remove(const std::shared_ptr<const ModelEntry>& current) {
   Report(entry->name, ModelUpdateResult::kRemoved);
 }
 
+void ModelLifecycle::FailVersion(const std::string& name, int64_t version, const absl::Status& why) {
+  MutexLock lock(mu_);
+  std::shared_ptr<const ModelEntry> current = repository_.Lookup(name);
+  if (!current || current->removed) return;
+  auto entry = std::make_shared<ModelEntry>(*current);
+  for (VersionStatus& s : entry->states) {
+    if (s.version != version) continue;
+    s.state = VersionState::kUnavailable;
+    s.reason = std::string(why.message());
+  }
+  RefreshServedVersions(*entry);
+  repository_.Publish(entry);
+  models_.DropVersions(name, {{version, 0, std::nullopt}});
+  LOG_WARNING << "model '" << name << "' version " << version << " does not serve: " << why.message();
+  Report(name, ModelUpdateResult::kFailed);
+}
+
 absl::Status TritonGpusPresent(const v1::ModelConfig& config, const DeviceRegistry& devices) {
   if (config.triton_config_text().empty()) return absl::OkStatus();
   absl::StatusOr<nlohmann::json> tree = TextProtoToJson(config.triton_config_text());

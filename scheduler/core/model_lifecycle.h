@@ -92,6 +92,11 @@ class ModelLifecycle {
   // come and go by the thousand. OK when the model is not there.
   void Forget(const std::string& name);
 
+  // Marks `version` of `name` UNAVAILABLE with `why` and drops its copies:
+  // a version whose warm-up samples failed at start-up does not serve (as a
+  // load whose warm-up fails, as in Triton). OK when the model is gone.
+  void FailVersion(const std::string& name, int64_t version, const absl::Status& why);
+
   // Not owned; may be null. Set before serving.
   void SetObserver(SchedulerObserver* observer) { observer_ = observer; }
 

@@ -10,6 +10,7 @@
 #include "common/file_digest.h"
 #include "common/file_util.h"
 #include "devices/torch_dtype.h"
+#include "scheduler/model/warmup_samples.h"
 
 namespace infergate {
 namespace {
@@ -102,9 +103,23 @@ absl::StatusOr<CheckInputs> FromSampleFile(const InputSignature& signature, cons
 
 }  // namespace
 
-absl::StatusOr<CheckInputs> MakeCheckInputs(const InputSignature& signature, const v1::AccuracyConfig& config,
+bool UsesWarmupSample(const v1::ModelConfig& config) {
+  if (config.warmup_samples_size() == 0) return false;
+  for (const v1::WarmupInput& input : config.warmup_samples(0).inputs()) {
+    if (input.dtype() == v1::BYTES) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<CheckInputs> MakeCheckInputs(const InputSignature& signature, const v1::ModelConfig& model_config,
                                             const std::vector<std::string>& folders) {
+  const v1::AccuracyConfig& config = model_config.accuracy();
   if (!config.sample_inputs().empty()) return FromSampleFile(signature, config, folders);
+  if (UsesWarmupSample(model_config) && !folders.empty()) {
+    absl::StatusOr<WarmupTensors> sample = MakeWarmupTensors(signature, model_config.warmup_samples(0), 0, folders.back());
+    if (!sample.ok()) return sample.status();
+    return CheckInputs{std::move(sample->tensors), std::move(sample->fingerprint)};
+  }
   if (signature.inputs.empty()) {
     return absl::FailedPreconditionError("config.pbtxt declares no inputs to generate check inputs from");
   }

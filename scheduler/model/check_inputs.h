@@ -1,7 +1,9 @@
 #pragma once
 // The inputs an accuracy check runs a model on, in the order of its
-// declared inputs: the tensors of the config's sample-input file, or values
-// generated within the declared shapes and the config's value ranges. The
+// declared inputs: the tensors of the config's sample-input file, else its
+// first warm-up sample (Triton's model_warmup: warmup_samples.h) unless that
+// gives strings, else values generated within the declared shapes and the
+// config's value ranges. The
 // same config and files always give the same tensors (fixed seed), so a
 // check is repeatable and its fingerprint names what it ran on.
 //
@@ -33,8 +35,13 @@ struct CheckInputs {
 // request's own inputs); INVALID_ARGUMENT naming the file or field for a
 // sample file that is missing, unreadable or does not fit the signature.
 // `folders` are searched for the sample file in order (version folder,
-// then model folder).
-absl::StatusOr<CheckInputs> MakeCheckInputs(const InputSignature& signature, const v1::AccuracyConfig& config,
+// then model folder); the last is the model folder, where a warm-up
+// sample's files are.
+absl::StatusOr<CheckInputs> MakeCheckInputs(const InputSignature& signature, const v1::ModelConfig& config,
                                             const std::vector<std::string>& folders);
+
+// Whether the accuracy check runs on the config's first warm-up sample
+// (there is one, and it gives no strings).
+bool UsesWarmupSample(const v1::ModelConfig& config);
 
 }  // namespace infergate

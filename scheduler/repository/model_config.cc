@@ -1,6 +1,8 @@
 #include "absl/strings/string_view.h"
 #include "scheduler/repository/model_config.h"
 
+#include <algorithm>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -216,6 +218,23 @@ absl::StatusOr<v1::ModelConfig> CheckModelConfig(v1::ModelConfig config, absl::s
                                 kMaxAcceleratorInstances, " batches at once on one device"));
   }
   if (absl::Status s = ValidateVersionPolicy(config.version_policy()); !s.ok()) return invalid(s.message());
+  for (int i = 0; i < config.warmup_samples_size(); ++i) {
+    const v1::WarmupSample& sample = config.warmup_samples(i);
+    const std::string at = absl::StrCat("warmup_samples[", i, "]");
+    const uint32_t most = batching ? config.max_batch_size() : 1;
+    if (sample.batch_size() < 1 || sample.batch_size() > most) {
+      return invalid(absl::StrCat(at, ".batch_size: ", sample.batch_size(), " is not in 1..", most,
+                                  batching ? " (max_batch_size)" : " (the model does not batch)"));
+    }
+    for (const v1::WarmupInput& input : sample.inputs()) {
+      const bool declared = std::any_of(config.inputs().begin(), config.inputs().end(),
+                                        [&](const v1::TensorSpec& t) { return t.name() == input.name(); });
+      if (config.inputs_size() > 0 && !declared) {
+        return invalid(absl::StrCat(at, ".inputs: '", input.name(), "' is not an input of the model"));
+      }
+    }
+  }
+  if (config.warmup_samples_size() > 0) config.set_warmup(true);
   return config;
 }
 

@@ -112,7 +112,7 @@ void PrecisionChecker::Request(const Route& route, DType dtype, const std::vecto
 }
 
 bool PrecisionChecker::NeedsRequestInputs(const ModelEntry& model) {
-  if (!model.config.accuracy().sample_inputs().empty()) return false;
+  if (!model.config.accuracy().sample_inputs().empty() || UsesWarmupSample(model.config)) return false;
   if (model.declared.inputs.empty()) return true;
   for (const InputSpec& spec : model.declared.inputs) {
     if (!spec.dtype || !spec.dims) return true;
@@ -214,7 +214,7 @@ PrecisionChecker::Entry PrecisionChecker::Check(const Route& route, DType dtype,
     return entry;
   }
   const std::string version_dir = (std::filesystem::path(model.dir) / std::to_string(route.version)).string();
-  absl::StatusOr<CheckInputs> made = MakeCheckInputs(model.declared, model.config.accuracy(), {version_dir, model.dir});
+  absl::StatusOr<CheckInputs> made = MakeCheckInputs(model.declared, model.config, {version_dir, model.dir});
   std::vector<NamedTensor> inputs;
   std::string fingerprint;
   if (made.ok()) {

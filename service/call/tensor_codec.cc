@@ -16,7 +16,7 @@
 #include "devices/torch_dtype.h"
 #include "proto/proto_enums.h"
 #include "scheduler/model/string_tensor.h"
-#include "service/call/wire_strings.h"
+#include "common/wire_strings.h"
 
 namespace infergate {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "proto/proto_enums.h"
-#include "service/call/wire_strings.h"
+#include "common/wire_strings.h"
 
 namespace infergate {
 

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "service/call/wire_strings.h"
+#include "common/wire_strings.h"
 #include "service/open_inference/open_inference_datatype.h"
 
 namespace infergate {

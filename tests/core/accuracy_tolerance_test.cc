@@ -4,6 +4,9 @@
 #include "scheduler/model/accuracy_tolerance.h"
 
 #include <gtest/gtest.h>
+#include <fstream>
+#include "scheduler/model/string_tensor.h"
+#include "scheduler/model/warmup_samples.h"
 #include <torch/torch.h>
 
 #include <cmath>
@@ -144,12 +147,13 @@ TEST(CheckInputs, GeneratedWithinDeclaredShapesAndRangesRepeatably) {
   sig.max_batch_size = 8;
   sig.inputs.push_back({"x", DType::kFloat32, std::vector<int64_t>{-1, 3}});
   sig.inputs.push_back({"ids", DType::kInt64, std::vector<int64_t>{5}});
-  v1::AccuracyConfig config;
+  v1::ModelConfig model_config;
+  v1::AccuracyConfig& config = *model_config.mutable_accuracy();
   v1::InputRange* r = config.add_inputs();
   r->set_name("ids");
   r->set_min(100);
   r->set_max(103);
-  absl::StatusOr<CheckInputs> a = MakeCheckInputs(sig, config, {});
+  absl::StatusOr<CheckInputs> a = MakeCheckInputs(sig, model_config, {});
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_EQ(a->tensors.size(), 2u);
   EXPECT_EQ(a->tensors[0].sizes(), (std::vector<int64_t>{2, 8, 3}));
@@ -157,19 +161,106 @@ TEST(CheckInputs, GeneratedWithinDeclaredShapesAndRangesRepeatably) {
   EXPECT_LT(a->tensors[0].max().item<float>(), 1.0f);
   EXPECT_GE(a->tensors[1].min().item<int64_t>(), 100);
   EXPECT_LE(a->tensors[1].max().item<int64_t>(), 103);
-  absl::StatusOr<CheckInputs> b = MakeCheckInputs(sig, config, {});
+  absl::StatusOr<CheckInputs> b = MakeCheckInputs(sig, model_config, {});
   ASSERT_TRUE(b.ok());
   EXPECT_TRUE(a->tensors[0].equal(b->tensors[0]));
   EXPECT_EQ(a->fingerprint, b->fingerprint);
 
   sig.inputs[1].dims.reset();
-  EXPECT_TRUE(absl::IsFailedPrecondition(MakeCheckInputs(sig, config, {}).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(MakeCheckInputs(sig, model_config, {}).status()));
   config.set_sample_inputs("../etc/passwd");
-  EXPECT_TRUE(absl::IsInvalidArgument(MakeCheckInputs(sig, config, {}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeCheckInputs(sig, model_config, {}).status()));
   config.set_sample_inputs("absent.pt");
-  absl::Status missing = MakeCheckInputs(sig, config, {"/nonexistent"}).status();
+  absl::Status missing = MakeCheckInputs(sig, model_config, {"/nonexistent"}).status();
   EXPECT_TRUE(absl::IsInvalidArgument(missing));
   EXPECT_NE(missing.message().find("accuracy.sample_inputs"), std::string::npos);
+}
+
+// Triton's warm-up samples: zeros, fixed-seed random values and a file's
+// row, repeated to the batch size; the first sample is also what the
+// accuracy check runs on when there is no sample file.
+TEST(CheckInputs, WarmupSamplesGiveTheirRowsAndAreTheCheckInputs) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "ig_warmup_samples";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "warmup");
+  const int32_t row[4] = {1, 2, 3, 4};
+  std::ofstream(dir / "warmup" / "ids.bin", std::ios::binary).write(reinterpret_cast<const char*>(row), sizeof(row));
+  std::ofstream(dir / "warmup" / "short.bin", std::ios::binary).write("abc", 3);
+  std::ofstream(dir / "warmup" / "text.bin", std::ios::binary).write("\x02\0\0\0hi\0\0\0\0", 10);
+
+  InputSignature sig;
+  sig.max_batch_size = 8;
+  sig.inputs.push_back({"x", DType::kFloat32, std::vector<int64_t>{3}});
+  sig.inputs.push_back({"ids", DType::kInt32, std::vector<int64_t>{4}});
+  v1::ModelConfig config;
+  v1::WarmupSample* sample = config.add_warmup_samples();
+  sample->set_name("s");
+  sample->set_batch_size(3);
+  // The sample's order is not the model's: the signature's order wins.
+  v1::WarmupInput* ids = sample->add_inputs();
+  ids->set_name("ids");
+  ids->set_dtype(v1::INT32);
+  ids->add_dims(4);
+  ids->set_source(v1::WarmupInput::DATA_FILE);
+  ids->set_data_file("ids.bin");
+  v1::WarmupInput* x = sample->add_inputs();
+  x->set_name("x");
+  x->set_dtype(v1::FLOAT32);
+  x->add_dims(3);
+  x->set_source(v1::WarmupInput::RANDOM_DATA);
+
+  absl::StatusOr<CheckInputs> made = MakeCheckInputs(sig, config, {dir.string()});
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ(made->tensors.size(), 2u);
+  EXPECT_EQ(made->tensors[0].sizes(), (std::vector<int64_t>{3, 3}));
+  EXPECT_GE(made->tensors[0].min().item<float>(), -1.0f);
+  EXPECT_LT(made->tensors[0].max().item<float>(), 1.0f);
+  EXPECT_TRUE(made->tensors[0][0].equal(made->tensors[0][2])) << "one row, repeated";
+  EXPECT_TRUE(made->tensors[1].equal(at::tensor({1, 2, 3, 4}, at::kInt).repeat({3, 1})));
+  EXPECT_EQ(made->fingerprint.rfind("warmup:s:", 0), 0u) << made->fingerprint;
+  EXPECT_EQ(MakeCheckInputs(sig, config, {dir.string()})->fingerprint, made->fingerprint);
+  EXPECT_TRUE(UsesWarmupSample(config));
+
+  x->set_source(v1::WarmupInput::ZERO_DATA);
+  absl::StatusOr<WarmupTensors> zeros = MakeWarmupTensors(sig, *sample, 0, dir.string());
+  ASSERT_TRUE(zeros.ok()) << zeros.status();
+  EXPECT_EQ(zeros->tensors[0].abs().sum().item<float>(), 0.0f);
+
+  // A file that is not one row's size, or missing, names the sample and input.
+  ids->set_data_file("short.bin");
+  absl::Status wrong = MakeWarmupTensors(sig, *sample, 0, dir.string()).status();
+  EXPECT_NE(wrong.message().find("warmup_samples[0].inputs[\"ids\"].data_file"), std::string::npos) << wrong;
+  EXPECT_NE(wrong.message().find("holds 3 bytes; one row of INT32 [4] is 16"), std::string::npos) << wrong;
+  ids->set_data_file("absent.bin");
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeWarmupTensors(sig, *sample, 0, dir.string()).status()));
+  // An input the sample leaves out.
+  sample->mutable_inputs()->RemoveLast();
+  absl::Status left_out = MakeWarmupTensors(sig, *sample, 0, dir.string()).status();
+  EXPECT_NE(left_out.message().find("gives no data for input 'x'"), std::string::npos) << left_out;
+
+  // Strings: from a file of 4-byte lengths, repeated per row; such a sample
+  // is run at warm-up but is not the accuracy check's input.
+  InputSignature text;
+  text.max_batch_size = 4;
+  text.inputs.push_back({"t", DType::kBytes, std::vector<int64_t>{2}});
+  v1::ModelConfig text_config;
+  v1::WarmupSample* words = text_config.add_warmup_samples();
+  words->set_batch_size(2);
+  v1::WarmupInput* t = words->add_inputs();
+  t->set_name("t");
+  t->set_dtype(v1::BYTES);
+  t->add_dims(2);
+  t->set_source(v1::WarmupInput::DATA_FILE);
+  t->set_data_file("text.bin");
+  absl::StatusOr<WarmupTensors> strings = MakeWarmupTensors(text, *words, 0, dir.string());
+  ASSERT_TRUE(strings.ok()) << strings.status();
+  EXPECT_EQ(strings->tensors[0].sizes(), (std::vector<int64_t>{2, 2}));
+  std::vector<std::string> got;
+  for (absl::string_view v : StringElements(strings->tensors[0])) got.emplace_back(v);
+  EXPECT_EQ(got, (std::vector<std::string>{"hi", "", "hi", ""}));
+  EXPECT_FALSE(UsesWarmupSample(text_config));
+  fs::remove_all(dir);
 }
 
 TEST(CpuInstructionSet, NamesTheExtensionsThatPickKernels) {

@@ -41,7 +41,7 @@
 #include "scheduler/repository/config_override.h"
 #include "service/v1/v1_request_check.h"
 #include "service/call/wire_tensor.h"
-#include "service/call/wire_strings.h"
+#include "common/wire_strings.h"
 #include "common/utf8.h"
 
 #include <google/protobuf/text_format.h>

@@ -83,9 +83,28 @@ dynamic_batching {
   preferred_batch_size: [ 4, 8 ]
   max_queue_delay_microseconds: 500
 }
-model_warmup [ { name: "zeros" batch_size: 1 } ]
+model_warmup [ { name: "zeros" batch_size: 1
+                 inputs { key: "INPUT__0" value: { data_type: TYPE_INT64 dims: [ 8 ] zero_data: true } } } ]
 """),
 ]
+
+# Triton's warm-up samples, run before the model serves: a row from a file
+# in the model's warmup/ folder (256 floats), twice, at a batch of 2, then
+# random data; and a file that is not a row's size, which fails the load.
+WARMUP = """
+platform: "pytorch_libtorch"
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 256 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 10 ] } ]
+model_warmup [
+  { name: "row" batch_size: 2 count: 2
+    inputs { key: "INPUT__0" value: { data_type: TYPE_FP32 dims: [ 256 ] input_data_file: "row.bin" } } },
+  { name: "random" batch_size: 1
+    inputs { key: "INPUT__0" value: { data_type: TYPE_FP32 dims: [ 256 ] random_data: true } } }
+]
+"""
+TRITON_MODELS.append(("warm_triton", "mlp", WARMUP))
+WARMUP_FILES = {"warm_triton": struct.pack("<256f", *([0.5] * 256)), "badwarm_triton": b"\0" * 100}
 
 # Triton's reshape: clients send [N, 16, 16] and read [N, 2, 5]; the mlp's
 # file takes [N, 256] and gives [N, 10]. The format is echoed.
@@ -127,10 +146,14 @@ def main():
         from infergate.v1 import inference_pb2 as v1
         from infergate.v1 import inference_pb2_grpc as v1_grpc
 
-        for name, source, config in TRITON_MODELS + [(n, s, c) for n, s, c, _ in REFUSED]:
+        for name, source, config in TRITON_MODELS + [(n, s, c) for n, s, c, _ in REFUSED] + \
+                [("badwarm_triton", "mlp", WARMUP)]:
             os.makedirs(os.path.join(models, name, "1"))
             shutil.copy(os.path.join(models, source, "1", "model.pt"), os.path.join(models, name, "1", "model.pt"))
             open(os.path.join(models, name, "config.pbtxt"), "w").write(config)
+        for name, data in WARMUP_FILES.items():
+            os.makedirs(os.path.join(models, name, "warmup"))
+            open(os.path.join(models, name, "warmup", "row.bin"), "wb").write(data)
 
         server = Server(args.server, ["--model-repository=" + models], os.path.join(work, "server.log"))
         server.wait_serving()
@@ -247,8 +270,22 @@ def main():
                   "%s: %s %r should name %s" % (name, state, reason, field))
             check(not stub.ModelReady(pb.ModelReadyRequest(name=name)).ready, "%s is ready" % name)
 
+        # --- warm-up samples: run before serving (the log says so), echoed as
+        # written; a sample that cannot be made fails the load, naming it.
+        log = open(os.path.join(work, "server.log")).read()
+        check("warm-up of model 'warm_triton'" in log, "warm_triton's warm-up did not run:\n" + log[-2000:])
+        config = stub.ModelConfig(pb.ModelConfigRequest(name="warm_triton")).config
+        check([(w.name, w.batch_size, w.count) for w in config.model_warmup] == [("row", 2, 2), ("random", 1, 0)] and
+              config.model_warmup[0].inputs["INPUT__0"].input_data_file == "row.bin",
+              "warm_triton config as written: %s" % config)
+        check(stub.ModelReady(pb.ModelReadyRequest(name="warm_triton")).ready, "warm_triton not ready")
+        state, reason = index.get("badwarm_triton", ("", ""))
+        check(state == "UNAVAILABLE" and "failed to load" in reason and "warmup_samples[0]" in reason and
+              "holds 100 bytes; one row of FLOAT32 [256] is 1024" in reason, "badwarm_triton: %s %r" % (state, reason))
+        check(not stub.ModelReady(pb.ModelReadyRequest(name="badwarm_triton")).ready, "badwarm_triton is ready")
+
         channel.close()
-        server.stop()
+        check(server.stop() == 0, "server exit code")
         print("PASS: %d checks" % checks_made())
     finally:
         if server is not None and server.proc.poll() is None:

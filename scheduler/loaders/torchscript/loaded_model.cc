@@ -60,7 +60,7 @@ bool ServeOptimizedIfSame(torch::jit::Module& module, const TensorPlacement& pla
   if (device.id.kind != DeviceKind::kCpu || device.simulated || placement.dtype != at::kFloat) return false;
   const std::filesystem::path version_dir = std::filesystem::path(path).parent_path();
   absl::StatusOr<CheckInputs> sample =
-      MakeCheckInputs(signature, config.accuracy(), {version_dir.string(), version_dir.parent_path().string()});
+      MakeCheckInputs(signature, config, {version_dir.string(), version_dir.parent_path().string()});
   absl::StatusOr<OptimizedModule> optimized =
       sample.ok() ? OptimizeForInference(module, sample->tensors) : absl::StatusOr<OptimizedModule>(sample.status());
   if (!optimized.ok()) {

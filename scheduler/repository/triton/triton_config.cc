@@ -269,6 +269,91 @@ absl::Status ReadInstanceGroups(const Json& given, v1::ModelConfig* config) {
   return absl::OkStatus();
 }
 
+// A warm-up input's file: a plain name, found in the model folder's
+// warmup/ folder when the sample is made.
+bool PlainFileName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
+
+// Triton's model_warmup: samples of named inputs, each zeros, random data
+// or a file's bytes, `batch_size` rows, run `count` times.
+absl::Status ReadWarmup(const Json& given, v1::ModelConfig* config) {
+  const Json samples = AsList(given);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const std::string at = absl::StrCat("model_warmup[", i, "]");
+    const Json& sample = samples[i];
+    if (!sample.is_object()) return Invalid(at, "expected an object");
+    v1::WarmupSample* out = config->add_warmup_samples();
+    for (const auto& [key, value] : sample.items()) {
+      const std::string f = absl::StrCat(at, ".", key);
+      if (key == "name") {
+        if (!value.is_string()) return Invalid(f, "expected a string");
+        out->set_name(value.get<std::string>().substr(0, 256));
+      } else if (key == "batch_size" || key == "count") {
+        absl::StatusOr<int64_t> n = IntegerOf(value, f, key == "batch_size" ? 1 : 0);
+        if (!n.ok()) return n.status();
+        if (*n > 1024) return Invalid(f, absl::StrCat(*n, " is more than 1024"));
+        key == "batch_size" ? out->set_batch_size(static_cast<uint32_t>(*n)) : out->set_count(static_cast<uint32_t>(*n));
+      } else if (key == "inputs") {
+        // A map: {key, value} entries in a text config, an object in JSON.
+        std::vector<std::pair<std::string, Json>> entries;
+        if (value.is_object() && !value.contains("key")) {
+          for (const auto& [name, input] : value.items()) entries.emplace_back(name, input);
+        } else {
+          for (const Json& entry : AsList(value)) {
+            if (!entry.is_object() || !entry.contains("key") || !entry["key"].is_string()) {
+              return Invalid(f, "expected entries { key: \"INPUT\" value: { ... } }");
+            }
+            entries.emplace_back(entry["key"].get<std::string>(), entry.contains("value") ? entry["value"] : Json());
+          }
+        }
+        for (const auto& [name, input] : entries) {
+          const std::string g = absl::StrCat(f, "[\"", name.substr(0, 64), "\"]");
+          if (!input.is_object()) return Invalid(g, "expected an object");
+          v1::WarmupInput* w = out->add_inputs();
+          w->set_name(name);
+          int sources = 0;
+          for (const auto& [k, v] : input.items()) {
+            const std::string h = absl::StrCat(g, ".", k);
+            if (k == "data_type") {
+              absl::StatusOr<v1::DataType> type = DataTypeOf(v, h);
+              if (!type.ok()) return type.status();
+              w->set_dtype(*type);
+            } else if (k == "dims") {
+              const Json dims = AsList(v);
+              for (size_t d = 0; d < dims.size(); ++d) {
+                absl::StatusOr<int64_t> n = IntegerOf(dims[d], absl::StrCat(h, "[", d, "]"), 1);
+                if (!n.ok()) return n.status();
+                w->add_dims(*n);
+              }
+            } else if (k == "zero_data" || k == "random_data") {
+              ++sources;  // Triton uses the field being set, whatever its value
+              w->set_source(k == "zero_data" ? v1::WarmupInput::ZERO_DATA : v1::WarmupInput::RANDOM_DATA);
+            } else if (k == "input_data_file") {
+              ++sources;
+              if (!v.is_string() || !PlainFileName(v.get<std::string>())) {
+                return Invalid(h, "expected a file name in the model folder's warmup/ folder");
+              }
+              w->set_source(v1::WarmupInput::DATA_FILE);
+              w->set_data_file(v.get<std::string>());
+            } else {
+              return NotSupported(h);
+            }
+          }
+          if (sources != 1) return Invalid(g, "expected one of zero_data, random_data or input_data_file");
+          if (w->dtype() == v1::DATA_TYPE_UNSPECIFIED) return Invalid(g + ".data_type", "must be set");
+        }
+      } else {
+        return NotSupported(f);
+      }
+    }
+    if (out->batch_size() == 0) return Invalid(at + ".batch_size", "must be at least 1");
+  }
+  config->set_warmup(config->warmup_samples_size() > 0);
+  return absl::OkStatus();
+}
+
 absl::Status ReadVersionPolicy(const Json& policy, v1::ModelConfig* config) {
   const std::string field = "version_policy";
   if (!policy.is_object() || policy.size() != 1) return Invalid(field, "expected one of latest, all or specific");
@@ -379,8 +464,9 @@ absl::StatusOr<ConfigOverride> ReadFields(const Json& parsed, absl::string_view 
       s = ReadVersionPolicy(value, &config);
       out.fields.insert("version_policy");
     } else if (key == "model_warmup") {
-      config.set_warmup(!AsList(value).empty());
+      s = ReadWarmup(value, &config);
       out.fields.insert("warmup");
+      out.fields.insert("warmup_samples");
     } else if (key == "default_model_filename") {
       if (value != "model.pt" && value != "model.pt2") {
         return NotSupported(key, "a version's file is <version>/model.pt (TorchScript) or model.pt2 (AOTInductor) here");

@@ -25,7 +25,9 @@
 //                            and not used (the CPU's workers are sized to
 //                            its cores and run any model's batches)
 //   version_policy           version_policy (latest, all, specific)
-//   model_warmup             warmup (run once on zeros) when not empty
+//   model_warmup             warmup and warmup_samples: each sample's inputs
+//                            (zero_data, random_data, input_data_file in
+//                            the model's warmup/ folder), batch_size, count
 //   default_model_filename   "model.pt" only
 //   parameters               INFERENCE_MODE "true" (always so here);
 //                            DISABLE_OPTIMIZED_EXECUTION "true" or "false":

@@ -1,4 +1,4 @@
-#include "service/call/wire_strings.h"
+#include "common/wire_strings.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"

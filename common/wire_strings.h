@@ -1,7 +1,8 @@
 #pragma once
 // BYTES tensors on the wire, without LibTorch (the fuzzer links it as it
 // is): the Open Inference Protocol's serialized form, one element after
-// another, each a 4-byte little-endian length then that many bytes.
+// another, each a 4-byte little-endian length then that many bytes. Also
+// the form of Triton's warm-up data files for strings.
 
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-#include "service/call/wire_strings.h"
+#include "common/wire_strings.h"
 
 #include <gtest/gtest.h>
 
