@@ -49,7 +49,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from igtest import (Server, check, checks_made, fail, reference_stubs, required_arguments, reset_peak, rss_kib,
-                    under_asan)  # noqa: E402
+                    memory_bounds_apply)  # noqa: E402
 
 BUDGET_MIB = 256
 BODY_LIMIT_MIB = 32
@@ -138,8 +138,7 @@ def memory_check(pid, what, before_kib, limit_mib):
     growth = max(0, peak - before_kib) // 1024
     print("%s: RSS before %d MiB, peak %d MiB (growth %d MiB, bound %d MiB)" %
           (what, before_kib // 1024, peak // 1024, growth, limit_mib))
-    if under_asan(pid):
-        print("  (memory bound not checked under AddressSanitizer)")
+    if not memory_bounds_apply(pid):
         return
     check(growth < limit_mib, "%s: peak RSS grew %d MiB, more than %d MiB" % (what, growth, limit_mib))
 

@@ -71,6 +71,21 @@ def under_asan(pid):
         return "libasan" in f.read()
 
 
+def memory_bounds_apply(pid):
+    """Whether RSS bounds can be checked on `pid`: not under AddressSanitizer.
+    A run that skips them must say it is a sanitizer run
+    (INFERGATE_SANITIZER_RUN=1, as tests/run.sh's ASan suite does, whose plain
+    build then checks them); otherwise the skip fails the test, so that no
+    memory bound goes unchecked in every build a run makes."""
+    if not under_asan(pid):
+        return True
+    if os.environ.get("INFERGATE_SANITIZER_RUN") != "1":
+        fail("the server runs under AddressSanitizer, where memory bounds cannot be checked, and this run does "
+             "not say it is a sanitizer run (INFERGATE_SANITIZER_RUN=1): the bounds would go unchecked")
+    print("memory bounds not checked under AddressSanitizer (a sanitizer run: the plain build checks them)")
+    return False
+
+
 def generate_stubs(proto_dir, out_dir):
     """Generates Python stubs into out_dir and puts it on sys.path."""
     protos = ["infergate/v1/tensor.proto", "infergate/v1/model_config.proto", "infergate/v1/inference.proto",

@@ -36,7 +36,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import (Server, fail, required_arguments, reset_peak, rss_kib, under_asan)  # noqa: E402
+from igtest import (Server, fail, memory_bounds_apply, required_arguments, reset_peak, rss_kib)  # noqa: E402
 
 BUDGET_MIB = 128
 MARGIN_MIB = 160  # the 16-64 MiB bodies themselves (received, then copied once), allocator slack
@@ -193,9 +193,7 @@ def main():
               (before // 1024, peak // 1024, growth, BUDGET_MIB, MARGIN_MIB, after // 1024))
         if errors or slow:
             fail("the well-behaved client: errors %s, answers over 2 s: %s" % (errors[:5], slow[:5]))
-        if under_asan(pid):
-            print("memory bounds not checked under AddressSanitizer")
-        else:
+        if memory_bounds_apply(pid):
             if growth > BUDGET_MIB + MARGIN_MIB:
                 fail("peak RSS grew %d MiB, beyond the budget plus margin" % growth)
             if after > before + 64 * 1024:

@@ -12,6 +12,8 @@
 #include <signal.h>
 #include <torch/script.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -75,6 +77,27 @@ inline bool WaitForDevice(v1::InferenceService::Stub& stub,
 
 // Whether some request is running on some device.
 inline bool SomethingInFlight(const v1::DeviceInfo& d) { return d.in_flight() > 0; }
+
+// Whether this build can check memory bounds (RSS, the CPU tensor cache):
+// not under AddressSanitizer, which keeps freed memory in quarantine and
+// replaces the allocator. A run that skips them must say it is a sanitizer
+// run (INFERGATE_SANITIZER_RUN=1, as tests/run.sh's ASan suite does, whose
+// plain build then checks them); otherwise the skip is a failure, so that
+// no memory bound goes unchecked in every build a run makes.
+inline bool MemoryBoundsApply() {
+#if defined(__SANITIZE_ADDRESS__)
+  const char* flagged = std::getenv("INFERGATE_SANITIZER_RUN");
+  if (flagged == nullptr || std::string(flagged) != "1") {
+    ADD_FAILURE() << "built with AddressSanitizer, where memory bounds cannot be checked, and the run does not say "
+                     "it is a sanitizer run (INFERGATE_SANITIZER_RUN=1): the bounds would go unchecked";
+  } else {
+    std::printf("memory bound not checked under AddressSanitizer (a sanitizer run: the plain build checks it)\n");
+  }
+  return false;
+#else
+  return true;
+#endif
+}
 
 // `service`'s health as a new connection to `address` asks it ("" is
 // readiness, "liveness" liveness); UNKNOWN when the call fails.

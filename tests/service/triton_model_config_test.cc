@@ -49,7 +49,13 @@ TEST(TritonModelConfigTest, MapsEachServedField) {
       {R"({"version_policy": {"specific": {"versions": [1, "3"]}}})",
        "version_policy { specific { versions: [1, 3] } }", {"version_policy"}},
       {R"({"version_policy": {"all": {}}})", "version_policy { all {} }", {"version_policy"}},
-      {R"({"model_warmup": [{"name": "w"}]})", "warmup: true", {"warmup"}},
+      {R"({"model_warmup": [{"name": "w", "batch_size": 2, "count": 3, "inputs": {"INPUT__0": {"data_type":
+           "TYPE_FP32", "dims": [4], "random_data": true}, "ids": {"data_type": "TYPE_INT64", "dims": [2],
+           "input_data_file": "ids.bin"}}}]})",
+       R"(warmup: true warmup_samples { name: "w" batch_size: 2 count: 3
+            inputs { name: "INPUT__0" dtype: FLOAT32 dims: [4] source: RANDOM_DATA }
+            inputs { name: "ids" dtype: INT64 dims: [2] source: DATA_FILE data_file: "ids.bin" } })",
+       {"warmup", "warmup_samples"}},
       {R"({"response_cache": {"enable": false}, "model_transaction_policy": {"decoupled": false}})", "", {}},
       {R"({"parameters": {"INFERENCE_MODE": {"string_value": "true"}}, "default_model_filename": "model.pt"})", "",
        {"torchscript_optimization"}},
@@ -72,6 +78,13 @@ TEST(TritonModelConfigTest, RefusesWhatItDoesNotServeNamingTheField) {
       {R"({"name": "other"})", "parameters.config.name"},
       {R"({"platform": "onnxruntime_onnx"})", "platform"},
       {R"({"sequence_batching": {}})", "parameters.config.sequence_batching"},
+      {R"({"model_warmup": [{"name": "w"}]})", "parameters.config.model_warmup[0].batch_size: must be at least 1"},
+      {R"({"model_warmup": [{"batch_size": 1, "inputs": {"x": {"data_type": "TYPE_FP32", "dims": [1],
+           "zero_data": true, "random_data": true}}}]})",
+       "model_warmup[0].inputs[\"x\"]: expected one of zero_data, random_data or input_data_file"},
+      {R"({"model_warmup": [{"batch_size": 1, "inputs": {"x": {"data_type": "TYPE_FP32", "dims": [1],
+           "input_data_file": "../../etc/passwd"}}}]})",
+       "model_warmup[0].inputs[\"x\"].input_data_file: expected a file name in the model folder's warmup/ folder"},
       {R"({"ensemble_scheduling": {"step": [{"model_name": "a"}]}})", "ensemble_scheduling"},
       {R"({"model_transaction_policy": {"decoupled": true}})", "model_transaction_policy"},
       {R"({"parameters": {"ENABLE_NVFUSER": {"string_value": "true"}}})", "parameters.config.parameters.ENABLE_NVFUSER"},
