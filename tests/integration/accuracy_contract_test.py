@@ -155,6 +155,8 @@ def main():
             server.wait_serving()
             return server, v1_grpc.InferenceServiceStub(grpc.insecure_channel(server.address))
 
+        served_versions = {}  # model: the version its last answer came from
+
         def infer(stub, model, x, device, precision=v1c.AUTO, fallback=v1.ALLOW):
             req = v1.InferRequest(model=model, device=device, precision=precision, fallback=fallback)
             req.inputs.add(name="", dtype=v1t.FLOAT32, shape=list(x.shape), data=x.contiguous().numpy().tobytes())
@@ -164,6 +166,7 @@ def main():
             for d in out.shape:
                 n *= d
             y = torch.tensor(struct.unpack("<%df" % n, out.data)).reshape(list(out.shape))
+            served_versions[model] = resp.placement.model_version
             return y, names.get(resp.placement.dtype, "?"), resp.placement.precision_reason
 
         def checks(stub, model):
@@ -184,8 +187,11 @@ def main():
                 y, dtype, reason = infer(stub, model, x, device, precision)
                 after = {k: c.state for k, c in checks(stub, model).items() if k[0] == device}
                 busy = "checking" in after.values()
-                if (before == after and not busy and not reason.startswith("unverified")) or time.time() > deadline:
+                if before == after and not busy and not reason.startswith("unverified"):
                     return y, dtype, reason
+                if time.time() > deadline:
+                    fail("%s on %s never settled in 120 s: checks %s, last answer %s %r" %
+                         (model, device, after, dtype, reason))
                 time.sleep(0.05)
 
         def expect_close(what, got, want, dtype):
@@ -224,8 +230,9 @@ def main():
 
         # 1. FP16 overflow: first answer before the check is FP32 and says so.
         y, dtype, reason = infer(stub, "overflow", x, "mps")
-        if dtype == "FLOAT16" and not reason:
-            fail("overflow on mps ran in FLOAT16 before any check: %s" % reason)
+        if dtype != "FLOAT32" or not reason.startswith("unverified:"):
+            fail("overflow on mps before any check: ran %s with reason %r, expected FLOAT32 'unverified:...'" %
+                 (dtype, reason))
         expect_close("overflow mps first answer", y, want, dtype)
         for device in ("mps", "cuda:0"):
             y, dtype, reason = settle(stub, "overflow", x, device)
@@ -359,6 +366,8 @@ def main():
             f.write(edited)
         server, stub = start()
         settle(stub, "gentle", g, "cuda:0")
+        if served_versions.get("gentle") != 2:
+            fail("gentle's answers came from version %s, not the new version 2" % served_versions.get("gentle"))
         if metric(server, model="gentle", device="cuda:0") != 0:
             fail("gentle version 2 (same bytes) on cuda:0 was checked again")
         settle(stub, "gentle", g, "mps")
