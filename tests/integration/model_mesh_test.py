@@ -163,8 +163,9 @@ instance_group [ { kind: KIND_CPU } ]
         model_file = os.path.getsize(os.path.join(folder, "1", "model.pt"))
         predicted = spi.predictModelSize(mm.PredictModelSizeRequest(modelId="mlp__isvc-1", modelType="pytorch",
                                                                     modelPath=folder), timeout=30).sizeInBytes
-        check(0 < predicted and abs(predicted - model_file) <= model_file,
-              "predicted %d for a %d-byte model file" % (predicted, model_file))
+        # Nothing learned yet: the estimate is the file's size scaled to the
+        # dtype a cold start picks (FLOAT32 on the CPU: the size itself).
+        check(predicted == model_file, "predicted %d for a %d-byte model file" % (predicted, model_file))
         # What the repository holds resident (its mlp, warmed up): every figure
         # below is the cache's total less this.
         base = resident()[0]
@@ -259,8 +260,18 @@ instance_group [ { kind: KIND_CPU } ]
         # --- a cancelled load, then unloadModel at once (ModelMesh's sequence)
         slow = os.path.join(mesh, "slow-warm")
         before = resident()[0]
+        def log_has(text, timeout=60):
+            deadline = time.time() + timeout
+            while time.time() < deadline:
+                if text in open(server.log_path).read():
+                    return True
+                time.sleep(0.02)
+            return False
+
+        # Cancelled once the server has begun the load (its log says so), so
+        # the cancellation is the server's to handle, not gRPC's.
         call = spi.loadModel.future(mm.LoadModelRequest(modelId="slow__isvc-4", modelPath=slow), timeout=90)
-        time.sleep(0.3)
+        check(log_has("loading 'slow__isvc-4'"), "the load of slow__isvc-4 never began")
         call.cancel()
         spi.unloadModel(mm.UnloadModelRequest(modelId="slow__isvc-4"), timeout=90)
         check(resident()[0] == before, "a cancelled load left bytes resident")
@@ -269,18 +280,16 @@ instance_group [ { kind: KIND_CPU } ]
                      grpc.StatusCode.NOT_FOUND)
         # A cancelled load without the unload undoes itself once it finishes.
         call = spi.loadModel.future(mm.LoadModelRequest(modelId="slow__isvc-5", modelPath=slow), timeout=90)
-        time.sleep(0.3)
+        check(log_has("loading 'slow__isvc-5'"), "the load of slow__isvc-5 never began")
         call.cancel()
         deadline = time.time() + 90
         while time.time() < deadline and ("slow__isvc-5" in indexed() or resident()[0] != before):
             time.sleep(0.1)
         check("slow__isvc-5" not in indexed() and resident()[0] == before,
               "a cancelled load stayed: %s, %d bytes" % (indexed(), resident()[0]))
-        # Each cancelled load that reached the server was undone by the rule
-        # for it (a call cancelled before its handler ran loads nothing).
-        log = open(server.log_path).read()
+        # Each cancelled load was undone by the rule for it.
         for model_id in ["slow__isvc-4", "slow__isvc-5"]:
-            check("loading '%s'" % model_id not in log or "'%s': load cancelled; unloaded again" % model_id in log,
+            check(log_has("'%s': load cancelled; unloaded again" % model_id),
                   "%s: no sign of the undo in the log" % model_id)
         # The same id loads afterwards.
         check(spi.loadModel(mm.LoadModelRequest(modelId="slow__isvc-5", modelPath=slow),
