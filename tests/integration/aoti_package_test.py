@@ -38,6 +38,7 @@ import struct
 import sys
 import threading
 import time
+import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from igtest import Server, check, checks_made, fail, open_inference_setup  # noqa: E402
@@ -293,11 +294,24 @@ def main():
         cuda = [d for d in devices if d.id == "cuda:0"][0]
         check("late_variants:1:FLOAT32" in cuda.resident_models, "cold start: %s" % resident)
 
-        # --- the cache counts the package's bytes
-        devices = v1stub.ListDevices(v1.ListDevicesRequest(), timeout=30).devices
-        cpu = [d for d in devices if d.id == "cpu"][0]
-        check(cpu.cache_resident_bytes >= 300000, "cpu cache holds %d bytes" % cpu.cache_resident_bytes)
-        check(any(m.startswith("mlp_pt2:1:") for m in cpu.resident_models), "resident: %s" % cpu.resident_models)
+        # --- the cache counts the package's bytes: its compiled library for
+        # the CPU (weights included), what mlp_pt2's copy adds to the CPU's
+        # cache when it loads again after an unload
+        def cpu_cache():
+            cpu = [d for d in v1stub.ListDevices(v1.ListDevicesRequest(), timeout=30).devices if d.id == "cpu"][0]
+            return cpu.cache_resident_bytes, list(cpu.resident_models)
+        with zipfile.ZipFile(package) as z:
+            library = sum(i.file_size for i in z.infolist()
+                          if i.filename.endswith(".so") and "/data/aotinductor/model/" in "/" + i.filename)
+        check(library > 300000, "the package's CPU library is %d bytes" % library)
+        v1stub.UnloadModel(v1.UnloadModelRequest(model="mlp_pt2", version="1"), timeout=60)
+        without, resident = cpu_cache()
+        check(not any(m.startswith("mlp_pt2:1:") for m in resident), "resident after unload: %s" % resident)
+        v1_infer("mlp_pt2", rows(1, 1), device="cpu")
+        with_it, resident = cpu_cache()
+        check(any(m.startswith("mlp_pt2:1:") for m in resident), "resident: %s" % resident)
+        check(library <= with_it - without <= library + (4 << 20),
+              "mlp_pt2's copy adds %d bytes to the cpu cache; its library is %d" % (with_it - without, library))
 
         # --- .pt replaced by .pt2 under load: no request lost
         stop = threading.Event()
@@ -345,8 +359,21 @@ def main():
         on_disk = sorted(os.path.join(temp, name) for name in os.listdir(temp))
         check(on_disk == unpacked, "folders under TMPDIR that hold no loaded package (a refused load's?): %s" %
               sorted(set(on_disk) - set(unpacked)))
+        # Each unloaded model's folders go with it, while the server runs.
+        log = open(server.log_path).read()
+        theirs = set()
+        for model in ["mlp_pt2", "mlp_pt2_variants", "swap"]:
+            theirs |= set(re.findall(r"model '%s': loaded variant .* unpacked in (\S+)" % model, log))
+        theirs = {f for f in theirs if os.path.exists(f)}  # earlier copies' went when they were replaced
+        check(len(theirs) >= 3, "the loaded models' unpacked folders: %s" % sorted(theirs))
         for model in ["mlp_pt2", "mlp_pt2_variants", "swap"]:
             v1stub.UnloadModel(v1.UnloadModelRequest(model=model, version="1"), timeout=60)
+        deadline = time.time() + 30
+        while time.time() < deadline and any(os.path.exists(f) for f in theirs):
+            time.sleep(0.1)
+        check(not any(os.path.exists(f) for f in theirs),
+              "unpacked folders still there after their models were unloaded: %s" %
+              sorted(f for f in theirs if os.path.exists(f)))
         check(server.stop() == 0, "server did not exit cleanly")
         server = None
         left = os.listdir(temp)
