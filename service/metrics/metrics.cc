@@ -431,8 +431,10 @@ void Metrics::RecordTorchServe(const std::string& model, const InferenceResult* 
   }
   const prometheus::Labels labels{{"model_name", model}, {"model_version", version}};
   Cached(*ts_requests_, labels).Increment();
-  if (result == nullptr) return;
+  // Every answered call's time, as infergate_request_duration_seconds
+  // counts it (failed calls too); queue time only for calls that queued.
   Cached(*ts_latency_us_, labels).Increment(static_cast<double>(total_us));
+  if (result == nullptr) return;
   Cached(*ts_queue_us_, labels).Increment(static_cast<double>(result->timing.queue_us));
 }
 

@@ -108,16 +108,18 @@ def make_images():
     return out
 
 
-def torchserve_top5(model, labels, image_bytes):
+def torchserve_top5(model, labels, image_bytes, convert_rgb=False):
     """What TorchServe's image_classifier answers: its own pipeline
-    (Pillow, torchvision's transforms), softmax and top 5 by label."""
+    (Pillow, torchvision's transforms), softmax and top 5 by label; with
+    `convert_rgb`, the image converted to RGB by Pillow first."""
     import torch
     import torch.nn.functional as F
     from PIL import Image
     from torchvision import transforms
     pipeline = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(),
                                    transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])])
-    x = torch.stack([pipeline(Image.open(io.BytesIO(image_bytes)))])
+    image = Image.open(io.BytesIO(image_bytes))
+    x = torch.stack([pipeline(image.convert("RGB") if convert_rgb else image)])
     with torch.no_grad():
         probs, classes = torch.topk(F.softmax(model(x), dim=1), 5, dim=1)
     return [(labels[str(c)][-1], p) for c, p in zip(classes[0].tolist(), probs[0].tolist())]
@@ -157,10 +159,13 @@ def check_image_classifier(base, grpc_address, api, ts, model, labels, images):
     check(status == 200 and same_top5(got["predictions"][0], torchserve_top5(model, labels, images["photo.jpg"])) and
           same_top5(got["predictions"][1], torchserve_top5(model, labels, images["drawing.png"])),
           "KServe V1 with two base64 images: %r" % (got,))
-    # Images TorchServe's own pipeline fails on are converted to RGB here.
+    # Images TorchServe's own pipeline fails on are converted to RGB here,
+    # as Pillow's convert("RGB") does (grey replicated, alpha dropped).
     for name in ("gray.jpg", "alpha.png"):
+        want = torchserve_top5(model, labels, images[name], convert_rgb=True)
         status, got = http(base, "POST", "/predictions/clf", images[name])
-        check(status == 200 and len(got) == 5, "%s answers its top 5: %r" % (name, got))
+        check(status == 200 and same_top5(got, want), "%s: %r, Pillow's RGB through TorchServe's pipeline says %r"
+              % (name, got, want))
     # Broken images are refused, naming why.
     status, body = http(base, "POST", "/predictions/clf", images["photo.jpg"][:len(images["photo.jpg"]) // 2])
     check(status == 400 and "truncated" in body["message"], "a truncated JPEG: %r" % (body,))
@@ -379,8 +384,16 @@ def main():
         requests_v2 = value("ts_inference_requests_total", "mlp", "2.0")
         check(requests_v2 == 3, "ts_inference_requests_total for mlp 2.0 (REST, OIP, gRPC): %r" % requests_v2)
         check((value("ts_inference_requests_total", "mlp", "1.0") or 0) >= 20, "mlp 1.0 requests counted")
-        check((value("ts_inference_latency_microseconds", "mlp", "1.0") or 0) > 0, "latency counted")
-        check(value("ts_queue_latency_microseconds", "clf", "1.0") is not None, "queue latency exported")
+        # TorchServe's latency names are infergate's duration sums, in microseconds.
+        def total(pattern):
+            return sum(float(v) for v in re.findall(pattern, metrics, re.M))
+        for ts_name, ig_name, model in (("ts_inference_latency_microseconds", "infergate_request_duration_seconds",
+                                         "mlp"),
+                                        ("ts_queue_latency_microseconds", "infergate_queue_duration_seconds", "clf")):
+            ts_total = total(r'^%s\{model_name="%s",model_version="[^"]*"\} (\S+)$' % (ts_name, model))
+            ig_total = total(r'^%s_sum\{[^}]*model="%s"[^}]*\} (\S+)$' % (ig_name, model)) * 1e6
+            check(ts_total > 0 and abs(ts_total - ig_total) <= 2 + 1e-6 * ig_total,
+                  "%s for %s is %.1f us; %s sums to %.1f us" % (ts_name, model, ts_total, ig_name, ig_total))
         check("infergate_requests_total{" in metrics, "infergate's own names stay")
         decoded = re.search(r'^infergate_handler_input_duration_seconds_count\{model="clf"\} (\S+)$', metrics, re.M)
         check(decoded and float(decoded.group(1)) >= 8, "the image handler's input time is measured per image")
