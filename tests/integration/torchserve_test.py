@@ -373,6 +373,16 @@ def main():
             except grpc.RpcError as e:
                 check(e.code() == code and needle in (e.details() or ""), "gRPC refusal: %s %s" % (e.code(), e.details()))
 
+        # TorchServe's streaming RPCs are not served: UNIMPLEMENTED, saying so.
+        for stream in (lambda: list(api.StreamPredictions(ts.PredictionsRequest(model_name="mlp"), timeout=30)),
+                       lambda: list(api.StreamPredictions2(iter([ts.PredictionsRequest(model_name="mlp")]),
+                                                          timeout=30))):
+            try:
+                stream()
+                fail("a TorchServe streaming RPC answered")
+            except grpc.RpcError as e:
+                check(e.code() == grpc.StatusCode.UNIMPLEMENTED, "streaming RPC: %s %s" % (e.code(), e.details()))
+
         check_image_classifier(base, server.address, api, ts, clf, labels, images)
         channel.close()
 
