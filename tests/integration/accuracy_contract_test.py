@@ -255,6 +255,15 @@ def main():
             except grpc.RpcError as e:
                 if e.code() != grpc.StatusCode.FAILED_PRECONDITION or "accuracy" not in e.details():
                     fail("overflow FP16 DENY: %s %s" % (e.code(), e.details()))
+        # The verified check's error is exported (a README promise): overflow's
+        # BF16 check on cuda:0, finite and within BF16's relative tolerance.
+        with urllib.request.urlopen("http://%s/metrics" % server.metrics_address, timeout=30) as r:
+            scraped = r.read().decode()
+        errors = [float(m.group(1)) for m in re.finditer(
+            r'^infergate_precision_check_relative_error\{(?=[^}]*model="overflow")(?=[^}]*device="cuda:0")[^}]*\} (\S+)$',
+            scraped, re.M)]
+        if not errors or not all(0 <= e <= TOLERANCE["BFLOAT16"][1] for e in errors):
+            fail("infergate_precision_check_relative_error for overflow on cuda:0: %s" % errors)
         # Visible through the Open Inference Protocol: metadata and config parameters.
         def rest(path):
             with urllib.request.urlopen("http://%s%s" % (server.http_address, path), timeout=30) as r:
