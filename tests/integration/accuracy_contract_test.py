@@ -387,6 +387,19 @@ def main():
             fail("overflow version 2 (new bytes) was not checked")
         if server.stop() != 0:
             fail("server did not stop cleanly")
+
+        # --precision-checks=false: the contract is off; the policy's pick
+        # (FP16 on mps, for the overflow model that a check refuses) serves
+        # from the first answer, unchecked and without a reason, and no check
+        # runs.
+        server, stub = start(["--precision-checks=false"])
+        y, dtype, reason = infer(stub, "overflow", x, "mps")
+        if dtype != "FLOAT16" or reason:
+            fail("with --precision-checks=false, overflow on mps ran %s with reason %r" % (dtype, reason))
+        if metric(server) != 0:
+            fail("a check ran with --precision-checks=false")
+        if server.stop() != 0:
+            fail("server did not stop cleanly")
         print("accuracy contract: all checks passed")
     finally:
         for s in servers:
