@@ -112,6 +112,14 @@ TEST(ImageDecode, RefusesDamagedAndHugeImagesWithoutReadingPastThem) {
   absl::StatusOr<RgbImage> huge = DecodeImage(Png(40000, 40000, ""), "body");
   EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(huge.status().message().find("40000x40000"), std::string::npos) << huge.status();
+  // The bound is the README's 8192 x 8192 pixels: one more row is refused for
+  // its size; at the bound the size passes (and this header's missing image
+  // data is what is refused).
+  absl::Status over = DecodeImage(Png(8192, 8193, ""), "body").status();
+  EXPECT_NE(over.message().find("8192x8193"), std::string::npos) << over;
+  absl::Status at_bound = DecodeImage(Png(8192, 8192, ""), "body").status();
+  EXPECT_EQ(at_bound.message().find("8192x8192"), std::string::npos) << at_bound;
+  EXPECT_FALSE(at_bound.ok());
   absl::StatusOr<RgbImage> jpeg = DecodeImage(std::string("\xFF\xD8\xFF\xE0garbage", 11), "input");
   EXPECT_EQ(jpeg.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(jpeg.status().message().find("input: not a readable JPEG"), std::string::npos) << jpeg.status();
