@@ -282,6 +282,9 @@ instance_group [ { kind: KIND_CPU } ]
         call = spi.loadModel.future(mm.LoadModelRequest(modelId="slow__isvc-5", modelPath=slow), timeout=90)
         check(log_has("loading 'slow__isvc-5'"), "the load of slow__isvc-5 never began")
         call.cancel()
+        # The undo happens once the load finishes: wait for it, then look.
+        check(log_has("'slow__isvc-5': load cancelled; unloaded again", timeout=90),
+              "slow__isvc-5: no sign of the undo in the log")
         deadline = time.time() + 90
         while time.time() < deadline and ("slow__isvc-5" in indexed() or resident()[0] != before):
             time.sleep(0.1)
@@ -302,6 +305,21 @@ instance_group [ { kind: KIND_CPU } ]
         index = indexed()
         check("mlp__isvc-1" not in index and "slow__isvc-5" not in index and index.get("mlp") == "READY",
               "after runtimeStatus: %s" % index)
+        check(server.stop() == 0, "server did not exit cleanly")
+        server = None
+
+        # --- on a unix: socket (no model root needed: the file's permissions
+        # guard it): ModelMesh reaches the SPI through the socket's path.
+        socket_path = os.path.join(work, "mesh.sock")
+        server = Server(args.server, ["--model-repository=" + repo, "--modelmesh-address=unix:" + socket_path],
+                        os.path.join(work, "server-unix.log"))
+        server.wait_serving()
+        spi = mm_grpc.ModelRuntimeStub(grpc.insecure_channel("unix:" + socket_path))
+        check(spi.runtimeStatus(mm.RuntimeStatusRequest(), timeout=90).status == mm.RuntimeStatusResponse.READY,
+              "runtimeStatus over unix:%s" % socket_path)
+        loaded = spi.loadModel(mm.LoadModelRequest(modelId="mlp__isvc-9", modelPath=os.path.join(mesh, "mlp-pulled")),
+                               timeout=90)
+        check(loaded.sizeInBytes > 0, "a load over the unix socket: %s" % loaded)
         check(server.stop() == 0, "server did not exit cleanly")
         server = None
         print("model_mesh_test: %d checks passed" % checks_made())

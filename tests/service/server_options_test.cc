@@ -253,6 +253,13 @@ TEST(ServerOptions, ModelMeshOnTcpNeedsAModelRoot) {
   EXPECT_TRUE(ParseServerOptions(3, rooted, &help).ok());
   const char* socket[] = {"infergate", "--modelmesh-address=unix:/run/infergate/mesh.sock"};
   EXPECT_TRUE(ParseServerOptions(2, socket, &help).ok());
+  // Beyond loopback it is refused, root or not.
+  for (const char* open : {"--modelmesh-address=0.0.0.0:8085", "--modelmesh-address=[::]:8085"}) {
+    const char* args[] = {"infergate", open, "--modelmesh-model-root=/models"};
+    auto beyond = ParseServerOptions(3, args, &help);
+    ASSERT_FALSE(beyond.ok()) << open;
+    EXPECT_NE(beyond.status().message().find("is reachable beyond this host"), std::string::npos) << beyond.status();
+  }
 }
 
 TEST(ServerOptions, OnlyLoopbackAddressesCountAsLocal) {
