@@ -412,6 +412,28 @@ def main():
         server = None
         check(code == 0, "clean exit: %r" % code)
         check(not os.path.exists(work_folder), "the work folder %s is removed at exit" % work_folder)
+
+        # DELETE /models/{model} is an admin call: refused without the admin
+        # token (403 on a default server, 401 with a token file and no
+        # token), done with it.
+        admin_token = "torchserve-test-admin-0123456789"
+        with open(os.path.join(work, "admin.tok"), "w") as f:
+            f.write(admin_token + "\n")
+        server = Server(args.server, ["--model-repository=" + store, "--open-admin-api=false",
+                                      "--admin-token-file=" + os.path.join(work, "admin.tok")],
+                        os.path.join(work, "server-admin.log"))
+        server.wait_serving()
+        base = "http://" + server.http_address
+        status, body = http(base, "DELETE", "/models/mlp")
+        check(status in (401, 403), "DELETE /models/mlp without the admin token: %d %r" % (status, body))
+        status, body = http(base, "DELETE", "/models/mlp", headers={"Authorization": "Bearer not-the-token-000000"})
+        check(status in (401, 403), "DELETE /models/mlp with a wrong token: %d %r" % (status, body))
+        check(http(base, "GET", "/models/mlp")[0] == 200, "a refused DELETE unregistered mlp")
+        status, body = http(base, "DELETE", "/models/mlp", headers={"Authorization": "Bearer " + admin_token})
+        check(status == 200, "DELETE /models/mlp with the admin token: %d %r" % (status, body))
+        code = server.stop()
+        server = None
+        check(code == 0, "clean exit with tokens: %r" % code)
         print("PASS: %d checks" % checks_made())
     finally:
         if server is not None:
