@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "devices/system_info.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/integration/rest_connection.h"
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
@@ -96,6 +97,10 @@ void ExpectTheDrainTimeoutCutsTheQueue(bool rest) {
   }
   EXPECT_EQ(ready, Status::NOT_SERVING) << "readiness while draining";
   EXPECT_EQ(HealthStatus(server->address(), "liveness"), Status::SERVING) << "liveness while draining";
+  // TorchServe's /ping says so too: 500 Unhealthy while draining.
+  const RestAnswer ping = RestConnection(server->http_address()).Call("GET", "/ping");
+  EXPECT_EQ(ping.status, 500) << ping.body;
+  EXPECT_NE(ping.body.find("Unhealthy"), std::string::npos) << ping.body;
   EXPECT_EQ(server->WaitForExit(), 0) << server->Log();
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // The drain gives up at 300 ms; then the batches already running finish
