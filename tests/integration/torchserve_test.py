@@ -41,7 +41,7 @@ from igtest import Server, check, checks_made, fail, generate_stubs, required_ar
 
 
 def write_mar(path, model_name, version, serialized_name, serialized_bytes, handler, extra=None,
-              model_file=None, raw_entries=None):
+              model_file=None, raw_entries=None, config_file=None):
     """An archive as torch-model-archiver writes it (deflated zip, manifest
     first, files at the root)."""
     manifest = {"createdOn": "26/11/2026 12:00:00", "runtime": "python",
@@ -50,6 +50,8 @@ def write_mar(path, model_name, version, serialized_name, serialized_bytes, hand
                 "archiverVersion": "0.12.0"}
     if model_file:
         manifest["model"]["modelFile"] = model_file
+    if config_file:
+        manifest["model"]["configFile"] = config_file
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("MAR-INF/MANIFEST.json", json.dumps(manifest, indent=2))
         z.writestr(serialized_name, serialized_bytes)
@@ -195,8 +197,12 @@ def main():
             modules[version] = m
             buf = io.BytesIO()
             torch.jit.save(torch.jit.script(m), buf)
+            # Version 2.0 carries a model-config.yaml, which is not read (a
+            # warning says so; the snapshot's settings apply).
             write_mar(os.path.join(store, "model-store", mar), "mlp", version, "mlp.pt", buf.getvalue(),
-                      "base_handler")
+                      "base_handler", **({"config_file": "model-config.yaml",
+                                          "extra": {"model-config.yaml": "batchSize: 99\nmaxBatchDelay: 1\n"}}
+                                         if version == "2.0" else {}))
         # Archives that must be refused, each for its own reason.
         tiny = io.BytesIO()
         torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), tiny)
@@ -251,6 +257,8 @@ def main():
         laid_out = re.search(r"laid out in (\S+)/repository", text)
         check(laid_out is not None, "the server names its work folder:\n" + text[-2000:])
         work_folder = laid_out.group(1)
+        check("TorchServe archive mlp_v2.mar: its configFile 'model-config.yaml' is not read" in text,
+              "no warning that mlp_v2.mar's model-config.yaml is not read:\n" + text[-2000:])
         check(work_folder.startswith(tmp), "the work folder %s is under TMPDIR" % work_folder)
 
         # Health, listings.
