@@ -322,6 +322,30 @@ TEST_F(TracingTest, CallsWithoutTraceContextStartTheirOwnTrace) {
   EXPECT_GT(receiver_->spans_received(), before);
 }
 
+// A caller whose trace is not sampled (flags 00): the call records nothing,
+// and its log line still carries the caller's trace id. A sampled call
+// after it shows the collector received what was sent by then.
+TEST_F(TracingTest, AnUnsampledCallersTraceKeepsItsIdAndRecordsNothing) {
+  const Caller unsampled = NewCaller();
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("traceparent", "00-" + unsampled.trace_id + "-" + unsampled.parent_id + "-00");
+    v1::InferResponse resp;
+    ASSERT_TRUE(stub_->Infer(&ctx, Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
+  }
+  const Caller sampled = NewCaller();
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("traceparent", sampled.traceparent());
+    v1::InferResponse resp;
+    ASSERT_TRUE(stub_->Infer(&ctx, Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
+  }
+  ASSERT_NE(Named(WaitForTrace(sampled.trace_id), "infergate.v1.InferenceService/Infer"), nullptr);
+  EXPECT_TRUE(SpansOf(receiver_->Spans(), unsampled.trace_id).empty()) << "the unsampled call recorded spans";
+  EXPECT_NE(server_->Log().find("trace_id=" + unsampled.trace_id), std::string::npos)
+      << "the unsampled call's log line lacks the caller's trace id";
+}
+
 // 1% of the calls without a caller's trace, here none at all: a caller's
 // sampled trace is still followed.
 class TracingRatioTest : public TracingTest {
