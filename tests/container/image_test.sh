@@ -230,8 +230,10 @@ for _ in $(seq 1 300); do
 done
 [ "$busy" = 1 ] || fail "the cnn load never reached the server"
 kill -TERM "$server_pid"
+term_at=$(date +%s%N)
 rc=0
 timeout 45 tail --pid="$outer" -f /dev/null || fail "the server did not stop within 45 s of SIGTERM"
+drain_ms=$(( ($(date +%s%N) - term_at) / 1000000 ))
 wait "$outer" || rc=$?
 [ "$rc" = 0 ] || { cat "$log"; fail "the server exited with status $rc after SIGTERM"; }
 wait "$bench" || true
@@ -255,9 +257,16 @@ client_ok=$(grep -o 'requests=[0-9]*' <<<"$summary" | cut -d= -f2)
 [ "$((server_ok - ok_before))" = "$client_ok" ] ||
   fail "the server answered $((server_ok - ok_before)) calls OK during the load, the client received $client_ok: $tally; $summary"
 other_errors=$(grep -o ' [A-Z_]*=[0-9]*' <<<"$summary" | grep -v ' UNAVAILABLE=' | grep -v ' CANCELLED=' || true)
-[ -z "$other_errors" ] || fail "calls around SIGTERM failed with more than UNAVAILABLE or CANCELLED: $summary"
+# A call that waited out the client's 30 s deadline cannot have waited on
+# this server when it was gone sooner: after it exits the client keeps
+# calling its port for the rest of the load, and a server another test
+# started meanwhile may hold that port (seen once, beside the soak test).
+if [ "$drain_ms" -lt 30000 ]; then
+  other_errors=$(grep -v ' DEADLINE_EXCEEDED=' <<<"$other_errors" || true)
+fi
+[ -z "$other_errors" ] || { cat "$log"; fail "calls around SIGTERM failed with more than UNAVAILABLE or CANCELLED (the server stopped $drain_ms ms after SIGTERM; its log is above): $summary"; }
 grep -q 'draining for up to 30000 ms' "$log" || { cat "$log"; fail "no drain in the log (ConfigMap's 30s drain timeout)"; }
 grep -q '\] stopped$' "$log" || { cat "$log"; fail "the server did not log that it stopped"; }
 if grep -q 'frame #' "$log"; then cat "$log"; fail "a stack trace in the server's log"; fi
-echo "SIGTERM under load: drained, exit status 0; client: $(grep -o 'requests=[0-9]*' <<<"$summary") $(grep -o 'errors=.*' <<<"$summary"); server:${tally#*]}"
+echo "SIGTERM under load: drained in $drain_ms ms, exit status 0; client: $(grep -o 'requests=[0-9]*' <<<"$summary") $(grep -o 'errors=.*' <<<"$summary"); server:${tally#*]}"
 echo "PASS in $(( $(date +%s) - started )) s"
