@@ -520,12 +520,25 @@ def main():
         wait_until(lambda: cpu_status().queue_depth == 0, "the hung-up request to leave the queue")
         t.join()
         check(second["r"].status == 200, "second blocker answered: %r" % second.get("r"))
-        # Had it not been cancelled, the hung-up request would run now.
+        # A client that half-closes its side after sending (shutdown of its
+        # writes, the socket still open) counts as gone, as with nginx.
+        t, third = blocker()
+        half_closed = raw_connection(one.http_address,
+                                     b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\n"
+                                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) +
+                                     body)
+        wait_until(lambda: cpu_status().queue_depth > 0, "the half-closing client's request to queue")
+        half_closed.shutdown(socket.SHUT_WR)
+        wait_until(lambda: cpu_status().queue_depth == 0, "the half-closed request to leave the queue")
+        t.join()
+        half_closed.close()
+        check(third["r"].status == 200, "third blocker answered: %r" % third.get("r"))
+        # Had they not been cancelled, the hung-up requests would run now.
         wait_until(lambda: cpu_status().in_flight == 0 and cpu_status().queue_depth == 0, "the worker to idle")
-        check(slow_successes() == 2, "only the two blockers ran: %d" % slow_successes())
+        check(slow_successes() == 3, "only the three blockers ran: %d" % slow_successes())
         metrics = curl(one.metrics_address, "GET", "/metrics").body.decode()
-        check('infergate_rejections_total{model="slow",reason="cancelled"} 1' in metrics,
-              "the hang-up is counted as cancelled: %s" %
+        check('infergate_rejections_total{model="slow",reason="cancelled"} 2' in metrics,
+              "the hang-up and the half-close are counted as cancelled: %s" %
               [l for l in metrics.splitlines() if l.startswith("infergate_rejections_total")])
         check('infergate_rejections_total{model="slow",reason="deadline"} 1' in metrics,
               "the passed deadline is counted")
