@@ -346,6 +346,36 @@ TEST_F(TracingTest, AnUnsampledCallersTraceKeepsItsIdAndRecordsNothing) {
       << "the unsampled call's log line lacks the caller's trace id";
 }
 
+// Spans wait up to --trace-export-delay for their batch; a server that
+// stops flushes them first, so a call answered just before SIGTERM still
+// reaches the collector although its batch would only have gone out a
+// minute later.
+class TracingFlushTest : public TracingTest {
+ protected:
+  std::vector<std::string> MoreArgs() const override { return {"--trace-export-delay=60s"}; }
+};
+
+TEST_F(TracingFlushTest, SpansOfTheLastCallsAreFlushedWhenTheServerStops) {
+  const Caller caller = NewCaller();
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("traceparent", caller.traceparent());
+    v1::InferResponse resp;
+    ASSERT_TRUE(stub_->Infer(&ctx, Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
+  }
+  EXPECT_TRUE(SpansOf(receiver_->Spans(), caller.trace_id).empty()) << "exported before the stop: the delay is not 60 s";
+  stub_.reset();
+  channel_.reset();
+  const auto stop_started = std::chrono::steady_clock::now();
+  EXPECT_EQ(server_->Stop(), 0) << server_->Log();
+  server_.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_started, std::chrono::seconds(50))
+      << "the stop waited for the export delay instead of flushing";
+  const std::vector<Span> spans = SpansOf(receiver_->Spans(), caller.trace_id);
+  EXPECT_NE(Named(spans, "infergate.v1.InferenceService/Infer"), nullptr)
+      << "the call's spans were not flushed at stop (" << spans.size() << " spans)";
+}
+
 // 1% of the calls without a caller's trace, here none at all: a caller's
 // sampled trace is still followed.
 class TracingRatioTest : public TracingTest {
