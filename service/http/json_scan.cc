@@ -11,6 +11,7 @@ JsonScan ScanJson(absl::string_view text) {
   bool escaped = false;
   uint64_t separators = 0;  // ',' outside strings: one more value each
   uint64_t containers = 0;
+  uint64_t string_chars = 0;  // of the string being read
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '\0' && scan.first_nul < 0) scan.first_nul = static_cast<int64_t>(i);
@@ -21,11 +22,19 @@ JsonScan ScanJson(absl::string_view text) {
         escaped = true;
       } else if (c == '"') {
         in_string = false;
+        ++scan.strings;
+        // Escapes make the text longer than the string: an upper bound.
+        if (string_chars > JsonScan::kInlineStringChars) scan.string_heap += string_chars + 1 + 16;
+        continue;
       }
+      ++string_chars;
       continue;
     }
     switch (c) {
-      case '"': in_string = true; break;
+      case '"':
+        in_string = true;
+        string_chars = 0;
+        break;
       case '[':
       case '{':
         ++containers;

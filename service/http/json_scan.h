@@ -23,12 +23,22 @@ struct JsonScan {
   // which nlohmann's parser would end the document, ignoring what follows);
   // -1 when there is none.
   int64_t first_nul = -1;
+  uint64_t strings = 0;       // string tokens (values and keys)
+  uint64_t string_heap = 0;   // bytes of those too long for std::string's inline buffer, with their allocation
   // An estimate of the bytes the parsed tree holds: every value a 16-byte
-  // node with array slack, and each object member a map node with its key.
-  uint64_t TreeBytes() const { return values * kTreeBytesPerValue + members * kTreeBytesPerMember; }
+  // node with array slack, each object member a map node with its key, and
+  // each string its own heap object (a std::string and its allocation:
+  // nlohmann keeps strings by pointer), plus its characters when they do
+  // not fit inline. A million one-byte strings are some 112 MB of tree,
+  // not the 4 MB of their text.
+  uint64_t TreeBytes() const {
+    return values * kTreeBytesPerValue + members * kTreeBytesPerMember + strings * kTreeBytesPerString + string_heap;
+  }
 
   static constexpr uint64_t kTreeBytesPerValue = 64;
   static constexpr uint64_t kTreeBytesPerMember = 128;
+  static constexpr uint64_t kTreeBytesPerString = 48;
+  static constexpr uint64_t kInlineStringChars = 15;
 };
 
 JsonScan ScanJson(absl::string_view text);

@@ -67,7 +67,17 @@ TEST(JsonScan, TreeBytesGrowWithValuesNotBytes) {
   zeros += "]";
   std::string one_long_string = "[\"" + std::string(4000, 'x') + "\"]";
   EXPECT_GE(ScanJson(zeros).TreeBytes(), 1000 * 16u);
-  EXPECT_LT(ScanJson(one_long_string).TreeBytes(), 1000u);
+  // A long string's tree is its characters once more, not a node per byte.
+  EXPECT_GE(ScanJson(one_long_string).TreeBytes(), 4000u);
+  EXPECT_LT(ScanJson(one_long_string).TreeBytes(), 4300u);
+  // Short strings are each a heap object: a million one-byte strings are
+  // some 112 MB of tree, not 4 MB.
+  std::string letters = "[\"a\"";
+  for (int i = 0; i < 999; ++i) letters += ",\"a\"";
+  letters += "]";
+  EXPECT_GE(ScanJson(letters).TreeBytes(), 1000 * (JsonScan::kTreeBytesPerValue + JsonScan::kTreeBytesPerString));
+  EXPECT_EQ(ScanJson(letters).strings, 1000u);
+  EXPECT_EQ(ScanJson(R"({"key": "a string longer than fifteen", "b": "\"q\""})").strings, 4u);
 }
 
 }  // namespace
