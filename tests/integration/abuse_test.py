@@ -52,6 +52,16 @@ from igtest import (Server, check, checks_made, fail, reference_stubs, required_
                     memory_bounds_apply)  # noqa: E402
 
 BUDGET_MIB = 256
+# How long a well-behaved client's answer may take while the server is
+# under attack: 2 s, three times that when the server runs under
+# AddressSanitizer (every allocation checked, beside other tests on two
+# cores: 2.25 s was seen there once).
+ANSWER_BOUND_S = [2.0]  # set in main() from the server binary
+
+
+def built_with_asan(binary):
+    with open(binary, "rb") as f:
+        return b"libasan.so" in f.read()
 BODY_LIMIT_MIB = 32
 
 
@@ -129,7 +139,7 @@ class Watch:
     def finish(self, what):
         self.stop.set()
         self.thread.join()
-        check(not self.errors and self.slowest < 2.0,
+        check(not self.errors and self.slowest < ANSWER_BOUND_S[0],
               "%s: the well-behaved client: slowest answer %.2f s, errors %s" % (what, self.slowest, self.errors[:3]))
 
 
@@ -419,13 +429,16 @@ def grpc_burst(args, work, stubs):
     check(all(c == "OK" or c.startswith("RESOURCE_EXHAUSTED") for c in codes),
           "burst calls answered other than OK or RESOURCE_EXHAUSTED: %s" %
           sorted(set(c for c in codes if c != "OK" and not c.startswith("RESOURCE_EXHAUSTED")))[:5])
-    check(not errors and slowest < 2.0, "the small client during the burst: slowest %.2f s, errors %s" %
+    check(not errors and slowest < ANSWER_BOUND_S[0], "the small client during the burst: slowest %.2f s, errors %s" %
           (slowest, errors[:3]))
     check(server.stop() == 0, "burst server exits 0 on SIGTERM")
 
 
 def main():
     args = required_arguments("--server", "--make-models", "--make-store", "--reference-dir")
+    if built_with_asan(args.server):
+        ANSWER_BOUND_S[0] = 6.0
+    print("a well-behaved client's answers are bounded at %.0f s" % ANSWER_BOUND_S[0])
     work = tempfile.mkdtemp(prefix="ig_abuse_")
     try:
         os.environ["TMPDIR"] = work
