@@ -60,6 +60,15 @@ std::pair<int64_t, int64_t> RangeOf(DType dtype) {
   }
 }
 
+// `value` is a list as long as the first one at this depth (shape[depth]).
+absl::Status CheckListAtDepth(const nlohmann::json& value, const std::vector<int64_t>& shape, size_t depth,
+                              const std::string& where) {
+  if (value.is_array() && static_cast<int64_t>(value.size()) == shape[depth]) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      where, ": expected a list of ", shape[depth], " like the first at this depth, got ",
+      value.is_array() ? absl::StrCat("a list of ", value.size()) : std::string(value.type_name())));
+}
+
 // Collects the leaves of `value` in row-major order: as doubles for a
 // floating-point dtype, else as whole numbers checked against its range.
 absl::Status Collect(const nlohmann::json& value, const std::vector<int64_t>& shape, size_t depth, DType dtype,
@@ -81,11 +90,7 @@ absl::Status Collect(const nlohmann::json& value, const std::vector<int64_t>& sh
     wholes.push_back(n);
     return absl::OkStatus();
   }
-  if (!value.is_array() || static_cast<int64_t>(value.size()) != shape[depth]) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": expected a list of ", shape[depth], " like the first at this depth, got ",
-        value.is_array() ? absl::StrCat("a list of ", value.size()) : std::string(value.type_name())));
-  }
+  if (absl::Status s = CheckListAtDepth(value, shape, depth, where); !s.ok()) return s;
   for (size_t i = 0; i < value.size(); ++i) {
     absl::Status s = Collect(value[i], shape, depth + 1, dtype, absl::StrCat(where, "[", i, "]"), reals, wholes);
     if (!s.ok()) return s;
@@ -104,11 +109,7 @@ absl::Status CollectStrings(const nlohmann::json& value, const std::vector<int64
     strings.push_back(value.get<std::string>());
     return absl::OkStatus();
   }
-  if (!value.is_array() || static_cast<int64_t>(value.size()) != shape[depth]) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": expected a list of ", shape[depth], " like the first at this depth, got ",
-        value.is_array() ? absl::StrCat("a list of ", value.size()) : std::string(value.type_name())));
-  }
+  if (absl::Status s = CheckListAtDepth(value, shape, depth, where); !s.ok()) return s;
   for (size_t i = 0; i < value.size(); ++i) {
     absl::Status s = CollectStrings(value[i], shape, depth + 1, absl::StrCat(where, "[", i, "]"), strings);
     if (!s.ok()) return s;
