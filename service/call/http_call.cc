@@ -53,4 +53,9 @@ absl::StatusOr<Clock::time_point> RestDeadline(const HttpRequest& request, Clock
   return received + std::chrono::milliseconds(ms);
 }
 
+std::shared_ptr<void> HoldAnswer(InflightBudget* budget, uint64_t bytes) {
+  if (budget == nullptr) return nullptr;
+  return std::make_shared<InflightBudget::Reservation>(budget->Hold(bytes));
+}
+
 }  // namespace infergate

@@ -33,6 +33,11 @@ absl::StatusOr<Clock::time_point> RestDeadline(const HttpRequest& request, Clock
 // 504 deadline, 500 anything else.
 int HttpStatusFor(const absl::Status& status);
 
+// Counts an encoded answer of `bytes` in `budget` (null: none) while it is
+// written: set as the HttpResponse's `held`. Held, never refused: the
+// answer is computed (InflightBudget::Hold).
+std::shared_ptr<void> HoldAnswer(InflightBudget* budget, uint64_t bytes);
+
 // Starts `call`'s trace as an HTTP call (when the front end traces): the
 // span `span_name` ("POST <route>", a constant), the route, the path, the
 // caller's trace headers.

@@ -38,6 +38,22 @@ absl::StatusOr<InflightBudget::Reservation> InflightBudget::Reserve(uint64_t byt
   return Reservation(this, bytes);
 }
 
+InflightBudget::Reservation InflightBudget::Hold(uint64_t bytes) {
+  used_.fetch_add(bytes, std::memory_order_relaxed);
+  reserved_total_.fetch_add(bytes, std::memory_order_relaxed);
+  return Reservation(this, bytes);
+}
+
+void InflightBudget::Hold(Reservation& reservation, uint64_t bytes) {
+  Reservation more = Hold(bytes);
+  if (reservation.budget_ == nullptr) {
+    reservation = std::move(more);
+  } else {
+    reservation.bytes_ += more.bytes_;
+    more.budget_ = nullptr;  // its bytes now belong to `reservation`
+  }
+}
+
 absl::Status InflightBudget::Extend(Reservation& reservation, uint64_t bytes) {
   absl::StatusOr<Reservation> more = Reserve(bytes);
   if (!more.ok()) return more.status();

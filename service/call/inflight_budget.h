@@ -8,7 +8,11 @@
 // when its answer is sent; a call that does not fit is refused with
 // RESOURCE_EXHAUSTED at once, and the others go on being served.
 //
-// Threading: Reserve and the Reservation destructor may run on any thread
+// What a call holds after its model answered (its encoded answer, while
+// the transport writes it) is memory already taken: it is counted with
+// Hold, which cannot refuse, so that new requests wait until it goes.
+//
+// Threading: Reserve, Hold and the Reservation destructor may run on any thread
 // (lock-free). Reservations must not outlive the budget.
 
 #include <atomic>
@@ -51,6 +55,12 @@ class InflightBudget {
   // budget's): for memory that grows while it is produced. On refusal
   // `reservation` is unchanged.
   absl::Status Extend(Reservation& reservation, uint64_t bytes);
+  // Counts `bytes` the server already holds (an answer being written), past
+  // the limit if need be: never refused, and while it is held, requests
+  // that would pass the limit are refused or wait.
+  Reservation Hold(uint64_t bytes);
+  // The same, into `reservation` (empty, or one of this budget's).
+  void Hold(Reservation& reservation, uint64_t bytes);
 
   uint64_t in_use() const { return used_.load(std::memory_order_relaxed); }
   uint64_t limit() const { return limit_; }

@@ -53,7 +53,11 @@ bool IntakeGate::TryFastLane(absl::string_view peer, Ticket* ticket) {
   int& slots = fresh ? new_reads_ : fast_reads_;
   if (slots >= (fresh ? kMaxNewReads : kMaxFastReads)) return false;
   const uint64_t room = fresh ? kFastFloor : std::max(it->second.largest * 2, kFastFloor);
-  if (!Reserve(room, &ticket->room_)) return false;
+  // Counted, but not refused when the budget is full: the fast lane's
+  // reads are bounded by its slots (together at most one largest message
+  // and kMaxNewReads x kFastFloor), and a small request must not wait
+  // behind large ones, nor behind answers being written.
+  ticket->room_ = budget_->Hold(room);
   ++slots;
   ticket->fast_of_ = this;
   ticket->new_connection_ = fresh;

@@ -14,7 +14,10 @@
 //     is not held up by a burst of large ones), also when it is already in
 //     line. At most kMaxFastReads such reads at once for known connections
 //     and kMaxNewReads for new ones, as one may turn out larger than its
-//     room (it is then charged in full once read, or refused);
+//     room (it is then charged in full once read, or refused). Their room
+//     is counted in the budget but never refused, as it is bounded by the
+//     slots: at most one largest message (kMaxFastReads reads of at most
+//     an eighth of it) and kMaxNewReads x 64 KiB;
 //   - any other call needs room for a message of the largest size allowed
 //     (`room_bytes`), and waits in line for it, first come first served,
 //     holding no message: HTTP/2 flow control keeps its bytes with the
@@ -25,10 +28,11 @@
 // Either way the room is shrunk to the message's size once it is in, and
 // becomes the call's share of the budget.
 //
-// What is read at once is thus at most the budget, plus at most
-// kMaxFastReads + kMaxNewReads messages that grew past their room (in
-// practice kMaxNewReads: a known connection grows past twice its history
-// rarely).
+// What is read at once is thus at most the budget, plus the fast lane's
+// rooms, plus at most kMaxFastReads + kMaxNewReads messages that grew past
+// their room (in practice kMaxNewReads: a known connection grows past
+// twice its history rarely). Answers being written count in the budget
+// too (InflightBudget::Hold): while they fill it, large reads wait.
 //
 // Waiters ask again on their own (the front end's calls poll on a short
 // alarm on their own completion queue), so the gate calls nobody back.

@@ -381,7 +381,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     message->prepare_payload();
     beast::get_lowest_layer(stream_).expires_after(server_.options.request_timeout);
     http::async_write(stream_, *message,
-                      [self = this->shared_from_this(), message](beast::error_code ec, size_t) {
+                      [self = this->shared_from_this(), message, held = std::move(response.held)](beast::error_code ec,
+                                                                                                  size_t) {
                         self->busy_ = false;
                         if (!ec && self->linger_) return self->LingeringClose();
                         if (ec || !message->keep_alive()) return self->Close();

@@ -53,6 +53,10 @@ struct HttpResponse {
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  // Kept until the answer is written (or dropped), then let go: what the
+  // body counts against while it is held (an inference answer's share of
+  // the in-flight budget). Null for most answers.
+  std::shared_ptr<void> held;
 };
 
 using HttpResponder = std::function<void(HttpResponse)>;

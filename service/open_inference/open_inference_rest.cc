@@ -248,9 +248,11 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
   };
   auto exchange = std::make_shared<Exchange>();
   std::shared_ptr<InferCall> call =
-      InferCall::Begin(front_end_, model, [exchange, respond = std::move(respond)](const absl::Status& status) {
+      InferCall::Begin(front_end_, model, [exchange, respond = std::move(respond),
+                                           budget = front_end_.budget()](const absl::Status& status) {
         if (!status.ok()) return respond(Error(status));
         HttpResponse r = Json(200, std::move(exchange->answer.body));
+        r.held = HoldAnswer(budget, r.body.size());
         if (exchange->answer.json_length) {
           r.content_type = "application/octet-stream";
           r.headers.emplace_back("Inference-Header-Content-Length", absl::StrCat(*exchange->answer.json_length));

@@ -161,6 +161,7 @@ void InferStream::Answer(std::unique_ptr<inference::ModelStreamInferResponse> re
     CallbackLockGuard lock(mu_);
     in_flight_.erase(place.ticket);
     held_bytes_ += bytes;
+    CountHeldAnswers();
     if (!place.ordered) {
       to_write_.push_back(std::move(response));
     } else {
@@ -183,11 +184,19 @@ bool InferStream::Full() const {
          held_bytes_ >= kMaxHeldBytes;
 }
 
+void InferStream::CountHeldAnswers() {
+  if (held_bytes_ < answers_held_.bytes()) return answers_held_.ShrinkTo(held_bytes_);
+  if (InflightBudget* budget = front_end_.budget(); budget && held_bytes_ > answers_held_.bytes()) {
+    budget->Hold(answers_held_, held_bytes_ - answers_held_.bytes());
+  }
+}
+
 void InferStream::DropUnwritten() {
   for (const auto& r : to_write_) held_bytes_ -= r->ByteSizeLong();
   to_write_.clear();
   for (const auto& [slot, r] : waiting_) held_bytes_ -= r->ByteSizeLong();
   waiting_.clear();
+  CountHeldAnswers();
 }
 
 void InferStream::OnWriteDone(bool ok) {
@@ -196,6 +205,7 @@ void InferStream::OnWriteDone(bool ok) {
     CallbackLockGuard lock(mu_);
     if (writing_) held_bytes_ -= writing_->ByteSizeLong();
     writing_.reset();
+    CountHeldAnswers();
     if (!ok) {
       cancelled_ = true;  // the client is gone: nothing more can be written
       DropUnwritten();

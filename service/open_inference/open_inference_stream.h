@@ -15,7 +15,9 @@
 // A client that sends without reading its answers is held back: while the
 // stream holds kMaxHeldAnswers requests and answers not yet written, or
 // kMaxHeldBytes of answers, it reads no more requests, until the client
-// catches up. A request that fails is answered in its place, in-band
+// catches up. The answers it holds count in the in-flight budget (held,
+// never refused: they are computed), so that they hold off new requests
+// server-wide as requests do. A request that fails is answered in its place, in-band
 // (`error_message`), and the stream stays open. The client cancelling the
 // stream cancels every request still in flight.
 //
@@ -139,6 +141,8 @@ class InferStream {
   void Act(const Step& step);
   // Whether the stream holds as much as it may.
   bool Full() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Brings answers_held_ to held_bytes_, after held_bytes_ changed.
+  void CountHeldAnswers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Transport& transport_;
   const FrontEnd& front_end_;
@@ -160,6 +164,7 @@ class InferStream {
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   int submitting_ ABSL_GUARDED_BY(mu_) = 0;  // Submit calls still running
   uint64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of waiting_, to_write_ and writing_
+  InflightBudget::Reservation answers_held_ ABSL_GUARDED_BY(mu_);  // held_bytes_, in the budget
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;  // no read outstanding: the stream is Full()
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

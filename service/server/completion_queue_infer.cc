@@ -19,6 +19,7 @@
 #include "service/call/infer_call.h"
 #include "service/call/intake_gate.h"
 #include "service/grpc/message_bytes.h"
+#include "service/grpc/model_infer_answer_bytes.h"
 #include "service/v1/inference_service.h"
 #include "service/open_inference/open_inference_service.h"
 #include "service/open_inference/open_inference_stream.h"
@@ -223,6 +224,9 @@ struct V1Infer {
                      const Request& request, Response* response) {
     context.v1_service.SubmitInfer(call, ctx, model, &request, response);
   }
+  static absl::Status Serialize(const Response& response, grpc::ByteBuffer* out) {
+    return SerializeAnswerBytes(response, out);
+  }
 };
 
 struct ModelInfer {
@@ -233,6 +237,10 @@ struct ModelInfer {
   static void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
                      const Request& request, Response* response) {
     context.open_inference.SubmitModelInfer(call, ctx, model, &request, response);
+  }
+  // The outputs' bytes move into the answer's slices, uncopied.
+  static absl::Status Serialize(Response& response, grpc::ByteBuffer* out) {
+    return SerializeModelInferAnswer(response, out);
   }
 };
 
@@ -247,7 +255,9 @@ class UnaryExchange {
   virtual const std::string& BodyModel() const = 0;
   virtual void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx,
                       const std::string& model) = 0;
-  virtual absl::Status SerializeAnswer(grpc::ByteBuffer* out) const = 0;
+  // Serialises the answer into `out` and lets the answer message go: from
+  // then on only `out` holds it.
+  virtual absl::Status SerializeAnswer(grpc::ByteBuffer* out) = 0;
 };
 
 template <typename Method>
@@ -261,7 +271,11 @@ class UnaryExchangeOf final : public UnaryExchange {
     // The input tensors alias `request_`'s bytes, which live as long.
     Method::Submit(context, call, ctx, model, request_, &response_);
   }
-  absl::Status SerializeAnswer(grpc::ByteBuffer* out) const override { return SerializeAnswerBytes(response_, out); }
+  absl::Status SerializeAnswer(grpc::ByteBuffer* out) override {
+    const absl::Status serialized = Method::Serialize(response_, out);
+    typename Method::Response().Swap(&response_);  // its outputs' bytes go now, not with the call
+    return serialized;
+  }
 
  private:
   typename Method::Request request_;
@@ -380,6 +394,9 @@ class AsyncUnaryInferCall final : public AsyncCall {
       absl::Status answer = status;
       if (answer.ok()) answer = exchange_->SerializeAnswer(&response_bytes_);
       if (answer.ok()) {
+        // The answer is held until gRPC has written it: counted in the
+        // budget meanwhile, so that new reads wait for it to go.
+        if (InflightBudget* budget = context_.front_end.budget()) answer_held_ = budget->Hold(response_bytes_.Length());
         stream_.WriteAndFinish(response_bytes_, grpc::WriteOptions(), grpc::Status::OK, &finished_);
       } else {
         stream_.Finish(ToGrpcStatus(answer), &finished_);
@@ -393,6 +410,7 @@ class AsyncUnaryInferCall final : public AsyncCall {
   grpc::GenericServerAsyncReaderWriter stream_{&ctx_};
   grpc::ByteBuffer request_bytes_;
   grpc::ByteBuffer response_bytes_;
+  InflightBudget::Reservation answer_held_;  // response_bytes_' share of the budget, until the call goes
 };
 
 // A ModelStreamInfer stream (open_inference_stream.h) over the queue: its

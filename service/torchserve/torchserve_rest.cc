@@ -74,6 +74,7 @@ struct TorchServeRest::Prediction {
   // The instances' input tensors' bytes, held until the answer is sent
   // (this struct goes when the last call has ended).
   InflightBudget::Reservation rows_held;
+  InflightBudget* budget = nullptr;  // counts the answer while it is written
   Mutex mu;
   size_t calls_left ABSL_GUARDED_BY(mu) = 0;
   absl::Status first_error ABSL_GUARDED_BY(mu);
@@ -92,10 +93,13 @@ struct TorchServeRest::Prediction {
     if (protocol == Protocol::kKServeV1) {
       HttpResponse r;
       r.body = absl::StrCat("{\"predictions\": [", absl::StrJoin(rows, ", "), "]}");
+      rows.clear();
+      r.held = HoldAnswer(budget, r.body.size());
       return respond(std::move(r));
     }
     HttpResponse r;
     r.body = rows.empty() ? "null" : std::move(rows[0]);
+    r.held = HoldAnswer(budget, r.body.size());
     respond(std::move(r));
   }
 
@@ -218,6 +222,7 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
   auto prediction = std::make_shared<Prediction>();
   prediction->protocol = protocol;
   prediction->respond = std::move(respond);
+  prediction->budget = front_end_.budget();
   absl::StatusOr<PredictionTarget> target = models_.Resolve(model, version);
   if (!target.ok()) return prediction->Refuse(target.status());
   // Decoding and preprocessing images is CPU work of up to a second: it

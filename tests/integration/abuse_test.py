@@ -425,11 +425,13 @@ def grpc_burst(args, work, stubs):
         tally[c.split(":")[0]] = tally.get(c.split(":")[0], 0) + 1
     print("gRPC burst: %d calls %s; the small client: %d answered, slowest %.2f s, errors %s" %
           (len(codes), tally, served, slowest, errors[:3]))
-    # #67 asked for growth under 768 MiB; this stop's runs measured 584-801
-    # MiB (over it in 2 of about 6, on a busy 2-core machine), so the bound
-    # here is 1024 MiB until the spread is understood: it still fails the
-    # +2,540 MiB the burst took before the intake gate.
-    memory_check(pid, "gRPC burst of %d x 24 MiB" % (BURST_PROCESSES * BURST_STREAMS), before, 1024)
+    # What the server holds beyond the budget is working memory bounded by
+    # its threads, not by the clients: a message and its parsed copy on each
+    # of the 2 pollers, an output and its answer on each device worker, and
+    # the fast lane's rooms. Measured +573..+644 MiB (idle and with two busy
+    # loops beside it; +2,540 MiB before the intake gate, up to +801 before
+    # answers were counted in the budget and moved into gRPC uncopied).
+    memory_check(pid, "gRPC burst of %d x 24 MiB" % (BURST_PROCESSES * BURST_STREAMS), before, 768)
     check(all(c == "OK" or c.startswith("RESOURCE_EXHAUSTED") for c in codes),
           "burst calls answered other than OK or RESOURCE_EXHAUSTED: %s" %
           sorted(set(c for c in codes if c != "OK" and not c.startswith("RESOURCE_EXHAUSTED")))[:5])

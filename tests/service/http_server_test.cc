@@ -102,17 +102,17 @@ class HttpServerTest : public ::testing::Test {
         // Answered from another thread, after a while.
         std::thread([r] {
           std::this_thread::sleep_for(milliseconds(300));
-          r(HttpResponse{200, "text/plain", {}, "late"});
+          r(HttpResponse{200, "text/plain", {}, "late", nullptr});
         }).detach();
         return;
       }
       // Handlers that throw: before answering, and after.
       if (req->path == "/throw") throw std::bad_alloc();
       if (req->path == "/answer-then-throw") {
-        r(HttpResponse{200, "text/plain", {}, "answered"});
+        r(HttpResponse{200, "text/plain", {}, "answered", nullptr});
         throw std::runtime_error("after the answer");
       }
-      r(HttpResponse{200, "text/plain", {{"X-Path", req->path}}, req->method + " " + req->path + " " + req->body});
+      r(HttpResponse{200, "text/plain", {{"X-Path", req->path}}, req->method + " " + req->path + " " + req->body, nullptr});
     });
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
@@ -189,7 +189,7 @@ TEST_F(HttpServerTest, AClientThatHangsUpWhileWaitingFiresClientGone) {
   EXPECT_FALSE(fired.WaitFor(milliseconds(200))) << "fired while the client still waited";
   c.reset();  // hangs up
   EXPECT_TRUE(fired.WaitFor(milliseconds(60000)));
-  respond(HttpResponse{200, "text/plain", {}, "too late"});
+  respond(HttpResponse{200, "text/plain", {}, "too late", nullptr});
   // The server goes on serving.
   Client next(server_->port());
   ASSERT_TRUE(next.Send(Get("/after")));
@@ -207,7 +207,7 @@ TEST_F(HttpServerTest, APipelinedRequestWhileWaitingIsNotAHangUp) {
   ASSERT_TRUE(c.Send(Get("/next")));
   std::this_thread::sleep_for(milliseconds(200));  // let the watch see the bytes
   EXPECT_FALSE(request->client_gone->fired());
-  respond(HttpResponse{200, "text/plain", {{"X-Path", "/wait-for-test"}}, "held"});
+  respond(HttpResponse{200, "text/plain", {{"X-Path", "/wait-for-test"}}, "held", nullptr});
   EXPECT_NE(c.ReadResponse().find("X-Path: /wait-for-test"), std::string::npos);
   EXPECT_NE(c.ReadResponse().find("X-Path: /next"), std::string::npos);
   EXPECT_FALSE(request->client_gone->fired());
@@ -221,11 +221,28 @@ TEST_F(HttpServerTest, HangingUpAfterTheAnswerFiresNothing) {
   ASSERT_TRUE(c->Send(Get("/wait-for-test")));
   ASSERT_TRUE(WaitHeld(1));
   auto [request, respond] = Held(0);
-  respond(HttpResponse{200, "text/plain", {}, "held"});
+  respond(HttpResponse{200, "text/plain", {}, "held", nullptr});
   EXPECT_NE(c->ReadResponse().find("200 OK"), std::string::npos);
   c.reset();
   std::this_thread::sleep_for(milliseconds(200));
   EXPECT_FALSE(request->client_gone->fired());
+}
+
+// What an answer holds (its share of the in-flight budget) is kept while
+// it is written and let go once it is: nothing keeps it after.
+TEST_F(HttpServerTest, WhatAnAnswerHoldsIsLetGoOnceItIsWritten) {
+  StartServer({});
+  Client c(server_->port());
+  ASSERT_TRUE(c.Send(Get("/wait-for-test")));
+  ASSERT_TRUE(WaitHeld(1));
+  auto held = std::make_shared<int>(1);
+  std::weak_ptr<int> watched = held;
+  HttpResponse answer{200, "text/plain", {}, std::string(1 << 20, 'x'), std::move(held)};
+  Held(0).second(std::move(answer));
+  EXPECT_NE(c.ReadResponse().find("200 OK"), std::string::npos);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!watched.expired() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_TRUE(watched.expired()) << "the answer's held share outlived its write";
 }
 
 TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {

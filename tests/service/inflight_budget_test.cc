@@ -59,5 +59,25 @@ TEST(InflightBudget, ConcurrentReservationsNeverPassTheLimit) {
   EXPECT_EQ(budget.in_use(), 0u);
 }
 
+TEST(InflightBudget, HeldMemoryCountsPastTheLimitAndHoldsOffNewRequests) {
+  InflightBudget budget(1000);
+  absl::StatusOr<InflightBudget::Reservation> request = budget.Reserve(600);
+  ASSERT_TRUE(request.ok());
+  {
+    // An answer of 700 bytes already computed: counted, never refused.
+    InflightBudget::Reservation answer = budget.Hold(700);
+    EXPECT_EQ(answer.bytes(), 700u);
+    EXPECT_EQ(budget.in_use(), 1300u);
+    absl::StatusOr<InflightBudget::Reservation> next = budget.Reserve(1);
+    EXPECT_EQ(next.status().code(), absl::StatusCode::kResourceExhausted);
+    *request = InflightBudget::Reservation();  // the request goes
+    EXPECT_EQ(budget.in_use(), 700u);
+    EXPECT_EQ(budget.Reserve(400).status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_TRUE(budget.Reserve(300).ok());
+  }
+  EXPECT_EQ(budget.in_use(), 0u);
+  EXPECT_TRUE(budget.Reserve(1000).ok());
+}
+
 }  // namespace
 }  // namespace infergate

@@ -2,6 +2,7 @@
 // that parses, bytes that do not (the status, and nothing half-read left),
 // and an answer's bytes.
 #include "service/grpc/message_bytes.h"
+#include "service/grpc/model_infer_answer_bytes.h"
 
 #include <gtest/gtest.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
@@ -69,6 +70,48 @@ TEST(MessageBytes, AnAnswerSerialisesToItsWireBytes) {
   grpc::ByteBuffer bytes = BytesOf("stale");
   ASSERT_TRUE(SerializeAnswerBytes(answer, &bytes).ok());
   EXPECT_EQ(StringOf(bytes), answer.SerializeAsString());
+}
+
+// A ModelInfer answer whose outputs move into their own slices parses to
+// the same message (the raw outputs in order, every other field), for
+// outputs empty, small, and large enough for a two-byte and a three-byte
+// length; the outputs' bytes are not copied.
+TEST(MessageBytes, AModelInferAnswerWithItsOutputsMovedParsesToTheSameMessage) {
+  inference::ModelInferResponse answer;
+  answer.set_model_name("mlp");
+  answer.set_model_version("3");
+  answer.set_id("r9");
+  (*answer.mutable_parameters())["triton_final_response"].set_bool_param(true);
+  for (const char* name : {"a", "b", "c", "d"}) {
+    inference::ModelInferResponse::InferOutputTensor* out = answer.add_outputs();
+    out->set_name(name);
+    out->set_datatype("FP32");
+    out->add_shape(1);
+  }
+  answer.add_raw_output_contents(std::string(200, '\x01'));
+  answer.add_raw_output_contents("");
+  answer.add_raw_output_contents(std::string(70000, '\x02'));
+  answer.add_raw_output_contents(std::string(3 << 20, '\x03'));
+  const inference::ModelInferResponse expected = answer;
+  const char* large_bytes = answer.raw_output_contents(3).data();
+  grpc::ByteBuffer bytes = BytesOf("stale");
+  ASSERT_TRUE(SerializeModelInferAnswer(answer, &bytes).ok());
+  EXPECT_EQ(answer.raw_output_contents_size(), 0) << "the outputs moved out of the answer";
+  inference::ModelInferResponse parsed;
+  ASSERT_TRUE(ParseRequestBytes(bytes, &parsed).ok());
+  EXPECT_EQ(parsed.SerializeAsString(), expected.SerializeAsString());
+  EXPECT_EQ(bytes.Length(), expected.ByteSizeLong());
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(bytes.Dump(&slices).ok());
+  bool moved = false;
+  for (const grpc::Slice& slice : slices) moved = moved || reinterpret_cast<const char*>(slice.begin()) == large_bytes;
+  EXPECT_TRUE(moved) << "the 3 MiB output was copied, not moved";
+
+  inference::ModelInferResponse none;
+  ASSERT_TRUE(SerializeModelInferAnswer(none, &bytes).ok());
+  EXPECT_EQ(bytes.Length(), 0u);
+  ASSERT_TRUE(ParseRequestBytes(bytes, &parsed).ok());
+  EXPECT_EQ(parsed.ByteSizeLong(), 0u);
 }
 
 }  // namespace

@@ -112,7 +112,8 @@ double MetricValue(const std::string& metrics_address, const std::string& name, 
 
 class TracingTest : public ServerTest {
  protected:
-  TracingTest() : receiver_(std::make_unique<OtlpReceiver>()) {}
+  explicit TracingTest(OtlpReceiver::Protocol protocol = OtlpReceiver::Protocol::kGrpc)
+      : receiver_(std::make_unique<OtlpReceiver>(true, protocol)) {}
   std::vector<std::string> ExtraArgs() const override {
     std::vector<std::string> args = {"--otlp-endpoint=http://" + receiver_->address(), "--trace-export-delay=50ms",
                                      "--service-name=infergate-under-test", "--log-level=debug",
@@ -344,6 +345,30 @@ TEST_F(TracingTest, AnUnsampledCallersTraceKeepsItsIdAndRecordsNothing) {
   EXPECT_TRUE(SpansOf(receiver_->Spans(), unsampled.trace_id).empty()) << "the unsampled call recorded spans";
   EXPECT_NE(server_->Log().find("trace_id=" + unsampled.trace_id), std::string::npos)
       << "the unsampled call's log line lacks the caller's trace id";
+}
+
+// OTLP over HTTP (--otlp-protocol=http/protobuf): the same spans reach a
+// collector that takes POSTs of protobuf at /v1/traces.
+class TracingHttpTest : public TracingTest {
+ protected:
+  TracingHttpTest() : TracingTest(OtlpReceiver::Protocol::kHttpProtobuf) {}
+  std::vector<std::string> MoreArgs() const override { return {"--otlp-protocol=http/protobuf"}; }
+};
+
+TEST_F(TracingHttpTest, SpansGoToAnHttpCollectorAsProtobuf) {
+  const Caller caller = NewCaller();
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("traceparent", caller.traceparent());
+  v1::InferResponse resp;
+  ASSERT_TRUE(stub_->Infer(&ctx, Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
+  const std::vector<Span> spans = WaitForTrace(caller.trace_id);
+  const Span* server = Named(spans, "infergate.v1.InferenceService/Infer");
+  ASSERT_NE(server, nullptr) << "no server span reached the HTTP collector; posts: " << receiver_->HttpPosts().size();
+  EXPECT_EQ(HexId(server->parent_span_id()), caller.parent_id);
+  ExpectCallShape(spans, *server, "cpu");
+  const std::vector<std::string> posts = receiver_->HttpPosts();
+  ASSERT_FALSE(posts.empty());
+  EXPECT_EQ(posts[0], "/v1/traces application/x-protobuf");
 }
 
 // Spans wait up to --trace-export-delay for their batch; a server that
