@@ -509,6 +509,21 @@ def main():
                      400, "x-envoy-expected-rq-timeout-ms")
         t.join()
         check(first["r"].status == 200, "blocker answered: %r" % first.get("r"))
+        # TorchServe's and KServe V1's routes read the same deadline header:
+        # queued behind a blocker past it, 504; a bad value, 400 naming it.
+        for path, body, key in (("/predictions/slow", "[2, 2, 2, 2]", "message"),
+                                ("/v1/models/slow:predict", '{"instances": [[2, 2, 2, 2]]}', "error")):
+            t, first = blocker()
+            late = curl(one.http_address, "POST", path, body, headers=["Content-Type: application/json",
+                                                                       "x-envoy-expected-rq-timeout-ms: 200"],
+                        timeout=120)
+            check(late.status == 504 and "deadline" in late.json().get(key, ""), "%s past its deadline: %r" % (path, late))
+            bad = curl(one.http_address, "POST", path, body, headers=["Content-Type: application/json",
+                                                                      "x-envoy-expected-rq-timeout-ms: soon"])
+            check(bad.status == 400 and "x-envoy-expected-rq-timeout-ms" in bad.json().get(key, ""),
+                  "%s with a deadline of 'soon': %r" % (path, bad))
+            t.join()
+        check(first["r"].status == 200, "blocker answered: %r" % first.get("r"))
 
         t, second = blocker()
         body = slow_body.encode()
@@ -535,13 +550,13 @@ def main():
         check(third["r"].status == 200, "third blocker answered: %r" % third.get("r"))
         # Had they not been cancelled, the hung-up requests would run now.
         wait_until(lambda: cpu_status().in_flight == 0 and cpu_status().queue_depth == 0, "the worker to idle")
-        check(slow_successes() == 3, "only the three blockers ran: %d" % slow_successes())
+        check(slow_successes() == 5, "only the five blockers ran: %d" % slow_successes())
         metrics = curl(one.metrics_address, "GET", "/metrics").body.decode()
         check('infergate_rejections_total{model="slow",reason="cancelled"} 2' in metrics,
               "the hang-up and the half-close are counted as cancelled: %s" %
               [l for l in metrics.splitlines() if l.startswith("infergate_rejections_total")])
-        check('infergate_rejections_total{model="slow",reason="deadline"} 1' in metrics,
-              "the passed deadline is counted")
+        check('infergate_rejections_total{model="slow",reason="deadline"} 3' in metrics,
+              "the passed deadlines are counted, whatever route they came by")
         one_channel.close()
         check(one.stop() == 0, "exit status of the one-worker server")
 
@@ -576,6 +591,15 @@ def main():
             if r.status == 503:
                 saw_503 = True
                 check("draining" in r.json()["error"], "503 says draining: %r" % r)
+                # TorchServe's and KServe V1's routes drain with it.
+                ts = curl(http, "POST", "/predictions/mlp", json.dumps(x[:256]), ["Content-Type: application/json"],
+                          timeout=5)
+                check(ts.status == 503 and "draining" in ts.json().get("message", ""), "/predictions while draining: %r" % ts)
+                v1r = curl(http, "POST", "/v1/models/mlp:predict", json.dumps({"instances": [x[:256]]}), timeout=5)
+                check(v1r.status == 503 and "draining" in v1r.json().get("error", ""),
+                      "/v1/models/mlp:predict while draining: %r" % v1r)
+                ping = curl(http, "GET", "/ping", timeout=5)
+                check(ping.status == 500 and ping.json().get("status") == "Unhealthy", "/ping while draining: %r" % ping)
             if saw_503 and not saw_stream_refused:
                 answers = list(stub.ModelStreamInfer(iter([stream_req]), timeout=30))
                 check(len(answers) == 1 and "draining" in answers[0].error_message,
@@ -630,6 +654,19 @@ def main():
         auth = ["Authorization: Bearer " + infer_tok]
         check(curl(https, "POST", "/v2/models/mlp/infer", good, auth, scheme="https", extra=tls).status == 200,
               "inference token infers")
+        # TorchServe's and KServe V1's routes take the same tokens; /ping, as
+        # health, none.
+        for path, body in (("/predictions/mlp", json.dumps(x[:256])),
+                           ("/v1/models/mlp:predict", json.dumps({"instances": [x[:256]]}))):
+            refused = curl(https, "POST", path, body, ["Content-Type: application/json"], scheme="https", extra=tls)
+            check(refused.status == 401 and refused.headers.get("www-authenticate") == "Bearer",
+                  "%s without a token: %r" % (path, refused))
+            refused = curl(https, "POST", path, body, ["Content-Type: application/json", "Authorization: Bearer " + "w" * 24],
+                           scheme="https", extra=tls)
+            check(refused.status == 401, "%s with a wrong token: %r" % (path, refused))
+            answered = curl(https, "POST", path, body, ["Content-Type: application/json"] + auth, scheme="https", extra=tls)
+            check(answered.status == 200, "%s with the inference token: %r" % (path, answered))
+        check(curl(https, "GET", "/ping", scheme="https", extra=tls).status == 200, "/ping needs no token")
         check(curl(https, "GET", "/v2/models/mlp", headers=auth, scheme="https", extra=tls).status == 200,
               "inference token reads metadata")
         expect_error(curl(https, "POST", "/v2/repository/models/mlp/unload", headers=auth, scheme="https", extra=tls),
@@ -702,6 +739,32 @@ def main():
         check("serving the renewed TLS certificate" in open(os.path.join(WORK, "mutual.log")).read(),
               "the renewal is logged")
         check(mutual.stop() == 0, "mutual TLS server exit")
+
+        # --- one in-flight budget for every route: a request that needs more
+        # than it (a body under the size limit, whose JSON parse tree and
+        # tensors are several times larger) is refused 429 naming the flag,
+        # by the Open Inference route and by TorchServe's and KServe V1's
+        # alike; a small one is answered by each.
+        budgeted = Server(args.server, ["--model-repository=" + models, "--max-inflight-bytes=64KiB",
+                                        "--max-receive-bytes=64KiB"], os.path.join(WORK, "budgeted.log"))
+        servers.append(budgeted)
+        small, large = x[:256], [0.5] * 256 * 40  # bodies of about 2 KB and 51 KB
+        for path, body, key in (
+                ("/v2/models/mlp/infer", lambda v: infer_body([{"name": "x", "shape": [len(v) // 256, 256],
+                                                                "datatype": "FP32", "data": v}]), "error"),
+                ("/predictions/mlp", lambda v: json.dumps(v), "message"),  # one row: the handler adds the batch
+                ("/v1/models/mlp:predict", lambda v: json.dumps({"instances": [v[i:i + 256] for i in
+                                                                              range(0, len(v), 256)]}), "error")):
+            deadline = time.time() + 60
+            ok = curl(budgeted.http_address, "POST", path, body(small), ["Content-Type: application/json"])
+            while ok.status == 503 and time.time() < deadline:  # still starting
+                time.sleep(0.1)
+                ok = curl(budgeted.http_address, "POST", path, body(small), ["Content-Type: application/json"])
+            check(ok.status == 200, "%s within the budget: %r" % (path, ok))
+            over = curl(budgeted.http_address, "POST", path, body(large), ["Content-Type: application/json"])
+            check(over.status == 429 and "--max-inflight-bytes" in over.json().get(key, ""),
+                  "%s over the 64 KiB budget: %r" % (path, over))
+        check(budgeted.stop() == 0, "budgeted server exit")
         print("REST API: %d checks passed" % checks_made())
     finally:
         for s in servers:
