@@ -322,6 +322,38 @@ instance_group [ { kind: KIND_CPU } ]
         check(loaded.sizeInBytes > 0, "a load over the unix socket: %s" % loaded)
         check(server.stop() == 0, "server did not exit cleanly")
         server = None
+
+        # --- runtimeStatus is STARTING until the repository serves: a
+        # repository whose three models each warm up for about a second.
+        # The SPI answers from the first moment (its port is printed before
+        # warm-up), STARTING, then READY once the server is ready.
+        starting = os.path.join(work, "starting-repo")
+        for name in ("slow_a", "slow_b", "slow_c"):
+            copy_model(models, "slow", os.path.join(starting, name),
+                       open(os.path.join(models, "slow", "config.pbtxt")).read() + "warmup: true\n")
+        socket_path = os.path.join(work, "mesh-starting.sock")
+        server = Server(args.server, ["--model-repository=" + starting, "--modelmesh-address=unix:" + socket_path],
+                        os.path.join(work, "server-starting.log"))
+        spi = mm_grpc.ModelRuntimeStub(grpc.insecure_channel("unix:" + socket_path))
+        seen = []
+        deadline = time.time() + 120
+        while time.time() < deadline and (not seen or seen[-1] != mm.RuntimeStatusResponse.READY):
+            try:
+                status = spi.runtimeStatus(mm.RuntimeStatusRequest(), timeout=10).status
+            except grpc.RpcError as e:
+                seen.append("error " + e.code().name)
+                break
+            if not seen or seen[-1] != status:
+                seen.append(status)
+            time.sleep(0.02)
+        check(seen == [mm.RuntimeStatusResponse.STARTING, mm.RuntimeStatusResponse.READY],
+              "runtimeStatus while the repository warmed up, then after: %s" %
+              [mm.RuntimeStatusResponse.Status.Name(s) if isinstance(s, int) else s for s in seen])
+        warmed = open(os.path.join(work, "server-starting.log")).read()
+        check(warmed.count("slow_") >= 3, "the three models were warmed up before READY")
+        server.wait_serving(timeout=10)
+        check(server.stop() == 0, "server did not exit cleanly")
+        server = None
         print("model_mesh_test: %d checks passed" % checks_made())
     finally:
         if server:
