@@ -321,6 +321,19 @@ def main():
         y, dtype, reason = settle(stub, "drift", small, "mps", v1c.FP16)
         if dtype != "FLOAT16":
             fail("drift on mps: FP16 should pass its check on small inputs: ran %s (%r)" % (dtype, reason))
+        # While one running check waits or runs, the ones wanted meanwhile are
+        # dropped, not queued (result="dropped"): requests from 8 callers at
+        # once want one each.
+        import concurrent.futures
+        before = metric(server, ("dropped",), kind="running", model="drift")
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            ran = list(pool.map(lambda _: infer(stub, "drift", small, "mps", v1c.FP16)[1], range(160)))
+        if set(ran) != {"FLOAT16"}:
+            fail("drift's concurrent small requests ran %s" % sorted(set(ran)))
+        dropped = metric(server, ("dropped",), kind="running", model="drift") - before
+        if dropped < 1 or dropped >= 160:
+            fail("running checks dropped while another was pending: %d of 160" % dropped)
+        print("drift: %d of 160 running checks dropped while another was pending" % dropped)
         large = torch.full((1, 8), 100.0)
         y, dtype, reason = infer(stub, "drift", large, "mps", v1c.FP16)
         print("drift on a large input, before the running check: %s ran %s" % (y.tolist(), dtype))
