@@ -23,21 +23,24 @@
 #include "service/v1/inference_service.h"
 #include "service/open_inference/open_inference_service.h"
 #include "service/open_inference/open_inference_stream.h"
+#include "service/torchserve/torchserve_grpc.h"
 #include "service/grpc/status_convert.h"
 
 namespace infergate {
 
 struct CompletionQueueInfer::Context {
   Context(const FrontEnd& front_end, InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
-          uint64_t max_message_bytes)
+          const TorchServeGrpcService& torchserve, uint64_t max_message_bytes)
       : front_end(front_end),
         v1_service(v1_service),
         open_inference(open_inference),
+        torchserve(torchserve),
         gate(front_end.budget(), max_message_bytes, kMaxWaitingReads) {}
 
   const FrontEnd& front_end;
   InferenceServiceImpl& v1_service;
   OpenInferenceService& open_inference;
+  const TorchServeGrpcService& torchserve;
   // Unary calls arrive unread (generic calls) and streams read one message
   // at a time; each read waits here for room in the budget.
   IntakeGate gate;
@@ -244,6 +247,21 @@ struct ModelInfer {
   }
 };
 
+struct TorchServePredictions {
+  using Request = org::pytorch::serve::grpc::inference::PredictionsRequest;
+  using Response = org::pytorch::serve::grpc::inference::PredictionResponse;
+  static constexpr const InferRpc& kRpc = kTorchServePredictionsRpc;
+  static const std::string& Model(const Request& request) { return request.model_name(); }
+  // The handler takes the request's input bytes (they move, not copy).
+  static void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
+                     Request& request, Response* response) {
+    context.torchserve.SubmitPredictions(call, ctx, model, &request, response);
+  }
+  static absl::Status Serialize(const Response& response, grpc::ByteBuffer* out) {
+    return SerializeAnswerBytes(response, out);
+  }
+};
+
 // One unary call's messages, whichever RPC it is.
 class UnaryExchange {
  public:
@@ -288,10 +306,11 @@ std::unique_ptr<UnaryExchange> ExchangeFor(absl::string_view method) {
   absl::ConsumePrefix(&method, "/");
   if (method == V1Infer::kRpc.full_name) return std::make_unique<UnaryExchangeOf<V1Infer>>();
   if (method == ModelInfer::kRpc.full_name) return std::make_unique<UnaryExchangeOf<ModelInfer>>();
+  if (method == TorchServePredictions::kRpc.full_name) return std::make_unique<UnaryExchangeOf<TorchServePredictions>>();
   return nullptr;
 }
 
-// A unary inference call (Infer or ModelInfer) taken as a generic call:
+// A unary inference call (Infer, ModelInfer or TorchServe's Predictions) taken as a generic call:
 // its message is read only once the intake gate has room for it, then
 // parsed, admitted (holding the gate's room, shrunk to the message) and
 // submitted. The answer is written by the device worker that computed it
@@ -501,8 +520,8 @@ void Poll(grpc::ServerCompletionQueue* queue) {
 
 CompletionQueueInfer::CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const FrontEnd& front_end,
                                            InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
-                                           uint64_t max_message_bytes)
-    : context_(std::make_unique<Context>(front_end, v1_service, open_inference, max_message_bytes)) {
+                                           const TorchServeGrpcService& torchserve, uint64_t max_message_bytes)
+    : context_(std::make_unique<Context>(front_end, v1_service, open_inference, torchserve, max_message_bytes)) {
   builder.RegisterAsyncGenericService(&context_->generic);
   for (int i = 0; i < threads; ++i) queues_.push_back(builder.AddCompletionQueue());
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The inference RPCs on gRPC's completion-queue (async) API: infergate.v1
-// `Infer`, and the Open Inference Protocol's `ModelInfer` and
-// `ModelStreamInfer`; every other RPC stays on the callback API. These
+// `Infer`, the Open Inference Protocol's `ModelInfer` and
+// `ModelStreamInfer`, and TorchServe's `Predictions`; every other RPC stays
+// on the callback API. These
 // carry the load, and this is how Triton takes them: a few threads each
 // polling a queue, the answer written by the worker that computed it, and a
 // thread count the operator sets. Against the callback API it measured no
@@ -49,6 +50,7 @@ namespace infergate {
 class FrontEnd;
 class InferenceServiceImpl;
 class OpenInferenceService;
+class TorchServeGrpcService;
 
 class CompletionQueueInfer {
  public:
@@ -67,11 +69,12 @@ class CompletionQueueInfer {
   // Adds `threads` completion queues to `builder`; before it builds the
   // server. The services must be registered with the same builder.
   // The budget's room for one read is `max_message_bytes` (the server's
-  // --max-receive-bytes). Registers the server's generic service: Infer
-  // and ModelInfer come as generic calls (their services mark them so).
+  // --max-receive-bytes). Registers the server's generic service: Infer,
+  // ModelInfer and TorchServe's Predictions come as generic calls (their
+  // services mark them so).
   CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const FrontEnd& front_end,
                        InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
-                       uint64_t max_message_bytes);
+                       const TorchServeGrpcService& torchserve, uint64_t max_message_bytes);
   // Stops unless Stop was called (after a server that failed to start, too).
   ~CompletionQueueInfer();
   CompletionQueueInfer(const CompletionQueueInfer&) = delete;

@@ -267,7 +267,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   builder.RegisterService(p->torchserve_grpc.get());
   p->queued_infer = std::make_unique<CompletionQueueInfer>(builder, static_cast<int>(opts.grpc_infer_threads),
                                                            *p->front_end, *p->service, *p->open_inference,
-                                                           opts.max_receive_bytes);
+                                                           *p->torchserve_grpc, opts.max_receive_bytes);
   p->grpc_server = builder.BuildAndStart();
   if (!p->grpc_server || p->port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", opts.address));
   // ModelMesh's SPI on its own port, without tokens: loopback only (the

@@ -15,10 +15,10 @@ namespace {
 
 namespace ts = org::pytorch::serve::grpc::inference;
 
-constexpr InferRpc kPredictions{"org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions",
-                                "org.pytorch.serve.grpc.inference.InferenceAPIsService", "Predictions"};
-
 }  // namespace
+
+const InferRpc kTorchServePredictionsRpc{"org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions",
+                                         "org.pytorch.serve.grpc.inference.InferenceAPIsService", "Predictions"};
 
 TorchServeGrpcService::TorchServeGrpcService(InferenceCore& core, const FrontEnd& front_end,
                                              const TorchServeCatalog* catalog)
@@ -36,81 +36,62 @@ grpc::ServerUnaryReactor* TorchServeGrpcService::Ping(grpc::CallbackServerContex
   });
 }
 
-grpc::ServerUnaryReactor* TorchServeGrpcService::Predictions(grpc::CallbackServerContext* ctx,
-                                                             const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "Predictions", [&]() -> grpc::ServerUnaryReactor* {
-    // Read here, while the call is decoded; the answer lives in the reactor.
-    ts::PredictionsRequest request;
-    const absl::Status parse = ParseRequestBytes(*in, &request);
-    const std::string model = ModelNameOf(*ctx, request.model_name());
-    auto* reactor = new InferCallReactor<ts::PredictionResponse>(front_end_, *ctx, model, kPredictions, out);
-    InferCall& call = reactor->call();
-    if (!reactor->Admit(*ctx, in->Length())) return reactor;
-    if (!parse.ok()) {
-      call.Refuse(parse);
-      return reactor;
-    }
-    absl::StatusOr<PredictionTarget> target = models_.Resolve(model, request.model_version());
-    if (!target.ok()) {
-      call.Refuse(target.status());
-      return reactor;
-    }
-    const char* key = request.input().count("data") ? "data" : "body";
-    auto data = request.mutable_input()->find(key);
-    if (data == request.mutable_input()->end()) {
-      call.Refuse(absl::InvalidArgumentError(absl::StrCat(
-          "input: needs a \"data\" entry (", MarHandlerName(target->handler),
-          target->handler == MarHandler::kBase ? " takes a JSON list)" : " takes a JPEG or PNG)")));
-      return reactor;
-    }
-    const std::string field = absl::StrCat("input[\"", key, "\"]");
-    // The rest reads the request's bytes: they move into the work, which
-    // runs on the handler pool for an image (decoding is CPU work of up to a
-    // second, not for gRPC's threads), here otherwise.
-    auto payload = std::make_shared<std::string>(std::move(data->second));
-    const Clock::time_point deadline = SteadyDeadline(*ctx);
-    const bool image = target->handler == MarHandler::kImageClassifier;
-    auto work = [this, reactor, payload, target = *std::move(target), field, model, deadline] {
-      InferCall& call = reactor->call();
-      // A JSON parse tree counts against the in-flight budget while it lives.
-      absl::StatusOr<InflightBudget::Reservation> tree = call.Reserve(ScanJson(*payload).TreeBytes());
-      if (!tree.ok()) return call.Refuse(tree.status());
-      const HandlerInputLimits limits{front_end_.limits(), front_end_.budget(),
-                                      StopAt(std::min(deadline, Clock::now() + kHandlerInputTimeout), nullptr, field)};
-      absl::StatusOr<at::Tensor> row = [&] {
-        HandlerInputTimer timer(front_end_.observer(), target.model);
-        return HandlerInputFromBytes(target, *payload, field, limits);
-      }();
-      *tree = InflightBudget::Reservation();
-      if (!row.ok()) return call.Refuse(row.status());
-      absl::StatusOr<at::Tensor> input = target.Input({*std::move(row)}, 0, 1, field);
-      if (!input.ok()) return call.Refuse(input.status());
-      InferenceRequest req;
-      req.model = model;
-      req.version = target.version;
-      req.deadline = deadline;
-      req.inputs.push_back({"", *std::move(input)});
-      const bool batched = target.max_batch_size > 0;
-      const MarHandler handler = target.handler;
-      ts::PredictionResponse* response = reactor->response();
-      call.Submit(std::move(req), [response, batched, handler](InferenceResult& result) {
-        response->set_prediction(HandlerOutput(handler, result, batched ? 0 : -1));
-        return absl::OkStatus();
-      });
-    };
-    HandlerWorkPool* pool = front_end_.handler_pool();
-    if (!image || pool == nullptr) {
-      work();
-    } else if (!pool->TrySubmit([work = std::move(work), reactor]() mutable {
-                 const absl::Status failed = RunCatching("preparing a prediction", work);
-                 if (!failed.ok()) reactor->call().Refuse(failed);
-               })) {
-      call.Refuse(absl::ResourceExhaustedError(absl::StrCat("model '", model, "': ", pool->max_queued(),
-                                                            " requests already wait to have their images decoded; "
-                                                            "retry later")));
-    }
-    return reactor;
-  });
+void TorchServeGrpcService::SubmitPredictions(InferCall& call, const grpc::ServerContextBase& ctx,
+                                              const std::string& model, ts::PredictionsRequest* request,
+                                              ts::PredictionResponse* response) const {
+  absl::StatusOr<PredictionTarget> target = models_.Resolve(model, request->model_version());
+  if (!target.ok()) return call.Refuse(target.status());
+  const char* key = request->input().count("data") ? "data" : "body";
+  auto data = request->mutable_input()->find(key);
+  if (data == request->mutable_input()->end()) {
+    return call.Refuse(absl::InvalidArgumentError(
+        absl::StrCat("input: needs a \"data\" entry (", MarHandlerName(target->handler),
+                     target->handler == MarHandler::kBase ? " takes a JSON list)" : " takes a JPEG or PNG)")));
+  }
+  const std::string field = absl::StrCat("input[\"", key, "\"]");
+  // The rest reads the request's bytes: they move into the work, which
+  // runs on the handler pool for an image (decoding is CPU work of up to a
+  // second, not for gRPC's threads), here otherwise.
+  auto payload = std::make_shared<std::string>(std::move(data->second));
+  const Clock::time_point deadline = SteadyDeadline(ctx);
+  const bool image = target->handler == MarHandler::kImageClassifier;
+  std::shared_ptr<InferCall> shared = call.shared_from_this();
+  auto work = [this, shared, response, payload, target = *std::move(target), field, model, deadline] {
+    InferCall& call = *shared;
+    // A JSON parse tree counts against the in-flight budget while it lives.
+    absl::StatusOr<InflightBudget::Reservation> tree = call.Reserve(ScanJson(*payload).TreeBytes());
+    if (!tree.ok()) return call.Refuse(tree.status());
+    const HandlerInputLimits limits{front_end_.limits(), front_end_.budget(),
+                                    StopAt(std::min(deadline, Clock::now() + kHandlerInputTimeout), nullptr, field)};
+    absl::StatusOr<at::Tensor> row = [&] {
+      HandlerInputTimer timer(front_end_.observer(), target.model);
+      return HandlerInputFromBytes(target, *payload, field, limits);
+    }();
+    *tree = InflightBudget::Reservation();
+    if (!row.ok()) return call.Refuse(row.status());
+    absl::StatusOr<at::Tensor> input = target.Input({*std::move(row)}, 0, 1, field);
+    if (!input.ok()) return call.Refuse(input.status());
+    InferenceRequest req;
+    req.model = model;
+    req.version = target.version;
+    req.deadline = deadline;
+    req.inputs.push_back({"", *std::move(input)});
+    const bool batched = target.max_batch_size > 0;
+    const MarHandler handler = target.handler;
+    call.Submit(std::move(req), [response, batched, handler](InferenceResult& result) {
+      response->set_prediction(HandlerOutput(handler, result, batched ? 0 : -1));
+      return absl::OkStatus();
+    });
+  };
+  HandlerWorkPool* pool = front_end_.handler_pool();
+  if (!image || pool == nullptr) return work();
+  if (!pool->TrySubmit([work = std::move(work), shared]() mutable {
+        const absl::Status failed = RunCatching("preparing a prediction", work);
+        if (!failed.ok()) shared->Refuse(failed);
+      })) {
+    call.Refuse(absl::ResourceExhaustedError(absl::StrCat(
+        "model '", model, "': ", pool->max_queued(), " requests already wait to have their images decoded; retry later")));
+  }
 }
 
 }  // namespace infergate

@@ -8,23 +8,33 @@
 // and StreamPredictions2 (streamed answers of generative handlers and
 // stateful sequences) are not served: UNIMPLEMENTED.
 //
-// Threading: gRPC's callback threads; nothing blocks (an image is decoded on
-// the front end's handler pool, handler_work_pool.h).
+// Predictions is taken as a generic call by the completion-queue front end
+// (completion_queue_infer.h), so that its message is read only once the
+// in-flight budget has room for it, and handed here (SubmitPredictions).
+//
+// Threading: gRPC's callback threads and the completion-queue pollers;
+// nothing blocks (an image is decoded on the front end's handler pool,
+// handler_work_pool.h).
 
 #include "scheduler/core/inference_core.h"
 #include "scheduler/repository/torchserve/torchserve_store.h"
 #include "service/call/front_end.h"
+#include "service/call/infer_call.h"
+#include "service/grpc/call_context.h"
 #include "service/torchserve/torchserve_models.h"
 #include "torchserve/inference.grpc.pb.h"
 
 namespace infergate {
 
-// Ping and Predictions are raw (their requests parsed by the server, so one
-// that does not parse is answered INVALID_ARGUMENT: raw_unary_call.h); the
-// streamed methods keep gRPC's UNIMPLEMENTED.
+// The Predictions RPC, as calls of it are counted and traced.
+extern const InferRpc kTorchServePredictionsRpc;
+
+// Ping is raw (its request parsed by the server, so one that does not parse
+// is answered INVALID_ARGUMENT: raw_unary_call.h), Predictions generic (see
+// above); the streamed methods keep gRPC's UNIMPLEMENTED.
 namespace torchserve_grpc_base {
 using Grpc = org::pytorch::serve::grpc::inference::InferenceAPIsService;
-using Type = Grpc::WithRawCallbackMethod_Ping<Grpc::WithRawCallbackMethod_Predictions<
+using Type = Grpc::WithRawCallbackMethod_Ping<Grpc::WithGenericMethod_Predictions<
     Grpc::WithCallbackMethod_StreamPredictions<Grpc::WithCallbackMethod_StreamPredictions2<Grpc::Service>>>>;
 }  // namespace torchserve_grpc_base
 
@@ -35,8 +45,14 @@ class TorchServeGrpcService final : public torchserve_grpc_base::Type {
 
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Predictions(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                        grpc::ByteBuffer* response) override;
+
+  // Runs one admitted Predictions call for `model` (its name from the
+  // metadata or the request): input["data"] (or "body") through the
+  // model's handler into `response`. The call ends in a refusal or its
+  // answer; `request` and `response` must live until it has ended.
+  void SubmitPredictions(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
+                         org::pytorch::serve::grpc::inference::PredictionsRequest* request,
+                         org::pytorch::serve::grpc::inference::PredictionResponse* response) const;
 
  private:
   InferenceCore& core_;
