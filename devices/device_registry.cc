@@ -80,6 +80,13 @@ DeviceInfo SimulatedDevice(const SimulatedDeviceSpec& spec, const DiscoveryOptio
   auto rules = std::make_shared<SimulationRules>();
   rules->device = spec.id;
   rules->memory = std::make_shared<MemoryLedger>(spec.memory_bytes);
+  const bool cuda = spec.id.kind == DeviceKind::kCuda;
+  rules->transfer_bytes_per_second = spec.transfer_bytes_per_second > 0 ? spec.transfer_bytes_per_second
+                                     : cuda                            ? kSimulatedCudaBytesPerSecond
+                                                                       : kSimulatedMpsBytesPerSecond;
+  rules->transfer_latency = spec.transfer_latency.count() >= 0 ? spec.transfer_latency
+                            : cuda                              ? kSimulatedCudaTransferLatency
+                                                                : kSimulatedMpsTransferLatency;
   if (spec.id.kind == DeviceKind::kCuda) {
     d.precision.compute_capability = spec.compute_capability;
     d.compute_capability = CapabilityText(spec.compute_capability);

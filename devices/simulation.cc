@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -30,6 +31,12 @@ void MemoryLedger::Release(uint64_t bytes) {
   }
 }
 
+std::chrono::microseconds SimulatedTransferTime(const SimulationRules& rules, uint64_t bytes) {
+  double micros = static_cast<double>(rules.transfer_latency.count());
+  if (rules.transfer_bytes_per_second > 0) micros += static_cast<double>(bytes) / rules.transfer_bytes_per_second * 1e6;
+  return std::chrono::microseconds(std::llround(micros));
+}
+
 absl::StatusOr<std::vector<SimulatedDeviceSpec>> ParseSimulatedDevices(absl::string_view text) {
   std::vector<SimulatedDeviceSpec> out;
   for (absl::string_view entry : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
@@ -37,6 +44,24 @@ absl::StatusOr<std::vector<SimulatedDeviceSpec>> ParseSimulatedDevices(absl::str
     auto bad = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat("--simulate-devices: entry '", entry, "': ", why));
     };
+    // A transfer setting of the device listed before it.
+    if (absl::StartsWith(entry, "bandwidth=") || absl::StartsWith(entry, "transfer_latency=")) {
+      if (out.empty()) return bad("names no device: list it after the device it sets (cuda:0,bandwidth=12GB/s)");
+      absl::string_view value = entry.substr(entry.find('=') + 1);
+      if (absl::StartsWith(entry, "bandwidth=")) {
+        absl::string_view per_second = value;
+        if (!absl::ConsumeSuffix(&per_second, "/s")) return bad("expected bytes per second, as 12GB/s");
+        absl::StatusOr<uint64_t> bytes = ParseByteSize(per_second);
+        if (!bytes.ok()) return bad(bytes.status().message());
+        if (*bytes == 0) return bad("the bandwidth must be positive");
+        out.back().transfer_bytes_per_second = static_cast<double>(*bytes);
+      } else {
+        absl::StatusOr<std::chrono::milliseconds> latency = ParseDuration(value, "transfer_latency");
+        if (!latency.ok()) return bad(latency.status().message());
+        out.back().transfer_latency = *latency;
+      }
+      continue;
+    }
     absl::string_view rest = entry;
     absl::string_view capability;
     if (size_t at = rest.find('@'); at != absl::string_view::npos) {

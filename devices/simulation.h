@@ -4,6 +4,7 @@
 // either. Only present when asked for with --simulate-devices.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -44,18 +45,40 @@ struct SimulationRules {
   // ("CUDA error: ..."); -1 never.
   int64_t fail_after_runs = -1;
   std::shared_ptr<std::atomic<int64_t>> runs = std::make_shared<std::atomic<int64_t>>(0);
+  // What moving a model's weights onto the device costs, as a real one
+  // charges it: a fixed cost per load plus the bytes over the bandwidth.
+  double transfer_bytes_per_second = 0;  // 0: free
+  std::chrono::microseconds transfer_latency{0};
 };
 
-// One entry of --simulate-devices: "cuda:0", "cuda:1=2GiB@7.5", "mps@13".
+// The simulated time to move `bytes` of weights onto the device `rules`
+// describe.
+std::chrono::microseconds SimulatedTransferTime(const SimulationRules& rules, uint64_t bytes);
+
+// Host-to-device transfer of a simulated device unless its entry says
+// otherwise: a PCIe 4.0 x16 GPU's effective rate from pageable host memory
+// and its per-load cost (allocation, stream set-up) for CUDA; a copy within
+// Apple silicon's unified memory for MPS.
+inline constexpr double kSimulatedCudaBytesPerSecond = 12e9;
+inline constexpr std::chrono::microseconds kSimulatedCudaTransferLatency{2000};
+inline constexpr double kSimulatedMpsBytesPerSecond = 60e9;
+inline constexpr std::chrono::microseconds kSimulatedMpsTransferLatency{500};
+
+// One device of --simulate-devices: "cuda:0", "cuda:1=2GiB@7.5", "mps@13",
+// optionally followed by entries that set its transfer cost:
+// "cuda:0=8GiB@8.0,bandwidth=12GB/s,transfer_latency=2ms".
 struct SimulatedDeviceSpec {
   DeviceId id;
   uint64_t memory_bytes = uint64_t{16} << 30;
   int compute_capability = 80;  // CUDA, major*10+minor
   int macos_major = 14;         // MPS
+  double transfer_bytes_per_second = 0;           // the kind's default (above) when not given
+  std::chrono::microseconds transfer_latency{-1};  // the kind's default when negative
 };
 
-// Parses the comma-separated --simulate-devices list. Errors name the flag
-// and the entry.
+// Parses the comma-separated --simulate-devices list: devices, each
+// followed by its own `bandwidth=` (bytes per second: "12GB/s") and
+// `transfer_latency=` ("2ms") entries. Errors name the flag and the entry.
 absl::StatusOr<std::vector<SimulatedDeviceSpec>> ParseSimulatedDevices(absl::string_view text);
 
 // Ops real MPS has lacked in some releases; the default deny list.

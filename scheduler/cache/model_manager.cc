@@ -112,8 +112,15 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
                                         (*model)->resident_bytes());
         }
         if (model.ok()) {
+          const std::chrono::microseconds transfer = (*model)->transfer_time();
+          if (observer_ && transfer.count() > 0) {
+            observer_->OnModelTransfer(key.model, key.device, (*model)->resident_bytes(), transfer.count() / 1e6);
+          }
           LOG_INFO << "loaded " << key.ToString() << " (generation " << key.generation << ") from " << path << " in "
-                   << took_us / 1000 << " ms (" << (*model)->resident_bytes() << " bytes)";
+                   << took_us / 1000 << " ms (" << (*model)->resident_bytes() << " bytes"
+                   << (transfer.count() > 0 ? absl::StrCat("; moved to the device in ", transfer.count() / 1000, " ms")
+                                            : "")
+                   << ")";
         }
         return model;
       },

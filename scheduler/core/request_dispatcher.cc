@@ -235,6 +235,7 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
   }
   if (!lease.ok()) return HandleFailure(jobs, lease.status(), oom_retried, "loading");
   const Clock::time_point model_ready = Clock::now();
+  if (lease->waited_for_load()) core_.observer->OnWaitedForLoad(device, jobs.size());
   for (auto& job : jobs) {
     if (job->request.trace) job->request.trace->Started(started, model_ready, lease->waited_for_load());
   }

@@ -38,6 +38,7 @@ class ReshapedServable final : public Servable {
   const InputSignature& signature() const override { return signature_; }
   DType compute_dtype() const override { return inner_->compute_dtype(); }
   uint64_t resident_bytes() const override { return inner_->resident_bytes(); }
+  std::chrono::microseconds transfer_time() const override { return inner_->transfer_time(); }
 
   // `tensor` (one whose shape is `from` past the batch dimension) with the
   // shape `to` takes; INVALID_ARGUMENT naming `what` when its shape does

@@ -15,6 +15,13 @@ class SchedulerObserver {
   virtual void OnCacheLookup(const DeviceId& /*device*/, bool /*hit*/) {}
   virtual void OnModelLoad(const std::string& /*model*/, const DeviceId& /*device*/, double /*seconds*/,
                            bool /*ok*/) {}
+  // A load moved `bytes` of weights onto an accelerator in `seconds`
+  // (measured, or a simulated device's charged cost).
+  virtual void OnModelTransfer(const std::string& /*model*/, const DeviceId& /*device*/, uint64_t /*bytes*/,
+                               double /*seconds*/) {}
+  // `requests` waited for their model to load (or finish loading) on
+  // `device` before they ran.
+  virtual void OnWaitedForLoad(const DeviceId& /*device*/, size_t /*requests*/) {}
   // The repository changed one model version.
   virtual void OnModelUpdate(const std::string& /*model*/, ModelUpdateResult /*result*/) {}
   virtual void OnEviction(const DeviceId& /*device*/, EvictionReason /*why*/) {}

@@ -5,6 +5,7 @@
 //
 // Thread-safety: Run may be called from several worker threads at once.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -40,6 +41,10 @@ class Servable {
   virtual DType compute_dtype() const = 0;
   // Device memory the model holds while resident (what cache budgets count).
   virtual uint64_t resident_bytes() const = 0;
+  // How long its weights took to reach the device when it was loaded:
+  // measured, or a simulated device's charged cost (simulation.h); zero
+  // when nothing moved (the CPU) or the loader could not tell.
+  virtual std::chrono::microseconds transfer_time() const { return std::chrono::microseconds(0); }
 };
 
 // Given to a loader by the model cache. The loader calls it once it knows

@@ -271,6 +271,19 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
                           .Name("infergate_model_load_duration_seconds")
                           .Help("Time to load and prepare a model.")
                           .Register(r);
+  m->transfer_seconds_ = &prometheus::BuildCounter()
+                              .Name("infergate_model_transfer_seconds_total")
+                              .Help("Time model loads spent moving weights onto an accelerator, by device (measured; "
+                                    "a simulated device's charged cost).")
+                              .Register(r);
+  m->transfer_bytes_ = &prometheus::BuildCounter()
+                            .Name("infergate_model_transfer_bytes_total")
+                            .Help("Bytes of weights model loads moved onto an accelerator, by device.")
+                            .Register(r);
+  m->waited_for_load_ = &prometheus::BuildCounter()
+                             .Name("infergate_requests_waited_for_load_total")
+                             .Help("Requests that waited for their model to load on their device before they ran.")
+                             .Register(r);
   m->updates_ = &prometheus::BuildCounter()
                      .Name("infergate_model_updates_total")
                      .Help("Changes the repository poller (or LoadModel) acted on, by model and result: loaded (a new "
@@ -467,6 +480,15 @@ void Metrics::OnModelLoad(const std::string& model, const DeviceId& device, doub
     WriterLock lock(series_mu_);  // Family::Add for a rare event
     load_seconds_->Add({{"device", device.ToString()}}, LatencyBuckets()).Observe(seconds);
   }
+}
+
+void Metrics::OnModelTransfer(const std::string& /*model*/, const DeviceId& device, uint64_t bytes, double seconds) {
+  Cached(*transfer_seconds_, {{"device", device.ToString()}}).Increment(seconds);
+  Cached(*transfer_bytes_, {{"device", device.ToString()}}).Increment(static_cast<double>(bytes));
+}
+
+void Metrics::OnWaitedForLoad(const DeviceId& device, size_t requests) {
+  Cached(*waited_for_load_, {{"device", device.ToString()}}).Increment(static_cast<double>(requests));
 }
 
 void Metrics::OnEviction(const DeviceId& device, EvictionReason why) {

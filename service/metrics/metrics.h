@@ -62,6 +62,8 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
 
   void OnCacheLookup(const DeviceId& device, bool hit) override;
   void OnModelLoad(const std::string& model, const DeviceId& device, double seconds, bool ok) override;
+  void OnModelTransfer(const std::string& model, const DeviceId& device, uint64_t bytes, double seconds) override;
+  void OnWaitedForLoad(const DeviceId& device, size_t requests) override;
   void OnModelUpdate(const std::string& model, ModelUpdateResult result) override;
   void OnEviction(const DeviceId& device, EvictionReason why) override;
   void OnFallback(const std::string& from, const std::string& to, const std::string& reason) override;
@@ -113,6 +115,9 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
   prometheus::Family<prometheus::Counter>* cache_misses_ = nullptr;
   prometheus::Family<prometheus::Counter>* loads_ = nullptr;
   prometheus::Family<prometheus::Histogram>* load_seconds_ = nullptr;
+  prometheus::Family<prometheus::Counter>* transfer_seconds_ = nullptr;
+  prometheus::Family<prometheus::Counter>* transfer_bytes_ = nullptr;
+  prometheus::Family<prometheus::Counter>* waited_for_load_ = nullptr;
   prometheus::Family<prometheus::Counter>* evictions_ = nullptr;
   prometheus::Family<prometheus::Counter>* updates_ = nullptr;
   prometheus::Family<prometheus::Counter>* fallbacks_ = nullptr;

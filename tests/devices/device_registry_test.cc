@@ -19,6 +19,20 @@ std::vector<std::string> Ids(const DeviceRegistry& r) {
   return out;
 }
 
+// A simulated device charges a load's transfer: its entry's bandwidth and
+// latency, or its kind's defaults (a PCIe 4 GPU; unified memory for MPS).
+TEST(DeviceRegistry, SimulatedDevicesChargeTheirOwnOrTheirKindsTransferCost) {
+  auto reg = DeviceRegistry::Discover(WithSimulated("cuda:0,bandwidth=1GB/s,transfer_latency=5ms,cuda:1,mps"));
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  auto rules = [&](DeviceId id) { return reg->Find(id)->simulation; };
+  EXPECT_DOUBLE_EQ(rules({DeviceKind::kCuda, 0})->transfer_bytes_per_second, 1e9);
+  EXPECT_EQ(rules({DeviceKind::kCuda, 0})->transfer_latency, std::chrono::milliseconds(5));
+  EXPECT_DOUBLE_EQ(rules({DeviceKind::kCuda, 1})->transfer_bytes_per_second, kSimulatedCudaBytesPerSecond);
+  EXPECT_EQ(rules({DeviceKind::kCuda, 1})->transfer_latency, kSimulatedCudaTransferLatency);
+  EXPECT_DOUBLE_EQ(rules({DeviceKind::kMps, 0})->transfer_bytes_per_second, kSimulatedMpsBytesPerSecond);
+  EXPECT_EQ(rules({DeviceKind::kMps, 0})->transfer_latency, kSimulatedMpsTransferLatency);
+}
+
 TEST(DeviceRegistry, SimulatedDevicesAppearOnlyWhenAskedForInPreferenceOrder) {
   auto plain = DeviceRegistry::Discover(DiscoveryOptions{});
   ASSERT_TRUE(plain.ok());

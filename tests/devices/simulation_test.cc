@@ -31,6 +31,37 @@ TEST(Simulation, RejectsBadSpecsNamingTheFlag) {
   }
 }
 
+// Each device's transfer cost follows it in the list; unset, the kind's
+// default applies (set by the registry, device_registry_test).
+TEST(Simulation, ParsesEachDevicesTransferCost) {
+  auto specs = ParseSimulatedDevices("cuda:0=8GiB@8.0,bandwidth=12GB/s,transfer_latency=3ms,mps,cuda:1,bandwidth=1GiB/s");
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  ASSERT_EQ(specs->size(), 3u);
+  EXPECT_EQ((*specs)[0].memory_bytes, uint64_t{8} << 30);
+  EXPECT_DOUBLE_EQ((*specs)[0].transfer_bytes_per_second, 12e9);
+  EXPECT_EQ((*specs)[0].transfer_latency, std::chrono::milliseconds(3));
+  EXPECT_DOUBLE_EQ((*specs)[1].transfer_bytes_per_second, 0);  // the default
+  EXPECT_LT((*specs)[1].transfer_latency.count(), 0);
+  EXPECT_DOUBLE_EQ((*specs)[2].transfer_bytes_per_second, double{1 << 30});
+  for (const char* bad : {"bandwidth=12GB/s,cuda:0", "cuda:0,bandwidth=12GB", "cuda:0,bandwidth=0/s",
+                          "cuda:0,bandwidth=fast/s", "cuda:0,transfer_latency=soon"}) {
+    auto refused = ParseSimulatedDevices(bad);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("--simulate-devices"), absl::string_view::npos) << refused.status();
+  }
+}
+
+// A load's simulated transfer: the fixed cost plus the bytes over the
+// bandwidth (a 200 MB model over PCIe 4: 2 ms + 16.7 ms).
+TEST(Simulation, TransferTimeIsTheLatencyPlusTheBytesOverTheBandwidth) {
+  SimulationRules rules;
+  EXPECT_EQ(SimulatedTransferTime(rules, 1 << 30).count(), 0) << "no cost set: free";
+  rules.transfer_bytes_per_second = kSimulatedCudaBytesPerSecond;
+  rules.transfer_latency = kSimulatedCudaTransferLatency;
+  EXPECT_EQ(SimulatedTransferTime(rules, 0).count(), 2000);
+  EXPECT_EQ(SimulatedTransferTime(rules, 200000000).count(), 2000 + 16667);
+}
+
 TEST(Simulation, MemoryLedgerNeverOvercommits) {
   MemoryLedger ledger(100);
   EXPECT_TRUE(ledger.TryReserve(60));

@@ -1,5 +1,6 @@
 // Simulated accelerators, precision, fallback, learned limits and memory through the real server.
 
+#include <cmath>
 #include <atomic>
 #include <thread>
 #include "inference/grpc_service.grpc.pb.h"
@@ -270,6 +271,50 @@ TEST_F(TinyCudaTest, ModelLargerThanTheDeviceBudgetIsRefusedBeforeItLoads) {
   v1::InferResponse ok;
   ASSERT_TRUE(Infer(small, &ok).ok());
   EXPECT_EQ(ok.placement().device(), "cuda:0");
+}
+
+// A simulated GPU behind a slow link: a load pays the transfer a real one
+// would (here 300 ms plus the bytes at 100 MB/s), the request that caused it
+// waits for it and is counted so, and the move is logged and measured.
+class SlowLinkCudaTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--simulate-devices=cuda:0,bandwidth=100MB/s,transfer_latency=300ms", "--metrics-address=127.0.0.1:0"};
+  }
+};
+
+TEST_F(SlowLinkCudaTest, ALoadPaysTheTransferAndTheRequestThatWaitedIsCounted) {
+  // The models that warm up at start-up loaded on cuda:0 (auto's first
+  // choice) already: what poly64 adds is measured against this.
+  const std::string before = ScrapeMetrics(*server_);
+  auto added = [&](const std::string& series) {
+    const double was = MetricValue(before, series);
+    return MetricValue(ScrapeMetrics(*server_), series) - (std::isnan(was) ? 0 : was);
+  };
+  v1::InferRequest req = Request("poly64", {{"x", at::randn({1, 4}, at::TensorOptions().dtype(at::kDouble))}});
+  req.set_device("cuda:0");
+  req.set_fallback(v1::DENY);
+  v1::InferResponse resp;
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Infer(req, &resp).ok());
+  const auto first = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(resp.placement().device(), "cuda:0");
+  EXPECT_GE(first, std::chrono::milliseconds(300)) << "the first request did not wait for the transfer";
+  start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Infer(req, &resp).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, first) << "the second request paid a transfer too";
+
+  const std::string log = server_->Log();
+  const size_t line = log.find("loaded poly64");
+  ASSERT_NE(line, std::string::npos) << log;
+  const size_t moved = log.find("moved to the device in ", line);
+  ASSERT_NE(moved, std::string::npos) << log.substr(line, 300);
+  EXPECT_GE(std::atoi(log.c_str() + moved + 23), 300) << log.substr(line, 300);
+
+  EXPECT_GE(added("infergate_model_transfer_seconds_total{device=\"cuda:0\"}"), 0.3);
+  // poly64's parameters: 3x4 + 3x4 + 3 doubles.
+  EXPECT_EQ(added("infergate_model_transfer_bytes_total{device=\"cuda:0\"}"), 27 * 8);
+  EXPECT_EQ(added("infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 1);
 }
 
 // Learned device limits survive a restart through the state file.

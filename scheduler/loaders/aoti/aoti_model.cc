@@ -1,5 +1,6 @@
 #include "scheduler/loaders/aoti/aoti_model.h"
 
+#include <thread>
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 #include <torch/torch.h>
@@ -91,6 +92,9 @@ struct AotiModel::Impl {
   mutable size_t turns_free ABSL_GUARDED_BY(turns_mu) = 0;
   std::shared_ptr<const SimulationRules> simulation;
   uint64_t reserved_bytes = 0;
+  // Opening the container on an accelerator (its constants copied there),
+  // or a simulated device's charged cost.
+  std::chrono::microseconds transfer_time{0};
   std::string name;
   // Where inputs go and runs happen: the GPU for a real accelerator's build,
   // else the CPU (a simulated device runs a CPU build).
@@ -190,7 +194,14 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   try {
     c10::OptionalDeviceGuard on_device;
     if (!impl->device.is_cpu()) on_device.reset_device(impl->device);
+    const auto opening = std::chrono::steady_clock::now();
     impl->container = OpenAotiContainer(*impl->files, *variant, impl->device.str(), impl->instances);
+    if (impl->simulation) {
+      std::this_thread::sleep_for(SimulatedTransferTime(*impl->simulation, bytes));
+      impl->transfer_time = SimulatedTransferTime(*impl->simulation, bytes);
+    } else if (!impl->device.is_cpu()) {
+      impl->transfer_time = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - opening);
+    }
     const int64_t expected = InputsInCallSpec(impl->container->get_call_spec());
     if (expected >= 0 && expected != static_cast<int64_t>(signature.inputs.size())) {
       return refuse(absl::StrCat("the package's '", variant->name, "' takes ", expected,
@@ -217,6 +228,8 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
 }
 
 size_t AotiModel::instances() const { return impl_->instances; }
+
+std::chrono::microseconds AotiModel::transfer_time() const { return impl_->transfer_time; }
 
 absl::StatusOr<std::vector<NamedTensor>> AotiModel::WarmUp(const std::vector<at::Tensor>& inputs) const {
   // The container lends every instance once before it takes back any that

@@ -60,6 +60,7 @@ class AotiModel final : public Servable {
   const InputSignature& signature() const override { return signature_; }
   DType compute_dtype() const override { return DType::kFloat32; }
   uint64_t resident_bytes() const override { return bytes_; }
+  std::chrono::microseconds transfer_time() const override;
   // How many runs can go at once (the container's model instances).
   size_t instances() const;
 

@@ -1,5 +1,6 @@
 #include "scheduler/loaders/torchscript/loaded_model.h"
 
+#include <thread>
 #include <torch/script.h>
 
 #include <algorithm>
@@ -32,6 +33,7 @@ struct LoadedModel::Impl {
   TensorPlacement placement;
   std::shared_ptr<const SimulationRules> simulation;
   uint64_t reserved_bytes = 0;
+  std::chrono::microseconds transfer_time{0};  // placing the weights on the device, at load
   std::string name;
   std::optional<DeclaredOutputs> outputs;  // set at load
   bool batching = false;                    // max_batch_size > 0: inputs lead with the batch's rows
@@ -152,7 +154,15 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
     if (admit) {
       if (absl::Status room = admit(bytes); !room.ok()) return room;
     }
+    // The weights' move to the device: timed (a real accelerator's
+    // host-to-device copy), and on a simulated one charged as a real one
+    // would (simulation.h), as the load's own time.
+    const auto placing = std::chrono::steady_clock::now();
     for (at::Tensor& t : state) t.set_data(Place(t, impl->placement));
+    if (device.id.kind != DeviceKind::kCpu) {
+      if (impl->simulation) std::this_thread::sleep_for(SimulatedTransferTime(*impl->simulation, bytes));
+      impl->transfer_time = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - placing);
+    }
     if (impl->simulation && impl->simulation->memory) {
       const MemoryLedger& ledger = *impl->simulation->memory;
       TORCH_CHECK_WITH(OutOfMemoryError, impl->simulation->memory->TryReserve(bytes),
@@ -170,6 +180,8 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
   }
   return std::shared_ptr<LoadedModel>(new LoadedModel(std::move(impl), std::move(sig), compute_dtype, bytes));
 }
+
+std::chrono::microseconds LoadedModel::transfer_time() const { return impl_->transfer_time; }
 
 absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::Tensor>& inputs) const {
   const Impl& m = *impl_;

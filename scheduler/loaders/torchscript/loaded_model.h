@@ -42,6 +42,7 @@ class LoadedModel final : public Servable {
   DType compute_dtype() const override { return compute_dtype_; }
   // Parameter and buffer bytes on the device.
   uint64_t resident_bytes() const override { return parameter_bytes_; }
+  std::chrono::microseconds transfer_time() const override;
   // Whether this copy serves the module optimized for inference
   // (torchscript_optimization.h) rather than as saved.
   bool optimized() const;
