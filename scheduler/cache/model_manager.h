@@ -86,6 +86,7 @@ class ModelManager {
 
   std::vector<ResidentModel> Resident() const { return cache_.Resident(); }
   bool IsResident(const ModelKey& key) const { return cache_.IsResident(key); }
+  bool IsResidentInAnyDType(const ModelKey& key) const { return cache_.IsResidentInAnyDType(key); }
 
   // Makes room on `device` after it ran out of memory: every idle copy but
   // `keep` goes. Returns how many.

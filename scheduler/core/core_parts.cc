@@ -33,17 +33,25 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
                   c->running = ex->in_flight();
                   c->workers = ex->workers();
                 }
-                c->resident = models.IsResident(key);
+                // A copy in any dtype is ready: the accuracy contract picks
+                // the dtype once the device is chosen (unverified: FP32).
+                c->resident = models.IsResidentInAnyDType(key);
                 c->latency_us = latency.Mean(key.model, key.device);
               },
               &checker),
       lifecycle(repository, models, devices),
+      mover([this](const BackgroundMover::Wanted& wanted) { return MoveInBackground(wanted); }),
       executors(
           devices.Snapshot(), options, [this](DeviceExecutor::Batch& batch) { dispatcher->RunQueued(batch); },
           [this](const DeviceId& device, const Job& job, RejectionReason reason) {
             observer->OnRejected(device, job.model_label, reason);
           }) {
   repository.SetConfigCheck([this](const v1::ModelConfig& config) { return TritonGpusPresent(config, devices); });
+  if (options.background_moves) {
+    planner.SetMoveWanted([this](const std::string& model, int64_t version, const DeviceId& device, Precision precision) {
+      mover.Want({model, version, device, precision});
+    });
+  }
   if (absl::Status s = learned.Load(); !s.ok()) {
     LOG_WARNING << s.message() << "; starting with no learned device limits";
   }
@@ -69,6 +77,26 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
              << " worker(s), model cache budget "
              << (shares_host_memory ? "shared with the cpu (one memory)" : absl::StrCat(bytes, " bytes"));
   }
+}
+
+}  // namespace infergate
+
+namespace infergate {
+
+absl::Status CoreParts::MoveInBackground(const BackgroundMover::Wanted& wanted) {
+  if (draining.load()) return absl::UnavailableError("the server is draining");
+  absl::StatusOr<Route> route = planner.Plan(
+      {wanted.model, std::to_string(wanted.version), wanted.device.ToString(), wanted.precision, /*allow_fallback=*/false});
+  if (!route.ok()) return route.status();
+  if (models.IsResident(route->key())) return absl::OkStatus();  // a request loaded it meanwhile
+  const Clock::time_point start = Clock::now();
+  absl::StatusOr<ModelCache::Lease> lease = models.Acquire(*route);
+  if (!lease.ok()) return lease.status();
+  LOG_INFO << "model '" << wanted.model << "' version " << wanted.version << " moved to " << wanted.device.ToString()
+           << " in the background in " << MicrosBetween(start, Clock::now()) / 1000
+           << " ms: auto sent its requests where it was resident meanwhile, and sends them there now";
+  observer->OnModelMove(wanted.model, wanted.device, "demand");
+  return absl::OkStatus();
 }
 
 }  // namespace infergate

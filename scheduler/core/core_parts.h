@@ -30,6 +30,7 @@
 #include "scheduler/core/repository_poller.h"
 #include "scheduler/routing/route_planner.h"
 #include "scheduler/routing/auto_cost.h"
+#include "scheduler/cache/background_mover.h"
 #include "scheduler/model/scheduler_observer.h"
 #include "scheduler/routing/scheduler_options.h"
 #include "scheduler/model/servable.h"
@@ -46,6 +47,10 @@ struct CoreParts {
             ServableLoader loader);
   CoreParts(const CoreParts&) = delete;
   CoreParts& operator=(const CoreParts&) = delete;
+
+  // The mover's work: `wanted`'s model loaded on its device (planned there
+  // as a request naming the device, without fallback), unless resident.
+  absl::Status MoveInBackground(const BackgroundMover::Wanted& wanted);
 
   const SchedulerOptions options;
   SchedulerObserver ignore;
@@ -65,6 +70,9 @@ struct CoreParts {
   std::unique_ptr<RepositoryPoller> poller;  // made by Start when the options poll
   ModelStatistics statistics;
   std::atomic<bool> draining{false};  // new requests and loads are refused
+  // Loads copies where `auto` wants them, off the request path; stopped by
+  // InferenceCore::Shutdown before the rest.
+  BackgroundMover mover;
   ExecutorSet executors;
 };
 

@@ -302,6 +302,7 @@ bool InferenceCore::Drain(std::chrono::steady_clock::time_point deadline) {
 }
 
 void InferenceCore::Shutdown() {
+  parts_->mover.Stop();
   if (parts_->poller) parts_->poller->Stop();
   parts_->checker.Stop();
   parts_->executors.Stop();

@@ -19,6 +19,9 @@ class SchedulerObserver {
   // (measured, or a simulated device's charged cost).
   virtual void OnModelTransfer(const std::string& /*model*/, const DeviceId& /*device*/, uint64_t /*bytes*/,
                                double /*seconds*/) {}
+  // `model` was loaded on `device` off the request path, for `reason`
+  // ("demand": auto would serve it sooner there).
+  virtual void OnModelMove(const std::string& /*model*/, const DeviceId& /*device*/, const std::string& /*reason*/) {}
   // `requests` waited for their model to load (or finish loading) on
   // `device` before they ran.
   virtual void OnWaitedForLoad(const DeviceId& /*device*/, size_t /*requests*/) {}

@@ -140,7 +140,23 @@ DeviceId RoutePlanner::ChooseAuto(const ModelEntry& model, int64_t version, Prec
     if (probe_) probe_({model.name, version, id, dtype, status ? status->generation : 0}, &c);
     candidates.push_back(c);
   }
-  return candidates[ChooseDevice(candidates, options_)].device;
+  const int chosen = ChooseDevice(candidates, options_);
+  if (!move_wanted_) return candidates[chosen].device;
+  // With background moves, no request waits for a load while a copy is
+  // ready elsewhere: where it would go had the model been resident
+  // everywhere (`ideal`) is where it is wanted; until it is there, the
+  // request goes to the best device it is resident on.
+  std::vector<RouteCandidate> all_resident = candidates;
+  for (RouteCandidate& c : all_resident) c.resident = true;
+  const int ideal = ChooseDevice(all_resident, options_);
+  if (candidates[ideal].resident) return candidates[ideal].device;
+  std::vector<RouteCandidate> ready;
+  for (const RouteCandidate& c : candidates) {
+    if (c.resident) ready.push_back(c);
+  }
+  if (ready.empty()) return candidates[chosen].device;  // a cold start: some request must load it
+  move_wanted_(model.name, version, candidates[ideal].device, precision);
+  return ready[ChooseDevice(ready, options_)].device;
 }
 
 absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {

@@ -47,6 +47,13 @@ class RoutePlanner {
   // in flight, residency of `key`, measured latency). Must not block.
   using LoadProbe = std::function<void(const ModelKey& key, RouteCandidate* candidate)>;
 
+  // Called when `auto` sent a request to a device where `model` is
+  // resident although `device` would have served it sooner had the model
+  // been there: the model is wanted there (background_mover.h). Must not
+  // block.
+  using MoveWanted =
+      std::function<void(const std::string& model, int64_t version, const DeviceId& device, Precision precision)>;
+
   // Nothing is owned; everything must outlive the planner. `accuracy` may
   // be null: dtypes are then taken as the precision policy picks them.
   RoutePlanner(ModelRepository& repository, const DeviceRegistry& devices, const UnsupportedOpTable& learned,
@@ -58,6 +65,9 @@ class RoutePlanner {
   // its accuracy check; no device allowed for the model), UNAVAILABLE
   // (fallback DENY and the precision it asked for is still being checked).
   absl::StatusOr<Route> Plan(const RouteRequest& request) const;
+
+  // Set once, before any request is planned; empty: no moves are asked for.
+  void SetMoveWanted(MoveWanted move_wanted) { move_wanted_ = std::move(move_wanted); }
 
   // `route` moved to the CPU after its device failed for `reason`.
   // FAILED_PRECONDITION when the client denied fallback or the model may
@@ -106,6 +116,7 @@ class RoutePlanner {
   RouterOptions options_;
   LoadProbe probe_;
   const PrecisionChecker* accuracy_;
+  MoveWanted move_wanted_;
 };
 
 }  // namespace infergate

@@ -40,6 +40,10 @@ struct SchedulerOptions {
   // check against FP32 on the CPU passed (precision_checker.h). false
   // takes every dtype as the precision policy picks it, unchecked.
   bool precision_checks = true;
+  // `auto` moves a model in the background to the device that would serve
+  // it sooner, while its requests run where it is resident
+  // (background_mover.h); false leaves it where it is.
+  bool background_moves = true;
 };
 
 }  // namespace infergate

@@ -284,6 +284,11 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
                              .Name("infergate_requests_waited_for_load_total")
                              .Help("Requests that waited for their model to load on their device before they ran.")
                              .Register(r);
+  m->moves_ = &prometheus::BuildCounter()
+                   .Name("infergate_model_moves_total")
+                   .Help("Models loaded on a device off the request path, by model, device and reason (demand: auto "
+                         "would serve it sooner there).")
+                   .Register(r);
   m->updates_ = &prometheus::BuildCounter()
                      .Name("infergate_model_updates_total")
                      .Help("Changes the repository poller (or LoadModel) acted on, by model and result: loaded (a new "
@@ -489,6 +494,10 @@ void Metrics::OnModelTransfer(const std::string& /*model*/, const DeviceId& devi
 
 void Metrics::OnWaitedForLoad(const DeviceId& device, size_t requests) {
   Cached(*waited_for_load_, {{"device", device.ToString()}}).Increment(static_cast<double>(requests));
+}
+
+void Metrics::OnModelMove(const std::string& model, const DeviceId& device, const std::string& reason) {
+  Cached(*moves_, {{"model", model}, {"device", device.ToString()}, {"reason", reason}}).Increment();
 }
 
 void Metrics::OnEviction(const DeviceId& device, EvictionReason why) {

@@ -64,6 +64,7 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
   void OnModelLoad(const std::string& model, const DeviceId& device, double seconds, bool ok) override;
   void OnModelTransfer(const std::string& model, const DeviceId& device, uint64_t bytes, double seconds) override;
   void OnWaitedForLoad(const DeviceId& device, size_t requests) override;
+  void OnModelMove(const std::string& model, const DeviceId& device, const std::string& reason) override;
   void OnModelUpdate(const std::string& model, ModelUpdateResult result) override;
   void OnEviction(const DeviceId& device, EvictionReason why) override;
   void OnFallback(const std::string& from, const std::string& to, const std::string& reason) override;
@@ -118,6 +119,7 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
   prometheus::Family<prometheus::Counter>* transfer_seconds_ = nullptr;
   prometheus::Family<prometheus::Counter>* transfer_bytes_ = nullptr;
   prometheus::Family<prometheus::Counter>* waited_for_load_ = nullptr;
+  prometheus::Family<prometheus::Counter>* moves_ = nullptr;
   prometheus::Family<prometheus::Counter>* evictions_ = nullptr;
   prometheus::Family<prometheus::Counter>* updates_ = nullptr;
   prometheus::Family<prometheus::Counter>* fallbacks_ = nullptr;

@@ -28,6 +28,7 @@ struct RawFlags {
   bool batching = true;
   bool fair_queueing = true;
   bool precision_checks = true;
+  bool background_moves = true;
   std::chrono::milliseconds priority_aging{100};
   std::string cache_budget;  // "cpu=8GiB,cuda:0=20GiB"
   std::string state_file;
@@ -60,6 +61,7 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.batching = f.batching;
   s.fair_queueing = f.fair_queueing;
   s.precision_checks = f.precision_checks;
+  s.background_moves = f.background_moves;
   s.priority_aging = f.priority_aging;
   s.worker_spin_us = static_cast<int>(std::clamp<int64_t>(f.worker_spin_us, 0, 10000));
   s.state_file = f.state_file;
@@ -185,6 +187,10 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Bool("fair-queueing", &f.fair_queueing,
              "Models share each device by device time, so one model's flood does not queue another's requests "
              "behind it; false serves requests in arrival order (FIFO).");
+  flags.Bool("background-moves", &f.background_moves,
+             "When auto sends a request to a device where its model is resident although another would serve it "
+             "sooner had the model been there, load it there in the background (within that device's budget) "
+             "and send later requests there; no request waits for the move. false leaves models where they are.");
   flags.Bool("precision-checks", &f.precision_checks,
              "Serve a model in FP16 or BF16 on a device only after a check against FP32 on the CPU passed within "
              "the model's accuracy tolerance (until then, and after a failed check, the nearest verified dtype "

@@ -317,6 +317,47 @@ TEST_F(SlowLinkCudaTest, ALoadPaysTheTransferAndTheRequestThatWaitedIsCounted) {
   EXPECT_EQ(added("infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 1);
 }
 
+// auto and a model resident only on the CPU, where it is slow: its
+// requests run on the CPU while it moves to the simulated GPU in the
+// background (a 1.5 s transfer nobody waits for), then run on the GPU.
+class BackgroundMoveTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--simulate-devices=cuda:0,transfer_latency=1500ms", "--metrics-address=127.0.0.1:0"};
+  }
+};
+
+TEST_F(BackgroundMoveTest, AutoRunsWhereTheModelIsReadyWhileItMovesToTheFasterDevice) {
+  const std::string before = ScrapeMetrics(*server_);
+  auto added = [&](const std::string& series) {
+    const double was = MetricValue(before, series);
+    const double now = MetricValue(ScrapeMetrics(*server_), series);
+    return (std::isnan(now) ? 0 : now) - (std::isnan(was) ? 0 : was);
+  };
+  v1::InferRequest on_cpu = Request("slow", {{"x", at::ones({4})}});
+  on_cpu.set_device("cpu");
+  v1::InferResponse resp;
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Infer(on_cpu, &resp, 600000).ok());  // resident on the CPU, its time there measured
+  const auto slow_on_cpu = std::chrono::steady_clock::now() - start;
+  v1::InferRequest automatic = Request("slow", {{"x", at::ones({4})}});
+  start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Infer(automatic, &resp, 600000).ok());
+  EXPECT_EQ(resp.placement().device(), "cpu") << "auto waited for a load instead of using the ready copy";
+  // The GPU copy arrives after the transfer; until then auto keeps to the CPU.
+  bool on_gpu = false;
+  for (int i = 0; i < 60 && !on_gpu; ++i) {
+    ASSERT_TRUE(Infer(automatic, &resp, 600000).ok());
+    on_gpu = resp.placement().device() == "cuda:0";
+  }
+  EXPECT_TRUE(on_gpu) << "the model never moved to cuda:0\n" << server_->Log();
+  EXPECT_NE(server_->Log().find("model 'slow' version 1 moved to cuda:0 in the background"), std::string::npos);
+  EXPECT_EQ(added("infergate_model_moves_total{device=\"cuda:0\",model=\"slow\",reason=\"demand\"}"), 1);
+  EXPECT_EQ(added("infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0)
+      << "a request waited for the move";
+  (void)slow_on_cpu;
+}
+
 // Learned device limits survive a restart through the state file.
 TEST(StateFile, RestartRemembersWhatMpsCannotRun) {
   std::string state = DemoRepository() + "/../ig_state_" + std::to_string(::getpid());
