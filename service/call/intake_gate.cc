@@ -91,6 +91,13 @@ void IntakeGate::Leave(const void* waiter) {
   if (it != line_.end()) line_.erase(it);
 }
 
+bool IntakeGate::FastLaneEligible(absl::string_view peer) const {
+  if (budget_ == nullptr) return true;
+  MutexLock lock(mu_);
+  auto it = history_.find(std::string(peer));
+  return it == history_.end() || it->second.largest <= room_bytes_ / kSmallDivisor;
+}
+
 size_t IntakeGate::waiting() const {
   MutexLock lock(mu_);
   return line_.size();

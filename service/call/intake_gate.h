@@ -114,6 +114,11 @@ class IntakeGate {
   // message could never be held).
   uint64_t room_bytes() const { return room_bytes_; }
   size_t waiting() const;
+  // Whether `peer`'s next read may take the fast lane (its messages so far
+  // were small, or it has sent none): it then waits for a slot only, never
+  // for room in the budget, so the caller need not bound its wait as it
+  // bounds a wait for room.
+  bool FastLaneEligible(absl::string_view peer) const;
   // The refusal for a call that found no room in time.
   absl::Status Refusal() const;
 

@@ -355,7 +355,9 @@ class AsyncUnaryInferCall final : public AsyncCall {
   // milliseconds, so room comes back quickly unless the budget is held by
   // work; then the call is refused, as a REST request would be.
   bool RefuseWithoutRoom(std::chrono::steady_clock::duration waited) override {
-    if (waited < kMaxReadWait) return false;
+    // A call of a connection of small requests waits for a fast-lane slot,
+    // not for room: it waits on (its deadline and its client bound it).
+    if (waited < kMaxReadWait || context_.gate.FastLaneEligible(peer_)) return false;
     if (InferCallObserver* o = context_.front_end.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
     EndUnread(context_.gate.Refusal());
     return true;
