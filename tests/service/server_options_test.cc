@@ -40,6 +40,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--stuck-batch-timeout", "300000ms", "5m"},
     {"--batching", "true", "true"},
     {"--fair-queueing", "true", "true"},
+    {"--background-moves", "true", "true"},
     {"--precision-checks", "true", "true"},
     {"--priority-aging", "100ms", "100ms"},
     {"--worker-spin-us", "200", "200"},
@@ -169,6 +170,7 @@ TEST(ServerOptions, DefaultsMatchTheDocs) {
   EXPECT_EQ(o->scheduler.queue_capacity, 1024u);
   EXPECT_TRUE(o->scheduler.batching);
   EXPECT_TRUE(o->scheduler.fair_queueing);
+  EXPECT_TRUE(o->scheduler.background_moves);
   EXPECT_EQ(o->scheduler.priority_aging, std::chrono::milliseconds(100));
   EXPECT_EQ(o->scheduler.worker_spin_us, 200);
   EXPECT_EQ(o->scheduler.device_failure_cooldown, std::chrono::seconds(30));
