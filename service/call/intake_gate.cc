@@ -38,6 +38,8 @@ IntakeGate::IntakeGate(InflightBudget* budget, uint64_t max_message_bytes, size_
       room_bytes_(budget_ != nullptr ? std::min(max_message_bytes, budget_->limit()) : 0),
       max_waiting_(max_waiting) {}
 
+bool IntakeGate::Small(uint64_t largest) const { return largest <= room_bytes_ / kSmallDivisor; }
+
 bool IntakeGate::Reserve(uint64_t bytes, InflightBudget::Reservation* room) {
   if (budget_ == nullptr) return true;
   absl::StatusOr<InflightBudget::Reservation> reserved = budget_->Reserve(bytes);
@@ -49,7 +51,7 @@ bool IntakeGate::Reserve(uint64_t bytes, InflightBudget::Reservation* room) {
 bool IntakeGate::TryFastLane(absl::string_view peer, Ticket* ticket) {
   auto it = history_.find(std::string(peer));
   const bool fresh = it == history_.end();
-  if (!fresh && it->second.largest > room_bytes_ / kSmallDivisor) return false;
+  if (!fresh && !Small(it->second.largest)) return false;
   int& slots = fresh ? new_reads_ : fast_reads_;
   if (slots >= (fresh ? kMaxNewReads : kMaxFastReads)) return false;
   const uint64_t room = fresh ? kFastFloor : std::max(it->second.largest * 2, kFastFloor);
@@ -95,7 +97,7 @@ bool IntakeGate::FastLaneEligible(absl::string_view peer) const {
   if (budget_ == nullptr) return true;
   MutexLock lock(mu_);
   auto it = history_.find(std::string(peer));
-  return it == history_.end() || it->second.largest <= room_bytes_ / kSmallDivisor;
+  return it == history_.end() || Small(it->second.largest);
 }
 
 size_t IntakeGate::waiting() const {

@@ -123,6 +123,9 @@ class IntakeGate {
   absl::Status Refusal() const;
 
  private:
+  // Whether a connection whose largest recent message was `largest` sends
+  // small messages (the fast lane's).
+  bool Small(uint64_t largest) const;
   // Reserves `bytes`; false when the budget has no room.
   bool Reserve(uint64_t bytes, InflightBudget::Reservation* room);
   // Admits by the fast lane when `peer` may take it and a slot and the

@@ -197,8 +197,8 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
     const auto opening = std::chrono::steady_clock::now();
     impl->container = OpenAotiContainer(*impl->files, *variant, impl->device.str(), impl->instances);
     if (impl->simulation) {
-      std::this_thread::sleep_for(SimulatedTransferTime(*impl->simulation, bytes));
       impl->transfer_time = SimulatedTransferTime(*impl->simulation, bytes);
+      std::this_thread::sleep_for(impl->transfer_time);
     } else if (!impl->device.is_cpu()) {
       impl->transfer_time = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - opening);
     }
