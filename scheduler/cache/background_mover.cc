@@ -8,8 +8,8 @@
 
 namespace infergate {
 
-BackgroundMover::BackgroundMover(Move move, size_t max_pending)
-    : move_(std::move(move)), max_pending_(max_pending), thread_([this] { Loop(); }) {}
+BackgroundMover::BackgroundMover(Move move, size_t max_pending, std::chrono::milliseconds retry_after)
+    : move_(std::move(move)), max_pending_(max_pending), retry_after_(retry_after), thread_([this] { Loop(); }) {}
 
 BackgroundMover::~BackgroundMover() { Stop(); }
 
@@ -17,7 +17,12 @@ bool BackgroundMover::Want(Wanted wanted) {
   {
     MutexLock lock(mu_);
     if (stopping_ || wanted_.size() >= max_pending_) return false;
-    if (!wanted_.insert({wanted.model, wanted.version, wanted.device}).second) return false;
+    const Key key{wanted.model, wanted.version, wanted.device};
+    if (auto failed = failed_at_.find(key); failed != failed_at_.end()) {
+      if (std::chrono::steady_clock::now() - failed->second < retry_after_) return false;
+      failed_at_.erase(failed);
+    }
+    if (!wanted_.insert(key).second) return false;
     line_.push_back(std::move(wanted));
   }
   wake_.notify_one();
@@ -67,8 +72,13 @@ void BackgroundMover::Loop() {
                   << next.device.ToString() << " failed: " << moved.message() << " (requests stay where it is resident)";
     }
     lock.Lock();
-    wanted_.erase({next.model, next.version, next.device});
+    const Key key{next.model, next.version, next.device};
+    wanted_.erase(key);
     ++(moved.ok() ? moved_ : failed_);
+    if (!moved.ok()) {
+      if (failed_at_.size() >= 4096) failed_at_.clear();  // bounded: forgetting only allows a retry sooner
+      failed_at_[key] = std::chrono::steady_clock::now();
+    }
   }
 }
 

@@ -9,17 +9,22 @@
 //
 // Moves are wanted once per (model, version, device) while one is pending
 // or running; at most `max_pending` wait, and more are dropped (the next
-// request asks again). One thread runs them, one at a time.
+// request asks again). A move that failed (the model cannot fit or run
+// there) is not tried again for `retry_after`, so a model that cannot move
+// does not cost a load attempt and a log line per request. One thread runs
+// them, one at a time.
 //
 // Threading: Want and the accessors may be called from any thread and
 // never block on a move. `move` runs on the mover's thread; it must not call
 // Want. Stop (or the destructor) waits for a running move to end and drops
 // the pending ones.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -44,7 +49,8 @@ class BackgroundMover {
   // resident until evicted); the status is logged.
   using Move = std::function<absl::Status(const Wanted& wanted)>;
 
-  explicit BackgroundMover(Move move, size_t max_pending = 64);
+  explicit BackgroundMover(Move move, size_t max_pending = 64,
+                           std::chrono::milliseconds retry_after = std::chrono::seconds(60));
   ~BackgroundMover();
   BackgroundMover(const BackgroundMover&) = delete;
   BackgroundMover& operator=(const BackgroundMover&) = delete;
@@ -64,10 +70,12 @@ class BackgroundMover {
 
   const Move move_;
   const size_t max_pending_;
+  const std::chrono::milliseconds retry_after_;
   mutable Mutex mu_;
   std::condition_variable wake_;
   std::deque<Wanted> line_ ABSL_GUARDED_BY(mu_);
   std::set<Key> wanted_ ABSL_GUARDED_BY(mu_);  // in line or running
+  std::map<Key, std::chrono::steady_clock::time_point> failed_at_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t moved_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
