@@ -1,0 +1,59 @@
+#include "scheduler/routing/move_policy.h"
+
+#include <algorithm>
+
+namespace infergate {
+
+double AcceleratorGain(const MoveCandidate& model, double window_s) {
+  const double per_request = model.elsewhere_us - model.accelerator_us;
+  if (per_request <= 0 || model.demand_per_second <= 0) return 0;
+  return model.demand_per_second * window_s * per_request;
+}
+
+MoveDecision DecideMoves(const MoveInputs& inputs) {
+  uint64_t used = 0;
+  std::vector<const MoveCandidate*> residents;
+  for (const MoveCandidate& m : inputs.models) {
+    if (!m.resident) continue;
+    used += m.bytes;
+    residents.push_back(&m);
+  }
+  // Those that may be displaced, the smallest gain first (name breaks ties,
+  // so the decision does not depend on the order it was given).
+  std::vector<const MoveCandidate*> displaceable;
+  for (const MoveCandidate* m : residents) {
+    if (m->resident_for_s >= inputs.min_residence_s) displaceable.push_back(m);
+  }
+  std::sort(displaceable.begin(), displaceable.end(), [&](const MoveCandidate* a, const MoveCandidate* b) {
+    const double ga = AcceleratorGain(*a, inputs.window_s), gb = AcceleratorGain(*b, inputs.window_s);
+    return ga != gb ? ga < gb : a->model < b->model;
+  });
+
+  MoveDecision best;
+  double best_margin = 0;
+  for (const MoveCandidate& m : inputs.models) {
+    if (m.resident || m.bytes > inputs.budget_bytes) continue;
+    const double gain = AcceleratorGain(m, inputs.window_s);
+    if (gain <= 0) continue;
+    MoveDecision d;
+    d.promote = m.model;
+    d.gain_us = gain;
+    d.cost_us = m.transfer_us;
+    uint64_t free = inputs.budget_bytes > used ? inputs.budget_bytes - used : 0;
+    for (size_t i = 0; free < m.bytes && i < displaceable.size(); ++i) {
+      d.demote.push_back(displaceable[i]->model);
+      d.cost_us += AcceleratorGain(*displaceable[i], inputs.window_s);
+      free += displaceable[i]->bytes;
+    }
+    if (free < m.bytes) continue;  // room only by displacing models that just moved
+    if (gain <= inputs.hysteresis * d.cost_us) continue;
+    const double margin = gain - inputs.hysteresis * d.cost_us;
+    if (best.promote.empty() || margin > best_margin || (margin == best_margin && m.model < best.promote)) {
+      best = d;
+      best_margin = margin;
+    }
+  }
+  return best;
+}
+
+}  // namespace infergate

@@ -1,0 +1,56 @@
+#pragma once
+// Which models an accelerator should hold when more are wanted than fit: a
+// pure function from what was measured (each model's demand, its compute
+// time on the accelerator and off it, what moving it costs) to the moves,
+// so the policy reads (and is tested) as one table.
+//
+// A model's gain from being on the accelerator over the next window is
+//   demand x window x (time elsewhere - time on the accelerator).
+// A model not on it is promoted when its gain exceeds, by the hysteresis
+// factor, its transfer time plus the gain of the models it would displace
+// (the smallest gains first, until it fits); models that moved on less than
+// `min_residence` ago are not displaced. So a model is not moved for a gain
+// that its own transfer eats, and two models of like demand do not swap
+// back and forth. At most one promotion per decision: the next decision
+// sees its effect.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace infergate {
+
+struct MoveCandidate {
+  std::string model;
+  double demand_per_second = 0;  // requests, over the last window
+  double accelerator_us = 0;     // compute per request there (learned)
+  double elsewhere_us = 0;       // compute per request where it runs otherwise
+  double transfer_us = 0;        // moving its weights onto the accelerator (learned)
+  uint64_t bytes = 0;            // what it takes on the accelerator
+  bool resident = false;         // on the accelerator now
+  double resident_for_s = 0;     // since it moved there (resident only)
+};
+
+struct MoveInputs {
+  double window_s = 10;
+  uint64_t budget_bytes = 0;  // the accelerator's
+  double hysteresis = 1.5;    // a promotion must gain this many times its cost
+  double min_residence_s = 5;
+  std::vector<MoveCandidate> models;
+};
+
+struct MoveDecision {
+  std::string promote;               // empty: none
+  std::vector<std::string> demote;   // to make room for it, smallest gain first
+  double gain_us = 0;                // the promoted model's over the window
+  double cost_us = 0;                // its transfer plus the displaced models' gains
+  friend bool operator==(const MoveDecision&, const MoveDecision&) = default;
+};
+
+// The model's gain from the accelerator over `window_s`, in microseconds
+// (zero when it is not faster there).
+double AcceleratorGain(const MoveCandidate& model, double window_s);
+
+MoveDecision DecideMoves(const MoveInputs& inputs);
+
+}  // namespace infergate

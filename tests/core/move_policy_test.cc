@@ -1,0 +1,90 @@
+// The move policy as one table: measured demand, times and sizes in, the
+// promotion (and what it displaces) out.
+#include "scheduler/routing/move_policy.h"
+
+#include <gtest/gtest.h>
+
+namespace infergate {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// A model: demand (req/s), ms on the accelerator, ms elsewhere, transfer
+// ms, MiB, resident, seconds resident.
+MoveCandidate M(const std::string& name, double rps, double gpu_ms, double cpu_ms, double transfer_ms, uint64_t mib,
+                bool resident = false, double resident_for_s = 60) {
+  return {name, rps, gpu_ms * 1000, cpu_ms * 1000, transfer_ms * 1000, mib * kMiB, resident, resident_for_s};
+}
+
+struct Row {
+  const char* what;
+  std::vector<MoveCandidate> models;
+  uint64_t budget_mib;
+  std::string promote;
+  std::vector<std::string> demote;
+};
+
+TEST(MovePolicy, Table) {
+  const std::vector<Row> rows = {
+      {"room free, demand pays the transfer: promote",
+       {M("a", 10, 1, 20, 50, 100)}, 1000, "a", {}},
+      {"no demand: stay",
+       {M("a", 0, 1, 20, 50, 100)}, 1000, "", {}},
+      {"not faster on the accelerator: stay",
+       {M("a", 50, 20, 20, 50, 100)}, 1000, "", {}},
+      {"gain below hysteresis x transfer: stay (0.3 rps x 10 s x 19 ms = 57 ms < 1.5 x 50 ms)",
+       {M("a", 0.3, 1, 20, 50, 100)}, 1000, "", {}},
+      {"larger than the whole budget: never",
+       {M("a", 100, 1, 20, 50, 2000)}, 1000, "", {}},
+      {"full: displace the smallest gain when the newcomer gains far more",
+       {M("hot", 50, 1, 20, 100, 400), M("cold", 1, 1, 20, 100, 400, true), M("warm", 20, 1, 20, 100, 400, true)},
+       800, "hot", {"cold"}},
+      {"full: a newcomer of like demand does not displace (hysteresis: no swapping back and forth)",
+       {M("b", 10, 1, 20, 100, 400), M("a", 10, 1, 20, 100, 400, true), M("c", 10, 1, 20, 100, 400, true)},
+       800, "", {}},
+      {"full: models that just moved are not displaced",
+       {M("hot", 50, 1, 20, 100, 400), M("cold", 1, 1, 20, 100, 400, true, 1), M("warm", 20, 1, 20, 100, 400, true, 2)},
+       800, "", {}},
+      {"several candidates: the largest margin wins, one per decision",
+       {M("x", 10, 1, 20, 50, 100), M("y", 40, 1, 20, 50, 100), M("z", 20, 1, 20, 50, 100)}, 1000, "y", {}},
+      {"displacing two small ones for one large one",
+       {M("big", 100, 1, 30, 200, 600), M("s1", 1, 1, 5, 10, 300, true), M("s2", 2, 1, 5, 10, 300, true),
+        M("s3", 50, 1, 5, 10, 300, true)},
+       1000, "big", {"s1", "s2"}},
+      {"resident models are never promoted again",
+       {M("a", 100, 1, 20, 50, 100, true)}, 1000, "", {}},
+  };
+  for (const Row& row : rows) {
+    MoveInputs in;
+    in.budget_bytes = row.budget_mib * kMiB;
+    in.models = row.models;
+    const MoveDecision d = DecideMoves(in);
+    EXPECT_EQ(d.promote, row.promote) << row.what;
+    EXPECT_EQ(d.demote, row.demote) << row.what;
+    if (!d.promote.empty()) {
+      EXPECT_GT(d.gain_us, in.hysteresis * d.cost_us) << row.what;
+    }
+  }
+}
+
+// The decision does not depend on the order the models are listed in.
+TEST(MovePolicy, OrderOfTheListDoesNotMatter) {
+  MoveInputs in;
+  in.budget_bytes = 800 * kMiB;
+  in.models = {M("hot", 50, 1, 20, 100, 400), M("cold", 1, 1, 20, 100, 400, true),
+               M("cold2", 1, 1, 20, 100, 400, true)};
+  const MoveDecision first = DecideMoves(in);
+  std::swap(in.models[1], in.models[2]);
+  std::swap(in.models[0], in.models[1]);
+  EXPECT_EQ(DecideMoves(in), first);
+  EXPECT_EQ(first.promote, "hot");
+  EXPECT_EQ(first.demote, std::vector<std::string>{"cold"});
+}
+
+TEST(MovePolicy, GainIsDemandTimesWindowTimesTheTimeSaved) {
+  EXPECT_DOUBLE_EQ(AcceleratorGain(M("a", 10, 1, 20, 0, 1), 10), 10 * 10 * 19000.0);
+  EXPECT_DOUBLE_EQ(AcceleratorGain(M("a", 10, 30, 20, 0, 1), 10), 0);
+}
+
+}  // namespace
+}  // namespace infergate
