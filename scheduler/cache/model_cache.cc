@@ -209,6 +209,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
     auto it = slots_.find(key);
     if (result.ok()) {
       slot->ready = true;
+      slot->ready_at = std::chrono::steady_clock::now();
       slot->bytes = (*result)->resident_bytes() + slot->activation_bytes;
       // A loader that did not call `admit` (or took more than it said) is
       // fitted now, after its load.
@@ -262,6 +263,24 @@ size_t ModelCache::EvictIdle(const DeviceId& device, const ModelKey* keep, Evict
   return evicted.size();
 }
 
+size_t ModelCache::EvictIdleCopies(const std::function<bool(const ModelKey&)>& match, EvictionReason why) {
+  Evicted evicted;
+  {
+    MutexLock lock(mu_);
+    for (auto it = slots_.begin(); it != slots_.end();) {
+      const Slot& slot = *it->second;
+      if (slot.ready && !slot.pinned && slot.in_flight == 0 && match(it->first)) {
+        evicted.push_back(*it);
+        it = slots_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  Notify(evicted, why);
+  return evicted.size();
+}
+
 size_t ModelCache::Unload(const std::function<bool(const ModelKey&)>& match) {
   Evicted dropped;
   {
@@ -285,7 +304,7 @@ std::vector<ResidentModel> ModelCache::Resident() const {
   MutexLock lock(mu_);
   std::vector<ResidentModel> out;
   for (const auto& [key, slot] : slots_) {
-    if (slot->ready) out.push_back({key, slot->bytes, slot->pinned, slot->in_flight});
+    if (slot->ready) out.push_back({key, slot->bytes, slot->pinned, slot->in_flight, slot->ready_at});
   }
   return out;
 }

@@ -16,6 +16,7 @@
 // the others wait for it. The eviction listener runs on the thread that
 // evicted, after the cache's lock is released.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -99,6 +100,9 @@ class ModelCache {
   // Evicts every idle unpinned model on `device` except `keep`; returns how
   // many. Used to make room after an out-of-memory error.
   size_t EvictIdle(const DeviceId& device, const ModelKey* keep, EvictionReason why);
+  // Evicts the idle unpinned resident copies for which `match` is true (a
+  // copy in use or pinned stays); returns how many went.
+  size_t EvictIdleCopies(const std::function<bool(const ModelKey&)>& match, EvictionReason why);
 
   // Drops every resident key for which `match` is true (pinned or not);
   // returns how many. Requests already holding a lease finish on the dropped
@@ -124,6 +128,7 @@ class ModelCache {
     uint64_t activation_bytes = 0;
     uint64_t last_used = 0;
     int in_flight = 0;
+    std::chrono::steady_clock::time_point ready_at;
   };
   using Evicted = std::vector<std::pair<ModelKey, std::shared_ptr<Slot>>>;
   void Release(const std::shared_ptr<void>& slot);

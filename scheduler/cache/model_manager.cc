@@ -38,6 +38,7 @@ ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader, M
   }
   cache_.SetEvictionListener([this](const ModelKey& key, uint64_t, EvictionReason why) {
     if (observer_) observer_->OnEviction(key.device, why);
+    if (listener_.evicted) listener_.evicted(key, why);
   });
 }
 
@@ -111,6 +112,7 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
           footprints_->RecordParameters(key.model, route.stamp.ContentKey(), key.device.kind, key.dtype,
                                         (*model)->resident_bytes());
         }
+        if (model.ok() && listener_.loaded) listener_.loaded(key, took_us);
         if (model.ok()) {
           const std::chrono::microseconds transfer = (*model)->transfer_time();
           if (observer_ && transfer.count() > 0) {

@@ -88,6 +88,24 @@ class ModelManager {
   bool IsResident(const ModelKey& key) const { return cache_.IsResident(key); }
   bool IsResidentInAnyDType(const ModelKey& key) const { return cache_.IsResidentInAnyDType(key); }
 
+  uint64_t ResidentBytes(const DeviceId& device) const { return cache_.ResidentBytes(device); }
+  // What `route`'s copy is expected to take on its device (learned, or
+  // estimated from its file).
+  Footprint ExpectedFootprint(const Route& route) const { return Expected(route); }
+  // Evicts the idle unpinned copies `match` names (ModelCache::EvictIdleCopies).
+  size_t EvictIdleCopies(const std::function<bool(const ModelKey&)>& match, EvictionReason why) {
+    return cache_.EvictIdleCopies(match, why);
+  }
+
+  // Told of every load that finished (on the loading thread, with what it
+  // took) and every eviction (on the evicting thread, after the cache's
+  // lock is released). Set before serving; must not block.
+  struct Listener {
+    std::function<void(const ModelKey& key, uint64_t took_us)> loaded;
+    std::function<void(const ModelKey& key, EvictionReason why)> evicted;
+  };
+  void SetListener(Listener listener) { listener_ = std::move(listener); }
+
   // Makes room on `device` after it ran out of memory: every idle copy but
   // `keep` goes. Returns how many.
   size_t EvictIdleAfterOom(const DeviceId& device, const ModelKey& keep);
@@ -127,6 +145,7 @@ class ModelManager {
   ModelFootprints* footprints_;
   ModelCache cache_;
   SchedulerObserver* observer_ = nullptr;
+  Listener listener_;
 };
 
 }  // namespace infergate

@@ -1,7 +1,11 @@
 #include "scheduler/core/core_parts.h"
 
+#include <algorithm>
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "devices/simulation.h"
 #include "devices/torch_probe.h"
 #include "scheduler/core/request_dispatcher.h"
 #include "scheduler/core/thread_sizing.h"
@@ -36,11 +40,25 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
                 // A copy in any dtype is ready: the accuracy contract picks
                 // the dtype once the device is chosen (unverified: FP32).
                 c->resident = models.IsResidentInAnyDType(key);
+                c->demoted = !c->resident && placement.Demoted(key.model, key.device);
                 c->latency_us = latency.Mean(key.model, key.device);
               },
               &checker),
       lifecycle(repository, models, devices),
-      mover([this](const BackgroundMover::Wanted& wanted) { return MoveInBackground(wanted); }),
+      placement(
+          PlacementController::Hooks{
+              [this] {
+                std::vector<DeviceId> accelerators;
+                for (const DeviceId& id : devices.Available()) {
+                  if (id.kind != DeviceKind::kCpu) accelerators.push_back(id);
+                }
+                return accelerators;
+              },
+              [this](const DeviceId& device) { return PlacementInputs(device); },
+              [this](const std::string& model) { return KeepOnCpu(model); },
+              [this](const std::string& model, const DeviceId& device) { return Demote(model, device); },
+              [this](const std::string& model, const DeviceId& device) { return Promote(model, device); }},
+          options.placement),
       executors(
           devices.Snapshot(), options, [this](DeviceExecutor::Batch& batch) { dispatcher->RunQueued(batch); },
           [this](const DeviceId& device, const Job& job, RejectionReason reason) {
@@ -48,9 +66,19 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
           }) {
   repository.SetConfigCheck([this](const v1::ModelConfig& config) { return TritonGpusPresent(config, devices); });
   if (options.background_moves) {
-    planner.SetMoveWanted([this](const std::string& model, int64_t version, const DeviceId& device, Precision precision) {
-      mover.Want({model, version, device, precision});
-    });
+    planner.SetMoveWanted([this] { placement.Wake(); });
+    ModelManager::Listener listener;
+    listener.loaded = [this](const ModelKey& key, uint64_t took_us) {
+      if (key.device.kind != DeviceKind::kCpu) placement.RecordLoadTime(key.model, key.device, static_cast<double>(took_us));
+    };
+    listener.evicted = [this](const ModelKey& key, EvictionReason why) {
+      // Made room for another load (or after running out of memory): it
+      // keeps answering from a CPU copy. Demotions are the controller's own.
+      if (key.device.kind != DeviceKind::kCpu && (why == EvictionReason::kBudget || why == EvictionReason::kOom)) {
+        placement.NoteEvicted(key.model, key.device);
+      }
+    };
+    models.SetListener(std::move(listener));
   }
   if (absl::Status s = learned.Load(); !s.ok()) {
     LOG_WARNING << s.message() << "; starting with no learned device limits";
@@ -83,19 +111,87 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
 
 namespace infergate {
 
-absl::Status CoreParts::MoveInBackground(const BackgroundMover::Wanted& wanted) {
+MoveInputs CoreParts::PlacementInputs(const DeviceId& device) {
+  MoveInputs in;
+  in.budget_bytes = models.Budget(device);
+  if (in.budget_bytes == 0) in.budget_bytes = UINT64_MAX / 2;  // unlimited
+  const Clock::time_point now = Clock::now();
+  std::map<std::string, MoveCandidate> by_model;
+  for (const ResidentModel& r : models.Resident()) {
+    if (r.key.device != device) continue;
+    MoveCandidate& c = by_model[r.key.model];
+    const double for_s = std::chrono::duration<double>(now - r.ready_since).count();
+    c.resident_for_s = c.resident ? std::min(c.resident_for_s, for_s) : for_s;
+    c.resident = true;
+    c.bytes += r.bytes;
+    c.pinned = c.pinned || r.pinned;
+  }
+  for (const auto& [model, rate] : demand.Rates(now)) by_model[model].demand_per_second = rate;
+  for (auto& [name, c] : by_model) {
+    c.model = name;
+    absl::StatusOr<Route> there = planner.Plan({name, "", device.ToString(), Precision::kAuto, /*allow_fallback=*/false});
+    if (!there.ok() && !c.resident) continue;  // it may not (or cannot) run there
+    if (!c.resident) c.bytes = models.ExpectedFootprint(*there).total();
+    c.elsewhere_us = latency.Mean(name, kCpuDevice).value_or(options.router.unmeasured_latency_us);
+    c.accelerator_us =
+        latency.Mean(name, device).value_or(c.elsewhere_us / std::max(1.0, options.router.assumed_accelerator_speedup));
+    c.transfer_us = EstimatedTransferUs(device, c.bytes);
+    in.models.push_back(std::move(c));
+  }
+  return in;
+}
+
+double CoreParts::EstimatedTransferUs(const DeviceId& device, uint64_t bytes) const {
+  std::optional<DeviceInfo> info = devices.Find(device);
+  if (info && info->simulation) return static_cast<double>(SimulatedTransferTime(*info->simulation, bytes).count());
+  const bool mps = device.kind == DeviceKind::kMps;
+  const double bytes_per_second = mps ? kSimulatedMpsBytesPerSecond : kSimulatedCudaBytesPerSecond;
+  const auto fixed = mps ? kSimulatedMpsTransferLatency : kSimulatedCudaTransferLatency;
+  return static_cast<double>(fixed.count()) + static_cast<double>(bytes) / bytes_per_second * 1e6;
+}
+
+absl::Status CoreParts::KeepOnCpu(const std::string& model) {
   if (draining.load()) return absl::UnavailableError("the server is draining");
-  absl::StatusOr<Route> route = planner.Plan(
-      {wanted.model, std::to_string(wanted.version), wanted.device.ToString(), wanted.precision, /*allow_fallback=*/false});
+  absl::StatusOr<Route> route =
+      planner.Plan({model, "", kCpuDevice.ToString(), Precision::kAuto, /*allow_fallback=*/false});
+  if (!route.ok()) return route.status();
+  if (models.IsResidentInAnyDType(route->key())) return absl::OkStatus();
+  const uint64_t budget = models.Budget(kCpuDevice);
+  const uint64_t expected = models.ExpectedFootprint(*route).total();
+  const uint64_t held = models.ResidentBytes(kCpuDevice);
+  if (budget > 0 && held + expected > budget) {
+    return absl::ResourceExhaustedError(absl::StrCat("the cpu's cache budget (", budget, " bytes, ", held,
+                                                     " held) has no room for its ", expected, " bytes"));
+  }
+  // Loads it and runs its warm-up (a run on the new copy before traffic).
+  if (absl::Status warm = models.WarmUp(*route); !warm.ok()) return warm;
+  LOG_INFO << "model '" << model << "' has a cpu copy to answer from while it is off the accelerators";
+  return absl::OkStatus();
+}
+
+absl::Status CoreParts::Demote(const std::string& model, const DeviceId& device) {
+  const size_t evicted = models.EvictIdleCopies(
+      [&](const ModelKey& key) { return key.model == model && key.device == device; }, EvictionReason::kDemoted);
+  if (evicted == 0) return absl::FailedPreconditionError(absl::StrCat("its copy on ", device.ToString(), " is in use"));
+  LOG_INFO << "model '" << model << "' demoted from " << device.ToString()
+           << " to make room: auto sends its requests where it is resident (the cpu when it has a copy there)";
+  observer->OnModelMove(model, device, "demoted");
+  return absl::OkStatus();
+}
+
+absl::Status CoreParts::Promote(const std::string& model, const DeviceId& device) {
+  if (draining.load()) return absl::UnavailableError("the server is draining");
+  absl::StatusOr<Route> route =
+      planner.Plan({model, "", device.ToString(), Precision::kAuto, /*allow_fallback=*/false});
   if (!route.ok()) return route.status();
   if (models.IsResident(route->key())) return absl::OkStatus();  // a request loaded it meanwhile
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<ModelCache::Lease> lease = models.Acquire(*route);
-  if (!lease.ok()) return lease.status();
-  LOG_INFO << "model '" << wanted.model << "' version " << wanted.version << " moved to " << wanted.device.ToString()
+  // Loads it and runs its warm-up (a run on the new copy before traffic).
+  if (absl::Status warm = models.WarmUp(*route); !warm.ok()) return warm;
+  LOG_INFO << "model '" << model << "' version " << route->version << " moved to " << device.ToString()
            << " in the background in " << MicrosBetween(start, Clock::now()) / 1000
            << " ms: auto sent its requests where it was resident meanwhile, and sends them there now";
-  observer->OnModelMove(wanted.model, wanted.device, "demand");
+  observer->OnModelMove(model, device, "promoted");
   return absl::OkStatus();
 }
 

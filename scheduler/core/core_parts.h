@@ -10,7 +10,8 @@
 // Threading: each part is thread-safe on its own (see its header). The
 // fields are set in the constructor and not reassigned, except `observer`
 // and `dispatcher`, set once before any work is queued, and `poller`, made
-// by Start. Destruction: the owner stops the poller, the checker and the
+// by Start. The placement controller's hooks are the member functions
+// below; they run on its thread. Destruction: the owner stops the poller, the checker and the
 // executors first (InferenceCore::Shutdown); the executors are declared
 // last so they are destroyed first.
 
@@ -30,7 +31,8 @@
 #include "scheduler/core/repository_poller.h"
 #include "scheduler/routing/route_planner.h"
 #include "scheduler/routing/auto_cost.h"
-#include "scheduler/cache/background_mover.h"
+#include "scheduler/routing/demand_meter.h"
+#include "scheduler/routing/placement_controller.h"
 #include "scheduler/model/scheduler_observer.h"
 #include "scheduler/routing/scheduler_options.h"
 #include "scheduler/model/servable.h"
@@ -48,9 +50,20 @@ struct CoreParts {
   CoreParts(const CoreParts&) = delete;
   CoreParts& operator=(const CoreParts&) = delete;
 
-  // The mover's work: `wanted`'s model loaded on its device (planned there
-  // as a request naming the device, without fallback), unless resident.
-  absl::Status MoveInBackground(const BackgroundMover::Wanted& wanted);
+  // The placement controller's hooks (placement_controller.h), each for a
+  // model's latest version:
+  // the move policy's inputs for the accelerator `device`;
+  MoveInputs PlacementInputs(const DeviceId& device);
+  // a CPU copy of `model` unless it has one or the CPU's budget has no room;
+  absl::Status KeepOnCpu(const std::string& model);
+  // `model`'s idle copies on `device` evicted (demoted);
+  absl::Status Demote(const std::string& model, const DeviceId& device);
+  // `model` loaded and warmed up on `device` (planned there as a request
+  // naming the device, without fallback), unless resident.
+  absl::Status Promote(const std::string& model, const DeviceId& device);
+  // What moving `bytes` of weights onto `device` is expected to cost before
+  // a load there was measured: its simulated link, or a PCIe 4 GPU's.
+  double EstimatedTransferUs(const DeviceId& device, uint64_t bytes) const;
 
   const SchedulerOptions options;
   SchedulerObserver ignore;
@@ -70,9 +83,12 @@ struct CoreParts {
   std::unique_ptr<RepositoryPoller> poller;  // made by Start when the options poll
   ModelStatistics statistics;
   std::atomic<bool> draining{false};  // new requests and loads are refused
-  // Loads copies where `auto` wants them, off the request path; stopped by
-  // InferenceCore::Shutdown before the rest.
-  BackgroundMover mover;
+  // Requests per second per model: the move policy's demand.
+  DemandMeter demand;
+  // Moves models onto and off the accelerators, off the request path
+  // (started by InferenceCore with --background-moves; stopped by its Drain
+  // and Shutdown before the rest).
+  PlacementController placement;
   ExecutorSet executors;
 };
 

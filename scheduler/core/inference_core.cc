@@ -29,6 +29,7 @@ InferenceCore::InferenceCore(std::string repository_root, DeviceRegistry devices
            << " intra-op threads, queue capacity " << o.queue_capacity << " per device, batching "
            << (o.batching ? "on" : "off") << ", accuracy checks " << (o.precision_checks ? "on" : "off");
   parts_->checker.Start();
+  if (o.background_moves) parts_->placement.Start();
 }
 
 InferenceCore::~InferenceCore() { Shutdown(); }
@@ -177,7 +178,8 @@ void InferenceCore::ForgetModel(const std::string& name) { parts_->lifecycle.For
 namespace {
 
 // What front ends see of one repository entry, with its resident copies.
-ModelStatus StatusOf(ModelEntry entry, const std::vector<ResidentModel>& resident) {
+ModelStatus StatusOf(ModelEntry entry, const std::vector<ResidentModel>& resident,
+                     const PlacementController& placement) {
   ModelStatus status;
   status.name = std::move(entry.name);
   status.config = std::move(entry.config);
@@ -188,6 +190,9 @@ ModelStatus StatusOf(ModelEntry entry, const std::vector<ResidentModel>& residen
   for (const ResidentModel& r : resident) {
     if (r.key.model == status.name) status.loaded.push_back(r.key);
   }
+  PlacementController::ModelPlacement where = placement.PlacementOf(status.name);
+  status.moving = std::move(where.moving);
+  status.demoted = std::move(where.demoted);
   return status;
 }
 
@@ -197,7 +202,7 @@ absl::StatusOr<std::vector<ModelStatus>> InferenceCore::Models() const {
   std::vector<ResidentModel> resident = parts_->models.Resident();
   std::vector<ModelStatus> out;
   for (ModelEntry& entry : parts_->repository.List()) {
-    out.push_back(StatusOf(std::move(entry), resident));
+    out.push_back(StatusOf(std::move(entry), resident, parts_->placement));
     out.back().precision = parts_->checker.Reports(out.back().name);
   }
   return out;
@@ -211,7 +216,7 @@ absl::StatusOr<ModelStatus> InferenceCore::Model(absl::string_view name, absl::s
   if (!version.empty()) {
     if (absl::StatusOr<int64_t> v = parts_->repository.ResolveVersion(**entry, version); !v.ok()) return v.status();
   }
-  ModelStatus status = StatusOf(**entry, parts_->models.Resident());
+  ModelStatus status = StatusOf(**entry, parts_->models.Resident(), parts_->placement);
   status.precision = parts_->checker.Reports(status.name);
   return status;
 }
@@ -286,6 +291,7 @@ std::vector<DeviceStatus> InferenceCore::Devices() const {
 bool InferenceCore::Drain(std::chrono::steady_clock::time_point deadline) {
   ready_.store(false);
   parts_->draining.store(true);
+  parts_->placement.Stop();                      // no moves while draining
   if (parts_->poller) parts_->poller->Stop();  // no loads while draining
   parts_->checker.Stop();
   if (parts_->executors.WaitIdle(deadline)) return true;
@@ -302,7 +308,7 @@ bool InferenceCore::Drain(std::chrono::steady_clock::time_point deadline) {
 }
 
 void InferenceCore::Shutdown() {
-  parts_->mover.Stop();
+  parts_->placement.Stop();
   if (parts_->poller) parts_->poller->Stop();
   parts_->checker.Stop();
   parts_->executors.Stop();

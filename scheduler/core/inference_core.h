@@ -74,6 +74,8 @@ struct ModelStatus {
   absl::Status problem;                // why the model cannot be served at all, if so
   std::string config_problem;          // a refused config.pbtxt update (the previous config applies)
   std::vector<ModelKey> loaded;        // resident copies
+  std::vector<DeviceId> moving;        // accelerators it is moving to in the background now
+  std::vector<DeviceId> demoted;       // accelerators it was demoted from, until it is back
   std::vector<PrecisionReport> precision;  // accuracy checks of served versions
 
   // Whether the config lets the model run on `device` (kind and id).

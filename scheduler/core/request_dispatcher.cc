@@ -1,5 +1,7 @@
 #include "scheduler/core/request_dispatcher.h"
 
+#include <thread>
+
 #include <algorithm>
 
 #include "absl/status/status.h"
@@ -118,6 +120,7 @@ std::shared_ptr<RequestHandle> RequestDispatcher::Submit(InferenceRequest reques
     job->Finish(route.status());
     return job;
   }
+  core_.demand.Add(route->model->name, 1, Clock::now());
   if (const std::optional<FallbackReason>& reason = route->fallback) {
     // An absent device is labelled by kind, since clients choose the index.
     const DeviceRequest& asked = route->requested;
@@ -247,6 +250,7 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
   BatchRun run = RunBatch(**lease, jobs, own_cpu);
   if (run.jobs.empty()) return;
   if (!run.outputs.ok()) return HandleFailure(run.jobs, run.outputs.status(), oom_retried, "running");
+  if (device.kind == DeviceKind::kCpu && core_.options.simulated_cpu_slowdown > 1) SlowDownAsSimulated(run);
 
   const int64_t total_rows = run.total_rows();
   core_.latency.Observe(route.model->name, device,
@@ -289,6 +293,16 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
     result.timing.compute_output_ns = run.times.output_ns;
     job.Finish(std::move(result));
   }
+}
+
+void RequestDispatcher::SlowDownAsSimulated(BatchRun& run) const {
+  // The worker is held for the whole simulated time, as a slower CPU would
+  // hold it; the wait takes no CPU from the simulated accelerators.
+  const double factor = core_.options.simulated_cpu_slowdown;
+  const auto extra = std::chrono::microseconds(static_cast<int64_t>(static_cast<double>(run.compute_us) * (factor - 1)));
+  std::this_thread::sleep_for(extra);
+  run.compute_us += static_cast<uint64_t>(extra.count());
+  run.cpu_us = static_cast<uint64_t>(static_cast<double>(run.cpu_us) * factor);
 }
 
 void RequestDispatcher::HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried, const char* stage) {

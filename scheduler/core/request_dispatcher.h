@@ -36,6 +36,9 @@ class RequestDispatcher {
   using Batch = DeviceExecutor::Batch;
   void Execute(Batch& jobs, bool oom_retried);
   // `stage` ("loading", "running") is for the log.
+  // --simulate-cpu-slowdown: the CPU run in `run` made `factor` times as
+  // long (its compute_us too, so what is learned from it sees the slower CPU).
+  void SlowDownAsSimulated(BatchRun& run) const;
   void HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried, const char* stage);
   void FallBack(Batch& jobs, const FallbackReason& reason, const absl::Status& failure);
   void ReportFallback(const std::string& from, const DeviceId& to, const FallbackReason& reason);

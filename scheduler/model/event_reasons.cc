@@ -30,6 +30,7 @@ absl::string_view EvictionReasonName(EvictionReason reason) {
     case EvictionReason::kBudget: return "budget";
     case EvictionReason::kOom: return "oom";
     case EvictionReason::kUnload: return "unload";
+    case EvictionReason::kDemoted: return "demoted";
   }
   return "unknown";
 }

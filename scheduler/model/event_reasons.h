@@ -40,9 +40,10 @@ enum class EvictionReason {
   kBudget,  // room was needed for another model within the cache budget
   kOom,     // the device ran out of memory
   kUnload,  // an unload asked for it
+  kDemoted,  // the move policy gave its room to a model with more to gain there (move_policy.h)
 };
 inline constexpr EvictionReason kEvictionReasons[] = {EvictionReason::kBudget, EvictionReason::kOom,
-                                                      EvictionReason::kUnload};
+                                                      EvictionReason::kUnload, EvictionReason::kDemoted};
 absl::string_view EvictionReasonName(EvictionReason reason);
 
 // How an accuracy check of a reduced dtype ended

@@ -8,7 +8,7 @@ namespace {
 constexpr FallbackKind kAllKinds[] = {
     FallbackKind::kDeviceUnavailable, FallbackKind::kDeviceOutOfService, FallbackKind::kDeviceNotAllowed,
     FallbackKind::kUnsupportedOp,     FallbackKind::kDtype,              FallbackKind::kOutOfMemory,
-    FallbackKind::kDeviceError,       FallbackKind::kNoCompiledVariant};
+    FallbackKind::kDeviceError,       FallbackKind::kNoCompiledVariant, FallbackKind::kDemoted};
 
 }  // namespace
 
@@ -22,6 +22,7 @@ absl::string_view FallbackKindName(FallbackKind kind) {
     case FallbackKind::kOutOfMemory: return "oom";
     case FallbackKind::kDeviceError: return "device_error";
     case FallbackKind::kNoCompiledVariant: return "no_compiled_variant";
+    case FallbackKind::kDemoted: return "demoted";
   }
   return "unknown";
 }

@@ -19,6 +19,8 @@ enum class FallbackKind {
   kOutOfMemory,         // the device ran out of memory even after evicting; no detail
   kDeviceError,         // the device itself failed while running; detail: the device id
   kNoCompiledVariant,   // a .pt2 package holds no build for the device; detail: its kind ("cuda")
+  kDemoted,             // `auto` would run it on an accelerator it was demoted from to make room, and
+                        // it answers from a ready copy while it moves back; detail: that device id
 };
 
 // The metric label and the wire prefix: "device_unavailable", "oom", ...

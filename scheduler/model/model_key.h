@@ -2,6 +2,7 @@
 // Names one resident copy of a model: which model and version, on which
 // device, in which compute dtype.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -29,6 +30,7 @@ struct ResidentModel {
   uint64_t bytes = 0;
   bool pinned = false;
   int in_flight = 0;
+  std::chrono::steady_clock::time_point ready_since;  // when its load finished
 };
 
 }  // namespace infergate

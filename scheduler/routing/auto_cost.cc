@@ -6,15 +6,33 @@ namespace infergate {
 
 void LatencyStats::Observe(const std::string& model, const DeviceId& device, double micros) {
   MutexLock lock(mu_);
-  auto [it, inserted] = ewma_.try_emplace({model, device}, micros);
-  if (!inserted) it->second += alpha_ * (micros - it->second);
+  Entry& e = ewma_[{model, device}];
+  ++e.samples;
+  if (e.samples <= 2) {
+    e.ewma = micros;  // the second replaces the first (lazy initialisation)
+  } else {
+    e.ewma += alpha_ * (micros - e.ewma);
+  }
 }
 
 std::optional<double> LatencyStats::Mean(const std::string& model, const DeviceId& device) const {
   MutexLock lock(mu_);
   auto it = ewma_.find({model, device});
-  if (it == ewma_.end()) return std::nullopt;
-  return it->second;
+  if (it == ewma_.end() || it->second.samples < 2) return std::nullopt;
+  return it->second.ewma;
+}
+
+void EstimateUnmeasuredAccelerators(std::vector<RouteCandidate>& candidates, const RouterOptions& options) {
+  std::optional<double> cpu;
+  for (const RouteCandidate& c : candidates) {
+    if (c.device.kind == DeviceKind::kCpu) cpu = c.latency_us;
+  }
+  if (!cpu) return;
+  for (RouteCandidate& c : candidates) {
+    if (c.device.kind != DeviceKind::kCpu && !c.latency_us) {
+      c.latency_us = *cpu / std::max(1.0, options.assumed_accelerator_speedup);
+    }
+  }
 }
 
 int ChooseDevice(const std::vector<RouteCandidate>& candidates, const RouterOptions& options) {

@@ -4,6 +4,7 @@
 // model's measured latency there. The route planner (route_planner.h)
 // decides everything else about where a request runs.
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -17,7 +18,10 @@
 namespace infergate {
 
 // Exponentially weighted moving averages of per-request compute time, by
-// (model, device). Thread-safe; updates are one short lock.
+// (model, device). A copy's first run pays for lazy initialisation (the
+// TorchScript executor profiles and optimises it), so the first sample is
+// not an average's seed: Mean answers nothing until a second sample, which
+// replaces the first. Thread-safe; updates are one short lock.
 class LatencyStats {
  public:
   explicit LatencyStats(double alpha = 0.2) : alpha_(alpha) {}
@@ -27,7 +31,11 @@ class LatencyStats {
  private:
   double alpha_;
   mutable Mutex mu_;
-  std::map<std::pair<std::string, DeviceId>, double> ewma_ ABSL_GUARDED_BY(mu_);
+  struct Entry {
+    double ewma = 0;
+    uint64_t samples = 0;
+  };
+  std::map<std::pair<std::string, DeviceId>, Entry> ewma_ ABSL_GUARDED_BY(mu_);
 };
 
 struct RouteCandidate {
@@ -36,8 +44,14 @@ struct RouteCandidate {
   size_t running = 0;  // jobs executing
   int workers = 1;
   bool resident = false;               // the model is loaded there
+  bool demoted = false;                // not resident: demoted from there to make room
   std::optional<double> latency_us;    // the model's average there, if measured
 };
+
+// Fills in the latency of each accelerator candidate not measured yet as
+// the CPU candidate's measured one over `options.assumed_accelerator_speedup`
+// (an accelerator is assumed faster until it is measured).
+void EstimateUnmeasuredAccelerators(std::vector<RouteCandidate>& candidates, const RouterOptions& options);
 
 // Index of the candidate with the smallest expected completion time:
 // (work ahead / workers + this request) x latency, plus the load penalty

@@ -22,7 +22,7 @@ MoveDecision DecideMoves(const MoveInputs& inputs) {
   // so the decision does not depend on the order it was given).
   std::vector<const MoveCandidate*> displaceable;
   for (const MoveCandidate* m : residents) {
-    if (m->resident_for_s >= inputs.min_residence_s) displaceable.push_back(m);
+    if (!m->pinned && m->resident_for_s >= inputs.min_residence_s) displaceable.push_back(m);
   }
   std::sort(displaceable.begin(), displaceable.end(), [&](const MoveCandidate* a, const MoveCandidate* b) {
     const double ga = AcceleratorGain(*a, inputs.window_s), gb = AcceleratorGain(*b, inputs.window_s);

@@ -9,9 +9,9 @@
 // A model not on it is promoted when its gain exceeds, by the hysteresis
 // factor, its transfer time plus the gain of the models it would displace
 // (the smallest gains first, until it fits); models that moved on less than
-// `min_residence` ago are not displaced. So a model is not moved for a gain
-// that its own transfer eats, and two models of like demand do not swap
-// back and forth. At most one promotion per decision: the next decision
+// `min_residence` ago, and pinned ones, are not displaced. So a model is not
+// moved for a gain that its own transfer eats, and two models of like
+// demand do not swap back and forth. At most one promotion per decision: the next decision
 // sees its effect.
 
 #include <cstdint>
@@ -29,6 +29,7 @@ struct MoveCandidate {
   uint64_t bytes = 0;            // what it takes on the accelerator
   bool resident = false;         // on the accelerator now
   double resident_for_s = 0;     // since it moved there (resident only)
+  bool pinned = false;           // its config keeps it there: never displaced
 };
 
 struct MoveInputs {

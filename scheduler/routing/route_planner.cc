@@ -126,9 +126,9 @@ absl::Status RoutePlanner::ApplyAccuracy(Route& route, Precision precision, bool
   return absl::OkStatus();
 }
 
-DeviceId RoutePlanner::ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
-                                  const std::vector<DeviceId>& allowed) const {
-  if (allowed.size() == 1) return allowed.front();
+RoutePlanner::AutoChoice RoutePlanner::ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
+                                                  const std::vector<DeviceId>& allowed) const {
+  if (allowed.size() == 1) return {allowed.front(), std::nullopt};
   std::vector<RouteCandidate> candidates;
   candidates.reserve(allowed.size());
   for (const DeviceId& id : allowed) {
@@ -140,23 +140,49 @@ DeviceId RoutePlanner::ChooseAuto(const ModelEntry& model, int64_t version, Prec
     if (probe_) probe_({model.name, version, id, dtype, status ? status->generation : 0}, &c);
     candidates.push_back(c);
   }
+  EstimateUnmeasuredAccelerators(candidates, options_);
   const int chosen = ChooseDevice(candidates, options_);
-  if (!move_wanted_) return candidates[chosen].device;
-  // With background moves, no request waits for a load while a copy is
-  // ready elsewhere: where it would go had the model been resident
-  // everywhere (`ideal`) is where it is wanted; until it is there, the
-  // request goes to the best device it is resident on.
+  if (!move_wanted_) return {candidates[chosen].device, std::nullopt};
+  // No cold start: no request waits for a load while a copy is ready
+  // elsewhere. Where it would go had the model been resident everywhere
+  // (`ideal`) is where it is wanted; until the placement controller moves
+  // it there, the request goes to the best device it is resident on.
   std::vector<RouteCandidate> all_resident = candidates;
   for (RouteCandidate& c : all_resident) c.resident = true;
   const int ideal = ChooseDevice(all_resident, options_);
-  if (candidates[ideal].resident) return candidates[ideal].device;
+  if (candidates[ideal].resident) return {candidates[ideal].device, std::nullopt};
   std::vector<RouteCandidate> ready;
   for (const RouteCandidate& c : candidates) {
     if (c.resident) ready.push_back(c);
   }
-  if (ready.empty()) return candidates[chosen].device;  // a cold start: some request must load it
-  move_wanted_(model.name, version, candidates[ideal].device, precision);
-  return ready[ChooseDevice(ready, options_)].device;
+  if (ready.empty()) return {candidates[chosen].device, std::nullopt};  // a cold start: some request must load it
+  move_wanted_();
+  AutoChoice choice{ready[ChooseDevice(ready, options_)].device, std::nullopt};
+  if (candidates[ideal].demoted) {
+    choice.demoted = FallbackReason{FallbackKind::kDemoted, candidates[ideal].device.ToString()};
+  }
+  return choice;
+}
+
+bool RoutePlanner::AnswersFromCpuCopy(const ModelEntry& model, int64_t version, Precision precision,
+                                      const DeviceId& target) const {
+  if (!move_wanted_ || !probe_ || target.kind == DeviceKind::kCpu || !DeviceAllowed(model.config, kCpuDevice)) {
+    return false;
+  }
+  const VersionStatus* status = model.Status(version);
+  const FileStamp stamp = status ? status->stamp : FileStamp{};
+  const uint64_t generation = status ? status->generation : 0;
+  RouteCandidate there;
+  probe_({model.name, version, target, ComputeDType(model, stamp, devices_.PrecisionOf(target).value_or(PrecisionTraits{}), precision), generation},
+         &there);
+  if (there.resident || !there.demoted) return false;
+  RouteCandidate cpu;
+  probe_({model.name, version, kCpuDevice,
+          ComputeDType(model, stamp, devices_.PrecisionOf(kCpuDevice).value_or(PrecisionTraits{}), precision), generation},
+         &cpu);
+  if (!cpu.resident) return false;
+  move_wanted_();
+  return true;
 }
 
 absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
@@ -195,8 +221,9 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
       return absl::FailedPreconditionError(
           absl::StrCat("device: no available device is allowed for model '", name, "'"));
     }
-    DeviceId chosen = ChooseAuto(*route.model, route.version, request.precision, allowed);
-    return PlaceOn(std::move(route), chosen, request.precision, request.allow_fallback);
+    AutoChoice chosen = ChooseAuto(*route.model, route.version, request.precision, allowed);
+    route.fallback = std::move(chosen.demoted);
+    return PlaceOn(std::move(route), chosen.device, request.precision, request.allow_fallback);
   }
 
   // The device asked for, if this server has it in service.
@@ -243,6 +270,10 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
                                                         ") and fallback is DENY"));
     }
     reason = *std::move(learned);
+  }
+  if (!reason && request.allow_fallback &&
+      AnswersFromCpuCopy(*route.model, route.version, request.precision, *target)) {
+    reason = FallbackReason{FallbackKind::kDemoted, target->ToString()};
   }
   if (!reason) return PlaceOn(std::move(route), *target, request.precision, request.allow_fallback);
   if (!DeviceAllowed(config, kCpuDevice)) {

@@ -47,12 +47,11 @@ class RoutePlanner {
   // in flight, residency of `key`, measured latency). Must not block.
   using LoadProbe = std::function<void(const ModelKey& key, RouteCandidate* candidate)>;
 
-  // Called when `auto` sent a request to a device where `model` is
-  // resident although `device` would have served it sooner had the model
-  // been there: the model is wanted there (background_mover.h). Must not
-  // block.
-  using MoveWanted =
-      std::function<void(const std::string& model, int64_t version, const DeviceId& device, Precision precision)>;
+  // Called when a request ran where its model was ready although another
+  // device would have served it sooner had the model been there: the
+  // placement controller should weigh a move soon (placement_controller.h).
+  // Must not block.
+  using MoveWanted = std::function<void()>;
 
   // Nothing is owned; everything must outlive the planner. `accuracy` may
   // be null: dtypes are then taken as the precision policy picks them.
@@ -66,7 +65,10 @@ class RoutePlanner {
   // (fallback DENY and the precision it asked for is still being checked).
   absl::StatusOr<Route> Plan(const RouteRequest& request) const;
 
-  // Set once, before any request is planned; empty: no moves are asked for.
+  // Set once, before any request is planned. Set: no cold start (`auto`
+  // runs a request where its model is ready rather than wait for a load,
+  // and a request naming the device a model was demoted from, with
+  // fallback, does too); empty: `auto` weighs a load as a fixed penalty.
   void SetMoveWanted(MoveWanted move_wanted) { move_wanted_ = std::move(move_wanted); }
 
   // `route` moved to the CPU after its device failed for `reason`.
@@ -107,8 +109,16 @@ class RoutePlanner {
   absl::Status ApplyAccuracy(Route& route, Precision precision, bool allow_fallback) const;
   // The allowed device `auto` costs least; with one allowed, that one, and
   // the probe is not asked (a CPU-only server plans every request this way).
-  DeviceId ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
-                      const std::vector<DeviceId>& allowed) const;
+  struct AutoChoice {
+    DeviceId device;
+    std::optional<FallbackReason> demoted;  // ran elsewhere: the model was demoted from its best device
+  };
+  AutoChoice ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
+                        const std::vector<DeviceId>& allowed) const;
+  // With no cold start: the CPU, when `target` is an accelerator the model
+  // was demoted from, the model is not back there yet and it has a CPU copy.
+  bool AnswersFromCpuCopy(const ModelEntry& model, int64_t version, Precision precision,
+                          const DeviceId& target) const;
 
   ModelRepository& repository_;
   const DeviceRegistry& devices_;

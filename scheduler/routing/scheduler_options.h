@@ -10,6 +10,7 @@
 #include <string>
 
 #include "devices/device_id.h"
+#include "scheduler/routing/placement_controller.h"
 #include "scheduler/routing/router_options.h"
 
 namespace infergate {
@@ -40,10 +41,20 @@ struct SchedulerOptions {
   // check against FP32 on the CPU passed (precision_checker.h). false
   // takes every dtype as the precision policy picks it, unchecked.
   bool precision_checks = true;
-  // `auto` moves a model in the background to the device that would serve
-  // it sooner, while its requests run where it is resident
-  // (background_mover.h); false leaves it where it is.
+  // No cold start: `auto` runs a request where its model is ready while the
+  // placement controller (placement_controller.h) moves models onto the
+  // accelerators by the move policy, and a model that gives up its room
+  // keeps a CPU copy that answers meanwhile. false: today's evict-and-reload
+  // (`auto` weighs a load as a fixed penalty, and a request may wait for it).
   bool background_moves = true;
+  // The move policy's window, hysteresis and minimum residence, and how
+  // often it decides (placement_controller.h).
+  PlacementController::Options placement;
+  // Simulation only: a CPU run takes this many times its compute time (the
+  // worker waits out the rest), so simulated accelerators, which compute on
+  // the same CPU, are that much faster than the CPU as a real one would be.
+  // 1: off.
+  double simulated_cpu_slowdown = 1;
 };
 
 }  // namespace infergate

@@ -286,8 +286,9 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
                              .Register(r);
   m->moves_ = &prometheus::BuildCounter()
                    .Name("infergate_model_moves_total")
-                   .Help("Models loaded on a device off the request path, by model, device and reason (demand: auto "
-                         "would serve it sooner there).")
+                   .Help("Models moved by the placement controller, off the request path, by model, device and "
+                         "reason (promoted: loaded there, its demand gaining more than the move costs; demoted: "
+                         "evicted from there to make room, answering from a CPU copy meanwhile).")
                    .Register(r);
   m->updates_ = &prometheus::BuildCounter()
                      .Name("infergate_model_updates_total")

@@ -29,6 +29,11 @@ struct RawFlags {
   bool fair_queueing = true;
   bool precision_checks = true;
   bool background_moves = true;
+  std::chrono::milliseconds move_window{10000};
+  double move_hysteresis = 1.5;
+  std::chrono::milliseconds move_min_residence{5000};
+  std::chrono::milliseconds move_period{1000};
+  double simulate_cpu_slowdown = 1;
   std::chrono::milliseconds priority_aging{100};
   std::string cache_budget;  // "cpu=8GiB,cuda:0=20GiB"
   std::string state_file;
@@ -62,6 +67,23 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.fair_queueing = f.fair_queueing;
   s.precision_checks = f.precision_checks;
   s.background_moves = f.background_moves;
+  if (f.move_window.count() < 100) return absl::InvalidArgumentError("--move-window: must be at least 100ms");
+  if (!(f.move_hysteresis >= 1 && f.move_hysteresis <= 100)) {
+    return absl::InvalidArgumentError("--move-hysteresis: must be 1..100");
+  }
+  if (f.move_min_residence.count() < 0) return absl::InvalidArgumentError("--move-min-residence: must not be negative");
+  if (f.move_period.count() < 10) return absl::InvalidArgumentError("--move-period: must be at least 10ms");
+  s.placement.window_s = std::chrono::duration<double>(f.move_window).count();
+  s.placement.hysteresis = f.move_hysteresis;
+  s.placement.min_residence_s = std::chrono::duration<double>(f.move_min_residence).count();
+  s.placement.period = f.move_period;
+  if (!(f.simulate_cpu_slowdown >= 1 && f.simulate_cpu_slowdown <= 1000)) {
+    return absl::InvalidArgumentError("--simulate-cpu-slowdown: must be 1..1000");
+  }
+  if (f.simulate_cpu_slowdown > 1 && f.simulate_devices.empty()) {
+    return absl::InvalidArgumentError("--simulate-cpu-slowdown: only with --simulate-devices (it is a simulation)");
+  }
+  s.simulated_cpu_slowdown = f.simulate_cpu_slowdown;
   s.priority_aging = f.priority_aging;
   s.worker_spin_us = static_cast<int>(std::clamp<int64_t>(f.worker_spin_us, 0, 10000));
   s.state_file = f.state_file;
@@ -188,9 +210,20 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
              "Models share each device by device time, so one model's flood does not queue another's requests "
              "behind it; false serves requests in arrival order (FIFO).");
   flags.Bool("background-moves", &f.background_moves,
-             "When auto sends a request to a device where its model is resident although another would serve it "
-             "sooner had the model been there, load it there in the background (within that device's budget) "
-             "and send later requests there; no request waits for the move. false leaves models where they are.");
+             "No cold start: auto runs a request where its model is ready, never waiting for a load while a copy "
+             "is ready elsewhere; models are moved onto the accelerators in the background when their demand "
+             "gains more than the move costs, and a model that gives up its room keeps a CPU copy that answers "
+             "meanwhile (reason demoted:DEVICE). false: evict and reload (a request may wait for its model's load).");
+  flags.Duration("move-window", &f.move_window,
+                 "The demand window of the move policy: a model's gain from an accelerator is its requests per "
+                 "second x this x the time it saves per request there.");
+  flags.Double("move-hysteresis", &f.move_hysteresis,
+               "A model moves onto an accelerator only when its gain exceeds this many times its move's cost plus "
+               "what the models it displaces lose.");
+  flags.Duration("move-min-residence", &f.move_min_residence,
+                 "A model that moved onto an accelerator is not displaced for this long.");
+  flags.Duration("move-period", &f.move_period,
+                 "How often the move policy decides (and at once when a request ran away from its best device).");
   flags.Bool("precision-checks", &f.precision_checks,
              "Serve a model in FP16 or BF16 on a device only after a check against FP32 on the CPU passed within "
              "the model's accuracy tolerance (until then, and after a failed check, the nearest verified dtype "
@@ -307,6 +340,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.String("simulate-failing-devices", &f.simulate_failing_devices,
                "Fault injection: simulated devices (e.g. cuda:0) that fail every run after "
                "--simulate-failures-after runs, like a lost GPU.");
+  flags.Double("simulate-cpu-slowdown", &f.simulate_cpu_slowdown,
+               "Simulation only: a CPU run takes this many times its compute time (the worker waits out the rest), "
+               "so simulated accelerators are that much faster than the CPU, as real ones are. 1: off.");
   flags.Int("simulate-failures-after", &f.simulate_failures_after, "Runs a failing simulated device completes first.");
   flags.Duration("device-failure-cooldown", &f.device_failure_cooldown,
                  "How long a device that failed stays out of service (its work goes to the CPU).");

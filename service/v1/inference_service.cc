@@ -49,6 +49,14 @@ void FillLoaded(const ModelKey& key, v1::LoadedModel* out) {
   out->set_version(key.version);
   out->set_device(key.device.ToString());
   out->set_dtype(DTypeToProto(key.dtype));
+  out->set_state("resident");
+}
+
+// A copy on its way to `device`, or one demoted from it: the latest version's.
+void FillPlacement(const ModelStatus& model, const DeviceId& device, const char* state, v1::LoadedModel* out) {
+  if (!model.versions.empty()) out->set_version(model.versions.back());
+  out->set_device(device.ToString());
+  out->set_state(state);
 }
 
 }  // namespace
@@ -183,6 +191,8 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerC
       for (int64_t v : model.versions) info->add_versions(v);
       *info->mutable_config() = std::move(model.config);
       for (const ModelKey& key : model.loaded) FillLoaded(key, info->add_loaded());
+      for (const DeviceId& d : model.moving) FillPlacement(model, d, "moving", info->add_moves());
+      for (const DeviceId& d : model.demoted) FillPlacement(model, d, "demoted", info->add_moves());
       for (const VersionStatus& v : model.states) {
         v1::ModelVersionStatus* status = info->add_version_status();
         status->set_version(v.version);
@@ -231,6 +241,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerCo
       loaded->set_version(result->version);
       loaded->set_device(result->device);
       loaded->set_dtype(DTypeToProto(result->dtype));
+      loaded->set_state("resident");
       response->set_load_us(result->load_us);
       call->Answer(absl::OkStatus());
     });

@@ -45,15 +45,36 @@ TEST(Router, LoadPenaltyKeepsWorkWhereTheModelIsResident) {
   EXPECT_EQ(ChooseDevice(c, cheap_loads), 0);
 }
 
-TEST(LatencyStats, MovingAverage) {
+TEST(LatencyStats, MovingAverageFromTheSecondSample) {
   LatencyStats stats(0.5);
   DeviceId cpu{DeviceKind::kCpu, 0};
   EXPECT_FALSE(stats.Mean("m", cpu).has_value());
+  stats.Observe("m", cpu, 5000);  // a first run, with lazy initialisation
+  EXPECT_FALSE(stats.Mean("m", cpu).has_value()) << "one sample is not a measurement";
   stats.Observe("m", cpu, 100);
-  EXPECT_DOUBLE_EQ(*stats.Mean("m", cpu), 100);
+  EXPECT_DOUBLE_EQ(*stats.Mean("m", cpu), 100) << "the first sample seeded the average";
   stats.Observe("m", cpu, 200);
   EXPECT_DOUBLE_EQ(*stats.Mean("m", cpu), 150);
   EXPECT_FALSE(stats.Mean("m", {DeviceKind::kCuda, 0}).has_value());
+}
+
+TEST(AutoCost, AnUnmeasuredAcceleratorIsTakenAsTheCpuOverTheAssumedSpeedup) {
+  RouterOptions options;
+  options.assumed_accelerator_speedup = 4;
+  std::vector<RouteCandidate> c(3);
+  c[0].device = {DeviceKind::kCuda, 0};
+  c[1].device = {DeviceKind::kCuda, 1};
+  c[1].latency_us = 900;  // measured: kept
+  c[2].device = {DeviceKind::kCpu, 0};
+  c[2].latency_us = 400;
+  EstimateUnmeasuredAccelerators(c, options);
+  EXPECT_EQ(c[0].latency_us, 100);
+  EXPECT_EQ(c[1].latency_us, 900);
+  EXPECT_EQ(c[2].latency_us, 400);
+  c[2].latency_us.reset();  // nothing measured on the CPU: nothing to go by
+  c[0].latency_us.reset();
+  EstimateUnmeasuredAccelerators(c, options);
+  EXPECT_FALSE(c[0].latency_us.has_value());
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ TEST(EventReasons, EveryRejectionReasonHasItsDocumentedName) {
 TEST(EventReasons, EvictionsUpdatesAndChecks) {
   std::set<std::string> evictions;
   for (EvictionReason r : kEvictionReasons) evictions.insert(std::string(EvictionReasonName(r)));
-  EXPECT_EQ(evictions, (std::set<std::string>{"budget", "oom", "unload"}));
+  EXPECT_EQ(evictions, (std::set<std::string>{"budget", "oom", "unload", "demoted"}));
   EXPECT_EQ(ModelUpdateResultName(ModelUpdateResult::kLoaded), "loaded");
   EXPECT_EQ(ModelUpdateResultName(ModelUpdateResult::kFailed), "failed");
   EXPECT_EQ(ModelUpdateResultName(ModelUpdateResult::kRemoved), "removed");

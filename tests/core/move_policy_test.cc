@@ -16,6 +16,11 @@ MoveCandidate M(const std::string& name, double rps, double gpu_ms, double cpu_m
   return {name, rps, gpu_ms * 1000, cpu_ms * 1000, transfer_ms * 1000, mib * kMiB, resident, resident_for_s};
 }
 
+MoveCandidate Pinned(MoveCandidate m) {
+  m.pinned = true;
+  return m;
+}
+
 struct Row {
   const char* what;
   std::vector<MoveCandidate> models;
@@ -51,6 +56,8 @@ TEST(MovePolicy, Table) {
        {M("big", 100, 1, 30, 200, 600), M("s1", 1, 1, 5, 10, 300, true), M("s2", 2, 1, 5, 10, 300, true),
         M("s3", 50, 1, 5, 10, 300, true)},
        1000, "big", {"s1", "s2"}},
+      {"full: a pinned model is never displaced, however little it gains",
+       {M("hot", 50, 1, 20, 100, 400), Pinned(M("cold", 0, 1, 20, 100, 400, true))}, 400, "", {}},
       {"resident models are never promoted again",
        {M("a", 100, 1, 20, 50, 100, true)}, 1000, "", {}},
   };

@@ -350,7 +350,7 @@ TEST_F(BackgroundMoveTest, AutoRunsWhereTheModelIsReadyWhileItMovesToTheFasterDe
   }
   EXPECT_TRUE(on_gpu) << "the model never moved to cuda:0\n" << server_->Log();
   EXPECT_NE(server_->Log().find("model 'slow' version 1 moved to cuda:0 in the background"), std::string::npos);
-  EXPECT_EQ(added("infergate_model_moves_total{device=\"cuda:0\",model=\"slow\",reason=\"demand\"}"), 1);
+  EXPECT_EQ(added("infergate_model_moves_total{device=\"cuda:0\",model=\"slow\",reason=\"promoted\"}"), 1);
   EXPECT_EQ(added("infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0)
       << "a request waited for the move";
 }

@@ -488,7 +488,8 @@ TEST_F(ConfigAppliedTest, PrecisionOverrideAllowedDevicesAndPinningAreApplied) {
   // pinned: true is never evicted. With room for one copy on cuda:0: loading
   // the pinned model evicts the unpinned one, and the unpinned one cannot
   // come back while the pinned one holds the budget: it is refused before
-  // it loads (RESOURCE_EXHAUSTED with DENY, the cpu with ALLOW).
+  // it loads (RESOURCE_EXHAUSTED with DENY); with ALLOW it is answered from
+  // the CPU copy it got when it was evicted (demoted, --background-moves).
   auto on_cuda = [&](const std::string& model) {
     std::vector<std::string> devices = LoadedOn(model);
     return std::find(devices.begin(), devices.end(), "cuda:0") != devices.end();
@@ -503,7 +504,7 @@ TEST_F(ConfigAppliedTest, PrecisionOverrideAllowedDevicesAndPinningAreApplied) {
   EXPECT_NE(no_room.error_message().find("pinned or loading hold"), std::string::npos) << no_room.error_message();
   ASSERT_TRUE(Infer("plain", "cuda:0", &resp, v1::ALLOW, v1::FP32).ok());
   EXPECT_EQ(resp.placement().device(), "cpu");
-  EXPECT_EQ(resp.placement().fallback_reason(), "oom");
+  EXPECT_EQ(resp.placement().fallback_reason(), "demoted:cuda:0");
   EXPECT_TRUE(on_cuda("pinned")) << "the pinned model was evicted";
   EXPECT_FALSE(on_cuda("plain"));
 }

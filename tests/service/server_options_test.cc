@@ -41,6 +41,10 @@ constexpr DocumentedFlag kFlags[] = {
     {"--batching", "true", "true"},
     {"--fair-queueing", "true", "true"},
     {"--background-moves", "true", "true"},
+    {"--move-window", "10000ms", "10s"},
+    {"--move-hysteresis", "1.5", "1.5"},
+    {"--move-min-residence", "5000ms", "5s"},
+    {"--move-period", "1000ms", "1s"},
     {"--precision-checks", "true", "true"},
     {"--priority-aging", "100ms", "100ms"},
     {"--worker-spin-us", "200", "200"},
@@ -85,6 +89,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--simulate-mps-unsupported-ops", "\"\"", "a few ops real MPS lacked"},
     {"--simulate-failing-devices", "\"\"", "none / 0"},
     {"--simulate-failures-after", "0", "none / 0"},
+    {"--simulate-cpu-slowdown", "1", "1"},
     {"--device-failure-cooldown", "30000ms", "30s"},
     {"--nvml-library", "\"libnvidia-ml.so.1\"", "`libnvidia-ml.so.1`"},
 };

@@ -1,0 +1,196 @@
+// The placement controller over fake hooks: a promotion carried out, the
+// displaced model given a CPU copy before its eviction, a failed move not
+// retried until its back-off passes, learned load times over estimates, an
+// eviction by a load noted as a demotion, and passes on its own thread
+// that Stop ends.
+#include "scheduler/routing/placement_controller.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+
+namespace infergate {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+const DeviceId kCuda{DeviceKind::kCuda, 0};
+
+bool WaitFor(const std::function<bool()>& done) {
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30); std::chrono::steady_clock::now() < end;
+       std::this_thread::sleep_for(milliseconds(1))) {
+    if (done()) return true;
+  }
+  return done();
+}
+
+// A fake accelerator: the models the hooks report and what was done, in order.
+struct Fake {
+  Mutex mu;
+  std::vector<MoveCandidate> models ABSL_GUARDED_BY(mu);
+  uint64_t budget = 800 * kMiB;
+  std::vector<std::string> calls ABSL_GUARDED_BY(mu);
+  absl::Status promote_result ABSL_GUARDED_BY(mu);
+  absl::Status evict_result ABSL_GUARDED_BY(mu);
+  std::thread::id ran_on ABSL_GUARDED_BY(mu);
+
+  PlacementController::Hooks Hooks() {
+    PlacementController::Hooks h;
+    h.accelerators = [] { return std::vector<DeviceId>{kCuda}; };
+    h.inputs = [this](const DeviceId&) {
+      MutexLock lock(mu);
+      ran_on = std::this_thread::get_id();
+      MoveInputs in;
+      in.budget_bytes = budget;
+      in.models = models;
+      return in;
+    };
+    h.keep_on_cpu = [this](const std::string& m) {
+      MutexLock lock(mu);
+      calls.push_back("cpu " + m);
+      return absl::OkStatus();
+    };
+    h.evict = [this](const std::string& m, const DeviceId&) {
+      MutexLock lock(mu);
+      calls.push_back("evict " + m);
+      return evict_result;
+    };
+    h.promote = [this](const std::string& m, const DeviceId&) {
+      MutexLock lock(mu);
+      calls.push_back("promote " + m);
+      return promote_result;
+    };
+    return h;
+  }
+  std::vector<std::string> Calls() {
+    MutexLock lock(mu);
+    return calls;
+  }
+  void Set(std::vector<MoveCandidate> m) {
+    MutexLock lock(mu);
+    models = std::move(m);
+    calls.clear();
+  }
+};
+
+// demand (req/s), ms there, ms elsewhere, transfer ms, MiB, resident.
+MoveCandidate M(const std::string& name, double rps, double transfer_ms, uint64_t mib, bool resident = false) {
+  return {name, rps, 1000, 20000, transfer_ms * 1000, mib * kMiB, resident, 60};
+}
+
+PlacementController::Options Quick() {
+  PlacementController::Options o;
+  o.period = milliseconds(20);
+  o.min_gap = milliseconds(1);
+  o.retry_after = milliseconds(300);
+  return o;
+}
+
+TEST(PlacementController, APromotionDisplacesTheSmallestGainWhichGetsACpuCopyBeforeItsEviction) {
+  Fake fake;
+  PlacementController pc(fake.Hooks(), Quick());
+  fake.Set({M("hot", 50, 100, 400), M("cold", 1, 100, 400, true), M("warm", 20, 100, 400, true)});
+  pc.RunPassForTest();
+  EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu cold", "evict cold", "promote hot"}));
+  EXPECT_TRUE(pc.Demoted("cold", kCuda));
+  EXPECT_FALSE(pc.Demoted("hot", kCuda));
+  EXPECT_FALSE(pc.Demoted("cold", DeviceId{DeviceKind::kCuda, 1})) << "demoted from another device";
+  EXPECT_EQ(pc.counts().promoted, 1u);
+  EXPECT_EQ(pc.counts().demoted, 1u);
+
+  // Back on the accelerator (the hooks report it resident): no longer demoted.
+  fake.Set({M("hot", 50, 100, 400, true), M("cold", 0, 100, 400, true)});
+  pc.RunPassForTest();
+  EXPECT_FALSE(pc.Demoted("cold", kCuda));
+  EXPECT_TRUE(fake.Calls().empty()) << "nothing left to move";
+}
+
+TEST(PlacementController, AModelInUseIsNotEvictedAndThePromotionWaits) {
+  Fake fake;
+  {
+    MutexLock lock(fake.mu);
+    fake.evict_result = absl::FailedPreconditionError("in use");
+  }
+  PlacementController pc(fake.Hooks(), Quick());
+  fake.Set({M("hot", 50, 100, 400), M("cold", 1, 100, 400, true), M("warm", 20, 100, 400, true)});
+  pc.RunPassForTest();
+  EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu cold", "evict cold"}));
+  EXPECT_FALSE(pc.Demoted("cold", kCuda));
+  EXPECT_EQ(pc.counts().promoted, 0u);
+}
+
+TEST(PlacementController, AFailedMoveIsNotTriedAgainUntilItsBackOffPasses) {
+  Fake fake;
+  {
+    MutexLock lock(fake.mu);
+    fake.promote_result = absl::ResourceExhaustedError("does not fit");
+  }
+  PlacementController pc(fake.Hooks(), Quick());
+  fake.Set({M("big", 50, 100, 400)});
+  pc.RunPassForTest();
+  EXPECT_EQ(fake.Calls(), std::vector<std::string>{"promote big"});
+  EXPECT_EQ(pc.counts().failed, 1u);
+  fake.Set({M("big", 50, 100, 400)});
+  pc.RunPassForTest();
+  EXPECT_TRUE(fake.Calls().empty()) << "retried at once after failing";
+  std::this_thread::sleep_for(milliseconds(350));
+  pc.RunPassForTest();
+  EXPECT_EQ(fake.Calls(), std::vector<std::string>{"promote big"});
+}
+
+TEST(PlacementController, ALearnedLoadTimeReplacesTheEstimate) {
+  Fake fake;
+  PlacementController pc(fake.Hooks(), Quick());
+  // 10 req/s x 10 s x 19 ms = 1.9 s of gain against a 50 ms estimate: moves.
+  fake.Set({M("a", 10, 50, 100)});
+  pc.RecordLoadTime("a", kCuda, 5e6);  // but its loads there took 5 s
+  pc.RunPassForTest();
+  EXPECT_TRUE(fake.Calls().empty()) << "moved although a move costs more than it gains";
+  EXPECT_EQ(pc.LoadTime("a", kCuda), 5e6);
+  pc.RecordLoadTime("a", kCuda, 20e3);
+  pc.RunPassForTest();
+  EXPECT_EQ(fake.Calls(), std::vector<std::string>{"promote a"});
+}
+
+TEST(PlacementController, AModelEvictedByALoadIsDemotedAndGetsACpuCopy) {
+  Fake fake;
+  PlacementController pc(fake.Hooks(), Quick());
+  pc.NoteEvicted("lru", kCuda);
+  EXPECT_TRUE(pc.Demoted("lru", kCuda));
+  fake.Set({});
+  pc.RunPassForTest();
+  EXPECT_EQ(fake.Calls(), std::vector<std::string>{"cpu lru"});
+  EXPECT_EQ(pc.counts().kept_on_cpu, 1u);
+  fake.Set({});
+  pc.RunPassForTest();
+  EXPECT_TRUE(fake.Calls().empty()) << "a CPU copy asked for twice";
+}
+
+TEST(PlacementController, PassesRunOnItsOwnThreadWhenWokenAndStopEndsThem) {
+  Fake fake;
+  PlacementController::Options o = Quick();
+  o.period = std::chrono::seconds(3600);  // only Wake starts a pass
+  PlacementController pc(fake.Hooks(), o);
+  fake.Set({M("a", 10, 1, 100)});
+  pc.Start();
+  pc.Wake();
+  ASSERT_TRUE(WaitFor([&] { return pc.counts().promoted == 1; }));
+  {
+    MutexLock lock(fake.mu);
+    EXPECT_NE(fake.ran_on, std::this_thread::get_id());
+  }
+  pc.Stop();
+  const uint64_t passes = pc.counts().passes;
+  pc.Wake();
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(pc.counts().passes, passes) << "a pass ran after Stop";
+}
+
+}  // namespace
+}  // namespace infergate

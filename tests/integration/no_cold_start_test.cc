@@ -1,0 +1,248 @@
+// No cold start, through the real server on a simulated cuda:0 whose cache
+// budget holds one of two equal models ("a" and "b", the demo mlp): the one
+// evicted at start-up is demoted (a CPU copy answers for it, with the
+// reason demoted:cuda:0) and moves back once its demand pays for the move,
+// without a request waiting for it; DENY waits for its device; a drain in
+// the middle of a move ends cleanly; a device that fails during a move
+// leaves the requests answered, falling back as device failures do.
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "inference/grpc_service.grpc.pb.h"
+#include "tests/common/scratch_dir.h"
+#include "tests/integration/server_fixture.h"
+
+namespace infergate::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Where one model stands, as ListModels says it.
+struct Where {
+  std::vector<std::string> resident;  // devices
+  std::vector<std::string> moving;
+  std::vector<std::string> demoted;
+  bool On(const std::vector<std::string>& list, const std::string& d) const {
+    return std::find(list.begin(), list.end(), d) != list.end();
+  }
+};
+
+class NoColdStart : public ::testing::Test {
+ protected:
+  void Start(std::vector<std::string> extra) {
+    ASSERT_FALSE(scratch_.path().empty());
+    const fs::path repo = scratch_.path();
+    for (const std::string name : {"a", "b"}) {
+      fs::create_directories(repo / name / "1");
+      fs::copy_file(DemoRepository() + "/mlp/1/model.pt", repo / name / "1" / "model.pt");
+      std::ofstream(repo / name / "config.pbtxt")
+          << "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\n";
+    }
+    // BF16 on the simulated cuda:0 (unchecked, so the copy the policy moves
+    // is the one requests use): about 0.8 MB each; the budget holds one.
+    std::vector<std::string> args = {"--model-repository=" + repo.string(), "--precision-checks=false",
+                                     "--cache-budget=cuda:0=1.2MiB", "--metrics-address=127.0.0.1:0",
+                                     "--move-min-residence=0s", "--move-period=100ms"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    server_ = ServerProcess::Start(args);
+    ASSERT_NE(server_, nullptr);
+    channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+    stub_ = v1::InferenceService::NewStub(channel_);
+  }
+  void TearDown() override {
+    stub_.reset();
+    channel_.reset();
+    if (server_) {
+      EXPECT_EQ(server_->Stop(), 0) << "server did not exit cleanly on SIGTERM";
+    }
+  }
+
+  grpc::Status Infer(const std::string& model, const std::string& device, v1::FallbackPolicy fallback,
+                     v1::InferResponse* resp) {
+    v1::InferRequest req;
+    req.set_model(model);
+    req.set_device(device);
+    req.set_fallback(fallback);
+    *req.add_inputs() = ToWire(at::randn({1, 256}), "x");
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    return stub_->Infer(&ctx, req, resp);
+  }
+
+  Where WhereIs(const std::string& model) {
+    grpc::ClientContext ctx;
+    v1::ListModelsResponse models;
+    EXPECT_TRUE(stub_->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());
+    Where w;
+    for (const auto& m : models.models()) {
+      if (m.name() != model) continue;
+      for (const auto& l : m.loaded()) {
+        EXPECT_EQ(l.state(), "resident");
+        w.resident.push_back(l.device());
+      }
+      for (const auto& l : m.moves()) (l.state() == "moving" ? w.moving : w.demoted).push_back(l.device());
+    }
+    return w;
+  }
+
+  // "a" then "b" asked for once each, under auto: each cold-starts on
+  // cuda:0 (auto's first choice), and b's load evicts a. Once that settled:
+  // the model demoted from cuda:0 (with its CPU copy), and the one resident
+  // there.
+  std::pair<std::string, std::string> DemotedAndResident() {
+    v1::InferResponse resp;
+    for (const char* model : {"a", "b"}) {
+      grpc::Status s = Infer(model, "", v1::ALLOW, &resp);
+      EXPECT_TRUE(s.ok()) << model << ": " << s.error_message();
+      EXPECT_EQ(resp.placement().device(), "cuda:0") << model;
+    }
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60); std::chrono::steady_clock::now() < end;
+         std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+      for (const auto& [x, y] : {std::pair<std::string, std::string>{"a", "b"}, {"b", "a"}}) {
+        const Where wx = WhereIs(x), wy = WhereIs(y);
+        if (wx.On(wx.demoted, "cuda:0") && wx.On(wx.resident, "cpu") && wy.On(wy.resident, "cuda:0")) return {x, y};
+      }
+    }
+    ADD_FAILURE() << "start-up never left one model on cuda:0 and the other demoted with a cpu copy\n"
+                  << server_->Log();
+    return {"", ""};
+  }
+
+  double Added(const std::string& before, const std::string& series) {
+    const double was = MetricValue(before, series);
+    const double now = MetricValue(ScrapeMetrics(*server_), series);
+    return (std::isnan(now) ? 0 : now) - (std::isnan(was) ? 0 : was);
+  }
+
+  ScratchDir scratch_{"ig_no_cold_start_"};
+  std::unique_ptr<ServerProcess> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::InferenceService::Stub> stub_;
+};
+
+TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack) {
+  // The CPU 4x slower than the simulated GPU, as a real one is (more so).
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=4"});
+  const auto [x, y] = DemotedAndResident();
+  ASSERT_FALSE(x.empty());
+  const std::string before = ScrapeMetrics(*server_);
+  v1::InferResponse resp;
+  ASSERT_TRUE(Infer(x, "", v1::ALLOW, &resp).ok());
+  EXPECT_EQ(resp.placement().device(), "cpu") << "auto waited for a load instead of the ready cpu copy";
+  EXPECT_EQ(resp.placement().fallback_reason(), "demoted:cuda:0");
+  // Named, with fallback allowed: the same.
+  ASSERT_TRUE(Infer(x, "cuda:0", v1::ALLOW, &resp).ok());
+  if (resp.placement().device() == "cpu") {
+    EXPECT_EQ(resp.placement().fallback_reason(), "demoted:cuda:0");
+  }
+  // Its demand pays for the move: it moves back, displacing the idle one
+  // (which keeps answering from its own CPU copy), and nobody waited.
+  int on_cpu = 0;
+  bool back = false;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+       !back && std::chrono::steady_clock::now() < end;) {
+    ASSERT_TRUE(Infer(x, "", v1::ALLOW, &resp).ok());
+    back = resp.placement().device() == "cuda:0";
+    if (!back) {
+      ++on_cpu;
+      EXPECT_EQ(resp.placement().device(), "cpu");
+      EXPECT_EQ(resp.placement().fallback_reason(), "demoted:cuda:0");
+    }
+  }
+  ASSERT_TRUE(back) << x << " never moved back to cuda:0\n" << server_->Log();
+  std::printf("%s answered from the cpu %d times before it was back on cuda:0\n", x.c_str(), on_cpu);
+  EXPECT_FALSE(resp.placement().fell_back()) << resp.placement().fallback_reason();
+  EXPECT_EQ(Added(before, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0);
+  EXPECT_EQ(Added(before, "infergate_requests_waited_for_load_total{device=\"cpu\"}"), 0);
+  EXPECT_EQ(Added(before, "infergate_model_moves_total{device=\"cuda:0\",model=\"" + x + "\",reason=\"promoted\"}"), 1);
+  EXPECT_EQ(Added(before, "infergate_model_moves_total{device=\"cuda:0\",model=\"" + y + "\",reason=\"demoted\"}"), 1);
+  const Where wy = WhereIs(y);
+  EXPECT_TRUE(wy.On(wy.demoted, "cuda:0"));
+  EXPECT_TRUE(wy.On(wy.resident, "cpu"));
+  EXPECT_FALSE(wy.On(wy.resident, "cuda:0"));
+  ASSERT_TRUE(Infer(y, "", v1::ALLOW, &resp).ok());
+  EXPECT_EQ(resp.placement().device(), "cpu");
+  EXPECT_EQ(resp.placement().fallback_reason(), "demoted:cuda:0");
+}
+
+TEST_F(NoColdStart, DenyWaitsForItsDevice) {
+  Start({"--simulate-devices=cuda:0,transfer_latency=300ms", "--simulate-cpu-slowdown=4"});
+  const auto [x, y] = DemotedAndResident();
+  ASSERT_FALSE(x.empty());
+  const std::string before = ScrapeMetrics(*server_);
+  v1::InferResponse resp;
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Infer(x, "cuda:0", v1::DENY, &resp).ok());
+  EXPECT_EQ(resp.placement().device(), "cuda:0");
+  EXPECT_FALSE(resp.placement().fell_back());
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300)) << "it did not wait for the move";
+  EXPECT_EQ(Added(before, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 1);
+}
+
+// Starts moving `x` back (its demand, on a CPU 100x slower than the GPU,
+// pays for a 1 s transfer within a few hundred requests) and returns once
+// ListModels shows it moving; false if it never did.
+bool UntilMoving(const std::function<grpc::Status(v1::InferResponse*)>& infer,
+                 const std::function<Where()>& where) {
+  v1::InferResponse resp;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120); std::chrono::steady_clock::now() < end;) {
+    if (!infer(&resp).ok()) return false;
+    const Where w = where();
+    if (w.On(w.moving, "cuda:0")) return true;
+  }
+  return false;
+}
+
+TEST_F(NoColdStart, ADrainDuringAMoveEndsCleanly) {
+  Start({"--simulate-devices=cuda:0,transfer_latency=1s", "--simulate-cpu-slowdown=100"});
+  const auto [x, y] = DemotedAndResident();
+  ASSERT_FALSE(x.empty());
+  ASSERT_TRUE(UntilMoving(
+      [&](v1::InferResponse* r) { return Infer(x, "", v1::ALLOW, r); }, [&] { return WhereIs(x); }))
+      << server_->Log();
+  stub_.reset();
+  channel_.reset();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(server_->Stop(), 0) << "the drain in the middle of a move did not end cleanly";
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("stopped %.2f s after SIGTERM, in the middle of a move\n", took);
+  EXPECT_EQ(server_->Log().find("caught"), std::string::npos) << server_->Log();
+  server_.reset();
+}
+
+TEST_F(NoColdStart, ADeviceThatFailsDuringAMoveLeavesRequestsAnswered) {
+  // cuda:0 fails every run after the two cold starts: the move's own
+  // warm-up is the first run to fail.
+  Start({"--simulate-devices=cuda:0,transfer_latency=1s", "--simulate-cpu-slowdown=100",
+         "--simulate-failing-devices=cuda:0", "--simulate-failures-after=2"});
+  const auto [x, y] = DemotedAndResident();
+  ASSERT_FALSE(x.empty());
+  ASSERT_TRUE(UntilMoving(
+      [&](v1::InferResponse* r) { return Infer(x, "", v1::ALLOW, r); }, [&] { return WhereIs(x); }))
+      << server_->Log();
+  // Every request is answered while the move fails and after it: where it
+  // is resident, or on the CPU as a device failure falls back.
+  v1::InferResponse resp;
+  for (int i = 0; i < 50; ++i) {
+    grpc::Status s = Infer(x, "", v1::ALLOW, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    if (resp.placement().device() == "cuda:0") ADD_FAILURE() << "ran on the failing device and succeeded";
+  }
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       std::chrono::steady_clock::now() < end && !WhereIs(x).moving.empty();
+       std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+  }
+  const std::string log = server_->Log();
+  EXPECT_NE(log.find("moving model '" + x + "' to cuda:0 failed"), std::string::npos) << log;
+  ASSERT_TRUE(Infer(y, "", v1::ALLOW, &resp).ok());
+  EXPECT_EQ(resp.placement().device(), "cpu");
+}
+
+}  // namespace
+}  // namespace infergate::testing
