@@ -124,10 +124,13 @@ void PlacementController::Pass() {
       LOG_DEBUG << "model '" << model << "' keeps no cpu copy after leaving an accelerator: " << kept.message();
     }
   }
-  for (const DeviceId& device : hooks_.accelerators()) Decide(device);
+  for (const DeviceId& device : hooks_.accelerators()) {
+    for (int i = 0; i < options_.max_promotions_per_pass && Decide(device); ++i) {
+    }
+  }
 }
 
-void PlacementController::Decide(const DeviceId& device) {
+bool PlacementController::Decide(const DeviceId& device) {
   MoveInputs in = hooks_.inputs(device);
   in.window_s = options_.window_s;
   in.hysteresis = options_.hysteresis;
@@ -150,7 +153,7 @@ void PlacementController::Decide(const DeviceId& device) {
     in.models = std::move(eligible);
   }
   const MoveDecision decision = DecideMoves(in);
-  if (decision.promote.empty()) return;
+  if (decision.promote.empty()) return false;
   LOG_DEBUG << "placement on " << device.ToString() << ": promote '" << decision.promote << "' (gain "
             << decision.gain_us / 1000 << " ms over " << in.window_s << " s, cost " << decision.cost_us / 1000
             << " ms: its move plus what the displaced lose)"
@@ -167,7 +170,7 @@ void PlacementController::Decide(const DeviceId& device) {
     if (absl::Status evicted = hooks_.evict(model, device); !evicted.ok()) {
       LOG_DEBUG << "placement on " << device.ToString() << ": '" << decision.promote << "' waits, '" << model
                 << "' stays: " << evicted.message();
-      return;
+      return false;
     }
     MutexLock lock(mu_);
     demoted_.insert({model, device});
@@ -183,7 +186,7 @@ void PlacementController::Decide(const DeviceId& device) {
   if (promoted.ok()) {
     demoted_.erase({decision.promote, device});
     ++counts_.promoted;
-    return;
+    return true;
   }
   ++counts_.failed;
   if (failed_at_.size() >= 4096) failed_at_.clear();  // bounded: forgetting only allows a retry sooner
@@ -191,6 +194,7 @@ void PlacementController::Decide(const DeviceId& device) {
   LOG_WARNING << "moving model '" << decision.promote << "' to " << device.ToString()
               << " failed: " << promoted.message() << " (its requests stay where it is resident; not tried again for "
               << options_.retry_after.count() / 1000.0 << " s)";
+  return false;
 }
 
 }  // namespace infergate

@@ -14,8 +14,8 @@
 //    device's budget like any load); the requests after it run there.
 // A copy evicted from an accelerator otherwise (a load that needed room,
 // least recently used first; NoteEvicted) gets a CPU copy on the next pass
-// as well. The models a pass moves are so few (one promotion per
-// accelerator per pass) that the next pass sees their effect.
+// as well. Each promotion is decided on the state the one before it left,
+// up to `max_promotions_per_pass` per accelerator per pass.
 //
 // What moving a model costs is learned: the load times recorded for it on
 // the device (RecordLoadTime), the latest, until then the estimate the
@@ -72,6 +72,10 @@ class PlacementController {
     // Passes asked for by Wake come at most this often.
     std::chrono::milliseconds min_gap{200};
     std::chrono::milliseconds retry_after{60000};
+    // Promotions per accelerator in one pass, each decided on the state the
+    // one before left (so a shift of the popular set is followed in a few
+    // passes, not one per model).
+    int max_promotions_per_pass = 4;
     double window_s = 10;       // the demand window the gains are counted over
     double hysteresis = 1.5;    // move_policy.h
     double min_residence_s = 5;
@@ -119,8 +123,8 @@ class PlacementController {
   using Key = std::pair<std::string, DeviceId>;
   void Loop();
   void Pass();
-  // One accelerator's decision, carried out.
-  void Decide(const DeviceId& device);
+  // One decision for one accelerator, carried out; whether it promoted.
+  bool Decide(const DeviceId& device);
 
   const Hooks hooks_;
   const Options options_;

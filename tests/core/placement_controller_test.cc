@@ -56,17 +56,25 @@ struct Fake {
       calls.push_back("cpu " + m);
       return absl::OkStatus();
     };
+    // The fake's state follows what was done, as the cache's would.
     h.evict = [this](const std::string& m, const DeviceId&) {
       MutexLock lock(mu);
       calls.push_back("evict " + m);
+      if (evict_result.ok()) SetResident(m, false);
       return evict_result;
     };
     h.promote = [this](const std::string& m, const DeviceId&) {
       MutexLock lock(mu);
       calls.push_back("promote " + m);
+      if (promote_result.ok()) SetResident(m, true);
       return promote_result;
     };
     return h;
+  }
+  void SetResident(const std::string& name, bool resident) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    for (MoveCandidate& m : models) {
+      if (m.model == name) m.resident = resident;
+    }
   }
   std::vector<std::string> Calls() {
     MutexLock lock(mu);
@@ -109,6 +117,19 @@ TEST(PlacementController, APromotionDisplacesTheSmallestGainWhichGetsACpuCopyBef
   pc.RunPassForTest();
   EXPECT_FALSE(pc.Demoted("cold", kCuda));
   EXPECT_TRUE(fake.Calls().empty()) << "nothing left to move";
+}
+
+TEST(PlacementController, APassFollowsAShiftWithSeveralPromotionsEachOnTheStateTheLastLeft) {
+  Fake fake;
+  PlacementController pc(fake.Hooks(), Quick());
+  // Room for two of 100 MiB; two new hot models, two idle residents.
+  fake.budget = 200 * kMiB;
+  fake.Set({M("new1", 50, 10, 100), M("new2", 40, 10, 100), M("old1", 0, 10, 100, true),
+            M("old2", 0, 10, 100, true)});
+  pc.RunPassForTest();
+  EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu old1", "evict old1", "promote new1", "cpu old2",
+                                                    "evict old2", "promote new2"}));
+  EXPECT_EQ(pc.counts().promoted, 2u);
 }
 
 TEST(PlacementController, AModelInUseIsNotEvictedAndThePromotionWaits) {

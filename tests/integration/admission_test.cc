@@ -115,6 +115,9 @@ TEST_F(AdmissionTest, ResidentBytesNeverExceedTheBudgetWhileModelsLoadAndARestar
         v1::InferRequest req;
         req.set_model("wide" + std::to_string((t + 2 * i) % kModels));
         req.set_device("cuda:0");
+        // DENY: each waits for its model on cuda:0 (with fallback allowed,
+        // a model evicted from there would answer from its CPU copy).
+        req.set_fallback(v1::DENY);
         *req.add_inputs() = ToWire(at::ones({4}), "x");
         v1::InferResponse resp;
         grpc::ClientContext ctx;

@@ -496,6 +496,9 @@ class TracingModelLoadTest : public TracingTest {
                                           : Request("mlp", {{"x", at::randn({1, 256})}});
     req.set_device("cuda:0");
     req.set_precision(v1::FP32);  // cnn 0.35 MB + mlp 1.6 MB > 1.8 MiB
+    // DENY: it waits for its model on cuda:0 (with fallback allowed, cnn,
+    // evicted from there, would answer from its CPU copy).
+    req.set_fallback(v1::DENY);
     return req;
   }
 };

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The churn benchmark (bench/churn.py): 24 models of 20 to 200 MB whose total
+# is three times a simulated cuda:0's budget, open-loop clients under a Zipf
+# distribution whose popular set shifts every 10 s; rows: the no-cold-start
+# policy, evict-and-reload (--background-moves=false) and every model
+# resident. Writes bench/results/churn-<stamp>.md and .csv.
+#
+#   bench/churn.sh                      full run (about 5 minutes; 2.5 GB of models in a temporary folder)
+#   CHURN_SMOKE=1 bench/churn.sh        6 models of 2-8 MB, 10 s per row (the test's smoke run)
+#   CHURN_ARGS="--rate 30" bench/churn.sh   more arguments for churn.py
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. deploy/platform.sh
+infergate_builds_natively || exec ./deploy/debian13-root.sh ./bench/churn.sh "$@"
+
+build_dir="${BUILD_DIR:-build}"
+out_dir="${BENCH_OUT:-bench/results}"
+if [ "${BENCH_SKIP_BUILD:-0}" != 1 ]; then
+  ./deploy/install-deps.sh --test
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$build_dir" --target infergate
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ "${CHURN_SMOKE:-0}" = 1 ]; then
+  python3 tools/make_churn_models.py "$work/models" --count 6 --min-mb 2 --max-mb 8 >/dev/null
+  set -- --seconds 10 --shift 5 --settle 1 "$@"
+else
+  python3 tools/make_churn_models.py "$work/models" --count 24 --min-mb 20 --max-mb 200 >/dev/null
+fi
+mkdir -p "$out_dir"
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+# shellcheck disable=SC2086 # CHURN_ARGS is split on purpose
+python3 bench/churn.py --server "$build_dir/service/infergate" --proto-dir proto --models "$work/models" \
+  --work "$work" --out "$out_dir/churn-$stamp.md" --csv "$out_dir/churn-$stamp.csv" "$@" ${CHURN_ARGS:-}
+echo "written: $out_dir/churn-$stamp.md"

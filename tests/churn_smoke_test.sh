@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs the churn benchmark small (bench/churn.sh with CHURN_SMOKE=1: 6 models
+# of 2-8 MB, 10 s per row) and checks what holds whatever the machine's
+# speed: every row answered every request, the simulated cuda:0 never held
+# more than its budget, no request waited for a load under the policy while
+# evict-and-reload's did, and the policy moved fewer bytes than
+# evict-and-reload.
+set -euo pipefail
+src="$1"
+build="$2"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+cd "$src"
+CHURN_SMOKE=1 BENCH_SKIP_BUILD=1 BUILD_DIR="$build" BENCH_OUT="$out" bench/churn.sh >"$out/log" 2>&1 ||
+  { cat "$out/log"; exit 1; }
+csv=$(ls "$out"/churn-*.csv)
+passed=0
+failed=0
+check() {
+  if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1"; fi
+}
+field() {  # field ROW NAME: the value of column NAME in the row named ROW
+  awk -F, -v row="$1" -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    $col["row"] == row { print $col[name] }' "$csv"
+}
+check "three rows" '[ "$(($(wc -l <"$csv") - 1))" -eq 3 ]'
+for row in policy evict-and-reload "all resident"; do
+  check "$row: no request failed ($(field "$row" failures): $(field "$row" first_failure))" '[ "$(field "$row" failures)" = 0 ]'
+  check "$row: requests were answered" '[ "$(field "$row" requests)" -gt 50 ]'
+  check "$row: cuda:0's memory peak $(field "$row" peak_memory) within its budget $(field "$row" budget)" \
+    '[ "$(field "$row" peak_memory)" -le "$(field "$row" budget)" ]'
+  check "$row: the server exited cleanly" '[ "$(field "$row" exit)" = 0 ]'
+done
+check "policy: no request waited for a load ($(field policy waited))" '[ "$(field policy waited)" = 0 ]'
+check "evict-and-reload: requests waited for loads ($(field evict-and-reload waited))" \
+  '[ "$(field evict-and-reload waited)" -gt 0 ]'
+check "policy: models moved both ways (promoted $(field policy promoted), demoted or evicted $(field policy demoted)/$(field policy evicted))" \
+  '[ "$(field policy promoted)" -gt 0 ] && [ "$(($(field policy demoted) + $(field policy evicted)))" -gt 0 ]'
+check "policy moved fewer bytes per minute than evict-and-reload ($(field policy moved_mb_per_min) against $(field evict-and-reload moved_mb_per_min))" \
+  'awk -v a="$(field policy moved_mb_per_min)" -v b="$(field evict-and-reload moved_mb_per_min)" "BEGIN { exit !(a < b) }"'
+check "all resident: every request on cuda:0" 'awk -v v="$(field "all resident" on_gpu)" "BEGIN { exit !(v == 1) }"'
+check "a Markdown table was written" 'grep -q "^| policy |" "$(ls "$out"/churn-*.md)"'
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
