@@ -315,19 +315,6 @@ bool ModelCache::IsResident(const ModelKey& key) const {
   return it != slots_.end() && it->second->ready;
 }
 
-bool ModelCache::IsResidentInAnyDType(const ModelKey& key) const {
-  ModelKey first = key;
-  first.dtype = DType::kFloat32;  // the lowest: keys order by model, version, device, dtype, generation
-  first.generation = 0;
-  MutexLock lock(mu_);
-  for (auto it = slots_.lower_bound(first); it != slots_.end(); ++it) {
-    const ModelKey& k = it->first;
-    if (k.model != key.model || k.version != key.version || k.device != key.device) break;
-    if (k.generation == key.generation && it->second->ready) return true;
-  }
-  return false;
-}
-
 uint64_t ModelCache::ResidentBytes(const DeviceId& device) const {
   MutexLock lock(mu_);
   uint64_t total = 0;

@@ -111,10 +111,6 @@ class ModelCache {
 
   std::vector<ResidentModel> Resident() const;
   bool IsResident(const ModelKey& key) const;
-  // Whether `key`'s model, version and generation are resident on its
-  // device in any dtype (the dtype a request ends up with is the accuracy
-  // contract's to pick, after its device is chosen).
-  bool IsResidentInAnyDType(const ModelKey& key) const;
   uint64_t ResidentBytes(const DeviceId& device) const;
 
  private:

@@ -86,7 +86,6 @@ class ModelManager {
 
   std::vector<ResidentModel> Resident() const { return cache_.Resident(); }
   bool IsResident(const ModelKey& key) const { return cache_.IsResident(key); }
-  bool IsResidentInAnyDType(const ModelKey& key) const { return cache_.IsResidentInAnyDType(key); }
 
   uint64_t ResidentBytes(const DeviceId& device) const { return cache_.ResidentBytes(device); }
   // What `route`'s copy is expected to take on its device (learned, or

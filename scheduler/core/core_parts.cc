@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -37,9 +38,9 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
                   c->running = ex->in_flight();
                   c->workers = ex->workers();
                 }
-                // A copy in any dtype is ready: the accuracy contract picks
-                // the dtype once the device is chosen (unverified: FP32).
-                c->resident = models.IsResidentInAnyDType(key);
+                // `key` names the dtype a request would be served in there
+                // (the accuracy contract applied): a copy in another is not it.
+                c->resident = models.IsResident(key);
                 c->demoted = !c->resident && placement.Demoted(key.model, key.device);
                 c->latency_us = latency.Mean(key.model, key.device);
               },
@@ -116,21 +117,33 @@ MoveInputs CoreParts::PlacementInputs(const DeviceId& device) {
   in.budget_bytes = models.Budget(device);
   if (in.budget_bytes == 0) in.budget_bytes = UINT64_MAX / 2;  // unlimited
   const Clock::time_point now = Clock::now();
-  std::map<std::string, MoveCandidate> by_model;
-  for (const ResidentModel& r : models.Resident()) {
-    if (r.key.device != device) continue;
-    MoveCandidate& c = by_model[r.key.model];
-    const double for_s = std::chrono::duration<double>(now - r.ready_since).count();
-    c.resident_for_s = c.resident ? std::min(c.resident_for_s, for_s) : for_s;
-    c.resident = true;
-    c.bytes += r.bytes;
-    c.pinned = c.pinned || r.pinned;
+  std::map<std::string, std::vector<ResidentModel>> copies;  // on `device`, by model
+  for (ResidentModel& r : models.Resident()) {
+    if (r.key.device == device) copies[r.key.model].push_back(std::move(r));
   }
-  for (const auto& [model, rate] : demand.Rates(now)) by_model[model].demand_per_second = rate;
-  for (auto& [name, c] : by_model) {
+  std::map<std::string, double> rates;
+  for (const auto& [model, rate] : demand.Rates(now)) rates[model] = rate;
+  std::set<std::string> names;
+  for (const auto& [name, list] : copies) names.insert(name);
+  for (const auto& [name, rate] : rates) names.insert(name);
+  for (const std::string& name : names) {
+    MoveCandidate c;
     c.model = name;
-    absl::StatusOr<Route> there = planner.Plan({name, "", device.ToString(), Precision::kAuto, /*allow_fallback=*/false});
-    if (!there.ok() && !c.resident) continue;  // it may not (or cannot) run there
+    c.demand_per_second = rates.count(name) ? rates[name] : 0;
+    // The copy a request would be served by there: the latest version, in
+    // the dtype the accuracy contract gives it now.
+    absl::StatusOr<Route> there =
+        planner.Plan({name, "", device.ToString(), Precision::kAuto, /*allow_fallback=*/false});
+    const std::vector<ResidentModel>& held = copies[name];
+    for (const ResidentModel& r : held) {
+      if (there.ok() && r.key != there->key()) continue;  // another dtype or version: not the one served
+      const double for_s = std::chrono::duration<double>(now - r.ready_since).count();
+      c.resident_for_s = c.resident ? std::min(c.resident_for_s, for_s) : for_s;
+      c.resident = true;
+      c.bytes += r.bytes;
+      c.pinned = c.pinned || r.pinned;
+    }
+    if (!c.resident && !there.ok()) continue;  // it may not (or cannot) run there
     if (!c.resident) c.bytes = models.ExpectedFootprint(*there).total();
     c.elsewhere_us = latency.Mean(name, kCpuDevice).value_or(options.router.unmeasured_latency_us);
     c.accelerator_us =
@@ -155,7 +168,7 @@ absl::Status CoreParts::KeepOnCpu(const std::string& model) {
   absl::StatusOr<Route> route =
       planner.Plan({model, "", kCpuDevice.ToString(), Precision::kAuto, /*allow_fallback=*/false});
   if (!route.ok()) return route.status();
-  if (models.IsResidentInAnyDType(route->key())) return absl::OkStatus();
+  if (models.IsResident(route->key())) return absl::OkStatus();
   const uint64_t budget = models.Budget(kCpuDevice);
   const uint64_t expected = models.ExpectedFootprint(*route).total();
   const uint64_t held = models.ResidentBytes(kCpuDevice);

@@ -126,20 +126,25 @@ absl::Status RoutePlanner::ApplyAccuracy(Route& route, Precision precision, bool
   return absl::OkStatus();
 }
 
-RoutePlanner::AutoChoice RoutePlanner::ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
+RouteCandidate RoutePlanner::Probe(const Route& route, const DeviceId& device, Precision precision) const {
+  RouteCandidate c;
+  c.device = device;
+  if (!probe_) return c;
+  Route there = route;
+  there.device = devices_.Find(device).value_or(DeviceInfo{});
+  there.device.id = device;
+  there.dtype = ComputeDType(*route.model, route.stamp, there.device.precision, precision);
+  if (accuracy_) (void)ApplyAccuracy(there, precision, /*allow_fallback=*/true);  // never refuses with fallback
+  probe_(there.key(), &c);
+  return c;
+}
+
+RoutePlanner::AutoChoice RoutePlanner::ChooseAuto(const Route& route, Precision precision,
                                                   const std::vector<DeviceId>& allowed) const {
   if (allowed.size() == 1) return {allowed.front(), std::nullopt};
   std::vector<RouteCandidate> candidates;
   candidates.reserve(allowed.size());
-  for (const DeviceId& id : allowed) {
-    RouteCandidate c;
-    c.device = id;
-    const VersionStatus* status = model.Status(version);
-    DType dtype = ComputeDType(model, status ? status->stamp : FileStamp{},
-                               devices_.PrecisionOf(id).value_or(PrecisionTraits{}), precision);
-    if (probe_) probe_({model.name, version, id, dtype, status ? status->generation : 0}, &c);
-    candidates.push_back(c);
-  }
+  for (const DeviceId& id : allowed) candidates.push_back(Probe(route, id, precision));
   EstimateUnmeasuredAccelerators(candidates, options_);
   const int chosen = ChooseDevice(candidates, options_);
   if (!move_wanted_) return {candidates[chosen].device, std::nullopt};
@@ -164,23 +169,13 @@ RoutePlanner::AutoChoice RoutePlanner::ChooseAuto(const ModelEntry& model, int64
   return choice;
 }
 
-bool RoutePlanner::AnswersFromCpuCopy(const ModelEntry& model, int64_t version, Precision precision,
-                                      const DeviceId& target) const {
-  if (!move_wanted_ || !probe_ || target.kind == DeviceKind::kCpu || !DeviceAllowed(model.config, kCpuDevice)) {
+bool RoutePlanner::AnswersFromCpuCopy(const Route& route, Precision precision, const DeviceId& target) const {
+  if (!move_wanted_ || target.kind == DeviceKind::kCpu || !DeviceAllowed(route.model->config, kCpuDevice)) {
     return false;
   }
-  const VersionStatus* status = model.Status(version);
-  const FileStamp stamp = status ? status->stamp : FileStamp{};
-  const uint64_t generation = status ? status->generation : 0;
-  RouteCandidate there;
-  probe_({model.name, version, target, ComputeDType(model, stamp, devices_.PrecisionOf(target).value_or(PrecisionTraits{}), precision), generation},
-         &there);
+  const RouteCandidate there = Probe(route, target, precision);
   if (there.resident || !there.demoted) return false;
-  RouteCandidate cpu;
-  probe_({model.name, version, kCpuDevice,
-          ComputeDType(model, stamp, devices_.PrecisionOf(kCpuDevice).value_or(PrecisionTraits{}), precision), generation},
-         &cpu);
-  if (!cpu.resident) return false;
+  if (!Probe(route, kCpuDevice, precision).resident) return false;
   move_wanted_();
   return true;
 }
@@ -221,7 +216,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
       return absl::FailedPreconditionError(
           absl::StrCat("device: no available device is allowed for model '", name, "'"));
     }
-    AutoChoice chosen = ChooseAuto(*route.model, route.version, request.precision, allowed);
+    AutoChoice chosen = ChooseAuto(route, request.precision, allowed);
     route.fallback = std::move(chosen.demoted);
     return PlaceOn(std::move(route), chosen.device, request.precision, request.allow_fallback);
   }
@@ -272,7 +267,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
     reason = *std::move(learned);
   }
   if (!reason && request.allow_fallback &&
-      AnswersFromCpuCopy(*route.model, route.version, request.precision, *target)) {
+      AnswersFromCpuCopy(route, request.precision, *target)) {
     reason = FallbackReason{FallbackKind::kDemoted, target->ToString()};
   }
   if (!reason) return PlaceOn(std::move(route), *target, request.precision, request.allow_fallback);

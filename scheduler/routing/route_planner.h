@@ -113,12 +113,14 @@ class RoutePlanner {
     DeviceId device;
     std::optional<FallbackReason> demoted;  // ran elsewhere: the model was demoted from its best device
   };
-  AutoChoice ChooseAuto(const ModelEntry& model, int64_t version, Precision precision,
-                        const std::vector<DeviceId>& allowed) const;
+  AutoChoice ChooseAuto(const Route& route, Precision precision, const std::vector<DeviceId>& allowed) const;
+  // The probe's figures for `route`'s model on `device`, in the dtype a
+  // request would be served in there (the accuracy contract applied, with
+  // fallback allowed), so that a copy in another dtype is not taken for it.
+  RouteCandidate Probe(const Route& route, const DeviceId& device, Precision precision) const;
   // With no cold start: the CPU, when `target` is an accelerator the model
   // was demoted from, the model is not back there yet and it has a CPU copy.
-  bool AnswersFromCpuCopy(const ModelEntry& model, int64_t version, Precision precision,
-                          const DeviceId& target) const;
+  bool AnswersFromCpuCopy(const Route& route, Precision precision, const DeviceId& target) const;
 
   ModelRepository& repository_;
   const DeviceRegistry& devices_;

@@ -244,5 +244,40 @@ TEST_F(NoColdStart, ADeviceThatFailsDuringAMoveLeavesRequestsAnswered) {
   EXPECT_EQ(resp.placement().device(), "cpu");
 }
 
+// With the accuracy contract on (the default), a model's first copy on a
+// BF16 device serves FP32 until its BF16 check passes; once it has, auto's
+// requests go on being answered without waiting for the BF16 copy to load.
+TEST_F(NoColdStart, NoRequestWaitsWhenTheVerifiedDtypeReplacesTheUnverifiedOne) {
+  Start({"--simulate-devices=cuda:0", "--precision-checks=true", "--cache-budget=cuda:0=64MiB"});
+  v1::InferRequest req;
+  req.set_model("a");
+  *req.add_inputs() = ToWire(at::randn({1, 256}), "x");
+  auto infer = [&](v1::InferResponse* r) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    return stub_->Infer(&ctx, req, r);
+  };
+  v1::InferResponse resp;
+  ASSERT_TRUE(infer(&resp).ok());  // the cold start: waits for its load
+  EXPECT_EQ(resp.placement().device(), "cuda:0");
+  EXPECT_EQ(resp.placement().precision_reason(), "unverified:bfloat16");
+  const std::string before = ScrapeMetrics(*server_);
+  std::vector<std::string> seen;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60); std::chrono::steady_clock::now() < end;) {
+    ASSERT_TRUE(infer(&resp).ok());
+    const std::string where = resp.placement().device() + "/" + v1::DataType_Name(resp.placement().dtype()) + "/" +
+                              resp.placement().precision_reason() + "/" + resp.placement().fallback_reason();
+    if (seen.empty() || seen.back() != where) seen.push_back(where);
+    if (resp.placement().device() == "cuda:0" && resp.placement().dtype() == v1::BFLOAT16) break;
+  }
+  std::string path;
+  for (const std::string& s : seen) path += " -> " + s;
+  EXPECT_EQ(resp.placement().dtype(), v1::BFLOAT16) << "never verified:" << path;
+  const double was = MetricValue(before, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}");
+  const double now = MetricValue(ScrapeMetrics(*server_), "infergate_requests_waited_for_load_total{device=\"cuda:0\"}");
+  EXPECT_EQ((std::isnan(now) ? 0 : now) - (std::isnan(was) ? 0 : was), 0) << "placements:" << path;
+  std::printf("placements:%s\n", path.c_str());
+}
+
 }  // namespace
 }  // namespace infergate::testing
