@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -105,6 +106,24 @@ UnpackedAotiVariant::~UnpackedAotiVariant() {
   fs::remove_all(root_, ignored);
 }
 
+namespace {
+
+// The registry's factory: LibTorch 2.6 takes (library, instances, device,
+// folder); later releases add run_single_threaded (false: the container's
+// own threads, as before).
+template <typename Create>
+std::unique_ptr<torch::inductor::AOTIModelContainerRunner> CreateRunner(Create create, const std::string& library,
+                                                                        size_t instances, const std::string& device,
+                                                                        const std::string& folder) {
+  if constexpr (std::is_invocable_v<Create, const std::string&, size_t, const std::string&, const std::string&, bool>) {
+    return create(library, instances, device, folder, /*run_single_threaded=*/false);
+  } else {
+    return create(library, instances, device, folder);
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<torch::inductor::AOTIModelContainerRunner> OpenAotiContainer(const UnpackedAotiVariant& files,
                                                                              const AotiVariant& variant,
                                                                              const std::string& device,
@@ -114,7 +133,7 @@ std::unique_ptr<torch::inductor::AOTIModelContainerRunner> OpenAotiContainer(con
   if (runner == registry.end()) {
     throw std::runtime_error(absl::StrCat("this LibTorch cannot run a build for '", variant.device, "'"));
   }
-  return runner->second(files.library(), instances, device, files.variant_folder());
+  return CreateRunner(runner->second, files.library(), instances, device, files.variant_folder());
 }
 
 }  // namespace infergate
