@@ -273,14 +273,6 @@ TEST_F(TinyCudaTest, ModelLargerThanTheDeviceBudgetIsRefusedBeforeItLoads) {
   EXPECT_EQ(ok.placement().device(), "cuda:0");
 }
 
-// How much a counter of `server` grew since the scrape `before` (an absent
-// series counts as 0).
-double AddedSince(const std::string& before, const ServerProcess& server, const std::string& series) {
-  const double was = MetricValue(before, series);
-  const double now = MetricValue(ScrapeMetrics(server), series);
-  return (std::isnan(now) ? 0 : now) - (std::isnan(was) ? 0 : was);
-}
-
 // A simulated GPU behind a slow link: a load pays the transfer a real one
 // would (here 300 ms plus the bytes at 100 MB/s), the request that caused it
 // waits for it and is counted so, and the move is logged and measured.

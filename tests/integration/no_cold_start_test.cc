@@ -7,7 +7,6 @@
 // leaves the requests answered, falling back as device failures do.
 
 #include <chrono>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -114,12 +113,6 @@ class NoColdStart : public ::testing::Test {
     return {"", ""};
   }
 
-  double Added(const std::string& before, const std::string& series) {
-    const double was = MetricValue(before, series);
-    const double now = MetricValue(ScrapeMetrics(*server_), series);
-    return (std::isnan(now) ? 0 : now) - (std::isnan(was) ? 0 : was);
-  }
-
   ScratchDir scratch_{"ig_no_cold_start_"};
   std::unique_ptr<ServerProcess> server_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -158,10 +151,15 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
   ASSERT_TRUE(back) << x << " never moved back to cuda:0\n" << server_->Log();
   std::printf("%s answered from the cpu %d times before it was back on cuda:0\n", x.c_str(), on_cpu);
   EXPECT_FALSE(resp.placement().fell_back()) << resp.placement().fallback_reason();
-  EXPECT_EQ(Added(before, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0);
-  EXPECT_EQ(Added(before, "infergate_requests_waited_for_load_total{device=\"cpu\"}"), 0);
-  EXPECT_EQ(Added(before, "infergate_model_moves_total{device=\"cuda:0\",model=\"" + x + "\",reason=\"promoted\"}"), 1);
-  EXPECT_EQ(Added(before, "infergate_model_moves_total{device=\"cuda:0\",model=\"" + y + "\",reason=\"demoted\"}"), 1);
+  EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0);
+  EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cpu\"}"), 0);
+  auto moves = [&](const std::string& model, const std::string& reason) {
+    return AddedSince(before, *server_,
+                      "infergate_model_moves_total{device=\"cuda:0\",model=\"" + model + "\",reason=\"" + reason +
+                          "\"}");
+  };
+  EXPECT_EQ(moves(x, "promoted"), 1);
+  EXPECT_EQ(moves(y, "demoted"), 1);
   const Where wy = WhereIs(y);
   EXPECT_TRUE(wy.On(wy.demoted, "cuda:0"));
   EXPECT_TRUE(wy.On(wy.resident, "cpu"));
@@ -182,7 +180,7 @@ TEST_F(NoColdStart, DenyWaitsForItsDevice) {
   EXPECT_EQ(resp.placement().device(), "cuda:0");
   EXPECT_FALSE(resp.placement().fell_back());
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300)) << "it did not wait for the move";
-  EXPECT_EQ(Added(before, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 1);
+  EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 1);
 }
 
 // Starts moving `x` back (its demand, on a CPU 100x slower than the GPU,
@@ -191,7 +189,8 @@ TEST_F(NoColdStart, DenyWaitsForItsDevice) {
 bool UntilMoving(const std::function<grpc::Status(v1::InferResponse*)>& infer,
                  const std::function<Where()>& where) {
   v1::InferResponse resp;
-  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120); std::chrono::steady_clock::now() < end;) {
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+       std::chrono::steady_clock::now() < end;) {
     if (!infer(&resp).ok()) return false;
     const Where w = where();
     if (w.On(w.moving, "cuda:0")) return true;
@@ -263,7 +262,8 @@ TEST_F(NoColdStart, NoRequestWaitsWhenTheVerifiedDtypeReplacesTheUnverifiedOne) 
   EXPECT_EQ(resp.placement().precision_reason(), "unverified:bfloat16");
   const std::string before = ScrapeMetrics(*server_);
   std::vector<std::string> seen;
-  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60); std::chrono::steady_clock::now() < end;) {
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       std::chrono::steady_clock::now() < end;) {
     ASSERT_TRUE(infer(&resp).ok());
     const std::string where = resp.placement().device() + "/" + v1::DataType_Name(resp.placement().dtype()) + "/" +
                               resp.placement().precision_reason() + "/" + resp.placement().fallback_reason();
@@ -273,9 +273,8 @@ TEST_F(NoColdStart, NoRequestWaitsWhenTheVerifiedDtypeReplacesTheUnverifiedOne) 
   std::string path;
   for (const std::string& s : seen) path += " -> " + s;
   EXPECT_EQ(resp.placement().dtype(), v1::BFLOAT16) << "never verified:" << path;
-  const double was = MetricValue(before, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}");
-  const double now = MetricValue(ScrapeMetrics(*server_), "infergate_requests_waited_for_load_total{device=\"cuda:0\"}");
-  EXPECT_EQ((std::isnan(now) ? 0 : now) - (std::isnan(was) ? 0 : was), 0) << "placements:" << path;
+  EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0)
+      << "placements:" << path;
   std::printf("placements:%s\n", path.c_str());
 }
 

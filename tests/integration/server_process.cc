@@ -275,4 +275,10 @@ double MetricValue(const std::string& scrape, const std::string& series) {
   return std::nan("");
 }
 
+double AddedSince(const std::string& before, const ServerProcess& server, const std::string& series) {
+  const double was = MetricValue(before, series);
+  const double now = MetricValue(ScrapeMetrics(server), series);
+  return (std::isnan(now) ? 0 : now) - (std::isnan(was) ? 0 : was);
+}
+
 }  // namespace infergate::testing

@@ -74,6 +74,10 @@ std::string ScrapeMetrics(const ServerProcess& server);
 // series is absent.
 double MetricValue(const std::string& scrape, const std::string& series);
 
+// How much a counter of `server` grew since the scrape `before` (an absent
+// series counts as 0).
+double AddedSince(const std::string& before, const ServerProcess& server, const std::string& series);
+
 // Runs a command, returns its exit status and fills `output` with stdout.
 int RunCommand(const std::vector<std::string>& argv, std::string* output);
 
