@@ -181,16 +181,18 @@ bool PlacementController::Decide(const DeviceId& device) {
     moving_ = Key{decision.promote, device};
   }
   const absl::Status promoted = hooks_.promote(decision.promote, device);
-  MutexLock lock(mu_);
-  moving_.reset();
-  if (promoted.ok()) {
-    demoted_.erase({decision.promote, device});
-    ++counts_.promoted;
-    return true;
+  {
+    MutexLock lock(mu_);
+    moving_.reset();
+    if (promoted.ok()) {
+      demoted_.erase({decision.promote, device});
+      ++counts_.promoted;
+      return true;
+    }
+    ++counts_.failed;
+    if (failed_at_.size() >= 4096) failed_at_.clear();  // bounded: forgetting only allows a retry sooner
+    failed_at_[{decision.promote, device}] = now;
   }
-  ++counts_.failed;
-  if (failed_at_.size() >= 4096) failed_at_.clear();  // bounded: forgetting only allows a retry sooner
-  failed_at_[{decision.promote, device}] = now;
   LOG_WARNING << "moving model '" << decision.promote << "' to " << device.ToString()
               << " failed: " << promoted.message() << " (its requests stay where it is resident; not tried again for "
               << options_.retry_after.count() / 1000.0 << " s)";
