@@ -3,10 +3,12 @@
 # through CTest; before that, clang's thread-safety analysis (build-tsa/),
 # the scheduler's and the front end's unit tests under
 # ThreadSanitizer (build-tsan/), the whole suite under AddressSanitizer and
-# UndefinedBehaviorSanitizer (build-asan/) and the request fuzzer (build-fuzz/).
+# UndefinedBehaviorSanitizer (build-asan/), the request fuzzer (build-fuzz/),
+# and the second build, against PyPI's LibTorch (build-pypi-torch/:
+# tests/pypi_torch/run.sh), with its model tests.
 # CTest's run includes the container image test (tests/container/), which
 # builds the runtime root file system with mmdebstrap and serves from it.
-#   ./tests/run.sh [--no-tsan] [--no-asan] [--no-image] [--loaded] [extra ctest args]
+#   ./tests/run.sh [--no-tsan] [--no-asan] [--no-image] [--no-pypi-torch] [--loaded] [extra ctest args]
 # BUILD_DIR (default: build) picks the build folder. --loaded runs every
 # test (not the builds) while stress-ng keeps every core busy, as CI's
 # machine may be: the suite must pass that way too.
@@ -20,12 +22,14 @@ infergate_builds_natively || exec ./deploy/debian13-root.sh ./tests/run.sh "$@"
 tsan=1
 asan=1
 image=1
+pypi_torch=1
 loaded=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-tsan) tsan=0; shift ;;
     --no-asan) asan=0; shift ;;
     --no-image) image=0; shift ;;
+    --no-pypi-torch) pypi_torch=0; shift ;;
     --loaded) loaded=1; shift ;;
     *) break ;;
   esac
@@ -85,7 +89,8 @@ ctest_no_skips() {
 # What this run leaves out, and why (CI's log says so).
 echo "left out by flags: $([ "$tsan" = 1 ] || echo "the ThreadSanitizer suite (--no-tsan) ")$(
   [ "$asan" = 1 ] || echo "the AddressSanitizer suite (--no-asan) ")$(
-  [ "$image" = 1 ] || echo "the container image test (--no-image)")"
+  [ "$image" = 1 ] || echo "the container image test (--no-image) ")$(
+  [ "$pypi_torch" = 1 ] || echo "the PyPI-LibTorch build (--no-pypi-torch)")"
 # Before anything builds: a source file git does not hold builds here and
 # breaks every fresh clone.
 ./tests/sources_tracked.sh
@@ -174,6 +179,19 @@ if [ "${INFERGATE_FUZZ_SECONDS:-60}" -gt 0 ]; then
   hog_on
   ./tests/fuzz/run.sh "${INFERGATE_FUZZ_SECONDS:-60}"
   hog_off
+fi
+
+if [ "$pypi_torch" = 1 ]; then
+  # The second supported build, against PyPI's LibTorch (pinned in
+  # tests/pypi_torch/requirements.txt), its CUDA path compiled and linked;
+  # its model tests on the CPU with models that torch saves, and each build
+  # given the other PyTorch's files. Its own CTest run must skip nothing.
+  start=$(date +%s)
+  ./tests/pypi_torch/run.sh --build-only
+  hog_on
+  ./tests/pypi_torch/run.sh
+  hog_off
+  echo "PyPI-LibTorch build and tests took $(( $(date +%s) - start )) s"
 fi
 
 # Last, so CI reads CTest's closing line. After the ASan/UBSan suite, the

@@ -95,6 +95,18 @@ class DemoCnn(FromTorchScript):
         return f.linear(torch.flatten(h, 1), self.fw, self.fb)
 
 
+def inductor_configs(configs):
+    """`configs`, and where this PyTorch has the option (2.6 has not), a
+    compiled library that links no LibTorch: its runtime functions are then
+    taken from the process that opens it. Linked, the library names the
+    libtorch that the compiler found first, which beside another LibTorch
+    (Debian's in /usr/lib, when PyPI's torch runs from a virtual
+    environment) is the wrong one, and infergate refuses it."""
+    if hasattr(torch._inductor.config.aot_inductor, "link_libtorch"):
+        configs = dict(configs, **{"aot_inductor.link_libtorch": False})
+    return configs
+
+
 @contextlib.contextmanager
 def one_compile_at_a_time():
     """Holds a lock beside Inductor's cache folder (/tmp/torchinductor_$USER,
@@ -115,7 +127,8 @@ def demo_package(module, example, input_name, max_batch, config, root, name):
     with torch.no_grad(), one_compile_at_a_time():
         torch._inductor.aoti_compile_and_package(
             program, package_path=write(root, name, "model.pt2", config),
-            inductor_configs={"aot_inductor.metadata": pt2_signature.metadata(program, outputs=["logits"])})
+            inductor_configs=inductor_configs({"aot_inductor.metadata":
+                                               pt2_signature.metadata(program, outputs=["logits"])}))
 
 
 def demo_mlp(model_pt, root):
@@ -158,7 +171,7 @@ def mlp(root, program, signature):
     with torch.no_grad(), one_compile_at_a_time():
         return torch._inductor.aoti_compile_and_package(
             program, package_path=write(root, "mlp_pt2", "model.pt2"),
-            inductor_configs={"aot_inductor.metadata": signature})
+            inductor_configs=inductor_configs({"aot_inductor.metadata": signature}))
 
 
 def mlp_signature(program):
@@ -175,8 +188,8 @@ def main(root):
         shutil.copy(package, os.path.join(root, "mlp_pt2_bare", "1", "model.pt2"))
         # Several builds in one package, each named after the device kind it serves.
         files = {name: torch._inductor.aot_compile(program.module(), (torch.randn(2, 16),),
-                                                   options={"aot_inductor.package": True,
-                                                            "aot_inductor.metadata": signature})
+                                                   options=inductor_configs({"aot_inductor.package": True,
+                                                                             "aot_inductor.metadata": signature}))
                  for name in ["cpu", "cuda"]}
         torch._inductor.package.package_aoti(write(root, "mlp_pt2_variants", "model.pt2"), files)
     torch.jit.script(module).save(write(root, "mlp_pt2_torchscript", "model.pt"))

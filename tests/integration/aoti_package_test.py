@@ -107,8 +107,12 @@ def main():
         # PyTorch 2.7 and later put every entry under a top folder named after
         # the archive: served the same. Weights kept outside the library (a
         # newer PyTorch's data/constants/): refused, saying so.
-        rewrite("top_folder_pt2", lambda name, data: data, rename=lambda name: "model/" + name)
-        rewrite("outside_weights_pt2", lambda name, data: data, extra=[("data/constants/weight_0", b"\0" * 64)])
+        # (A package of today's PyTorch has its top folder already.)
+        with zipfile.ZipFile(package) as z:
+            library = [n for n in z.namelist() if "data/aotinductor/" in n][0]
+        top = library[:library.index("data/aotinductor/")]
+        rewrite("top_folder_pt2", lambda name, data: data, rename=lambda name: name if top else "model/" + name)
+        rewrite("outside_weights_pt2", lambda name, data: data, extra=[(top + "data/constants/weight_0", b"\0" * 64)])
         os.makedirs(os.path.join(repo, "too_big_pt2", "1"))
         shutil.copy(package, os.path.join(repo, "too_big_pt2", "1"))
         open(os.path.join(repo, "too_big_pt2", "config.pbtxt"), "w").write(
@@ -267,7 +271,7 @@ def main():
                               ("no_library_pt2", "variant 'model' has no compiled library (.so)"),
                               ("not_a_package_pt2", "it holds no compiled model"),
                               ("outside_weights_pt2", "variant 'model' keeps its weights outside its compiled library "
-                                                      "(data/constants/weight_0)")]:
+                                                      "(%sdata/constants/weight_0)" % top)]:
             try:
                 req = v1.InferRequest(model=model, device="cpu")
                 req.inputs.add(name="x", dtype=1, shape=[1, 16], data=rows(1, 1).numpy().tobytes())
@@ -357,7 +361,10 @@ def main():
         unpacked = unpacked_folders(server.proc.pid, temp)
         check(len(unpacked) >= 3, "too few unpacked packages under %s: %s" % (temp, unpacked))
         on_disk = sorted(os.path.join(temp, name) for name in os.listdir(temp))
-        check(on_disk == unpacked, "folders under TMPDIR that hold no loaded package (a refused load's?): %s" %
+        # (A library that cannot be unloaded, as PyTorch 2.15's AOTInductor
+        # writes them, stays mapped after its folder went with its model.)
+        check(on_disk == [f for f in unpacked if os.path.exists(f)],
+              "folders under TMPDIR that hold no loaded package (a refused load's?): %s" %
               sorted(set(on_disk) - set(unpacked)))
         # Each unloaded model's folders go with it, while the server runs.
         log = open(server.log_path).read()

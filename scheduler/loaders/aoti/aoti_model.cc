@@ -4,6 +4,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -20,6 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/repository/aoti_package.h"
 #include "scheduler/repository/aoti_signature.h"
+#include "scheduler/loaders/aoti/aoti_library_check.h"
 #include "scheduler/loaders/aoti/aoti_unpacked_variant.h"
 #include "scheduler/model/declared_outputs.h"
 #include "scheduler/repository/model_config.h"
@@ -134,8 +136,8 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   if (!variant->weights_outside.empty()) {
     return refuse(absl::StrCat("variant '", variant->name, "' keeps its weights outside its compiled library (",
                                variant->weights_outside.substr(0, 128),
-                               "), which this server's LibTorch 2.6 cannot read: compile the package with the weights "
-                               "in the library (PyTorch's default)"));
+                               "), which this server does not load: compile the package with the weights in the "
+                               "library (PyTorch's default)"));
   }
   absl::StatusOr<std::optional<v1::ModelConfig>> exported = PackageSignature(*variants, model);
   if (!exported.ok()) return refuse(exported.status().message());
@@ -190,6 +192,17 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   absl::StatusOr<std::unique_ptr<UnpackedAotiVariant>> files = UnpackedAotiVariant::Unpack(path, *variant);
   if (!files.ok()) return refuse(absl::StrCat("cannot unpack variant '", variant->name, "': ", files.status().message()));
   impl->files = *std::move(files);
+  // Native code built against another LibTorch is refused before it is
+  // opened: opening it can end the process rather than fail the load.
+  absl::StatusOr<ElfLinkage> linkage =
+      CheckAotiLibraryFitsThisLibTorch(impl->files->library(), absl::StrCat("variant '", variant->name, "'"));
+  if (!linkage.ok()) return refuse(linkage.status().message());
+  if (StaysLoadedOnceOpened(*linkage)) {
+    LOG_WARNING << "model '" << model << "': the compiled library of variant '" << variant->name << "' of " << path
+                << " cannot be unloaded (it binds GNU unique symbols of its own, as PyTorch 2.15's AOTInductor writes): its "
+                << bytes << " bytes stay mapped, and its unpacked file keeps its space in the temp folder, until the "
+                << "server exits; each reload of this package adds as much";
+  }
   impl->instances = static_cast<size_t>(std::max(1, instances));
   try {
     c10::OptionalDeviceGuard on_device;
@@ -211,9 +224,10 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
     const std::string why = ConciseTorchMessage(e.what());
     return refuse(absl::StrCat("AOTInductor cannot load variant '", variant->name, "': ", why,
                                absl::StrContains(why, "undefined symbol")
-                                   ? " (the library calls a runtime function this server's LibTorch 2.6 lacks: it "
-                                     "was likely compiled by a newer PyTorch; compile it with PyTorch 2.6)"
-                                   : ""));
+                                   ? absl::StrCat(" (the library calls a runtime function this server's LibTorch ",
+                                                  TORCH_VERSION, " lacks: it was likely compiled by a newer PyTorch; "
+                                                  "compile it with PyTorch ", TORCH_VERSION, ")")
+                                   : std::string()));
   }
   {
     MutexLock lock(impl->turns_mu);  // not shared yet; the analysis asks for it
