@@ -1,7 +1,7 @@
 # LibTorch from a Python environment's `torch` package (PyPI's wheel), the
 # second supported build: -DINFERGATE_TORCH_PYTHON=/path/to/venv/bin/python3
 # builds infergate against the LibTorch inside that interpreter's torch
-# (today's PyTorch, tests/pypi_torch/run.sh), everything else from Debian's
+# (today's PyTorch, tests/pypi/run.sh), everything else from Debian's
 # packages as in the default build, which uses Debian 13's libtorch-dev.
 #
 # The package is described here directly rather than through the wheel's

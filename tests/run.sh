@@ -5,7 +5,7 @@
 # ThreadSanitizer (build-tsan/), the whole suite under AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-asan/), the request fuzzer (build-fuzz/),
 # and the second build, against PyPI's LibTorch (build-pypi-torch/:
-# tests/pypi_torch/run.sh), with its model tests.
+# tests/pypi/run.sh), with its model tests.
 # CTest's run includes the container image test (tests/container/), which
 # builds the runtime root file system with mmdebstrap and serves from it.
 #   ./tests/run.sh [--no-tsan] [--no-asan] [--no-image] [--no-pypi-torch] [--loaded] [extra ctest args]
@@ -183,13 +183,13 @@ fi
 
 if [ "$pypi_torch" = 1 ]; then
   # The second supported build, against PyPI's LibTorch (pinned in
-  # tests/pypi_torch/requirements.txt), its CUDA path compiled and linked;
+  # tests/pypi/torch-requirements.txt), its CUDA path compiled and linked;
   # its model tests on the CPU with models that torch saves, and each build
   # given the other PyTorch's files. Its own CTest run must skip nothing.
   start=$(date +%s)
-  ./tests/pypi_torch/run.sh --build-only
+  ./tests/pypi/run.sh --build-only
   hog_on
-  ./tests/pypi_torch/run.sh
+  ./tests/pypi/run.sh
   hog_off
   echo "PyPI-LibTorch build and tests took $(( $(date +%s) - start )) s"
 fi

@@ -4,6 +4,7 @@
 #include "service/http/json_scan.h"
 
 #include "absl/strings/numbers.h"
+#include "nlohmann/json.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "service/call/http_call.h"
@@ -34,9 +35,17 @@ HttpResponse Error(const absl::Status& status) {
 
 HttpResponse Ok(const google::protobuf::Message& message) { return Json(200, ProtoToJson(message)); }
 
-// Health answers: 200 for true, 400 for false (the protocol's convention),
-// with no body a client must parse.
-HttpResponse Health(bool ok) { return Json(ok ? 200 : 400, ""); }
+// Health answers: 200 for true, 400 for false (the protocol's convention,
+// which Triton's clients read), with the JSON body the protocol's REST
+// specification gives them ({"live": bool}, {"ready": bool}, and for a
+// model {"name": ..., "ready": bool}), which KServe's InferenceRESTClient
+// parses. Triton itself sends no body; its clients ignore one.
+HttpResponse Health(const char* key, bool ok) {
+  return Json(ok ? 200 : 400, absl::StrCat("{\"", key, "\":", ok ? "true" : "false", "}"));
+}
+HttpResponse ModelHealth(const std::string& model, bool ok) {
+  return Json(ok ? 200 : 400, nlohmann::json{{"name", model}, {"ready", ok}}.dump());
+}
 
 HttpResponse NoRoute(const HttpRequest& request) {
   return Json(404, JsonError(absl::StrCat("no endpoint ", request.method, " ", request.path.substr(0, 128),
@@ -124,8 +133,8 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
   // Health needs no token: probes call it.
   if (parts.size() == 3 && parts[1] == "health") {
     if (!get) return WrongMethod(request, "GET");
-    if (parts[2] == "live") return Health(true);
-    if (parts[2] == "ready") return Health(core_.ready() && !front_end_.draining());
+    if (parts[2] == "live") return Health("live", true);
+    if (parts[2] == "ready") return Health("ready", core_.ready() && !front_end_.draining());
     return NoRoute(request);
   }
   const absl::string_view authorization = request.Header("authorization");
@@ -192,7 +201,7 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
     if (absl::Status s = api_.ModelMetadata(model, version, &metadata); !s.ok()) return Error(s);
     return Ok(metadata);
   }
-  if (action == "ready") return Health(api_.ModelReady(model, version) && !front_end_.draining());
+  if (action == "ready") return ModelHealth(model, api_.ModelReady(model, version) && !front_end_.draining());
   if (action == "config") {
     inference::ModelConfigResponse config;
     if (absl::Status s = api_.ModelConfig(model, version, &config); !s.ok()) return Error(s);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The two supported builds, each given the files the other's PyTorch saves.
 
-Run by the PyPI-LibTorch build (tests/pypi_torch/run.sh) with that build's
+Run by the PyPI-LibTorch build (tests/pypi/run.sh) with that build's
 Python, whose torch (today 2.15) is the newer; --other-python is Debian's
 (python3-torch 2.6) and --other-server the default build, on Debian's
 LibTorch 2.6. Each PyTorch saves the model corpus (model_corpus_test.py's

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The PyPI stage of the tests: what needs packages from PyPI, each set in a
+# virtual environment under the build folder (never the system), pinned.
+#
+# - The second supported build: infergate against PyPI's LibTorch (the
+#   torch wheel pinned in tests/pypi/torch-requirements.txt, today 2.15
+#   with CUDA 13), its CUDA path compiled and linked, everything else from
+#   Debian 13's packages. Then, on the CPU (CI has no GPU), with models
+#   saved by that same torch: the model corpus test, the .pt2 package test
+#   and the in-process AOTInductor test; and the default build (Debian's
+#   LibTorch 2.6, in BUILD_DIR) and this one, each given the other
+#   PyTorch's files (cross_version_test).
+# - The real clients (tests/pypi/clients-requirements.txt): NVIDIA's
+#   tritonclient wheel and KServe's SDK against that server
+#   (real_clients_test).
+#
+#   tests/pypi/run.sh [--build-only] [extra ctest args]
+#
+# PYPI_TORCH_BUILD_DIR (default build-pypi-torch) holds the build and both
+# environments (venv: torch and its CUDA libraries, about 4.4 GB;
+# clients-venv: about 0.5 GB); pip's cache keeps the downloads between runs.
+# tests/run.sh calls this after the default build (--no-pypi-torch leaves
+# it out).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. deploy/platform.sh
+infergate_builds_natively || exec ./deploy/debian13-root.sh ./tests/pypi/run.sh "$@"
+
+build_only=0
+if [ "${1:-}" = --build-only ]; then build_only=1; shift; fi
+build_dir="${PYPI_TORCH_BUILD_DIR:-build-pypi-torch}"
+default_build="${BUILD_DIR:-build}"
+venv="$build_dir/venv"
+clients_venv="$build_dir/clients-venv"
+mkdir -p "$build_dir"
+
+# Each environment is made again only when its pins change.
+# make_venv DIR REQUIREMENTS [VENV FLAG] [PIP FLAG...]
+make_venv() {
+  local dir=$1 requirements=$2 venv_flag=$3; shift 3
+  if ! cmp -s "$requirements" "$dir/.infergate-requirements"; then
+    rm -rf "$dir"
+    python3 -m venv $venv_flag "$dir"
+    "$dir/bin/pip" install --quiet --only-binary=:all: --progress-bar off "$@" -r "$requirements"
+    cp "$requirements" "$dir/.infergate-requirements"
+  fi
+}
+start=$(date +%s)
+# torch, each package pinned (--no-deps). --system-site-packages: the
+# tests' gRPC and protobuf come from Debian, as in the default build; the
+# venv's torch comes first on sys.path, so Debian's 2.6 is not seen.
+make_venv "$venv" tests/pypi/torch-requirements.txt --system-site-packages --no-deps
+# The clients, with their own gRPC and protobuf from PyPI (a lock too).
+make_venv "$clients_venv" tests/pypi/clients-requirements.txt "" --no-deps
+torch_version=$("$venv/bin/python3" -c 'import torch; print(torch.__version__)')
+echo "PyPI torch $torch_version in $venv, the clients in $clients_venv ($(( $(date +%s) - start )) s)"
+
+start=$(date +%s)
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERGATE_BUILD_TESTS=ON \
+  -DINFERGATE_TORCH_PYTHON="$PWD/$venv/bin/python3" \
+  -DINFERGATE_CROSS_VERSION_SERVER="$PWD/$default_build/service/infergate" \
+  -DINFERGATE_CLIENTS_PYTHON="$PWD/$clients_venv/bin/python3" >/dev/null
+# Only what its tests run: the server, the demo models' maker and the
+# in-process AOTInductor test.
+cmake --build "$build_dir" --target infergate make-demo-models aoti_model_test
+echo "PyPI-LibTorch build took $(( $(date +%s) - start )) s"
+
+# The CUDA path is compiled in: the server links LibTorch's CUDA libraries,
+# and they resolve (from the NVIDIA packages in the venv).
+linked=$(ldd "$build_dir/service/infergate")
+for lib in libtorch_cuda.so libc10_cuda.so libcudart.so.13; do
+  if ! grep -q "$lib => /" <<<"$linked"; then
+    echo "the PyPI-LibTorch server does not link $lib:" >&2
+    grep -E "torch|c10|cuda|not found" <<<"$linked" >&2
+    exit 1
+  fi
+done
+if grep -q "not found" <<<"$linked"; then
+  echo "the PyPI-LibTorch server has unresolved libraries:" >&2
+  grep "not found" <<<"$linked" >&2
+  exit 1
+fi
+echo "the PyPI-LibTorch server links LibTorch's CUDA libraries (libtorch_cuda, libc10_cuda, libcudart)"
+
+[ "$build_only" = 0 ] || exit 0
+
+# A skipped test fails the run, as in tests/run.sh.
+cd "$build_dir"
+log=$(mktemp)
+rc=0
+ctest --output-on-failure -j "$(nproc)" \
+  -R '^(model_corpus_test|aoti_package_test|aoti_model_test|cross_version_test|real_clients_test)$' "$@" 2>&1 | tee "$log" || rc=$?
+if grep -E '\*\*\*Skipped|Not Run|No tests were found' "$log" >/dev/null; then
+  echo "PyPI-LibTorch tests were skipped or not found" >&2
+  rc=1
+elif ! grep -E 'tests failed out of 5$' "$log" >/dev/null; then
+  echo "PyPI stage: expected its 5 tests (model_corpus_test, aoti_package_test, aoti_model_test, cross_version_test, real_clients_test)" >&2
+  rc=1
+fi
+rm -f "$log"
+exit "$rc"
