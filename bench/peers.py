@@ -89,10 +89,40 @@ def post_json(url, body):
 
 
 class Peer:
-    """A started server: its name, process, and how a request reaches it."""
+    """A started server: its name, processes, and per model how a request
+    reaches it ({model: (url, body file)}; gRPC: {model: (url, frame)})."""
 
-    def __init__(self, name, proc, url, body_file, grpc=None):
-        self.name, self.proc, self.url, self.body_file, self.grpc = name, proc, url, body_file, grpc
+    def __init__(self, name, procs, rest, grpc=None):
+        self.name, self.procs, self.rest, self.grpc = name, procs, rest, grpc or {}
+
+
+# The models: (input name, one row's shape). The same values go to every
+# server: (i % 17) / 17 for element i.
+MODELS = {"mlp": ("x", [256]), "cnn": ("image", [3, 64, 64])}
+
+
+def row_values(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return [round((i % 17) / 17.0, 4) for i in range(n)]
+
+
+def nested(values, shape):
+    if len(shape) == 1:
+        return values
+    step = len(values) // shape[0]
+    return [nested(values[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def peer_body(work, model):
+    """The body TorchServe's handler and LitServe's API take: {"x": row}."""
+    path = os.path.join(work, "peer-%s.json" % model)
+    if not os.path.exists(path):
+        shape = MODELS[model][1]
+        with open(path, "w") as f:
+            json.dump({"x": nested(row_values(shape), shape)}, f)
+    return path
 
 
 def start_infergate(args, work, models):
@@ -111,37 +141,44 @@ def start_infergate(args, work, models):
         http_address = m.group(1) if m else http_address
     if not wait_http("http://%s/v2/health/ready" % http_address, 120):
         sys.exit("infergate did not become ready")
-    frame = os.path.join(work, "v2.frame")
-    out = subprocess.run([os.path.join(args.build_dir, "tools", "infergate-cli"), "--address", grpc_address, "frame",
-                          "--rpc", "v2", "--model", "mlp", "--rows", "1", "--out", frame],
-                         capture_output=True, text=True, check=True).stdout
-    path = re.search(r"path=(\S+)", out).group(1)
-    body = os.path.join(work, "infergate.json")
-    with open(body, "w") as f:
-        json.dump({"inputs": [{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": ROW}]}, f)
-    url = "http://%s/v2/models/mlp/infer" % http_address
-    assert len(post_json(url, open(body, "rb").read())["outputs"][0]["data"]) == 10
-    return Peer("infergate", proc, url, body, grpc=("http://%s%s" % (grpc_address, path), frame))
+    rest, grpc = {}, {}
+    for model in ["mlp", "cnn", "mlp_pt2"]:
+        base = model.replace("_pt2", "")
+        name, shape = MODELS[base]
+        frame = os.path.join(work, "%s.frame" % model)
+        out = subprocess.run([os.path.join(args.build_dir, "tools", "infergate-cli"), "--address", grpc_address,
+                              "frame", "--rpc", "v2", "--model", model, "--rows", "1", "--out", frame],
+                             capture_output=True, text=True, check=True).stdout
+        grpc[model] = ("http://%s%s" % (grpc_address, re.search(r"path=(\S+)", out).group(1)), frame)
+        body = os.path.join(work, "infergate-%s.json" % model)
+        with open(body, "w") as f:
+            json.dump({"inputs": [{"name": name, "shape": [1] + shape, "datatype": "FP32",
+                                   "data": row_values(shape)}]}, f)
+        url = "http://%s/v2/models/%s/infer" % (http_address, model)
+        assert len(post_json(url, open(body, "rb").read())["outputs"][0]["data"]) == 10
+        rest[model] = (url, body)
+    return Peer("infergate", [proc], rest, grpc)
 
 
 def start_torchserve(args, work, models):
     store = os.path.join(work, "ts-store")
     os.makedirs(store)
-    subprocess.run([os.path.join(args.venv, "bin", "torch-model-archiver"), "--model-name", "mlp", "--version", "1.0",
-                    "--serialized-file", os.path.join(models, "mlp", "1", "model.pt"),
-                    "--handler", os.path.join(HERE, "peers", "torchserve_mlp_handler.py"), "--export-path", store],
-                   check=True)
+    for model in ["mlp", "cnn"]:
+        subprocess.run([os.path.join(args.venv, "bin", "torch-model-archiver"), "--model-name", model,
+                        "--version", "1.0", "--serialized-file", os.path.join(models, model, "1", "model.pt"),
+                        "--handler", os.path.join(HERE, "peers", "torchserve_handler.py"), "--export-path", store],
+                       check=True)
     ports = [free_port() for _ in range(5)]
     config = os.path.join(work, "ts-config.properties")
-    model = {"mlp": {"1.0": {"defaultVersion": True, "marName": "mlp.mar", "minWorkers": args.workers,
-                             "maxWorkers": args.workers, "batchSize": 64, "maxBatchDelay": 1,
-                             "responseTimeout": 120}}}
+    model = {m: {"1.0": {"defaultVersion": True, "marName": "%s.mar" % m, "minWorkers": args.workers,
+                         "maxWorkers": args.workers, "batchSize": batch, "maxBatchDelay": 1,
+                         "responseTimeout": 120}} for m, batch in (("mlp", 64), ("cnn", 32))}
     with open(config, "w") as f:
         f.write("inference_address=http://127.0.0.1:%d\nmanagement_address=http://127.0.0.1:%d\n"
                 "metrics_address=http://127.0.0.1:%d\ngrpc_inference_port=%d\ngrpc_management_port=%d\n"
                 "grpc_inference_address=127.0.0.1\ngrpc_management_address=127.0.0.1\n"
                 "default_workers_per_model=%d\ninstall_py_dep_per_model=false\ndisable_token_authorization=true\n"
-                "enable_model_api=false\nload_models=mlp.mar\nmodels=%s\n"
+                "enable_model_api=false\nload_models=mlp.mar,cnn.mar\nmodels=%s\n"
                 % (ports[0], ports[1], ports[2], ports[3], ports[4], args.workers, json.dumps(model)))
     log = open(os.path.join(work, "torchserve.log"), "w")
     env = dict(os.environ, PATH=os.path.join(args.venv, "bin") + ":" + os.environ["PATH"],
@@ -149,50 +186,64 @@ def start_torchserve(args, work, models):
     proc = subprocess.Popen([os.path.join(args.venv, "bin", "torchserve"), "--start", "--foreground", "--ncs",
                              "--disable-token-auth", "--model-store", store, "--ts-config", config],
                             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work, start_new_session=True)
-    management = "http://127.0.0.1:%d/models/mlp" % ports[1]
-    ready = wait_http(management, 180, lambda body: sum(w.get("status") == "READY" for m in json.loads(body)
-                                                        for w in m.get("workers", [])) >= args.workers)
-    if not ready:
-        print(open(log.name).read()[-4000:])
-        sys.exit("TorchServe did not start %d workers for mlp" % args.workers)
-    body = os.path.join(work, "peer.json")
-    url = "http://127.0.0.1:%d/predictions/mlp" % ports[0]
-    assert len(post_json(url, open(body, "rb").read())["logits"]) == 10
-    return Peer("TorchServe 0.12", proc, url, body)
+    rest = {}
+    for model in ["mlp", "cnn"]:
+        management = "http://127.0.0.1:%d/models/%s" % (ports[1], model)
+        ready = wait_http(management, 180, lambda body: sum(w.get("status") == "READY" for m in json.loads(body)
+                                                            for w in m.get("workers", [])) >= args.workers)
+        if not ready:
+            print(open(log.name).read()[-4000:])
+            sys.exit("TorchServe did not start %d workers for %s" % (args.workers, model))
+        url = "http://127.0.0.1:%d/predictions/%s" % (ports[0], model)
+        body = peer_body(work, model)
+        assert len(post_json(url, open(body, "rb").read())["logits"]) == 10
+        rest[model] = (url, body)
+    return Peer("TorchServe 0.12", [proc], rest)
 
 
 def start_litserve(args, work, models):
-    port = free_port()
-    log = open(os.path.join(work, "litserve.log"), "w")
-    proc = subprocess.Popen([os.path.join(args.venv, "bin", "python3"), os.path.join(HERE, "peers", "litserve_mlp.py"),
-                             os.path.join(models, "mlp", "1", "model.pt"), str(port), str(args.workers), "64", "0.0005"],
-                            stdout=log, stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
-    if not wait_http("http://127.0.0.1:%d/health" % port, 180):
-        print(open(log.name).read()[-4000:])
-        sys.exit("LitServe did not become healthy")
-    body = os.path.join(work, "peer.json")
-    url = "http://127.0.0.1:%d/predict" % port
-    assert len(post_json(url, open(body, "rb").read())["logits"]) == 10
-    return Peer("LitServe 0.2", proc, url, body)
+    """One LitServe server per model (LitServe serves one API per path; two
+    servers keep each model's batching its own), each with its workers."""
+    procs, rest = [], {}
+    for model, batch in (("mlp", 64), ("cnn", 32)):
+        port = free_port()
+        log = open(os.path.join(work, "litserve-%s.log" % model), "w")
+        procs.append(subprocess.Popen([os.path.join(args.venv, "bin", "python3"),
+                                       os.path.join(HERE, "peers", "litserve_server.py"),
+                                       os.path.join(models, model, "1", "model.pt"), str(port), str(args.workers),
+                                       str(batch), "0.0005" if model == "mlp" else "0.001"],
+                                      stdout=log, stderr=subprocess.STDOUT, cwd=work, start_new_session=True))
+        if not wait_http("http://127.0.0.1:%d/health" % port, 180):
+            print(open(log.name).read()[-4000:])
+            sys.exit("LitServe did not become healthy for %s" % model)
+        url = "http://127.0.0.1:%d/predict" % port
+        body = peer_body(work, model)
+        assert len(post_json(url, open(body, "rb").read())["logits"]) == 10
+        rest[model] = (url, body)
+    return Peer("LitServe 0.2", procs, rest)
 
 
-def h2load(peer, clients, seconds, log, grpc):
+def h2load(peer, model, clients, seconds, log, grpc):
     if os.path.exists(log):
         os.remove(log)  # h2load appends to its log
     if grpc:
-        url, frame = peer.grpc
+        url, frame = peer.grpc[model]
         cmd = ["h2load", "-c", "1", "-m", str(clients), "-d", frame, "-H", "content-type: application/grpc",
                "-H", "te: trailers", url]
     else:
-        url, frame = peer.url, peer.body_file
+        url, frame = peer.rest[model]
         cmd = ["h2load", "--h1", "-c", str(clients), "-m", "1", "-d", frame, "-H", "Content-Type: application/json",
                url]
-    cpu0 = tree_cpu_seconds(peer.proc.pid)
+    cpu0 = sum(tree_cpu_seconds(p.pid) for p in peer.procs)
     out = subprocess.run(cmd[:1] + ["-D", "%dms" % (seconds * 1000), "--warm-up-time=1000ms",
                                     "--log-file=" + log] + cmd[1:], capture_output=True, text=True).stdout
-    cpu = tree_cpu_seconds(peer.proc.pid) - cpu0
-    ok = int((re.search(r"status codes: (\d+) 2xx", out) or [0, 0])[1])
-    total = int((re.search(r"requests: (\d+) total", out) or [0, 0])[1])
+    cpu = sum(tree_cpu_seconds(p.pid) for p in peer.procs) - cpu0
+    # Errors: requests that failed, errored or timed out, and answers other
+    # than 2xx (h2load's own counts, warm-up excluded).
+    failed = re.search(r"(\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout", out)
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
+    errors = (int(failed[2]) + int(failed[3]) + int(failed[4]) if failed else -1) + \
+        (int(codes[2]) + int(codes[3]) + int(codes[4]) if codes else 0)
     rps = float((re.search(r"finished in [^,]*, ([0-9.]+) req/s", out) or [0, 0])[1])
     times = []
     with open(log) as f:
@@ -201,7 +252,7 @@ def h2load(peer, clients, seconds, log, grpc):
             if len(parts) >= 3 and parts[1].startswith("2"):
                 times.append(int(parts[2]) / 1000.0)  # ms
     # The warm-up's requests are in the log too; the CPU window covers them.
-    return {"rps": rps, "ok": ok, "errors": total - ok, "times": times, "cpu_s": cpu, "answered": len(times)}
+    return {"rps": rps, "errors": errors, "times": times, "cpu_s": cpu, "answered": len(times)}
 
 
 def perf_analyzer_report(args, grpc_address, http_address, work):
@@ -236,9 +287,6 @@ def pct(values, q):
     return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))] if values else float("nan")
 
 
-ROW = [round((i % 17) / 17.0, 4) for i in range(256)]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", default="build")
@@ -248,14 +296,15 @@ def main():
     ap.add_argument("--clients", default="1,8,64")
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     args = ap.parse_args()
+    args.build_dir, args.venv, args.out = (os.path.abspath(p) for p in (args.build_dir, args.venv, args.out))
     clients = [int(c) for c in args.clients.split(",")]
 
     work = tempfile.mkdtemp(prefix="ig_peers_")
     models = os.path.join(work, "models")
     subprocess.run([os.path.join(args.build_dir, "tools", "make-demo-models"), models], check=True,
                    stdout=subprocess.DEVNULL)
-    with open(os.path.join(work, "peer.json"), "w") as f:
-        json.dump({"x": ROW}, f)
+    # The same two models as AOTInductor packages, for infergate's .pt2 row.
+    subprocess.run([os.path.join(HERE, "pt2_demo_models.sh"), models], check=True)
     peers = []
     try:
         peers.append(start_infergate(args, work, models))
@@ -266,60 +315,69 @@ def main():
                                    "'litserve', m.version('litserve'), 'torch', torch.__version__)"],
                                   capture_output=True, text=True).stdout.strip()
         java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
-        pa_report, pa_rows = perf_analyzer_report(args, peers[0].grpc[0].split("/")[2],
-                                                  peers[0].url.split("/")[2], work)
-        rows = [(p, False) for p in peers] + [(peers[0], True)]
+        pa_report, pa_rows = perf_analyzer_report(args, peers[0].grpc["mlp"][0].split("/")[2],
+                                                  peers[0].rest["mlp"][0].split("/")[2], work)
+        # (server, model, gRPC?): the peers' REST rows, then infergate's gRPC
+        # row and, for the mlp, its .pt2 package over REST.
+        rows = {m: [(p, m, False) for p in peers] + [(peers[0], m, True)] for m in ["mlp", "cnn"]}
+        rows["mlp"].append((peers[0], "mlp_pt2", False))
         results = {}
-        for c in clients:
-            order = rows + rows[::-1]  # A B C D D C B A
-            for peer, grpc in order:
-                key = (peer.name, grpc, c)
-                r = h2load(peer, c, args.seconds, os.path.join(work, "h2load.log"), grpc)
-                print("%-16s %-5s c=%-3d %8.1f req/s  errors %d" % (peer.name, "gRPC" if grpc else "REST", c, r["rps"],
-                                                                    r["errors"]), flush=True)
-                results.setdefault(key, []).append(r)
+        for model in ["mlp", "cnn"]:
+            for c in clients:
+                order = rows[model] + rows[model][::-1]  # A B C D D C B A
+                for peer, served, grpc in order:
+                    r = h2load(peer, served, c, args.seconds, os.path.join(work, "h2load.log"), grpc)
+                    print("%-16s %-8s %-5s c=%-3d %8.1f req/s  errors %d" % (
+                        peer.name, served, "gRPC" if grpc else "REST", c, r["rps"], r["errors"]), flush=True)
+                    results.setdefault((peer.name, served, grpc, c), []).append(r)
     finally:
         for p in peers:
-            try:
-                os.killpg(p.proc.pid, signal.SIGTERM) if p.name != "infergate" else p.proc.terminate()
-            except ProcessLookupError:
-                pass
+            for proc in p.procs:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM) if p.name != "infergate" else proc.terminate()
+                except ProcessLookupError:
+                    pass
         for p in peers:
-            try:
-                p.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.proc.pid, signal.SIGKILL)
+            for proc in p.procs:
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
 
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=HERE).stdout.strip()
     lines = ["# Peers: infergate beside TorchServe and LitServe, %s" % stamp, "",
-             "Commit %s, this machine (%d cores), bench/peers.sh. %s; %s. Model: the demo mlp (TorchScript, "
-             "256-512-512-10), one row per request, batching on in every server (largest batch 64; wait 0.5 ms "
-             "infergate and LitServe, 1 ms TorchServe), %d workers of one LibTorch thread each, every server on "
-             "Debian's LibTorch 2.6. Load: h2load, %d s per row after 1 s of warm-up, rows interleaved A B C D D C B A "
+             "Commit %s, this machine (%d cores), bench/peers.sh. %s; %s. Models: the demo mlp (TorchScript, "
+             "256-512-512-10) and cnn (TorchScript, 3x64x64 images, two conv layers), one row per request, "
+             "batching on in every server (largest batch 64 for the mlp, 32 for the cnn; wait 0.5 ms for the mlp "
+             "and 1 ms for the cnn in infergate and LitServe, 1 ms in TorchServe, whose maxBatchDelay is in whole "
+             "ms), %d workers of one LibTorch thread each, every server on Debian's LibTorch 2.6; infergate also "
+             "serves the mlp as an AOTInductor package (mlp_pt2). Load: h2load, %d s per row after 1 s of warm-up, rows interleaved A B C D D C B A "
              "per client count; each figure the mean of two rounds. REST: N HTTP/1.1 connections, one request each "
              "in flight; gRPC (infergate's Open Inference ModelInfer): N streams on one connection. CPU ms per "
              "request: the server's process tree over the row (warm-up included) per request answered. Ratio: "
              "req/s against infergate's REST row at the same client count."
              % (commit, os.cpu_count(), versions, java, args.workers, args.seconds), "",
-             "| server | protocol | clients | req/s | ratio to infergate REST | p50 ms | p99 ms | p99.9 ms | CPU ms/req | errors |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for c in clients:
-        base = None
-        for peer, grpc in rows:
-            rounds = results[(peer.name, grpc, c)]
-            rps = sum(r["rps"] for r in rounds) / len(rounds)
-            times = [t for r in rounds for t in r["times"]]
-            cpu = sum(r["cpu_s"] for r in rounds) / max(1, sum(r["answered"] for r in rounds)) * 1000
-            errors = sum(r["errors"] for r in rounds)
-            if peer.name == "infergate" and not grpc:
-                base = rps
-            lines.append("| %s | %s | %d | %.0f | %s | %.2f | %.2f | %.2f | %.3f | %d |" % (
-                peer.name, "gRPC (Open Inference)" if grpc else ("REST (Open Inference)" if peer.name == "infergate"
-                                                                 else "REST"),
-                c, rps, "%.2f" % (rps / base) if base else "-", pct(times, 0.5), pct(times, 0.99), pct(times, 0.999),
-                cpu, errors))
+             "| server | model | protocol | clients | req/s | ratio to infergate REST | p50 ms | p99 ms | p99.9 ms | CPU ms/req | errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for model in ["mlp", "cnn"]:
+        for c in clients:
+            base = None
+            for peer, served, grpc in rows[model]:
+                rounds = results[(peer.name, served, grpc, c)]
+                rps = sum(r["rps"] for r in rounds) / len(rounds)
+                times = [t for r in rounds for t in r["times"]]
+                cpu = sum(r["cpu_s"] for r in rounds) / max(1, sum(r["answered"] for r in rounds)) * 1000
+                errors = sum(r["errors"] for r in rounds)
+                if peer.name == "infergate" and not grpc and base is None:
+                    base = rps
+                protocol = ("gRPC (Open Inference)" if grpc else
+                            "REST (Open Inference)" if peer.name == "infergate" else "REST")
+                lines.append("| %s | %s | %s | %d | %.0f | %s | %.2f | %.2f | %.2f | %.3f | %d |" % (
+                    peer.name, served + (" (.pt2)" if served.endswith("_pt2") else ""), protocol, c, rps,
+                    "%.2f" % (rps / base) if base else "-", pct(times, 0.5), pct(times, 0.99), pct(times, 0.999),
+                    cpu, errors))
     lines += ["", "## Triton's perf_analyzer against infergate", "",
               "perf_analyzer %s (the binary in NVIDIA's tritonclient 2.41.0 wheel; later wheels carry none, and PyPI's "
               "perf-analyzer package is a placeholder), --service-kind=triton, shared memory off, the mlp with one row "

@@ -1,7 +1,8 @@
-"""LitServe serving the demo mlp (make-demo-models: 256 -> 10) with its
-batching, as LitServe's documentation sets a batched CPU model up.
+"""LitServe serving one of the demo models (make-demo-models' mlp or cnn,
+TorchScript) with its batching, as LitServe's documentation sets a batched
+CPU model up. A request is {"x": one row as nested JSON lists}.
 
-  litserve_mlp.py MODEL_PT PORT WORKERS MAX_BATCH BATCH_TIMEOUT_S
+  litserve_server.py MODEL_PT PORT WORKERS MAX_BATCH BATCH_TIMEOUT_S
 """
 import sys
 
@@ -9,7 +10,7 @@ import litserve as ls
 import torch
 
 
-class MlpAPI(ls.LitAPI):
+class DemoAPI(ls.LitAPI):
     def setup(self, device):
         torch.set_num_threads(1)  # one LibTorch thread per worker, as infergate's CPU workers
         self.model = torch.jit.load(sys.argv[1]).eval()
@@ -33,6 +34,6 @@ class MlpAPI(ls.LitAPI):
 
 if __name__ == "__main__":
     model, port, workers, max_batch, timeout = sys.argv[1:6]
-    api = MlpAPI(max_batch_size=int(max_batch), batch_timeout=float(timeout))
+    api = DemoAPI(max_batch_size=int(max_batch), batch_timeout=float(timeout))
     server = ls.LitServer(api, accelerator="cpu", workers_per_device=int(workers), fast_queue=True)
     server.run(host="127.0.0.1", port=int(port), generate_client_file=False, log_level="warning")

@@ -1,15 +1,15 @@
-"""TorchServe handler for the demo mlp (make-demo-models: 256 -> 10), as a
-TorchServe user writes one on base_handler: BaseHandler loads the
-TorchScript file and runs it; this adds only the request decoding (a JSON
-list of 256 floats per request, the same body the other servers get) and
-one answer per request of the batch TorchServe gathered."""
+"""TorchServe handler for the demo models (make-demo-models' mlp and cnn),
+as a TorchServe user writes one on base_handler: BaseHandler loads the
+TorchScript file and runs it; this adds only the request decoding (one row
+per request, {"x": the row as nested JSON lists}, the values the other
+servers get) and one answer per request of the batch TorchServe gathered."""
 import json
 
 import torch
 from ts.torch_handler.base_handler import BaseHandler
 
 
-class MlpHandler(BaseHandler):
+class DemoHandler(BaseHandler):
     def initialize(self, context):
         # One LibTorch thread per worker, as infergate's CPU workers run
         # (bench/peers.py starts as many workers as the machine has cores).
