@@ -390,10 +390,12 @@ def main():
         for ext in ("system_shared_memory", "cuda_shared_memory", "trace"):
             check(ext not in meta.extensions, "extension %s advertised but not served" % ext)
 
-        # --- health: empty bodies carry no JSON type
-        for path in ("/v2/health/live", "/v2/health/ready"):
+        # --- health: 200, with the REST specification's JSON body (which
+        # KServe's client parses; Triton's clients read the status only), typed
+        for path, key in (("/v2/health/live", "live"), ("/v2/health/ready", "ready")):
             code, head, body = rest.call("GET", path)
-            check(code == 200 and body == b"" and "content-type" not in head, "%s: %d %s %r" % (path, code, head, body))
+            check(code == 200 and json.loads(body) == {key: True} and head.get("content-type") == "application/json",
+                  "%s: %d %s %r" % (path, code, head, body))
 
         # --- compressed REST bodies
         body = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4],
