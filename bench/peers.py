@@ -14,11 +14,14 @@ TorchServe 1 ms, its smallest: maxBatchDelay is in whole milliseconds).
 Load: h2load for every row (the same tool for all). REST rows: N HTTP/1.1
 connections, one request in flight on each (-c N -m 1), the body each
 server's API takes (Open Inference JSON for infergate; {"x": [...]} for
-TorchServe's /predictions and LitServe's /predict). The gRPC row (infergate
-only: Open Inference ModelInfer, one pre-encoded request) uses N streams of
-one connection. Rows are interleaved A B C C B A per client count, so the
+TorchServe's /predictions and LitServe's /predict). gRPC rows (infergate's
+Open Inference ModelInfer with the row as raw bytes; TorchServe's
+Predictions with the same JSON body as its REST row; LitServe has no gRPC
+API) replay one pre-encoded request on N streams of one connection. Rows run in one order and then the reverse (A B ... B A) per client count, so the
 machine's drift falls on every server alike; each figure is the mean of
-the two rounds (percentiles from both rounds' requests together).
+the two rounds (percentiles from both rounds' requests together). Every
+server stays up throughout: an idle one's threads take some CPU from the
+measured one on this 2-core machine, alike for all.
 
 CPU per request: the user and system time of the server's whole process
 tree (TorchServe's Java front end and its Python workers; LitServe's API
@@ -129,7 +132,7 @@ def start_infergate(args, work, models):
     log = open(os.path.join(work, "infergate.log"), "w")
     proc = subprocess.Popen([os.path.join(args.build_dir, "service", "infergate"), "--address=127.0.0.1:0",
                              "--http-address=127.0.0.1:0", "--metrics-address=", "--model-repository=" + models],
-                            stdout=subprocess.PIPE, stderr=log, text=True)
+                            stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
     grpc_address = http_address = None
     while grpc_address is None or http_address is None:
         line = proc.stdout.readline()
@@ -198,7 +201,47 @@ def start_torchserve(args, work, models):
         body = peer_body(work, model)
         assert len(post_json(url, open(body, "rb").read())["logits"]) == 10
         rest[model] = (url, body)
-    return Peer("TorchServe 0.12", [proc], rest)
+    # Its gRPC API: a PredictionsRequest (model_name, input {"data": body})
+    # framed once, checked to be answered, then replayed by h2load as
+    # infergate's frames are.
+    grpc = {}
+    for model in ["mlp", "cnn"]:
+        frame = os.path.join(work, "torchserve-%s.frame" % model)
+        message = torchserve_predictions_request(model, open(peer_body(work, model), "rb").read())
+        with open(frame, "wb") as f:
+            f.write(b"\0" + len(message).to_bytes(4, "big") + message)
+        path = "/org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions"
+        answer = grpc_unary("127.0.0.1:%d" % ports[3], path, message)
+        assert b"logits" in answer, answer[:200]
+        grpc[model] = ("http://127.0.0.1:%d%s" % (ports[3], path), frame)
+    return Peer("TorchServe 0.12", [proc], rest, grpc)
+
+
+def protobuf_field(number, payload):
+    """A length-delimited protobuf field (wire type 2)."""
+    def varint(n):
+        out = b""
+        while True:
+            byte, n = n & 0x7F, n >> 7
+            out += bytes([byte | (0x80 if n else 0)])
+            if not n:
+                return out
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def torchserve_predictions_request(model, body):
+    """TorchServe's inference.proto PredictionsRequest: model_name (1) and
+    the map input (3) with one entry, "data" -> body."""
+    entry = protobuf_field(1, b"data") + protobuf_field(2, body)
+    return protobuf_field(1, model.encode()) + protobuf_field(3, entry)
+
+
+def grpc_unary(address, path, message):
+    """One unary call with `message`'s bytes; the answer's bytes."""
+    import grpc
+    with grpc.insecure_channel(address) as channel:
+        call = channel.unary_unary(path, request_serializer=None, response_deserializer=None)
+        return call(message, timeout=60)
 
 
 def start_litserve(args, work, models):
@@ -319,13 +362,16 @@ def main():
                                                   peers[0].rest["mlp"][0].split("/")[2], work)
         # (server, model, gRPC?): the peers' REST rows, then infergate's gRPC
         # row and, for the mlp, its .pt2 package over REST.
-        rows = {m: [(p, m, False) for p in peers] + [(peers[0], m, True)] for m in ["mlp", "cnn"]}
+        rows = {m: [(p, m, False) for p in peers] + [(p, m, True) for p in peers[:2]] for m in ["mlp", "cnn"]}
         rows["mlp"].append((peers[0], "mlp_pt2", False))
         results = {}
         for model in ["mlp", "cnn"]:
             for c in clients:
-                order = rows[model] + rows[model][::-1]  # A B C D D C B A
+                order = rows[model] + rows[model][::-1]  # A B ... B A
                 for peer, served, grpc in order:
+                    # (Pausing the other servers with SIGSTOP during a row was
+                    # tried: TorchServe answered a third to two thirds less
+                    # after each resume, so every server stays up throughout.)
                     r = h2load(peer, served, c, args.seconds, os.path.join(work, "h2load.log"), grpc)
                     print("%-16s %-8s %-5s c=%-3d %8.1f req/s  errors %d" % (
                         peer.name, served, "gRPC" if grpc else "REST", c, r["rps"], r["errors"]), flush=True)
@@ -334,7 +380,7 @@ def main():
         for p in peers:
             for proc in p.procs:
                 try:
-                    os.killpg(proc.pid, signal.SIGTERM) if p.name != "infergate" else proc.terminate()
+                    os.killpg(proc.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
         for p in peers:
@@ -353,9 +399,10 @@ def main():
              "batching on in every server (largest batch 64 for the mlp, 32 for the cnn; wait 0.5 ms for the mlp "
              "and 1 ms for the cnn in infergate and LitServe, 1 ms in TorchServe, whose maxBatchDelay is in whole "
              "ms), %d workers of one LibTorch thread each, every server on Debian's LibTorch 2.6; infergate also "
-             "serves the mlp as an AOTInductor package (mlp_pt2). Load: h2load, %d s per row after 1 s of warm-up, rows interleaved A B C D D C B A "
-             "per client count; each figure the mean of two rounds. REST: N HTTP/1.1 connections, one request each "
-             "in flight; gRPC (infergate's Open Inference ModelInfer): N streams on one connection. CPU ms per "
+             "serves the mlp as an AOTInductor package (mlp_pt2). Load: h2load, %d s per row after 1 s of warm-up, rows in one order then the reverse (A B ... B A) "
+             "per client count, every server up throughout; each figure the mean of two rounds. REST: N HTTP/1.1 connections, one request each "
+             "in flight; gRPC (infergate's Open Inference ModelInfer, raw tensor bytes; TorchServe's Predictions, the "
+             "JSON body of its REST row): N streams on one connection. CPU ms per "
              "request: the server's process tree over the row (warm-up included) per request answered. Ratio: "
              "req/s against infergate's REST row at the same client count."
              % (commit, os.cpu_count(), versions, java, args.workers, args.seconds), "",
@@ -372,8 +419,7 @@ def main():
                 errors = sum(r["errors"] for r in rounds)
                 if peer.name == "infergate" and not grpc and base is None:
                     base = rps
-                protocol = ("gRPC (Open Inference)" if grpc else
-                            "REST (Open Inference)" if peer.name == "infergate" else "REST")
+                protocol = ("%s (Open Inference)" if peer.name == "infergate" else "%s") % ("gRPC" if grpc else "REST")
                 lines.append("| %s | %s | %s | %d | %.0f | %s | %.2f | %.2f | %.2f | %.3f | %d |" % (
                     peer.name, served + (" (.pt2)" if served.endswith("_pt2") else ""), protocol, c, rps,
                     "%.2f" % (rps / base) if base else "-", pct(times, 0.5), pct(times, 0.99), pct(times, 0.999),

@@ -90,6 +90,15 @@ def main():
         def serve_and_check(server_bin, models, saved_by, corpus, pt2_must_be_refused):
             server = Server(server_bin, ["--model-repository=" + models],
                             os.path.join(work, "server-%s.log" % os.path.basename(models)))
+            try:
+                return check_served(server, models, saved_by, corpus, pt2_must_be_refused)
+            finally:
+                rc = server.stop()  # a server that died has its exit status kept
+                if rc != 0:
+                    failures.append("the server exited %s serving files saved by %s" % (rc, saved_by))
+                    print(open(server.log_path).read()[-4000:])
+
+        def check_served(server, models, saved_by, corpus, pt2_must_be_refused):
             server.wait_serving()
             channel = grpc.insecure_channel(server.address)
             stub = pb_grpc.GRPCInferenceServiceStub(channel)
@@ -160,10 +169,6 @@ def main():
                     failures.append("%s: the refusal does not say the package came from another PyTorch: %s"
                                     % (where, msg))
             channel.close()
-            rc = server.stop()
-            if rc != 0:
-                failures.append("%s exited %s serving files saved by %s" % (server_name, rc, saved_by))
-                print(open(server.log_path).read()[-4000:])
             return server_name
 
         older_server = serve_and_check(args.other_server, newer_dir, "PyTorch " + newer_version, newer_corpus, True)
