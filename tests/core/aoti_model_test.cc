@@ -31,6 +31,17 @@
 namespace infergate {
 namespace {
 
+// Writes `pt2`: a package whose one CPU variant is the compiled library at
+// `library` (a .so made by the test); returns `pt2`.
+std::string PackageOfLibrary(const std::string& library, const std::string& pt2) {
+  std::stringstream bytes;
+  bytes << std::ifstream(library, std::ios::binary).rdbuf();
+  std::ofstream(pt2, std::ios::binary) << testing::ZipOf(
+      {{"data/aotinductor/model/x_metadata.json", R"({"AOTI_DEVICE_KEY": "cpu"})"},
+       {"data/aotinductor/model/x.so", bytes.str()}});
+  return pt2;
+}
+
 class AotiModelTest : public ::testing::Test {
  protected:
   // One package for the whole binary: a compile takes seconds.
@@ -239,12 +250,7 @@ TEST_F(AotiModelTest, ALibraryThatCannotBeOpenedIsRefusedAndLeavesNothing) {
                                       "  return aoti_torch_from_a_newer_pytorch();\n}\n";
   const std::string compile = "cc -shared -fPIC -o " + root + "/newer.so " + root + "/newer.c";
   ASSERT_EQ(std::system(compile.c_str()), 0) << compile;
-  std::stringstream library;
-  library << std::ifstream(root + "/newer.so", std::ios::binary).rdbuf();
-  const std::string newer = root + "/newer.pt2";
-  std::ofstream(newer, std::ios::binary) << testing::ZipOf(
-      {{"data/aotinductor/model/x_metadata.json", R"({"AOTI_DEVICE_KEY": "cpu"})"},
-       {"data/aotinductor/model/x.so", library.str()}});
+  const std::string newer = PackageOfLibrary(root + "/newer.so", root + "/newer.pt2");
   model = AotiModel::Load(newer, *config, cpu, DType::kFloat32);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition) << model.status();
@@ -264,12 +270,7 @@ TEST_F(AotiModelTest, ALibraryThatCannotBeOpenedIsRefusedAndLeavesNothing) {
                                    root + "/empty.c && cc -shared -fPIC -Wl,--no-as-needed -o " + root +
                                    "/foreign.so " + root + "/foreign.c " + root + "/libtorch.so.99";
   ASSERT_EQ(std::system(link_foreign.c_str()), 0) << link_foreign;
-  std::stringstream foreign_library;
-  foreign_library << std::ifstream(root + "/foreign.so", std::ios::binary).rdbuf();
-  const std::string foreign = root + "/foreign.pt2";
-  std::ofstream(foreign, std::ios::binary) << testing::ZipOf(
-      {{"data/aotinductor/model/x_metadata.json", R"({"AOTI_DEVICE_KEY": "cpu"})"},
-       {"data/aotinductor/model/x.so", foreign_library.str()}});
+  const std::string foreign = PackageOfLibrary(root + "/foreign.so", root + "/foreign.pt2");
   model = AotiModel::Load(foreign, *config, cpu, DType::kFloat32);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition) << model.status();

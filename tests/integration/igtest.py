@@ -200,3 +200,13 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         return self.proc.returncode
+
+    def stop_noting(self, failures, what="server"):
+        """Stops the server (or reads the exit status of one that died); an
+        exit other than 0 joins `failures` as "WHAT exited RC", and when
+        `failures` holds anything the tail of the server's log is printed."""
+        rc = self.stop()
+        if rc != 0:
+            failures.append("%s exited %s" % (what, rc))
+        if failures:
+            print(open(self.log_path).read()[-4000:])

@@ -235,11 +235,7 @@ def main():
                 failures.append("%s failed: %s" % (part, (run.stderr.strip().splitlines() or ["?"])[-1]))
     finally:
         if server is not None:
-            rc = server.stop()
-            if rc != 0:
-                failures.append("server exited %s" % rc)
-            if failures:
-                print(open(server.log_path).read()[-4000:])
+            server.stop_noting(failures)
         shutil.rmtree(work, ignore_errors=True)
     if failures:
         for f in failures:
