@@ -31,6 +31,7 @@ simulated device's memory peak against its budget) and the moves.
     churn.py --server BIN --proto-dir proto --models DIR [--seconds 60] [--smoke]
 """
 import argparse
+import math
 import os
 import random
 import re
@@ -70,25 +71,87 @@ def percentile(sorted_values, q):
     return sorted_values[i]
 
 
-def arrivals(seconds, rate, models, zipf, shift, seed):
-    """(time, model) pairs: Poisson arrivals, Zipf over a ranking that rotates
-    by a third of the models every `shift` seconds."""
-    rng = random.Random(seed)
-    order = list(models)
-    rng.shuffle(order)
-    weights = [1.0 / (k + 1) ** zipf for k in range(len(order))]
+class Popularity:
+    """The Zipf distribution over the models whose ranking rotates by a third
+    of the models every `shift` seconds (seeded: the same in every row)."""
+
+    def __init__(self, models, zipf, shift, seed):
+        self.rng = random.Random(seed)
+        self.order = list(models)
+        self.rng.shuffle(self.order)
+        self.shift = shift
+        self.weights = [1.0 / (k + 1) ** zipf for k in range(len(self.order))]
+        self.step = max(1, len(self.order) // 3)
+
+    def model_at_rank(self, rank, phase):
+        return self.order[(rank + phase * self.step) % len(self.order)]
+
+    def shares(self, phase):
+        """{model: the share of the requests it gets} during `phase`."""
+        total = sum(self.weights)
+        return {self.model_at_rank(k, phase): w / total for k, w in enumerate(self.weights)}
+
+
+def arrivals(seconds, rate, popularity):
+    """(time, model) pairs: Poisson arrivals at `rate`, each model drawn from
+    `popularity` in the phase its time falls in."""
+    rng = popularity.rng
+    n = len(popularity.order)
     out = []
     t = rng.expovariate(rate)
-    step = max(1, len(order) // 3)
     while t < seconds:
-        phase = int(t // shift)
-        rank = rng.choices(range(len(order)), weights)[0]
-        out.append((t, order[(rank + phase * step) % len(order)]))
+        rank = rng.choices(range(n), popularity.weights)[0]
+        out.append((t, popularity.model_at_rank(rank, int(t // popularity.shift))))
         t += rng.expovariate(rate)
     return out
 
 
-def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir):
+def slower_share(models, sizes, slower_than, budget, popularity, seconds, threshold):
+    """The smallest share of requests slower than `threshold` that any
+    placement can reach which does not know the next request's model before
+    it arrives (even one that knows every phase's ranking and moves in no
+    time): a request whose model is not on cuda:0 runs on the CPU, where
+    `slower_than(model, threshold)` of its requests take longer than
+    `threshold`, and at each moment at most `budget` bytes are on cuda:0, so
+    per phase at least what the best choice of resident models (a knapsack
+    on the budget, sizes counted in MiB rounded up) leaves out. Requests on
+    cuda:0 are counted as fast, so the bound is low. Returns (share, the
+    models that best choice keeps on cuda:0 in some phase)."""
+    phases = max(1, int(math.ceil(seconds / popularity.shift)))
+    cap = budget // (1 << 20)
+    slow = {m: slower_than(m, threshold) for m in models}
+    share, resident = 0.0, set()
+    for phase in range(phases):
+        demand = popularity.shares(phase)
+        lost = {m: demand[m] * slow[m] for m in models if slow[m] > 0}
+        best = [(0.0, frozenset())] * (cap + 1)  # per MiB used: the most slow demand kept off the CPU, and by which
+        for m, weight in lost.items():
+            mib = -(-sizes[m] // (1 << 20))
+            for b in range(cap, mib - 1, -1):
+                kept = best[b - mib][0] + weight
+                if kept > best[b][0]:
+                    best[b] = (kept, best[b - mib][1] | {m})
+        share += (sum(lost.values()) - best[cap][0]) / phases
+        resident |= best[cap][1]
+    return share, resident
+
+
+def placement_bound(models, sizes, slower_than, candidates, budget, popularity, seconds, quantile=0.99):
+    """The lowest `quantile` latency slower_share allows: the smallest of
+    `candidates` (latencies, ms) that leaves at most 1 - quantile of the
+    requests slower. Returns (that latency, the models that must stay on
+    cuda:0 for it)."""
+    for threshold in sorted(set(candidates)):
+        share, resident = slower_share(models, sizes, slower_than, budget, popularity, seconds, threshold)
+        if share <= 1 - quantile + 1e-12:
+            return threshold, resident
+    return float("inf"), set()
+
+
+def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, calibrate_cpu=False):
+    """One row. `calibrate_cpu`: after the clock stops, each model's CPU
+    latency alone (a warm-up request on the CPU, then 5 timed ones, one at a
+    time), as "cpu_alone": {model: [ms]}."""
     from infergate.v1 import inference_pb2 as v1
     from infergate.v1 import inference_pb2_grpc as v1_grpc
     from infergate.v1 import tensor_pb2
@@ -134,17 +197,18 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir):
     sampler.start()
     before = scrape(server)
     lock = threading.Lock()
-    results = []  # (latency s, ok, device, fallback reason)
+    results = []  # (sent s from the start, model, latency s, ok, device, fallback reason, compute us, queue us)
     pending = [0]
     all_done = threading.Condition(lock)
 
-    def finish(future, sent):
+    def finish(future, sent, model):
         latency = time.monotonic() - sent
         try:
             r = future.result()
-            row = (latency, True, r.placement.device, r.placement.fallback_reason)
+            row = (sent - start, model, latency, True, r.placement.device, r.placement.fallback_reason,
+                   r.timing.compute_us, r.timing.queue_us)
         except grpc.RpcError as e:
-            row = (latency, False, "", "%s: %s" % (e.code(), e.details()))
+            row = (sent - start, model, latency, False, "", "%s: %s" % (e.code(), e.details()), 0, 0)
         with lock:
             results.append(row)
             pending[0] -= 1
@@ -159,19 +223,31 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir):
         with lock:
             pending[0] += 1
         f = stub.Infer.future(requests[m], timeout=60)
-        f.add_done_callback(lambda fut, sent=sent: finish(fut, sent))
+        f.add_done_callback(lambda fut, sent=sent, m=m: finish(fut, sent, m))
     with lock:
         all_done.wait_for(lambda: pending[0] == 0, timeout=120)
     elapsed = time.monotonic() - start
     stop.set()
     sampler.join()
     after = scrape(server)
+    cpu_alone = {}
+    if calibrate_cpu:
+        for m in models:
+            on_cpu = v1.InferRequest()
+            on_cpu.CopyFrom(requests[m])
+            on_cpu.device = "cpu"
+            stub.Infer(on_cpu, timeout=120)
+            cpu_alone[m] = []
+            for _ in range(5):
+                sent = time.monotonic()
+                stub.Infer(on_cpu, timeout=60)
+                cpu_alone[m].append((time.monotonic() - sent) * 1000)
     channel.close()
     code = server.stop()
 
-    lat = sorted(r[0] * 1000 for r in results if r[1])
-    failures = [r for r in results if not r[1]]
-    on_gpu = sum(1 for r in results if r[1] and r[2] == "cuda:0")
+    lat = sorted(r[2] * 1000 for r in results if r[3])
+    failures = [r for r in results if not r[3]]
+    on_gpu = sum(1 for r in results if r[3] and r[4] == "cuda:0")
     moved = metric(after, "infergate_model_transfer_bytes_total", {"device": "cuda:0"}) - \
         metric(before, "infergate_model_transfer_bytes_total", {"device": "cuda:0"})
     waited = metric(after, "infergate_requests_waited_for_load_total") - \
@@ -184,14 +260,59 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir):
         metric(before, "infergate_model_evictions_total", {"device": "cuda:0"})
     return {
         "row": name, "requests": len(results), "failures": len(failures),
-        "first_failure": failures[0][3] if failures else "",
+        "first_failure": failures[0][5] if failures else "",
         "p50": percentile(lat, 0.50), "p99": percentile(lat, 0.99), "p999": percentile(lat, 0.999),
         "max": lat[-1] if lat else float("nan"),
         "waited": int(waited), "on_gpu": on_gpu / max(1, len(results)),
         "moved_mb_per_min": moved / 1e6 / (elapsed / 60), "peak_resident": peak[0], "peak_memory": peak[1],
         "budget": budget, "promoted": int(promoted), "demoted": int(demoted), "evicted": int(evicted),
-        "exit": code,
+        "exit": code, "per_request": sorted(results), "cpu_alone": cpu_alone,
     }
+
+
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2] if values else float("nan")
+
+
+def per_model_lines(models, sizes, budget, popularity, args, rows):
+    """The placement bound (placement_bound) against the rows, and per model
+    what the policy row did. A model's CPU latencies are those the
+    all-resident row measured with nothing else running (cpu_alone), so the
+    bound holds for a CPU that nothing else slows down."""
+    policy, _, resident = rows
+    ok = {row["row"]: [r for r in row["per_request"] if r[3]] for row in rows}
+    on_cpu = {m: sorted(resident["cpu_alone"].get(m) or [float("inf")]) for m in models}
+
+    def slower_than(m, threshold):
+        return sum(1 for x in on_cpu[m] if x > threshold) / len(on_cpu[m])
+
+    candidates = [0.0] + [x for m in models for x in on_cpu[m]]
+    bound, must_stay = placement_bound(models, sizes, slower_than, candidates, budget, popularity, args.seconds)
+    target = 1.5 * resident["p99"]
+    share_at_target, _ = slower_share(models, sizes, slower_than, budget, popularity, args.seconds, target)
+    lines = [
+        "",
+        "The lowest p99 any placement can reach that does not know the next request's model before it arrives "
+        "(even one that knows every phase's ranking and moves in no time; bench/churn.py placement_bound, from "
+        "each model's CPU latency measured alone): %.1f ms, %.2fx the all-resident p99 (the target, 1.5x, is "
+        "%.1f ms); the policy row's p99 is %.2fx that bound. At %.1f ms at least %.2f%% of the requests are "
+        "slower; for %.1f ms %s must stay on cuda:0." % (
+            bound, bound / resident["p99"], target, policy["p99"] / bound, target, 100 * share_at_target, bound,
+            ", ".join(sorted(must_stay)) or "no model"),
+        "",
+        "| model | MB | requests | cuda:0 median ms (all resident) | CPU median ms (alone) | policy: on cuda:0 "
+        "| policy: CPU median ms | policy: slower than its p99 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for m in models:
+        mine = [r for r in ok[policy["row"]] if r[1] == m]
+        lines.append("| %s | %.0f | %d | %.1f | %.1f | %d%% | %.1f | %d |" % (
+            m, sizes[m] / 1e6, len(mine), median([r[2] * 1000 for r in ok[resident["row"]] if r[1] == m]),
+            median(on_cpu[m]), 100 * sum(1 for r in mine if r[4] == "cuda:0") / max(1, len(mine)),
+            median([r[2] * 1000 for r in mine if r[4] == "cpu"]),
+            sum(1 for r in mine if r[2] * 1000 > policy["p99"])))
+    return lines
 
 
 def main():
@@ -210,11 +331,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", help="markdown file for the table (printed too)")
     ap.add_argument("--csv", help="csv file for the rows")
+    ap.add_argument("--requests-csv", help="csv file for every request of every row")
     ap.add_argument("--work", default="/tmp/churn_work")
     args = ap.parse_args()
 
     igtest.generate_stubs(args.proto_dir, os.path.join(args.work, "stubs"))
-    models, widths, total = [], {}, 0
+    models, widths, sizes, total = [], {}, {}, 0
     for name in sorted(os.listdir(args.models)):
         cfg = os.path.join(args.models, name, "config.pbtxt")
         if not os.path.exists(cfg):
@@ -222,11 +344,13 @@ def main():
         width = int(re.search(r"dims: \[(\d+)\]", open(cfg).read()).group(1))
         models.append(name)
         widths[name] = width
-        total += (width * width + width) * 4
+        sizes[name] = (width * width + width) * 4
+        total += sizes[name]
     if len(models) < 3:
         igtest.fail("need at least 3 models in %s" % args.models)
     budget = total // 3
-    schedule = arrivals(args.seconds, args.rate, models, args.zipf, args.shift, args.seed)
+    popularity = Popularity(models, args.zipf, args.shift, args.seed)
+    schedule = arrivals(args.seconds, args.rate, popularity)
     rows = [
         ("policy", []),
         ("evict-and-reload", ["--background-moves=false"]),
@@ -235,8 +359,9 @@ def main():
     results = []
     for name, extra in rows:
         row_budget = budget if extra is not None else int(total * 1.5)
-        r = run_row(name, extra or [], args, models, widths, row_budget, schedule, args.work)
-        print("%-16s %s" % (name, r), flush=True)
+        r = run_row(name, extra or [], args, models, widths, row_budget, schedule, args.work,
+                    calibrate_cpu=extra is None)
+        print("%-16s %s" % (name, {k: v for k, v in r.items() if k not in ("per_request", "cpu_alone")}), flush=True)
         results.append(r)
 
     lines = [
@@ -268,13 +393,22 @@ def main():
     for r in results:
         if r["failures"]:
             lines.append("%s: first failure: %s" % (r["row"], r["first_failure"]))
+    lines += per_model_lines(models, sizes, budget, popularity, args, results)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
         open(args.out, "w").write(text)
+    if args.requests_csv:
+        with open(args.requests_csv, "w") as f:
+            f.write("row,sent_s,model,latency_ms,ok,device,fallback_reason,compute_us,queue_us\n")
+            for r in results:
+                for sent, model, latency, ok, device, reason, compute_us, queue_us in r["per_request"]:
+                    f.write("%s,%.4f,%s,%.3f,%d,%s,%s,%d,%d\n" % (
+                        r["row"], sent, model, latency * 1000, ok, device, reason.replace(",", ";"), compute_us,
+                        queue_us))
     if args.csv:
         with open(args.csv, "w") as f:
-            keys = list(results[0].keys())
+            keys = [k for k in results[0].keys() if k not in ("per_request", "cpu_alone")]
             f.write(",".join(keys) + "\n")
             for r in results:
                 f.write(",".join(str(r[k]) for k in keys) + "\n")

@@ -3,7 +3,8 @@
 # is three times a simulated cuda:0's budget, open-loop clients under a Zipf
 # distribution whose popular set shifts every 10 s; rows: the no-cold-start
 # policy, evict-and-reload (--background-moves=false) and every model
-# resident. Writes bench/results/churn-<stamp>.md and .csv.
+# resident. Writes bench/results/churn-<stamp>.md, .csv (the rows) and
+# -requests.csv (every request).
 #
 #   bench/churn.sh                      full run (about 5 minutes; 2.5 GB of models in a temporary folder)
 #   CHURN_SMOKE=1 bench/churn.sh        6 models of 2-8 MB, 10 s per row (the test's smoke run)
@@ -32,5 +33,6 @@ mkdir -p "$out_dir"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 # shellcheck disable=SC2086 # CHURN_ARGS is split on purpose
 python3 bench/churn.py --server "$build_dir/service/infergate" --proto-dir proto --models "$work/models" \
-  --work "$work" --out "$out_dir/churn-$stamp.md" --csv "$out_dir/churn-$stamp.csv" "$@" ${CHURN_ARGS:-}
+  --work "$work" --out "$out_dir/churn-$stamp.md" --csv "$out_dir/churn-$stamp.csv" \
+  --requests-csv "$out_dir/churn-$stamp-requests.csv" "$@" ${CHURN_ARGS:-}
 echo "written: $out_dir/churn-$stamp.md"

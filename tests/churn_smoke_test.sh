@@ -4,7 +4,8 @@
 # speed: every row answered every request, the simulated cuda:0 never held
 # more than its budget, no request waited for a load under the policy while
 # evict-and-reload's did, and the policy moved fewer bytes than
-# evict-and-reload.
+# evict-and-reload; every request is in the per-request file, and the
+# placement bound was computed.
 set -euo pipefail
 src="$1"
 build="$2"
@@ -13,7 +14,8 @@ trap 'rm -rf "$out"' EXIT
 cd "$src"
 CHURN_SMOKE=1 BENCH_SKIP_BUILD=1 BUILD_DIR="$build" BENCH_OUT="$out" bench/churn.sh >"$out/log" 2>&1 ||
   { cat "$out/log"; exit 1; }
-csv=$(ls "$out"/churn-*.csv)
+csv=$(ls "$out"/churn-*Z.csv)
+requests_csv=$(ls "$out"/churn-*Z-requests.csv)
 passed=0
 failed=0
 check() {
@@ -40,5 +42,10 @@ check "policy moved fewer bytes per minute than evict-and-reload ($(field policy
   'awk -v a="$(field policy moved_mb_per_min)" -v b="$(field evict-and-reload moved_mb_per_min)" "BEGIN { exit !(a < b) }"'
 check "all resident: every request on cuda:0" 'awk -v v="$(field "all resident" on_gpu)" "BEGIN { exit !(v == 1) }"'
 check "a Markdown table was written" 'grep -q "^| policy |" "$(ls "$out"/churn-*.md)"'
+total=$(($(field policy requests) + $(field evict-and-reload requests) + $(field "all resident" requests)))
+check "every request of every row in the per-request file ($total)" \
+  '[ "$(($(wc -l <"$requests_csv") - 1))" -eq "$total" ]'
+check "the placement bound was computed" \
+  'grep -q "^The lowest p99 any placement can reach .*: [0-9.]* ms, [0-9.]*x the all-resident p99" "$(ls "$out"/churn-*.md)"'
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -250,7 +250,7 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
   BatchRun run = RunBatch(**lease, jobs, own_cpu);
   if (run.jobs.empty()) return;
   if (!run.outputs.ok()) return HandleFailure(run.jobs, run.outputs.status(), oom_retried, "running");
-  if (device.kind == DeviceKind::kCpu && core_.options.simulated_cpu_slowdown > 1) SlowDownAsSimulated(run);
+  if (device.kind == DeviceKind::kCpu && core_.options.simulated_cpu_slowdown > 1) SlowDownAsSimulated(run, own_cpu);
 
   const int64_t total_rows = run.total_rows();
   core_.latency.Observe(route.model->name, device,
@@ -295,11 +295,12 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
   }
 }
 
-void RequestDispatcher::SlowDownAsSimulated(BatchRun& run) const {
+void RequestDispatcher::SlowDownAsSimulated(BatchRun& run, bool own_cpu) const {
   // The worker is held for the whole simulated time, as a slower CPU would
   // hold it; the wait takes no CPU from the simulated accelerators.
   const double factor = core_.options.simulated_cpu_slowdown;
-  const auto extra = std::chrono::microseconds(static_cast<int64_t>(static_cast<double>(run.compute_us) * (factor - 1)));
+  const double work_us = static_cast<double>(own_cpu ? run.cpu_us : run.compute_us);
+  const auto extra = std::chrono::microseconds(static_cast<int64_t>(work_us * (factor - 1)));
   std::this_thread::sleep_for(extra);
   run.compute_us += static_cast<uint64_t>(extra.count());
   run.cpu_us = static_cast<uint64_t>(static_cast<double>(run.cpu_us) * factor);

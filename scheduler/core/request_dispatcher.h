@@ -36,9 +36,13 @@ class RequestDispatcher {
   using Batch = DeviceExecutor::Batch;
   void Execute(Batch& jobs, bool oom_retried);
   // `stage` ("loading", "running") is for the log.
-  // --simulate-cpu-slowdown: the CPU run in `run` made `factor` times as
-  // long (its compute_us too, so what is learned from it sees the slower CPU).
-  void SlowDownAsSimulated(BatchRun& run) const;
+  // --simulate-cpu-slowdown: the CPU run in `run` made as long as a CPU
+  // `factor` times slower would take (its compute_us too, so what is learned
+  // from it sees the slower CPU). `own_cpu`: run.cpu_us is the run's whole
+  // work (one intra-op thread), and only it is multiplied: the time other
+  // threads held the core (loads, the simulated accelerators' runs) is
+  // waited once, as on a real slower CPU, not `factor` times.
+  void SlowDownAsSimulated(BatchRun& run, bool own_cpu) const;
   void HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried, const char* stage);
   void FallBack(Batch& jobs, const FallbackReason& reason, const absl::Status& failure);
   void ReportFallback(const std::string& from, const DeviceId& to, const FallbackReason& reason);

@@ -341,8 +341,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                "Fault injection: simulated devices (e.g. cuda:0) that fail every run after "
                "--simulate-failures-after runs, like a lost GPU.");
   flags.Double("simulate-cpu-slowdown", &f.simulate_cpu_slowdown,
-               "Simulation only: a CPU run takes this many times its compute time (the worker waits out the rest), "
-               "so simulated accelerators are that much faster than the CPU, as real ones are. 1: off.");
+               "Simulation only: a CPU run takes this many times its own work (the worker waits out the rest), "
+               "so simulated accelerators are that much faster than the CPU, as real ones are. The work is the "
+               "worker thread's CPU time with one intra-op thread, else the run's wall time. 1: off.");
   flags.Int("simulate-failures-after", &f.simulate_failures_after, "Runs a failing simulated device completes first.");
   flags.Duration("device-failure-cooldown", &f.device_failure_cooldown,
                  "How long a device that failed stays out of service (its work goes to the CPU).");

@@ -7,6 +7,8 @@
 
 #include <ATen/ops/arange.h>
 
+#include <time.h>
+
 #include <future>
 #include <random>
 #include <thread>
@@ -245,6 +247,49 @@ TEST_F(CoreTest, DevicesAndModelsAreOneSnapshotEach) {
   EXPECT_FALSE(core_->KnownModel("nosuch"));
   absl::StatusOr<size_t> unloaded = core_->UnloadModel({"double", "", "", Precision::kAuto, nullptr, nullptr, ""});
   EXPECT_EQ(*unloaded, 1u);
+}
+
+// --simulate-cpu-slowdown: a CPU run is held as long as a CPU that many
+// times slower would take: its own work (the worker thread's CPU time, with
+// one intra-op thread) is multiplied, and the time the core was taken away
+// from it (stood for here by a sleep, which takes no CPU) is not: loads and
+// the simulated accelerators' runs that share the real cores must not slow
+// the simulated CPU down four times over.
+TEST_F(CoreTest, SimulatedCpuSlowdownMultipliesTheRunsOwnWorkNotTheTimeItWaited) {
+  constexpr auto kPart = std::chrono::milliseconds(40);
+  std::atomic<bool> spin{true};
+  script_->on_run = [&](const DeviceId&) {
+    if (spin.load()) {  // 40 ms of the thread's own CPU time
+      auto thread_cpu = [] {
+        timespec ts{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+      };
+      const auto until = thread_cpu() + kPart;
+      while (thread_cpu() < until) {
+      }
+    } else {
+      std::this_thread::sleep_for(kPart);
+    }
+    return absl::OkStatus();
+  };
+  SchedulerOptions options;
+  options.simulated_cpu_slowdown = 4;
+  Start(options);
+  auto compute_ms = [&] {
+    Answer answer;
+    core_->Infer(Request("cpu"), answer.callback());
+    EXPECT_TRUE(answer.ready_within(std::chrono::seconds(30)));
+    const auto result = answer.future.get();
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? static_cast<double>(result->timing.compute_us) / 1000 : 0.0;
+  };
+  compute_ms();  // a model's first run may load what later runs reuse
+  EXPECT_GE(compute_ms(), 4 * 40.0) << "40 ms of the run's own work, 4x slower";
+  spin = false;
+  const double waited = compute_ms();
+  EXPECT_GE(waited, 40.0);
+  EXPECT_LT(waited, 4 * 40.0) << "the 40 ms the run waited (no CPU of its own) was multiplied";
 }
 
 }  // namespace
