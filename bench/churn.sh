@@ -2,11 +2,12 @@
 # The churn benchmark (bench/churn.py): 24 models of 20 to 200 MB whose total
 # is three times a simulated cuda:0's budget, open-loop clients under a Zipf
 # distribution whose popular set shifts every 10 s; rows: the no-cold-start
-# policy, evict-and-reload (--background-moves=false) and every model
-# resident. Writes bench/results/churn-<stamp>.md, .csv (the rows) and
-# -requests.csv (every request).
+# policy (its objective the tail, and --move-objective=mean), evict-and-reload
+# (--background-moves=false) and every model resident. Writes
+# bench/results/churn-<stamp>.md, .csv (the rows) and -requests.csv (every
+# request).
 #
-#   bench/churn.sh                      full run (about 5 minutes; 2.5 GB of models in a temporary folder)
+#   bench/churn.sh                      full run (about 7 minutes; 2.5 GB of models in a temporary folder)
 #   CHURN_SMOKE=1 bench/churn.sh        6 models of 2-8 MB, 10 s per row (the test's smoke run)
 #   CHURN_ARGS="--rate 30" bench/churn.sh   more arguments for churn.py
 set -euo pipefail

@@ -25,8 +25,8 @@ field() {  # field ROW NAME: the value of column NAME in the row named ROW
   awk -F, -v row="$1" -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
     $col["row"] == row { print $col[name] }' "$csv"
 }
-check "three rows" '[ "$(($(wc -l <"$csv") - 1))" -eq 3 ]'
-for row in policy evict-and-reload "all resident"; do
+check "four rows" '[ "$(($(wc -l <"$csv") - 1))" -eq 4 ]'
+for row in policy "policy mean" evict-and-reload "all resident"; do
   check "$row: no request failed ($(field "$row" failures): $(field "$row" first_failure))" '[ "$(field "$row" failures)" = 0 ]'
   check "$row: requests were answered" '[ "$(field "$row" requests)" -gt 50 ]'
   check "$row: cuda:0's memory peak $(field "$row" peak_memory) within its budget $(field "$row" budget)" \
@@ -34,6 +34,7 @@ for row in policy evict-and-reload "all resident"; do
   check "$row: the server exited cleanly" '[ "$(field "$row" exit)" = 0 ]'
 done
 check "policy: no request waited for a load ($(field policy waited))" '[ "$(field policy waited)" = 0 ]'
+check "policy mean: no request waited for a load ($(field "policy mean" waited))" '[ "$(field "policy mean" waited)" = 0 ]'
 check "evict-and-reload: requests waited for loads ($(field evict-and-reload waited))" \
   '[ "$(field evict-and-reload waited)" -gt 0 ]'
 check "policy: models moved both ways (promoted $(field policy promoted), demoted or evicted $(field policy demoted)/$(field policy evicted))" \
@@ -42,7 +43,8 @@ check "policy moved fewer bytes per minute than evict-and-reload ($(field policy
   'awk -v a="$(field policy moved_mb_per_min)" -v b="$(field evict-and-reload moved_mb_per_min)" "BEGIN { exit !(a < b) }"'
 check "all resident: every request on cuda:0" 'awk -v v="$(field "all resident" on_gpu)" "BEGIN { exit !(v == 1) }"'
 check "a Markdown table was written" 'grep -q "^| policy |" "$(ls "$out"/churn-*.md)"'
-total=$(($(field policy requests) + $(field evict-and-reload requests) + $(field "all resident" requests)))
+total=$(($(field policy requests) + $(field "policy mean" requests) + $(field evict-and-reload requests) +
+  $(field "all resident" requests)))
 check "every request of every row in the per-request file ($total)" \
   '[ "$(($(wc -l <"$requests_csv") - 1))" -eq "$total" ]'
 check "the placement bound was computed" \

@@ -4,8 +4,20 @@
 // time on the accelerator and off it, what moving it costs) to the moves,
 // so the policy reads (and is tested) as one table.
 //
-// A model's gain from being on the accelerator over the next window is
-//   demand x window x (time elsewhere - time on the accelerator).
+// A model's gain from being on the accelerator over the next window is the
+// time its requests would save; under the tail objective (the default),
+// each request's saving weighed by how long it takes:
+//   demand x window x (elsewhere - accelerator) x weight,
+//   weight = ((elsewhere + accelerator) / 2) / reference,
+// where `reference` is the same mean over the models that have demand,
+// weighed by it (ReferenceLatency). That is the drop in the requests'
+// summed squared latency, in units of time: a millisecond saved on a
+// request that takes 60 counts more than one saved on a request that takes
+// 6, so the slow requests that make the tail are the ones kept on the
+// accelerator first. (Unweighed, a model's gain per byte is only its
+// demand: a model's times grow with its bytes, and the largest models,
+// 4x slower on the CPU, were the ones left there.) The mean objective
+// leaves the savings unweighed: the mean latency is lowest, the tail not.
 // A model not on it is promoted when its gain exceeds, by the hysteresis
 // factor, its transfer time plus the gain of the models it would displace
 // (the smallest gains first, until it fits); models that moved on less than
@@ -32,7 +44,13 @@ struct MoveCandidate {
   bool pinned = false;           // its config keeps it there: never displaced
 };
 
+enum class MoveObjective {
+  kTail,  // savings weighed by the requests' latency (the summed squared latency)
+  kMean,  // savings unweighed (the summed latency)
+};
+
 struct MoveInputs {
+  MoveObjective objective = MoveObjective::kTail;
   double window_s = 10;
   uint64_t budget_bytes = 0;  // the accelerator's
   double hysteresis = 1.5;    // a promotion must gain this many times its cost
@@ -48,9 +66,15 @@ struct MoveDecision {
   friend bool operator==(const MoveDecision&, const MoveDecision&) = default;
 };
 
+// The demand-weighed mean of (elsewhere + accelerator) / 2 over `models`
+// (0 when none has demand): the latency a weight of 1 stands for.
+double ReferenceLatency(const std::vector<MoveCandidate>& models);
+
 // The model's gain from the accelerator over `window_s`, in microseconds
-// (zero when it is not faster there).
-double AcceleratorGain(const MoveCandidate& model, double window_s);
+// (zero when it is not faster there), its saving weighed by its latency
+// against `reference_us`; unweighed when `reference_us` is 0 (the mean
+// objective, or no model has demand).
+double AcceleratorGain(const MoveCandidate& model, double window_s, double reference_us);
 
 MoveDecision DecideMoves(const MoveInputs& inputs);
 

@@ -132,6 +132,7 @@ void PlacementController::Pass() {
 
 bool PlacementController::Decide(const DeviceId& device) {
   MoveInputs in = hooks_.inputs(device);
+  in.objective = options_.objective;
   in.window_s = options_.window_s;
   in.hysteresis = options_.hysteresis;
   in.min_residence_s = options_.min_residence_s;
@@ -154,7 +155,7 @@ bool PlacementController::Decide(const DeviceId& device) {
   }
   const MoveDecision decision = DecideMoves(in);
   if (decision.promote.empty()) return false;
-  LOG_DEBUG << "placement on " << device.ToString() << ": promote '" << decision.promote << "' (gain "
+  LOG_DEBUG << "placement on " << device.ToString() << ": promote '" << decision.promote << "' (latency-weighed gain "
             << decision.gain_us / 1000 << " ms over " << in.window_s << " s, cost " << decision.cost_us / 1000
             << " ms: its move plus what the displaced lose)"
             << (decision.demote.empty() ? "" : absl::StrCat(", demote '", absl::StrJoin(decision.demote, "', '"), "'"))

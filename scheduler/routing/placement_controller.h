@@ -76,6 +76,7 @@ class PlacementController {
     // one before left (so a shift of the popular set is followed in a few
     // passes, not one per model).
     int max_promotions_per_pass = 4;
+    MoveObjective objective = MoveObjective::kTail;  // move_policy.h
     double window_s = 10;       // the demand window the gains are counted over
     double hysteresis = 1.5;    // move_policy.h
     double min_residence_s = 5;

@@ -31,6 +31,7 @@ struct RawFlags {
   bool background_moves = true;
   std::chrono::milliseconds move_window{10000};
   double move_hysteresis = 1.5;
+  std::string move_objective = "tail";
   std::chrono::milliseconds move_min_residence{5000};
   std::chrono::milliseconds move_period{1000};
   double simulate_cpu_slowdown = 1;
@@ -75,6 +76,14 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   if (f.move_period.count() < 10) return absl::InvalidArgumentError("--move-period: must be at least 10ms");
   s.placement.window_s = std::chrono::duration<double>(f.move_window).count();
   s.placement.hysteresis = f.move_hysteresis;
+  if (f.move_objective == "tail") {
+    s.placement.objective = MoveObjective::kTail;
+  } else if (f.move_objective == "mean") {
+    s.placement.objective = MoveObjective::kMean;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--move-objective: must be tail or mean, got '", f.move_objective, "'"));
+  }
   s.placement.min_residence_s = std::chrono::duration<double>(f.move_min_residence).count();
   s.placement.period = f.move_period;
   if (!(f.simulate_cpu_slowdown >= 1 && f.simulate_cpu_slowdown <= 1000)) {
@@ -220,6 +229,10 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Double("move-hysteresis", &f.move_hysteresis,
                "A model moves onto an accelerator only when its gain exceeds this many times its move's cost plus "
                "what the models it displaces lose.");
+  flags.String("move-objective", &f.move_objective,
+               "What the move policy keeps low: tail (each request's saved time weighed by its latency, so the "
+               "slowest requests keep the accelerator first) or mean (saved time unweighed: a lower mean, a higher "
+               "tail).");
   flags.Duration("move-min-residence", &f.move_min_residence,
                  "A model that moved onto an accelerator is not displaced for this long.");
   flags.Duration("move-period", &f.move_period,

@@ -60,6 +60,11 @@ TEST(MovePolicy, Table) {
        {M("hot", 50, 1, 20, 100, 400), Pinned(M("cold", 0, 1, 20, 100, 400, true))}, 400, "", {}},
       {"resident models are never promoted again",
        {M("a", 100, 1, 20, 50, 100, true)}, 1000, "", {}},
+      {"room for one of two that save about as much time: the one whose requests are slower (the tail) wins "
+       "(slow saves 1 rps x 60 ms, quick 7 rps x 10 ms)",
+       {M("quick", 7, 2, 12, 10, 200), M("slow", 1, 20, 80, 10, 200)}, 200, "slow", {}},
+      {"full of quick requests: a slow model displaces a quick one that saves more time, unweighed",
+       {M("slow", 1, 20, 80, 10, 200), M("quick", 7, 2, 12, 10, 200, true)}, 200, "slow", {"quick"}},
   };
   for (const Row& row : rows) {
     MoveInputs in;
@@ -72,6 +77,21 @@ TEST(MovePolicy, Table) {
       EXPECT_GT(d.gain_us, in.hysteresis * d.cost_us) << row.what;
     }
   }
+}
+
+// The mean objective leaves the savings unweighed: of the two that save
+// about as much time, the one that saves more wins, however quick its
+// requests are (the rows the tail objective decides the other way above).
+TEST(MovePolicy, TheMeanObjectiveWeighsOnlyTheTimeSaved) {
+  MoveInputs in;
+  in.objective = MoveObjective::kMean;
+  in.budget_bytes = 200 * kMiB;
+  in.models = {M("quick", 7, 2, 12, 10, 200), M("slow", 1, 20, 80, 10, 200)};
+  EXPECT_EQ(DecideMoves(in).promote, "quick");
+  in.models = {M("slow", 1, 20, 80, 10, 200), M("quick", 7, 2, 12, 10, 200, true)};
+  EXPECT_EQ(DecideMoves(in).promote, "");
+  in.objective = MoveObjective::kTail;
+  EXPECT_EQ(DecideMoves(in).promote, "slow");
 }
 
 // The decision does not depend on the order the models are listed in.
@@ -88,9 +108,21 @@ TEST(MovePolicy, OrderOfTheListDoesNotMatter) {
   EXPECT_EQ(first.demote, std::vector<std::string>{"cold"});
 }
 
-TEST(MovePolicy, GainIsDemandTimesWindowTimesTheTimeSaved) {
-  EXPECT_DOUBLE_EQ(AcceleratorGain(M("a", 10, 1, 20, 0, 1), 10), 10 * 10 * 19000.0);
-  EXPECT_DOUBLE_EQ(AcceleratorGain(M("a", 10, 30, 20, 0, 1), 10), 0);
+TEST(MovePolicy, GainIsDemandTimesWindowTimesTheTimeSavedWeighedByTheRequestsLatency) {
+  // Its latency, (20 + 1) / 2 ms, is the reference: weight 1.
+  EXPECT_DOUBLE_EQ(AcceleratorGain(M("a", 10, 1, 20, 0, 1), 10, 10500), 10 * 10 * 19000.0);
+  // Twice the reference: twice the gain.
+  EXPECT_DOUBLE_EQ(AcceleratorGain(M("a", 10, 1, 20, 0, 1), 10, 5250), 2 * 10 * 10 * 19000.0);
+  EXPECT_DOUBLE_EQ(AcceleratorGain(M("a", 10, 30, 20, 0, 1), 10, 10500), 0);
+  // No reference (the mean objective): unweighed.
+  EXPECT_DOUBLE_EQ(AcceleratorGain(M("a", 10, 1, 20, 0, 1), 10, 0), 10 * 10 * 19000.0);
+}
+
+TEST(MovePolicy, ReferenceLatencyIsTheDemandWeighedMeanLatency) {
+  // a: 3 rps at (20 + 2) / 2 = 11 ms; b: 1 rps at (8 + 2) / 2 = 5 ms; c: no demand.
+  EXPECT_DOUBLE_EQ(ReferenceLatency({M("a", 3, 2, 20, 0, 1), M("b", 1, 2, 8, 0, 1), M("c", 0, 1, 100, 0, 1)}),
+                   (3 * 11000.0 + 1 * 5000.0) / 4);
+  EXPECT_DOUBLE_EQ(ReferenceLatency({M("c", 0, 1, 100, 0, 1)}), 0);
 }
 
 }  // namespace

@@ -43,6 +43,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--background-moves", "true", "true"},
     {"--move-window", "10000ms", "10s"},
     {"--move-hysteresis", "1.5", "1.5"},
+    {"--move-objective", "\"tail\"", "tail"},
     {"--move-min-residence", "5000ms", "5s"},
     {"--move-period", "1000ms", "1s"},
     {"--precision-checks", "true", "true"},
@@ -213,9 +214,10 @@ TEST(ServerOptions, DurationsSizesAndDeviceListsAreParsedOnceIntoTypedFields) {
                         "--device-failure-cooldown=2s",
                         "--simulate-devices=cuda:0=2GiB",
                         "--simulate-failing-devices=cuda:0",
-                        "--max-tensor-rank=4"};
+                        "--max-tensor-rank=4",
+                        "--move-objective=mean"};
   std::string help;
-  auto o = ParseServerOptions(9, argv, &help);
+  auto o = ParseServerOptions(10, argv, &help);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->drain_timeout.count(), 500);
   EXPECT_EQ(o->max_connection_age.count(), 300000);
@@ -225,13 +227,14 @@ TEST(ServerOptions, DurationsSizesAndDeviceListsAreParsedOnceIntoTypedFields) {
   ASSERT_EQ(o->discovery.simulated.size(), 1u);
   ASSERT_EQ(o->discovery.failing.size(), 1u);
   EXPECT_EQ(o->tensor_limits.max_rank, 4);
+  EXPECT_EQ(o->scheduler.placement.objective, MoveObjective::kMean);
 }
 
 TEST(ServerOptions, BadValuesNameTheirFlag) {
   for (const char* bad : {"--drain-timeout=soon", "--max-connection-age=-1s", "--grpc-handshake-timeout=0s", "--max-connection-idle=30d", "--max-receive-bytes=lots",
                           "--cache-budget=cpu", "--simulate-failing-devices=cuda:0", "--devices=tpu",
                           "--queue-capacity=0", "--max-tensor-elements=2305843009213693952", "--grpc-infer-threads=0",
-                          "--grpc-infer-threads=65"}) {
+                          "--grpc-infer-threads=65", "--move-objective=median"}) {
     const char* argv[] = {"infergate", bad};
     std::string help;
     auto o = ParseServerOptions(2, argv, &help);
