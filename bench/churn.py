@@ -44,6 +44,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import igtest  # noqa: E402
+from placement_bound import placement_bound, slower_share  # noqa: E402
 
 
 def metric(text, name, labels=None):
@@ -106,48 +107,6 @@ def arrivals(seconds, rate, popularity):
         out.append((t, popularity.model_at_rank(rank, int(t // popularity.shift))))
         t += rng.expovariate(rate)
     return out
-
-
-def slower_share(models, sizes, slower_than, budget, popularity, seconds, threshold):
-    """The smallest share of requests slower than `threshold` that any
-    placement can reach which does not know the next request's model before
-    it arrives (even one that knows every phase's ranking and moves in no
-    time): a request whose model is not on cuda:0 runs on the CPU, where
-    `slower_than(model, threshold)` of its requests take longer than
-    `threshold`, and at each moment at most `budget` bytes are on cuda:0, so
-    per phase at least what the best choice of resident models (a knapsack
-    on the budget, sizes counted in MiB rounded up) leaves out. Requests on
-    cuda:0 are counted as fast, so the bound is low. Returns (share, the
-    models that best choice keeps on cuda:0 in some phase)."""
-    phases = max(1, int(math.ceil(seconds / popularity.shift)))
-    cap = budget // (1 << 20)
-    slow = {m: slower_than(m, threshold) for m in models}
-    share, resident = 0.0, set()
-    for phase in range(phases):
-        demand = popularity.shares(phase)
-        lost = {m: demand[m] * slow[m] for m in models if slow[m] > 0}
-        best = [(0.0, frozenset())] * (cap + 1)  # per MiB used: the most slow demand kept off the CPU, and by which
-        for m, weight in lost.items():
-            mib = -(-sizes[m] // (1 << 20))
-            for b in range(cap, mib - 1, -1):
-                kept = best[b - mib][0] + weight
-                if kept > best[b][0]:
-                    best[b] = (kept, best[b - mib][1] | {m})
-        share += (sum(lost.values()) - best[cap][0]) / phases
-        resident |= best[cap][1]
-    return share, resident
-
-
-def placement_bound(models, sizes, slower_than, candidates, budget, popularity, seconds, quantile=0.99):
-    """The lowest `quantile` latency slower_share allows: the smallest of
-    `candidates` (latencies, ms) that leaves at most 1 - quantile of the
-    requests slower. Returns (that latency, the models that must stay on
-    cuda:0 for it)."""
-    for threshold in sorted(set(candidates)):
-        share, resident = slower_share(models, sizes, slower_than, budget, popularity, seconds, threshold)
-        if share <= 1 - quantile + 1e-12:
-            return threshold, resident
-    return float("inf"), set()
 
 
 def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, calibrate_cpu=False):
@@ -290,9 +249,10 @@ def per_model_lines(models, sizes, budget, popularity, args, rows):
         return sum(1 for x in on_cpu[m] if x > threshold) / len(on_cpu[m])
 
     candidates = [0.0] + [x for m in models for x in on_cpu[m]]
-    bound, must_stay = placement_bound(models, sizes, slower_than, candidates, budget, popularity, args.seconds)
+    phases = [popularity.shares(p) for p in range(max(1, int(math.ceil(args.seconds / popularity.shift))))]
+    bound, must_stay = placement_bound(models, sizes, slower_than, candidates, budget, phases)
     target = 1.5 * resident["p99"]
-    share_at_target, _ = slower_share(models, sizes, slower_than, budget, popularity, args.seconds, target)
+    share_at_target, _ = slower_share(models, sizes, slower_than, budget, phases, target)
     lines = [
         "",
         "The lowest p99 any placement can reach that does not know the next request's model before it arrives "
