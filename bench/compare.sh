@@ -15,6 +15,11 @@
 #                 (h2load-RPC:model:streams: one pre-encoded 1-row request of
 #                  RPC infer or v2 replayed by h2load on that many streams of
 #                  one connection, as bench/run.sh's target rows)
+#   COMPARE_ROWS="rest:cnn:8" bench/compare.sh ...
+#                 (rest:model:connections: one Open Inference REST request
+#                  of 1 row, its data random floats in JSON as Python's json
+#                  writes them, replayed by h2load over that many HTTP/1.1
+#                  connections; a non-2xx answer fails the run)
 #
 # Both build folders need service/infergate; the client, the demo models and
 # the ratios come from AFTER_BUILD_DIR's tools. Build the older tree with
@@ -42,15 +47,43 @@ trap '[ -z "$server" ] || kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 if [[ " $rows" =~ _pt2: ]]; then bench/pt2_demo_models.sh "$work/models"; fi
 cli="$after_dir/tools/infergate-cli"
 
+# REST rows need the server's HTTP port.
+http_flag=""
+if [[ " $rows" =~ \ rest: ]]; then http_flag="127.0.0.1:0"; fi
+
+# An Open Inference REST request for model $2 (1 row of its first input,
+# random floats as Python's json module writes them) from the server at $1,
+# into file $3; checked to be answered 200.
+rest_body() {
+  python3 - "$@" <<'PY'
+import json, random, sys, urllib.request
+http, model, out = sys.argv[1:]
+meta = json.load(urllib.request.urlopen("http://%s/v2/models/%s" % (http, model), timeout=30))
+x = meta["inputs"][0]
+shape = [1 if d < 0 else d for d in x["shape"]]
+count = 1
+for d in shape:
+    count *= d
+rng = random.Random(1)
+body = json.dumps({"inputs": [{"name": x["name"], "shape": shape, "datatype": x["datatype"],
+                               "data": [rng.uniform(-1, 1) for _ in range(count)]}]}).encode()
+request = urllib.request.Request("http://%s/v2/models/%s/infer" % (http, model), data=body,
+                                 headers={"Content-Type": "application/json"})
+assert urllib.request.urlopen(request, timeout=30).status == 200
+open(out, "wb").write(body)
+PY
+}
+
 # Starts the server of build folder $2 and measures every row, as turn $1.
 turn() {
-  local side=$1 build=$2 round=$3 address="" spec model concurrency rate
-  "$build/service/infergate" --address=127.0.0.1:0 --metrics-address= --http-address= \
+  local side=$1 build=$2 round=$3 address="" http="" spec model concurrency rate
+  "$build/service/infergate" --address=127.0.0.1:0 --metrics-address= --http-address="$http_flag" \
     --model-repository="$work/models" >"$work/out" 2>"$work/err" &
   server=$!
   for _ in $(seq 300); do
     address=$(sed -n 's/^infergate listening on //p' "$work/out" | head -1)
-    [ -n "$address" ] && grep -q serving "$work/err" && break
+    http=$(sed -n 's/^infergate http on //p' "$work/out" | head -1)
+    [ -n "$address" ] && { [ -z "$http_flag" ] || [ -n "$http" ]; } && grep -q serving "$work/err" && break
     kill -0 "$server" 2>/dev/null || { cat "$work/err" >&2; exit 1; }
     sleep 0.1
   done
@@ -69,6 +102,18 @@ turn() {
           -H "content-type: application/grpc" -H "te: trailers" "http://$address$path" 2>&1 |
           sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p')
         model="h2load_${rpc}_$model"
+        ;;
+      rest:*)
+        model=${spec#rest:} model=${model%%:*}
+        [ -s "$work/rest_$model.json" ] || rest_body "$http" "$model" "$work/rest_$model.json"
+        local out
+        out=$(h2load --h1 -c "$concurrency" -m 1 -D "${seconds}s" --warm-up-time=1s -d "$work/rest_$model.json" \
+          -H "Content-Type: application/json" "http://$http/v2/models/$model/infer" 2>&1)
+        grep -q "status codes: [1-9][0-9]* 2xx, 0 3xx, 0 4xx, 0 5xx" <<<"$out" &&
+          grep -q " 0 failed, 0 errored, 0 timeout" <<<"$out" ||
+          { echo "the $side server did not answer every REST request with 2xx:" >&2; echo "$out" >&2; exit 1; }
+        rate=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
+        model="rest_$model"
         ;;
       *)
         model=${spec%%:*}

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/wire_strings.h"
+#include "service/open_inference/numeric_json_data.h"
 #include "service/open_inference/open_inference_datatype.h"
 
 namespace infergate {
@@ -336,20 +337,15 @@ Json FieldToJson(const google::protobuf::Message& m, const FieldDescriptor* f, i
   return nullptr;
 }
 
-}  // namespace
-
-absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, std::optional<uint64_t> json_length,
-                                                       const std::string& model, const std::string& version,
-                                                       const CodecLimits& limits) {
-  if (json_length && *json_length > body.size()) {
-    return Invalid("Inference-Header-Content-Length",
-                   absl::StrCat(*json_length, " is larger than the body (", body.size(), " bytes)"));
-  }
-  absl::string_view json_text = json_length ? body.substr(0, *json_length) : body;
-  absl::string_view binary = json_length ? body.substr(*json_length) : absl::string_view();
-  absl::StatusOr<Json> parsed = ParseJson(json_text, "the request body");
-  if (!parsed.ok()) return parsed.status();
-  const Json& root = *parsed;
+// The request in `root` (the body's tree) and `binary` (what follows the
+// JSON). `numeric`: the `data` arrays decoded from the text instead of the
+// tree (whose `data` for them is a placeholder), or null; when one of them
+// is refused, `*refused` is set and the answer is to be ignored: the caller
+// decodes the whole body's tree instead.
+absl::StatusOr<RestInferRequest> DecodeRestInferRequest(const Json& root, absl::string_view binary,
+                                                        const std::string& model, const std::string& version,
+                                                        const CodecLimits& limits, const NumericData* numeric,
+                                                        bool* refused) {
   if (!root.is_object()) return Invalid("request body", "expected a JSON object");
 
   RestInferRequest out;
@@ -416,6 +412,16 @@ absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, s
       binary_used += size;
     } else {
       if (!has_data) return Invalid(field + ".data", "is missing (or set parameters.binary_data_size)");
+      if (numeric != nullptr) {
+        if (auto array = numeric->arrays.find(i); array != numeric->arrays.end()) {
+          if (DecodeNumericData(array->second, *dtype, *elements, bytes)) {
+            ++out.inputs_decoded_from_text;
+            continue;
+          }
+          *refused = true;
+          return absl::InternalError("a numeric data array was refused; the tree decodes the body");
+        }
+      }
       if (absl::Status s = StoreData(in["data"], *dtype, *elements, field + ".data", bytes); !s.ok()) return s;
     }
   }
@@ -456,6 +462,34 @@ absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, s
     }
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, std::optional<uint64_t> json_length,
+                                                       const std::string& model, const std::string& version,
+                                                       const CodecLimits& limits, JsonDataDecoding decoding) {
+  if (json_length && *json_length > body.size()) {
+    return Invalid("Inference-Header-Content-Length",
+                   absl::StrCat(*json_length, " is larger than the body (", body.size(), " bytes)"));
+  }
+  absl::string_view json_text = json_length ? body.substr(0, *json_length) : body;
+  absl::string_view binary = json_length ? body.substr(*json_length) : absl::string_view();
+  bool refused = false;
+  if (decoding == JsonDataDecoding::kDirect) {
+    if (std::optional<NumericData> numeric = FindNumericData(json_text)) {
+      // The tree of the rest. A body it refuses is parsed whole below, so
+      // the error's offsets are those of the text the client sent.
+      if (absl::StatusOr<Json> rest = ParseJson(numeric->body_without_arrays, "the request body"); rest.ok()) {
+        absl::StatusOr<RestInferRequest> out =
+            DecodeRestInferRequest(*rest, binary, model, version, limits, &*numeric, &refused);
+        if (!refused) return out;
+      }
+    }
+  }
+  absl::StatusOr<Json> parsed = ParseJson(json_text, "the request body");
+  if (!parsed.ok()) return parsed.status();
+  return DecodeRestInferRequest(*parsed, binary, model, version, limits, nullptr, &refused);
 }
 
 absl::StatusOr<RestBody> WriteRestInferResponse(const inference::ModelInferResponse& response,

@@ -32,14 +32,24 @@ struct RestInferRequest {
   bool all_outputs_binary = false;      // the binary_data_output parameter
   std::set<std::string> binary_outputs;  // outputs asking binary_data: true
   std::set<std::string> json_outputs;    // outputs asking binary_data: false
+  // Inputs whose `data` was decoded from the text, not the JSON tree
+  // (JsonDataDecoding::kDirect); the request is the same either way.
+  int inputs_decoded_from_text = 0;
 };
+
+// How an infer request's `data` arrays are decoded: kDirect, the numeric
+// ones straight from the text (numeric_json_data.h: the same answers, a
+// tenth of the time) and the rest through the JSON tree; kTree, every one
+// through the tree (the fuzzer and the tests compare the two).
+enum class JsonDataDecoding { kDirect, kTree };
 
 // Parses `body` for `model` and `version` ("" = latest). `json_length` is
 // the Inference-Header-Content-Length header: the JSON's size when binary
 // input data follows it; nullopt when the whole body is JSON.
 absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, std::optional<uint64_t> json_length,
                                                        const std::string& model, const std::string& version,
-                                                       const CodecLimits& limits);
+                                                       const CodecLimits& limits,
+                                                       JsonDataDecoding decoding = JsonDataDecoding::kDirect);
 
 struct RestBody {
   std::string body;

@@ -35,6 +35,7 @@
 #include "service/open_inference/open_inference_datatype.h"
 #include "service/http/json_scan.h"
 #include "service/open_inference/open_inference_json.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "service/http/content_encoding.h"
 #include "service/open_inference/log_settings.h"
 #include "service/open_inference/triton_model_config.h"
@@ -198,7 +199,18 @@ void FuzzRestBody(const uint8_t* data, size_t size) {
   CodecLimits limits;
   limits.max_elements = int64_t{1} << 16;
   absl::StatusOr<RestInferRequest> parsed = ParseRestInferRequest(body, json_length, "m", "", limits);
-  if (!parsed.ok()) return;
+  // Numeric data decoded from the text changes no answer: the same
+  // request, or the same error, as every value through the JSON tree.
+  absl::StatusOr<RestInferRequest> by_tree =
+      ParseRestInferRequest(body, json_length, "m", "", limits, JsonDataDecoding::kTree);
+  Require(parsed.ok() == by_tree.ok());
+  if (!parsed.ok()) {
+    Require(parsed.status() == by_tree.status());
+    return;
+  }
+  Require(google::protobuf::util::MessageDifferencer::Equals(parsed->request, by_tree->request));
+  Require(parsed->all_outputs_binary == by_tree->all_outputs_binary);
+  Require(parsed->binary_outputs == by_tree->binary_outputs && parsed->json_outputs == by_tree->json_outputs);
   inference::ModelInferResponse response;
   response.set_model_name("m");
   response.set_id(parsed->request.id());

@@ -1,0 +1,228 @@
+// Numeric `data` arrays decoded from a REST body's text
+// (numeric_json_data.h): which arrays the walk takes, what the decoder
+// refuses, and that a body parses to the very request (or error) the JSON
+// tree gives, for every datatype and for numbers in every form.
+
+#include "service/open_inference/numeric_json_data.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "google/protobuf/util/message_differencer.h"
+#include "service/open_inference/open_inference_json.h"
+
+namespace infergate {
+namespace {
+
+std::vector<size_t> Found(const std::string& body) {
+  std::optional<NumericData> numeric = FindNumericData(body);
+  std::vector<size_t> out;
+  if (numeric) {
+    for (const auto& [index, array] : numeric->arrays) out.push_back(index);
+  }
+  return out;
+}
+
+TEST(NumericJsonData, TheWalkTakesFlatNumericDataOfInputsOnly) {
+  struct Row {
+    const char* what;
+    std::string body;
+    std::vector<size_t> found;
+  };
+  const std::vector<Row> rows = {
+      {"one input", R"({"inputs":[{"name":"x","data":[1,2.5,-3e2]}]})", {0}},
+      {"whitespace everywhere", " {\n \"inputs\" :\t[ { \"data\" : [ 1 ,\r\n 2 ] } ] } ", {0}},
+      {"an empty array", R"({"inputs":[{"data":[]}]})", {0}},
+      {"the second input's only", R"({"inputs":[{"data":[true]},{"data":[1]}]})", {1}},
+      {"nested arrays are the tree's", R"({"inputs":[{"data":[[1,2],[3,4]]}]})", {}},
+      {"strings are the tree's", R"({"inputs":[{"data":["a"]}]})", {}},
+      {"a scalar is the tree's", R"({"inputs":[{"data":5}]})", {}},
+      {"data outside inputs", R"({"data":[1],"outputs":[{"data":[1]}],"inputs":[{"x":{"data":[1]}}]})", {}},
+      {"not JSON numbers", R"({"inputs":[{"data":[01]},{"data":[1.]},{"data":[.5]},{"data":[+1]},{"data":[NaN]},)"
+                           R"({"data":[1e]},{"data":[1,]},{"data":[1 2]},{"data":[-]}]})", {}},
+      {"skipped values with brackets and escapes in strings",
+       R"({"id":"a]\"}[","parameters":{"k":["}",{"x":"\\"}]},"inputs":[{"name":"[\"","data":[7]}]})", {0}},
+      {"a key with an escape: unsure", R"({"inputs":[{"d\u0061ta":[1],"data":[2]}]})", {}},
+      {"data twice: unsure", R"({"inputs":[{"data":[1],"data":[2]}]})", {}},
+      {"inputs twice: unsure", R"({"inputs":[{"data":[1]}],"inputs":[{"data":[2]}]})", {}},
+      {"text after the object: unsure", R"({"inputs":[{"data":[1]}]} x)", {}},
+      {"not an object", R"([{"inputs":[{"data":[1]}]}])", {}},
+      {"cut short", R"({"inputs":[{"data":[1,2)", {}},
+  };
+  for (const Row& row : rows) EXPECT_EQ(Found(row.body), row.found) << row.what;
+}
+
+TEST(NumericJsonData, TheRestOfTheBodyKeepsItsTextWithEachArrayAZero) {
+  std::optional<NumericData> numeric =
+      FindNumericData(R"({"inputs":[{"name":"a","data":[1, 2]},{"name":"b","data":[3]}],"id":"q"})");
+  ASSERT_TRUE(numeric.has_value());
+  EXPECT_EQ(numeric->body_without_arrays, R"({"inputs":[{"name":"a","data":0},{"name":"b","data":0}],"id":"q"})");
+  EXPECT_EQ(numeric->arrays.at(0), "[1, 2]");
+  EXPECT_EQ(numeric->arrays.at(1), "[3]");
+}
+
+TEST(NumericJsonData, TheDecoderRefusesWhatTheTreeMustAnswer) {
+  std::string out;
+  struct Row {
+    const char* what;
+    const char* array;
+    DType dtype;
+    int64_t elements;
+    bool decoded;
+  };
+  const std::vector<Row> rows = {
+      {"floats", "[1,2.5,-3e2]", DType::kFloat32, 3, true},
+      {"fewer than the shape", "[1,2]", DType::kFloat32, 3, false},
+      {"more than the shape", "[1,2,3,4]", DType::kFloat32, 3, false},
+      {"a fraction for an integer", "[1,2.0]", DType::kInt32, 2, false},
+      {"an exponent for an integer", "[1e2]", DType::kInt64, 1, false},
+      {"int8 out of range", "[128]", DType::kInt8, 1, false},
+      {"uint8 negative", "[-1]", DType::kUInt8, 1, false},
+      {"int32 out of range", "[2147483648]", DType::kInt32, 1, false},
+      {"beyond int64", "[9223372036854775808]", DType::kInt64, 1, false},
+      {"beyond int64 for a float: the tree's", "[18446744073709551616]", DType::kFloat64, 1, false},
+      {"a double's overflow", "[1e400]", DType::kFloat64, 1, false},
+      {"an underflow to zero", "[1e-400]", DType::kFloat64, 1, false},
+      {"BOOL", "[1]", DType::kBool, 1, false},
+      {"BYTES", "[1]", DType::kBytes, 1, false},
+      {"int64 limits", "[-9223372036854775808,9223372036854775807]", DType::kInt64, 2, true},
+      {"empty", "[]", DType::kFloat32, 0, true},
+  };
+  for (const Row& row : rows) {
+    EXPECT_EQ(DecodeNumericData(row.array, row.dtype, row.elements, &out), row.decoded) << row.what;
+  }
+}
+
+absl::StatusOr<RestInferRequest> Parse(const std::string& body, JsonDataDecoding decoding) {
+  CodecLimits limits;
+  return ParseRestInferRequest(body, std::nullopt, "m", "", limits, decoding);
+}
+
+// The body parses to the same request, or the same error, both ways; true
+// when it parsed.
+bool ExpectSameBothWays(const std::string& body) {
+  absl::StatusOr<RestInferRequest> direct = Parse(body, JsonDataDecoding::kDirect);
+  absl::StatusOr<RestInferRequest> tree = Parse(body, JsonDataDecoding::kTree);
+  EXPECT_EQ(direct.ok(), tree.ok()) << body;
+  if (!direct.ok() || !tree.ok()) {
+    EXPECT_EQ(direct.status(), tree.status()) << body;
+    return false;
+  }
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(direct->request, tree->request)) << body;
+  return true;
+}
+
+std::string Body(const char* datatype, size_t count, const std::string& data) {
+  return std::string(R"({"id":"r","inputs":[{"name":"x","shape":[)") + std::to_string(count) +
+         R"(],"datatype":")" + datatype + R"(","data":)" + data + "}]}";
+}
+
+TEST(NumericJsonData, NumericArraysAreDecodedFromTheTextAndTheRestThroughTheTree) {
+  const std::string body = R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2]},)"
+                           R"({"name":"y","shape":[2],"datatype":"BOOL","data":[true,false]},)"
+                           R"({"name":"z","shape":[2],"datatype":"INT32","data":[[3],[4]]}]})";
+  absl::StatusOr<RestInferRequest> direct = Parse(body, JsonDataDecoding::kDirect);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  EXPECT_EQ(direct->inputs_decoded_from_text, 1);
+  absl::StatusOr<RestInferRequest> tree = Parse(body, JsonDataDecoding::kTree);
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  EXPECT_EQ(tree->inputs_decoded_from_text, 0);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(direct->request, tree->request));
+  // One input the decoder refuses sends the whole body to the tree.
+  absl::StatusOr<RestInferRequest> refused = Parse(
+      R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2]},)"
+      R"({"name":"y","shape":[1],"datatype":"INT64","data":[9223372036854775807]},)"
+      R"({"name":"z","shape":[1],"datatype":"FP64","data":[1e400]}]})",
+      JsonDataDecoding::kDirect);
+  if (refused.ok()) {
+    EXPECT_EQ(refused->inputs_decoded_from_text, 0);
+  }
+}
+
+TEST(NumericJsonData, EveryDatatypeAndEveryNumberFormDecodesAsTheTreeDoes) {
+  const std::vector<std::pair<const char*, std::string>> arrays = {
+      {"FP32", "[0,-0,-0.0,1,-1,0.1,1e-45,1.4e-45,3.4028235e38,3.4028236e38,1e39,-1e39,1E5,1e+5,2.5e-3]"},
+      {"FP32", "[16777217,9007199254740993,-9223372036854775808,4.9e-324,2.2250738585072014e-308]"},
+      {"FP64", "[0.1,0.30000000000000004,-0,1.7976931348623157e308,4.9e-324,123456789012345678]"},
+      {"FP16", "[65504,65520,1e-8,-0,0.333333,6.1e-5]"},
+      {"BF16", "[3.3895314e38,1e-40,-0.0,1.00390625,255.5]"},
+      {"INT64", "[-9223372036854775808,9223372036854775807,0,-0]"},
+      {"INT32", "[-2147483648,2147483647]"},
+      {"INT16", "[-32768,32767]"},
+      {"INT8", "[-128,127]"},
+      {"UINT8", "[0,255]"},
+      // Refused by the decoder: the tree's answer, error or not.
+      {"INT32", "[1.5,2]"},
+      {"INT8", "[1,1000]"},
+      {"UINT8", "[-1,0]"},
+      {"INT64", "[9223372036854775808,1]"},
+      {"FP64", "[1e400,1]"},
+      {"FP64", "[1e-400,1]"},
+      {"FP32", "[18446744073709551615,1]"},
+      {"BOOL", "[1,0]"},
+  };
+  for (const auto& [datatype, data] : arrays) {
+    const size_t count = static_cast<size_t>(std::count(data.begin(), data.end(), ',')) + 1;
+    ExpectSameBothWays(Body(datatype, count, data));
+    ExpectSameBothWays(Body(datatype, count + 1, data));  // a count off: the tree's error
+  }
+}
+
+TEST(NumericJsonData, RandomFloatsInEveryPrintedFormDecodeAsTheTreeDoes) {
+  std::mt19937_64 rng(7);
+  const char* formats[] = {"%.9g", "%.17g", "%g", "%.3e", "%.8E", "%.1f"};
+  for (const char* format : formats) {
+    std::string data = "[";
+    const size_t count = 2000;
+    for (size_t i = 0; i < count; ++i) {
+      double v;
+      switch (i % 4) {
+        case 0: v = std::uniform_real_distribution<double>(-1, 1)(rng); break;
+        case 1: v = std::ldexp(std::uniform_real_distribution<double>(0.5, 1)(rng),
+                               std::uniform_int_distribution<int>(-160, 140)(rng)); break;
+        case 2: v = static_cast<double>(std::uniform_int_distribution<int64_t>(-100000, 100000)(rng)); break;
+        default: {
+          const uint64_t bits = rng();
+          std::memcpy(&v, &bits, sizeof(v));
+          if (!std::isfinite(v)) v = 0;
+        }
+      }
+      char text[64];
+      std::snprintf(text, sizeof(text), format, v);
+      data += (i ? "," : "");
+      data += text;
+    }
+    data += "]";
+    for (const char* datatype : {"FP32", "FP64", "FP16", "BF16"}) {
+      ExpectSameBothWays(Body(datatype, count, data));
+    }
+  }
+}
+
+TEST(NumericJsonData, BodiesTheWalkIsUnsureOfOrTheTreeRefusesGiveTheTreesAnswer) {
+  // The first two parse (the tree keeps one of the repeated keys); the
+  // rest are errors, each the tree's.
+  for (const std::string& body : {
+           std::string(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","d\u0061ta":[1],"data":[2]}]})"),
+           std::string(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1],"data":[2]}]})"),
+           std::string(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"outputs":[{]})"),
+           std::string(R"({"inputs":[{"shape":[1],"datatype":"FP32","data":[1]}]})"),
+           std::string(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP99","data":[1]}]})"),
+           std::string(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1],)"
+                       R"("parameters":{"binary_data_size":4}}]})"),
+           std::string(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2]},)"
+                       R"({"name":"y","shape":[1],"datatype":"INT8","data":[300]}]})"),
+           std::string(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2]}]} trailing)"),
+       }) {
+    ExpectSameBothWays(body);
+  }
+}
+
+}  // namespace
+}  // namespace infergate
