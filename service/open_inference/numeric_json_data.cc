@@ -56,24 +56,24 @@ void SkipSpace(const char*& p, const char* end) {
   while (p < end && IsSpace(*p)) ++p;
 }
 
-// Calls `visit(token)` for each number of the flat array at `p` ('['),
-// leaving `p` after its ']'; false when it is not a flat array of numbers
-// (or `visit` returned false).
-template <typename Visit>
-bool ForEachNumber(const char*& p, const char* end, Visit visit) {
-  if (p == end || *p != '[') return false;
+// Calls `element()` with `p` at each element of the list at `p` (`open`
+// ... `close`, elements parted by commas), which must move `p` past it;
+// leaves `p` after `close`. False when the text is no such list or
+// `element` returned false.
+template <typename Element>
+bool ForEachElement(const char*& p, const char* end, char open, char close, Element element) {
+  if (p == end || *p != open) return false;
   ++p;
   SkipSpace(p, end);
-  if (p < end && *p == ']') {
+  if (p < end && *p == close) {
     ++p;
     return true;
   }
   while (true) {
-    NumberToken token;
-    if (!ReadNumber(p, end, &token) || !visit(token)) return false;
+    if (!element()) return false;
     SkipSpace(p, end);
     if (p == end) return false;
-    if (*p == ']') {
+    if (*p == close) {
       ++p;
       return true;
     }
@@ -81,6 +81,17 @@ bool ForEachNumber(const char*& p, const char* end, Visit visit) {
     ++p;
     SkipSpace(p, end);
   }
+}
+
+// Calls `visit(token)` for each number of the flat array at `p` ('['),
+// leaving `p` after its ']'; false when it is not a flat array of numbers
+// (or `visit` returned false).
+template <typename Visit>
+bool ForEachNumber(const char*& p, const char* end, Visit visit) {
+  return ForEachElement(p, end, '[', ']', [&] {
+    NumberToken token;
+    return ReadNumber(p, end, &token) && visit(token);
+  });
 }
 
 // Walks the body's structure without converting a value: the top-level
@@ -111,70 +122,36 @@ class BodyWalk {
   // it must pass); false when the walk cannot tell.
   template <typename Member>
   bool Object(Member member) {
-    if (p_ == end_ || *p_ != '{') return false;
-    ++p_;
-    SkipSpace(p_, end_);
-    if (p_ < end_ && *p_ == '}') {
-      ++p_;
-      return true;
-    }
-    while (true) {
+    return ForEachElement(p_, end_, '{', '}', [&] {
       absl::string_view key;
       if (!Key(&key)) return false;
       SkipSpace(p_, end_);
       if (p_ == end_ || *p_ != ':') return false;
       ++p_;
       SkipSpace(p_, end_);
-      if (!member(key)) return false;
-      SkipSpace(p_, end_);
-      if (p_ == end_) return false;
-      if (*p_ == '}') {
-        ++p_;
-        return true;
-      }
-      if (*p_ != ',') return false;
-      ++p_;
-      SkipSpace(p_, end_);
-    }
+      return member(key);
+    });
   }
 
   bool Inputs() {
-    ++p_;  // '['
-    SkipSpace(p_, end_);
-    if (p_ < end_ && *p_ == ']') {
-      ++p_;
-      return true;
-    }
-    for (size_t index = 0;; ++index) {
-      if (p_ < end_ && *p_ == '{') {
-        bool seen_data = false;
-        if (!Object([&](absl::string_view key) {
-              if (key != "data") return SkipValue();
-              if (seen_data) return false;
-              seen_data = true;
-              const char* start = p_;
-              if (ForEachNumber(p_, end_, [](const NumberToken&) { return true; })) {
-                arrays_[index] = absl::string_view(start, static_cast<size_t>(p_ - start));
-                return true;
-              }
-              p_ = start;  // not a flat array of numbers: the tree's
-              return SkipValue();
-            })) {
-          return false;
+    size_t index = 0;
+    return ForEachElement(p_, end_, '[', ']', [&] {
+      const size_t this_input = index++;
+      if (p_ == end_ || *p_ != '{') return SkipValue();
+      bool seen_data = false;
+      return Object([&](absl::string_view key) {
+        if (key != "data") return SkipValue();
+        if (seen_data) return false;
+        seen_data = true;
+        const char* start = p_;
+        if (ForEachNumber(p_, end_, [](const NumberToken&) { return true; })) {
+          arrays_[this_input] = absl::string_view(start, static_cast<size_t>(p_ - start));
+          return true;
         }
-      } else if (!SkipValue()) {
-        return false;
-      }
-      SkipSpace(p_, end_);
-      if (p_ == end_) return false;
-      if (*p_ == ']') {
-        ++p_;
-        return true;
-      }
-      if (*p_ != ',') return false;
-      ++p_;
-      SkipSpace(p_, end_);
-    }
+        p_ = start;  // not a flat array of numbers: the tree's
+        return SkipValue();
+      });
+    });
   }
 
   // A key without escapes (one with an escape may spell "data" otherwise).
