@@ -23,6 +23,11 @@ struct CodecLimits {
   // Checked before any is decoded: millions of tiny tensors would
   // otherwise cost gigabytes of bookkeeping for a request no model takes.
   int max_tensors = 1024;
+  // The most string elements one request may carry, all its BYTES tensors
+  // together (--max-string-elements): each is an object of its own once
+  // parsed, whatever its length, so they are counted on the wire before
+  // anything is parsed.
+  int64_t max_string_elements = int64_t{1} << 20;
   // The most bytes of model files one load may carry (Triton's file:
   // parameters); 0 (the default) refuses them.
   uint64_t max_load_file_bytes = 0;

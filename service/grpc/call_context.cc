@@ -45,13 +45,4 @@ bool AdmitInferCall(InferCall& call, const grpc::ServerContextBase& ctx, uint64_
   return call.Admit([&ctx] { return Authorization(ctx); }, bytes);
 }
 
-std::shared_ptr<InferCall> BeginReactorInferCall(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
-                                                 absl::string_view model, const InferRpc& rpc,
-                                                 RawUnaryReactor* reactor) {
-  std::shared_ptr<InferCall> call =
-      InferCall::Begin(front_end, model, [reactor](const absl::Status& status) { reactor->Answer(status); });
-  TraceInferCall(*call, ctx, rpc, model);
-  return call;
-}
-
 }  // namespace infergate

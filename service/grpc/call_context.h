@@ -1,10 +1,9 @@
 #pragma once
 // What every gRPC front end does with a call before and around the core:
 // read the bearer token and ModelMesh's model id, turn the client's
-// deadline into the core's clock, refuse a call on auth failure, start an
-// inference call's (infer_call.h) trace and admission from the call's
-// metadata, and tie an inference call to a callback reactor. The helpers
-// take either server API's context (callback or completion queue).
+// deadline into the core's clock, refuse a call on auth failure, and start
+// an inference call's (infer_call.h) trace and admission from the call's
+// metadata. The helpers take any server API's context.
 
 #include <grpcpp/grpcpp.h>
 
@@ -16,7 +15,6 @@
 #include "service/call/auth.h"
 #include "service/call/front_end.h"
 #include "service/call/infer_call.h"
-#include "service/grpc/raw_unary_call.h"
 
 namespace infergate {
 
@@ -57,38 +55,5 @@ void TraceInferCall(InferCall& call, const grpc::ServerContextBase& ctx, const I
 
 // InferCall::Admit with the call's token.
 bool AdmitInferCall(InferCall& call, const grpc::ServerContextBase& ctx, uint64_t bytes);
-
-// Begins an inference call for model `model` (as the client named it) whose
-// end answers `reactor`, traced as `rpc` with the context in the call's
-// metadata.
-std::shared_ptr<InferCall> BeginReactorInferCall(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx,
-                                                 absl::string_view model, const InferRpc& rpc,
-                                                 RawUnaryReactor* reactor);
-
-// A unary reactor for one inference call (infer_call.h) of a raw
-// callback-API RPC (TorchServe's gRPC Predictions; v1 Infer and ModelInfer
-// are served on completion queues, completion_queue_infer.h): answers with
-// the call's status and `Response`, cancels the call when the client cancels
-// or its deadline passes, and keeps it (with its share of the in-flight
-// budget) until gRPC is done with the call. Deletes itself.
-template <typename Response>
-class InferCallReactor final : public RawUnaryReactor {
- public:
-  // Begins a call for model `model`, answered into `out` (gRPC's response
-  // bytes).
-  InferCallReactor(const FrontEnd& front_end, const grpc::CallbackServerContext& ctx, absl::string_view model,
-                   const InferRpc& rpc, grpc::ByteBuffer* out)
-      : RawUnaryReactor(out, response_), call_(BeginReactorInferCall(front_end, ctx, model, rpc, this)) {}
-  InferCall& call() { return *call_; }
-  // Where the call's encoder writes the answer; read once the call ends.
-  Response* response() { return &response_; }
-  // InferCall::Admit with the call's token.
-  bool Admit(const grpc::CallbackServerContext& ctx, uint64_t bytes) { return AdmitInferCall(*call_, ctx, bytes); }
-  void OnCancel() override { call_->Cancel(); }
-
- private:
-  Response response_;
-  std::shared_ptr<InferCall> call_;
-};
 
 }  // namespace infergate

@@ -2,6 +2,8 @@
 
 #include <grpcpp/impl/codegen/proto_utils.h>
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 
 namespace infergate {
@@ -15,6 +17,18 @@ absl::Status ParseRequestBytes(const grpc::ByteBuffer& bytes, google::protobuf::
   }
   request->Clear();  // no half-read id or name may reach an answer
   return UnparsableRequest(*request);
+}
+
+absl::StatusOr<WireCost> ScanRequestBytes(const grpc::ByteBuffer& bytes, const google::protobuf::Descriptor& type,
+                                          const WireScanLimits& limits) {
+  std::vector<grpc::Slice> slices;
+  if (!bytes.Dump(&slices).ok()) return ScanWire(type, absl::string_view(), limits);
+  std::vector<absl::string_view> chunks;
+  chunks.reserve(slices.size());
+  for (const grpc::Slice& slice : slices) {
+    chunks.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return ScanWire(type, absl::MakeConstSpan(chunks), limits);
 }
 
 absl::Status UnparsableRequest(const google::protobuf::Message& request) {

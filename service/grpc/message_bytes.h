@@ -11,7 +11,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "google/protobuf/message.h"
+#include "service/grpc/wire_scan.h"
 
 namespace infergate {
 
@@ -19,6 +21,11 @@ namespace infergate {
 // "request: not a valid <full message name> message (it does not parse)"
 // when they are not one; `request` is then left cleared.
 absl::Status ParseRequestBytes(const grpc::ByteBuffer& bytes, google::protobuf::Message* request);
+
+// Scans `bytes` as a `type` message (wire_scan.h), in place: what parsing
+// it will hold, or why it is refused unparsed.
+absl::StatusOr<WireCost> ScanRequestBytes(const grpc::ByteBuffer& bytes, const google::protobuf::Descriptor& type,
+                                          const WireScanLimits& limits);
 
 // The INVALID_ARGUMENT above, for a request of `request`'s type that did
 // not parse however it was read (a streamed unary method's failed Read).

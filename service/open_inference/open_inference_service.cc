@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "proto/proto_enums.h"
 #include "service/grpc/call_context.h"
-#include "service/grpc/guarded_handler.h"
 #include "service/open_inference/open_inference_api.h"
 #include "service/open_inference/open_inference_codec.h"
 #include "service/open_inference/open_inference_extensions.h"
@@ -16,10 +15,14 @@ namespace {
 
 namespace pb = inference;
 
-// Answers `call` with `status` and hands it to gRPC.
-grpc::ServerUnaryReactor* Answered(RawUnaryReactor* call, const absl::Status& status) {
+// What a load's request takes beside the files it may carry: its config
+// and other parameters.
+constexpr uint64_t kLoadConfigBytes = 1 << 20;
+
+// Answers `call` with `status`.
+template <typename Call>
+void Answered(Call* call, const absl::Status& status) {
   call->Answer(status);
-  return call;
 }
 
 }  // namespace
@@ -28,77 +31,107 @@ OpenInferenceService::OpenInferenceService(InferenceCore& core, const FrontEnd& 
     : core_(core), front_end_(front_end), api_(core, std::move(server_version)) {}
 
 template <typename Request, typename Response>
-grpc::ServerUnaryReactor* OpenInferenceService::ServeWithToken(
-    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out,
-    absl::FunctionRef<absl::Status(const Request& request, Response* response)> answer) {
-  auto* call =
-      new RawUnaryCall<Request, Response>(*in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference));
-  if (!call->parsed()) return call;
-  return Answered(call, answer(call->request(), call->response()));
+void OpenInferenceService::Serve(GrpcServerCall& server_call,
+                                 absl::FunctionRef<absl::Status(const Request& request, Response* response)> answer) {
+  auto* call = RawUnaryCall<Request, Response>::Start(server_call);
+  if (call == nullptr) return;
+  call->Answer(answer(call->request(), call->response()));
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::ServerLive(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                                           grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "ServerLive", [&]() -> grpc::ServerUnaryReactor* {
-    auto* call = new RawUnaryCall<pb::ServerLiveRequest, pb::ServerLiveResponse>(*in, out);
-    if (!call->parsed()) return call;
-    // Open like the health service, so probes need no token.
-    call->response()->set_live(true);
-    return Answered(call, absl::OkStatus());
-  });
+void OpenInferenceService::Register(GrpcMethods& methods) {
+  constexpr absl::string_view kService = "inference.GRPCInferenceService";
+  using Role = TokenAuth::Role;
+  auto add = [&](absl::string_view name, std::optional<Role> role, uint64_t max_bytes,
+                 const google::protobuf::Descriptor* type, void (OpenInferenceService::*serve)(GrpcServerCall&)) {
+    GrpcMethod method;
+    method.role = role;
+    method.max_request_bytes = max_bytes;
+    method.request_type = type;
+    method.serve = [this, serve](GrpcServerCall& call) { (this->*serve)(call); };
+    methods.Add(kService, name, std::move(method));
+  };
+  const uint64_t small = kSmallRequestBytes;
+  // Probes need no token, like the health service.
+  add("ServerLive", std::nullopt, small, pb::ServerLiveRequest::descriptor(), &OpenInferenceService::ServerLive);
+  add("ServerReady", std::nullopt, small, pb::ServerReadyRequest::descriptor(), &OpenInferenceService::ServerReady);
+  add("ModelReady", Role::kInference, small, pb::ModelReadyRequest::descriptor(), &OpenInferenceService::ModelReady);
+  add("ServerMetadata", Role::kInference, small, pb::ServerMetadataRequest::descriptor(),
+      &OpenInferenceService::ServerMetadata);
+  add("ModelMetadata", Role::kInference, small, pb::ModelMetadataRequest::descriptor(),
+      &OpenInferenceService::ModelMetadata);
+  add("ModelConfig", Role::kInference, small, pb::ModelConfigRequest::descriptor(), &OpenInferenceService::ModelConfig);
+  add("ModelStatistics", Role::kInference, small, pb::ModelStatisticsRequest::descriptor(),
+      &OpenInferenceService::ModelStatistics);
+  add("RepositoryIndex", Role::kInference, small, pb::RepositoryIndexRequest::descriptor(),
+      &OpenInferenceService::RepositoryIndex);
+  // A load may carry a config and the model's files.
+  add("RepositoryModelLoad", Role::kAdmin, front_end_.limits().max_load_file_bytes + kLoadConfigBytes,
+      pb::RepositoryModelLoadRequest::descriptor(), &OpenInferenceService::RepositoryModelLoad);
+  add("RepositoryModelUnload", Role::kAdmin, small, pb::RepositoryModelUnloadRequest::descriptor(),
+      &OpenInferenceService::RepositoryModelUnload);
+  add("SystemSharedMemoryStatus", Role::kInference, small, pb::SystemSharedMemoryStatusRequest::descriptor(),
+      &OpenInferenceService::SystemSharedMemoryStatus);
+  add("SystemSharedMemoryRegister", Role::kInference, small, pb::SystemSharedMemoryRegisterRequest::descriptor(),
+      &OpenInferenceService::SystemSharedMemoryRegister);
+  add("SystemSharedMemoryUnregister", Role::kInference, small, pb::SystemSharedMemoryUnregisterRequest::descriptor(),
+      &OpenInferenceService::SystemSharedMemoryUnregister);
+  add("CudaSharedMemoryStatus", Role::kInference, small, pb::CudaSharedMemoryStatusRequest::descriptor(),
+      &OpenInferenceService::CudaSharedMemoryStatus);
+  add("CudaSharedMemoryRegister", Role::kInference, small, pb::CudaSharedMemoryRegisterRequest::descriptor(),
+      &OpenInferenceService::CudaSharedMemoryRegister);
+  add("CudaSharedMemoryUnregister", Role::kInference, small, pb::CudaSharedMemoryUnregisterRequest::descriptor(),
+      &OpenInferenceService::CudaSharedMemoryUnregister);
+  add("TraceSetting", Role::kInference, small, pb::TraceSettingRequest::descriptor(),
+      &OpenInferenceService::TraceSetting);
+  // Reading the settings needs the inference token, changing them the
+  // admin one (checked once the request says which).
+  add("LogSettings", Role::kInference, small, pb::LogSettingsRequest::descriptor(), &OpenInferenceService::LogSettings);
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::ServerReady(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                                            grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "ServerReady", [&]() -> grpc::ServerUnaryReactor* {
-    auto* call = new RawUnaryCall<pb::ServerReadyRequest, pb::ServerReadyResponse>(*in, out);
-    if (!call->parsed()) return call;
-    call->response()->set_ready(core_.ready() && !front_end_.draining());
-    return Answered(call, absl::OkStatus());
-  });
+void OpenInferenceService::ServerLive(GrpcServerCall& server_call) {
+  auto* call = RawUnaryCall<pb::ServerLiveRequest, pb::ServerLiveResponse>::Start(server_call);
+  if (call == nullptr) return;
+  // Open like the health service, so probes need no token.
+  call->response()->set_live(true);
+  return Answered(call, absl::OkStatus());
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::ModelReady(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                                           grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "ModelReady", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::ModelReadyRequest, pb::ModelReadyResponse>(
-        ctx, in, out, [&](const auto& request, auto* response) {
-          response->set_ready(api_.ModelReady(ModelNameOf(*ctx, request.name()), request.version()) &&
-                              !front_end_.draining());
-          return absl::OkStatus();
-        });
-  });
+void OpenInferenceService::ServerReady(GrpcServerCall& server_call) {
+  auto* call = RawUnaryCall<pb::ServerReadyRequest, pb::ServerReadyResponse>::Start(server_call);
+  if (call == nullptr) return;
+  call->response()->set_ready(core_.ready() && !front_end_.draining());
+  return Answered(call, absl::OkStatus());
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::ServerMetadata(grpc::CallbackServerContext* ctx,
-                                                               const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "ServerMetadata", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::ServerMetadataRequest, pb::ServerMetadataResponse>(
-        ctx, in, out, [&](const auto&, auto* response) {
-          api_.ServerMetadata({}, response);
-          return absl::OkStatus();
-        });
-  });
+void OpenInferenceService::ModelReady(GrpcServerCall& server_call) {
+  return Serve<pb::ModelReadyRequest, pb::ModelReadyResponse>(
+      server_call, [&](const auto& request, auto* response) {
+        response->set_ready(api_.ModelReady(ModelNameOf(server_call.context(), request.name()), request.version()) &&
+                            !front_end_.draining());
+        return absl::OkStatus();
+      });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::ModelMetadata(grpc::CallbackServerContext* ctx,
-                                                              const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "ModelMetadata", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::ModelMetadataRequest, pb::ModelMetadataResponse>(
-        ctx, in, out, [&](const auto& request, auto* response) {
-          return api_.ModelMetadata(ModelNameOf(*ctx, request.name()), request.version(), response);
-        });
-  });
+void OpenInferenceService::ServerMetadata(GrpcServerCall& server_call) {
+  return Serve<pb::ServerMetadataRequest, pb::ServerMetadataResponse>(
+      server_call, [&](const auto&, auto* response) {
+        api_.ServerMetadata({}, response);
+        return absl::OkStatus();
+      });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::ModelConfig(grpc::CallbackServerContext* ctx,
-                                                            const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "ModelConfig", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::ModelConfigRequest, pb::ModelConfigResponse>(
-        ctx, in, out, [&](const auto& request, auto* response) {
-          return api_.ModelConfig(request.name(), request.version(), response);
-        });
-  });
+void OpenInferenceService::ModelMetadata(GrpcServerCall& server_call) {
+  return Serve<pb::ModelMetadataRequest, pb::ModelMetadataResponse>(
+      server_call, [&](const auto& request, auto* response) {
+        return api_.ModelMetadata(ModelNameOf(server_call.context(), request.name()), request.version(), response);
+      });
+}
+
+void OpenInferenceService::ModelConfig(GrpcServerCall& server_call) {
+  return Serve<pb::ModelConfigRequest, pb::ModelConfigResponse>(
+      server_call, [&](const auto& request, auto* response) {
+        return api_.ModelConfig(request.name(), request.version(), response);
+      });
 }
 
 void OpenInferenceService::SubmitModelInfer(InferCall& call, const grpc::ServerContextBase& ctx,
@@ -113,181 +146,130 @@ void OpenInferenceService::SubmitModelInfer(InferCall& call, const grpc::ServerC
               [request, response](InferenceResult& result) { return EncodeInferResponse(*request, result, response); });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::ModelStatistics(grpc::CallbackServerContext* ctx,
-                                                                const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "ModelStatistics", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::ModelStatisticsRequest, pb::ModelStatisticsResponse>(
-        ctx, in, out, [&](const auto& request, auto* response) {
-          return api_.ModelStatistics(request.name(), request.version(), response);
-        });
+void OpenInferenceService::ModelStatistics(GrpcServerCall& server_call) {
+  return Serve<pb::ModelStatisticsRequest, pb::ModelStatisticsResponse>(
+      server_call, [&](const auto& request, auto* response) {
+        return api_.ModelStatistics(request.name(), request.version(), response);
+      });
+}
+
+void OpenInferenceService::RepositoryIndex(GrpcServerCall& server_call) {
+  return Serve<pb::RepositoryIndexRequest, pb::RepositoryIndexResponse>(
+      server_call, [&](const auto& request, auto* response) {
+        return api_.RepositoryIndex(request.repository_name(), request.ready(), response);
+      });
+}
+
+void OpenInferenceService::RepositoryModelLoad(GrpcServerCall& server_call) {
+  auto* call = RawUnaryCall<pb::RepositoryModelLoadRequest, pb::RepositoryModelLoadResponse>::Start(server_call);
+  if (call == nullptr) return;
+  const pb::RepositoryModelLoadRequest& request = call->request();
+  absl::StatusOr<LoadRequest> load =
+      LoadRequestFromParameters(request.model_name(), request.parameters(),
+                                /*unload=*/false, front_end_.limits().max_load_file_bytes,
+                                front_end_.limits().allow_native_uploads);
+  if (!load.ok()) return Answered(call, LoadFailure(request.model_name(), load.status()));
+  // Model files sent with the load are held (and written out) until it
+  // ends: the call's share of the in-flight budget (its message, charged
+  // before it was read) stays until it is answered.
+  core_.LoadModel(*load, [call, model = load->model](absl::StatusOr<LoadResult> result) {
+    call->Answer(LoadFailure(model, result.status()));
   });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::RepositoryIndex(grpc::CallbackServerContext* ctx,
-                                                                const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "RepositoryIndex", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::RepositoryIndexRequest, pb::RepositoryIndexResponse>(
-        ctx, in, out, [&](const auto& request, auto* response) {
-          return api_.RepositoryIndex(request.repository_name(), request.ready(), response);
-        });
-  });
-}
-
-grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelLoad(grpc::CallbackServerContext* ctx,
-                                                                    const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "RepositoryModelLoad", [&]() -> grpc::ServerUnaryReactor* {
-    auto* call = new RawUnaryCall<pb::RepositoryModelLoadRequest, pb::RepositoryModelLoadResponse>(
-        *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin));
-    if (!call->parsed()) return call;
-    const pb::RepositoryModelLoadRequest& request = call->request();
-    absl::StatusOr<LoadRequest> load =
-        LoadRequestFromParameters(request.model_name(), request.parameters(),
-                                  /*unload=*/false, front_end_.limits().max_load_file_bytes,
-                                  front_end_.limits().allow_native_uploads);
-    if (!load.ok()) return Answered(call, LoadFailure(request.model_name(), load.status()));
-    // Model files sent with the load are held (and written out) until it ends:
-    // they count against the in-flight budget like a request's tensors.
-    auto held = std::make_shared<InflightBudget::Reservation>();
-    if (front_end_.budget() && load->files) {
-      absl::StatusOr<InflightBudget::Reservation> reserved = front_end_.budget()->Reserve(request.ByteSizeLong());
-      if (!reserved.ok()) return Answered(call, reserved.status());
-      *held = *std::move(reserved);
-    }
-    core_.LoadModel(*load, [call, held, model = load->model](absl::StatusOr<LoadResult> result) {
-      call->Answer(LoadFailure(model, result.status()));
-    });
-    return call;
-  });
-}
-
-grpc::ServerUnaryReactor* OpenInferenceService::RepositoryModelUnload(grpc::CallbackServerContext* ctx,
-                                                                      const grpc::ByteBuffer* in,
-                                                                      grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "RepositoryModelUnload", [&]() -> grpc::ServerUnaryReactor* {
-    auto* call = new RawUnaryCall<pb::RepositoryModelUnloadRequest, pb::RepositoryModelUnloadResponse>(
-        *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin));
-    if (!call->parsed()) return call;
-    absl::StatusOr<LoadRequest> unload =
-        LoadRequestFromParameters(call->request().model_name(), call->request().parameters(), /*unload=*/true);
-    absl::StatusOr<size_t> n = unload.ok() ? core_.UnloadModel(*unload) : absl::StatusOr<size_t>(unload.status());
-    return Answered(call, n.status());
-  });
+void OpenInferenceService::RepositoryModelUnload(GrpcServerCall& server_call) {
+  auto* call = RawUnaryCall<pb::RepositoryModelUnloadRequest, pb::RepositoryModelUnloadResponse>::Start(server_call);
+  if (call == nullptr) return;
+  absl::StatusOr<LoadRequest> unload =
+      LoadRequestFromParameters(call->request().model_name(), call->request().parameters(), /*unload=*/true);
+  absl::StatusOr<size_t> n = unload.ok() ? core_.UnloadModel(*unload) : absl::StatusOr<size_t>(unload.status());
+  return Answered(call, n.status());
 }
 
 // --- The extensions this server answers without serving them as Triton does.
 
-grpc::ServerUnaryReactor* OpenInferenceService::SystemSharedMemoryStatus(grpc::CallbackServerContext* ctx,
-                                                                         const grpc::ByteBuffer* in,
-                                                                         grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "SystemSharedMemoryStatus", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::SystemSharedMemoryStatusRequest, pb::SystemSharedMemoryStatusResponse>(
-        ctx, in, out, [](const auto& request, auto*) {
-          return infergate::SharedMemoryStatus(SharedMemoryKind::kSystem, request.name());
-        });
-  });
+void OpenInferenceService::SystemSharedMemoryStatus(GrpcServerCall& server_call) {
+  return Serve<pb::SystemSharedMemoryStatusRequest, pb::SystemSharedMemoryStatusResponse>(
+      server_call, [](const auto& request, auto*) {
+        return infergate::SharedMemoryStatus(SharedMemoryKind::kSystem, request.name());
+      });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::SystemSharedMemoryRegister(grpc::CallbackServerContext* ctx,
-                                                                           const grpc::ByteBuffer* in,
-                                                                           grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "SystemSharedMemoryRegister", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::SystemSharedMemoryRegisterRequest, pb::SystemSharedMemoryRegisterResponse>(
-        ctx, in, out, [](const auto& request, auto*) {
-          return infergate::SharedMemoryRegister(SharedMemoryKind::kSystem, request.name());
-        });
-  });
+void OpenInferenceService::SystemSharedMemoryRegister(GrpcServerCall& server_call) {
+  return Serve<pb::SystemSharedMemoryRegisterRequest, pb::SystemSharedMemoryRegisterResponse>(
+      server_call, [](const auto& request, auto*) {
+        return infergate::SharedMemoryRegister(SharedMemoryKind::kSystem, request.name());
+      });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::SystemSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
-                                                                             const grpc::ByteBuffer* in,
-                                                                             grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "SystemSharedMemoryUnregister", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::SystemSharedMemoryUnregisterRequest, pb::SystemSharedMemoryUnregisterResponse>(
-        ctx, in, out, [](const auto& request, auto*) {
-          return infergate::SharedMemoryUnregister(SharedMemoryKind::kSystem, request.name());
-        });
-  });
+void OpenInferenceService::SystemSharedMemoryUnregister(GrpcServerCall& server_call) {
+  return Serve<pb::SystemSharedMemoryUnregisterRequest, pb::SystemSharedMemoryUnregisterResponse>(
+      server_call, [](const auto& request, auto*) {
+        return infergate::SharedMemoryUnregister(SharedMemoryKind::kSystem, request.name());
+      });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::CudaSharedMemoryStatus(grpc::CallbackServerContext* ctx,
-                                                                       const grpc::ByteBuffer* in,
-                                                                       grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "CudaSharedMemoryStatus", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::CudaSharedMemoryStatusRequest, pb::CudaSharedMemoryStatusResponse>(
-        ctx, in, out, [](const auto& request, auto*) {
-          return infergate::SharedMemoryStatus(SharedMemoryKind::kCuda, request.name());
-        });
-  });
+void OpenInferenceService::CudaSharedMemoryStatus(GrpcServerCall& server_call) {
+  return Serve<pb::CudaSharedMemoryStatusRequest, pb::CudaSharedMemoryStatusResponse>(
+      server_call, [](const auto& request, auto*) {
+        return infergate::SharedMemoryStatus(SharedMemoryKind::kCuda, request.name());
+      });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::CudaSharedMemoryRegister(grpc::CallbackServerContext* ctx,
-                                                                         const grpc::ByteBuffer* in,
-                                                                         grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "CudaSharedMemoryRegister", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::CudaSharedMemoryRegisterRequest, pb::CudaSharedMemoryRegisterResponse>(
-        ctx, in, out, [](const auto& request, auto*) {
-          return infergate::SharedMemoryRegister(SharedMemoryKind::kCuda, request.name());
-        });
-  });
+void OpenInferenceService::CudaSharedMemoryRegister(GrpcServerCall& server_call) {
+  return Serve<pb::CudaSharedMemoryRegisterRequest, pb::CudaSharedMemoryRegisterResponse>(
+      server_call, [](const auto& request, auto*) {
+        return infergate::SharedMemoryRegister(SharedMemoryKind::kCuda, request.name());
+      });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::CudaSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
-                                                                           const grpc::ByteBuffer* in,
-                                                                           grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "CudaSharedMemoryUnregister", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::CudaSharedMemoryUnregisterRequest, pb::CudaSharedMemoryUnregisterResponse>(
-        ctx, in, out, [](const auto& request, auto*) {
-          return infergate::SharedMemoryUnregister(SharedMemoryKind::kCuda, request.name());
-        });
-  });
+void OpenInferenceService::CudaSharedMemoryUnregister(GrpcServerCall& server_call) {
+  return Serve<pb::CudaSharedMemoryUnregisterRequest, pb::CudaSharedMemoryUnregisterResponse>(
+      server_call, [](const auto& request, auto*) {
+        return infergate::SharedMemoryUnregister(SharedMemoryKind::kCuda, request.name());
+      });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::TraceSetting(grpc::CallbackServerContext* ctx,
-                                                             const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "TraceSetting", [&]() -> grpc::ServerUnaryReactor* {
-    return ServeWithToken<pb::TraceSettingRequest, pb::TraceSettingResponse>(
-        ctx, in, out, [](const auto& request, auto*) { return TraceSettingAnswer(request.model_name()); });
-  });
+void OpenInferenceService::TraceSetting(GrpcServerCall& server_call) {
+  return Serve<pb::TraceSettingRequest, pb::TraceSettingResponse>(
+      server_call, [](const auto& request, auto*) { return TraceSettingAnswer(request.model_name()); });
 }
 
-grpc::ServerUnaryReactor* OpenInferenceService::LogSettings(grpc::CallbackServerContext* ctx,
-                                                            const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "LogSettings", [&]() -> grpc::ServerUnaryReactor* {
-    auto* call = new RawUnaryCall<pb::LogSettingsRequest, pb::LogSettingsResponse>(*in, out);
-    if (!call->parsed()) return call;
-    const pb::LogSettingsRequest& request = call->request();
-    // Reading needs the inference token; changing the server's logging, the
-    // admin one: which one, only the parsed request says.
-    const bool change = request.settings_size() > 0;
-    absl::Status s = CheckToken(front_end_.auth(), *ctx, change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
-    if (!s.ok()) return Answered(call, s);
-    infergate::LogSettings changes;
-    for (const auto& [key, value] : request.settings()) {
-      switch (value.parameter_choice_case()) {
-        case pb::LogSettingsRequest::SettingValue::kBoolParam:
-          changes[key] = value.bool_param();
-          break;
-        case pb::LogSettingsRequest::SettingValue::kUint32Param:
-          changes[key] = value.uint32_param();
-          break;
-        case pb::LogSettingsRequest::SettingValue::kStringParam:
-          changes[key] = value.string_param();
-          break;
-        default:
-          return Answered(call,
-                          absl::InvalidArgumentError(absl::StrCat("settings.", key.substr(0, 64), ": has no value")));
-      }
+void OpenInferenceService::LogSettings(GrpcServerCall& server_call) {
+  auto* call = RawUnaryCall<pb::LogSettingsRequest, pb::LogSettingsResponse>::Start(server_call);
+  if (call == nullptr) return;
+  const pb::LogSettingsRequest& request = call->request();
+  // Reading needs the inference token; changing the server's logging, the
+  // admin one: which one, only the parsed request says.
+  const bool change = request.settings_size() > 0;
+  absl::Status s = CheckToken(front_end_.auth(), server_call.context(), change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
+  if (!s.ok()) return Answered(call, s);
+  infergate::LogSettings changes;
+  for (const auto& [key, value] : request.settings()) {
+    switch (value.parameter_choice_case()) {
+      case pb::LogSettingsRequest::SettingValue::kBoolParam:
+        changes[key] = value.bool_param();
+        break;
+      case pb::LogSettingsRequest::SettingValue::kUint32Param:
+        changes[key] = value.uint32_param();
+        break;
+      case pb::LogSettingsRequest::SettingValue::kStringParam:
+        changes[key] = value.string_param();
+        break;
+      default:
+        return Answered(call,
+                        absl::InvalidArgumentError(absl::StrCat("settings.", key.substr(0, 64), ": has no value")));
     }
-    absl::StatusOr<infergate::LogSettings> now = ChangeLogSettings(changes);
-    if (!now.ok()) return Answered(call, now.status());
-    for (const auto& [key, value] : *now) {
-      pb::LogSettingsResponse::SettingValue& setting = (*call->response()->mutable_settings())[key];
-      if (const bool* b = std::get_if<bool>(&value)) setting.set_bool_param(*b);
-      if (const uint32_t* u = std::get_if<uint32_t>(&value)) setting.set_uint32_param(*u);
-      if (const std::string* t = std::get_if<std::string>(&value)) setting.set_string_param(*t);
-    }
-    return Answered(call, absl::OkStatus());
-  });
+  }
+  absl::StatusOr<infergate::LogSettings> now = ChangeLogSettings(changes);
+  if (!now.ok()) return Answered(call, now.status());
+  for (const auto& [key, value] : *now) {
+    pb::LogSettingsResponse::SettingValue& setting = (*call->response()->mutable_settings())[key];
+    if (const bool* b = std::get_if<bool>(&value)) setting.set_bool_param(*b);
+    if (const uint32_t* u = std::get_if<uint32_t>(&value)) setting.set_uint32_param(*u);
+    if (const std::string* t = std::get_if<std::string>(&value)) setting.set_string_param(*t);
+  }
+  return Answered(call, absl::OkStatus());
 }
 
 }  // namespace infergate

@@ -16,31 +16,31 @@
 #include "service/call/front_end.h"
 #include "service/call/infer_call.h"
 #include "service/open_inference/open_inference_api.h"
+#include "service/grpc/grpc_method.h"
 #include "service/grpc/raw_unary_call.h"
 
 namespace infergate {
 
-// The Open Inference Protocol's gRPC service with ModelInfer and
-// ModelStreamInfer on gRPC's completion-queue API (served by
-// completion_queue_infer.h, which calls SubmitModelInfer and runs streams as
-// InferStreams) and every other method on the callback API. Every method is
-// raw: the server parses each request itself (message_bytes.h), so a request
-// that does not parse is answered INVALID_ARGUMENT naming the message it
-// should have been; the callback methods through RawUnaryCall. Each method
-// is marked once, from the generated synchronous base: a method left
-// unmarked would be served synchronously, on a thread pool of gRPC's.
+// The Open Inference Protocol's gRPC service. ModelStreamInfer is its one
+// method registered with gRPC (raw, on the completion-queue API: served by
+// completion_queue_infer.h as an InferStream); ModelInfer is served on the
+// inference call path by the same front end (SubmitModelInfer), and every
+// other method is one of the front end's table (grpc_method.h), added by
+// Register. Every other method is marked generic, so that gRPC reads none
+// of their messages itself: a method left unmarked would be registered and
+// its message read and parsed before any check.
 namespace open_inference_service_base {
 using Grpc = inference::GRPCInferenceService;
-using Type = Grpc::WithRawCallbackMethod_ServerLive<Grpc::WithRawCallbackMethod_ServerReady<
-    Grpc::WithRawCallbackMethod_ModelReady<Grpc::WithRawCallbackMethod_ServerMetadata<
-    Grpc::WithRawCallbackMethod_ModelMetadata<Grpc::WithRawMethod_ModelStreamInfer<
-    Grpc::WithRawCallbackMethod_ModelConfig<Grpc::WithRawCallbackMethod_ModelStatistics<
-    Grpc::WithRawCallbackMethod_RepositoryIndex<Grpc::WithRawCallbackMethod_RepositoryModelLoad<
-    Grpc::WithRawCallbackMethod_RepositoryModelUnload<Grpc::WithRawCallbackMethod_SystemSharedMemoryStatus<
-    Grpc::WithRawCallbackMethod_SystemSharedMemoryRegister<Grpc::WithRawCallbackMethod_SystemSharedMemoryUnregister<
-    Grpc::WithRawCallbackMethod_CudaSharedMemoryStatus<Grpc::WithRawCallbackMethod_CudaSharedMemoryRegister<
-    Grpc::WithRawCallbackMethod_CudaSharedMemoryUnregister<Grpc::WithRawCallbackMethod_TraceSetting<
-    Grpc::WithRawCallbackMethod_LogSettings<Grpc::WithGenericMethod_ModelInfer<Grpc::Service>>>>>>>>>>>>>>>>>>>>;
+using Type = Grpc::WithGenericMethod_ServerLive<Grpc::WithGenericMethod_ServerReady<
+    Grpc::WithGenericMethod_ModelReady<Grpc::WithGenericMethod_ServerMetadata<
+    Grpc::WithGenericMethod_ModelMetadata<Grpc::WithRawMethod_ModelStreamInfer<
+    Grpc::WithGenericMethod_ModelConfig<Grpc::WithGenericMethod_ModelStatistics<
+    Grpc::WithGenericMethod_RepositoryIndex<Grpc::WithGenericMethod_RepositoryModelLoad<
+    Grpc::WithGenericMethod_RepositoryModelUnload<Grpc::WithGenericMethod_SystemSharedMemoryStatus<
+    Grpc::WithGenericMethod_SystemSharedMemoryRegister<Grpc::WithGenericMethod_SystemSharedMemoryUnregister<
+    Grpc::WithGenericMethod_CudaSharedMemoryStatus<Grpc::WithGenericMethod_CudaSharedMemoryRegister<
+    Grpc::WithGenericMethod_CudaSharedMemoryUnregister<Grpc::WithGenericMethod_TraceSetting<
+    Grpc::WithGenericMethod_LogSettings<Grpc::WithGenericMethod_ModelInfer<Grpc::Service>>>>>>>>>>>>>>>>>>>>;
 }  // namespace open_inference_service_base
 
 class OpenInferenceService final : public open_inference_service_base::Type {
@@ -55,56 +55,35 @@ class OpenInferenceService final : public open_inference_service_base::Type {
   void SubmitModelInfer(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
                         const inference::ModelInferRequest* request, inference::ModelInferResponse* response) const;
 
-  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                        grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                           grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                          grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                        grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                            grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                            grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                  grpc::ByteBuffer* response) override;
-
-  // The extensions answered by open_inference_extensions.h.
-  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                     grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(grpc::CallbackServerContext* ctx,
-                                                       const grpc::ByteBuffer* request,
-                                                       grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
-                                                         const grpc::ByteBuffer* request,
-                                                         grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                   grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                     grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(grpc::CallbackServerContext* ctx,
-                                                       const grpc::ByteBuffer* request,
-                                                       grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* TraceSetting(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                         grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                        grpc::ByteBuffer* response) override;
+  // Adds every method but ModelInfer and ModelStreamInfer to `methods`;
+  // this must outlive them.
+  void Register(GrpcMethods& methods);
 
  private:
-  // Serves a call of a method that needs the caller's inference token:
-  // checks the token, parses `in` as a `Request`, and answers with what
+  // Parses the call's request as a `Request`, and answers with what
   // `answer` returns (filling the `Response` when OK). Defined in the .cc.
   template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* ServeWithToken(
-      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out,
-      absl::FunctionRef<absl::Status(const Request& request, Response* response)> answer);
+  void Serve(GrpcServerCall& call, absl::FunctionRef<absl::Status(const Request& request, Response* response)> answer);
+
+  void ServerLive(GrpcServerCall& call);
+  void ServerReady(GrpcServerCall& call);
+  void ModelReady(GrpcServerCall& call);
+  void ServerMetadata(GrpcServerCall& call);
+  void ModelMetadata(GrpcServerCall& call);
+  void ModelConfig(GrpcServerCall& call);
+  void ModelStatistics(GrpcServerCall& call);
+  void RepositoryIndex(GrpcServerCall& call);
+  void RepositoryModelLoad(GrpcServerCall& call);
+  void RepositoryModelUnload(GrpcServerCall& call);
+  // The extensions answered by open_inference_extensions.h.
+  void SystemSharedMemoryStatus(GrpcServerCall& call);
+  void SystemSharedMemoryRegister(GrpcServerCall& call);
+  void SystemSharedMemoryUnregister(GrpcServerCall& call);
+  void CudaSharedMemoryStatus(GrpcServerCall& call);
+  void CudaSharedMemoryRegister(GrpcServerCall& call);
+  void CudaSharedMemoryUnregister(GrpcServerCall& call);
+  void TraceSetting(GrpcServerCall& call);
+  void LogSettings(GrpcServerCall& call);
 
   InferenceCore& core_;
   const FrontEnd& front_end_;  // ServerReady and ModelReady say false while it drains

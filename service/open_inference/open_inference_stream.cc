@@ -1,5 +1,7 @@
 #include "service/open_inference/open_inference_stream.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "service/grpc/call_context.h"
 #include "service/open_inference/open_inference_codec.h"
@@ -69,7 +71,7 @@ void InferStream::StartNextRead() {
   transport_.StartRead(reading_.get());
 }
 
-void InferStream::OnReadDone(bool ok) {
+void InferStream::OnReadDone(bool ok, uint64_t held_bytes) {
   if (!ok) {  // the client closed its side, or the call ended
     reading_.reset();
     Step step;
@@ -82,17 +84,17 @@ void InferStream::OnReadDone(bool ok) {
   }
   std::shared_ptr<inference::ModelInferRequest> request = std::move(reading_);
   absl::StatusOr<bool> ordered = KeepsRequestOrder(*request);
-  Accept(std::move(request), ordered);
+  Accept(std::move(request), ordered, held_bytes);
 }
 
 void InferStream::OnUnreadableRequest(const absl::Status& why) {
   std::shared_ptr<inference::ModelInferRequest> request = std::move(reading_);
   request->Clear();  // nothing a failed parse left in it is the client's
-  Accept(std::move(request), why);
+  Accept(std::move(request), why, 0);
 }
 
-void InferStream::Accept(std::shared_ptr<inference::ModelInferRequest> request,
-                         const absl::StatusOr<bool>& ordered) {
+void InferStream::Accept(std::shared_ptr<inference::ModelInferRequest> request, const absl::StatusOr<bool>& ordered,
+                         uint64_t held_bytes) {
   // The place is taken here, before the next read starts, so that slots
   // follow the order requests arrived in (Submit may run on two threads).
   Place place;
@@ -121,16 +123,17 @@ void InferStream::Accept(std::shared_ptr<inference::ModelInferRequest> request,
   // Outside the lock: a cancelled call is cancelled as soon as it is submitted.
   if (cancelled) call->Cancel();
   if (read_on) StartNextRead();  // else Progress resumes reading once the client catches up
-  Submit(*call, std::move(request), std::move(response), ordered.status());
+  Submit(*call, std::move(request), std::move(response), ordered.status(), held_bytes);
 }
 
 void InferStream::Submit(InferCall& call, std::shared_ptr<inference::ModelInferRequest> request,
-                         std::shared_ptr<inference::ModelStreamInferResponse> response, const absl::Status& refusal) {
+                         std::shared_ptr<inference::ModelStreamInferResponse> response, const absl::Status& refusal,
+                         uint64_t held_bytes) {
   TraceInferCall(call, ctx_, kModelStreamInferRpc, request->model_name());
   // The caller's token was checked when the stream opened.
   if (!refusal.ok()) {
     call.Refuse(refusal);
-  } else if (call.AdmitOnStream(request->ByteSizeLong())) {
+  } else if (call.AdmitOnStream(std::max<uint64_t>(request->ByteSizeLong(), held_bytes))) {
     InferenceRequest req;
     req.deadline = deadline_;
     // The request (whose bytes the input tensors alias) lives until answered.

@@ -97,7 +97,9 @@ class InferStream {
   // The transport's reports: a read or write ended (not ok: the client
   // closed its side, or the call ended), and the call was cancelled (by the
   // client, or its deadline passed).
-  void OnReadDone(bool ok);
+  // `held_bytes` is what the parsed request holds (wire_scan.h): its
+  // share of the budget while it is in flight (at least its size).
+  void OnReadDone(bool ok, uint64_t held_bytes = 0);
   void OnWriteDone(bool ok);
   void OnCancel();
   // Instead of OnReadDone(true): the read brought a message that is not a
@@ -118,12 +120,14 @@ class InferStream {
   // Takes a read request's place in the stream and submits it; `ordered`
   // says whether its answer keeps request order, or (not OK) why it is
   // answered with that error instead.
-  void Accept(std::shared_ptr<inference::ModelInferRequest> request, const absl::StatusOr<bool>& ordered);
+  void Accept(std::shared_ptr<inference::ModelInferRequest> request, const absl::StatusOr<bool>& ordered,
+              uint64_t held_bytes);
   // Admits and submits one request as `call`, whose end goes to Answer.
   // `refusal` non-OK answers it with that error instead (a bad stream
   // parameter).
   void Submit(InferCall& call, std::shared_ptr<inference::ModelInferRequest> request,
-              std::shared_ptr<inference::ModelStreamInferResponse> response, const absl::Status& refusal);
+              std::shared_ptr<inference::ModelStreamInferResponse> response, const absl::Status& refusal,
+              uint64_t held_bytes);
   void Answer(std::unique_ptr<inference::ModelStreamInferResponse> response, Place place);
   // Drops every answer not yet written (the client is gone).
   void DropUnwritten() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -13,12 +13,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/caught_exception.h"
+#include "common/logging.h"
 #include "common/mutex.h"
 #include "common/thread_name.h"
+#include "scheduler/execution/drain_refusal.h"
 #include "service/grpc/call_context.h"
 #include "service/call/infer_call.h"
 #include "service/call/intake_gate.h"
+#include "service/grpc/grpc_method.h"
 #include "service/grpc/message_bytes.h"
+#include "service/grpc/wire_scan.h"
 #include "service/grpc/model_infer_answer_bytes.h"
 #include "service/v1/inference_service.h"
 #include "service/open_inference/open_inference_service.h"
@@ -30,17 +34,42 @@ namespace infergate {
 
 struct CompletionQueueInfer::Context {
   Context(const FrontEnd& front_end, InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
-          const TorchServeGrpcService& torchserve, uint64_t max_message_bytes)
+          const TorchServeGrpcService& torchserve, const GrpcMethods& methods, const IntakeOptions& intake)
       : front_end(front_end),
         v1_service(v1_service),
         open_inference(open_inference),
         torchserve(torchserve),
-        gate(front_end.budget(), max_message_bytes, kMaxWaitingReads) {}
+        methods(methods),
+        max_message_bytes(intake.max_message_bytes),
+        gate(front_end.budget(), GateOptions(intake)) {}
+
+  static IntakeGate::Options GateOptions(const IntakeOptions& intake) {
+    IntakeGate::Options o;
+    o.max_message_bytes = intake.max_message_bytes;
+    o.max_waiting = kMaxWaitingReads;
+    o.min_rate = intake.min_receive_rate;
+    o.max_reads_per_address = intake.max_reads_per_address;
+    return o;
+  }
+
+  // What parsing an inference request may hold: its tensors and strings
+  // within the wire limits.
+  WireScanLimits InferScanLimits() const {
+    WireScanLimits limits;
+    const CodecLimits& codec = front_end.limits();
+    // Tensors, and each tensor's parameters: a request carries at most
+    // max_tensors inputs and as many outputs.
+    limits.max_repeated_messages = std::max(codec.max_tensors, 64);
+    limits.max_string_elements = codec.max_string_elements;
+    return limits;
+  }
 
   const FrontEnd& front_end;
   InferenceServiceImpl& v1_service;
   OpenInferenceService& open_inference;
   const TorchServeGrpcService& torchserve;
+  const GrpcMethods& methods;
+  const uint64_t max_message_bytes;
   // Unary calls arrive unread (generic calls) and streams read one message
   // at a time; each read waits here for room in the budget.
   IntakeGate gate;
@@ -74,13 +103,14 @@ using Context = CompletionQueueInfer::Context;
 // One call on a completion queue, from posting to freeing. Every operation
 // it starts carries one of its tags, and the queue's poller hands each tag
 // back to Handle: the call arrived (or, not ok, the server shut down first),
-// a stream's read or write ended, its answer or status was written, and
-// gRPC is done with it (which also tells of a client that cancelled, or a
-// deadline that passed). A call is freed once both its finish and gRPC's
-// done notice have come back.
+// a read or write ended, its answer or status was written, a timer went
+// off, and gRPC is done with it (which also tells of a client that
+// cancelled, or a deadline that passed). Each operation started counts
+// until its tag is back; the call is freed once none is outstanding and
+// both its finish and gRPC's done notice have come back.
 class AsyncCall {
  public:
-  enum class Event { kArrived, kRead, kWritten, kFinished, kDone, kRetry };
+  enum class Event { kArrived, kRead, kWritten, kFinished, kDone, kRetry, kReadTimer };
   struct Tag {
     AsyncCall* call;
     Event event;
@@ -95,18 +125,29 @@ class AsyncCall {
       case Event::kArrived:
         if (!ok) break;  // posted, and the server shut down before a call came
         PostAnother();
-        ends_left_ = 2;  // its finish and gRPC's done notice
+        outstanding_ = 2;  // its finish and gRPC's done notice
         Begin();
         return;
       case Event::kRead:
-        return OnReadDone(ok);
+        reading_ = false;
+        if (read_timer_set_) read_timer_.Cancel();
+        if (read_abandoned_) {
+          read_abandoned_ = false;
+          OnAbandonedReadDone();
+        } else {
+          OnReadDone(ok);
+        }
+        break;
       case Event::kWritten:
-        return OnWriteDone(ok);
+        OnWriteDone(ok);
+        break;
       case Event::kRetry:
-        --ends_left_;  // the alarm is back
         alarm_set_ = false;
         if (ok && waiting_ && !gone_) AskToRead(/*again=*/true);
-        if (ends_left_ > 0) return;
+        break;
+      case Event::kReadTimer:
+        read_timer_set_ = false;
+        if (ok && reading_ && !read_abandoned_ && !gone_) OnReadOverdue();
         break;
       case Event::kDone:
         gone_ = ctx_.IsCancelled();
@@ -114,18 +155,18 @@ class AsyncCall {
           OnCancelled();
           if (waiting_) {
             // Never read: out of line, and the call ends here.
-            if (in_line_) context_.gate.Leave(this);
-            waiting_ = in_line_ = false;
+            context_.gate.Leave(this);
+            waiting_ = false;
             if (alarm_set_) retry_.Cancel();
             OnLeftUnread();
           }
         }
         OnDoneNotice(gone_);
-        [[fallthrough]];
+        break;
       case Event::kFinished:
-        if (--ends_left_ > 0) return;
         break;
     }
+    if (--outstanding_ > 0) return;
     // Counted out only once gone: Stop may shut the queues down after.
     Context& context = context_;
     delete this;
@@ -142,57 +183,72 @@ class AsyncCall {
   // The client cancelled, or its deadline passed: a queued request leaves
   // its queue, a running one's answer is dropped.
   virtual void OnCancelled() = 0;
-  // A stream's read or write ended; a unary call starts neither.
+  // A read or write ended.
   virtual void OnReadDone(bool /*ok*/) {}
   virtual void OnWriteDone(bool /*ok*/) {}
-  // The intake gate admitted a read: `ticket_` holds its share; start it.
+  // The intake gate admitted a read: `ticket_` holds its share; start it
+  // (StartRead).
   virtual void StartAdmittedRead() = 0;
   // The read found no room in time (`waited`), or the line full: a unary
   // call is refused unread (true); a stream waits on (false).
   virtual bool RefuseWithoutRoom(std::chrono::steady_clock::duration waited) = 0;
   // The client left while the call waited to read: it ends.
   virtual void OnLeftUnread() = 0;
+  // A read passed its deadline and the gate would not extend it: the call
+  // is refused with `why`; the read's end comes back later and is dropped.
+  virtual void RefuseOverdueRead(const absl::Status& why) = 0;
   // gRPC is done with the call (`cancelled`: the client went away, or its
   // deadline passed); after OnCancelled.
   virtual void OnDoneNotice(bool /*cancelled*/) {}
+  // The largest message the next read may bring (the method's limit).
+  virtual uint64_t MaxMessageBytes() const { return context_.max_message_bytes; }
 
   // Starts a read of one message once the intake gate has room for it:
   // now, or from a retry alarm on this call's queue.
   void AskToRead(bool again = false) {
     if (peer_.empty()) peer_ = ctx_.peer();
     if (!again) asked_ = std::chrono::steady_clock::now();
-    // In line: only the first may pass; out of it (a stream that found the
-    // line full): it asks afresh.
-    const IntakeGate::Turn turn =
-        in_line_ ? context_.gate.Retry(this, peer_, &ticket_) : context_.gate.Enter(this, peer_, &ticket_);
+    const IntakeGate::Turn turn = context_.gate.Ask(this, peer_, MaxMessageBytes(), &ticket_);
     if (turn == IntakeGate::Turn::kAdmitted) {
-      waiting_ = in_line_ = false;
+      waiting_ = false;
       retry_wait_ = kFirstRetry;
       return StartAdmittedRead();
     }
-    in_line_ = turn == IntakeGate::Turn::kWait;
     const auto waited = turn == IntakeGate::Turn::kRefused ? std::chrono::steady_clock::duration::max()
                                                              : std::chrono::steady_clock::now() - asked_;
     if (RefuseWithoutRoom(waited)) {
-      if (in_line_) context_.gate.Leave(this);
-      waiting_ = in_line_ = false;
+      context_.gate.Leave(this);
+      waiting_ = false;
       return;
     }
     // Asks again after a short wait, longer as it goes on (to 8 ms).
     waiting_ = true;
-    ++ends_left_;
+    ++outstanding_;
     alarm_set_ = true;
     retry_.Set(queue_, std::chrono::system_clock::now() + retry_wait_, &retry_tag_);
     retry_wait_ = std::min(retry_wait_ * 2, kLastRetry);
   }
+
+  // Starts reading one message into `into`, with the ticket's deadline
+  // (from StartAdmittedRead).
+  void BeginRead(grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>& stream, grpc::ByteBuffer* into) {
+    ++outstanding_;
+    reading_ = true;
+    ArmReadTimer();
+    stream.Read(into, &read_);
+  }
+  // Counts a write about to be started, on any thread.
+  void CountOperation() { ++outstanding_; }
+  // What a read refused past its deadline brought goes unread.
+  virtual void OnAbandonedReadDone() {}
 
   static constexpr std::chrono::microseconds kFirstRetry{500};
   static constexpr std::chrono::microseconds kLastRetry{8000};
 
   Context& context_;
   grpc::ServerCompletionQueue* const queue_;
-  // Generic: unary inference calls are taken unread (the intake gate
-  // decides when their message is read); a stream's context is the same.
+  // Generic: unary calls are taken unread (the intake gate decides when
+  // their message is read); a stream's context is the same.
   grpc::GenericServerContext ctx_;
   Tag arrived_{this, Event::kArrived};
   Tag read_{this, Event::kRead};
@@ -200,20 +256,43 @@ class AsyncCall {
   Tag finished_{this, Event::kFinished};
   Tag done_{this, Event::kDone};
   Tag retry_tag_{this, Event::kRetry};
+  Tag read_timer_tag_{this, Event::kReadTimer};
   // The read's place at the gate and share of the budget; the connection
   // it came by, as gRPC names it (the gate keeps its history).
   IntakeGate::Ticket ticket_;
   std::string peer_;
 
  private:
-  int ends_left_ = 0;      // touched only by the queue's poller
-  bool waiting_ = false;   // waiting for room to read
-  bool in_line_ = false;   // in the gate's line (a stream that found it full waits out of it)
+  void ArmReadTimer() {
+    if (ticket_.deadline() == IntakeGate::Clock::time_point::max()) return;
+    const auto left = ticket_.deadline() - IntakeGate::Clock::now();
+    ++outstanding_;
+    read_timer_set_ = true;
+    read_timer_.Set(queue_, std::chrono::system_clock::now() + left, &read_timer_tag_);
+  }
+  // The read's deadline passed with the read unfinished: a fast read may
+  // go on as a room read; any other is refused, its room and slot given
+  // back at once.
+  void OnReadOverdue() {
+    if (context_.gate.Overstay(&ticket_)) return ArmReadTimer();
+    const absl::Status why = context_.gate.Overdue(ticket_);
+    ticket_ = IntakeGate::Ticket();
+    read_abandoned_ = true;
+    RefuseOverdueRead(why);
+  }
+  // Operations started and not yet back, plus the finish and the done
+  // notice; writes and finishes may start on other threads.
+  std::atomic<int> outstanding_{0};
+  bool waiting_ = false;  // waiting for room to read
+  bool reading_ = false;  // a read is outstanding
+  bool read_abandoned_ = false;  // refused past its deadline: its end is dropped
   std::chrono::steady_clock::time_point asked_;  // when it first asked to read
   bool gone_ = false;      // the client cancelled, or its deadline passed
   bool alarm_set_ = false;
+  bool read_timer_set_ = false;
   std::chrono::microseconds retry_wait_ = kFirstRetry;
   grpc::Alarm retry_;
+  grpc::Alarm read_timer_;
 };
 
 // What one unary RPC needs beyond the common path: its request and answer
@@ -267,6 +346,7 @@ class UnaryExchange {
  public:
   virtual ~UnaryExchange() = default;
   virtual const InferRpc& rpc() const = 0;
+  virtual const google::protobuf::Descriptor& RequestType() const = 0;
   // Parses the request (INVALID_ARGUMENT naming the message otherwise);
   // the bytes may go once it returns.
   virtual absl::Status Parse(const grpc::ByteBuffer& bytes) = 0;
@@ -282,6 +362,7 @@ template <typename Method>
 class UnaryExchangeOf final : public UnaryExchange {
  public:
   const InferRpc& rpc() const override { return Method::kRpc; }
+  const google::protobuf::Descriptor& RequestType() const override { return *Method::Request::descriptor(); }
   absl::Status Parse(const grpc::ByteBuffer& bytes) override { return ParseRequestBytes(bytes, &request_); }
   const std::string& BodyModel() const override { return Method::Model(request_); }
   void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx,
@@ -310,39 +391,72 @@ std::unique_ptr<UnaryExchange> ExchangeFor(absl::string_view method) {
   return nullptr;
 }
 
-// A unary inference call (Infer, ModelInfer or TorchServe's Predictions) taken as a generic call:
-// its message is read only once the intake gate has room for it, then
-// parsed, admitted (holding the gate's room, shrunk to the message) and
-// submitted. The answer is written by the device worker that computed it
-// (or by the poller, for a call refused early).
-class AsyncUnaryInferCall final : public AsyncCall {
+// A call taken as a generic call, its message unread: a unary inference
+// call (Infer, ModelInfer or TorchServe's Predictions) or a method of the
+// table (grpc_method.h: health, metadata, listings, loads, reflection).
+// The caller's token and the drain switch are checked from its metadata
+// first; its message is read only once the intake gate has room for it,
+// scanned on the wire and charged at what parsing it costs, then parsed
+// and served. An inference call is admitted (holding the gate's room,
+// shrunk to the message) and submitted; its answer is written by the
+// device worker that computed it (or by the poller, for a call refused
+// early). A table method is served on the poller and answers from any
+// thread.
+class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
  public:
   // Posts a request for the next generic call on `queue`, unless stopping.
   static void Post(Context& context, grpc::ServerCompletionQueue* queue) {
     if (!context.Track()) return;
-    auto* call = new AsyncUnaryInferCall(context, queue);
+    auto* call = new AsyncGenericCall(context, queue);
     call->ctx_.AsyncNotifyWhenDone(&call->done_);
     context.generic.RequestCall(&call->ctx_, &call->stream_, queue, queue, &call->arrived_);
   }
 
  private:
-  AsyncUnaryInferCall(Context& context, grpc::ServerCompletionQueue* queue) : AsyncCall(context, queue) {}
+  AsyncGenericCall(Context& context, grpc::ServerCompletionQueue* queue) : AsyncCall(context, queue) {}
 
   void PostAnother() override { Post(context_, queue_); }
   void OnCancelled() override {
     if (call_) call_->Cancel();
+    std::function<void()> cancelled;
+    {
+      MutexLock lock(mu_);
+      if (!finish_started_) cancelled = std::move(on_cancel_);
+    }
+    if (cancelled) cancelled();
   }
 
   void Begin() override {
     exchange_ = ExchangeFor(ctx_.method());
-    if (!exchange_) {
-      // Only the two inference RPCs are taken generically; any other
-      // method the server has no handler for lands here.
-      return stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                         absl::StrCat("method ", ctx_.method().substr(0, 128), " is not served")),
-                            &finished_);
+    if (exchange_) {
+      // Refused before a byte of the message is read: a caller without a
+      // valid token, or a server that drains.
+      if (absl::Status token = CheckToken(context_.front_end.auth(), ctx_, TokenAuth::Role::kInference);
+          !token.ok()) {
+        return EndUnread(token);
+      }
+      if (context_.front_end.draining()) {
+        if (InferCallObserver* o = context_.front_end.observer()) o->OnAdmissionRejection(RejectionReason::kDraining);
+        return EndUnread(DrainingRefusal());
+      }
+      return AskToRead();
+    }
+    method_ = context_.methods.Find(ctx_.method());
+    if (method_ == nullptr) {
+      return FinishNow(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                    absl::StrCat("method ", ctx_.method().substr(0, 128), " is not served")));
+    }
+    if (method_->role) {
+      if (absl::Status token = CheckToken(context_.front_end.auth(), ctx_, *method_->role); !token.ok()) {
+        return FinishNow(ToGrpcStatus(token));
+      }
     }
     AskToRead();
+  }
+
+  uint64_t MaxMessageBytes() const override {
+    return method_ != nullptr ? std::min(method_->max_request_bytes, context_.max_message_bytes)
+                              : context_.max_message_bytes;
   }
 
   // Refused before the message was read: an InferCall ends it, so that it
@@ -355,19 +469,34 @@ class AsyncUnaryInferCall final : public AsyncCall {
   // milliseconds, so room comes back quickly unless the budget is held by
   // work; then the call is refused, as a REST request would be.
   bool RefuseWithoutRoom(std::chrono::steady_clock::duration waited) override {
-    // A call of a connection of small requests waits for a fast-lane slot,
-    // not for room: it waits on (its deadline and its client bound it).
-    if (waited < kMaxReadWait || context_.gate.FastLaneEligible(peer_)) return false;
+    // A call whose read takes a slot waits for the slot, not for room: it
+    // waits on (its deadline and its client bound it).
+    if (waited < kMaxReadWait || context_.gate.WaitsForASlotOnly(peer_, MaxMessageBytes())) return false;
     if (InferCallObserver* o = context_.front_end.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
-    EndUnread(context_.gate.Refusal());
+    if (exchange_) {
+      EndUnread(context_.gate.Refusal());
+    } else {
+      FinishNow(ToGrpcStatus(context_.gate.Refusal()));
+    }
     return true;
   }
-  void OnLeftUnread() override { EndUnread(absl::CancelledError("the client left while its request waited to be read")); }
+  void OnLeftUnread() override {
+    if (exchange_) return EndUnread(absl::CancelledError("the client left while its request waited to be read"));
+    FinishNow(grpc::Status::CANCELLED);
+  }
+  void RefuseOverdueRead(const absl::Status& why) override {
+    if (exchange_) {
+      if (InferCallObserver* o = context_.front_end.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+      return EndUnread(why);
+    }
+    Finish(why);
+  }
   static constexpr std::chrono::milliseconds kMaxReadWait{250};
 
-  void StartAdmittedRead() override { stream_.Read(&request_bytes_, &read_); }
+  void StartAdmittedRead() override { BeginRead(stream_, &request_bytes_); }
 
   void OnReadDone(bool ok) override {
+    if (method_ != nullptr) return OnMethodReadDone(ok);
     if (!ok) {
       ticket_ = IntakeGate::Ticket();
       // No message came: the client half-closed without one, or went away
@@ -377,18 +506,22 @@ class AsyncUnaryInferCall final : public AsyncCall {
       // answered now and counted then (OnDoneNotice): a client that left
       // as CANCELLED, not as a bad request.
       no_message_ = true;
-      stream_.Finish(ToGrpcStatus(NoMessage()), &finished_);
+      FinishNow(ToGrpcStatus(NoMessage()));
       return;
     }
-    // A request that does not parse is refused once the caller is admitted
-    // (its token checked); its model is then the one the metadata names, if
-    // any. The bytes go once parsed: the request holds its own copy.
-    const absl::Status parsed = exchange_->Parse(request_bytes_);
+    // The message is scanned before it is parsed: what parsing it will
+    // hold is charged (with the message) before the parser runs, and a
+    // message over the wire limits is refused unparsed.
     const uint64_t request_bytes = request_bytes_.Length();
+    absl::StatusOr<WireCost> cost = ScanRequestBytes(request_bytes_, exchange_->RequestType(),
+                                                     context_.InferScanLimits());
+    const uint64_t charge = cost.ok() ? std::max(request_bytes, cost->parsed_bytes) : request_bytes;
+    const absl::Status charged = context_.gate.Read(peer_, charge, &ticket_);
+    absl::Status parsed = cost.status();
+    if (parsed.ok() && charged.ok()) parsed = exchange_->Parse(request_bytes_);
+    // The bytes go once parsed: the request holds its own copy.
     request_bytes_.Clear();
-    // The gate's room becomes the call's share: the message's size.
-    const absl::Status charged = context_.gate.Read(peer_, request_bytes, &ticket_);
-    const std::string model = ModelNameOf(ctx_, exchange_->BodyModel());
+    const std::string model = ModelNameOf(ctx_, parsed.ok() ? exchange_->BodyModel() : std::string());
     BeginCall(model);
     TraceInferCall(*call_, ctx_, exchange_->rpc(), model);
     if (!charged.ok()) return call_->Refuse(charged);
@@ -398,11 +531,12 @@ class AsyncUnaryInferCall final : public AsyncCall {
   }
 
   absl::Status NoMessage() const {
-    return absl::InvalidArgumentError(absl::StrCat(exchange_->rpc().method, ": no request message"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(exchange_ ? exchange_->rpc().method : ctx_.method(), ": no request message"));
   }
   // Counts and traces a call that ended with no message (answered already).
   void OnDoneNotice(bool cancelled) override {
-    if (!no_message_) return;
+    if (!no_message_ || !exchange_) return;
     call_ = InferCall::Begin(context_.front_end, ModelNameOf(ctx_, ""), [](const absl::Status&) {});
     call_->Refuse(cancelled ? absl::CancelledError("the client left before its request message came") : NoMessage());
   }
@@ -425,6 +559,135 @@ class AsyncUnaryInferCall final : public AsyncCall {
     });
   }
 
+  // --- A method of the table.
+
+  void OnMethodReadDone(bool ok) {
+    if (!ok) {
+      ticket_ = IntakeGate::Ticket();
+      // The client closed its side: a bidirectional method's stream ends
+      // once its answers are written; any other had no request.
+      if (method_->shape == GrpcMethod::Shape::kBidi && served_) return Finish(absl::OkStatus());
+      return FinishNow(ToGrpcStatus(absl::InvalidArgumentError(
+          absl::StrCat(ctx_.method().substr(1), ": no request message"))));
+    }
+    const uint64_t bytes = request_bytes_.Length();
+    const uint64_t limit = MaxMessageBytes();
+    if (bytes > limit) {
+      ticket_ = IntakeGate::Ticket();
+      request_bytes_.Clear();
+      return Finish(absl::ResourceExhaustedError(absl::StrCat("request: ", bytes, " bytes, more than the ", limit,
+                                                              " bytes ", ctx_.method().substr(1), " takes")));
+    }
+    WireScanLimits limits;
+    limits.max_repeated_messages = 1024;
+    limits.max_string_elements = 1 << 16;
+    absl::StatusOr<WireCost> cost = ScanRequestBytes(request_bytes_, *method_->request_type, limits);
+    if (!cost.ok()) {
+      ticket_ = IntakeGate::Ticket();
+      request_bytes_.Clear();
+      return Finish(cost.status());
+    }
+    // The message's charge is the call's until gRPC is done with it.
+    if (absl::Status charged = context_.gate.Read(peer_, std::max(bytes, cost->parsed_bytes), &ticket_);
+        !charged.ok()) {
+      ticket_ = IntakeGate::Ticket();
+      request_bytes_.Clear();
+      if (InferCallObserver* o = context_.front_end.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+      return Finish(charged);
+    }
+    held_.push_back(std::move(ticket_.room()));
+    ticket_ = IntakeGate::Ticket();
+    served_ = true;
+    const absl::Status escaped = RunCatching(ctx_.method().substr(1), [&] { method_->serve(*this); });
+    request_bytes_.Clear();
+    if (!escaped.ok()) return Finish(escaped);
+    // A bidirectional method reads its next request once this one is served.
+    if (method_->shape != GrpcMethod::Shape::kBidi) return;
+    {
+      MutexLock lock(mu_);
+      if (finish_status_ || finish_started_) return;
+    }
+    AskToRead();
+  }
+  void OnAbandonedReadDone() override { request_bytes_.Clear(); }
+
+  // GrpcServerCall:
+  const grpc::ServerContextBase& context() const override { return ctx_; }
+  const grpc::ByteBuffer& request() const override { return request_bytes_; }
+  void Keep(std::shared_ptr<void> state) override {
+    MutexLock lock(mu_);
+    kept_.push_back(std::move(state));
+  }
+  void OnCancel(std::function<void()> cancelled) override {
+    MutexLock lock(mu_);
+    on_cancel_ = std::move(cancelled);
+  }
+  void Write(const google::protobuf::Message& message) override {
+    grpc::ByteBuffer bytes;
+    absl::Status serialized = SerializeAnswerBytes(message, &bytes);
+    if (!serialized.ok()) return Finish(serialized);
+    InflightBudget::Reservation held;
+    if (InflightBudget* budget = context_.front_end.budget()) held = budget->Hold(bytes.Length());
+    bool start = false;
+    {
+      MutexLock lock(mu_);
+      if (finish_status_ || finish_started_) return;
+      writes_.push_back({std::move(bytes), std::move(held)});
+      start = !writing_;
+      writing_ = writing_ || start;
+    }
+    if (start) StartNextWrite();
+  }
+  void Finish(const absl::Status& status) override {
+    bool now = false;
+    {
+      MutexLock lock(mu_);
+      if (finish_status_ || finish_started_) return;
+      finish_status_ = ToGrpcStatus(status);
+      now = !writing_;
+      finish_started_ = now;
+    }
+    if (now) stream_.Finish(*finish_status_, &finished_);
+  }
+  // Finishes at once a call nothing was written on (on the poller).
+  void FinishNow(const grpc::Status& status) {
+    {
+      MutexLock lock(mu_);
+      if (finish_started_) return;
+      finish_started_ = true;
+    }
+    stream_.Finish(status, &finished_);
+  }
+
+  // Starts the first queued write (with `writing_` set by the caller).
+  void StartNextWrite() {
+    grpc::ByteBuffer* next;
+    {
+      MutexLock lock(mu_);
+      next = &writes_.front().bytes;
+    }
+    CountOperation();
+    stream_.Write(*next, &written_);
+  }
+  void OnWriteDone(bool ok) override {
+    bool more = false;
+    bool finish = false;
+    {
+      MutexLock lock(mu_);
+      writes_.pop_front();
+      if (!ok) {
+        writes_.clear();  // the client is gone
+        if (!finish_status_) finish_status_ = grpc::Status::CANCELLED;
+      }
+      more = !writes_.empty();
+      writing_ = more;
+      if (!more && finish_status_ && !finish_started_) finish = finish_started_ = true;
+    }
+    if (more) return StartNextWrite();
+    if (finish) stream_.Finish(*finish_status_, &finished_);
+  }
+
+  // Inference:
   std::shared_ptr<InferCall> call_;
   bool no_message_ = false;  // the read ended without a message (answered, counted at the done notice)
   std::unique_ptr<UnaryExchange> exchange_;
@@ -432,6 +695,22 @@ class AsyncUnaryInferCall final : public AsyncCall {
   grpc::ByteBuffer request_bytes_;
   grpc::ByteBuffer response_bytes_;
   InflightBudget::Reservation answer_held_;  // response_bytes_' share of the budget, until the call goes
+
+  // A method of the table:
+  const GrpcMethod* method_ = nullptr;
+  bool served_ = false;  // a request was handed to the method (on the poller)
+  std::vector<InflightBudget::Reservation> held_;  // its requests' charges
+  struct Queued {
+    grpc::ByteBuffer bytes;
+    InflightBudget::Reservation held;
+  };
+  Mutex mu_;
+  std::deque<Queued> writes_ ABSL_GUARDED_BY(mu_);  // the first is being written while writing_
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);  // Finish was asked for
+  bool finish_started_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::shared_ptr<void>> kept_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> on_cancel_ ABSL_GUARDED_BY(mu_);
 };
 
 // A ModelStreamInfer stream (open_inference_stream.h) over the queue: its
@@ -467,12 +746,19 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
       ticket_ = IntakeGate::Ticket();
       return infer_.OnReadDone(false);
     }
-    const absl::Status parsed = ParseRequestBytes(read_bytes_, reading_);
-    (void)context_.gate.Read(peer_, read_bytes_.Length(), &ticket_);  // notes the size; the stream charges it
+    // Scanned before it is parsed, and charged meanwhile at what parsing
+    // it holds; then the stream's admission of the request counts it.
+    const uint64_t bytes = read_bytes_.Length();
+    absl::StatusOr<WireCost> cost = ScanRequestBytes(read_bytes_, *inference::ModelInferRequest::descriptor(),
+                                                     context_.InferScanLimits());
+    const uint64_t held = cost.ok() ? std::max(bytes, cost->parsed_bytes) : bytes;
+    absl::Status parsed = context_.gate.Read(peer_, held, &ticket_);
+    if (parsed.ok()) parsed = cost.status();
+    if (parsed.ok()) parsed = ParseRequestBytes(read_bytes_, reading_);
     read_bytes_.Clear();
     ticket_ = IntakeGate::Ticket();
     if (!parsed.ok()) return infer_.OnUnreadableRequest(parsed);
-    infer_.OnReadDone(true);
+    infer_.OnReadDone(true, held);
   }
   void OnWriteDone(bool ok) override { infer_.OnWriteDone(ok); }
 
@@ -483,8 +769,15 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
     reading_ = request;
     AskToRead();
   }
-  void StartAdmittedRead() override { stream_.Read(&read_bytes_, &read_); }
+  void StartAdmittedRead() override { BeginRead(stream_, &read_bytes_); }
   bool RefuseWithoutRoom(std::chrono::steady_clock::duration) override { return false; }
+  // A stream whose request did not come in time ends: its requests in
+  // flight are cancelled as when the client cancels.
+  void RefuseOverdueRead(const absl::Status& why) override {
+    LOG_WARNING << "ModelStreamInfer from " << peer_ << ": " << why.message() << "; the stream is cancelled";
+    ctx_.TryCancel();
+  }
+  void OnAbandonedReadDone() override { read_bytes_.Clear(); }
   void OnLeftUnread() override { infer_.OnReadDone(false); }
   void StartWrite(const inference::ModelStreamInferResponse* response, grpc::WriteOptions options) override {
     if (absl::Status serialized = SerializeAnswerBytes(*response, &write_bytes_); !serialized.ok()) {
@@ -494,6 +787,7 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
       (void)SerializeAnswerBytes(
           InBandError(answered.model_name(), answered.model_version(), answered.id(), serialized), &write_bytes_);
     }
+    CountOperation();
     stream_.Write(write_bytes_, options, &written_);
   }
   void Finish(const grpc::Status& status) override { stream_.Finish(status, &finished_); }
@@ -522,8 +816,9 @@ void Poll(grpc::ServerCompletionQueue* queue) {
 
 CompletionQueueInfer::CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const FrontEnd& front_end,
                                            InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
-                                           const TorchServeGrpcService& torchserve, uint64_t max_message_bytes)
-    : context_(std::make_unique<Context>(front_end, v1_service, open_inference, torchserve, max_message_bytes)) {
+                                           const TorchServeGrpcService& torchserve, const GrpcMethods& methods,
+                                           const IntakeOptions& intake)
+    : context_(std::make_unique<Context>(front_end, v1_service, open_inference, torchserve, methods, intake)) {
   builder.RegisterAsyncGenericService(&context_->generic);
   for (int i = 0; i < threads; ++i) queues_.push_back(builder.AddCompletionQueue());
 }
@@ -537,9 +832,9 @@ void CompletionQueueInfer::Start() {
   for (size_t i = 0; i < queues_.size(); ++i) {
     grpc::ServerCompletionQueue* queue = queues_[i].get();
     for (int n = 0; n < kPostedPerMethod; ++n) {
-      // Generic calls: Infer and ModelInfer both.
-      AsyncUnaryInferCall::Post(*context_, queue);
-      AsyncUnaryInferCall::Post(*context_, queue);
+      // Generic calls: every method but ModelStreamInfer.
+      AsyncGenericCall::Post(*context_, queue);
+      AsyncGenericCall::Post(*context_, queue);
       AsyncStreamInferCall::Post(*context_, queue);
     }
     pollers_.emplace_back([queue, i] {

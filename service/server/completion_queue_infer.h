@@ -1,31 +1,35 @@
 #pragma once
-// The inference RPCs on gRPC's completion-queue (async) API: infergate.v1
-// `Infer`, the Open Inference Protocol's `ModelInfer` and
-// `ModelStreamInfer`, and TorchServe's `Predictions`; every other RPC stays
-// on the callback API. These
-// carry the load, and this is how Triton takes them: a few threads each
-// polling a queue, the answer written by the worker that computed it, and a
-// thread count the operator sets. Against the callback API it measured no
-// slower in alternating runs (bench/results/README.md).
+// Every RPC of the server's gRPC port, on gRPC's completion-queue (async)
+// API: the inference RPCs (infergate.v1 `Infer`, the Open Inference
+// Protocol's `ModelInfer` and `ModelStreamInfer`, TorchServe's
+// `Predictions`) and every other method (grpc_method.h: health, metadata,
+// listings, loads, reflection). This is how Triton takes its calls: a few
+// threads each polling a queue, the answer written by the worker that
+// computed it, and a thread count the operator sets. Against the callback
+// API it measured no slower in alternating runs (bench/results/README.md).
 //
-// A few poller threads each own a completion queue, keep `kPostedPerMethod`
-// requests of each RPC posted on it (reposting one as each call arrives),
-// and run each call that arrives through the one inference call path
-// (infer_call.h): token, drain switch, budget, decode, submit. The unary
-// RPCs are taken as gRPC generic calls, so that their request message is
-// read only when the intake gate (intake_gate.h) finds room for it in the
-// in-flight budget: gRPC reads a registered unary method's whole message
-// before the server sees the call, which no admission after it can bound.
-// A stream's messages pass the same gate, one read at a time. The device
-// worker that answers a unary call finishes it (writes the answer) itself;
-// the poller that later sees the finish frees it. A stream (an InferStream,
-// open_inference_stream.h) reads and submits its requests on its poller and
-// writes each answer from the thread that made it ready. A call is freed
-// once both its finish and gRPC's "done" notice (which also tells of a
-// client that cancelled, or a deadline that passed: the call's requests are
-// then cancelled) have come back.
+// Nothing is read before it is allowed and paid for. Every method but
+// ModelStreamInfer is taken as a gRPC generic call, whose message gRPC
+// reads only when asked (a registered method's whole message is read and
+// parsed before the server sees the call, which no admission after it can
+// bound). So for each call: its method is looked up (unknown:
+// UNIMPLEMENTED, unread); the caller's token (where the method needs one)
+// and, for inference, the drain switch are checked from its metadata
+// (refused unread); its message is read only when the intake gate
+// (intake_gate.h) has room for it in the in-flight budget, and within the
+// gate's deadline; it is scanned on the wire (wire_scan.h), refused over
+// its method's limits, and charged at what parsing it will hold before it
+// is parsed. A stream's messages pass the same gate and scan, one read at
+// a time. The device worker that answers a unary inference call finishes
+// it (writes the answer) itself; the poller that later sees the finish
+// frees it. A stream (an InferStream, open_inference_stream.h) reads and
+// submits its requests on its poller and writes each answer from the
+// thread that made it ready. A call is freed once every operation it
+// started has come back, its finish and gRPC's "done" notice (which also
+// tells of a client that cancelled, or a deadline that passed: the call's
+// requests are then cancelled) included.
 //
-//   CompletionQueueInfer infer(builder, threads, front_end, v1, oi);
+//   CompletionQueueInfer infer(builder, threads, front_end, v1, oi, ts, methods, intake);
 //   server = builder.BuildAndStart();
 //   infer.Start();
 //   ... server->Shutdown(); every call answered (the core stopped);
@@ -33,9 +37,11 @@
 //
 // Threading: each call's events come back on the queue its request was
 // posted on, so one poller handles all of a call's events in order and its
-// bookkeeping needs no lock; a worker only starts a finish or a write.
-// Ownership: the services and the front end are not owned and must outlive
-// this; calls own themselves between posting and freeing.
+// bookkeeping needs no lock; a worker (or a loader) only starts a finish
+// or a write.
+// Ownership: the services, the method table and the front end are not
+// owned and must outlive this; calls own themselves between posting and
+// freeing.
 
 #include <grpcpp/grpcpp.h>
 
@@ -48,6 +54,7 @@
 namespace infergate {
 
 class FrontEnd;
+class GrpcMethods;
 class InferenceServiceImpl;
 class OpenInferenceService;
 class TorchServeGrpcService;
@@ -66,15 +73,27 @@ class CompletionQueueInfer {
   // refused at once.
   static constexpr size_t kMaxWaitingReads = 4096;
 
+  // How requests are read (intake_gate.h).
+  struct IntakeOptions {
+    // The largest message (--max-receive-bytes).
+    uint64_t max_message_bytes = 64 << 20;
+    // The slowest a large message may come, after a grace of 5 s
+    // (--min-receive-rate).
+    uint64_t min_receive_rate = 1 << 20;
+    // Reads of one address at once (--max-reads-per-address).
+    int max_reads_per_address = 64;
+  };
+
   // Adds `threads` completion queues to `builder`; before it builds the
-  // server. The services must be registered with the same builder.
-  // The budget's room for one read is `max_message_bytes` (the server's
-  // --max-receive-bytes). Registers the server's generic service: Infer,
-  // ModelInfer and TorchServe's Predictions come as generic calls (their
-  // services mark them so).
+  // server. Registers the server's generic service: every method but
+  // ModelStreamInfer comes as a generic call, Infer, ModelInfer and
+  // TorchServe's Predictions to the inference call path, the others to
+  // `methods` (grpc_method.h), which must outlive this. ModelStreamInfer's
+  // service must be registered with the same builder.
   CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const FrontEnd& front_end,
                        InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
-                       const TorchServeGrpcService& torchserve, uint64_t max_message_bytes);
+                       const TorchServeGrpcService& torchserve, const GrpcMethods& methods,
+                       const IntakeOptions& intake);
   // Stops unless Stop was called (after a server that failed to start, too).
   ~CompletionQueueInfer();
   CompletionQueueInfer(const CompletionQueueInfer&) = delete;

@@ -1,8 +1,6 @@
 #include "service/server/server.h"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
@@ -22,6 +20,9 @@
 #include "service/server/completion_queue_infer.h"
 #include "service/call/front_end.h"
 #include "service/call/handler_work_pool.h"
+#include "service/grpc/grpc_method.h"
+#include "service/grpc/health_service.h"
+#include "service/grpc/reflection_service.h"
 #include "service/http/http_server.h"
 #include "service/v1/inference_service.h"
 #include "service/call/inflight_budget.h"
@@ -42,6 +43,10 @@ namespace {
 // e.g. cert-manager renewing a Kubernetes Secret); the new certificate is
 // used for connections made after that.
 constexpr unsigned kTlsReloadSeconds = 5;
+
+// The largest request ModelMesh's runtime port takes: its requests name a
+// model (id, path, type, key), nothing more.
+constexpr int kModelMeshMaxRequestBytes = 1 << 20;
 
 // The health service's names: readiness ("" and the two services) follows
 // scanning, warm-up and drain; liveness stays SERVING while the process
@@ -70,19 +75,6 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(const Se
   return grpc::experimental::TlsServerCredentials(tls);
 }
 
-// Drops gRPC's reflection plugin from a server builder. Linking gRPC's
-// reflection library registers the plugin for every server at load time,
-// so leaving reflection off takes removing it, not just not adding it.
-class WithoutReflection final : public grpc::ServerBuilderOption {
- public:
-  void UpdateArguments(grpc::ChannelArguments*) override {}
-  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
-    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
-      return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(p.get()) != nullptr;
-    });
-  }
-};
-
 std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
 
 }  // namespace
@@ -107,13 +99,17 @@ struct Server::Parts {
   std::unique_ptr<HttpServer> http;
   std::unique_ptr<OpenInferenceService> open_inference;
   std::unique_ptr<TorchServeGrpcService> torchserve_grpc;
+  // The gRPC methods beside inference, and the services that are only
+  // methods of the table; they outlive the completion queues' calls.
+  std::unique_ptr<GrpcMethods> grpc_methods;
+  std::unique_ptr<HealthService> health;
+  std::unique_ptr<ReflectionService> reflection;
   // Stopped before the server goes, and its queues outlive the server.
   std::unique_ptr<CompletionQueueInfer> queued_infer;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<ModelMeshRuntime> model_mesh;
   std::unique_ptr<grpc::Server> model_mesh_server;
   std::unique_ptr<LivenessWatchdog> watchdog;
-  grpc::HealthCheckServiceInterface* health = nullptr;
   int port = 0;
   int modelmesh_port = 0;
   bool drained = false;
@@ -229,14 +225,22 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   p->torchserve_grpc = std::make_unique<TorchServeGrpcService>(*p->core, *p->front_end,
                                                                p->torchserve ? &p->torchserve->catalog() : nullptr);
 
-  grpc::EnableDefaultHealthCheckService(true);
+  // Every method but inference is a method of the completion-queue front
+  // end's table: health, the listings and loads, metadata, reflection.
+  p->grpc_methods = std::make_unique<GrpcMethods>();
+  p->health = std::make_unique<HealthService>();
+  p->health->Register(*p->grpc_methods);
+  p->service->Register(*p->grpc_methods);
+  p->open_inference->Register(*p->grpc_methods);
+  p->torchserve_grpc->Register(*p->grpc_methods);
   const bool reflection = ServesReflection(opts);
-  if (reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  if (!reflection && opts.reflection == ServerOptions::Reflection::kAuto) {
+  if (reflection) {
+    p->reflection = std::make_unique<ReflectionService>(*p->grpc_methods);
+    p->reflection->Register(*p->grpc_methods);
+  } else if (opts.reflection == ServerOptions::Reflection::kAuto) {
     LOG_INFO << "server reflection off: tokens are configured and reflection needs none (--reflection=on serves it)";
   }
   grpc::ServerBuilder builder;
-  if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.AddListeningPort(opts.address, credentials, &p->port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(opts.max_receive_bytes));
   // No grpc::ResourceQuota: under pressure gRPC 1.51 breaks connections
@@ -262,12 +266,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   // waiting for room in the in-flight budget (intake_gate.h) then sits in
   // memory anyway. Off unless asked for (long, fast links).
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, opts.grpc_bdp_probe ? 1 : 0);
-  builder.RegisterService(p->service.get());
+  // Only ModelStreamInfer is registered with gRPC; every other method is
+  // taken as a generic call, its message unread until it is allowed and
+  // paid for (completion_queue_infer.h).
   builder.RegisterService(p->open_inference.get());
-  builder.RegisterService(p->torchserve_grpc.get());
+  CompletionQueueInfer::IntakeOptions intake;
+  intake.max_message_bytes = opts.max_receive_bytes;
+  intake.min_receive_rate = opts.min_receive_rate;
+  intake.max_reads_per_address = opts.max_reads_per_address;
   p->queued_infer = std::make_unique<CompletionQueueInfer>(builder, static_cast<int>(opts.grpc_infer_threads),
                                                            *p->front_end, *p->service, *p->open_inference,
-                                                           *p->torchserve_grpc, opts.max_receive_bytes);
+                                                           *p->torchserve_grpc, *p->grpc_methods, intake);
   p->grpc_server = builder.BuildAndStart();
   if (!p->grpc_server || p->port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", opts.address));
   // ModelMesh's SPI on its own port, without tokens: loopback only (the
@@ -277,8 +286,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
         *p->core, ModelMeshOptions{opts.modelmesh_model_root, opts.modelmesh_load_timeout,
                                    opts.modelmesh_default_model_size, version});
     grpc::ServerBuilder mesh_builder;
-    mesh_builder.SetOption(std::make_unique<WithoutReflection>());
     mesh_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // ModelMesh's requests are a model's id, path and type: gRPC reads them
+    // whole before the service sees them, so the port takes small ones only.
+    mesh_builder.SetMaxReceiveMessageSize(kModelMeshMaxRequestBytes);
     mesh_builder.AddListeningPort(opts.modelmesh_address, grpc::InsecureServerCredentials(), &p->modelmesh_port);
     mesh_builder.RegisterService(p->model_mesh.get());
     p->model_mesh_server = mesh_builder.BuildAndStart();
@@ -289,7 +300,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
     LOG_INFO << "ModelMesh model-runtime SPI on " << opts.modelmesh_address;
   }
   p->queued_infer->Start();
-  p->health = p->grpc_server->GetHealthCheckService();
   // Every readiness name answers NOT_SERVING from the start (a name never
   // set would answer NOT_FOUND during warm-up), liveness SERVING.
   for (const char* service : kReadinessServices) p->health->SetServingStatus(service, false);
@@ -310,7 +320,7 @@ absl::Status Server::StartCore() {
   Parts& p = *parts_;
   if (absl::Status s = p.core->Start(); !s.ok()) return s;
   if (p.options.stuck_batch_timeout.count() > 0) {
-    grpc::HealthCheckServiceInterface* health = p.health;
+    HealthService* health = p.health.get();
     p.watchdog = std::make_unique<LivenessWatchdog>(
         *p.core, p.options.stuck_batch_timeout, [health](bool live) { health->SetServingStatus("liveness", live); });
   }

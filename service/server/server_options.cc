@@ -25,6 +25,8 @@ struct RawFlags {
   int64_t worker_spin_us = 200;
   int64_t max_tensor_rank = 8;
   int64_t max_tensor_elements = int64_t{1} << 28;
+  int64_t max_string_elements = int64_t{1} << 20;
+  int64_t max_reads_per_address = 64;
   bool batching = true;
   bool fair_queueing = true;
   bool precision_checks = true;
@@ -209,6 +211,15 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Int("queue-capacity", &f.queue_capacity, "Requests that may wait per device; more get RESOURCE_EXHAUSTED.");
   flags.Int("max-tensor-rank", &f.max_tensor_rank, "Largest rank accepted for an input tensor.");
   flags.Int("max-tensor-elements", &f.max_tensor_elements, "Largest element count accepted for an input tensor.");
+  flags.Int("max-string-elements", &f.max_string_elements,
+            "The most string elements one request may carry, all its BYTES inputs together; counted on the wire "
+            "before anything is parsed (each is an object of its own once parsed, whatever its length).");
+  flags.ByteSize("min-receive-rate", &o.min_receive_rate,
+                 "The slowest a gRPC request's message may arrive, in bytes a second after a 5 s grace (e.g. 1MiB); "
+                 "a slower one is refused RESOURCE_EXHAUSTED and its room in --max-inflight-bytes given back.");
+  flags.Int("max-reads-per-address", &f.max_reads_per_address,
+            "gRPC request messages one client address (its host, whatever the port) may have being read at once; "
+            "more wait their turn.");
   flags.Duration("drain-timeout", &o.drain_timeout,
                  "On SIGTERM/SIGINT, how long queued and running requests may take to finish (e.g. 30s, 500ms).");
   flags.Duration("stuck-batch-timeout", &o.stuck_batch_timeout,
@@ -397,6 +408,17 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                                                    " (2^60, so a tensor's size in bytes fits 64 bits)"));
   }
   o.tensor_limits = {static_cast<int>(f.max_tensor_rank), f.max_tensor_elements};
+  if (f.max_string_elements < 1 || f.max_string_elements > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError("--max-string-elements: must be 1..2^40");
+  }
+  o.tensor_limits.max_string_elements = f.max_string_elements;
+  if (o.min_receive_rate < 1024) {
+    return absl::InvalidArgumentError("--min-receive-rate: must be at least 1KiB (bytes a second)");
+  }
+  if (f.max_reads_per_address < 1 || f.max_reads_per_address > 100000) {
+    return absl::InvalidArgumentError("--max-reads-per-address: must be 1..100000");
+  }
+  o.max_reads_per_address = static_cast<int>(f.max_reads_per_address);
   o.tensor_limits.max_load_file_bytes = o.max_load_file_bytes;
   o.tensor_limits.allow_native_uploads = o.allow_native_uploads;
   for (const auto& [flag, value] : {std::pair<const char*, std::chrono::milliseconds>{"--max-connection-age", o.max_connection_age},

@@ -32,6 +32,12 @@ struct ServerOptions {
   // Bytes of inference requests held at once; 0 picks a quarter of the
   // memory there is (the container's limit, else the host's).
   uint64_t max_inflight_bytes = 0;
+  // A gRPC request's message must come at least this fast (bytes a
+  // second), after a grace of 5 s, or it is refused and its room in the
+  // budget given back (intake_gate.h).
+  uint64_t min_receive_rate = 1 << 20;
+  // gRPC reads one client address may have unfinished at once.
+  int max_reads_per_address = 64;
   uint64_t max_load_file_bytes = 0;  // model files one load may carry; 0 (the default) refuses them
   bool allow_native_uploads = false;  // those files may be native code (.pt2, shared libraries)
   // Freed CPU tensor blocks kept for reuse (CachingCpuAllocator); 0: off.

@@ -1,8 +1,8 @@
 #include "service/torchserve/torchserve_grpc.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/caught_exception.h"
 #include "service/grpc/call_context.h"
-#include "service/grpc/guarded_handler.h"
 #include "service/call/handler_work_pool.h"
 #include "service/call/infer_call.h"
 #include "service/grpc/message_bytes.h"
@@ -24,16 +24,20 @@ TorchServeGrpcService::TorchServeGrpcService(InferenceCore& core, const FrontEnd
                                              const TorchServeCatalog* catalog)
     : core_(core), front_end_(front_end), models_(core, catalog) {}
 
-grpc::ServerUnaryReactor* TorchServeGrpcService::Ping(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                                      grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "Ping", [&]() -> grpc::ServerUnaryReactor* {
-    auto* call = new RawUnaryCall<google::protobuf::Empty, ts::TorchServeHealthResponse>(*in, out);
-    if (!call->parsed()) return call;
-    const bool healthy = core_.ready() && !front_end_.draining();
-    call->response()->set_health(nlohmann::json({{"status", healthy ? "Healthy" : "Unhealthy"}}).dump(2));
-    call->Answer(absl::OkStatus());
-    return call;
-  });
+void TorchServeGrpcService::Register(GrpcMethods& methods) {
+  GrpcMethod ping;
+  ping.role = std::nullopt;  // a health check: no token, as over REST
+  ping.request_type = google::protobuf::Empty::descriptor();
+  ping.serve = [this](GrpcServerCall& call) { Ping(call); };
+  methods.Add("org.pytorch.serve.grpc.inference.InferenceAPIsService", "Ping", std::move(ping));
+}
+
+void TorchServeGrpcService::Ping(GrpcServerCall& server_call) {
+  auto* call = RawUnaryCall<google::protobuf::Empty, ts::TorchServeHealthResponse>::Start(server_call);
+  if (call == nullptr) return;
+  const bool healthy = core_.ready() && !front_end_.draining();
+  call->response()->set_health(nlohmann::json({{"status", healthy ? "Healthy" : "Unhealthy"}}).dump(2));
+  call->Answer(absl::OkStatus());
 }
 
 void TorchServeGrpcService::SubmitPredictions(InferCall& call, const grpc::ServerContextBase& ctx,

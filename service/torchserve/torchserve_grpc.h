@@ -8,19 +8,22 @@
 // and StreamPredictions2 (streamed answers of generative handlers and
 // stateful sequences) are not served: UNIMPLEMENTED.
 //
-// Predictions is taken as a generic call by the completion-queue front end
+// Every method is taken as a generic call by the completion-queue front end
 // (completion_queue_infer.h), so that its message is read only once the
-// in-flight budget has room for it, and handed here (SubmitPredictions).
+// caller is allowed and the in-flight budget has room for it: Predictions
+// is handed here (SubmitPredictions), Ping is a method of the front end's
+// table (Register), and the streamed methods, served by neither, are
+// answered UNIMPLEMENTED unread.
 //
-// Threading: gRPC's callback threads and the completion-queue pollers;
-// nothing blocks (an image is decoded on the front end's handler pool,
-// handler_work_pool.h).
+// Threading: the completion-queue pollers; nothing blocks (an image is
+// decoded on the front end's handler pool, handler_work_pool.h).
 
 #include "scheduler/core/inference_core.h"
 #include "scheduler/repository/torchserve/torchserve_store.h"
 #include "service/call/front_end.h"
 #include "service/call/infer_call.h"
 #include "service/grpc/call_context.h"
+#include "service/grpc/grpc_method.h"
 #include "service/torchserve/torchserve_models.h"
 #include "torchserve/inference.grpc.pb.h"
 
@@ -29,22 +32,13 @@ namespace infergate {
 // The Predictions RPC, as calls of it are counted and traced.
 extern const InferRpc kTorchServePredictionsRpc;
 
-// Ping is raw (its request parsed by the server, so one that does not parse
-// is answered INVALID_ARGUMENT: raw_unary_call.h), Predictions generic (see
-// above); the streamed methods keep gRPC's UNIMPLEMENTED.
-namespace torchserve_grpc_base {
-using Grpc = org::pytorch::serve::grpc::inference::InferenceAPIsService;
-using Type = Grpc::WithRawCallbackMethod_Ping<Grpc::WithGenericMethod_Predictions<
-    Grpc::WithCallbackMethod_StreamPredictions<Grpc::WithCallbackMethod_StreamPredictions2<Grpc::Service>>>>;
-}  // namespace torchserve_grpc_base
-
-class TorchServeGrpcService final : public torchserve_grpc_base::Type {
+class TorchServeGrpcService {
  public:
   // `catalog` may be null; it, `core` and `front_end` must outlive this.
   TorchServeGrpcService(InferenceCore& core, const FrontEnd& front_end, const TorchServeCatalog* catalog);
 
-  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                 grpc::ByteBuffer* response) override;
+  // Adds Ping to `methods`; this must outlive them.
+  void Register(GrpcMethods& methods);
 
   // Runs one admitted Predictions call for `model` (its name from the
   // metadata or the request): input["data"] (or "body") through the
@@ -55,6 +49,8 @@ class TorchServeGrpcService final : public torchserve_grpc_base::Type {
                          org::pytorch::serve::grpc::inference::PredictionResponse* response) const;
 
  private:
+  void Ping(GrpcServerCall& call);
+
   InferenceCore& core_;
   const FrontEnd& front_end_;
   const TorchServeModels models_;

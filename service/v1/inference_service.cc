@@ -7,7 +7,6 @@
 #include "scheduler/repository/class_labels.h"
 #include "service/grpc/call_context.h"
 #include "service/call/classification.h"
-#include "service/grpc/guarded_handler.h"
 #include "service/grpc/raw_unary_call.h"
 #include "service/grpc/status_convert.h"
 #include "service/call/tensor_codec.h"
@@ -64,6 +63,27 @@ void FillPlacement(const ModelStatus& model, const DeviceId& device, const char*
 InferenceServiceImpl::InferenceServiceImpl(InferenceCore& core, const FrontEnd& front_end)
     : core_(core), front_end_(front_end) {}
 
+void InferenceServiceImpl::Register(GrpcMethods& methods) {
+  constexpr absl::string_view kService = "infergate.v1.InferenceService";
+  auto add = [&](absl::string_view name, TokenAuth::Role role, uint64_t max_bytes,
+                 const google::protobuf::Descriptor* type, void (InferenceServiceImpl::*serve)(GrpcServerCall&)) {
+    GrpcMethod method;
+    method.role = role;
+    method.max_request_bytes = max_bytes;
+    method.request_type = type;
+    method.serve = [this, serve](GrpcServerCall& call) { (this->*serve)(call); };
+    methods.Add(kService, name, std::move(method));
+  };
+  add("ListDevices", TokenAuth::Role::kInference, kSmallRequestBytes, v1::ListDevicesRequest::descriptor(),
+      &InferenceServiceImpl::ListDevices);
+  add("ListModels", TokenAuth::Role::kInference, kSmallRequestBytes, v1::ListModelsRequest::descriptor(),
+      &InferenceServiceImpl::ListModels);
+  add("LoadModel", TokenAuth::Role::kAdmin, kSmallRequestBytes, v1::LoadModelRequest::descriptor(),
+      &InferenceServiceImpl::LoadModel);
+  add("UnloadModel", TokenAuth::Role::kAdmin, kSmallRequestBytes, v1::UnloadModelRequest::descriptor(),
+      &InferenceServiceImpl::UnloadModel);
+}
+
 void InferenceServiceImpl::SubmitInfer(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
                                        const v1::InferRequest* request, v1::InferResponse* response) const {
   absl::StatusOr<CheckedInferRequest> checked = CheckInferRequest(*request, front_end_.limits());
@@ -110,49 +130,44 @@ void InferenceServiceImpl::SubmitInfer(InferCall& call, const grpc::ServerContex
   });
 }
 
-grpc::ServerUnaryReactor* InferenceServiceImpl::ListDevices(grpc::CallbackServerContext* ctx,
-                                                            const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "ListDevices", [&]() -> grpc::ServerUnaryReactor* {
-    auto* call = new RawUnaryCall<v1::ListDevicesRequest, v1::ListDevicesResponse>(
-        *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference));
-    if (!call->parsed()) return call;
-    v1::ListDevicesResponse* response = call->response();
-    for (const DeviceStatus& status : core_.Devices()) {
-      const DeviceInfo& d = status.info;
-      v1::DeviceInfo* wire = response->add_devices();
-      wire->set_id(d.id.ToString());
-      wire->set_kind(KindToWire(d.id.kind));
-      wire->set_name(d.name);
-      wire->set_available(d.available);
-      wire->set_simulated(d.simulated);
-      wire->set_backend_detail(d.backend_detail);
-      for (DType t : d.supported_dtypes) wire->add_supported_dtypes(DTypeToProto(t));
-      wire->set_default_precision(PrecisionToProto(DefaultPrecision(d.precision)));
-      wire->set_memory_total_bytes(d.memory_total_bytes);
-      wire->set_memory_used_bytes(d.memory_used_bytes);
-      wire->set_queue_depth(static_cast<uint32_t>(status.queue_depth));
-      for (const ModelQueueDepth& q : status.model_queues) {
-        v1::ModelQueue* mq = wire->add_model_queues();
-        mq->set_model(q.model);
-        mq->set_version(q.version);
-        mq->set_depth(static_cast<uint32_t>(q.depth));
-      }
-      wire->set_in_flight(static_cast<uint32_t>(status.in_flight));
-      for (const ResidentModel& r : status.resident) {
-        wire->add_resident_models(absl::StrCat(r.key.model, ":", r.key.version, ":", DTypeName(r.key.dtype)));
-      }
-      for (const std::string& op : status.unsupported_ops) wire->add_unsupported_ops(op);
-      wire->set_logical_cores(d.logical_cores);
-      wire->set_compute_capability(d.compute_capability);
-      wire->set_cache_budget_bytes(status.cache_budget_bytes);
-      uint64_t resident_bytes = 0;
-      for (const ResidentModel& r : status.resident) resident_bytes += r.bytes;
-      wire->set_cache_resident_bytes(resident_bytes);
-      wire->set_memory_peak_bytes(d.memory_peak_bytes);
+void InferenceServiceImpl::ListDevices(GrpcServerCall& server_call) {
+  auto* call = RawUnaryCall<v1::ListDevicesRequest, v1::ListDevicesResponse>::Start(server_call);
+  if (call == nullptr) return;
+  v1::ListDevicesResponse* response = call->response();
+  for (const DeviceStatus& status : core_.Devices()) {
+    const DeviceInfo& d = status.info;
+    v1::DeviceInfo* wire = response->add_devices();
+    wire->set_id(d.id.ToString());
+    wire->set_kind(KindToWire(d.id.kind));
+    wire->set_name(d.name);
+    wire->set_available(d.available);
+    wire->set_simulated(d.simulated);
+    wire->set_backend_detail(d.backend_detail);
+    for (DType t : d.supported_dtypes) wire->add_supported_dtypes(DTypeToProto(t));
+    wire->set_default_precision(PrecisionToProto(DefaultPrecision(d.precision)));
+    wire->set_memory_total_bytes(d.memory_total_bytes);
+    wire->set_memory_used_bytes(d.memory_used_bytes);
+    wire->set_queue_depth(static_cast<uint32_t>(status.queue_depth));
+    for (const ModelQueueDepth& q : status.model_queues) {
+      v1::ModelQueue* mq = wire->add_model_queues();
+      mq->set_model(q.model);
+      mq->set_version(q.version);
+      mq->set_depth(static_cast<uint32_t>(q.depth));
     }
-    call->Answer(absl::OkStatus());
-    return call;
-  });
+    wire->set_in_flight(static_cast<uint32_t>(status.in_flight));
+    for (const ResidentModel& r : status.resident) {
+      wire->add_resident_models(absl::StrCat(r.key.model, ":", r.key.version, ":", DTypeName(r.key.dtype)));
+    }
+    for (const std::string& op : status.unsupported_ops) wire->add_unsupported_ops(op);
+    wire->set_logical_cores(d.logical_cores);
+    wire->set_compute_capability(d.compute_capability);
+    wire->set_cache_budget_bytes(status.cache_budget_bytes);
+    uint64_t resident_bytes = 0;
+    for (const ResidentModel& r : status.resident) resident_bytes += r.bytes;
+    wire->set_cache_resident_bytes(resident_bytes);
+    wire->set_memory_peak_bytes(d.memory_peak_bytes);
+  }
+  call->Answer(absl::OkStatus());
 }
 
 namespace {
@@ -173,100 +188,85 @@ v1::ModelVersionState VersionStateToProto(VersionState state) {
 
 }  // namespace
 
-grpc::ServerUnaryReactor* InferenceServiceImpl::ListModels(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                                           grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "ListModels", [&]() -> grpc::ServerUnaryReactor* {
-    auto* call = new RawUnaryCall<v1::ListModelsRequest, v1::ListModelsResponse>(
-        *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kInference));
-    if (!call->parsed()) return call;
-    absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
-    if (!models.ok()) {
-      call->Answer(models.status());
-      return call;
+void InferenceServiceImpl::ListModels(GrpcServerCall& server_call) {
+  auto* call = RawUnaryCall<v1::ListModelsRequest, v1::ListModelsResponse>::Start(server_call);
+  if (call == nullptr) return;
+  absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
+  if (!models.ok()) {
+    call->Answer(models.status());
+    return;
+  }
+  v1::ListModelsResponse* response = call->response();
+  for (ModelStatus& model : *models) {
+    v1::ModelInfo* info = response->add_models();
+    info->set_name(model.name);
+    for (int64_t v : model.versions) info->add_versions(v);
+    *info->mutable_config() = std::move(model.config);
+    for (const ModelKey& key : model.loaded) FillLoaded(key, info->add_loaded());
+    for (const DeviceId& d : model.moving) FillPlacement(model, d, "moving", info->add_moves());
+    for (const DeviceId& d : model.demoted) FillPlacement(model, d, "demoted", info->add_moves());
+    for (const VersionStatus& v : model.states) {
+      v1::ModelVersionStatus* status = info->add_version_status();
+      status->set_version(v.version);
+      status->set_state(VersionStateToProto(v.state));
+      status->set_reason(v.reason);
+      const FileStamp& file = v.stamp.exists() ? v.stamp : v.tried;
+      if (file.exists()) status->set_format(std::string(ModelFileFormatName(file)));
     }
-    v1::ListModelsResponse* response = call->response();
-    for (ModelStatus& model : *models) {
-      v1::ModelInfo* info = response->add_models();
-      info->set_name(model.name);
-      for (int64_t v : model.versions) info->add_versions(v);
-      *info->mutable_config() = std::move(model.config);
-      for (const ModelKey& key : model.loaded) FillLoaded(key, info->add_loaded());
-      for (const DeviceId& d : model.moving) FillPlacement(model, d, "moving", info->add_moves());
-      for (const DeviceId& d : model.demoted) FillPlacement(model, d, "demoted", info->add_moves());
-      for (const VersionStatus& v : model.states) {
-        v1::ModelVersionStatus* status = info->add_version_status();
-        status->set_version(v.version);
-        status->set_state(VersionStateToProto(v.state));
-        status->set_reason(v.reason);
-        const FileStamp& file = v.stamp.exists() ? v.stamp : v.tried;
-        if (file.exists()) status->set_format(std::string(ModelFileFormatName(file)));
-      }
-      for (const PrecisionReport& r : model.precision) {
-        v1::PrecisionCheck* check = info->add_precision_checks();
-        check->set_version(r.version);
-        check->set_device(r.device);
-        check->set_dtype(DTypeToProto(r.dtype));
-        check->set_state(r.state);
-        check->set_relative_error(r.relative_error);
-        check->set_detail(r.detail);
-      }
-      if (!model.problem.ok()) {
-        info->set_problem(std::string(model.problem.message()));
-      } else if (!model.config_problem.empty()) {
-        info->set_problem(model.config_problem);
-      }
+    for (const PrecisionReport& r : model.precision) {
+      v1::PrecisionCheck* check = info->add_precision_checks();
+      check->set_version(r.version);
+      check->set_device(r.device);
+      check->set_dtype(DTypeToProto(r.dtype));
+      check->set_state(r.state);
+      check->set_relative_error(r.relative_error);
+      check->set_detail(r.detail);
     }
+    if (!model.problem.ok()) {
+      info->set_problem(std::string(model.problem.message()));
+    } else if (!model.config_problem.empty()) {
+      info->set_problem(model.config_problem);
+    }
+  }
+  call->Answer(absl::OkStatus());
+}
+
+void InferenceServiceImpl::LoadModel(GrpcServerCall& server_call) {
+  auto* call = RawUnaryCall<v1::LoadModelRequest, v1::LoadModelResponse>::Start(server_call);
+  if (call == nullptr) return;
+  const v1::LoadModelRequest& request = call->request();
+  absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
+  if (!precision.ok()) {
+    call->Answer(precision.status());
+    return;
+  }
+  LoadRequest load{request.model(), request.version(), request.device(), *precision, nullptr, nullptr, ""};
+  core_.LoadModel(load, [call](absl::StatusOr<LoadResult> result) {
+    if (!result.ok()) return call->Answer(result.status());
+    v1::LoadModelResponse* response = call->response();
+    v1::LoadedModel* loaded = response->mutable_loaded();
+    loaded->set_version(result->version);
+    loaded->set_device(result->device);
+    loaded->set_dtype(DTypeToProto(result->dtype));
+    loaded->set_state("resident");
+    response->set_load_us(result->load_us);
     call->Answer(absl::OkStatus());
-    return call;
   });
 }
 
-grpc::ServerUnaryReactor* InferenceServiceImpl::LoadModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                                          grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "LoadModel", [&]() -> grpc::ServerUnaryReactor* {
-    auto* call = new RawUnaryCall<v1::LoadModelRequest, v1::LoadModelResponse>(
-        *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin));
-    if (!call->parsed()) return call;
-    const v1::LoadModelRequest& request = call->request();
-    absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
-    if (!precision.ok()) {
-      call->Answer(precision.status());
-      return call;
-    }
-    LoadRequest load{request.model(), request.version(), request.device(), *precision, nullptr, nullptr, ""};
-    core_.LoadModel(load, [call](absl::StatusOr<LoadResult> result) {
-      if (!result.ok()) return call->Answer(result.status());
-      v1::LoadModelResponse* response = call->response();
-      v1::LoadedModel* loaded = response->mutable_loaded();
-      loaded->set_version(result->version);
-      loaded->set_device(result->device);
-      loaded->set_dtype(DTypeToProto(result->dtype));
-      loaded->set_state("resident");
-      response->set_load_us(result->load_us);
-      call->Answer(absl::OkStatus());
-    });
-    return call;
-  });
-}
-
-grpc::ServerUnaryReactor* InferenceServiceImpl::UnloadModel(grpc::CallbackServerContext* ctx,
-                                                            const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
-  return GuardedUnary(ctx, "UnloadModel", [&]() -> grpc::ServerUnaryReactor* {
-    auto* call = new RawUnaryCall<v1::UnloadModelRequest, v1::UnloadModelResponse>(
-        *in, out, CheckToken(front_end_.auth(), *ctx, TokenAuth::Role::kAdmin));
-    if (!call->parsed()) return call;
-    const v1::UnloadModelRequest& request = call->request();
-    absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
-    if (!precision.ok()) {
-      call->Answer(precision.status());
-      return call;
-    }
-    absl::StatusOr<size_t> n =
-        core_.UnloadModel({request.model(), request.version(), request.device(), *precision, nullptr, nullptr, ""});
-    if (n.ok()) call->response()->set_unloaded(static_cast<uint32_t>(*n));
-    call->Answer(n.status());
-    return call;
-  });
+void InferenceServiceImpl::UnloadModel(GrpcServerCall& server_call) {
+  auto* call = RawUnaryCall<v1::UnloadModelRequest, v1::UnloadModelResponse>::Start(server_call);
+  if (call == nullptr) return;
+  const v1::UnloadModelRequest& request = call->request();
+  absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
+  if (!precision.ok()) {
+    call->Answer(precision.status());
+    return;
+  }
+  absl::StatusOr<size_t> n =
+      core_.UnloadModel({request.model(), request.version(), request.device(), *precision, nullptr, nullptr, ""});
+  if (n.ok()) call->response()->set_unloaded(static_cast<uint32_t>(*n));
+  call->Answer(n.status());
 }
 
 }  // namespace infergate
