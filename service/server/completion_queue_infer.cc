@@ -147,7 +147,13 @@ class AsyncCall {
         break;
       case Event::kReadTimer:
         read_timer_set_ = false;
-        if (ok && reading_ && !read_abandoned_ && !gone_) OnReadOverdue();
+        if (rearm_read_timer_) {
+          // That was an earlier read's timer: the current read's is set now.
+          rearm_read_timer_ = false;
+          if (reading_ && !read_abandoned_) ArmReadTimer();
+        } else if (ok && reading_ && !read_abandoned_ && !gone_) {
+          OnReadOverdue();
+        }
         break;
       case Event::kDone:
         gone_ = ctx_.IsCancelled();
@@ -265,6 +271,11 @@ class AsyncCall {
  private:
   void ArmReadTimer() {
     if (ticket_.deadline() == IntakeGate::Clock::time_point::max()) return;
+    // An alarm is set again only once its last event is back.
+    if (read_timer_set_) {
+      rearm_read_timer_ = true;
+      return;
+    }
     const auto left = ticket_.deadline() - IntakeGate::Clock::now();
     ++outstanding_;
     read_timer_set_ = true;
@@ -290,6 +301,7 @@ class AsyncCall {
   bool gone_ = false;      // the client cancelled, or its deadline passed
   bool alarm_set_ = false;
   bool read_timer_set_ = false;
+  bool rearm_read_timer_ = false;  // the timer's pending event is an earlier read's
   std::chrono::microseconds retry_wait_ = kFirstRetry;
   grpc::Alarm retry_;
   grpc::Alarm read_timer_;
