@@ -13,6 +13,28 @@
 #include "service/tracing/tracing.h"
 
 namespace infergate {
+namespace {
+
+// What an answer holds while it is encoded and written beyond the request:
+// its outputs' bytes (copied into the answer), each string element's
+// records (string_tensor.h), and for a classification answer each class's
+// record and text (score, index, label) per row.
+uint64_t AnswerHeldBytes(const InferenceResult& result, uint64_t classes_per_row) {
+  constexpr uint64_t kPerClass = 320;
+  uint64_t bytes = StringInputHeldBytes(result.outputs);
+  for (const NamedTensor& out : result.outputs) {
+    if (IsStringTensor(out.tensor)) continue;
+    const uint64_t elements = static_cast<uint64_t>(out.tensor.numel());
+    bytes += elements * out.tensor.element_size();
+    if (classes_per_row > 0 && elements > 0) {
+      const uint64_t rows = result.batched && out.tensor.dim() > 0 ? static_cast<uint64_t>(out.tensor.size(0)) : 1;
+      bytes += rows * std::min(classes_per_row, elements / std::max<uint64_t>(rows, 1)) * kPerClass;
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
 
 InferBackend InferBackend::Of(InferenceCore& core) {
   InferBackend backend;
@@ -128,6 +150,9 @@ void InferCall::Submit(InferenceRequest request, Encode encode) {
         [self, encode = std::move(encode)](absl::StatusOr<InferenceResult> result, const RequestLabels& labels) {
           absl::Status status = result.status();
           if (status.ok()) {
+            if (InflightBudget* budget = self->front_end_.budget()) {
+              budget->Hold(self->reservation_, AnswerHeldBytes(*result, self->classes_per_row_));
+            }
             // Timed only for a sampled call: no clock reads otherwise.
             const bool timed = self->trace_ && self->trace_->recording();
             const Clock::time_point start = timed ? Clock::now() : Clock::time_point();

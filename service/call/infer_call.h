@@ -25,6 +25,8 @@
 // submits it (an error found before queueing); never under the call's lock.
 // Cancel may be called from any thread at any time, also before Submit.
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -82,8 +84,16 @@ class InferCall : public std::enable_shared_from_this<InferCall> {
   // Finishes a call that never reached the core with `status` (not OK).
   void Refuse(const absl::Status& status);
 
+  // The answer will carry up to `k` classes per row of an output
+  // (Triton's classification extension) instead of the output itself:
+  // each is a record and text of its own, charged as such. Before Submit.
+  void ExpectClasses(uint64_t k) { classes_per_row_ = std::max(classes_per_row_, k); }
+
   // Hands `request` to the core. `encode` runs once the model answered;
-  // then `finish`. `request.received` is set to the call's start.
+  // then `finish`. `request.received` is set to the call's start. What the
+  // answer will hold while it is encoded and written (its outputs, their
+  // strings and classes) is counted in the budget first, never refused:
+  // it is computed already, and new requests wait while it is held.
   void Submit(InferenceRequest request, Encode encode);
 
   // The caller went away: a request not yet submitted is cancelled as soon
@@ -112,7 +122,9 @@ class InferCall : public std::enable_shared_from_this<InferCall> {
   const std::string model_;
   const Finish finish_;
   const Clock::time_point received_;
-  InflightBudget::Reservation reservation_;  // touched only by the thread admitting the call
+  // Touched by the thread admitting the call, then by the one answering it.
+  InflightBudget::Reservation reservation_;
+  uint64_t classes_per_row_ = 0;  // set before Submit
   // Set by Trace before the call is admitted; then used by whichever
   // thread the call's steps run on, in order (call_trace.h).
   std::unique_ptr<CallTrace> trace_;

@@ -189,6 +189,17 @@ bool IntakeGate::AddressBlocked(const std::string& address) const {
   return !AddressHasRoom(address) || (OthersWait(address) && OverShare(address));
 }
 
+void IntakeGate::AskForStream(absl::string_view peer, Ticket* ticket) {
+  if (budget_ == nullptr) return;
+  MutexLock lock(mu_);
+  auto it = history_.find(std::string(peer));
+  const uint64_t largest = it == history_.end() ? 0 : it->second.largest;
+  ticket->room_ = budget_->Hold(std::min(room_bytes_, std::max(largest * 2, kFastFloor)));
+  ticket->gate_ = this;
+  ticket->lane_ = Lane::kStream;
+  ticket->deadline_ = Clock::time_point::max();
+}
+
 void IntakeGate::Leave(const void* waiter) {
   MutexLock lock(mu_);
   auto place = places_.find(waiter);
@@ -232,6 +243,7 @@ void IntakeGate::End(Ticket* ticket) {
       --room_reads_;
       pending_room_ -= ticket->pending_;
       break;
+    case Lane::kStream:
     case Lane::kNone:
       break;
   }

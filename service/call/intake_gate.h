@@ -45,10 +45,16 @@
 // and at most half of the rooms while another address waits for one (a
 // read that overstayed its fast slot, always).
 //
+// Open streams are the exception: a stream waits for its next message for
+// as long as its client likes, so its read (AskForStream) takes no slot and
+// has no deadline; it holds room for twice its connection's recent largest
+// message, and a larger one is charged in full or refused once it is in.
+//
 // What is read at once is thus at most the budget, plus the small and fast
 // lanes' rooms, plus at most kMaxSmallReads + kMaxFastReads + kMaxNewReads
 // messages that grew past their room (a small method's message larger than
-// its limit is refused once read, unparsed).
+// its limit is refused once read, unparsed), plus one message per open
+// stream that grows past its room at the same moment.
 //
 // Waiters ask again on their own (the front end's calls poll on a short
 // alarm on their own completion queue), so the gate calls nobody back.
@@ -115,7 +121,7 @@ class IntakeGate {
     kWait,      // in line (or first, still without room): ask again soon
     kRefused,   // the line is full: answer RESOURCE_EXHAUSTED unread
   };
-  enum class Lane { kNone, kSmall, kFast, kNew, kRoom };
+  enum class Lane { kNone, kSmall, kFast, kNew, kRoom, kStream };
 
   // One read's place at the gate: its lane, room and deadline. Move-only;
   // its slot and its place among its address's reads are given back when
@@ -149,6 +155,13 @@ class IntakeGate {
   // in line (or with nobody in line), when the budget has room. A read of
   // the room lane joins the line on its first ask.
   Turn Ask(const void* waiter, absl::string_view peer, uint64_t max_bytes, Ticket* ticket);
+  // An open stream (ModelStreamInfer) that waits for its next message:
+  // admitted at once, with room for twice the largest message its
+  // connection sent lately (at least 64 KiB, at most room_bytes) held in
+  // the budget, and no deadline, for a stream may wait idle as long as its
+  // client likes. A next message larger than the room is charged in full
+  // once it is in, or refused (Read).
+  void AskForStream(absl::string_view peer, Ticket* ticket);
   // A waiter gives up its place (it waited too long, or its client left).
   void Leave(const void* waiter);
   // The read passed its deadline unfinished. A fast read whose room the

@@ -26,6 +26,10 @@ namespace infergate {
 absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,
                                 InferenceRequest* out);
 
+// The most classes any requested output asks for (its `classification`
+// parameter); 0 when none does.
+uint64_t MaxClassCount(const inference::ModelInferRequest& request);
+
 // Writes the answer: outputs (only those requested, in the order asked, or
 // all in the model's order) as raw_output_contents, and the placement as
 // response parameters:

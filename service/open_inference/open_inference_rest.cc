@@ -318,6 +318,7 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
       if (std::shared_ptr<InferCall> gone = weak.lock()) gone->Cancel();
     });
   }
+  call->ExpectClasses(MaxClassCount(exchange->rest.request));
   call->Submit(std::move(req), [exchange](InferenceResult& result) {
     inference::ModelInferResponse response;
     absl::Status status = EncodeInferResponse(exchange->rest.request, result, &response);

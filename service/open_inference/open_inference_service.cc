@@ -142,6 +142,7 @@ void OpenInferenceService::SubmitModelInfer(InferCall& call, const grpc::ServerC
   // Input tensors alias the request's bytes, which live until the call finishes.
   if (absl::Status s = DecodeInferRequest(*request, front_end_.limits(), &req); !s.ok()) return call.Refuse(s);
   req.model = model;
+  call.ExpectClasses(MaxClassCount(*request));
   call.Submit(std::move(req),
               [request, response](InferenceResult& result) { return EncodeInferResponse(*request, result, response); });
 }

@@ -208,13 +208,15 @@ class AsyncCall {
   virtual void OnDoneNotice(bool /*cancelled*/) {}
   // The largest message the next read may bring (the method's limit).
   virtual uint64_t MaxMessageBytes() const { return context_.max_message_bytes; }
+  // Asks the gate for the next read's turn (a stream's read is its own).
+  virtual IntakeGate::Turn AskGate() { return context_.gate.Ask(this, peer_, MaxMessageBytes(), &ticket_); }
 
   // Starts a read of one message once the intake gate has room for it:
   // now, or from a retry alarm on this call's queue.
   void AskToRead(bool again = false) {
     if (peer_.empty()) peer_ = ctx_.peer();
     if (!again) asked_ = std::chrono::steady_clock::now();
-    const IntakeGate::Turn turn = context_.gate.Ask(this, peer_, MaxMessageBytes(), &ticket_);
+    const IntakeGate::Turn turn = AskGate();
     if (turn == IntakeGate::Turn::kAdmitted) {
       waiting_ = false;
       retry_wait_ = kFirstRetry;
@@ -466,6 +468,13 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
     AskToRead();
   }
 
+  // A bidirectional method's stream waits for its next request as long as
+  // its client likes, as an inference stream does.
+  IntakeGate::Turn AskGate() override {
+    if (method_ == nullptr || method_->shape != GrpcMethod::Shape::kBidi || !served_) return AsyncCall::AskGate();
+    context_.gate.AskForStream(peer_, &ticket_);
+    return IntakeGate::Turn::kAdmitted;
+  }
   uint64_t MaxMessageBytes() const override {
     return method_ != nullptr ? std::min(method_->max_request_bytes, context_.max_message_bytes)
                               : context_.max_message_bytes;
@@ -561,9 +570,9 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
       absl::Status answer = status;
       if (answer.ok()) answer = exchange_->SerializeAnswer(&response_bytes_);
       if (answer.ok()) {
-        // The answer is held until gRPC has written it: counted in the
-        // budget meanwhile, so that new reads wait for it to go.
-        if (InflightBudget* budget = context_.front_end.budget()) answer_held_ = budget->Hold(response_bytes_.Length());
+        // The answer is held until gRPC has written it: the call's share of
+        // the budget counts it meanwhile (InferCall::Submit), so that new
+        // reads wait for it to go.
         stream_.WriteAndFinish(response_bytes_, grpc::WriteOptions(), grpc::Status::OK, &finished_);
       } else {
         stream_.Finish(ToGrpcStatus(answer), &finished_);
@@ -706,7 +715,6 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
   grpc::GenericServerAsyncReaderWriter stream_{&ctx_};
   grpc::ByteBuffer request_bytes_;
   grpc::ByteBuffer response_bytes_;
-  InflightBudget::Reservation answer_held_;  // response_bytes_' share of the budget, until the call goes
 
   // A method of the table:
   const GrpcMethod* method_ = nullptr;
@@ -782,6 +790,12 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
     AskToRead();
   }
   void StartAdmittedRead() override { BeginRead(stream_, &read_bytes_); }
+  // An open stream waits for its next request as long as its client likes:
+  // its read takes no slot and has no deadline (intake_gate.h).
+  IntakeGate::Turn AskGate() override {
+    context_.gate.AskForStream(peer_, &ticket_);
+    return IntakeGate::Turn::kAdmitted;
+  }
   bool RefuseWithoutRoom(std::chrono::steady_clock::duration) override { return false; }
   // A stream whose request did not come in time ends: its requests in
   // flight are cancelled as when the client cancels.
@@ -789,7 +803,10 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
     LOG_WARNING << "ModelStreamInfer from " << peer_ << ": " << why.message() << "; the stream is cancelled";
     ctx_.TryCancel();
   }
-  void OnAbandonedReadDone() override { read_bytes_.Clear(); }
+  void OnAbandonedReadDone() override {
+    read_bytes_.Clear();
+    infer_.OnReadDone(false);
+  }
   void OnLeftUnread() override { infer_.OnReadDone(false); }
   void StartWrite(const inference::ModelStreamInferResponse* response, grpc::WriteOptions options) override {
     if (absl::Status serialized = SerializeAnswerBytes(*response, &write_bytes_); !serialized.ok()) {

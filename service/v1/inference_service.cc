@@ -104,6 +104,7 @@ void InferenceServiceImpl::SubmitInfer(InferCall& call, const grpc::ServerContex
     // Aliases the request's bytes, which live until the call finishes.
     req.inputs.push_back({wire.name(), TensorOverBytes(info.dtype, info.shape, wire.data())});
   }
+  if (request->class_count() > 0) call.ExpectClasses(request->class_count());
   call.Submit(std::move(req), [request, response, received = call.received()](InferenceResult& result) {
     for (const NamedTensor& out : result.outputs) {
       absl::Status s = request->class_count() > 0
