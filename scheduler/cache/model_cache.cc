@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/units.h"
 #include "devices/device_failure.h"
+#include "scheduler/model/torch_status.h"
 
 namespace infergate {
 
@@ -201,7 +202,7 @@ absl::StatusOr<ModelCache::Lease> ModelCache::Acquire(const ModelKey& key, const
   try {
     result = loader(admit);
   } catch (const std::exception& e) {  // a loader that throws must not leave waiters hanging
-    result = absl::InternalError(absl::StrCat("loading ", key.ToString(), " threw: ", e.what()));
+    result = absl::InternalError(absl::StrCat("loading ", key.ToString(), " threw: ", ConciseTorchMessage(e.what())));
   }
   absl::Status too_large;
   {

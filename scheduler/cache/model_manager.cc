@@ -14,6 +14,7 @@
 #include "devices/torch_dtype.h"
 #include "scheduler/loaders/aoti/aoti_model.h"
 #include "scheduler/loaders/torchscript/loaded_model.h"
+#include "scheduler/model/torch_status.h"
 
 namespace infergate {
 
@@ -191,7 +192,8 @@ absl::Status ModelManager::WarmUp(const Route& route) {
   std::vector<std::pair<std::vector<at::Tensor>, uint32_t>> runs;
   const v1::ModelConfig& config = route.model->config;
   for (int i = 0; i < config.warmup_samples_size(); ++i) {
-    absl::StatusOr<WarmupTensors> sample = MakeWarmupTensors(sig, config.warmup_samples(i), i, route.model->dir);
+    absl::StatusOr<WarmupTensors> sample =
+        MakeWarmupTensors(sig, config.warmup_samples(i), i, route.model->dir, warmup_limits_);
     if (!sample.ok()) {
       return absl::Status(sample.status().code(), absl::StrCat("warm-up of model '", route.model->name, "': ",
                                                                sample.status().message()));
@@ -212,7 +214,7 @@ absl::Status ModelManager::WarmUp(const Route& route) {
       zeros.push_back(at::zeros(shape, at::TensorOptions().dtype(ToScalarType(*spec.dtype))));
     } catch (const std::exception& e) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("warm-up of model '", route.model->name, "': cannot allocate inputs: ", e.what()));
+          absl::StrCat("warm-up of model '", route.model->name, "': cannot allocate inputs: ", ConciseTorchMessage(e.what())));
     }
   }
   runs.emplace_back(std::move(zeros), 1);

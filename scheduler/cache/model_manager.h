@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "scheduler/model/warmup_samples.h"
 #include "scheduler/model/inference_types.h"
 #include "scheduler/cache/model_cache.h"
 #include "scheduler/cache/model_footprints.h"
@@ -38,6 +39,10 @@ class ModelManager {
   // (LoadedModel::Load), or AotiModel::Load for a .pt2 package.
   ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints = nullptr,
                RunsAtOnce runs_at_once = nullptr);
+
+  // What a config's warm-up samples may take (warmup_samples.h); before
+  // the first load.
+  void SetWarmupLimits(const WarmupLimits& limits) { warmup_limits_ = limits; }
 
   // The servable for `route`, loaded if it is not resident. A load reads
   // only the file the route's generation was published for, and is
@@ -145,6 +150,7 @@ class ModelManager {
   ModelCache cache_;
   SchedulerObserver* observer_ = nullptr;
   Listener listener_;
+  WarmupLimits warmup_limits_;
 };
 
 }  // namespace infergate

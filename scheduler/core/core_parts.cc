@@ -66,6 +66,9 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
             observer->OnRejected(device, job.model_label, reason);
           }) {
   repository.SetConfigCheck([this](const v1::ModelConfig& config) { return TritonGpusPresent(config, devices); });
+  WarmupLimits warmup;
+  warmup.max_elements = options.max_tensor_elements;
+  models.SetWarmupLimits(warmup);
   if (options.background_moves) {
     planner.SetMoveWanted([this] { placement.Wake(); });
     ModelManager::Listener listener;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "scheduler/model/string_tensor.h"
 #include "scheduler/execution/batch_tensors.h"
+#include "scheduler/model/torch_status.h"
 
 namespace infergate {
 
@@ -67,7 +68,7 @@ BatchRun RunBatch(const Servable& servable, const std::vector<std::shared_ptr<Jo
     outputs = servable.Run(batch);
   } catch (const std::exception& e) {
     outputs = absl::ResourceExhaustedError(
-        absl::StrCat("model '", run.jobs[0]->route.model->name, "': cannot assemble the batch: ", e.what()));
+        absl::StrCat("model '", run.jobs[0]->route.model->name, "': cannot assemble the batch: ", ConciseTorchMessage(e.what())));
   }
   run.cpu_us = measure_thread_cpu ? ThreadCpuMicros() - cpu_start : 0;
   Clock::time_point ran = Clock::now();
@@ -83,7 +84,7 @@ BatchRun RunBatch(const Servable& servable, const std::vector<std::shared_ptr<Jo
     run.outputs = SplitBatch(*outputs, run.rows);
   } catch (const std::exception& e) {
     run.outputs = absl::InternalError(
-        absl::StrCat("model '", run.jobs[0]->route.model->name, "': cannot split the outputs: ", e.what()));
+        absl::StrCat("model '", run.jobs[0]->route.model->name, "': cannot split the outputs: ", ConciseTorchMessage(e.what())));
   }
   run.times.output_ns = NanosBetween(ran, Clock::now());
   return run;

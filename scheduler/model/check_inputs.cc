@@ -11,6 +11,7 @@
 #include "common/file_util.h"
 #include "devices/torch_dtype.h"
 #include "scheduler/model/warmup_samples.h"
+#include "scheduler/model/torch_status.h"
 
 namespace infergate {
 namespace {
@@ -60,7 +61,7 @@ absl::StatusOr<CheckInputs> FromSampleFile(const InputSignature& signature, cons
     loaded = torch::pickle_load(std::vector<char>(bytes->begin(), bytes->end()));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("accuracy.sample_inputs: ", path,
-                                                   " is not a file torch.save wrote: ", e.what()));
+                                                   " is not a file torch.save wrote: ", ConciseTorchMessage(e.what())));
   }
   CheckInputs out;
   out.fingerprint = absl::StrCat("sample:", *digest);
@@ -168,7 +169,7 @@ absl::StatusOr<CheckInputs> MakeCheckInputs(const InputSignature& signature, con
       }
     } catch (const std::exception& e) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("cannot make check input '", spec.name, "' of shape [", absl::StrJoin(shape, ","), "]: ", e.what()));
+          absl::StrCat("cannot make check input '", spec.name, "' of shape [", absl::StrJoin(shape, ","), "]: ", ConciseTorchMessage(e.what())));
     }
     out.tensors.push_back(std::move(t));
     described.push_back(absl::StrCat(spec.name, ":", DTypeName(*spec.dtype), "[", absl::StrJoin(shape, ","), "]",

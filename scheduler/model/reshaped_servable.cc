@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "scheduler/model/torch_status.h"
 
 namespace infergate {
 namespace {
@@ -105,7 +106,7 @@ absl::StatusOr<std::vector<NamedTensor>> ReshapedServable::Around(
       shaped.push_back(*std::move(t));
     }
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", model_, "': reshaping its inputs: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat("model '", model_, "': reshaping its inputs: ", ConciseTorchMessage(e.what())));
   }
   absl::StatusOr<std::vector<NamedTensor>> outputs = run(shaped);
   if (!outputs.ok()) return outputs;
@@ -121,7 +122,7 @@ absl::StatusOr<std::vector<NamedTensor>> ReshapedServable::Around(
       }
     }
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("model '", model_, "': reshaping its outputs: ", e.what()));
+    return absl::InternalError(absl::StrCat("model '", model_, "': reshaping its outputs: ", ConciseTorchMessage(e.what())));
   }
   return outputs;
 }

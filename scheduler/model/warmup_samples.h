@@ -17,6 +17,15 @@
 // they are. Tensors come in the signature's input order when it declares
 // inputs, each named by the sample; otherwise in the sample's order.
 //
+// A sample is a load's input as much as a request is (an upload's config
+// carries it), so it is checked before anything is allocated or read: its
+// dtype and dims against the input the model declares (a -1 dim takes
+// any size), its elements against the requests' limit, its bytes times its
+// batch size against WarmupLimits::max_sample_bytes and, times its count,
+// against max_work_bytes; a data file is a relative path inside the model's
+// warmup/ folder (symbolic links resolved), and errors name it as given,
+// never its contents.
+//
 // Threading: pure functions (they read files).
 
 #include <string>
@@ -30,6 +39,15 @@
 
 namespace infergate {
 
+struct WarmupLimits {
+  // A tensor's elements, as requests' (--max-tensor-elements).
+  int64_t max_elements = int64_t{1} << 28;
+  // One sample's inputs, all rows (strings at 128 bytes an element).
+  uint64_t max_sample_bytes = uint64_t{64} << 20;
+  // A sample's bytes times its count: the warm-up's work.
+  uint64_t max_work_bytes = uint64_t{1} << 30;
+};
+
 struct WarmupTensors {
   std::vector<at::Tensor> tensors;  // on the CPU
   // What they came from: "warmup:<name>:<shapes>[:<sha256 of each file>]".
@@ -39,7 +57,9 @@ struct WarmupTensors {
 // INVALID_ARGUMENT naming warmup_samples[i] (and the input) for a sample
 // that does not fit the signature or whose file is missing, too large, or
 // not the row's size.
+// INVALID_ARGUMENT, or RESOURCE_EXHAUSTED past `limits`.
 absl::StatusOr<WarmupTensors> MakeWarmupTensors(const InputSignature& signature, const v1::WarmupSample& sample,
-                                                size_t index, const std::string& model_dir);
+                                                size_t index, const std::string& model_dir,
+                                                const WarmupLimits& limits = WarmupLimits());
 
 }  // namespace infergate

@@ -26,6 +26,9 @@ struct SchedulerOptions {
   // A waiting request's priority improves by one level per this much waiting.
   std::chrono::milliseconds priority_aging{100};
   bool batching = true;    // false: every request runs alone
+  // A tensor's elements at most (the requests' limit): a warm-up sample's
+  // too (warmup_samples.h).
+  int64_t max_tensor_elements = int64_t{1} << 28;
   int worker_spin_us = 0;  // idle workers poll this long before sleeping
   // Cache budget per device; devices not listed get this fraction of their memory.
   std::map<DeviceId, uint64_t> cache_budgets;

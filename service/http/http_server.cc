@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/client_text.h"
 #include "common/caught_exception.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
@@ -43,7 +44,7 @@ constexpr char kServerName[] = "infergate";
 
 std::string ErrorBody(absl::string_view message) {
   // Only for messages the server writes itself: no characters that need escaping.
-  return absl::StrCat("{\"error\":\"", message, "\"}");
+  return absl::StrCat("{\"error\":\"", ForClients(message), "\"}");
 }
 
 // Identity of a file as it is now (inode, size, mtime); "" when missing.

@@ -4,6 +4,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/client_text.h"
 #include "proto/proto_enums.h"
 #include "scheduler/repository/model_upload.h"
 #include "service/open_inference/open_inference_codec.h"
@@ -247,7 +248,7 @@ absl::Status OpenInferenceApi::RepositoryIndex(const std::string& repository, bo
       index->set_name(m.name);
       index->set_version(version);
       index->set_state(std::string(state));
-      index->set_reason(std::string(reason));
+      index->set_reason(ForClients(reason));
     };
     if (!m.problem.ok() && m.states.empty()) {
       if (!ready_only) add("", "UNAVAILABLE", m.problem.message());

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/client_text.h"
 #include "absl/strings/str_join.h"
 #include "common/wire_strings.h"
 #include "service/open_inference/numeric_json_data.h"
@@ -640,7 +641,9 @@ absl::StatusOr<bool> ParseRepositoryIndexReady(absl::string_view body) {
   return ready->get<bool>();
 }
 
-std::string JsonError(absl::string_view message) { return absl::StrCat("{\"error\":", Quote(message), "}"); }
+std::string JsonError(absl::string_view message) {
+  return absl::StrCat("{\"error\":", Quote(ForClients(message)), "}");
+}
 
 uint16_t FloatToHalf(float value) {
   const uint32_t x = std::bit_cast<uint32_t>(value);

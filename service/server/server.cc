@@ -6,11 +6,14 @@
 #include <grpcpp/security/tls_credentials_options.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/client_text.h"
 #include "common/file_util.h"
+#include "common/owned_temp_folder.h"
 #include "common/logging.h"
 #include "devices/device_registry.h"
 #include "devices/system_info.h"
@@ -131,6 +134,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
     }
   }
   p->options = opts;
+  // Paths under the server's own folders reach clients relative to them
+  // (client_text.h): the model repository, the working folders uploads and
+  // packages are unpacked into, ModelMesh's model root.
+  for (const std::string& folder : {repository, opts.modelmesh_model_root, TemporaryFolder()}) {
+    if (folder.empty()) continue;
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::weakly_canonical(folder, ec);
+    if (!ec) RegisterPrivateFolder(absolute.string());
+  }
   absl::StatusOr<DeviceRegistry> discovered = DeviceRegistry::Discover(opts.discovery);
   if (!discovered.ok()) return discovered.status();
   p->core = std::make_unique<InferenceCore>(repository, *std::move(discovered), opts.scheduler);

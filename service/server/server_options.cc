@@ -480,6 +480,7 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   absl::StatusOr<SchedulerOptions> scheduler = SchedulerFrom(f);
   if (!scheduler.ok()) return scheduler.status();
   o.scheduler = *std::move(scheduler);
+  o.scheduler.max_tensor_elements = f.max_tensor_elements;
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include "common/mutex.h"
 #include "service/http/cross_origin.h"
 #include "service/call/handler_work_pool.h"
+#include "common/client_text.h"
 #include "service/call/http_call.h"
 #include "service/call/infer_call.h"
 #include "service/torchserve/instance_codec.h"
@@ -52,7 +53,7 @@ HttpResponse TorchServeError(const absl::Status& status) {
 }
 
 HttpResponse KServeError(const absl::Status& status) {
-  HttpResponse r = JsonAnswer(HttpStatusFor(status), {{"error", status.message()}});
+  HttpResponse r = JsonAnswer(HttpStatusFor(status), {{"error", ForClients(status.message())}});
   if (status.code() == absl::StatusCode::kUnauthenticated) r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
 }

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/client_text.h"
 #include "proto/proto_enums.h"
 #include "scheduler/repository/class_labels.h"
 #include "service/grpc/call_context.h"
@@ -210,7 +211,7 @@ void InferenceServiceImpl::ListModels(GrpcServerCall& server_call) {
       v1::ModelVersionStatus* status = info->add_version_status();
       status->set_version(v.version);
       status->set_state(VersionStateToProto(v.state));
-      status->set_reason(v.reason);
+      status->set_reason(ForClients(v.reason));
       const FileStamp& file = v.stamp.exists() ? v.stamp : v.tried;
       if (file.exists()) status->set_format(std::string(ModelFileFormatName(file)));
     }
@@ -221,12 +222,12 @@ void InferenceServiceImpl::ListModels(GrpcServerCall& server_call) {
       check->set_dtype(DTypeToProto(r.dtype));
       check->set_state(r.state);
       check->set_relative_error(r.relative_error);
-      check->set_detail(r.detail);
+      check->set_detail(ForClients(r.detail));
     }
     if (!model.problem.ok()) {
-      info->set_problem(std::string(model.problem.message()));
+      info->set_problem(ForClients(model.problem.message()));
     } else if (!model.config_problem.empty()) {
-      info->set_problem(model.config_problem);
+      info->set_problem(ForClients(model.config_problem));
     }
   }
   call->Answer(absl::OkStatus());
