@@ -175,6 +175,14 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<
     Update(diff, disk.ok() ? &*disk : nullptr);
   }
   if (source_changed) Release(left_behind);
+  // A load answers for the config it found: one refused (the previous one
+  // still serving) fails the load, as Triton's does.
+  if (std::shared_ptr<const ModelEntry> entry = repository_.Lookup(name);
+      entry && !entry->removed && !entry->config_problem.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", name, "': its config was refused, so nothing was loaded (the previous config still "
+                     "serves): ", entry->config_problem));
+  }
   return absl::OkStatus();
 }
 

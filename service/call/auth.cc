@@ -169,29 +169,42 @@ bool TokenAuth::admin_open_to_anyone() const {
   return admin_ == AdminAccess::kOpen && !Current()->admin_guarded;
 }
 
-absl::Status TokenAuth::CheckAdminHost(absl::string_view host) const {
-  if (!admin_open_to_anyone()) return absl::OkStatus();
+bool TokenAuth::OwnHostName(absl::string_view host) const {
   absl::string_view name = host;
-  if (absl::StartsWith(name, "[")) return absl::OkStatus();  // an IPv6 address
+  if (absl::StartsWith(name, "[")) return true;  // an IPv6 address
   if (const size_t colon = name.rfind(':'); colon != absl::string_view::npos) name = name.substr(0, colon);
   std::string lower = absl::AsciiStrToLower(name);
   if (absl::EndsWith(lower, ".")) lower.pop_back();
   in_addr v4;
-  if (!lower.empty() && inet_pton(AF_INET, lower.c_str(), &v4) == 1) return absl::OkStatus();
-  if (lower == "localhost" || absl::EndsWith(lower, ".localhost")) return absl::OkStatus();
+  if (!lower.empty() && inet_pton(AF_INET, lower.c_str(), &v4) == 1) return true;
+  if (lower == "localhost" || absl::EndsWith(lower, ".localhost")) return true;
   char own[256] = {};
   if (gethostname(own, sizeof(own) - 1) == 0 && own[0] != '\0') {
     const std::string machine = absl::AsciiStrToLower(own);
-    if (lower == machine || lower == machine.substr(0, machine.find('.'))) return absl::OkStatus();
+    if (lower == machine || lower == machine.substr(0, machine.find('.'))) return true;
   }
   for (const std::string& n : host_names_) {
-    if (absl::EqualsIgnoreCase(lower, n)) return absl::OkStatus();
+    if (absl::EqualsIgnoreCase(lower, n)) return true;
   }
+  return false;
+}
+
+absl::Status TokenAuth::CheckAdminHost(absl::string_view host) const {
+  if (!admin_open_to_anyone() || OwnHostName(host)) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(
       "Host: '", host.substr(0, 64),
       "' is not a name of this server; while the admin API is open without a token (--open-admin-api), admin "
       "requests must be sent to localhost, an IP address, the machine's name or an --http-host-name (a web page "
       "that rebinds its own name to this server sends its own)"));
+}
+
+absl::Status TokenAuth::CheckInferenceHost(absl::string_view host) const {
+  if (!loopback_only_ || host.empty() || Current()->inference_guarded || OwnHostName(host)) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "Host: '", host.substr(0, 64),
+      "' is not a name of this server; a server on loopback without an inference token (--auth-token-file) "
+      "answers requests sent to localhost, an IP address, the machine's name or an --http-host-name only (a web "
+      "page that rebinds its own name to this server sends its own)"));
 }
 
 std::string TokenAuth::OpenToAnyone() const {

@@ -73,6 +73,14 @@ class TokenAuth {
   // server's address sends its own name as Host; a token would stop it, but
   // an open admin API has none. OK whenever an admin token is required.
   absl::Status CheckAdminHost(absl::string_view host) const;
+  // The same for a REST inference request, on a server whose REST port
+  // listens on loopback only (`SetLoopbackOnly`) and whose inference needs
+  // no token: a page that rebinds its name to 127.0.0.1 reaches nothing
+  // else there. A server reachable beyond loopback without a token answers
+  // anyone who reaches it anyway, whatever name it is sent to (services
+  // reach it by names no list holds): SECURITY.md.
+  absl::Status CheckInferenceHost(absl::string_view host) const;
+  void SetLoopbackOnly(bool loopback_only) { loopback_only_ = loopback_only; }
 
   // What anyone may do without a token, for the start-up warning: "" when
   // nothing, else e.g. "inference" or "inference and model management".
@@ -109,6 +117,9 @@ class TokenAuth {
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   AdminAccess admin_ = AdminAccess::kTokenOnly;
   std::vector<std::string> host_names_;
+  bool loopback_only_ = false;
+  // Whether `host` (a Host header) names this server.
+  bool OwnHostName(absl::string_view host) const;
 };
 
 // Constant-time equality: the time taken does not depend on where the

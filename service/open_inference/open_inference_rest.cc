@@ -95,7 +95,10 @@ std::optional<HttpResponse> OpenInferenceRest::Screen(const HttpRequest& head) c
                      (parts.size() == 2 && parts[1] == "logging" && head.method == "POST");
   absl::Status s = front_end_.auth().Check(head.Header("authorization"), admin ? TokenAuth::Role::kAdmin
                                                                    : TokenAuth::Role::kInference);
-  if (s.ok() && admin) s = front_end_.auth().CheckAdminHost(head.Header("host"));
+  if (s.ok()) {
+    s = admin ? front_end_.auth().CheckAdminHost(head.Header("host"))
+              : front_end_.auth().CheckInferenceHost(head.Header("host"));
+  }
   if (!s.ok()) return Error(s);
   return std::nullopt;
 }

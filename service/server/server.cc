@@ -176,6 +176,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
                             : TokenAuth::AdminAccess::kTokenOnly);
   if (!auth.ok()) return auth.status();
   auth->SetHostNames(opts.http_host_names);
+  auth->SetLoopbackOnly(!opts.http_address.empty() && !ListensBeyondLoopback(opts.http_address));
   // Mutual TLS authenticates every caller; otherwise say what anyone who
   // reaches the port may do without a token.
   if (const std::string open = auth->OpenToAnyone();

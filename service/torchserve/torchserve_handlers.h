@@ -52,9 +52,11 @@ inline constexpr uint64_t kMaxImageAspectRatio = 100;
 // each becomes a 602 KB tensor.
 inline constexpr size_t kMaxImageInstances = 128;
 
-// How long making one request's inputs may take when the client set no
-// deadline (an image of the largest allowed size takes about a second).
-inline constexpr std::chrono::seconds kHandlerInputTimeout{30};
+// How long making one request's inputs may take, whatever the client's
+// deadline: an image of the largest allowed size takes about a second, and
+// the decoding pool has a thread a core, so an image that takes longer
+// (built to be slow) gives its thread back after this.
+inline constexpr std::chrono::seconds kHandlerInputTimeout{5};
 
 // What turning an instance into the model's input may use, and who may
 // stop it.

@@ -141,8 +141,11 @@ std::optional<HttpResponse> TorchServeRest::Screen(const HttpRequest& head) cons
   if (head.path == "/ping") return std::nullopt;
   const TokenAuth::Role role = IsManagementMutation(head) ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference;
   if (absl::Status s = front_end_.auth().Check(head.Header("authorization"), role); !s.ok()) return error(s);
-  if (role == TokenAuth::Role::kAdmin) {
-    if (absl::Status s = front_end_.auth().CheckAdminHost(head.Header("host")); !s.ok()) return error(s);
+  const absl::string_view host = head.Header("host");
+  if (absl::Status s = role == TokenAuth::Role::kAdmin ? front_end_.auth().CheckAdminHost(host)
+                                                       : front_end_.auth().CheckInferenceHost(host);
+      !s.ok()) {
+    return error(s);
   }
   return std::nullopt;
 }
