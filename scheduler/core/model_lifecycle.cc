@@ -177,11 +177,20 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<
   if (source_changed) Release(left_behind);
   // A load answers for the config it found: one refused (the previous one
   // still serving) fails the load, as Triton's does.
-  if (std::shared_ptr<const ModelEntry> entry = repository_.Lookup(name);
-      entry && !entry->removed && !entry->config_problem.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("model '", name, "': its config was refused, so nothing was loaded (the previous config still "
-                     "serves): ", entry->config_problem));
+  if (std::shared_ptr<const ModelEntry> entry = repository_.Lookup(name); entry && !entry->removed) {
+    if (!entry->config_problem.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("model '", name, "': its config was refused, so nothing was loaded (the previous config still "
+                       "serves): ", entry->config_problem));
+    }
+    // So does a version that failed to load (a warm-up sample refused, a
+    // broken file): the previous copy, if any, still serves.
+    for (const VersionStatus& version : entry->states) {
+      if (version.failed) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("model '", name, "' version ", version.version, ": ", version.reason));
+      }
+    }
   }
   return absl::OkStatus();
 }

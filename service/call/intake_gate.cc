@@ -189,12 +189,12 @@ bool IntakeGate::AddressBlocked(const std::string& address) const {
   return !AddressHasRoom(address) || (OthersWait(address) && OverShare(address));
 }
 
-void IntakeGate::AskForStream(absl::string_view peer, Ticket* ticket) {
+void IntakeGate::AskForStream(Ticket* ticket) {
   if (budget_ == nullptr) return;
   MutexLock lock(mu_);
-  auto it = history_.find(std::string(peer));
-  const uint64_t largest = it == history_.end() ? 0 : it->second.largest;
-  ticket->room_ = budget_->Hold(std::min(room_bytes_, std::max(largest * 2, kFastFloor)));
+  // Idle streams must not fill the budget: each holds the small floor, and
+  // its next message is charged in full once it is in.
+  ticket->room_ = budget_->Hold(std::min(room_bytes_, kFastFloor));
   ticket->gate_ = this;
   ticket->lane_ = Lane::kStream;
   ticket->deadline_ = Clock::time_point::max();

@@ -47,8 +47,8 @@
 //
 // Open streams are the exception: a stream waits for its next message for
 // as long as its client likes, so its read (AskForStream) takes no slot and
-// has no deadline; it holds room for twice its connection's recent largest
-// message, and a larger one is charged in full or refused once it is in.
+// has no deadline; it holds 64 KiB, and a larger message is charged in
+// full or refused once it is in.
 //
 // What is read at once is thus at most the budget, plus the small and fast
 // lanes' rooms, plus at most kMaxSmallReads + kMaxFastReads + kMaxNewReads
@@ -156,12 +156,11 @@ class IntakeGate {
   // the room lane joins the line on its first ask.
   Turn Ask(const void* waiter, absl::string_view peer, uint64_t max_bytes, Ticket* ticket);
   // An open stream (ModelStreamInfer) that waits for its next message:
-  // admitted at once, with room for twice the largest message its
-  // connection sent lately (at least 64 KiB, at most room_bytes) held in
-  // the budget, and no deadline, for a stream may wait idle as long as its
-  // client likes. A next message larger than the room is charged in full
-  // once it is in, or refused (Read).
-  void AskForStream(absl::string_view peer, Ticket* ticket);
+  // admitted at once, with 64 KiB held in the budget (idle streams must not
+  // fill it), and no deadline, for a stream may wait idle as long as its
+  // client likes. A next message larger than that is charged in full once
+  // it is in, or refused (Read).
+  void AskForStream(Ticket* ticket);
   // A waiter gives up its place (it waited too long, or its client left).
   void Leave(const void* waiter);
   // The read passed its deadline unfinished. A fast read whose room the

@@ -472,7 +472,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
   // its client likes, as an inference stream does.
   IntakeGate::Turn AskGate() override {
     if (method_ == nullptr || method_->shape != GrpcMethod::Shape::kBidi || !served_) return AsyncCall::AskGate();
-    context_.gate.AskForStream(peer_, &ticket_);
+    context_.gate.AskForStream(&ticket_);
     return IntakeGate::Turn::kAdmitted;
   }
   uint64_t MaxMessageBytes() const override {
@@ -793,7 +793,7 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
   // An open stream waits for its next request as long as its client likes:
   // its read takes no slot and has no deadline (intake_gate.h).
   IntakeGate::Turn AskGate() override {
-    context_.gate.AskForStream(peer_, &ticket_);
+    context_.gate.AskForStream(&ticket_);
     return IntakeGate::Turn::kAdmitted;
   }
   bool RefuseWithoutRoom(std::chrono::steady_clock::duration) override { return false; }
