@@ -2,7 +2,7 @@
 #include "scheduler/repository/model_config.h"
 
 #include <algorithm>
-
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,14 +32,27 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
   std::string first_;
 };
 
+// Element counts past this are refused: no tensor could hold them (a count
+// times any element's size must fit 64 bits), and a product that wrapped
+// around could match another.
+constexpr int64_t kMaxElements = int64_t{1} << 60;
+constexpr int64_t kOverflow = -2;
+
+// `n` times `d` (both >= 1), or kOverflow past kMaxElements.
+int64_t TimesChecked(int64_t n, int64_t d) {
+  if (n == kOverflow || d > kMaxElements / n) return kOverflow;
+  return n * d;
+}
+
 // A shape's element count, -1 when a dimension is variable (Triton's
-// GetElementCount; an empty shape counts 0 here, as the reshape rule wants).
+// GetElementCount; an empty shape counts 0 here, as the reshape rule wants),
+// kOverflow past kMaxElements.
 int64_t ElementCount(const google::protobuf::RepeatedField<int64_t>& shape) {
   if (shape.empty()) return 0;
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d == -1) return -1;
-    n *= d;
+    n = TimesChecked(n, d);
   }
   return n;
 }
@@ -54,7 +67,7 @@ std::vector<int64_t> Trunks(const google::protobuf::RepeatedField<int64_t>& shap
       trunks.push_back(n);
       n = 1;
     } else {
-      n *= d;
+      n = TimesChecked(n, d);
     }
   }
   trunks.push_back(n);
@@ -72,7 +85,14 @@ absl::Status CheckReshape(const v1::TensorSpec& s, const std::string& prefix, bo
   for (int64_t d : s.dims()) {
     if (d < 1 && d != -1) return refused("dimension must be integer >= 1, or -1 to indicate a variable-size dimension");
   }
+  auto overflows = [](const google::protobuf::RepeatedField<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n = d > 0 ? TimesChecked(n, d) : n;
+    return n == kOverflow;
+  };
+  if (overflows(s.dims())) return refused("dims hold more than 2^60 elements");
   if (!s.has_reshape()) return absl::OkStatus();
+  if (overflows(s.reshape().shape())) return refused("reshape holds more than 2^60 elements");
   for (int64_t d : s.reshape().shape()) {
     if (d < 1 && d != -1) {
       return refused("reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension");
@@ -189,6 +209,10 @@ absl::StatusOr<v1::ModelConfig> CheckModelConfig(v1::ModelConfig config, absl::s
     return invalid(absl::StrCat("name '", config.name(), "' does not match the model folder '", folder_name, "'"));
   }
   config.set_name(std::string(folder_name));
+  // Triton's ModelConfig carries it as an int32.
+  if (config.max_batch_size() > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
+    return invalid(absl::StrCat("max_batch_size: ", config.max_batch_size(), " is more than 2147483647"));
+  }
   const bool batching = config.max_batch_size() > 0;
   if (absl::Status s = CheckSpecs(config.inputs(), "inputs", batching, folder_name); !s.ok()) {
     return invalid(s.message());

@@ -98,6 +98,8 @@ TEST(ModelConfig, BrokenConfigsNameTheField) {
       {"devices: [\"cuda:1\", \"tpu:0\"]", "devices[1]"},
       {"devices: [\"auto\"]", "devices[0]"},
       {"accelerator_instances: 65", "accelerator_instances"},
+      // Triton's ModelConfig carries it as an int32: it would read negative.
+      {"max_batch_size: 2147483648", "max_batch_size: 2147483648 is more than 2147483647"},
   };
   for (const Broken& b : cases) {
     auto c = ParseModelConfig(b.text, "m");
@@ -156,6 +158,11 @@ TEST(ModelConfig, TritonsReshapeRulesWithTritonsWords) {
        "model output 'y' has different size for dims and reshape for m"},
       {0, R"(output [{ name: "y" data_type: TYPE_FP32 dims: [ 1000 ] reshape { shape: [ 1, 1000, 1, 1 ] } }])", ""},
       {0, R"(input [{ name: "x" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 224, 224 ] }])", ""},
+      // Counts past 2^60: a product that wrapped around (2^64 reads 0, 2^64 + 16 reads 16) could match.
+      {0, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 4294967296, 4294967297 ] reshape { shape: [ 4294967296 ] } }])",
+       "model input 'x' dims hold more than 2^60 elements for m"},
+      {0, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 16 ] reshape { shape: [ 4294967296, 4294967296, 16 ] } }])",
+       "model input 'x' reshape holds more than 2^60 elements for m"},
       {0, R"(input [{ name: "x" data_type: TYPE_FP32 format: FORMAT_NHWC dims: [ 224, 224 ] }])",
        "model input NHWC/NCHW require 3 dims"},
   };

@@ -48,8 +48,8 @@ import zipfile
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import (Server, check, checks_made, fail, reference_stubs, required_arguments, reset_peak, rss_kib,
-                    memory_bounds_apply)  # noqa: E402
+from igtest import (Server, check, checks_made, expect_budget_back, fail, reference_stubs,  # noqa: E402
+                    required_arguments, reset_peak, rss_kib, memory_bounds_apply)
 
 BUDGET_MIB = 256
 # How long a well-behaved client's answer may take while the server is
@@ -483,6 +483,7 @@ def burst_phase(server, stub, small, stubs, method, answered):
     bound = ANSWER_BOUND_S[0] * 1.5
     check(not errors and slowest < bound, "the small client during the burst: slowest %.2f s (bound %.1f s), errors %s" %
           (slowest, bound, errors[:3]))
+    expect_budget_back(server, "the gRPC %s burst" % method)
 
 
 def main():

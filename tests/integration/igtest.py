@@ -37,10 +37,39 @@ def expect_error(fn, code, *needles):
         fn()
     except grpc.RpcError as e:
         check(e.code() == code, "expected %s, got %s: %s" % (code, e.code(), e.details()))
+        check_client_text(e.details() or "")
         for n in needles:
             check(n in (e.details() or ""), "error %r does not name %r" % (e.details(), n))
         return e
     fail("expected %s, the call succeeded" % code)
+
+
+def check_client_text(text):
+    """An error a client sees carries no native back-trace or code address
+    (the server cuts them at its edges: common/client_text.h)."""
+    for needle in ("frame #", "0x7f", "Exception raised from"):
+        check(needle not in text, "a client saw %r in an error: %s" % (needle, text[:300]))
+
+
+def inflight_bytes(server):
+    """The server's infergate_inflight_request_bytes, from /metrics."""
+    import urllib.request
+    with urllib.request.urlopen("http://%s/metrics" % server.metrics_address, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("infergate_inflight_request_bytes "):
+                return float(line.split()[1])
+    fail("no infergate_inflight_request_bytes metric")
+
+
+def expect_budget_back(server, what):
+    """The in-flight budget returns to exactly 0 once every call has ended:
+    nothing leaked can shut the gate."""
+    deadline = time.time() + 30
+    held = inflight_bytes(server)
+    while held != 0 and time.time() < deadline:
+        time.sleep(0.1)
+        held = inflight_bytes(server)
+    check(held == 0, "%s: %d bytes still counted in flight after every call ended" % (what, held))
 
 
 def rss_kib(pid, field="VmRSS:"):

@@ -50,8 +50,8 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import (Server, check, checks_made, fail, generate_stubs, memory_bounds_apply,  # noqa: E402
-                    reference_stubs, required_arguments, reset_peak, rss_kib)
+from igtest import (Server, check, checks_made, expect_budget_back, fail, generate_stubs,  # noqa: E402
+                    memory_bounds_apply, reference_stubs, required_arguments, reset_peak, rss_kib)
 
 TOKEN = "round-five-inference-token-0123456789"
 MIB = 1 << 20
@@ -94,24 +94,6 @@ def channel_to(address):
     import grpc
     return grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 128 << 20),
                                                    ("grpc.max_receive_message_length", 128 << 20)])
-
-
-def inflight_bytes(server):
-    with urllib.request.urlopen("http://%s/metrics" % server.metrics_address, timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith("infergate_inflight_request_bytes "):
-                return float(line.split()[1])
-    fail("no infergate_inflight_request_bytes metric")
-
-
-def expect_budget_back(server, what):
-    """The in-flight budget returns to exactly 0 once every call has ended."""
-    deadline = time.time() + 30
-    held = inflight_bytes(server)
-    while held != 0 and time.time() < deadline:
-        time.sleep(0.1)
-        held = inflight_bytes(server)
-    check(held == 0, "%s: %d bytes still counted in flight after every call ended" % (what, held))
 
 
 def peak_growth_mib(pid, before_kib):
@@ -550,6 +532,17 @@ def m2_warmup_and_lows(args, work, models):
     check(server.stop() == 0, "the admin server exits 0 on SIGTERM")
 
 
+def rebinding(server):
+    """A loopback server without tokens answers REST inference only for its
+    own names: a page that rebinds its name to 127.0.0.1 sends its own."""
+    body = json.dumps({"inputs": [{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": [0.5] * 256}]}).encode()
+    status, answer = http_post(server.http_address, "/v2/models/mlp/infer", body, headers={"Host": "rebound.example"})
+    check(status == 403 and "Host" in answer, "inference for Host rebound.example: %d %s" % (status, answer[:200]))
+    status, answer = http_post(server.http_address, "/v2/models/mlp/infer", body)
+    check(status == 200, "inference for Host 127.0.0.1: %d %s" % (status, answer[:200]))
+    print("Low: REST inference for a rebound Host refused (403), for 127.0.0.1 answered")
+
+
 def contents_order(server, pb, pb_grpc):
     """NVIDIA's explicit-content examples: two inputs, one raw entry, the
     first input also typed: Triton's words for the typed one."""
@@ -607,6 +600,7 @@ def main():
             open_server.wait_serving()
             h2_tricklers(open_server, pb, pb_grpc, bounds_factor)
             m1_accepted_strings(open_server, pb, pb_grpc, 256, memory_bounds_apply(open_server.proc.pid))
+            rebinding(open_server)
             check(open_server.stop() == 0, "the open server exits 0 on SIGTERM")
         if only in ("", "gate"):
             gate_storm(args, work, pb, pb_grpc, models)

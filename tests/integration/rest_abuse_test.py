@@ -37,7 +37,8 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import (Server, fail, memory_bounds_apply, required_arguments, reset_peak, rss_kib)  # noqa: E402
+from igtest import (Server, expect_budget_back, fail, memory_bounds_apply, required_arguments, reset_peak,  # noqa: E402
+                    rss_kib)
 
 BUDGET_MIB = 128
 MARGIN_MIB = 160  # the 16-64 MiB bodies themselves (received, then copied once), allocator slack
@@ -240,6 +241,7 @@ def main():
               (bomb_before // 1024, bomb_growth, BUDGET_MIB, MARGIN_MIB))
         if memory_bounds_apply(pid) and bomb_growth > BUDGET_MIB + MARGIN_MIB:
             fail("the string bombs grew RSS %d MiB, beyond the budget plus margin" % bomb_growth)
+        expect_budget_back(server, "the REST abuse cases")
         if server.stop() != 0:
             fail("server did not exit 0 on SIGTERM")
 

@@ -158,12 +158,12 @@ def connection_limits(args, models, servers):
     holders = [raw_connection(http, b"P") for _ in range(cap)]
     # Accepted in the order they connected: every later connection is past the cap.
     body = infer_body([{"name": "x", "shape": [1, 256], "datatype": "FP32", "data": [0.5] * 256}])
-    request = ("POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    request = ("POST /v2/models/mlp/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                "Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)).encode()
     over = read_answer(raw_connection(http, request))
     check(over.startswith(b"HTTP/1.1 503") and b"serves only /v2/health/" in over,
           "inference on a connection past --http-max-connections: %r" % over[:300])
-    probe = read_answer(raw_connection(http, b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+    probe = read_answer(raw_connection(http, b"GET /v2/health/live HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))
     check(probe.startswith(b"HTTP/1.1 200"), "a probe on a reserved slot: %r" % probe[:300])
     # Fill the reserved slots too: the next connection is refused at once.
     probes = [raw_connection(http, b"G") for _ in range(reserved)]
@@ -416,7 +416,7 @@ def main():
         stop = threading.Event()
 
         def trickle():
-            rest = b"OST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+            rest = b"OST /v2/models/mlp/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n"
             i = 0
             while not stop.is_set() and i < len(rest):
                 for s in slow_socks:
@@ -528,7 +528,7 @@ def main():
         t, second = blocker()
         body = slow_body.encode()
         hung_up = raw_connection(one.http_address,
-                                 b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                 b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
         wait_until(lambda: cpu_status().queue_depth > 0, "the request to queue")
         hung_up.close()
@@ -539,7 +539,7 @@ def main():
         # writes, the socket still open) counts as gone, as with nginx.
         t, third = blocker()
         half_closed = raw_connection(one.http_address,
-                                     b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\n"
+                                     b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) +
                                      body)
         wait_until(lambda: cpu_status().queue_depth > 0, "the half-closing client's request to queue")
