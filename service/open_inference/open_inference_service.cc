@@ -52,43 +52,43 @@ void OpenInferenceService::Register(GrpcMethods& methods) {
   };
   const uint64_t small = kSmallRequestBytes;
   // Probes need no token, like the health service.
-  add("ServerLive", std::nullopt, small, pb::ServerLiveRequest::descriptor(), &OpenInferenceService::ServerLive);
-  add("ServerReady", std::nullopt, small, pb::ServerReadyRequest::descriptor(), &OpenInferenceService::ServerReady);
-  add("ModelReady", Role::kInference, small, pb::ModelReadyRequest::descriptor(), &OpenInferenceService::ModelReady);
+  add("ServerLive", std::nullopt, small, pb::ServerLiveRequest::descriptor(), &OpenInferenceService::HandleServerLive);
+  add("ServerReady", std::nullopt, small, pb::ServerReadyRequest::descriptor(), &OpenInferenceService::HandleServerReady);
+  add("ModelReady", Role::kInference, small, pb::ModelReadyRequest::descriptor(), &OpenInferenceService::HandleModelReady);
   add("ServerMetadata", Role::kInference, small, pb::ServerMetadataRequest::descriptor(),
-      &OpenInferenceService::ServerMetadata);
+      &OpenInferenceService::HandleServerMetadata);
   add("ModelMetadata", Role::kInference, small, pb::ModelMetadataRequest::descriptor(),
-      &OpenInferenceService::ModelMetadata);
-  add("ModelConfig", Role::kInference, small, pb::ModelConfigRequest::descriptor(), &OpenInferenceService::ModelConfig);
+      &OpenInferenceService::HandleModelMetadata);
+  add("ModelConfig", Role::kInference, small, pb::ModelConfigRequest::descriptor(), &OpenInferenceService::HandleModelConfig);
   add("ModelStatistics", Role::kInference, small, pb::ModelStatisticsRequest::descriptor(),
-      &OpenInferenceService::ModelStatistics);
+      &OpenInferenceService::HandleModelStatistics);
   add("RepositoryIndex", Role::kInference, small, pb::RepositoryIndexRequest::descriptor(),
-      &OpenInferenceService::RepositoryIndex);
+      &OpenInferenceService::HandleRepositoryIndex);
   // A load may carry a config and the model's files.
   add("RepositoryModelLoad", Role::kAdmin, front_end_.limits().max_load_file_bytes + kLoadConfigBytes,
-      pb::RepositoryModelLoadRequest::descriptor(), &OpenInferenceService::RepositoryModelLoad);
+      pb::RepositoryModelLoadRequest::descriptor(), &OpenInferenceService::HandleRepositoryModelLoad);
   add("RepositoryModelUnload", Role::kAdmin, small, pb::RepositoryModelUnloadRequest::descriptor(),
-      &OpenInferenceService::RepositoryModelUnload);
+      &OpenInferenceService::HandleRepositoryModelUnload);
   add("SystemSharedMemoryStatus", Role::kInference, small, pb::SystemSharedMemoryStatusRequest::descriptor(),
-      &OpenInferenceService::SystemSharedMemoryStatus);
+      &OpenInferenceService::HandleSystemSharedMemoryStatus);
   add("SystemSharedMemoryRegister", Role::kInference, small, pb::SystemSharedMemoryRegisterRequest::descriptor(),
-      &OpenInferenceService::SystemSharedMemoryRegister);
+      &OpenInferenceService::HandleSystemSharedMemoryRegister);
   add("SystemSharedMemoryUnregister", Role::kInference, small, pb::SystemSharedMemoryUnregisterRequest::descriptor(),
-      &OpenInferenceService::SystemSharedMemoryUnregister);
+      &OpenInferenceService::HandleSystemSharedMemoryUnregister);
   add("CudaSharedMemoryStatus", Role::kInference, small, pb::CudaSharedMemoryStatusRequest::descriptor(),
-      &OpenInferenceService::CudaSharedMemoryStatus);
+      &OpenInferenceService::HandleCudaSharedMemoryStatus);
   add("CudaSharedMemoryRegister", Role::kInference, small, pb::CudaSharedMemoryRegisterRequest::descriptor(),
-      &OpenInferenceService::CudaSharedMemoryRegister);
+      &OpenInferenceService::HandleCudaSharedMemoryRegister);
   add("CudaSharedMemoryUnregister", Role::kInference, small, pb::CudaSharedMemoryUnregisterRequest::descriptor(),
-      &OpenInferenceService::CudaSharedMemoryUnregister);
+      &OpenInferenceService::HandleCudaSharedMemoryUnregister);
   add("TraceSetting", Role::kInference, small, pb::TraceSettingRequest::descriptor(),
-      &OpenInferenceService::TraceSetting);
+      &OpenInferenceService::HandleTraceSetting);
   // Reading the settings needs the inference token, changing them the
   // admin one (checked once the request says which).
-  add("LogSettings", Role::kInference, small, pb::LogSettingsRequest::descriptor(), &OpenInferenceService::LogSettings);
+  add("LogSettings", Role::kInference, small, pb::LogSettingsRequest::descriptor(), &OpenInferenceService::HandleLogSettings);
 }
 
-void OpenInferenceService::ServerLive(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleServerLive(GrpcServerCall& server_call) {
   auto* call = RawUnaryCall<pb::ServerLiveRequest, pb::ServerLiveResponse>::Start(server_call);
   if (call == nullptr) return;
   // Open like the health service, so probes need no token.
@@ -96,14 +96,14 @@ void OpenInferenceService::ServerLive(GrpcServerCall& server_call) {
   return Answered(call, absl::OkStatus());
 }
 
-void OpenInferenceService::ServerReady(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleServerReady(GrpcServerCall& server_call) {
   auto* call = RawUnaryCall<pb::ServerReadyRequest, pb::ServerReadyResponse>::Start(server_call);
   if (call == nullptr) return;
   call->response()->set_ready(core_.ready() && !front_end_.draining());
   return Answered(call, absl::OkStatus());
 }
 
-void OpenInferenceService::ModelReady(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleModelReady(GrpcServerCall& server_call) {
   return Serve<pb::ModelReadyRequest, pb::ModelReadyResponse>(
       server_call, [&](const auto& request, auto* response) {
         response->set_ready(api_.ModelReady(ModelNameOf(server_call.context(), request.name()), request.version()) &&
@@ -112,7 +112,7 @@ void OpenInferenceService::ModelReady(GrpcServerCall& server_call) {
       });
 }
 
-void OpenInferenceService::ServerMetadata(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleServerMetadata(GrpcServerCall& server_call) {
   return Serve<pb::ServerMetadataRequest, pb::ServerMetadataResponse>(
       server_call, [&](const auto&, auto* response) {
         api_.ServerMetadata({}, response);
@@ -120,14 +120,14 @@ void OpenInferenceService::ServerMetadata(GrpcServerCall& server_call) {
       });
 }
 
-void OpenInferenceService::ModelMetadata(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleModelMetadata(GrpcServerCall& server_call) {
   return Serve<pb::ModelMetadataRequest, pb::ModelMetadataResponse>(
       server_call, [&](const auto& request, auto* response) {
         return api_.ModelMetadata(ModelNameOf(server_call.context(), request.name()), request.version(), response);
       });
 }
 
-void OpenInferenceService::ModelConfig(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleModelConfig(GrpcServerCall& server_call) {
   return Serve<pb::ModelConfigRequest, pb::ModelConfigResponse>(
       server_call, [&](const auto& request, auto* response) {
         return api_.ModelConfig(request.name(), request.version(), response);
@@ -147,21 +147,21 @@ void OpenInferenceService::SubmitModelInfer(InferCall& call, const grpc::ServerC
               [request, response](InferenceResult& result) { return EncodeInferResponse(*request, result, response); });
 }
 
-void OpenInferenceService::ModelStatistics(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleModelStatistics(GrpcServerCall& server_call) {
   return Serve<pb::ModelStatisticsRequest, pb::ModelStatisticsResponse>(
       server_call, [&](const auto& request, auto* response) {
         return api_.ModelStatistics(request.name(), request.version(), response);
       });
 }
 
-void OpenInferenceService::RepositoryIndex(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleRepositoryIndex(GrpcServerCall& server_call) {
   return Serve<pb::RepositoryIndexRequest, pb::RepositoryIndexResponse>(
       server_call, [&](const auto& request, auto* response) {
         return api_.RepositoryIndex(request.repository_name(), request.ready(), response);
       });
 }
 
-void OpenInferenceService::RepositoryModelLoad(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleRepositoryModelLoad(GrpcServerCall& server_call) {
   auto* call = RawUnaryCall<pb::RepositoryModelLoadRequest, pb::RepositoryModelLoadResponse>::Start(server_call);
   if (call == nullptr) return;
   const pb::RepositoryModelLoadRequest& request = call->request();
@@ -178,7 +178,7 @@ void OpenInferenceService::RepositoryModelLoad(GrpcServerCall& server_call) {
   });
 }
 
-void OpenInferenceService::RepositoryModelUnload(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleRepositoryModelUnload(GrpcServerCall& server_call) {
   auto* call = RawUnaryCall<pb::RepositoryModelUnloadRequest, pb::RepositoryModelUnloadResponse>::Start(server_call);
   if (call == nullptr) return;
   absl::StatusOr<LoadRequest> unload =
@@ -189,54 +189,54 @@ void OpenInferenceService::RepositoryModelUnload(GrpcServerCall& server_call) {
 
 // --- The extensions this server answers without serving them as Triton does.
 
-void OpenInferenceService::SystemSharedMemoryStatus(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleSystemSharedMemoryStatus(GrpcServerCall& server_call) {
   return Serve<pb::SystemSharedMemoryStatusRequest, pb::SystemSharedMemoryStatusResponse>(
       server_call, [](const auto& request, auto*) {
         return infergate::SharedMemoryStatus(SharedMemoryKind::kSystem, request.name());
       });
 }
 
-void OpenInferenceService::SystemSharedMemoryRegister(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleSystemSharedMemoryRegister(GrpcServerCall& server_call) {
   return Serve<pb::SystemSharedMemoryRegisterRequest, pb::SystemSharedMemoryRegisterResponse>(
       server_call, [](const auto& request, auto*) {
         return infergate::SharedMemoryRegister(SharedMemoryKind::kSystem, request.name());
       });
 }
 
-void OpenInferenceService::SystemSharedMemoryUnregister(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleSystemSharedMemoryUnregister(GrpcServerCall& server_call) {
   return Serve<pb::SystemSharedMemoryUnregisterRequest, pb::SystemSharedMemoryUnregisterResponse>(
       server_call, [](const auto& request, auto*) {
         return infergate::SharedMemoryUnregister(SharedMemoryKind::kSystem, request.name());
       });
 }
 
-void OpenInferenceService::CudaSharedMemoryStatus(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleCudaSharedMemoryStatus(GrpcServerCall& server_call) {
   return Serve<pb::CudaSharedMemoryStatusRequest, pb::CudaSharedMemoryStatusResponse>(
       server_call, [](const auto& request, auto*) {
         return infergate::SharedMemoryStatus(SharedMemoryKind::kCuda, request.name());
       });
 }
 
-void OpenInferenceService::CudaSharedMemoryRegister(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleCudaSharedMemoryRegister(GrpcServerCall& server_call) {
   return Serve<pb::CudaSharedMemoryRegisterRequest, pb::CudaSharedMemoryRegisterResponse>(
       server_call, [](const auto& request, auto*) {
         return infergate::SharedMemoryRegister(SharedMemoryKind::kCuda, request.name());
       });
 }
 
-void OpenInferenceService::CudaSharedMemoryUnregister(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleCudaSharedMemoryUnregister(GrpcServerCall& server_call) {
   return Serve<pb::CudaSharedMemoryUnregisterRequest, pb::CudaSharedMemoryUnregisterResponse>(
       server_call, [](const auto& request, auto*) {
         return infergate::SharedMemoryUnregister(SharedMemoryKind::kCuda, request.name());
       });
 }
 
-void OpenInferenceService::TraceSetting(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleTraceSetting(GrpcServerCall& server_call) {
   return Serve<pb::TraceSettingRequest, pb::TraceSettingResponse>(
       server_call, [](const auto& request, auto*) { return TraceSettingAnswer(request.model_name()); });
 }
 
-void OpenInferenceService::LogSettings(GrpcServerCall& server_call) {
+void OpenInferenceService::HandleLogSettings(GrpcServerCall& server_call) {
   auto* call = RawUnaryCall<pb::LogSettingsRequest, pb::LogSettingsResponse>::Start(server_call);
   if (call == nullptr) return;
   const pb::LogSettingsRequest& request = call->request();

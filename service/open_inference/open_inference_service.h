@@ -65,25 +65,25 @@ class OpenInferenceService final : public open_inference_service_base::Type {
   template <typename Request, typename Response>
   void Serve(GrpcServerCall& call, absl::FunctionRef<absl::Status(const Request& request, Response* response)> answer);
 
-  void ServerLive(GrpcServerCall& call);
-  void ServerReady(GrpcServerCall& call);
-  void ModelReady(GrpcServerCall& call);
-  void ServerMetadata(GrpcServerCall& call);
-  void ModelMetadata(GrpcServerCall& call);
-  void ModelConfig(GrpcServerCall& call);
-  void ModelStatistics(GrpcServerCall& call);
-  void RepositoryIndex(GrpcServerCall& call);
-  void RepositoryModelLoad(GrpcServerCall& call);
-  void RepositoryModelUnload(GrpcServerCall& call);
+  void HandleServerLive(GrpcServerCall& call);
+  void HandleServerReady(GrpcServerCall& call);
+  void HandleModelReady(GrpcServerCall& call);
+  void HandleServerMetadata(GrpcServerCall& call);
+  void HandleModelMetadata(GrpcServerCall& call);
+  void HandleModelConfig(GrpcServerCall& call);
+  void HandleModelStatistics(GrpcServerCall& call);
+  void HandleRepositoryIndex(GrpcServerCall& call);
+  void HandleRepositoryModelLoad(GrpcServerCall& call);
+  void HandleRepositoryModelUnload(GrpcServerCall& call);
   // The extensions answered by open_inference_extensions.h.
-  void SystemSharedMemoryStatus(GrpcServerCall& call);
-  void SystemSharedMemoryRegister(GrpcServerCall& call);
-  void SystemSharedMemoryUnregister(GrpcServerCall& call);
-  void CudaSharedMemoryStatus(GrpcServerCall& call);
-  void CudaSharedMemoryRegister(GrpcServerCall& call);
-  void CudaSharedMemoryUnregister(GrpcServerCall& call);
-  void TraceSetting(GrpcServerCall& call);
-  void LogSettings(GrpcServerCall& call);
+  void HandleSystemSharedMemoryStatus(GrpcServerCall& call);
+  void HandleSystemSharedMemoryRegister(GrpcServerCall& call);
+  void HandleSystemSharedMemoryUnregister(GrpcServerCall& call);
+  void HandleCudaSharedMemoryStatus(GrpcServerCall& call);
+  void HandleCudaSharedMemoryRegister(GrpcServerCall& call);
+  void HandleCudaSharedMemoryUnregister(GrpcServerCall& call);
+  void HandleTraceSetting(GrpcServerCall& call);
+  void HandleLogSettings(GrpcServerCall& call);
 
   InferenceCore& core_;
   const FrontEnd& front_end_;  // ServerReady and ModelReady say false while it drains

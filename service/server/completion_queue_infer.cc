@@ -660,15 +660,16 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
     if (start) StartNextWrite();
   }
   void Finish(const absl::Status& status) override {
+    const grpc::Status finish = ToGrpcStatus(status);
     bool now = false;
     {
       MutexLock lock(mu_);
       if (finish_status_ || finish_started_) return;
-      finish_status_ = ToGrpcStatus(status);
+      finish_status_ = finish;
       now = !writing_;
       finish_started_ = now;
     }
-    if (now) stream_.Finish(*finish_status_, &finished_);
+    if (now) stream_.Finish(finish, &finished_);
   }
   // Finishes at once a call nothing was written on (on the poller).
   void FinishNow(const grpc::Status& status) {
@@ -692,7 +693,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
   }
   void OnWriteDone(bool ok) override {
     bool more = false;
-    bool finish = false;
+    std::optional<grpc::Status> finish;
     {
       MutexLock lock(mu_);
       writes_.pop_front();
@@ -702,10 +703,13 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
       }
       more = !writes_.empty();
       writing_ = more;
-      if (!more && finish_status_ && !finish_started_) finish = finish_started_ = true;
+      if (!more && finish_status_ && !finish_started_) {
+        finish_started_ = true;
+        finish = finish_status_;
+      }
     }
     if (more) return StartNextWrite();
-    if (finish) stream_.Finish(*finish_status_, &finished_);
+    if (finish) stream_.Finish(*finish, &finished_);
   }
 
   // Inference:
