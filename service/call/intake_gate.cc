@@ -119,6 +119,16 @@ bool IntakeGate::OthersWait(const std::string& address) const {
   return line_.size() > (it != waiting_by_address_.end() ? it->second : 0);
 }
 
+void IntakeGate::CountRoom(const std::string& address, Ticket* ticket) {
+  ++room_reads_;
+  pending_room_ += room_bytes_;
+  addresses_[address].room += room_bytes_;
+  ticket->pending_ = room_bytes_;
+  const auto at_min_rate = std::chrono::duration<double>(static_cast<double>(room_bytes_) /
+                                                         static_cast<double>(std::max<uint64_t>(1, options_.min_rate)));
+  ticket->deadline_ = options_.now() + options_.grace + std::chrono::duration_cast<Clock::duration>(at_min_rate);
+}
+
 bool IntakeGate::TryRoom(const std::string& address, Ticket* ticket) {
   if (!AddressHasRoom(address)) return false;
   if (pending_room_ + room_bytes_ > pending_cap_) return false;
@@ -128,14 +138,7 @@ bool IntakeGate::TryRoom(const std::string& address, Ticket* ticket) {
   if (!reserved.ok()) return false;
   ticket->room_ = *std::move(reserved);
   Admit(Lane::kRoom, address, ticket);
-  ++room_reads_;
-  pending_room_ += room_bytes_;
-  addresses_[address].room += room_bytes_;
-  ticket->pending_ = room_bytes_;
-  const auto at_min_rate = std::chrono::duration<double>(static_cast<double>(room_bytes_) /
-                                                         static_cast<double>(std::max<uint64_t>(1, options_.min_rate)));
-  ticket->deadline_ =
-      options_.now() + options_.grace + std::chrono::duration_cast<Clock::duration>(at_min_rate);
+  CountRoom(address, ticket);
   return true;
 }
 
@@ -217,13 +220,7 @@ bool IntakeGate::Overstay(Ticket* ticket) {
   if (have < room_bytes_ && !budget_->Extend(ticket->room_, room_bytes_ - have).ok()) return false;
   --(ticket->lane_ == Lane::kNew ? new_reads_ : fast_reads_);
   ticket->lane_ = Lane::kRoom;
-  ++room_reads_;
-  pending_room_ += room_bytes_;
-  addresses_[address].room += room_bytes_;
-  ticket->pending_ = room_bytes_;
-  const auto at_min_rate = std::chrono::duration<double>(static_cast<double>(room_bytes_) /
-                                                         static_cast<double>(std::max<uint64_t>(1, options_.min_rate)));
-  ticket->deadline_ = options_.now() + options_.grace + std::chrono::duration_cast<Clock::duration>(at_min_rate);
+  CountRoom(address, ticket);
   return true;
 }
 

@@ -207,6 +207,9 @@ class IntakeGate {
   // Reserves a room read's room, when the rooms of unfinished reads, the
   // address's share of them and the budget allow.
   bool TryRoom(const std::string& address, Ticket* ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts `ticket` (lane kRoom) among the unfinished reads' rooms, and
+  // sets its deadline: the grace plus its room at the minimum rate.
+  void CountRoom(const std::string& address, Ticket* ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the address may start one more read.
   bool AddressHasRoom(const std::string& address) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks `ticket` admitted in `lane` for `address`.

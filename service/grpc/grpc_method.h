@@ -106,4 +106,20 @@ class GrpcMethods {
   std::map<std::string, GrpcMethod, std::less<>> methods_;
 };
 
+// Adds `serve`, a method of `service`'s class that takes a GrpcServerCall,
+// as a unary method of `service_name`: the common case of a front end's
+// Register.
+template <typename Service>
+void AddUnaryMethod(GrpcMethods& methods, absl::string_view service_name, absl::string_view name,
+                    std::optional<TokenAuth::Role> role, uint64_t max_request_bytes,
+                    const google::protobuf::Descriptor* request_type, Service* service,
+                    void (Service::*serve)(GrpcServerCall&)) {
+  GrpcMethod method;
+  method.role = role;
+  method.max_request_bytes = max_request_bytes;
+  method.request_type = request_type;
+  method.serve = [service, serve](GrpcServerCall& call) { (service->*serve)(call); };
+  methods.Add(service_name, name, std::move(method));
+}
+
 }  // namespace infergate

@@ -43,12 +43,7 @@ void OpenInferenceService::Register(GrpcMethods& methods) {
   using Role = TokenAuth::Role;
   auto add = [&](absl::string_view name, std::optional<Role> role, uint64_t max_bytes,
                  const google::protobuf::Descriptor* type, void (OpenInferenceService::*serve)(GrpcServerCall&)) {
-    GrpcMethod method;
-    method.role = role;
-    method.max_request_bytes = max_bytes;
-    method.request_type = type;
-    method.serve = [this, serve](GrpcServerCall& call) { (this->*serve)(call); };
-    methods.Add(kService, name, std::move(method));
+    AddUnaryMethod(methods, kService, name, role, max_bytes, type, this, serve);
   };
   const uint64_t small = kSmallRequestBytes;
   // Probes need no token, like the health service.

@@ -25,11 +25,9 @@ TorchServeGrpcService::TorchServeGrpcService(InferenceCore& core, const FrontEnd
     : core_(core), front_end_(front_end), models_(core, catalog) {}
 
 void TorchServeGrpcService::Register(GrpcMethods& methods) {
-  GrpcMethod ping;
-  ping.role = std::nullopt;  // a health check: no token, as over REST
-  ping.request_type = google::protobuf::Empty::descriptor();
-  ping.serve = [this](GrpcServerCall& call) { Ping(call); };
-  methods.Add("org.pytorch.serve.grpc.inference.InferenceAPIsService", "Ping", std::move(ping));
+  // A health check: no token, as over REST.
+  AddUnaryMethod(methods, "org.pytorch.serve.grpc.inference.InferenceAPIsService", "Ping", std::nullopt,
+                 kSmallRequestBytes, google::protobuf::Empty::descriptor(), this, &TorchServeGrpcService::Ping);
 }
 
 void TorchServeGrpcService::Ping(GrpcServerCall& server_call) {

@@ -68,12 +68,7 @@ void InferenceServiceImpl::Register(GrpcMethods& methods) {
   constexpr absl::string_view kService = "infergate.v1.InferenceService";
   auto add = [&](absl::string_view name, TokenAuth::Role role, uint64_t max_bytes,
                  const google::protobuf::Descriptor* type, void (InferenceServiceImpl::*serve)(GrpcServerCall&)) {
-    GrpcMethod method;
-    method.role = role;
-    method.max_request_bytes = max_bytes;
-    method.request_type = type;
-    method.serve = [this, serve](GrpcServerCall& call) { (this->*serve)(call); };
-    methods.Add(kService, name, std::move(method));
+    AddUnaryMethod(methods, kService, name, role, max_bytes, type, this, serve);
   };
   add("ListDevices", TokenAuth::Role::kInference, kSmallRequestBytes, v1::ListDevicesRequest::descriptor(),
       &InferenceServiceImpl::ListDevices);

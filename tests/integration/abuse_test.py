@@ -48,8 +48,8 @@ import zipfile
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import (Server, check, checks_made, expect_budget_back, fail, reference_stubs,  # noqa: E402
-                    required_arguments, reset_peak, rss_kib, memory_bounds_apply)
+from igtest import (Server, check, checks_made, expect_budget_back, fail, length_delimited,  # noqa: E402
+                    reference_stubs, required_arguments, reset_peak, rss_kib, memory_bounds_apply)
 
 BUDGET_MIB = 256
 # How long a well-behaved client's answer may take while the server is
@@ -340,17 +340,8 @@ BURST_STREAMS = 6  # per process: 48 calls at once
 BURST_BYTES = 24 << 20
 
 
-def varint(n):
-    out = b""
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out += bytes([byte | (0x80 if n else 0)])
-        if not n:
-            return out
 
 
-def length_delimited(field, payload):
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
 
 
 def torchserve_predictions_request(model, data):

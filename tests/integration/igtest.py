@@ -51,6 +51,40 @@ def check_client_text(text):
         check(needle not in text, "a client saw %r in an error: %s" % (needle, text[:300]))
 
 
+def varint(n):
+    """A protobuf varint."""
+    out = b""
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def length_delimited(field, payload):
+    """A protobuf length-delimited field, written out by hand."""
+    return varint(field << 3 | 2) + varint(len(payload)) + payload
+
+
+def write_count_strings(folder):
+    """A TorchScript model taking a List[str] (TYPE_STRING [-1]) and
+    answering how many strings it got (INT64 [1])."""
+    from typing import List
+
+    import torch
+
+    class CountStrings(torch.nn.Module):
+        def forward(self, INPUT0: List[str]) -> torch.Tensor:
+            return torch.tensor([len(INPUT0)], dtype=torch.int64)
+
+    os.makedirs(os.path.join(folder, "1"))
+    torch.jit.save(torch.jit.script(CountStrings()), os.path.join(folder, "1", "model.pt"))
+    with open(os.path.join(folder, "config.pbtxt"), "w") as f:
+        f.write('platform: "pytorch_libtorch"\nmax_batch_size: 0\n'
+                'input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]\n'
+                'output [ { name: "OUTPUT0" data_type: TYPE_INT64 dims: [ 1 ] } ]\n')
+
+
 def inflight_bytes(server):
     """The server's infergate_inflight_request_bytes, from /metrics."""
     import urllib.request

@@ -51,7 +51,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from igtest import (Server, check, checks_made, expect_budget_back, fail, generate_stubs,  # noqa: E402
-                    memory_bounds_apply, reference_stubs, required_arguments, reset_peak, rss_kib)
+                    length_delimited, memory_bounds_apply, reference_stubs, required_arguments, reset_peak, rss_kib,
+                    varint, write_count_strings)
 
 TOKEN = "round-five-inference-token-0123456789"
 MIB = 1 << 20
@@ -59,17 +60,8 @@ MIB = 1 << 20
 SEEN_ERRORS = []
 
 
-def varint(n):
-    out = b""
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out += bytes([byte | (0x80 if n else 0)])
-        if not n:
-            return out
 
 
-def length_delimited(field, payload):
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
 
 
 def empty_fields(field, total_bytes):
@@ -395,22 +387,6 @@ def m1_strings(server, pid, pb, pb_grpc, bounds, bounds_factor):
     expect_budget_back(server, "M1")
 
 
-def write_count_strings(folder):
-    """A TorchScript model taking a List[str] and answering how many it got."""
-    from typing import List
-
-    import torch
-
-    class CountStrings(torch.nn.Module):
-        def forward(self, INPUT0: List[str]) -> torch.Tensor:
-            return torch.tensor([len(INPUT0)], dtype=torch.int64)
-
-    os.makedirs(os.path.join(folder, "1"))
-    torch.jit.save(torch.jit.script(CountStrings()), os.path.join(folder, "1", "model.pt"))
-    with open(os.path.join(folder, "config.pbtxt"), "w") as f:
-        f.write('platform: "pytorch_libtorch"\nmax_batch_size: 0\n'
-                'input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]\n'
-                'output [ { name: "OUTPUT0" data_type: TYPE_INT64 dims: [ 1 ] } ]\n')
 
 
 def m1_accepted_strings(server, pb, pb_grpc, budget_mib, bounds):

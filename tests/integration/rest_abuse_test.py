@@ -38,7 +38,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from igtest import (Server, expect_budget_back, fail, memory_bounds_apply, required_arguments, reset_peak,  # noqa: E402
-                    rss_kib)
+                    rss_kib, write_count_strings)
 
 BUDGET_MIB = 128
 MARGIN_MIB = 160  # the 16-64 MiB bodies themselves (received, then copied once), allocator slack
@@ -50,23 +50,6 @@ MARGIN_MIB = 160  # the 16-64 MiB bodies themselves (received, then copied once)
 
 
 
-def write_count_strings(folder):
-    """A TorchScript model taking a List[str] (TYPE_STRING [-1]) and
-    answering how many strings it got (INT64 [1])."""
-    from typing import List
-
-    import torch
-
-    class CountStrings(torch.nn.Module):
-        def forward(self, INPUT0: List[str]) -> torch.Tensor:
-            return torch.tensor([len(INPUT0)], dtype=torch.int64)
-
-    os.makedirs(os.path.join(folder, "1"))
-    torch.jit.save(torch.jit.script(CountStrings()), os.path.join(folder, "1", "model.pt"))
-    with open(os.path.join(folder, "config.pbtxt"), "w") as f:
-        f.write('platform: "pytorch_libtorch"\nmax_batch_size: 0\n'
-                'input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]\n'
-                'output [ { name: "OUTPUT0" data_type: TYPE_INT64 dims: [ 1 ] } ]\n')
 
 
 def post(http, path, body, timeout=120):
