@@ -48,7 +48,7 @@ import zipfile
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from igtest import (Server, check, checks_made, expect_budget_back, fail, length_delimited,  # noqa: E402
+from igtest import (Server, make_demo_models, check, checks_made, expect_budget_back, fail, length_delimited,  # noqa: E402
                     reference_stubs, required_arguments, reset_peak, rss_kib, memory_bounds_apply)
 
 BUDGET_MIB = 256
@@ -278,7 +278,7 @@ def load_with_files(address, model, files, host=None):
 
 def admin_server(args, work):
     models = os.path.join(work, "models")
-    subprocess.run([args.make_models, models], check=True, stdout=subprocess.DEVNULL)
+    make_demo_models(args.make_models, models, test_models=False)
     # A config.pbtxt of 600 KB of '[' beside a served model.
     deep = os.path.join(models, "deep")
     shutil.copytree(os.path.join(models, "mlp"), deep)
@@ -404,7 +404,7 @@ def grpc_burst(args, work, stubs):
     import grpc_service_pb2 as pb
     import grpc_service_pb2_grpc as pb_grpc
     models = os.path.join(work, "burst-models")
-    subprocess.run([args.make_models, models, "--with-test-models"], check=True, stdout=subprocess.DEVNULL)
+    make_demo_models(args.make_models, models)
     server = Server(args.server, ["--model-repository=" + models, "--devices=cpu", "--max-inflight-bytes=%dMiB" %
                                   BUDGET_MIB, "--max-receive-bytes=32MiB"], os.path.join(work, "server-burst.log"))
     wait_ready(server.http_address)

@@ -198,10 +198,29 @@ def open_inference_setup(prefix):
     args = required_arguments("--server", "--make-models", "--proto-dir", "--reference-dir")
     work = tempfile.mkdtemp(prefix=prefix)
     models = os.path.join(work, "models")
-    subprocess.run([args.make_models, models, "--with-test-models"], check=True, stdout=subprocess.DEVNULL)
+    make_demo_models(args.make_models, models)
     generate_stubs(args.proto_dir, os.path.join(work, "stubs"))
     reference_stubs(args.reference_dir, os.path.join(work, "ref"))
     return args, work, models
+
+
+def make_demo_models(binary, dest, test_models=True):
+    """The demo models (and, with `test_models`, the models tests use) in
+    `dest`: a copy of the repository `binary` made once per build of it,
+    by whichever test came first, under a lock (as the C++ tests'
+    DemoRepository does)."""
+    import fcntl
+    made = os.stat(binary)
+    template = "%s.repository-%d-%d.%d%s" % (binary, made.st_size, int(made.st_mtime), made.st_mtime_ns % 10**9,
+                                             "" if test_models else "-demo-only")
+    with open(template + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(os.path.join(template, ".complete")):
+            shutil.rmtree(template, ignore_errors=True)
+            subprocess.run([binary, template] + (["--with-test-models"] if test_models else []), check=True,
+                           stdout=subprocess.DEVNULL)
+            open(os.path.join(template, ".complete"), "w").close()
+    shutil.copytree(template, dest, ignore=shutil.ignore_patterns(".complete"))
 
 
 def free_port():

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -225,13 +227,45 @@ int RunCommand(const std::vector<std::string>& argv_in, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+std::string DemoRepositoryTemplate() {
+  // Made once per build of make-demo-models (its size and time name the
+  // copy) by whichever test process comes first, under a lock; a rebuilt
+  // binary makes a new one.
+  struct stat made {};
+  if (stat(MAKE_DEMO_MODELS_BIN, &made) != 0) {
+    ADD_FAILURE() << MAKE_DEMO_MODELS_BIN << " is missing";
+    return "";
+  }
+  const std::string dir = std::string(MAKE_DEMO_MODELS_BIN) + ".repository-" + std::to_string(made.st_size) + "-" +
+                          std::to_string(made.st_mtim.tv_sec) + "." + std::to_string(made.st_mtim.tv_nsec);
+  const int lock = open((dir + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  if (lock < 0 || flock(lock, LOCK_EX) != 0) {
+    ADD_FAILURE() << "cannot lock " << dir << ".lock";
+    if (lock >= 0) close(lock);
+    return "";
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(dir + "/.complete", ec)) {
+    std::filesystem::remove_all(dir, ec);
+    std::string out;
+    const int rc = RunCommand({MAKE_DEMO_MODELS_BIN, dir, "--with-test-models"}, &out);
+    if (rc != 0) ADD_FAILURE() << "make-demo-models failed with " << rc << ":\n" << out;
+    std::ofstream(dir + "/.complete") << "made\n";
+  }
+  close(lock);
+  return dir;
+}
+
 const std::string& DemoRepository() {
-  // Made once per test process, removed when it exits (a few MB each).
+  // A copy per test process (tests change it), removed when it exits (a
+  // few MB each), of the repository made once (DemoRepositoryTemplate).
   static const std::string repo = [] {
     std::string dir = ProcessScratchDir().path() + "/models";
-    std::string out;
-    int rc = RunCommand({MAKE_DEMO_MODELS_BIN, dir, "--with-test-models"}, &out);
-    if (rc != 0) ADD_FAILURE() << "make-demo-models failed with " << rc << ":\n" << out;
+    const std::string made = DemoRepositoryTemplate();
+    std::error_code ec;
+    std::filesystem::copy(made, dir, std::filesystem::copy_options::recursive, ec);
+    if (ec) ADD_FAILURE() << "cannot copy " << made << " to " << dir << ": " << ec.message();
+    std::filesystem::remove(dir + "/.complete", ec);
     return dir;
   }();
   return repo;
