@@ -151,7 +151,7 @@ if [ "$asan" = 1 ]; then
   # and UBSan. The soak, the benchmark smoke run and the non-C++ checks run
   # once, in the plain build below.
   start=$(date +%s)
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINFERGATE_BUILD_BENCH_TOOLS=OFF \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$sanitizer_opt" \
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -Wno-error=maybe-uninitialized" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
