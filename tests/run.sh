@@ -62,6 +62,10 @@ asan_skips="Soak|bench_smoke|churn_smoke|placement_bound|k8s_manifests|monitorin
 # label of its own). They run in both builds.
 memory_label="memory"
 memory_tests="BurstBudgetTest\.ABurstBeyondTheBudget|Streams\.AClientThatStopsReading|ServerTest\.ListedMetricsCarryTheirValues"
+# How many GoogleTest cases that pattern names: checked against CTest's list
+# below, so that a renamed case fails the run instead of leaving its bound
+# unchecked.
+memory_test_count=3
 
 # The sanitizer builds' optimisation: -O1 as the sanitizers' own
 # documentation advises, and line tables only (-g1: file and line in every
@@ -205,6 +209,11 @@ if [ "$asan" = 1 ]; then
   # The unit tests, what the ASan suite left out and the memory-bound
   # GoogleTest cases, then the memory-labelled tests (one CTest call each:
   # -R and -L would intersect).
+  listed=$(ctest -N -R "$memory_tests" | sed -n 's/^Total Tests: //p')
+  if [ "$listed" != "$memory_test_count" ]; then
+    echo "the memory-bound GoogleTest cases: $memory_test_count named in tests/run.sh, $listed found by CTest" >&2
+    exit 1
+  fi
   ctest_no_skips --output-on-failure -j "$(nproc)" "${ctest_args[@]}" \
     -R "^(common_test|devices_test|core_test|service_test|service_test_serial)\$|$asan_skips|$memory_tests" "$@"
   ctest_no_skips --output-on-failure -j "$(nproc)" -L "$memory_label" "$@"
