@@ -90,6 +90,19 @@ ctest_no_skips() {
   rm -f "$log"
   return "$rc"
 }
+# Each stage's time, printed as it ends and all together at the end (the
+# run's own record of where its time goes).
+run_start=$(date +%s)
+stage_times=()
+stage_done() {  # NAME START
+  local took=$(( $(date +%s) - $2 ))
+  echo "$1 took $took s"
+  stage_times+=("$1 ${took}s")
+}
+print_stage_times() {
+  local IFS=,
+  echo "stage times: ${stage_times[*]}; in all $(( $(date +%s) - run_start )) s"
+}
 # What this run leaves out, and why (CI's log says so).
 echo "left out by flags: $([ "$tsan" = 1 ] || echo "the ThreadSanitizer suite (--no-tsan) ")$(
   [ "$asan" = 1 ] || echo "the AddressSanitizer suite (--no-asan) ")$(
@@ -100,10 +113,18 @@ echo "left out by flags: $([ "$tsan" = 1 ] || echo "the ThreadSanitizer suite (-
 ./tests/sources_tracked.sh
 
 build_dir="${BUILD_DIR:-build}"
+# The PyPI stage's environments (4.4 GB of wheels the first time) are made
+# in the background while the builds compile; that stage waits for them.
+venvs_pid=
+if [ "$pypi_torch" = 1 ]; then
+  mkdir -p "${PYPI_TORCH_BUILD_DIR:-build-pypi-torch}"
+  ./tests/pypi/run.sh --venvs-only >"${PYPI_TORCH_BUILD_DIR:-build-pypi-torch}/venvs.log" 2>&1 &
+  venvs_pid=$!
+fi
 start=$(date +%s)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERGATE_BUILD_TESTS=ON
 cmake --build "$build_dir"
-echo "build took $(( $(date +%s) - start )) s"
+stage_done build "$start"
 
 # clang's thread-safety analysis: every member a lock guards
 # (ABSL_GUARDED_BY) is touched only under it. Compiled with clang, thrown
@@ -120,7 +141,7 @@ tsa_objects=$(cmake --build build-tsa -- -t targets all |
 [ -n "$tsa_objects" ] || { echo "no thread-safety objects found in build-tsa" >&2; exit 1; }
 # shellcheck disable=SC2086  # one object path per word
 cmake --build build-tsa -- $tsa_objects
-echo "thread-safety analysis took $(( $(date +%s) - start )) s"
+stage_done "thread-safety analysis" "$start"
 
 if [ "$tsan" = 1 ]; then
   # Under ThreadSanitizer: the scheduler's queues, batching, cache and
@@ -139,14 +160,16 @@ if [ "$tsan" = 1 ]; then
     -DCMAKE_CXX_FLAGS="-fsanitize=thread -Wno-error=maybe-uninitialized -Wno-tsan" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null
   cmake --build build-tsan --target core_test service_test
-  echo "tsan build took $(( $(date +%s) - start )) s"
+  stage_done "tsan build" "$start"
   hog_on
+  start=$(date +%s)
   # (The crash-mid-write test forks and SIGKILLs a writer: not a TSAN subject.)
   for suite in "core_test --gtest_filter=-*CrashMidWrite*" service_test; do
     # shellcheck disable=SC2086  # the suite and its filter are two words
     TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$PWD/tests/sanitizers/tsan.supp" \
       build-tsan/tests/$suite --gtest_brief=1
   done
+  stage_done "tsan suites" "$start"
   hog_off
 fi
 
@@ -161,8 +184,9 @@ if [ "$asan" = 1 ]; then
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
   cmake --build build-asan
-  echo "asan build took $(( $(date +%s) - start )) s"
+  stage_done "asan build" "$start"
   hog_on
+  start=$(date +%s)
   if ! (cd build-asan &&
     INFERGATE_SANITIZER_RUN=1 \
     ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/../tests/sanitizers/lsan.supp" \
@@ -174,15 +198,18 @@ if [ "$asan" = 1 ]; then
     exit 1
   fi
   tail -n 4 build-asan/ctest.log
+  stage_done "asan suite" "$start"
   hog_off
 fi
 
 if [ "${INFERGATE_FUZZ_SECONDS:-60}" -gt 0 ]; then
   # Request parsing and validation under libFuzzer (ASan + UBSan), bounded.
+  start=$(date +%s)
   ./tests/fuzz/run.sh --build-only
   hog_on
   ./tests/fuzz/run.sh "${INFERGATE_FUZZ_SECONDS:-60}"
   hog_off
+  stage_done "fuzzer build and run" "$start"
 fi
 
 if [ "$pypi_torch" = 1 ]; then
@@ -191,19 +218,26 @@ if [ "$pypi_torch" = 1 ]; then
   # its model tests on the CPU with models that torch saves, and each build
   # given the other PyTorch's files. Its own CTest run must skip nothing.
   start=$(date +%s)
+  if ! wait "$venvs_pid"; then
+    cat "${PYPI_TORCH_BUILD_DIR:-build-pypi-torch}/venvs.log" >&2
+    echo "the PyPI stage's environments could not be made" >&2
+    exit 1
+  fi
+  tail -n 1 "${PYPI_TORCH_BUILD_DIR:-build-pypi-torch}/venvs.log"
   ./tests/pypi/run.sh --build-only
   hog_on
   ./tests/pypi/run.sh
   hog_off
-  echo "PyPI-LibTorch build and tests took $(( $(date +%s) - start )) s"
+  stage_done "PyPI-LibTorch build and tests" "$start"
 fi
 
-# Last, so CI reads CTest's closing line. After the ASan/UBSan suite, the
+# Last (CTest's closing lines, then the stage times). After the ASan/UBSan suite, the
 # plain (shipped, -O3) build runs what that suite left out and the unit
 # tests; every integration test ran there already, against the same code.
 ctest_args=()
 [ "$image" = 1 ] || ctest_args=(-E container_image_test)
 hog_on
+start=$(date +%s)
 cd "$build_dir"
 if [ "$asan" = 1 ]; then
   # The unit tests, what the ASan suite left out and the memory-bound
@@ -220,3 +254,5 @@ if [ "$asan" = 1 ]; then
 else
   ctest_no_skips --output-on-failure -j "$(nproc)" "${ctest_args[@]}" "$@"
 fi
+stage_done "plain suite" "$start"
+print_stage_times

@@ -14,7 +14,11 @@
 #   tritonclient wheel and KServe's SDK against that server
 #   (real_clients_test).
 #
-#   tests/pypi/run.sh [--build-only] [extra ctest args]
+#   tests/pypi/run.sh [--venvs-only | --build-only] [extra ctest args]
+#
+# --venvs-only makes (or checks) the two environments and stops:
+# tests/run.sh runs it in the background while its first build compiles,
+# so that the downloads are done by the time this stage comes.
 #
 # PYPI_TORCH_BUILD_DIR (default build-pypi-torch) holds the build and both
 # environments (venv: torch and its CUDA libraries, about 4.4 GB;
@@ -27,7 +31,9 @@ cd "$(dirname "$0")/../.."
 infergate_builds_natively || exec ./deploy/debian13-root.sh ./tests/pypi/run.sh "$@"
 
 build_only=0
+venvs_only=0
 if [ "${1:-}" = --build-only ]; then build_only=1; shift; fi
+if [ "${1:-}" = --venvs-only ]; then venvs_only=1; shift; fi
 build_dir="${PYPI_TORCH_BUILD_DIR:-build-pypi-torch}"
 default_build="${BUILD_DIR:-build}"
 venv="$build_dir/venv"
@@ -54,6 +60,7 @@ make_venv "$venv" tests/pypi/torch-requirements.txt --system-site-packages --no-
 make_venv "$clients_venv" tests/pypi/clients-requirements.txt "" --no-deps
 torch_version=$("$venv/bin/python3" -c 'import torch; print(torch.__version__)')
 echo "PyPI torch $torch_version in $venv, the clients in $clients_venv ($(( $(date +%s) - start )) s)"
+[ "$venvs_only" = 0 ] || exit 0
 
 start=$(date +%s)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERGATE_BUILD_TESTS=ON \
