@@ -319,8 +319,12 @@ def gate_storm(args, work, pb, pb_grpc, models):
         name="x", datatype="FP32", shape=[1 << 20])], raw_input_contents=[b"\0\0\x80\x3f" * (1 << 20)])
 
     def cancelled_stream(i):
+        # Large and small requests queued behind the busy worker, the
+        # stream cancelled 50-120 ms later: the probe's shape.
         def requests():
-            yield big_slow
+            yield big_slow if i % 2 else slow
+            yield slow
+            yield slow
             time.sleep(0.02 * (i % 5))
         call = stub.ModelStreamInfer(requests(), timeout=120)
         time.sleep(0.05 + 0.01 * (i % 8))
