@@ -13,8 +13,11 @@ using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
 
 // What the allocator takes for `n` bytes (glibc: an 8-byte header, 16-byte
-// granules, 32 at least).
-constexpr uint64_t HeapBlock(uint64_t n) { return std::max<uint64_t>(32, (n + 8 + 15) & ~uint64_t{15}); }
+// granules, 32 at least; from 128 KiB on, pages mapped on their own).
+constexpr uint64_t HeapBlock(uint64_t n) {
+  if (n >= (uint64_t{128} << 10)) return (n + 16 + 4095) & ~uint64_t{4095};
+  return std::max<uint64_t>(32, (n + 8 + 15) & ~uint64_t{15});
+}
 
 // A string object protobuf allocates (a field's, a repeated element's, an
 // unknown field's), and its bytes once they pass the small-string buffer.
