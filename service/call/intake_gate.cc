@@ -81,12 +81,21 @@ bool IntakeGate::TrySlot(Lane lane, absl::string_view peer, uint64_t max_bytes, 
   uint64_t room = 0;
   std::chrono::milliseconds allowed = kFastReadTenure;
   switch (lane) {
-    case Lane::kSmall:
-      if (small_reads_ >= kMaxSmallReads) return false;
+    case Lane::kSmall: {
+      // One address holds at most half of them: a probe from elsewhere
+      // always finds one, however many a client trickling its messages
+      // keeps busy.
+      auto it = addresses_.find(address);
+      if (small_reads_ >= kMaxSmallReads ||
+          (it != addresses_.end() && it->second.small >= kMaxSmallReads / 2)) {
+        return false;
+      }
       ++small_reads_;
+      ++addresses_[address].small;
       room = max_bytes;
       allowed = kSmallReadTimeout;
       break;
+    }
     case Lane::kFast:
       if (fast_reads_ >= kMaxFastReads) return false;
       ++fast_reads_;
@@ -154,11 +163,19 @@ IntakeGate::Turn IntakeGate::Ask(const void* waiter, absl::string_view peer, uin
   if (lane != Lane::kRoom) {
     // A slot lane's read passes anyone in line once a slot is free. (A
     // connection that was small when it joined the line and is so again
-    // also leaves it.)
-    if (!TrySlot(lane, peer, max_bytes, ticket)) return Turn::kWait;
+    // also leaves it.) Those waiting for a slot are bounded as the line is:
+    // each asks again on a timer.
+    if (!TrySlot(lane, peer, max_bytes, ticket)) {
+      if (slot_waiters_.contains(waiter)) return Turn::kWait;
+      if (slot_waiters_.size() >= kMaxSlotWaiters) return Turn::kRefused;
+      slot_waiters_.insert(waiter);
+      return Turn::kWait;
+    }
+    slot_waiters_.erase(waiter);
     if (in_line) RemoveFromLine(place);
     return Turn::kAdmitted;
   }
+  slot_waiters_.erase(waiter);
   const std::string address(AddressOf(peer));
   if (!in_line) {
     if (line_.empty() && TryRoom(address, ticket)) return Turn::kAdmitted;
@@ -205,6 +222,7 @@ void IntakeGate::AskForStream(Ticket* ticket) {
 
 void IntakeGate::Leave(const void* waiter) {
   MutexLock lock(mu_);
+  slot_waiters_.erase(waiter);
   auto place = places_.find(waiter);
   if (place != places_.end()) RemoveFromLine(place);
 }
@@ -229,6 +247,7 @@ void IntakeGate::End(Ticket* ticket) {
   switch (ticket->lane_) {
     case Lane::kSmall:
       --small_reads_;
+      if (auto it = addresses_.find(ticket->address_); it != addresses_.end()) --it->second.small;
       break;
     case Lane::kFast:
       --fast_reads_;
@@ -304,7 +323,8 @@ absl::Status IntakeGate::Read(absl::string_view peer, uint64_t bytes, Ticket* ti
 absl::Status IntakeGate::Refusal() const {
   return absl::ResourceExhaustedError(absl::StrCat(
       "the server's in-flight budget (--max-inflight-bytes) had no room to read a request of up to ", room_bytes_,
-      " bytes from this connection in time; retry shortly or on another replica"));
+      " bytes from this connection in time, or too many requests wait to be read; retry shortly or on another "
+      "replica"));
 }
 
 absl::Status IntakeGate::Overdue(const Ticket& ticket) const {

@@ -14,7 +14,7 @@
 // lanes by what the message may be (`max_bytes`: its method's limit):
 //   - small: a method whose messages are at most kSmallMethodBytes (health,
 //     metadata, listings) reads with room for its limit, beside the others,
-//     on one of kMaxSmallReads slots;
+//     on one of kMaxSmallReads slots, at most half of them one address's;
 //   - fast: a connection whose messages so far were small (at most a
 //     sixteenth of the largest allowed) reads its next with room for twice
 //     the largest it sent lately, and a new connection with 64 KiB, without
@@ -71,6 +71,7 @@
 #include <list>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -92,6 +93,9 @@ class IntakeGate {
   // How long a small read may take, and a fast read may hold its slot.
   static constexpr std::chrono::milliseconds kSmallReadTimeout{2000};
   static constexpr std::chrono::milliseconds kFastReadTenure{100};
+  // Calls waiting for a slot at once, at most (each asks again on a timer);
+  // past it a unary call is refused at once.
+  static constexpr size_t kMaxSlotWaiters = 512;
   // Connections whose history is kept (the least recently seen go first).
   static constexpr size_t kMaxRemembered = 4096;
 
@@ -238,6 +242,8 @@ class IntakeGate {
   std::list<Waiter> line_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<const void*, std::list<Waiter>::iterator> places_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<std::string, size_t> waiting_by_address_ ABSL_GUARDED_BY(mu_);
+  // Calls waiting for a slot (not in the line).
+  std::unordered_set<const void*> slot_waiters_ ABSL_GUARDED_BY(mu_);
   void RemoveFromLine(std::unordered_map<const void*, std::list<Waiter>::iterator>::iterator place)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int small_reads_ ABSL_GUARDED_BY(mu_) = 0;
@@ -248,6 +254,7 @@ class IntakeGate {
   // Per address: unfinished reads, and the rooms of its room reads.
   struct AddressReads {
     int reads = 0;
+    int small = 0;  // of them, small methods' reads
     uint64_t room = 0;
   };
   std::unordered_map<std::string, AddressReads> addresses_ ABSL_GUARDED_BY(mu_);

@@ -492,7 +492,10 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
   bool RefuseWithoutRoom(std::chrono::steady_clock::duration waited) override {
     // A call whose read takes a slot waits for the slot, not for room: it
     // waits on (its deadline and its client bound it).
-    if (waited < kMaxReadWait || context_.gate.WaitsForASlotOnly(peer_, MaxMessageBytes())) return false;
+    const bool line_full = waited == std::chrono::steady_clock::duration::max();
+    if (!line_full && (waited < kMaxReadWait || context_.gate.WaitsForASlotOnly(peer_, MaxMessageBytes()))) {
+      return false;
+    }
     if (InferCallObserver* o = context_.front_end.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
     if (exchange_) {
       EndUnread(context_.gate.Refusal());

@@ -180,18 +180,19 @@ class Trickler(threading.Thread):
     """One connection announcing a `declared`-byte ModelInfer and sending one
     byte a second, answering the server's SETTINGS and PINGs meanwhile."""
 
-    def __init__(self, address, declared, stop):
+    def __init__(self, address, declared, stop, path=b"/inference.GRPCInferenceService/ModelInfer", source=None):
         super().__init__(daemon=True)
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)))
+        self.sock = socket.create_connection((host, int(port)), source_address=(source, 0) if source else None)
         self.declared = declared
+        self.path = path
         self.stop_event = stop
         self.ended = False  # the server reset the stream or closed the connection
 
     def run(self):
         s = self.sock
         headers = b"".join(literal_header(n, v) for n, v in [
-            (b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/inference.GRPCInferenceService/ModelInfer"),
+            (b":method", b"POST"), (b":scheme", b"http"), (b":path", self.path),
             (b":authority", b"127.0.0.1"), (b"content-type", b"application/grpc"), (b"te", b"trailers")])
         s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0) + frame(1, 4, 1, headers) +
                   frame(0, 0, 1, b"\x00" + struct.pack(">I", self.declared)))
@@ -237,6 +238,37 @@ class Trickler(threading.Thread):
                         self.ended = True
         except OSError:
             self.ended = True
+
+
+def probe_starvation(server, bounds_factor):
+    """Forty connections from another loopback address (127.0.0.2) trickle
+    health and liveness requests: they hold at most half the small
+    methods' slots, each for 2 s at most (then refused), so a probe from
+    127.0.0.1 is answered at once throughout."""
+    import grpc
+    from health_stubs.health.v1 import health_pb2, health_pb2_grpc
+    stop = threading.Event()
+    paths = [b"/grpc.health.v1.Health/Check", b"/inference.GRPCInferenceService/ServerLive"]
+    tricklers = [Trickler(server.address, 4000, stop, path=paths[i % 2], source="127.0.0.2") for i in range(40)]
+    for t in tricklers:
+        t.start()
+    time.sleep(0.5)
+    health = health_pb2_grpc.HealthStub(grpc.insecure_channel(server.address))
+    slowest, end = 0.0, time.time() + 5
+    while time.time() < end:
+        slowest = max(slowest, timed(lambda: health.Check(health_pb2.HealthCheckRequest(), timeout=30)))
+        time.sleep(0.1)
+    refused = sum(1 for t in tricklers if t.ended)
+    stop.set()
+    for t in tricklers:
+        t.join(timeout=5)
+    print("probes beside 40 trickling health calls from 127.0.0.2: slowest %.2f s; %d tricklers refused" %
+          (slowest, refused))
+    check(slowest < 1.0 * bounds_factor, "a health probe beside trickling health calls took %.2f s" % slowest)
+    # Eight slots for their address, each given back after 2 s: at least
+    # sixteen refused in 5.5 s (the rest wait their turn, holding nothing).
+    check(refused >= 16, "only %d of 40 trickling health calls were refused within 5.5 s" % refused)
+    expect_budget_back(server, "the trickling probes")
 
 
 def timed(fn):
@@ -579,6 +611,7 @@ def main():
             servers.append(open_server)
             open_server.wait_serving()
             h2_tricklers(open_server, pb, pb_grpc, bounds_factor)
+            probe_starvation(open_server, bounds_factor)
             m1_accepted_strings(open_server, pb, pb_grpc, 256, memory_bounds_apply(open_server.proc.pid))
             rebinding(open_server)
             check(open_server.stop() == 0, "the open server exits 0 on SIGTERM")

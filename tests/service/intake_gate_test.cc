@@ -204,18 +204,19 @@ TEST(IntakeGate, SmallMethodsReadBesideTheRest) {
   ASSERT_TRUE(full.ok());
   std::vector<IntakeGate::Ticket> small(IntakeGate::kMaxSmallReads + 1);
   int waiters[IntakeGate::kMaxSmallReads + 1] = {};
+  auto peer = [](int i) { return "ipv4:10.8.0." + std::to_string(i) + ":1"; };
   for (int i = 0; i < IntakeGate::kMaxSmallReads; ++i) {
-    ASSERT_EQ(gate.Ask(&waiters[i], "big", 16 << 10, &small[i]), Turn::kAdmitted) << i;
+    ASSERT_EQ(gate.Ask(&waiters[i], peer(i), 16 << 10, &small[i]), Turn::kAdmitted) << i;
     EXPECT_EQ(small[i].lane(), Lane::kSmall);
     EXPECT_EQ(small[i].room().bytes(), uint64_t{16} << 10);
     EXPECT_EQ(small[i].deadline(), clock.now + IntakeGate::kSmallReadTimeout);
   }
   EXPECT_TRUE(gate.WaitsForASlotOnly("big", 16 << 10));
-  EXPECT_EQ(gate.Ask(&waiters[IntakeGate::kMaxSmallReads], "big", 16 << 10, &small.back()), Turn::kWait);
+  EXPECT_EQ(gate.Ask(&waiters[IntakeGate::kMaxSmallReads], peer(99), 16 << 10, &small.back()), Turn::kWait);
   EXPECT_FALSE(gate.Overstay(&small[0])) << "a small read past its deadline is refused";
   EXPECT_NE(gate.Overdue(small[0]).message().find("did not arrive within 2 s"), std::string::npos);
   small[0] = IntakeGate::Ticket();
-  EXPECT_EQ(gate.Ask(&waiters[IntakeGate::kMaxSmallReads], "big", 16 << 10, &small.back()), Turn::kAdmitted);
+  EXPECT_EQ(gate.Ask(&waiters[IntakeGate::kMaxSmallReads], peer(99), 16 << 10, &small.back()), Turn::kAdmitted);
 }
 
 // The H2 finding: slow senders held the new-connection slots for as long as
@@ -300,6 +301,39 @@ TEST(IntakeGate, OneAddressHasFewReadsAtOnce) {
   EXPECT_EQ(IntakeGate::AddressOf("ipv4:127.0.0.1:5000"), "ipv4:127.0.0.1");
   EXPECT_EQ(IntakeGate::AddressOf("ipv6:[::1]:5000"), "ipv6:[::1]");
   EXPECT_EQ(IntakeGate::AddressOf("unix:/tmp/s"), "unix:/tmp/s");
+}
+
+// One address holds at most half the small slots (a probe from elsewhere
+// always finds one), and calls waiting for a slot are bounded.
+TEST(IntakeGate, SmallSlotsAreSharedAndTheirWaitersBounded) {
+  InflightBudget budget(1000 * kMiB);
+  IntakeGate gate(&budget, Options(64 * kMiB, 8));
+  std::vector<IntakeGate::Ticket> held(IntakeGate::kMaxSmallReads);
+  int w[IntakeGate::kMaxSmallReads] = {};
+  for (int i = 0; i < IntakeGate::kMaxSmallReads / 2; ++i) {
+    ASSERT_EQ(gate.Ask(&w[i], "ipv4:10.9.9.9:" + std::to_string(i), 4 << 10, &held[i]), Turn::kAdmitted) << i;
+  }
+  IntakeGate::Ticket more;
+  int wm = 0;
+  EXPECT_EQ(gate.Ask(&wm, "ipv4:10.9.9.9:99", 4 << 10, &more), Turn::kWait) << "the address holds half the slots";
+  IntakeGate::Ticket probe;
+  int wp = 0;
+  EXPECT_EQ(gate.Ask(&wp, "ipv4:10.1.1.1:1", 4 << 10, &probe), Turn::kAdmitted) << "another address still reads";
+  gate.Leave(&wm);
+  for (int i = IntakeGate::kMaxSmallReads / 2; i < IntakeGate::kMaxSmallReads - 1; ++i) {
+    ASSERT_EQ(gate.Ask(&w[i], "ipv4:10.2.2." + std::to_string(i) + ":1", 4 << 10, &held[i]), Turn::kAdmitted) << i;
+  }
+  // Every slot is taken: waiters wait, up to kMaxSlotWaiters of them.
+  std::vector<int> waiters(IntakeGate::kMaxSlotWaiters + 1);
+  std::vector<IntakeGate::Ticket> waiting(waiters.size());
+  for (size_t i = 0; i < IntakeGate::kMaxSlotWaiters; ++i) {
+    ASSERT_EQ(gate.Ask(&waiters[i], "ipv4:10.3.0.1:" + std::to_string(i), 4 << 10, &waiting[i]), Turn::kWait) << i;
+  }
+  EXPECT_EQ(gate.Ask(&waiters.back(), "ipv4:10.3.0.2:1", 4 << 10, &waiting.back()), Turn::kRefused);
+  EXPECT_EQ(gate.Ask(&waiters[0], "ipv4:10.3.0.1:0", 4 << 10, &waiting[0]), Turn::kWait) << "one already waiting waits on";
+  for (size_t i = 0; i < IntakeGate::kMaxSlotWaiters; ++i) gate.Leave(&waiters[i]);
+  EXPECT_EQ(gate.Ask(&waiters.back(), "ipv4:10.3.0.2:1", 4 << 10, &waiting.back()), Turn::kWait);
+  gate.Leave(&waiters.back());
 }
 
 TEST(IntakeGate, WithoutALimitEveryReadPasses) {
