@@ -26,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/client_text.h"
+#include "common/mutex.h"
 #include "common/caught_exception.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
@@ -117,19 +118,19 @@ struct HttpServer::Impl {
   HttpHandler handler;
   HttpHeadScreen screen;  // may be empty
   // Declared before the io_context: sessions destroyed with it unregister here.
-  std::mutex sessions_mu;
-  std::map<uint64_t, std::weak_ptr<SessionBase>> sessions;
-  uint64_t next_session = 0;
+  Mutex sessions_mu;
+  std::map<uint64_t, std::weak_ptr<SessionBase>> sessions ABSL_GUARDED_BY(sessions_mu);
+  uint64_t next_session ABSL_GUARDED_BY(sessions_mu) = 0;
   std::atomic<size_t> connections{0};
   std::atomic<bool> stopping{false};
-  // Guards `running`: answers are posted to the io_context only while it runs.
-  std::mutex run_mu;
-  bool running = true;
+  // Answers are posted to the io_context only while it runs.
+  Mutex run_mu;
+  bool running ABSL_GUARDED_BY(run_mu) = true;
 
-  std::mutex tls_mu;
-  std::shared_ptr<ssl::context> tls;  // null: plaintext
-  std::string tls_identity;
-  std::chrono::steady_clock::time_point next_tls_check;
+  Mutex tls_mu;
+  std::shared_ptr<ssl::context> tls ABSL_GUARDED_BY(tls_mu);  // null: plaintext
+  std::string tls_identity ABSL_GUARDED_BY(tls_mu);
+  std::chrono::steady_clock::time_point next_tls_check ABSL_GUARDED_BY(tls_mu);
 
   net::io_context ioc;
   // Keeps the threads running while answers are awaited with no socket
@@ -151,18 +152,18 @@ struct HttpServer::Impl {
   void Accept();
   void OnAccept(tcp::socket socket);
   uint64_t Register(std::weak_ptr<SessionBase> session) {
-    std::lock_guard<std::mutex> lock(sessions_mu);
+    MutexLock lock(sessions_mu);
     sessions[next_session] = std::move(session);
     return next_session++;
   }
   void Unregister(uint64_t id) {
-    std::lock_guard<std::mutex> lock(sessions_mu);
+    MutexLock lock(sessions_mu);
     sessions.erase(id);
   }
   // Runs `fn` on `executor` unless the server has stopped; true when posted.
   template <typename Fn>
   bool PostIfRunning(const net::any_io_executor& executor, Fn&& fn) {
-    std::lock_guard<std::mutex> lock(run_mu);
+    MutexLock lock(run_mu);
     if (!running) return false;
     net::post(executor, std::forward<Fn>(fn));
     return true;
@@ -444,7 +445,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
 std::shared_ptr<ssl::context> HttpServer::Impl::CurrentTls() {
   if (options.tls_cert.empty()) return nullptr;
-  std::lock_guard<std::mutex> lock(tls_mu);
+  MutexLock lock(tls_mu);
   auto now = std::chrono::steady_clock::now();
   if (now < next_tls_check) return tls;
   next_tls_check = now + std::chrono::seconds(5);
@@ -529,6 +530,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   if (!impl->options.tls_cert.empty()) {
     absl::StatusOr<std::shared_ptr<ssl::context>> tls = MakeTlsContext(impl->options);
     if (!tls.ok()) return tls.status();
+    MutexLock lock(impl->tls_mu);  // nothing else runs yet; the analysis asks for it
     impl->tls = *std::move(tls);
     impl->tls_identity =
         absl::StrCat(FileIdentity(impl->options.tls_cert), "|", FileIdentity(impl->options.tls_key), "|",
@@ -576,7 +578,7 @@ void HttpServer::Shutdown(std::chrono::steady_clock::time_point deadline) {
   });
   std::vector<std::shared_ptr<SessionBase>> live;
   {
-    std::lock_guard<std::mutex> lock(impl_->sessions_mu);
+    MutexLock lock(impl_->sessions_mu);
     for (auto& [id, weak] : impl_->sessions) {
       if (auto s = weak.lock()) live.push_back(std::move(s));
     }
@@ -587,7 +589,7 @@ void HttpServer::Shutdown(std::chrono::steady_clock::time_point deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   {
-    std::lock_guard<std::mutex> lock(impl_->run_mu);
+    MutexLock lock(impl_->run_mu);
     impl_->running = false;
   }
   impl_->work.reset();
