@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "common/status_macros.h"
 #include "common/units.h"
 
 namespace infergate {
@@ -60,9 +61,8 @@ void FlagSet::Double(std::string name, double* target, std::string help) {
 void FlagSet::Duration(std::string name, std::chrono::milliseconds* target, std::string help) {
   flags_.push_back({name, std::move(help), absl::StrCat(target->count(), "ms"), false,
                     [target, name](const std::string& v) -> absl::Status {
-                      absl::StatusOr<std::chrono::milliseconds> d = ParseDuration(v, absl::StrCat("--", name));
-                      if (!d.ok()) return d.status();
-                      *target = *d;
+                      ASSIGN_OR_RETURN(std::chrono::milliseconds d, ParseDuration(v, absl::StrCat("--", name)));
+                      *target = d;
                       return absl::OkStatus();
                     }});
 }
@@ -120,7 +120,7 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, const char* co
     if (!flag && !has_value && absl::StartsWith(name, "no")) {
       const Flag* negated = Find(name.substr(2));
       if (negated && negated->is_bool) {
-        if (absl::Status s = negated->set("false"); !s.ok()) return s;
+        RETURN_IF_ERROR(negated->set("false"));
         continue;
       }
     }
@@ -134,7 +134,7 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, const char* co
         return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
       }
     }
-    if (absl::Status s = flag->set(value); !s.ok()) return s;
+    RETURN_IF_ERROR(flag->set(value));
   }
   return positional;
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 #include "common/zip_listing.h"
 
 namespace infergate {
@@ -78,7 +79,7 @@ absl::Status WriteEntry(std::ifstream& in, const ZipEntry& entry, int fd, uint64
     if (static_cast<size_t>(in.gcount()) != n) return Refused(entry.name, "is truncated");
     left_to_read -= n;
     if (!deflated) {
-      if (absl::Status s = emit(input.data(), n); !s.ok()) return s;
+      RETURN_IF_ERROR(emit(input.data(), n));
       continue;
     }
     z.next_in = reinterpret_cast<Bytef*>(input.data());
@@ -90,7 +91,7 @@ absl::Status WriteEntry(std::ifstream& in, const ZipEntry& entry, int fd, uint64
       if (rc != Z_OK && rc != Z_STREAM_END) {
         return Refused(entry.name, absl::StrCat("is not valid deflate data (", z.msg ? z.msg : "zlib error", ")"));
       }
-      if (absl::Status s = emit(output.data(), output.size() - z.avail_out); !s.ok()) return s;
+      RETURN_IF_ERROR(emit(output.data(), output.size() - z.avail_out));
       stream_end = rc == Z_STREAM_END;
     }
   }
@@ -102,15 +103,13 @@ absl::Status WriteEntry(std::ifstream& in, const ZipEntry& entry, int fd, uint64
 
 absl::Status ExtractEntries(const std::string& path, const std::string& dest, const ZipExtractLimits& limits,
                             absl::string_view only_under, uint64_t& written) {
-  absl::StatusOr<std::vector<ZipEntry>> entries = ListZip(path);
-  if (!entries.ok()) return entries.status();
-  absl::StatusOr<std::vector<uint64_t>> offsets = ZipEntryDataOffsets(path, *entries);
-  if (!offsets.ok()) return offsets.status();
+  ASSIGN_OR_RETURN(std::vector<ZipEntry> entries, ListZip(path));
+  ASSIGN_OR_RETURN(std::vector<uint64_t> offsets, ZipEntryDataOffsets(path, entries));
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("'", path.substr(0, 256), "' cannot be opened"));
   uint64_t budget = limits.max_total_bytes;
-  for (size_t i = 0; i < entries->size(); ++i) {
-    const ZipEntry& entry = (*entries)[i];
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const ZipEntry& entry = (entries)[i];
     if (!absl::StartsWith(entry.name, only_under)) continue;
     if (!IsSafeZipEntryName(entry.name)) return Refused(entry.name, "would be written outside the archive's folder");
     if (S_ISLNK(entry.unix_mode)) return Refused(entry.name, "is a symbolic link");
@@ -121,7 +120,7 @@ absl::Status ExtractEntries(const std::string& path, const std::string& dest, co
     if (entry.flags & 1) return Refused(entry.name, "is encrypted");
     const bool folder = entry.name.back() == '/';
     if (folder) {
-      if (absl::Status s = MakeFolders(dest, entry.name); !s.ok()) return s;
+      RETURN_IF_ERROR(MakeFolders(dest, entry.name));
       continue;
     }
     if (entry.method != 0 && entry.method != 8) {
@@ -134,9 +133,9 @@ absl::Status ExtractEntries(const std::string& path, const std::string& dest, co
     }
     const size_t slash = entry.name.rfind('/');
     if (slash != std::string::npos) {
-      if (absl::Status s = MakeFolders(dest, entry.name.substr(0, slash)); !s.ok()) return s;
+      RETURN_IF_ERROR(MakeFolders(dest, entry.name.substr(0, slash)));
     }
-    const uint64_t data_at = (*offsets)[i];
+    const uint64_t data_at = (offsets)[i];
     const std::string target = absl::StrCat(dest, "/", entry.name);
     const int fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
@@ -147,7 +146,7 @@ absl::Status ExtractEntries(const std::string& path, const std::string& dest, co
     in.clear();
     in.seekg(static_cast<std::streamoff>(data_at));
     const uint64_t before = budget;
-    if (absl::Status s = WriteEntry(in, entry, fd, budget, limits.max_total_bytes); !s.ok()) return s;
+    RETURN_IF_ERROR(WriteEntry(in, entry, fd, budget, limits.max_total_bytes));
     written += before - budget;
   }
   return absl::OkStatus();

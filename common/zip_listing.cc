@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 namespace {
@@ -200,9 +201,8 @@ absl::StatusOr<std::vector<uint64_t>> ZipEntryDataOffsets(const std::string& pat
   const uint64_t file_size = static_cast<uint64_t>(in.tellg());
   std::vector<uint64_t> offsets(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
-    absl::StatusOr<uint64_t> at = DataOffset(in, file_size, path, entries[i]);
-    if (!at.ok()) return at.status();
-    offsets[i] = *at;
+    ASSIGN_OR_RETURN(uint64_t at, DataOffset(in, file_size, path, entries[i]));
+    offsets[i] = at;
   }
   // Each entry, header and data, ends before the next one begins: entries
   // that share bytes inflate the same data many times over (a small
@@ -231,11 +231,10 @@ absl::StatusOr<std::string> ReadStoredZipEntry(const std::string& path, const Zi
     return absl::InvalidArgumentError(
         absl::StrCat("zip entry '", entry.name.substr(0, 128), "' is larger than ", max_bytes, " bytes"));
   }
-  absl::StatusOr<uint64_t> data_at = ZipEntryDataOffset(path, entry);
-  if (!data_at.ok()) return data_at.status();
+  ASSIGN_OR_RETURN(uint64_t data_at, ZipEntryDataOffset(path, entry));
   std::ifstream in(path, std::ios::binary);
   std::string data;
-  if (!in || !ReadAt(in, *data_at, entry.size, &data)) {
+  if (!in || !ReadAt(in, data_at, entry.size, &data)) {
     return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' is truncated"));
   }
   return data;

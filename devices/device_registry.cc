@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "devices/macos.h"
 #include "devices/nvml.h"
 #include "devices/system_info.h"
@@ -111,10 +112,9 @@ DeviceInfo SimulatedDevice(const SimulatedDeviceSpec& spec, const DiscoveryOptio
 absl::StatusOr<std::vector<DeviceRequest>> ParseDeviceAllowList(absl::string_view text) {
   std::vector<DeviceRequest> out;
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    absl::StatusOr<DeviceRequest> r = ParseDeviceRequest(item, "--devices");
-    if (!r.ok()) return r.status();
-    if (r->automatic) return absl::InvalidArgumentError("--devices: list devices, not 'auto'");
-    out.push_back(*r);
+    ASSIGN_OR_RETURN(DeviceRequest r, ParseDeviceRequest(item, "--devices"));
+    if (r.automatic) return absl::InvalidArgumentError("--devices: list devices, not 'auto'");
+    out.push_back(r);
   }
   return out;
 }

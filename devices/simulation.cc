@@ -1,5 +1,6 @@
 #include "devices/simulation.h"
 
+#include "common/status_macros.h"
 #include "common/units.h"
 
 #include <cmath>
@@ -73,11 +74,10 @@ absl::StatusOr<std::vector<SimulatedDeviceSpec>> ParseSimulatedDevices(absl::str
       memory = rest.substr(eq + 1);
       rest = rest.substr(0, eq);
     }
-    absl::StatusOr<DeviceRequest> dev = ParseDeviceRequest(rest, "--simulate-devices");
-    if (!dev.ok()) return dev.status();
-    if (dev->automatic || dev->kind == DeviceKind::kCpu) return bad("only cuda:N and mps can be simulated");
+    ASSIGN_OR_RETURN(DeviceRequest dev, ParseDeviceRequest(rest, "--simulate-devices"));
+    if (dev.automatic || dev.kind == DeviceKind::kCpu) return bad("only cuda:N and mps can be simulated");
     SimulatedDeviceSpec spec;
-    spec.id = {dev->kind, dev->kind == DeviceKind::kCuda ? dev->index : 0};
+    spec.id = {dev.kind, dev.kind == DeviceKind::kCuda ? dev.index : 0};
     if (!memory.empty()) {
       absl::StatusOr<uint64_t> bytes = ParseByteSize(memory);
       if (!bytes.ok()) return bad(bytes.status().message());

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
 
 namespace infergate::tools {
 
@@ -15,16 +16,13 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const Connection& c, 
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (!c.tls_ca.empty()) {
     grpc::SslCredentialsOptions ssl;
-    absl::StatusOr<std::string> ca = ReadFile(c.tls_ca, "--tls-ca");
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
+    ASSIGN_OR_RETURN(std::string ca, ReadFile(c.tls_ca, "--tls-ca"));
+    ssl.pem_root_certs = ca;
     if (!c.tls_cert.empty()) {
-      absl::StatusOr<std::string> cert = ReadFile(c.tls_cert, "--tls-cert");
-      if (!cert.ok()) return cert.status();
-      absl::StatusOr<std::string> key = ReadFile(c.tls_key, "--tls-key");
-      if (!key.ok()) return key.status();
-      ssl.pem_cert_chain = *cert;
-      ssl.pem_private_key = *key;
+      ASSIGN_OR_RETURN(std::string cert, ReadFile(c.tls_cert, "--tls-cert"));
+      ASSIGN_OR_RETURN(std::string key, ReadFile(c.tls_key, "--tls-key"));
+      ssl.pem_cert_chain = cert;
+      ssl.pem_private_key = key;
     }
     creds = grpc::SslCredentials(ssl);
   }

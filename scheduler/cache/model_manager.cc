@@ -1,5 +1,6 @@
 #include "scheduler/cache/model_manager.h"
 
+#include "common/status_macros.h"
 #include "scheduler/model/warmup_samples.h"
 
 #include <algorithm>
@@ -59,10 +60,9 @@ bool ModelManager::Refresh(Route& route, bool follow_latest) const {
 }
 
 absl::Status ModelManager::RepositoryAnswer(const Route& route, bool follow_latest) const {
-  absl::StatusOr<std::shared_ptr<const ModelEntry>> current = repository_.Find(route.model->name);
-  if (!current.ok()) return current.status();
+  ASSIGN_OR_RETURN(std::shared_ptr<const ModelEntry> current, repository_.Find(route.model->name));
   const std::string version = follow_latest && route.latest ? "" : std::to_string(route.version);
-  return repository_.ResolveVersion(**current, version).status();
+  return repository_.ResolveVersion(*current, version).status();
 }
 
 Footprint ModelManager::Expected(const Route& route) const {
@@ -85,7 +85,7 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
         // The file must be the one this generation was published for, before
         // and after reading it: a file replaced on disk is loaded only once
         // the poller has seen it settle, never half-written.
-        if (absl::Status same = SameFile(route, path); !same.ok()) return same;
+        RETURN_IF_ERROR(SameFile(route, path));
         Clock::time_point start = Clock::now();
         LOG_INFO << "admitting " << key.ToString() << ": expects "
                  << expected.total() << " bytes (" << expected.parameter_bytes << " parameters + "

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 namespace {
@@ -27,9 +28,8 @@ absl::Status StateFile::Load() {
   std::map<std::string, std::vector<std::string>> sections;
   std::error_code ec;
   if (!path_.empty() && std::filesystem::exists(path_, ec)) {
-    absl::StatusOr<std::string> text = ReadFile(path_, "state file");
-    if (!text.ok()) return text.status();
-    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    ASSIGN_OR_RETURN(std::string text, ReadFile(path_, "state file"));
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
       if (line.empty() || line[0] == '#') continue;
       std::string section;
       for (const char* name : kSections) {

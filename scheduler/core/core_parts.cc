@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "devices/simulation.h"
 #include "devices/torch_probe.h"
 #include "scheduler/core/request_dispatcher.h"
@@ -168,19 +169,18 @@ double CoreParts::EstimatedTransferUs(const DeviceId& device, uint64_t bytes) co
 
 absl::Status CoreParts::KeepOnCpu(const std::string& model) {
   if (draining.load()) return absl::UnavailableError("the server is draining");
-  absl::StatusOr<Route> route =
-      planner.Plan({model, "", kCpuDevice.ToString(), Precision::kAuto, /*allow_fallback=*/false});
-  if (!route.ok()) return route.status();
-  if (models.IsResident(route->key())) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Route route,
+                   planner.Plan({model, "", kCpuDevice.ToString(), Precision::kAuto, /*allow_fallback=*/false}));
+  if (models.IsResident(route.key())) return absl::OkStatus();
   const uint64_t budget = models.Budget(kCpuDevice);
-  const uint64_t expected = models.ExpectedFootprint(*route).total();
+  const uint64_t expected = models.ExpectedFootprint(route).total();
   const uint64_t held = models.ResidentBytes(kCpuDevice);
   if (budget > 0 && held + expected > budget) {
     return absl::ResourceExhaustedError(absl::StrCat("the cpu's cache budget (", budget, " bytes, ", held,
                                                      " held) has no room for its ", expected, " bytes"));
   }
   // Loads it and runs its warm-up (a run on the new copy before traffic).
-  if (absl::Status warm = models.WarmUp(*route); !warm.ok()) return warm;
+  RETURN_IF_ERROR(models.WarmUp(route));
   LOG_INFO << "model '" << model << "' has a cpu copy to answer from while it is off the accelerators";
   return absl::OkStatus();
 }
@@ -197,14 +197,13 @@ absl::Status CoreParts::Demote(const std::string& model, const DeviceId& device)
 
 absl::Status CoreParts::Promote(const std::string& model, const DeviceId& device) {
   if (draining.load()) return absl::UnavailableError("the server is draining");
-  absl::StatusOr<Route> route =
-      planner.Plan({model, "", device.ToString(), Precision::kAuto, /*allow_fallback=*/false});
-  if (!route.ok()) return route.status();
-  if (models.IsResident(route->key())) return absl::OkStatus();  // a request loaded it meanwhile
+  ASSIGN_OR_RETURN(Route route,
+                   planner.Plan({model, "", device.ToString(), Precision::kAuto, /*allow_fallback=*/false}));
+  if (models.IsResident(route.key())) return absl::OkStatus();  // a request loaded it meanwhile
   const Clock::time_point start = Clock::now();
   // Loads it and runs its warm-up (a run on the new copy before traffic).
-  if (absl::Status warm = models.WarmUp(*route); !warm.ok()) return warm;
-  LOG_INFO << "model '" << model << "' version " << route->version << " moved to " << device.ToString()
+  RETURN_IF_ERROR(models.WarmUp(route));
+  LOG_INFO << "model '" << model << "' version " << route.version << " moved to " << device.ToString()
            << " in the background in " << MicrosBetween(start, Clock::now()) / 1000
            << " ms: auto sent its requests where it was resident meanwhile, and sends them there now";
   observer->OnModelMove(model, device, "promoted");

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "devices/system_info.h"
 #include "scheduler/core/core_parts.h"
 #include "scheduler/execution/drain_refusal.h"
@@ -41,7 +42,7 @@ absl::Status InferenceCore::Start() {
   LOG_INFO << "intra-op threads: " << parts_->options.intra_op_threads
            << (blas.empty() ? "" : absl::StrCat(" (BLAS too, via ", blas, ")"));
   DiskRepository scanned;
-  if (absl::Status s = parts_->repository.Scan(&scanned); !s.ok()) return s;
+  RETURN_IF_ERROR(parts_->repository.Scan(&scanned));
   LOG_INFO << "model repository scanned: " << parts_->repository.List().size() << " model(s)";
   Warmup();
   const std::chrono::milliseconds poll = parts_->options.repository_poll_interval;
@@ -107,15 +108,14 @@ absl::StatusOr<size_t> InferenceCore::UnloadModel(const LoadRequest& request) {
   // device or precision only drops resident copies, which load again on
   // demand.
   if (request.version.empty() && request.device.empty() && request.precision == Precision::kAuto) {
-    if (absl::Status s = ValidateModelName(request.model); !s.ok()) return s;
+    RETURN_IF_ERROR(ValidateModelName(request.model));
     return parts_->lifecycle.Unload(request.model);
   }
   return parts_->models.Unload(request);
 }
 
 absl::StatusOr<uint64_t> InferenceCore::PredictFootprint(const std::string& name, const std::string& folder) const {
-  absl::StatusOr<DiskModel> disk = ScanModelFolder(folder, name);
-  if (!disk.ok()) return disk.status();
+  ASSIGN_OR_RETURN(DiskModel disk, ScanModelFolder(folder, name));
   std::shared_ptr<ModelEntry> entry = NewModelEntry(parts_->repository.root(), name);
   entry->dir = folder;
   absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(folder, name, ConfigNaming::kServedAs);
@@ -125,10 +125,10 @@ absl::StatusOr<uint64_t> InferenceCore::PredictFootprint(const std::string& name
   std::optional<DeviceInfo> device = RoutePlanner::ColdStartDevice(parts_->devices, entry->config);
   if (!device) return absl::FailedPreconditionError("no available device is allowed for the model");
   std::vector<int64_t> on_disk;
-  for (const auto& [v, stamp] : disk->versions) on_disk.push_back(v);
+  for (const auto& [v, stamp] : disk.versions) on_disk.push_back(v);
   uint64_t total = 0;
   for (int64_t v : SelectVersions(entry->config.version_policy(), on_disk)) {
-    const FileStamp& stamp = disk->versions.at(v);
+    const FileStamp& stamp = disk.versions.at(v);
     const DType dtype = RoutePlanner::ComputeDType(*entry, stamp, device->precision, Precision::kAuto);
     total += parts_->footprints.Expect(name, stamp.ContentKey(), stamp.size, device->id.kind, dtype).total();
   }
@@ -211,12 +211,11 @@ absl::StatusOr<std::vector<ModelStatus>> InferenceCore::Models() const {
 bool InferenceCore::KnownModel(absl::string_view name) const { return parts_->repository.Known(name); }
 
 absl::StatusOr<ModelStatus> InferenceCore::Model(absl::string_view name, absl::string_view version) {
-  absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = parts_->repository.Find(name);
-  if (!entry.ok()) return entry.status();
+  ASSIGN_OR_RETURN(std::shared_ptr<const ModelEntry> entry, parts_->repository.Find(name));
   if (!version.empty()) {
-    if (absl::StatusOr<int64_t> v = parts_->repository.ResolveVersion(**entry, version); !v.ok()) return v.status();
+    if (absl::StatusOr<int64_t> v = parts_->repository.ResolveVersion(*entry, version); !v.ok()) return v.status();
   }
-  ModelStatus status = StatusOf(**entry, parts_->models.Resident(), parts_->placement);
+  ModelStatus status = StatusOf(*entry, parts_->models.Resident(), parts_->placement);
   status.precision = parts_->checker.Reports(status.name);
   return status;
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "devices/device_failure.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "scheduler/repository/model_config.h"
@@ -91,20 +92,19 @@ void ModelLifecycle::Apply(const DiskRepository& now, const DiskRepository* prev
 
 absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<const ConfigOverride> config_override,
                                       Source source) {
-  if (absl::Status s = ValidateModelName(name); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateModelName(name));
   MutexLock lock(mu_);
   // Where the model's folder will be: files sent with the load, written to
   // a fresh private folder and checked before anything changes; a folder
   // named by the load; else the repository's folder.
   SourceFolder next;
   if (source.files) {
-    absl::StatusOr<std::string> dir = uploads_.Write(name, *source.files);
-    if (!dir.ok()) return dir.status();
-    if (absl::Status s = CheckUpload(name, *dir, config_override.get()); !s.ok()) {
-      uploads_.Remove(*dir);
+    ASSIGN_OR_RETURN(std::string dir, uploads_.Write(name, *source.files));
+    if (absl::Status s = CheckUpload(name, dir, config_override.get()); !s.ok()) {
+      uploads_.Remove(dir);
       return s;
     }
-    next = {*dir, /*owned=*/true, ConfigNaming::kMatchesFolder};
+    next = {dir, /*owned=*/true, ConfigNaming::kMatchesFolder};
   } else if (!source.folder.empty()) {
     next = {source.folder, /*owned=*/false, ConfigNaming::kServedAs};
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file_digest.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
 #include "devices/torch_dtype.h"
 #include "scheduler/model/warmup_samples.h"
 #include "scheduler/model/torch_status.h"
@@ -81,10 +82,10 @@ absl::StatusOr<CheckInputs> FromSampleFile(const InputSignature& signature, cons
         return absl::InvalidArgumentError(
             absl::StrCat("accuracy.sample_inputs: ", path, " has no tensor for input '", spec.name, "'"));
       }
-      if (absl::Status s = take(it->value(), spec.name); !s.ok()) return s;
+      RETURN_IF_ERROR(take(it->value(), spec.name));
     }
   } else if (loaded.isTensor() && signature.inputs.size() <= 1) {
-    if (absl::Status s = take(loaded, signature.inputs.empty() ? "0" : signature.inputs[0].name); !s.ok()) return s;
+    RETURN_IF_ERROR(take(loaded, signature.inputs.empty() ? "0" : signature.inputs[0].name));
   } else if (loaded.isTuple() || loaded.isList()) {
     std::vector<c10::IValue> items = loaded.isTuple() ? loaded.toTupleRef().elements().vec() : loaded.toListRef().vec();
     if (!signature.inputs.empty() && items.size() != signature.inputs.size()) {
@@ -92,7 +93,7 @@ absl::StatusOr<CheckInputs> FromSampleFile(const InputSignature& signature, cons
                                                      " tensors; the model takes ", signature.inputs.size()));
     }
     for (size_t i = 0; i < items.size(); ++i) {
-      if (absl::Status s = take(items[i], absl::StrCat(i)); !s.ok()) return s;
+      RETURN_IF_ERROR(take(items[i], absl::StrCat(i)));
     }
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -117,9 +118,9 @@ absl::StatusOr<CheckInputs> MakeCheckInputs(const InputSignature& signature, con
   const v1::AccuracyConfig& config = model_config.accuracy();
   if (!config.sample_inputs().empty()) return FromSampleFile(signature, config, folders);
   if (UsesWarmupSample(model_config) && !folders.empty()) {
-    absl::StatusOr<WarmupTensors> sample = MakeWarmupTensors(signature, model_config.warmup_samples(0), 0, folders.back());
-    if (!sample.ok()) return sample.status();
-    return CheckInputs{std::move(sample->tensors), std::move(sample->fingerprint)};
+    ASSIGN_OR_RETURN(WarmupTensors sample,
+                     MakeWarmupTensors(signature, model_config.warmup_samples(0), 0, folders.back()));
+    return CheckInputs{std::move(sample.tensors), std::move(sample.fingerprint)};
   }
   if (signature.inputs.empty()) {
     return absl::FailedPreconditionError("config.pbtxt declares no inputs to generate check inputs from");

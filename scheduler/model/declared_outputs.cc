@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "proto/proto_enums.h"
 #include "devices/torch_dtype.h"
 #include "scheduler/model/string_tensor.h"
@@ -87,9 +88,8 @@ absl::StatusOr<std::vector<NamedTensor>> DeclaredOutputs::ToAnswer(
                                               *declared == DType::kBytes ? "TYPE_STRING" : DTypeName(*declared)));
     }
     if (strings) {
-      absl::StatusOr<std::vector<int64_t>> shape = StringShape(model, name, slot, tensor.numel(), batch_rows);
-      if (!shape.ok()) return shape.status();
-      outputs.push_back({std::move(name), tensor.reshape(*shape)});
+      ASSIGN_OR_RETURN(std::vector<int64_t> shape, StringShape(model, name, slot, tensor.numel(), batch_rows));
+      outputs.push_back({std::move(name), tensor.reshape(shape)});
       continue;
     }
     at::ScalarType out_type = tensor.scalar_type();

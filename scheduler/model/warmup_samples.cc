@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file_digest.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
 #include "common/wire_strings.h"
 #include "devices/torch_dtype.h"
 #include "proto/proto_enums.h"
@@ -79,9 +80,8 @@ absl::StatusOr<at::Tensor> RowTensor(const v1::WarmupInput& input, const Row& ro
                                      const std::string& model_dir, at::Generator& generator,
                                      std::vector<std::string>* digests) {
   if (input.source() == v1::WarmupInput::DATA_FILE) {
-    absl::StatusOr<std::string> confined = ConfinedDataFile(model_dir, input.data_file(), field);
-    if (!confined.ok()) return confined.status();
-    const std::string& path = *confined;
+    ASSIGN_OR_RETURN(std::string confined, ConfinedDataFile(model_dir, input.data_file(), field));
+    const std::string& path = confined;
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
       return absl::InvalidArgumentError(
@@ -100,10 +100,9 @@ absl::StatusOr<at::Tensor> RowTensor(const v1::WarmupInput& input, const Row& ro
     if (!digest.ok()) return digest.status();
     digests->push_back(*digest);
     if (row.dtype == DType::kBytes) {
-      absl::StatusOr<std::vector<absl::string_view>> strings =
-          ParseSerializedStrings(*bytes, row.elements, field + ".data_file");
-      if (!strings.ok()) return strings.status();
-      return MakeStringTensor(std::vector<std::string>(strings->begin(), strings->end()), row.dims);
+      ASSIGN_OR_RETURN(std::vector<absl::string_view> strings,
+                       ParseSerializedStrings(*bytes, row.elements, field + ".data_file"));
+      return MakeStringTensor(std::vector<std::string>(strings.begin(), strings.end()), row.dims);
     }
     const uint64_t expected = static_cast<uint64_t>(row.elements) * ElementSize(row.dtype);
     if (bytes->size() != expected) {
@@ -209,9 +208,8 @@ absl::StatusOr<WarmupTensors> MakeWarmupTensors(const InputSignature& signature,
       const v1::WarmupInput* input = ordered[k];
       const Row& row = row_of[k];
       const std::string field = absl::StrCat(where, ".inputs[\"", input->name().substr(0, 64), "\"]");
-      absl::StatusOr<at::Tensor> one = RowTensor(*input, row, field, model_dir, generator, &digests);
-      if (!one.ok()) return one.status();
-      at::Tensor t = *one;
+      ASSIGN_OR_RETURN(at::Tensor one, RowTensor(*input, row, field, model_dir, generator, &digests));
+      at::Tensor t = one;
       if (signature.max_batch_size > 0) {
         if (IsStringTensor(t)) {
           t = JoinStringTensors(std::vector<at::Tensor>(static_cast<size_t>(rows), t.unsqueeze(0)));

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 #include "scheduler/repository/aoti_package.h"
 #include "scheduler/repository/model_config.h"
 #include "scheduler/repository/repository_scan.h"
@@ -106,7 +107,7 @@ absl::Status CheckConfigAgainstPackage(const v1::ModelConfig& config, const v1::
                                                       ", above the batch maximum the package was exported with (",
                                                       exported, "); set at most ", exported, ", or export a larger one"));
   }
-  if (absl::Status s = CheckTensors(config.inputs(), signature.inputs(), "inputs"); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckTensors(config.inputs(), signature.inputs(), "inputs"));
   if (config.outputs_size() != 0 && signature.outputs_size() != 0) {
     return CheckTensors(config.outputs(), signature.outputs(), "outputs");
   }

@@ -1,4 +1,5 @@
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "scheduler/repository/input_signature.h"
 
 #include "absl/status/status.h"
@@ -142,7 +143,7 @@ absl::StatusOr<std::vector<size_t>> MatchInputs(const InputSignature& sig, std::
     }
   }
   for (size_t s = 0; s < order.size(); ++s) {
-    if (absl::Status st = CheckOne(sig, sig.inputs[s], tensors[order[s]], order[s], model); !st.ok()) return st;
+    RETURN_IF_ERROR(CheckOne(sig, sig.inputs[s], tensors[order[s]], order[s], model));
   }
   if (sig.max_batch_size > 0) {
     int64_t rows = tensors[order[0]].shape[0];

@@ -1,4 +1,5 @@
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "scheduler/repository/model_config.h"
 
 #include <algorithm>
@@ -179,9 +180,8 @@ absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::s
     absl::StatusOr<nlohmann::json> tree = TextProtoToJson(text);
     if (tree.ok() && LooksLikeTritonConfig(*tree)) {
       if (naming == ConfigNaming::kServedAs) tree->erase("name");
-      absl::StatusOr<ConfigOverride> triton = ReadTritonConfig(*tree, folder_name, "config.pbtxt");
-      if (!triton.ok()) return triton.status();
-      absl::StatusOr<v1::ModelConfig> checked = CheckModelConfig(std::move(triton->values), folder_name, "config.pbtxt");
+      ASSIGN_OR_RETURN(ConfigOverride triton, ReadTritonConfig(*tree, folder_name, "config.pbtxt"));
+      absl::StatusOr<v1::ModelConfig> checked = CheckModelConfig(std::move(triton.values), folder_name, "config.pbtxt");
       if (checked.ok()) checked->set_triton_config_text(std::string(text));
       return checked;
     }

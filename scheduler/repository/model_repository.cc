@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "scheduler/repository/aoti_package.h"
 #include "scheduler/repository/aoti_signature.h"
 #include "scheduler/repository/model_config.h"
@@ -193,7 +194,7 @@ std::shared_ptr<const ModelEntry> ModelRepository::Lookup(absl::string_view name
 }
 
 absl::StatusOr<std::shared_ptr<const ModelEntry>> ModelRepository::Find(absl::string_view name) const {
-  if (absl::Status s = ValidateModelName(name); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateModelName(name));
   std::shared_ptr<const ModelEntry> entry = Lookup(name);
   if (!entry) return UnknownModelError(name);
   if (!entry->problem.ok()) return entry->problem;
@@ -218,16 +219,15 @@ absl::StatusOr<int64_t> ModelRepository::ResolveVersion(const ModelEntry& model,
                                                "' has no available versions; model '", model.name,
                                                "' has no version ready (", why, ")"));
   }
-  absl::StatusOr<int64_t> v = ParseVersion(version, field);
-  if (!v.ok()) return v.status();
-  if (std::binary_search(model.versions.begin(), model.versions.end(), *v)) return *v;
-  const VersionStatus* s = model.Status(*v);
+  ASSIGN_OR_RETURN(int64_t v, ParseVersion(version, field));
+  if (std::binary_search(model.versions.begin(), model.versions.end(), v)) return v;
+  const VersionStatus* s = model.Status(v);
   // Triton's words first (clients match on them), then which field and why.
-  const std::string triton = absl::StrCat("Request for unknown model: '", model.name, "' version ", *v);
+  const std::string triton = absl::StrCat("Request for unknown model: '", model.name, "' version ", v);
   const std::string not_found = absl::StrCat(triton, " is not found; ");
   const std::string not_ready = absl::StrCat(triton, " is not at ready state; ");
-  std::string head = absl::StrCat(field, ": model '", model.name, "' version ", *v);
-  if (!s) return absl::NotFoundError(absl::StrCat(not_found, field, ": model '", model.name, "' has no version ", *v));
+  std::string head = absl::StrCat(field, ": model '", model.name, "' version ", v);
+  if (!s) return absl::NotFoundError(absl::StrCat(not_found, field, ": model '", model.name, "' has no version ", v));
   switch (s->state) {
     case VersionState::kLoading:
       return absl::UnavailableError(absl::StrCat(not_ready, head, " is still loading; retry shortly"));
@@ -239,7 +239,7 @@ absl::StatusOr<int64_t> ModelRepository::ResolveVersion(const ModelEntry& model,
     case VersionState::kReady:
       break;
   }
-  return *v;
+  return v;
 }
 
 void ModelRepository::Publish(std::shared_ptr<const ModelEntry> entry) {

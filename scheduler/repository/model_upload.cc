@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/owned_temp_folder.h"
+#include "common/status_macros.h"
 #include "common/zip_listing.h"
 #include "scheduler/repository/model_name.h"
 #include "scheduler/repository/model_repository.h"
@@ -119,7 +120,7 @@ absl::StatusOr<std::string> UploadFolders::Root() {
 
 absl::StatusOr<std::string> UploadFolders::Write(const std::string& model,
                                                  const std::map<std::string, std::string>& files) {
-  if (absl::Status s = ValidateModelName(model); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateModelName(model));
   fs::path upload;
   {
     MutexLock lock(mu_);

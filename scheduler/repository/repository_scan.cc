@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "scheduler/repository/model_name.h"
 #include "scheduler/repository/model_repository.h"
 
@@ -33,7 +34,7 @@ std::string VersionModelFile(const std::string& version_dir) {
 }
 
 absl::StatusOr<DiskModel> ScanModel(const std::string& root, const std::string& name) {
-  if (absl::Status s = ValidateModelName(name); !s.ok()) return s;  // never a path outside the repository
+  RETURN_IF_ERROR(ValidateModelName(name));  // never a path outside the repository
   std::error_code ec;
   if (!fs::is_directory(fs::path(root) / name, ec)) {
     return UnknownModelError(name);

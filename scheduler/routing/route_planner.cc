@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "proto/proto_enums.h"
 #include "scheduler/repository/model_config.h"
 
@@ -79,7 +80,7 @@ absl::StatusOr<Route> RoutePlanner::PlaceOn(Route route, const DeviceId& device,
   route.device = *std::move(info);
   route.dtype = ComputeDType(*route.model, route.stamp, route.device.precision, precision);
   if (accuracy_) {
-    if (absl::Status s = ApplyAccuracy(route, precision, allow_fallback); !s.ok()) return s;
+    RETURN_IF_ERROR(ApplyAccuracy(route, precision, allow_fallback));
   }
   return route;
 }
@@ -185,17 +186,15 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
   absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(request.model);
   if (!entry.ok()) return entry.status();
   route.model = *std::move(entry);
-  absl::StatusOr<int64_t> version = repository_.ResolveVersion(*route.model, request.version);
-  if (!version.ok()) return version.status();
-  route.version = *version;
+  ASSIGN_OR_RETURN(int64_t version, repository_.ResolveVersion(*route.model, request.version));
+  route.version = version;
   route.latest = request.version.empty();
   if (const VersionStatus* status = route.model->Status(route.version)) {
     route.generation = status->generation;
     route.stamp = status->stamp;
   }
-  absl::StatusOr<DeviceRequest> wanted = ParseDeviceRequest(request.device);
-  if (!wanted.ok()) return wanted.status();
-  route.requested = *wanted;
+  ASSIGN_OR_RETURN(DeviceRequest wanted, ParseDeviceRequest(request.device));
+  route.requested = wanted;
 
   const v1::ModelConfig& config = route.model->config;
   const std::string& name = route.model->name;
@@ -207,7 +206,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
     if (file.empty()) file = route.stamp.ContentKey();
     return learned_.Lookup(name, file, kind);
   };
-  if (wanted->automatic) {
+  if (wanted.automatic) {
     std::vector<DeviceId> allowed;
     for (const DeviceId& id : devices_.Available()) {
       if (DeviceAllowed(config, id) && !learned_limit(id.kind)) allowed.push_back(id);
@@ -225,29 +224,29 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
   std::optional<DeviceId> target;
   std::optional<DeviceId> cooling_down;
   for (const DeviceId& id : devices_.Available()) {
-    if (Matches(*wanted, id)) {
+    if (Matches(wanted, id)) {
       target = id;
       break;
     }
   }
   if (!target) {
     for (const DeviceInfo& d : devices_.Snapshot()) {
-      if (Matches(*wanted, d.id) && devices_.OutOfService(d.id)) cooling_down = d.id;
+      if (Matches(wanted, d.id) && devices_.OutOfService(d.id)) cooling_down = d.id;
     }
   }
   std::optional<FallbackReason> reason;
   if (!target) {
     reason = cooling_down ? FallbackReason{FallbackKind::kDeviceOutOfService, cooling_down->ToString()}
-                          : FallbackReason{FallbackKind::kDeviceUnavailable, wanted->ToString()};
+                          : FallbackReason{FallbackKind::kDeviceUnavailable, wanted.ToString()};
     if (!request.allow_fallback) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "device: requested device '", wanted->ToString(), "' is ",
+          "device: requested device '", wanted.ToString(), "' is ",
           cooling_down ? "out of service after a failure" : "not available on this server",
           " and fallback is DENY"));
     }
     static LogRateLimiter limiter(5);
     if (uint64_t held = 0; limiter.Allow(&held)) {
-      LOG_WARNING << "requested device " << wanted->ToString() << " is "
+      LOG_WARNING << "requested device " << wanted.ToString() << " is "
                   << (cooling_down ? "out of service" : "not available") << "; falling back to cpu"
                   << SuppressedNote(held);
     }

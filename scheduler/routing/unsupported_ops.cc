@@ -6,6 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 namespace {
@@ -28,7 +29,7 @@ UnsupportedOpTable::UnsupportedOpTable(std::shared_ptr<StateFile> state_file, st
     : state_file_(std::move(state_file)), libtorch_version_(std::move(libtorch_version)) {}
 
 absl::Status UnsupportedOpTable::Load() {
-  if (absl::Status s = state_file_->Load(); !s.ok()) return s;
+  RETURN_IF_ERROR(state_file_->Load());
   std::map<Key, FallbackReason> loaded;
   size_t stale = 0;
   size_t line_no = 0;

@@ -14,6 +14,7 @@
 #include "common/file_util.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 
@@ -29,11 +30,10 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }
 
 absl::StatusOr<TokenFile> ReadTokenFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path, "token file");
-  if (!text.ok()) return text.status();
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path, "token file"));
   TokenFile file;
   int number = 0;
-  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++number;
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line[0] == '#') continue;

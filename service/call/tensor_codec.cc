@@ -1,4 +1,5 @@
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "service/call/tensor_codec.h"
 
 #include <ATen/ops/empty.h>
@@ -71,9 +72,8 @@ at::Tensor TensorOverBytes(DType dtype, const std::vector<int64_t>& shape, absl:
 }
 
 absl::StatusOr<at::Tensor> DecodeTensor(const v1::Tensor& wire, absl::string_view field, const CodecLimits& limits) {
-  absl::StatusOr<WireTensorInfo> info = ValidateWireTensor(wire, field, limits);
-  if (!info.ok()) return info.status();
-  return TensorOverBytes(info->dtype, info->shape, wire.data());
+  ASSIGN_OR_RETURN(WireTensorInfo info, ValidateWireTensor(wire, field, limits));
+  return TensorOverBytes(info.dtype, info.shape, wire.data());
 }
 
 absl::StatusOr<DType> TensorBytes(const at::Tensor& tensor, absl::string_view name, std::string* out) {
@@ -100,10 +100,9 @@ absl::StatusOr<DType> TensorBytes(const at::Tensor& tensor, absl::string_view na
 }
 
 absl::Status EncodeTensor(const at::Tensor& tensor, absl::string_view name, v1::Tensor* wire) {
-  absl::StatusOr<DType> dtype = TensorBytes(tensor, name, wire->mutable_data());
-  if (!dtype.ok()) return dtype.status();
+  ASSIGN_OR_RETURN(DType dtype, TensorBytes(tensor, name, wire->mutable_data()));
   wire->set_name(std::string(name));
-  wire->set_dtype(DTypeToProto(*dtype));
+  wire->set_dtype(DTypeToProto(dtype));
   wire->mutable_shape()->Reserve(static_cast<int>(tensor.dim()));
   for (int64_t d : tensor.sizes()) wire->add_shape(d);
   return absl::OkStatus();

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "proto/proto_enums.h"
 #include "common/wire_strings.h"
 
@@ -69,13 +70,9 @@ absl::StatusOr<WireTensorInfo> ValidateWireTensor(const v1::Tensor& wire, absl::
   }
   info.dtype = *dtype;
   info.shape.assign(wire.shape().begin(), wire.shape().end());
-  absl::StatusOr<int64_t> elements = ValidateShape(info.shape, field, limits);
-  if (!elements.ok()) return elements.status();
-  info.elements = *elements;
-  if (absl::Status s = ValidateRawBytes(info.dtype, info.elements, info.shape, wire.data(), absl::StrCat(field, ".data"));
-      !s.ok()) {
-    return s;
-  }
+  ASSIGN_OR_RETURN(int64_t elements, ValidateShape(info.shape, field, limits));
+  info.elements = elements;
+  RETURN_IF_ERROR(ValidateRawBytes(info.dtype, info.elements, info.shape, wire.data(), absl::StrCat(field, ".data")));
   return info;
 }
 

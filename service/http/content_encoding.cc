@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 namespace {
@@ -87,14 +88,13 @@ absl::StatusOr<uint64_t> InflatePass(Format format, absl::string_view body, absl
 // most the limit, charged to `account` before it is allocated.
 absl::StatusOr<std::string> Inflate(Format format, absl::string_view body, absl::string_view encoding,
                                     uint64_t max_bytes, const std::function<absl::Status(uint64_t)>& account) {
-  absl::StatusOr<uint64_t> size = InflatePass(format, body, encoding, max_bytes, {});
-  if (!size.ok()) return size.status();
+  ASSIGN_OR_RETURN(uint64_t size, InflatePass(format, body, encoding, max_bytes, {}));
   if (account) {
-    if (absl::Status s = account(*size); !s.ok()) return s;
+    RETURN_IF_ERROR(account(size));
   }
-  std::string out(*size, '\0');
+  std::string out(size, '\0');
   size_t at = 0;
-  absl::StatusOr<uint64_t> filled = InflatePass(format, body, encoding, *size, [&](const char* data, size_t n) {
+  absl::StatusOr<uint64_t> filled = InflatePass(format, body, encoding, size, [&](const char* data, size_t n) {
     std::memcpy(out.data() + at, data, n);
     at += n;
   });

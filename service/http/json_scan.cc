@@ -1,6 +1,7 @@
 #include "service/http/json_scan.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 
@@ -69,7 +70,7 @@ absl::Status CheckScannedJson(const JsonScan& scan, absl::string_view what) {
 absl::StatusOr<nlohmann::json> ParseBoundedJson(absl::string_view text, absl::string_view what) {
   // Refused before a tree is built: nesting no request needs (a tensor's
   // data is at most rank 8 deep) costs a node per level.
-  if (absl::Status deep = CheckScannedJson(ScanJson(text), what); !deep.ok()) return deep;
+  RETURN_IF_ERROR(CheckScannedJson(ScanJson(text), what));
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {

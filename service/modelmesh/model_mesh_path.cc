@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "scheduler/repository/repository_scan.h"
 
 namespace infergate {
@@ -77,7 +78,7 @@ absl::StatusOr<std::string> ResolveModelMeshPath(const std::string& model_path, 
   // What is served from inside the folder must stay under the root too.
   auto checked = [&](const fs::path& model) -> absl::StatusOr<std::string> {
     if (!root.empty()) {
-      if (absl::Status s = CheckTreeUnder(model, real_root, shown); !s.ok()) return s;
+      RETURN_IF_ERROR(CheckTreeUnder(model, real_root, shown));
     }
     return model.string();
   };

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 namespace {
@@ -32,28 +33,24 @@ absl::StatusOr<LogLevel> ApplyLogSettings(LogLevel current, const LogSettings& c
   std::optional<bool> verbose, info, warning;  // what `changes` names
   for (const auto& [key, value] : changes) {
     if (key == "log_verbose_level") {
-      absl::StatusOr<uint32_t> v = ValueOf<uint32_t>(key, value, "an unsigned integer");
-      if (!v.ok()) return v.status();
-      verbose = *v > 0;
+      ASSIGN_OR_RETURN(uint32_t v, ValueOf<uint32_t>(key, value, "an unsigned integer"));
+      verbose = v > 0;
     } else if (key == "log_info" || key == "log_warning" || key == "log_error") {
-      absl::StatusOr<bool> v = ValueOf<bool>(key, value, "a bool");
-      if (!v.ok()) return v.status();
-      if (key == "log_info") info = *v;
-      if (key == "log_warning") warning = *v;
-      if (key == "log_error" && !*v) {
+      ASSIGN_OR_RETURN(bool v, ValueOf<bool>(key, value, "a bool"));
+      if (key == "log_info") info = v;
+      if (key == "log_warning") warning = v;
+      if (key == "log_error" && !v) {
         return absl::InvalidArgumentError("settings.log_error: errors are always logged; it cannot be false");
       }
     } else if (key == "log_format") {
-      absl::StatusOr<std::string> v = ValueOf<std::string>(key, value, "a string");
-      if (!v.ok()) return v.status();
-      if (*v != "default") {
+      ASSIGN_OR_RETURN(std::string v, ValueOf<std::string>(key, value, "a string"));
+      if (v != "default") {
         return absl::InvalidArgumentError(
-            absl::StrCat("settings.log_format: '", v->substr(0, 32), "' is not served; the only format is \"default\""));
+            absl::StrCat("settings.log_format: '", v.substr(0, 32), "' is not served; the only format is \"default\""));
       }
     } else if (key == "log_file") {
-      absl::StatusOr<std::string> v = ValueOf<std::string>(key, value, "a string");
-      if (!v.ok()) return v.status();
-      if (!v->empty()) {
+      ASSIGN_OR_RETURN(std::string v, ValueOf<std::string>(key, value, "a string"));
+      if (!v.empty()) {
         return absl::InvalidArgumentError(
             "settings.log_file: this server logs to standard error only (where the container runtime collects it); "
             "it must be \"\"");

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/client_text.h"
+#include "common/status_macros.h"
 #include "proto/proto_enums.h"
 #include "scheduler/repository/model_upload.h"
 #include "service/open_inference/open_inference_codec.h"
@@ -207,9 +208,8 @@ absl::Status OpenInferenceApi::ModelConfig(const std::string& name, const std::s
 
 absl::Status OpenInferenceApi::ModelStatistics(const std::string& name, const std::string& version,
                                                inference::ModelStatisticsResponse* out) const {
-  absl::StatusOr<std::vector<ModelStats>> stats = core_.Statistics(name, version);
-  if (!stats.ok()) return stats.status();
-  for (const ModelStats& s : *stats) {
+  ASSIGN_OR_RETURN(std::vector<ModelStats> stats, core_.Statistics(name, version));
+  for (const ModelStats& s : stats) {
     inference::ModelStatistics* m = out->add_model_stats();
     m->set_name(s.model);
     m->set_version(absl::StrCat(s.version));
@@ -240,9 +240,8 @@ absl::Status OpenInferenceApi::RepositoryIndex(const std::string& repository, bo
     return absl::NotFoundError(
         absl::StrCat("repository_name: '", repository.substr(0, 64), "' is not a repository; leave it empty"));
   }
-  absl::StatusOr<std::vector<ModelStatus>> models = core_.Models();
-  if (!models.ok()) return models.status();
-  for (const ModelStatus& m : *models) {
+  ASSIGN_OR_RETURN(std::vector<ModelStatus> models, core_.Models());
+  for (const ModelStatus& m : models) {
     auto add = [&](const std::string& version, absl::string_view state, absl::string_view reason) {
       inference::RepositoryIndexResponse::ModelIndex* index = out->add_models();
       index->set_name(m.name);
@@ -327,7 +326,7 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
             " bytes)"));
       }
       if (!allow_native) {
-        if (absl::Status s = CheckNotNativeCode(path, content); !s.ok()) return s;
+        RETURN_IF_ERROR(CheckNotNativeCode(path, content));
       }
       if (++file_count > kMaxUploadFiles) {
         return absl::InvalidArgumentError(
@@ -356,17 +355,13 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
     }
     load.files = std::make_shared<const std::map<std::string, std::string>>(std::move(files));
   }
-  absl::StatusOr<std::string> version = RepositoryParameter(params, "version");
-  if (!version.ok()) return version.status();
-  load.version = *version;
-  absl::StatusOr<std::string> device = RepositoryParameter(params, "device");
-  if (!device.ok()) return device.status();
-  load.device = *device;
-  absl::StatusOr<std::string> precision = RepositoryParameter(params, "precision");
-  if (!precision.ok()) return precision.status();
-  absl::StatusOr<Precision> p = PrecisionParameter(*precision);
-  if (!p.ok()) return p.status();
-  load.precision = *p;
+  ASSIGN_OR_RETURN(std::string version, RepositoryParameter(params, "version"));
+  load.version = version;
+  ASSIGN_OR_RETURN(std::string device, RepositoryParameter(params, "device"));
+  load.device = device;
+  ASSIGN_OR_RETURN(std::string precision, RepositoryParameter(params, "precision"));
+  ASSIGN_OR_RETURN(Precision p, PrecisionParameter(precision));
+  load.precision = p;
   return load;
 }
 

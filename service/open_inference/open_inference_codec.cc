@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "devices/torch_dtype.h"
 #include "scheduler/model/string_tensor.h"
 #include "scheduler/repository/class_labels.h"
@@ -156,8 +157,8 @@ absl::Status TypedBesideRaw(const inference::ModelInferRequest& request, int i) 
 
 absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,
                                 InferenceRequest* out) {
-  if (absl::Status s = CheckTensorCount(request.inputs_size(), "inputs", limits); !s.ok()) return s;
-  if (absl::Status s = CheckTensorCount(request.outputs_size(), "outputs", limits); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckTensorCount(request.inputs_size(), "inputs", limits));
+  RETURN_IF_ERROR(CheckTensorCount(request.outputs_size(), "outputs", limits));
   // Each output at most once: an output named K times would make the answer
   // hold K copies of it, memory no budget accounts for.
   if (request.outputs_size() > 1) {
@@ -197,28 +198,25 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
   absl::StatusOr<std::string> device = StringParameter(params, "device");
   if (!device.ok()) return device.status();
   out->device = *std::move(device);
-  absl::StatusOr<std::string> precision = StringParameter(params, "precision");
-  if (!precision.ok()) return precision.status();
-  std::optional<Precision> p = ParsePrecisionName(*precision);
+  ASSIGN_OR_RETURN(std::string precision, StringParameter(params, "precision"));
+  std::optional<Precision> p = ParsePrecisionName(precision);
   if (!p) {
     return absl::InvalidArgumentError(
-        absl::StrCat("parameters.precision: '", precision->substr(0, 32), "'; expected AUTO, FP32, FP16 or BF16"));
+        absl::StrCat("parameters.precision: '", precision.substr(0, 32), "'; expected AUTO, FP32, FP16 or BF16"));
   }
   out->precision = *p;
-  absl::StatusOr<std::string> fallback = StringParameter(params, "fallback");
-  if (!fallback.ok()) return fallback.status();
-  std::string f = absl::AsciiStrToUpper(*fallback);
+  ASSIGN_OR_RETURN(std::string fallback, StringParameter(params, "fallback"));
+  std::string f = absl::AsciiStrToUpper(fallback);
   if (f != "" && f != "ALLOW" && f != "DENY") {
     return absl::InvalidArgumentError(
-        absl::StrCat("parameters.fallback: '", fallback->substr(0, 32), "'; expected ALLOW or DENY"));
+        absl::StrCat("parameters.fallback: '", fallback.substr(0, 32), "'; expected ALLOW or DENY"));
   }
   out->allow_fallback = f != "DENY";
   // Triton's request parameters: the queue timeout in microseconds (it may
   // shorten the model's default_queue_policy timeout) and the priority
   // level (1 the highest, 0 the model's default).
-  absl::StatusOr<uint64_t> timeout = UnsignedParameter(params, "timeout");
-  if (!timeout.ok()) return timeout.status();
-  out->timeout_us = *timeout;
+  ASSIGN_OR_RETURN(uint64_t timeout, UnsignedParameter(params, "timeout"));
+  out->timeout_us = timeout;
   absl::StatusOr<uint64_t> priority = UnsignedParameter(params, "priority");
   if (!priority.ok()) return priority.status();
   if (*priority > std::numeric_limits<uint32_t>::max()) {

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 namespace {
@@ -42,9 +43,8 @@ absl::StatusOr<LogSettings> ChangeLogSettings(const LogSettings& changes) {
   static std::mutex mu;  // a change reads, then sets, the level
   std::lock_guard<std::mutex> lock(mu);
   if (!changes.empty()) {
-    absl::StatusOr<LogLevel> level = ApplyLogSettings(MinLogLevel(), changes);
-    if (!level.ok()) return level.status();
-    SetMinLogLevel(*level);
+    ASSIGN_OR_RETURN(LogLevel level, ApplyLogSettings(MinLogLevel(), changes));
+    SetMinLogLevel(level);
   }
   return DescribeLogSettings(MinLogLevel());
 }

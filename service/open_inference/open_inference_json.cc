@@ -1,5 +1,6 @@
 #include "service/open_inference/open_inference_json.h"
 
+#include "common/status_macros.h"
 #include "service/http/json_scan.h"
 
 #include <algorithm>
@@ -133,7 +134,7 @@ absl::Status ForEachValue(const Json& data, const std::string& field, Visit visi
       stack.push_back({&v, 0});
       continue;
     }
-    if (absl::Status s = visit(v); !s.ok()) return s;
+    RETURN_IF_ERROR(visit(v));
   }
   return absl::OkStatus();
 }
@@ -353,9 +354,8 @@ absl::StatusOr<RestInferRequest> DecodeRestInferRequest(const Json& root, absl::
   inference::ModelInferRequest& req = out.request;
   req.set_model_name(model);
   req.set_model_version(version);
-  absl::StatusOr<std::string> id = StringField(root, "id", "", false);
-  if (!id.ok()) return id.status();
-  req.set_id(*id);
+  ASSIGN_OR_RETURN(std::string id, StringField(root, "id", "", false));
+  req.set_id(std::move(id));
 
   if (auto params = root.find("parameters"); params != root.end()) {
     if (!params->is_object()) return Invalid("parameters", "expected an object");
@@ -367,7 +367,7 @@ absl::StatusOr<RestInferRequest> DecodeRestInferRequest(const Json& root, absl::
         continue;
       }
       inference::InferParameter p;
-      if (absl::Status s = SetParameter(value, field, &p); !s.ok()) return s;
+      RETURN_IF_ERROR(SetParameter(value, field, &p));
       (*req.mutable_parameters())[key] = std::move(p);
     }
   }
@@ -375,34 +375,28 @@ absl::StatusOr<RestInferRequest> DecodeRestInferRequest(const Json& root, absl::
   auto inputs = root.find("inputs");
   if (inputs == root.end()) return Invalid("inputs", "is missing");
   if (!inputs->is_array()) return Invalid("inputs", "expected an array");
-  if (absl::Status s = CheckTensorCount(static_cast<int64_t>(inputs->size()), "inputs", limits); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckTensorCount(static_cast<int64_t>(inputs->size()), "inputs", limits));
   size_t binary_used = 0;
   for (size_t i = 0; i < inputs->size(); ++i) {
     const Json& in = (*inputs)[i];
     const std::string field = absl::StrCat("inputs[", i, "]");
     if (!in.is_object()) return Invalid(field, "expected an object");
-    absl::StatusOr<std::string> name = StringField(in, "name", field + ".", true);
-    if (!name.ok()) return name.status();
-    absl::StatusOr<std::string> datatype = StringField(in, "datatype", field + ".", true);
-    if (!datatype.ok()) return datatype.status();
-    absl::StatusOr<DType> dtype = DatatypeFromName(*datatype, field + ".datatype");
-    if (!dtype.ok()) return dtype.status();
-    absl::StatusOr<std::vector<int64_t>> shape = ParseShape(in, field);
-    if (!shape.ok()) return shape.status();
-    absl::StatusOr<int64_t> elements = ValidateShape(*shape, field + ".shape", limits);
-    if (!elements.ok()) return elements.status();
-    absl::StatusOr<std::optional<uint64_t>> binary_size = BinaryDataSize(in, field);
-    if (!binary_size.ok()) return binary_size.status();
+    ASSIGN_OR_RETURN(std::string name, StringField(in, "name", field + ".", true));
+    ASSIGN_OR_RETURN(std::string datatype, StringField(in, "datatype", field + ".", true));
+    ASSIGN_OR_RETURN(const DType dtype, DatatypeFromName(datatype, field + ".datatype"));
+    ASSIGN_OR_RETURN(const std::vector<int64_t> shape, ParseShape(in, field));
+    ASSIGN_OR_RETURN(const int64_t elements, ValidateShape(shape, field + ".shape", limits));
+    ASSIGN_OR_RETURN(const std::optional<uint64_t> binary_size, BinaryDataSize(in, field));
 
     inference::ModelInferRequest::InferInputTensor* tensor = req.add_inputs();
-    tensor->set_name(*name);
-    tensor->set_datatype(*datatype);
-    for (int64_t d : *shape) tensor->add_shape(d);
+    tensor->set_name(std::move(name));
+    tensor->set_datatype(std::move(datatype));
+    for (int64_t d : shape) tensor->add_shape(d);
     std::string* bytes = req.add_raw_input_contents();
     const bool has_data = in.contains("data");
-    if (binary_size->has_value()) {
+    if (binary_size.has_value()) {
       if (has_data) return Invalid(field, "has both data and parameters.binary_data_size; send it one way");
-      const uint64_t size = **binary_size;
+      const uint64_t size = *binary_size;
       if (size > binary.size() - binary_used) {
         return Invalid(field + ".parameters.binary_data_size",
                        absl::StrCat(size, " bytes, but only ", binary.size() - binary_used,
@@ -415,7 +409,7 @@ absl::StatusOr<RestInferRequest> DecodeRestInferRequest(const Json& root, absl::
       if (!has_data) return Invalid(field + ".data", "is missing (or set parameters.binary_data_size)");
       if (numeric != nullptr) {
         if (auto array = numeric->arrays.find(i); array != numeric->arrays.end()) {
-          if (DecodeNumericData(array->second, *dtype, *elements, bytes)) {
+          if (DecodeNumericData(array->second, dtype, elements, bytes)) {
             ++out.inputs_decoded_from_text;
             continue;
           }
@@ -423,7 +417,7 @@ absl::StatusOr<RestInferRequest> DecodeRestInferRequest(const Json& root, absl::
           return absl::InternalError("a numeric data array was refused; the tree decodes the body");
         }
       }
-      if (absl::Status s = StoreData(in["data"], *dtype, *elements, field + ".data", bytes); !s.ok()) return s;
+      RETURN_IF_ERROR(StoreData(in["data"], dtype, elements, field + ".data", bytes));
     }
   }
   if (binary_used != binary.size()) {
@@ -434,15 +428,14 @@ absl::StatusOr<RestInferRequest> DecodeRestInferRequest(const Json& root, absl::
 
   if (auto outputs = root.find("outputs"); outputs != root.end()) {
     if (!outputs->is_array()) return Invalid("outputs", "expected an array");
-    if (absl::Status s = CheckTensorCount(static_cast<int64_t>(outputs->size()), "outputs", limits); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckTensorCount(static_cast<int64_t>(outputs->size()), "outputs", limits));
     for (size_t i = 0; i < outputs->size(); ++i) {
       const Json& o = (*outputs)[i];
       const std::string field = absl::StrCat("outputs[", i, "]");
       if (!o.is_object()) return Invalid(field, "expected an object");
-      absl::StatusOr<std::string> name = StringField(o, "name", field + ".", true);
-      if (!name.ok()) return name.status();
+      ASSIGN_OR_RETURN(const std::string name, StringField(o, "name", field + ".", true));
       auto* requested = req.add_outputs();
-      requested->set_name(*name);
+      requested->set_name(name);
       auto params = o.find("parameters");
       if (params == o.end()) continue;
       if (!params->is_object()) return Invalid(field + ".parameters", "expected an object");
@@ -459,7 +452,7 @@ absl::StatusOr<RestInferRequest> DecodeRestInferRequest(const Json& root, absl::
       auto binary_flag = params->find("binary_data");
       if (binary_flag == params->end()) continue;
       if (!binary_flag->is_boolean()) return Invalid(field + ".parameters.binary_data", "expected true or false");
-      (binary_flag->get<bool>() ? out.binary_outputs : out.json_outputs).insert(*name);
+      (binary_flag->get<bool>() ? out.binary_outputs : out.json_outputs).insert(name);
     }
   }
   return out;
@@ -488,9 +481,8 @@ absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, s
       }
     }
   }
-  absl::StatusOr<Json> parsed = ParseJson(json_text, "the request body");
-  if (!parsed.ok()) return parsed.status();
-  return DecodeRestInferRequest(*parsed, binary, model, version, limits, nullptr, &refused);
+  ASSIGN_OR_RETURN(Json parsed, ParseJson(json_text, "the request body"));
+  return DecodeRestInferRequest(parsed, binary, model, version, limits, nullptr, &refused);
 }
 
 absl::StatusOr<RestBody> WriteRestInferResponse(const inference::ModelInferResponse& response,
@@ -580,11 +572,10 @@ absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryPara
     absl::string_view body) {
   google::protobuf::Map<std::string, inference::ModelRepositoryParameter> out;
   if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) return out;
-  absl::StatusOr<Json> parsed = ParseJson(body, "the request body");
-  if (!parsed.ok()) return parsed.status();
-  if (!parsed->is_object()) return Invalid("request body", "expected a JSON object");
-  auto params = parsed->find("parameters");
-  if (params == parsed->end()) return out;
+  ASSIGN_OR_RETURN(Json parsed, ParseJson(body, "the request body"));
+  if (!parsed.is_object()) return Invalid("request body", "expected a JSON object");
+  auto params = parsed.find("parameters");
+  if (params == parsed.end()) return out;
   if (!params->is_object()) return Invalid("parameters", "expected an object");
   for (const auto& [key, value] : params->items()) {
     inference::ModelRepositoryParameter p;
@@ -605,10 +596,9 @@ absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryPara
 absl::StatusOr<LogSettings> ParseLogSettings(absl::string_view body) {
   LogSettings out;
   if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) return out;
-  absl::StatusOr<Json> parsed = ParseJson(body, "the request body");
-  if (!parsed.ok()) return parsed.status();
-  if (!parsed->is_object()) return Invalid("request body", "expected a JSON object of log settings");
-  for (const auto& [key, value] : parsed->items()) {
+  ASSIGN_OR_RETURN(Json parsed, ParseJson(body, "the request body"));
+  if (!parsed.is_object()) return Invalid("request body", "expected a JSON object of log settings");
+  for (const auto& [key, value] : parsed.items()) {
     if (value.is_boolean()) {
       out[key] = value.get<bool>();
     } else if (value.is_number_unsigned() && value.get<uint64_t>() <= UINT32_MAX) {
@@ -632,11 +622,10 @@ std::string LogSettingsToJson(const LogSettings& settings) {
 
 absl::StatusOr<bool> ParseRepositoryIndexReady(absl::string_view body) {
   if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) return false;
-  absl::StatusOr<Json> parsed = ParseJson(body, "the request body");
-  if (!parsed.ok()) return parsed.status();
-  if (!parsed->is_object()) return Invalid("request body", "expected a JSON object");
-  auto ready = parsed->find("ready");
-  if (ready == parsed->end()) return false;
+  ASSIGN_OR_RETURN(Json parsed, ParseJson(body, "the request body"));
+  if (!parsed.is_object()) return Invalid("request body", "expected a JSON object");
+  auto ready = parsed.find("ready");
+  if (ready == parsed.end()) return false;
   if (!ready->is_boolean()) return Invalid("ready", "expected true or false");
   return ready->get<bool>();
 }

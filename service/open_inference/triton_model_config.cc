@@ -1,5 +1,6 @@
 #include "service/open_inference/triton_model_config.h"
 
+#include "common/status_macros.h"
 #include "google/protobuf/text_format.h"
 #include "scheduler/repository/triton/triton_config.h"
 #include "service/http/json_scan.h"
@@ -7,9 +8,8 @@
 namespace infergate {
 
 absl::StatusOr<ConfigOverride> ConfigOverrideFromTritonJson(absl::string_view json, absl::string_view model) {
-  absl::StatusOr<nlohmann::json> parsed = ParseBoundedJson(json, "parameters.config");
-  if (!parsed.ok()) return parsed.status();
-  return ReadTritonConfig(*parsed, model, "parameters.config");
+  ASSIGN_OR_RETURN(nlohmann::json parsed, ParseBoundedJson(json, "parameters.config"));
+  return ReadTritonConfig(parsed, model, "parameters.config");
 }
 
 bool ReadTritonFields(const std::string& text, inference::ModelConfig* config) {

@@ -15,6 +15,7 @@
 #include "common/file_util.h"
 #include "common/owned_temp_folder.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "devices/device_registry.h"
 #include "devices/system_info.h"
 #include "devices/torch_probe.h"
@@ -130,7 +131,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
     p->torchserve = *std::move(store);
     repository = p->torchserve->repository();
     if (opts.torchserve_addresses) {
-      if (absl::Status s = ApplyTorchServeAddresses(p->torchserve->config().addresses, opts); !s.ok()) return s;
+      RETURN_IF_ERROR(ApplyTorchServeAddresses(p->torchserve->config().addresses, opts));
     }
   }
   p->options = opts;
@@ -331,7 +332,7 @@ Server::~Server() {
 
 absl::Status Server::StartCore() {
   Parts& p = *parts_;
-  if (absl::Status s = p.core->Start(); !s.ok()) return s;
+  RETURN_IF_ERROR(p.core->Start());
   if (p.options.stuck_batch_timeout.count() > 0) {
     HealthService* health = p.health.get();
     p.watchdog = std::make_unique<LivenessWatchdog>(

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/flags.h"
+#include "common/status_macros.h"
 #include "scheduler/repository/model_config.h"
 #include "common/units.h"
 
@@ -108,14 +109,13 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
     if (eq == absl::string_view::npos) {
       return absl::InvalidArgumentError(absl::StrCat("--cache-budget: '", entry, "' is not DEVICE=SIZE"));
     }
-    absl::StatusOr<DeviceRequest> dev = ParseDeviceRequest(entry.substr(0, eq), "--cache-budget");
-    if (!dev.ok()) return dev.status();
-    if (dev->automatic || dev->any_index) {
+    ASSIGN_OR_RETURN(DeviceRequest dev, ParseDeviceRequest(entry.substr(0, eq), "--cache-budget"));
+    if (dev.automatic || dev.any_index) {
       return absl::InvalidArgumentError(absl::StrCat("--cache-budget: '", entry, "' must name one device"));
     }
     absl::StatusOr<uint64_t> bytes = ParseByteSize(entry.substr(eq + 1));
     if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat("--cache-budget: ", bytes.status().message()));
-    s.cache_budgets[DeviceId{dev->kind, dev->kind == DeviceKind::kCuda ? dev->index : 0}] = *bytes;
+    s.cache_budgets[DeviceId{dev.kind, dev.kind == DeviceKind::kCuda ? dev.index : 0}] = *bytes;
   }
   return s;
 }
@@ -372,7 +372,7 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Duration("device-failure-cooldown", &f.device_failure_cooldown,
                  "How long a device that failed stays out of service (its work goes to the CPU).");
   flags.String("nvml-library", &f.nvml_library, "NVIDIA management library to read GPU names and memory from.");
-  if (absl::Status s = flags.ParseEnvironment("INFERGATE_"); !s.ok()) return s;
+  RETURN_IF_ERROR(flags.ParseEnvironment("INFERGATE_"));
   bool help = false;
   absl::StatusOr<std::vector<std::string>> rest = flags.Parse(argc, argv, &help);
   if (!rest.ok()) return rest.status();
@@ -533,9 +533,8 @@ absl::Status ApplyTorchServeAddresses(const TorchServeAddresses& a, ServerOption
     options.http_address = *http;
   }
   if (!a.metrics.empty()) {
-    absl::StatusOr<std::string> metrics = TorchServeHostPort(a.metrics, "metrics_address", options);
-    if (!metrics.ok()) return metrics.status();
-    options.metrics_address = *metrics;
+    ASSIGN_OR_RETURN(std::string metrics, TorchServeHostPort(a.metrics, "metrics_address", options));
+    options.metrics_address = metrics;
   }
   if (a.grpc_inference_port > 0) options.address = absl::StrCat("0.0.0.0:", a.grpc_inference_port);
   return absl::OkStatus();

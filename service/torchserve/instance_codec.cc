@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "devices/torch_dtype.h"
 #include "scheduler/model/string_tensor.h"
 
@@ -74,7 +75,7 @@ absl::Status CheckListAtDepth(const nlohmann::json& value, const std::vector<int
 absl::Status Collect(const nlohmann::json& value, const std::vector<int64_t>& shape, size_t depth, DType dtype,
                      const std::string& where, std::vector<double>& reals, std::vector<int64_t>& wholes) {
   if (depth == shape.size()) {
-    if (absl::Status s = CheckValue(value, dtype, where); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckValue(value, dtype, where));
     if (IsFloatingPoint(dtype)) {
       reals.push_back(value.is_boolean() ? (value.get<bool>() ? 1.0 : 0.0) : value.get<double>());
       return absl::OkStatus();
@@ -90,7 +91,7 @@ absl::Status Collect(const nlohmann::json& value, const std::vector<int64_t>& sh
     wholes.push_back(n);
     return absl::OkStatus();
   }
-  if (absl::Status s = CheckListAtDepth(value, shape, depth, where); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckListAtDepth(value, shape, depth, where));
   for (size_t i = 0; i < value.size(); ++i) {
     absl::Status s = Collect(value[i], shape, depth + 1, dtype, absl::StrCat(where, "[", i, "]"), reals, wholes);
     if (!s.ok()) return s;
@@ -109,7 +110,7 @@ absl::Status CollectStrings(const nlohmann::json& value, const std::vector<int64
     strings.push_back(value.get<std::string>());
     return absl::OkStatus();
   }
-  if (absl::Status s = CheckListAtDepth(value, shape, depth, where); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckListAtDepth(value, shape, depth, where));
   for (size_t i = 0; i < value.size(); ++i) {
     absl::Status s = CollectStrings(value[i], shape, depth + 1, absl::StrCat(where, "[", i, "]"), strings);
     if (!s.ok()) return s;
@@ -145,22 +146,20 @@ nlohmann::json Values(const T* data, const std::vector<int64_t>& shape, size_t d
 
 absl::StatusOr<at::Tensor> InstanceTensor(const nlohmann::json& value, DType dtype, absl::string_view where,
                                           const CodecLimits& limits) {
-  absl::StatusOr<std::vector<int64_t>> shape = ShapeOf(value, where, limits);
-  if (!shape.ok()) return shape.status();
-  absl::StatusOr<int64_t> elements = ValidateShape(*shape, where, limits);
-  if (!elements.ok()) return elements.status();
+  ASSIGN_OR_RETURN(std::vector<int64_t> shape, ShapeOf(value, where, limits));
+  RETURN_IF_ERROR(ValidateShape(shape, where, limits).status());
   if (dtype == DType::kBytes) {
     std::vector<std::string> strings;
-    if (absl::Status s = CollectStrings(value, *shape, 0, std::string(where), strings); !s.ok()) return s;
-    return MakeStringTensor(std::move(strings), *shape);
+    RETURN_IF_ERROR(CollectStrings(value, shape, 0, std::string(where), strings));
+    return MakeStringTensor(std::move(strings), shape);
   }
   std::vector<double> reals;
   std::vector<int64_t> wholes;
-  if (absl::Status s = Collect(value, *shape, 0, dtype, std::string(where), reals, wholes); !s.ok()) return s;
+  RETURN_IF_ERROR(Collect(value, shape, 0, dtype, std::string(where), reals, wholes));
   at::Tensor out = IsFloatingPoint(dtype)
                        ? at::tensor(reals, at::TensorOptions().dtype(at::kDouble))
                        : at::tensor(wholes, at::TensorOptions().dtype(at::kLong));
-  out = out.reshape(*shape).to(ToScalarType(dtype));
+  out = out.reshape(shape).to(ToScalarType(dtype));
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "scheduler/repository/class_labels.h"
 #include "service/torchserve/image_decode.h"
 #include "service/torchserve/image_preprocess.h"
@@ -34,12 +35,11 @@ absl::StatusOr<at::Tensor> ImageInput(absl::string_view bytes, absl::string_view
     held = *std::move(r);
     return absl::OkStatus();
   };
-  absl::StatusOr<RgbImage> image = DecodeImage(bytes, where, options);
-  if (!image.ok()) return image.status();
+  ASSIGN_OR_RETURN(RgbImage image, DecodeImage(bytes, where, options));
   if (limits.keep_going) {
-    if (absl::Status s = limits.keep_going(); !s.ok()) return s;
+    RETURN_IF_ERROR(limits.keep_going());
   }
-  return ImageClassifierInput(*image);
+  return ImageClassifierInput(image);
 }
 
 // The image in `text`: base64 (standard or URL-safe alphabet) of a JPEG or PNG.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 
@@ -190,20 +191,20 @@ absl::StatusOr<TracingOptions> ResolveTracingOptions(const TracingFlags& flags, 
   if (!service.empty()) o.service_name = service;
   o.resource_attributes["service.name"] = o.service_name;
 
-  if (absl::Status s = Count(getenv, "OTEL_BSP_MAX_QUEUE_SIZE", &o.max_queue_size); !s.ok()) return s;
+  RETURN_IF_ERROR(Count(getenv, "OTEL_BSP_MAX_QUEUE_SIZE", &o.max_queue_size));
   if (flags.max_queue_size != 0) {
     if (flags.max_queue_size < 1 || flags.max_queue_size > 1000000) {
       return absl::InvalidArgumentError("--trace-queue-size: must be 1..1000000");
     }
     o.max_queue_size = static_cast<size_t>(flags.max_queue_size);
   }
-  if (absl::Status s = Count(getenv, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &o.max_export_batch_size); !s.ok()) return s;
+  RETURN_IF_ERROR(Count(getenv, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &o.max_export_batch_size));
   if (o.max_export_batch_size > o.max_queue_size) o.max_export_batch_size = o.max_queue_size;
-  if (absl::Status s = Millis(getenv, "OTEL_BSP_SCHEDULE_DELAY", &o.schedule_delay); !s.ok()) return s;
+  RETURN_IF_ERROR(Millis(getenv, "OTEL_BSP_SCHEDULE_DELAY", &o.schedule_delay));
   if (flags.schedule_delay.count() < 0) return absl::InvalidArgumentError("--trace-export-delay: must be positive");
   if (flags.schedule_delay.count() > 0) o.schedule_delay = flags.schedule_delay;
-  if (absl::Status s = Millis(getenv, "OTEL_EXPORTER_OTLP_TIMEOUT", &o.export_timeout); !s.ok()) return s;
-  if (absl::Status s = Millis(getenv, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", &o.export_timeout); !s.ok()) return s;
+  RETURN_IF_ERROR(Millis(getenv, "OTEL_EXPORTER_OTLP_TIMEOUT", &o.export_timeout));
+  RETURN_IF_ERROR(Millis(getenv, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", &o.export_timeout));
   return o;
 }
 

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "proto/proto_enums.h"
 
 namespace infergate {
@@ -17,11 +18,10 @@ absl::StatusOr<Precision> PrecisionFromWire(int wire, absl::string_view field) {
 }
 
 absl::StatusOr<CheckedInferRequest> CheckInferRequest(const v1::InferRequest& request, const CodecLimits& limits) {
-  if (absl::Status s = CheckTensorCount(request.inputs_size(), "inputs", limits); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckTensorCount(request.inputs_size(), "inputs", limits));
   CheckedInferRequest checked;
-  absl::StatusOr<Precision> precision = PrecisionFromWire(request.precision(), "precision");
-  if (!precision.ok()) return precision.status();
-  checked.precision = *precision;
+  ASSIGN_OR_RETURN(Precision precision, PrecisionFromWire(request.precision(), "precision"));
+  checked.precision = precision;
   if (request.fallback() != v1::ALLOW && request.fallback() != v1::DENY) {
     return absl::InvalidArgumentError(
         absl::StrCat("fallback: unknown policy ", request.fallback(), "; expected ALLOW or DENY"));

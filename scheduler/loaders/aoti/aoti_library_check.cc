@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 namespace {
@@ -225,9 +226,7 @@ absl::StatusOr<ElfLinkage> CheckAotiLibraryFitsThisLibTorch(const std::string& l
   absl::StatusOr<ElfLinkage> linkage = ReadElfLinkage(library);
   if (!linkage.ok()) return ElfLinkage{};  // the loader's own error says more
   static const std::vector<std::string>* const loaded = new std::vector<std::string>(LoadedLibTorchNames());
-  if (absl::Status fits = CheckAotiLinkage(*linkage, *loaded, DefinedInThisProcess, what, TORCH_VERSION); !fits.ok()) {
-    return fits;
-  }
+  RETURN_IF_ERROR(CheckAotiLinkage(*linkage, *loaded, DefinedInThisProcess, what, TORCH_VERSION));
   return linkage;
 }
 

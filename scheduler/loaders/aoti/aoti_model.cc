@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "common/status_macros.h"
 #include "devices/device_failure.h"
 #include "devices/simulated_run.h"
 #include "devices/tensor_placement.h"
@@ -178,7 +179,7 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   // read in place from the library, on a GPU copied there once.
   const uint64_t bytes = variant->library_bytes;
   if (admit) {
-    if (absl::Status room = admit(bytes); !room.ok()) return room;
+    RETURN_IF_ERROR(admit(bytes));
   }
   if (impl->simulation && impl->simulation->memory) {
     if (!impl->simulation->memory->TryReserve(bytes)) {

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "devices/device_failure.h"
 #include "common/logging.h"
 #include "devices/simulated_run.h"
@@ -128,14 +129,14 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
     }
     std::optional<InputSignature> declared;
     if (config.inputs_size() > 0) declared = DeclaredSignature(config);
-    absl::StatusOr<ForwardInputs> inputs =
-        MatchForwardArguments(config.name(), arguments, declared ? &*declared : nullptr, config.max_batch_size());
-    if (!inputs.ok()) return inputs.status();
-    sig = inputs->signature;
-    if (inputs->by_keyword) {
+    ASSIGN_OR_RETURN(ForwardInputs inputs, MatchForwardArguments(config.name(), arguments,
+                                                                 declared ? &*declared : nullptr,
+                                                                 config.max_batch_size()));
+    sig = inputs.signature;
+    if (inputs.by_keyword) {
       impl->by_keyword = true;
-      impl->input_names = inputs->argument_names;
-      impl->pass_none = inputs->pass_none;
+      impl->input_names = inputs.argument_names;
+      impl->pass_none = inputs.pass_none;
     }
     impl->outputs.emplace(config);
 
@@ -152,7 +153,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
       bytes += t.numel() * c10::elementSize(t.is_floating_point() ? impl->placement.dtype : t.scalar_type());
     }
     if (admit) {
-      if (absl::Status room = admit(bytes); !room.ok()) return room;
+      RETURN_IF_ERROR(admit(bytes));
     }
     // The weights' move to the device: timed (a real accelerator's
     // host-to-device copy), and on a simulated one charged as a real one
@@ -171,7 +172,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
                        ledger.used(), " bytes already allocated; simulated device)");
       impl->reserved_bytes = bytes;
     }
-    if (!inputs->by_keyword) {
+    if (!inputs.by_keyword) {
       impl->optimized = ServeOptimizedIfSame(impl->module, impl->placement, config, device, path, sig);
     }
     impl->forward = impl->module.get_method("forward");
@@ -225,19 +226,19 @@ absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::
       return absl::OkStatus();
     };
     if (result.isTensor() || is_strings(result)) {
-      if (absl::Status s = add("", result); !s.ok()) return s;
+      RETURN_IF_ERROR(add("", result));
     } else if (result.isTuple() || result.isList()) {
       std::vector<c10::IValue> items =
           result.isTuple() ? result.toTupleRef().elements().vec() : result.toListRef().vec();
       for (const c10::IValue& v : items) {
-        if (absl::Status s = add("", v); !s.ok()) return s;
+        RETURN_IF_ERROR(add("", v));
       }
     } else if (result.isGenericDict()) {
       for (const auto& item : result.toGenericDict()) {
         if (!item.key().isString()) {
           return absl::InternalError(absl::StrCat("model '", m.name, "' returned a dict with non-string keys"));
         }
-        if (absl::Status s = add(item.key().toStringRef(), item.value()); !s.ok()) return s;
+        RETURN_IF_ERROR(add(item.key().toStringRef(), item.value()));
       }
     } else {
       return absl::InternalError(

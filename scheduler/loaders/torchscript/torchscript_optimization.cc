@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 // Exported by libtorch_cpu (TORCH_API) from torch/csrc/jit/codegen/fuser/
 // interface.h, a header Debian's libtorch-dev does not ship; the prototype
@@ -66,7 +67,7 @@ absl::Status Compare(const c10::IValue& plain, const c10::IValue& optimized, con
         optimized.isTuple() ? optimized.toTupleRef().elements().vec() : optimized.toListRef().vec();
     if (xs.size() != ys.size()) return differs("changed length");
     for (size_t i = 0; i < xs.size(); ++i) {
-      if (absl::Status s = Compare(xs[i], ys[i], absl::StrCat(where, "[", i, "]"), max_error); !s.ok()) return s;
+      RETURN_IF_ERROR(Compare(xs[i], ys[i], absl::StrCat(where, "[", i, "]"), max_error));
     }
     return absl::OkStatus();
   }
@@ -77,7 +78,7 @@ absl::Status Compare(const c10::IValue& plain, const c10::IValue& optimized, con
     for (const auto& item : xs) {
       if (!item.key().isString() || !ys.contains(item.key())) return differs("changed keys");
       const std::string at = absl::StrCat(where, "['", item.key().toStringRef(), "']");
-      if (absl::Status s = Compare(item.value(), ys.at(item.key()), at, max_error); !s.ok()) return s;
+      RETURN_IF_ERROR(Compare(item.value(), ys.at(item.key()), at, max_error));
     }
     return absl::OkStatus();
   }

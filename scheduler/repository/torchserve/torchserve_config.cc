@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/repository/torchserve/java_properties.h"
 
@@ -140,22 +141,18 @@ absl::StatusOr<TorchServeVersionSettings> ParseVersion(const nlohmann::json& ent
       if (!value.is_boolean()) return Bad(at, "must be true or false");
       s.default_version = value.get<bool>();
     } else if (field == "batchSize") {
-      absl::StatusOr<uint64_t> n = Count(value, at, 1 << 16);
-      if (!n.ok()) return n.status();
-      if (*n == 0) return Bad(at, "must be at least 1");
-      s.batch_size = static_cast<uint32_t>(*n);
+      ASSIGN_OR_RETURN(uint64_t n, Count(value, at, 1 << 16));
+      if (n == 0) return Bad(at, "must be at least 1");
+      s.batch_size = static_cast<uint32_t>(n);
     } else if (field == "maxBatchDelay") {
-      absl::StatusOr<uint64_t> n = Count(value, at, 3600 * 1000);
-      if (!n.ok()) return n.status();
-      s.max_batch_delay_ms = *n;
+      ASSIGN_OR_RETURN(uint64_t n, Count(value, at, 3600 * 1000));
+      s.max_batch_delay_ms = n;
     } else if (field == "responseTimeout") {
-      absl::StatusOr<uint64_t> n = Count(value, at, 86400 * 30);
-      if (!n.ok()) return n.status();
-      s.response_timeout_s = *n;
+      ASSIGN_OR_RETURN(uint64_t n, Count(value, at, 86400 * 30));
+      s.response_timeout_s = n;
     } else if (field == "minWorkers" || field == "maxWorkers") {
-      absl::StatusOr<uint64_t> n = Count(value, at, 4096);
-      if (!n.ok()) return n.status();
-      (field == "minWorkers" ? s.min_workers : s.max_workers) = static_cast<uint32_t>(*n);
+      ASSIGN_OR_RETURN(uint64_t n, Count(value, at, 4096));
+      (field == "minWorkers" ? s.min_workers : s.max_workers) = static_cast<uint32_t>(n);
     } else if (field == "startupTimeout" || field == "runtimeType" || field == "deviceType" ||
                field == "parallelLevel" || field == "parallelType" || field == "deviceIds" ||
                field == "jobQueueSize" || field == "useJobTicket" || field == "maxRetryTimeoutInSec" ||
@@ -221,7 +218,7 @@ absl::StatusOr<TorchServeConfig> ParseTorchServeConfig(absl::string_view text) {
         break;
     }
     if (key == "model_snapshot" || key == "models") {
-      if (absl::Status s = ParseSnapshot(key, value, config); !s.ok()) return s;
+      RETURN_IF_ERROR(ParseSnapshot(key, value, config));
     } else if (key == "load_models") {
       config.load_models = std::string(absl::StripAsciiWhitespace(value));
     } else if (key == "model_store") {

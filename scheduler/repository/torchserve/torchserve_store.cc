@@ -15,6 +15,7 @@
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/owned_temp_folder.h"
+#include "common/status_macros.h"
 #include "common/zip_extract.h"
 #include "google/protobuf/text_format.h"
 #include "infergate/v1/model_config.pb.h"
@@ -99,10 +100,9 @@ absl::StatusOr<std::vector<Wanted>> ArchivesToServe(const TorchServeConfig& conf
 // index_to_name.json ({"0": "tench"} or {"0": ["n01440764", "tench"]}, or
 // {"object_type_names": [...]}) as labels.txt lines, line N naming class N.
 absl::StatusOr<std::string> LabelsFromIndexToName(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path, "index_to_name.json");
-  if (!text.ok()) return text.status();
-  if (text->size() > kMaxLabelsFileBytes) return absl::InvalidArgumentError("index_to_name.json: larger than 16 MiB");
-  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path, "index_to_name.json"));
+  if (text.size() > kMaxLabelsFileBytes) return absl::InvalidArgumentError("index_to_name.json: larger than 16 MiB");
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) return absl::InvalidArgumentError("index_to_name.json: not a JSON object");
   std::map<uint64_t, std::string> labels;
   if (auto names = doc.find("object_type_names"); names != doc.end() && names->is_array()) {
@@ -192,9 +192,8 @@ absl::StatusOr<std::unique_ptr<TorchServeStore>> TorchServeStore::Open(const std
   const fs::path config_path = fs::path(root) / kConfigFile;
   const bool has_config = fs::exists(config_path);
   if (has_config) {
-    absl::StatusOr<std::string> text = ReadFile(config_path.string(), "config.properties");
-    if (!text.ok()) return text.status();
-    absl::StatusOr<TorchServeConfig> config = ParseTorchServeConfig(*text);
+    ASSIGN_OR_RETURN(std::string text, ReadFile(config_path.string(), "config.properties"));
+    absl::StatusOr<TorchServeConfig> config = ParseTorchServeConfig(text);
     if (!config.ok()) return config.status();
     store->config_ = *std::move(config);
     for (const std::string& note : store->config_.notes) LOG_INFO << "TorchServe config.properties: " << note;
@@ -354,11 +353,8 @@ absl::StatusOr<std::unique_ptr<TorchServeStore>> TorchServeStore::Open(const std
         LOG_WARNING << "model '" << name << "': " << labels.status().message() << "; answers carry class indices";
       }
     }
-    if (absl::Status s = WriteFileAtomically((model_dir / "config.pbtxt").string(),
-                                             ModelConfigText(name, model, store->config_));
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(
+        WriteFileAtomically((model_dir / "config.pbtxt").string(), ModelConfigText(name, model, store->config_)));
     catalog.models[name] = std::move(model);
   }
   LOG_INFO << "TorchServe model store " << archives << ": " << catalog.models.size() << " model(s) served, "

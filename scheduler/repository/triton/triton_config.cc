@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "scheduler/repository/model_config.h"
 #include "scheduler/repository/triton/triton_config_rules.h"
 
@@ -104,15 +105,13 @@ absl::Status ReadTensors(const Json& given, const std::string& field, bool outpu
         if (!value.is_string()) return Invalid(f, "expected a string");
         spec->set_name(value.get<std::string>());
       } else if (key == "data_type") {
-        absl::StatusOr<v1::DataType> dtype = DataTypeOf(value, f);
-        if (!dtype.ok()) return dtype.status();
-        spec->set_dtype(*dtype);
+        ASSIGN_OR_RETURN(v1::DataType dtype, DataTypeOf(value, f));
+        spec->set_dtype(dtype);
       } else if (key == "dims") {
         const Json dims = AsList(value);
         for (size_t d = 0; d < dims.size(); ++d) {
-          absl::StatusOr<int64_t> dim = IntegerOf(dims[d], absl::StrCat(f, "[", d, "]"), -1);
-          if (!dim.ok()) return dim.status();
-          spec->add_dims(*dim);
+          ASSIGN_OR_RETURN(int64_t dim, IntegerOf(dims[d], absl::StrCat(f, "[", d, "]"), -1));
+          spec->add_dims(dim);
         }
       } else if (key == "label_filename" && outputs) {
         if (!value.is_string()) return Invalid(f, "expected a string");
@@ -126,9 +125,8 @@ absl::Status ReadTensors(const Json& given, const std::string& field, bool outpu
           if (rk != "shape") return NotSupported(absl::StrCat(f, ".", rk));
           const Json shape = AsList(rv);
           for (size_t d = 0; d < shape.size(); ++d) {
-            absl::StatusOr<int64_t> dim = IntegerOf(shape[d], absl::StrCat(f, ".shape[", d, "]"), -1);
-            if (!dim.ok()) return dim.status();
-            reshape->add_shape(*dim);
+            ASSIGN_OR_RETURN(int64_t dim, IntegerOf(shape[d], absl::StrCat(f, ".shape[", d, "]"), -1));
+            reshape->add_shape(dim);
           }
         }
       } else if (key == "format" && !outputs) {
@@ -160,17 +158,15 @@ absl::Status ReadQueuePolicy(const Json& policy, const std::string& field, v1::Q
       if (!value.is_string() || (value != "REJECT" && value != "DELAY")) return Invalid(f, "expected REJECT or DELAY");
       out->set_timeout_action(value == "DELAY" ? v1::QueuePolicy::DELAY : v1::QueuePolicy::REJECT);
     } else if (key == "default_timeout_microseconds") {
-      absl::StatusOr<int64_t> n = IntegerOf(value, f, 0);
-      if (!n.ok()) return n.status();
-      out->set_default_timeout_microseconds(static_cast<uint64_t>(*n));
+      ASSIGN_OR_RETURN(int64_t n, IntegerOf(value, f, 0));
+      out->set_default_timeout_microseconds(static_cast<uint64_t>(n));
     } else if (key == "allow_timeout_override") {
       if (!value.is_boolean()) return Invalid(f, "expected true or false");
       out->set_allow_timeout_override(value.get<bool>());
     } else if (key == "max_queue_size") {
-      absl::StatusOr<int64_t> n = IntegerOf(value, f, 0);
-      if (!n.ok()) return n.status();
-      if (*n > UINT32_MAX) return Invalid(f, "is out of range");
-      out->set_max_queue_size(static_cast<uint32_t>(*n));
+      ASSIGN_OR_RETURN(int64_t n, IntegerOf(value, f, 0));
+      if (n > UINT32_MAX) return Invalid(f, "is out of range");
+      out->set_max_queue_size(static_cast<uint32_t>(n));
     } else {
       return NotSupported(f);
     }
@@ -186,22 +182,19 @@ absl::Status ReadDynamicBatching(const Json& batching, v1::ModelConfig* config) 
     if (key == "preferred_batch_size") {
       const Json sizes = AsList(value);
       for (size_t i = 0; i < sizes.size(); ++i) {
-        absl::StatusOr<int64_t> n = IntegerOf(sizes[i], absl::StrCat(f, "[", i, "]"), 1);
-        if (!n.ok()) return n.status();
-        config->mutable_dynamic_batching()->add_preferred_batch_sizes(static_cast<uint32_t>(*n));
+        ASSIGN_OR_RETURN(int64_t n, IntegerOf(sizes[i], absl::StrCat(f, "[", i, "]"), 1));
+        config->mutable_dynamic_batching()->add_preferred_batch_sizes(static_cast<uint32_t>(n));
       }
     } else if (key == "max_queue_delay_microseconds") {
-      absl::StatusOr<int64_t> n = IntegerOf(value, f, 0);
-      if (!n.ok()) return n.status();
-      config->mutable_dynamic_batching()->set_max_queue_delay_us(static_cast<uint64_t>(*n));
+      ASSIGN_OR_RETURN(int64_t n, IntegerOf(value, f, 0));
+      config->mutable_dynamic_batching()->set_max_queue_delay_us(static_cast<uint64_t>(n));
     } else if (key == "priority_levels" || key == "default_priority_level") {
-      absl::StatusOr<int64_t> n = IntegerOf(value, f, 0);
-      if (!n.ok()) return n.status();
-      if (*n > UINT32_MAX) return Invalid(f, "is out of range");
-      if (key == "priority_levels") config->set_priority_levels(static_cast<uint32_t>(*n));
-      if (key == "default_priority_level") config->set_default_priority_level(static_cast<uint32_t>(*n));
+      ASSIGN_OR_RETURN(int64_t n, IntegerOf(value, f, 0));
+      if (n > UINT32_MAX) return Invalid(f, "is out of range");
+      if (key == "priority_levels") config->set_priority_levels(static_cast<uint32_t>(n));
+      if (key == "default_priority_level") config->set_default_priority_level(static_cast<uint32_t>(n));
     } else if (key == "default_queue_policy") {
-      if (absl::Status s = ReadQueuePolicy(value, f, config->mutable_default_queue_policy()); !s.ok()) return s;
+      RETURN_IF_ERROR(ReadQueuePolicy(value, f, config->mutable_default_queue_policy()));
     } else if (key == "preserve_ordering" && IsDefault(value)) {
       continue;
     } else {
@@ -232,18 +225,16 @@ absl::Status ReadInstanceGroups(const Json& given, v1::ModelConfig* config) {
           return NotSupported(f, absl::StrCat("'", kind.substr(0, 32), "'; use KIND_AUTO, KIND_CPU or KIND_GPU"));
         }
       } else if (key == "count") {
-        absl::StatusOr<int64_t> n = IntegerOf(value, f, 0);
-        if (!n.ok()) return n.status();
-        if (*n > kMaxAcceleratorInstances) {
-          return Invalid(f, absl::StrCat(*n, " is more than ", kMaxAcceleratorInstances, " instances on one device"));
+        ASSIGN_OR_RETURN(int64_t n, IntegerOf(value, f, 0));
+        if (n > kMaxAcceleratorInstances) {
+          return Invalid(f, absl::StrCat(n, " is more than ", kMaxAcceleratorInstances, " instances on one device"));
         }
-        count = *n;
+        count = n;
       } else if (key == "gpus") {
         const Json listed = AsList(value);
         for (size_t d = 0; d < listed.size(); ++d) {
-          absl::StatusOr<int64_t> n = IntegerOf(listed[d], absl::StrCat(f, "[", d, "]"), 0);
-          if (!n.ok()) return n.status();
-          gpus.push_back(*n);
+          ASSIGN_OR_RETURN(int64_t n, IntegerOf(listed[d], absl::StrCat(f, "[", d, "]"), 0));
+          gpus.push_back(n);
         }
       } else {
         return NotSupported(f);
@@ -291,10 +282,9 @@ absl::Status ReadWarmup(const Json& given, v1::ModelConfig* config) {
         if (!value.is_string()) return Invalid(f, "expected a string");
         out->set_name(value.get<std::string>().substr(0, 256));
       } else if (key == "batch_size" || key == "count") {
-        absl::StatusOr<int64_t> n = IntegerOf(value, f, key == "batch_size" ? 1 : 0);
-        if (!n.ok()) return n.status();
-        if (*n > 1024) return Invalid(f, absl::StrCat(*n, " is more than 1024"));
-        key == "batch_size" ? out->set_batch_size(static_cast<uint32_t>(*n)) : out->set_count(static_cast<uint32_t>(*n));
+        ASSIGN_OR_RETURN(int64_t n, IntegerOf(value, f, key == "batch_size" ? 1 : 0));
+        if (n > 1024) return Invalid(f, absl::StrCat(n, " is more than 1024"));
+        key == "batch_size" ? out->set_batch_size(static_cast<uint32_t>(n)) : out->set_count(static_cast<uint32_t>(n));
       } else if (key == "inputs") {
         // A map: {key, value} entries in a text config, an object in JSON.
         std::vector<std::pair<std::string, Json>> entries;
@@ -317,15 +307,13 @@ absl::Status ReadWarmup(const Json& given, v1::ModelConfig* config) {
           for (const auto& [k, v] : input.items()) {
             const std::string h = absl::StrCat(g, ".", k);
             if (k == "data_type") {
-              absl::StatusOr<v1::DataType> type = DataTypeOf(v, h);
-              if (!type.ok()) return type.status();
-              w->set_dtype(*type);
+              ASSIGN_OR_RETURN(v1::DataType type, DataTypeOf(v, h));
+              w->set_dtype(type);
             } else if (k == "dims") {
               const Json dims = AsList(v);
               for (size_t d = 0; d < dims.size(); ++d) {
-                absl::StatusOr<int64_t> n = IntegerOf(dims[d], absl::StrCat(h, "[", d, "]"), 1);
-                if (!n.ok()) return n.status();
-                w->add_dims(*n);
+                ASSIGN_OR_RETURN(int64_t n, IntegerOf(dims[d], absl::StrCat(h, "[", d, "]"), 1));
+                w->add_dims(n);
               }
             } else if (k == "zero_data" || k == "random_data") {
               ++sources;  // Triton uses the field being set, whatever its value
@@ -368,17 +356,15 @@ absl::Status ReadVersionPolicy(const Json& policy, v1::ModelConfig* config) {
   } else if (key == "latest") {
     auto n = value.find("num_versions");
     if (n == value.end() || value.size() != 1) return Invalid(f, "expected {\"num_versions\": N}");
-    absl::StatusOr<int64_t> count = IntegerOf(*n, f + ".num_versions", 1);
-    if (!count.ok()) return count.status();
-    out->mutable_latest()->set_num_versions(static_cast<uint32_t>(*count));
+    ASSIGN_OR_RETURN(int64_t count, IntegerOf(*n, f + ".num_versions", 1));
+    out->mutable_latest()->set_num_versions(static_cast<uint32_t>(count));
   } else if (key == "specific") {
     auto found = value.find("versions");
     if (found == value.end() || value.size() != 1) return Invalid(f, "expected {\"versions\": [...]}");
     const Json versions = AsList(*found);
     for (size_t i = 0; i < versions.size(); ++i) {
-      absl::StatusOr<int64_t> v = IntegerOf(versions[i], absl::StrCat(f, ".versions[", i, "]"), 1);
-      if (!v.ok()) return v.status();
-      out->mutable_specific()->add_versions(*v);
+      ASSIGN_OR_RETURN(int64_t v, IntegerOf(versions[i], absl::StrCat(f, ".versions[", i, "]"), 1));
+      out->mutable_specific()->add_versions(v);
     }
   } else {
     return Invalid(field, "expected one of latest, all or specific");
@@ -439,10 +425,9 @@ absl::StatusOr<ConfigOverride> ReadFields(const Json& parsed, absl::string_view 
                             "infergate serves TorchScript (pytorch_libtorch) and AOTInductor packages (torch_aoti)");
       }
     } else if (key == "max_batch_size") {
-      absl::StatusOr<int64_t> n = IntegerOf(value, key, 0);
-      if (!n.ok()) return n.status();
-      if (*n > UINT32_MAX) return Invalid(key, "is out of range");
-      config.set_max_batch_size(static_cast<uint32_t>(*n));
+      ASSIGN_OR_RETURN(int64_t n, IntegerOf(value, key, 0));
+      if (n > UINT32_MAX) return Invalid(key, "is out of range");
+      config.set_max_batch_size(static_cast<uint32_t>(n));
       out.fields.insert("max_batch_size");
     } else if (key == "input") {
       s = ReadTensors(value, key, false, config.mutable_inputs());

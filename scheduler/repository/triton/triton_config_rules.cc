@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 namespace {
@@ -250,7 +251,7 @@ class Rules {
       if (type != "TYPE_INT32" && type != "TYPE_FP32") {
         return Refuse(field + ".data_type", "batch input data type must be TYPE_INT32 or TYPE_FP32");
       }
-      if (absl::Status s = KnownSources(sources, field, inputs); !s.ok()) return s;
+      RETURN_IF_ERROR(KnownSources(sources, field, inputs));
     }
     return absl::OkStatus();
   }
@@ -271,7 +272,7 @@ class Rules {
         return Refuse(field + ".source_input",
                       absl::StrCat("batch output kind '", kind, "' expects 1 source input, got ", sources.size()));
       }
-      if (absl::Status s = KnownSources(sources, field, inputs); !s.ok()) return s;
+      RETURN_IF_ERROR(KnownSources(sources, field, inputs));
       std::set<std::string> targets;
       for (const Json& target : ListOf(batch[i], "target_name")) {
         const std::string name = target.is_string() ? target.get<std::string>() : "";
