@@ -1,9 +1,9 @@
 #include "service/grpc/wire_scan.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
 namespace infergate {
@@ -36,7 +36,7 @@ constexpr uint64_t kUnknownRecord = 2 * 16;
 // or message, a number's width, a repeated field's container, a map's.
 // Cached per thread.
 uint64_t ObjectCost(const Descriptor* type) {
-  thread_local absl::flat_hash_map<const Descriptor*, uint64_t> sizes;
+  thread_local std::unordered_map<const Descriptor*, uint64_t> sizes;
   auto [it, inserted] = sizes.try_emplace(type, 0);
   if (inserted) {
     uint64_t size = 64;
@@ -205,7 +205,7 @@ class Scanner {
     if (depth > limits_.max_depth) {
       return Exceeded(absl::StrCat("nests messages more than ", limits_.max_depth, " deep"));
     }
-    absl::flat_hash_map<int, int64_t> repeated_counts;
+    std::unordered_map<int, int64_t> repeated_counts;
     while (true) {
       if (group_number == 0) {
         if (end == UINT64_MAX ? in_.at_end() : in_.position() == end) return true;
@@ -240,7 +240,7 @@ class Scanner {
            natural != kStartGroup;
   }
 
-  bool Field(const FieldDescriptor* field, int wire, int depth, absl::flat_hash_map<int, int64_t>& repeated_counts) {
+  bool Field(const FieldDescriptor* field, int wire, int depth, std::unordered_map<int, int64_t>& repeated_counts) {
     const FieldDescriptor::Type type = field->type();
     if (type == FieldDescriptor::TYPE_MESSAGE || type == FieldDescriptor::TYPE_GROUP) {
       int64_t index = -1;
