@@ -22,8 +22,14 @@
 #   service/call/           the scheduler, tracing/, http/
 #   service/grpc/           + call/
 #   service/v1/, open_inference/, torchserve/, modelmesh/   the front ends:
-#                           call/, grpc/, http/ and the scheduler, never
-#                           one another
+#                           call/, grpc/, http/, tracing/, and of the
+#                           scheduler only its facade (scheduler/core/), the
+#                           model types (scheduler/model/) and the pure
+#                           repository headers in frontend_repository below
+#                           (names, labels, config overrides, uploads, the
+#                           TorchServe store's catalog): never the execution
+#                           layer, the routing, the cache or the loaders,
+#                           and never one another
 #   service/metrics/        call/, http/, tracing/, the scheduler
 #   service/server/         everything: it wires the front ends together
 #   tools/                  everything
@@ -60,13 +66,25 @@ declare -A may=(
   [service/tracing]="$base scheduler/repository scheduler/model scheduler/execution"
   [service/call]="$base $scheduler_all service/tracing service/http"
   [service/grpc]="$base $scheduler_all service/tracing service/http service/call"
-  [service/v1]="$base $scheduler_all service/call service/grpc service/http service/tracing"
-  [service/open_inference]="$base $scheduler_all service/call service/grpc service/http service/tracing"
-  [service/torchserve]="$base $scheduler_all service/call service/grpc service/http service/tracing"
-  [service/modelmesh]="$base $scheduler_all service/call service/grpc service/http service/tracing"
   [service/metrics]="$base $scheduler_all service/call service/http service/tracing"
   [service/server]="$base $scheduler_all service/call service/grpc service/http service/tracing service/v1
                     service/open_inference service/torchserve service/modelmesh service/metrics"
+)
+# What the front ends may read of the repository: pure headers, one by one.
+frontend_repository="scheduler/repository/class_labels.h scheduler/repository/config_override.h
+  scheduler/repository/model_name.h scheduler/repository/model_upload.h scheduler/repository/repository_scan.h
+  scheduler/repository/torchserve/mar_manifest.h scheduler/repository/torchserve/torchserve_store.h
+  scheduler/repository/triton/triton_config.h"
+frontend="$base scheduler/core scheduler/model service/call service/grpc service/http service/tracing"
+may[service/v1]="$frontend"
+may[service/open_inference]="$frontend"
+may[service/torchserve]="$frontend"
+may[service/modelmesh]="$frontend"
+declare -A may_files=(
+  [service/v1]="$frontend_repository"
+  [service/open_inference]="$frontend_repository"
+  [service/torchserve]="$frontend_repository"
+  [service/modelmesh]="$frontend_repository"
 )
 ours="common devices proto scheduler service tools $generated"
 
@@ -83,6 +101,9 @@ check_tree() {
         allowed=0
         for ok in ${may[$folder]}; do
           if [ "$target" = "$ok" ] || [ "$root" = "$ok" ]; then allowed=1; break; fi
+        done
+        for ok in ${may_files[$folder]:-}; do
+          if [ "$included" = "$ok" ]; then allowed=1; break; fi
         done
         if [ "$allowed" = 0 ]; then
           echo "$file:$line: includes $included: ${folder#*/} may not use $target"
@@ -115,7 +136,20 @@ if [ "${1:-}" = --self-test ]; then
     echo "the layers test failed, but not for the include it was given: $found" >&2
     exit 1
   }
-  echo "layers: a front end including another is caught"
+  # And one reaching past the facade into the execution layer.
+  copy2=$(mktemp -d)
+  trap 'rm -rf "$copy" "$copy2"' EXIT
+  git ls-files -z | xargs -0 cp --parents -t "$copy2"
+  sed -i '1a #include "scheduler/execution/device_executor.h"' "$copy2/service/open_inference/open_inference_rest.cc"
+  found=$(cd "$copy2" && git init -q && git add -A && "$copy2/tests/layers_test.sh" 2>&1) && {
+    echo "the layers test did not catch a front end including the execution layer" >&2
+    exit 1
+  }
+  echo "$found" | grep -q "open_inference_rest.cc:2: includes scheduler/execution/device_executor.h: open_inference may not use scheduler/execution" || {
+    echo "the layers test failed, but not for the include it was given: $found" >&2
+    exit 1
+  }
+  echo "layers: a front end including another, or the execution layer, is caught"
   exit 0
 fi
 
