@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "scheduler/loaders/torchscript/loaded_model.h"
+#include "scheduler/loaders/torchscript/torchscript_model.h"
 
 namespace infergate {
 
@@ -43,10 +43,10 @@ class CeilingModel {
   void Run(int64_t rows) const;
 
  private:
-  CeilingModel(std::shared_ptr<const LoadedModel> model, std::vector<at::Tensor> inputs)
+  CeilingModel(std::shared_ptr<const TorchScriptModel> model, std::vector<at::Tensor> inputs)
       : model_(std::move(model)), inputs_(std::move(inputs)) {}
 
-  const std::shared_ptr<const LoadedModel> model_;
+  const std::shared_ptr<const TorchScriptModel> model_;
   const std::vector<at::Tensor> inputs_;  // [b] holds b + 1 rows
 };
 

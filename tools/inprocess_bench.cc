@@ -40,7 +40,7 @@
 #include "devices/system_info.h"
 #include "scheduler/repository/aoti_package.h"
 #include "scheduler/loaders/aoti/aoti_unpacked_variant.h"
-#include "scheduler/loaders/torchscript/loaded_model.h"
+#include "scheduler/loaders/torchscript/torchscript_model.h"
 #include "tools/served_torchscript.h"
 
 namespace {
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   infergate::SetBlasThreads(static_cast<int>(threads));  // as the server does
   infergate::CachingCpuAllocator::InstallForProcess(tensor_cache_bytes);  // likewise
   // One forward call on `x`, from either format.
-  std::shared_ptr<infergate::LoadedModel> script;
+  std::shared_ptr<infergate::TorchScriptModel> script;
   // A package is opened as the server opens it (scheduler/loaders/aoti/aoti_model.h):
   // one container with an instance per caller, as the server has one per
   // worker (an instance runs one call at a time).
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   } else {
     // Through the server's own servable: the forward pass and the outputs
     // made ready to encode, optimized where the server would optimize.
-    absl::StatusOr<std::shared_ptr<infergate::LoadedModel>> served = infergate::LoadServedTorchScript(
+    absl::StatusOr<std::shared_ptr<infergate::TorchScriptModel>> served = infergate::LoadServedTorchScript(
         path, *item_shape, dtype == "int64" ? infergate::v1::INT64 : infergate::v1::FLOAT32,
         *std::max_element(batches->begin(), batches->end()), optimize);
     absl::StatusOr<std::vector<infergate::NamedTensor>> first =

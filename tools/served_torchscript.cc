@@ -6,7 +6,7 @@
 
 namespace infergate {
 
-absl::StatusOr<std::shared_ptr<LoadedModel>> LoadServedTorchScript(const std::string& path,
+absl::StatusOr<std::shared_ptr<TorchScriptModel>> LoadServedTorchScript(const std::string& path,
                                                                    const std::vector<int64_t>& row_shape,
                                                                    v1::DataType dtype, int64_t max_batch,
                                                                    bool optimize) {
@@ -19,7 +19,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadServedTorchScript(const std::st
   input->set_dtype(dtype);
   for (int64_t d : row_shape) input->add_dims(d);
   if (!optimize) config.set_torchscript_optimization(v1::TORCHSCRIPT_OPTIMIZE_OFF);
-  return LoadedModel::Load(path, config, DeviceInfo{}, DType::kFloat32);
+  return TorchScriptModel::Load(path, config, DeviceInfo{}, DType::kFloat32);
 }
 
 }  // namespace infergate

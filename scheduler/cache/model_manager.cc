@@ -14,7 +14,7 @@
 #include "scheduler/model/reshaped_servable.h"
 #include "devices/torch_dtype.h"
 #include "scheduler/loaders/aoti/aoti_model.h"
-#include "scheduler/loaders/torchscript/loaded_model.h"
+#include "scheduler/loaders/torchscript/torchscript_model.h"
 #include "scheduler/model/torch_status.h"
 
 namespace infergate {
@@ -33,7 +33,7 @@ ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader, M
         if (!package.ok()) return package.status();
         return std::shared_ptr<Servable>(*std::move(package));
       }
-      absl::StatusOr<std::shared_ptr<LoadedModel>> model = LoadedModel::Load(path, config, device, dtype, admit);
+      absl::StatusOr<std::shared_ptr<TorchScriptModel>> model = TorchScriptModel::Load(path, config, device, dtype, admit);
       if (!model.ok()) return model.status();
       return std::shared_ptr<Servable>(*std::move(model));
     };

@@ -36,7 +36,7 @@ class ModelManager {
   // Nothing is owned; the repository (and `footprints`, which may be null:
   // then models are admitted by the estimate from their file) must outlive
   // the manager. `loader` empty means the default: TorchScript
-  // (LoadedModel::Load), or AotiModel::Load for a .pt2 package.
+  // (TorchScriptModel::Load), or AotiModel::Load for a .pt2 package.
   ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints = nullptr,
                RunsAtOnce runs_at_once = nullptr);
 

@@ -1,7 +1,7 @@
 #pragma once
 // A model ready to run on one device in one compute dtype. The scheduler
 // sees models only through this interface: TorchScript models implement it
-// (LoadedModel), and tests supply fakes that need no model file.
+// (TorchScriptModel), and tests supply fakes that need no model file.
 //
 // Thread-safety: Run may be called from several worker threads at once.
 

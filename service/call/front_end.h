@@ -41,6 +41,8 @@ struct InferBackend {
   // Whether `name` is a repository model, for bounded metric labels.
   std::function<bool(absl::string_view name)> known_model;
 
+  // The core's own: `infer` is InferenceCore::Infer, `known_model`
+  // InferenceCore::KnownModel.
   static InferBackend Of(InferenceCore& core);
 };
 

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "devices/device_failure.h"
-#include "scheduler/loaders/torchscript/loaded_model.h"
+#include "scheduler/loaders/torchscript/torchscript_model.h"
 #include "tests/common/scratch_dir.h"
 
 namespace infergate {
@@ -36,8 +36,8 @@ ModelCache::Loader Loader(int64_t floats, std::atomic<int>* calls = nullptr) {
     if (calls) calls->fetch_add(1);
     v1::ModelConfig config;
     config.set_name("m");
-    absl::StatusOr<std::shared_ptr<LoadedModel>> model =
-        LoadedModel::Load(ModelFile(floats), config, DeviceInfo{}, DType::kFloat32, admit);
+    absl::StatusOr<std::shared_ptr<TorchScriptModel>> model =
+        TorchScriptModel::Load(ModelFile(floats), config, DeviceInfo{}, DType::kFloat32, admit);
     if (!model.ok()) return model.status();
     return std::shared_ptr<Servable>(*std::move(model));
   };

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "scheduler/execution/batch_tensors.h"
-#include "scheduler/loaders/torchscript/loaded_model.h"
+#include "scheduler/loaders/torchscript/torchscript_model.h"
 #include "scheduler/model/declared_outputs.h"
 #include "tests/common/scratch_dir.h"
 
@@ -148,8 +148,8 @@ def forward(self, text: List[str], scale: Tensor) -> Tuple[List[str], Tensor]:
   doubled->set_name("doubled");
   doubled->set_dtype(v1::FLOAT32);
   doubled->add_dims(1);
-  absl::StatusOr<std::shared_ptr<LoadedModel>> model =
-      LoadedModel::Load(path, config, DeviceInfo{}, DType::kFloat32, nullptr);
+  absl::StatusOr<std::shared_ptr<TorchScriptModel>> model =
+      TorchScriptModel::Load(path, config, DeviceInfo{}, DType::kFloat32, nullptr);
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->signature().inputs[0].dtype, DType::kBytes);
   std::vector<std::vector<at::Tensor>> parts = {
@@ -168,7 +168,7 @@ def forward(self, text: List[str], scale: Tensor) -> Tuple[List[str], Tensor]:
 
   // A config calling a string argument anything but TYPE_STRING is refused at load.
   text->set_dtype(v1::FLOAT32);
-  absl::Status refused = LoadedModel::Load(path, config, DeviceInfo{}, DType::kFloat32, nullptr).status();
+  absl::Status refused = TorchScriptModel::Load(path, config, DeviceInfo{}, DType::kFloat32, nullptr).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.message().find("a List[str] argument takes TYPE_STRING"), std::string::npos) << refused;
 }

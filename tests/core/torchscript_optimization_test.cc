@@ -10,7 +10,7 @@
 
 #include <filesystem>
 
-#include "scheduler/loaders/torchscript/loaded_model.h"
+#include "scheduler/loaders/torchscript/torchscript_model.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/text_proto.h"
 
@@ -47,10 +47,10 @@ class TorchScriptOptimization : public ::testing::Test {
     SmallCnn().save(path_);
   }
 
-  absl::StatusOr<std::shared_ptr<LoadedModel>> Load(const std::string& config_text,
+  absl::StatusOr<std::shared_ptr<TorchScriptModel>> Load(const std::string& config_text,
                                                     const DeviceInfo& device = DeviceInfo{},
                                                     DType dtype = DType::kFloat32) {
-    return LoadedModel::Load(path_, testing::FromText<v1::ModelConfig>(config_text), device, dtype);
+    return TorchScriptModel::Load(path_, testing::FromText<v1::ModelConfig>(config_text), device, dtype);
   }
 
   testing::ScratchDir dir_{"ig_tsopt_"};
@@ -63,10 +63,10 @@ constexpr char kDeclared[] = R"pb(
 )pb";
 
 TEST_F(TorchScriptOptimization, ACpuCopyWithDeclaredInputsIsServedOptimizedAndAnswersTheSame) {
-  absl::StatusOr<std::shared_ptr<LoadedModel>> optimized = Load(kDeclared);
+  absl::StatusOr<std::shared_ptr<TorchScriptModel>> optimized = Load(kDeclared);
   ASSERT_TRUE(optimized.ok()) << optimized.status();
   EXPECT_TRUE((*optimized)->optimized());
-  absl::StatusOr<std::shared_ptr<LoadedModel>> saved =
+  absl::StatusOr<std::shared_ptr<TorchScriptModel>> saved =
       Load(std::string(kDeclared) + " torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF");
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_FALSE((*saved)->optimized());
@@ -85,12 +85,12 @@ TEST_F(TorchScriptOptimization, ACpuCopyWithDeclaredInputsIsServedOptimizedAndAn
 
 TEST_F(TorchScriptOptimization, ServedAsSavedWhereNothingChecksItOrItIsNotACpuFp32Copy) {
   // No declared inputs: nothing to check the optimized module on.
-  absl::StatusOr<std::shared_ptr<LoadedModel>> undeclared = Load(R"pb(name: "cnn" max_batch_size: 8)pb");
+  absl::StatusOr<std::shared_ptr<TorchScriptModel>> undeclared = Load(R"pb(name: "cnn" max_batch_size: 8)pb");
   ASSERT_TRUE(undeclared.ok()) << undeclared.status();
   EXPECT_FALSE((*undeclared)->optimized());
   EXPECT_TRUE((*undeclared)->Run({at::randn({2, 3, 8, 8})}).ok());
   // BF16 on the CPU: the accuracy contract's business, not this.
-  absl::StatusOr<std::shared_ptr<LoadedModel>> bf16 = Load(kDeclared, DeviceInfo{}, DType::kBFloat16);
+  absl::StatusOr<std::shared_ptr<TorchScriptModel>> bf16 = Load(kDeclared, DeviceInfo{}, DType::kBFloat16);
   ASSERT_TRUE(bf16.ok()) << bf16.status();
   EXPECT_FALSE((*bf16)->optimized());
 }

@@ -17,7 +17,7 @@
 
 namespace infergate {
 
-class LoadedModel final : public Servable {
+class TorchScriptModel final : public Servable {
  public:
   // torch::jit::load on the CPU, checks forward()'s signature against the
   // config, casts floating parameters to `compute_dtype` and moves it to
@@ -25,10 +25,10 @@ class LoadedModel final : public Servable {
   // RESOURCE_EXHAUSTED (with an OOM device failure) when it does not fit.
   // `admit`, when set, is asked for room for the parameter bytes before any
   // is placed on the device; its error is returned as is.
-  static absl::StatusOr<std::shared_ptr<LoadedModel>> Load(const std::string& path, const v1::ModelConfig& config,
+  static absl::StatusOr<std::shared_ptr<TorchScriptModel>> Load(const std::string& path, const v1::ModelConfig& config,
                                                            const DeviceInfo& device, DType compute_dtype,
                                                            const AdmitBytes& admit = nullptr);
-  ~LoadedModel() override;
+  ~TorchScriptModel() override;
 
   // Runs forward() on inputs already ordered as signature(). Floating
   // inputs are cast to the compute dtype, integer ones are left alone.
@@ -49,7 +49,7 @@ class LoadedModel final : public Servable {
 
  private:
   struct Impl;
-  LoadedModel(std::unique_ptr<Impl> impl, InputSignature signature, DType dtype, uint64_t bytes);
+  TorchScriptModel(std::unique_ptr<Impl> impl, InputSignature signature, DType dtype, uint64_t bytes);
 
   std::unique_ptr<Impl> impl_;
   InputSignature signature_;

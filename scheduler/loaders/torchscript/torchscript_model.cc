@@ -1,4 +1,4 @@
-#include "scheduler/loaders/torchscript/loaded_model.h"
+#include "scheduler/loaders/torchscript/torchscript_model.h"
 
 #include <thread>
 #include <torch/script.h>
@@ -26,7 +26,7 @@
 
 namespace infergate {
 
-struct LoadedModel::Impl {
+struct TorchScriptModel::Impl {
   ~Impl() {
     if (simulation && simulation->memory) simulation->memory->Release(reserved_bytes);
   }
@@ -79,14 +79,14 @@ bool ServeOptimizedIfSame(torch::jit::Module& module, const TensorPlacement& pla
 
 }  // namespace
 
-LoadedModel::LoadedModel(std::unique_ptr<Impl> impl, InputSignature signature, DType dtype, uint64_t bytes)
+TorchScriptModel::TorchScriptModel(std::unique_ptr<Impl> impl, InputSignature signature, DType dtype, uint64_t bytes)
     : impl_(std::move(impl)), signature_(std::move(signature)), compute_dtype_(dtype), parameter_bytes_(bytes) {}
 
-LoadedModel::~LoadedModel() = default;
+TorchScriptModel::~TorchScriptModel() = default;
 
-bool LoadedModel::optimized() const { return impl_->optimized; }
+bool TorchScriptModel::optimized() const { return impl_->optimized; }
 
-absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string& path,
+absl::StatusOr<std::shared_ptr<TorchScriptModel>> TorchScriptModel::Load(const std::string& path,
                                                                const v1::ModelConfig& config,
                                                                const DeviceInfo& device, DType compute_dtype,
                                                                const AdmitBytes& admit) {
@@ -179,12 +179,12 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadedModel::Load(const std::string
   } catch (const std::exception& e) {
     return StatusFromTorchException(e, absl::StrCat("model '", config.name(), "': preparing ", path, " failed: "));
   }
-  return std::shared_ptr<LoadedModel>(new LoadedModel(std::move(impl), std::move(sig), compute_dtype, bytes));
+  return std::shared_ptr<TorchScriptModel>(new TorchScriptModel(std::move(impl), std::move(sig), compute_dtype, bytes));
 }
 
-std::chrono::microseconds LoadedModel::transfer_time() const { return impl_->transfer_time; }
+std::chrono::microseconds TorchScriptModel::transfer_time() const { return impl_->transfer_time; }
 
-absl::StatusOr<std::vector<NamedTensor>> LoadedModel::Run(const std::vector<at::Tensor>& inputs) const {
+absl::StatusOr<std::vector<NamedTensor>> TorchScriptModel::Run(const std::vector<at::Tensor>& inputs) const {
   const Impl& m = *impl_;
   std::vector<NamedTensor> outputs;
   try {
