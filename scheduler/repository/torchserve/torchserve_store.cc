@@ -156,8 +156,8 @@ std::string ModelConfigText(const std::string& name, const TorchServeModel& mode
 }  // namespace
 
 bool IsTorchServeStore(const std::string& root) {
-  if (fs::exists(fs::path(root) / kConfigFile) || IsDir(fs::path(root) / kStoreFolder)) return true;
   std::error_code e;
+  if (fs::exists(fs::path(root) / kConfigFile, e) || IsDir(fs::path(root) / kStoreFolder)) return true;
   bool archives = false;
   for (const auto& entry : fs::directory_iterator(root, e)) {
     if (entry.is_directory(e) && entry.path().filename().string()[0] != '.') return false;  // a model folder
@@ -186,179 +186,220 @@ absl::StatusOr<std::string> TorchServeCatalog::RepositoryVersion(const std::stri
   return absl::StrCat(v->second);
 }
 
+namespace {
+
+// Where the archives are: model-store/ beside config/ (KServe's layout),
+// else the model_store config.properties names (relative to the root),
+// else the root.
+absl::StatusOr<std::string> LocateArchives(const std::string& root, const TorchServeConfig& config) {
+  if (IsDir(fs::path(root) / kStoreFolder)) return (fs::path(root) / kStoreFolder).string();
+  if (config.model_store.empty()) return root;
+  const fs::path named = fs::path(root) / config.model_store;
+  if (!IsDir(named)) {
+    return absl::NotFoundError(absl::StrCat("config.properties: model_store '", config.model_store,
+                                            "' is not a folder, and ", root, " has no model-store/"));
+  }
+  return named.string();
+}
+
+// A folder of its own, owner-only, made without throwing.
+absl::Status MakePrivateFolder(const fs::path& folder) {
+  std::error_code e;
+  fs::create_directories(folder, e);
+  if (!e) fs::permissions(folder, fs::perms::owner_all, e);
+  if (e) return absl::UnavailableError(absl::StrCat("cannot make ", folder.string(), ": ", e.message()));
+  return absl::OkStatus();
+}
+
+void RemoveQuietly(const fs::path& path) {
+  std::error_code ignored;
+  fs::remove_all(path, ignored);
+}
+
+// Extracts archive `w` from `archives` into `folder` and reads its
+// manifest, within what is left of `unpack_budget` (taken from it when the
+// archive is kept). A refusal's status says why; nothing of it is kept.
+absl::StatusOr<Extracted> ExtractArchive(Wanted w, const std::string& archives, const std::string& folder,
+                                         uint64_t max_archive_bytes, uint64_t& unpack_budget) {
+  if (w.mar_name.find('/') != std::string::npos || !IsSafeZipEntryName(w.mar_name)) {
+    return absl::InvalidArgumentError("its name must be a file in the model store");
+  }
+  RETURN_IF_ERROR(MakePrivateFolder(folder));
+  // One budget for the whole store: what every archive unpacks to.
+  ZipExtractLimits limits;
+  limits.max_total_bytes = unpack_budget;
+  absl::StatusOr<uint64_t> bytes = ExtractZip(absl::StrCat(archives, "/", w.mar_name), folder, limits);
+  if (!bytes.ok()) {
+    RemoveQuietly(folder);
+    if (bytes.status().code() != absl::StatusCode::kResourceExhausted) return bytes.status();
+    return absl::ResourceExhaustedError(
+        absl::StrCat("it extracts to more than is left of the limit of ", max_archive_bytes,
+                     " bytes for all the store's archives (", unpack_budget, " left; --mar-max-bytes)"));
+  }
+  absl::StatusOr<MarManifest> manifest = ReadMarManifest(folder, w.mar_name);
+  if (!manifest.ok()) {
+    RemoveQuietly(folder);
+    return manifest.status();
+  }
+  if (w.model.empty()) w.model = manifest->model_name;
+  if (w.version.empty()) w.version = manifest->model_version.empty() ? kUnstatedVersion : manifest->model_version;
+  if (absl::Status s = ValidateModelName(w.model, "model name"); !s.ok()) {
+    RemoveQuietly(folder);
+    return s;
+  }
+  if (!manifest->config_file.empty()) {
+    LOG_WARNING << "TorchServe archive " << w.mar_name << ": its configFile '" << manifest->config_file
+                << "' is not read; batch size, delay and timeout come from config.properties' model_snapshot "
+                << "(or TorchServe's defaults)";
+  }
+  LOG_INFO << "TorchServe archive " << w.mar_name << ": model '" << w.model << "' version " << w.version
+           << ", handler " << MarHandlerName(manifest->handler) << ", " << *bytes << " bytes extracted";
+  unpack_budget -= *bytes;  // what the archives kept take
+  return Extracted{std::move(w), folder, *std::move(manifest)};
+}
+
+// Moves an extracted archive's folder to `version_dir`, its serialized file
+// named as the repository serves it (model.pt or model.pt2).
+absl::Status PlaceVersion(const Extracted& e, const fs::path& version_dir) {
+  std::error_code moved;
+  fs::rename(e.folder, version_dir, moved);
+  if (moved) return absl::UnavailableError(absl::StrCat("cannot lay it out: ", moved.message()));
+  const fs::path served = version_dir / (e.manifest.package ? "model.pt2" : "model.pt");
+  std::error_code renamed;
+  if (fs::path(version_dir / e.manifest.serialized_file) != served) {
+    fs::rename(version_dir / e.manifest.serialized_file, served, renamed);
+  }
+  std::error_code e_exists;
+  if (renamed || !fs::exists(served, e_exists)) {
+    return absl::NotFoundError(absl::StrCat("serialized file '", e.manifest.serialized_file, "' is not in the archive"));
+  }
+  return absl::OkStatus();
+}
+
+// The one way an archive is refused: logged, and kept in the catalog with
+// why (a client asking for its model is told).
+void Refuse(TorchServeCatalog& catalog, const std::string& mar_name, absl::string_view why) {
+  LOG_ERROR << "TorchServe archive " << mar_name << " is not served: " << why;
+  catalog.refused[mar_name] = std::string(why);
+}
+
+// Class names for classification answers, from the default version's
+// index_to_name.json, as the model's labels.txt.
+void WriteLabels(const std::string& name, const fs::path& version_dir, const fs::path& model_dir) {
+  const fs::path index_to_name = version_dir / "index_to_name.json";
+  std::error_code e;
+  if (!fs::exists(index_to_name, e)) return;
+  absl::StatusOr<std::string> labels = LabelsFromIndexToName(index_to_name.string());
+  if (!labels.ok()) {
+    LOG_WARNING << "model '" << name << "': " << labels.status().message() << "; answers carry class indices";
+    return;
+  }
+  if (absl::Status s = WriteFileAtomically((model_dir / "labels.txt").string(), *labels); !s.ok()) {
+    LOG_WARNING << "model '" << name << "': labels not written: " << s.message();
+  }
+}
+
+// Lays out one model's extracted versions under `repository`, numbered in
+// TorchServe's order, with its config.pbtxt; records it (or each refused
+// archive) in `catalog`.
+void LayOutModel(const std::string& repository, const TorchServeConfig& config, TorchServeCatalog& catalog,
+                 const std::string& name, std::vector<Extracted*> versions) {
+  std::sort(versions.begin(), versions.end(), [](const Extracted* a, const Extracted* b) {
+    return TorchServeVersionLess(a->wanted.version, b->wanted.version);
+  });
+  TorchServeModel model;
+  model.name = name;
+  model.handler = versions.back()->manifest.handler;
+  const Extracted* chosen = versions.back();  // default: the newest, unless one is marked
+  const fs::path model_dir = fs::path(repository) / name;
+  if (absl::Status made = MakePrivateFolder(model_dir); !made.ok()) {
+    for (const Extracted* e : versions) Refuse(catalog, e->wanted.mar_name, made.message());
+    return;
+  }
+  int64_t number = 0;
+  for (const Extracted* e : versions) {
+    if (model.versions.count(e->wanted.version)) {
+      Refuse(catalog, e->wanted.mar_name, absl::StrCat("version ", e->wanted.version, " of '", name,
+                                              "' is given twice; the first archive serves"));
+      continue;
+    }
+    if (e->manifest.handler != model.handler) {
+      Refuse(catalog, e->wanted.mar_name, absl::StrCat("its handler ", MarHandlerName(e->manifest.handler),
+                                              " differs from the other versions' (", MarHandlerName(model.handler),
+                                              ")"));
+      continue;
+    }
+    const fs::path version_dir = model_dir / std::to_string(number + 1);
+    if (absl::Status placed = PlaceVersion(*e, version_dir); !placed.ok()) {
+      Refuse(catalog, e->wanted.mar_name, placed.message());
+      RemoveQuietly(version_dir);
+      continue;
+    }
+    ++number;
+    model.versions[e->wanted.version] = number;
+    model.archives[e->wanted.version] = e->wanted.mar_name;
+    if (e->wanted.settings.default_version) chosen = e;
+  }
+  if (model.versions.empty()) return RemoveQuietly(model_dir);
+  if (!model.versions.count(chosen->wanted.version)) chosen = nullptr;
+  model.default_version = chosen ? chosen->wanted.version : model.versions.rbegin()->first;
+  for (const Extracted* e : versions) {
+    if (e->wanted.version == model.default_version) model.settings = e->wanted.settings;
+  }
+  WriteLabels(name, model_dir / std::to_string(model.versions[model.default_version]), model_dir);
+  if (absl::Status s = WriteFileAtomically((model_dir / "config.pbtxt").string(), ModelConfigText(name, model, config));
+      !s.ok()) {
+    for (const auto& [version, mar] : model.archives) Refuse(catalog, mar, s.message());
+    return RemoveQuietly(model_dir);
+  }
+  catalog.models[name] = std::move(model);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<TorchServeStore>> TorchServeStore::Open(const std::string& root,
                                                                        const TorchServeStoreOptions& options) {
   std::unique_ptr<TorchServeStore> store(new TorchServeStore());
   const fs::path config_path = fs::path(root) / kConfigFile;
-  const bool has_config = fs::exists(config_path);
+  std::error_code e;
+  const bool has_config = fs::exists(config_path, e);
   if (has_config) {
     ASSIGN_OR_RETURN(std::string text, ReadFile(config_path.string(), "config.properties"));
-    absl::StatusOr<TorchServeConfig> config = ParseTorchServeConfig(text);
-    if (!config.ok()) return config.status();
-    store->config_ = *std::move(config);
+    ASSIGN_OR_RETURN(store->config_, ParseTorchServeConfig(text));
     for (const std::string& note : store->config_.notes) LOG_INFO << "TorchServe config.properties: " << note;
   }
-  // The archives: model-store/ beside config/ (KServe's layout), else the
-  // model_store the file names (relative to the root), else the root.
-  std::string archives = root;
-  if (IsDir(fs::path(root) / kStoreFolder)) {
-    archives = (fs::path(root) / kStoreFolder).string();
-  } else if (!store->config_.model_store.empty()) {
-    const fs::path named = fs::path(root) / store->config_.model_store;
-    if (!IsDir(named)) {
-      return absl::NotFoundError(absl::StrCat("config.properties: model_store '", store->config_.model_store,
-                                              "' is not a folder, and ", root, " has no model-store/"));
-    }
-    archives = named.string();
-  }
-  absl::StatusOr<std::vector<Wanted>> wanted = ArchivesToServe(store->config_, has_config, archives);
-  if (!wanted.ok()) return wanted.status();
+  ASSIGN_OR_RETURN(const std::string archives, LocateArchives(root, store->config_));
+  ASSIGN_OR_RETURN(std::vector<Wanted> wanted, ArchivesToServe(store->config_, has_config, archives));
 
-  // The private work folder.
-  // Named after this process, so that a later one removes it should this
-  // one die without doing so.
-  absl::StatusOr<std::string> work = MakeOwnedTempFolder("infergate-torchserve-", options.work_parent);
-  if (!work.ok()) return work.status();
-  store->work_ = *std::move(work);
+  // The private work folder, named after this process, so that a later one
+  // removes it should this one die without doing so.
+  ASSIGN_OR_RETURN(store->work_, MakeOwnedTempFolder("infergate-torchserve-", options.work_parent));
   store->repository_ = store->work_ + "/repository";
-  fs::create_directories(store->repository_);
+  RETURN_IF_ERROR(MakePrivateFolder(store->repository_));
 
   // Extract and check each archive; a refused one is logged and skipped.
   uint64_t unpack_budget = options.max_archive_bytes;
   std::vector<Extracted> extracted;
-  TorchServeCatalog& catalog = store->catalog_;
-  for (size_t i = 0; i < wanted->size(); ++i) {
-    Wanted& w = (*wanted)[i];
-    auto refuse = [&](absl::string_view why) {
-      LOG_ERROR << "TorchServe archive " << w.mar_name << " is not served: " << why;
-      catalog.refused[w.mar_name] = std::string(why);
-    };
-    if (w.mar_name.find('/') != std::string::npos || !IsSafeZipEntryName(w.mar_name)) {
-      refuse("its name must be a file in the model store");
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const std::string mar_name = wanted[i].mar_name;
+    absl::StatusOr<Extracted> one =
+        ExtractArchive(std::move(wanted[i]), archives, absl::StrCat(store->work_, "/archive-", i),
+                       options.max_archive_bytes, unpack_budget);
+    if (!one.ok()) {
+      Refuse(store->catalog_, mar_name, one.status().message());
       continue;
     }
-    const std::string folder = absl::StrCat(store->work_, "/archive-", i);
-    fs::create_directories(folder);
-    fs::permissions(folder, fs::perms::owner_all);
-    // One budget for the whole store: what every archive unpacks to.
-    ZipExtractLimits limits;
-    limits.max_total_bytes = unpack_budget;
-    absl::StatusOr<uint64_t> bytes = ExtractZip(absl::StrCat(archives, "/", w.mar_name), folder, limits);
-    if (!bytes.ok()) {
-      std::error_code ignored;
-      fs::remove_all(folder, ignored);
-      if (bytes.status().code() == absl::StatusCode::kResourceExhausted) {
-        refuse(absl::StrCat("it extracts to more than is left of the limit of ", options.max_archive_bytes,
-                            " bytes for all the store's archives (", unpack_budget, " left; --mar-max-bytes)"));
-      } else {
-        refuse(bytes.status().message());
-      }
-      continue;
-    }
-    absl::StatusOr<MarManifest> manifest = ReadMarManifest(folder, w.mar_name);
-    if (!manifest.ok()) {
-      std::error_code ignored;
-      fs::remove_all(folder, ignored);
-      refuse(manifest.status().message());
-      continue;
-    }
-    if (w.model.empty()) w.model = manifest->model_name;
-    if (w.version.empty()) w.version = manifest->model_version.empty() ? kUnstatedVersion : manifest->model_version;
-    if (absl::Status s = ValidateModelName(w.model, "model name"); !s.ok()) {
-      refuse(s.message());
-      continue;
-    }
-    if (!manifest->config_file.empty()) {
-      LOG_WARNING << "TorchServe archive " << w.mar_name << ": its configFile '" << manifest->config_file
-                  << "' is not read; batch size, delay and timeout come from config.properties' model_snapshot "
-                  << "(or TorchServe's defaults)";
-    }
-    LOG_INFO << "TorchServe archive " << w.mar_name << ": model '" << w.model << "' version " << w.version
-             << ", handler " << MarHandlerName(manifest->handler) << ", " << *bytes << " bytes extracted";
-    unpack_budget -= *bytes;  // what the archives kept take
-    extracted.push_back({std::move(w), folder, *std::move(manifest)});
+    extracted.push_back(*std::move(one));
   }
 
   // Group by model; number versions in TorchServe's order.
   std::map<std::string, std::vector<Extracted*>> by_model;
-  for (Extracted& e : extracted) by_model[e.wanted.model].push_back(&e);
+  for (Extracted& x : extracted) by_model[x.wanted.model].push_back(&x);
   for (auto& [name, versions] : by_model) {
-    std::sort(versions.begin(), versions.end(), [](const Extracted* a, const Extracted* b) {
-      return TorchServeVersionLess(a->wanted.version, b->wanted.version);
-    });
-    TorchServeModel model;
-    model.name = name;
-    model.handler = versions.back()->manifest.handler;
-    const Extracted* chosen = versions.back();  // default: the newest, unless one is marked
-    const fs::path model_dir = fs::path(store->repository_) / name;
-    fs::create_directories(model_dir);
-    int64_t number = 0;
-    for (const Extracted* e : versions) {
-      if (model.versions.count(e->wanted.version)) {
-        LOG_ERROR << "TorchServe archive " << e->wanted.mar_name << ": model '" << name << "' version "
-                  << e->wanted.version << " is given twice; the first archive serves";
-        catalog.refused[e->wanted.mar_name] = absl::StrCat("version ", e->wanted.version, " of '", name,
-                                                           "' is given twice");
-        continue;
-      }
-      if (e->manifest.handler != model.handler) {
-        catalog.refused[e->wanted.mar_name] = absl::StrCat(
-            "its handler ", MarHandlerName(e->manifest.handler), " differs from the other versions' (",
-            MarHandlerName(model.handler), ")");
-        LOG_ERROR << "TorchServe archive " << e->wanted.mar_name << " is not served: "
-                  << catalog.refused[e->wanted.mar_name];
-        continue;
-      }
-      const fs::path version_dir = model_dir / std::to_string(++number);
-      fs::rename(e->folder, version_dir);
-      const fs::path served = version_dir / (e->manifest.package ? "model.pt2" : "model.pt");
-      std::error_code renamed;
-      if (fs::path(version_dir / e->manifest.serialized_file) != served) {
-        fs::rename(version_dir / e->manifest.serialized_file, served, renamed);
-      }
-      if (renamed || !fs::exists(served)) {
-        catalog.refused[e->wanted.mar_name] = absl::StrCat("serialized file '", e->manifest.serialized_file,
-                                                           "' is not in the archive");
-        LOG_ERROR << "TorchServe archive " << e->wanted.mar_name << " is not served: "
-                  << catalog.refused[e->wanted.mar_name];
-        std::error_code ignored;
-        fs::remove_all(version_dir, ignored);
-        --number;
-        continue;
-      }
-      model.versions[e->wanted.version] = number;
-      model.archives[e->wanted.version] = e->wanted.mar_name;
-      if (e->wanted.settings.default_version) chosen = e;
-    }
-    if (model.versions.empty()) {
-      std::error_code ignored;
-      fs::remove_all(model_dir, ignored);
-      continue;
-    }
-    if (!model.versions.count(chosen->wanted.version)) chosen = nullptr;
-    model.default_version = chosen ? chosen->wanted.version : model.versions.rbegin()->first;
-    for (const Extracted* e : versions) {
-      if (e->wanted.version == model.default_version) model.settings = e->wanted.settings;
-    }
-    // Class names for classification answers, from the default version.
-    const fs::path index_to_name = model_dir / std::to_string(model.versions[model.default_version]) /
-                                   "index_to_name.json";
-    if (fs::exists(index_to_name)) {
-      absl::StatusOr<std::string> labels = LabelsFromIndexToName(index_to_name.string());
-      if (labels.ok()) {
-        if (absl::Status s = WriteFileAtomically((model_dir / "labels.txt").string(), *labels); !s.ok()) {
-          LOG_WARNING << "model '" << name << "': labels not written: " << s.message();
-        }
-      } else {
-        LOG_WARNING << "model '" << name << "': " << labels.status().message() << "; answers carry class indices";
-      }
-    }
-    RETURN_IF_ERROR(
-        WriteFileAtomically((model_dir / "config.pbtxt").string(), ModelConfigText(name, model, store->config_)));
-    catalog.models[name] = std::move(model);
+    LayOutModel(store->repository_, store->config_, store->catalog_, name, std::move(versions));
   }
-  LOG_INFO << "TorchServe model store " << archives << ": " << catalog.models.size() << " model(s) served, "
-           << catalog.refused.size() << " archive(s) refused; laid out in " << store->repository_;
+  LOG_INFO << "TorchServe model store " << archives << ": " << store->catalog_.models.size() << " model(s) served, "
+           << store->catalog_.refused.size() << " archive(s) refused; laid out in " << store->repository_;
   return store;
 }
 
