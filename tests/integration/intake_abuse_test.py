@@ -31,6 +31,9 @@ of the round-5 probe, against the real server on loopback:
   error any client sees carries a native back-trace or code address; a
   warm-up data_file outside the model's warmup/ folder is refused without
   reading it.
+- gRPC's health service, now the server's own: Watch answers
+  SERVICE_UNKNOWN for a name never set, and SERVING then NOT_SERVING for
+  the server as it drains.
 - After every case the in-flight budget is back to exactly 0.
 
 Memory bounds are checked in the plain build (CI runs this test there;
@@ -555,6 +558,40 @@ def rebinding(server):
     print("Low: REST inference for a rebound Host refused (403), for 127.0.0.1 answered")
 
 
+def health_watch_through_drain(server):
+    """grpc.health.v1 Watch, served by the server itself: SERVICE_UNKNOWN for
+    a name never set; for the server, SERVING, then NOT_SERVING when it
+    drains, and the stream ends as it stops. Returns the exit status."""
+    import grpc
+    from health_stubs.health.v1 import health_pb2, health_pb2_grpc
+    channel = grpc.insecure_channel(server.address)
+    stub = health_pb2_grpc.HealthStub(channel)
+    unknown = stub.Watch(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=10)
+    check(next(unknown).status == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN, "Watch of an unknown service")
+    unknown.cancel()
+    watch = stub.Watch(health_pb2.HealthCheckRequest(service=""), timeout=120)
+    statuses = []
+
+    def read():
+        try:
+            for answer in watch:
+                statuses.append(answer.status)
+        except grpc.RpcError:
+            pass
+    reader = threading.Thread(target=read)
+    reader.start()
+    deadline = time.time() + 30
+    while not statuses and time.time() < deadline:
+        time.sleep(0.05)
+    rc = server.stop()
+    reader.join(timeout=60)
+    channel.close()
+    names = [health_pb2.HealthCheckResponse.ServingStatus.Name(s) for s in statuses]
+    print("health Watch through a drain: %s" % names)
+    check(names[:2] == ["SERVING", "NOT_SERVING"], "Watch through a drain: %s" % names)
+    return rc
+
+
 def contents_order(server, pb, pb_grpc):
     """NVIDIA's explicit-content examples: two inputs, one raw entry, the
     first input also typed: Triton's words for the typed one."""
@@ -614,7 +651,7 @@ def main():
             probe_starvation(open_server, bounds_factor)
             m1_accepted_strings(open_server, pb, pb_grpc, 256, memory_bounds_apply(open_server.proc.pid))
             rebinding(open_server)
-            check(open_server.stop() == 0, "the open server exits 0 on SIGTERM")
+            check(health_watch_through_drain(open_server) == 0, "the open server exits 0 on SIGTERM")
         if only in ("", "gate"):
             gate_storm(args, work, pb, pb_grpc, models)
         if only in ("", "admin"):
