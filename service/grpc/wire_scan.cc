@@ -75,6 +75,22 @@ class ChunkReader {
     return true;
   }
 
+  // A field's tag, as protobuf reads one: at most five bytes, the value
+  // kept to 32 bits.
+  bool ReadTag(uint32_t* tag) {
+    uint64_t result = 0;
+    for (int i = 0; i < 5; ++i) {
+      uint8_t byte;
+      if (!ReadByte(&byte)) return false;
+      result |= static_cast<uint64_t>(byte & 0x7f) << (7 * i);
+      if ((byte & 0x80) == 0) {
+        *tag = static_cast<uint32_t>(result);
+        return true;
+      }
+    }
+    return false;
+  }
+
   bool ReadVarint(uint64_t* value) {
     uint64_t result = 0;
     for (int shift = 0; shift < 70; shift += 7) {
@@ -211,8 +227,8 @@ class Scanner {
         if (end == UINT64_MAX ? in_.at_end() : in_.position() == end) return true;
         if (end != UINT64_MAX && in_.position() > end) return Malformed();
       }
-      uint64_t tag;
-      if (!in_.ReadVarint(&tag) || tag > UINT32_MAX) return Malformed();
+      uint32_t tag;
+      if (!in_.ReadTag(&tag)) return Malformed();
       const uint32_t number = static_cast<uint32_t>(tag >> 3);
       const int wire = static_cast<int>(tag & 7);
       if (number == 0) return Malformed();
