@@ -96,6 +96,17 @@ h2load_percentiles() {  # log
                              v[int(0.99 * (NR - 1)) + 1] / 1000, v[int(0.999 * (NR - 1)) + 1] / 1000 }'
 }
 
+# The requests an h2load run (its output, $1) closed without a 2xx or 3xx
+# answer: refused, reset or timed out. Not "total - 2xx": h2load counts a
+# status code when the headers arrive and a request when its stream
+# closes, so an answer whose headers come before the warm-up's end and
+# whose end comes after lands in one count and not the other.
+h2load_errors() {  # h2load-output
+  local failed
+  failed=$(sed -n 's/^requests: .* \([0-9][0-9]*\) failed.*/\1/p' <<<"$1")
+  echo "${failed:-unknown}"
+}
+
 # One REST row with h2load: mlp, one row of 256 floats, as JSON or binary.
 # Prints a line in the load tool's key=value form (errors are answers other
 # than 2xx; percentiles from h2load's per-request log).
@@ -118,11 +129,9 @@ rest_load() {  # json|binary concurrency
   rm -f "$work/h2load.log"  # h2load appends to its log
   out=$(h2load --h1 -c "$2" -m 1 "${ms[@]}" -d "$body" "${headers[@]}" --log-file="$work/h2load.log" \
     -H "Content-Type: application/json" "http://$http_address/v2/models/mlp/infer" 2>&1)
-  local rps ok total
+  local rps
   rps=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
-  ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' <<<"$out")
-  total=$(sed -n 's/^requests: \([0-9]*\) total.*/\1/p' <<<"$out")
-  echo "rest $1 c=$2 req/s=${rps:-0} rows/s=${rps:-0} $(h2load_percentiles "$work/h2load.log") errors=$(( ${total:-0} - ${ok:-0} ))"
+  echo "rest $1 c=$2 req/s=${rps:-0} rows/s=${rps:-0} $(h2load_percentiles "$work/h2load.log") errors=$(h2load_errors "$out")"
 }
 
 # One gRPC row with h2load: a pre-encoded request (written by `infergate-cli
@@ -133,14 +142,12 @@ rest_load() {  # json|binary concurrency
 grpc_load() {  # frame-file method-path streams [address]
   local ms=(-D "$(awk -v s="$seconds" 'BEGIN { printf "%dms", s * 1000 }')"
             --warm-up-time="$(awk -v s="$warmup" 'BEGIN { printf "%dms", s * 1000 }')")
-  local out rps ok total
+  local out rps
   rm -f "$work/h2load.log"  # h2load appends to its log: each row's percentiles are its own
   out=$(h2load -c 1 -m "$3" "${ms[@]}" -d "$1" -H "content-type: application/grpc" -H "te: trailers" \
     --log-file="$work/h2load.log" "http://${4:-$address}$2" 2>&1)
   rps=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
-  ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' <<<"$out")
-  total=$(sed -n 's/^requests: \([0-9]*\) total.*/\1/p' <<<"$out")
-  echo "h2load c=$3 req/s=${rps:-0} rows/s=${rps:-0} $(h2load_percentiles "$work/h2load.log") errors=$(( ${total:-0} - ${ok:-0} ))"
+  echo "h2load c=$3 req/s=${rps:-0} rows/s=${rps:-0} $(h2load_percentiles "$work/h2load.log") errors=$(h2load_errors "$out")"
 }
 
 # The line (of several, on stdin) with the median req/s; the lower middle
@@ -437,8 +444,6 @@ for c in $concurrencies; do
     -H "Content-Type: application/octet-stream" "http://$ts_http/predictions/clf" 2>&1)
   curl -sf "http://$ts_metrics/metrics" >"$work/after.prom"
   rps=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$line")
-  ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' <<<"$line")
-  total=$(sed -n 's/^requests: \([0-9]*\) total.*/\1/p' <<<"$line")
   read -r in_s0 in_n0 <<<"$(series_totals "$work/before.prom" infergate_handler_input_duration_seconds 'model="clf"')"
   read -r in_s1 in_n1 <<<"$(series_totals "$work/after.prom" infergate_handler_input_duration_seconds 'model="clf"')"
   read -r fw_s0 fw_n0 <<<"$(series_totals "$work/before.prom" infergate_compute_duration_seconds 'device="cpu",model="clf"')"
@@ -450,7 +455,7 @@ for c in $concurrencies; do
       printf "%.3f %.3f %.2f", (m > n ? (b - a) / (m - n) * 1000 : 0), (fm > fn ? (fb - fa) / (fm - fn) * 1000 : 0),
         (bm > bn ? (bb - ba) / (bm - bn) : 0) }')"
   record torchserve clf image_classifier "$c" 1 \
-    "torchserve c=$c req/s=${rps:-0} rows/s=${rps:-0} mean_batch=$batch errors=$(( ${total:-0} - ${ok:-0} ))"
+    "torchserve c=$c req/s=${rps:-0} rows/s=${rps:-0} mean_batch=$batch errors=$(h2load_errors "$line")"
   per_image=$(awk -v f="$fw_ms" -v b="$batch" 'BEGIN { printf "%.3f", (b > 0 ? f / b : 0) }')
   image_summary+=" concurrency $c: ${rps:-0} req/s, decode+preprocess $pre_ms ms per image, forward $fw_ms ms per batch of $batch ($per_image ms per image);"
 done
