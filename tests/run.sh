@@ -44,7 +44,6 @@ hog_on() { [ -z "$hog" ] || kill -CONT -- "-$hog" 2>/dev/null || true; }
 hog_off() { [ -z "$hog" ] || kill -STOP -- "-$hog" 2>/dev/null || true; }
 if [ "$loaded" = 1 ]; then
   hog=$(setsid bash -c 'stress-ng --cpu "$(nproc)" --timeout 0 --quiet >/dev/null 2>&1 & echo $$')  # the group's id
-  trap 'kill -CONT -- "-$hog" 2>/dev/null; kill -- "-$hog" 2>/dev/null || true' EXIT
   hog_off
   echo "loaded mode: stress-ng --cpu $(nproc) runs beside every test"
 fi
@@ -103,6 +102,14 @@ print_stage_times() {
   local IFS=,
   echo "stage times: ${stage_times[*]}; in all $(( $(date +%s) - run_start )) s"
 }
+# On the way out, whatever the outcome: the hog stopped, and a failed run's
+# stage times (a run that fails late says what its stages took too).
+finished=0
+on_exit() {
+  if [ -n "$hog" ]; then kill -CONT -- "-$hog" 2>/dev/null; kill -- "-$hog" 2>/dev/null || true; fi
+  [ "$finished" = 1 ] || print_stage_times
+}
+trap on_exit EXIT
 # What this run leaves out, and why (CI's log says so).
 echo "left out by flags: $([ "$tsan" = 1 ] || echo "the ThreadSanitizer suite (--no-tsan) ")$(
   [ "$asan" = 1 ] || echo "the AddressSanitizer suite (--no-asan) ")$(
@@ -255,4 +262,5 @@ else
   ctest_no_skips --output-on-failure -j "$(nproc)" "${ctest_args[@]}" "$@"
 fi
 stage_done "plain suite" "$start"
+finished=1
 print_stage_times

@@ -42,6 +42,8 @@
 #include "scheduler/repository/config_override.h"
 #include "service/v1/v1_request_check.h"
 #include "service/call/wire_tensor.h"
+#include "service/grpc/wire_scan.h"
+#include "inference/grpc_service.pb.h"
 #include "common/wire_strings.h"
 #include "common/utf8.h"
 
@@ -77,9 +79,31 @@ void Require(bool property, int line = __builtin_LINE()) {
   __builtin_trap();
 }
 
+// The wire scan (service/grpc/wire_scan.h) against protobuf's parser: it
+// never crashes, reads the same whatever the slices, and calls malformed no
+// message the parser takes (it may refuse one over a limit).
+void CheckWireScan(const google::protobuf::Descriptor& type, const uint8_t* data, size_t size, bool parsed) {
+  const absl::string_view bytes(reinterpret_cast<const char*>(data), size);
+  WireScanLimits limits;
+  absl::StatusOr<WireCost> whole = ScanWire(type, bytes, limits);
+  const size_t cut = size == 0 ? 0 : data[0] % (size + 1);
+  const absl::string_view chunks[] = {bytes.substr(0, cut), bytes.substr(cut)};
+  absl::StatusOr<WireCost> sliced = ScanWire(type, absl::MakeConstSpan(chunks), limits);
+  Require(whole.ok() == sliced.ok());
+  if (whole.ok()) Require(whole->parsed_bytes == sliced->parsed_bytes);
+  if (parsed && !whole.ok()) Require(!absl::StrContains(whole.status().message(), "does not parse"));
+}
+
 void FuzzRequest(const uint8_t* data, size_t size) {
   v1::InferRequest req;
-  if (!req.ParseFromArray(data, static_cast<int>(size))) return;
+  const bool parsed = req.ParseFromArray(data, static_cast<int>(size));
+  CheckWireScan(*v1::InferRequest::descriptor(), data, size, parsed);
+  {
+    inference::ModelInferRequest other;
+    CheckWireScan(*inference::ModelInferRequest::descriptor(), data, size,
+                  other.ParseFromArray(data, static_cast<int>(size)));
+  }
+  if (!parsed) return;
   // The Infer handler's own checks (CheckInferRequest), then the properties
   // of the core's parsers it hands the request to.
   // An accepted model name is one path component inside the repository.
