@@ -192,7 +192,8 @@ void TorchServeRest::Handle(std::shared_ptr<HttpRequest> request, HttpResponder 
     if (method == "POST" || method == "PUT") {
       return respond(TorchServeError(absl::UnimplementedError(
           "models are registered by placing their archive in the model store (read at start), and scaled by "
-          "infergate's per-device workers (--workers); POST and PUT /models are not served")));
+          "infergate's per-device workers (--cpu-workers, --accelerator-workers); POST and PUT /models are not "
+          "served")));
     }
     return respond(wrong_method("GET, DELETE"));
   }

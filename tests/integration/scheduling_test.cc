@@ -254,8 +254,9 @@ int RestStatus(const ServerProcess& server, const std::string& path) {
 // "live", as `when` requires (during warm-up, while draining): gRPC health
 // for "" and for the named services (Kubernetes' gRPC probe asks for
 // infergate.v1.InferenceService, KServe's for the Open Inference one) answers
-// NOT_SERVING, the Open Inference Protocol's ServerReady is false and REST
-// readiness is not 200; gRPC liveness answers SERVING and REST liveness 200.
+// NOT_SERVING, the Open Inference Protocol's ServerReady is false, REST
+// readiness is not 200 and TorchServe's /ping is 500; gRPC liveness answers
+// SERVING and REST liveness 200.
 ::testing::AssertionResult NotReadyButLive(const ServerProcess& server, const std::string& when) {
   using Status = grpc::health::v1::HealthCheckResponse;
   for (const char* service : {"", "infergate.v1.InferenceService", "inference.GRPCInferenceService"}) {
@@ -286,6 +287,10 @@ int RestStatus(const ServerProcess& server, const std::string& path) {
   }
   if (const int code = RestStatus(server, "/v2/health/live"); code != 200) {
     return ::testing::AssertionFailure() << "REST liveness answered " << code << " " << when;
+  }
+  // TorchServe's health check answers 500 (Unhealthy) while it cannot serve.
+  if (const int code = RestStatus(server, "/ping"); code != 500) {
+    return ::testing::AssertionFailure() << "TorchServe's /ping answered " << code << " " << when;
   }
   return ::testing::AssertionSuccess();
 }
@@ -596,6 +601,7 @@ TEST(Health, NotReadyWhileModelsWarmUpAndTheCliExitCodeSaysSo) {
   std::string serving_out;
   EXPECT_EQ(cli_health({}, &serving_out), 0) << serving_out;
   EXPECT_EQ(serving_out, "SERVING\n");
+  EXPECT_EQ(RestStatus(*server, "/ping"), 200) << "TorchServe's /ping once ready";
   const std::string address = server->address();
   EXPECT_EQ(server->Stop(), 0);
   // No server at all: neither SERVING nor NOT_SERVING, but a failed check.

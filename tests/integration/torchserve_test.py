@@ -84,7 +84,7 @@ def close(a, b, tol=1e-4):
 
 def make_images():
     """A JPEG and a PNG of odd sizes (the centre crop's rounding), and a
-    grayscale JPEG and an RGBA PNG, drawn with Pillow."""
+    grayscale JPEG, an RGBA PNG and two palette PNGs, drawn with Pillow."""
     import random
     from PIL import Image, ImageDraw
     rng = random.Random(5)
@@ -107,6 +107,14 @@ def make_images():
             rgba = io.BytesIO()
             img.convert("RGBA").save(rgba, "PNG")
             out["alpha.png"] = rgba.getvalue()
+            # Palette PNGs: 256 colours, and 16 with a transparent entry
+            # (tRNS), which RGB drops as it drops alpha.
+            palette = io.BytesIO()
+            img.convert("P", palette=Image.ADAPTIVE, colors=256).save(palette, "PNG")
+            out["palette.png"] = palette.getvalue()
+            clear = io.BytesIO()
+            img.convert("P", palette=Image.ADAPTIVE, colors=16).save(clear, "PNG", transparency=3)
+            out["palette-trns.png"] = clear.getvalue()
     return out
 
 
@@ -162,8 +170,9 @@ def check_image_classifier(base, grpc_address, api, ts, model, labels, images):
           same_top5(got["predictions"][1], torchserve_top5(model, labels, images["drawing.png"])),
           "KServe V1 with two base64 images: %r" % (got,))
     # Images TorchServe's own pipeline fails on are converted to RGB here,
-    # as Pillow's convert("RGB") does (grey replicated, alpha dropped).
-    for name in ("gray.jpg", "alpha.png"):
+    # as Pillow's convert("RGB") does (grey replicated, alpha dropped, a
+    # palette looked up).
+    for name in ("gray.jpg", "alpha.png", "palette.png", "palette-trns.png"):
         want = torchserve_top5(model, labels, images[name], convert_rgb=True)
         status, got = http(base, "POST", "/predictions/clf", images[name])
         check(status == 200 and same_top5(got, want), "%s: %r, Pillow's RGB through TorchServe's pipeline says %r"
@@ -437,6 +446,16 @@ def main():
         status, body = http(base, "DELETE", "/models/mlp", headers={"Authorization": "Bearer not-the-token-000000"})
         check(status in (401, 403), "DELETE /models/mlp with a wrong token: %d %r" % (status, body))
         check(http(base, "GET", "/models/mlp")[0] == 200, "a refused DELETE unregistered mlp")
+        # Registering and scaling (POST /models?url=, PUT /models/{model}) are
+        # admin calls too, and not served even with the token: archives come
+        # from the store, workers from the server's flags.
+        for method, path in (("POST", "/models?url=mlp.mar"), ("PUT", "/models/mlp?min_worker=2")):
+            status, body = http(base, method, path)
+            check(status in (401, 403), "%s %s without the admin token: %d %r" % (method, path, status, body))
+            status, body = http(base, method, path, headers={"Authorization": "Bearer " + admin_token})
+            check(status == 501 and "POST and PUT /models are not served" in body.get("message", ""),
+                  "%s %s with the admin token: %d %r" % (method, path, status, body))
+        check(http(base, "GET", "/models/mlp")[0] == 200, "a refused POST or PUT changed mlp")
         status, body = http(base, "DELETE", "/models/mlp", headers={"Authorization": "Bearer " + admin_token})
         check(status == 200, "DELETE /models/mlp with the admin token: %d %r" % (status, body))
         code = server.stop()
