@@ -18,7 +18,7 @@ void FlagSet::String(std::string name, std::string* target, std::string help) {
                     [target](const std::string& v) {
                       *target = v;
                       return absl::OkStatus();
-                    }});
+                    }, nullptr});
 }
 
 void FlagSet::Int(std::string name, int64_t* target, std::string help) {
@@ -30,7 +30,7 @@ void FlagSet::Int(std::string name, int64_t* target, std::string help) {
                       }
                       *target = parsed;
                       return absl::OkStatus();
-                    }});
+                    }, nullptr});
 }
 
 void FlagSet::Bool(std::string name, bool* target, std::string help) {
@@ -44,7 +44,7 @@ void FlagSet::Bool(std::string name, bool* target, std::string help) {
                         return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", v, "' is not a boolean"));
                       }
                       return absl::OkStatus();
-                    }});
+                    }, nullptr});
 }
 
 void FlagSet::Double(std::string name, double* target, std::string help) {
@@ -55,7 +55,7 @@ void FlagSet::Double(std::string name, double* target, std::string help) {
                       }
                       *target = parsed;
                       return absl::OkStatus();
-                    }});
+                    }, nullptr});
 }
 
 void FlagSet::Duration(std::string name, std::chrono::milliseconds* target, std::string help) {
@@ -64,7 +64,7 @@ void FlagSet::Duration(std::string name, std::chrono::milliseconds* target, std:
                       ASSIGN_OR_RETURN(std::chrono::milliseconds d, ParseDuration(v, absl::StrCat("--", name)));
                       *target = d;
                       return absl::OkStatus();
-                    }});
+                    }, nullptr});
 }
 
 void FlagSet::ByteSize(std::string name, uint64_t* target, std::string help) {
@@ -74,14 +74,51 @@ void FlagSet::ByteSize(std::string name, uint64_t* target, std::string help) {
                       if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", bytes.status().message()));
                       *target = *bytes;
                       return absl::OkStatus();
-                    }});
+                    }, nullptr});
 }
 
 void FlagSet::Repeated(std::string name, std::vector<std::string>* target, std::string help) {
   flags_.push_back({name, std::move(help), "none", false, [target](const std::string& v) {
                       target->push_back(v);
                       return absl::OkStatus();
-                    }});
+                    }, nullptr});
+}
+
+void FlagSet::Int(std::string name, int64_t* target, std::string help, Rule<int64_t> rule) {
+  Int(std::move(name), target, std::move(help));
+  AddRule(target, std::move(rule));
+}
+
+void FlagSet::Double(std::string name, double* target, std::string help, Rule<double> rule) {
+  Double(std::move(name), target, std::move(help));
+  AddRule(target, std::move(rule));
+}
+
+void FlagSet::Duration(std::string name, std::chrono::milliseconds* target, std::string help,
+                       Rule<std::chrono::milliseconds> rule) {
+  Duration(std::move(name), target, std::move(help));
+  AddRule(target, std::move(rule));
+}
+
+void FlagSet::ByteSize(std::string name, uint64_t* target, std::string help, Rule<uint64_t> rule) {
+  ByteSize(std::move(name), target, std::move(help));
+  AddRule(target, std::move(rule));
+}
+
+absl::Status FlagSet::CheckValues() const {
+  for (const Flag& f : flags_) {
+    if (!f.check) continue;
+    if (std::string broken = f.check(); !broken.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": ", broken));
+    }
+  }
+  return absl::OkStatus();
+}
+
+FlagSet::Rule<int64_t> InRange(int64_t min, int64_t max) {
+  return [min, max](const int64_t& v) {
+    return v >= min && v <= max ? std::string() : absl::StrCat("must be ", min, "..", max);
+  };
 }
 
 const FlagSet::Flag* FlagSet::Find(const std::string& name) const {

@@ -51,17 +51,30 @@ struct RawFlags {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string reflection = "auto";
   std::string io_thread_policy = "batch";
+  int64_t http_threads = 2;
 };
 
+using Ms = std::chrono::milliseconds;
+
+// A flag's rule from a predicate on its value and what the value must be.
+template <typename T, typename Ok>
+FlagSet::Rule<T> Must(Ok ok, std::string must) {
+  return [ok, must = std::move(must)](const T& v) { return ok(v) ? std::string() : must; };
+}
+
+// gRPC keeps connection times in 32-bit milliseconds.
+FlagSet::Rule<Ms> UnderGrpcsLimit() {
+  return Must<Ms>([](Ms v) { return v.count() <= INT32_MAX; }, "must be under 24 days");
+}
+
+FlagSet::Rule<Ms> HandshakeTimeoutRule() {
+  return [](const Ms& v) {
+    if (v.count() > INT32_MAX) return std::string("must be under 24 days");
+    return v.count() > 0 ? std::string() : std::string("must be positive");
+  };
+}
+
 absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
-  if (f.cpu_workers < 0 || f.cpu_workers > 256) return absl::InvalidArgumentError("--cpu-workers: must be 0..256");
-  if (f.accelerator_workers < 1 || f.accelerator_workers > kMaxAcceleratorInstances) {
-    return absl::InvalidArgumentError(absl::StrCat("--accelerator-workers: must be 1..", kMaxAcceleratorInstances));
-  }
-  if (f.intra_op_threads < 0 || f.intra_op_threads > 1024) {
-    return absl::InvalidArgumentError("--intra-op-threads: must be 0..1024");
-  }
-  if (f.queue_capacity < 1) return absl::InvalidArgumentError("--queue-capacity: must be at least 1");
   SchedulerOptions s;
   s.cpu_workers = static_cast<int>(f.cpu_workers);
   s.accelerator_workers = static_cast<int>(f.accelerator_workers);
@@ -71,12 +84,6 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.fair_queueing = f.fair_queueing;
   s.precision_checks = f.precision_checks;
   s.background_moves = f.background_moves;
-  if (f.move_window.count() < 100) return absl::InvalidArgumentError("--move-window: must be at least 100ms");
-  if (!(f.move_hysteresis >= 1 && f.move_hysteresis <= 100)) {
-    return absl::InvalidArgumentError("--move-hysteresis: must be 1..100");
-  }
-  if (f.move_min_residence.count() < 0) return absl::InvalidArgumentError("--move-min-residence: must not be negative");
-  if (f.move_period.count() < 10) return absl::InvalidArgumentError("--move-period: must be at least 10ms");
   s.placement.window_s = std::chrono::duration<double>(f.move_window).count();
   s.placement.hysteresis = f.move_hysteresis;
   if (f.move_objective == "tail") {
@@ -89,9 +96,6 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   }
   s.placement.min_residence_s = std::chrono::duration<double>(f.move_min_residence).count();
   s.placement.period = f.move_period;
-  if (!(f.simulate_cpu_slowdown >= 1 && f.simulate_cpu_slowdown <= 1000)) {
-    return absl::InvalidArgumentError("--simulate-cpu-slowdown: must be 1..1000");
-  }
   if (f.simulate_cpu_slowdown > 1 && f.simulate_devices.empty()) {
     return absl::InvalidArgumentError("--simulate-cpu-slowdown: only with --simulate-devices (it is a simulation)");
   }
@@ -100,10 +104,8 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.worker_spin_us = static_cast<int>(std::clamp<int64_t>(f.worker_spin_us, 0, 10000));
   s.state_file = f.state_file;
   s.device_failure_cooldown = f.device_failure_cooldown;
-  if (f.repository_poll_interval.count() < 0) {
-    return absl::InvalidArgumentError("--repository-poll-interval: must not be negative");
-  }
   s.repository_poll_interval = f.repository_poll_interval;
+  s.max_tensor_elements = f.max_tensor_elements;
   for (absl::string_view entry : absl::StrSplit(f.cache_budget, ',', absl::SkipWhitespace())) {
     size_t eq = entry.find('=');
     if (eq == absl::string_view::npos) {
@@ -158,15 +160,10 @@ absl::StatusOr<DiscoveryOptions> DiscoveryFrom(const RawFlags& f) {
   return d;
 }
 
-}  // namespace
 
-absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* argv, std::string* help_text) {
-  ServerOptions o;
-  RawFlags f;
-  int64_t http_threads = o.http_threads;
-  FlagSet flags(
-      "infergate: gRPC inference server for TorchScript models.\n"
-      "Usage: infergate [--address HOST:PORT] [--model-repository DIR] [flags]");
+// Where the server serves from and how it starts and stops: its gRPC address, the model repository (or a
+// TorchServe model store), the log level.
+void AddServingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
   flags.String("address", &o.address, "HOST:PORT to serve gRPC on; port 0 picks a free one.");
   flags.String("model-repository", &o.model_repository,
                "Folder of <model>/config.pbtxt and <model>/<version>/model.pt (or model.pt2), Triton's layout, or "
@@ -186,12 +183,46 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Duration("repository-poll-interval", &f.repository_poll_interval,
                  "How often the model repository is checked for new, changed and removed models and versions "
                  "(stat() calls only); a change is acted on once it has held still for one interval. 0 disables: "
-                 "LoadModel then re-reads a model's folder.");
+                 "LoadModel then re-reads a model's folder.",
+                 Must<Ms>([](Ms v) { return v.count() >= 0; }, "must not be negative"));
+  flags.Duration("drain-timeout", &o.drain_timeout,
+                 "On SIGTERM/SIGINT, how long queued and running requests may take to finish (e.g. 30s, 500ms).");
+  flags.Duration("stuck-batch-timeout", &o.stuck_batch_timeout,
+                 "Liveness (health service \"liveness\") turns NOT_SERVING while a batch has run longer than this, so "
+                 "Kubernetes restarts a server whose model hangs; 0 disables.");
+  flags.String("state-file", &f.state_file,
+               "File keeping what the server learned a device cannot run (MPS ops), so a restart remembers it.");
+  flags.String("log-level", &o.log_level, "debug, info, warning or error.");
+}
+
+// What a request may bring and how much the server holds at once: message sizes, the in-flight budget, how
+// requests must arrive, tensor limits, uploads.
+void AddIntakeFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
   flags.ByteSize("max-receive-bytes", &o.max_receive_bytes,
-                 "Largest request message accepted (e.g. 64MiB); larger ones get RESOURCE_EXHAUSTED.");
+                 "Largest request message accepted (e.g. 64MiB); larger ones get RESOURCE_EXHAUSTED.",
+                 Must<uint64_t>([](uint64_t v) { return v >= 1024 && v <= (uint64_t{2} << 30) - 1; },
+                                "must be between 1024 and 2147483647"));
   flags.ByteSize("max-inflight-bytes", &o.max_inflight_bytes,
                  "Bytes of inference requests held at once (queued or running); beyond it RESOURCE_EXHAUSTED. 0 picks "
                  "a quarter of the container's memory limit, or of the host's memory.");
+  flags.ByteSize("min-receive-rate", &o.min_receive_rate,
+                 "The slowest a gRPC request's message may arrive, in bytes a second after a 5 s grace (e.g. 1MiB); "
+                 "a slower one is refused RESOURCE_EXHAUSTED and its room in --max-inflight-bytes given back.",
+                 Must<uint64_t>([](uint64_t v) { return v >= 1024; }, "must be at least 1KiB (bytes a second)"));
+  flags.Int("max-reads-per-address", &f.max_reads_per_address,
+            "gRPC request messages one client address (its host, whatever the port) may have being read at once; "
+            "more wait their turn.",
+            InRange(1, 100000));
+  flags.Int("max-tensor-rank", &f.max_tensor_rank, "Largest rank accepted for an input tensor.",
+            InRange(1, 64));
+  flags.Int("max-tensor-elements", &f.max_tensor_elements, "Largest element count accepted for an input tensor.",
+            Must<int64_t>([](int64_t v) { return v >= 1 && v <= CodecLimits::kElementsCeiling; },
+                          absl::StrCat("must be 1..", CodecLimits::kElementsCeiling,
+                                       " (2^60, so a tensor's size in bytes fits 64 bits)")));
+  flags.Int("max-string-elements", &f.max_string_elements,
+            "The most string elements one request may carry, all its BYTES inputs together; counted on the wire "
+            "before anything is parsed (each is an object of its own once parsed, whatever its length).",
+            Must<int64_t>([](int64_t v) { return v >= 1 && v <= (int64_t{1} << 40); }, "must be 1..2^40"));
   flags.ByteSize("max-load-file-bytes", &o.max_load_file_bytes,
                  "Bytes of model files one load may carry (Triton's file: load parameters), written to a private "
                  "folder and served from there; 0 (the default) refuses such loads. Loads need an admin token "
@@ -199,36 +230,42 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.Bool("allow-native-uploads", &o.allow_native_uploads,
              "Let the files a load carries be native code: an AOTInductor package (.pt2) or a shared library, "
              "which the server loads and runs as its own user. Off: such files are refused.");
-  flags.ByteSize("cpu-tensor-cache", &o.cpu_tensor_cache_bytes,
-                 "Freed CPU tensor blocks of 64 KiB and more kept for reuse, at most this many bytes (e.g. 256MiB), "
-                 "so a model's activations are not faulted in afresh on every request; 0 leaves LibTorch's own "
-                 "allocator.");
-  flags.Int("cpu-workers", &f.cpu_workers, "Threads running models on the CPU; 0 picks min(cores, 4).");
+}
+
+// How requests are run: workers and threads, queues, batching, fairness, precision, the model cache and
+// background moves.
+void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
+  flags.Int("cpu-workers", &f.cpu_workers, "Threads running models on the CPU; 0 picks min(cores, 4).",
+            InRange(0, 256));
   flags.Int("accelerator-workers", &f.accelerator_workers,
             "Workers per GPU or MPS device, each with a stream of its own, so batches overlap on the device "
-            "(as Triton's instance_group count); one model runs at most this many batches there at once.");
-  flags.Int("intra-op-threads", &f.intra_op_threads, "LibTorch intra-op threads; 0 picks cores / cpu-workers.");
-  flags.Int("queue-capacity", &f.queue_capacity, "Requests that may wait per device; more get RESOURCE_EXHAUSTED.");
-  flags.Int("max-tensor-rank", &f.max_tensor_rank, "Largest rank accepted for an input tensor.");
-  flags.Int("max-tensor-elements", &f.max_tensor_elements, "Largest element count accepted for an input tensor.");
-  flags.Int("max-string-elements", &f.max_string_elements,
-            "The most string elements one request may carry, all its BYTES inputs together; counted on the wire "
-            "before anything is parsed (each is an object of its own once parsed, whatever its length).");
-  flags.ByteSize("min-receive-rate", &o.min_receive_rate,
-                 "The slowest a gRPC request's message may arrive, in bytes a second after a 5 s grace (e.g. 1MiB); "
-                 "a slower one is refused RESOURCE_EXHAUSTED and its room in --max-inflight-bytes given back.");
-  flags.Int("max-reads-per-address", &f.max_reads_per_address,
-            "gRPC request messages one client address (its host, whatever the port) may have being read at once; "
-            "more wait their turn.");
-  flags.Duration("drain-timeout", &o.drain_timeout,
-                 "On SIGTERM/SIGINT, how long queued and running requests may take to finish (e.g. 30s, 500ms).");
-  flags.Duration("stuck-batch-timeout", &o.stuck_batch_timeout,
-                 "Liveness (health service \"liveness\") turns NOT_SERVING while a batch has run longer than this, so "
-                 "Kubernetes restarts a server whose model hangs; 0 disables.");
+            "(as Triton's instance_group count); one model runs at most this many batches there at once.",
+            InRange(1, kMaxAcceleratorInstances));
+  flags.Int("intra-op-threads", &f.intra_op_threads, "LibTorch intra-op threads; 0 picks cores / cpu-workers.",
+            InRange(0, 1024));
+  flags.Int("queue-capacity", &f.queue_capacity, "Requests that may wait per device; more get RESOURCE_EXHAUSTED.",
+            Must<int64_t>([](int64_t v) { return v >= 1; }, "must be at least 1"));
+  flags.Int("worker-spin-us", &f.worker_spin_us,
+            "Microseconds an idle worker polls its queue before sleeping, yielding the core to any thread that has work "
+            "meanwhile; trades CPU for latency.");
   flags.Bool("batching", &f.batching, "Dynamic batching for models whose config sets max_batch_size > 1.");
   flags.Bool("fair-queueing", &f.fair_queueing,
              "Models share each device by device time, so one model's flood does not queue another's requests "
              "behind it; false serves requests in arrival order (FIFO).");
+  flags.Duration("priority-aging", &f.priority_aging,
+                 "A waiting request's priority level improves by one per this much waiting, so low priority is "
+                 "delayed, never starved; 0 disables aging.");
+  flags.Bool("precision-checks", &f.precision_checks,
+             "Serve a model in FP16 or BF16 on a device only after a check against FP32 on the CPU passed within "
+             "the model's accuracy tolerance (until then, and after a failed check, the nearest verified dtype "
+             "serves); false uses every precision unchecked.");
+  flags.String("cache-budget", &f.cache_budget,
+               "Model cache budget per device, e.g. \"cpu=8GiB,cuda:0=20GiB\"; least-recently-used idle, unpinned "
+               "models are evicted to stay under it.");
+  flags.ByteSize("cpu-tensor-cache", &o.cpu_tensor_cache_bytes,
+                 "Freed CPU tensor blocks of 64 KiB and more kept for reuse, at most this many bytes (e.g. 256MiB), "
+                 "so a model's activations are not faulted in afresh on every request; 0 leaves LibTorch's own "
+                 "allocator.");
   flags.Bool("background-moves", &f.background_moves,
              "No cold start: auto runs a request where its model is ready, never waiting for a load while a copy "
              "is ready elsewhere; models are moved onto the accelerators in the background when their demand "
@@ -236,41 +273,72 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
              "meanwhile (reason demoted:DEVICE). false: evict and reload (a request may wait for its model's load).");
   flags.Duration("move-window", &f.move_window,
                  "The demand window of the move policy: a model's gain from an accelerator is its requests per "
-                 "second x this x the time it saves per request there.");
+                 "second x this x the time it saves per request there.",
+                 Must<Ms>([](Ms v) { return v.count() >= 100; }, "must be at least 100ms"));
   flags.Double("move-hysteresis", &f.move_hysteresis,
                "A model moves onto an accelerator only when its gain exceeds this many times its move's cost plus "
-               "what the models it displaces lose.");
+               "what the models it displaces lose.",
+               Must<double>([](double v) { return v >= 1 && v <= 100; }, "must be 1..100"));
   flags.String("move-objective", &f.move_objective,
                "What the move policy keeps low: tail (each request's saved time weighed by its latency, so the "
                "slowest requests keep the accelerator first) or mean (saved time unweighed: a lower mean, a higher "
                "tail).");
   flags.Duration("move-min-residence", &f.move_min_residence,
-                 "A model that moved onto an accelerator is not displaced for this long.");
+                 "A model that moved onto an accelerator is not displaced for this long.",
+                 Must<Ms>([](Ms v) { return v.count() >= 0; }, "must not be negative"));
   flags.Duration("move-period", &f.move_period,
-                 "How often the move policy decides (and at once when a request ran away from its best device).");
-  flags.Bool("precision-checks", &f.precision_checks,
-             "Serve a model in FP16 or BF16 on a device only after a check against FP32 on the CPU passed within "
-             "the model's accuracy tolerance (until then, and after a failed check, the nearest verified dtype "
-             "serves); false uses every precision unchecked.");
-  flags.Duration("priority-aging", &f.priority_aging,
-                 "A waiting request's priority level improves by one per this much waiting, so low priority is "
-                 "delayed, never starved; 0 disables aging.");
-  flags.Int("worker-spin-us", &f.worker_spin_us,
-            "Microseconds an idle worker polls its queue before sleeping, yielding the core to any thread that has work "
-            "meanwhile; trades CPU for latency.");
-  flags.String("cache-budget", &f.cache_budget,
-               "Model cache budget per device, e.g. \"cpu=8GiB,cuda:0=20GiB\"; least-recently-used idle, unpinned "
-               "models are evicted to stay under it.");
+                 "How often the move policy decides (and at once when a request ran away from its best device).",
+                 Must<Ms>([](Ms v) { return v.count() >= 10; }, "must be at least 10ms"));
+}
+
+// The other ports and the connections: metrics, REST, gRPC's streams, threads and connection lifetimes.
+void AddNetworkFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
   flags.String("metrics-address", &o.metrics_address,
                "HOST:PORT for Prometheus to scrape /metrics from; port 0 picks one; empty disables metrics.");
   flags.String("http-address", &o.http_address,
                "HOST:PORT for the Open Inference Protocol's REST API (/v2/...); port 0 picks one; empty disables it.");
-  flags.Int("http-threads", &http_threads, "Threads serving HTTP connections (REST and JSON work runs on them).");
+  flags.Int("http-threads", &f.http_threads, "Threads serving HTTP connections (REST and JSON work runs on them).",
+            InRange(1, 64));
   flags.Duration("http-request-timeout", &o.http_request_timeout,
                  "An HTTP request must arrive whole within this long (keep-alive idle time included), and an answer "
-                 "be read within it; slower connections are closed.");
+                 "be read within it; slower connections are closed.",
+                 Must<Ms>([](Ms v) { return v.count() >= 1; }, "must be positive"));
   flags.Int("http-max-connections", &o.http_max_connections,
-            "Open HTTP connections at most; more are answered 503 and closed.");
+            "Open HTTP connections at most; more are answered 503 and closed.",
+            InRange(1, 1000000));
+  flags.Int("max-concurrent-streams", &o.max_concurrent_streams,
+            "Calls one client connection may have open at once; more wait in the client (HTTP/2 flow control).",
+            InRange(1, 100000));
+  flags.Bool("grpc-bdp-probe", &o.grpc_bdp_probe,
+             "Let gRPC grow each HTTP/2 stream's window to the measured bandwidth-delay product: faster large "
+             "messages over long, fast links, but a request that waits for room in --max-inflight-bytes is then "
+             "held in the server's memory (by the transport) instead of by its client. Off: windows stay at "
+             "64 KiB a stream.");
+  flags.Int("grpc-infer-threads", &o.grpc_infer_threads,
+            "Threads taking gRPC inference calls (Infer, ModelInfer, ModelStreamInfer) off a completion queue each: "
+            "they check, decode and queue each request; device workers answer it.",
+            InRange(1, 64));
+  flags.String("io-thread-policy", &f.io_thread_policy,
+               "Linux CPU policy of every thread but the device workers (gRPC's, the HTTP server's, the inference "
+               "pollers): batch (SCHED_BATCH) lets a thread that wakes for network work wait for a free core or "
+               "the running thread's turn to end instead of preempting a worker mid-batch; normal (SCHED_OTHER) "
+               "lets it preempt. Device workers always run normal.");
+  flags.Duration("max-connection-age", &o.max_connection_age,
+                 "Close client connections after this long (e.g. 5m) so clients reconnect and new replicas get "
+                 "traffic; 0 keeps them open.",
+                 UnderGrpcsLimit());
+  flags.Duration("max-connection-idle", &o.max_connection_idle,
+                 "Close gRPC connections that have had no call open for this long (GOAWAY: a client reconnects "
+                 "when it next calls), so idle clients do not hold sockets; 0 keeps them open.",
+                 UnderGrpcsLimit());
+  flags.Duration("grpc-handshake-timeout", &o.grpc_handshake_timeout,
+                 "A new gRPC connection must finish its TLS and HTTP/2 set-up within this long, or it is closed: "
+                 "sockets opened and left silent are not kept.",
+                 HandshakeTimeoutRule());
+}
+
+// Who may call what: TLS, tokens, the admin API, reflection.
+void AddSecurityFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
   flags.String("tls-cert", &o.tls_cert, "PEM certificate chain for the gRPC and HTTP ports; enables TLS (with --tls-key).");
   flags.String("tls-key", &o.tls_key, "PEM private key for --tls-cert.");
   flags.String("tls-client-ca", &o.tls_client_ca,
@@ -291,32 +359,10 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.String("reflection", &f.reflection,
                "gRPC server reflection: on, off, or auto (on unless --auth-token-file or --admin-token-file is "
                "set: reflection answers without a token).");
-  flags.Int("max-concurrent-streams", &o.max_concurrent_streams,
-            "Calls one client connection may have open at once; more wait in the client (HTTP/2 flow control).");
-  flags.Bool("grpc-bdp-probe", &o.grpc_bdp_probe,
-             "Let gRPC grow each HTTP/2 stream's window to the measured bandwidth-delay product: faster large "
-             "messages over long, fast links, but a request that waits for room in --max-inflight-bytes is then "
-             "held in the server's memory (by the transport) instead of by its client. Off: windows stay at "
-             "64 KiB a stream.");
-  flags.Int("grpc-infer-threads", &o.grpc_infer_threads,
-            "Threads taking gRPC inference calls (Infer, ModelInfer, ModelStreamInfer) off a completion queue each: "
-            "they check, decode and queue each request; device workers answer it.");
-  flags.String("io-thread-policy", &f.io_thread_policy,
-               "Linux CPU policy of every thread but the device workers (gRPC's, the HTTP server's, the inference "
-               "pollers): batch (SCHED_BATCH) lets a thread that wakes for network work wait for a free core or "
-               "the running thread's turn to end instead of preempting a worker mid-batch; normal (SCHED_OTHER) "
-               "lets it preempt. Device workers always run normal.");
-  flags.Duration("max-connection-age", &o.max_connection_age,
-                 "Close client connections after this long (e.g. 5m) so clients reconnect and new replicas get "
-                 "traffic; 0 keeps them open.");
-  flags.Duration("max-connection-idle", &o.max_connection_idle,
-                 "Close gRPC connections that have had no call open for this long (GOAWAY: a client reconnects "
-                 "when it next calls), so idle clients do not hold sockets; 0 keeps them open.");
-  flags.Duration("grpc-handshake-timeout", &o.grpc_handshake_timeout,
-                 "A new gRPC connection must finish its TLS and HTTP/2 set-up within this long, or it is closed: "
-                 "sockets opened and left silent are not kept.");
-  flags.String("state-file", &f.state_file,
-               "File keeping what the server learned a device cannot run (MPS ops), so a restart remembers it.");
+}
+
+// KServe ModelMesh's model-runtime interface.
+void AddModelMeshFlags(FlagSet& flags, ServerOptions& o) {
   flags.String("modelmesh-address", &o.modelmesh_address,
                "HOST:PORT (loopback) or unix:PATH to serve KServe ModelMesh's model-runtime SPI on "
                "(mmesh.ModelRuntime: ModelMesh loads and unloads models here); empty disables it.");
@@ -325,11 +371,15 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
                "/models, where ModelMesh's storage helper puts them). Required with a TCP --modelmesh-address; "
                "on a unix: socket empty allows any folder the server can read.");
   flags.Duration("modelmesh-load-timeout", &o.modelmesh_load_timeout,
-                 "How long ModelMesh should let one model load take (told to ModelMesh in runtimeStatus).");
+                 "How long ModelMesh should let one model load take (told to ModelMesh in runtimeStatus).",
+                 Must<Ms>([](Ms v) { return v.count() >= 1 && v.count() <= UINT32_MAX; },
+                          "must be between 1ms and 49 days"));
   flags.ByteSize("modelmesh-default-model-size", &o.modelmesh_default_model_size,
                  "The size ModelMesh assumes for a model before it is sized (told in runtimeStatus).");
-  flags.String("log-level", &o.log_level, "debug, info, warning or error.");
-  TracingFlags tracing;
+}
+
+// Request tracing (OpenTelemetry); each has an OTEL_ environment variable too.
+void AddTracingFlags(FlagSet& flags, TracingFlags& tracing) {
   flags.String("otlp-endpoint", &tracing.otlp_endpoint,
                "Turns request tracing on: where OpenTelemetry spans go over OTLP, e.g. http://collector:4317 (gRPC) "
                "or http://collector:4318 (with --otlp-protocol=http/protobuf). Empty: OTEL_EXPORTER_OTLP_ENDPOINT; "
@@ -349,9 +399,16 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
             "and counted, so a slow collector never holds a request.");
   flags.Duration("trace-export-delay", &tracing.schedule_delay,
                  "Longest a finished span waits before its batch is exported (OTEL_BSP_SCHEDULE_DELAY; default 5s).");
+}
+
+// Which devices are used, and simulated ones for tests and demos.
+void AddDeviceFlags(FlagSet& flags, RawFlags& f) {
   flags.String("devices", &f.devices,
                "Allow-list of devices to use, e.g. \"cpu\" (force CPU) or \"cuda:0,mps\"; empty uses all. "
                "The CPU is always kept for fallbacks.");
+  flags.String("nvml-library", &f.nvml_library, "NVIDIA management library to read GPU names and memory from.");
+  flags.Duration("device-failure-cooldown", &f.device_failure_cooldown,
+                 "How long a device that failed stays out of service (its work goes to the CPU).");
   flags.String("simulate-devices", &f.simulate_devices,
                "Simulated devices for tests and demos: mps and cuda:N entries, each optionally =MEMORY "
                "(e.g. 2GiB) and @CAPABILITY (cuda, e.g. 7.5) or @MACOS (mps, e.g. 13), and followed by "
@@ -364,97 +421,53 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   flags.String("simulate-failing-devices", &f.simulate_failing_devices,
                "Fault injection: simulated devices (e.g. cuda:0) that fail every run after "
                "--simulate-failures-after runs, like a lost GPU.");
+  flags.Int("simulate-failures-after", &f.simulate_failures_after, "Runs a failing simulated device completes first.");
   flags.Double("simulate-cpu-slowdown", &f.simulate_cpu_slowdown,
                "Simulation only: a CPU run takes this many times its own work (the worker waits out the rest), "
                "so simulated accelerators are that much faster than the CPU, as real ones are. The work is the "
-               "worker thread's CPU time with one intra-op thread, else the run's wall time. 1: off.");
-  flags.Int("simulate-failures-after", &f.simulate_failures_after, "Runs a failing simulated device completes first.");
-  flags.Duration("device-failure-cooldown", &f.device_failure_cooldown,
-                 "How long a device that failed stays out of service (its work goes to the CPU).");
-  flags.String("nvml-library", &f.nvml_library, "NVIDIA management library to read GPU names and memory from.");
-  RETURN_IF_ERROR(flags.ParseEnvironment("INFERGATE_"));
-  bool help = false;
-  absl::StatusOr<std::vector<std::string>> rest = flags.Parse(argc, argv, &help);
-  if (!rest.ok()) return rest.status();
-  if (help) {
-    *help_text = flags.Help();
-    return ServerOptions{};
-  }
-  if (!rest->empty()) return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", rest->front(), "'"));
-  if (o.max_receive_bytes < 1024 || o.max_receive_bytes > (uint64_t{2} << 30) - 1) {
-    return absl::InvalidArgumentError("--max-receive-bytes: must be between 1024 and 2147483647");
-  }
+               "worker thread's CPU time with one intra-op thread, else the run's wall time. 1: off.",
+               Must<double>([](double v) { return v >= 1 && v <= 1000; }, "must be 1..1000"));
+}
+
+// The intake's options once each flag met its rule.
+absl::Status IntakeFrom(const RawFlags& f, ServerOptions& o) {
   if (o.max_inflight_bytes != 0 && o.max_inflight_bytes < o.max_receive_bytes) {
     return absl::InvalidArgumentError(
         "--max-inflight-bytes: must be at least --max-receive-bytes, or a request of the largest size could never run");
   }
-  if (o.max_concurrent_streams < 1 || o.max_concurrent_streams > 100000) {
-    return absl::InvalidArgumentError("--max-concurrent-streams: must be 1..100000");
-  }
-  if (o.grpc_infer_threads < 1 || o.grpc_infer_threads > 64) {
-    return absl::InvalidArgumentError("--grpc-infer-threads: must be 1..64");
-  }
-  if (http_threads < 1 || http_threads > 64) return absl::InvalidArgumentError("--http-threads: must be 1..64");
-  o.http_threads = static_cast<int>(http_threads);
-  if (o.http_max_connections < 1 || o.http_max_connections > 1000000) {
-    return absl::InvalidArgumentError("--http-max-connections: must be 1..1000000");
-  }
-  if (o.http_request_timeout.count() < 1) return absl::InvalidArgumentError("--http-request-timeout: must be positive");
-  if (f.max_tensor_rank < 1 || f.max_tensor_rank > 64) {
-    return absl::InvalidArgumentError("--max-tensor-rank: must be 1..64");
-  }
-  if (f.max_tensor_elements < 1 || f.max_tensor_elements > CodecLimits::kElementsCeiling) {
-    return absl::InvalidArgumentError(absl::StrCat("--max-tensor-elements: must be 1..", CodecLimits::kElementsCeiling,
-                                                   " (2^60, so a tensor's size in bytes fits 64 bits)"));
-  }
   o.tensor_limits = {static_cast<int>(f.max_tensor_rank), f.max_tensor_elements};
-  if (f.max_string_elements < 1 || f.max_string_elements > (int64_t{1} << 40)) {
-    return absl::InvalidArgumentError("--max-string-elements: must be 1..2^40");
-  }
   o.tensor_limits.max_string_elements = f.max_string_elements;
-  if (o.min_receive_rate < 1024) {
-    return absl::InvalidArgumentError("--min-receive-rate: must be at least 1KiB (bytes a second)");
-  }
-  if (f.max_reads_per_address < 1 || f.max_reads_per_address > 100000) {
-    return absl::InvalidArgumentError("--max-reads-per-address: must be 1..100000");
-  }
-  o.max_reads_per_address = static_cast<int>(f.max_reads_per_address);
   o.tensor_limits.max_load_file_bytes = o.max_load_file_bytes;
   o.tensor_limits.allow_native_uploads = o.allow_native_uploads;
-  for (const auto& [flag, value] : {std::pair<const char*, std::chrono::milliseconds>{"--max-connection-age", o.max_connection_age},
-                                     {"--max-connection-idle", o.max_connection_idle},
-                                     {"--grpc-handshake-timeout", o.grpc_handshake_timeout}}) {
-    if (value.count() > INT32_MAX) return absl::InvalidArgumentError(absl::StrCat(flag, ": must be under 24 days"));
+  o.max_reads_per_address = static_cast<int>(f.max_reads_per_address);
+  return absl::OkStatus();
+}
+
+// The ports' and threads' options once each flag met its rule.
+absl::Status NetworkFrom(const RawFlags& f, ServerOptions& o) {
+  o.http_threads = static_cast<int>(f.http_threads);
+  absl::StatusOr<CpuPolicy> io_thread_policy = ParseCpuPolicy(f.io_thread_policy.substr(0, 32));
+  if (!io_thread_policy.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--io-thread-policy: ", io_thread_policy.status().message()));
   }
-  if (o.grpc_handshake_timeout.count() <= 0) {
-    return absl::InvalidArgumentError("--grpc-handshake-timeout: must be positive");
-  }
+  o.io_thread_policy = *io_thread_policy;
+  return absl::OkStatus();
+}
+
+absl::Status CheckLogLevel(const ServerOptions& o) {
   if (o.log_level != "debug" && o.log_level != "info" && o.log_level != "warning" && o.log_level != "error") {
     return absl::InvalidArgumentError("--log-level: must be debug, info, warning or error");
   }
+  return absl::OkStatus();
+}
+
+// TLS's flags together, and reflection's word.
+absl::Status SecurityFrom(const RawFlags& f, ServerOptions& o) {
   if (o.tls_cert.empty() != o.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key must be given together");
   }
   if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
     return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
-  }
-  if (!o.modelmesh_address.empty() && !absl::StartsWith(o.modelmesh_address, "unix:") &&
-      ListensBeyondLoopback(o.modelmesh_address)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--modelmesh-address: '", o.modelmesh_address.substr(0, 64),
-                     "' is reachable beyond this host; the SPI loads any folder the server can read, so it serves "
-                     "only on loopback (127.0.0.1:PORT, [::1]:PORT) or a unix: socket, where ModelMesh's container "
-                     "in the same pod reaches it"));
-  }
-  if (!o.modelmesh_address.empty() && !absl::StartsWith(o.modelmesh_address, "unix:") &&
-      o.modelmesh_model_root.empty()) {
-    return absl::InvalidArgumentError(
-        "--modelmesh-model-root: required with a TCP --modelmesh-address: the SPI loads models (and a .pt2 is "
-        "native code) for any caller on this host without a token, so it may read only under a root; or serve "
-        "it on a unix: socket, whose file permissions are the guard");
-  }
-  if (o.modelmesh_load_timeout.count() < 1 || o.modelmesh_load_timeout.count() > UINT32_MAX) {
-    return absl::InvalidArgumentError("--modelmesh-load-timeout: must be between 1ms and 49 days");
   }
   if (f.reflection == "auto") {
     o.reflection = ServerOptions::Reflection::kAuto;
@@ -466,21 +479,64 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
     return absl::InvalidArgumentError(
         absl::StrCat("--reflection: '", f.reflection.substr(0, 32), "'; expected on, off or auto"));
   }
-  absl::StatusOr<CpuPolicy> io_thread_policy = ParseCpuPolicy(f.io_thread_policy.substr(0, 32));
-  if (!io_thread_policy.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--io-thread-policy: ", io_thread_policy.status().message()));
+  return absl::OkStatus();
+}
+
+// ModelMesh's interface loads any folder it is given, without a token: on
+// TCP it serves loopback only and reads under a root.
+absl::Status CheckModelMesh(const ServerOptions& o) {
+  if (o.modelmesh_address.empty() || absl::StartsWith(o.modelmesh_address, "unix:")) return absl::OkStatus();
+  if (ListensBeyondLoopback(o.modelmesh_address)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--modelmesh-address: '", o.modelmesh_address.substr(0, 64),
+                     "' is reachable beyond this host; the SPI loads any folder the server can read, so it serves "
+                     "only on loopback (127.0.0.1:PORT, [::1]:PORT) or a unix: socket, where ModelMesh's container "
+                     "in the same pod reaches it"));
   }
-  o.io_thread_policy = *io_thread_policy;
-  absl::StatusOr<TracingOptions> traced = ResolveTracingOptions(tracing, [](const char* name) { return std::getenv(name); });
-  if (!traced.ok()) return traced.status();
-  o.tracing = *std::move(traced);
-  absl::StatusOr<DiscoveryOptions> discovery = DiscoveryFrom(f);
-  if (!discovery.ok()) return discovery.status();
-  o.discovery = *std::move(discovery);
-  absl::StatusOr<SchedulerOptions> scheduler = SchedulerFrom(f);
-  if (!scheduler.ok()) return scheduler.status();
-  o.scheduler = *std::move(scheduler);
-  o.scheduler.max_tensor_elements = f.max_tensor_elements;
+  if (o.modelmesh_model_root.empty()) {
+    return absl::InvalidArgumentError(
+        "--modelmesh-model-root: required with a TCP --modelmesh-address: the SPI loads models (and a .pt2 is "
+        "native code) for any caller on this host without a token, so it may read only under a root; or serve "
+        "it on a unix: socket, whose file permissions are the guard");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* argv, std::string* help_text) {
+  ServerOptions o;
+  RawFlags f;
+  f.http_threads = o.http_threads;
+  TracingFlags tracing;
+  FlagSet flags(
+      "infergate: gRPC inference server for TorchScript models.\n"
+      "Usage: infergate [--address HOST:PORT] [--model-repository DIR] [flags]");
+  AddServingFlags(flags, o, f);
+  AddIntakeFlags(flags, o, f);
+  AddSchedulingFlags(flags, o, f);
+  AddNetworkFlags(flags, o, f);
+  AddSecurityFlags(flags, o, f);
+  AddModelMeshFlags(flags, o);
+  AddTracingFlags(flags, tracing);
+  AddDeviceFlags(flags, f);
+  RETURN_IF_ERROR(flags.ParseEnvironment("INFERGATE_"));
+  bool help = false;
+  ASSIGN_OR_RETURN(const std::vector<std::string> rest, flags.Parse(argc, argv, &help));
+  if (help) {
+    *help_text = flags.Help();
+    return ServerOptions{};
+  }
+  if (!rest.empty()) return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", rest.front(), "'"));
+  RETURN_IF_ERROR(flags.CheckValues());
+  RETURN_IF_ERROR(CheckLogLevel(o));
+  RETURN_IF_ERROR(IntakeFrom(f, o));
+  RETURN_IF_ERROR(NetworkFrom(f, o));
+  RETURN_IF_ERROR(SecurityFrom(f, o));
+  RETURN_IF_ERROR(CheckModelMesh(o));
+  ASSIGN_OR_RETURN(o.tracing, ResolveTracingOptions(tracing, [](const char* name) { return std::getenv(name); }));
+  ASSIGN_OR_RETURN(o.discovery, DiscoveryFrom(f));
+  ASSIGN_OR_RETURN(o.scheduler, SchedulerFrom(f));
   return o;
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 namespace infergate {
 namespace {
 
@@ -84,4 +86,34 @@ TEST(Flags, TypedFlagsParseOnceAndRepeatedFlagsCollect) {
 }
 
 }  // namespace
+// A flag's rule sits where it is registered and is checked on the final
+// value: an environment value the command line mends is not an error.
+TEST(Flags, RulesAreCheckedOnTheFinalValueInRegistrationOrder) {
+  int64_t threads = 2;
+  std::chrono::milliseconds period{1000};
+  FlagSet f("usage");
+  f.Int("threads", &threads, "t", InRange(1, 64));
+  f.Duration("period", &period, "p", [](const std::chrono::milliseconds& v) {
+    return v.count() >= 10 ? std::string() : std::string("must be at least 10ms");
+  });
+  bool help = false;
+  const char* fine[] = {"prog", "--threads=64", "--period=10ms"};
+  ASSERT_TRUE(f.Parse(3, fine, &help).ok());
+  EXPECT_TRUE(f.CheckValues().ok());
+  const char* both[] = {"prog", "--threads=0", "--period=1ms"};
+  ASSERT_TRUE(f.Parse(3, both, &help).ok()) << "parsing takes any integer; the rule is checked after";
+  EXPECT_EQ(f.CheckValues(), absl::InvalidArgumentError("--threads: must be 1..64"));
+  const char* period_only[] = {"prog", "--threads=1", "--period=9ms"};
+  ASSERT_TRUE(f.Parse(3, period_only, &help).ok());
+  EXPECT_EQ(f.CheckValues(), absl::InvalidArgumentError("--period: must be at least 10ms"));
+
+  ::setenv("FLAGSTEST_THREADS", "0", 1);
+  ASSERT_TRUE(f.ParseEnvironment("FLAGSTEST_").ok());
+  const char* mended[] = {"prog", "--threads=3", "--period=10ms"};
+  ASSERT_TRUE(f.Parse(3, mended, &help).ok());
+  EXPECT_TRUE(f.CheckValues().ok());
+  EXPECT_EQ(threads, 3);
+  ::unsetenv("FLAGSTEST_THREADS");
+}
+
 }  // namespace infergate

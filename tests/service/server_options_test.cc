@@ -237,7 +237,9 @@ TEST(ServerOptions, BadValuesNameTheirFlag) {
   for (const char* bad : {"--drain-timeout=soon", "--max-connection-age=-1s", "--grpc-handshake-timeout=0s", "--max-connection-idle=30d", "--max-receive-bytes=lots",
                           "--cache-budget=cpu", "--simulate-failing-devices=cuda:0", "--devices=tpu",
                           "--queue-capacity=0", "--max-tensor-elements=2305843009213693952", "--grpc-infer-threads=0",
-                          "--grpc-infer-threads=65", "--move-objective=median"}) {
+                          "--grpc-infer-threads=65", "--move-objective=median", "--cpu-workers=257",
+                          "--move-window=99ms", "--http-threads=0", "--min-receive-rate=1000",
+                          "--modelmesh-load-timeout=0s", "--move-hysteresis=nan", "--max-string-elements=0"}) {
     const char* argv[] = {"infergate", bad};
     std::string help;
     auto o = ParseServerOptions(2, argv, &help);
