@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "common/caught_exception.h"
 #include "common/mutex.h"
+#include "common/status_macros.h"
 #include "service/http/cross_origin.h"
 #include "service/call/handler_work_pool.h"
 #include "common/client_text.h"
@@ -249,10 +250,14 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
   }
 }
 
+struct TorchServeRest::Instances {
+  std::vector<at::Tensor> rows;
+  std::string field;  // what the rows came from, for errors: "body" or "instances"
+};
+
 void TorchServeRest::PredictWith(std::shared_ptr<HttpRequest> request, PredictionTarget target,
                                  const std::string& model, const std::string& version,
                                  std::shared_ptr<Prediction> prediction) {
-  const Protocol protocol = prediction->protocol;
   absl::StatusOr<Clock::time_point> deadline = RestDeadline(*request, Clock::now());
   if (!deadline.ok()) return prediction->Refuse(deadline.status());
   // The body's instances as the model's inputs. A JSON parse tree is the
@@ -274,69 +279,87 @@ void TorchServeRest::PredictWith(std::shared_ptr<HttpRequest> request, Predictio
   const HandlerInputLimits limits{
       front_end_.limits(), budget,
       StopAt(std::min(*deadline, Clock::now() + kHandlerInputTimeout), request->client_gone, "body")};
+  absl::StatusOr<Instances> instances = prediction->protocol == Protocol::kTorchServe
+                                            ? DecodeTorchServeInstance(*request, target, limits, *prediction)
+                                            : DecodeKServeV1Instances(*request, target, limits, *prediction);
+  if (!instances.ok()) return prediction->Refuse(instances.status());
+  tree = InflightBudget::Reservation();  // the parse tree is gone
+  SubmitInBatches(request, target, model, version, *deadline, *std::move(instances), prediction);
+}
+
+absl::Status TorchServeRest::ChargeInstance(Prediction& prediction, const at::Tensor& row,
+                                            absl::string_view where) const {
   // Each instance's tensor counts against the budget from the moment it
   // is made until the prediction is answered: a thousand tiny images
   // become a thousand 602 KB tensors.
-  auto made = [&](const at::Tensor& row, absl::string_view where) -> absl::Status {
-    if (budget == nullptr) return absl::OkStatus();
-    const uint64_t bytes = row.nbytes();
-    if (absl::Status s = budget->Extend(prediction->rows_held, bytes); !s.ok()) {
-      if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
-      return absl::ResourceExhaustedError(absl::StrCat(where, ": its input tensor (", bytes,
-                                                       " bytes) does not fit the in-flight budget: ", s.message()));
-    }
-    return absl::OkStatus();
-  };
-  std::vector<at::Tensor> rows;
-  std::string field = "body";
-  if (protocol == Protocol::kTorchServe) {
-    // One instance: the raw body, or a form's "data" field.
-    absl::string_view payload = request->body;
-    if (const absl::string_view type = request->Header("content-type"); IsMultipartForm(type)) {
-      absl::StatusOr<absl::string_view> part = MultipartFormField(type, request->body);
-      if (!part.ok()) return prediction->Refuse(part.status());
-      payload = *part;
-    }
+  InflightBudget* budget = front_end_.budget();
+  if (budget == nullptr) return absl::OkStatus();
+  const uint64_t bytes = row.nbytes();
+  if (absl::Status s = budget->Extend(prediction.rows_held, bytes); !s.ok()) {
+    if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+    return absl::ResourceExhaustedError(absl::StrCat(where, ": its input tensor (", bytes,
+                                                     " bytes) does not fit the in-flight budget: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TorchServeRest::Instances> TorchServeRest::DecodeTorchServeInstance(const HttpRequest& request,
+                                                                                   const PredictionTarget& target,
+                                                                                   const HandlerInputLimits& limits,
+                                                                                   Prediction& prediction) const {
+  Instances out;
+  out.field = "body";
+  absl::string_view payload = request.body;
+  if (const absl::string_view type = request.Header("content-type"); IsMultipartForm(type)) {
+    ASSIGN_OR_RETURN(payload, MultipartFormField(type, request.body));
+  }
+  absl::StatusOr<at::Tensor> row = [&] {
+    HandlerInputTimer timer(front_end_.observer(), target.model);
+    return HandlerInputFromBytes(target, payload, out.field, limits);
+  }();
+  if (!row.ok()) return row.status();
+  RETURN_IF_ERROR(ChargeInstance(prediction, *row, out.field));
+  out.rows.push_back(*std::move(row));
+  return out;
+}
+
+absl::StatusOr<TorchServeRest::Instances> TorchServeRest::DecodeKServeV1Instances(const HttpRequest& request,
+                                                                                  const PredictionTarget& target,
+                                                                                  const HandlerInputLimits& limits,
+                                                                                  Prediction& prediction) const {
+  ASSIGN_OR_RETURN(const nlohmann::json body, ParseBoundedJson(request.body, "the V1 request body"));
+  auto it = body.is_object() ? body.find("instances") : body.end();
+  if (!body.is_object() || it == body.end() || !it->is_array()) {
+    return absl::InvalidArgumentError("the V1 request body must be {\"instances\": [...]}");
+  }
+  if (it->empty()) return absl::InvalidArgumentError("instances: is empty");
+  Instances out;
+  out.field = "instances";
+  RETURN_IF_ERROR(CheckTensorCount(static_cast<int64_t>(it->size()), out.field, limits.codec));
+  if (target.handler == MarHandler::kImageClassifier && it->size() > kMaxImageInstances) {
+    return absl::InvalidArgumentError(absl::StrCat("instances: ", it->size(),
+                                                   " images in one request; image_classifier takes at most ",
+                                                   kMaxImageInstances, " (send more requests)"));
+  }
+  out.rows.reserve(it->size());
+  for (size_t i = 0; i < it->size(); ++i) {
+    const std::string where = absl::StrCat("instances[", i, "]");
     absl::StatusOr<at::Tensor> row = [&] {
       HandlerInputTimer timer(front_end_.observer(), target.model);
-      return HandlerInputFromBytes(target, payload, field, limits);
+      return HandlerInput(target, InstanceValue((*it)[i]), where, limits);
     }();
-    if (!row.ok()) return prediction->Refuse(row.status());
-    if (absl::Status s = made(*row, field); !s.ok()) return prediction->Refuse(s);
-    rows.push_back(*std::move(row));
-  } else {
-    absl::StatusOr<nlohmann::json> body = ParseBoundedJson(request->body, "the V1 request body");
-    if (!body.ok()) return prediction->Refuse(body.status());
-    auto it = body->is_object() ? body->find("instances") : body->end();
-    if (!body->is_object() || it == body->end() || !it->is_array()) {
-      return prediction->Refuse(absl::InvalidArgumentError("the V1 request body must be {\"instances\": [...]}"));
-    }
-    if (it->empty()) return prediction->Refuse(absl::InvalidArgumentError("instances: is empty"));
-    field = "instances";
-    if (absl::Status s = CheckTensorCount(static_cast<int64_t>(it->size()), field, limits.codec); !s.ok()) {
-      return prediction->Refuse(s);
-    }
-    if (target.handler == MarHandler::kImageClassifier && it->size() > kMaxImageInstances) {
-      return prediction->Refuse(absl::InvalidArgumentError(
-          absl::StrCat("instances: ", it->size(), " images in one request; image_classifier takes at most ",
-                       kMaxImageInstances, " (send more requests)")));
-    }
-    rows.reserve(it->size());
-    for (size_t i = 0; i < it->size(); ++i) {
-      const std::string where = absl::StrCat("instances[", i, "]");
-      absl::StatusOr<at::Tensor> row = [&] {
-        HandlerInputTimer timer(front_end_.observer(), target.model);
-        return HandlerInput(target, InstanceValue((*it)[i]), where, limits);
-      }();
-      if (!row.ok()) return prediction->Refuse(row.status());
-      if (absl::Status s = made(*row, where); !s.ok()) return prediction->Refuse(s);
-      rows.push_back(*std::move(row));
-    }
+    if (!row.ok()) return row.status();
+    RETURN_IF_ERROR(ChargeInstance(prediction, *row, where));
+    out.rows.push_back(*std::move(row));
   }
-  tree = InflightBudget::Reservation();  // the parse tree is gone
+  return out;
+}
 
-  // One call per batch of at most max_batch_size instances; a model
-  // without batching takes each instance alone, as its whole input.
+void TorchServeRest::SubmitInBatches(const std::shared_ptr<HttpRequest>& request, const PredictionTarget& target,
+                                     const std::string& model, const std::string& version,
+                                     Clock::time_point deadline, Instances instances,
+                                     const std::shared_ptr<Prediction>& prediction) {
+  const std::vector<at::Tensor>& rows = instances.rows;
   const size_t per_call = target.InstancesPerCall();
   const size_t call_count = (rows.size() + per_call - 1) / per_call;
   prediction->rows.resize(rows.size());
@@ -356,17 +379,17 @@ void TorchServeRest::PredictWith(std::shared_ptr<HttpRequest> request, Predictio
     }
     if (front_end_.tracing()) {
       TraceHttpCall(*call, *request,
-                    protocol == Protocol::kKServeV1 ? "POST /v1/models/{model_name}:predict"
-                    : version.empty()               ? "POST /predictions/{model_name}"
-                                                    : "POST /predictions/{model_name}/{model_version}",
+                    prediction->protocol == Protocol::kKServeV1 ? "POST /v1/models/{model_name}:predict"
+                    : version.empty()                            ? "POST /predictions/{model_name}"
+                                                                 : "POST /predictions/{model_name}/{model_version}",
                     model);
     }
     if (!call->Admit([&request] { return request->Header("authorization"); }, bytes_per_call)) continue;
     InferenceRequest req;
     req.model = model;
     req.version = target.version;
-    req.deadline = *deadline;
-    absl::StatusOr<at::Tensor> input = target.Input(rows, first, count, field);
+    req.deadline = deadline;
+    absl::StatusOr<at::Tensor> input = target.Input(rows, first, count, instances.field);
     if (!input.ok()) {
       call->Refuse(input.status());
       continue;

@@ -43,6 +43,8 @@
 
 namespace infergate {
 
+struct HandlerInputLimits;
+
 class TorchServeRest {
  public:
   // `catalog` (null: no TorchServe store) must outlive this, as must `core`
@@ -66,10 +68,28 @@ class TorchServeRest {
 
   void Predict(std::shared_ptr<HttpRequest> request, Protocol protocol, const std::string& model,
                const std::string& version, HttpResponder respond);
+  struct Instances;   // a prediction's instances as the model's input rows
+
   // Predict's work once the target is known: the instances made into the
   // model's inputs (on the handler pool for images), then the calls.
   void PredictWith(std::shared_ptr<HttpRequest> request, PredictionTarget target, const std::string& model,
                    const std::string& version, std::shared_ptr<Prediction> prediction);
+  // The body's instances as the model's input rows, each charged to
+  // `prediction`'s share of the in-flight budget as it is made: TorchServe's
+  // one (the body, or a form's "data" field), KServe V1's "instances".
+  absl::StatusOr<Instances> DecodeTorchServeInstance(const HttpRequest& request, const PredictionTarget& target,
+                                                     const HandlerInputLimits& limits, Prediction& prediction) const;
+  absl::StatusOr<Instances> DecodeKServeV1Instances(const HttpRequest& request, const PredictionTarget& target,
+                                                    const HandlerInputLimits& limits, Prediction& prediction) const;
+  // Charges one instance's tensor to `prediction` until it is answered;
+  // RESOURCE_EXHAUSTED naming `where` when it does not fit.
+  absl::Status ChargeInstance(Prediction& prediction, const at::Tensor& row, absl::string_view where) const;
+  // One call per batch of at most max_batch_size instances (a model without
+  // batching takes each instance alone, as its whole input), joined by
+  // `prediction`; a client that goes away cancels them.
+  void SubmitInBatches(const std::shared_ptr<HttpRequest>& request, const PredictionTarget& target,
+                       const std::string& model, const std::string& version, Clock::time_point deadline,
+                       Instances instances, const std::shared_ptr<Prediction>& prediction);
   HttpResponse ListModels() const;
   HttpResponse DescribeModel(const std::string& model, const std::string& version) const;
   HttpResponse KServeModel(const std::string& model) const;
