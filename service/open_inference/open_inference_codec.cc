@@ -153,14 +153,11 @@ absl::Status TypedBesideRaw(const inference::ModelInferRequest& request, int i) 
       "].contents: the request also has raw_input_contents; send each input one way only)"));
 }
 
-}  // namespace
-
-absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,
-                                InferenceRequest* out) {
-  RETURN_IF_ERROR(CheckTensorCount(request.inputs_size(), "inputs", limits));
+// The outputs asked for (each at most once: an output named K times would
+// make the answer hold K copies of it, memory no budget accounts for), and
+// no shared memory on either side.
+absl::Status CheckRequestedOutputs(const inference::ModelInferRequest& request, const CodecLimits& limits) {
   RETURN_IF_ERROR(CheckTensorCount(request.outputs_size(), "outputs", limits));
-  // Each output at most once: an output named K times would make the answer
-  // hold K copies of it, memory no budget accounts for.
   if (request.outputs_size() > 1) {
     // (std::unordered_map: Debian 13's absl hash tables do not compile
     // under GCC 14's UndefinedBehaviorSanitizer.)
@@ -192,12 +189,14 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
           "raw_input_contents"));
     }
   }
-  out->model = request.model_name();
-  out->version = request.model_version();
-  const Parameters& params = request.parameters();
-  absl::StatusOr<std::string> device = StringParameter(params, "device");
-  if (!device.ok()) return device.status();
-  out->device = *std::move(device);
+  return absl::OkStatus();
+}
+
+// The request's parameters: infergate's device, precision and fallback,
+// Triton's timeout and priority; timing is only checked here (it is read
+// again when the answer is written, EncodeInferResponse).
+absl::Status DecodeRequestParameters(const Parameters& params, InferenceRequest* out) {
+  ASSIGN_OR_RETURN(out->device, StringParameter(params, "device"));
   ASSIGN_OR_RETURN(std::string precision, StringParameter(params, "precision"));
   std::optional<Precision> p = ParsePrecisionName(precision);
   if (!p) {
@@ -215,68 +214,84 @@ absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, con
   // Triton's request parameters: the queue timeout in microseconds (it may
   // shorten the model's default_queue_policy timeout) and the priority
   // level (1 the highest, 0 the model's default).
-  ASSIGN_OR_RETURN(uint64_t timeout, UnsignedParameter(params, "timeout"));
-  out->timeout_us = timeout;
-  absl::StatusOr<uint64_t> priority = UnsignedParameter(params, "priority");
-  if (!priority.ok()) return priority.status();
-  if (*priority > std::numeric_limits<uint32_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("parameters.priority: ", *priority, " is not a priority level"));
+  ASSIGN_OR_RETURN(out->timeout_us, UnsignedParameter(params, "timeout"));
+  ASSIGN_OR_RETURN(const uint64_t priority, UnsignedParameter(params, "priority"));
+  if (priority > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("parameters.priority: ", priority, " is not a priority level"));
   }
-  out->priority = static_cast<uint32_t>(*priority);
-  // Read again when the answer is written (EncodeInferResponse); checked here.
-  if (absl::StatusOr<bool> timing = BoolParameter(params, "timing"); !timing.ok()) return timing.status();
+  out->priority = static_cast<uint32_t>(priority);
+  return BoolParameter(params, "timing").status();
+}
 
-  const bool raw = request.raw_input_contents_size() > 0;
-  if (raw) {
-    // Triton's order: an input that also has typed contents is named
-    // before the entries are counted (NVIDIA's explicit-content examples
-    // send one entry for two inputs and expect this).
-    for (int i = 0; i < request.inputs_size(); ++i) {
-      const inference::ModelInferRequest::InferInputTensor& in = request.inputs(i);
-      if (in.has_contents() && HasTypedContents(in.contents())) return TypedBesideRaw(request, i);
-    }
-    if (request.raw_input_contents_size() != request.inputs_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("raw_input_contents: holds ", request.raw_input_contents_size(),
-                                                     " entries for ", request.inputs_size(), " inputs"));
+// Raw contents, where sent, in Triton's order: an input that also has
+// typed contents is named before the entries are counted (NVIDIA's
+// explicit-content examples send one entry for two inputs and expect this).
+absl::Status CheckRawLayout(const inference::ModelInferRequest& request) {
+  if (request.raw_input_contents_size() == 0) return absl::OkStatus();
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const inference::ModelInferRequest::InferInputTensor& in = request.inputs(i);
+    if (in.has_contents() && HasTypedContents(in.contents())) return TypedBesideRaw(request, i);
+  }
+  if (request.raw_input_contents_size() != request.inputs_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("raw_input_contents: holds ", request.raw_input_contents_size(),
+                                                   " entries for ", request.inputs_size(), " inputs"));
+  }
+  return absl::OkStatus();
+}
+
+// inputs[i] as a tensor: over its raw entry's bytes, or decoded from its
+// typed contents. `strings`: the string elements of the inputs before it,
+// which this one's are added to and checked against the limit.
+absl::StatusOr<NamedTensor> DecodeInput(const inference::ModelInferRequest& request, int i, const CodecLimits& limits,
+                                        int64_t* strings) {
+  const inference::ModelInferRequest::InferInputTensor& in = request.inputs(i);
+  std::string field = absl::StrCat("inputs[", i, "]");
+  if (in.name().empty()) return absl::InvalidArgumentError(absl::StrCat(field, ".name: is empty"));
+  std::optional<DType> dtype = KnownDatatype(in.datatype());
+  if (!dtype) return DatatypeFromName(in.datatype(), absl::StrCat(field, ".datatype")).status();
+  std::vector<int64_t> shape(in.shape().begin(), in.shape().end());
+  ASSIGN_OR_RETURN(const int64_t elements, ValidateShape(shape, field, limits));
+  if (*dtype == DType::kBytes) {
+    *strings += elements;
+    if (*strings > limits.max_string_elements) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": the request's string inputs hold ", *strings, " elements by here, more than the server's limit of ",
+          limits.max_string_elements, " (--max-string-elements)"));
     }
   }
+  if (request.raw_input_contents_size() == 0) {
+    ASSIGN_OR_RETURN(at::Tensor t, DecodeTyped(in.contents(), *dtype, shape, elements, field));
+    return NamedTensor{in.name(), std::move(t)};
+  }
+  const std::string& bytes = request.raw_input_contents(i);
+  // The field name is only built for the error.
+  const bool plainly_right = *dtype != DType::kBool && *dtype != DType::kBytes &&
+                             bytes.size() == static_cast<uint64_t>(elements) * ElementSize(*dtype);
+  if (!plainly_right) {
+    if (absl::Status s = ValidateRawBytes(*dtype, elements, shape, bytes, absl::StrCat("raw_input_contents[", i, "]"));
+        !s.ok()) {
+      return RawContentsRefusal(request, in.name(), *dtype, elements, bytes.size(), s);
+    }
+  }
+  return NamedTensor{in.name(), TensorOverBytes(*dtype, shape, bytes)};
+}
+
+}  // namespace
+
+absl::Status DecodeInferRequest(const inference::ModelInferRequest& request, const CodecLimits& limits,
+                                InferenceRequest* out) {
+  RETURN_IF_ERROR(CheckTensorCount(request.inputs_size(), "inputs", limits));
+  RETURN_IF_ERROR(CheckRequestedOutputs(request, limits));
+  out->model = request.model_name();
+  out->version = request.model_version();
+  RETURN_IF_ERROR(DecodeRequestParameters(request.parameters(), out));
+  RETURN_IF_ERROR(CheckRawLayout(request));
   int64_t strings = 0;  // string elements so far, all inputs together
   out->inputs.clear();
   out->inputs.reserve(request.inputs_size());
   for (int i = 0; i < request.inputs_size(); ++i) {
-    const inference::ModelInferRequest::InferInputTensor& in = request.inputs(i);
-    std::string field = absl::StrCat("inputs[", i, "]");
-    if (in.name().empty()) return absl::InvalidArgumentError(absl::StrCat(field, ".name: is empty"));
-    std::optional<DType> dtype = KnownDatatype(in.datatype());
-    if (!dtype) return DatatypeFromName(in.datatype(), absl::StrCat(field, ".datatype")).status();
-    std::vector<int64_t> shape(in.shape().begin(), in.shape().end());
-    absl::StatusOr<int64_t> elements = ValidateShape(shape, field, limits);
-    if (!elements.ok()) return elements.status();
-    if (*dtype == DType::kBytes) {
-      strings += *elements;
-      if (strings > limits.max_string_elements) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ": the request's string inputs hold ", strings, " elements by here, more than the server's limit of ",
-            limits.max_string_elements, " (--max-string-elements)"));
-      }
-    }
-    if (raw) {
-      const std::string& bytes = request.raw_input_contents(i);
-      // The field name is only built for the error.
-      const bool plainly_right = *dtype != DType::kBool && *dtype != DType::kBytes &&
-                                 bytes.size() == static_cast<uint64_t>(*elements) * ElementSize(*dtype);
-      if (!plainly_right) {
-        if (absl::Status s = ValidateRawBytes(*dtype, *elements, shape, bytes, absl::StrCat("raw_input_contents[", i, "]"));
-            !s.ok()) {
-          return RawContentsRefusal(request, in.name(), *dtype, *elements, bytes.size(), s);
-        }
-      }
-      out->inputs.push_back({in.name(), TensorOverBytes(*dtype, shape, bytes)});
-    } else {
-      absl::StatusOr<at::Tensor> t = DecodeTyped(in.contents(), *dtype, shape, *elements, field);
-      if (!t.ok()) return t.status();
-      out->inputs.push_back({in.name(), *std::move(t)});
-    }
+    ASSIGN_OR_RETURN(NamedTensor input, DecodeInput(request, i, limits, &strings));
+    out->inputs.push_back(std::move(input));
   }
   return absl::OkStatus();
 }

@@ -339,38 +339,130 @@ Json FieldToJson(const google::protobuf::Message& m, const FieldDescriptor* f, i
   return nullptr;
 }
 
+// The request's `parameters` into `out` (binary_data_output is the REST
+// protocol's own, kept apart).
+absl::Status DecodeRequestParameters(const Json& root, RestInferRequest* out) {
+  auto params = root.find("parameters");
+  if (params == root.end()) return absl::OkStatus();
+  if (!params->is_object()) return Invalid("parameters", "expected an object");
+  for (const auto& [key, value] : params->items()) {
+    const std::string field = absl::StrCat("parameters.", key);
+    if (key == "binary_data_output") {
+      if (!value.is_boolean()) return Invalid(field, "expected true or false");
+      out->all_outputs_binary = value.get<bool>();
+      continue;
+    }
+    inference::InferParameter p;
+    RETURN_IF_ERROR(SetParameter(value, field, &p));
+    (*out->request.mutable_parameters())[key] = std::move(p);
+  }
+  return absl::OkStatus();
+}
+
+// What decoding one input came to: its bytes stored (from the binary part
+// or the tree), stored straight from the body's text, or a numeric array
+// the direct decoder declined, after which the whole body is decoded from
+// its tree instead (so every answer is the tree's).
+enum class InputDecoded { kStored, kStoredFromText, kUseTheTree };
+
+// inputs[i] (`in`) appended to `req`. `binary` is what follows the JSON,
+// of which `*binary_used` bytes went to earlier inputs; `numeric` the data
+// arrays found in the text (null: decode from the tree).
+absl::StatusOr<InputDecoded> DecodeInput(const Json& in, size_t i, absl::string_view binary, size_t* binary_used,
+                                         const CodecLimits& limits, const NumericData* numeric,
+                                         inference::ModelInferRequest* req) {
+  const std::string field = absl::StrCat("inputs[", i, "]");
+  if (!in.is_object()) return Invalid(field, "expected an object");
+  ASSIGN_OR_RETURN(std::string name, StringField(in, "name", field + ".", true));
+  ASSIGN_OR_RETURN(std::string datatype, StringField(in, "datatype", field + ".", true));
+  ASSIGN_OR_RETURN(const DType dtype, DatatypeFromName(datatype, field + ".datatype"));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> shape, ParseShape(in, field));
+  ASSIGN_OR_RETURN(const int64_t elements, ValidateShape(shape, field + ".shape", limits));
+  ASSIGN_OR_RETURN(const std::optional<uint64_t> binary_size, BinaryDataSize(in, field));
+
+  inference::ModelInferRequest::InferInputTensor* tensor = req->add_inputs();
+  tensor->set_name(std::move(name));
+  tensor->set_datatype(std::move(datatype));
+  for (int64_t d : shape) tensor->add_shape(d);
+  std::string* bytes = req->add_raw_input_contents();
+  const bool has_data = in.contains("data");
+  if (binary_size.has_value()) {
+    if (has_data) return Invalid(field, "has both data and parameters.binary_data_size; send it one way");
+    const uint64_t size = *binary_size;
+    if (size > binary.size() - *binary_used) {
+      return Invalid(field + ".parameters.binary_data_size",
+                     absl::StrCat(size, " bytes, but only ", binary.size() - *binary_used,
+                                  " bytes of binary data are left in the body"));
+    }
+    // The byte count against the shape is checked by the shared decoder.
+    bytes->assign(binary.data() + *binary_used, size);
+    *binary_used += size;
+    return InputDecoded::kStored;
+  }
+  if (!has_data) return Invalid(field + ".data", "is missing (or set parameters.binary_data_size)");
+  if (numeric != nullptr) {
+    if (auto array = numeric->arrays.find(i); array != numeric->arrays.end()) {
+      return DecodeNumericData(array->second, dtype, elements, bytes) ? InputDecoded::kStoredFromText
+                                                                       : InputDecoded::kUseTheTree;
+    }
+  }
+  RETURN_IF_ERROR(StoreData(in["data"], dtype, elements, field + ".data", bytes));
+  return InputDecoded::kStored;
+}
+
+// The request's `outputs` into `out`: the names asked for, Triton's
+// classification and shared-memory parameters, and which are binary.
+absl::Status DecodeRequestedOutputs(const Json& root, const CodecLimits& limits, RestInferRequest* out) {
+  auto outputs = root.find("outputs");
+  if (outputs == root.end()) return absl::OkStatus();
+  if (!outputs->is_array()) return Invalid("outputs", "expected an array");
+  RETURN_IF_ERROR(CheckTensorCount(static_cast<int64_t>(outputs->size()), "outputs", limits));
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    const Json& o = (*outputs)[i];
+    const std::string field = absl::StrCat("outputs[", i, "]");
+    if (!o.is_object()) return Invalid(field, "expected an object");
+    ASSIGN_OR_RETURN(const std::string name, StringField(o, "name", field + ".", true));
+    auto* requested = out->request.add_outputs();
+    requested->set_name(name);
+    auto params = o.find("parameters");
+    if (params == o.end()) continue;
+    if (!params->is_object()) return Invalid(field + ".parameters", "expected an object");
+    // Triton's classification extension: the top k classes instead of the tensor.
+    if (auto k = params->find("classification"); k != params->end()) {
+      if (!k->is_number_unsigned() || k->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+        return Invalid(field + ".parameters.classification", "expected a non-negative integer");
+      }
+      (*requested->mutable_parameters())["classification"].set_int64_param(k->get<int64_t>());
+    }
+    if (params->contains("shared_memory_region")) {
+      (*requested->mutable_parameters())["shared_memory_region"].set_string_param("");  // refused when decoded
+    }
+    auto binary_flag = params->find("binary_data");
+    if (binary_flag == params->end()) continue;
+    if (!binary_flag->is_boolean()) return Invalid(field + ".parameters.binary_data", "expected true or false");
+    (binary_flag->get<bool>() ? out->binary_outputs : out->json_outputs).insert(name);
+  }
+  return absl::OkStatus();
+}
+
 // The request in `root` (the body's tree) and `binary` (what follows the
 // JSON). `numeric`: the `data` arrays decoded from the text instead of the
-// tree (whose `data` for them is a placeholder), or null; when one of them
-// is refused, `*refused` is set and the answer is to be ignored: the caller
-// decodes the whole body's tree instead.
-absl::StatusOr<RestInferRequest> DecodeRestInferRequest(const Json& root, absl::string_view binary,
-                                                        const std::string& model, const std::string& version,
-                                                        const CodecLimits& limits, const NumericData* numeric,
-                                                        bool* refused) {
+// tree (whose `data` for them is a placeholder), or null. nullopt when the
+// direct decoder declined one of them: the caller then decodes the whole
+// body's tree (never with `numeric` null).
+absl::StatusOr<std::optional<RestInferRequest>> DecodeRestInferRequest(const Json& root, absl::string_view binary,
+                                                                       const std::string& model,
+                                                                       const std::string& version,
+                                                                       const CodecLimits& limits,
+                                                                       const NumericData* numeric) {
   if (!root.is_object()) return Invalid("request body", "expected a JSON object");
-
   RestInferRequest out;
   inference::ModelInferRequest& req = out.request;
   req.set_model_name(model);
   req.set_model_version(version);
   ASSIGN_OR_RETURN(std::string id, StringField(root, "id", "", false));
   req.set_id(std::move(id));
-
-  if (auto params = root.find("parameters"); params != root.end()) {
-    if (!params->is_object()) return Invalid("parameters", "expected an object");
-    for (const auto& [key, value] : params->items()) {
-      const std::string field = absl::StrCat("parameters.", key);
-      if (key == "binary_data_output") {
-        if (!value.is_boolean()) return Invalid(field, "expected true or false");
-        out.all_outputs_binary = value.get<bool>();
-        continue;
-      }
-      inference::InferParameter p;
-      RETURN_IF_ERROR(SetParameter(value, field, &p));
-      (*req.mutable_parameters())[key] = std::move(p);
-    }
-  }
+  RETURN_IF_ERROR(DecodeRequestParameters(root, &out));
 
   auto inputs = root.find("inputs");
   if (inputs == root.end()) return Invalid("inputs", "is missing");
@@ -378,84 +470,18 @@ absl::StatusOr<RestInferRequest> DecodeRestInferRequest(const Json& root, absl::
   RETURN_IF_ERROR(CheckTensorCount(static_cast<int64_t>(inputs->size()), "inputs", limits));
   size_t binary_used = 0;
   for (size_t i = 0; i < inputs->size(); ++i) {
-    const Json& in = (*inputs)[i];
-    const std::string field = absl::StrCat("inputs[", i, "]");
-    if (!in.is_object()) return Invalid(field, "expected an object");
-    ASSIGN_OR_RETURN(std::string name, StringField(in, "name", field + ".", true));
-    ASSIGN_OR_RETURN(std::string datatype, StringField(in, "datatype", field + ".", true));
-    ASSIGN_OR_RETURN(const DType dtype, DatatypeFromName(datatype, field + ".datatype"));
-    ASSIGN_OR_RETURN(const std::vector<int64_t> shape, ParseShape(in, field));
-    ASSIGN_OR_RETURN(const int64_t elements, ValidateShape(shape, field + ".shape", limits));
-    ASSIGN_OR_RETURN(const std::optional<uint64_t> binary_size, BinaryDataSize(in, field));
-
-    inference::ModelInferRequest::InferInputTensor* tensor = req.add_inputs();
-    tensor->set_name(std::move(name));
-    tensor->set_datatype(std::move(datatype));
-    for (int64_t d : shape) tensor->add_shape(d);
-    std::string* bytes = req.add_raw_input_contents();
-    const bool has_data = in.contains("data");
-    if (binary_size.has_value()) {
-      if (has_data) return Invalid(field, "has both data and parameters.binary_data_size; send it one way");
-      const uint64_t size = *binary_size;
-      if (size > binary.size() - binary_used) {
-        return Invalid(field + ".parameters.binary_data_size",
-                       absl::StrCat(size, " bytes, but only ", binary.size() - binary_used,
-                                    " bytes of binary data are left in the body"));
-      }
-      // The byte count against the shape is checked by the shared decoder.
-      bytes->assign(binary.data() + binary_used, size);
-      binary_used += size;
-    } else {
-      if (!has_data) return Invalid(field + ".data", "is missing (or set parameters.binary_data_size)");
-      if (numeric != nullptr) {
-        if (auto array = numeric->arrays.find(i); array != numeric->arrays.end()) {
-          if (DecodeNumericData(array->second, dtype, elements, bytes)) {
-            ++out.inputs_decoded_from_text;
-            continue;
-          }
-          *refused = true;
-          return absl::InternalError("a numeric data array was refused; the tree decodes the body");
-        }
-      }
-      RETURN_IF_ERROR(StoreData(in["data"], dtype, elements, field + ".data", bytes));
-    }
+    ASSIGN_OR_RETURN(const InputDecoded decoded,
+                     DecodeInput((*inputs)[i], i, binary, &binary_used, limits, numeric, &req));
+    if (decoded == InputDecoded::kUseTheTree) return std::nullopt;
+    if (decoded == InputDecoded::kStoredFromText) ++out.inputs_decoded_from_text;
   }
   if (binary_used != binary.size()) {
     return Invalid("request body", absl::StrCat(binary.size() - binary_used,
                                                 " bytes of binary data follow the JSON that no input's "
                                                 "binary_data_size accounts for"));
   }
-
-  if (auto outputs = root.find("outputs"); outputs != root.end()) {
-    if (!outputs->is_array()) return Invalid("outputs", "expected an array");
-    RETURN_IF_ERROR(CheckTensorCount(static_cast<int64_t>(outputs->size()), "outputs", limits));
-    for (size_t i = 0; i < outputs->size(); ++i) {
-      const Json& o = (*outputs)[i];
-      const std::string field = absl::StrCat("outputs[", i, "]");
-      if (!o.is_object()) return Invalid(field, "expected an object");
-      ASSIGN_OR_RETURN(const std::string name, StringField(o, "name", field + ".", true));
-      auto* requested = req.add_outputs();
-      requested->set_name(name);
-      auto params = o.find("parameters");
-      if (params == o.end()) continue;
-      if (!params->is_object()) return Invalid(field + ".parameters", "expected an object");
-      // Triton's classification extension: the top k classes instead of the tensor.
-      if (auto k = params->find("classification"); k != params->end()) {
-        if (!k->is_number_unsigned() || k->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-          return Invalid(field + ".parameters.classification", "expected a non-negative integer");
-        }
-        (*requested->mutable_parameters())["classification"].set_int64_param(k->get<int64_t>());
-      }
-      if (params->contains("shared_memory_region")) {
-        (*requested->mutable_parameters())["shared_memory_region"].set_string_param("");  // refused when decoded
-      }
-      auto binary_flag = params->find("binary_data");
-      if (binary_flag == params->end()) continue;
-      if (!binary_flag->is_boolean()) return Invalid(field + ".parameters.binary_data", "expected true or false");
-      (binary_flag->get<bool>() ? out.binary_outputs : out.json_outputs).insert(name);
-    }
-  }
-  return out;
+  RETURN_IF_ERROR(DecodeRequestedOutputs(root, limits, &out));
+  return std::optional<RestInferRequest>(std::move(out));
 }
 
 }  // namespace
@@ -469,20 +495,23 @@ absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, s
   }
   absl::string_view json_text = json_length ? body.substr(0, *json_length) : body;
   absl::string_view binary = json_length ? body.substr(*json_length) : absl::string_view();
-  bool refused = false;
   if (decoding == JsonDataDecoding::kDirect) {
     if (std::optional<NumericData> numeric = FindNumericData(json_text)) {
       // The tree of the rest. A body it refuses is parsed whole below, so
       // the error's offsets are those of the text the client sent.
       if (absl::StatusOr<Json> rest = ParseJson(numeric->body_without_arrays, "the request body"); rest.ok()) {
-        absl::StatusOr<RestInferRequest> out =
-            DecodeRestInferRequest(*rest, binary, model, version, limits, &*numeric, &refused);
-        if (!refused) return out;
+        ASSIGN_OR_RETURN(std::optional<RestInferRequest> out,
+                         DecodeRestInferRequest(*rest, binary, model, version, limits, &*numeric));
+        if (out) return *std::move(out);
       }
     }
   }
   ASSIGN_OR_RETURN(Json parsed, ParseJson(json_text, "the request body"));
-  return DecodeRestInferRequest(parsed, binary, model, version, limits, nullptr, &refused);
+  ASSIGN_OR_RETURN(std::optional<RestInferRequest> out,
+                   DecodeRestInferRequest(parsed, binary, model, version, limits, /*numeric=*/nullptr));
+  // Decoded from the tree alone, nothing is declined.
+  if (!out) return absl::InternalError("the request body's tree declined to decode it");
+  return *std::move(out);
 }
 
 absl::StatusOr<RestBody> WriteRestInferResponse(const inference::ModelInferResponse& response,
