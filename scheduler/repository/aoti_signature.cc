@@ -114,6 +114,51 @@ absl::Status CheckConfigAgainstPackage(const v1::ModelConfig& config, const v1::
   return absl::OkStatus();
 }
 
+absl::StatusOr<InputSignature> CheckConfigForCompiledPackage(const v1::ModelConfig& config,
+                                                             const std::vector<AotiVariant>& variants,
+                                                             const AotiVariant& variant) {
+  if (!variant.weights_outside.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "variant '", variant.name, "' keeps its weights outside its compiled library (",
+        variant.weights_outside.substr(0, 128),
+        "), which this server does not load: compile the package with the weights in the library (PyTorch's "
+        "default)"));
+  }
+  ASSIGN_OR_RETURN(const std::optional<v1::ModelConfig> exported, PackageSignature(variants, config.name()));
+  if (exported) RETURN_IF_ERROR(CheckConfigAgainstPackage(config, *exported));
+  if (config.inputs_size() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("config.pbtxt must declare the inputs of a compiled package that does not carry them in its ",
+                     kAotiSignatureKey, " metadata (it names none)"));
+  }
+  InputSignature signature = DeclaredSignature(config);
+  for (size_t i = 0; i < signature.inputs.size(); ++i) {
+    const InputSpec& in = signature.inputs[i];
+    if (!in.dtype || !in.dims) {
+      return absl::FailedPreconditionError(absl::StrCat("inputs[", i, "]: a compiled package needs dtype and dims"));
+    }
+    if (*in.dtype == DType::kBytes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "inputs[", i, "]: a compiled package takes tensors only, not TYPE_STRING; serve a string model as "
+          "TorchScript"));
+    }
+    for (size_t d = 0; d < in.dims->size(); ++d) {
+      if ((*in.dims)[d] < 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "inputs[", i, "].dims[", d, "]: must be fixed for a compiled package (only the batch dimension may vary)"));
+      }
+    }
+  }
+  for (int i = 0; i < config.outputs_size(); ++i) {
+    if (config.outputs(i).dtype() == v1::BYTES) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "outputs[", i, "]: a compiled package returns tensors only, not TYPE_STRING; serve a string model as "
+          "TorchScript"));
+    }
+  }
+  return signature;
+}
+
 std::string NewestPackageIn(const std::string& dir) {
   absl::StatusOr<DiskModel> disk = ScanModelFolder(dir, "");
   if (!disk.ok()) return "";

@@ -26,6 +26,16 @@
 //     than the batch maximum it was exported with (0 on both sides, or on
 //     neither). A version that disagrees is refused with the field named.
 //
+// What a compiled package can serve at all (CheckConfigForCompiledPackage),
+// checked before anything is unpacked or opened:
+//   1. the variant keeps its weights in its compiled library (LibTorch 2.6
+//      reads no others);
+//   2. the config agrees with the package's signature, where it carries one;
+//   3. the config declares the inputs (from itself or the signature);
+//   4. every input has a dtype and dims, each dim fixed (only the batch
+//      dimension varies), and none is TYPE_STRING;
+//   5. no output is TYPE_STRING (a package takes and returns tensors only).
+//
 // Pure functions; thread-safe.
 
 #include <optional>
@@ -35,6 +45,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "infergate/v1/model_config.pb.h"
+#include "scheduler/repository/input_signature.h"
 
 namespace infergate {
 
@@ -56,6 +67,14 @@ v1::ModelConfig CompleteConfigFromPackage(v1::ModelConfig config, const v1::Mode
 // OK when `config` agrees with the package's `signature`; otherwise
 // FAILED_PRECONDITION naming the config's field and both values.
 absl::Status CheckConfigAgainstPackage(const v1::ModelConfig& config, const v1::ModelConfig& signature);
+
+// OK (the inputs `config` declares, in order) when a model of `config` can
+// be served from `variant`, one of the package's `variants`, by the rule
+// above; otherwise an error whose message names the field or variant at
+// fault (the loader adds the model and the file).
+absl::StatusOr<InputSignature> CheckConfigForCompiledPackage(const v1::ModelConfig& config,
+                                                             const std::vector<AotiVariant>& variants,
+                                                             const AotiVariant& variant);
 
 // The newest version folder's model.pt2 under model folder `dir` ("" when
 // no version folder holds one).

@@ -138,6 +138,53 @@ TEST(AotiSignatureTest, ThePackageSignatureIsCheckedConfigText) {
   }
 }
 
+// What a compiled package can serve, checked before anything is unpacked:
+// (config.pbtxt, the variant's signature, where its weights are) -> "" when
+// it can be served, else a piece of the message (the field at fault).
+TEST(AotiSignatureTest, WhatACompiledPackageCanServeAsATable) {
+  const std::string x = R"(inputs { name: "x" dtype: FLOAT32 dims: [16] })";
+  const std::string y = R"(outputs { name: "y" dtype: FLOAT32 dims: [4] })";
+  struct Case {
+    std::string config;
+    std::string signature;        // the variant's infergate.config metadata
+    std::string weights_outside;  // where its weights are kept, "" in the library
+    const char* problem;
+  } cases[] = {
+      {"max_batch_size: 8 " + x + y, "", "", ""},               // declared by the config alone
+      {"max_batch_size: 64 " + x + R"(inputs { name: "mask" dtype: BOOL dims: [3] })" + y, kExported, "", ""},
+      {"max_batch_size: 8 " + x + y, "", "model.wrapper.blob",
+       "variant 'v' keeps its weights outside its compiled library (model.wrapper.blob)"},
+      {"max_batch_size: 8 " + x + y, "not config text {", "", "infergate.config metadata (variant 'v')"},
+      {"max_batch_size: 64 " + x + y, kExported, "", "config.pbtxt inputs is 1 tensor(s)"},
+      {"max_batch_size: 8 " + y, "", "", "config.pbtxt must declare the inputs of a compiled package"},
+      {R"(inputs { name: "x" dims: [16] })", "", "", "inputs[0]: a compiled package needs dtype and dims"},
+      {R"(inputs { name: "s" dtype: BYTES dims: [1] })", "", "", "inputs[0]: a compiled package takes tensors only"},
+      {x + R"(inputs { name: "z" dtype: FLOAT32 dims: [2, -1] })", "", "",
+       "inputs[1].dims[1]: must be fixed for a compiled package"},
+      {x + y + R"(outputs { name: "label" dtype: BYTES dims: [1] })", "", "",
+       "outputs[1]: a compiled package returns tensors only"},
+  };
+  for (const Case& c : cases) {
+    AotiVariant variant;
+    variant.name = "v";
+    variant.device = "cpu";
+    variant.library_bytes = 1;
+    variant.signature = c.signature;
+    variant.weights_outside = c.weights_outside;
+    v1::ModelConfig config = Config(c.config);
+    config.set_name("m");
+    absl::StatusOr<InputSignature> got = CheckConfigForCompiledPackage(config, {variant}, variant);
+    if (std::string(c.problem).empty()) {
+      ASSERT_TRUE(got.ok()) << c.config << ": " << got.status();
+      EXPECT_EQ(got->inputs.size(), static_cast<size_t>(config.inputs_size())) << c.config;
+      EXPECT_EQ(got->max_batch_size, config.max_batch_size()) << c.config;
+    } else {
+      EXPECT_FALSE(got.ok()) << c.config;
+      EXPECT_NE(got.status().message().find(c.problem), std::string::npos) << c.config << ": " << got.status();
+    }
+  }
+}
+
 // ReadModelConfig completes a model folder's config from its newest
 // version's package: a folder with no config.pbtxt at all is served.
 TEST(AotiSignatureTest, AModelFolderWithoutConfigTakesTheNewestPackagesSignature) {

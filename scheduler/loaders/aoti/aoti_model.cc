@@ -134,42 +134,9 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
                             " cannot be served from it. Ask for FP32, or export a reduced-precision build")),
         DeviceFailure::kDtype, DTypeName(compute_dtype));
   }
-  if (!variant->weights_outside.empty()) {
-    return refuse(absl::StrCat("variant '", variant->name, "' keeps its weights outside its compiled library (",
-                               variant->weights_outside.substr(0, 128),
-                               "), which this server does not load: compile the package with the weights in the "
-                               "library (PyTorch's default)"));
-  }
-  absl::StatusOr<std::optional<v1::ModelConfig>> exported = PackageSignature(*variants, model);
-  if (!exported.ok()) return refuse(exported.status().message());
-  if (*exported) {
-    if (absl::Status s = CheckConfigAgainstPackage(config, **exported); !s.ok()) return refuse(s.message());
-  }
-  if (config.inputs_size() == 0) {
-    return refuse(absl::StrCat("config.pbtxt must declare the inputs of a compiled package that does not carry them "
-                               "in its ", kAotiSignatureKey, " metadata (it names none)"));
-  }
-  InputSignature signature = DeclaredSignature(config);
-  for (size_t i = 0; i < signature.inputs.size(); ++i) {
-    const InputSpec& in = signature.inputs[i];
-    if (!in.dtype || !in.dims) return refuse(absl::StrCat("inputs[", i, "]: a compiled package needs dtype and dims"));
-    if (*in.dtype == DType::kBytes) {
-      return refuse(absl::StrCat("inputs[", i, "]: a compiled package takes tensors only, not TYPE_STRING; serve a "
-                                 "string model as TorchScript"));
-    }
-    for (size_t d = 0; d < in.dims->size(); ++d) {
-      if ((*in.dims)[d] < 0) {
-        return refuse(absl::StrCat("inputs[", i, "].dims[", d,
-                                   "]: must be fixed for a compiled package (only the batch dimension may vary)"));
-      }
-    }
-  }
-  for (int i = 0; i < config.outputs_size(); ++i) {
-    if (config.outputs(i).dtype() == v1::BYTES) {
-      return refuse(absl::StrCat("outputs[", i, "]: a compiled package returns tensors only, not TYPE_STRING; serve "
-                                 "a string model as TorchScript"));
-    }
-  }
+  absl::StatusOr<InputSignature> declared = CheckConfigForCompiledPackage(config, *variants, *variant);
+  if (!declared.ok()) return refuse(declared.status().message());
+  InputSignature signature = *std::move(declared);
   auto impl = std::make_unique<Impl>();
   impl->name = model;
   impl->simulation = device.simulation;
