@@ -13,6 +13,7 @@
 #   scheduler/repository/torchserve/  + scheduler/repository/
 #   scheduler/model/        + the repository
 #   scheduler/loaders/*/    + scheduler/model/
+#   scheduler/loaders/      + loaders/*/ (the seam that picks one)
 #   scheduler/cache/        + the loaders
 #   scheduler/execution/    + scheduler/model/
 #   scheduler/routing/      + cache/, execution/
@@ -45,7 +46,7 @@ cd "$(dirname "$0")/.."
 
 generated="infergate inference mmesh torchserve grpc"
 scheduler_low="scheduler/repository scheduler/repository/triton scheduler/repository/torchserve scheduler/model"
-loaders="scheduler/loaders/torchscript scheduler/loaders/aoti"
+loaders="scheduler/loaders scheduler/loaders/torchscript scheduler/loaders/aoti"
 scheduler_all="$scheduler_low $loaders scheduler/cache scheduler/execution scheduler/routing scheduler/core"
 base="common devices proto $generated"
 declare -A may=(
@@ -58,6 +59,7 @@ declare -A may=(
   [scheduler/model]="$base scheduler/repository"
   [scheduler/loaders/torchscript]="$base scheduler/repository scheduler/model"
   [scheduler/loaders/aoti]="$base scheduler/repository scheduler/model"
+  [scheduler/loaders]="$base scheduler/repository scheduler/model scheduler/loaders/torchscript scheduler/loaders/aoti"
   [scheduler/cache]="$base scheduler/repository scheduler/model $loaders"
   [scheduler/execution]="$base scheduler/repository scheduler/model"
   [scheduler/routing]="$base scheduler/repository scheduler/model $loaders scheduler/cache scheduler/execution"

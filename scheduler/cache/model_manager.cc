@@ -13,8 +13,7 @@
 #include "devices/activation_meter.h"
 #include "scheduler/model/reshaped_servable.h"
 #include "devices/torch_dtype.h"
-#include "scheduler/loaders/aoti/aoti_model.h"
-#include "scheduler/loaders/torchscript/torchscript_model.h"
+#include "scheduler/loaders/load_servable.h"
 #include "scheduler/model/torch_status.h"
 
 namespace infergate {
@@ -26,16 +25,7 @@ ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader, M
     loader_ = [runs_at_once = std::move(runs_at_once)](
                   const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device, DType dtype,
                   const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
-      if (IsAotiPackagePath(path)) {
-        const int instances = runs_at_once ? runs_at_once(device.id, config) : 1;
-        absl::StatusOr<std::shared_ptr<AotiModel>> package =
-            AotiModel::Load(path, config, device, dtype, admit, instances);
-        if (!package.ok()) return package.status();
-        return std::shared_ptr<Servable>(*std::move(package));
-      }
-      absl::StatusOr<std::shared_ptr<TorchScriptModel>> model = TorchScriptModel::Load(path, config, device, dtype, admit);
-      if (!model.ok()) return model.status();
-      return std::shared_ptr<Servable>(*std::move(model));
+      return LoadServable(path, config, device, dtype, admit, runs_at_once ? runs_at_once(device.id, config) : 1);
     };
   }
   cache_.SetEvictionListener([this](const ModelKey& key, uint64_t, EvictionReason why) {

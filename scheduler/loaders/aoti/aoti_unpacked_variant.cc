@@ -1,4 +1,5 @@
 #include "scheduler/loaders/aoti/aoti_unpacked_variant.h"
+#include "common/folder_entries.h"
 
 #include <stdlib.h>
 #include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
@@ -42,7 +43,7 @@ std::string Stem(const std::string& file) {
 absl::StatusOr<std::string> PickLibrary(const std::string& folder, const AotiVariant& variant) {
   std::vector<std::string> libraries;
   std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
+  for (const fs::directory_entry& e : FolderEntries(folder, &ec)) {
     if (e.is_regular_file(ec) && e.path().extension() == ".so") libraries.push_back(e.path().string());
   }
   if (libraries.size() == 1) return libraries[0];
