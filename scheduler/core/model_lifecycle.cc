@@ -26,6 +26,29 @@
 namespace infergate {
 namespace fs = std::filesystem;
 
+namespace {
+
+// What a load answers once the model's entry is updated: a config that was
+// refused (the previous one still serving) fails the load, as Triton's
+// does; so does a version that failed to load (a warm-up sample refused, a
+// broken file), whose previous copy, if any, still serves.
+absl::Status LoadAnswer(const std::string& name, const ModelEntry& entry) {
+  if (!entry.config_problem.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", name, "': its config was refused, so nothing was loaded (the previous config still "
+                     "serves): ", entry.config_problem));
+  }
+  for (const VersionStatus& version : entry.states) {
+    if (version.failed) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("model '", name, "' version ", version.version, ": ", version.reason));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 ModelLifecycle::ModelLifecycle(ModelRepository& repository, ModelManager& models, const DeviceRegistry& devices)
     : repository_(repository), models_(models), devices_(devices) {}
 
@@ -175,22 +198,8 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<
     Update(diff, disk.ok() ? &*disk : nullptr);
   }
   if (source_changed) Release(left_behind);
-  // A load answers for the config it found: one refused (the previous one
-  // still serving) fails the load, as Triton's does.
   if (std::shared_ptr<const ModelEntry> entry = repository_.Lookup(name); entry && !entry->removed) {
-    if (!entry->config_problem.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("model '", name, "': its config was refused, so nothing was loaded (the previous config still "
-                       "serves): ", entry->config_problem));
-    }
-    // So does a version that failed to load (a warm-up sample refused, a
-    // broken file): the previous copy, if any, still serves.
-    for (const VersionStatus& version : entry->states) {
-      if (version.failed) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("model '", name, "' version ", version.version, ": ", version.reason));
-      }
-    }
+    return LoadAnswer(name, *entry);
   }
   return absl::OkStatus();
 }

@@ -127,29 +127,72 @@ absl::StatusOr<at::Tensor> RowTensor(const v1::WarmupInput& input, const Row& ro
   return at::randint(0, 10, row.dims, generator, at::TensorOptions().dtype(at::kLong)).to(options);
 }
 
+// The sample's inputs in the order the model takes them (as given when
+// the model declares none), each named once.
+absl::StatusOr<std::vector<const v1::WarmupInput*>> OrderedWarmupInputs(const InputSignature& signature,
+                                                                        const v1::WarmupSample& sample,
+                                                                        const std::string& where) {
+  std::vector<const v1::WarmupInput*> ordered;
+  if (signature.inputs.empty()) {
+    for (const v1::WarmupInput& input : sample.inputs()) ordered.push_back(&input);
+    return ordered;
+  }
+  for (const InputSpec& spec : signature.inputs) {
+    auto it = std::find_if(sample.inputs().begin(), sample.inputs().end(),
+                           [&](const v1::WarmupInput& w) { return w.name() == spec.name; });
+    if (it == sample.inputs().end()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".inputs: gives no data for input '", spec.name, "'"));
+    }
+    ordered.push_back(&*it);
+  }
+  if (static_cast<size_t>(sample.inputs_size()) != ordered.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ".inputs: names an input the model does not take"));
+  }
+  return ordered;
+}
+
+// One input's row (dtype, dims, elements), checked against the model's
+// declared input and the element limit for `rows` rows (`batched_rows` of
+// them in one tensor) before anything is read or allocated.
+absl::StatusOr<Row> CheckedRow(const v1::WarmupInput* input, const InputSignature& signature,
+                               const std::string& where, const WarmupLimits& limits, int64_t rows,
+                               int64_t batched_rows) {
+  const std::string field = absl::StrCat(where, ".inputs[\"", input->name().substr(0, 64), "\"]");
+  const std::optional<DType> dtype = DTypeFromProto(input->dtype());
+  if (!dtype) return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: must be set"));
+  Row row{*dtype, std::vector<int64_t>(input->dims().begin(), input->dims().end())};
+  if (const InputSpec* spec = SpecNamed(signature, input->name())) {
+    if (spec->dtype && *spec->dtype != *dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: ", DTypeName(*dtype), ", but the model's input '",
+                                                     spec->name, "' is ", DTypeName(*spec->dtype)));
+    }
+    if (spec->dims && !DimsFit(*spec->dims, row.dims)) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".dims: [", absl::StrJoin(row.dims, ","),
+                                                     "] do not fit the model's input '", spec->name, "' [",
+                                                     absl::StrJoin(*spec->dims, ","), "] (-1: any size)"));
+    }
+  }
+  for (int64_t d : row.dims) {
+    if (d < 1 || row.elements > limits.max_elements / d) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".dims: must be sizes of at least 1, at most ",
+                                                     limits.max_elements, " elements in all (as a request's)"));
+    }
+    row.elements *= d;
+  }
+  if (row.elements > limits.max_elements / batched_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", rows, " rows of ", row.elements,
+                                                   " elements are more than ", limits.max_elements));
+  }
+  return row;
+}
+
 }  // namespace
 
 absl::StatusOr<WarmupTensors> MakeWarmupTensors(const InputSignature& signature, const v1::WarmupSample& sample,
                                                 size_t index, const std::string& model_dir,
                                                 const WarmupLimits& limits) {
   const std::string where = absl::StrCat("warmup_samples[", index, "]");
-  // The sample's inputs in the order the model takes them.
-  std::vector<const v1::WarmupInput*> ordered;
-  if (signature.inputs.empty()) {
-    for (const v1::WarmupInput& input : sample.inputs()) ordered.push_back(&input);
-  } else {
-    for (const InputSpec& spec : signature.inputs) {
-      auto it = std::find_if(sample.inputs().begin(), sample.inputs().end(),
-                             [&](const v1::WarmupInput& w) { return w.name() == spec.name; });
-      if (it == sample.inputs().end()) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ".inputs: gives no data for input '", spec.name, "'"));
-      }
-      ordered.push_back(&*it);
-    }
-    if (static_cast<size_t>(sample.inputs_size()) != ordered.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ".inputs: names an input the model does not take"));
-    }
-  }
+  ASSIGN_OR_RETURN(const std::vector<const v1::WarmupInput*> ordered, OrderedWarmupInputs(signature, sample, where));
   WarmupTensors out;
   std::vector<std::string> shapes, digests;
   at::Generator generator = at::detail::createCPUGenerator(/*seed_in=*/20261129);
@@ -164,32 +207,7 @@ absl::StatusOr<WarmupTensors> MakeWarmupTensors(const InputSignature& signature,
   std::vector<Row> row_of;
   uint64_t sample_bytes = 0;
   for (const v1::WarmupInput* input : ordered) {
-    const std::string field = absl::StrCat(where, ".inputs[\"", input->name().substr(0, 64), "\"]");
-    const std::optional<DType> dtype = DTypeFromProto(input->dtype());
-    if (!dtype) return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: must be set"));
-    Row row{*dtype, std::vector<int64_t>(input->dims().begin(), input->dims().end())};
-    if (const InputSpec* spec = SpecNamed(signature, input->name())) {
-      if (spec->dtype && *spec->dtype != *dtype) {
-        return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: ", DTypeName(*dtype), ", but the model's input '",
-                                                       spec->name, "' is ", DTypeName(*spec->dtype)));
-      }
-      if (spec->dims && !DimsFit(*spec->dims, row.dims)) {
-        return absl::InvalidArgumentError(absl::StrCat(field, ".dims: [", absl::StrJoin(row.dims, ","),
-                                                       "] do not fit the model's input '", spec->name, "' [",
-                                                       absl::StrJoin(*spec->dims, ","), "] (-1: any size)"));
-      }
-    }
-    for (int64_t d : row.dims) {
-      if (d < 1 || row.elements > limits.max_elements / d) {
-        return absl::InvalidArgumentError(absl::StrCat(field, ".dims: must be sizes of at least 1, at most ",
-                                                       limits.max_elements, " elements in all (as a request's)"));
-      }
-      row.elements *= d;
-    }
-    if (row.elements > limits.max_elements / batched_rows) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": ", rows, " rows of ", row.elements,
-                                                     " elements are more than ", limits.max_elements));
-    }
+    ASSIGN_OR_RETURN(Row row, CheckedRow(input, signature, where, limits, rows, batched_rows));
     sample_bytes += RowBytes(row.dtype, row.elements) * static_cast<uint64_t>(batched_rows);
     row_of.push_back(std::move(row));
   }

@@ -1,5 +1,6 @@
 #include "service/metrics/metrics.h"
 
+#include "common/status_macros.h"
 #include "service/tracing/tracing.h"
 
 #include <algorithm>
@@ -229,117 +230,135 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
                                                          const BuildVersions& versions,
                                                          const InflightBudget* budget, const Tracing* tracing) {
   std::unique_ptr<Metrics> m(new Metrics());
-  prometheus::Registry& r = *m->registry_;
-  m->requests_ = &prometheus::BuildCounter()
-                      .Name("infergate_requests_total")
-                      .Help("Infer calls by model, device and gRPC status code.")
-                      .Register(r);
-  m->request_seconds_ = &prometheus::BuildHistogram()
-                             .Name("infergate_request_duration_seconds")
-                             .Help("Time from a decoded request to its reply.")
-                             .Register(r);
-  m->queue_seconds_ = &prometheus::BuildHistogram()
-                           .Name("infergate_queue_duration_seconds")
-                           .Help("Time requests wait in a device queue.")
-                           .Register(r);
-  m->compute_seconds_ = &prometheus::BuildHistogram()
-                             .Name("infergate_compute_duration_seconds")
-                             .Help("Time running the model for a request's batch.")
-                             .Register(r);
-  m->batch_size_ = &prometheus::BuildHistogram()
-                        .Name("infergate_batch_size")
-                        .Help("Rows in the batch each request ran in.")
-                        .Register(r);
-  m->handler_input_seconds_ = &prometheus::BuildHistogram()
-                                   .Name("infergate_handler_input_duration_seconds")
-                                   .Help("Time a built-in TorchServe handler took to turn one instance into the "
-                                         "model's input (image decoding and preprocessing; JSON lists to tensors).")
-                                   .Register(r);
-  m->cache_hits_ = &prometheus::BuildCounter()
-                        .Name("infergate_model_cache_hits_total")
-                        .Help("Requests that found their model resident.")
-                        .Register(r);
-  m->cache_misses_ = &prometheus::BuildCounter()
-                          .Name("infergate_model_cache_misses_total")
-                          .Help("Requests that had to load their model.")
-                          .Register(r);
-  m->loads_ = &prometheus::BuildCounter()
-                   .Name("infergate_model_loads_total")
-                   .Help("Model loads by model, device and result (ok, error).")
+  m->RegisterRequestFamilies(versions);
+  m->RegisterModelFamilies();
+  m->AddExpectedSeries(core);
+  m->device_collector_ = std::make_shared<DeviceCollector>(core, budget, tracing);
+  RETURN_IF_ERROR(m->Serve(address));
+  return m;
+}
+
+void Metrics::RegisterRequestFamilies(const BuildVersions& versions) {
+  prometheus::Registry& r = *registry_;
+  requests_ = &prometheus::BuildCounter()
+                   .Name("infergate_requests_total")
+                   .Help("Infer calls by model, device and gRPC status code.")
                    .Register(r);
-  m->load_seconds_ = &prometheus::BuildHistogram()
-                          .Name("infergate_model_load_duration_seconds")
-                          .Help("Time to load and prepare a model.")
+  request_seconds_ = &prometheus::BuildHistogram()
+                          .Name("infergate_request_duration_seconds")
+                          .Help("Time from a decoded request to its reply.")
                           .Register(r);
-  m->transfer_seconds_ = &prometheus::BuildCounter()
-                              .Name("infergate_model_transfer_seconds_total")
-                              .Help("Time model loads spent moving weights onto an accelerator, by device (measured; "
-                                    "a simulated device's charged cost).")
-                              .Register(r);
-  m->transfer_bytes_ = &prometheus::BuildCounter()
-                            .Name("infergate_model_transfer_bytes_total")
-                            .Help("Bytes of weights model loads moved onto an accelerator, by device.")
-                            .Register(r);
-  m->waited_for_load_ = &prometheus::BuildCounter()
-                             .Name("infergate_requests_waited_for_load_total")
-                             .Help("Requests that waited for their model to load on their device before they ran.")
-                             .Register(r);
-  m->moves_ = &prometheus::BuildCounter()
-                   .Name("infergate_model_moves_total")
-                   .Help("Models moved by the placement controller, off the request path, by model, device and "
-                         "reason (promoted: loaded there, its demand gaining more than the move costs; demoted: "
-                         "evicted from there to make room, answering from a CPU copy meanwhile).")
-                   .Register(r);
-  m->updates_ = &prometheus::BuildCounter()
-                     .Name("infergate_model_updates_total")
-                     .Help("Changes the repository poller (or LoadModel) acted on, by model and result: loaded (a new "
-                           "version or file answers), failed (refused; the last good one still answers), removed, unloaded "
-                           "(an explicit unload).")
+  queue_seconds_ = &prometheus::BuildHistogram()
+                        .Name("infergate_queue_duration_seconds")
+                        .Help("Time requests wait in a device queue.")
+                        .Register(r);
+  compute_seconds_ = &prometheus::BuildHistogram()
+                          .Name("infergate_compute_duration_seconds")
+                          .Help("Time running the model for a request's batch.")
+                          .Register(r);
+  batch_size_ = &prometheus::BuildHistogram()
+                     .Name("infergate_batch_size")
+                     .Help("Rows in the batch each request ran in.")
                      .Register(r);
-  m->evictions_ = &prometheus::BuildCounter()
-                       .Name("infergate_model_evictions_total")
-                       .Help("Models dropped from a device's cache, by reason (budget, oom, unload).")
-                       .Register(r);
-  m->fallbacks_ = &prometheus::BuildCounter()
-                       .Name("infergate_fallbacks_total")
-                       .Help("Requests moved off the device they were meant for, by from, to and reason.")
-                       .Register(r);
-  m->rejections_ = &prometheus::BuildCounter()
-                        .Name("infergate_rejections_total")
-                        .Help("Requests answered without running, by model (\"\" before it is known) and reason (queue_full, "
-                              "model_queue_full, queue_timeout, deadline, cancelled, draining, inflight_bytes).")
-                        .Register(r);
-  m->precision_checks_ = &prometheus::BuildCounter()
-                              .Name("infergate_precision_checks_total")
-                              .Help("Accuracy checks of a model in a reduced dtype on a device against FP32 on the "
-                                    "cpu, by kind (check: before the dtype serves; running: a served request "
-                                    "re-run) and result: passed, failed, skipped (could not run), dropped (a "
-                                    "running check while the cpu was busy).")
-                              .Register(r);
-  m->precision_error_ = &prometheus::BuildGauge()
-                             .Name("infergate_precision_check_relative_error")
-                             .Help("Largest error an accuracy check measured, relative to the largest magnitude of "
-                                   "the FP32 output, by model, device and dtype.")
-                             .Register(r);
+  handler_input_seconds_ = &prometheus::BuildHistogram()
+                                .Name("infergate_handler_input_duration_seconds")
+                                .Help("Time a built-in TorchServe handler took to turn one instance into the "
+                                      "model's input (image decoding and preprocessing; JSON lists to tensors).")
+                                .Register(r);
+  fallbacks_ = &prometheus::BuildCounter()
+                    .Name("infergate_fallbacks_total")
+                    .Help("Requests moved off the device they were meant for, by from, to and reason.")
+                    .Register(r);
+  rejections_ = &prometheus::BuildCounter()
+                     .Name("infergate_rejections_total")
+                     .Help("Requests answered without running, by model (\"\" before it is known) and reason (queue_full, "
+                           "model_queue_full, queue_timeout, deadline, cancelled, draining, inflight_bytes).")
+                     .Register(r);
+  precision_checks_ = &prometheus::BuildCounter()
+                           .Name("infergate_precision_checks_total")
+                           .Help("Accuracy checks of a model in a reduced dtype on a device against FP32 on the "
+                                 "cpu, by kind (check: before the dtype serves; running: a served request "
+                                 "re-run) and result: passed, failed, skipped (could not run), dropped (a "
+                                 "running check while the cpu was busy).")
+                           .Register(r);
+  precision_error_ = &prometheus::BuildGauge()
+                          .Name("infergate_precision_check_relative_error")
+                          .Help("Largest error an accuracy check measured, relative to the largest magnitude of "
+                                "the FP32 output, by model, device and dtype.")
+                          .Register(r);
   prometheus::BuildGauge()
       .Name("infergate_build_info")
       .Help("Versions infergate was built with.")
       .Register(r)
       .Add({{"version", versions.infergate}, {"libtorch", versions.libtorch}, {"grpc", versions.grpc}})
       .Set(1);
+}
+
+void Metrics::RegisterModelFamilies() {
+  prometheus::Registry& r = *registry_;
+  cache_hits_ = &prometheus::BuildCounter()
+                     .Name("infergate_model_cache_hits_total")
+                     .Help("Requests that found their model resident.")
+                     .Register(r);
+  cache_misses_ = &prometheus::BuildCounter()
+                       .Name("infergate_model_cache_misses_total")
+                       .Help("Requests that had to load their model.")
+                       .Register(r);
+  loads_ = &prometheus::BuildCounter()
+                .Name("infergate_model_loads_total")
+                .Help("Model loads by model, device and result (ok, error).")
+                .Register(r);
+  load_seconds_ = &prometheus::BuildHistogram()
+                       .Name("infergate_model_load_duration_seconds")
+                       .Help("Time to load and prepare a model.")
+                       .Register(r);
+  transfer_seconds_ = &prometheus::BuildCounter()
+                           .Name("infergate_model_transfer_seconds_total")
+                           .Help("Time model loads spent moving weights onto an accelerator, by device (measured; "
+                                 "a simulated device's charged cost).")
+                           .Register(r);
+  transfer_bytes_ = &prometheus::BuildCounter()
+                         .Name("infergate_model_transfer_bytes_total")
+                         .Help("Bytes of weights model loads moved onto an accelerator, by device.")
+                         .Register(r);
+  waited_for_load_ = &prometheus::BuildCounter()
+                          .Name("infergate_requests_waited_for_load_total")
+                          .Help("Requests that waited for their model to load on their device before they ran.")
+                          .Register(r);
+  moves_ = &prometheus::BuildCounter()
+                .Name("infergate_model_moves_total")
+                .Help("Models moved by the placement controller, off the request path, by model, device and "
+                      "reason (promoted: loaded there, its demand gaining more than the move costs; demoted: "
+                      "evicted from there to make room, answering from a CPU copy meanwhile).")
+                .Register(r);
+  updates_ = &prometheus::BuildCounter()
+                  .Name("infergate_model_updates_total")
+                  .Help("Changes the repository poller (or LoadModel) acted on, by model and result: loaded (a new "
+                        "version or file answers), failed (refused; the last good one still answers), removed, unloaded "
+                        "(an explicit unload).")
+                  .Register(r);
+  evictions_ = &prometheus::BuildCounter()
+                    .Name("infergate_model_evictions_total")
+                    .Help("Models dropped from a device's cache, by reason (budget, oom, unload).")
+                    .Register(r);
+}
+
+void Metrics::AddExpectedSeries(const InferenceCore& core) {
   // Pre-create the series dashboards and alerts expect, so they exist at 0.
   for (RejectionReason reason : kRejectionReasons) {
-    m->rejections_->Add({{"model", ""}, {"reason", std::string(RejectionReasonName(reason))}});
+    rejections_->Add({{"model", ""}, {"reason", std::string(RejectionReasonName(reason))}});
   }
   for (const DeviceStatus& d : core.Devices()) {
     std::string id = d.info.id.ToString();
-    m->cache_hits_->Add({{"device", id}});
-    m->cache_misses_->Add({{"device", id}});
+    cache_hits_->Add({{"device", id}});
+    cache_misses_->Add({{"device", id}});
     for (EvictionReason why : kEvictionReasons) {
-      m->evictions_->Add({{"device", id}, {"reason", std::string(EvictionReasonName(why))}});
+      evictions_->Add({{"device", id}, {"reason", std::string(EvictionReasonName(why))}});
     }
   }
-  m->device_collector_ = std::make_shared<DeviceCollector>(core, budget, tracing);
+}
+
+absl::Status Metrics::Serve(const std::string& address) {
   HttpServerOptions http;
   http.address = address;
   http.flag_name = "--metrics-address";
@@ -347,15 +366,15 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& addre
   http.max_body_bytes = 64 << 10;
   http.request_timeout = std::chrono::seconds(10);
   http.max_connections = 256;
-  std::vector<std::weak_ptr<prometheus::Collectable>> collectables = {m->registry_, m->device_collector_};
+  std::vector<std::weak_ptr<prometheus::Collectable>> collectables = {registry_, device_collector_};
   absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
       std::move(http), [collectables](std::shared_ptr<HttpRequest> request, HttpResponder respond) {
         respond(ServeMetricsPath(*request, collectables));
       });
   if (!server.ok()) return server.status();
-  m->http_ = *std::move(server);
-  m->port_ = m->http_->port();
-  return m;
+  http_ = *std::move(server);
+  port_ = http_->port();
+  return absl::OkStatus();
 }
 
 Metrics::RequestSeries& Metrics::SeriesFor(const std::string& model, const std::string& device) {

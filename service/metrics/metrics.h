@@ -87,6 +87,14 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
 
  private:
   Metrics();
+  // Start's steps: every family registered (the request path's with the
+  // build's versions, then the models' and the cache's), the series
+  // dashboards and alerts expect made at 0 for the core's devices, and
+  // /metrics served on `address`.
+  void RegisterRequestFamilies(const BuildVersions& versions);
+  void RegisterModelFamilies();
+  void AddExpectedSeries(const InferenceCore& core);
+  absl::Status Serve(const std::string& address);
 
   struct RequestSeries {
     prometheus::Histogram* request = nullptr;

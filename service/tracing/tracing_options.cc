@@ -104,6 +104,65 @@ absl::StatusOr<std::map<std::string, std::string>> ParseResourceAttributes(const
   return attributes;
 }
 
+namespace {
+
+// The endpoint into `o->endpoint`: a traces endpoint is used as it is; a
+// general one gets the traces path under HTTP (the OTLP exporter
+// specification). True when one was named (a flag or the environment),
+// false for the default.
+absl::StatusOr<bool> ResolveEndpoint(const TracingFlags& flags, const Getenv& getenv, bool http, TracingOptions* o) {
+  std::string from;
+  bool named = false;
+  if (!flags.otlp_endpoint.empty()) {
+    o->endpoint = flags.otlp_endpoint;
+    from = "--otlp-endpoint";
+    named = true;
+    if (http && !absl::EndsWith(o->endpoint, "/v1/traces")) o->endpoint = TracesUrl(o->endpoint);
+  } else if (std::string traces = Env(getenv, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); !traces.empty()) {
+    o->endpoint = traces;
+    from = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+    named = true;
+  } else if (std::string general = Env(getenv, "OTEL_EXPORTER_OTLP_ENDPOINT"); !general.empty()) {
+    o->endpoint = http ? TracesUrl(general) : general;
+    from = "OTEL_EXPORTER_OTLP_ENDPOINT";
+    named = true;
+  } else {
+    o->endpoint = http ? "http://localhost:4318/v1/traces" : "http://localhost:4317";
+  }
+  if (named && !absl::StartsWith(o->endpoint, "http://") && !absl::StartsWith(o->endpoint, "https://")) {
+    if (http) return Bad(from, o->endpoint, "an http:// or https:// URL");
+    // gRPC also takes host:port.
+    if (o->endpoint.find(':') == std::string::npos) return Bad(from, o->endpoint, "a URL or host:port");
+  }
+  return named;
+}
+
+// The spans' resource: OTEL_RESOURCE_ATTRIBUTES, then the flag's, and the
+// service's name (the flag, OTEL_SERVICE_NAME, or service.name among them).
+absl::Status ResolveResource(const TracingFlags& flags, const Getenv& getenv, TracingOptions* o) {
+  std::string from;
+  std::string resource = Env(getenv, "OTEL_RESOURCE_ATTRIBUTES");
+  absl::StatusOr<std::map<std::string, std::string>> attributes =
+      ParseResourceAttributes(resource, "OTEL_RESOURCE_ATTRIBUTES");
+  if (!attributes.ok()) return attributes.status();
+  o->resource_attributes = *std::move(attributes);
+  if (!flags.resource_attributes.empty()) {
+    absl::StatusOr<std::map<std::string, std::string>> more =
+        ParseResourceAttributes(flags.resource_attributes, "--resource-attributes");
+    if (!more.ok()) return more.status();
+    for (auto& [key, value] : *more) o->resource_attributes[key] = value;
+  }
+  if (auto it = o->resource_attributes.find("service.name"); it != o->resource_attributes.end()) {
+    o->service_name = it->second;
+  }
+  std::string service = Pick(flags.service_name, "--service-name", getenv, "OTEL_SERVICE_NAME", &from);
+  if (!service.empty()) o->service_name = service;
+  o->resource_attributes["service.name"] = o->service_name;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<TracingOptions> ResolveTracingOptions(const TracingFlags& flags, const Getenv& getenv) {
   TracingOptions o;
   std::string from;
@@ -123,30 +182,7 @@ absl::StatusOr<TracingOptions> ResolveTracingOptions(const TracingFlags& flags, 
   }
   const bool http = o.protocol == TracingOptions::Protocol::kHttpProtobuf;
 
-  // The endpoint: a traces endpoint is used as it is; a general one gets
-  // the traces path under HTTP (the OTLP exporter specification).
-  bool named = false;
-  if (!flags.otlp_endpoint.empty()) {
-    o.endpoint = flags.otlp_endpoint;
-    from = "--otlp-endpoint";
-    named = true;
-    if (http && !absl::EndsWith(o.endpoint, "/v1/traces")) o.endpoint = TracesUrl(o.endpoint);
-  } else if (std::string traces = Env(getenv, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); !traces.empty()) {
-    o.endpoint = traces;
-    from = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
-    named = true;
-  } else if (std::string general = Env(getenv, "OTEL_EXPORTER_OTLP_ENDPOINT"); !general.empty()) {
-    o.endpoint = http ? TracesUrl(general) : general;
-    from = "OTEL_EXPORTER_OTLP_ENDPOINT";
-    named = true;
-  } else {
-    o.endpoint = http ? "http://localhost:4318/v1/traces" : "http://localhost:4317";
-  }
-  if (named && !absl::StartsWith(o.endpoint, "http://") && !absl::StartsWith(o.endpoint, "https://")) {
-    if (http) return Bad(from, o.endpoint, "an http:// or https:// URL");
-    // gRPC also takes host:port.
-    if (o.endpoint.find(':') == std::string::npos) return Bad(from, o.endpoint, "a URL or host:port");
-  }
+  ASSIGN_OR_RETURN(const bool named, ResolveEndpoint(flags, getenv, http, &o));
 
   std::string exporter = absl::AsciiStrToLower(Env(getenv, "OTEL_TRACES_EXPORTER"));
   if (!exporter.empty() && exporter != "otlp" && exporter != "none") {
@@ -173,23 +209,7 @@ absl::StatusOr<TracingOptions> ResolveTracingOptions(const TracingFlags& flags, 
     o.sampler_ratio = ratio;
   }
 
-  std::string resource = Env(getenv, "OTEL_RESOURCE_ATTRIBUTES");
-  absl::StatusOr<std::map<std::string, std::string>> attributes =
-      ParseResourceAttributes(resource, "OTEL_RESOURCE_ATTRIBUTES");
-  if (!attributes.ok()) return attributes.status();
-  o.resource_attributes = *std::move(attributes);
-  if (!flags.resource_attributes.empty()) {
-    absl::StatusOr<std::map<std::string, std::string>> more =
-        ParseResourceAttributes(flags.resource_attributes, "--resource-attributes");
-    if (!more.ok()) return more.status();
-    for (auto& [key, value] : *more) o.resource_attributes[key] = value;
-  }
-  if (auto it = o.resource_attributes.find("service.name"); it != o.resource_attributes.end()) {
-    o.service_name = it->second;
-  }
-  std::string service = Pick(flags.service_name, "--service-name", getenv, "OTEL_SERVICE_NAME", &from);
-  if (!service.empty()) o.service_name = service;
-  o.resource_attributes["service.name"] = o.service_name;
+  RETURN_IF_ERROR(ResolveResource(flags, getenv, &o));
 
   RETURN_IF_ERROR(Count(getenv, "OTEL_BSP_MAX_QUEUE_SIZE", &o.max_queue_size));
   if (flags.max_queue_size != 0) {
