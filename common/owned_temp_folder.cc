@@ -1,4 +1,5 @@
 #include "common/owned_temp_folder.h"
+#include "common/folder_entries.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -79,7 +80,7 @@ const std::string& ProcessOwnerMark() {
 std::vector<std::string> RemoveFoldersOfGoneProcesses(const std::string& parent, absl::string_view prefix) {
   std::vector<std::string> removed;
   std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(parent, ec)) {
+  for (const fs::directory_entry& e : FolderEntries(parent, &ec)) {
     // <prefix><pid>.<start ticks>-XXXXXX, a folder (never a link).
     const std::string name = e.path().filename().string();
     absl::string_view rest = name;

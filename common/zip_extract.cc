@@ -1,4 +1,5 @@
 #include "common/zip_extract.h"
+#include "common/folder_entries.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -174,7 +175,7 @@ absl::StatusOr<uint64_t> ExtractZip(const std::string& path, const std::string& 
   if (s.ok()) return written;
   // Nothing of a refused archive stays: empty the folder again.
   std::error_code ignored;
-  for (const auto& child : std::filesystem::directory_iterator(dest, ignored)) {
+  for (const auto& child : FolderEntries(dest, &ignored)) {
     std::filesystem::remove_all(child.path(), ignored);
   }
   return absl::Status(s.code(), absl::StrCat("'", path.substr(0, 256), "': ", s.message()));

@@ -1,4 +1,5 @@
 #include "scheduler/repository/repository_scan.h"
+#include "common/folder_entries.h"
 
 #include <sys/stat.h>
 
@@ -51,7 +52,15 @@ absl::StatusOr<DiskModel> ScanModelFolder(const std::string& model_dir, const st
   DiskModel model;
   model.name = name;
   model.config = StampFile((dir / "config.pbtxt").string());
-  for (const fs::directory_entry& sub : fs::directory_iterator(dir, ec)) {
+  std::error_code read_error;
+  const std::vector<fs::directory_entry> entries = FolderEntries(dir, &read_error);
+  // A folder that cannot be read whole is not taken for one without the
+  // versions it could not list (the poller would unload them).
+  if (read_error) {
+    return absl::UnavailableError(
+        absl::StrCat("model folder '", model_dir.substr(0, 256), "' cannot be read: ", read_error.message()));
+  }
+  for (const fs::directory_entry& sub : entries) {
     // A version folder is named by its number as written plainly ("1", never
     // "01"), so no two folders can claim one version; others are ignored.
     const std::string folder = sub.path().filename().string();
@@ -65,13 +74,16 @@ absl::StatusOr<DiskModel> ScanModelFolder(const std::string& model_dir, const st
 
 absl::StatusOr<DiskRepository> ScanRepository(const std::string& root) {
   std::error_code ec;
-  fs::directory_iterator it(root, ec);
+  const std::vector<fs::directory_entry> entries = FolderEntries(root, &ec);
   if (ec) return absl::NotFoundError(absl::StrCat("model repository '", root, "' cannot be read: ", ec.message()));
   DiskRepository out;
-  for (const fs::directory_entry& sub : it) {
+  for (const fs::directory_entry& sub : entries) {
     std::string name = sub.path().filename().string();
     if (!sub.is_directory(ec) || !ValidateModelName(name).ok()) continue;
     absl::StatusOr<DiskModel> model = ScanModel(root, name);
+    // A model folder that could not be read whole fails the scan: the
+    // poller keeps serving what it knows rather than unload its versions.
+    if (absl::IsUnavailable(model.status())) return model.status();
     if (model.ok()) out.emplace(name, *std::move(model));
   }
   return out;

@@ -34,13 +34,16 @@ struct DiskModel {
 using DiskRepository = std::map<std::string, DiskModel>;
 
 // Every model folder under `root` with a valid model name. NOT_FOUND when
-// the root cannot be listed.
+// the root cannot be listed; UNAVAILABLE when a model folder could not be
+// read whole (the caller keeps what it knew).
 absl::StatusOr<DiskRepository> ScanRepository(const std::string& root);
 // One model folder; INVALID_ARGUMENT for a name that is not a model name,
-// NOT_FOUND when it is not a directory.
+// NOT_FOUND when it is not a directory, UNAVAILABLE when its listing failed
+// part way.
 absl::StatusOr<DiskModel> ScanModel(const std::string& root, const std::string& name);
 // A model folder anywhere (`dir`), read as model `name` whatever the
-// folder is called; NOT_FOUND when it is not a directory.
+// folder is called; NOT_FOUND when it is not a directory, UNAVAILABLE when
+// its listing failed part way.
 absl::StatusOr<DiskModel> ScanModelFolder(const std::string& dir, const std::string& name);
 
 }  // namespace infergate

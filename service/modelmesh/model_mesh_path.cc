@@ -1,4 +1,5 @@
 #include "service/modelmesh/model_mesh_path.h"
+#include "common/folder_entries.h"
 
 #include <filesystem>
 #include <vector>
@@ -89,7 +90,7 @@ absl::StatusOr<std::string> ResolveModelMeshPath(const std::string& model_path, 
   if (IsModelFolder(real)) return checked(real);
   // A repository of one model.
   std::vector<fs::path> models;
-  for (const fs::directory_entry& sub : fs::directory_iterator(real, ec)) {
+  for (const fs::directory_entry& sub : FolderEntries(real, &ec)) {
     if (sub.is_directory(ec) && IsModelFolder(sub.path())) models.push_back(sub.path());
   }
   if (models.size() == 1) return checked(models.front());

@@ -1,4 +1,5 @@
 #include "scheduler/repository/torchserve/torchserve_store.h"
+#include "common/folder_entries.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -55,7 +56,7 @@ bool IsDir(const fs::path& p) {
 std::vector<std::string> MarFiles(const std::string& store) {
   std::vector<std::string> out;
   std::error_code e;
-  for (const auto& entry : fs::directory_iterator(store, e)) {
+  for (const auto& entry : FolderEntries(store, &e)) {
     if (entry.path().extension() == ".mar" && entry.is_regular_file(e)) out.push_back(entry.path().filename());
   }
   std::sort(out.begin(), out.end());
@@ -159,7 +160,7 @@ bool IsTorchServeStore(const std::string& root) {
   std::error_code e;
   if (fs::exists(fs::path(root) / kConfigFile, e) || IsDir(fs::path(root) / kStoreFolder)) return true;
   bool archives = false;
-  for (const auto& entry : fs::directory_iterator(root, e)) {
+  for (const auto& entry : FolderEntries(root, &e)) {
     if (entry.is_directory(e) && entry.path().filename().string()[0] != '.') return false;  // a model folder
     archives = archives || entry.path().extension() == ".mar";
   }
