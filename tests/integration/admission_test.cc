@@ -8,6 +8,7 @@
 // state file admits each model by the size the first one learned.
 
 #include <ATen/ops/zeros.h>
+#include <torch/script.h>
 #include <stdlib.h>
 
 #include <atomic>

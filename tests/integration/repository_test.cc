@@ -5,6 +5,7 @@
 // good model.
 
 #include <ATen/ops/full.h>
+#include <torch/script.h>
 
 #include <atomic>
 #include <cstdlib>

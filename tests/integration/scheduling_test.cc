@@ -1,5 +1,7 @@
 // Batching, queue limits, deadlines, drain and mixed load through the real server.
 
+#include <torch/script.h>
+
 #include <cstdlib>
 #include <map>
 #include <sstream>

@@ -3,14 +3,18 @@
 // ephemeral port with the demo models, a gRPC stub to it, and the same
 // model.pt run in this process as the reference answer.
 
+#include <ATen/TensorOperators.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <torch/script.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -48,13 +52,9 @@ inline inference::ModelInferRequest MlpV2Request() {
 }
 
 // The same model.pt run in this process: what the server must agree with.
-inline at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& inputs, int version = 1) {
-  torch::jit::Module m = torch::jit::load(DemoRepository() + "/" + model + "/" + std::to_string(version) + "/model.pt");
-  m.eval();
-  c10::InferenceMode guard;
-  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
-  return m.forward(args).toTensor();
-}
+// (server_fixture.cc: TorchScript's headers, the heaviest of all, are
+// parsed there once, not by every test that includes this.)
+at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& inputs, int version = 1);
 
 // Polls ListDevices (up to 30 s) until some device satisfies `running`;
 // false if none did. Synchronises a test with work it started.
