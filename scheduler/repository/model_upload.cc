@@ -96,7 +96,8 @@ absl::Status CheckNotNativeCode(absl::string_view path, absl::string_view conten
 
 bool IsVersionModelFile(absl::string_view path) {
   std::vector<absl::string_view> parts = absl::StrSplit(path, '/');
-  return parts.size() == 2 && parts[1] == "model.pt" && ParseVersion(parts[0], "version").ok() &&
+  return parts.size() == 2 && (parts[1] == "model.pt" || parts[1] == "model.pt2") &&
+         ParseVersion(parts[0], "version").ok() &&
          std::to_string(*ParseVersion(parts[0], "version")) == parts[0];
 }
 

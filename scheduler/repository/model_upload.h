@@ -36,7 +36,9 @@ absl::Status CheckUploadPath(absl::string_view path);
 // refused too: what cannot be checked is not let in.
 absl::Status CheckNotNativeCode(absl::string_view path, absl::string_view content);
 
-// Whether `path` is a version's model file ("<version>/model.pt").
+// Whether `path` is a version's model file ("<version>/model.pt", or
+// "<version>/model.pt2", an AOTInductor package: native code, which
+// CheckNotNativeCode refuses unless native uploads are allowed).
 bool IsVersionModelFile(absl::string_view path);
 
 // Makes and removes the folders uploads are served from: one private root

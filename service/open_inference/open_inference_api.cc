@@ -351,7 +351,8 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
     for (const auto& [path, content] : files) has_model |= IsVersionModelFile(path);
     if (!has_model) {
       return absl::InvalidArgumentError(
-          "parameters.file:<version>/model.pt: the files sent with the load hold no model (a <version>/model.pt)");
+          "parameters.file:<version>/model.pt: the files sent with the load hold no model (a <version>/model.pt, or "
+          "<version>/model.pt2 where native uploads are allowed)");
     }
     load.files = std::make_shared<const std::map<std::string, std::string>>(std::move(files));
   }

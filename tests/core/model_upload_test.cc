@@ -55,7 +55,9 @@ TEST(ModelUploadTest, NativeCodeIsRefusedByNameHeaderOrArchiveEntry) {
 TEST(ModelUploadTest, OnlyAVersionFolderNamedPlainlyHoldsAModel) {
   EXPECT_TRUE(IsVersionModelFile("1/model.pt"));
   EXPECT_TRUE(IsVersionModelFile("42/model.pt"));
-  for (const char* not_model : {"model.pt", "01/model.pt", "a/model.pt", "1/model.pth", "1/x/model.pt"}) {
+  EXPECT_TRUE(IsVersionModelFile("3/model.pt2"));
+  for (const char* not_model : {"model.pt", "01/model.pt", "a/model.pt", "1/model.pth", "1/x/model.pt", "model.pt2",
+                                "1/model.pt3", "1/x/model.pt2"}) {
     EXPECT_FALSE(IsVersionModelFile(not_model)) << not_model;
   }
 }

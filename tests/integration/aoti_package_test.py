@@ -175,6 +175,20 @@ def main():
         r = stub.ModelInfer(req, timeout=120)
         got = torch.frombuffer(bytearray(r.raw_output_contents[0]), dtype=torch.float32).reshape(3, 4)
         check(close(got, expected(x)), "Open Inference answer differs from eager")
+        # TorchServe's and KServe V1's REST APIs serve a package as any
+        # repository model (base_handler's rules: an instance is a list).
+        import json
+        import urllib.request
+
+        def post(path, body):
+            req = urllib.request.Request("http://%s%s" % (server.http_address, path), data=json.dumps(body).encode(),
+                                         method="POST", headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return json.loads(r.read())
+        one = post("/predictions/mlp_pt2", x[0].tolist())
+        check(close(torch.tensor([one]), expected(x[:1])), "/predictions/mlp_pt2 differs from eager: %s" % one)
+        v1_rows = post("/v1/models/mlp_pt2:predict", {"instances": x.tolist()})["predictions"]
+        check(close(torch.tensor(v1_rows), expected(x)), "KServe V1 on mlp_pt2 differs from eager: %s" % v1_rows)
         meta = stub.ModelMetadata(pb.ModelMetadataRequest(name="mlp_pt2"), timeout=30)
         check(meta.platform == "torch_aoti" and [t.name for t in meta.inputs] == ["x"], "metadata: %s" % meta)
         config = stub.ModelConfig(pb.ModelConfigRequest(name="mlp_pt2"), timeout=30).config
@@ -385,6 +399,43 @@ def main():
         server = None
         left = os.listdir(temp)
         check(not left, "left under TMPDIR after exit: %s" % left)
+
+        # --- a package sent with a load (Triton's file: parameters) is native
+        # code: refused unless the server allows native uploads, then served
+        # from the upload's own folder, gone again when the server exits
+        def upload(server):
+            stub = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.address))
+            load = pb.RepositoryModelLoadRequest(model_name="uploaded_pt2")
+            load.parameters["config"].string_param = "{}"  # what the package declares
+            load.parameters["file:1/model.pt2"].bytes_param = open(package, "rb").read()
+            try:
+                stub.RepositoryModelLoad(load, timeout=120)
+                return stub, None
+            except grpc.RpcError as e:
+                return stub, e
+        for flags, allowed in ((["--max-load-file-bytes=64MiB"], False),
+                               (["--max-load-file-bytes=64MiB", "--allow-native-uploads"], True)):
+            server = Server(args.server, ["--model-repository=" + repo, "--devices=cpu"] + flags,
+                            os.path.join(work, "server-upload.log"))
+            server.wait_serving()
+            stub, error = upload(server)
+            if not allowed:
+                check(error is not None and error.code() == grpc.StatusCode.PERMISSION_DENIED and
+                      "--allow-native-uploads" in error.details(),
+                      "a .pt2 upload without --allow-native-uploads: %s" % (error and error.details()))
+            else:
+                check(error is None, "a .pt2 upload with --allow-native-uploads: %s" % (error and error.details()))
+                x = rows(4, 11)
+                req = pb.ModelInferRequest(model_name="uploaded_pt2")
+                req.inputs.add(name="x", datatype="FP32", shape=[4, 16])
+                req.raw_input_contents.append(x.numpy().tobytes())
+                r = stub.ModelInfer(req, timeout=120)
+                got = torch.frombuffer(bytearray(r.raw_output_contents[0]), dtype=torch.float32).reshape(4, 4)
+                check(close(got, expected(x)), "the uploaded package differs from eager")
+                meta = stub.ModelMetadata(pb.ModelMetadataRequest(name="uploaded_pt2"), timeout=30)
+                check(meta.platform == "torch_aoti", "the uploaded package's metadata: %s" % meta)
+            check(server.stop() == 0, "the upload server did not exit cleanly")
+            server = None
         print("aoti_package_test: %d checks passed" % checks_made())
     finally:
         if server:
