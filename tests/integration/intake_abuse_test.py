@@ -14,9 +14,11 @@ of the round-5 probe, against the real server on loopback:
   connection's small call and an 8 MiB call are answered within 2 s (or
   five times what they took before, on a slow machine), and every
   trickler's room goes back.
-- The gate: with --max-inflight-bytes equal to --max-receive-bytes, 40
-  streams of one connection that sent large requests are cancelled while
-  their requests queue; then new requests on that connection are answered.
+- The gate: with --max-inflight-bytes equal to --max-receive-bytes, a
+  unary read with no room (a trickler holds it) waits in line 250 ms and
+  is refused unread, then answered once the room is back; 40 streams of
+  one connection that sent large requests are cancelled while their
+  requests queue; then new requests on that connection are answered.
 - M1: two 50 MB requests of empty bytes_contents to an FP32 model are
   refused before a vector is built (the string limit, counted on the wire),
   the peak memory growing by less than 100 MB, while a small client on its
@@ -54,8 +56,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from igtest import (Server, make_demo_models, check, checks_made, expect_budget_back, fail, generate_stubs,  # noqa: E402
-                    length_delimited, memory_bounds_apply, reference_stubs, required_arguments, reset_peak, rss_kib,
-                    varint, write_count_strings)
+                    inflight_bytes, length_delimited, memory_bounds_apply, reference_stubs, required_arguments,
+                    reset_peak, rss_kib, varint, write_count_strings)
 
 TOKEN = "round-five-inference-token-0123456789"
 MIB = 1 << 20
@@ -323,10 +325,46 @@ def h2_tricklers(server, pb, pb_grpc, bounds_factor):
 
 # --- The gate that never opened again ----------------------------------------
 
-def gate_storm(args, work, pb, pb_grpc, models):
-    """--max-inflight-bytes equal to --max-receive-bytes; 40 cancelled
-    streams of one connection that sent large requests, while `slow` keeps
-    the one worker busy; then that connection's new requests are answered."""
+def line_wait(server, stub, large, bounds_factor):
+    """A unary read waits in line for room at most 250 ms, then is refused
+    unread: a trickler holds the one room a 64 MiB budget gives reads of
+    up to 64 MiB (half of it; the other half is kept for messages that came
+    in), and `stub`'s connection, which has sent large requests, asks for
+    another. Once the trickler goes, the same request is answered."""
+    import grpc
+    stop = threading.Event()
+    trickler = Trickler(server.address, 60 * 1000 * 1000, stop)
+    trickler.start()
+    deadline = time.time() + 10 * bounds_factor
+    while inflight_bytes(server) < 32 * MIB and time.time() < deadline:
+        time.sleep(0.05)
+    check(inflight_bytes(server) >= 32 * MIB, "the trickler's read never took its room: %d bytes in flight" %
+          inflight_bytes(server))
+    start = time.time()
+    try:
+        stub.ModelInfer(large, timeout=30)
+        refused = None
+    except grpc.RpcError as e:
+        refused = e
+        SEEN_ERRORS.append(e.details() or "")
+    waited = time.time() - start
+    print("line wait: a 24 MiB call beside a trickler holding the room: %s after %.2f s" %
+          (refused.code().name if refused else "answered", waited))
+    check(refused is not None and refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and
+          "had no room to read a request" in refused.details(),
+          "a call with no room to read: %s" % (refused.details() if refused else "answered"))
+    check(0.2 <= waited < 3.0 * bounds_factor, "a call with no room was refused after %.2f s (it waits 250 ms)" % waited)
+    stop.set()
+    trickler.join(timeout=10)
+    expect_budget_back(server, "the line wait")
+    stub.ModelInfer(large, timeout=120)  # room again once the trickler went
+
+
+def gate_storm(args, work, pb, pb_grpc, models, bounds_factor):
+    """--max-inflight-bytes equal to --max-receive-bytes: a unary read waits
+    in line 250 ms at most (line_wait); 40 cancelled streams of one
+    connection that sent large requests, while `slow` keeps the one worker
+    busy; then that connection's new requests are answered."""
     import grpc
     server = Server(args.server, ["--model-repository=" + models, "--devices=cpu", "--cpu-workers=1",
                                   "--max-inflight-bytes=64MiB", "--max-receive-bytes=64MiB"],
@@ -338,6 +376,7 @@ def gate_storm(args, work, pb, pb_grpc, models):
         name="x", datatype="FP32", shape=[4])], raw_input_contents=[b"\0\0\x80\x3f" * 4])
     large = fails_request(pb, 6 * MIB)  # 24 MiB: the connection sends large requests
     stub.ModelInfer(large, timeout=120)
+    line_wait(server, stub, large, bounds_factor)
     stop = threading.Event()
 
     def busy():
@@ -653,7 +692,7 @@ def main():
             rebinding(open_server)
             check(health_watch_through_drain(open_server) == 0, "the open server exits 0 on SIGTERM")
         if only in ("", "gate"):
-            gate_storm(args, work, pb, pb_grpc, models)
+            gate_storm(args, work, pb, pb_grpc, models, bounds_factor)
         if only in ("", "admin"):
             m2_warmup_and_lows(args, work, models)
         traced = [e for e in SEEN_ERRORS if "frame #" in e or "0x7f" in e or "Exception raised from" in e]
