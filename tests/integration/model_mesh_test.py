@@ -324,15 +324,19 @@ instance_group [ { kind: KIND_CPU } ]
         server = None
 
         # --- runtimeStatus is STARTING until the repository serves: a
-        # repository whose three models each warm up for about a second.
-        # The SPI answers from the first moment (its port is printed before
-        # warm-up), STARTING, then READY once the server is ready.
+        # repository of three models warmed up on a simulated cuda:0 whose
+        # every load waits 1.5 s for its transfer, so warm-up takes seconds
+        # however fast the machine computes (a fast machine once warmed the
+        # three up before the first poll). The SPI answers from the first
+        # moment (its port is printed before warm-up), STARTING, then READY
+        # once the server is ready.
         starting = os.path.join(work, "starting-repo")
-        for name in ("slow_a", "slow_b", "slow_c"):
-            copy_model(models, "slow", os.path.join(starting, name),
-                       open(os.path.join(models, "slow", "config.pbtxt")).read() + "warmup: true\n")
+        for name in ("warm_a", "warm_b", "warm_c"):
+            copy_model(models, "mlp", os.path.join(starting, name),
+                       open(os.path.join(models, "mlp", "config.pbtxt")).read() + "warmup: true\n")
         socket_path = os.path.join(work, "mesh-starting.sock")
-        server = Server(args.server, ["--model-repository=" + starting, "--modelmesh-address=unix:" + socket_path],
+        server = Server(args.server, ["--model-repository=" + starting, "--modelmesh-address=unix:" + socket_path,
+                                      "--simulate-devices=cuda:0,transfer_latency=1500ms"],
                         os.path.join(work, "server-starting.log"))
         spi = mm_grpc.ModelRuntimeStub(grpc.insecure_channel("unix:" + socket_path))
         seen = []
@@ -350,7 +354,8 @@ instance_group [ { kind: KIND_CPU } ]
               "runtimeStatus while the repository warmed up, then after: %s" %
               [mm.RuntimeStatusResponse.Status.Name(s) if isinstance(s, int) else s for s in seen])
         warmed = open(os.path.join(work, "server-starting.log")).read()
-        check(warmed.count("slow_") >= 3, "the three models were warmed up before READY")
+        check(all(name in warmed for name in ("warm_a", "warm_b", "warm_c")),
+              "the three models were warmed up before READY")
         server.wait_serving(timeout=10)
         check(server.stop() == 0, "server did not exit cleanly")
         server = None
