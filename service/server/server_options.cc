@@ -68,10 +68,14 @@ FlagSet::Rule<Ms> UnderGrpcsLimit() {
 }
 
 FlagSet::Rule<Ms> HandshakeTimeoutRule() {
-  return [](const Ms& v) {
-    if (v.count() > INT32_MAX) return std::string("must be under 24 days");
+  return [under = UnderGrpcsLimit()](const Ms& v) {
+    if (std::string broken = under(v); !broken.empty()) return broken;
     return v.count() > 0 ? std::string() : std::string("must be positive");
   };
+}
+
+FlagSet::Rule<Ms> NotNegative() {
+  return Must<Ms>([](Ms v) { return v.count() >= 0; }, "must not be negative");
 }
 
 absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
@@ -184,7 +188,7 @@ void AddServingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
                  "How often the model repository is checked for new, changed and removed models and versions "
                  "(stat() calls only); a change is acted on once it has held still for one interval. 0 disables: "
                  "LoadModel then re-reads a model's folder.",
-                 Must<Ms>([](Ms v) { return v.count() >= 0; }, "must not be negative"));
+                 NotNegative());
   flags.Duration("drain-timeout", &o.drain_timeout,
                  "On SIGTERM/SIGINT, how long queued and running requests may take to finish (e.g. 30s, 500ms).");
   flags.Duration("stuck-batch-timeout", &o.stuck_batch_timeout,
@@ -285,7 +289,7 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
                "tail).");
   flags.Duration("move-min-residence", &f.move_min_residence,
                  "A model that moved onto an accelerator is not displaced for this long.",
-                 Must<Ms>([](Ms v) { return v.count() >= 0; }, "must not be negative"));
+                 NotNegative());
   flags.Duration("move-period", &f.move_period,
                  "How often the move policy decides (and at once when a request ran away from its best device).",
                  Must<Ms>([](Ms v) { return v.count() >= 10; }, "must be at least 10ms"));
