@@ -332,8 +332,7 @@ instance_group [ { kind: KIND_CPU } ]
         # once the server is ready.
         starting = os.path.join(work, "starting-repo")
         for name in ("warm_a", "warm_b", "warm_c"):
-            copy_model(models, "mlp", os.path.join(starting, name),
-                       open(os.path.join(models, "mlp", "config.pbtxt")).read() + "warmup: true\n")
+            copy_model(models, "mlp", os.path.join(starting, name))  # its config asks for warm-up
         socket_path = os.path.join(work, "mesh-starting.sock")
         server = Server(args.server, ["--model-repository=" + starting, "--modelmesh-address=unix:" + socket_path,
                                       "--simulate-devices=cuda:0,transfer_latency=1500ms"],
@@ -354,8 +353,8 @@ instance_group [ { kind: KIND_CPU } ]
               "runtimeStatus while the repository warmed up, then after: %s" %
               [mm.RuntimeStatusResponse.Status.Name(s) if isinstance(s, int) else s for s in seen])
         warmed = open(os.path.join(work, "server-starting.log")).read()
-        check(all(name in warmed for name in ("warm_a", "warm_b", "warm_c")),
-              "the three models were warmed up before READY")
+        check(all("warm-up of model '%s'" % name in warmed for name in ("warm_a", "warm_b", "warm_c")),
+              "the three models were warmed up before READY:\n" + warmed)
         server.wait_serving(timeout=10)
         check(server.stop() == 0, "server did not exit cleanly")
         server = None
