@@ -7,12 +7,14 @@
 #include "nlohmann/json.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 #include "service/call/http_call.h"
 #include "service/call/infer_call.h"
 #include "service/http/cross_origin.h"
 #include "service/open_inference/open_inference_codec.h"
 #include "service/open_inference/open_inference_extensions.h"
 #include "service/open_inference/open_inference_json.h"
+#include "service/open_inference/raw_infer_request.h"
 
 namespace infergate {
 namespace {
@@ -250,6 +252,35 @@ HttpResponse OpenInferenceRest::SharedMemory(const HttpRequest& request, const s
   return NoRoute(request);
 }
 
+absl::StatusOr<RestInferRequest> OpenInferenceRest::ParseJsonBody(InferCall& call, const HttpRequest& request,
+                                                                 std::optional<uint64_t> json_length,
+                                                                 const std::string& model,
+                                                                 const std::string& version) const {
+  // The parse tree lives only while the body is read into tensors, but it
+  // is the largest thing the call holds: some tens of bytes per value.
+  absl::string_view json_text = request.body;
+  if (json_length && *json_length < json_text.size()) json_text = json_text.substr(0, *json_length);
+  const JsonScan scan = ScanJson(json_text);
+  RETURN_IF_ERROR(CheckScannedJson(scan, "the request body"));
+  absl::StatusOr<InflightBudget::Reservation> tree = call.Reserve(scan.TreeBytes());
+  if (!tree.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the JSON body's parse tree (about ", scan.TreeBytes(), " bytes for ", scan.values,
+        " values) does not fit the in-flight budget: ", tree.status().message(),
+        "; send tensors in the binary extension instead"));
+  }
+  // The tree is gone once this returns, and `tree` gives its room back.
+  return ParseRestInferRequest(request.body, json_length, model, version, front_end_.limits());
+}
+
+absl::StatusOr<RestInferRequest> OpenInferenceRest::ParseRawBody(const HttpRequest& request, const std::string& model,
+                                                                const std::string& version) const {
+  // The input's name, datatype and shape come from the model's config.
+  inference::ModelConfigResponse config;
+  RETURN_IF_ERROR(api_.ModelConfig(model, version, &config));
+  return ParseRawInferRequest(request.body, config.config(), model, version);
+}
+
 void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::string& model,
                               const std::string& version, HttpResponder respond) {
   // What the decoded tensors alias, and the answer's body once encoded,
@@ -290,22 +321,8 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
   }
   absl::StatusOr<Clock::time_point> deadline = RestDeadline(*request, call->received());
   if (!deadline.ok()) return call->Refuse(deadline.status());
-  // The parse tree lives only while the body is read into tensors, but it
-  // is the largest thing the call holds: some tens of bytes per value.
-  absl::string_view json_text = request->body;
-  if (json_length && *json_length < json_text.size()) json_text = json_text.substr(0, *json_length);
-  const JsonScan scan = ScanJson(json_text);
-  if (absl::Status deep = CheckScannedJson(scan, "the request body"); !deep.ok()) return call->Refuse(deep);
-  absl::StatusOr<InflightBudget::Reservation> tree = call->Reserve(scan.TreeBytes());
-  if (!tree.ok()) {
-    return call->Refuse(absl::ResourceExhaustedError(absl::StrCat(
-        "the JSON body's parse tree (about ", scan.TreeBytes(), " bytes for ", scan.values,
-        " values) does not fit the in-flight budget: ", tree.status().message(),
-        "; send tensors in the binary extension instead")));
-  }
-  absl::StatusOr<RestInferRequest> parsed =
-      ParseRestInferRequest(request->body, json_length, model, version, front_end_.limits());
-  *tree = InflightBudget::Reservation();  // the tree is gone
+  absl::StatusOr<RestInferRequest> parsed = json_length == 0u ? ParseRawBody(*request, model, version)
+                                                              : ParseJsonBody(*call, *request, json_length, model, version);
   if (!parsed.ok()) return call->Refuse(parsed.status());
   exchange->rest = *std::move(parsed);
   // A client that closes its connection before the answer cancels the call.

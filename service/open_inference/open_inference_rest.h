@@ -6,7 +6,8 @@
 // budget, and the binary tensor data extension:
 //   GET  /v2, /v2/health/live, /v2/health/ready
 //   GET  /v2/models/{m}[/versions/{v}][/ready|/config|/stats], /v2/models/stats
-//   POST /v2/models/{m}[/versions/{v}]/infer
+//   POST /v2/models/{m}[/versions/{v}]/infer (JSON, binary inputs after the
+//        JSON, or Triton's raw form: raw_infer_request.h)
 //   GET|POST /v2/repository/index; POST /v2/repository/models/{m}/load|unload
 //   GET|POST /v2/logging; GET|POST /v2/trace/setting, /v2/models/{m}/trace/setting
 //   /v2/{system,cuda}sharedmemory[/region/{name}]/status|register|unregister
@@ -35,6 +36,7 @@
 #include "service/call/http_call.h"
 #include "service/call/infer_call.h"
 #include "service/open_inference/open_inference_api.h"
+#include "service/open_inference/open_inference_json.h"
 
 namespace infergate {
 
@@ -59,6 +61,14 @@ class OpenInferenceRest {
   HttpResponse Route(const HttpRequest& request, const std::vector<std::string>& parts);
   void Infer(std::shared_ptr<HttpRequest> request, const std::string& model, const std::string& version,
              HttpResponder respond);
+  // An infer request's body as the protocol's request: JSON (and binary
+  // inputs after it; its parse tree charged to `call` while it lives), or
+  // Triton's raw form when Inference-Header-Content-Length is 0.
+  absl::StatusOr<RestInferRequest> ParseJsonBody(InferCall& call, const HttpRequest& request,
+                                                 std::optional<uint64_t> json_length, const std::string& model,
+                                                 const std::string& version) const;
+  absl::StatusOr<RestInferRequest> ParseRawBody(const HttpRequest& request, const std::string& model,
+                                                const std::string& version) const;
   void Load(const HttpRequest& request, const std::string& model, bool load, HttpResponder respond);
   // The shared-memory routes (open_inference_extensions.h).
   HttpResponse SharedMemory(const HttpRequest& request, const std::vector<std::string>& parts);

@@ -35,6 +35,7 @@
 #include "service/open_inference/open_inference_datatype.h"
 #include "service/http/json_scan.h"
 #include "service/open_inference/open_inference_json.h"
+#include "service/open_inference/raw_infer_request.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "service/http/content_encoding.h"
 #include "service/open_inference/log_settings.h"
@@ -256,6 +257,38 @@ void FuzzRestBody(const uint8_t* data, size_t size) {
   Require(nlohmann::json::accept(json));
 }
 
+// Triton's raw binary request against a configuration made of the first
+// bytes (datatype, batching, up to three dims, 0xFF a variable one); the
+// rest is the body. Whatever is accepted is one input whose shape has no
+// variable dimension left and whose bytes are the body's (after a 4-byte
+// length for BYTES).
+void FuzzRawBody(const uint8_t* data, size_t size) {
+  if (size < 2) return;
+  inference::ModelConfig config;
+  const int inputs = data[1] >> 6;  // 0..3 inputs declared
+  for (int i = 0; i < inputs; ++i) {
+    inference::ModelInput* in = config.add_input();
+    in->set_name(absl::StrCat("in", i));
+    in->set_data_type(static_cast<inference::DataType>(data[0] % 15));
+  }
+  if (data[1] & 0x20) config.set_max_batch_size(8);
+  const size_t dims = std::min<size_t>(data[1] & 0x3, size - 2);
+  for (size_t d = 0; d < dims && inputs > 0; ++d) {
+    config.mutable_input(0)->add_dims(data[2 + d] == 0xFF ? -1 : data[2 + d]);
+  }
+  absl::string_view body(reinterpret_cast<const char*>(data + 2 + dims), size - 2 - dims);
+  absl::StatusOr<RestInferRequest> parsed = ParseRawInferRequest(body, config, "m", "");
+  if (!parsed.ok()) {
+    Require(parsed.status().code() == absl::StatusCode::kInvalidArgument);
+    return;
+  }
+  Require(inputs == 1 && parsed->request.inputs_size() == 1 && parsed->request.raw_input_contents_size() == 1);
+  for (int64_t d : parsed->request.inputs(0).shape()) Require(d >= 0);
+  const bool bytes = parsed->request.inputs(0).datatype() == "BYTES";
+  Require(parsed->request.raw_input_contents(0).size() == body.size() + (bytes ? 4 : 0));
+  Require(parsed->all_outputs_binary);
+}
+
 // A load request's `config` parameter (Triton's JSON model configuration):
 // read without an exception escaping, and whatever it accepts either makes
 // a config the file checks accept, which prints and parses back the same,
@@ -418,7 +451,7 @@ void FuzzStrings(const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  // 0xF0..0xF7 pick the newer paths; the rest keep the routes the seed
+  // 0xF0..0xF8 pick the newer paths; the rest keep the routes the seed
   // corpus was written for.
   if (data[0] == 0xF0) {
     FuzzTritonConfig(data + 1, size - 1);
@@ -436,6 +469,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FuzzArchive(data + 1, size - 1);
   } else if (data[0] == 0xF7) {
     FuzzStrings(data + 1, size - 1);
+  } else if (data[0] == 0xF8) {
+    FuzzRawBody(data + 1, size - 1);
   } else if (data[0] % 4 == 0) {
     FuzzConfig(data + 1, size - 1);
   } else if (data[0] % 4 == 1) {

@@ -323,6 +323,33 @@ def main():
         rp = curl(http, "POST", "/v2/models/pair/infer", body, ["Inference-Header-Content-Length: %d" % n])
         check(rp.status == 200 and rp.binary() == b"".join(gp.raw_output_contents), "FP16 pair %r" % rp)
 
+        # --- Triton's raw binary request (Inference-Header-Content-Length: 0):
+        # the body is the one input's bytes, its name, datatype and shape
+        # from the config (mlp batches: [1, 256]); every output answers in
+        # binary. Placed as any request (a BF16 device may serve it), so the
+        # row is compared within BF16's rounding.
+        def close_to(got, want_bytes):
+            g, w = struct.unpack("<%df" % (len(got) // 4), got), struct.unpack("<%df" % (len(want_bytes) // 4), want_bytes)
+            return len(g) == len(w) and all(abs(a - b) <= 0.02 + 0.02 * abs(b) for a, b in zip(g, w))
+        raw = curl(http, "POST", "/v2/models/mlp/infer", f32(x[:256]), ["Inference-Header-Content-Length: 0"])
+        check(raw.status == 200 and raw.headers.get("content-type") == "application/octet-stream", "raw infer %r" % raw)
+        raw_out = raw.json()["outputs"][0]
+        check(raw_out["shape"] == [1, 10] and raw_out["parameters"]["binary_data_size"] == 40, "raw answer %s" % raw_out)
+        check(close_to(raw.binary(), want[:40]), "raw output differs from gRPC's first row")
+        # Chunked (curl chunks the body itself when told to).
+        chunked = curl(http, "POST", "/v2/models/mlp/infer", f32(x[:256]),
+                       ["Inference-Header-Content-Length: 0", "Transfer-Encoding: chunked"])
+        check(chunked.status == 200 and close_to(chunked.binary(), want[:40]), "chunked raw infer %r" % chunked)
+        # Triton's refusals: a model whose config declares no inputs (pair's
+        # are learned from its signature); a size the shape cannot hold.
+        expect_error(curl(http, "POST", "/v2/models/pair/infer", f32(floats(8, 2)), ["Inference-Header-Content-Length: 0"]),
+                     400, "Raw request must only have 1 input (found 1) to be deduced but got 0 inputs in 'pair' "
+                     "model configuration", "declares none")
+        expect_error(curl(http, "POST", "/v2/models/mlp/infer", f32(x[:255]), ["Inference-Header-Content-Length: 0"]),
+                     400, "input byte size mismatch for input 'x'", "Expected 1024, got 1020")
+        expect_error(curl(http, "POST", "/v2/models/nosuch/infer", b"1234", ["Inference-Header-Content-Length: 0"]),
+                     404, "nosuch")
+
         # --- device, precision and fallback parameters, as on gRPC
         def mlp_with(**params):
             return curl(http, "POST", "/v2/models/mlp/infer",
