@@ -1,6 +1,7 @@
 #include "service/call/wire_tensor.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,29 @@ absl::StatusOr<int64_t> ValidateShape(const std::vector<int64_t>& shape, absl::s
     nonzero_product *= shape[d];
   }
   return has_zero ? 0 : nonzero_product;
+}
+
+absl::Status CheckShapeFitsInt64(const std::vector<int64_t>& shape, size_t element_size, absl::string_view input) {
+  int64_t product = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return absl::OkStatus();
+    if (d == 0) return absl::OkStatus();  // no elements, whatever the rest
+  }
+  for (int64_t d : shape) {
+    if (product > INT64_MAX / d) {
+      return absl::InvalidArgumentError(absl::StrCat("invalid shape for input '", input, "': shape [",
+                                                     absl::StrJoin(shape, ","),
+                                                     "] causes total element count to exceed maximum size of ",
+                                                     INT64_MAX));
+    }
+    product *= d;
+  }
+  if (element_size > 1 && product > INT64_MAX / static_cast<int64_t>(element_size)) {
+    return absl::InvalidArgumentError(absl::StrCat("byte size overflow for input '", input, "': element count (",
+                                                   product, ") * data type size (", element_size,
+                                                   ") exceeds maximum allowed size (", INT64_MAX, ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateRawBytes(DType dtype, int64_t elements, const std::vector<int64_t>& shape,

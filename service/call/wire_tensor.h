@@ -57,6 +57,14 @@ absl::StatusOr<WireTensorInfo> ValidateWireTensor(const v1::Tensor& wire, absl::
 absl::StatusOr<int64_t> ValidateShape(const std::vector<int64_t>& shape, absl::string_view field,
                                       const CodecLimits& limits);
 
+// Triton's refusals of a shape whose element count, or byte count at
+// `element_size` bytes each (0: strings, not checked), passes INT64_MAX,
+// in Triton's words ("invalid shape for input 'x': shape [..] causes total
+// element count to exceed maximum size of ..."; "byte size overflow for
+// input 'x': ..."). OK for anything else, negative dims included (which
+// ValidateShape refuses); the element limit is ValidateShape's.
+absl::Status CheckShapeFitsInt64(const std::vector<int64_t>& shape, size_t element_size, absl::string_view input);
+
 // Raw element bytes for `elements` values of `dtype`: the byte count, and
 // BOOL bytes of 0 or 1; for BYTES, the serialized strings (wire_strings.h). `data_field` names where the bytes came from.
 absl::Status ValidateRawBytes(DType dtype, int64_t elements, const std::vector<int64_t>& shape,

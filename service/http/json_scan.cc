@@ -63,8 +63,9 @@ absl::Status CheckScannedJson(const JsonScan& scan, absl::string_view what) {
         absl::StrCat(what, ": a NUL byte at offset ", scan.first_nul, "; JSON text holds none"));
   }
   if (scan.max_depth <= kMaxJsonDepth) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(what, ": JSON nested ", scan.max_depth, " levels deep; at most ",
-                                                 kMaxJsonDepth, " are accepted"));
+  // Triton's words first (its clients and tests match them).
+  return absl::InvalidArgumentError(absl::StrCat("JSON nesting depth exceeds maximum allowed limit (", kMaxJsonDepth,
+                                                 "): ", what, " is nested ", scan.max_depth, " levels deep"));
 }
 
 absl::StatusOr<nlohmann::json> ParseBoundedJson(absl::string_view text, absl::string_view what) {

@@ -43,9 +43,10 @@ struct JsonScan {
 
 JsonScan ScanJson(absl::string_view text);
 
-// The deepest nesting any request body needs: the request object, its
-// `inputs`, a tensor, and a tensor's `data` nested at most 64 deep.
-inline constexpr int kMaxJsonDepth = 68;
+// The deepest nesting a body may have: Triton's limit (100), which holds
+// the request object, its `inputs`, a tensor, and a tensor's `data` nested
+// as deep as any tensor's rank (64) with room to spare.
+inline constexpr int kMaxJsonDepth = 100;
 
 // INVALID_ARGUMENT naming `what` when `scan` nests deeper than
 // kMaxJsonDepth or found a NUL byte.

@@ -165,9 +165,10 @@ absl::Status CheckRequestedOutputs(const inference::ModelInferRequest& request, 
     for (int i = 0; i < request.outputs_size(); ++i) {
       auto [first, fresh] = seen.emplace(request.outputs(i).name(), i);
       if (!fresh) {
-        return absl::InvalidArgumentError(absl::StrCat("outputs[", i, "].name: '",
-                                                       request.outputs(i).name().substr(0, 64),
-                                                       "' is already requested by outputs[", first->second, "]"));
+        // Triton's words first (its clients and tests match them).
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output '", request.outputs(i).name().substr(0, 64), "' already exists in request (outputs[", i,
+            "].name: also requested by outputs[", first->second, "])"));
       }
     }
   }

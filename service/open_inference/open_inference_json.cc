@@ -13,6 +13,7 @@
 #include <variant>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/client_text.h"
 #include "absl/strings/str_join.h"
@@ -377,6 +378,7 @@ absl::StatusOr<InputDecoded> DecodeInput(const Json& in, size_t i, absl::string_
   ASSIGN_OR_RETURN(std::string datatype, StringField(in, "datatype", field + ".", true));
   ASSIGN_OR_RETURN(const DType dtype, DatatypeFromName(datatype, field + ".datatype"));
   ASSIGN_OR_RETURN(const std::vector<int64_t> shape, ParseShape(in, field));
+  RETURN_IF_ERROR(CheckShapeFitsInt64(shape, ElementSize(dtype), name));
   ASSIGN_OR_RETURN(const int64_t elements, ValidateShape(shape, field + ".shape", limits));
   ASSIGN_OR_RETURN(const std::optional<uint64_t> binary_size, BinaryDataSize(in, field));
 
@@ -649,13 +651,43 @@ std::string LogSettingsToJson(const LogSettings& settings) {
   return out.dump();
 }
 
+namespace {
+
+// The first character of the value of `ready` when it is the body's first
+// member ({"ready": ...), read without parsing; nullopt otherwise.
+std::optional<char> FirstCharOfLeadingReady(absl::string_view body) {
+  constexpr absl::string_view kSpace = " \t\r\n";
+  auto skip = [&](size_t at) { return std::min(body.find_first_not_of(kSpace, at), body.size()); };
+  size_t at = skip(0);
+  if (at >= body.size() || body[at] != '{') return std::nullopt;
+  at = skip(at + 1);
+  if (!absl::StartsWith(body.substr(at), "\"ready\"")) return std::nullopt;
+  at = skip(at + 7);
+  if (at >= body.size() || body[at] != ':') return std::nullopt;
+  at = skip(at + 1);
+  if (at >= body.size()) return std::nullopt;
+  return body[at];
+}
+
+absl::Status InvalidReady() {
+  return absl::InvalidArgumentError("Invalid value for 'ready': expected a boolean (true or false)");
+}
+
+}  // namespace
+
 absl::StatusOr<bool> ParseRepositoryIndexReady(absl::string_view body) {
   if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) return false;
+  // Triton checks the type of `ready` first: a value that is no boolean is
+  // refused as such however deep it nests (its QA suite sends 250,000
+  // levels), before the depth check would name the nesting instead.
+  if (std::optional<char> first = FirstCharOfLeadingReady(body); first && *first != 't' && *first != 'f') {
+    return InvalidReady();
+  }
   ASSIGN_OR_RETURN(Json parsed, ParseJson(body, "the request body"));
   if (!parsed.is_object()) return Invalid("request body", "expected a JSON object");
   auto ready = parsed.find("ready");
   if (ready == parsed.end()) return false;
-  if (!ready->is_boolean()) return Invalid("ready", "expected true or false");
+  if (!ready->is_boolean()) return InvalidReady();
   return ready->get<bool>();
 }
 

@@ -90,7 +90,7 @@ TEST(OpenInferenceCodec, AnOutputRequestedTwiceIsRefusedNamingBoth) {
   for (int i = 0; i < 1000; ++i) request.add_outputs()->set_name("logits");
   absl::Status s = DecodeInferRequest(request, {}, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("outputs[2].name: 'logits' is already requested by outputs[0]"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("output 'logits' already exists in request (outputs[2].name: also requested by outputs[0])"), std::string::npos) << s;
 }
 
 TEST(OpenInferenceCodec, TensorCountsAreCheckedBeforeAnyTensorIsDecoded) {

@@ -134,7 +134,7 @@ TEST(RestInferRequest, NestingDeeperThanAnyRankIsRefusedWithoutRecursion) {
   std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
   // Refused by the whole body's depth, before a tree is built.
   ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}",
-                "JSON nested 100003 levels deep; at most 68");
+                "JSON nesting depth exceeds maximum allowed limit (100): the request body is nested 100003 levels deep");
 }
 
 // Peak resident memory (VmHWM) since the last ResetPeak, in KiB.
@@ -279,6 +279,39 @@ TEST(RepositoryBodies, ParametersAndReadyFlag) {
   EXPECT_EQ(*ParseRepositoryIndexReady(""), false);
   EXPECT_FALSE(ParseRepositoryIndexReady(R"({"ready":"yes"})").ok());
   EXPECT_EQ(JsonError("a \"quoted\"\n"), R"({"error":"a \"quoted\"\n"})");
+}
+
+// Triton's texts for what its QA suite sends (qa/L0_http): a `ready` that
+// is no boolean however deep it nests, nesting past 100, overflowing
+// shapes, a repeated output name (the codec's test).
+TEST(TritonTexts, RefusalsCarryTritonsWordsFirst) {
+  const std::string deep = std::string(250000, '[') + "true" + std::string(250000, ']');
+  for (const std::string& body : std::vector<std::string>{R"({"ready":"yes"})", R"({ "ready" : [true]})", "{\"ready\":" + deep + "}"}) {
+    absl::StatusOr<bool> ready = ParseRepositoryIndexReady(body);
+    ASSERT_FALSE(ready.ok()) << body.substr(0, 40);
+    EXPECT_EQ(ready.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(ready.status().message().find("Invalid value for 'ready': expected a boolean"), std::string::npos)
+        << ready.status();
+  }
+  EXPECT_EQ(*ParseRepositoryIndexReady(R"( {"ready": false} )"), false);
+  // Nesting: 50 levels of data pass the depth check, 120 do not.
+  auto nested = [](int depth) {
+    return R"({"inputs":[{"name":"INPUT0","shape":[1,1],"datatype":"INT64","data":)" + std::string(depth, '[') +
+           "123" + std::string(depth, ']') + "}]}";
+  };
+  absl::StatusOr<RestInferRequest> fifty = Parse(nested(50));
+  EXPECT_TRUE(fifty.ok() || fifty.status().message().find("nesting depth") == std::string::npos) << fifty.status();
+  ExpectInvalid(nested(120), "JSON nesting depth exceeds maximum allowed limit (100)");
+  // Shapes whose element count, or byte count, passes INT64_MAX.
+  ExpectInvalid(R"({"inputs":[{"name":"INPUT0","shape":[16,1152921504606846978],"datatype":"FP32","data":[1.0]}]})",
+                "invalid shape for input 'INPUT0': shape [16,1152921504606846978] causes total element count to "
+                "exceed maximum size of 9223372036854775807");
+  ExpectInvalid(R"({"inputs":[{"name":"INPUT0","shape":[4,1152921504606846978],"datatype":"FP32","data":[1.0]}]})",
+                "byte size overflow for input 'INPUT0': element count (4611686018427387912) * data type size (4) "
+                "exceeds maximum allowed size (9223372036854775807)");
+  // Within INT64_MAX, the element limit's own words.
+  ExpectInvalid(R"({"inputs":[{"name":"INPUT0","shape":[1000000000000],"datatype":"FP32","data":[1.0]}]})",
+                "inputs[0].shape");
 }
 
 }  // namespace
