@@ -32,6 +32,7 @@ namespace infergate {
 
 class HandlerWorkPool;
 class InferenceCore;
+class TraceSettings;
 class Tracing;
 
 // What the call path needs of the core.
@@ -71,15 +72,18 @@ class FrontEnd {
   // limit; tracing off).
   // `handler_pool` may be null (the built-in handlers' work runs on the
   // calling thread).
+  // `trace_settings` may be null (the trace extension is not served).
   FrontEnd(InferBackend backend, CodecLimits limits, TokenAuth auth, InflightBudget* budget,
-           InferCallObserver* observer, Tracing* tracing = nullptr, HandlerWorkPool* handler_pool = nullptr)
+           InferCallObserver* observer, Tracing* tracing = nullptr, HandlerWorkPool* handler_pool = nullptr,
+           TraceSettings* trace_settings = nullptr)
       : backend_(std::move(backend)),
         limits_(limits),
         auth_(std::move(auth)),
         budget_(budget),
         observer_(observer),
         tracing_(tracing),
-        handler_pool_(handler_pool) {}
+        handler_pool_(handler_pool),
+        trace_settings_(trace_settings) {}
   FrontEnd(const FrontEnd&) = delete;
   FrontEnd& operator=(const FrontEnd&) = delete;
 
@@ -90,6 +94,9 @@ class FrontEnd {
   InferCallObserver* observer() const { return observer_; }
   Tracing* tracing() const { return tracing_; }
   HandlerWorkPool* handler_pool() const { return handler_pool_; }
+  // Triton's trace extension's settings: the tracer's, or the server's own
+  // "off" ones when tracing is off.
+  TraceSettings* trace_settings() const { return trace_settings_; }
 
   // From now on every front end refuses new inference (UNAVAILABLE, counted
   // as "draining") and reports not ready; accepted calls, also on open
@@ -108,6 +115,7 @@ class FrontEnd {
   InferCallObserver* const observer_;
   Tracing* const tracing_;
   HandlerWorkPool* const handler_pool_;
+  TraceSettings* const trace_settings_;
   std::atomic<bool> draining_{false};
   mutable CallTally tally_;
 };

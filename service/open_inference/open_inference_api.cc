@@ -81,7 +81,7 @@ void OpenInferenceApi::ServerMetadata(const std::vector<std::string>& extra_exte
   out->set_version(server_version_);
   // Only what is implemented: clients switch features on from this list.
   for (const char* extension :
-       {"model_repository", "model_configuration", "statistics", "parameters", "classification", "logging"}) {
+       {"model_repository", "model_configuration", "statistics", "parameters", "classification", "logging", "trace"}) {
     out->add_extensions(extension);
   }
   for (const std::string& extension : extra_extensions) out->add_extensions(extension);

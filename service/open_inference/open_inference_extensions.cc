@@ -32,13 +32,6 @@ absl::Status SharedMemoryUnregister(SharedMemoryKind kind, absl::string_view nam
   return SharedMemoryStatus(kind, name);  // nothing to unregister: every region is already gone
 }
 
-absl::Status TraceSettingAnswer(absl::string_view model) {
-  return absl::UnavailableError(absl::StrCat(
-      "trace settings", model.empty() ? "" : absl::StrCat(" for model '", model.substr(0, 64), "'"),
-      ": this server does not trace requests (no trace mode is built in); per-request timings are in each answer's "
-      "queue_us and compute_us parameters and in the metrics"));
-}
-
 absl::StatusOr<LogSettings> ChangeLogSettings(const LogSettings& changes) {
   static std::mutex mu;  // a change reads, then sets, the level
   std::lock_guard<std::mutex> lock(mu);

@@ -31,9 +31,6 @@ absl::Status SharedMemoryStatus(SharedMemoryKind kind, absl::string_view name);
 absl::Status SharedMemoryRegister(SharedMemoryKind kind, absl::string_view name);
 absl::Status SharedMemoryUnregister(SharedMemoryKind kind, absl::string_view name);
 
-// Reading or changing trace settings (`model` may be empty).
-absl::Status TraceSettingAnswer(absl::string_view model);
-
 // Applies `changes` (none: only reads) to the process's log level and
 // returns every setting as it now is. One change at a time.
 absl::StatusOr<LogSettings> ChangeLogSettings(const LogSettings& changes);

@@ -651,6 +651,43 @@ std::string LogSettingsToJson(const LogSettings& settings) {
   return out.dump();
 }
 
+absl::StatusOr<TraceSettingChange> ParseTraceSettingBody(absl::string_view body) {
+  TraceSettingChange out;
+  if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) return out;
+  ASSIGN_OR_RETURN(Json parsed, ParseJson(body, "the request body"));
+  if (!parsed.is_object()) return Invalid("request body", "expected a JSON object of trace settings");
+  for (const auto& [key, value] : parsed.items()) {
+    const std::string field = key.substr(0, 64);
+    if (value.is_null()) {
+      out[key] = std::nullopt;
+    } else if (value.is_string()) {
+      out[key] = std::vector<std::string>{value.get<std::string>()};
+    } else if (value.is_array()) {
+      std::vector<std::string> values;
+      for (const Json& v : value) {
+        if (!v.is_string()) return Invalid(field, "expected an array of strings");
+        values.push_back(v.get<std::string>());
+      }
+      out[key] = std::move(values);
+    } else {
+      return Invalid(field, "expected a string, an array of strings or null");
+    }
+  }
+  return out;
+}
+
+std::string TraceSettingsToJson(const std::map<std::string, std::vector<std::string>>& settings) {
+  Json out = Json::object();
+  for (const auto& [key, values] : settings) {
+    if (key == "trace_level") {
+      out[key] = values;
+    } else {
+      out[key] = values.empty() ? std::string() : values.front();
+    }
+  }
+  return out.dump();
+}
+
 namespace {
 
 // The first character of the value of `ready` when it is the body's first

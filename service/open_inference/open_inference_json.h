@@ -14,7 +14,9 @@
 // field at fault ("inputs[0].data[3]").
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <vector>
 #include <set>
 #include <string>
 
@@ -80,6 +82,15 @@ absl::StatusOr<bool> ParseRepositoryIndexReady(absl::string_view body);
 // (empty: nothing to change). Booleans, unsigned integers and strings.
 absl::StatusOr<LogSettings> ParseLogSettings(absl::string_view body);
 std::string LogSettingsToJson(const LogSettings& settings);
+
+// A /v2/trace/setting body: {"trace_rate": "10", "trace_level": ["OFF"],
+// "trace_count": null, ...}, each value a string, an array of strings, or
+// null (clear a model's own value). Empty: nothing to change.
+using TraceSettingChange = std::map<std::string, std::optional<std::vector<std::string>>>;
+absl::StatusOr<TraceSettingChange> ParseTraceSettingBody(absl::string_view body);
+// The settings as Triton answers them: trace_level an array, the others
+// strings.
+std::string TraceSettingsToJson(const std::map<std::string, std::vector<std::string>>& settings);
 
 // {"error": message}, escaped.
 std::string JsonError(absl::string_view message);

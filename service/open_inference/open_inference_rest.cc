@@ -15,6 +15,7 @@
 #include "service/open_inference/open_inference_extensions.h"
 #include "service/open_inference/open_inference_json.h"
 #include "service/open_inference/raw_infer_request.h"
+#include "service/tracing/trace_settings.h"
 
 namespace infergate {
 namespace {
@@ -94,7 +95,8 @@ std::optional<HttpResponse> OpenInferenceRest::Screen(const HttpRequest& head) c
   if (parts.size() == 3 && parts[1] == "health") return std::nullopt;  // probes carry no token
   const bool admin = (parts.size() == 5 && parts[1] == "repository" && parts[2] == "models" &&
                       (parts[4] == "load" || parts[4] == "unload")) ||
-                     (parts.size() == 2 && parts[1] == "logging" && head.method == "POST");
+                     (parts.size() == 2 && parts[1] == "logging" && head.method == "POST") ||
+                     (head.method == "POST" && parts.back() == "setting" && parts[parts.size() - 2] == "trace");
   absl::Status s = front_end_.auth().Check(head.Header("authorization"), admin ? TokenAuth::Role::kAdmin
                                                                    : TokenAuth::Role::kInference);
   if (s.ok()) {
@@ -181,7 +183,7 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
   const bool model_trace = parts.size() == 5 && parts[1] == "models" && parts[3] == "trace" && parts[4] == "setting";
   if ((parts.size() == 3 && parts[1] == "trace" && parts[2] == "setting") || model_trace) {
     if (!get && request.method != "POST") return WrongMethod(request, "GET, POST");
-    return Error(TraceSettingAnswer(model_trace ? parts[2] : ""));
+    return TraceSetting(request, model_trace ? parts[2] : "", authorization);
   }
   if (parts.size() == 3 && parts[1] == "models" && parts[2] == "stats") {
     if (!get) return WrongMethod(request, "GET");
@@ -250,6 +252,26 @@ HttpResponse OpenInferenceRest::SharedMemory(const HttpRequest& request, const s
     return s.ok() ? Json(200, "") : Error(s);
   }
   return NoRoute(request);
+}
+
+HttpResponse OpenInferenceRest::TraceSetting(const HttpRequest& request, const std::string& model,
+                                             absl::string_view authorization) const {
+  TraceSettings* settings = front_end_.trace_settings();
+  if (settings == nullptr) return Error(absl::UnimplementedError("this server does not serve trace settings"));
+  if (!model.empty() && !front_end_.backend().known_model(model)) {
+    return Error(absl::NotFoundError(absl::StrCat("Request for unknown model : '", model.substr(0, 64), "'")));
+  }
+  if (request.method != "POST") return Json(200, TraceSettingsToJson(settings->Get(model)));
+  absl::StatusOr<TraceSettingChange> change = ParseTraceSettingBody(request.body);
+  if (!change.ok()) return Error(change.status());
+  // Reading needs the inference token (the head screen checked it); a
+  // change, the admin one.
+  if (!change->empty()) {
+    if (absl::Status s = front_end_.auth().Check(authorization, TokenAuth::Role::kAdmin); !s.ok()) return Error(s);
+  }
+  absl::StatusOr<TraceSettings::Values> now = settings->Update(model, *change);
+  if (!now.ok()) return Error(now.status());
+  return Json(200, TraceSettingsToJson(*now));
 }
 
 absl::StatusOr<RestInferRequest> OpenInferenceRest::ParseJsonBody(InferCall& call, const HttpRequest& request,

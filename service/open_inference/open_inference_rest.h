@@ -61,6 +61,10 @@ class OpenInferenceRest {
   HttpResponse Route(const HttpRequest& request, const std::vector<std::string>& parts);
   void Infer(std::shared_ptr<HttpRequest> request, const std::string& model, const std::string& version,
              HttpResponder respond);
+  // Triton's trace extension (trace_settings.h) for `model` ("" = global):
+  // GET reads, POST changes (with the admin token) and reads.
+  HttpResponse TraceSetting(const HttpRequest& request, const std::string& model,
+                            absl::string_view authorization) const;
   // An infer request's body as the protocol's request: JSON (and binary
   // inputs after it; its parse tree charged to `call` while it lives), or
   // Triton's raw form when Inference-Header-Content-Length is 0.

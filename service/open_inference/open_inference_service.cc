@@ -8,6 +8,7 @@
 #include "service/open_inference/open_inference_api.h"
 #include "service/open_inference/open_inference_codec.h"
 #include "service/open_inference/open_inference_extensions.h"
+#include "service/tracing/trace_settings.h"
 #include "service/grpc/status_convert.h"
 
 namespace infergate {
@@ -227,8 +228,34 @@ void OpenInferenceService::HandleCudaSharedMemoryUnregister(GrpcServerCall& serv
 }
 
 void OpenInferenceService::HandleTraceSetting(GrpcServerCall& server_call) {
-  return Serve<pb::TraceSettingRequest, pb::TraceSettingResponse>(
-      server_call, [](const auto& request, auto*) { return TraceSettingAnswer(request.model_name()); });
+  auto* call = RawUnaryCall<pb::TraceSettingRequest, pb::TraceSettingResponse>::Start(server_call);
+  if (call == nullptr) return;
+  const pb::TraceSettingRequest& request = call->request();
+  // Reading needs the inference token; a change, the admin one.
+  const bool change = request.settings_size() > 0;
+  absl::Status s = CheckToken(front_end_.auth(), server_call.context(),
+                              change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
+  if (!s.ok()) return Answered(call, s);
+  TraceSettings* settings = front_end_.trace_settings();
+  if (settings == nullptr) return Answered(call, absl::UnimplementedError("this server does not serve trace settings"));
+  const std::string model = ModelNameOf(server_call.context(), request.model_name());
+  if (!model.empty() && !front_end_.backend().known_model(model)) {
+    return Answered(call, absl::NotFoundError(absl::StrCat("Request for unknown model : '", model.substr(0, 64), "'")));
+  }
+  // As Triton's gRPC front end: a setting with no values clears a model's own.
+  TraceSettings::Change changes;
+  for (const auto& [key, value] : request.settings()) {
+    changes[key] = value.value().empty() ? std::nullopt
+                                         : std::optional<std::vector<std::string>>(std::vector<std::string>(
+                                               value.value().begin(), value.value().end()));
+  }
+  absl::StatusOr<TraceSettings::Values> now = change ? settings->Update(model, changes) : settings->Get(model);
+  if (!now.ok()) return Answered(call, now.status());
+  for (const auto& [key, values] : *now) {
+    auto& out = (*call->response()->mutable_settings())[key];
+    for (const std::string& v : values) out.add_value(v);
+  }
+  return Answered(call, absl::OkStatus());
 }
 
 void OpenInferenceService::HandleLogSettings(GrpcServerCall& server_call) {

@@ -92,6 +92,8 @@ struct Server::Parts {
   std::unique_ptr<InflightBudget> budget;
   std::unique_ptr<MemoryReturner> memory_returner;
   std::unique_ptr<Tracing> tracing;
+  // The trace extension's settings while tracing is off (level OFF).
+  std::unique_ptr<TraceSettings> trace_settings_off;
   std::unique_ptr<Metrics> metrics;
   // Stopped (its queued work run) once no new request can arrive, before
   // the core shuts down; outlives nothing that its work refers to.
@@ -198,9 +200,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   // The built-in handlers' image decoding: a thread per core, a bounded queue.
   const int handler_threads = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
   p->handler_pool = std::make_unique<HandlerWorkPool>(handler_threads, static_cast<size_t>(handler_threads) * 64);
+  // Triton's trace extension reads and sets the tracer's settings, or,
+  // with tracing off, settings of its own whose level stays OFF.
+  if (!p->tracing) p->trace_settings_off = std::make_unique<TraceSettings>(/*exporting=*/false);
+  TraceSettings* trace_settings = p->tracing ? &p->tracing->settings() : p->trace_settings_off.get();
   p->front_end = std::make_unique<FrontEnd>(InferBackend::Of(*p->core), opts.tensor_limits, *std::move(auth),
                                             p->budget.get(), p->metrics.get(), p->tracing.get(),
-                                            p->handler_pool.get());
+                                            p->handler_pool.get(), trace_settings);
   p->service = std::make_unique<InferenceServiceImpl>(*p->core, *p->front_end);
   // The REST API, on its own port, with the same tokens, budget and limits.
   if (!opts.http_address.empty()) {

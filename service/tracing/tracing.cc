@@ -198,6 +198,7 @@ Tracing::~Tracing() { Shutdown(); }
 
 std::unique_ptr<CallTrace> Tracing::StartCall(const CallTraceStart& start,
                                               absl::FunctionRef<absl::string_view(absl::string_view name)> header) {
+  if (!settings_.Admit(start.model)) return nullptr;  // the trace extension's level, rate and count
   otel::trace::StartSpanOptions options;
   options.kind = otel::trace::SpanKind::kServer;
   bool has_parent = false;

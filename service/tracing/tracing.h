@@ -23,6 +23,7 @@
 #include "scheduler/model/inference_types.h"
 #include "service/tracing/call_trace.h"
 #include "service/tracing/call_trace_start.h"
+#include "service/tracing/trace_settings.h"
 #include "service/tracing/tracing_options.h"
 
 namespace infergate {
@@ -37,7 +38,8 @@ class Tracing {
   // Starts the call's server span, a child of the context in the caller's
   // `traceparent` and `tracestate` (`header` answers a lower-case header
   // name, "" when absent; a malformed traceparent is ignored, as W3C
-  // says). A call with a caller's trace is sampled as the sampler says
+  // says). A call the trace extension's settings (settings()) do not
+  // admit gets null first. A call with a caller's trace is sampled as the sampler says
   // (unsampled, it keeps the trace's identity for log lines). A call
   // without one is a root: the sampler's ratio chooses it before any span
   // is made, and an unchosen root gets null (not traced, nothing spent).
@@ -57,6 +59,9 @@ class Tracing {
   uint64_t spans_failed_export() const;  // the collector refused them or could not be reached
 
   const TracingOptions& options() const { return options_; }
+  // Triton's trace extension's settings (trace_settings.h): every call is
+  // offered to the sampler only when they admit it.
+  TraceSettings& settings() { return settings_; }
 
   Tracing(const TracingOptions& options, std::shared_ptr<opentelemetry::sdk::trace::TracerProvider> provider,
           SpanExportQueue* queue);  // use Create
@@ -66,6 +71,7 @@ class Tracing {
   std::shared_ptr<opentelemetry::sdk::trace::TracerProvider> provider_;
   SpanExportQueue* const queue_;  // owned by provider_
   const double root_ratio_;       // the share of root calls traced
+  TraceSettings settings_{/*exporting=*/true};
   opentelemetry::nostd::shared_ptr<opentelemetry::trace::Tracer> tracer_;
 };
 

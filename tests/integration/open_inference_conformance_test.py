@@ -57,7 +57,7 @@ def main():
               "extensions: %s" % list(meta.extensions))
         for ext in meta.extensions:
             check(ext in ("model_repository", "model_configuration", "statistics", "parameters", "classification",
-                           "logging"),
+                           "logging", "trace"),
                   "extension %s is listed but not implemented" % ext)
         mm = stub.ModelMetadata(pb.ModelMetadataRequest(name="mlp"))
         check(mm.platform == "pytorch_libtorch", "platform %s" % mm.platform)

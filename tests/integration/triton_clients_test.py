@@ -359,7 +359,24 @@ def main():
             grpc.StatusCode.UNIMPLEMENTED, "CUDA shared memory is not supported")
         stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest())
         stub.CudaSharedMemoryUnregister(pb.CudaSharedMemoryUnregisterRequest())
-        expect_error(lambda: stub.TraceSetting(pb.TraceSettingRequest()), grpc.StatusCode.UNAVAILABLE, "trace")
+        # Trace settings (tracing is off here: the level stays OFF, the rest change).
+        trace = stub.TraceSetting(pb.TraceSettingRequest())
+        check({k: list(v.value) for k, v in trace.settings.items()} ==
+              {"trace_level": ["OFF"], "trace_rate": ["1"], "trace_count": ["-1"], "trace_mode": ["opentelemetry"]},
+              "trace settings: %s" % trace)
+        raise_level = pb.TraceSettingRequest(model_name="mlp")
+        raise_level.settings["trace_level"].value.append("TIMESTAMPS")
+        expect_error(lambda: stub.TraceSetting(raise_level), grpc.StatusCode.FAILED_PRECONDITION, "--otlp-endpoint")
+        rate = pb.TraceSettingRequest(model_name="mlp")
+        rate.settings["trace_rate"].value.append("5")
+        check(list(stub.TraceSetting(rate).settings["trace_rate"].value) == ["5"], "mlp's trace rate")
+        check(list(stub.TraceSetting(pb.TraceSettingRequest()).settings["trace_rate"].value) == ["1"],
+              "a model's rate changed the global one")
+        clear = pb.TraceSettingRequest(model_name="mlp")
+        clear.settings["trace_rate"].SetInParent()
+        check(list(stub.TraceSetting(clear).settings["trace_rate"].value) == ["1"], "mlp's rate cleared")
+        expect_error(lambda: stub.TraceSetting(pb.TraceSettingRequest(model_name="nosuch")),
+                     grpc.StatusCode.NOT_FOUND, "Request for unknown model : 'nosuch'")
         logs = stub.LogSettings(pb.LogSettingsRequest())
         check(logs.settings["log_info"].bool_param and logs.settings["log_verbose_level"].uint32_param == 0,
               "log settings at --log-level=info: %s" % logs)
@@ -379,16 +396,27 @@ def main():
                    body=json.dumps({"key": "/k", "offset": 0, "byte_size": 64}))
         rest.error("GET", "/v2/cudasharedmemory/region/g0/status", 404, "g0")
         check(rest.call("POST", "/v2/cudasharedmemory/unregister")[0] == 200, "REST CUDA unregister all")
-        rest.error("GET", "/v2/trace/setting", 503, "trace")
-        rest.error("POST", "/v2/models/mlp/trace/setting", 503, "trace", body="{}")
+        check(rest.json("GET", "/v2/trace/setting") == {"trace_level": ["OFF"], "trace_rate": "1",
+                                                        "trace_count": "-1", "trace_mode": "opentelemetry"},
+              "REST trace settings")
+        check(rest.json("POST", "/v2/models/mlp/trace/setting", "{}")["trace_count"] == "-1", "REST POST {}")
+        check(rest.json("POST", "/v2/models/mlp/trace/setting", json.dumps({"trace_count": "3"}))["trace_count"] == "3",
+              "REST mlp trace count")
+        check(rest.json("POST", "/v2/models/mlp/trace/setting", json.dumps({"trace_count": None}))["trace_count"] ==
+              "-1", "REST mlp trace count cleared")
+        rest.error("POST", "/v2/trace/setting", 400, "Unable to parse 'trace_rate', got: x",
+                   body=json.dumps({"trace_rate": "x"}))
+        rest.error("POST", "/v2/trace/setting", 400, "trace file location can not be updated",
+                   body=json.dumps({"trace_file": "/tmp/t.json"}))
+        rest.error("GET", "/v2/models/nosuch/trace/setting", 404, "nosuch")
         shm = pb.ModelInferRequest(model_name="mlp")
         shm_in = shm.inputs.add(name="x", datatype="FP32", shape=[1, 256])
         shm_in.parameters["shared_memory_region"].string_param = "r0"
         expect_error(lambda: stub.ModelInfer(shm), grpc.StatusCode.UNIMPLEMENTED, "shared_memory_region")
         meta = stub.ServerMetadata(pb.ServerMetadataRequest())
-        for ext in ("classification", "logging"):
+        for ext in ("classification", "logging", "trace"):
             check(ext in meta.extensions, "extension %s not advertised: %s" % (ext, list(meta.extensions)))
-        for ext in ("system_shared_memory", "cuda_shared_memory", "trace"):
+        for ext in ("system_shared_memory", "cuda_shared_memory"):
             check(ext not in meta.extensions, "extension %s advertised but not served" % ext)
 
         # --- health: 200, with the REST specification's JSON body (which

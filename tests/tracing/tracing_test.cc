@@ -347,6 +347,87 @@ TEST_F(TracingTest, AnUnsampledCallersTraceKeepsItsIdAndRecordsNothing) {
       << "the unsampled call's log line lacks the caller's trace id";
 }
 
+// Triton's trace extension over gRPC (TraceSetting) changes what is
+// traced: a model's level OFF traces none of its calls, its rate 2 every
+// other one, its count 1 just the next one; clearing a model's values
+// gives it the global ones again. Each check ends with a call that is
+// traced (the collector has what was sent before it).
+TEST_F(TracingTest, TritonTraceSettingsChangeWhichCallsAreTraced) {
+  auto v2 = inference::GRPCInferenceService::NewStub(channel_);
+  auto setting = [&](const std::string& model, std::map<std::string, std::vector<std::string>> change) {
+    inference::TraceSettingRequest req;
+    req.set_model_name(model);
+    for (const auto& [key, values] : change) {
+      auto& value = (*req.mutable_settings())[key];
+      for (const std::string& v : values) value.add_value(v);
+    }
+    grpc::ClientContext ctx;
+    inference::TraceSettingResponse resp;
+    grpc::Status s = v2->TraceSetting(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    std::map<std::string, std::vector<std::string>> out;
+    for (const auto& [key, value] : resp.settings()) out[key] = {value.value().begin(), value.value().end()};
+    return out;
+  };
+  // One call to mlp with a sampled caller's trace; its trace id.
+  auto call = [&] {
+    const Caller caller = NewCaller();
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("traceparent", caller.traceparent());
+    v1::InferResponse resp;
+    EXPECT_TRUE(stub_->Infer(&ctx, Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
+    return caller.trace_id;
+  };
+  auto traced = [&](const std::string& trace_id) { return !SpansOf(receiver_->Spans(), trace_id).empty(); };
+  using Values = std::map<std::string, std::vector<std::string>>;
+  const Values defaults = {{"trace_level", {"TIMESTAMPS"}}, {"trace_rate", {"1"}}, {"trace_count", {"-1"}},
+                           {"trace_mode", {"opentelemetry"}}};
+  EXPECT_EQ(setting("", {}), defaults);
+  EXPECT_EQ(setting("mlp", {}), defaults) << "a model without its own values has the global ones";
+
+  // Level OFF for mlp.
+  Values off = defaults;
+  off["trace_level"] = {"OFF"};
+  EXPECT_EQ(setting("mlp", {{"trace_level", {"OFF"}}}), off);
+  const std::string untraced = call();
+  EXPECT_EQ(setting("mlp", {{"trace_level", {}}}), defaults) << "an empty value clears the model's own";
+  ASSERT_NE(Named(WaitForTrace(call()), "infergate.v1.InferenceService/Infer"), nullptr);
+  EXPECT_FALSE(traced(untraced)) << "a call of a model at level OFF was traced";
+
+  // Rate 2: the first of every two calls.
+  setting("mlp", {{"trace_rate", {"2"}}});
+  std::vector<std::string> rated;
+  for (int i = 0; i < 4; ++i) rated.push_back(call());
+  setting("mlp", {{"trace_rate", {}}});
+  ASSERT_NE(Named(WaitForTrace(call()), "infergate.v1.InferenceService/Infer"), nullptr);
+  EXPECT_EQ(std::vector<bool>({traced(rated[0]), traced(rated[1]), traced(rated[2]), traced(rated[3])}),
+            std::vector<bool>({true, false, true, false}));
+
+  // Count 1: the next call only, and the count shows what is left.
+  setting("mlp", {{"trace_count", {"1"}}});
+  const std::string first = call(), second = call();
+  EXPECT_EQ(setting("mlp", {})["trace_count"], std::vector<std::string>{"0"});
+  setting("mlp", {{"trace_count", {}}});
+  ASSERT_NE(Named(WaitForTrace(call()), "infergate.v1.InferenceService/Infer"), nullptr);
+  EXPECT_TRUE(traced(first));
+  EXPECT_FALSE(traced(second)) << "a call past the trace count was traced";
+
+  // Refusals name the setting, in Triton's words where it has them.
+  inference::TraceSettingRequest bad;
+  (*bad.mutable_settings())["trace_rate"].add_value("fast");
+  grpc::ClientContext ctx;
+  inference::TraceSettingResponse resp;
+  grpc::Status s = v2->TraceSetting(&ctx, bad, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("Unable to parse 'trace_rate', got: fast"), std::string::npos) << s.error_message();
+  inference::TraceSettingRequest unknown;
+  unknown.set_model_name("nosuch");
+  grpc::ClientContext ctx2;
+  s = v2->TraceSetting(&ctx2, unknown, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(s.error_message().find("Request for unknown model : 'nosuch'"), std::string::npos) << s.error_message();
+}
+
 // OTLP over HTTP (--otlp-protocol=http/protobuf): the same spans reach a
 // collector that takes POSTs of protobuf at /v1/traces.
 class TracingHttpTest : public TracingTest {
