@@ -72,10 +72,12 @@ TraceSettings::TraceSettings(bool exporting) : exporting_(exporting) {
 }
 
 TraceSettings::Values TraceSettings::Describe(const Setting* own) const {
-  auto pick = [&](auto field) { return own != nullptr && (own->*field) ? *(own->*field) : *(global_.*field); };
-  return Values{{"trace_level", {pick(&Setting::on) ? "TIMESTAMPS" : "OFF"}},
-                {"trace_rate", {absl::StrCat(pick(&Setting::rate))}},
-                {"trace_count", {absl::StrCat(pick(&Setting::count))}},
+  const bool on = own != nullptr && own->on ? *own->on : *global_.on;
+  const uint32_t rate = own != nullptr && own->rate ? *own->rate : *global_.rate;
+  const int32_t count = own != nullptr && own->count ? *own->count : *global_.count;
+  return Values{{"trace_level", {on ? "TIMESTAMPS" : "OFF"}},
+                {"trace_rate", {absl::StrCat(rate)}},
+                {"trace_count", {absl::StrCat(count)}},
                 {"trace_mode", {"opentelemetry"}}};
 }
 
