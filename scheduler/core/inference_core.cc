@@ -44,6 +44,7 @@ absl::Status InferenceCore::Start() {
   DiskRepository scanned;
   RETURN_IF_ERROR(parts_->repository.Scan(&scanned));
   LOG_INFO << "model repository scanned: " << parts_->repository.List().size() << " model(s)";
+  RETURN_IF_ERROR(ServeInitialModelsOnly());
   Warmup();
   const std::chrono::milliseconds poll = parts_->options.repository_poll_interval;
   if (poll.count() > 0 && !parts_->poller) {
@@ -63,6 +64,7 @@ std::shared_ptr<RequestHandle> InferenceCore::Infer(InferenceRequest request, In
 
 void InferenceCore::LoadModel(const LoadRequest& request, std::function<void(absl::StatusOr<LoadResult>)> done) {
   if (parts_->draining.load()) return done(absl::UnavailableError("server is draining; it loads no models"));
+  if (absl::Status allowed = CheckExplicitControl(); !allowed.ok()) return done(allowed);
   DeviceExecutor* cpu = parts_->executors.Find(kCpuDevice);
   if (!cpu) return done(absl::UnavailableError("device: no cpu executor"));
   auto shared_done = std::make_shared<std::function<void(absl::StatusOr<LoadResult>)>>(std::move(done));
@@ -104,6 +106,7 @@ void InferenceCore::LoadModel(const LoadRequest& request, std::function<void(abs
 }
 
 absl::StatusOr<size_t> InferenceCore::UnloadModel(const LoadRequest& request) {
+  RETURN_IF_ERROR(CheckExplicitControl());
   // The whole model (Triton's unload) takes it out of service; a version,
   // device or precision only drops resident copies, which load again on
   // demand.
@@ -146,9 +149,43 @@ void InferenceCore::CheckPrecisionNow(const std::string& model, const std::strin
   }
 }
 
+absl::Status InferenceCore::ServeInitialModelsOnly() {
+  const SchedulerOptions& o = parts_->options;
+  if (o.model_control != SchedulerOptions::ModelControl::kExplicit) return absl::OkStatus();
+  if (std::find(o.initial_models.begin(), o.initial_models.end(), "*") != o.initial_models.end()) {
+    return absl::OkStatus();
+  }
+  for (const std::string& name : o.initial_models) {
+    if (!KnownModel(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--load-model: failed to load '", name, "': the model repository has no model of that name"));
+    }
+  }
+  int unloaded = 0;
+  for (const ModelEntry& entry : parts_->repository.List()) {
+    if (std::find(o.initial_models.begin(), o.initial_models.end(), entry.name) != o.initial_models.end()) continue;
+    if (parts_->lifecycle.Unload(entry.name).ok()) ++unloaded;
+  }
+  LOG_INFO << "explicit model control: " << o.initial_models.size() << " model(s) served from the start, "
+           << unloaded << " left unloaded until an explicit load";
+  return absl::OkStatus();
+}
+
+absl::Status InferenceCore::CheckExplicitControl() const {
+  const SchedulerOptions::ModelControl mode = parts_->options.model_control;
+  if (mode != SchedulerOptions::ModelControl::kNone && mode != SchedulerOptions::ModelControl::kPoll) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "explicit model load / unload is not allowed if polling is enabled (--model-control-mode=",
+      mode == SchedulerOptions::ModelControl::kNone ? "none" : "poll",
+      ": the repository decides what is served; start the server with --model-control-mode=explicit to load and "
+      "unload models through the API)"));
+}
+
 void InferenceCore::Warmup() {
   for (const ModelEntry& entry : parts_->repository.List()) {
-    if (!entry.config.warmup() || !entry.problem.ok()) continue;
+    if (!entry.config.warmup() || !entry.problem.ok() || entry.unloaded) continue;
     // Accuracy first, on every device the model may run on, so warm-up
     // loads the dtype that will serve.
     for (const DeviceId& id : parts_->devices.Available()) {

@@ -103,6 +103,7 @@ class InferenceCore {
   std::shared_ptr<RequestHandle> Infer(InferenceRequest request, InferCallback done);
 
   // Loads a model ahead of traffic; `done` runs once, on a device worker.
+  // Both refuse in the none and poll model control modes (UNAVAILABLE).
   void LoadModel(const LoadRequest& request, std::function<void(absl::StatusOr<LoadResult>)> done);
   // Drops matching resident copies; returns how many.
   absl::StatusOr<size_t> UnloadModel(const LoadRequest& request);
@@ -148,6 +149,12 @@ class InferenceCore {
   void CheckPrecisionNow(const std::string& model, const std::string& version, const std::string& device,
                          Precision precision, const char* occasion);
   // Loads (and runs once on zeros) every model whose config asks for warm-up.
+  // Explicit model control (SchedulerOptions::model_control): at start,
+  // every model but the initial ones is left unloaded (INVALID_ARGUMENT
+  // for an initial one the repository lacks); loads and unloads are
+  // refused in the none and poll modes.
+  absl::Status ServeInitialModelsOnly();
+  absl::Status CheckExplicitControl() const;
   void Warmup();
 
   std::unique_ptr<CoreParts> parts_;

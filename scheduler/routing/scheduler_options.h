@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <vector>
 #include <string>
 
 #include "devices/device_id.h"
@@ -39,6 +40,16 @@ struct SchedulerOptions {
   // How often the repository on disk is polled for changes; 0: never (the
   // view changes only on LoadModel).
   std::chrono::milliseconds repository_poll_interval{0};
+  // Triton's model control modes (--model-control-mode). kNone and kPoll
+  // refuse explicit loads and unloads (UNAVAILABLE, in Triton's words);
+  // kExplicit serves only `initial_models` from the start (every other
+  // repository model starts unloaded, as after an explicit unload) and
+  // takes loads and unloads; kFollow, infergate's own, follows the
+  // repository (when polled) and takes loads and unloads too.
+  enum class ModelControl { kFollow, kNone, kPoll, kExplicit };
+  ModelControl model_control = ModelControl::kFollow;
+  // kExplicit: the models served from the start ("*": every one).
+  std::vector<std::string> initial_models;
   RouterOptions router;
   // The accuracy contract: FP16/BF16 serve a model on a device only once a
   // check against FP32 on the CPU passed (precision_checker.h). false

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,6 +44,8 @@ struct RawFlags {
   std::string state_file;
   std::chrono::milliseconds device_failure_cooldown{30000};
   std::chrono::milliseconds repository_poll_interval{5000};
+  std::string model_control_mode;  // "" (infergate's own), none, poll, explicit
+  std::string load_model;          // explicit mode's models at start, comma-separated; "*" every one
   std::string devices;           // allow-list; empty = all
   std::string simulate_devices;  // e.g. "mps,cuda:0=2GiB@7.5"
   std::string simulate_mps_unsupported_ops;  // empty = the default list
@@ -78,6 +81,40 @@ FlagSet::Rule<Ms> NotNegative() {
   return Must<Ms>([](Ms v) { return v.count() >= 0; }, "must not be negative");
 }
 
+// Triton's --model-control-mode and --load-model on the scheduler's
+// options: none never polls and refuses loads; poll polls (at
+// --repository-poll-interval, which must not be 0) and refuses loads;
+// explicit never polls and serves the --load-model models from the start.
+absl::Status ModelControlFrom(const RawFlags& f, SchedulerOptions* s) {
+  using Mode = SchedulerOptions::ModelControl;
+  std::vector<std::string> names = absl::StrSplit(f.load_model, ',', absl::SkipWhitespace());
+  for (std::string& name : names) name = std::string(absl::StripAsciiWhitespace(name));
+  if (f.model_control_mode.empty()) {
+    s->model_control = Mode::kFollow;
+  } else if (f.model_control_mode == "none") {
+    s->model_control = Mode::kNone;
+    s->repository_poll_interval = Ms(0);
+  } else if (f.model_control_mode == "poll") {
+    s->model_control = Mode::kPoll;
+    if (f.repository_poll_interval.count() == 0) {
+      return absl::InvalidArgumentError("--model-control-mode=poll: --repository-poll-interval must not be 0");
+    }
+  } else if (f.model_control_mode == "explicit") {
+    s->model_control = Mode::kExplicit;
+    s->repository_poll_interval = Ms(0);
+    s->initial_models = std::move(names);
+    return absl::OkStatus();
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--model-control-mode: must be none, poll or explicit, got '",
+                                                   f.model_control_mode.substr(0, 32), "'"));
+  }
+  if (!names.empty()) {
+    return absl::InvalidArgumentError("--load-model: only with --model-control-mode=explicit (the other modes serve "
+                                      "every model in the repository)");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   SchedulerOptions s;
   s.cpu_workers = static_cast<int>(f.cpu_workers);
@@ -109,6 +146,7 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.state_file = f.state_file;
   s.device_failure_cooldown = f.device_failure_cooldown;
   s.repository_poll_interval = f.repository_poll_interval;
+  RETURN_IF_ERROR(ModelControlFrom(f, &s));
   s.max_tensor_elements = f.max_tensor_elements;
   for (absl::string_view entry : absl::StrSplit(f.cache_budget, ',', absl::SkipWhitespace())) {
     size_t eq = entry.find('=');
@@ -189,6 +227,14 @@ void AddServingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
                  "(stat() calls only); a change is acted on once it has held still for one interval. 0 disables: "
                  "LoadModel then re-reads a model's folder.",
                  NotNegative());
+  flags.String("model-control-mode", &f.model_control_mode,
+               "Triton's model control: none (the repository as it was at start; loads and unloads refused), poll "
+               "(the repository followed every --repository-poll-interval; loads and unloads refused) or explicit "
+               "(only --load-model's models served at start, the repository not followed; loads and unloads "
+               "served). Unset: the repository is followed and loads and unloads are served too.");
+  flags.String("load-model", &f.load_model,
+               "With --model-control-mode=explicit: the models served from the start, comma-separated; * for every "
+               "one. A name the repository lacks stops the server.");
   flags.Duration("drain-timeout", &o.drain_timeout,
                  "On SIGTERM/SIGINT, how long queued and running requests may take to finish (e.g. 30s, 500ms).");
   flags.Duration("stuck-batch-timeout", &o.stuck_batch_timeout,
@@ -541,6 +587,13 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   ASSIGN_OR_RETURN(o.tracing, ResolveTracingOptions(tracing, [](const char* name) { return std::getenv(name); }));
   ASSIGN_OR_RETURN(o.discovery, DiscoveryFrom(f));
   ASSIGN_OR_RETURN(o.scheduler, SchedulerFrom(f));
+  using Mode = SchedulerOptions::ModelControl;
+  if (!o.modelmesh_address.empty() &&
+      (o.scheduler.model_control == Mode::kNone || o.scheduler.model_control == Mode::kPoll)) {
+    return absl::InvalidArgumentError(absl::StrCat("--modelmesh-address: ModelMesh loads and unloads models, which --model-control-mode=",
+                                                   o.scheduler.model_control == Mode::kNone ? "none" : "poll",
+                                                   " refuses; use explicit, or leave the mode unset"));
+  }
   return o;
 }
 

@@ -25,6 +25,8 @@ constexpr DocumentedFlag kFlags[] = {
     {"--torchserve-addresses", "false", "false"},
     {"--torchserve-metrics", "false", "false"},
     {"--repository-poll-interval", "5000ms", "5s"},
+    {"--model-control-mode", "\"\"", "unset"},
+    {"--load-model", "\"\"", "none"},
     {"--max-receive-bytes", "67108864", "64MiB"},
     {"--max-inflight-bytes", "0", "a quarter of the memory"},
     {"--max-load-file-bytes", "0", "0 (off)"},
@@ -306,6 +308,55 @@ TEST(ServerOptions, TorchServeAddressesReplaceTheFlags) {
   EXPECT_NE(ApplyTorchServeAddresses(a, o).message().find("is not http://HOST:PORT"), std::string::npos);
   a.inference = "http://localhost";
   EXPECT_NE(ApplyTorchServeAddresses(a, o).message().find("has no port"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace infergate
+
+namespace infergate {
+namespace {
+
+// Triton's model control modes on the scheduler's options, and what each
+// refuses, as one table.
+TEST(ServerOptions, ModelControlModesSetPollingAndTheInitialModels) {
+  using Mode = SchedulerOptions::ModelControl;
+  struct Case {
+    std::vector<std::string> args;
+    const char* refused;  // null: accepted
+    Mode mode;
+    int64_t poll_ms;
+    std::vector<std::string> initial;
+  };
+  const Case cases[] = {
+      {{}, nullptr, Mode::kFollow, 5000, {}},
+      {{"--model-control-mode=none"}, nullptr, Mode::kNone, 0, {}},
+      {{"--model-control-mode=poll", "--repository-poll-interval=2s"}, nullptr, Mode::kPoll, 2000, {}},
+      {{"--model-control-mode=explicit", "--load-model=mlp, cnn"}, nullptr, Mode::kExplicit, 0, {"mlp", "cnn"}},
+      {{"--model-control-mode=explicit", "--load-model=*"}, nullptr, Mode::kExplicit, 0, {"*"}},
+      {{"--model-control-mode=explicit"}, nullptr, Mode::kExplicit, 0, {}},
+      {{"--model-control-mode=poll", "--repository-poll-interval=0"}, "--repository-poll-interval must not be 0",
+       Mode::kFollow, 0, {}},
+      {{"--model-control-mode=sometimes"}, "must be none, poll or explicit", Mode::kFollow, 0, {}},
+      {{"--load-model=mlp"}, "--load-model: only with --model-control-mode=explicit", Mode::kFollow, 0, {}},
+      {{"--model-control-mode=poll", "--modelmesh-address=unix:/tmp/mesh.sock"}, "ModelMesh loads and unloads models",
+       Mode::kFollow, 0, {}},
+  };
+  for (const Case& c : cases) {
+    std::vector<const char*> argv = {"infergate"};
+    for (const std::string& a : c.args) argv.push_back(a.c_str());
+    std::string help;
+    absl::StatusOr<ServerOptions> o = ParseServerOptions(static_cast<int>(argv.size()), argv.data(), &help);
+    SCOPED_TRACE(c.args.empty() ? std::string("(no flags)") : c.args.front());
+    if (c.refused != nullptr) {
+      ASSERT_FALSE(o.ok());
+      EXPECT_NE(o.status().message().find(c.refused), std::string::npos) << o.status();
+      continue;
+    }
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(o->scheduler.model_control, c.mode);
+    EXPECT_EQ(o->scheduler.repository_poll_interval.count(), c.poll_ms);
+    EXPECT_EQ(o->scheduler.initial_models, c.initial);
+  }
 }
 
 }  // namespace
