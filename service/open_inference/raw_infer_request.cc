@@ -1,7 +1,6 @@
 #include "service/open_inference/raw_infer_request.h"
 
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -10,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "common/wire_strings.h"
 #include "service/open_inference/open_inference_datatype.h"
 
 namespace infergate {
@@ -76,12 +76,9 @@ absl::StatusOr<RestInferRequest> ParseRawInferRequest(absl::string_view body, co
       return absl::InvalidArgumentError(
           absl::StrCat("the raw input '", input.name(), "' is ", body.size(), " bytes; a string holds at most 4 GiB"));
     }
-    // The protocol's binary form of a string: its length (4 bytes, little
-    // endian), then its bytes.
-    const uint32_t length = static_cast<uint32_t>(body.size());
+    // The protocol's binary form of a string: its length, then its bytes.
     bytes->reserve(4 + body.size());
-    for (int i = 0; i < 4; ++i) bytes->push_back(static_cast<char>((length >> (8 * i)) & 0xff));
-    bytes->append(body.data(), body.size());
+    AppendSerializedString(body, bytes);
   } else {
     if (variable_axis) {
       std::optional<DType> dtype = KnownDatatype(datatype);
