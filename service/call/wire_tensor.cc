@@ -40,9 +40,10 @@ absl::StatusOr<int64_t> ValidateShape(const std::vector<int64_t>& shape, absl::s
 
 absl::Status CheckShapeFitsInt64(const std::vector<int64_t>& shape, size_t element_size, absl::string_view input) {
   int64_t product = 1;
+  // A negative dim is ValidateShape's to refuse; a zero one means no
+  // elements, whatever the rest.
   for (int64_t d : shape) {
-    if (d < 0) return absl::OkStatus();
-    if (d == 0) return absl::OkStatus();  // no elements, whatever the rest
+    if (d <= 0) return absl::OkStatus();
   }
   for (int64_t d : shape) {
     if (product > INT64_MAX / d) {
