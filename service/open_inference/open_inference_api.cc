@@ -133,6 +133,14 @@ absl::Status OpenInferenceApi::ModelMetadata(const std::string& name, const std:
   return absl::OkStatus();
 }
 
+absl::Status OpenInferenceApi::CheckTraceSettingTarget(const TraceSettings* settings, const std::string& model) const {
+  if (settings == nullptr) return absl::UnimplementedError("this server does not serve trace settings");
+  if (!model.empty() && !core_.KnownModel(model)) {
+    return absl::NotFoundError(absl::StrCat("Request for unknown model : '", model.substr(0, 64), "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status OpenInferenceApi::ModelConfig(const std::string& name, const std::string& version,
                                            inference::ModelConfigResponse* out) const {
   absl::StatusOr<ModelStatus> model = core_.Model(name, version);

@@ -18,6 +18,8 @@
 
 namespace infergate {
 
+class TraceSettings;
+
 class OpenInferenceApi {
  public:
   OpenInferenceApi(InferenceCore& core, std::string server_version);
@@ -39,6 +41,10 @@ class OpenInferenceApi {
   // Every model's statistics when `name` is empty.
   absl::Status ModelStatistics(const std::string& name, const std::string& version,
                                inference::ModelStatisticsResponse* out) const;
+  // Triton's trace extension: whether `model`'s trace settings ("" = the
+  // global ones) can be read or changed: UNIMPLEMENTED without `settings`,
+  // NOT_FOUND (Triton's words) for a model the repository lacks.
+  absl::Status CheckTraceSettingTarget(const TraceSettings* settings, const std::string& model) const;
   // `repository` must be empty (infergate serves one repository).
   absl::Status RepositoryIndex(const std::string& repository, bool ready_only,
                                inference::RepositoryIndexResponse* out) const;

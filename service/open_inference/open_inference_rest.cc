@@ -257,10 +257,7 @@ HttpResponse OpenInferenceRest::SharedMemory(const HttpRequest& request, const s
 HttpResponse OpenInferenceRest::TraceSetting(const HttpRequest& request, const std::string& model,
                                              absl::string_view authorization) const {
   TraceSettings* settings = front_end_.trace_settings();
-  if (settings == nullptr) return Error(absl::UnimplementedError("this server does not serve trace settings"));
-  if (!model.empty() && !front_end_.backend().known_model(model)) {
-    return Error(absl::NotFoundError(absl::StrCat("Request for unknown model : '", model.substr(0, 64), "'")));
-  }
+  if (absl::Status s = api_.CheckTraceSettingTarget(settings, model); !s.ok()) return Error(s);
   if (request.method != "POST") return Json(200, TraceSettingsToJson(settings->Get(model)));
   absl::StatusOr<TraceSettingChange> change = ParseTraceSettingBody(request.body);
   if (!change.ok()) return Error(change.status());

@@ -237,11 +237,8 @@ void OpenInferenceService::HandleTraceSetting(GrpcServerCall& server_call) {
                               change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
   if (!s.ok()) return Answered(call, s);
   TraceSettings* settings = front_end_.trace_settings();
-  if (settings == nullptr) return Answered(call, absl::UnimplementedError("this server does not serve trace settings"));
   const std::string model = ModelNameOf(server_call.context(), request.model_name());
-  if (!model.empty() && !front_end_.backend().known_model(model)) {
-    return Answered(call, absl::NotFoundError(absl::StrCat("Request for unknown model : '", model.substr(0, 64), "'")));
-  }
+  if (absl::Status target = api_.CheckTraceSettingTarget(settings, model); !target.ok()) return Answered(call, target);
   // As Triton's gRPC front end: a setting with no values clears a model's own.
   TraceSettings::Change changes;
   for (const auto& [key, value] : request.settings()) {
