@@ -20,6 +20,13 @@
 namespace infergate {
 namespace {
 
+// /v2/trace/setting, or /v2/models/{m}/trace/setting (the path's parts).
+template <typename Parts>
+bool IsTraceSettingRoute(const Parts& parts) {
+  return (parts.size() == 3 && parts[1] == "trace" && parts[2] == "setting") ||
+         (parts.size() == 5 && parts[1] == "models" && parts[3] == "trace" && parts[4] == "setting");
+}
+
 // A JSON answer; an empty body is sent without a content type (a client
 // must not be asked to parse nothing as JSON).
 HttpResponse Json(int status, std::string body) {
@@ -96,7 +103,7 @@ std::optional<HttpResponse> OpenInferenceRest::Screen(const HttpRequest& head) c
   const bool admin = (parts.size() == 5 && parts[1] == "repository" && parts[2] == "models" &&
                       (parts[4] == "load" || parts[4] == "unload")) ||
                      (parts.size() == 2 && parts[1] == "logging" && head.method == "POST") ||
-                     (head.method == "POST" && parts.back() == "setting" && parts[parts.size() - 2] == "trace");
+                     (head.method == "POST" && IsTraceSettingRoute(parts));
   absl::Status s = front_end_.auth().Check(head.Header("authorization"), admin ? TokenAuth::Role::kAdmin
                                                                    : TokenAuth::Role::kInference);
   if (s.ok()) {
@@ -180,10 +187,9 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
     return Json(200, LogSettingsToJson(*now));
   }
   // /v2/trace/setting, /v2/models/{m}/trace/setting
-  const bool model_trace = parts.size() == 5 && parts[1] == "models" && parts[3] == "trace" && parts[4] == "setting";
-  if ((parts.size() == 3 && parts[1] == "trace" && parts[2] == "setting") || model_trace) {
+  if (IsTraceSettingRoute(parts)) {
     if (!get && request.method != "POST") return WrongMethod(request, "GET, POST");
-    return TraceSetting(request, model_trace ? parts[2] : "", authorization);
+    return TraceSetting(request, parts.size() == 5 ? parts[2] : "", authorization);
   }
   if (parts.size() == 3 && parts[1] == "models" && parts[2] == "stats") {
     if (!get) return WrongMethod(request, "GET");
