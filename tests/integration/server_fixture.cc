@@ -1,15 +1,51 @@
 #include "tests/integration/server_fixture.h"
 
+#include <sys/stat.h>
+#include <ATen/Parallel.h>
 #include <torch/script.h>
 
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include "devices/system_info.h"
+
 namespace infergate::testing {
+namespace {
+
+// The test process is the servers' client: what it computes itself (inputs,
+// references) is small, and with LibTorch's default of one OpenMP thread
+// per core (and the BLAS's own pool), sixteen client threads each starting
+// a parallel region spin against each other on two cores (StressTest took
+// 90 s instead of 33).
+const bool kOneIntraOpThread = [] {
+  at::set_num_threads(1);
+  SetBlasThreads(1);
+  return true;
+}();
+
+}  // namespace
 
 at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& inputs, int version) {
-  torch::jit::Module m = torch::jit::load(DemoRepository() + "/" + model + "/" + std::to_string(version) + "/model.pt");
-  m.eval();
+  // Loaded once per thread and file (its size and modification time name
+  // it, so a test that rewrites a model gets the new one): a stress test
+  // checks thousands of answers, and loading the file for each took most
+  // of its time. Per thread, so no module runs on two threads at once.
+  using FileKey = std::tuple<std::string, off_t, time_t, long>;
+  thread_local std::map<FileKey, torch::jit::Module> loaded;
+  const std::string path = DemoRepository() + "/" + model + "/" + std::to_string(version) + "/model.pt";
+  struct stat file {};
+  if (stat(path.c_str(), &file) != 0) throw std::runtime_error("Reference: no model file " + path);
+  const FileKey key{path, file.st_size, file.st_mtim.tv_sec, file.st_mtim.tv_nsec};
+  auto it = loaded.find(key);
+  if (it == loaded.end()) {
+    torch::jit::Module m = torch::jit::load(path);
+    m.eval();
+    it = loaded.emplace(key, std::move(m)).first;
+  }
   c10::InferenceMode guard;
   std::vector<c10::IValue> args(inputs.begin(), inputs.end());
-  return m.forward(args).toTensor();
+  return it->second.forward(args).toTensor();
 }
 
 }  // namespace infergate::testing
