@@ -13,6 +13,14 @@ aot_compile per variant and package_aoti (several builds in one package).
                                                (3x64x64 images) as DIR/cnn_pt2
 
   --threads N first (any form): compile with torch.set_num_threads(N).
+
+  Each form's folders are compiled once per content: kept under
+  $INFERGATE_PT2_CACHE (default ~/.cache/infergate/pt2), named by a hash of
+  this script, pt2_signature.py, the form, its input file, the thread count
+  and this torch (its version and path), and copied from there afterwards.
+  A compile takes 20-50 s; the tests and the benchmark ask for the same
+  packages in every build tree and every run. INFERGATE_PT2_CACHE=off
+  compiles every time.
   Inductor writes the compiling process's thread count into a CPU build's
   loops, which then run on that many threads each call wherever the
   package is served; for infergate, N should be its intra-op threads per
@@ -31,9 +39,11 @@ Needs Debian 13's python3-torch, python3-setuptools and g++.
 """
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import sys
+import tempfile
 
 import torch
 
@@ -195,18 +205,48 @@ def main(root):
     torch.jit.script(module).save(write(root, "mlp_pt2_torchscript", "model.pt"))
 
 
+def made_once(form, root, make, input_file=None):
+    """make(ROOT) for this `form`, or, when an earlier run made the same
+    (see the module's docstring), its folders copied into ROOT."""
+    cache = os.environ.get("INFERGATE_PT2_CACHE", os.path.expanduser("~/.cache/infergate/pt2"))
+    if cache == "off":
+        return make(root)
+    here = os.path.dirname(os.path.abspath(__file__))
+    key = hashlib.sha256()
+    for part in (os.path.join(here, "make_pt2_models.py"), os.path.join(here, "pt2_signature.py"), input_file):
+        if part:
+            with open(part, "rb") as f:
+                key.update(f.read())
+    key.update(("%s|%s|%s|%d" % (form, torch.__version__, torch.__file__, torch.get_num_threads())).encode())
+    made = os.path.join(cache, key.hexdigest()[:24])
+    if not os.path.isdir(made):
+        os.makedirs(cache, exist_ok=True)
+        scratch = tempfile.mkdtemp(prefix="making-", dir=cache)
+        try:
+            make(scratch)
+            try:
+                os.rename(scratch, made)  # whole or not at all; a run beside this one may win
+            except OSError:
+                pass
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(made, root, dirs_exist_ok=True)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--threads":
         torch.set_num_threads(int(sys.argv[2]))
         del sys.argv[1:3]
     if len(sys.argv) == 4 and sys.argv[1] == "--demo-mlp":
-        demo_mlp(sys.argv[2], sys.argv[3])
+        made_once("demo-mlp", sys.argv[3], lambda root: demo_mlp(sys.argv[2], root), input_file=sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] == "--demo-cnn":
-        demo_cnn(sys.argv[2], sys.argv[3])
+        made_once("demo-cnn", sys.argv[3], lambda root: demo_cnn(sys.argv[2], root), input_file=sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "--mlp":
-        program = exported(model())
-        mlp(sys.argv[2], program, mlp_signature(program))
+        def only_mlp(root):
+            program = exported(model())
+            mlp(root, program, mlp_signature(program))
+        made_once("mlp", sys.argv[2], only_mlp)
     elif len(sys.argv) == 2:
-        main(sys.argv[1])
+        made_once("all", sys.argv[1], main)
     else:
         sys.exit(__doc__)

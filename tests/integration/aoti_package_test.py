@@ -76,7 +76,7 @@ def main():
         from infergate.v1 import model_config_pb2 as cfg
 
         repo = os.path.join(work, "repo")
-        make_pt2_models.main(repo)
+        make_pt2_models.made_once("all", repo, make_pt2_models.main)
         package = os.path.join(repo, "mlp_pt2", "1", "model.pt2")
         # A truncated package, and a good one whose config declares two inputs.
         os.makedirs(os.path.join(repo, "corrupt_pt2", "1"))

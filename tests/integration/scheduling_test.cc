@@ -613,8 +613,8 @@ TEST(Health, NotReadyWhileModelsWarmUpAndTheCliExitCodeSaysSo) {
 }
 
 // A model's queue policy through the real server, and the metrics that
-// show it. One CPU worker; each model does about two slow calls' work per
-// call, so what waits behind a running call waits that long.
+// show it. One CPU worker; each model does one slow call's work (64
+// products) per call, so what waits behind a running call waits that long.
 // - `capped` (max_queue_size 1) queues one call behind its running one
 //   (infergate_model_queue_depth 1, infergate_device_oldest_running_batch_seconds
 //   above 0 while it runs) and refuses the next with RESOURCE_EXHAUSTED naming
@@ -625,8 +625,8 @@ TEST(Health, NotReadyWhileModelsWarmUpAndTheCliExitCodeSaysSo) {
 TEST(QueuePolicy, AModelsQueueLimitAndQueueTimeoutRefuseAndAreCounted) {
   const ScratchDir scratch("ig_queue_policy_");
   const std::filesystem::path repo = scratch.path();
-  WriteMatrixProductModel(repo / "capped", 128, "default_queue_policy { max_queue_size: 1 }\n");
-  WriteMatrixProductModel(repo / "timed", 128,
+  WriteMatrixProductModel(repo / "capped", 64, "default_queue_policy { max_queue_size: 1 }\n");
+  WriteMatrixProductModel(repo / "timed", 64,
                           "default_queue_policy { default_timeout_microseconds: 100000 timeout_action: REJECT }\n");
   auto server = ServerProcess::Start({"--model-repository=" + repo.string(), "--cpu-workers=1", "--devices=cpu"});
   ASSERT_NE(server, nullptr);
@@ -690,7 +690,7 @@ TEST(QueuePolicy, AModelsQueueLimitAndQueueTimeoutRefuseAndAreCounted) {
 std::string FirstOfTwoPriorities(const std::string& aging) {
   const ScratchDir scratch("ig_priority_");
   const std::filesystem::path repo = scratch.path();
-  WriteMatrixProductModel(repo / "ranked", 128, "priority_levels: 3\ndefault_priority_level: 2\n");
+  WriteMatrixProductModel(repo / "ranked", 64, "priority_levels: 3\ndefault_priority_level: 2\n");
   auto server = ServerProcess::Start(
       {"--model-repository=" + repo.string(), "--cpu-workers=1", "--devices=cpu", "--priority-aging=" + aging});
   EXPECT_NE(server, nullptr);
@@ -714,9 +714,9 @@ std::string FirstOfTwoPriorities(const std::string& aging) {
   };
   const std::string depth = "infergate_model_queue_depth{device=\"cpu\",model=\"ranked\",version=\"1\"}";
   // Loaded first, so the running call below is a run: a call queued behind
-  // the load would be counted as waiting. (128 products, a second or more
-  // a call: long enough for the scrapes below to see both calls wait,
-  // sanitizers and a loaded machine included.)
+  // the load would be counted as waiting. (64 products, about three seconds
+  // a call here: long enough for the five scrapes below to see both calls
+  // wait, sanitizers and a loaded machine included.)
   call(1, "load");
   finished.clear();
   std::vector<std::thread> calls;
