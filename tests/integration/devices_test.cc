@@ -536,8 +536,15 @@ TEST(Pinning, AModelPinnedToCuda1RunsThereAndNowhereElse) {
 // a Triton-style load (instance_group count), two again. A light model's
 // request is still answered while both workers are busy (fair queueing's
 // spare worker), and Open Inference's ModelConfig gives the GPU instance
-// group that count.
+// group that count. Its `slow` does 16 matrix products a call (the demo's
+// does 64): a quarter second or more is all the sampling needs.
 TEST(AcceleratorWorkers, BatchesOfOneModelOverlapOnTheDeviceWithTwoWorkers) {
+  namespace fs = std::filesystem;
+  ScratchDir scratch("ig_workers_");
+  ASSERT_FALSE(scratch.path().empty());
+  const fs::path repo = scratch.path();
+  fs::copy(DemoRepository() + "/mlp", repo / "mlp", fs::copy_options::recursive);
+  WriteMatrixProductModel(repo / "slow", 16, "");
   struct Case {
     int workers;
     const char* instances_config;  // a load's Triton config for "slow"; null: none
@@ -547,7 +554,7 @@ TEST(AcceleratorWorkers, BatchesOfOneModelOverlapOnTheDeviceWithTwoWorkers) {
                         Case{1, R"({"instance_group": [{"kind": "KIND_GPU", "count": 2}]})", 2}}) {
     SCOPED_TRACE(::testing::Message() << "--accelerator-workers=" << c.workers << " config "
                                     << (c.instances_config ? c.instances_config : "(none)"));
-    auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--simulate-devices=cuda:0=8GiB",
+    auto server = ServerProcess::Start({"--model-repository=" + repo.string(), "--simulate-devices=cuda:0=8GiB",
                                         "--accelerator-workers=" + std::to_string(c.workers)});
     ASSERT_NE(server, nullptr);
     auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());

@@ -523,27 +523,6 @@ TEST(Drain, SignalsDuringWarmUpDrainAfterIt) {
   EXPECT_NE(log.find("ignored 1 more stop signal(s) while draining"), std::string::npos) << log;
 }
 
-// A model directory (version 1 and its config) whose model does `products`
-// 1024x1024 matrix products per call, whatever its input x (FLOAT32, any
-// length), and answers x; the demo repository's `slow` does 64, about a
-// second here. `config` is added to the config's input declaration.
-void WriteMatrixProductModel(const std::filesystem::path& dir, int products, const std::string& config) {
-  torch::jit::Module m("MatrixProducts");
-  m.define(absl::StrCat(R"(
-def forward(self, x):
-    y = torch.ones([1024, 1024]) * 0.001
-    for _ in range()", products, R"():
-        y = torch.mm(y, y) * 0.001
-    return x + torch.sum(y) * 0.0
-)"));
-  std::filesystem::create_directories(dir / "1");
-  m.save((dir / "1" / "model.pt").string());
-  // Served as saved: the optimization's check would run the products twice
-  // more at every load, and these tests time their calls, not the load.
-  std::ofstream(dir / "config.pbtxt") << "inputs { name: \"x\" dtype: FLOAT32 dims: [-1] }\n"
-                                      << "torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF\n" << config;
-}
-
 // Samples `server`'s /metrics until `seen` holds of a scrape, or 60 s pass;
 // returns that scrape, or "".
 std::string ScrapeUntil(const ServerProcess& server, const std::function<bool(const std::string&)>& seen) {

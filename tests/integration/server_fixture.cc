@@ -4,10 +4,13 @@
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "devices/system_info.h"
 
 namespace infergate::testing {
@@ -46,6 +49,23 @@ at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& in
   c10::InferenceMode guard;
   std::vector<c10::IValue> args(inputs.begin(), inputs.end());
   return it->second.forward(args).toTensor();
+}
+
+void WriteMatrixProductModel(const std::filesystem::path& dir, int products, const std::string& config) {
+  torch::jit::Module m("MatrixProducts");
+  m.define(absl::StrCat(R"(
+def forward(self, x):
+    y = torch.ones([1024, 1024]) * 0.001
+    for _ in range()", products, R"():
+        y = torch.mm(y, y) * 0.001
+    return x + torch.sum(y) * 0.0
+)"));
+  std::filesystem::create_directories(dir / "1");
+  m.save((dir / "1" / "model.pt").string());
+  // Served as saved: the optimization's check would run the products twice
+  // more at every load, and these tests time their calls, not the load.
+  std::ofstream(dir / "config.pbtxt") << "inputs { name: \"x\" dtype: FLOAT32 dims: [-1] }\n"
+                                      << "torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF\n" << config;
 }
 
 }  // namespace infergate::testing

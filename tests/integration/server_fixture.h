@@ -56,6 +56,12 @@ inline inference::ModelInferRequest MlpV2Request() {
 // parsed there once, not by every test that includes this.)
 at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& inputs, int version = 1);
 
+// A model directory (version 1 and its config) whose model does `products`
+// 1024x1024 matrix products per call, whatever its input x (FLOAT32, any
+// length), and answers x; the demo repository's `slow` does 64, about a
+// second here. `config` is added to the config's input declaration.
+void WriteMatrixProductModel(const std::filesystem::path& dir, int products, const std::string& config);
+
 // Polls ListDevices (up to 30 s) until some device satisfies `running`;
 // false if none did. Synchronises a test with work it started.
 inline bool WaitForDevice(v1::InferenceService::Stub& stub,
