@@ -1,9 +1,10 @@
 #include "devices/simulation.h"
 
+#include <cmath>
+#include <thread>
+
 #include "common/status_macros.h"
 #include "common/units.h"
-
-#include <cmath>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -36,6 +37,17 @@ std::chrono::microseconds SimulatedTransferTime(const SimulationRules& rules, ui
   double micros = static_cast<double>(rules.transfer_latency.count());
   if (rules.transfer_bytes_per_second > 0) micros += static_cast<double>(bytes) / rules.transfer_bytes_per_second * 1e6;
   return std::chrono::microseconds(std::llround(micros));
+}
+
+std::chrono::microseconds SimulatedMove(const SimulationRules& rules, uint64_t bytes) {
+  if (rules.link) return rules.link->Move(bytes);
+  const std::chrono::microseconds alone = SimulatedTransferTime(rules, bytes);
+  std::this_thread::sleep_for(alone);
+  return alone;
+}
+
+std::chrono::microseconds SimulatedLinkQueue(const SimulationRules& rules) {
+  return rules.link ? rules.link->Queued() : std::chrono::microseconds(0);
 }
 
 absl::StatusOr<std::vector<SimulatedDeviceSpec>> ParseSimulatedDevices(absl::string_view text) {

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "devices/device_id.h"
+#include "devices/simulated_link.h"
 
 namespace infergate {
 
@@ -49,11 +50,23 @@ struct SimulationRules {
   // charges it: a fixed cost per load plus the bytes over the bandwidth.
   double transfer_bytes_per_second = 0;  // 0: free
   std::chrono::microseconds transfer_latency{0};
+  // The device's one link at those rates, shared by every move onto it
+  // (simulated_link.h); null: each move is charged alone.
+  std::shared_ptr<SimulatedLink> link;
 };
 
 // The simulated time to move `bytes` of weights onto the device `rules`
-// describe.
+// describe, with nothing else on its link.
 std::chrono::microseconds SimulatedTransferTime(const SimulationRules& rules, uint64_t bytes);
+
+// Moves `bytes` onto the device as the simulation charges it: booked on its
+// shared link behind the moves already there, or alone where it has none.
+// Sleeps that long; returns the time it took (queue and transfer).
+std::chrono::microseconds SimulatedMove(const SimulationRules& rules, uint64_t bytes);
+
+// How long a move onto the device would wait for its link now (0 without
+// one).
+std::chrono::microseconds SimulatedLinkQueue(const SimulationRules& rules);
 
 // Host-to-device transfer of a simulated device unless its entry says
 // otherwise: a PCIe 4.0 x16 GPU's effective rate from pageable host memory

@@ -33,7 +33,8 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
                 return cpu && cpu->queue_depth() == 0 && cpu->in_flight() == 0;
               }),
       planner(repository, devices, learned, options.router,
-              [this](const ModelKey& key, RouteCandidate* c) {
+              [this](const Route& there, RouteCandidate* c) {
+                const ModelKey key = there.key();
                 if (DeviceExecutor* ex = executors.Find(key.device)) {
                   c->queued = ex->queue_depth();
                   c->running = ex->in_flight();
@@ -44,6 +45,7 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
                 c->resident = models.IsResident(key);
                 c->demoted = !c->resident && placement.Demoted(key.model, key.device);
                 c->latency_us = latency.Mean(key.model, key.device);
+                if (!c->resident && key.device.kind != DeviceKind::kCpu) c->load_us = LoadAndRunEstimateUs(there);
               },
               &checker),
       lifecycle(repository, models, devices),
@@ -158,9 +160,32 @@ MoveInputs CoreParts::PlacementInputs(const DeviceId& device) {
   return in;
 }
 
+std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const {
+  const ModelKey key = there.key();
+  std::optional<double> load = placement.LoadTime(key.model, key.device);
+  if (!load) return std::nullopt;  // never loaded there: its load time is not guessed
+  // Only into room the device has now: a load that evicted another model
+  // would be evict-and-reload on the request path, and the two could take
+  // turns; displacing is the move policy's decision (move_policy.h).
+  const uint64_t budget = models.Budget(key.device);
+  if (budget > 0 && models.ResidentBytes(key.device) + models.ExpectedFootprint(there).total() > budget) {
+    return std::nullopt;
+  }
+  return *load + LinkQueueUs(key.device);
+}
+
+double CoreParts::LinkQueueUs(const DeviceId& device) const {
+  std::optional<DeviceInfo> info = devices.Find(device);
+  return info && info->simulation ? static_cast<double>(SimulatedLinkQueue(*info->simulation).count()) : 0.0;
+}
+
 double CoreParts::EstimatedTransferUs(const DeviceId& device, uint64_t bytes) const {
   std::optional<DeviceInfo> info = devices.Find(device);
-  if (info && info->simulation) return static_cast<double>(SimulatedTransferTime(*info->simulation, bytes).count());
+  if (info && info->simulation) {
+    // The link's queue too: a move weighed now starts after those on it.
+    return static_cast<double>(
+        (SimulatedTransferTime(*info->simulation, bytes) + SimulatedLinkQueue(*info->simulation)).count());
+  }
   const bool mps = device.kind == DeviceKind::kMps;
   const double bytes_per_second = mps ? kSimulatedMpsBytesPerSecond : kSimulatedCudaBytesPerSecond;
   const auto fixed = mps ? kSimulatedMpsTransferLatency : kSimulatedCudaTransferLatency;

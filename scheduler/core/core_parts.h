@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "devices/device_registry.h"
@@ -62,8 +63,17 @@ struct CoreParts {
   // naming the device, without fallback), unless resident.
   absl::Status Promote(const std::string& model, const DeviceId& device);
   // What moving `bytes` of weights onto `device` is expected to cost before
-  // a load there was measured: its simulated link, or a PCIe 4 GPU's.
+  // a load there was measured: its simulated link (with the moves queued on
+  // it now), or a PCIe 4 GPU's.
   double EstimatedTransferUs(const DeviceId& device, uint64_t bytes) const;
+  // The probe's load-and-run estimate for `there` (ready_path.h): the
+  // model's load time learned on that device plus its link's queue; unset
+  // when no load there was measured or its copy would not fit the device's
+  // budget without evicting another.
+  std::optional<double> LoadAndRunEstimateUs(const Route& there) const;
+  // What a move onto `device` would wait for its link now: its simulated
+  // link's queue; 0 on a real device (not measured there yet).
+  double LinkQueueUs(const DeviceId& device) const;
 
   const SchedulerOptions options;
   SchedulerObserver ignore;

@@ -35,14 +35,18 @@ void EstimateUnmeasuredAccelerators(std::vector<RouteCandidate>& candidates, con
   }
 }
 
+double ExpectedCompletionUs(const RouteCandidate& c, const RouterOptions& options) {
+  const double latency = c.latency_us.value_or(options.unmeasured_latency_us);
+  const double ahead = static_cast<double>(c.queued + c.running) / std::max(1, c.workers) + 1.0;
+  return ahead * latency;
+}
+
 int ChooseDevice(const std::vector<RouteCandidate>& candidates, const RouterOptions& options) {
   int best = -1;
   double best_cost = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const RouteCandidate& c = candidates[i];
-    double latency = c.latency_us.value_or(options.unmeasured_latency_us);
-    double ahead = static_cast<double>(c.queued + c.running) / std::max(1, c.workers) + 1.0;
-    double cost = ahead * latency + (c.resident ? 0.0 : options.load_penalty_us);
+    const double cost = ExpectedCompletionUs(c, options) + (c.resident ? 0.0 : options.load_penalty_us);
     if (best < 0 || cost < best_cost) {
       best = static_cast<int>(i);
       best_cost = cost;

@@ -46,7 +46,15 @@ struct RouteCandidate {
   bool resident = false;               // the model is loaded there
   bool demoted = false;                // not resident: demoted from there to make room
   std::optional<double> latency_us;    // the model's average there, if measured
+  // Not resident: how long until a copy could be ready there if a request
+  // loaded it now (its load time learned there, plus the moves queued on
+  // the device's link); unset while no load there was measured.
+  std::optional<double> load_us;
 };
+
+// When a request sent to `candidate` now would finish, its model resident:
+// (work ahead / workers + this request) x its latency there.
+double ExpectedCompletionUs(const RouteCandidate& candidate, const RouterOptions& options);
 
 // Fills in the latency of each accelerator candidate not measured yet as
 // the CPU candidate's measured one over `options.assumed_accelerator_speedup`

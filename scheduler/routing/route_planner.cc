@@ -1,5 +1,7 @@
 #include "scheduler/routing/route_planner.h"
 
+#include "scheduler/routing/ready_path.h"
+
 #include <algorithm>
 
 #include "absl/status/status.h"
@@ -136,7 +138,7 @@ RouteCandidate RoutePlanner::Probe(const Route& route, const DeviceId& device, P
   there.device.id = device;
   there.dtype = ComputeDType(*route.model, route.stamp, there.device.precision, precision);
   if (accuracy_) (void)ApplyAccuracy(there, precision, /*allow_fallback=*/true);  // never refuses with fallback
-  probe_(there.key(), &c);
+  probe_(there, &c);
   return c;
 }
 
@@ -149,21 +151,16 @@ RoutePlanner::AutoChoice RoutePlanner::ChooseAuto(const Route& route, Precision 
   EstimateUnmeasuredAccelerators(candidates, options_);
   const int chosen = ChooseDevice(candidates, options_);
   if (!move_wanted_) return {candidates[chosen].device, std::nullopt};
-  // No cold start: no request waits for a load while a copy is ready
-  // elsewhere. Where it would go had the model been resident everywhere
-  // (`ideal`) is where it is wanted; until the placement controller moves
-  // it there, the request goes to the best device it is resident on.
+  // No cold start (ready_path.h): where it would go had the model been
+  // resident everywhere (`ideal`) is where it is wanted; until it is there,
+  // the faster of a resident copy and loading it there, then running.
   std::vector<RouteCandidate> all_resident = candidates;
   for (RouteCandidate& c : all_resident) c.resident = true;
   const int ideal = ChooseDevice(all_resident, options_);
-  if (candidates[ideal].resident) return {candidates[ideal].device, std::nullopt};
-  std::vector<RouteCandidate> ready;
-  for (const RouteCandidate& c : candidates) {
-    if (c.resident) ready.push_back(c);
-  }
-  if (ready.empty()) return {candidates[chosen].device, std::nullopt};  // a cold start: some request must load it
+  const PathChoice path = ChooseReadyPath(candidates, ideal, options_);
+  if (path.path != ReadyPath::kResident) return {candidates[path.index].device, std::nullopt};
   move_wanted_();
-  AutoChoice choice{ready[ChooseDevice(ready, options_)].device, std::nullopt};
+  AutoChoice choice{candidates[path.index].device, std::nullopt};
   if (candidates[ideal].demoted) {
     choice.demoted = FallbackReason{FallbackKind::kDemoted, candidates[ideal].device.ToString()};
   }

@@ -43,9 +43,11 @@ struct LoadTarget {
 
 class RoutePlanner {
  public:
-  // Fills in the live figures `auto` weighs for one candidate (queue, work
-  // in flight, residency of `key`, measured latency). Must not block.
-  using LoadProbe = std::function<void(const ModelKey& key, RouteCandidate* candidate)>;
+  // Fills in the live figures `auto` weighs for one candidate: the request
+  // planned `there` (its device, in the dtype it would be served in there):
+  // queue, work in flight, residency of there.key(), measured latency, and
+  // the load estimate (RouteCandidate::load_us). Must not block.
+  using LoadProbe = std::function<void(const Route& there, RouteCandidate* candidate)>;
 
   // Called when a request ran where its model was ready although another
   // device would have served it sooner had the model been there: the

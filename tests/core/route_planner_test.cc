@@ -107,8 +107,8 @@ TEST_F(RoutePlannerTest, DeviceOutOfServiceSendsWorkToTheCpuAndAutoSkipsIt) {
 }
 
 TEST_F(RoutePlannerTest, AutoPrefersWhereTheModelIsResidentAndIdle) {
-  RoutePlanner probing(repository_, devices_, learned_, {}, [](const ModelKey& key, RouteCandidate* c) {
-    c->resident = key.device.kind == DeviceKind::kCpu;
+  RoutePlanner probing(repository_, devices_, learned_, {}, [](const Route& there, RouteCandidate* c) {
+    c->resident = there.device.id.kind == DeviceKind::kCpu;
     c->latency_us = 100;
   });
   EXPECT_EQ(probing.Plan({"cpu_only", "", "", Precision::kAuto, true})->device.id.ToString(), "cpu");
@@ -169,9 +169,9 @@ TEST(RoutePlannerProbe, AutoProbesOnlyWhenThereIsAChoice) {
   DeviceRegistry devices(FakeDevices(/*cuda=*/true, /*mps=*/false));
   UnsupportedOpTable learned("", "test");
   std::vector<std::string> probed;
-  RoutePlanner planner(repository, devices, learned, {}, [&probed](const ModelKey& key, RouteCandidate* c) {
-    probed.push_back(key.device.ToString());
-    c->resident = key.device.kind == DeviceKind::kCpu;  // the cpu looks best, so the choice is visible
+  RoutePlanner planner(repository, devices, learned, {}, [&probed](const Route& there, RouteCandidate* c) {
+    probed.push_back(there.device.id.ToString());
+    c->resident = there.device.id.kind == DeviceKind::kCpu;  // the cpu looks best, so the choice is visible
     c->latency_us = 10;
   });
   absl::StatusOr<Route> only_cpu = planner.Plan({"cpu_only", "", "auto", Precision::kAuto, true});
@@ -210,8 +210,8 @@ TEST(RoutePlannerPinning, AModelPinnedToCuda1NeverRunsElsewhere) {
   DeviceRegistry devices(std::move(infos));
   UnsupportedOpTable learned("", "test");
   // cuda:0 looks best to `auto` in every way: resident, idle, fastest.
-  RoutePlanner planner(repository, devices, learned, {}, [](const ModelKey& key, RouteCandidate* c) {
-    bool cuda0 = key.device == DeviceId{DeviceKind::kCuda, 0};
+  RoutePlanner planner(repository, devices, learned, {}, [](const Route& there, RouteCandidate* c) {
+    bool cuda0 = there.device.id == DeviceId{DeviceKind::kCuda, 0};
     c->resident = cuda0;
     c->latency_us = cuda0 ? 10 : 10000;
     c->queued = cuda0 ? 0 : 50;

@@ -4,13 +4,16 @@
 // reason demoted:cuda:0) and moves back once its demand pays for the move,
 // without a request waiting for it; DENY waits for its device; a drain in
 // the middle of a move ends cleanly; a device that fails during a move
-// leaves the requests answered, falling back as device failures do.
+// leaves the requests answered, falling back as device failures do; with
+// room on cuda:0, auto loads a model there and runs it when that is faster
+// than its ready cpu copy, and not when it is slower.
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "inference/grpc_service.grpc.pb.h"
@@ -111,6 +114,31 @@ class NoColdStart : public ::testing::Test {
     ADD_FAILURE() << "start-up never left one model on cuda:0 and the other demoted with a cpu copy\n"
                   << server_->Log();
     return {"", ""};
+  }
+
+  // Load and run (scheduler/routing/ready_path.h): x demoted with a cpu
+  // copy, then y unloaded from cuda:0 so that x fits there again, and x's
+  // cpu latency measured (three requests there). Returns the placement of
+  // the next auto request for x and how many requests waited for a load on
+  // cuda:0 meanwhile. The tests that call it pass only when woken
+  // (--move-period=3600s): by the eviction, and by a request that takes the
+  // ready copy, never before the one measured, so whatever put x back on
+  // cuda:0 was the request itself.
+  std::pair<v1::Placement, double> AutoAfterRoomIsMade(const std::string& x, const std::string& y) {
+    grpc::ClientContext ctx;
+    v1::UnloadModelRequest unload;
+    unload.set_model(y);
+    unload.set_device("cuda:0");
+    v1::UnloadModelResponse unloaded;
+    grpc::Status s = stub_->UnloadModel(&ctx, unload, &unloaded);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    v1::InferResponse resp;
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(Infer(x, "cpu", v1::ALLOW, &resp).ok());
+    const std::string before = ScrapeMetrics(*server_);
+    s = Infer(x, "", v1::ALLOW, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return {resp.placement(),
+            AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}")};
   }
 
   ScratchDir scratch_{"ig_no_cold_start_"};
@@ -241,6 +269,35 @@ TEST_F(NoColdStart, ADeviceThatFailsDuringAMoveLeavesRequestsAnswered) {
   EXPECT_NE(log.find("moving model '" + x + "' to cuda:0 failed"), std::string::npos) << log;
   ASSERT_TRUE(Infer(y, "", v1::ALLOW, &resp).ok());
   EXPECT_EQ(resp.placement().device(), "cpu");
+}
+
+// On a CPU 1000x slower than the simulated GPU, loading x onto cuda:0's
+// free room and running there beats its cpu copy: the request does so
+// (and is counted as having waited for the load) instead of taking the
+// slow ready path.
+TEST_F(NoColdStart, AutoLoadsAndRunsWhenThatIsFasterThanTheReadyCopy) {
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000", "--move-period=3600s"});
+  ASSERT_FALSE(HasFatalFailure());
+  const auto [x, y] = DemotedAndResident();
+  ASSERT_FALSE(x.empty());
+  const auto [placement, waited] = AutoAfterRoomIsMade(x, y);
+  EXPECT_EQ(placement.device(), "cuda:0") << "auto took the cpu copy although loading was faster\n" << server_->Log();
+  EXPECT_FALSE(placement.fell_back()) << placement.fallback_reason();
+  EXPECT_EQ(waited, 1) << "the request did not load x itself";
+}
+
+// The same with every load onto cuda:0 costing 3 s on its link: the cpu
+// copy, slow as it is, answers first, with the demoted reason, and nobody
+// waits for a load.
+TEST_F(NoColdStart, AutoKeepsTheReadyCopyWhenLoadingIsSlower) {
+  Start({"--simulate-devices=cuda:0,transfer_latency=3s", "--simulate-cpu-slowdown=1000", "--move-period=3600s"});
+  ASSERT_FALSE(HasFatalFailure());
+  const auto [x, y] = DemotedAndResident();
+  ASSERT_FALSE(x.empty());
+  const auto [placement, waited] = AutoAfterRoomIsMade(x, y);
+  EXPECT_EQ(placement.device(), "cpu") << server_->Log();
+  EXPECT_EQ(placement.fallback_reason(), "demoted:cuda:0");
+  EXPECT_EQ(waited, 0);
 }
 
 // With the accuracy contract on (the default), a model's first copy on a

@@ -178,8 +178,7 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
     const auto opening = std::chrono::steady_clock::now();
     impl->container = OpenAotiContainer(*impl->files, *variant, impl->device.str(), impl->instances);
     if (impl->simulation) {
-      impl->transfer_time = SimulatedTransferTime(*impl->simulation, bytes);
-      std::this_thread::sleep_for(impl->transfer_time);
+      impl->transfer_time = SimulatedMove(*impl->simulation, bytes);
     } else if (!impl->device.is_cpu()) {
       impl->transfer_time = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - opening);
     }

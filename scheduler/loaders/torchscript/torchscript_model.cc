@@ -161,7 +161,7 @@ absl::StatusOr<std::shared_ptr<TorchScriptModel>> TorchScriptModel::Load(const s
     const auto placing = std::chrono::steady_clock::now();
     for (at::Tensor& t : state) t.set_data(Place(t, impl->placement));
     if (device.id.kind != DeviceKind::kCpu) {
-      if (impl->simulation) std::this_thread::sleep_for(SimulatedTransferTime(*impl->simulation, bytes));
+      if (impl->simulation) SimulatedMove(*impl->simulation, bytes);
       impl->transfer_time = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - placing);
     }
     if (impl->simulation && impl->simulation->memory) {

@@ -1,0 +1,29 @@
+#include "scheduler/routing/ready_path.h"
+
+namespace infergate {
+
+PathChoice ChooseReadyPath(const std::vector<RouteCandidate>& candidates, int ideal, const RouterOptions& options) {
+  PathChoice choice;
+  if (ideal < 0 || ideal >= static_cast<int>(candidates.size())) return choice;
+  const RouteCandidate& best = candidates[ideal];
+  if (best.resident) return {ReadyPath::kIdeal, ideal, ExpectedCompletionUs(best, options), 0};
+  // Path 1: the resident copy expected to finish first.
+  int ready = -1;
+  double ready_us = 0;
+  for (int i = 0; i < static_cast<int>(candidates.size()); ++i) {
+    if (!candidates[i].resident) continue;
+    const double us = ExpectedCompletionUs(candidates[i], options);
+    if (ready < 0 || us < ready_us) {
+      ready = i;
+      ready_us = us;
+    }
+  }
+  // Path 2: load (or wait for the move) onto the best device, then run.
+  const bool can_load = best.load_us.has_value();
+  const double load_us = can_load ? *best.load_us + ExpectedCompletionUs(best, options) : 0;
+  if (ready < 0) return {ReadyPath::kColdStart, ideal, load_us, 0};
+  if (can_load && load_us < ready_us) return {ReadyPath::kLoadAndRun, ideal, load_us, ready_us};
+  return {ReadyPath::kResident, ready, ready_us, load_us};
+}
+
+}  // namespace infergate

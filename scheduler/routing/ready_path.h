@@ -1,0 +1,53 @@
+#pragma once
+// The rule `auto` follows when background moves are on ("no cold start"):
+// no request is slower than the fastest path that was ready when it
+// arrived. A pure function from the candidates' estimates to the path, so
+// the rule reads (and is tested) as one table (tests/scheduler/routing/
+// ready_path_test.cc).
+//
+// When the model is resident on its best device (where it would run were
+// it resident everywhere, `ideal`), it runs there. Otherwise the paths are:
+//  1. run now where the model is resident: the best of those copies by
+//     expected completion (ExpectedCompletionUs: the work ahead there, then
+//     this request);
+//  2. load it onto the best device and run there ("load and run"): the
+//     load's estimate (RouteCandidate::load_us: the load time learned
+//     there, which a request would wait for, plus the moves queued on the
+//     device's link) and then its expected completion there. A move the
+//     placement controller has under way is this path too: the cache loads
+//     a copy once, and a request sent there waits for that load.
+// The faster wins; a tie, or a load never measured there (its file
+// reading, deserialisation and warm-up are not guessed), keeps the
+// resident copy. With no copy resident anywhere the request is a cold
+// start and loads where `auto` would send it anyway. The previous rule
+// ("never wait for a load while a copy is ready") is path 1 alone: it sent
+// a request to a CPU copy 4x slower although loading onto the accelerator
+// and running there would have answered sooner.
+
+#include <vector>
+
+#include "scheduler/routing/auto_cost.h"
+#include "scheduler/routing/router_options.h"
+
+namespace infergate {
+
+enum class ReadyPath {
+  kIdeal,       // resident on its best device: runs there
+  kResident,    // runs now on another device's resident copy
+  kLoadAndRun,  // loads onto its best device (or waits for the move there) and runs there
+  kColdStart,   // resident nowhere: loads where auto sends it
+};
+
+struct PathChoice {
+  ReadyPath path = ReadyPath::kColdStart;
+  int index = -1;            // the candidate it runs on
+  double expected_us = 0;    // when it is expected to finish (from now)
+  double alternative_us = 0; // kResident / kLoadAndRun: the path not taken's estimate (0: none)
+};
+
+// `ideal`: the index of the best device were the model resident everywhere
+// (ChooseDevice over the candidates, all marked resident). -1 (no
+// candidates) gives a cold start with index -1.
+PathChoice ChooseReadyPath(const std::vector<RouteCandidate>& candidates, int ideal, const RouterOptions& options);
+
+}  // namespace infergate

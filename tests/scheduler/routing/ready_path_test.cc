@@ -1,0 +1,94 @@
+#include "scheduler/routing/ready_path.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <vector>
+
+namespace infergate {
+namespace {
+
+// The rule as one table: a model wanted on cuda:0 (4x faster than the
+// CPU), its candidates cuda:0 and the cpu, and which path a request takes.
+// Figures in microseconds; `load` is cuda:0's load estimate (learned load
+// time plus the link's queue), unset while no load there was measured.
+struct Row {
+  const char* what;
+  bool on_cuda, on_cpu;     // resident there
+  size_t cuda_ahead, cpu_ahead;  // requests queued or running there (one worker each)
+  std::optional<double> load;
+  ReadyPath path;
+  const char* device;  // where it runs
+  double expected;     // its estimated completion
+};
+
+TEST(ReadyPath, TheFastestPathReadyWhenTheRequestArrives) {
+  const double kCuda = 10'000, kCpu = 40'000;
+  const Row rows[] = {
+      {"resident on its best device: runs there", true, true, 0, 0, 5'000, ReadyPath::kIdeal, "cuda:0", 10'000},
+      {"resident nowhere: a cold start where auto sends it", false, false, 0, 0, std::nullopt, ReadyPath::kColdStart,
+       "cuda:0", 0},
+      {"resident nowhere, load measured: a cold start with its estimate", false, false, 0, 0, 5'000,
+       ReadyPath::kColdStart, "cuda:0", 15'000},
+      {"a load never measured there is not guessed: the cpu copy", false, true, 0, 0, std::nullopt,
+       ReadyPath::kResident, "cpu", 40'000},
+      {"load and run (5 + 10 ms) beats the cpu (40 ms)", false, true, 0, 0, 5'000, ReadyPath::kLoadAndRun, "cuda:0",
+       15'000},
+      {"a slow load (35 + 10 ms) loses to the cpu (40 ms)", false, true, 0, 0, 35'000, ReadyPath::kResident, "cpu",
+       40'000},
+      {"a tie keeps the resident copy (it moves no bytes)", false, true, 0, 0, 30'000, ReadyPath::kResident, "cpu",
+       40'000},
+      {"the cpu's queue counts: two ahead there (120 ms) against a 50 ms load", false, true, 0, 2, 50'000,
+       ReadyPath::kLoadAndRun, "cuda:0", 60'000},
+      {"cuda:0's queue counts too: three ahead there (40 ms) plus a 5 ms load", false, true, 3, 0, 5'000,
+       ReadyPath::kResident, "cpu", 40'000},
+      {"the link's queue is in the load estimate: a move ahead makes it 45 ms", false, true, 0, 0, 5'000 + 40'000,
+       ReadyPath::kResident, "cpu", 40'000},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.what);
+    RouteCandidate cuda, cpu;
+    cuda.device = {DeviceKind::kCuda, 0};
+    cuda.resident = r.on_cuda;
+    cuda.queued = r.cuda_ahead;
+    cuda.latency_us = kCuda;
+    cuda.load_us = r.load;
+    cpu.device = {DeviceKind::kCpu, 0};
+    cpu.resident = r.on_cpu;
+    cpu.queued = r.cpu_ahead;
+    cpu.latency_us = kCpu;
+    const std::vector<RouteCandidate> candidates = {cuda, cpu};
+    // Where it would run were it resident everywhere, as the planner finds it.
+    std::vector<RouteCandidate> all_resident = candidates;
+    for (RouteCandidate& c : all_resident) c.resident = true;
+    const int ideal = ChooseDevice(all_resident);
+    ASSERT_EQ(ideal, 0) << "cuda:0 is the best device in every row";
+    const PathChoice choice = ChooseReadyPath(candidates, ideal, RouterOptions{});
+    EXPECT_EQ(choice.path, r.path);
+    ASSERT_GE(choice.index, 0);
+    EXPECT_EQ(candidates[choice.index].device.ToString(), r.device);
+    EXPECT_DOUBLE_EQ(choice.expected_us, r.expected);
+  }
+}
+
+// The path not taken is reported beside the one taken, for the trace.
+TEST(ReadyPath, ReportsThePathNotTaken) {
+  RouteCandidate cuda, cpu;
+  cuda.device = {DeviceKind::kCuda, 0};
+  cuda.latency_us = 10'000;
+  cuda.load_us = 5'000;
+  cpu.device = {DeviceKind::kCpu, 0};
+  cpu.resident = true;
+  cpu.latency_us = 40'000;
+  PathChoice choice = ChooseReadyPath({cuda, cpu}, 0, RouterOptions{});
+  EXPECT_EQ(choice.path, ReadyPath::kLoadAndRun);
+  EXPECT_DOUBLE_EQ(choice.alternative_us, 40'000);
+  cuda.load_us.reset();
+  choice = ChooseReadyPath({cuda, cpu}, 0, RouterOptions{});
+  EXPECT_EQ(choice.path, ReadyPath::kResident);
+  EXPECT_DOUBLE_EQ(choice.alternative_us, 0) << "no load estimate: no alternative";
+  EXPECT_EQ(ChooseReadyPath({}, -1, RouterOptions{}).index, -1);
+}
+
+}  // namespace
+}  // namespace infergate
