@@ -220,8 +220,12 @@ def made_once(form, root, make, input_file=None):
     key.update(("%s|%s|%s|%d" % (form, torch.__version__, torch.__file__, torch.get_num_threads())).encode())
     made = os.path.join(cache, key.hexdigest()[:24])
     if not os.path.isdir(made):
-        os.makedirs(cache, exist_ok=True)
-        scratch = tempfile.mkdtemp(prefix="making-", dir=cache)
+        try:
+            os.makedirs(cache, exist_ok=True)
+            scratch = tempfile.mkdtemp(prefix="making-", dir=cache)
+        except OSError as e:  # no cache to write to: compile in place
+            print("make_pt2_models: no cache at %s (%s); compiling" % (cache, e), file=sys.stderr)
+            return make(root)
         try:
             make(scratch)
             try:
