@@ -6,9 +6,10 @@
 
 namespace infergate {
 
-std::chrono::microseconds SimulatedLink::TransferTime(uint64_t bytes) const {
-  double micros = static_cast<double>(per_move_.count());
-  if (bytes_per_second_ > 0) micros += static_cast<double>(bytes) / bytes_per_second_ * 1e6;
+std::chrono::microseconds LinkTransferTime(double bytes_per_second, std::chrono::microseconds per_move,
+                                           uint64_t bytes) {
+  double micros = static_cast<double>(per_move.count());
+  if (bytes_per_second > 0) micros += static_cast<double>(bytes) / bytes_per_second * 1e6;
   return std::chrono::microseconds(std::llround(micros));
 }
 

@@ -17,6 +17,11 @@
 
 namespace infergate {
 
+// What `bytes` take on a link at `bytes_per_second` (0: free) that charges
+// `per_move` for each move, with nothing ahead of them.
+std::chrono::microseconds LinkTransferTime(double bytes_per_second, std::chrono::microseconds per_move,
+                                           uint64_t bytes);
+
 class SimulatedLink {
  public:
   using Clock = std::chrono::steady_clock;
@@ -25,9 +30,10 @@ class SimulatedLink {
   SimulatedLink(double bytes_per_second, std::chrono::microseconds per_move)
       : bytes_per_second_(bytes_per_second), per_move_(per_move) {}
 
-  // What `bytes` take on the link with nothing ahead of them: the fixed cost
-  // per move plus the bytes over the bandwidth.
-  std::chrono::microseconds TransferTime(uint64_t bytes) const;
+  // What `bytes` take on this link with nothing ahead of them.
+  std::chrono::microseconds TransferTime(uint64_t bytes) const {
+    return LinkTransferTime(bytes_per_second_, per_move_, bytes);
+  }
 
   // Books `bytes` behind every move already booked and returns when they
   // would end (now + queue + TransferTime). Does not wait.

@@ -1,6 +1,5 @@
 #include "devices/simulation.h"
 
-#include <cmath>
 #include <thread>
 
 #include "common/status_macros.h"
@@ -34,9 +33,7 @@ void MemoryLedger::Release(uint64_t bytes) {
 }
 
 std::chrono::microseconds SimulatedTransferTime(const SimulationRules& rules, uint64_t bytes) {
-  double micros = static_cast<double>(rules.transfer_latency.count());
-  if (rules.transfer_bytes_per_second > 0) micros += static_cast<double>(bytes) / rules.transfer_bytes_per_second * 1e6;
-  return std::chrono::microseconds(std::llround(micros));
+  return LinkTransferTime(rules.transfer_bytes_per_second, rules.transfer_latency, bytes);
 }
 
 std::chrono::microseconds SimulatedMove(const SimulationRules& rules, uint64_t bytes) {

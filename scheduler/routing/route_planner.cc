@@ -1,7 +1,5 @@
 #include "scheduler/routing/route_planner.h"
 
-#include "scheduler/routing/ready_path.h"
-
 #include <algorithm>
 
 #include "absl/status/status.h"
@@ -11,6 +9,7 @@
 #include "common/status_macros.h"
 #include "proto/proto_enums.h"
 #include "scheduler/repository/model_config.h"
+#include "scheduler/routing/ready_path.h"
 
 namespace infergate {
 namespace {
