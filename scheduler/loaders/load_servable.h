@@ -1,7 +1,9 @@
 #pragma once
 // The one place a model file's format picks its loader: an AOTInductor
 // package (.pt2) is opened by AotiModel::Load, anything else is read as
-// TorchScript by TorchScriptModel::Load. The model cache loads through
+// TorchScript by TorchScriptModel::Load. On a simulated accelerator either
+// is wrapped in a SimulatedServable, which charges what the device would
+// (memory, the move, the backend's rules). The model cache loads through
 // this (ModelManager's default ServableLoader); tests give the cache loaders
 // of their own instead.
 //

@@ -1,5 +1,5 @@
 // A corpus of model patterns, built here as TorchScript with LibTorch, run
-// through the server's own loader (TorchScriptModel) on simulated MPS and CUDA and
+// through the server's own loader seam (LoadServable) on simulated MPS and CUDA and
 // compared with the CPU. Patterns real MPS runs must run on both simulated
 // devices with no device failure and answer within the precision's
 // tolerance of the CPU; patterns real MPS refuses must fail on simulated
@@ -22,7 +22,7 @@
 #include "devices/device_registry.h"
 #include "devices/precision.h"
 #include "scheduler/routing/failure_policy.h"
-#include "scheduler/loaders/torchscript/torchscript_model.h"
+#include "scheduler/loaders/load_servable.h"
 
 namespace infergate {
 namespace {
@@ -197,7 +197,7 @@ class SimulatedDeviceCorpus : public ::testing::Test {
     if (!info) return absl::NotFoundError(device + " missing");
     v1::ModelConfig config;
     config.set_name("corpus");
-    absl::StatusOr<std::shared_ptr<TorchScriptModel>> model = TorchScriptModel::Load(path, config, *info, dtype);
+    absl::StatusOr<std::shared_ptr<Servable>> model = LoadServable(path, config, *info, dtype, nullptr, 1);
     if (!model.ok()) return model.status();
     return (*model)->Run(inputs);
   }

@@ -16,7 +16,6 @@
 #include "common/mutex.h"
 #include "common/status_macros.h"
 #include "devices/device_failure.h"
-#include "devices/simulated_run.h"
 #include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"
 #include "nlohmann/json.hpp"
@@ -77,9 +76,6 @@ void WarnIfLoopsOutnumberWorkerThreads(const std::string& model, const std::stri
 }  // namespace
 
 struct AotiModel::Impl {
-  ~Impl() {
-    if (simulation && simulation->memory) simulation->memory->Release(reserved_bytes);
-  }
   // The unpacked files outlive the container that opened them.
   std::unique_ptr<UnpackedAotiVariant> files;
   // One container, `instances` model instances sharing its constants.
@@ -93,10 +89,8 @@ struct AotiModel::Impl {
   mutable Mutex turns_mu;
   mutable std::condition_variable turns_cv;
   mutable size_t turns_free ABSL_GUARDED_BY(turns_mu) = 0;
-  std::shared_ptr<const SimulationRules> simulation;
-  uint64_t reserved_bytes = 0;
-  // Opening the container on an accelerator (its constants copied there),
-  // or a simulated device's charged cost.
+  // Opening the container on an accelerator (its constants copied there);
+  // a simulated device's charge is added by SimulatedServable.
   std::chrono::microseconds transfer_time{0};
   std::string name;
   // Where inputs go and runs happen: the GPU for a real accelerator's build,
@@ -139,7 +133,6 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   InputSignature signature = *std::move(declared);
   auto impl = std::make_unique<Impl>();
   impl->name = model;
-  impl->simulation = device.simulation;
   impl->device = PlanPlacement(device, DType::kFloat32).device;
   impl->outputs.emplace(config);
   // The instances share one copy of the constants: on the CPU they are
@@ -147,15 +140,6 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
   const uint64_t bytes = variant->library_bytes;
   if (admit) {
     RETURN_IF_ERROR(admit(bytes));
-  }
-  if (impl->simulation && impl->simulation->memory) {
-    if (!impl->simulation->memory->TryReserve(bytes)) {
-      return WithDeviceFailure(
-          absl::ResourceExhaustedError(absl::StrCat("model '", model, "': ", bytes, " bytes of compiled model do not fit ",
-                                                    device.id.ToString(), " (simulated)")),
-          DeviceFailure::kOutOfMemory, "");
-    }
-    impl->reserved_bytes = bytes;
   }
   absl::StatusOr<std::unique_ptr<UnpackedAotiVariant>> files = UnpackedAotiVariant::Unpack(path, *variant);
   if (!files.ok()) return refuse(absl::StrCat("cannot unpack variant '", variant->name, "': ", files.status().message()));
@@ -177,9 +161,7 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
     if (!impl->device.is_cpu()) on_device.reset_device(impl->device);
     const auto opening = std::chrono::steady_clock::now();
     impl->container = OpenAotiContainer(*impl->files, *variant, impl->device.str(), impl->instances);
-    if (impl->simulation) {
-      impl->transfer_time = SimulatedMove(*impl->simulation, bytes);
-    } else if (!impl->device.is_cpu()) {
+    if (!impl->device.is_cpu()) {
       impl->transfer_time = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - opening);
     }
     const int64_t expected = InputsInCallSpec(impl->container->get_call_spec());
@@ -251,14 +233,7 @@ absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Te
     std::vector<at::Tensor> args;
     args.reserve(inputs.size());
     for (const at::Tensor& t : inputs) args.push_back(t.to(m.device).contiguous());
-    std::vector<at::Tensor> raw;
-    if (m.simulation) {
-      SimulatedRun run(*m.simulation);
-      raw = run_container(args);
-      run.Check();
-    } else {
-      raw = run_container(args);
-    }
+    std::vector<at::Tensor> raw = run_container(args);
     std::vector<std::pair<std::string, at::Tensor>> positional;
     positional.reserve(raw.size());
     for (at::Tensor& t : raw) positional.emplace_back("", std::move(t));

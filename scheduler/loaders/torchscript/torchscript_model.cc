@@ -11,7 +11,6 @@
 #include "common/status_macros.h"
 #include "devices/device_failure.h"
 #include "common/logging.h"
-#include "devices/simulated_run.h"
 #include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"
 #include "devices/torch_probe.h"
@@ -27,13 +26,8 @@
 namespace infergate {
 
 struct TorchScriptModel::Impl {
-  ~Impl() {
-    if (simulation && simulation->memory) simulation->memory->Release(reserved_bytes);
-  }
   torch::jit::Module module;
   TensorPlacement placement;
-  std::shared_ptr<const SimulationRules> simulation;
-  uint64_t reserved_bytes = 0;
   std::chrono::microseconds transfer_time{0};  // placing the weights on the device, at load
   std::string name;
   std::optional<DeclaredOutputs> outputs;  // set at load
@@ -95,7 +89,6 @@ absl::StatusOr<std::shared_ptr<TorchScriptModel>> TorchScriptModel::Load(const s
   impl->name = config.name();
   impl->batching = config.max_batch_size() > 0;
   impl->placement = PlanPlacement(device, compute_dtype);
-  impl->simulation = device.simulation;
   try {
     impl->module = torch::jit::load(path, c10::Device(c10::DeviceType::CPU));
   } catch (const std::exception& e) {
@@ -155,22 +148,13 @@ absl::StatusOr<std::shared_ptr<TorchScriptModel>> TorchScriptModel::Load(const s
     if (admit) {
       RETURN_IF_ERROR(admit(bytes));
     }
-    // The weights' move to the device: timed (a real accelerator's
-    // host-to-device copy), and on a simulated one charged as a real one
-    // would (simulation.h), as the load's own time.
+    // The weights' move to the device, timed (a real accelerator's
+    // host-to-device copy; a simulated one's charge is added by
+    // SimulatedServable).
     const auto placing = std::chrono::steady_clock::now();
     for (at::Tensor& t : state) t.set_data(Place(t, impl->placement));
     if (device.id.kind != DeviceKind::kCpu) {
-      if (impl->simulation) SimulatedMove(*impl->simulation, bytes);
       impl->transfer_time = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - placing);
-    }
-    if (impl->simulation && impl->simulation->memory) {
-      const MemoryLedger& ledger = *impl->simulation->memory;
-      TORCH_CHECK_WITH(OutOfMemoryError, impl->simulation->memory->TryReserve(bytes),
-                       device.id.kind == DeviceKind::kCuda ? "CUDA" : "MPS", " out of memory. Tried to allocate ", bytes, " bytes for the parameters of '",
-                       config.name(), "' (", device.id.ToString(), "; ", ledger.capacity(), " bytes total capacity; ",
-                       ledger.used(), " bytes already allocated; simulated device)");
-      impl->reserved_bytes = bytes;
     }
     if (!inputs.by_keyword) {
       impl->optimized = ServeOptimizedIfSame(impl->module, impl->placement, config, device, path, sig);
@@ -202,14 +186,7 @@ absl::StatusOr<std::vector<NamedTensor>> TorchScriptModel::Run(const std::vector
       for (const std::string& name : m.pass_none) kwargs.emplace(name, c10::IValue());
       return (*m.forward)({}, kwargs);
     };
-    c10::IValue result;
-    if (m.simulation) {
-      SimulatedRun run(*m.simulation);
-      result = forward();
-      run.Check();
-    } else {
-      result = forward();
-    }
+    c10::IValue result = forward();
 
     std::vector<std::pair<std::string, at::Tensor>> raw;
     auto is_strings = [](const c10::IValue& v) { return v.isList() && v.type()->isSubtypeOf(*c10::ListType::ofStrings()); };

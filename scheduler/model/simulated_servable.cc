@@ -1,0 +1,74 @@
+#include "scheduler/model/simulated_servable.h"
+
+#include <exception>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "devices/device_failure.h"
+#include "devices/simulated_run.h"
+#include "scheduler/model/torch_status.h"
+
+namespace infergate {
+
+absl::StatusOr<std::shared_ptr<Servable>> SimulatedServable::Wrap(std::shared_ptr<Servable> inner,
+                                                                  const DeviceInfo& device, const std::string& model) {
+  if (!device.simulation || device.id.kind == DeviceKind::kCpu) return inner;
+  const SimulationRules& rules = *device.simulation;
+  const uint64_t bytes = inner->resident_bytes();
+  uint64_t reserved = 0;
+  if (rules.memory) {
+    const MemoryLedger& ledger = *rules.memory;
+    if (!rules.memory->TryReserve(bytes)) {
+      return WithDeviceFailure(
+          absl::ResourceExhaustedError(absl::StrCat(
+              "model '", model, "': ", device.id.kind == DeviceKind::kCuda ? "CUDA" : "MPS",
+              " out of memory. Tried to allocate ", bytes, " bytes for the parameters of '", model, "' (",
+              device.id.ToString(), "; ", ledger.capacity(), " bytes total capacity; ", ledger.used(),
+              " bytes already allocated; simulated device)")),
+          DeviceFailure::kOutOfMemory, "");
+    }
+    reserved = bytes;
+  }
+  const std::chrono::microseconds moved = SimulatedMove(rules, bytes);
+  const std::chrono::microseconds transfer_time = inner->transfer_time() + moved;
+  return std::shared_ptr<Servable>(
+      new SimulatedServable(std::move(inner), device.simulation, model, reserved, transfer_time));
+}
+
+SimulatedServable::SimulatedServable(std::shared_ptr<Servable> inner, std::shared_ptr<const SimulationRules> rules,
+                                     std::string model, uint64_t reserved_bytes,
+                                     std::chrono::microseconds transfer_time)
+    : inner_(std::move(inner)),
+      rules_(std::move(rules)),
+      model_(std::move(model)),
+      reserved_bytes_(reserved_bytes),
+      transfer_time_(transfer_time) {}
+
+SimulatedServable::~SimulatedServable() {
+  if (rules_->memory) rules_->memory->Release(reserved_bytes_);
+}
+
+template <typename RunInner>
+absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::Watched(RunInner run) const {
+  try {
+    SimulatedRun watch(*rules_);
+    absl::StatusOr<std::vector<NamedTensor>> outputs = run();
+    // A violation is what the device would have raised, before any answer
+    // or failure of the model's own.
+    watch.Check();
+    return outputs;
+  } catch (const std::exception& e) {
+    return StatusFromTorchException(e, absl::StrCat("model '", model_, "' failed: "));
+  }
+}
+
+absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::Run(const std::vector<at::Tensor>& inputs) const {
+  return Watched([&] { return inner_->Run(inputs); });
+}
+
+absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::WarmUp(const std::vector<at::Tensor>& inputs) const {
+  return Watched([&] { return inner_->WarmUp(inputs); });
+}
+
+}  // namespace infergate

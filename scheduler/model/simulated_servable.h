@@ -1,0 +1,66 @@
+#pragma once
+// What a simulated accelerator (--simulate-devices, simulation.h) charges a
+// model loaded on it, for any servable, once: the loaders place weights and
+// run forward passes on the CPU as they would anywhere, and this wrapper
+// adds what the real device would cost and refuse.
+//
+//   1. Memory: the model's resident bytes are reserved in the device's
+//      ledger when it is wrapped (the model does not fit: RESOURCE_EXHAUSTED
+//      with an out-of-memory DeviceFailure, in the text a real CUDA or MPS
+//      device gives) and given back when the wrapper goes.
+//   2. The move: the weights' host-to-device transfer is charged on the
+//      device's link (SimulatedMove: queued behind other moves, slept), and
+//      transfer_time() is the loader's own placing time plus that charge.
+//   3. Each run (Run and WarmUp) is watched by a SimulatedRun: an op the
+//      backend lacks, float64 on MPS, activations past the memory, or an
+//      injected device fault fail the run as the real backend would, with
+//      its DeviceFailure.
+//
+// Servables on the CPU, or on a device that is not simulated, are returned
+// unwrapped. Immutable after Wrap; thread-safe as the inner servable is
+// (each run's watch is its own thread's).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "devices/device_info.h"
+#include "devices/simulation.h"
+#include "scheduler/model/servable.h"
+
+namespace infergate {
+
+class SimulatedServable final : public Servable {
+ public:
+  // `inner` (loaded for `device` as model `model`) with the charges of
+  // `device`'s simulation, or `inner` itself when `device` is the CPU or
+  // not simulated. Sleeps for the move. Errors as in (1) above.
+  static absl::StatusOr<std::shared_ptr<Servable>> Wrap(std::shared_ptr<Servable> inner, const DeviceInfo& device,
+                                                        const std::string& model);
+  ~SimulatedServable() override;
+
+  absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>& inputs) const override;
+  absl::StatusOr<std::vector<NamedTensor>> WarmUp(const std::vector<at::Tensor>& inputs) const override;
+  const InputSignature& signature() const override { return inner_->signature(); }
+  DType compute_dtype() const override { return inner_->compute_dtype(); }
+  uint64_t resident_bytes() const override { return inner_->resident_bytes(); }
+  std::chrono::microseconds transfer_time() const override { return transfer_time_; }
+
+ private:
+  SimulatedServable(std::shared_ptr<Servable> inner, std::shared_ptr<const SimulationRules> rules, std::string model,
+                    uint64_t reserved_bytes, std::chrono::microseconds transfer_time);
+  // `run` (the inner Run or WarmUp) under the device's rules.
+  template <typename RunInner>
+  absl::StatusOr<std::vector<NamedTensor>> Watched(RunInner run) const;
+
+  std::shared_ptr<Servable> inner_;
+  std::shared_ptr<const SimulationRules> rules_;
+  std::string model_;
+  uint64_t reserved_bytes_;
+  std::chrono::microseconds transfer_time_;
+};
+
+}  // namespace infergate

@@ -1,0 +1,161 @@
+// What a simulated accelerator charges any servable, once (SimulatedServable):
+// its memory reserved while the servable lives and refused past the
+// device's capacity, its move charged on the device's link, and each run
+// held to the backend's rules; the CPU and real devices pass through.
+#include "scheduler/model/simulated_servable.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "devices/device_failure.h"
+
+namespace infergate {
+namespace {
+
+// Holds `bytes`; each run computes `op` on a tensor of `dtype`.
+class Computes final : public Servable {
+ public:
+  Computes(uint64_t bytes, at::ScalarType dtype, std::chrono::microseconds transfer = std::chrono::microseconds(0))
+      : bytes_(bytes), dtype_(dtype), transfer_(transfer) {}
+  absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>&) const override {
+    ++runs;
+    return std::vector<NamedTensor>{{"y", (at::ones({4}, dtype_) * 2).to(at::kFloat)}};
+  }
+  const InputSignature& signature() const override { return signature_; }
+  DType compute_dtype() const override { return DType::kFloat32; }
+  uint64_t resident_bytes() const override { return bytes_; }
+  std::chrono::microseconds transfer_time() const override { return transfer_; }
+  mutable int runs = 0;
+
+ private:
+  uint64_t bytes_;
+  at::ScalarType dtype_;
+  std::chrono::microseconds transfer_;
+  InputSignature signature_;
+};
+
+// The kind of device failure `status` carries, if any.
+std::optional<DeviceFailure> FailureKind(const absl::Status& status) {
+  std::optional<DeviceFailureInfo> failure = DeviceFailureOf(status);
+  if (!failure) return std::nullopt;
+  return failure->kind;
+}
+
+DeviceInfo Simulated(DeviceKind kind, uint64_t capacity, const std::function<void(SimulationRules&)>& more = {}) {
+  auto rules = std::make_shared<SimulationRules>();
+  rules->device = {kind, 0};
+  rules->memory = std::make_shared<MemoryLedger>(capacity);
+  rules->transfer_bytes_per_second = 1e9;  // 1 ms per MB
+  rules->transfer_latency = std::chrono::microseconds(2000);
+  if (more) more(*rules);
+  DeviceInfo info;
+  info.id = {kind, 0};
+  info.simulated = true;
+  info.simulation = rules;
+  return info;
+}
+
+TEST(SimulatedServable, TheCpuAndRealDevicesPassThrough) {
+  auto inner = std::make_shared<Computes>(1000, at::kFloat, std::chrono::microseconds(0));
+  DeviceInfo cpu;
+  cpu.id = {DeviceKind::kCpu, 0};
+  absl::StatusOr<std::shared_ptr<Servable>> same = SimulatedServable::Wrap(inner, cpu, "m");
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->get(), inner.get());
+  DeviceInfo real_cuda;
+  real_cuda.id = {DeviceKind::kCuda, 0};
+  same = SimulatedServable::Wrap(inner, real_cuda, "m");
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->get(), inner.get());
+}
+
+TEST(SimulatedServable, ReservesItsBytesWhileItLivesAndChargesTheMove) {
+  DeviceInfo cuda = Simulated(DeviceKind::kCuda, 10'000'000);
+  const MemoryLedger& ledger = *cuda.simulation->memory;
+  const auto loaders_own = std::chrono::microseconds(300);
+  {
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::shared_ptr<Servable>> wrapped =
+        SimulatedServable::Wrap(std::make_shared<Computes>(4'000'000, at::kFloat, loaders_own), cuda, "m");
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+    EXPECT_EQ(ledger.used(), 4'000'000u);
+    // 2 ms fixed and 4 MB at 1 GB/s: 6 ms slept, and counted beside the
+    // loader's own placing time.
+    const auto charge = SimulatedTransferTime(*cuda.simulation, 4'000'000);
+    EXPECT_EQ(charge, std::chrono::microseconds(6000));
+    EXPECT_GE(took, charge);
+    EXPECT_GE((*wrapped)->transfer_time(), charge + loaders_own);
+    EXPECT_EQ((*wrapped)->resident_bytes(), 4'000'000u);
+    absl::StatusOr<std::vector<NamedTensor>> out = (*wrapped)->Run({});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_TRUE(at::equal((*out)[0].tensor, at::full({4}, 2.0f)));
+  }
+  EXPECT_EQ(ledger.used(), 0u);
+}
+
+TEST(SimulatedServable, AModelPastTheCapacityIsRefusedAsOutOfMemoryAndHoldsNothing) {
+  DeviceInfo cuda = Simulated(DeviceKind::kCuda, 10'000'000);
+  absl::StatusOr<std::shared_ptr<Servable>> first =
+      SimulatedServable::Wrap(std::make_shared<Computes>(6'000'000, at::kFloat), cuda, "first");
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<std::shared_ptr<Servable>> second =
+      SimulatedServable::Wrap(std::make_shared<Computes>(6'000'000, at::kFloat), cuda, "second");
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(FailureKind(second.status()), DeviceFailure::kOutOfMemory);
+  EXPECT_NE(second.status().message().find("CUDA out of memory. Tried to allocate 6000000 bytes for the parameters "
+                                           "of 'second' (cuda:0; 10000000 bytes total capacity; 6000000 bytes "
+                                           "already allocated; simulated device)"),
+            std::string::npos)
+      << second.status();
+  EXPECT_EQ(cuda.simulation->memory->used(), 6'000'000u);
+}
+
+TEST(SimulatedServable, EachRunIsHeldToTheBackendsRules) {
+  // float64 on MPS: the run fails as MPS's would, a dtype failure.
+  DeviceInfo mps = Simulated(DeviceKind::kMps, 10'000'000, [](SimulationRules& r) { r.reject_float64 = true; });
+  auto float64 = std::make_shared<Computes>(1000, at::kDouble, std::chrono::microseconds(0));
+  absl::StatusOr<std::shared_ptr<Servable>> on_mps = SimulatedServable::Wrap(float64, mps, "m");
+  ASSERT_TRUE(on_mps.ok()) << on_mps.status();
+  absl::StatusOr<std::vector<NamedTensor>> out = (*on_mps)->Run({});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(FailureKind(out.status()), DeviceFailure::kDtype);
+  EXPECT_NE(out.status().message().find("model 'm' failed: "), std::string::npos) << out.status();
+  // WarmUp is watched as Run is.
+  EXPECT_EQ(FailureKind((*on_mps)->WarmUp({}).status()), DeviceFailure::kDtype);
+  EXPECT_EQ(float64->runs, 2);
+
+  // An op the backend lacks: an unsupported-op failure naming it.
+  DeviceInfo no_mul =
+      Simulated(DeviceKind::kMps, 10'000'000, [](SimulationRules& r) { r.unsupported_ops = {"aten::mul"}; });
+  absl::StatusOr<std::shared_ptr<Servable>> lacking =
+      SimulatedServable::Wrap(std::make_shared<Computes>(1000, at::kFloat), no_mul, "m");
+  ASSERT_TRUE(lacking.ok()) << lacking.status();
+  out = (*lacking)->Run({});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(FailureKind(out.status()), DeviceFailure::kUnsupportedOp);
+
+  // The same model within the rules runs.
+  absl::StatusOr<std::shared_ptr<Servable>> fine =
+      SimulatedServable::Wrap(std::make_shared<Computes>(1000, at::kFloat), mps, "m");
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_TRUE((*fine)->Run({}).ok());
+}
+
+TEST(SimulatedServable, AnInjectedDeviceFaultFailsRunsAsALostDevice) {
+  DeviceInfo cuda = Simulated(DeviceKind::kCuda, 10'000'000, [](SimulationRules& r) { r.fail_after_runs = 1; });
+  absl::StatusOr<std::shared_ptr<Servable>> wrapped =
+      SimulatedServable::Wrap(std::make_shared<Computes>(1000, at::kFloat), cuda, "m");
+  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  EXPECT_TRUE((*wrapped)->Run({}).ok());
+  absl::StatusOr<std::vector<NamedTensor>> out = (*wrapped)->Run({});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(FailureKind(out.status()), DeviceFailure::kDeviceError);
+}
+
+}  // namespace
+}  // namespace infergate
