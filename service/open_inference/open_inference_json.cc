@@ -45,6 +45,15 @@ absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what) {
   return ParseBoundedJson(text, what);
 }
 
+// A settings or parameters body: blank (nothing to change: nullopt) or one
+// JSON object; anything else is refused as "request body: `expected`".
+absl::StatusOr<std::optional<Json>> ParseOptionalObject(absl::string_view body, absl::string_view expected) {
+  if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) return std::nullopt;
+  ASSIGN_OR_RETURN(Json parsed, ParseJson(body, "the request body"));
+  if (!parsed.is_object()) return Invalid("request body", expected);
+  return parsed;
+}
+
 template <typename T>
 void StoreLittleEndian(T value, char* out) {
   std::memcpy(out, &value, sizeof(T));
@@ -602,11 +611,10 @@ std::string ProtoToJson(const google::protobuf::Message& message) {
 absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryParameter>> ParseRepositoryParameters(
     absl::string_view body) {
   google::protobuf::Map<std::string, inference::ModelRepositoryParameter> out;
-  if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) return out;
-  ASSIGN_OR_RETURN(Json parsed, ParseJson(body, "the request body"));
-  if (!parsed.is_object()) return Invalid("request body", "expected a JSON object");
-  auto params = parsed.find("parameters");
-  if (params == parsed.end()) return out;
+  ASSIGN_OR_RETURN(std::optional<Json> parsed, ParseOptionalObject(body, "expected a JSON object"));
+  if (!parsed) return out;
+  auto params = parsed->find("parameters");
+  if (params == parsed->end()) return out;
   if (!params->is_object()) return Invalid("parameters", "expected an object");
   for (const auto& [key, value] : params->items()) {
     inference::ModelRepositoryParameter p;
@@ -626,10 +634,9 @@ absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryPara
 
 absl::StatusOr<LogSettings> ParseLogSettings(absl::string_view body) {
   LogSettings out;
-  if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) return out;
-  ASSIGN_OR_RETURN(Json parsed, ParseJson(body, "the request body"));
-  if (!parsed.is_object()) return Invalid("request body", "expected a JSON object of log settings");
-  for (const auto& [key, value] : parsed.items()) {
+  ASSIGN_OR_RETURN(std::optional<Json> parsed, ParseOptionalObject(body, "expected a JSON object of log settings"));
+  if (!parsed) return out;
+  for (const auto& [key, value] : parsed->items()) {
     if (value.is_boolean()) {
       out[key] = value.get<bool>();
     } else if (value.is_number_unsigned() && value.get<uint64_t>() <= UINT32_MAX) {
@@ -651,12 +658,11 @@ std::string LogSettingsToJson(const LogSettings& settings) {
   return out.dump();
 }
 
-absl::StatusOr<TraceSettingChange> ParseTraceSettingBody(absl::string_view body) {
-  TraceSettingChange out;
-  if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) return out;
-  ASSIGN_OR_RETURN(Json parsed, ParseJson(body, "the request body"));
-  if (!parsed.is_object()) return Invalid("request body", "expected a JSON object of trace settings");
-  for (const auto& [key, value] : parsed.items()) {
+absl::StatusOr<TraceSettings::Change> ParseTraceSettingBody(absl::string_view body) {
+  TraceSettings::Change out;
+  ASSIGN_OR_RETURN(std::optional<Json> parsed, ParseOptionalObject(body, "expected a JSON object of trace settings"));
+  if (!parsed) return out;
+  for (const auto& [key, value] : parsed->items()) {
     const std::string field = key.substr(0, 64);
     if (value.is_null()) {
       out[key] = std::nullopt;
@@ -676,7 +682,7 @@ absl::StatusOr<TraceSettingChange> ParseTraceSettingBody(absl::string_view body)
   return out;
 }
 
-std::string TraceSettingsToJson(const std::map<std::string, std::vector<std::string>>& settings) {
+std::string TraceSettingsToJson(const TraceSettings::Values& settings) {
   Json out = Json::object();
   for (const auto& [key, values] : settings) {
     if (key == "trace_level") {

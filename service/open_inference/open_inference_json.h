@@ -26,6 +26,7 @@
 #include "inference/grpc_service.pb.h"
 #include "service/open_inference/log_settings.h"
 #include "service/call/wire_tensor.h"
+#include "service/tracing/trace_settings.h"
 
 namespace infergate {
 
@@ -86,11 +87,10 @@ std::string LogSettingsToJson(const LogSettings& settings);
 // A /v2/trace/setting body: {"trace_rate": "10", "trace_level": ["OFF"],
 // "trace_count": null, ...}, each value a string, an array of strings, or
 // null (clear a model's own value). Empty: nothing to change.
-using TraceSettingChange = std::map<std::string, std::optional<std::vector<std::string>>>;
-absl::StatusOr<TraceSettingChange> ParseTraceSettingBody(absl::string_view body);
+absl::StatusOr<TraceSettings::Change> ParseTraceSettingBody(absl::string_view body);
 // The settings as Triton answers them: trace_level an array, the others
 // strings.
-std::string TraceSettingsToJson(const std::map<std::string, std::vector<std::string>>& settings);
+std::string TraceSettingsToJson(const TraceSettings::Values& settings);
 
 // {"error": message}, escaped.
 std::string JsonError(absl::string_view message);

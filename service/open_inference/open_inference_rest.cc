@@ -265,7 +265,7 @@ HttpResponse OpenInferenceRest::TraceSetting(const HttpRequest& request, const s
   TraceSettings* settings = front_end_.trace_settings();
   if (absl::Status s = api_.CheckTraceSettingTarget(settings, model); !s.ok()) return Error(s);
   if (request.method != "POST") return Json(200, TraceSettingsToJson(settings->Get(model)));
-  absl::StatusOr<TraceSettingChange> change = ParseTraceSettingBody(request.body);
+  absl::StatusOr<TraceSettings::Change> change = ParseTraceSettingBody(request.body);
   if (!change.ok()) return Error(change.status());
   // Reading needs the inference token (the head screen checked it); a
   // change, the admin one.
