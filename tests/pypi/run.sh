@@ -12,7 +12,8 @@
 #   PyTorch's files (cross_version_test).
 # - The real clients (tests/pypi/clients-requirements.txt): NVIDIA's
 #   tritonclient wheel and KServe's SDK against that server
-#   (real_clients_test).
+#   (real_clients_test) and against the default build's
+#   (real_clients_default_build_test).
 #
 #   tests/pypi/run.sh [--venvs-only | --build-only] [extra ctest args]
 #
@@ -20,9 +21,14 @@
 # tests/run.sh runs it in the background while its first build compiles,
 # so that the downloads are done by the time this stage comes.
 #
-# PYPI_TORCH_BUILD_DIR (default build-pypi-torch) holds the build and both
-# environments (venv: torch and its CUDA libraries, about 4.4 GB;
-# clients-venv: about 0.5 GB); pip's cache keeps the downloads between runs.
+# PYPI_TORCH_BUILD_DIR (default build-pypi-torch) holds the build. The two
+# environments (torch and its CUDA libraries, about 4.4 GB; the clients,
+# about 0.5 GB) live outside the clone, as the Debian 13 root does, so a
+# fresh clone reuses them: INFERGATE_VENV_CACHE (default
+# ~/.cache/infergate/venvs, inside the root), one folder per name and hash
+# of its pins, flags and Python; made under a lock, so two clones never
+# make one at once; a folder left unused for 14 days is removed. pip's
+# cache keeps the downloads between runs.
 # tests/run.sh calls this after the default build (--no-pypi-torch leaves
 # it out).
 set -euo pipefail
@@ -36,36 +42,73 @@ if [ "${1:-}" = --build-only ]; then build_only=1; shift; fi
 if [ "${1:-}" = --venvs-only ]; then venvs_only=1; shift; fi
 build_dir="${PYPI_TORCH_BUILD_DIR:-build-pypi-torch}"
 default_build="${BUILD_DIR:-build}"
-venv="$build_dir/venv"
-clients_venv="$build_dir/clients-venv"
-mkdir -p "$build_dir"
+venv_cache="${INFERGATE_VENV_CACHE:-$HOME/.cache/infergate/venvs}"
+mkdir -p "$build_dir" "$venv_cache"
 
-# Each environment is made again only when its pins change.
+# The folder for environment NAME made from REQUIREMENTS with these flags:
+# NAME-<hash>, so a change of pins (or of the root's Python) makes a new
+# one and never reuses a stale one.
+# venv_path NAME REQUIREMENTS [FLAG...]
+venv_path() {
+  local name=$1 requirements=$2; shift 2
+  local key
+  key=$({ cat "$requirements"; echo "$*"; python3 --version; } | sha256sum | cut -c1-16)
+  echo "$venv_cache/$name-$key"
+}
+
+# Makes the environment DIR (from venv_path) unless a complete one is there
+# (.infergate-complete, written last). Under a lock per name: a second run
+# waits for the first and then uses its environment.
 # make_venv DIR REQUIREMENTS [VENV FLAG] [PIP FLAG...]
 make_venv() {
   local dir=$1 requirements=$2 venv_flag=$3; shift 3
-  if ! cmp -s "$requirements" "$dir/.infergate-requirements"; then
-    rm -rf "$dir"
-    python3 -m venv $venv_flag "$dir"
-    "$dir/bin/pip" install --quiet --only-binary=:all: --progress-bar off "$@" -r "$requirements"
-    cp "$requirements" "$dir/.infergate-requirements"
-  fi
+  local name old
+  name=$(basename "$dir")
+  name=${name%-*}
+  (
+    flock 8
+    if [ ! -e "$dir/.infergate-complete" ]; then
+      rm -rf "$dir"
+      python3 -m venv $venv_flag "$dir"
+      "$dir/bin/pip" install --quiet --only-binary=:all: --progress-bar off "$@" -r "$requirements"
+      touch "$dir/.infergate-complete"
+    fi
+    touch "$dir/.infergate-used"
+    for old in "$venv_cache/$name"-*; do
+      [ "$old" != "$dir" ] && [ -d "$old" ] || continue
+      if [ -z "$(find "$old/.infergate-used" -mtime -14 2>/dev/null)" ]; then rm -rf "$old"; fi
+    done
+  ) 8>"$venv_cache/$name.lock"
+}
+torch_venv=$(venv_path torch tests/pypi/torch-requirements.txt --system-site-packages --no-deps)
+clients_cached=$(venv_path clients tests/pypi/clients-requirements.txt --no-deps)
+# The build sees each environment through a link in the build folder, so
+# the paths it compiles with are the clone's own (ccache's base folder
+# makes them the same in every clone) whichever cached folder they name.
+venv="$build_dir/venv"
+clients_venv="$build_dir/clients-venv"
+link_venv() {  # CACHED LINK
+  [ -L "$2" ] || rm -rf "$2"
+  ln -sfn "$1" "$2"
 }
 start=$(date +%s)
 # torch, each package pinned (--no-deps). --system-site-packages: the
 # tests' gRPC and protobuf come from Debian, as in the default build; the
 # venv's torch comes first on sys.path, so Debian's 2.6 is not seen.
-make_venv "$venv" tests/pypi/torch-requirements.txt --system-site-packages --no-deps
+make_venv "$torch_venv" tests/pypi/torch-requirements.txt --system-site-packages --no-deps
+link_venv "$torch_venv" "$venv"
 # The clients, with their own gRPC and protobuf from PyPI (a lock too).
-make_venv "$clients_venv" tests/pypi/clients-requirements.txt "" --no-deps
+make_venv "$clients_cached" tests/pypi/clients-requirements.txt "" --no-deps
+link_venv "$clients_cached" "$clients_venv"
 torch_version=$("$venv/bin/python3" -c 'import torch; print(torch.__version__)')
-echo "PyPI torch $torch_version in $venv, the clients in $clients_venv ($(( $(date +%s) - start )) s)"
+echo "PyPI torch $torch_version in $torch_venv, the clients in $clients_cached ($(( $(date +%s) - start )) s)"
 [ "$venvs_only" = 0 ] || exit 0
 
 start=$(date +%s)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERGATE_BUILD_TESTS=ON \
   -DINFERGATE_TORCH_PYTHON="$PWD/$venv/bin/python3" \
   -DINFERGATE_CROSS_VERSION_SERVER="$PWD/$default_build/service/infergate" \
+  -DINFERGATE_CROSS_VERSION_MAKE_MODELS="$PWD/$default_build/tools/make-demo-models" \
   -DINFERGATE_CLIENTS_PYTHON="$PWD/$clients_venv/bin/python3" >/dev/null
 # Only what its tests run: the server, the demo models' maker and the
 # in-process AOTInductor test.
@@ -96,12 +139,14 @@ cd "$build_dir"
 log=$(mktemp)
 rc=0
 ctest --output-on-failure -j "$(nproc)" \
-  -R '^(model_corpus_test|aoti_package_test|aoti_model_test|cross_version_test|real_clients_test)$' "$@" 2>&1 | tee "$log" || rc=$?
+  -R '^(model_corpus_test|aoti_package_test|aoti_model_test|cross_version_test|real_clients_test|real_clients_default_build_test)$' \
+  "$@" 2>&1 | tee "$log" || rc=$?
 if grep -E '\*\*\*Skipped|Not Run|No tests were found' "$log" >/dev/null; then
   echo "PyPI-LibTorch tests were skipped or not found" >&2
   rc=1
-elif ! grep -E 'tests failed out of 5$' "$log" >/dev/null; then
-  echo "PyPI stage: expected its 5 tests (model_corpus_test, aoti_package_test, aoti_model_test, cross_version_test, real_clients_test)" >&2
+elif ! grep -E 'tests failed out of 6$' "$log" >/dev/null; then
+  echo "PyPI stage: expected its 6 tests (model_corpus_test, aoti_package_test, aoti_model_test, cross_version_test," \
+    "real_clients_test, real_clients_default_build_test)" >&2
   rc=1
 fi
 rm -f "$log"
