@@ -4,13 +4,14 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
 #include <string>
+
+#include "common/mutex.h"
 
 namespace infergate {
 namespace {
 std::atomic<int> g_min_level{static_cast<int>(LogLevel::kInfo)};
-std::mutex g_write_mu;
+Mutex g_write_mu;  // one line at a time on stderr; guards no state of its own
 
 char LevelLetter(LogLevel level) {
   switch (level) {
@@ -67,7 +68,7 @@ void EmitLog(LogLevel level, std::string_view file, int line, std::string_view m
   out += "] ";
   out += msg;
   out += '\n';
-  std::lock_guard<std::mutex> lock(g_write_mu);
+  MutexLock lock(g_write_mu);
   std::fwrite(out.data(), 1, out.size(), stderr);
 }
 

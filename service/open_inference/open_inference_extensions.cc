@@ -1,8 +1,7 @@
 #include "service/open_inference/open_inference_extensions.h"
 
-#include <mutex>
-
 #include "absl/strings/str_cat.h"
+#include "common/mutex.h"
 #include "common/status_macros.h"
 
 namespace infergate {
@@ -33,8 +32,8 @@ absl::Status SharedMemoryUnregister(SharedMemoryKind kind, absl::string_view nam
 }
 
 absl::StatusOr<LogSettings> ChangeLogSettings(const LogSettings& changes) {
-  static std::mutex mu;  // a change reads, then sets, the level
-  std::lock_guard<std::mutex> lock(mu);
+  static Mutex mu;  // a change reads, then sets, the level
+  MutexLock lock(mu);
   if (!changes.empty()) {
     ASSIGN_OR_RETURN(LogLevel level, ApplyLogSettings(MinLogLevel(), changes));
     SetMinLogLevel(level);
