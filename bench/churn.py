@@ -17,7 +17,9 @@ The models (tools/make_churn_models.py) are COUNT TorchScript models of
 MIN_MB to MAX_MB, FP32; the simulated cuda:0's budget (and memory) is a
 third of their total, behind a simulated host-to-device link (--bandwidth,
 --transfer-latency), and the CPU is --cpu-slowdown times slower than it
-(--simulate-cpu-slowdown: the simulated GPU computes on the same CPU).
+(--simulate-cpu-slowdown: the simulated GPU computes on the same CPU);
+--profile FILE takes all three from a device profile (bench/profiles/, or
+one tests/gpu/calibrate.py measured on a real GPU).
 The clients are open-loop: requests arrive at --rate per second (Poisson,
 seeded: every row gets the same arrivals) whatever the server does, each
 for a model drawn from a Zipf distribution (--zipf) whose ranking rotates
@@ -44,6 +46,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import igtest  # noqa: E402
+import device_profile  # noqa: E402
 from placement_bound import placement_bound, slower_share  # noqa: E402
 
 
@@ -287,6 +290,8 @@ def main():
     ap.add_argument("--rate", type=float, default=20, help="requests per second, open loop")
     ap.add_argument("--zipf", type=float, default=1.1)
     ap.add_argument("--shift", type=float, default=10, help="seconds between shifts of the popular set")
+    ap.add_argument("--profile", help="a device profile (bench/device_profile.py; bench/profiles/, or measured by "
+                    "tests/gpu/calibrate.py): sets --bandwidth, --transfer-latency and --cpu-slowdown")
     ap.add_argument("--cpu-slowdown", type=float, default=4)
     ap.add_argument("--bandwidth", default="12GB/s")
     ap.add_argument("--transfer-latency", default="2ms")
@@ -297,6 +302,12 @@ def main():
     ap.add_argument("--requests-csv", help="csv file for every request of every row")
     ap.add_argument("--work", default="/tmp/churn_work")
     args = ap.parse_args()
+    if args.profile:
+        try:
+            args.bandwidth, args.transfer_latency, args.cpu_slowdown = device_profile.simulate_args(
+                device_profile.load(args.profile))
+        except (OSError, ValueError) as e:
+            ap.error("--profile: %s" % e)
 
     igtest.generate_stubs(args.proto_dir, os.path.join(args.work, "stubs"))
     models, widths, sizes, total = [], {}, {}, 0

@@ -52,7 +52,7 @@ fi
 # benchmark smoke run (timing-heavy, no memory subject), the checks that are
 # not C++ servers, the container image (built from the plain binary), and
 # the fatal-signal report (the sanitizers install their own handlers).
-asan_skips="Soak|bench_smoke|churn_smoke|placement_bound|k8s_manifests|monitoring|python_client|container_image|AFatalSignal"
+asan_skips="Soak|bench_smoke|churn_smoke|placement_bound|gpu_calibration|k8s_manifests|monitoring|python_client|container_image|AFatalSignal"
 # The tests whose memory bounds only the plain build can check (under ASan
 # its quarantine keeps freed memory, and they skip those checks, which the
 # ASan suite allows by INFERGATE_SANITIZER_RUN=1; anywhere else a skipped
