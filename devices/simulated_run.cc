@@ -10,6 +10,7 @@ namespace infergate {
 namespace {
 
 thread_local SimulatedRun* t_current = nullptr;
+thread_local const SimulationRules* t_rules = nullptr;
 
 // A float64 tensor would live on the device, which MPS cannot hold, unless
 // it is a wrapped number: LibTorch turns a Python int or float operand
@@ -85,6 +86,20 @@ void SimulatedRun::Check() const {
                      FormatBytes(used), " already allocated; ", FormatBytes(capacity > used ? capacity - used : 0),
                      " free; simulated device)");
   }
+}
+
+SimulationRulesForThisThread::SimulationRulesForThisThread(const SimulationRules* rules) : previous_(t_rules) {
+  t_rules = rules;
+}
+
+SimulationRulesForThisThread::~SimulationRulesForThisThread() { t_rules = previous_; }
+
+DeviceComputeScope::DeviceComputeScope() {
+  if (t_rules) run_.emplace(*t_rules);
+}
+
+void DeviceComputeScope::Check() const {
+  if (run_) run_->Check();
 }
 
 }  // namespace infergate

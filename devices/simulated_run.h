@@ -5,6 +5,7 @@
 // the request runs, not a static reading of the graph.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "devices/activation_meter.h"
@@ -36,6 +37,37 @@ class SimulatedRun {
   std::string unsupported_op_;
   bool float64_ = false;
   ActivationMeter activations_;  // the out-of-memory check: resident + peak <= capacity
+};
+
+// The simulated device, if any, whose rules hold for the calling thread's
+// device computation while an instance lives: SimulatedServable sets it
+// around each run of a servable on a simulated device. Nests (the previous
+// one holds again when it goes).
+class SimulationRulesForThisThread {
+ public:
+  explicit SimulationRulesForThisThread(const SimulationRules* rules);
+  ~SimulationRulesForThisThread();
+  SimulationRulesForThisThread(const SimulationRulesForThisThread&) = delete;
+  SimulationRulesForThisThread& operator=(const SimulationRulesForThisThread&) = delete;
+
+ private:
+  const SimulationRules* previous_;
+};
+
+// The part of a run that the device itself computes (a servable's forward
+// pass; not its inputs' placement and casts, nor the conversion of its
+// outputs for the answer, which a real backend does around it): a loader
+// opens one around the forward pass. Watched by a SimulatedRun when the
+// thread runs for a simulated device (SimulationRulesForThisThread), free
+// otherwise.
+class DeviceComputeScope {
+ public:
+  DeviceComputeScope();
+  // As SimulatedRun::Check; nothing off a simulated device.
+  void Check() const;
+
+ private:
+  std::optional<SimulatedRun> run_;
 };
 
 }  // namespace infergate

@@ -1,13 +1,11 @@
 #include "scheduler/model/simulated_servable.h"
 
-#include <exception>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "devices/device_failure.h"
 #include "devices/simulated_run.h"
-#include "scheduler/model/torch_status.h"
 
 namespace infergate {
 
@@ -51,16 +49,10 @@ SimulatedServable::~SimulatedServable() {
 
 template <typename RunInner>
 absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::Watched(RunInner run) const {
-  try {
-    SimulatedRun watch(*rules_);
-    absl::StatusOr<std::vector<NamedTensor>> outputs = run();
-    // A violation is what the device would have raised, before any answer
-    // or failure of the model's own.
-    watch.Check();
-    return outputs;
-  } catch (const std::exception& e) {
-    return StatusFromTorchException(e, absl::StrCat("model '", model_, "' failed: "));
-  }
+  // The loader's DeviceComputeScope around its forward pass applies the
+  // rules and fails the run as the backend would.
+  SimulationRulesForThisThread rules(rules_.get());
+  return run();
 }
 
 absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::Run(const std::vector<at::Tensor>& inputs) const {

@@ -11,10 +11,13 @@
 //   2. The move: the weights' host-to-device transfer is charged on the
 //      device's link (SimulatedMove: queued behind other moves, slept), and
 //      transfer_time() is the loader's own placing time plus that charge.
-//   3. Each run (Run and WarmUp) is watched by a SimulatedRun: an op the
-//      backend lacks, float64 on MPS, activations past the memory, or an
-//      injected device fault fail the run as the real backend would, with
-//      its DeviceFailure.
+//   3. Each run (Run and WarmUp) holds the device's rules for its thread
+//      (SimulationRulesForThisThread), and the loader's DeviceComputeScope
+//      around the forward pass watches it: an op the backend lacks, float64
+//      on MPS, activations past the memory, or an injected device fault
+//      fail the run as the real backend would, with its DeviceFailure. The
+//      inputs' placement and the outputs' conversion, which a real backend
+//      does around the forward pass, are not watched.
 //
 // Servables on the CPU, or on a device that is not simulated, are returned
 // unwrapped. Immutable after Wrap; thread-safe as the inner servable is

@@ -16,6 +16,7 @@
 #include "common/mutex.h"
 #include "common/status_macros.h"
 #include "devices/device_failure.h"
+#include "devices/simulated_run.h"
 #include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"
 #include "nlohmann/json.hpp"
@@ -233,7 +234,9 @@ absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Te
     std::vector<at::Tensor> args;
     args.reserve(inputs.size());
     for (const at::Tensor& t : inputs) args.push_back(t.to(m.device).contiguous());
+    DeviceComputeScope on_device;
     std::vector<at::Tensor> raw = run_container(args);
+    on_device.Check();
     std::vector<std::pair<std::string, at::Tensor>> positional;
     positional.reserve(raw.size());
     for (at::Tensor& t : raw) positional.emplace_back("", std::move(t));

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "devices/device_failure.h"
+#include "devices/simulated_run.h"
 #include "common/logging.h"
 #include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"
@@ -186,7 +187,9 @@ absl::StatusOr<std::vector<NamedTensor>> TorchScriptModel::Run(const std::vector
       for (const std::string& name : m.pass_none) kwargs.emplace(name, c10::IValue());
       return (*m.forward)({}, kwargs);
     };
+    DeviceComputeScope on_device;
     c10::IValue result = forward();
+    on_device.Check();
 
     std::vector<std::pair<std::string, at::Tensor>> raw;
     auto is_strings = [](const c10::IValue& v) { return v.isList() && v.type()->isSubtypeOf(*c10::ListType::ofStrings()); };

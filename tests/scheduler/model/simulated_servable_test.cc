@@ -1,7 +1,8 @@
 // What a simulated accelerator charges any servable, once (SimulatedServable):
 // its memory reserved while the servable lives and refused past the
-// device's capacity, its move charged on the device's link, and each run
-// held to the backend's rules; the CPU and real devices pass through.
+// device's capacity, its move charged on the device's link, and the part of
+// each run the device computes held to the backend's rules; the CPU and
+// real devices pass through.
 #include "scheduler/model/simulated_servable.h"
 
 #include <ATen/ATen.h>
@@ -11,18 +12,32 @@
 #include <vector>
 
 #include "devices/device_failure.h"
+#include "devices/simulated_run.h"
+#include "scheduler/model/torch_status.h"
 
 namespace infergate {
 namespace {
 
-// Holds `bytes`; each run computes `op` on a tensor of `dtype`.
+// Holds `bytes`; each run computes on the device (a DeviceComputeScope, as
+// the loaders open around their forward pass) a product in `dtype`, after
+// placing its input in float64 and before converting its answer to float64
+// (what the TorchScript loader does for a float64 input and output, on the
+// host side of the device).
 class Computes final : public Servable {
  public:
   Computes(uint64_t bytes, at::ScalarType dtype, std::chrono::microseconds transfer = std::chrono::microseconds(0))
       : bytes_(bytes), dtype_(dtype), transfer_(transfer) {}
   absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>&) const override {
     ++runs;
-    return std::vector<NamedTensor>{{"y", (at::ones({4}, dtype_) * 2).to(at::kFloat)}};
+    try {
+      at::Tensor input = at::ones({4}, at::kDouble).to(dtype_);
+      DeviceComputeScope on_device;
+      at::Tensor y = input * 2;
+      on_device.Check();
+      return std::vector<NamedTensor>{{"y", y.to(at::kDouble).to(at::kFloat)}};
+    } catch (const std::exception& e) {
+      return StatusFromTorchException(e, "model 'm' failed: ");
+    }
   }
   const InputSignature& signature() const override { return signature_; }
   DType compute_dtype() const override { return DType::kFloat32; }
@@ -139,7 +154,8 @@ TEST(SimulatedServable, EachRunIsHeldToTheBackendsRules) {
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(FailureKind(out.status()), DeviceFailure::kUnsupportedOp);
 
-  // The same model within the rules runs.
+  // The same model within the rules runs, though its input and answer
+  // pass through float64 on the host side, outside the device's part.
   absl::StatusOr<std::shared_ptr<Servable>> fine =
       SimulatedServable::Wrap(std::make_shared<Computes>(1000, at::kFloat), mps, "m");
   ASSERT_TRUE(fine.ok()) << fine.status();
