@@ -45,30 +45,26 @@ default_build="${BUILD_DIR:-build}"
 venv_cache="${INFERGATE_VENV_CACHE:-$HOME/.cache/infergate/venvs}"
 mkdir -p "$build_dir" "$venv_cache"
 
-# The folder for environment NAME made from REQUIREMENTS with these flags:
-# NAME-<hash>, so a change of pins (or of the root's Python) makes a new
-# one and never reuses a stale one.
-# venv_path NAME REQUIREMENTS [FLAG...]
-venv_path() {
-  local name=$1 requirements=$2; shift 2
-  local key
-  key=$({ cat "$requirements"; echo "$*"; python3 --version; } | sha256sum | cut -c1-16)
-  echo "$venv_cache/$name-$key"
-}
-
-# Makes the environment DIR (from venv_path) unless a complete one is there
-# (.infergate-complete, written last). Under a lock per name: a second run
-# waits for the first and then uses its environment.
-# make_venv DIR REQUIREMENTS [VENV FLAG] [PIP FLAG...]
-make_venv() {
-  local dir=$1 requirements=$2 venv_flag=$3; shift 3
-  local name old
-  name=$(basename "$dir")
-  name=${name%-*}
+# The environment NAME from REQUIREMENTS, kept in the cache as NAME-<hash
+# of the pins, the flags and the root's Python> (a change of any makes a
+# new one, never reuses a stale one), made unless a complete one is there
+# (.infergate-complete, written last), and linked as LINK: the build sees
+# it through that link, so the paths it compiles with are the clone's own
+# (ccache's base folder makes them the same in every clone). Under a lock
+# per name: a second run waits for the first and then uses its environment.
+# Other environments of the name unused for 14 days are removed.
+# cached_venv NAME LINK REQUIREMENTS VENV_FLAG [PIP FLAG...]
+cached_venv() {
+  local name=$1 link=$2 requirements=$3 venv_flag=$4; shift 4
+  local key dir old
+  # shellcheck disable=SC2086  # an empty VENV_FLAG is no word
+  key=$({ cat "$requirements"; echo $venv_flag "$@"; python3 --version; } | sha256sum | cut -c1-16)
+  dir="$venv_cache/$name-$key"
   (
     flock 8
     if [ ! -e "$dir/.infergate-complete" ]; then
       rm -rf "$dir"
+      # shellcheck disable=SC2086
       python3 -m venv $venv_flag "$dir"
       "$dir/bin/pip" install --quiet --only-binary=:all: --progress-bar off "$@" -r "$requirements"
       touch "$dir/.infergate-complete"
@@ -79,29 +75,21 @@ make_venv() {
       if [ -z "$(find "$old/.infergate-used" -mtime -14 2>/dev/null)" ]; then rm -rf "$old"; fi
     done
   ) 8>"$venv_cache/$name.lock"
+  [ -L "$link" ] || rm -rf "$link"
+  ln -sfn "$dir" "$link"
 }
-torch_venv=$(venv_path torch tests/pypi/torch-requirements.txt --system-site-packages --no-deps)
-clients_cached=$(venv_path clients tests/pypi/clients-requirements.txt --no-deps)
-# The build sees each environment through a link in the build folder, so
-# the paths it compiles with are the clone's own (ccache's base folder
-# makes them the same in every clone) whichever cached folder they name.
 venv="$build_dir/venv"
 clients_venv="$build_dir/clients-venv"
-link_venv() {  # CACHED LINK
-  [ -L "$2" ] || rm -rf "$2"
-  ln -sfn "$1" "$2"
-}
 start=$(date +%s)
 # torch, each package pinned (--no-deps). --system-site-packages: the
 # tests' gRPC and protobuf come from Debian, as in the default build; the
 # venv's torch comes first on sys.path, so Debian's 2.6 is not seen.
-make_venv "$torch_venv" tests/pypi/torch-requirements.txt --system-site-packages --no-deps
-link_venv "$torch_venv" "$venv"
+cached_venv torch "$venv" tests/pypi/torch-requirements.txt --system-site-packages --no-deps
 # The clients, with their own gRPC and protobuf from PyPI (a lock too).
-make_venv "$clients_cached" tests/pypi/clients-requirements.txt "" --no-deps
-link_venv "$clients_cached" "$clients_venv"
+cached_venv clients "$clients_venv" tests/pypi/clients-requirements.txt "" --no-deps
 torch_version=$("$venv/bin/python3" -c 'import torch; print(torch.__version__)')
-echo "PyPI torch $torch_version in $torch_venv, the clients in $clients_cached ($(( $(date +%s) - start )) s)"
+echo "PyPI torch $torch_version in $(readlink "$venv"), the clients in $(readlink "$clients_venv")" \
+  "($(( $(date +%s) - start )) s)"
 [ "$venvs_only" = 0 ] || exit 0
 
 start=$(date +%s)
