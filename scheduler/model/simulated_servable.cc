@@ -31,15 +31,13 @@ absl::StatusOr<std::shared_ptr<Servable>> SimulatedServable::Wrap(std::shared_pt
   const std::chrono::microseconds moved = SimulatedMove(rules, bytes);
   const std::chrono::microseconds transfer_time = inner->transfer_time() + moved;
   return std::shared_ptr<Servable>(
-      new SimulatedServable(std::move(inner), device.simulation, model, reserved, transfer_time));
+      new SimulatedServable(std::move(inner), device.simulation, reserved, transfer_time));
 }
 
 SimulatedServable::SimulatedServable(std::shared_ptr<Servable> inner, std::shared_ptr<const SimulationRules> rules,
-                                     std::string model, uint64_t reserved_bytes,
-                                     std::chrono::microseconds transfer_time)
+                                     uint64_t reserved_bytes, std::chrono::microseconds transfer_time)
     : inner_(std::move(inner)),
       rules_(std::move(rules)),
-      model_(std::move(model)),
       reserved_bytes_(reserved_bytes),
       transfer_time_(transfer_time) {}
 

@@ -53,7 +53,7 @@ class SimulatedServable final : public Servable {
   std::chrono::microseconds transfer_time() const override { return transfer_time_; }
 
  private:
-  SimulatedServable(std::shared_ptr<Servable> inner, std::shared_ptr<const SimulationRules> rules, std::string model,
+  SimulatedServable(std::shared_ptr<Servable> inner, std::shared_ptr<const SimulationRules> rules,
                     uint64_t reserved_bytes, std::chrono::microseconds transfer_time);
   // `run` (the inner Run or WarmUp) under the device's rules.
   template <typename RunInner>
@@ -61,7 +61,6 @@ class SimulatedServable final : public Servable {
 
   std::shared_ptr<Servable> inner_;
   std::shared_ptr<const SimulationRules> rules_;
-  std::string model_;
   uint64_t reserved_bytes_;
   std::chrono::microseconds transfer_time_;
 };
