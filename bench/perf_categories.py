@@ -2,9 +2,9 @@
 """Groups a `perf record -g` profile of the server by where the CPU went:
 the model (BLAS and ATen), the REST request's JSON decode, the answer's
 encoding, Beast's HTTP parsing and writing, Asio's event loop, gRPC,
-protobuf and Abseil, the kernel
-(sockets, syscalls, scheduling), libc (allocation and copies), locks and
-hand-off, and the rest; then the top symbols of each group.
+protobuf and Abseil, the kernel (sockets, syscalls, scheduling), libc
+(allocation and copies), locks and hand-off, and the rest; then the top
+symbols of each group.
 
     perf record -F 999 -g -p SERVER_PID -o rest.perf.data -- sleep 11 &
     h2load ... (the load, for 10 s)
@@ -19,33 +19,36 @@ import re
 import subprocess
 import sys
 
-GROUPS = ["model (BLAS, ATen ops)", "request JSON decode", "answer encode", "HTTP parse/write (Beast)",
-          "Asio event loop", "gRPC, protobuf, Abseil (libraries)", "kernel (sockets, syscalls, scheduling)", "libc (malloc, free, copies)",
-          "locks, atomics, hand-off", "other"]
+MODEL, JSON_DECODE, ANSWER, BEAST, ASIO, LIBRARIES, KERNEL, LIBC, LOCKS, OTHER = GROUPS = [
+    "model (BLAS, ATen ops)", "request JSON decode", "answer encode", "HTTP parse/write (Beast)", "Asio event loop",
+    "gRPC, protobuf, Abseil (libraries)", "kernel (sockets, syscalls, scheduling)", "libc (malloc, free, copies)",
+    "locks, atomics, hand-off", "other"]
 
 
 def group_of(dso, kind, symbol):
+    """The group of one profile line; the first rule that matches wins."""
     if re.search(r"openblas|libtorch|libc10|libgomp", dso) or symbol.startswith(("at::", "c10::", "torch::")):
-        return GROUPS[0]
+        return MODEL
     if kind == "k" or dso.startswith("[kernel") or "vdso" in dso:
-        return GROUPS[6]
+        return KERNEL
     if re.search(r"ScanJson|ReadNumber|from_chars|DecodeNumericData|FindNumericData|strtod|json_abi.*(parse|lexer)|"
                  r"DecodeRest|ParseBoundedJson", symbol):
-        return GROUPS[1]
+        return JSON_DECODE
     if re.search(r"dump|to_chars|serializer|Encode|WriteRest|ToAnswer", symbol):
-        return GROUPS[2]
+        return ANSWER
     if "beast" in symbol:
-        return GROUPS[3]
+        return BEAST
     if "asio" in symbol:
-        return GROUPS[4]
-    if re.search(r"libgrpc|libgpr|libabsl|libprotobuf|libupb", dso) or symbol.startswith(("grpc", "absl::", "google::protobuf")):
-        return GROUPS[5]
+        return ASIO
+    if re.search(r"libgrpc|libgpr|libabsl|libprotobuf|libupb", dso) or symbol.startswith(
+            ("grpc", "absl::", "google::protobuf")):
+        return LIBRARIES
     if re.search(r"malloc|free|operator new|operator delete|_int_|tcache|memcpy|memmove", symbol) or (
             dso.startswith("libc") and symbol.startswith("0x")):
-        return GROUPS[7]
+        return LIBC
     if re.search(r"[Mm]utex|futex|atomic|_Sp_counted|condition_variable|pthread|notify", symbol):
-        return GROUPS[8]
-    return GROUPS[9]
+        return LOCKS
+    return OTHER
 
 
 def main():
