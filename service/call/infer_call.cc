@@ -36,6 +36,7 @@ uint64_t AnswerHeldBytes(const InferenceResult& result, uint64_t classes_per_row
 
 }  // namespace
 
+// The hand-off to the scheduler: every front end's request goes on to InferenceCore::Infer.
 InferBackend InferBackend::Of(InferenceCore& core) {
   InferBackend backend;
   backend.infer = [&core](InferenceRequest request, InferCallback done) {
@@ -45,17 +46,17 @@ InferBackend InferBackend::Of(InferenceCore& core) {
   return backend;
 }
 
-std::shared_ptr<InferCall> InferCall::Begin(const FrontEnd& front_end, absl::string_view model, Finish finish) {
-  return std::make_shared<InferCall>(front_end, model, std::move(finish));
+std::shared_ptr<InferCall> InferCall::Begin(const CallEnvironment& environment, absl::string_view model, Finish finish) {
+  return std::make_shared<InferCall>(environment, model, std::move(finish));
 }
 
-InferCall::InferCall(const FrontEnd& front_end, absl::string_view model, Finish finish)
-    : front_end_(front_end), model_(model), finish_(std::move(finish)), received_(Clock::now()) {}
+InferCall::InferCall(const CallEnvironment& environment, absl::string_view model, Finish finish)
+    : environment_(environment), model_(model), finish_(std::move(finish)), received_(Clock::now()) {}
 
 InferCall::~InferCall() = default;
 
 void InferCall::Trace(const CallTraceStart& start, absl::FunctionRef<absl::string_view(absl::string_view name)> header) {
-  Tracing* tracing = front_end_.tracing();
+  Tracing* tracing = environment_.tracing();
   if (!tracing) return;
   CallTraceStart at_start = start;
   at_start.received = received_;
@@ -67,7 +68,7 @@ void InferCall::NoteAdmission(const absl::Status& outcome) {
 }
 
 bool InferCall::Admit(absl::FunctionRef<absl::string_view()> authorization, uint64_t bytes) {
-  if (absl::Status s = front_end_.auth().Check(authorization, TokenAuth::Role::kInference); !s.ok()) {
+  if (absl::Status s = environment_.auth().Check(authorization, TokenAuth::Role::kInference); !s.ok()) {
     NoteAdmission(s);
     Refuse(s);
     return false;
@@ -76,7 +77,7 @@ bool InferCall::Admit(absl::FunctionRef<absl::string_view()> authorization, uint
 }
 
 bool InferCall::AdmitHolding(absl::FunctionRef<absl::string_view()> authorization, InflightBudget::Reservation held) {
-  if (absl::Status s = front_end_.auth().Check(authorization, TokenAuth::Role::kInference); !s.ok()) {
+  if (absl::Status s = environment_.auth().Check(authorization, TokenAuth::Role::kInference); !s.ok()) {
     NoteAdmission(s);
     Refuse(s);
     return false;
@@ -88,8 +89,8 @@ bool InferCall::AdmitHolding(absl::FunctionRef<absl::string_view()> authorizatio
 }
 
 bool InferCall::RefusedWhileDraining() {
-  if (!front_end_.draining()) return false;
-  if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kDraining);
+  if (!environment_.draining()) return false;
+  if (InferCallObserver* o = environment_.observer()) o->OnAdmissionRejection(RejectionReason::kDraining);
   absl::Status refusal = DrainingRefusal();
   NoteAdmission(refusal);
   Refuse(refusal);
@@ -109,18 +110,18 @@ bool InferCall::AdmitOnStream(uint64_t bytes) {
 }
 
 absl::StatusOr<InflightBudget::Reservation> InferCall::Reserve(uint64_t bytes) {
-  InflightBudget* budget = front_end_.budget();
+  InflightBudget* budget = environment_.budget();
   if (!budget) return InflightBudget::Reservation();
   absl::StatusOr<InflightBudget::Reservation> reserved = budget->Reserve(bytes);
   if (!reserved.ok()) {
-    if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+    if (InferCallObserver* o = environment_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
   }
   return reserved;
 }
 
 void InferCall::Refuse(const absl::Status& status) {
   RequestLabels labels;
-  if (!model_.empty() && front_end_.backend().known_model(model_)) labels.model = model_;
+  if (!model_.empty() && environment_.backend().known_model(model_)) labels.model = model_;
   End(labels, status, nullptr);
 }
 
@@ -129,9 +130,9 @@ void InferCall::Submit(InferenceRequest request, Encode encode) {
   // Strings cost more held than sent (string_tensor.h): charged now, with
   // the message.
   if (const uint64_t strings = StringInputHeldBytes(request.inputs); strings > 0) {
-    if (InflightBudget* budget = front_end_.budget()) {
+    if (InflightBudget* budget = environment_.budget()) {
       if (absl::Status room = budget->Extend(reservation_, strings); !room.ok()) {
-        if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+        if (InferCallObserver* o = environment_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
         return Refuse(absl::ResourceExhaustedError(
             absl::StrCat("inputs: the request's strings take ", strings,
                          " bytes held (per element: a reference and the model's str); ", room.message())));
@@ -145,12 +146,12 @@ void InferCall::Submit(InferenceRequest request, Encode encode) {
   std::shared_ptr<InferCall> self = shared_from_this();
   std::shared_ptr<RequestHandle> handle;
   const absl::Status escaped = RunCatching("queueing the request", [&] {
-    handle = front_end_.backend().infer(
+    handle = environment_.backend().infer(
         std::move(request),
         [self, encode = std::move(encode)](absl::StatusOr<InferenceResult> result, const RequestLabels& labels) {
           absl::Status status = result.status();
           if (status.ok()) {
-            if (InflightBudget* budget = self->front_end_.budget()) {
+            if (InflightBudget* budget = self->environment_.budget()) {
               budget->Hold(self->reservation_, AnswerHeldBytes(*result, self->classes_per_row_));
             }
             // Timed only for a sampled call: no clock reads otherwise.
@@ -196,8 +197,8 @@ void InferCall::End(const RequestLabels& labels, const absl::Status& status, con
     handle.swap(handle_);
   }
   const Clock::time_point ended = Clock::now();
-  if (InferCallObserver* o = front_end_.observer()) o->RecordInfer(labels, status, result, MicrosBetween(received_, ended));
-  front_end_.tally().Count(status);
+  if (InferCallObserver* o = environment_.observer()) o->RecordInfer(labels, status, result, MicrosBetween(received_, ended));
+  environment_.tally().Count(status);
   LogEnd(labels, status, ended);
   // An unsampled call's span ends with it, recording nothing.
   if (!trace_ || !trace_->recording()) return finish_(status);

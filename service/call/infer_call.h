@@ -7,7 +7,7 @@
 // of a v2 ModelStreamInfer stream, REST infer) decode their wire form into
 // an InferenceRequest and write their answer; nothing else.
 //
-//   auto call = InferCall::Begin(front_end, model, finish);
+//   auto call = InferCall::Begin(environment, model, finish);
 //   call->Trace(start, header);                       // with tracing on
 //   if (!call->Admit(authorization, bytes)) return;   // finished: refused
 //   ... decode; on a bad request: return call->Refuse(status);
@@ -39,7 +39,7 @@
 #include "scheduler/model/inference_types.h"
 #include "scheduler/model/request_handle.h"
 #include "service/tracing/call_trace_start.h"
-#include "service/call/front_end.h"
+#include "service/call/call_environment.h"
 #include "service/call/inflight_budget.h"
 
 namespace infergate {
@@ -57,9 +57,9 @@ class InferCall : public std::enable_shared_from_this<InferCall> {
   // `model` is the model the caller named, for the metric labels of a call
   // refused before it reached the core (counted under it only if it is a
   // repository model).
-  static std::shared_ptr<InferCall> Begin(const FrontEnd& front_end, absl::string_view model, Finish finish);
+  static std::shared_ptr<InferCall> Begin(const CallEnvironment& environment, absl::string_view model, Finish finish);
 
-  // Starts the call's trace when the front end traces (FrontEnd::tracing):
+  // Starts the call's trace when the front end traces (CallEnvironment::tracing):
   // `header` reads the caller's trace context (Tracing::StartCall). Call
   // before Admit; a no-op with tracing off.
   void Trace(const CallTraceStart& start, absl::FunctionRef<absl::string_view(absl::string_view name)> header);
@@ -102,9 +102,9 @@ class InferCall : public std::enable_shared_from_this<InferCall> {
   void Cancel();
 
   Clock::time_point received() const { return received_; }
-  const FrontEnd& front_end() const { return front_end_; }
+  const CallEnvironment& environment() const { return environment_; }
 
-  InferCall(const FrontEnd& front_end, absl::string_view model, Finish finish);  // use Begin
+  InferCall(const CallEnvironment& environment, absl::string_view model, Finish finish);  // use Begin
   ~InferCall();
 
  private:
@@ -118,7 +118,7 @@ class InferCall : public std::enable_shared_from_this<InferCall> {
   // every call; with its trace id when traced.
   void LogEnd(const RequestLabels& labels, const absl::Status& status, Clock::time_point ended) const;
 
-  const FrontEnd& front_end_;
+  const CallEnvironment& environment_;
   const std::string model_;
   const Finish finish_;
   const Clock::time_point received_;

@@ -31,7 +31,7 @@ absl::Status CheckToken(const TokenAuth& auth, const grpc::ServerContextBase& ct
 
 void TraceInferCall(InferCall& call, const grpc::ServerContextBase& ctx, const InferRpc& rpc,
                     absl::string_view model) {
-  if (!call.front_end().tracing()) return;
+  if (!call.environment().tracing()) return;
   CallTraceStart start;
   start.transport = CallTransport::kGrpc;
   start.span_name = rpc.full_name;

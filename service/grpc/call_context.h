@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "scheduler/model/inference_types.h"
 #include "service/call/auth.h"
-#include "service/call/front_end.h"
+#include "service/call/call_environment.h"
 #include "service/call/infer_call.h"
 
 namespace infergate {

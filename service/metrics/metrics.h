@@ -21,7 +21,7 @@
 #include "scheduler/core/inference_core.h"
 #include "scheduler/repository/torchserve/torchserve_store.h"
 #include "scheduler/model/scheduler_observer.h"
-#include "service/call/front_end.h"
+#include "service/call/call_environment.h"
 #include "service/http/http_server.h"
 #include "service/call/inflight_budget.h"
 

@@ -71,9 +71,9 @@ HttpResponse WrongMethod(const HttpRequest& request, const char* allowed) {
 
 }  // namespace
 
-OpenInferenceRest::OpenInferenceRest(InferenceCore& core, const FrontEnd& front_end, std::string server_version,
+OpenInferenceRest::OpenInferenceRest(InferenceCore& core, const CallEnvironment& environment, std::string server_version,
                                      uint64_t max_body_bytes)
-    : core_(core), front_end_(front_end), api_(core, std::move(server_version)), max_body_bytes_(max_body_bytes) {}
+    : core_(core), environment_(environment), api_(core, std::move(server_version)), max_body_bytes_(max_body_bytes) {}
 
 absl::Status OpenInferenceRest::InflateBody(HttpRequest& request) const {
   const absl::string_view encoding = request.Header("content-encoding");
@@ -82,11 +82,11 @@ absl::Status OpenInferenceRest::InflateBody(HttpRequest& request) const {
   // allocated; the whole body counts again once the call is admitted.
   InflightBudget::Reservation inflating;
   auto account = [this, &inflating](uint64_t bytes) {
-    InflightBudget* budget = front_end_.budget();
+    InflightBudget* budget = environment_.budget();
     if (budget == nullptr) return absl::OkStatus();
     absl::Status s = budget->Extend(inflating, bytes);
     if (!s.ok())
-      if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+      if (InferCallObserver* o = environment_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
     return s;
   };
   absl::StatusOr<std::string> body = DecodeContentEncoding(encoding, request.body, max_body_bytes_, account);
@@ -104,11 +104,11 @@ std::optional<HttpResponse> OpenInferenceRest::Screen(const HttpRequest& head) c
                       (parts[4] == "load" || parts[4] == "unload")) ||
                      (parts.size() == 2 && parts[1] == "logging" && head.method == "POST") ||
                      (head.method == "POST" && IsTraceSettingRoute(parts));
-  absl::Status s = front_end_.auth().Check(head.Header("authorization"), admin ? TokenAuth::Role::kAdmin
+  absl::Status s = environment_.auth().Check(head.Header("authorization"), admin ? TokenAuth::Role::kAdmin
                                                                    : TokenAuth::Role::kInference);
   if (s.ok()) {
-    s = admin ? front_end_.auth().CheckAdminHost(head.Header("host"))
-              : front_end_.auth().CheckInferenceHost(head.Header("host"));
+    s = admin ? environment_.auth().CheckAdminHost(head.Header("host"))
+              : environment_.auth().CheckInferenceHost(head.Header("host"));
   }
   if (!s.ok()) return Error(s);
   return std::nullopt;
@@ -148,11 +148,11 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
   if (parts.size() == 3 && parts[1] == "health") {
     if (!get) return WrongMethod(request, "GET");
     if (parts[2] == "live") return Health("live", true);
-    if (parts[2] == "ready") return Health("ready", core_.ready() && !front_end_.draining());
+    if (parts[2] == "ready") return Health("ready", core_.ready() && !environment_.draining());
     return NoRoute(request);
   }
   const absl::string_view authorization = request.Header("authorization");
-  if (absl::Status s = front_end_.auth().Check(authorization, TokenAuth::Role::kInference); !s.ok()) return Error(s);
+  if (absl::Status s = environment_.auth().Check(authorization, TokenAuth::Role::kInference); !s.ok()) return Error(s);
 
   if (parts.size() == 1) {
     if (!get) return WrongMethod(request, "GET");
@@ -180,7 +180,7 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
     absl::StatusOr<LogSettings> changes = get ? LogSettings() : ParseLogSettings(request.body);
     if (!changes.ok()) return Error(changes.status());
     if (!changes->empty()) {
-      if (absl::Status s = front_end_.auth().Check(authorization, TokenAuth::Role::kAdmin); !s.ok()) return Error(s);
+      if (absl::Status s = environment_.auth().Check(authorization, TokenAuth::Role::kAdmin); !s.ok()) return Error(s);
     }
     absl::StatusOr<LogSettings> now = ChangeLogSettings(*changes);
     if (!now.ok()) return Error(now.status());
@@ -214,7 +214,7 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
     if (absl::Status s = api_.ModelMetadata(model, version, &metadata); !s.ok()) return Error(s);
     return Ok(metadata);
   }
-  if (action == "ready") return ModelHealth(model, api_.ModelReady(model, version) && !front_end_.draining());
+  if (action == "ready") return ModelHealth(model, api_.ModelReady(model, version) && !environment_.draining());
   if (action == "config") {
     inference::ModelConfigResponse config;
     if (absl::Status s = api_.ModelConfig(model, version, &config); !s.ok()) return Error(s);
@@ -262,7 +262,7 @@ HttpResponse OpenInferenceRest::SharedMemory(const HttpRequest& request, const s
 
 HttpResponse OpenInferenceRest::TraceSetting(const HttpRequest& request, const std::string& model,
                                              absl::string_view authorization) const {
-  TraceSettings* settings = front_end_.trace_settings();
+  TraceSettings* settings = environment_.trace_settings();
   if (absl::Status s = api_.CheckTraceSettingTarget(settings, model); !s.ok()) return Error(s);
   if (request.method != "POST") return Json(200, TraceSettingsToJson(settings->Get(model)));
   absl::StatusOr<TraceSettings::Change> change = ParseTraceSettingBody(request.body);
@@ -270,7 +270,7 @@ HttpResponse OpenInferenceRest::TraceSetting(const HttpRequest& request, const s
   // Reading needs the inference token (the head screen checked it); a
   // change, the admin one.
   if (!change->empty()) {
-    if (absl::Status s = front_end_.auth().Check(authorization, TokenAuth::Role::kAdmin); !s.ok()) return Error(s);
+    if (absl::Status s = environment_.auth().Check(authorization, TokenAuth::Role::kAdmin); !s.ok()) return Error(s);
   }
   absl::StatusOr<TraceSettings::Values> now = settings->Update(model, *change);
   if (!now.ok()) return Error(now.status());
@@ -295,7 +295,7 @@ absl::StatusOr<RestInferRequest> OpenInferenceRest::ParseJsonBody(InferCall& cal
         "; send tensors in the binary extension instead"));
   }
   // The tree is gone once this returns, and `tree` gives its room back.
-  return ParseRestInferRequest(request.body, json_length, model, version, front_end_.limits());
+  return ParseRestInferRequest(request.body, json_length, model, version, environment_.limits());
 }
 
 absl::StatusOr<RestInferRequest> OpenInferenceRest::ParseRawBody(const HttpRequest& request, const std::string& model,
@@ -316,8 +316,8 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
   };
   auto exchange = std::make_shared<Exchange>();
   std::shared_ptr<InferCall> call =
-      InferCall::Begin(front_end_, model, [exchange, respond = std::move(respond),
-                                           budget = front_end_.budget()](const absl::Status& status) {
+      InferCall::Begin(environment_, model, [exchange, respond = std::move(respond),
+                                           budget = environment_.budget()](const absl::Status& status) {
         if (!status.ok()) return respond(Error(status));
         HttpResponse r = Json(200, std::move(exchange->answer.body));
         r.held = HoldAnswer(budget, r.body.size());
@@ -327,7 +327,7 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
         }
         respond(std::move(r));
       });
-  if (front_end_.tracing()) {
+  if (environment_.tracing()) {
     TraceHttpCall(*call, *request,
                   version.empty() ? "POST /v2/models/{model_name}/infer"
                                   : "POST /v2/models/{model_name}/versions/{model_version}/infer",
@@ -355,7 +355,7 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
   request.reset();  // the body's bytes were copied into the protocol request
   InferenceRequest req;
   req.deadline = *deadline;
-  if (absl::Status s = DecodeInferRequest(exchange->rest.request, front_end_.limits(), &req); !s.ok()) {
+  if (absl::Status s = DecodeInferRequest(exchange->rest.request, environment_.limits(), &req); !s.ok()) {
     return call->Refuse(s);
   }
   if (client_gone) {
@@ -377,14 +377,14 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
 
 void OpenInferenceRest::Load(const HttpRequest& request, const std::string& model, bool load,
                              HttpResponder respond) {
-  if (absl::Status s = front_end_.auth().Check(request.Header("authorization"), TokenAuth::Role::kAdmin); !s.ok()) {
+  if (absl::Status s = environment_.auth().Check(request.Header("authorization"), TokenAuth::Role::kAdmin); !s.ok()) {
     return respond(Error(s));
   }
   absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryParameter>> params =
       ParseRepositoryParameters(request.body);
   if (!params.ok()) return respond(Error(params.status()));
-  absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params, /*unload=*/!load, front_end_.limits().max_load_file_bytes,
-                                                                 front_end_.limits().allow_native_uploads);
+  absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params, /*unload=*/!load, environment_.limits().max_load_file_bytes,
+                                                                 environment_.limits().allow_native_uploads);
   if (!parsed.ok()) return respond(Error(load ? LoadFailure(model, parsed.status()) : parsed.status()));
   if (!load) {
     absl::StatusOr<size_t> n = core_.UnloadModel(*parsed);
@@ -392,8 +392,8 @@ void OpenInferenceRest::Load(const HttpRequest& request, const std::string& mode
   }
   // Model files sent with the load count against the in-flight budget until it ends.
   auto held = std::make_shared<InflightBudget::Reservation>();
-  if (front_end_.budget() && parsed->files) {
-    absl::StatusOr<InflightBudget::Reservation> reserved = front_end_.budget()->Reserve(request.body.size());
+  if (environment_.budget() && parsed->files) {
+    absl::StatusOr<InflightBudget::Reservation> reserved = environment_.budget()->Reserve(request.body.size());
     if (!reserved.ok()) return respond(Error(reserved.status()));
     *held = *std::move(reserved);
   }

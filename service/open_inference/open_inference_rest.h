@@ -31,7 +31,7 @@
 #include <string>
 
 #include "scheduler/core/inference_core.h"
-#include "service/call/front_end.h"
+#include "service/call/call_environment.h"
 #include "service/http/http_server.h"
 #include "service/call/http_call.h"
 #include "service/call/infer_call.h"
@@ -42,9 +42,9 @@ namespace infergate {
 
 class OpenInferenceRest {
  public:
-  // Inference goes through `front_end`'s call path, the rest through
+  // Inference goes through `environment`'s call path, the rest through
   // `core`. Neither is owned; both must outlive this.
-  OpenInferenceRest(InferenceCore& core, const FrontEnd& front_end, std::string server_version,
+  OpenInferenceRest(InferenceCore& core, const CallEnvironment& environment, std::string server_version,
                     uint64_t max_body_bytes = uint64_t{64} << 20);
 
   void Handle(std::shared_ptr<HttpRequest> request, HttpResponder respond);
@@ -80,7 +80,7 @@ class OpenInferenceRest {
   absl::Status InflateBody(HttpRequest& request) const;
 
   InferenceCore& core_;
-  const FrontEnd& front_end_;  // /v2/health/ready answers 400 while it drains
+  const CallEnvironment& environment_;  // /v2/health/ready answers 400 while it drains
   OpenInferenceApi api_;
   uint64_t max_body_bytes_;  // also the most a compressed body may inflate to
 };

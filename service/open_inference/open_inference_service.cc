@@ -28,8 +28,8 @@ void Answered(Call* call, const absl::Status& status) {
 
 }  // namespace
 
-OpenInferenceService::OpenInferenceService(InferenceCore& core, const FrontEnd& front_end, std::string server_version)
-    : core_(core), front_end_(front_end), api_(core, std::move(server_version)) {}
+OpenInferenceService::OpenInferenceService(InferenceCore& core, const CallEnvironment& environment, std::string server_version)
+    : core_(core), environment_(environment), api_(core, std::move(server_version)) {}
 
 template <typename Request, typename Response>
 void OpenInferenceService::Serve(GrpcServerCall& server_call,
@@ -61,7 +61,7 @@ void OpenInferenceService::Register(GrpcMethods& methods) {
   add("RepositoryIndex", Role::kInference, small, pb::RepositoryIndexRequest::descriptor(),
       &OpenInferenceService::HandleRepositoryIndex);
   // A load may carry a config and the model's files.
-  add("RepositoryModelLoad", Role::kAdmin, front_end_.limits().max_load_file_bytes + kLoadConfigBytes,
+  add("RepositoryModelLoad", Role::kAdmin, environment_.limits().max_load_file_bytes + kLoadConfigBytes,
       pb::RepositoryModelLoadRequest::descriptor(), &OpenInferenceService::HandleRepositoryModelLoad);
   add("RepositoryModelUnload", Role::kAdmin, small, pb::RepositoryModelUnloadRequest::descriptor(),
       &OpenInferenceService::HandleRepositoryModelUnload);
@@ -95,7 +95,7 @@ void OpenInferenceService::HandleServerLive(GrpcServerCall& server_call) {
 void OpenInferenceService::HandleServerReady(GrpcServerCall& server_call) {
   auto* call = RawUnaryCall<pb::ServerReadyRequest, pb::ServerReadyResponse>::Start(server_call);
   if (call == nullptr) return;
-  call->response()->set_ready(core_.ready() && !front_end_.draining());
+  call->response()->set_ready(core_.ready() && !environment_.draining());
   return Answered(call, absl::OkStatus());
 }
 
@@ -103,7 +103,7 @@ void OpenInferenceService::HandleModelReady(GrpcServerCall& server_call) {
   return Serve<pb::ModelReadyRequest, pb::ModelReadyResponse>(
       server_call, [&](const auto& request, auto* response) {
         response->set_ready(api_.ModelReady(ModelNameOf(server_call.context(), request.name()), request.version()) &&
-                            !front_end_.draining());
+                            !environment_.draining());
         return absl::OkStatus();
       });
 }
@@ -136,7 +136,7 @@ void OpenInferenceService::SubmitModelInfer(InferCall& call, const grpc::ServerC
   InferenceRequest req;
   req.deadline = SteadyDeadline(ctx);
   // Input tensors alias the request's bytes, which live until the call finishes.
-  if (absl::Status s = DecodeInferRequest(*request, front_end_.limits(), &req); !s.ok()) return call.Refuse(s);
+  if (absl::Status s = DecodeInferRequest(*request, environment_.limits(), &req); !s.ok()) return call.Refuse(s);
   req.model = model;
   call.ExpectClasses(MaxClassCount(*request));
   call.Submit(std::move(req),
@@ -163,8 +163,8 @@ void OpenInferenceService::HandleRepositoryModelLoad(GrpcServerCall& server_call
   const pb::RepositoryModelLoadRequest& request = call->request();
   absl::StatusOr<LoadRequest> load =
       LoadRequestFromParameters(request.model_name(), request.parameters(),
-                                /*unload=*/false, front_end_.limits().max_load_file_bytes,
-                                front_end_.limits().allow_native_uploads);
+                                /*unload=*/false, environment_.limits().max_load_file_bytes,
+                                environment_.limits().allow_native_uploads);
   if (!load.ok()) return Answered(call, LoadFailure(request.model_name(), load.status()));
   // Model files sent with the load are held (and written out) until it
   // ends: the call's share of the in-flight budget (its message, charged
@@ -233,10 +233,10 @@ void OpenInferenceService::HandleTraceSetting(GrpcServerCall& server_call) {
   const pb::TraceSettingRequest& request = call->request();
   // Reading needs the inference token; a change, the admin one.
   const bool change = request.settings_size() > 0;
-  absl::Status s = CheckToken(front_end_.auth(), server_call.context(),
+  absl::Status s = CheckToken(environment_.auth(), server_call.context(),
                               change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
   if (!s.ok()) return Answered(call, s);
-  TraceSettings* settings = front_end_.trace_settings();
+  TraceSettings* settings = environment_.trace_settings();
   const std::string model = ModelNameOf(server_call.context(), request.model_name());
   if (absl::Status target = api_.CheckTraceSettingTarget(settings, model); !target.ok()) return Answered(call, target);
   // As Triton's gRPC front end: a setting with no values clears a model's own.
@@ -262,7 +262,7 @@ void OpenInferenceService::HandleLogSettings(GrpcServerCall& server_call) {
   // Reading needs the inference token; changing the server's logging, the
   // admin one: which one, only the parsed request says.
   const bool change = request.settings_size() > 0;
-  absl::Status s = CheckToken(front_end_.auth(), server_call.context(), change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
+  absl::Status s = CheckToken(environment_.auth(), server_call.context(), change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
   if (!s.ok()) return Answered(call, s);
   infergate::LogSettings changes;
   for (const auto& [key, value] : request.settings()) {

@@ -13,7 +13,7 @@
 #include "absl/functional/function_ref.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "scheduler/core/inference_core.h"
-#include "service/call/front_end.h"
+#include "service/call/call_environment.h"
 #include "service/call/infer_call.h"
 #include "service/open_inference/open_inference_api.h"
 #include "service/grpc/grpc_method.h"
@@ -45,9 +45,9 @@ using Type = Grpc::WithGenericMethod_ServerLive<Grpc::WithGenericMethod_ServerRe
 
 class OpenInferenceService final : public open_inference_service_base::Type {
  public:
-  // Inference goes through `front_end`'s call path, the rest through
+  // Inference goes through `environment`'s call path, the rest through
   // `core`. Neither is owned; both must outlive this.
-  OpenInferenceService(InferenceCore& core, const FrontEnd& front_end, std::string server_version);
+  OpenInferenceService(InferenceCore& core, const CallEnvironment& environment, std::string server_version);
 
   // Decodes a ModelInfer call for `model` that `call` admitted and submits
   // it; the answer goes into `response`. `request` (whose bytes the input
@@ -86,7 +86,7 @@ class OpenInferenceService final : public open_inference_service_base::Type {
   void HandleLogSettings(GrpcServerCall& call);
 
   InferenceCore& core_;
-  const FrontEnd& front_end_;  // ServerReady and ModelReady say false while it drains
+  const CallEnvironment& environment_;  // ServerReady and ModelReady say false while it drains
   OpenInferenceApi api_;
 };
 

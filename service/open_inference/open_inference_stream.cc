@@ -51,8 +51,8 @@ absl::StatusOr<bool> KeepsRequestOrder(const inference::ModelInferRequest& reque
 
 }  // namespace
 
-InferStream::InferStream(Transport& transport, const FrontEnd& front_end, const grpc::ServerContextBase& ctx)
-    : transport_(transport), front_end_(front_end), ctx_(ctx) {}
+InferStream::InferStream(Transport& transport, const CallEnvironment& environment, const grpc::ServerContextBase& ctx)
+    : transport_(transport), environment_(environment), ctx_(ctx) {}
 
 void InferStream::Start(const absl::Status& refusal) {
   if (!refusal.ok()) {
@@ -107,7 +107,7 @@ void InferStream::Accept(std::shared_ptr<inference::ModelInferRequest> request, 
     CallbackLockGuard lock(mu_);
     place.ticket = next_ticket_++;
     if (place.ordered) place.slot = next_slot_++;
-    call = InferCall::Begin(front_end_, request->model_name(),
+    call = InferCall::Begin(environment_, request->model_name(),
                             [this, request, response, place](const absl::Status& status) {
                               Answer(status.ok() ? std::make_unique<inference::ModelStreamInferResponse>(
                                                        std::move(*response))
@@ -137,7 +137,7 @@ void InferStream::Submit(InferCall& call, std::shared_ptr<inference::ModelInferR
     InferenceRequest req;
     req.deadline = deadline_;
     // The request (whose bytes the input tensors alias) lives until answered.
-    if (absl::Status s = DecodeInferRequest(*request, front_end_.limits(), &req); !s.ok()) {
+    if (absl::Status s = DecodeInferRequest(*request, environment_.limits(), &req); !s.ok()) {
       call.Refuse(s);
     } else {
       call.Submit(std::move(req), [request, response](InferenceResult& result) {
@@ -189,7 +189,7 @@ bool InferStream::Full() const {
 
 void InferStream::CountHeldAnswers() {
   if (held_bytes_ < answers_held_.bytes()) return answers_held_.ShrinkTo(held_bytes_);
-  if (InflightBudget* budget = front_end_.budget(); budget && held_bytes_ > answers_held_.bytes()) {
+  if (InflightBudget* budget = environment_.budget(); budget && held_bytes_ > answers_held_.bytes()) {
     budget->Hold(answers_held_, held_bytes_ - answers_held_.bytes());
   }
 }

@@ -49,7 +49,7 @@
 #include "common/callback_lock.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "scheduler/model/inference_types.h"
-#include "service/call/front_end.h"
+#include "service/call/call_environment.h"
 #include "service/call/infer_call.h"
 
 namespace infergate {
@@ -77,12 +77,12 @@ class InferStream {
     virtual void Finish(const grpc::Status& status) = 0;
   };
 
-  // Each request on the stream is an InferCall of `front_end` (admitted,
+  // Each request on the stream is an InferCall of `environment` (admitted,
   // counted and holding its size in the in-flight budget until it is
   // answered), traced with the trace context of the stream's metadata and
   // given the stream's deadline. `ctx` outlives this; so do `transport` and
-  // `front_end`.
-  InferStream(Transport& transport, const FrontEnd& front_end, const grpc::ServerContextBase& ctx);
+  // `environment`.
+  InferStream(Transport& transport, const CallEnvironment& environment, const grpc::ServerContextBase& ctx);
   InferStream(const InferStream&) = delete;
   InferStream& operator=(const InferStream&) = delete;
 
@@ -149,7 +149,7 @@ class InferStream {
   void CountHeldAnswers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Transport& transport_;
-  const FrontEnd& front_end_;
+  const CallEnvironment& environment_;
   const grpc::ServerContextBase& ctx_;
   Clock::time_point deadline_ = Clock::time_point::max();
 

@@ -33,15 +33,15 @@
 namespace infergate {
 
 struct CompletionQueueInfer::Context {
-  Context(const FrontEnd& front_end, InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
+  Context(const CallEnvironment& environment, InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
           const TorchServeGrpcService& torchserve, const GrpcMethods& methods, const IntakeOptions& intake)
-      : front_end(front_end),
+      : environment(environment),
         v1_service(v1_service),
         open_inference(open_inference),
         torchserve(torchserve),
         methods(methods),
         max_message_bytes(intake.max_message_bytes),
-        gate(front_end.budget(), GateOptions(intake)) {}
+        gate(environment.budget(), GateOptions(intake)) {}
 
   static IntakeGate::Options GateOptions(const IntakeOptions& intake) {
     IntakeGate::Options o;
@@ -56,7 +56,7 @@ struct CompletionQueueInfer::Context {
   // within the wire limits.
   WireScanLimits InferScanLimits() const {
     WireScanLimits limits;
-    const CodecLimits& codec = front_end.limits();
+    const CodecLimits& codec = environment.limits();
     // Tensors, and each tensor's parameters: a request carries at most
     // max_tensors inputs and as many outputs.
     limits.max_repeated_messages = std::max(codec.max_tensors, 64);
@@ -64,7 +64,7 @@ struct CompletionQueueInfer::Context {
     return limits;
   }
 
-  const FrontEnd& front_end;
+  const CallEnvironment& environment;
   InferenceServiceImpl& v1_service;
   OpenInferenceService& open_inference;
   const TorchServeGrpcService& torchserve;
@@ -445,12 +445,12 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
     if (exchange_) {
       // Refused before a byte of the message is read: a caller without a
       // valid token, or a server that drains.
-      if (absl::Status token = CheckToken(context_.front_end.auth(), ctx_, TokenAuth::Role::kInference);
+      if (absl::Status token = CheckToken(context_.environment.auth(), ctx_, TokenAuth::Role::kInference);
           !token.ok()) {
         return EndUnread(token);
       }
-      if (context_.front_end.draining()) {
-        if (InferCallObserver* o = context_.front_end.observer()) o->OnAdmissionRejection(RejectionReason::kDraining);
+      if (context_.environment.draining()) {
+        if (InferCallObserver* o = context_.environment.observer()) o->OnAdmissionRejection(RejectionReason::kDraining);
         return EndUnread(DrainingRefusal());
       }
       return AskToRead();
@@ -461,7 +461,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
                                     absl::StrCat("method ", ctx_.method().substr(0, 128), " is not served")));
     }
     if (method_->role) {
-      if (absl::Status token = CheckToken(context_.front_end.auth(), ctx_, *method_->role); !token.ok()) {
+      if (absl::Status token = CheckToken(context_.environment.auth(), ctx_, *method_->role); !token.ok()) {
         return FinishNow(ToGrpcStatus(token));
       }
     }
@@ -496,7 +496,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
     if (!line_full && (waited < kMaxReadWait || context_.gate.WaitsForASlotOnly(peer_, MaxMessageBytes()))) {
       return false;
     }
-    if (InferCallObserver* o = context_.front_end.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+    if (InferCallObserver* o = context_.environment.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
     if (exchange_) {
       EndUnread(context_.gate.Refusal());
     } else {
@@ -510,7 +510,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
   }
   void RefuseOverdueRead(const absl::Status& why) override {
     if (exchange_) {
-      if (InferCallObserver* o = context_.front_end.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+      if (InferCallObserver* o = context_.environment.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
       return EndUnread(why);
     }
     Finish(why);
@@ -561,7 +561,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
   // Counts and traces a call that ended with no message (answered already).
   void OnDoneNotice(bool cancelled) override {
     if (!no_message_ || !exchange_) return;
-    call_ = InferCall::Begin(context_.front_end, ModelNameOf(ctx_, ""), [](const absl::Status&) {});
+    call_ = InferCall::Begin(context_.environment, ModelNameOf(ctx_, ""), [](const absl::Status&) {});
     call_->Refuse(cancelled ? absl::CancelledError("the client left before its request message came") : NoMessage());
   }
 
@@ -569,7 +569,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
   // that answered. The answer is written from `response_bytes_`, which
   // lives until the finish comes back.
   void BeginCall(const std::string& model) {
-    call_ = InferCall::Begin(context_.front_end, model, [this](const absl::Status& status) {
+    call_ = InferCall::Begin(context_.environment, model, [this](const absl::Status& status) {
       absl::Status answer = status;
       if (answer.ok()) answer = exchange_->SerializeAnswer(&response_bytes_);
       if (answer.ok()) {
@@ -616,7 +616,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
         !charged.ok()) {
       ticket_ = IntakeGate::Ticket();
       request_bytes_.Clear();
-      if (InferCallObserver* o = context_.front_end.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+      if (InferCallObserver* o = context_.environment.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
       return Finish(charged);
     }
     held_.push_back(std::move(ticket_.room()));
@@ -651,7 +651,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
     absl::Status serialized = SerializeAnswerBytes(message, &bytes);
     if (!serialized.ok()) return Finish(serialized);
     InflightBudget::Reservation held;
-    if (InflightBudget* budget = context_.front_end.budget()) held = budget->Hold(bytes.Length());
+    if (InflightBudget* budget = context_.environment.budget()) held = budget->Hold(bytes.Length());
     bool start = false;
     {
       MutexLock lock(mu_);
@@ -764,7 +764,7 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
   AsyncStreamInferCall(Context& context, grpc::ServerCompletionQueue* queue) : AsyncCall(context, queue) {}
 
   void PostAnother() override { Post(context_, queue_); }
-  void Begin() override { infer_.Start(CheckToken(context_.front_end.auth(), ctx_, TokenAuth::Role::kInference)); }
+  void Begin() override { infer_.Start(CheckToken(context_.environment.auth(), ctx_, TokenAuth::Role::kInference)); }
   void OnCancelled() override { infer_.OnCancel(); }
   void OnReadDone(bool ok) override {
     // The read's share of the budget goes once the message is parsed: the
@@ -834,7 +834,7 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
   inference::ModelInferRequest* reading_ = nullptr;
   // The write outstanding (one at a time).
   grpc::ByteBuffer write_bytes_;
-  InferStream infer_{*this, context_.front_end, ctx_};
+  InferStream infer_{*this, context_.environment, ctx_};
 };
 
 void Poll(grpc::ServerCompletionQueue* queue) {
@@ -850,11 +850,11 @@ void Poll(grpc::ServerCompletionQueue* queue) {
 
 }  // namespace
 
-CompletionQueueInfer::CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const FrontEnd& front_end,
+CompletionQueueInfer::CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const CallEnvironment& environment,
                                            InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
                                            const TorchServeGrpcService& torchserve, const GrpcMethods& methods,
                                            const IntakeOptions& intake)
-    : context_(std::make_unique<Context>(front_end, v1_service, open_inference, torchserve, methods, intake)) {
+    : context_(std::make_unique<Context>(environment, v1_service, open_inference, torchserve, methods, intake)) {
   builder.RegisterAsyncGenericService(&context_->generic);
   for (int i = 0; i < threads; ++i) queues_.push_back(builder.AddCompletionQueue());
 }

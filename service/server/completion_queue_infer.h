@@ -29,7 +29,7 @@
 // tells of a client that cancelled, or a deadline that passed: the call's
 // requests are then cancelled) included.
 //
-//   CompletionQueueInfer infer(builder, threads, front_end, v1, oi, ts, methods, intake);
+//   CompletionQueueInfer infer(builder, threads, environment, v1, oi, ts, methods, intake);
 //   server = builder.BuildAndStart();
 //   infer.Start();
 //   ... server->Shutdown(); every call answered (the core stopped);
@@ -53,7 +53,7 @@
 
 namespace infergate {
 
-class FrontEnd;
+class CallEnvironment;
 class GrpcMethods;
 class InferenceServiceImpl;
 class OpenInferenceService;
@@ -90,7 +90,7 @@ class CompletionQueueInfer {
   // TorchServe's Predictions to the inference call path, the others to
   // `methods` (grpc_method.h), which must outlive this. ModelStreamInfer's
   // service must be registered with the same builder.
-  CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const FrontEnd& front_end,
+  CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const CallEnvironment& environment,
                        InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
                        const TorchServeGrpcService& torchserve, const GrpcMethods& methods,
                        const IntakeOptions& intake);

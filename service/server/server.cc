@@ -22,7 +22,7 @@
 #include "scheduler/core/inference_core.h"
 #include "scheduler/repository/torchserve/torchserve_store.h"
 #include "service/server/completion_queue_infer.h"
-#include "service/call/front_end.h"
+#include "service/call/call_environment.h"
 #include "service/call/handler_work_pool.h"
 #include "service/grpc/grpc_method.h"
 #include "service/grpc/health_service.h"
@@ -98,7 +98,7 @@ struct Server::Parts {
   // Stopped (its queued work run) once no new request can arrive, before
   // the core shuts down; outlives nothing that its work refers to.
   std::unique_ptr<HandlerWorkPool> handler_pool;
-  std::unique_ptr<FrontEnd> front_end;
+  std::unique_ptr<CallEnvironment> environment;
   std::unique_ptr<InferenceServiceImpl> service;
   std::unique_ptr<OpenInferenceRest> rest;
   std::unique_ptr<TorchServeRest> torchserve_rest;
@@ -204,15 +204,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   // with tracing off, settings of its own whose level stays OFF.
   if (!p->tracing) p->trace_settings_off = std::make_unique<TraceSettings>(/*exporting=*/false);
   TraceSettings* trace_settings = p->tracing ? &p->tracing->settings() : p->trace_settings_off.get();
-  p->front_end = std::make_unique<FrontEnd>(InferBackend::Of(*p->core), opts.tensor_limits, *std::move(auth),
+  p->environment = std::make_unique<CallEnvironment>(InferBackend::Of(*p->core), opts.tensor_limits, *std::move(auth),
                                             p->budget.get(), p->metrics.get(), p->tracing.get(),
                                             p->handler_pool.get(), trace_settings);
-  p->service = std::make_unique<InferenceServiceImpl>(*p->core, *p->front_end);
+  p->service = std::make_unique<InferenceServiceImpl>(*p->core, *p->environment);
   // The REST API, on its own port, with the same tokens, budget and limits.
   if (!opts.http_address.empty()) {
-    p->rest = std::make_unique<OpenInferenceRest>(*p->core, *p->front_end, version, opts.max_receive_bytes);
+    p->rest = std::make_unique<OpenInferenceRest>(*p->core, *p->environment, version, opts.max_receive_bytes);
     // TorchServe's and KServe V1's routes beside the Open Inference Protocol's.
-    p->torchserve_rest = std::make_unique<TorchServeRest>(*p->core, *p->front_end,
+    p->torchserve_rest = std::make_unique<TorchServeRest>(*p->core, *p->environment,
                                                           p->torchserve ? &p->torchserve->catalog() : nullptr);
     HttpServerOptions h;
     h.address = opts.http_address;
@@ -241,8 +241,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
     LOG_INFO << "Open Inference Protocol REST API on " << (opts.tls_cert.empty() ? "http" : "https") << "://"
              << HostOf(opts.http_address) << ":" << p->http->port() << "/v2";
   }
-  p->open_inference = std::make_unique<OpenInferenceService>(*p->core, *p->front_end, version);
-  p->torchserve_grpc = std::make_unique<TorchServeGrpcService>(*p->core, *p->front_end,
+  p->open_inference = std::make_unique<OpenInferenceService>(*p->core, *p->environment, version);
+  p->torchserve_grpc = std::make_unique<TorchServeGrpcService>(*p->core, *p->environment,
                                                                p->torchserve ? &p->torchserve->catalog() : nullptr);
 
   // Every method but inference is a method of the completion-queue front
@@ -295,7 +295,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   intake.min_receive_rate = opts.min_receive_rate;
   intake.max_reads_per_address = opts.max_reads_per_address;
   p->queued_infer = std::make_unique<CompletionQueueInfer>(builder, static_cast<int>(opts.grpc_infer_threads),
-                                                           *p->front_end, *p->service, *p->open_inference,
+                                                           *p->environment, *p->service, *p->open_inference,
                                                            *p->torchserve_grpc, *p->grpc_methods, intake);
   p->grpc_server = builder.BuildAndStart();
   if (!p->grpc_server || p->port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", opts.address));
@@ -358,7 +358,7 @@ bool Server::Drain(std::chrono::steady_clock::time_point deadline) {
   // Readiness only: the catch-all setter would turn liveness NOT_SERVING
   // too, and a liveness failure during the drain gets the pod killed.
   for (const char* service : kReadinessServices) p.health->SetServingStatus(service, false);
-  p.front_end->StartDraining();
+  p.environment->StartDraining();
   // The gRPC port stays open while the accepted work finishes, so probes
   // keep getting answers and new inference calls get the services'
   // UNAVAILABLE. Then gRPC shuts down: GOAWAY, and the replies of finished
@@ -381,7 +381,7 @@ bool Server::Drain(std::chrono::steady_clock::time_point deadline) {
   p.queued_infer->Stop();
   // Only now can nothing answer a REST call any more.
   p.http.reset();
-  LOG_INFO << p.front_end->tally().Summary();
+  LOG_INFO << p.environment->tally().Summary();
   p.core->SetObserver(nullptr);
   // Every call has ended: its spans go out now, within what is left of the
   // drain time (from one to five seconds), so a stopping server loses none.

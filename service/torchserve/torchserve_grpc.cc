@@ -20,9 +20,9 @@ namespace ts = org::pytorch::serve::grpc::inference;
 const InferRpc kTorchServePredictionsRpc{"org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions",
                                          "org.pytorch.serve.grpc.inference.InferenceAPIsService", "Predictions"};
 
-TorchServeGrpcService::TorchServeGrpcService(InferenceCore& core, const FrontEnd& front_end,
+TorchServeGrpcService::TorchServeGrpcService(InferenceCore& core, const CallEnvironment& environment,
                                              const TorchServeCatalog* catalog)
-    : core_(core), front_end_(front_end), models_(core, catalog) {}
+    : core_(core), environment_(environment), models_(core, catalog) {}
 
 void TorchServeGrpcService::Register(GrpcMethods& methods) {
   // A health check: no token, as over REST.
@@ -33,7 +33,7 @@ void TorchServeGrpcService::Register(GrpcMethods& methods) {
 void TorchServeGrpcService::Ping(GrpcServerCall& server_call) {
   auto* call = RawUnaryCall<google::protobuf::Empty, ts::TorchServeHealthResponse>::Start(server_call);
   if (call == nullptr) return;
-  const bool healthy = core_.ready() && !front_end_.draining();
+  const bool healthy = core_.ready() && !environment_.draining();
   call->response()->set_health(nlohmann::json({{"status", healthy ? "Healthy" : "Unhealthy"}}).dump(2));
   call->Answer(absl::OkStatus());
 }
@@ -63,10 +63,10 @@ void TorchServeGrpcService::SubmitPredictions(InferCall& call, const grpc::Serve
     // A JSON parse tree counts against the in-flight budget while it lives.
     absl::StatusOr<InflightBudget::Reservation> tree = call.Reserve(ScanJson(*payload).TreeBytes());
     if (!tree.ok()) return call.Refuse(tree.status());
-    const HandlerInputLimits limits{front_end_.limits(), front_end_.budget(),
+    const HandlerInputLimits limits{environment_.limits(), environment_.budget(),
                                     StopAt(std::min(deadline, Clock::now() + kHandlerInputTimeout), nullptr, field)};
     absl::StatusOr<at::Tensor> row = [&] {
-      HandlerInputTimer timer(front_end_.observer(), target.model);
+      HandlerInputTimer timer(environment_.observer(), target.model);
       return HandlerInputFromBytes(target, *payload, field, limits);
     }();
     *tree = InflightBudget::Reservation();
@@ -85,7 +85,7 @@ void TorchServeGrpcService::SubmitPredictions(InferCall& call, const grpc::Serve
       return absl::OkStatus();
     });
   };
-  HandlerWorkPool* pool = front_end_.handler_pool();
+  HandlerWorkPool* pool = environment_.handler_pool();
   if (!image || pool == nullptr) return work();
   if (!pool->TrySubmit([work = std::move(work), shared]() mutable {
         const absl::Status failed = RunCatching("preparing a prediction", work);

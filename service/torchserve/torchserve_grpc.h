@@ -20,7 +20,7 @@
 
 #include "scheduler/core/inference_core.h"
 #include "scheduler/repository/torchserve/torchserve_store.h"
-#include "service/call/front_end.h"
+#include "service/call/call_environment.h"
 #include "service/call/infer_call.h"
 #include "service/grpc/call_context.h"
 #include "service/grpc/grpc_method.h"
@@ -34,8 +34,8 @@ extern const InferRpc kTorchServePredictionsRpc;
 
 class TorchServeGrpcService {
  public:
-  // `catalog` may be null; it, `core` and `front_end` must outlive this.
-  TorchServeGrpcService(InferenceCore& core, const FrontEnd& front_end, const TorchServeCatalog* catalog);
+  // `catalog` may be null; it, `core` and `environment` must outlive this.
+  TorchServeGrpcService(InferenceCore& core, const CallEnvironment& environment, const TorchServeCatalog* catalog);
 
   // Adds Ping to `methods`; this must outlive them.
   void Register(GrpcMethods& methods);
@@ -52,7 +52,7 @@ class TorchServeGrpcService {
   void Ping(GrpcServerCall& call);
 
   InferenceCore& core_;
-  const FrontEnd& front_end_;
+  const CallEnvironment& environment_;
   const TorchServeModels models_;
 };
 

@@ -30,7 +30,7 @@
 #include "scheduler/model/inference_types.h"
 #include "scheduler/repository/torchserve/mar_manifest.h"
 #include "common/cancel_signal.h"
-#include "service/call/front_end.h"
+#include "service/call/call_environment.h"
 #include "service/call/inflight_budget.h"
 #include "service/torchserve/torchserve_models.h"
 #include "service/call/wire_tensor.h"

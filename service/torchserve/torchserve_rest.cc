@@ -126,8 +126,8 @@ struct TorchServeRest::Prediction {
   }
 };
 
-TorchServeRest::TorchServeRest(InferenceCore& core, const FrontEnd& front_end, const TorchServeCatalog* catalog)
-    : core_(core), front_end_(front_end), models_(core, catalog) {}
+TorchServeRest::TorchServeRest(InferenceCore& core, const CallEnvironment& environment, const TorchServeCatalog* catalog)
+    : core_(core), environment_(environment), models_(core, catalog) {}
 
 bool TorchServeRest::Serves(absl::string_view path) {
   return path == "/ping" || path == "/models" || absl::StartsWith(path, "/models/") ||
@@ -141,10 +141,10 @@ std::optional<HttpResponse> TorchServeRest::Screen(const HttpRequest& head) cons
   if (absl::Status s = CheckSameOrigin(head); !s.ok()) return error(s);
   if (head.path == "/ping") return std::nullopt;
   const TokenAuth::Role role = IsManagementMutation(head) ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference;
-  if (absl::Status s = front_end_.auth().Check(head.Header("authorization"), role); !s.ok()) return error(s);
+  if (absl::Status s = environment_.auth().Check(head.Header("authorization"), role); !s.ok()) return error(s);
   const absl::string_view host = head.Header("host");
-  if (absl::Status s = role == TokenAuth::Role::kAdmin ? front_end_.auth().CheckAdminHost(host)
-                                                       : front_end_.auth().CheckInferenceHost(host);
+  if (absl::Status s = role == TokenAuth::Role::kAdmin ? environment_.auth().CheckAdminHost(host)
+                                                       : environment_.auth().CheckInferenceHost(host);
       !s.ok()) {
     return error(s);
   }
@@ -169,7 +169,7 @@ void TorchServeRest::Handle(std::shared_ptr<HttpRequest> request, HttpResponder 
 
   if (request->path == "/ping") {
     if (method != "GET" && method != "POST") return respond(wrong_method("GET"));
-    const bool healthy = core_.ready() && !front_end_.draining();
+    const bool healthy = core_.ready() && !environment_.draining();
     // TorchServe answers 500 while it cannot serve.
     return respond(JsonAnswer(healthy ? 200 : 500, {{"status", healthy ? "Healthy" : "Unhealthy"}}));
   }
@@ -228,12 +228,12 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
   auto prediction = std::make_shared<Prediction>();
   prediction->protocol = protocol;
   prediction->respond = std::move(respond);
-  prediction->budget = front_end_.budget();
+  prediction->budget = environment_.budget();
   absl::StatusOr<PredictionTarget> target = models_.Resolve(model, version);
   if (!target.ok()) return prediction->Refuse(target.status());
   // Decoding and preprocessing images is CPU work of up to a second: it
   // runs on the handler pool, never on this HTTP I/O thread.
-  HandlerWorkPool* pool = front_end_.handler_pool();
+  HandlerWorkPool* pool = environment_.handler_pool();
   if (target->handler != MarHandler::kImageClassifier || pool == nullptr) {
     return PredictWith(std::move(request), *std::move(target), model, version, std::move(prediction));
   }
@@ -265,11 +265,11 @@ void TorchServeRest::PredictWith(std::shared_ptr<HttpRequest> request, Predictio
   // against the in-flight budget while it lives.
   const JsonScan scan = ScanJson(request->body);
   InflightBudget::Reservation tree;
-  InflightBudget* budget = front_end_.budget();
+  InflightBudget* budget = environment_.budget();
   if (budget != nullptr) {
     absl::StatusOr<InflightBudget::Reservation> reserved = budget->Reserve(scan.TreeBytes());
     if (!reserved.ok()) {
-      if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+      if (InferCallObserver* o = environment_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
       return prediction->Refuse(absl::ResourceExhaustedError(absl::StrCat(
           "the JSON body's parse tree (about ", scan.TreeBytes(), " bytes) does not fit the in-flight budget: ",
           reserved.status().message())));
@@ -277,7 +277,7 @@ void TorchServeRest::PredictWith(std::shared_ptr<HttpRequest> request, Predictio
     tree = *std::move(reserved);
   }
   const HandlerInputLimits limits{
-      front_end_.limits(), budget,
+      environment_.limits(), budget,
       StopAt(std::min(*deadline, Clock::now() + kHandlerInputTimeout), request->client_gone, "body")};
   absl::StatusOr<Instances> instances = prediction->protocol == Protocol::kTorchServe
                                             ? DecodeTorchServeInstance(*request, target, limits, *prediction)
@@ -292,11 +292,11 @@ absl::Status TorchServeRest::ChargeInstance(Prediction& prediction, const at::Te
   // Each instance's tensor counts against the budget from the moment it
   // is made until the prediction is answered: a thousand tiny images
   // become a thousand 602 KB tensors.
-  InflightBudget* budget = front_end_.budget();
+  InflightBudget* budget = environment_.budget();
   if (budget == nullptr) return absl::OkStatus();
   const uint64_t bytes = row.nbytes();
   if (absl::Status s = budget->Extend(prediction.rows_held, bytes); !s.ok()) {
-    if (InferCallObserver* o = front_end_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+    if (InferCallObserver* o = environment_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
     return absl::ResourceExhaustedError(absl::StrCat(where, ": its input tensor (", bytes,
                                                      " bytes) does not fit the in-flight budget: ", s.message()));
   }
@@ -314,7 +314,7 @@ absl::StatusOr<TorchServeRest::Instances> TorchServeRest::DecodeTorchServeInstan
     ASSIGN_OR_RETURN(payload, MultipartFormField(type, request.body));
   }
   absl::StatusOr<at::Tensor> row = [&] {
-    HandlerInputTimer timer(front_end_.observer(), target.model);
+    HandlerInputTimer timer(environment_.observer(), target.model);
     return HandlerInputFromBytes(target, payload, out.field, limits);
   }();
   if (!row.ok()) return row.status();
@@ -345,7 +345,7 @@ absl::StatusOr<TorchServeRest::Instances> TorchServeRest::DecodeKServeV1Instance
   for (size_t i = 0; i < it->size(); ++i) {
     const std::string where = absl::StrCat("instances[", i, "]");
     absl::StatusOr<at::Tensor> row = [&] {
-      HandlerInputTimer timer(front_end_.observer(), target.model);
+      HandlerInputTimer timer(environment_.observer(), target.model);
       return HandlerInput(target, InstanceValue((*it)[i]), where, limits);
     }();
     if (!row.ok()) return row.status();
@@ -372,12 +372,12 @@ void TorchServeRest::SubmitInBatches(const std::shared_ptr<HttpRequest>& request
     const size_t first = c * per_call;
     const size_t count = std::min(per_call, rows.size() - first);
     std::shared_ptr<InferCall> call =
-        InferCall::Begin(front_end_, model, [prediction](const absl::Status& s) { prediction->CallEnded(s); });
+        InferCall::Begin(environment_, model, [prediction](const absl::Status& s) { prediction->CallEnded(s); });
     {
       MutexLock lock(prediction->mu);
       prediction->calls.push_back(call);
     }
-    if (front_end_.tracing()) {
+    if (environment_.tracing()) {
       TraceHttpCall(*call, *request,
                     prediction->protocol == Protocol::kKServeV1 ? "POST /v1/models/{model_name}:predict"
                     : version.empty()                            ? "POST /predictions/{model_name}"
@@ -465,12 +465,12 @@ HttpResponse TorchServeRest::DescribeModel(const std::string& model, const std::
 HttpResponse TorchServeRest::KServeModel(const std::string& model) const {
   absl::StatusOr<PredictionTarget> target = models_.Resolve(model, "");
   if (!target.ok() && target.status().code() == absl::StatusCode::kNotFound) return KServeError(target.status());
-  return JsonAnswer(200, {{"name", model}, {"ready", target.ok() && core_.ready() && !front_end_.draining()}});
+  return JsonAnswer(200, {{"name", model}, {"ready", target.ok() && core_.ready() && !environment_.draining()}});
 }
 
 HttpResponse TorchServeRest::Unregister(const HttpRequest& request, const std::string& model,
                                         const std::string& version) {
-  if (absl::Status s = front_end_.auth().Check(request.Header("authorization"), TokenAuth::Role::kAdmin); !s.ok()) {
+  if (absl::Status s = environment_.auth().Check(request.Header("authorization"), TokenAuth::Role::kAdmin); !s.ok()) {
     return TorchServeError(s);
   }
   LoadRequest unload;

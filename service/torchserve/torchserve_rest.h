@@ -37,7 +37,7 @@
 
 #include "scheduler/core/inference_core.h"
 #include "scheduler/repository/torchserve/torchserve_store.h"
-#include "service/call/front_end.h"
+#include "service/call/call_environment.h"
 #include "service/http/http_server.h"
 #include "service/torchserve/torchserve_models.h"
 
@@ -48,8 +48,8 @@ struct HandlerInputLimits;
 class TorchServeRest {
  public:
   // `catalog` (null: no TorchServe store) must outlive this, as must `core`
-  // and `front_end`.
-  TorchServeRest(InferenceCore& core, const FrontEnd& front_end, const TorchServeCatalog* catalog);
+  // and `environment`.
+  TorchServeRest(InferenceCore& core, const CallEnvironment& environment, const TorchServeCatalog* catalog);
 
   // Whether `path` is one of this API's routes (else the Open Inference
   // Protocol's REST API answers it).
@@ -96,7 +96,7 @@ class TorchServeRest {
   HttpResponse Unregister(const HttpRequest& request, const std::string& model, const std::string& version);
 
   InferenceCore& core_;
-  const FrontEnd& front_end_;
+  const CallEnvironment& environment_;
   const TorchServeModels models_;
 };
 

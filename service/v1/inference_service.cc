@@ -61,8 +61,8 @@ void FillPlacement(const ModelStatus& model, const DeviceId& device, const char*
 
 }  // namespace
 
-InferenceServiceImpl::InferenceServiceImpl(InferenceCore& core, const FrontEnd& front_end)
-    : core_(core), front_end_(front_end) {}
+InferenceServiceImpl::InferenceServiceImpl(InferenceCore& core, const CallEnvironment& environment)
+    : core_(core), environment_(environment) {}
 
 void InferenceServiceImpl::Register(GrpcMethods& methods) {
   constexpr absl::string_view kService = "infergate.v1.InferenceService";
@@ -82,7 +82,7 @@ void InferenceServiceImpl::Register(GrpcMethods& methods) {
 
 void InferenceServiceImpl::SubmitInfer(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
                                        const v1::InferRequest* request, v1::InferResponse* response) const {
-  absl::StatusOr<CheckedInferRequest> checked = CheckInferRequest(*request, front_end_.limits());
+  absl::StatusOr<CheckedInferRequest> checked = CheckInferRequest(*request, environment_.limits());
   if (!checked.ok()) return call.Refuse(checked.status());
   InferenceRequest req;
   req.deadline = SteadyDeadline(ctx);

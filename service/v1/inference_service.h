@@ -6,7 +6,7 @@
 
 #include "infergate/v1/inference.grpc.pb.h"
 #include "scheduler/core/inference_core.h"
-#include "service/call/front_end.h"
+#include "service/call/call_environment.h"
 #include "service/call/infer_call.h"
 #include "service/call/tensor_codec.h"
 #include "service/grpc/grpc_method.h"
@@ -21,9 +21,9 @@ namespace infergate {
 // INVALID_ARGUMENT naming the message it should have been.
 class InferenceServiceImpl {
  public:
-  // Inference goes through `front_end`'s call path; the listings and
+  // Inference goes through `environment`'s call path; the listings and
   // loads through `core`. Neither is owned; both must outlive the service.
-  InferenceServiceImpl(InferenceCore& core, const FrontEnd& front_end);
+  InferenceServiceImpl(InferenceCore& core, const CallEnvironment& environment);
 
   // Adds ListDevices, ListModels (inference token), LoadModel and
   // UnloadModel (admin token) to `methods`; this must outlive them.
@@ -42,7 +42,7 @@ class InferenceServiceImpl {
   void UnloadModel(GrpcServerCall& call);
 
   InferenceCore& core_;
-  const FrontEnd& front_end_;
+  const CallEnvironment& environment_;
 };
 
 }  // namespace infergate

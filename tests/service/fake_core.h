@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "service/call/front_end.h"
+#include "service/call/call_environment.h"
 
 namespace infergate {
 

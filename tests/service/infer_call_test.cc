@@ -64,10 +64,10 @@ struct Ends {
 class InferCallTest : public ::testing::Test {
  protected:
   explicit InferCallTest(TokenAuth auth = {}, uint64_t budget_bytes = 1000)
-      : budget_(budget_bytes), front_end_(core_.Backend(), CodecLimits{}, std::move(auth), &budget_, &observer_) {}
+      : budget_(budget_bytes), environment_(core_.Backend(), CodecLimits{}, std::move(auth), &budget_, &observer_) {}
 
   std::shared_ptr<InferCall> Begin(const std::string& model = "known") {
-    return InferCall::Begin(front_end_, model, ends_.Finish());
+    return InferCall::Begin(environment_, model, ends_.Finish());
   }
   static absl::string_view NoToken() { return ""; }
   // Submits an admitted call whose encoder records that it ran.
@@ -83,7 +83,7 @@ class InferCallTest : public ::testing::Test {
   FakeCore core_;
   RecordingObserver observer_;
   InflightBudget budget_;
-  FrontEnd front_end_;
+  CallEnvironment environment_;
   Ends ends_;
   int encoded_ = 0;
 };
@@ -103,7 +103,7 @@ TEST_F(InferCallTest, AnAnsweredCallIsEncodedFinishedOkAndCounted) {
   ASSERT_EQ(observer_.records.size(), 1u);
   EXPECT_EQ(observer_.records[0].model, "known");
   EXPECT_TRUE(observer_.records[0].ran);
-  EXPECT_EQ(front_end_.tally().Summary(), "answered 1 inference call: OK 1");
+  EXPECT_EQ(environment_.tally().Summary(), "answered 1 inference call: OK 1");
   EXPECT_EQ(budget_.in_use(), 100u) << "the transport still holds the call";
   call.reset();
   EXPECT_EQ(budget_.in_use(), 0u) << "the budget share outlived the call";
@@ -126,7 +126,7 @@ TEST_F(InferCallTest, CoreAndEncodingErrorsReachTheClientAndCountAsNotRun) {
   EXPECT_FALSE(observer_.records[0].ran);
   EXPECT_FALSE(observer_.records[1].ran);
   EXPECT_EQ(observer_.records[1].code, absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(front_end_.tally().Summary(), "answered 2 inference calls: INVALID_ARGUMENT 1, RESOURCE_EXHAUSTED 1");
+  EXPECT_EQ(environment_.tally().Summary(), "answered 2 inference calls: INVALID_ARGUMENT 1, RESOURCE_EXHAUSTED 1");
 }
 
 // No exception ends the process: an encoder or a core that throws ends
@@ -166,7 +166,7 @@ TEST_F(InferCallTest, AnAnswerGivenBeforeInferReturnsFinishesOnce) {
 }
 
 TEST_F(InferCallTest, DrainingRefusesEveryEntryAndCountsIt) {
-  front_end_.StartDraining();
+  environment_.StartDraining();
   auto unary = Begin();
   EXPECT_FALSE(unary->Admit(NoToken, 1));
   auto on_stream = Begin();
@@ -177,7 +177,7 @@ TEST_F(InferCallTest, DrainingRefusesEveryEntryAndCountsIt) {
     EXPECT_NE(s.message().find("draining"), std::string::npos) << s;
   }
   EXPECT_EQ(observer_.rejections, (std::vector<std::string>{"draining", "draining"}));
-  EXPECT_EQ(front_end_.tally().Summary(), "answered 2 inference calls: UNAVAILABLE 2; 2 refused while draining");
+  EXPECT_EQ(environment_.tally().Summary(), "answered 2 inference calls: UNAVAILABLE 2; 2 refused while draining");
   ASSERT_EQ(observer_.records.size(), 2u);
   EXPECT_EQ(observer_.records[1].model, "known");
   EXPECT_EQ(core_.size(), 0u);
@@ -272,7 +272,7 @@ class InferCallWithTokensTest : public InferCallTest {
 };
 
 TEST_F(InferCallWithTokensTest, AMissingOrWrongTokenIsRefusedBeforeAnythingElse) {
-  front_end_.StartDraining();  // the token is checked first
+  environment_.StartDraining();  // the token is checked first
   auto none = Begin();
   EXPECT_FALSE(none->Admit(NoToken, 1));
   auto wrong = Begin();

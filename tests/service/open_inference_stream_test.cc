@@ -77,7 +77,7 @@ InferenceResult Result() {
 class InferStreamTest : public ::testing::Test {
  protected:
   InferStreamTest()
-      : budget_(uint64_t{1} << 30), front_end_(core_.Backend(), CodecLimits{}, TokenAuth{}, &budget_, nullptr) {}
+      : budget_(uint64_t{1} << 30), environment_(core_.Backend(), CodecLimits{}, TokenAuth{}, &budget_, nullptr) {}
 
   // The client sends `request`: the outstanding read ends with it.
   void Send(const inference::ModelInferRequest& request) {
@@ -110,10 +110,10 @@ class InferStreamTest : public ::testing::Test {
 
   FakeCore core_;
   InflightBudget budget_;
-  FrontEnd front_end_;
+  CallEnvironment environment_;
   grpc::ServerContext ctx_;
   FakeTransport transport_;
-  InferStream stream_{transport_, front_end_, ctx_};
+  InferStream stream_{transport_, environment_, ctx_};
 };
 
 TEST_F(InferStreamTest, AnswersLeaveInRequestOrderEachMarkedFinal) {

@@ -1,6 +1,7 @@
 #pragma once
-// What every inference front end (infergate.v1 and the Open Inference
-// Protocol over gRPC, its stream, REST) shares, built once by the server:
+// CallEnvironment: what every inference call runs in, whichever front end
+// (infergate.v1, the Open Inference Protocol over gRPC, its stream, REST,
+// TorchServe) took it; built once by the server:
 // the core's inference entry, the wire limits, the caller tokens, the
 // in-flight byte budget, where finished calls are counted (the observer,
 // and the server's own CallTally), request tracing, and the drain switch.
@@ -66,14 +67,14 @@ class InferCallObserver {
   virtual void OnHandlerInput(const std::string& model, double seconds) = 0;
 };
 
-class FrontEnd {
+class CallEnvironment {
  public:
   // `observer`, `budget` and `tracing` may be null (no metrics; no byte
   // limit; tracing off).
   // `handler_pool` may be null (the built-in handlers' work runs on the
   // calling thread).
   // `trace_settings` may be null (the trace extension is not served).
-  FrontEnd(InferBackend backend, CodecLimits limits, TokenAuth auth, InflightBudget* budget,
+  CallEnvironment(InferBackend backend, CodecLimits limits, TokenAuth auth, InflightBudget* budget,
            InferCallObserver* observer, Tracing* tracing = nullptr, HandlerWorkPool* handler_pool = nullptr,
            TraceSettings* trace_settings = nullptr)
       : backend_(std::move(backend)),
@@ -84,8 +85,8 @@ class FrontEnd {
         tracing_(tracing),
         handler_pool_(handler_pool),
         trace_settings_(trace_settings) {}
-  FrontEnd(const FrontEnd&) = delete;
-  FrontEnd& operator=(const FrontEnd&) = delete;
+  CallEnvironment(const CallEnvironment&) = delete;
+  CallEnvironment& operator=(const CallEnvironment&) = delete;
 
   const InferBackend& backend() const { return backend_; }
   const CodecLimits& limits() const { return limits_; }
