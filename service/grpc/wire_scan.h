@@ -13,7 +13,7 @@
 // or refuses the message, before the parser runs.
 //
 // The price is an upper estimate measured against protobuf 3.21's own
-// accounting (tests/service/wire_scan_test.cc): per message object its
+// accounting (tests/service/grpc/wire_scan_test.cc): per message object its
 // size (the type's default instance) and the allocator's overhead; per
 // repeated element its slot, doubled for the growth of the container; per
 // string its object and, past the small-string buffer, its bytes; per

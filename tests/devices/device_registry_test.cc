@@ -75,7 +75,7 @@ TEST(DeviceRegistry, AllowListHidesEverythingButTheCpu) {
 }
 
 // Routing decisions (absent devices, allow and deny) are route planning's:
-// tests/core/route_planner_test.cc. The registry only says what is in service.
+// tests/scheduler/routing/route_planner_test.cc. The registry only says what is in service.
 TEST(DeviceRegistry, FailedDevicesLeaveServiceForTheirCooldownButTheCpuNever) {
   auto reg = DeviceRegistry::Discover(WithSimulated("mps,cuda:0"));
   ASSERT_TRUE(reg.ok());

@@ -1,4 +1,4 @@
-#include "tests/core/fake_servable.h"
+#include "tests/scheduler/fake_servable.h"
 
 #include <unistd.h>
 

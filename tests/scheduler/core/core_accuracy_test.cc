@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "scheduler/core/inference_core.h"
-#include "tests/core/fake_servable.h"
+#include "tests/scheduler/fake_servable.h"
 
 namespace infergate {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/core/fake_servable.h"
+#include "tests/scheduler/fake_servable.h"
 #include "absl/strings/str_cat.h"
 
 namespace infergate {

@@ -7,7 +7,7 @@
 
 #include <map>
 
-#include "tests/core/policy_routed_job.h"
+#include "tests/scheduler/execution/policy_routed_job.h"
 
 namespace infergate {
 namespace {

@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "common/thread_name.h"
-#include "tests/core/policy_routed_job.h"
+#include "tests/scheduler/execution/policy_routed_job.h"
 
 namespace infergate {
 namespace {

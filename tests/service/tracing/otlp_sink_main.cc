@@ -7,7 +7,7 @@
 
 #include <cstdio>
 
-#include "tests/tracing/otlp_receiver.h"
+#include "tests/service/tracing/otlp_receiver.h"
 
 int main() {
   sigset_t stop;

@@ -13,7 +13,7 @@
 #include <random>
 #include <thread>
 
-#include "tests/core/fake_servable.h"
+#include "tests/scheduler/fake_servable.h"
 
 namespace infergate {
 namespace {

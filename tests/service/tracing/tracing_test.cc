@@ -9,7 +9,7 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "tests/integration/server_fixture.h"
-#include "tests/tracing/otlp_receiver.h"
+#include "tests/service/tracing/otlp_receiver.h"
 
 namespace infergate::testing {
 namespace {

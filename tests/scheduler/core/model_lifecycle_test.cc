@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "scheduler/cache/model_manager.h"
-#include "tests/core/fake_servable.h"
+#include "tests/scheduler/fake_servable.h"
 
 namespace infergate {
 namespace {

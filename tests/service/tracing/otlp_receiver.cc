@@ -1,4 +1,4 @@
-#include "tests/tracing/otlp_receiver.h"
+#include "tests/service/tracing/otlp_receiver.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
