@@ -5,9 +5,12 @@
 #include "absl/strings/str_cat.h"
 #include "proto/proto_enums.h"
 #include "service/grpc/call_context.h"
+#include "service/grpc/message_bytes.h"
+#include "service/grpc/model_infer_answer_bytes.h"
 #include "service/open_inference/open_inference_api.h"
 #include "service/open_inference/open_inference_codec.h"
 #include "service/open_inference/open_inference_extensions.h"
+#include "service/open_inference/open_inference_stream.h"
 #include "service/tracing/trace_settings.h"
 #include "service/grpc/status_convert.h"
 
@@ -39,7 +42,69 @@ void OpenInferenceService::Serve(GrpcServerCall& server_call,
   call->Answer(answer(call->request(), call->response()));
 }
 
-void OpenInferenceService::Register(GrpcMethods& methods) {
+namespace {
+
+// A ModelStreamInfer stream as the completion-queue server carries it: an
+// InferStream (open_inference_stream.h) over the server's transport. Each
+// answer is serialised here; one over protobuf's 2 GB limit goes as an
+// in-band error in its place. Threading and lifetime as InferStream's; the
+// server owns the session and outlives its transport's last use.
+class ModelStreamInferSession final : public InferStreamSession, private InferStream::Transport {
+ public:
+  ModelStreamInferSession(InferStreamTransport& transport, const CallEnvironment& environment,
+                          const grpc::ServerContextBase& ctx)
+      : transport_(transport), stream_(*this, environment, ctx) {}
+
+  void Start(const absl::Status& refusal) override { stream_.Start(refusal); }
+  void OnReadDone(bool ok, uint64_t held_bytes) override { stream_.OnReadDone(ok, held_bytes); }
+  void OnUnreadableRequest(const absl::Status& why) override { stream_.OnUnreadableRequest(why); }
+  void OnWriteDone(bool ok) override { stream_.OnWriteDone(ok); }
+  void OnCancel() override { stream_.OnCancel(); }
+
+ private:
+  void StartRead(inference::ModelInferRequest* request) override { transport_.StartRead(request); }
+  void StartWrite(const inference::ModelStreamInferResponse* response, grpc::WriteOptions options) override {
+    grpc::ByteBuffer bytes;
+    if (absl::Status serialized = SerializeAnswerBytes(*response, &bytes); !serialized.ok()) {
+      const inference::ModelInferResponse& answered = response->infer_response();
+      (void)SerializeAnswerBytes(
+          InBandError(answered.model_name(), answered.model_version(), answered.id(), serialized), &bytes);
+    }
+    transport_.StartWrite(bytes, options);
+  }
+  void Finish(const grpc::Status& status) override { transport_.Finish(status); }
+
+  InferStreamTransport& transport_;
+  InferStream stream_;
+};
+
+}  // namespace
+
+void OpenInferenceService::Register(GrpcMethods& methods, GrpcInferCalls& infer_calls) {
+  UnaryInferMethod<inference::ModelInferRequest, inference::ModelInferResponse> infer;
+  infer.rpc = &kModelInferRpc;
+  infer.model = [](const inference::ModelInferRequest& request) -> const std::string& { return request.model_name(); };
+  infer.submit = [this](InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
+                        const inference::ModelInferRequest& request, inference::ModelInferResponse* response) {
+    SubmitModelInfer(call, ctx, model, &request, response);
+  };
+  // The outputs' bytes move into the answer's slices, uncopied.
+  infer.serialize = [](inference::ModelInferResponse& response, grpc::ByteBuffer* out) {
+    return SerializeModelInferAnswer(response, out);
+  };
+  infer_calls.AddUnary(std::move(infer));
+  InferStreamMethod stream;
+  stream.rpc = &kModelStreamInferRpc;
+  stream.post = [this](grpc::ServerContext* ctx, grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* rw,
+                       grpc::ServerCompletionQueue* queue, void* tag) {
+    RequestModelStreamInfer(ctx, rw, queue, queue, tag);
+  };
+  stream.open = [this](InferStreamTransport& transport,
+                       const grpc::ServerContextBase& ctx) -> std::unique_ptr<InferStreamSession> {
+    return std::make_unique<ModelStreamInferSession>(transport, environment_, ctx);
+  };
+  infer_calls.SetStream(std::move(stream));
+
   constexpr absl::string_view kService = "inference.GRPCInferenceService";
   using Role = TokenAuth::Role;
   auto add = [&](absl::string_view name, std::optional<Role> role, uint64_t max_bytes,

@@ -16,17 +16,19 @@
 #include "service/call/call_environment.h"
 #include "service/call/infer_call.h"
 #include "service/open_inference/open_inference_api.h"
+#include "service/grpc/grpc_infer_calls.h"
 #include "service/grpc/grpc_method.h"
 #include "service/grpc/raw_unary_call.h"
 
 namespace infergate {
 
 // The Open Inference Protocol's gRPC service. ModelStreamInfer is its one
-// method registered with gRPC (raw, on the completion-queue API: served by
-// completion_queue_infer.h as an InferStream); ModelInfer is served on the
-// inference call path by the same front end (SubmitModelInfer), and every
-// other method is one of the front end's table (grpc_method.h), added by
-// Register. Every other method is marked generic, so that gRPC reads none
+// method registered with gRPC (raw, on the completion-queue API: the
+// completion-queue server, completion_queue_server.h, carries it for an
+// InferStream); ModelInfer is served on the inference call path by the same
+// server (SubmitModelInfer), both registered in its inference table
+// (grpc_infer_calls.h), and every other method is one of its method table
+// (grpc_method.h); Register adds all three. Every other method is marked generic, so that gRPC reads none
 // of their messages itself: a method left unmarked would be registered and
 // its message read and parsed before any check.
 namespace open_inference_service_base {
@@ -55,9 +57,9 @@ class OpenInferenceService final : public open_inference_service_base::Type {
   void SubmitModelInfer(InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
                         const inference::ModelInferRequest* request, inference::ModelInferResponse* response) const;
 
-  // Adds every method but ModelInfer and ModelStreamInfer to `methods`;
-  // this must outlive them.
-  void Register(GrpcMethods& methods);
+  // Adds ModelInfer and ModelStreamInfer to `infer_calls` and every other
+  // method to `methods`; this must outlive them.
+  void Register(GrpcMethods& methods, GrpcInferCalls& infer_calls);
 
  private:
   // Parses the call's request as a `Request`, and answers with what

@@ -24,7 +24,7 @@
 // This class is the stream's logic, apart from the gRPC API under it: a
 // Transport starts the stream's reads and writes and finishes it, and
 // reports back each read's and write's end and the client's cancelling
-// (completion_queue_infer.h serves it on the completion-queue API).
+// (completion_queue_server.h carries it on the completion-queue API).
 //
 // Threading: the transport's reports and the core's answers arrive on any
 // thread; state is under one mutex (a CallbackLock: Answer takes it, so

@@ -21,9 +21,10 @@
 #include "devices/torch_probe.h"
 #include "scheduler/core/inference_core.h"
 #include "scheduler/repository/torchserve/torchserve_store.h"
-#include "service/server/completion_queue_infer.h"
 #include "service/call/call_environment.h"
 #include "service/call/handler_work_pool.h"
+#include "service/grpc/completion_queue_server.h"
+#include "service/grpc/grpc_infer_calls.h"
 #include "service/grpc/grpc_method.h"
 #include "service/grpc/health_service.h"
 #include "service/grpc/reflection_service.h"
@@ -105,13 +106,15 @@ struct Server::Parts {
   std::unique_ptr<HttpServer> http;
   std::unique_ptr<OpenInferenceService> open_inference;
   std::unique_ptr<TorchServeGrpcService> torchserve_grpc;
-  // The gRPC methods beside inference, and the services that are only
-  // methods of the table; they outlive the completion queues' calls.
+  // The gRPC methods beside inference, the inference RPCs, and the
+  // services that are only methods of the table; they outlive the
+  // completion queues' calls.
   std::unique_ptr<GrpcMethods> grpc_methods;
+  std::unique_ptr<GrpcInferCalls> grpc_infer_calls;
   std::unique_ptr<HealthService> health;
   std::unique_ptr<ReflectionService> reflection;
   // Stopped before the server goes, and its queues outlive the server.
-  std::unique_ptr<CompletionQueueInfer> queued_infer;
+  std::unique_ptr<CompletionQueueServer> queued_infer;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<ModelMeshRuntime> model_mesh;
   std::unique_ptr<grpc::Server> model_mesh_server;
@@ -250,9 +253,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   p->grpc_methods = std::make_unique<GrpcMethods>();
   p->health = std::make_unique<HealthService>();
   p->health->Register(*p->grpc_methods);
-  p->service->Register(*p->grpc_methods);
-  p->open_inference->Register(*p->grpc_methods);
-  p->torchserve_grpc->Register(*p->grpc_methods);
+  p->grpc_infer_calls = std::make_unique<GrpcInferCalls>();
+  p->service->Register(*p->grpc_methods, *p->grpc_infer_calls);
+  p->open_inference->Register(*p->grpc_methods, *p->grpc_infer_calls);
+  p->torchserve_grpc->Register(*p->grpc_methods, *p->grpc_infer_calls);
   const bool reflection = ServesReflection(opts);
   if (reflection) {
     p->reflection = std::make_unique<ReflectionService>(*p->grpc_methods);
@@ -288,15 +292,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, opts.grpc_bdp_probe ? 1 : 0);
   // Only ModelStreamInfer is registered with gRPC; every other method is
   // taken as a generic call, its message unread until it is allowed and
-  // paid for (completion_queue_infer.h).
+  // paid for (completion_queue_server.h).
   builder.RegisterService(p->open_inference.get());
-  CompletionQueueInfer::IntakeOptions intake;
+  CompletionQueueServer::IntakeOptions intake;
   intake.max_message_bytes = opts.max_receive_bytes;
   intake.min_receive_rate = opts.min_receive_rate;
   intake.max_reads_per_address = opts.max_reads_per_address;
-  p->queued_infer = std::make_unique<CompletionQueueInfer>(builder, static_cast<int>(opts.grpc_infer_threads),
-                                                           *p->environment, *p->service, *p->open_inference,
-                                                           *p->torchserve_grpc, *p->grpc_methods, intake);
+  p->queued_infer = std::make_unique<CompletionQueueServer>(builder, static_cast<int>(opts.grpc_infer_threads),
+                                                            *p->environment, *p->grpc_methods,
+                                                            *p->grpc_infer_calls, intake);
   p->grpc_server = builder.BuildAndStart();
   if (!p->grpc_server || p->port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", opts.address));
   // ModelMesh's SPI on its own port, without tokens: loopback only (the

@@ -83,7 +83,7 @@ struct ServerOptions {
   std::chrono::milliseconds grpc_handshake_timeout{std::chrono::seconds(10)};
   int64_t max_concurrent_streams = 256;              // per client connection
   // Threads polling a completion queue each for the unary inference calls
-  // (completion_queue_infer.h): they admit, decode and queue each call.
+  // (completion_queue_server.h): they admit, decode and queue each call.
   int64_t grpc_infer_threads = 2;
   // The CPU policy of every thread but the device workers (cpu_policy.h):
   // main.cc sets it before the server starts a thread.

@@ -24,7 +24,20 @@ TorchServeGrpcService::TorchServeGrpcService(InferenceCore& core, const CallEnvi
                                              const TorchServeCatalog* catalog)
     : core_(core), environment_(environment), models_(core, catalog) {}
 
-void TorchServeGrpcService::Register(GrpcMethods& methods) {
+void TorchServeGrpcService::Register(GrpcMethods& methods, GrpcInferCalls& infer_calls) {
+  UnaryInferMethod<ts::PredictionsRequest, ts::PredictionResponse> predictions;
+  predictions.rpc = &kTorchServePredictionsRpc;
+  predictions.model = [](const ts::PredictionsRequest& request) -> const std::string& { return request.model_name(); };
+  // The handler takes the request's input bytes (they move, not copy).
+  predictions.submit = [this](InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
+                              ts::PredictionsRequest& request, ts::PredictionResponse* response) {
+    SubmitPredictions(call, ctx, model, &request, response);
+  };
+  predictions.serialize = [](ts::PredictionResponse& response, grpc::ByteBuffer* out) {
+    return SerializeAnswerBytes(response, out);
+  };
+  infer_calls.AddUnary(std::move(predictions));
+
   // A health check: no token, as over REST.
   AddUnaryMethod(methods, "org.pytorch.serve.grpc.inference.InferenceAPIsService", "Ping", std::nullopt,
                  kSmallRequestBytes, google::protobuf::Empty::descriptor(), this, &TorchServeGrpcService::Ping);

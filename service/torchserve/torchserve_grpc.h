@@ -8,12 +8,12 @@
 // and StreamPredictions2 (streamed answers of generative handlers and
 // stateful sequences) are not served: UNIMPLEMENTED.
 //
-// Every method is taken as a generic call by the completion-queue front end
-// (completion_queue_infer.h), so that its message is read only once the
+// Every method is taken as a generic call by the completion-queue server
+// (completion_queue_server.h), so that its message is read only once the
 // caller is allowed and the in-flight budget has room for it: Predictions
-// is handed here (SubmitPredictions), Ping is a method of the front end's
-// table (Register), and the streamed methods, served by neither, are
-// answered UNIMPLEMENTED unread.
+// is handed here (SubmitPredictions, registered in its inference table),
+// Ping is a method of its method table (both by Register), and the
+// streamed methods, served by neither, are answered UNIMPLEMENTED unread.
 //
 // Threading: the completion-queue pollers; nothing blocks (an image is
 // decoded on the front end's handler pool, handler_work_pool.h).
@@ -23,6 +23,7 @@
 #include "service/call/call_environment.h"
 #include "service/call/infer_call.h"
 #include "service/grpc/call_context.h"
+#include "service/grpc/grpc_infer_calls.h"
 #include "service/grpc/grpc_method.h"
 #include "service/torchserve/torchserve_models.h"
 #include "torchserve/inference.grpc.pb.h"
@@ -37,8 +38,9 @@ class TorchServeGrpcService {
   // `catalog` may be null; it, `core` and `environment` must outlive this.
   TorchServeGrpcService(InferenceCore& core, const CallEnvironment& environment, const TorchServeCatalog* catalog);
 
-  // Adds Ping to `methods`; this must outlive them.
-  void Register(GrpcMethods& methods);
+  // Adds Ping to `methods` and Predictions to `infer_calls`; this must
+  // outlive them.
+  void Register(GrpcMethods& methods, GrpcInferCalls& infer_calls);
 
   // Runs one admitted Predictions call for `model` (its name from the
   // metadata or the request): input["data"] (or "body") through the

@@ -7,6 +7,7 @@
 #include "proto/proto_enums.h"
 #include "scheduler/repository/class_labels.h"
 #include "service/grpc/call_context.h"
+#include "service/grpc/message_bytes.h"
 #include "service/call/classification.h"
 #include "service/grpc/raw_unary_call.h"
 #include "service/grpc/status_convert.h"
@@ -64,7 +65,18 @@ void FillPlacement(const ModelStatus& model, const DeviceId& device, const char*
 InferenceServiceImpl::InferenceServiceImpl(InferenceCore& core, const CallEnvironment& environment)
     : core_(core), environment_(environment) {}
 
-void InferenceServiceImpl::Register(GrpcMethods& methods) {
+void InferenceServiceImpl::Register(GrpcMethods& methods, GrpcInferCalls& infer_calls) {
+  UnaryInferMethod<v1::InferRequest, v1::InferResponse> infer;
+  infer.rpc = &kV1InferRpc;
+  infer.model = [](const v1::InferRequest& request) -> const std::string& { return request.model(); };
+  infer.submit = [this](InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
+                        const v1::InferRequest& request,
+                        v1::InferResponse* response) { SubmitInfer(call, ctx, model, &request, response); };
+  infer.serialize = [](v1::InferResponse& response, grpc::ByteBuffer* out) {
+    return SerializeAnswerBytes(response, out);
+  };
+  infer_calls.AddUnary(std::move(infer));
+
   constexpr absl::string_view kService = "infergate.v1.InferenceService";
   auto add = [&](absl::string_view name, TokenAuth::Role role, uint64_t max_bytes,
                  const google::protobuf::Descriptor* type, void (InferenceServiceImpl::*serve)(GrpcServerCall&)) {

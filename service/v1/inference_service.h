@@ -9,14 +9,16 @@
 #include "service/call/call_environment.h"
 #include "service/call/infer_call.h"
 #include "service/call/tensor_codec.h"
+#include "service/grpc/grpc_infer_calls.h"
 #include "service/grpc/grpc_method.h"
 
 namespace infergate {
 
 // infergate.v1.InferenceService. Infer is served on the inference call
-// path by the completion-queue front end (completion_queue_infer.h, which
-// calls SubmitInfer); the listings and loads are methods of its table
-// (grpc_method.h), registered by Register. Every request is parsed by the
+// path of the completion-queue server (completion_queue_server.h), which
+// calls SubmitInfer as the service registered it (grpc_infer_calls.h); the
+// listings and loads are methods of its table (grpc_method.h). Register
+// adds both. Every request is parsed by the
 // server (message_bytes.h), so one that does not parse is answered
 // INVALID_ARGUMENT naming the message it should have been.
 class InferenceServiceImpl {
@@ -26,8 +28,9 @@ class InferenceServiceImpl {
   InferenceServiceImpl(InferenceCore& core, const CallEnvironment& environment);
 
   // Adds ListDevices, ListModels (inference token), LoadModel and
-  // UnloadModel (admin token) to `methods`; this must outlive them.
-  void Register(GrpcMethods& methods);
+  // UnloadModel (admin token) to `methods`, and Infer to `infer_calls`;
+  // this must outlive them.
+  void Register(GrpcMethods& methods, GrpcInferCalls& infer_calls);
 
   // Checks and decodes an Infer call for `model` that `call` admitted, and
   // submits it; the answer goes into `response`. `request` (whose bytes the

@@ -186,7 +186,7 @@ std::vector<std::string> ThreadNames(pid_t pid) {
 }
 
 // Unary inference calls are taken off completion queues, with a fixed
-// number of requests posted per queue (CompletionQueueInfer): far more
+// number of requests posted per queue (CompletionQueueServer): far more
 // calls at once than are posted, of both unary RPCs over several
 // connections, are each answered with their own row, by the one poller
 // asked for.

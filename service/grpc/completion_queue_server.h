@@ -1,15 +1,17 @@
 #pragma once
 // Every RPC of the server's gRPC port, on gRPC's completion-queue (async)
-// API: the inference RPCs (infergate.v1 `Infer`, the Open Inference
-// Protocol's `ModelInfer` and `ModelStreamInfer`, TorchServe's
-// `Predictions`) and every other method (grpc_method.h: health, metadata,
-// listings, loads, reflection). This is how Triton takes its calls: a few
+// API: the inference RPCs the front ends register (grpc_infer_calls.h:
+// infergate.v1 `Infer`, the Open Inference Protocol's `ModelInfer` and
+// `ModelStreamInfer`, TorchServe's `Predictions`) and every other method
+// (grpc_method.h: health, metadata, listings, loads, reflection). It knows
+// none of their message types: each front end registers its calls from its
+// own folder. This is how Triton takes its calls: a few
 // threads each polling a queue, the answer written by the worker that
 // computed it, and a thread count the operator sets. Against the callback
 // API it measured no slower in alternating runs (bench/results/README.md).
 //
-// Nothing is read before it is allowed and paid for. Every method but
-// ModelStreamInfer is taken as a gRPC generic call, whose message gRPC
+// Nothing is read before it is allowed and paid for. Every method but the
+// inference stream is taken as a gRPC generic call, whose message gRPC
 // reads only when asked (a registered method's whole message is read and
 // parsed before the server sees the call, which no admission after it can
 // bound). So for each call: its method is looked up (unknown:
@@ -22,14 +24,14 @@
 // is parsed. A stream's messages pass the same gate and scan, one read at
 // a time. The device worker that answers a unary inference call finishes
 // it (writes the answer) itself; the poller that later sees the finish
-// frees it. A stream (an InferStream, open_inference_stream.h) reads and
+// frees it. A stream (its front end's InferStreamSession) reads and
 // submits its requests on its poller and writes each answer from the
 // thread that made it ready. A call is freed once every operation it
 // started has come back, its finish and gRPC's "done" notice (which also
 // tells of a client that cancelled, or a deadline that passed: the call's
 // requests are then cancelled) included.
 //
-//   CompletionQueueInfer infer(builder, threads, environment, v1, oi, ts, methods, intake);
+//   CompletionQueueServer infer(builder, threads, environment, methods, infer_calls, intake);
 //   server = builder.BuildAndStart();
 //   infer.Start();
 //   ... server->Shutdown(); every call answered (the core stopped);
@@ -39,8 +41,8 @@
 // posted on, so one poller handles all of a call's events in order and its
 // bookkeeping needs no lock; a worker (or a loader) only starts a finish
 // or a write.
-// Ownership: the services, the method table and the front end are not
-// owned and must outlive this; calls own themselves between posting and
+// Ownership: the two tables and the call environment are not owned and
+// must outlive this; calls own themselves between posting and
 // freeing.
 
 #include <grpcpp/grpcpp.h>
@@ -54,12 +56,10 @@
 namespace infergate {
 
 class CallEnvironment;
+class GrpcInferCalls;
 class GrpcMethods;
-class InferenceServiceImpl;
-class OpenInferenceService;
-class TorchServeGrpcService;
 
-class CompletionQueueInfer {
+class CompletionQueueServer {
  public:
   // Requests of each RPC kept posted on each queue (for a stream: streams
   // opening). gRPC hands a call to the first queue, from its connection's
@@ -85,19 +85,17 @@ class CompletionQueueInfer {
   };
 
   // Adds `threads` completion queues to `builder`; before it builds the
-  // server. Registers the server's generic service: every method but
-  // ModelStreamInfer comes as a generic call, Infer, ModelInfer and
-  // TorchServe's Predictions to the inference call path, the others to
-  // `methods` (grpc_method.h), which must outlive this. ModelStreamInfer's
-  // service must be registered with the same builder.
-  CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const CallEnvironment& environment,
-                       InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
-                       const TorchServeGrpcService& torchserve, const GrpcMethods& methods,
-                       const IntakeOptions& intake);
+  // server. Registers the server's generic service: every method but the
+  // inference stream comes as a generic call, the unary inference RPCs of
+  // `infer_calls` to the inference call path, the others to `methods`
+  // (grpc_method.h). The stream method's service must be registered with
+  // the same builder.
+  CompletionQueueServer(grpc::ServerBuilder& builder, int threads, const CallEnvironment& environment,
+                        const GrpcMethods& methods, const GrpcInferCalls& infer_calls, const IntakeOptions& intake);
   // Stops unless Stop was called (after a server that failed to start, too).
-  ~CompletionQueueInfer();
-  CompletionQueueInfer(const CompletionQueueInfer&) = delete;
-  CompletionQueueInfer& operator=(const CompletionQueueInfer&) = delete;
+  ~CompletionQueueServer();
+  CompletionQueueServer(const CompletionQueueServer&) = delete;
+  CompletionQueueServer& operator=(const CompletionQueueServer&) = delete;
 
   // Posts the requests and starts the pollers; once the server is built
   // and started.
@@ -107,7 +105,7 @@ class CompletionQueueInfer {
   // down, frees what they still hold, and joins the pollers.
   void Stop();
 
-  // Used by the calls (completion_queue_infer.cc).
+  // Used by the calls (completion_queue_server.cc).
   struct Context;
 
  private:

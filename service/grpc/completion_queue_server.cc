@@ -1,4 +1,4 @@
-#include "service/server/completion_queue_infer.h"
+#include "service/grpc/completion_queue_server.h"
 
 #include <grpcpp/alarm.h>
 #include <grpcpp/generic/async_generic_service.h>
@@ -17,29 +17,23 @@
 #include "common/mutex.h"
 #include "common/thread_name.h"
 #include "scheduler/execution/drain_refusal.h"
-#include "service/grpc/call_context.h"
 #include "service/call/infer_call.h"
 #include "service/call/intake_gate.h"
+#include "service/grpc/call_context.h"
+#include "service/grpc/grpc_infer_calls.h"
 #include "service/grpc/grpc_method.h"
 #include "service/grpc/message_bytes.h"
-#include "service/grpc/wire_scan.h"
-#include "service/grpc/model_infer_answer_bytes.h"
-#include "service/v1/inference_service.h"
-#include "service/open_inference/open_inference_service.h"
-#include "service/open_inference/open_inference_stream.h"
-#include "service/torchserve/torchserve_grpc.h"
 #include "service/grpc/status_convert.h"
+#include "service/grpc/wire_scan.h"
 
 namespace infergate {
 
-struct CompletionQueueInfer::Context {
-  Context(const CallEnvironment& environment, InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
-          const TorchServeGrpcService& torchserve, const GrpcMethods& methods, const IntakeOptions& intake)
+struct CompletionQueueServer::Context {
+  Context(const CallEnvironment& environment, const GrpcMethods& methods, const GrpcInferCalls& infer_calls,
+          const IntakeOptions& intake)
       : environment(environment),
-        v1_service(v1_service),
-        open_inference(open_inference),
-        torchserve(torchserve),
         methods(methods),
+        infer_calls(infer_calls),
         max_message_bytes(intake.max_message_bytes),
         gate(environment.budget(), GateOptions(intake)) {}
 
@@ -65,10 +59,8 @@ struct CompletionQueueInfer::Context {
   }
 
   const CallEnvironment& environment;
-  InferenceServiceImpl& v1_service;
-  OpenInferenceService& open_inference;
-  const TorchServeGrpcService& torchserve;
   const GrpcMethods& methods;
+  const GrpcInferCalls& infer_calls;
   const uint64_t max_message_bytes;
   // Unary calls arrive unread (generic calls) and streams read one message
   // at a time; each read waits here for room in the budget.
@@ -98,7 +90,7 @@ struct CompletionQueueInfer::Context {
 
 namespace {
 
-using Context = CompletionQueueInfer::Context;
+using Context = CompletionQueueServer::Context;
 
 // One call on a completion queue, from posting to freeing. Every operation
 // it starts carries one of its tags, and the queue's poller hands each tag
@@ -309,105 +301,9 @@ class AsyncCall {
   grpc::Alarm read_timer_;
 };
 
-// What one unary RPC needs beyond the common path: its request and answer
-// messages, where its model name is, and how an admitted call is submitted.
-struct V1Infer {
-  using Request = v1::InferRequest;
-  using Response = v1::InferResponse;
-  static constexpr const InferRpc& kRpc = kV1InferRpc;
-  static const std::string& Model(const Request& request) { return request.model(); }
-  static void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
-                     const Request& request, Response* response) {
-    context.v1_service.SubmitInfer(call, ctx, model, &request, response);
-  }
-  static absl::Status Serialize(const Response& response, grpc::ByteBuffer* out) {
-    return SerializeAnswerBytes(response, out);
-  }
-};
-
-struct ModelInfer {
-  using Request = inference::ModelInferRequest;
-  using Response = inference::ModelInferResponse;
-  static constexpr const InferRpc& kRpc = kModelInferRpc;
-  static const std::string& Model(const Request& request) { return request.model_name(); }
-  static void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
-                     const Request& request, Response* response) {
-    context.open_inference.SubmitModelInfer(call, ctx, model, &request, response);
-  }
-  // The outputs' bytes move into the answer's slices, uncopied.
-  static absl::Status Serialize(Response& response, grpc::ByteBuffer* out) {
-    return SerializeModelInferAnswer(response, out);
-  }
-};
-
-struct TorchServePredictions {
-  using Request = org::pytorch::serve::grpc::inference::PredictionsRequest;
-  using Response = org::pytorch::serve::grpc::inference::PredictionResponse;
-  static constexpr const InferRpc& kRpc = kTorchServePredictionsRpc;
-  static const std::string& Model(const Request& request) { return request.model_name(); }
-  // The handler takes the request's input bytes (they move, not copy).
-  static void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx, const std::string& model,
-                     Request& request, Response* response) {
-    context.torchserve.SubmitPredictions(call, ctx, model, &request, response);
-  }
-  static absl::Status Serialize(const Response& response, grpc::ByteBuffer* out) {
-    return SerializeAnswerBytes(response, out);
-  }
-};
-
-// One unary call's messages, whichever RPC it is.
-class UnaryExchange {
- public:
-  virtual ~UnaryExchange() = default;
-  virtual const InferRpc& rpc() const = 0;
-  virtual const google::protobuf::Descriptor& RequestType() const = 0;
-  // Parses the request (INVALID_ARGUMENT naming the message otherwise);
-  // the bytes may go once it returns.
-  virtual absl::Status Parse(const grpc::ByteBuffer& bytes) = 0;
-  virtual const std::string& BodyModel() const = 0;
-  virtual void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx,
-                      const std::string& model) = 0;
-  // Serialises the answer into `out` and lets the answer message go: from
-  // then on only `out` holds it.
-  virtual absl::Status SerializeAnswer(grpc::ByteBuffer* out) = 0;
-};
-
-template <typename Method>
-class UnaryExchangeOf final : public UnaryExchange {
- public:
-  const InferRpc& rpc() const override { return Method::kRpc; }
-  const google::protobuf::Descriptor& RequestType() const override { return *Method::Request::descriptor(); }
-  absl::Status Parse(const grpc::ByteBuffer& bytes) override { return ParseRequestBytes(bytes, &request_); }
-  const std::string& BodyModel() const override { return Method::Model(request_); }
-  void Submit(Context& context, InferCall& call, const grpc::ServerContextBase& ctx,
-              const std::string& model) override {
-    // The input tensors alias `request_`'s bytes, which live as long.
-    Method::Submit(context, call, ctx, model, request_, &response_);
-  }
-  absl::Status SerializeAnswer(grpc::ByteBuffer* out) override {
-    const absl::Status serialized = Method::Serialize(response_, out);
-    typename Method::Response().Swap(&response_);  // its outputs' bytes go now, not with the call
-    return serialized;
-  }
-
- private:
-  typename Method::Request request_;
-  typename Method::Response response_;
-};
-
-// The exchange for a generic call's method ("/inference.GRPCInferenceService
-// /ModelInfer"); null for a method this front end does not serve.
-std::unique_ptr<UnaryExchange> ExchangeFor(absl::string_view method) {
-  absl::ConsumePrefix(&method, "/");
-  if (method == V1Infer::kRpc.full_name) return std::make_unique<UnaryExchangeOf<V1Infer>>();
-  if (method == ModelInfer::kRpc.full_name) return std::make_unique<UnaryExchangeOf<ModelInfer>>();
-  if (method == TorchServePredictions::kRpc.full_name) return std::make_unique<UnaryExchangeOf<TorchServePredictions>>();
-  return nullptr;
-}
-
 // A call taken as a generic call, its message unread: a unary inference
-// call (Infer, ModelInfer or TorchServe's Predictions) or a method of the
-// table (grpc_method.h: health, metadata, listings, loads, reflection).
+// call (an RPC of the inference table: Infer, ModelInfer or TorchServe's
+// Predictions) or a method of the table (grpc_method.h: health, metadata, listings, loads, reflection).
 // The caller's token and the drain switch are checked from its metadata
 // first; its message is read only once the intake gate has room for it,
 // scanned on the wire and charged at what parsing it costs, then parsed
@@ -441,7 +337,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
   }
 
   void Begin() override {
-    exchange_ = ExchangeFor(ctx_.method());
+    exchange_ = context_.infer_calls.ExchangeFor(ctx_.method());
     if (exchange_) {
       // Refused before a byte of the message is read: a caller without a
       // valid token, or a server that drains.
@@ -551,7 +447,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
     if (!charged.ok()) return call_->Refuse(charged);
     if (!call_->AdmitHolding([this] { return Authorization(ctx_); }, std::move(ticket_.room()))) return;
     if (!parsed.ok()) return call_->Refuse(parsed);
-    exchange_->Submit(context_, *call_, ctx_, model);
+    exchange_->Submit(*call_, ctx_, model);
   }
 
   absl::Status NoMessage() const {
@@ -718,7 +614,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
   // Inference:
   std::shared_ptr<InferCall> call_;
   bool no_message_ = false;  // the read ended without a message (answered, counted at the done notice)
-  std::unique_ptr<UnaryExchange> exchange_;
+  std::unique_ptr<UnaryInferExchange> exchange_;
   grpc::GenericServerAsyncReaderWriter stream_{&ctx_};
   grpc::ByteBuffer request_bytes_;
   grpc::ByteBuffer response_bytes_;
@@ -740,59 +636,60 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
   std::function<void()> on_cancel_ ABSL_GUARDED_BY(mu_);
 };
 
-// A ModelStreamInfer stream (open_inference_stream.h) over the queue: its
-// reads, writes and finish are started here, and their ends come back to
-// the InferStream through the poller. A read (and the request it submits)
-// runs on the poller; a write starts on whichever thread made an answer
-// ready, mostly the device worker that computed it.
+// An inference stream (the stream method of grpc_infer_calls.h: the Open
+// Inference Protocol's ModelStreamInfer) over the queue: its reads, writes
+// and finish are started here, and their ends come back to the front end's
+// session through the poller. A read (and the request it submits) runs on
+// the poller; a write starts on whichever thread made an answer ready,
+// mostly the device worker that computed it.
 //
 // The stream's messages travel as bytes (the method is raw) and are parsed
-// and serialised here, so that a message that is not a request is answered
-// in-band, INVALID_ARGUMENT, in its place; gRPC's own parsing would end its
-// read as if the client had closed its side, and the stream OK.
-class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transport {
+// here, so that a message that is not a request is answered in-band,
+// INVALID_ARGUMENT, in its place; gRPC's own parsing would end its read as
+// if the client had closed its side, and the stream OK.
+class AsyncStreamInferCall final : public AsyncCall, private InferStreamTransport {
  public:
   // Posts a request for the next stream on `queue`, unless stopping.
   static void Post(Context& context, grpc::ServerCompletionQueue* queue) {
     if (!context.Track()) return;
     auto* call = new AsyncStreamInferCall(context, queue);
     call->ctx_.AsyncNotifyWhenDone(&call->done_);
-    context.open_inference.RequestModelStreamInfer(&call->ctx_, &call->stream_, queue, queue, &call->arrived_);
+    context.infer_calls.stream()->post(&call->ctx_, &call->stream_, queue, &call->arrived_);
   }
 
  private:
-  AsyncStreamInferCall(Context& context, grpc::ServerCompletionQueue* queue) : AsyncCall(context, queue) {}
+  AsyncStreamInferCall(Context& context, grpc::ServerCompletionQueue* queue)
+      : AsyncCall(context, queue), session_(context.infer_calls.stream()->open(*this, ctx_)) {}
 
   void PostAnother() override { Post(context_, queue_); }
-  void Begin() override { infer_.Start(CheckToken(context_.environment.auth(), ctx_, TokenAuth::Role::kInference)); }
-  void OnCancelled() override { infer_.OnCancel(); }
+  void Begin() override { session_->Start(CheckToken(context_.environment.auth(), ctx_, TokenAuth::Role::kInference)); }
+  void OnCancelled() override { session_->OnCancel(); }
   void OnReadDone(bool ok) override {
     // The read's share of the budget goes once the message is parsed: the
     // stream's own admission of the request counts it from there.
     if (!ok) {
       ticket_ = IntakeGate::Ticket();
-      return infer_.OnReadDone(false);
+      return session_->OnReadDone(false, 0);
     }
     // Scanned before it is parsed, and charged meanwhile at what parsing
     // it holds; then the stream's admission of the request counts it.
     const uint64_t bytes = read_bytes_.Length();
-    absl::StatusOr<WireCost> cost = ScanRequestBytes(read_bytes_, *inference::ModelInferRequest::descriptor(),
-                                                     context_.InferScanLimits());
+    absl::StatusOr<WireCost> cost = ScanRequestBytes(read_bytes_, *reading_->GetDescriptor(), context_.InferScanLimits());
     const uint64_t held = cost.ok() ? std::max(bytes, cost->parsed_bytes) : bytes;
     absl::Status parsed = context_.gate.Read(peer_, held, &ticket_);
     if (parsed.ok()) parsed = cost.status();
     if (parsed.ok()) parsed = ParseRequestBytes(read_bytes_, reading_);
     read_bytes_.Clear();
     ticket_ = IntakeGate::Ticket();
-    if (!parsed.ok()) return infer_.OnUnreadableRequest(parsed);
-    infer_.OnReadDone(true, held);
+    if (!parsed.ok()) return session_->OnUnreadableRequest(parsed);
+    session_->OnReadDone(true, held);
   }
-  void OnWriteDone(bool ok) override { infer_.OnWriteDone(ok); }
+  void OnWriteDone(bool ok) override { session_->OnWriteDone(ok); }
 
   // Each message of a stream is read once the intake gate has room for it;
   // a stream that finds the line full waits on (its messages are in order,
   // one at a time) rather than failing.
-  void StartRead(inference::ModelInferRequest* request) override {
+  void StartRead(google::protobuf::Message* request) override {
     reading_ = request;
     AskToRead();
   }
@@ -807,22 +704,17 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
   // A stream whose request did not come in time ends: its requests in
   // flight are cancelled as when the client cancels.
   void RefuseOverdueRead(const absl::Status& why) override {
-    LOG_WARNING << "ModelStreamInfer from " << peer_ << ": " << why.message() << "; the stream is cancelled";
+    LOG_WARNING << context_.infer_calls.stream()->rpc->method << " from " << peer_ << ": " << why.message()
+                << "; the stream is cancelled";
     ctx_.TryCancel();
   }
   void OnAbandonedReadDone() override {
     read_bytes_.Clear();
-    infer_.OnReadDone(false);
+    session_->OnReadDone(false, 0);
   }
-  void OnLeftUnread() override { infer_.OnReadDone(false); }
-  void StartWrite(const inference::ModelStreamInferResponse* response, grpc::WriteOptions options) override {
-    if (absl::Status serialized = SerializeAnswerBytes(*response, &write_bytes_); !serialized.ok()) {
-      // Only an answer over protobuf's 2 GB limit fails: it goes as an
-      // error in its place.
-      const inference::ModelInferResponse& answered = response->infer_response();
-      (void)SerializeAnswerBytes(
-          InBandError(answered.model_name(), answered.model_version(), answered.id(), serialized), &write_bytes_);
-    }
+  void OnLeftUnread() override { session_->OnReadDone(false, 0); }
+  void StartWrite(const grpc::ByteBuffer& bytes, grpc::WriteOptions options) override {
+    write_bytes_ = bytes;
     CountOperation();
     stream_.Write(write_bytes_, options, &written_);
   }
@@ -831,10 +723,11 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStream::Transp
   grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> stream_{&ctx_};
   // The read outstanding: its bytes, and the request they are parsed into.
   grpc::ByteBuffer read_bytes_;
-  inference::ModelInferRequest* reading_ = nullptr;
+  google::protobuf::Message* reading_ = nullptr;
   // The write outstanding (one at a time).
   grpc::ByteBuffer write_bytes_;
-  InferStream infer_{*this, context_.environment, ctx_};
+  // Last: it goes first, while the transport it uses is whole.
+  std::unique_ptr<InferStreamSession> session_;
 };
 
 void Poll(grpc::ServerCompletionQueue* queue) {
@@ -850,28 +743,27 @@ void Poll(grpc::ServerCompletionQueue* queue) {
 
 }  // namespace
 
-CompletionQueueInfer::CompletionQueueInfer(grpc::ServerBuilder& builder, int threads, const CallEnvironment& environment,
-                                           InferenceServiceImpl& v1_service, OpenInferenceService& open_inference,
-                                           const TorchServeGrpcService& torchserve, const GrpcMethods& methods,
-                                           const IntakeOptions& intake)
-    : context_(std::make_unique<Context>(environment, v1_service, open_inference, torchserve, methods, intake)) {
+CompletionQueueServer::CompletionQueueServer(grpc::ServerBuilder& builder, int threads, const CallEnvironment& environment,
+                                             const GrpcMethods& methods, const GrpcInferCalls& infer_calls,
+                                             const IntakeOptions& intake)
+    : context_(std::make_unique<Context>(environment, methods, infer_calls, intake)) {
   builder.RegisterAsyncGenericService(&context_->generic);
   for (int i = 0; i < threads; ++i) queues_.push_back(builder.AddCompletionQueue());
 }
 
-CompletionQueueInfer::~CompletionQueueInfer() {
+CompletionQueueServer::~CompletionQueueServer() {
   if (!stopped_) Stop();
 }
 
-void CompletionQueueInfer::Start() {
+void CompletionQueueServer::Start() {
   started_ = true;
   for (size_t i = 0; i < queues_.size(); ++i) {
     grpc::ServerCompletionQueue* queue = queues_[i].get();
     for (int n = 0; n < kPostedPerMethod; ++n) {
-      // Generic calls: every method but ModelStreamInfer.
+      // Generic calls: every method but the inference stream.
       AsyncGenericCall::Post(*context_, queue);
       AsyncGenericCall::Post(*context_, queue);
-      AsyncStreamInferCall::Post(*context_, queue);
+      if (context_->infer_calls.stream() != nullptr) AsyncStreamInferCall::Post(*context_, queue);
     }
     pollers_.emplace_back([queue, i] {
       NameThisThread(absl::StrCat("grpc poller ", i));
@@ -880,7 +772,7 @@ void CompletionQueueInfer::Start() {
   }
 }
 
-void CompletionQueueInfer::Stop() {
+void CompletionQueueServer::Stop() {
   stopped_ = true;
   {
     UniqueMutexLock lock(context_->mu);
