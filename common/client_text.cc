@@ -45,7 +45,8 @@ void RegisterPrivateFolder(const std::string& folder) {
   if (std::find(folders.begin(), folders.end(), with_slash) != folders.end()) return;
   folders.push_back(std::move(with_slash));
   // Longest first: a folder inside another is cut as a whole.
-  std::sort(folders.begin(), folders.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  std::sort(folders.begin(), folders.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
 }
 
 std::string ForClients(absl::string_view message) {

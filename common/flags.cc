@@ -1,13 +1,13 @@
 #include "common/flags.h"
 
-#include "absl/status/status.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include <cmath>
 #include <cstdlib>
 
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/units.h"
 
@@ -18,19 +18,21 @@ void FlagSet::String(std::string name, std::string* target, std::string help) {
                     [target](const std::string& v) {
                       *target = v;
                       return absl::OkStatus();
-                    }, nullptr});
+                    },
+                    nullptr});
 }
 
 void FlagSet::Int(std::string name, int64_t* target, std::string help) {
-  flags_.push_back({name, std::move(help), absl::StrCat(*target), false, [target, name](const std::string& v) {
+  flags_.push_back({name, std::move(help), absl::StrCat(*target), false,
+                    [target, name](const std::string& v) {
                       int64_t parsed = 0;
                       if (!absl::SimpleAtoi(v, &parsed)) {
-                        return absl::InvalidArgumentError(
-                            absl::StrCat("--", name, ": '", v, "' is not an integer"));
+                        return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", v, "' is not an integer"));
                       }
                       *target = parsed;
                       return absl::OkStatus();
-                    }, nullptr});
+                    },
+                    nullptr});
 }
 
 void FlagSet::Bool(std::string name, bool* target, std::string help) {
@@ -44,18 +46,21 @@ void FlagSet::Bool(std::string name, bool* target, std::string help) {
                         return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", v, "' is not a boolean"));
                       }
                       return absl::OkStatus();
-                    }, nullptr});
+                    },
+                    nullptr});
 }
 
 void FlagSet::Double(std::string name, double* target, std::string help) {
-  flags_.push_back({name, std::move(help), absl::StrCat(*target), false, [target, name](const std::string& v) {
+  flags_.push_back({name, std::move(help), absl::StrCat(*target), false,
+                    [target, name](const std::string& v) {
                       double parsed = 0;
                       if (!absl::SimpleAtod(v, &parsed) || !std::isfinite(parsed)) {
                         return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", v, "' is not a number"));
                       }
                       *target = parsed;
                       return absl::OkStatus();
-                    }, nullptr});
+                    },
+                    nullptr});
 }
 
 void FlagSet::Duration(std::string name, std::chrono::milliseconds* target, std::string help) {
@@ -64,24 +69,29 @@ void FlagSet::Duration(std::string name, std::chrono::milliseconds* target, std:
                       ASSIGN_OR_RETURN(std::chrono::milliseconds d, ParseDuration(v, absl::StrCat("--", name)));
                       *target = d;
                       return absl::OkStatus();
-                    }, nullptr});
+                    },
+                    nullptr});
 }
 
 void FlagSet::ByteSize(std::string name, uint64_t* target, std::string help) {
   flags_.push_back({name, std::move(help), absl::StrCat(*target), false,
                     [target, name](const std::string& v) -> absl::Status {
                       absl::StatusOr<uint64_t> bytes = ParseByteSize(v);
-                      if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", bytes.status().message()));
+                      if (!bytes.ok())
+                        return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", bytes.status().message()));
                       *target = *bytes;
                       return absl::OkStatus();
-                    }, nullptr});
+                    },
+                    nullptr});
 }
 
 void FlagSet::Repeated(std::string name, std::vector<std::string>* target, std::string help) {
-  flags_.push_back({name, std::move(help), "none", false, [target](const std::string& v) {
+  flags_.push_back({name, std::move(help), "none", false,
+                    [target](const std::string& v) {
                       target->push_back(v);
                       return absl::OkStatus();
-                    }, nullptr});
+                    },
+                    nullptr});
 }
 
 void FlagSet::Int(std::string name, int64_t* target, std::string help, Rule<int64_t> rule) {
@@ -182,7 +192,8 @@ absl::Status FlagSet::ParseEnvironment(absl::string_view prefix) {
     for (char& c : name) c = c == '-' ? '_' : static_cast<char>(absl::ascii_toupper(static_cast<unsigned char>(c)));
     const char* value = std::getenv(name.c_str());
     if (!value) continue;
-    if (absl::Status s = f.set(value); !s.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+    if (absl::Status s = f.set(value); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
   }
   return absl::OkStatus();
 }
@@ -195,8 +206,9 @@ std::string FlagSet::Help() const {
     absl::StrAppend(&out, "  --", f.name, " (default: ", f.default_value, ")\n      ", f.help, "\n");
   }
   absl::StrAppend(&out, "  --help\n      Show this help and exit.\n");
-  absl::StrAppend(&out, "\nEvery flag can also be set by an environment variable, e.g. --drain-timeout by "
-                        "INFERGATE_DRAIN_TIMEOUT; the command line wins.\n");
+  absl::StrAppend(&out,
+                  "\nEvery flag can also be set by an environment variable, e.g. --drain-timeout by "
+                  "INFERGATE_DRAIN_TIMEOUT; the command line wins.\n");
   return out;
 }
 

@@ -25,9 +25,8 @@ char LevelLetter(LogLevel level) {
 }  // namespace
 
 bool LogRateLimiter::Allow(uint64_t* suppressed) {
-  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                    std::chrono::steady_clock::now().time_since_epoch())
-                    .count();
+  int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   int64_t window = window_.load(std::memory_order_relaxed);
   if (now != window && window_.compare_exchange_strong(window, now)) used_.store(0);
   if (used_.fetch_add(1) >= per_second_) {

@@ -56,10 +56,10 @@ struct Voidify {
 
 }  // namespace infergate
 
-#define IG_LOG(level)                                                   \
-  (::infergate::LogLevel::level < ::infergate::MinLogLevel())           \
-      ? (void)0                                                         \
-      : ::infergate::internal::Voidify() &                              \
+#define IG_LOG(level)                                         \
+  (::infergate::LogLevel::level < ::infergate::MinLogLevel()) \
+      ? (void)0                                               \
+      : ::infergate::internal::Voidify() &                    \
             ::infergate::internal::LogLine(::infergate::LogLevel::level, __FILE__, __LINE__).stream()
 
 #define LOG_INFO IG_LOG(kInfo)

@@ -1,5 +1,4 @@
 #include "common/owned_temp_folder.h"
-#include "common/folder_entries.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/folder_entries.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 

@@ -20,17 +20,17 @@
 #define INFERGATE_STATUS_CONCAT_INNER_(a, b) a##b
 #define INFERGATE_STATUS_CONCAT_(a, b) INFERGATE_STATUS_CONCAT_INNER_(a, b)
 
-#define RETURN_IF_ERROR(expr)                                              \
-  do {                                                                     \
+#define RETURN_IF_ERROR(expr)                                                 \
+  do {                                                                        \
     if (::absl::Status infergate_status_ = (expr); !infergate_status_.ok()) { \
-      return infergate_status_;                                            \
-    }                                                                      \
+      return infergate_status_;                                               \
+    }                                                                         \
   } while (false)
 
 #define ASSIGN_OR_RETURN(lhs, expr) \
   INFERGATE_ASSIGN_OR_RETURN_(INFERGATE_STATUS_CONCAT_(infergate_status_or_, __LINE__), lhs, expr)
 
-#define INFERGATE_ASSIGN_OR_RETURN_(statusor, lhs, expr) \
-  auto statusor = (expr);                                \
+#define INFERGATE_ASSIGN_OR_RETURN_(statusor, lhs, expr)   \
+  auto statusor = (expr);                                  \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = *std::move(statusor)

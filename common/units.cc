@@ -19,8 +19,8 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
     double factor;
   };
   const Unit units[] = {{"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
-                        {"kb", 1e3},      {"mb", 1e6},         {"gb", 1e9},            {"tb", 1e12},
-                        {"k", 1024.0},    {"m", 1048576.0},    {"g", 1073741824.0},    {"b", 1.0}};
+                        {"kb", 1e3},     {"mb", 1e6},        {"gb", 1e9},           {"tb", 1e12},
+                        {"k", 1024.0},   {"m", 1048576.0},   {"g", 1073741824.0},   {"b", 1.0}};
   double factor = 1.0;
   absl::string_view number = t;
   for (const Unit& u : units) {

@@ -17,7 +17,7 @@ uint32_t LittleEndian32(const char* p) {
 }  // namespace
 
 absl::StatusOr<std::vector<absl::string_view>> ParseSerializedStrings(absl::string_view bytes, int64_t elements,
-                                                                     absl::string_view data_field) {
+                                                                      absl::string_view data_field) {
   if (elements < 0 || static_cast<uint64_t>(elements) > bytes.size() / kPrefixBytes) {
     return absl::InvalidArgumentError(absl::StrCat(data_field, ": holds ", bytes.size(), " bytes, too few for ",
                                                    elements, " BYTES elements (each needs a 4-byte length)"));
@@ -27,8 +27,8 @@ absl::StatusOr<std::vector<absl::string_view>> ParseSerializedStrings(absl::stri
   size_t at = 0;
   for (int64_t i = 0; i < elements; ++i) {
     if (bytes.size() - at < kPrefixBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(data_field, ": BYTES element ", i, ": its 4-byte length is cut off (",
-                                                     bytes.size() - at, " bytes left)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          data_field, ": BYTES element ", i, ": its 4-byte length is cut off (", bytes.size() - at, " bytes left)"));
     }
     const uint32_t length = LittleEndian32(bytes.data() + at);
     at += kPrefixBytes;
@@ -40,9 +40,8 @@ absl::StatusOr<std::vector<absl::string_view>> ParseSerializedStrings(absl::stri
     at += length;
   }
   if (at != bytes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(data_field, ": ", bytes.size() - at,
-                                                   " bytes follow the last of the shape's ", elements,
-                                                   " BYTES elements"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        data_field, ": ", bytes.size() - at, " bytes follow the last of the shape's ", elements, " BYTES elements"));
   }
   return out;
 }

@@ -18,7 +18,7 @@ namespace infergate {
 // length longer than what remains, or bytes left after the last element.
 // Refuses before allocating when `bytes` cannot hold `elements` prefixes.
 absl::StatusOr<std::vector<absl::string_view>> ParseSerializedStrings(absl::string_view bytes, int64_t elements,
-                                                                     absl::string_view data_field);
+                                                                      absl::string_view data_field);
 
 // Appends `s` in the serialized form (its length, then its bytes).
 void AppendSerializedString(absl::string_view s, std::string* out);

@@ -1,5 +1,4 @@
 #include "common/zip_extract.h"
-#include "common/folder_entries.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/folder_entries.h"
 #include "common/status_macros.h"
 #include "common/zip_listing.h"
 
@@ -35,7 +35,7 @@ absl::Status MakeFolders(const std::string& dest, const std::string& relative) {
   for (absl::string_view part : absl::StrSplit(relative, '/', absl::SkipEmpty())) {
     at = absl::StrCat(at, "/", part);
     if (::mkdir(at.c_str(), 0700) == 0) continue;
-    struct stat st {};
+    struct stat st{};
     if (errno != EEXIST || ::lstat(at.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       return Refused(relative, "needs a folder where the archive already put something else");
     }
@@ -129,8 +129,8 @@ absl::Status ExtractEntries(const std::string& path, const std::string& dest, co
     }
     if (entry.size > budget) {
       return absl::ResourceExhaustedError(absl::StrCat("the archive inflates past the limit of ",
-                                                       limits.max_total_bytes, " bytes (at entry '",
-                                                       Shown(entry.name), "')"));
+                                                       limits.max_total_bytes, " bytes (at entry '", Shown(entry.name),
+                                                       "')"));
     }
     const size_t slash = entry.name.rfind('/');
     if (slash != std::string::npos) {

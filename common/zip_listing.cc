@@ -118,7 +118,8 @@ absl::StatusOr<std::vector<ZipEntry>> ListZipFrom(const ByteSource& source, cons
         size_t v = x + 4;
         for (uint64_t* field : {&e.size, &e.compressed_size, &e.local_header_offset}) {
           if (*field != 0xFFFFFFFF) continue;
-          if (v + 8 > x + 4 + len) return Broken(path, absl::StrCat("entry '", e.name.substr(0, 128), "': ZIP64 field short"));
+          if (v + 8 > x + 4 + len)
+            return Broken(path, absl::StrCat("entry '", e.name.substr(0, 128), "': ZIP64 field short"));
           *field = Le(directory, v, 8);
           v += 8;
         }
@@ -173,8 +174,8 @@ absl::StatusOr<uint64_t> DataOffset(std::ifstream& in, uint64_t file_size, const
     return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' is truncated"));
   }
   if (local_name != entry.name) {
-    return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' is named '",
-                                     local_name.substr(0, 128), "' in its local header"));
+    return Broken(path, absl::StrCat("entry '", entry.name.substr(0, 128), "' is named '", local_name.substr(0, 128),
+                                     "' in its local header"));
   }
   const uint64_t data_at = entry.local_header_offset + 30 + name_len + Le(header, 28, 2);
   if (data_at > file_size || entry.compressed_size > file_size - data_at) {
@@ -209,9 +210,8 @@ absl::StatusOr<std::vector<uint64_t>> ZipEntryDataOffsets(const std::string& pat
   // archive that writes gigabytes).
   std::vector<size_t> order(entries.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return entries[a].local_header_offset < entries[b].local_header_offset;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return entries[a].local_header_offset < entries[b].local_header_offset; });
   for (size_t k = 1; k < order.size(); ++k) {
     const ZipEntry& before = entries[order[k - 1]];
     const ZipEntry& after = entries[order[k]];

@@ -16,12 +16,12 @@
 // Threading: one instance per thread, created and destroyed on the thread
 // that runs the model; instances nest.
 
-#include <cstdint>
-#include <vector>
-
 #include <c10/core/Storage.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/intrusive_ptr.h>
+
+#include <cstdint>
+#include <vector>
 
 namespace infergate {
 

@@ -1,15 +1,14 @@
 #include "devices/caching_cpu_allocator.h"
 
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
+#include <c10/util/Exception.h>
 #include <stdlib.h>
 
 #include <atomic>
 #include <bit>
 #include <new>
 #include <vector>
-
-#include <c10/core/CPUAllocator.h>
-#include <c10/core/alignment.h>
-#include <c10/util/Exception.h>
 
 namespace infergate {
 namespace {

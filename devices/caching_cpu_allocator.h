@@ -26,13 +26,13 @@
 // allocator installed for the process is never destroyed: tensors may
 // outlive main().
 
+#include <c10/core/Allocator.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <list>
 #include <unordered_map>
-
-#include <c10/core/Allocator.h>
 
 #include "common/mutex.h"
 
@@ -55,9 +55,7 @@ class CachingCpuAllocator final : public c10::Allocator {
   CachingCpuAllocator& operator=(const CachingCpuAllocator&) = delete;
 
   c10::DataPtr allocate(size_t bytes) override;
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    default_copy_data(dest, src, count);
-  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
   // LibTorch frees some scratch buffers through this (raw_deallocate).
   c10::DeleterFnPtr raw_deleter() const override;
 

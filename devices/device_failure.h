@@ -12,11 +12,11 @@
 namespace infergate {
 
 enum class DeviceFailure {
-  kUnsupportedOp,  // c10::NotImplementedError for the device; detail "aten::op"
-  kDtype,          // c10::TypeError: a dtype the device cannot hold; detail "float64"
-  kOutOfMemory,    // c10::OutOfMemoryError
-  kDeviceError,    // the device itself failed ("CUDA error: ..."); detail: the device id
-  kTooLarge,       // the model alone exceeds the device's model cache budget: it can never be loaded there
+  kUnsupportedOp,      // c10::NotImplementedError for the device; detail "aten::op"
+  kDtype,              // c10::TypeError: a dtype the device cannot hold; detail "float64"
+  kOutOfMemory,        // c10::OutOfMemoryError
+  kDeviceError,        // the device itself failed ("CUDA error: ..."); detail: the device id
+  kTooLarge,           // the model alone exceeds the device's model cache budget: it can never be loaded there
   kNoCompiledVariant,  // an ahead-of-time compiled model (.pt2) has no build for the device; detail: its kind
 };
 

@@ -1,4 +1,3 @@
-#include "absl/strings/string_view.h"
 #include "devices/device_id.h"
 
 #include <charconv>
@@ -6,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 
 namespace infergate {

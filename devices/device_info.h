@@ -25,7 +25,7 @@ struct DeviceInfo {
   uint64_t memory_total_bytes = 0;
   uint64_t memory_used_bytes = 0;
   uint64_t memory_peak_bytes = 0;  // highest memory_used_bytes seen; simulated devices only
-  unsigned logical_cores = 0;  // CPU only
+  unsigned logical_cores = 0;      // CPU only
   std::string compute_capability;  // "8.6" for CUDA when known
   // Set for simulated devices: the rules their runs enforce.
   std::shared_ptr<const SimulationRules> simulation;

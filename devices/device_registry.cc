@@ -56,9 +56,8 @@ int NvmlIndexFor(int cuda_index) {
 
 void LogDevice(const DeviceInfo& d) {
   LOG_INFO << "device " << d.id.ToString() << ": " << d.name << (d.simulated ? " (simulated)" : "")
-           << (d.backend_detail.empty() ? "" : " backend=" + d.backend_detail)
-           << " compiled_in=" << d.compiled_in << " available=" << d.available
-           << " memory_total_bytes=" << d.memory_total_bytes
+           << (d.backend_detail.empty() ? "" : " backend=" + d.backend_detail) << " compiled_in=" << d.compiled_in
+           << " available=" << d.available << " memory_total_bytes=" << d.memory_total_bytes
            << (d.logical_cores ? " logical_cores=" + std::to_string(d.logical_cores) : "")
            << (d.compute_capability.empty() ? "" : " compute_capability=" + d.compute_capability)
            << (d.precision.macos_major ? " macos=" + std::to_string(d.precision.macos_major) : "")
@@ -83,11 +82,11 @@ DeviceInfo SimulatedDevice(const SimulatedDeviceSpec& spec, const DiscoveryOptio
   rules->memory = std::make_shared<MemoryLedger>(spec.memory_bytes);
   const bool cuda = spec.id.kind == DeviceKind::kCuda;
   rules->transfer_bytes_per_second = spec.transfer_bytes_per_second > 0 ? spec.transfer_bytes_per_second
-                                     : cuda                            ? kSimulatedCudaBytesPerSecond
-                                                                       : kSimulatedMpsBytesPerSecond;
+                                     : cuda                             ? kSimulatedCudaBytesPerSecond
+                                                                        : kSimulatedMpsBytesPerSecond;
   rules->transfer_latency = spec.transfer_latency.count() >= 0 ? spec.transfer_latency
-                            : cuda                              ? kSimulatedCudaTransferLatency
-                                                                : kSimulatedMpsTransferLatency;
+                            : cuda                             ? kSimulatedCudaTransferLatency
+                                                               : kSimulatedMpsTransferLatency;
   rules->link = std::make_shared<SimulatedLink>(rules->transfer_bytes_per_second, rules->transfer_latency);
   if (spec.id.kind == DeviceKind::kCuda) {
     d.precision.compute_capability = spec.compute_capability;

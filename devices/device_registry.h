@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "devices/device_id.h"
 #include "devices/device_info.h"
 #include "devices/simulation.h"

@@ -1,5 +1,6 @@
-#include "absl/strings/string_view.h"
 #include "devices/dtype.h"
+
+#include "absl/strings/string_view.h"
 
 namespace infergate {
 
@@ -21,8 +22,7 @@ size_t ElementSize(DType dtype) {
 }
 
 bool IsFloatingPoint(DType dtype) {
-  return dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16 ||
-         dtype == DType::kFloat64;
+  return dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16 || dtype == DType::kFloat64;
 }
 
 absl::string_view DTypeName(DType dtype) {

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <optional>
+
 #include "absl/strings/string_view.h"
 
 namespace infergate {
@@ -25,10 +26,9 @@ enum class DType {
   kBytes,
 };
 
-inline constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16,
-                                       DType::kFloat64, DType::kInt64,   DType::kInt32,
-                                       DType::kInt16,   DType::kInt8,    DType::kUInt8,
-                                       DType::kBool};
+inline constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,
+                                       DType::kInt64,   DType::kInt32,   DType::kInt16,    DType::kInt8,
+                                       DType::kUInt8,   DType::kBool};
 
 // Bytes per element; 0 for kBytes, whose elements vary in size.
 size_t ElementSize(DType dtype);

@@ -18,8 +18,9 @@ absl::Status CheckHostRequirements(const std::string& proc_root) {
   absl::StatusOr<std::string> text = ReadFile(cpuinfo, "cpuinfo");
   if (!text.ok() || !absl::StrContains(*text, "processor")) {
     return absl::FailedPreconditionError(absl::StrCat(
-        cpuinfo, " is missing or lists no processor: LibTorch needs the proc file system to detect the CPU. "
-                 "In a chroot, mount it first (mount -t proc proc ROOT/proc); container runtimes mount it themselves."));
+        cpuinfo,
+        " is missing or lists no processor: LibTorch needs the proc file system to detect the CPU. "
+        "In a chroot, mount it first (mount -t proc proc ROOT/proc); container runtimes mount it themselves."));
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,7 @@
+#include "devices/precision.h"
+
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
-#include "devices/precision.h"
 
 namespace infergate {
 

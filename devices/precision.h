@@ -5,7 +5,6 @@
 #include <optional>
 
 #include "absl/strings/string_view.h"
-
 #include "devices/device_id.h"
 #include "devices/dtype.h"
 

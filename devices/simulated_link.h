@@ -19,8 +19,7 @@ namespace infergate {
 
 // What `bytes` take on a link at `bytes_per_second` (0: free) that charges
 // `per_move` for each move, with nothing ahead of them.
-std::chrono::microseconds LinkTransferTime(double bytes_per_second, std::chrono::microseconds per_move,
-                                           uint64_t bytes);
+std::chrono::microseconds LinkTransferTime(double bytes_per_second, std::chrono::microseconds per_move, uint64_t bytes);
 
 class SimulatedLink {
  public:

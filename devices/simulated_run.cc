@@ -82,9 +82,9 @@ void SimulatedRun::Check() const {
     uint64_t capacity = rules_.memory->capacity();
     TORCH_CHECK_WITH(OutOfMemoryError, used + peak_bytes <= capacity,
                      rules_.device.kind == DeviceKind::kCuda ? "CUDA" : "MPS", " out of memory. Tried to allocate ",
-                     FormatBytes(peak_bytes), " (GPU ", rules_.device.index, "; ", FormatBytes(capacity), " total capacity; ",
-                     FormatBytes(used), " already allocated; ", FormatBytes(capacity > used ? capacity - used : 0),
-                     " free; simulated device)");
+                     FormatBytes(peak_bytes), " (GPU ", rules_.device.index, "; ", FormatBytes(capacity),
+                     " total capacity; ", FormatBytes(used), " already allocated; ",
+                     FormatBytes(capacity > used ? capacity - used : 0), " free; simulated device)");
   }
 }
 

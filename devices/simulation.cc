@@ -2,9 +2,6 @@
 
 #include <thread>
 
-#include "common/status_macros.h"
-#include "common/units.h"
-
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -12,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "common/units.h"
 
 namespace infergate {
 

@@ -83,9 +83,9 @@ inline constexpr std::chrono::microseconds kSimulatedMpsTransferLatency{500};
 struct SimulatedDeviceSpec {
   DeviceId id;
   uint64_t memory_bytes = uint64_t{16} << 30;
-  int compute_capability = 80;  // CUDA, major*10+minor
-  int macos_major = 14;         // MPS
-  double transfer_bytes_per_second = 0;           // the kind's default (above) when not given
+  int compute_capability = 80;                     // CUDA, major*10+minor
+  int macos_major = 14;                            // MPS
+  double transfer_bytes_per_second = 0;            // the kind's default (above) when not given
   std::chrono::microseconds transfer_latency{-1};  // the kind's default when negative
 };
 

@@ -60,8 +60,7 @@ std::string CpuModelName() {
   std::string text = ReadFile("/proc/cpuinfo");
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     // x86 says "model name", some ARM kernels "Model" or "Hardware".
-    if (absl::StartsWith(line, "model name") || absl::StartsWith(line, "Model") ||
-        absl::StartsWith(line, "Hardware")) {
+    if (absl::StartsWith(line, "model name") || absl::StartsWith(line, "Model") || absl::StartsWith(line, "Hardware")) {
       auto colon = line.find(':');
       if (colon != absl::string_view::npos) {
         std::string name(absl::StripAsciiWhitespace(line.substr(colon + 1)));
@@ -75,11 +74,10 @@ std::string CpuModelName() {
 std::string CpuInstructionSetFrom(const std::string& cpuinfo, const std::string& machine) {
   // The extensions LibTorch's CPU capability and oneDNN's ISA dispatch on
   // for floating point (x86 "flags", ARM "Features").
-  static constexpr const char* kRelevant[] = {"avx",         "avx2",        "fma",         "f16c",
-                                              "avx512f",     "avx512bw",    "avx512vl",    "avx512_vnni",
-                                              "avx512_bf16", "avx512_fp16", "amx_tile",    "amx_bf16",
-                                              "amx_fp16",    "asimd",       "asimdhp",     "fphp",
-                                              "bf16",        "sve",         "sve2",        "i8mm"};
+  static constexpr const char* kRelevant[] = {"avx",      "avx2",     "fma",         "f16c",        "avx512f",
+                                              "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+                                              "amx_tile", "amx_bf16", "amx_fp16",    "asimd",       "asimdhp",
+                                              "fphp",     "bf16",     "sve",         "sve2",        "i8mm"};
   std::string out = machine.empty() ? "unknown" : machine;
   for (absl::string_view line : absl::StrSplit(cpuinfo, '\n')) {
     if (!absl::StartsWith(line, "flags") && !absl::StartsWith(line, "Features")) continue;
@@ -95,7 +93,7 @@ std::string CpuInstructionSetFrom(const std::string& cpuinfo, const std::string&
 }
 
 std::string CpuInstructionSet() {
-  struct utsname name {};
+  struct utsname name{};
   std::string machine = uname(&name) == 0 ? name.machine : "";
 #if defined(__APPLE__)
   std::string isa = machine;

@@ -1,9 +1,9 @@
 #pragma once
 // Mapping between our DType and LibTorch's ScalarType (light c10 header only).
 
-#include <optional>
-
 #include <c10/core/ScalarType.h>
+
+#include <optional>
 
 #include "devices/dtype.h"
 

@@ -67,9 +67,9 @@ std::string BenchResult::Summary() const {
   std::string out = absl::StrFormat(
       "requests=%d seconds=%.2f req/s=%.1f rows/s=%.1f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f p999_ms=%.3f "
       "server_overhead_p50_us=%.1f server_queue_p50_us=%.1f",
-      ok, seconds, seconds > 0 ? ok / seconds : 0, seconds > 0 ? rows / seconds : 0,
-      Percentile(latency_us, 0.5) / 1000, Percentile(latency_us, 0.9) / 1000, Percentile(latency_us, 0.99) / 1000,
-      Percentile(latency_us, 0.999) / 1000, Percentile(overhead_us, 0.5), Percentile(queue_us, 0.5));
+      ok, seconds, seconds > 0 ? ok / seconds : 0, seconds > 0 ? rows / seconds : 0, Percentile(latency_us, 0.5) / 1000,
+      Percentile(latency_us, 0.9) / 1000, Percentile(latency_us, 0.99) / 1000, Percentile(latency_us, 0.999) / 1000,
+      Percentile(overhead_us, 0.5), Percentile(queue_us, 0.5));
   uint64_t batched = 0, total = 0;
   for (const auto& [size, n] : batch_sizes) {
     total += n;
@@ -93,7 +93,8 @@ std::string BenchResult::Summary() const {
 BenchResult RunBench(const BenchOptions& options, const v1::InferRequest& request) {
   std::vector<std::unique_ptr<v1::InferenceService::Stub>> infer_stubs;
   std::vector<std::unique_ptr<grpc::health::v1::Health::Stub>> health_stubs;
-  absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> channels = MakeChannels(options.connection, options.channels);
+  absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> channels =
+      MakeChannels(options.connection, options.channels);
   if (!channels.ok()) return BenchResult::Failed(channels.status());
   for (const auto& channel : *channels) {
     infer_stubs.push_back(v1::InferenceService::NewStub(channel));

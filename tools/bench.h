@@ -29,9 +29,9 @@ struct BenchResult {
   uint64_t rows = 0;
   std::map<std::string, uint64_t> errors;  // by gRPC code name
   double seconds = 0;
-  std::vector<double> latency_us;          // client-side, successful calls
-  std::vector<double> overhead_us;         // total_us - compute_us from the responses
-  std::vector<double> queue_us;            // queue_us from the responses (submit to batch start)
+  std::vector<double> latency_us;            // client-side, successful calls
+  std::vector<double> overhead_us;           // total_us - compute_us from the responses
+  std::vector<double> queue_us;              // queue_us from the responses (submit to batch start)
   std::map<uint32_t, uint64_t> batch_sizes;  // placement.batch_size -> count
   std::map<std::string, uint64_t> devices;   // placement.device -> count
 

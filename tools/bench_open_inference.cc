@@ -39,13 +39,14 @@ std::string CodeName(grpc::StatusCode code) {
 }
 
 // Records one answered request that started at `start`.
-void Record(const inference::ModelInferResponse& response, int64_t rows, Clock::time_point start,
-            Clock::time_point now, BenchResult* result) {
+void Record(const inference::ModelInferResponse& response, int64_t rows, Clock::time_point start, Clock::time_point now,
+            BenchResult* result) {
   result->ok++;
   result->rows += static_cast<uint64_t>(rows);
   result->latency_us.push_back(std::chrono::duration<double, std::micro>(now - start).count());
   const auto& p = response.parameters();
-  if (auto it = p.find("batch_size"); it != p.end()) result->batch_sizes[static_cast<uint32_t>(it->second.int64_param())]++;
+  if (auto it = p.find("batch_size"); it != p.end())
+    result->batch_sizes[static_cast<uint32_t>(it->second.int64_param())]++;
   if (auto it = p.find("device"); it != p.end()) result->devices[it->second.string_param()]++;
 }
 
@@ -241,7 +242,8 @@ inference::ModelInferRequest ToOpenInference(const v1::InferRequest& request) {
 
 BenchResult RunOpenInferenceBench(const BenchOptions& options, const inference::ModelInferRequest& request,
                                   bool stream) {
-  absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> channels = MakeChannels(options.connection, options.channels);
+  absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> channels =
+      MakeChannels(options.connection, options.channels);
   if (!channels.ok()) return BenchResult::Failed(channels.status());
   std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>> stubs;
   for (const auto& channel : *channels) stubs.push_back(inference::GRPCInferenceService::NewStub(channel));

@@ -8,8 +8,8 @@
 namespace infergate {
 
 absl::StatusOr<std::unique_ptr<CeilingModel>> CeilingModel::Load(const std::string& path,
-                                                                  const std::vector<int64_t>& row_shape,
-                                                                  int64_t max_batch) {
+                                                                 const std::vector<int64_t>& row_shape,
+                                                                 int64_t max_batch) {
   absl::StatusOr<std::shared_ptr<TorchScriptModel>> served =
       LoadServedTorchScript(path, row_shape, v1::FLOAT32, max_batch, /*optimize=*/true);
   if (!served.ok()) return served.status();

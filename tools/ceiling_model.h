@@ -34,8 +34,7 @@ class CeilingModel {
   // unless that changes its answers) and makes an input of every batch size
   // up to `max_batch`, each row of `row_shape`.
   static absl::StatusOr<std::unique_ptr<CeilingModel>> Load(const std::string& path,
-                                                            const std::vector<int64_t>& row_shape,
-                                                            int64_t max_batch);
+                                                            const std::vector<int64_t>& row_shape, int64_t max_batch);
 
   int64_t max_batch() const { return static_cast<int64_t>(inputs_.size()); }
   // One run of the servable on `rows` rows (1..max_batch): the forward pass

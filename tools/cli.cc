@@ -6,7 +6,6 @@
 //   infergate-cli [--address A] infer --model NAME [--version V] [--device D]
 //       [--precision P] [--input NAME=SHAPE:random|FILE]... [--repeat N]
 
-#include "absl/strings/string_view.h"
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -20,11 +19,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "common/file_util.h"
+#include "common/flags.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "infergate/v1/inference.grpc.pb.h"
-#include "common/file_util.h"
-#include "common/flags.h"
 #include "tools/bench.h"
 #include "tools/bench_open_inference.h"
 #include "tools/grpc_frame.h"
@@ -72,16 +72,19 @@ struct CliOptions {
 
 size_t ElementBytes(v1::DataType t) {
   switch (t) {
-    case v1::FLOAT64: case v1::INT64: return 8;
-    case v1::FLOAT32: case v1::INT32: return 4;
-    case v1::FLOAT16: case v1::BFLOAT16: return 2;
+    case v1::FLOAT64:
+    case v1::INT64: return 8;
+    case v1::FLOAT32:
+    case v1::INT32: return 4;
+    case v1::FLOAT16:
+    case v1::BFLOAT16: return 2;
     default: return 1;
   }
 }
 
 float HalfToFloat(uint16_t h) {
   uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  float v = exp == 0 ? std::ldexp(static_cast<float>(mant), -24)
+  float v = exp == 0    ? std::ldexp(static_cast<float>(mant), -24)
             : exp == 31 ? (mant ? NAN : INFINITY)
                         : std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
   return sign ? -v : v;
@@ -102,14 +105,42 @@ uint16_t FloatToHalf(float f) {
 double ValueAt(const v1::Tensor& t, size_t i) {
   const char* p = t.data().data() + i * ElementBytes(t.dtype());
   switch (t.dtype()) {
-    case v1::FLOAT32: { float v; std::memcpy(&v, p, 4); return v; }
-    case v1::FLOAT64: { double v; std::memcpy(&v, p, 8); return v; }
-    case v1::FLOAT16: { uint16_t v; std::memcpy(&v, p, 2); return HalfToFloat(v); }
-    case v1::BFLOAT16: { uint16_t v; std::memcpy(&v, p, 2); uint32_t w = uint32_t{v} << 16; float f; std::memcpy(&f, &w, 4); return f; }
-    case v1::INT64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
-    case v1::INT32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case v1::FLOAT32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case v1::FLOAT64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case v1::FLOAT16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return HalfToFloat(v);
+    }
+    case v1::BFLOAT16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      uint32_t w = uint32_t{v} << 16;
+      float f;
+      std::memcpy(&f, &w, 4);
+      return f;
+    }
+    case v1::INT64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case v1::INT32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
     case v1::INT8: return static_cast<int8_t>(*p);
-    case v1::UINT8: case v1::BOOL: return static_cast<uint8_t>(*p);
+    case v1::UINT8:
+    case v1::BOOL: return static_cast<uint8_t>(*p);
     default: return NAN;
   }
 }
@@ -122,12 +153,39 @@ void FillRandom(v1::Tensor* t, size_t count, std::mt19937& rng) {
   for (size_t i = 0; i < count; ++i) {
     char* p = data.data() + i * ElementBytes(t->dtype());
     switch (t->dtype()) {
-      case v1::FLOAT32: { float v = normal(rng); std::memcpy(p, &v, 4); break; }
-      case v1::FLOAT64: { double v = normal(rng); std::memcpy(p, &v, 8); break; }
-      case v1::FLOAT16: { uint16_t v = FloatToHalf(normal(rng)); std::memcpy(p, &v, 2); break; }
-      case v1::BFLOAT16: { float f = normal(rng); uint32_t w; std::memcpy(&w, &f, 4); uint16_t v = w >> 16; std::memcpy(p, &v, 2); break; }
-      case v1::INT64: { int64_t v = small(rng); std::memcpy(p, &v, 8); break; }
-      case v1::INT32: { int32_t v = small(rng); std::memcpy(p, &v, 4); break; }
+      case v1::FLOAT32: {
+        float v = normal(rng);
+        std::memcpy(p, &v, 4);
+        break;
+      }
+      case v1::FLOAT64: {
+        double v = normal(rng);
+        std::memcpy(p, &v, 8);
+        break;
+      }
+      case v1::FLOAT16: {
+        uint16_t v = FloatToHalf(normal(rng));
+        std::memcpy(p, &v, 2);
+        break;
+      }
+      case v1::BFLOAT16: {
+        float f = normal(rng);
+        uint32_t w;
+        std::memcpy(&w, &f, 4);
+        uint16_t v = w >> 16;
+        std::memcpy(p, &v, 2);
+        break;
+      }
+      case v1::INT64: {
+        int64_t v = small(rng);
+        std::memcpy(p, &v, 8);
+        break;
+      }
+      case v1::INT32: {
+        int32_t v = small(rng);
+        std::memcpy(p, &v, 4);
+        break;
+      }
       case v1::BOOL: *p = static_cast<char>(small(rng) & 1); break;
       default: *p = static_cast<char>(small(rng)); break;
     }
@@ -182,7 +240,8 @@ int Devices(v1::InferenceService::Stub& stub, const CliOptions& o) {
     for (int t : d.supported_dtypes()) dtypes.push_back(v1::DataType_Name(static_cast<v1::DataType>(t)));
     std::cout << "  dtypes: " << absl::StrJoin(dtypes, " ") << "\n";
     if (d.resident_models_size()) std::cout << "  resident: " << absl::StrJoin(d.resident_models(), ", ") << "\n";
-    if (d.unsupported_ops_size()) std::cout << "  unsupported ops: " << absl::StrJoin(d.unsupported_ops(), ", ") << "\n";
+    if (d.unsupported_ops_size())
+      std::cout << "  unsupported ops: " << absl::StrJoin(d.unsupported_ops(), ", ") << "\n";
   }
   return 0;
 }
@@ -311,14 +370,15 @@ int Infer(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vect
   for (const v1::Tensor& t : resp.outputs()) {
     size_t count = 1;
     for (int64_t d : t.shape()) count *= static_cast<size_t>(d);
-    std::cout << "output " << t.name() << " " << v1::DataType_Name(t.dtype()) << " ["
-              << absl::StrJoin(t.shape(), ",") << "]:";
+    std::cout << "output " << t.name() << " " << v1::DataType_Name(t.dtype()) << " [" << absl::StrJoin(t.shape(), ",")
+              << "]:";
     for (size_t i = 0; i < std::min<size_t>(count, static_cast<size_t>(o.show)); ++i) std::cout << " " << ValueAt(t, i);
     if (count > static_cast<size_t>(o.show)) std::cout << " ...";
     std::cout << "\n";
   }
   const v1::Placement& p = resp.placement();
-  std::cout << "placement: device=" << p.device() << " requested=" << (p.requested_device().empty() ? "\"\"" : p.requested_device())
+  std::cout << "placement: device=" << p.device()
+            << " requested=" << (p.requested_device().empty() ? "\"\"" : p.requested_device())
             << " dtype=" << v1::DataType_Name(p.dtype()) << " batch_size=" << p.batch_size()
             << " version=" << p.model_version() << " fell_back=" << (p.fell_back() ? "true" : "false");
   if (p.fell_back()) std::cout << " reason=" << p.fallback_reason();
@@ -369,9 +429,9 @@ int Bench(v1::InferenceService::Stub& stub, const CliOptions& o, const std::vect
     return Fail("--rpc: expected infer, v2, v2-stream or health");
   }
   infergate::tools::BenchResult r =
-      open_inference ? infergate::tools::RunOpenInferenceBench(b, infergate::tools::ToOpenInference(req),
-                                                               b.rpc == "v2-stream")
-                     : infergate::tools::RunBench(b, req);
+      open_inference
+          ? infergate::tools::RunOpenInferenceBench(b, infergate::tools::ToOpenInference(req), b.rpc == "v2-stream")
+          : infergate::tools::RunBench(b, req);
   std::cout << "bench rpc=" << b.rpc << (b.rpc != "health" ? " model=" + o.model : "")
             << " concurrency=" << b.concurrency << " " << r.Summary() << "\n";
   return r.ok > 0 ? 0 : 1;
@@ -398,7 +458,8 @@ int Frame(v1::InferenceService::Stub& stub, const std::shared_ptr<grpc::Channel>
   } else {
     return Fail("frame: --rpc: expected infer, v2 or health");
   }
-  absl::StatusOr<std::string> frame = infergate::tools::SendAndFrame(channel, o.connection, method, *message, o.timeout_ms);
+  absl::StatusOr<std::string> frame =
+      infergate::tools::SendAndFrame(channel, o.connection, method, *message, o.timeout_ms);
   if (!frame.ok()) return Fail(std::string(frame.status().message()));
   if (absl::Status written = infergate::WriteFileAtomically(o.out, *frame); !written.ok()) {
     return Fail(absl::StrCat("frame: --out: ", written.message()));

@@ -13,8 +13,8 @@
 namespace infergate::tools {
 
 template <typename Call, typename Start, typename Finished>
-void RunClosedLoop(grpc::CompletionQueue& cq, int concurrency, std::chrono::steady_clock::time_point end,
-                   Start start, Finished finished) {
+void RunClosedLoop(grpc::CompletionQueue& cq, int concurrency, std::chrono::steady_clock::time_point end, Start start,
+                   Finished finished) {
   int outstanding = 0;
   for (int i = 0; i < concurrency; ++i, ++outstanding) start();
   void* tag = nullptr;

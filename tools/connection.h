@@ -6,8 +6,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -15,12 +15,12 @@ namespace infergate::tools {
 
 struct Connection {
   std::string address = "127.0.0.1:50051";  // also dns:///host:port
-  std::string tls_ca;          // PEM file; TLS when set
-  std::string tls_cert;        // PEM client certificate (mutual TLS)
-  std::string tls_key;         // PEM client key
-  std::string tls_server_name; // overrides the name checked in the server certificate
-  std::string token;           // bearer token
-  std::string lb;              // e.g. "round_robin"
+  std::string tls_ca;                       // PEM file; TLS when set
+  std::string tls_cert;                     // PEM client certificate (mutual TLS)
+  std::string tls_key;                      // PEM client key
+  std::string tls_server_name;              // overrides the name checked in the server certificate
+  std::string token;                        // bearer token
+  std::string lb;                           // e.g. "round_robin"
 };
 
 // A channel; `lane` > 0 makes a separate connection (load tool).

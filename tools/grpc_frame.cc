@@ -39,9 +39,9 @@ absl::StatusOr<std::string> SendAndFrame(const std::shared_ptr<grpc::Channel>& c
   bool ok = false;
   if (!cq.Next(&tag, &ok) || !ok) return absl::UnavailableError(absl::StrCat(method, ": the call did not complete"));
   if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        absl::StrCat(method, " answered code ", static_cast<int>(status.error_code()), ": ",
-                                     status.error_message()));
+    return absl::Status(
+        static_cast<absl::StatusCode>(status.error_code()),
+        absl::StrCat(method, " answered code ", static_cast<int>(status.error_code()), ": ", status.error_message()));
   }
   return GrpcFrame(serialized);
 }

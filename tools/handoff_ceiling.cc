@@ -203,7 +203,8 @@ int main(int argc, char** argv) {
   int64_t max_batch = 64;
   flags.String("model", &model_path,
                "A TorchScript model each worker runs once per batch of the calls it takes; none by default.");
-  flags.String("row-shape", &row_shape_text, "With --model: the shape of one row of its input, such as 256 or 3x64x64.");
+  flags.String("row-shape", &row_shape_text,
+               "With --model: the shape of one row of its input, such as 256 or 3x64x64.");
   flags.Int("max-batch", &max_batch, "With --model: the most calls a worker takes at once.");
   bool help = false;
   absl::StatusOr<std::vector<std::string>> positional = flags.Parse(argc, argv, &help);
@@ -244,7 +245,8 @@ int main(int argc, char** argv) {
               << (!positional.ok() ? std::string(positional.status().message())
                                    : "--workers and --pollers must be 1..64, --api callback or cq, "
                                      "--io-thread-policy batch or normal, and no positional arguments are taken")
-              << "\n" << flags.Help();
+              << "\n"
+              << flags.Help();
     return 2;
   }
   const bool completion_queues = api == "cq";
@@ -312,8 +314,7 @@ int main(int argc, char** argv) {
     // one waiting.
     poller_threads.emplace_back(PollCompletionQueue, std::ref(async_service), cq.get(), std::ref(queue), 64);
   }
-  std::cout << "handoff-ceiling listening on " << address.substr(0, address.rfind(':')) << ":" << port
-            << std::endl;
+  std::cout << "handoff-ceiling listening on " << address.substr(0, address.rfind(':')) << ":" << port << std::endl;
 
   int signal = 0;
   sigwait(&stop_signals, &signal);

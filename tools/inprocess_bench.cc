@@ -38,9 +38,9 @@
 #include "common/flags.h"
 #include "devices/caching_cpu_allocator.h"
 #include "devices/system_info.h"
-#include "scheduler/repository/aoti_package.h"
 #include "scheduler/loaders/aoti/aoti_unpacked_variant.h"
 #include "scheduler/loaders/torchscript/torchscript_model.h"
+#include "scheduler/repository/aoti_package.h"
 #include "tools/served_torchscript.h"
 
 namespace {
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     return Usage("--threads and --callers: must be 1..1024", flags);
   }
   at::set_num_threads(static_cast<int>(threads));
-  infergate::SetBlasThreads(static_cast<int>(threads));  // as the server does
+  infergate::SetBlasThreads(static_cast<int>(threads));                   // as the server does
   infergate::CachingCpuAllocator::InstallForProcess(tensor_cache_bytes);  // likewise
   // One forward call on `x`, from either format.
   std::shared_ptr<infergate::TorchScriptModel> script;
@@ -193,15 +193,14 @@ int main(int argc, char** argv) {
     std::sort(lat.begin(), lat.end());
     double rows = static_cast<double>(lat.size()) * static_cast<double>(b) / elapsed;
     std::printf("inprocess batch=%lld callers=%lld threads=%lld calls=%zu rows/s=%.1f p50_ms=%.3f p99_ms=%.3f\n",
-                static_cast<long long>(b), static_cast<long long>(callers), static_cast<long long>(threads), lat.size(), rows, lat[lat.size() / 2] / 1000,
-                lat[static_cast<size_t>(0.99 * (lat.size() - 1))] / 1000);
+                static_cast<long long>(b), static_cast<long long>(callers), static_cast<long long>(threads), lat.size(),
+                rows, lat[lat.size() / 2] / 1000, lat[static_cast<size_t>(0.99 * (lat.size() - 1))] / 1000);
     if (rows > best_rows) {
       best_rows = rows;
       best_batch = b;
     }
   }
-  std::printf("inprocess best batch=%lld callers=%lld threads=%lld rows/s=%.1f\n",
-              static_cast<long long>(best_batch), static_cast<long long>(callers), static_cast<long long>(threads),
-              best_rows);
+  std::printf("inprocess best batch=%lld callers=%lld threads=%lld rows/s=%.1f\n", static_cast<long long>(best_batch),
+              static_cast<long long>(callers), static_cast<long long>(threads), best_rows);
   return 0;
 }

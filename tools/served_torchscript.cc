@@ -7,9 +7,9 @@
 namespace infergate {
 
 absl::StatusOr<std::shared_ptr<TorchScriptModel>> LoadServedTorchScript(const std::string& path,
-                                                                   const std::vector<int64_t>& row_shape,
-                                                                   v1::DataType dtype, int64_t max_batch,
-                                                                   bool optimize) {
+                                                                        const std::vector<int64_t>& row_shape,
+                                                                        v1::DataType dtype, int64_t max_batch,
+                                                                        bool optimize) {
   if (max_batch < 1) return absl::InvalidArgumentError("max_batch: must be at least 1");
   v1::ModelConfig config;
   config.set_name("measured");

@@ -28,8 +28,8 @@ namespace infergate {
 // `optimize` false serves the module as saved (the config's
 // torchscript_optimization OFF); true lets the server's check decide.
 absl::StatusOr<std::shared_ptr<TorchScriptModel>> LoadServedTorchScript(const std::string& path,
-                                                                   const std::vector<int64_t>& row_shape,
-                                                                   v1::DataType dtype, int64_t max_batch,
-                                                                   bool optimize);
+                                                                        const std::vector<int64_t>& row_shape,
+                                                                        v1::DataType dtype, int64_t max_batch,
+                                                                        bool optimize);
 
 }  // namespace infergate

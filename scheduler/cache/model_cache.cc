@@ -94,10 +94,10 @@ absl::Status ModelCache::MakeRoomLocked(const ModelKey& key, uint64_t bytes, con
   const uint64_t budget = found->second;
   if (bytes > budget) {
     return WithDeviceFailure(
-        absl::ResourceExhaustedError(absl::StrCat(
-            "model ", key.ToString(), " needs ", FormatBytes(bytes), " (", bytes, " bytes, ", source,
-            ") on ", key.device.ToString(), ", more than the device's whole model cache budget of ",
-            FormatBytes(budget), " (", budget, " bytes): it can never be loaded there")),
+        absl::ResourceExhaustedError(
+            absl::StrCat("model ", key.ToString(), " needs ", FormatBytes(bytes), " (", bytes, " bytes, ", source,
+                         ") on ", key.device.ToString(), ", more than the device's whole model cache budget of ",
+                         FormatBytes(budget), " (", budget, " bytes): it can never be loaded there")),
         DeviceFailure::kTooLarge, "");
   }
   uint64_t held = 0;
@@ -105,10 +105,10 @@ absl::Status ModelCache::MakeRoomLocked(const ModelKey& key, uint64_t bytes, con
   evicted->insert(evicted->end(), more.begin(), more.end());
   if (held + bytes <= budget) return absl::OkStatus();
   return WithDeviceFailure(
-      absl::ResourceExhaustedError(absl::StrCat(
-          "no room for model ", key.ToString(), " on ", key.device.ToString(), " now: it needs ", FormatBytes(bytes),
-          " (", bytes, " bytes, ", source, ") and models in use, pinned or loading hold ", FormatBytes(held), " of the ",
-          FormatBytes(budget), " budget")),
+      absl::ResourceExhaustedError(absl::StrCat("no room for model ", key.ToString(), " on ", key.device.ToString(),
+                                                " now: it needs ", FormatBytes(bytes), " (", bytes, " bytes, ", source,
+                                                ") and models in use, pinned or loading hold ", FormatBytes(held),
+                                                " of the ", FormatBytes(budget), " budget")),
       DeviceFailure::kOutOfMemory, "");
 }
 

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "devices/device_id.h"
 #include "devices/dtype.h"
 #include "scheduler/model/event_reasons.h"
@@ -145,7 +145,7 @@ class ModelCache {
 
   mutable Mutex mu_;
   std::map<ModelKey, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
-  std::map<DeviceId, uint64_t> budgets_ ABSL_GUARDED_BY(mu_);   // by budget owner
+  std::map<DeviceId, uint64_t> budgets_ ABSL_GUARDED_BY(mu_);       // by budget owner
   std::map<DeviceId, DeviceId> budget_owner_ ABSL_GUARDED_BY(mu_);  // devices sharing another's budget
   uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
   EvictionListener listener_;

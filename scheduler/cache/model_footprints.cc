@@ -70,13 +70,13 @@ Footprint ModelFootprints::Expect(const std::string& model, const std::string& f
   return Estimate(file_bytes, dtype);
 }
 
-void ModelFootprints::RecordParameters(const std::string& model, const std::string& file, DeviceKind kind,
-                                       DType dtype, uint64_t bytes) {
+void ModelFootprints::RecordParameters(const std::string& model, const std::string& file, DeviceKind kind, DType dtype,
+                                       uint64_t bytes) {
   Update({kind, dtype, model, file}, bytes, 0);
 }
 
-void ModelFootprints::RecordActivations(const std::string& model, const std::string& file, DeviceKind kind,
-                                        DType dtype, uint64_t bytes) {
+void ModelFootprints::RecordActivations(const std::string& model, const std::string& file, DeviceKind kind, DType dtype,
+                                        uint64_t bytes) {
   Update({kind, dtype, model, file}, 0, bytes);
 }
 
@@ -95,7 +95,7 @@ void ModelFootprints::Update(const Key& key, uint64_t parameter_bytes, uint64_t 
       changed = true;
     }
     if (!changed || sizes.parameter_bytes == 0) return;  // written once the load measured the parameters
-    snapshot = state_file_->Stage(kSection, Render());  // in the order of the changes
+    snapshot = state_file_->Stage(kSection, Render());   // in the order of the changes
   }
   absl::Status written = state_file_->Write(snapshot);
   if (!written.ok()) LOG_WARNING << "cannot persist learned model sizes: " << written.message();

@@ -23,12 +23,12 @@
 #include <tuple>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/status/status.h"
+#include "common/mutex.h"
 #include "devices/device_id.h"
 #include "devices/dtype.h"
-#include "scheduler/model/footprint.h"
 #include "scheduler/cache/state_file.h"
+#include "scheduler/model/footprint.h"
 
 namespace infergate {
 

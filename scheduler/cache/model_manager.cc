@@ -1,20 +1,19 @@
 #include "scheduler/cache/model_manager.h"
 
-#include "common/status_macros.h"
-#include "scheduler/model/warmup_samples.h"
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
-
-#include <ATen/ops/zeros.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "devices/activation_meter.h"
-#include "scheduler/model/reshaped_servable.h"
 #include "devices/torch_dtype.h"
 #include "scheduler/loaders/load_servable.h"
+#include "scheduler/model/reshaped_servable.h"
 #include "scheduler/model/torch_status.h"
+#include "scheduler/model/warmup_samples.h"
 
 namespace infergate {
 
@@ -77,9 +76,9 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
         // the poller has seen it settle, never half-written.
         RETURN_IF_ERROR(SameFile(route, path));
         Clock::time_point start = Clock::now();
-        LOG_INFO << "admitting " << key.ToString() << ": expects "
-                 << expected.total() << " bytes (" << expected.parameter_bytes << " parameters + "
-                 << expected.activation_bytes << " activations, " << expected.source << ")";
+        LOG_INFO << "admitting " << key.ToString() << ": expects " << expected.total() << " bytes ("
+                 << expected.parameter_bytes << " parameters + " << expected.activation_bytes << " activations, "
+                 << expected.source << ")";
         // Learned as soon as the file is read, so a model too large for the
         // device is refused up front next time, without reading it again.
         AdmitBytes learn_then_admit = [&](uint64_t parameter_bytes) {
@@ -127,8 +126,8 @@ absl::Status ModelManager::SameFile(const Route& route, const std::string& path)
   FileStamp now = StampFile(path);
   if (now == route.stamp) return absl::OkStatus();
   if (!now.exists()) {
-    return absl::NotFoundError(absl::StrCat("model '", route.model->name, "' version ", route.version,
-                                            " is gone from disk (", path, ")"));
+    return absl::NotFoundError(
+        absl::StrCat("model '", route.model->name, "' version ", route.version, " is gone from disk (", path, ")"));
   }
   return absl::UnavailableError(absl::StrCat("model '", route.model->name, "' version ", route.version,
                                              ": its model.pt changed on disk since it was published; the new file "
@@ -185,8 +184,8 @@ absl::Status ModelManager::WarmUp(const Route& route) {
     absl::StatusOr<WarmupTensors> sample =
         MakeWarmupTensors(sig, config.warmup_samples(i), i, route.model->dir, warmup_limits_);
     if (!sample.ok()) {
-      return absl::Status(sample.status().code(), absl::StrCat("warm-up of model '", route.model->name, "': ",
-                                                               sample.status().message()));
+      return absl::Status(sample.status().code(),
+                          absl::StrCat("warm-up of model '", route.model->name, "': ", sample.status().message()));
     }
     runs.emplace_back(std::move(sample->tensors), std::max<uint32_t>(1, config.warmup_samples(i).count()));
   }
@@ -203,8 +202,8 @@ absl::Status ModelManager::WarmUp(const Route& route) {
     try {
       zeros.push_back(at::zeros(shape, at::TensorOptions().dtype(ToScalarType(*spec.dtype))));
     } catch (const std::exception& e) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("warm-up of model '", route.model->name, "': cannot allocate inputs: ", ConciseTorchMessage(e.what())));
+      return absl::ResourceExhaustedError(absl::StrCat("warm-up of model '", route.model->name,
+                                                       "': cannot allocate inputs: ", ConciseTorchMessage(e.what())));
     }
   }
   runs.emplace_back(std::move(zeros), 1);
@@ -234,8 +233,7 @@ absl::Status ModelManager::RunWarmUp(const Route& route, ModelCache::Lease model
   const ModelKey key = route.key();
   model = ModelCache::Lease();  // idle again: making room for its activations may evict others, not it
   if (footprints_) {
-    footprints_->RecordActivations(key.model, route.stamp.ContentKey(), key.device.kind, key.dtype,
-                                   activation_bytes);
+    footprints_->RecordActivations(key.model, route.stamp.ContentKey(), key.device.kind, key.dtype, activation_bytes);
   }
   cache_.SetActivationBytes(key, activation_bytes);
   return absl::OkStatus();

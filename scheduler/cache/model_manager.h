@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "scheduler/model/warmup_samples.h"
-#include "scheduler/model/inference_types.h"
 #include "scheduler/cache/model_cache.h"
 #include "scheduler/cache/model_footprints.h"
-#include "scheduler/repository/model_repository.h"
+#include "scheduler/model/inference_types.h"
 #include "scheduler/model/route.h"
 #include "scheduler/model/scheduler_observer.h"
 #include "scheduler/model/servable.h"
+#include "scheduler/model/warmup_samples.h"
+#include "scheduler/repository/model_repository.h"
 
 namespace infergate {
 

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 
 namespace infergate {
 
@@ -59,7 +59,7 @@ class StateFile {
   std::map<std::string, std::vector<std::string>> sections_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by each Stage
   absl::Status last_write_ ABSL_GUARDED_BY(mu_);
-  Mutex write_mu_;  // one writer of the file at a time
+  Mutex write_mu_;                                           // one writer of the file at a time
   uint64_t written_version_ ABSL_GUARDED_BY(write_mu_) = 0;  // the newest snapshot on disk
 };
 

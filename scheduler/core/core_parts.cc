@@ -32,37 +32,37 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
                 DeviceExecutor* cpu = executors.Find(kCpuDevice);
                 return cpu && cpu->queue_depth() == 0 && cpu->in_flight() == 0;
               }),
-      planner(repository, devices, learned, options.router,
-              [this](const Route& there, RouteCandidate* c) {
-                const ModelKey key = there.key();
-                if (DeviceExecutor* ex = executors.Find(key.device)) {
-                  c->queued = ex->queue_depth();
-                  c->running = ex->in_flight();
-                  c->workers = ex->workers();
-                }
-                // `key` names the dtype a request would be served in there
-                // (the accuracy contract applied): a copy in another is not it.
-                c->resident = models.IsResident(key);
-                c->demoted = !c->resident && placement.Demoted(key.model, key.device);
-                c->latency_us = latency.Mean(key.model, key.device);
-                if (!c->resident && key.device.kind != DeviceKind::kCpu) c->load_us = LoadAndRunEstimateUs(there);
-              },
-              &checker),
+      planner(
+          repository, devices, learned, options.router,
+          [this](const Route& there, RouteCandidate* c) {
+            const ModelKey key = there.key();
+            if (DeviceExecutor* ex = executors.Find(key.device)) {
+              c->queued = ex->queue_depth();
+              c->running = ex->in_flight();
+              c->workers = ex->workers();
+            }
+            // `key` names the dtype a request would be served in there
+            // (the accuracy contract applied): a copy in another is not it.
+            c->resident = models.IsResident(key);
+            c->demoted = !c->resident && placement.Demoted(key.model, key.device);
+            c->latency_us = latency.Mean(key.model, key.device);
+            if (!c->resident && key.device.kind != DeviceKind::kCpu) c->load_us = LoadAndRunEstimateUs(there);
+          },
+          &checker),
       lifecycle(repository, models, devices),
-      placement(
-          PlacementController::Hooks{
-              [this] {
-                std::vector<DeviceId> accelerators;
-                for (const DeviceId& id : devices.Available()) {
-                  if (id.kind != DeviceKind::kCpu) accelerators.push_back(id);
-                }
-                return accelerators;
-              },
-              [this](const DeviceId& device) { return PlacementInputs(device); },
-              [this](const std::string& model) { return KeepOnCpu(model); },
-              [this](const std::string& model, const DeviceId& device) { return Demote(model, device); },
-              [this](const std::string& model, const DeviceId& device) { return Promote(model, device); }},
-          options.placement),
+      placement(PlacementController::Hooks{
+                    [this] {
+                      std::vector<DeviceId> accelerators;
+                      for (const DeviceId& id : devices.Available()) {
+                        if (id.kind != DeviceKind::kCpu) accelerators.push_back(id);
+                      }
+                      return accelerators;
+                    },
+                    [this](const DeviceId& device) { return PlacementInputs(device); },
+                    [this](const std::string& model) { return KeepOnCpu(model); },
+                    [this](const std::string& model, const DeviceId& device) { return Demote(model, device); },
+                    [this](const std::string& model, const DeviceId& device) { return Promote(model, device); }},
+                options.placement),
       executors(
           devices.Snapshot(), options, [this](DeviceExecutor::Batch& batch) { dispatcher->RunQueued(batch); },
           [this](const DeviceId& device, const Job& job, RejectionReason reason) {
@@ -76,7 +76,8 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
     planner.SetMoveWanted([this] { placement.Wake(); });
     ModelManager::Listener listener;
     listener.loaded = [this](const ModelKey& key, uint64_t took_us) {
-      if (key.device.kind != DeviceKind::kCpu) placement.RecordLoadTime(key.model, key.device, static_cast<double>(took_us));
+      if (key.device.kind != DeviceKind::kCpu)
+        placement.RecordLoadTime(key.model, key.device, static_cast<double>(took_us));
     };
     listener.evicted = [this](const ModelKey& key, EvictionReason why) {
       // Made room for another load (or after running out of memory): it
@@ -99,9 +100,10 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
   for (const DeviceInfo& d : devices.Snapshot()) {
     if (!d.available) continue;
     auto budget = options.cache_budgets.find(d.id);
-    uint64_t bytes = budget != options.cache_budgets.end()
-                         ? budget->second
-                         : static_cast<uint64_t>(static_cast<double>(d.memory_total_bytes) * options.cache_budget_fraction);
+    uint64_t bytes =
+        budget != options.cache_budgets.end()
+            ? budget->second
+            : static_cast<uint64_t>(static_cast<double>(d.memory_total_bytes) * options.cache_budget_fraction);
     models.SetBudget(d.id, bytes);
     // Apple silicon's MPS computes in the same memory as the CPU: one budget
     // for both (the CPU's), not a fraction of that memory each.

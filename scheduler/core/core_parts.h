@@ -21,23 +21,23 @@
 #include <string>
 
 #include "devices/device_registry.h"
-#include "scheduler/routing/accuracy_ledger.h"
-#include "scheduler/core/executor_set.h"
 #include "scheduler/cache/model_footprints.h"
-#include "scheduler/core/model_lifecycle.h"
 #include "scheduler/cache/model_manager.h"
-#include "scheduler/repository/model_repository.h"
-#include "scheduler/model/model_statistics.h"
-#include "scheduler/routing/precision_checker.h"
+#include "scheduler/cache/state_file.h"
+#include "scheduler/core/executor_set.h"
+#include "scheduler/core/model_lifecycle.h"
 #include "scheduler/core/repository_poller.h"
-#include "scheduler/routing/route_planner.h"
+#include "scheduler/model/model_statistics.h"
+#include "scheduler/model/scheduler_observer.h"
+#include "scheduler/model/servable.h"
+#include "scheduler/repository/model_repository.h"
+#include "scheduler/routing/accuracy_ledger.h"
 #include "scheduler/routing/auto_cost.h"
 #include "scheduler/routing/demand_meter.h"
 #include "scheduler/routing/placement_controller.h"
-#include "scheduler/model/scheduler_observer.h"
+#include "scheduler/routing/precision_checker.h"
+#include "scheduler/routing/route_planner.h"
 #include "scheduler/routing/scheduler_options.h"
-#include "scheduler/model/servable.h"
-#include "scheduler/cache/state_file.h"
 #include "scheduler/routing/unsupported_ops.h"
 
 namespace infergate {
@@ -77,7 +77,7 @@ struct CoreParts {
 
   const SchedulerOptions options;
   SchedulerObserver ignore;
-  SchedulerObserver* observer = &ignore;  // never null
+  SchedulerObserver* observer = &ignore;    // never null
   RequestDispatcher* dispatcher = nullptr;  // runs the executors' batches
   ModelRepository repository;
   DeviceRegistry devices;

@@ -27,8 +27,8 @@ class ExecutorSet {
   // its batches with `run` and telling `rejected` of the jobs it answers
   // unrun, with the device.
   using RejectionListener = std::function<void(const DeviceId&, const Job&, RejectionReason)>;
-  ExecutorSet(const std::vector<DeviceInfo>& devices, const SchedulerOptions& options,
-              DeviceExecutor::BatchRunner run, RejectionListener rejected);
+  ExecutorSet(const std::vector<DeviceInfo>& devices, const SchedulerOptions& options, DeviceExecutor::BatchRunner run,
+              RejectionListener rejected);
   ~ExecutorSet();
   ExecutorSet(const ExecutorSet&) = delete;
   ExecutorSet& operator=(const ExecutorSet&) = delete;

@@ -8,11 +8,11 @@
 #include "common/status_macros.h"
 #include "devices/system_info.h"
 #include "scheduler/core/core_parts.h"
+#include "scheduler/core/request_dispatcher.h"
+#include "scheduler/core/thread_sizing.h"
 #include "scheduler/execution/drain_refusal.h"
 #include "scheduler/repository/model_config.h"
 #include "scheduler/repository/model_name.h"
-#include "scheduler/core/request_dispatcher.h"
-#include "scheduler/core/thread_sizing.h"
 #include "scheduler/repository/version_policy.h"
 
 namespace infergate {
@@ -80,8 +80,8 @@ void InferenceCore::LoadModel(const LoadRequest& request, std::function<void(abs
     // A load may take its time: the precision it loads in is checked first.
     CheckPrecisionNow(request.model, request.version, request.device.empty() ? "auto" : request.device,
                       request.precision, "load");
-    absl::StatusOr<Route> route =
-        parts_->planner.Plan({request.model, request.version, request.device, request.precision, /*allow_fallback=*/false});
+    absl::StatusOr<Route> route = parts_->planner.Plan(
+        {request.model, request.version, request.device, request.precision, /*allow_fallback=*/false});
     if (!route.ok()) return (*shared_done)(route.status());
     DeviceExecutor* ex = parts_->executors.Find(route->device.id);
     if (!ex) {
@@ -139,7 +139,7 @@ absl::StatusOr<uint64_t> InferenceCore::PredictFootprint(const std::string& name
 }
 
 void InferenceCore::CheckPrecisionNow(const std::string& model, const std::string& version, const std::string& device,
-                                  Precision precision, const char* occasion) {
+                                      Precision precision, const char* occasion) {
   if (!parts_->checker.enabled()) return;
   // The first pick, then (if it failed) the other 16-bit dtype.
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -166,8 +166,8 @@ absl::Status InferenceCore::ServeInitialModelsOnly() {
     if (std::find(o.initial_models.begin(), o.initial_models.end(), entry.name) != o.initial_models.end()) continue;
     if (parts_->lifecycle.Unload(entry.name).ok()) ++unloaded;
   }
-  LOG_INFO << "explicit model control: " << o.initial_models.size() << " model(s) served from the start, "
-           << unloaded << " left unloaded until an explicit load";
+  LOG_INFO << "explicit model control: " << o.initial_models.size() << " model(s) served from the start, " << unloaded
+           << " left unloaded until an explicit load";
   return absl::OkStatus();
 }
 
@@ -189,7 +189,8 @@ void InferenceCore::Warmup() {
     // Accuracy first, on every device the model may run on, so warm-up
     // loads the dtype that will serve.
     for (const DeviceId& id : parts_->devices.Available()) {
-      if (DeviceAllowed(entry.config, id)) CheckPrecisionNow(entry.name, "", id.ToString(), Precision::kAuto, "warm-up");
+      if (DeviceAllowed(entry.config, id))
+        CheckPrecisionNow(entry.name, "", id.ToString(), Precision::kAuto, "warm-up");
     }
     absl::StatusOr<Route> route = parts_->planner.Plan({entry.name, "", "auto", Precision::kAuto, true});
     if (!route.ok()) {
@@ -257,8 +258,7 @@ absl::StatusOr<ModelStatus> InferenceCore::Model(absl::string_view name, absl::s
   return status;
 }
 
-absl::StatusOr<std::vector<ModelStats>> InferenceCore::Statistics(absl::string_view model,
-                                                                  absl::string_view version) {
+absl::StatusOr<std::vector<ModelStats>> InferenceCore::Statistics(absl::string_view model, absl::string_view version) {
   std::vector<std::pair<std::string, int64_t>> wanted;
   if (model.empty()) {
     if (!version.empty()) return absl::InvalidArgumentError("version: needs a model name");
@@ -327,7 +327,7 @@ std::vector<DeviceStatus> InferenceCore::Devices() const {
 bool InferenceCore::Drain(std::chrono::steady_clock::time_point deadline) {
   ready_.store(false);
   parts_->draining.store(true);
-  parts_->placement.Stop();                      // no moves while draining
+  parts_->placement.Stop();                    // no moves while draining
   if (parts_->poller) parts_->poller->Stop();  // no loads while draining
   parts_->checker.Stop();
   if (parts_->executors.WaitIdle(deadline)) return true;

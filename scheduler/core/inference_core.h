@@ -34,9 +34,9 @@
 #include "scheduler/model/model_statistics.h"
 #include "scheduler/model/request_handle.h"
 #include "scheduler/model/scheduler_observer.h"
-#include "scheduler/routing/scheduler_options.h"
 #include "scheduler/model/servable.h"
 #include "scheduler/repository/version_status.h"
+#include "scheduler/routing/scheduler_options.h"
 
 namespace infergate {
 
@@ -69,13 +69,13 @@ struct DeviceStatus {
 struct ModelStatus {
   std::string name;
   v1::ModelConfig config;
-  std::vector<int64_t> versions;       // served (READY), ascending
-  std::vector<VersionStatus> states;   // every version on disk or unloading, ascending
-  absl::Status problem;                // why the model cannot be served at all, if so
-  std::string config_problem;          // a refused config.pbtxt update (the previous config applies)
-  std::vector<ModelKey> loaded;        // resident copies
-  std::vector<DeviceId> moving;        // accelerators it is moving to in the background now
-  std::vector<DeviceId> demoted;       // accelerators it was demoted from, until it is back
+  std::vector<int64_t> versions;           // served (READY), ascending
+  std::vector<VersionStatus> states;       // every version on disk or unloading, ascending
+  absl::Status problem;                    // why the model cannot be served at all, if so
+  std::string config_problem;              // a refused config.pbtxt update (the previous config applies)
+  std::vector<ModelKey> loaded;            // resident copies
+  std::vector<DeviceId> moving;            // accelerators it is moving to in the background now
+  std::vector<DeviceId> demoted;           // accelerators it was demoted from, until it is back
   std::vector<PrecisionReport> precision;  // accuracy checks of served versions
 
   // Whether the config lets the model run on `device` (kind and id).

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -14,14 +14,14 @@
 #include "common/status_macros.h"
 #include "devices/device_failure.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "scheduler/repository/model_config.h"
 #include "scheduler/repository/config_override.h"
+#include "scheduler/repository/model_config.h"
 #include "scheduler/repository/model_name.h"
 #include "scheduler/repository/triton/text_proto_json.h"
 #include "scheduler/repository/triton/triton_config_rules.h"
-#include "scheduler/routing/route_planner.h"
 #include "scheduler/repository/version_plan.h"
 #include "scheduler/repository/version_policy.h"
+#include "scheduler/routing/route_planner.h"
 
 namespace infergate {
 namespace fs = std::filesystem;
@@ -35,8 +35,10 @@ namespace {
 absl::Status LoadAnswer(const std::string& name, const ModelEntry& entry) {
   if (!entry.config_problem.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("model '", name, "': its config was refused, so nothing was loaded (the previous config still "
-                     "serves): ", entry.config_problem));
+        absl::StrCat("model '", name,
+                     "': its config was refused, so nothing was loaded (the previous config still "
+                     "serves): ",
+                     entry.config_problem));
   }
   for (const VersionStatus& version : entry.states) {
     if (version.failed) {
@@ -114,7 +116,7 @@ void ModelLifecycle::Apply(const DiskRepository& now, const DiskRepository* prev
 }
 
 absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<const ConfigOverride> config_override,
-                                      Source source) {
+                                       Source source) {
   RETURN_IF_ERROR(ValidateModelName(name));
   MutexLock lock(mu_);
   // Where the model's folder will be: files sent with the load, written to
@@ -136,10 +138,9 @@ absl::Status ModelLifecycle::SyncModel(const std::string& name, std::shared_ptr<
       next.dir.empty() ? ScanModel(repository_.root(), name) : ScanModelFolder(next.dir, name);
   // An override must make a valid config before it replaces the one in force.
   auto old_override = overrides_.find(name);
-  const bool override_changed =
-      old_override == overrides_.end()
-          ? config_override != nullptr
-          : (config_override == nullptr || !(*config_override == *old_override->second));
+  const bool override_changed = old_override == overrides_.end()
+                                    ? config_override != nullptr
+                                    : (config_override == nullptr || !(*config_override == *old_override->second));
   if (config_override && !source.files) {
     if (!disk.ok()) return disk.status();
     absl::StatusOr<v1::ModelConfig> base = ReadModelConfig(model_dir, name, next.naming);
@@ -282,7 +283,8 @@ void ModelLifecycle::Remove(const std::shared_ptr<const ModelEntry>& current) {
   overrides_.erase(current->name);
   auto entry = std::make_shared<ModelEntry>(*current);
   entry->removed = true;
-  entry->problem = absl::NotFoundError(absl::StrCat("model: '", entry->name, "' was removed from the model repository"));
+  entry->problem =
+      absl::NotFoundError(absl::StrCat("model: '", entry->name, "' was removed from the model repository"));
   for (VersionStatus& s : entry->states) {
     s.state = VersionState::kUnloading;
     s.reason = "its model folder was removed";
@@ -290,8 +292,8 @@ void ModelLifecycle::Remove(const std::shared_ptr<const ModelEntry>& current) {
   RefreshServedVersions(*entry);
   repository_.Publish(entry);
   size_t dropped = models_.DropModel(entry->name);
-  LOG_INFO << "model '" << entry->name << "' removed from the repository; " << dropped
-           << " resident cop" << (dropped == 1 ? "y" : "ies") << " unloaded (requests in flight finish on them)";
+  LOG_INFO << "model '" << entry->name << "' removed from the repository; " << dropped << " resident cop"
+           << (dropped == 1 ? "y" : "ies") << " unloaded (requests in flight finish on them)";
   Report(entry->name, ModelUpdateResult::kRemoved);
 }
 
@@ -331,8 +333,8 @@ bool ModelLifecycle::UpdateConfig(ModelEntry& entry, const ModelEntry* current, 
   // as changed only if it reads differently.
   const bool versions_moved =
       !diff.versions_added.empty() || !diff.versions_changed.empty() || !diff.versions_removed.empty();
-  const bool read_again = !current || diff.config_changed ||
-                          (versions_moved && !current->config_broken && current->config_problem.empty());
+  const bool read_again =
+      !current || diff.config_changed || (versions_moved && !current->config_broken && current->config_problem.empty());
   if (!read_again) return false;
   entry.config_tried = disk.config;
   absl::StatusOr<v1::ModelConfig> config = ReadEffectiveConfig(name);
@@ -371,7 +373,7 @@ void ModelLifecycle::Update(const ModelDiff& diff, const DiskModel* disk) {
   std::shared_ptr<ModelEntry> entry =
       current ? std::make_shared<ModelEntry>(*current) : NewModelEntry(repository_.root(), name);
   entry->dir = FolderOf(name).dir;  // the repository's, or another; a served model's folder may have moved
-  entry->unloaded = false;  // an explicit load, or new files: back in service
+  entry->unloaded = false;          // an explicit load, or new files: back in service
   VersionPlanInput plan;
   plan.config_changed = UpdateConfig(*entry, current.get(), diff, *disk);
   if (!entry->config_broken) entry->problem = absl::OkStatus();  // recomputed below
@@ -415,11 +417,9 @@ bool ModelLifecycle::CarryOut(const VersionStep& planned, UpdateStep& step) {
   s.version = v;
   auto drop_every_copy = [&] { step.drop.push_back({v, 0, std::nullopt}); };
   switch (planned.action) {
-    case VersionAction::kKeep:
-      return true;
+    case VersionAction::kKeep: return true;
     case VersionAction::kLoad:
-    case VersionAction::kReplace:
-      return LoadStep(planned.action == VersionAction::kReplace, s, step);
+    case VersionAction::kReplace: return LoadStep(planned.action == VersionAction::kReplace, s, step);
     case VersionAction::kRefuse:
       // No usable config: nothing is served, but every file is recorded as seen.
       if (s.state == VersionState::kReady) drop_every_copy();

@@ -26,17 +26,17 @@
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/status/status.h"
+#include "common/mutex.h"
 #include "devices/device_registry.h"
-#include "scheduler/repository/config_override.h"
 #include "scheduler/cache/model_manager.h"
-#include "scheduler/repository/model_upload.h"
+#include "scheduler/model/scheduler_observer.h"
+#include "scheduler/repository/config_override.h"
 #include "scheduler/repository/model_repository.h"
+#include "scheduler/repository/model_upload.h"
 #include "scheduler/repository/repository_diff.h"
 #include "scheduler/repository/repository_scan.h"
 #include "scheduler/repository/version_plan.h"
-#include "scheduler/model/scheduler_observer.h"
 
 namespace infergate {
 
@@ -150,8 +150,7 @@ class ModelLifecycle {
   // config (with the override) and that every model file loads.
   absl::Status CheckUpload(const std::string& name, const std::string& dir, const ConfigOverride* config_override);
   // The model's config.pbtxt in its folder, with its load override (if any) laid over it.
-  absl::StatusOr<v1::ModelConfig> ReadEffectiveConfig(const std::string& name) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::ModelConfig> ReadEffectiveConfig(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ModelRepository& repository_;
   ModelManager& models_;

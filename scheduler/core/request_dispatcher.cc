@@ -1,8 +1,7 @@
 #include "scheduler/core/request_dispatcher.h"
 
-#include <thread>
-
 #include <algorithm>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -10,11 +9,11 @@
 #include "devices/device_failure.h"
 #include "scheduler/execution/batch_execution.h"
 #include "scheduler/execution/drain_refusal.h"
-#include "scheduler/routing/failure_policy.h"
-#include "scheduler/repository/input_signature.h"
 #include "scheduler/execution/job.h"
 #include "scheduler/execution/request_trace.h"
 #include "scheduler/model/string_tensor.h"
+#include "scheduler/repository/input_signature.h"
+#include "scheduler/routing/failure_policy.h"
 
 namespace infergate {
 namespace {
@@ -68,7 +67,8 @@ absl::Status PrepareQueueing(Job& job) {
 std::string TraceIdsOf(const std::vector<std::shared_ptr<Job>>& jobs) {
   std::string ids;
   for (const auto& job : jobs) {
-    if (job->request.trace) absl::StrAppend(&ids, ids.empty() ? " trace_ids=" : ",", job->request.trace->trace_id_hex());
+    if (job->request.trace)
+      absl::StrAppend(&ids, ids.empty() ? " trace_ids=" : ",", job->request.trace->trace_id_hex());
   }
   return ids;
 }
@@ -113,8 +113,8 @@ std::shared_ptr<RequestHandle> RequestDispatcher::Submit(InferenceRequest reques
     job->Finish(DrainingRefusal());
     return job;
   }
-  absl::StatusOr<Route> route = core_.planner.Plan(
-      {request.model, request.version, request.device, request.precision, request.allow_fallback});
+  absl::StatusOr<Route> route =
+      core_.planner.Plan({request.model, request.version, request.device, request.precision, request.allow_fallback});
   if (!route.ok()) {
     job->model_label = core_.repository.Known(request.model) ? request.model : "";
     job->Finish(route.status());
@@ -124,9 +124,9 @@ std::shared_ptr<RequestHandle> RequestDispatcher::Submit(InferenceRequest reques
   if (const std::optional<FallbackReason>& reason = route->fallback) {
     // An absent device is labelled by kind, since clients choose the index.
     const DeviceRequest& asked = route->requested;
-    ReportFallback(reason->kind == FallbackKind::kDeviceUnavailable ? std::string(DeviceKindName(asked.kind))
-                                                                    : asked.ToString(),
-                   route->device.id, *reason);
+    ReportFallback(
+        reason->kind == FallbackKind::kDeviceUnavailable ? std::string(DeviceKindName(asked.kind)) : asked.ToString(),
+        route->device.id, *reason);
   }
   const ModelEntry& model = *route->model;
   // Check against what config.pbtxt declares before taking a queue slot. A
@@ -186,10 +186,9 @@ void RequestDispatcher::RunQueued(Batch& batch) {
       job->Finish(absl::CancelledError("request cancelled by the client while queued"));
     } else if (now > job->request.deadline) {
       core_.observer->OnRejected(device, job->model_label, RejectionReason::kDeadline);
-      job->Finish(absl::DeadlineExceededError(
-          absl::StrCat("model '", job->route.model->name, "': deadline passed after ",
-                       MicrosBetween(job->enqueued, now), " us waiting in the queue of ", device.ToString(),
-                       "; the request was not run")));
+      job->Finish(absl::DeadlineExceededError(absl::StrCat(
+          "model '", job->route.model->name, "': deadline passed after ", MicrosBetween(job->enqueued, now),
+          " us waiting in the queue of ", device.ToString(), "; the request was not run")));
     } else {
       live.push_back(job);
     }
@@ -254,7 +253,7 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
 
   const int64_t total_rows = run.total_rows();
   core_.latency.Observe(route.model->name, device,
-                   static_cast<double>(run.compute_us) / static_cast<double>(run.jobs.size()));
+                        static_cast<double>(run.compute_us) / static_cast<double>(run.jobs.size()));
   if (!run.jobs[0]->batch_key.empty() && run.jobs.size() == jobs.size()) {
     if (DeviceExecutor* ex = core_.executors.Find(device)) {
       ex->RecordBatchCost(run.jobs[0]->batch_key, total_rows, own_cpu ? run.cpu_us : run.compute_us);
@@ -322,8 +321,7 @@ void RequestDispatcher::HandleFailure(Batch& jobs, const absl::Status& failure, 
       static LogRateLimiter limiter(5);
       if (uint64_t held = 0; limiter.Allow(&held)) {
         LOG_WARNING << "out of memory while " << stage << " " << keep.ToString()
-                    << "; evicting idle models and retrying once" << TraceIdsOf(jobs)
-                    << SuppressedNote(held);
+                    << "; evicting idle models and retrying once" << TraceIdsOf(jobs) << SuppressedNote(held);
       }
       core_.models.EvictIdleAfterOom(device, keep);
       for (auto& job : jobs) NoteQueued(*job);  // the retry is an attempt of its own
@@ -340,8 +338,7 @@ void RequestDispatcher::HandleFailure(Batch& jobs, const absl::Status& failure, 
       LOG_WARNING << "device " << device.ToString() << " failed (" << failure.message() << "); out of service for "
                   << core_.options.device_failure_cooldown.count() << " ms" << TraceIdsOf(jobs);
       break;
-    case FailureAction::kFallBack:
-      break;
+    case FailureAction::kFallBack: break;
   }
   FallBack(jobs, *decision.reason, failure);
 }
@@ -349,21 +346,21 @@ void RequestDispatcher::HandleFailure(Batch& jobs, const absl::Status& failure, 
 void RequestDispatcher::FallBack(Batch& jobs, const FallbackReason& reason, const absl::Status& failure) {
   DeviceExecutor* cpu = core_.executors.Find(kCpuDevice);
   for (auto& job : jobs) {
-    absl::StatusOr<Route> moved = core_.planner.FallBackToCpu(job->route, reason, job->request.precision,
-                                                         job->request.allow_fallback, failure);
+    absl::StatusOr<Route> moved =
+        core_.planner.FallBackToCpu(job->route, reason, job->request.precision, job->request.allow_fallback, failure);
     if (!moved.ok() || !cpu) {
       // Out of memory or an unavailable device keep their own code when the
       // client denied fallback; other device failures become FAILED_PRECONDITION.
       bool keep_code = absl::IsResourceExhausted(failure) || absl::IsUnavailable(failure);
-      job->Finish(keep_code ? failure : (moved.ok() ? absl::UnavailableError("device: no cpu executor") : moved.status()));
+      job->Finish(keep_code ? failure
+                            : (moved.ok() ? absl::UnavailableError("device: no cpu executor") : moved.status()));
       continue;
     }
     ReportFallback(job->route.device.id.ToString(), kCpuDevice, reason);
     static LogRateLimiter limiter(5);
     if (uint64_t held = 0; limiter.Allow(&held)) {
       LOG_INFO << "retrying model '" << job->route.model->name << "' on cpu after " << job->route.device.id.ToString()
-               << " failed (" << reason.ToString() << ")" << TraceIdSuffix(job->request)
-               << SuppressedNote(held);
+               << " failed (" << reason.ToString() << ")" << TraceIdSuffix(job->request) << SuppressedNote(held);
     }
     job->route = *std::move(moved);
     job->batch_key.clear();

@@ -6,8 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "scheduler/model/string_tensor.h"
 #include "scheduler/execution/batch_tensors.h"
+#include "scheduler/model/string_tensor.h"
 #include "scheduler/model/torch_status.h"
 
 namespace infergate {
@@ -16,8 +16,8 @@ std::vector<TensorMeta> TensorMetas(const std::vector<NamedTensor>& inputs) {
   std::vector<TensorMeta> metas;
   metas.reserve(inputs.size());
   for (const NamedTensor& t : inputs) {
-    metas.push_back({t.name, TensorDType(t.tensor).value_or(DType::kFloat32),
-                     {t.tensor.sizes().data(), t.tensor.sizes().size()}});
+    metas.push_back(
+        {t.name, TensorDType(t.tensor).value_or(DType::kFloat32), {t.tensor.sizes().data(), t.tensor.sizes().size()}});
   }
   return metas;
 }
@@ -67,8 +67,8 @@ BatchRun RunBatch(const Servable& servable, const std::vector<std::shared_ptr<Jo
     joined = Clock::now();
     outputs = servable.Run(batch);
   } catch (const std::exception& e) {
-    outputs = absl::ResourceExhaustedError(
-        absl::StrCat("model '", run.jobs[0]->route.model->name, "': cannot assemble the batch: ", ConciseTorchMessage(e.what())));
+    outputs = absl::ResourceExhaustedError(absl::StrCat(
+        "model '", run.jobs[0]->route.model->name, "': cannot assemble the batch: ", ConciseTorchMessage(e.what())));
   }
   run.cpu_us = measure_thread_cpu ? ThreadCpuMicros() - cpu_start : 0;
   Clock::time_point ran = Clock::now();
@@ -83,8 +83,8 @@ BatchRun RunBatch(const Servable& servable, const std::vector<std::shared_ptr<Jo
   try {
     run.outputs = SplitBatch(*outputs, run.rows);
   } catch (const std::exception& e) {
-    run.outputs = absl::InternalError(
-        absl::StrCat("model '", run.jobs[0]->route.model->name, "': cannot split the outputs: ", ConciseTorchMessage(e.what())));
+    run.outputs = absl::InternalError(absl::StrCat("model '", run.jobs[0]->route.model->name,
+                                                   "': cannot split the outputs: ", ConciseTorchMessage(e.what())));
   }
   run.times.output_ns = NanosBetween(ran, Clock::now());
   return run;

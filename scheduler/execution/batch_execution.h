@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "scheduler/repository/input_signature.h"
 #include "scheduler/execution/job.h"
 #include "scheduler/model/model_statistics.h"
 #include "scheduler/model/servable.h"
+#include "scheduler/repository/input_signature.h"
 
 namespace infergate {
 

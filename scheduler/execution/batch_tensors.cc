@@ -33,10 +33,9 @@ absl::StatusOr<std::vector<std::vector<NamedTensor>>> SplitBatch(const std::vect
   }
   for (const NamedTensor& o : outputs) {
     if (o.tensor.dim() == 0 || o.tensor.size(0) != total) {
-      return absl::InternalError(absl::StrCat("output '", o.name, "' has ",
-                                              o.tensor.dim() == 0 ? int64_t{0} : o.tensor.size(0),
-                                              " rows for a batch of ", total,
-                                              "; a batchable model must keep the batch dimension"));
+      return absl::InternalError(
+          absl::StrCat("output '", o.name, "' has ", o.tensor.dim() == 0 ? int64_t{0} : o.tensor.size(0),
+                       " rows for a batch of ", total, "; a batchable model must keep the batch dimension"));
     }
     int64_t offset = 0;
     for (size_t j = 0; j < rows.size(); ++j) {

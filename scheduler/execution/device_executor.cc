@@ -154,10 +154,10 @@ void DeviceExecutor::RejectExpired(Batch& expired) {
     if (rejection_listener_) rejection_listener_(*job, RejectionReason::kQueueTimeout);
     // Triton's code for a queue timeout: the request was not run, and
     // another replica may take it.
-    job->Finish(absl::UnavailableError(absl::StrCat(
-        "model ", job->flow.ToString(), ": waited ", MicrosBetween(job->enqueued, now), " us in the queue of ",
-        device_.ToString(), ", beyond its queue timeout of ", MicrosBetween(job->enqueued, job->queue_deadline),
-        " us; the request was not run")));
+    job->Finish(absl::UnavailableError(
+        absl::StrCat("model ", job->flow.ToString(), ": waited ", MicrosBetween(job->enqueued, now),
+                     " us in the queue of ", device_.ToString(), ", beyond its queue timeout of ",
+                     MicrosBetween(job->enqueued, job->queue_deadline), " us; the request was not run")));
   }
   if (!expired.empty()) idle_cv_.notify_all();
   expired.clear();
@@ -178,8 +178,9 @@ DeviceExecutor::QueueDepths DeviceExecutor::QueueDepthsNow() const {
 
 bool DeviceExecutor::WaitIdle(Clock::time_point deadline) {
   UniqueMutexLock lock(mu_);
-  return idle_cv_.wait_until(lock.native(), deadline,
-                             [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return queue_.empty() && running_workers_ == 0; });
+  return idle_cv_.wait_until(lock.native(), deadline, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return queue_.empty() && running_workers_ == 0;
+  });
 }
 
 void DeviceExecutor::Stop() {
@@ -201,8 +202,7 @@ void DeviceExecutor::Collect(const std::shared_ptr<Job>& first, int64_t* rows, B
   depth_.store(queue_.size(), std::memory_order_relaxed);
 }
 
-DeviceExecutor::Batch DeviceExecutor::TakeBatch(UniqueMutexLock& lock, double* charged_us,
-                                                Batch* expired) {
+DeviceExecutor::Batch DeviceExecutor::TakeBatch(UniqueMutexLock& lock, double* charged_us, Batch* expired) {
   Batch batch;
   Clock::time_point now = Clock::now();
   *expired = queue_.TakeExpired(now);

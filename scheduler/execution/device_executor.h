@@ -14,21 +14,21 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <map>
-#include <set>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/status/status.h"
+#include "common/mutex.h"
 #include "devices/device_id.h"
 #include "scheduler/execution/batch_cost.h"
-#include "scheduler/model/event_reasons.h"
 #include "scheduler/execution/fair_queue.h"
 #include "scheduler/execution/job.h"
+#include "scheduler/model/event_reasons.h"
 #include "scheduler/repository/model_config.h"
 
 namespace infergate {
@@ -52,8 +52,8 @@ class DeviceExecutor {
     // server of one model never has it, and its workers do not take turns
     // with it (h2load, mlp at 8 streams: 13.0k req/s with it, 15.4k without).
     int workers = 1;
-    size_t capacity = 1024;       // jobs waiting, all models together
-    bool fair = true;             // FairQueue's fair sharing; false is FIFO across models
+    size_t capacity = 1024;  // jobs waiting, all models together
+    bool fair = true;        // FairQueue's fair sharing; false is FIFO across models
     std::chrono::microseconds priority_aging{100000};
     // Run first on each worker thread (an accelerator worker takes a stream
     // of its own there); may be empty.
@@ -162,8 +162,8 @@ class DeviceExecutor {
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int running_workers_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t running_rows_ ABSL_GUARDED_BY(mu_) = 0;  // rows of the running batches
-  int running_tasks_ ABSL_GUARDED_BY(mu_) = 0;     // workers running a task
+  int64_t running_rows_ ABSL_GUARDED_BY(mu_) = 0;                        // rows of the running batches
+  int running_tasks_ ABSL_GUARDED_BY(mu_) = 0;                           // workers running a task
   std::multiset<Clock::time_point> running_since_ ABSL_GUARDED_BY(mu_);  // start of each running batch
   int waiting_batchers_ ABSL_GUARDED_BY(mu_) = 0;
   int sleeping_workers_ ABSL_GUARDED_BY(mu_) = 0;  // waiting on work_cv_
@@ -180,7 +180,7 @@ class DeviceExecutor {
   // every automatically placed request) need not take the queue's lock.
   std::atomic<int> workers_per_model_{1};
   int running_limit_ ABSL_GUARDED_BY(mu_);  // for FairQueue::Next: workers_per_model_ with fair sharing, else none
-  bool spare_due_ ABSL_GUARDED_BY(mu_);  // fair sharing wants the extra thread, not yet started
+  bool spare_due_ ABSL_GUARDED_BY(mu_);     // fair sharing wants the extra thread, not yet started
   // Grows (the spare, more workers for a model's instances) only under mu_
   // while accepting_; joined by Stop.
   std::vector<std::thread> workers_;

@@ -11,7 +11,8 @@ namespace {
 // Below every priority level: a job whose DELAY timeout passed.
 constexpr int64_t kDelayedLevel = std::numeric_limits<int64_t>::max();
 
-bool HasRejectDeadline(const Job& job) { return job.queue_deadline != Clock::time_point::max() && !job.policy().delay_on_timeout;
+bool HasRejectDeadline(const Job& job) {
+  return job.queue_deadline != Clock::time_point::max() && !job.policy().delay_on_timeout;
 }
 
 }  // namespace

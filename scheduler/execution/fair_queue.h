@@ -91,10 +91,10 @@ class FairQueue {
   struct Flow {
     std::map<uint32_t, std::deque<std::shared_ptr<Job>>> levels;  // level -> FIFO
     size_t size = 0;
-    double virtual_us = 0;    // device time used, on the queue's virtual clock
+    double virtual_us = 0;     // device time used, on the queue's virtual clock
     double batch_cost_us = 0;  // moving average of this flow's batch time
     Clock::time_point last_served;
-    int running = 0;  // batches taken by Next and not yet settled
+    int running = 0;    // batches taken by Next and not yet settled
     int instances = 0;  // its model's accelerator_instances, as last queued (0: none)
   };
   // How many of `flow`'s batches may run at once under `running_limit`

@@ -6,9 +6,7 @@
 
 namespace infergate {
 
-const SchedulingPolicy& Job::policy() const {
-  return routed ? *route.model->scheduling : *DefaultSchedulingPolicy();
-}
+const SchedulingPolicy& Job::policy() const { return routed ? *route.model->scheduling : *DefaultSchedulingPolicy(); }
 
 void Job::Cancel() {
   if (finished()) return;

@@ -81,8 +81,8 @@ AccuracyVerdict Judge(const AccuracyMeasurement& measurement, const v1::Accuracy
 std::string AccuracyVerdict::Describe() const {
   if (!problem.empty()) return problem;
   if (new_non_finite) return absl::StrCat("NaN or inf in output '", worst_output, "' where FP32 has none");
-  return absl::StrFormat("error %.3g on output '%s' (relative %.3g, allowed %.3g)", error, worst_output,
-                         relative_error, allowed);
+  return absl::StrFormat("error %.3g on output '%s' (relative %.3g, allowed %.3g)", error, worst_output, relative_error,
+                         allowed);
 }
 
 const AccuracyMeasurement& Worse(const AccuracyMeasurement& a, const AccuracyMeasurement& b,

@@ -53,9 +53,9 @@ struct AccuracyMeasurement {
 
 struct AccuracyVerdict {
   bool passed = false;
-  std::string worst_output;  // the output furthest beyond (or nearest to) its bound
-  double error = 0;          // its largest absolute error
-  double allowed = 0;        // what its tolerance allowed
+  std::string worst_output;   // the output furthest beyond (or nearest to) its bound
+  double error = 0;           // its largest absolute error
+  double allowed = 0;         // what its tolerance allowed
   double relative_error = 0;  // error / the reference's largest magnitude (error itself when that is 0)
   // "error 0.603 on output 'y' (largest |FP32| 0.69, allowed 0.0445)", or
   // the problem, or the NaN/inf finding.

@@ -11,8 +11,8 @@
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "devices/torch_dtype.h"
-#include "scheduler/model/warmup_samples.h"
 #include "scheduler/model/torch_status.h"
+#include "scheduler/model/warmup_samples.h"
 
 namespace infergate {
 namespace {
@@ -32,8 +32,8 @@ absl::StatusOr<CheckInputs> FromSampleFile(const InputSignature& signature, cons
                                            const std::vector<std::string>& folders) {
   const std::string& name = config.sample_inputs();
   if (name.find('/') != std::string::npos || name == "." || name == "..") {
-    return absl::InvalidArgumentError(absl::StrCat("accuracy.sample_inputs: '", name,
-                                                   "' must be a file name in the model or version folder"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("accuracy.sample_inputs: '", name, "' must be a file name in the model or version folder"));
   }
   std::string path;
   for (const std::string& folder : folders) {
@@ -49,8 +49,8 @@ absl::StatusOr<CheckInputs> FromSampleFile(const InputSignature& signature, cons
   }
   std::error_code ec;
   if (std::filesystem::file_size(path, ec) > kMaxSampleBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("accuracy.sample_inputs: ", path, " is larger than ",
-                                                   kMaxSampleBytes >> 20, " MiB"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("accuracy.sample_inputs: ", path, " is larger than ", kMaxSampleBytes >> 20, " MiB"));
   }
   absl::StatusOr<std::string> bytes = ReadFile(path, "accuracy.sample_inputs");
   if (!bytes.ok()) return absl::InvalidArgumentError(bytes.status().message());
@@ -96,9 +96,9 @@ absl::StatusOr<CheckInputs> FromSampleFile(const InputSignature& signature, cons
       RETURN_IF_ERROR(take(items[i], absl::StrCat(i)));
     }
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "accuracy.sample_inputs: ", path, " holds a ", loaded.tagKind(),
-        "; save a dict of input name to tensor, a list of tensors or one tensor"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("accuracy.sample_inputs: ", path, " holds a ", loaded.tagKind(),
+                     "; save a dict of input name to tensor, a list of tensors or one tensor"));
   }
   return out;
 }
@@ -131,8 +131,8 @@ absl::StatusOr<CheckInputs> MakeCheckInputs(const InputSignature& signature, con
           absl::StrCat("config.pbtxt does not declare input '", spec.name, "' fully (dtype and dims)"));
     }
     if (*spec.dtype == DType::kBytes) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "input '", spec.name, "' takes strings, which cannot be generated meaningfully for a model"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("input '", spec.name, "' takes strings, which cannot be generated meaningfully for a model"));
     }
   }
   CheckInputs out;
@@ -169,12 +169,13 @@ absl::StatusOr<CheckInputs> MakeCheckInputs(const InputSignature& signature, con
         range_text = absl::StrCat("[", lo, ",", hi, "]");
       }
     } catch (const std::exception& e) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot make check input '", spec.name, "' of shape [", absl::StrJoin(shape, ","), "]: ", ConciseTorchMessage(e.what())));
+      return absl::ResourceExhaustedError(absl::StrCat("cannot make check input '", spec.name, "' of shape [",
+                                                       absl::StrJoin(shape, ","),
+                                                       "]: ", ConciseTorchMessage(e.what())));
     }
     out.tensors.push_back(std::move(t));
-    described.push_back(absl::StrCat(spec.name, ":", DTypeName(*spec.dtype), "[", absl::StrJoin(shape, ","), "]",
-                                     range_text));
+    described.push_back(
+        absl::StrCat(spec.name, ":", DTypeName(*spec.dtype), "[", absl::StrJoin(shape, ","), "]", range_text));
   }
   out.fingerprint = absl::StrCat("generated:", absl::StrJoin(described, ";"));
   return out;

@@ -12,10 +12,10 @@
 // [-1, 1), integers in [0, 9], bools either, unless the config's
 // accuracy.inputs gives a range.
 
+#include <ATen/core/Tensor.h>
+
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
 #include "infergate/v1/model_config.pb.h"

@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "proto/proto_enums.h"
 #include "devices/torch_dtype.h"
+#include "proto/proto_enums.h"
 #include "scheduler/model/string_tensor.h"
 
 namespace infergate {
@@ -52,8 +52,9 @@ absl::StatusOr<std::vector<int64_t>> DeclaredOutputs::StringShape(const std::str
                                           slot == names_.size() ? "" : absl::StrJoin(dims_[slot], ","), "])"));
 }
 
-absl::StatusOr<std::vector<NamedTensor>> DeclaredOutputs::ToAnswer(
-    const std::string& model, std::vector<std::pair<std::string, at::Tensor>> raw, int64_t batch_rows) const {
+absl::StatusOr<std::vector<NamedTensor>> DeclaredOutputs::ToAnswer(const std::string& model,
+                                                                   std::vector<std::pair<std::string, at::Tensor>> raw,
+                                                                   int64_t batch_rows) const {
   if (!names_.empty() && names_.size() != raw.size()) {
     return absl::InternalError(absl::StrCat("model '", model, "' returned ", raw.size(),
                                             " outputs but config.pbtxt declares ", names_.size()));

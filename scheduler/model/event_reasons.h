@@ -20,16 +20,16 @@ enum class RejectionReason {
   kInflightBytes,   // the in-flight byte budget is full (a front end's refusal)
 };
 inline constexpr RejectionReason kRejectionReasons[] = {
-    RejectionReason::kQueueFull, RejectionReason::kModelQueueFull, RejectionReason::kQueueTimeout,
-    RejectionReason::kDeadline,  RejectionReason::kCancelled,      RejectionReason::kDraining,
+    RejectionReason::kQueueFull,    RejectionReason::kModelQueueFull, RejectionReason::kQueueTimeout,
+    RejectionReason::kDeadline,     RejectionReason::kCancelled,      RejectionReason::kDraining,
     RejectionReason::kInflightBytes};
 absl::string_view RejectionReasonName(RejectionReason reason);
 
 // What a repository change to one model version did
 // (infergate_model_updates_total).
 enum class ModelUpdateResult {
-  kLoaded,   // a new file or version now answers
-  kFailed,   // it was refused; the last good one still answers
+  kLoaded,    // a new file or version now answers
+  kFailed,    // it was refused; the last good one still answers
   kRemoved,   // the version or model left the repository
   kUnloaded,  // an explicit unload took the model out of service
 };
@@ -37,9 +37,9 @@ absl::string_view ModelUpdateResultName(ModelUpdateResult result);
 
 // Why a model's copy left a device's cache (infergate_model_evictions_total).
 enum class EvictionReason {
-  kBudget,  // room was needed for another model within the cache budget
-  kOom,     // the device ran out of memory
-  kUnload,  // an unload asked for it
+  kBudget,   // room was needed for another model within the cache budget
+  kOom,      // the device ran out of memory
+  kUnload,   // an unload asked for it
   kDemoted,  // the move policy gave its room to a model with more to gain there (move_policy.h)
 };
 inline constexpr EvictionReason kEvictionReasons[] = {EvictionReason::kBudget, EvictionReason::kOom,

@@ -5,10 +5,15 @@
 namespace infergate {
 namespace {
 
-constexpr FallbackKind kAllKinds[] = {
-    FallbackKind::kDeviceUnavailable, FallbackKind::kDeviceOutOfService, FallbackKind::kDeviceNotAllowed,
-    FallbackKind::kUnsupportedOp,     FallbackKind::kDtype,              FallbackKind::kOutOfMemory,
-    FallbackKind::kDeviceError,       FallbackKind::kNoCompiledVariant, FallbackKind::kDemoted};
+constexpr FallbackKind kAllKinds[] = {FallbackKind::kDeviceUnavailable,
+                                      FallbackKind::kDeviceOutOfService,
+                                      FallbackKind::kDeviceNotAllowed,
+                                      FallbackKind::kUnsupportedOp,
+                                      FallbackKind::kDtype,
+                                      FallbackKind::kOutOfMemory,
+                                      FallbackKind::kDeviceError,
+                                      FallbackKind::kNoCompiledVariant,
+                                      FallbackKind::kDemoted};
 
 }  // namespace
 

@@ -32,8 +32,8 @@ std::string ArgumentNames(const std::vector<ForwardArgument>& arguments) {
 // "<name>__<N>" for one.
 bool FollowsANamingConvention(const std::vector<ForwardArgument>& arguments, const InputSignature& declared) {
   for (const InputSpec& d : declared.inputs) {
-    const bool named = std::any_of(arguments.begin(), arguments.end(),
-                                   [&](const ForwardArgument& a) { return a.name == d.name; });
+    const bool named =
+        std::any_of(arguments.begin(), arguments.end(), [&](const ForwardArgument& a) { return a.name == d.name; });
     const std::optional<size_t> n = PositionalIndex(d.name);
     // A "<name>__<N>" name follows Triton's convention even when N is past
     // forward()'s arguments: that is an error to name, not a third convention.
@@ -76,9 +76,9 @@ absl::StatusOr<ForwardInputs> MatchForwardArguments(const std::string& model,
       } else if (std::optional<size_t> n = PositionalIndex(d.name); n && *n < arguments.size()) {
         argument = arguments[*n].name;
       } else {
-        return absl::FailedPreconditionError(absl::StrCat(
-            where, "config.pbtxt declares input '", d.name, "', which forward() does not take (it takes ",
-            ArgumentNames(arguments), "; Triton's '<name>__<N>' names argument N)"));
+        return absl::FailedPreconditionError(
+            absl::StrCat(where, "config.pbtxt declares input '", d.name, "', which forward() does not take (it takes ",
+                         ArgumentNames(arguments), "; Triton's '<name>__<N>' names argument N)"));
       }
       if (!by_argument.emplace(argument, &d).second) {
         return absl::FailedPreconditionError(absl::StrCat(where, "config.pbtxt inputs '", by_argument[argument]->name,
@@ -104,8 +104,8 @@ absl::StatusOr<ForwardInputs> MatchForwardArguments(const std::string& model,
       if (spec && spec->dtype && declared_strings != a.strings) {
         return absl::FailedPreconditionError(absl::StrCat(
             where, "config.pbtxt declares input '", spec->name, "' as ",
-            declared_strings ? "TYPE_STRING" : DTypeName(*spec->dtype), " but forward() argument '", a.name,
-            "' is ", a.type, a.strings ? "; a List[str] argument takes TYPE_STRING" : "; TYPE_STRING takes List[str]"));
+            declared_strings ? "TYPE_STRING" : DTypeName(*spec->dtype), " but forward() argument '", a.name, "' is ",
+            a.type, a.strings ? "; a List[str] argument takes TYPE_STRING" : "; TYPE_STRING takes List[str]"));
       }
       out.signature.inputs.push_back(
           spec ? *spec

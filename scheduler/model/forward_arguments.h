@@ -31,17 +31,17 @@ namespace infergate {
 
 struct ForwardArgument {
   std::string name;
-  std::string type;          // as TorchScript prints it, e.g. "Tensor", "Optional[Tensor]", "bool"
-  bool tensor = false;       // Tensor
+  std::string type;              // as TorchScript prints it, e.g. "Tensor", "Optional[Tensor]", "bool"
+  bool tensor = false;           // Tensor
   bool optional_tensor = false;  // Optional[Tensor]
   bool has_default = false;
-  bool strings = false;      // List[str]
+  bool strings = false;  // List[str]
 };
 
 struct ForwardInputs {
   InputSignature signature;  // the inputs, in forward()'s order, with the config's names, dtypes and dims
   std::vector<std::string> argument_names;  // forward()'s name for each input (keyword calls)
-  bool by_keyword = false;   // call forward() with keyword arguments
+  bool by_keyword = false;                  // call forward() with keyword arguments
   // Optional[Tensor] arguments without a default that no input fills: the
   // call passes None for each (by keyword).
   std::vector<std::string> pass_none;

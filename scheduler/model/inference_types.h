@@ -62,11 +62,11 @@ struct Placement {
 // device stands (precision_checker.h), for listings.
 struct PrecisionReport {
   int64_t version = 0;
-  std::string device;     // "cuda:0"
+  std::string device;  // "cuda:0"
   DType dtype = DType::kFloat16;
-  std::string state;      // verified, inaccurate, checking, not_checked
+  std::string state;          // verified, inaccurate, checking, not_checked
   double relative_error = 0;  // worst error / largest |FP32 output|
-  std::string detail;     // the verdict's words, or why it was not checked
+  std::string detail;         // the verdict's words, or why it was not checked
 };
 
 struct Timing {

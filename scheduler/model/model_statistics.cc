@@ -13,11 +13,10 @@ ModelStats& ModelStatistics::At(const std::string& model, int64_t version) {
   return s;
 }
 
-void ModelStatistics::RecordBatch(const std::string& model, int64_t version, uint64_t rows,
-                                  const BatchTimes& times) {
-  uint64_t now_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              std::chrono::system_clock::now().time_since_epoch())
-                                              .count());
+void ModelStatistics::RecordBatch(const std::string& model, int64_t version, uint64_t rows, const BatchTimes& times) {
+  uint64_t now_ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
   MutexLock lock(mu_);
   ModelStats& s = At(model, version);
   s.last_inference_ms = now_ms;

@@ -68,8 +68,8 @@ absl::StatusOr<at::Tensor> ReshapedServable::Reshape(const at::Tensor& tensor, c
                                                      const std::string& what) {
   const int64_t lead = batched ? 1 : 0;
   if (tensor.dim() != static_cast<int64_t>(from.size()) + lead) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": shape ", Shown(tensor.sizes()), " is not ",
-                                                   batched ? "[batch] + " : "", Shown(from)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": shape ", Shown(tensor.sizes()), " is not ", batched ? "[batch] + " : "", Shown(from)));
   }
   // The sizes this request gave the source's variable dimensions, in order.
   std::vector<int64_t> variable;
@@ -106,7 +106,8 @@ absl::StatusOr<std::vector<NamedTensor>> ReshapedServable::Around(
       shaped.push_back(*std::move(t));
     }
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", model_, "': reshaping its inputs: ", ConciseTorchMessage(e.what())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", model_, "': reshaping its inputs: ", ConciseTorchMessage(e.what())));
   }
   absl::StatusOr<std::vector<NamedTensor>> outputs = run(shaped);
   if (!outputs.ok()) return outputs;
@@ -122,7 +123,8 @@ absl::StatusOr<std::vector<NamedTensor>> ReshapedServable::Around(
       }
     }
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("model '", model_, "': reshaping its outputs: ", ConciseTorchMessage(e.what())));
+    return absl::InternalError(
+        absl::StrCat("model '", model_, "': reshaping its outputs: ", ConciseTorchMessage(e.what())));
   }
   return outputs;
 }

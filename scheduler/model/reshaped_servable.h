@@ -60,7 +60,7 @@ class ReshapedServable final : public Servable {
   InputSignature signature_;  // the inner one's, with the clients' dims
   std::string model_;
   bool batched_ = false;
-  std::vector<std::optional<Pair>> inputs_;  // by position, as signature()
+  std::vector<std::optional<Pair>> inputs_;            // by position, as signature()
   std::vector<std::pair<std::string, Pair>> outputs_;  // by name
 };
 

@@ -13,8 +13,7 @@ class SchedulerObserver {
  public:
   virtual ~SchedulerObserver() = default;
   virtual void OnCacheLookup(const DeviceId& /*device*/, bool /*hit*/) {}
-  virtual void OnModelLoad(const std::string& /*model*/, const DeviceId& /*device*/, double /*seconds*/,
-                           bool /*ok*/) {}
+  virtual void OnModelLoad(const std::string& /*model*/, const DeviceId& /*device*/, double /*seconds*/, bool /*ok*/) {}
   // A load moved `bytes` of weights onto an accelerator in `seconds`
   // (measured, or a simulated device's charged cost).
   virtual void OnModelTransfer(const std::string& /*model*/, const DeviceId& /*device*/, uint64_t /*bytes*/,

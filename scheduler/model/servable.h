@@ -16,8 +16,8 @@
 #include "devices/device_info.h"
 #include "devices/dtype.h"
 #include "infergate/v1/model_config.pb.h"
-#include "scheduler/repository/input_signature.h"
 #include "scheduler/model/tensor_types.h"
+#include "scheduler/repository/input_signature.h"
 
 namespace infergate {
 

@@ -18,20 +18,18 @@ absl::StatusOr<std::shared_ptr<Servable>> SimulatedServable::Wrap(std::shared_pt
   if (rules.memory) {
     const MemoryLedger& ledger = *rules.memory;
     if (!rules.memory->TryReserve(bytes)) {
-      return WithDeviceFailure(
-          absl::ResourceExhaustedError(absl::StrCat(
-              "model '", model, "': ", device.id.kind == DeviceKind::kCuda ? "CUDA" : "MPS",
-              " out of memory. Tried to allocate ", bytes, " bytes for the parameters of '", model, "' (",
-              device.id.ToString(), "; ", ledger.capacity(), " bytes total capacity; ", ledger.used(),
-              " bytes already allocated; simulated device)")),
-          DeviceFailure::kOutOfMemory, "");
+      return WithDeviceFailure(absl::ResourceExhaustedError(absl::StrCat(
+                                   "model '", model, "': ", device.id.kind == DeviceKind::kCuda ? "CUDA" : "MPS",
+                                   " out of memory. Tried to allocate ", bytes, " bytes for the parameters of '", model,
+                                   "' (", device.id.ToString(), "; ", ledger.capacity(), " bytes total capacity; ",
+                                   ledger.used(), " bytes already allocated; simulated device)")),
+                               DeviceFailure::kOutOfMemory, "");
     }
     reserved = bytes;
   }
   const std::chrono::microseconds moved = SimulatedMove(rules, bytes);
   const std::chrono::microseconds transfer_time = inner->transfer_time() + moved;
-  return std::shared_ptr<Servable>(
-      new SimulatedServable(std::move(inner), device.simulation, reserved, transfer_time));
+  return std::shared_ptr<Servable>(new SimulatedServable(std::move(inner), device.simulation, reserved, transfer_time));
 }
 
 SimulatedServable::SimulatedServable(std::shared_ptr<Servable> inner, std::shared_ptr<const SimulationRules> rules,

@@ -18,17 +18,15 @@ namespace {
 // int64 per element, the address of the element's string_view (in
 // `views`, or in a part's storage for a joined batch).
 struct StringStorage {
-  std::vector<std::string> owned;         // the strings, when the tensor owns them
-  std::vector<absl::string_view> views;   // into `owned`, or into bytes the caller keeps alive
+  std::vector<std::string> owned;        // the strings, when the tensor owns them
+  std::vector<absl::string_view> views;  // into `owned`, or into bytes the caller keeps alive
   std::vector<int64_t> references;
-  std::vector<at::Tensor> parts;          // a joined batch: the tensors whose views it refers to
+  std::vector<at::Tensor> parts;  // a joined batch: the tensors whose views it refers to
 };
 
 void DeleteStringStorage(void* storage) { delete static_cast<StringStorage*>(storage); }
 
-int64_t ReferenceTo(const absl::string_view& view) {
-  return static_cast<int64_t>(reinterpret_cast<intptr_t>(&view));
-}
+int64_t ReferenceTo(const absl::string_view& view) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(&view)); }
 
 const absl::string_view& Referenced(int64_t reference) {
   return *reinterpret_cast<const absl::string_view*>(static_cast<intptr_t>(reference));
@@ -70,8 +68,7 @@ at::Tensor StringTensorOver(std::vector<absl::string_view> views, const std::vec
 }
 
 bool IsStringTensor(const at::Tensor& tensor) {
-  return tensor.defined() && tensor.has_storage() &&
-         tensor.storage().data_ptr().get_deleter() == &DeleteStringStorage;
+  return tensor.defined() && tensor.has_storage() && tensor.storage().data_ptr().get_deleter() == &DeleteStringStorage;
 }
 
 std::optional<DType> TensorDType(const at::Tensor& tensor) {

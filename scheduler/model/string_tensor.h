@@ -18,13 +18,13 @@
 // Thread-safety: a string tensor is immutable once made; it may be read
 // from any thread, like any tensor.
 
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <ATen/core/List.h>
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"

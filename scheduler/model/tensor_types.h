@@ -1,9 +1,9 @@
 #pragma once
 // Tensors as the scheduler passes them around.
 
-#include <string>
-
 #include <ATen/core/Tensor.h>
+
+#include <string>
 
 namespace infergate {
 

@@ -37,11 +37,11 @@ absl::Status StatusFromTorchException(const std::exception& e, const std::string
   }
   // The device runtime itself failed (as opposed to the model's own code).
   std::string what = e.what();
-  if (what.rfind("CUDA error", 0) == 0 || what.rfind("MPS error", 0) == 0 || what.find("\nCUDA error") != std::string::npos) {
+  if (what.rfind("CUDA error", 0) == 0 || what.rfind("MPS error", 0) == 0 ||
+      what.find("\nCUDA error") != std::string::npos) {
     return WithDeviceFailure(absl::UnavailableError(msg), DeviceFailure::kDeviceError, "");
   }
   return absl::InternalError(msg);
 }
-
 
 }  // namespace infergate

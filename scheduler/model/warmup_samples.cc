@@ -46,8 +46,8 @@ absl::StatusOr<std::string> ConfinedDataFile(const std::string& model_dir, const
   if (ec) return absl::InvalidArgumentError(absl::StrCat(field, ".data_file: warmup/", name, " cannot be resolved"));
   const fs::path inside = target.lexically_relative(folder);
   if (inside.empty() || *inside.begin() == "..") {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".data_file: warmup/", name.substr(0, 128),
-                                                   " leads outside the model's warmup/ folder"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".data_file: warmup/", name.substr(0, 128), " leads outside the model's warmup/ folder"));
   }
   return target.string();
 }
@@ -107,8 +107,7 @@ absl::StatusOr<at::Tensor> RowTensor(const v1::WarmupInput& input, const Row& ro
     const uint64_t expected = static_cast<uint64_t>(row.elements) * ElementSize(row.dtype);
     if (bytes->size() != expected) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".data_file: warmup/", input.data_file(), " holds ",
-                                                     bytes->size(),
-                                                     " bytes; one row of ", DTypeName(row.dtype), " [",
+                                                     bytes->size(), " bytes; one row of ", DTypeName(row.dtype), " [",
                                                      absl::StrJoin(row.dims, ","), "] is ", expected));
     }
     return at::from_blob(bytes->data(), row.dims, at::TensorOptions().dtype(ToScalarType(row.dtype))).clone();
@@ -154,9 +153,8 @@ absl::StatusOr<std::vector<const v1::WarmupInput*>> OrderedWarmupInputs(const In
 // One input's row (dtype, dims, elements), checked against the model's
 // declared input and the element limit for `rows` rows (`batched_rows` of
 // them in one tensor) before anything is read or allocated.
-absl::StatusOr<Row> CheckedRow(const v1::WarmupInput* input, const InputSignature& signature,
-                               const std::string& where, const WarmupLimits& limits, int64_t rows,
-                               int64_t batched_rows) {
+absl::StatusOr<Row> CheckedRow(const v1::WarmupInput* input, const InputSignature& signature, const std::string& where,
+                               const WarmupLimits& limits, int64_t rows, int64_t batched_rows) {
   const std::string field = absl::StrCat(where, ".inputs[\"", input->name().substr(0, 64), "\"]");
   const std::optional<DType> dtype = DTypeFromProto(input->dtype());
   if (!dtype) return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: must be set"));
@@ -180,8 +178,8 @@ absl::StatusOr<Row> CheckedRow(const v1::WarmupInput* input, const InputSignatur
     row.elements *= d;
   }
   if (row.elements > limits.max_elements / batched_rows) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", rows, " rows of ", row.elements,
-                                                   " elements are more than ", limits.max_elements));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", rows, " rows of ", row.elements, " elements are more than ", limits.max_elements));
   }
   return row;
 }
@@ -198,8 +196,10 @@ absl::StatusOr<WarmupTensors> MakeWarmupTensors(const InputSignature& signature,
   at::Generator generator = at::detail::createCPUGenerator(/*seed_in=*/20261129);
   const int64_t rows = std::max<int64_t>(1, sample.batch_size());
   if (signature.max_batch_size > 0 && static_cast<uint64_t>(rows) > signature.max_batch_size) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ".batch_size: ", rows, " is more than the model's "
-                                                   "max_batch_size of ", signature.max_batch_size));
+    return absl::InvalidArgumentError(absl::StrCat(where, ".batch_size: ", rows,
+                                                   " is more than the model's "
+                                                   "max_batch_size of ",
+                                                   signature.max_batch_size));
   }
   // Every input's shape is checked, and the sample's size, before anything
   // is read or allocated. A model that does not batch takes one row.
@@ -212,8 +212,9 @@ absl::StatusOr<WarmupTensors> MakeWarmupTensors(const InputSignature& signature,
     row_of.push_back(std::move(row));
   }
   if (sample_bytes > limits.max_sample_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(where, ": its inputs take ", sample_bytes, " bytes, more than the ",
-                                                     limits.max_sample_bytes, " a warm-up sample may"));
+    return absl::ResourceExhaustedError(absl::StrCat(where, ": its inputs take ", sample_bytes,
+                                                     " bytes, more than the ", limits.max_sample_bytes,
+                                                     " a warm-up sample may"));
   }
   const uint64_t count = std::max<uint32_t>(1, sample.count());
   if (sample_bytes > 0 && count > limits.max_work_bytes / sample_bytes) {
@@ -232,11 +233,13 @@ absl::StatusOr<WarmupTensors> MakeWarmupTensors(const InputSignature& signature,
         if (IsStringTensor(t)) {
           t = JoinStringTensors(std::vector<at::Tensor>(static_cast<size_t>(rows), t.unsqueeze(0)));
         } else {
-          t = t.unsqueeze(0).expand([&] {
-                std::vector<int64_t> shape = {rows};
-                shape.insert(shape.end(), row.dims.begin(), row.dims.end());
-                return shape;
-              }()).contiguous();
+          t = t.unsqueeze(0)
+                  .expand([&] {
+                    std::vector<int64_t> shape = {rows};
+                    shape.insert(shape.end(), row.dims.begin(), row.dims.end());
+                    return shape;
+                  }())
+                  .contiguous();
         }
       }
       shapes.push_back(absl::StrCat(input->name(), ":", DTypeName(row.dtype), "[", absl::StrJoin(t.sizes(), ","), "]",
@@ -244,10 +247,11 @@ absl::StatusOr<WarmupTensors> MakeWarmupTensors(const InputSignature& signature,
       out.tensors.push_back(std::move(t));
     }
   } catch (const std::exception& e) {
-    return absl::ResourceExhaustedError(absl::StrCat(where, ": cannot make its inputs: ", ConciseTorchMessage(e.what())));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(where, ": cannot make its inputs: ", ConciseTorchMessage(e.what())));
   }
-  out.fingerprint = absl::StrCat("warmup:", sample.name(), ":", absl::StrJoin(shapes, ";"),
-                                 digests.empty() ? "" : ":", absl::StrJoin(digests, ","));
+  out.fingerprint = absl::StrCat("warmup:", sample.name(), ":", absl::StrJoin(shapes, ";"), digests.empty() ? "" : ":",
+                                 absl::StrJoin(digests, ","));
   return out;
 }
 

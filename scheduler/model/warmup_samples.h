@@ -28,10 +28,10 @@
 //
 // Threading: pure functions (they read files).
 
+#include <ATen/core/Tensor.h>
+
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
 #include "infergate/v1/model_config.pb.h"

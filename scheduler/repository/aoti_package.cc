@@ -5,9 +5,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/zip_listing.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/repository/aoti_signature.h"
@@ -81,7 +81,8 @@ absl::StatusOr<std::vector<AotiVariant>> ReadAotiVariants(const std::string& pat
     if (!text.ok()) return NotAPackage(path, text.status().message());
     nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (!json.is_object() || !json.contains("AOTI_DEVICE_KEY") || !json["AOTI_DEVICE_KEY"].is_string()) {
-      return NotAPackage(path, absl::StrCat("variant '", name.substr(0, 64), "' has no AOTI_DEVICE_KEY in its metadata"));
+      return NotAPackage(path,
+                         absl::StrCat("variant '", name.substr(0, 64), "' has no AOTI_DEVICE_KEY in its metadata"));
     }
     AotiVariant variant;
     variant.name = name;
@@ -144,10 +145,10 @@ absl::StatusOr<AotiVariant> PickAotiVariant(const std::vector<AotiVariant>& vari
   }
   std::vector<std::string> have;
   for (const AotiVariant& v : variants) have.push_back(absl::StrCat(v.name, " (", v.device, ")"));
-  return absl::NotFoundError(absl::StrCat(
-      "the package has no variant compiled for ", device.simulated ? "simulated " : "", device.id.ToString(),
-      device.simulated ? absl::StrCat(" (a CPU build named '", kind, "')") : "", "; it holds ",
-      absl::StrJoin(have, ", ")));
+  return absl::NotFoundError(absl::StrCat("the package has no variant compiled for ",
+                                          device.simulated ? "simulated " : "", device.id.ToString(),
+                                          device.simulated ? absl::StrCat(" (a CPU build named '", kind, "')") : "",
+                                          "; it holds ", absl::StrJoin(have, ", ")));
 }
 
 }  // namespace infergate

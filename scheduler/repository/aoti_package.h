@@ -31,8 +31,8 @@
 namespace infergate {
 
 struct AotiVariant {
-  std::string name;    // the model name inside the package ("model", "cpu", ...)
-  std::string device;  // the kind it was compiled for: "cpu", "cuda", ...
+  std::string name;            // the model name inside the package ("model", "cpu", ...)
+  std::string device;          // the kind it was compiled for: "cpu", "cuda", ...
   uint64_t library_bytes = 0;  // its compiled library, weights included
   std::string signature;       // its "infergate.config" metadata ("" if none; aoti_signature.h)
   ZipEntry source;             // the zip entry of its generated C++ (name "" if the package has none)

@@ -19,8 +19,8 @@ std::string DimsText(const v1::TensorSpec& t) { return absl::StrCat("[", absl::S
 absl::Status CheckTensors(const google::protobuf::RepeatedPtrField<v1::TensorSpec>& config,
                           const google::protobuf::RepeatedPtrField<v1::TensorSpec>& package, absl::string_view list) {
   auto differ = [&](const std::string& field, const std::string& ours, const std::string& theirs) {
-    return absl::FailedPreconditionError(absl::StrCat("config.pbtxt ", field, " is ", ours,
-                                                      " but the package was exported with ", theirs));
+    return absl::FailedPreconditionError(
+        absl::StrCat("config.pbtxt ", field, " is ", ours, " but the package was exported with ", theirs));
   };
   if (config.size() != package.size()) {
     return differ(std::string(list), absl::StrCat(config.size(), " tensor(s)"), absl::StrCat(package.size()));
@@ -98,14 +98,14 @@ absl::Status CheckConfigAgainstPackage(const v1::ModelConfig& config, const v1::
         " but the package was exported without a batch dimension (max_batch_size 0); set 0, or export with one"));
   }
   if (exported != 0 && ours == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "config.pbtxt max_batch_size is 0 but the package was exported with a batch dimension of up to ", exported,
-        "; set max_batch_size to at most ", exported));
+    return absl::FailedPreconditionError(
+        absl::StrCat("config.pbtxt max_batch_size is 0 but the package was exported with a batch dimension of up to ",
+                     exported, "; set max_batch_size to at most ", exported));
   }
   if (ours > exported) {
-    return absl::FailedPreconditionError(absl::StrCat("config.pbtxt max_batch_size is ", ours,
-                                                      ", above the batch maximum the package was exported with (",
-                                                      exported, "); set at most ", exported, ", or export a larger one"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "config.pbtxt max_batch_size is ", ours, ", above the batch maximum the package was exported with (", exported,
+        "); set at most ", exported, ", or export a larger one"));
   }
   RETURN_IF_ERROR(CheckTensors(config.inputs(), signature.inputs(), "inputs"));
   if (config.outputs_size() != 0 && signature.outputs_size() != 0) {
@@ -138,9 +138,10 @@ absl::StatusOr<InputSignature> CheckConfigForCompiledPackage(const v1::ModelConf
       return absl::FailedPreconditionError(absl::StrCat("inputs[", i, "]: a compiled package needs dtype and dims"));
     }
     if (*in.dtype == DType::kBytes) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "inputs[", i, "]: a compiled package takes tensors only, not TYPE_STRING; serve a string model as "
-          "TorchScript"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("inputs[", i,
+                       "]: a compiled package takes tensors only, not TYPE_STRING; serve a string model as "
+                       "TorchScript"));
     }
     for (size_t d = 0; d < in.dims->size(); ++d) {
       if ((*in.dims)[d] < 0) {
@@ -151,9 +152,10 @@ absl::StatusOr<InputSignature> CheckConfigForCompiledPackage(const v1::ModelConf
   }
   for (int i = 0; i < config.outputs_size(); ++i) {
     if (config.outputs(i).dtype() == v1::BYTES) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "outputs[", i, "]: a compiled package returns tensors only, not TYPE_STRING; serve a string model as "
-          "TorchScript"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("outputs[", i,
+                       "]: a compiled package returns tensors only, not TYPE_STRING; serve a string model as "
+                       "TorchScript"));
     }
   }
   return signature;

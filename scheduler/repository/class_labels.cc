@@ -51,7 +51,7 @@ absl::Status CheckLabelFileName(absl::string_view name) {
 }
 
 absl::StatusOr<std::shared_ptr<const ClassLabels>> ReadClassLabels(const std::string& dir,
-                                                                    const v1::ModelConfig& config) {
+                                                                   const v1::ModelConfig& config) {
   auto labels = std::make_shared<ClassLabels>();
   for (int i = 0; i < config.outputs_size(); ++i) {
     const v1::TensorSpec& out = config.outputs(i);

@@ -40,6 +40,6 @@ absl::Status CheckLabelFileName(absl::string_view name);
 // FAILED_PRECONDITION naming the file when a named one cannot be read or is
 // larger than kMaxLabelFileBytes.
 absl::StatusOr<std::shared_ptr<const ClassLabels>> ReadClassLabels(const std::string& dir,
-                                                                    const v1::ModelConfig& config);
+                                                                   const v1::ModelConfig& config);
 
 }  // namespace infergate

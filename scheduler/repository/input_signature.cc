@@ -1,13 +1,13 @@
-#include "absl/strings/string_view.h"
-#include "common/status_macros.h"
 #include "scheduler/repository/input_signature.h"
+
+#include <algorithm>
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-
-#include <algorithm>
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 namespace {
@@ -21,9 +21,13 @@ std::string ExpectedNames(const InputSignature& sig) {
 // Triton's list of names: ['a','b'].
 template <typename Names>
 std::string QuotedList(const Names& names) {
-  return absl::StrCat("[", absl::StrJoin(names, ",", [](std::string* out, const auto& n) {
-                        absl::StrAppend(out, "'", absl::CHexEscape(absl::string_view(n).substr(0, 64)), "'");
-                      }), "]");
+  return absl::StrCat("[",
+                      absl::StrJoin(names, ",",
+                                    [](std::string* out, const auto& n) {
+                                      absl::StrAppend(out, "'", absl::CHexEscape(absl::string_view(n).substr(0, 64)),
+                                                      "'");
+                                    }),
+                      "]");
 }
 
 // The request's shape or the model's dims as Triton prints them: [-1,16].
@@ -54,16 +58,14 @@ absl::Status CheckOne(const InputSignature& sig, const InputSpec& spec, const Te
   }
   size_t lead = sig.max_batch_size > 0 ? 1 : 0;
   if (lead && t.shape.empty()) {
-    return Refused(absl::StrCat("input ", quoted_name, " has no shape but model requires batch dimension for '",
-                                model, "'"),
-                   field + ".shape",
-                   absl::StrCat("model '", model, "' input ", quoted_name, " needs a leading batch dimension"));
+    return Refused(
+        absl::StrCat("input ", quoted_name, " has no shape but model requires batch dimension for '", model, "'"),
+        field + ".shape", absl::StrCat("model '", model, "' input ", quoted_name, " needs a leading batch dimension"));
   }
   if (lead) {
     int64_t rows = t.shape[0];
     if (rows < 1 || rows > static_cast<int64_t>(sig.max_batch_size)) {
-      return Refused(absl::StrCat("inference request batch-size must be <= ", sig.max_batch_size, " for '", model,
-                                  "'"),
+      return Refused(absl::StrCat("inference request batch-size must be <= ", sig.max_batch_size, " for '", model, "'"),
                      field + ".shape[0]",
                      absl::StrCat("batch of ", rows, " rows is outside 1..", sig.max_batch_size,
                                   " (max_batch_size of model '", model, "')"));
@@ -101,9 +103,9 @@ std::string WrongInputsText(const InputSignature& sig, std::span<const TensorMet
       missing.push_back(s.name);
     }
   }
-  return absl::StrCat("expected ", sig.inputs.size(), " inputs but got ", tensors.size(), " inputs for model '",
-                      model, "'. Got input(s) ", QuotedList(got), ", but missing required input(s) ",
-                      QuotedList(missing), ". Please provide all required input(s).");
+  return absl::StrCat("expected ", sig.inputs.size(), " inputs but got ", tensors.size(), " inputs for model '", model,
+                      "'. Got input(s) ", QuotedList(got), ", but missing required input(s) ", QuotedList(missing),
+                      ". Please provide all required input(s).");
 }
 
 }  // namespace
@@ -149,11 +151,11 @@ absl::StatusOr<std::vector<size_t>> MatchInputs(const InputSignature& sig, std::
     int64_t rows = tensors[order[0]].shape[0];
     for (size_t s = 1; s < order.size(); ++s) {
       if (tensors[order[s]].shape[0] != rows) {
-        return Refused(absl::StrCat("input '", sig.inputs[s].name, "' batch size does not match other inputs for '",
-                                    model, "'"),
-                       absl::StrCat("inputs[", order[s], "].shape[0]"),
-                       absl::StrCat("batch of ", tensors[order[s]].shape[0], " rows differs from inputs[", order[0],
-                                    "] with ", rows));
+        return Refused(
+            absl::StrCat("input '", sig.inputs[s].name, "' batch size does not match other inputs for '", model, "'"),
+            absl::StrCat("inputs[", order[s], "].shape[0]"),
+            absl::StrCat("batch of ", tensors[order[s]].shape[0], " rows differs from inputs[", order[0], "] with ",
+                         rows));
       }
     }
   }

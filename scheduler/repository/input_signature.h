@@ -6,17 +6,17 @@
 #include <optional>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "devices/dtype.h"
 
 namespace infergate {
 
 struct InputSpec {
   std::string name;
-  std::optional<DType> dtype;                 // unknown when the config is silent
+  std::optional<DType> dtype;                // unknown when the config is silent
   std::optional<std::vector<int64_t>> dims;  // without the batch dim; -1 = any
 };
 
@@ -38,8 +38,7 @@ struct TensorMeta {
 // them: "unexpected shape for input 'x' for model 'm'. Expected [-1,16],
 // got [1,15]"), then, in parentheses, the field at fault
 // ("inputs[1].shape[0]") and why.
-absl::StatusOr<std::vector<size_t>> MatchInputs(const InputSignature& signature,
-                                                std::span<const TensorMeta> tensors,
+absl::StatusOr<std::vector<size_t>> MatchInputs(const InputSignature& signature, std::span<const TensorMeta> tensors,
                                                 absl::string_view model);
 
 // Rows in the request (leading dim) for a batchable model, else 1.

@@ -1,5 +1,3 @@
-#include "absl/strings/string_view.h"
-#include "common/status_macros.h"
 #include "scheduler/repository/model_config.h"
 
 #include <algorithm>
@@ -9,6 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "infergate/v1/tensor.pb.h"
@@ -78,8 +78,7 @@ std::vector<int64_t> Trunks(const google::protobuf::RepeatedField<int64_t>& shap
 // Triton's rules for dims and reshape (model_config_utils' ValidateIOShape),
 // with its words: "model input 'x' has different size for dims and
 // reshape". `prefix` is "model input 'x' " or "model output 'x' ".
-absl::Status CheckReshape(const v1::TensorSpec& s, const std::string& prefix, bool batching,
-                          absl::string_view model) {
+absl::Status CheckReshape(const v1::TensorSpec& s, const std::string& prefix, bool batching, absl::string_view model) {
   auto refused = [&](absl::string_view rule) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, rule, " for ", model));
   };
@@ -111,7 +110,8 @@ absl::Status CheckReshape(const v1::TensorSpec& s, const std::string& prefix, bo
   if (dims_size == -1) {
     const std::vector<int64_t> from = Trunks(s.dims());
     const std::vector<int64_t> to = Trunks(s.reshape().shape());
-    if (from.size() != to.size()) return refused("has different number of variable-size dimensions for dims and reshape");
+    if (from.size() != to.size())
+      return refused("has different number of variable-size dimensions for dims and reshape");
     if (from != to) return refused("has different size for dims and reshape");
   }
   return absl::OkStatus();
@@ -167,7 +167,6 @@ absl::Status CheckSpecs(const google::protobuf::RepeatedPtrField<v1::TensorSpec>
 
 }  // namespace
 
-
 absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view folder_name,
                                                  ConfigNaming naming) {
   v1::ModelConfig config;
@@ -188,8 +187,8 @@ absl::StatusOr<v1::ModelConfig> ParseModelConfig(absl::string_view text, absl::s
     if (!tree.ok()) {
       // Neither schema reads it: say why for both (a Triton config that is
       // broken should not be reported only as infergate's).
-      return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", errors.first(), "; read as Triton's: ",
-                                                     tree.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.pbtxt: ", errors.first(), "; read as Triton's: ", tree.status().message()));
     }
     return absl::InvalidArgumentError(absl::StrCat("config.pbtxt: ", errors.first()));
   }

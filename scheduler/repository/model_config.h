@@ -3,14 +3,14 @@
 
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
-#include "proto/proto_enums.h"
+#include "absl/strings/string_view.h"
 #include "devices/device_id.h"
-#include "scheduler/repository/input_signature.h"
 #include "infergate/v1/model_config.pb.h"
 #include "infergate/v1/tensor.pb.h"
+#include "proto/proto_enums.h"
+#include "scheduler/repository/input_signature.h"
 
 namespace infergate {
 

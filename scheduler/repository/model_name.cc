@@ -1,8 +1,8 @@
-#include "absl/strings/string_view.h"
 #include "scheduler/repository/model_name.h"
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace infergate {
 
@@ -17,11 +17,11 @@ absl::Status ValidateModelName(absl::string_view name, absl::string_view field) 
     return absl::InvalidArgumentError(absl::StrCat(field, ": model name '", shown, "' may not start with '.'"));
   }
   for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '-' || c == '.';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
     if (!ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": model name '", shown, "' may only contain letters, digits, '_', '-' and '.'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": model name '", shown, "' may only contain letters, digits, '_', '-' and '.'"));
     }
   }
   return absl::OkStatus();

@@ -1,9 +1,8 @@
 #pragma once
 // Model names are folder names inside the repository; this keeps them there.
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace infergate {
 

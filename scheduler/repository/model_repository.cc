@@ -33,14 +33,10 @@ absl::StatusOr<int64_t> ParseVersion(absl::string_view text, absl::string_view f
 
 absl::string_view VersionStateName(VersionState state) {
   switch (state) {
-    case VersionState::kLoading:
-      return "LOADING";
-    case VersionState::kReady:
-      return "READY";
-    case VersionState::kUnavailable:
-      return "UNAVAILABLE";
-    case VersionState::kUnloading:
-      return "UNLOADING";
+    case VersionState::kLoading: return "LOADING";
+    case VersionState::kReady: return "READY";
+    case VersionState::kUnavailable: return "UNAVAILABLE";
+    case VersionState::kUnloading: return "UNLOADING";
   }
   return "UNAVAILABLE";
 }
@@ -66,8 +62,7 @@ void RefreshServedVersions(ModelEntry& entry) {
   }
 }
 
-absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const std::string& name,
-                                                ConfigNaming naming) {
+absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const std::string& name, ConfigNaming naming) {
   fs::path path = fs::path(dir) / "config.pbtxt";
   std::error_code ec;
   absl::StatusOr<v1::ModelConfig> config;
@@ -113,7 +108,8 @@ absl::Status BrokenConfigProblem(absl::string_view model, const absl::Status& pa
 }
 
 absl::Status NoVersionProblem(absl::string_view model) {
-  return absl::FailedPreconditionError(absl::StrCat("model '", model, "' has no version folder holding a model.pt or model.pt2"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("model '", model, "' has no version folder holding a model.pt or model.pt2"));
 }
 
 std::string OutOfPolicyReason(const v1::VersionPolicy& policy) {
@@ -204,9 +200,11 @@ absl::StatusOr<std::shared_ptr<const ModelEntry>> ModelRepository::Find(absl::st
 absl::StatusOr<int64_t> ModelRepository::ResolveVersion(const ModelEntry& model, absl::string_view version,
                                                         absl::string_view field) const {
   if (model.unloaded) {
-    return absl::UnavailableError(absl::StrCat(
-        "model '", model.name, "' was unloaded by an explicit unload request; an explicit load (RepositoryModelLoad, "
-        "POST /v2/repository/models/", model.name, "/load) serves it again"));
+    return absl::UnavailableError(
+        absl::StrCat("model '", model.name,
+                     "' was unloaded by an explicit unload request; an explicit load (RepositoryModelLoad, "
+                     "POST /v2/repository/models/",
+                     model.name, "/load) serves it again"));
   }
   if (version.empty()) {
     if (!model.versions.empty()) return model.versions.back();
@@ -236,8 +234,7 @@ absl::StatusOr<int64_t> ModelRepository::ResolveVersion(const ModelEntry& model,
     case VersionState::kUnavailable:
       if (s->out_of_policy) return absl::NotFoundError(absl::StrCat(not_found, head, " is ", s->reason));
       return absl::FailedPreconditionError(absl::StrCat(not_ready, head, " is unavailable: ", s->reason));
-    case VersionState::kReady:
-      break;
+    case VersionState::kReady: break;
   }
   return v;
 }

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/mutex.h"
 #include "infergate/v1/model_config.pb.h"
 #include "scheduler/repository/class_labels.h"
 #include "scheduler/repository/input_signature.h"
@@ -50,7 +50,7 @@ struct ModelEntry {
   // Class labels for classification answers, read with the config; null
   // when the model has none.
   std::shared_ptr<const ClassLabels> labels;
-  bool removed = false;        // its folder is gone; every version is UNLOADING
+  bool removed = false;  // its folder is gone; every version is UNLOADING
   // An explicit unload took it out of service: its versions are
   // UNAVAILABLE ("unloaded") until an explicit load, or until its files
   // change on disk.

@@ -57,7 +57,10 @@ bool NativeByName(absl::string_view name) {
 
 // Whether `content` starts like an executable or shared library.
 bool NativeByMagic(absl::string_view content) {
-  if (absl::StartsWith(content, "\x7f" "ELF")) return true;
+  if (absl::StartsWith(content,
+                       "\x7f"
+                       "ELF"))
+    return true;
   for (absl::string_view magic : {absl::string_view("\xfe\xed\xfa\xce", 4), absl::string_view("\xfe\xed\xfa\xcf", 4),
                                   absl::string_view("\xce\xfa\xed\xfe", 4), absl::string_view("\xcf\xfa\xed\xfe", 4),
                                   absl::string_view("\xca\xfe\xba\xbe", 4)}) {
@@ -76,15 +79,16 @@ bool NativeByMagic(absl::string_view content) {
 
 absl::Status CheckNotNativeCode(absl::string_view path, absl::string_view content) {
   auto refused = [path](absl::string_view why) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "file:", path.substr(0, 128), ": ", why,
-        "; this server takes no native code in uploads (--allow-native-uploads lets an admin send it)"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("file:", path.substr(0, 128), ": ", why,
+                     "; this server takes no native code in uploads (--allow-native-uploads lets an admin send it)"));
   };
   if (NativeByName(path)) return refused("a shared library or AOTInductor package (.pt2) is native code");
   if (NativeByMagic(content)) return refused("the file is an executable or shared library");
   if (absl::StartsWith(content, "PK")) {
     absl::StatusOr<std::vector<ZipEntry>> entries = ListZipBytes(content, std::string(path.substr(0, 128)));
-    if (!entries.ok()) return refused(absl::StrCat("a zip archive that cannot be checked (", entries.status().message(), ")"));
+    if (!entries.ok())
+      return refused(absl::StrCat("a zip archive that cannot be checked (", entries.status().message(), ")"));
     for (const ZipEntry& e : *entries) {
       if (NativeByName(e.name)) {
         return refused(absl::StrCat("the archive holds '", e.name.substr(0, 128), "', a shared library"));
@@ -97,8 +101,7 @@ absl::Status CheckNotNativeCode(absl::string_view path, absl::string_view conten
 bool IsVersionModelFile(absl::string_view path) {
   std::vector<absl::string_view> parts = absl::StrSplit(path, '/');
   return parts.size() == 2 && (parts[1] == "model.pt" || parts[1] == "model.pt2") &&
-         ParseVersion(parts[0], "version").ok() &&
-         std::to_string(*ParseVersion(parts[0], "version")) == parts[0];
+         ParseVersion(parts[0], "version").ok() && std::to_string(*ParseVersion(parts[0], "version")) == parts[0];
 }
 
 UploadFolders::~UploadFolders() {
@@ -144,7 +147,8 @@ absl::StatusOr<std::string> UploadFolders::Write(const std::string& model,
     }
     const fs::path target = dir / path;
     fs::create_directories(target.parent_path(), ec);
-    if (ec) return fail(absl::UnavailableError(absl::StrCat("cannot make a folder for file:", path, ": ", ec.message())));
+    if (ec)
+      return fail(absl::UnavailableError(absl::StrCat("cannot make a folder for file:", path, ": ", ec.message())));
     const int fd = open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
       return fail(absl::InvalidArgumentError(absl::StrCat("file:", path.substr(0, 128), ": cannot be written (",

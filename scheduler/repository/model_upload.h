@@ -4,10 +4,9 @@
 // instead of the repository's folder until the next explicit load.
 //
 // Safety: files that would run native code (CheckNotNativeCode) are
-// refused unless the operator allows them (--allow-native-uploads); a path is relative, made of plain names (no "..", ".", empty or
-// hidden-separator parts, no backslash or NUL), at most kMaxUploadDepth
-// deep; files are created new (O_EXCL, O_NOFOLLOW) under a folder no one
-// else writes (mode 0700, made with mkdtemp), so nothing lands outside it.
+// refused unless the operator allows them (--allow-native-uploads); a path is relative, made of plain names (no "..",
+// ".", empty or hidden-separator parts, no backslash or NUL), at most kMaxUploadDepth deep; files are created new
+// (O_EXCL, O_NOFOLLOW) under a folder no one else writes (mode 0700, made with mkdtemp), so nothing lands outside it.
 //
 // Threading: UploadFolders is thread-safe; the functions are pure.
 
@@ -15,10 +14,10 @@
 #include <map>
 #include <string>
 
-#include "common/mutex.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/mutex.h"
 
 namespace infergate {
 

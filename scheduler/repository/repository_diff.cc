@@ -53,7 +53,8 @@ std::string ModelDiff::ToString() const {
   if (removed) parts.push_back("folder removed");
   if (config_changed && !added) parts.push_back("config.pbtxt changed");
   auto list = [&](const std::vector<int64_t>& vs, const char* what) {
-    if (!vs.empty()) parts.push_back(absl::StrCat(vs.size() == 1 ? "version " : "versions ", absl::StrJoin(vs, ","), " ", what));
+    if (!vs.empty())
+      parts.push_back(absl::StrCat(vs.size() == 1 ? "version " : "versions ", absl::StrJoin(vs, ","), " ", what));
   };
   list(versions_added, "added");
   list(versions_changed, "changed");

@@ -1,5 +1,4 @@
 #include "scheduler/repository/repository_scan.h"
-#include "common/folder_entries.h"
 
 #include <sys/stat.h>
 
@@ -9,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/folder_entries.h"
 #include "common/status_macros.h"
 #include "scheduler/repository/model_name.h"
 #include "scheduler/repository/model_repository.h"
@@ -18,7 +18,7 @@ namespace infergate {
 namespace fs = std::filesystem;
 
 FileStamp StampFile(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
   FileStamp stamp;
   stamp.size = static_cast<uint64_t>(st.st_size);

@@ -26,7 +26,7 @@ std::string VersionModelFile(const std::string& version_dir);
 
 struct DiskModel {
   std::string name;
-  FileStamp config;                      // empty: no config.pbtxt
+  FileStamp config;                       // empty: no config.pbtxt
   std::map<int64_t, FileStamp> versions;  // integer folders holding a model.pt or model.pt2
   friend bool operator==(const DiskModel&, const DiskModel&) = default;
 };

@@ -52,9 +52,9 @@ struct VersionPlanInput {
   const std::map<int64_t, VersionStatus>* states = nullptr;  // the versions as published now, by number
   const std::map<int64_t, FileStamp>* on_disk = nullptr;     // the version files the repository holds now
   v1::VersionPolicy policy;
-  bool config_changed = false;  // a new config applies: every file is tried again
-  bool config_broken = false;   // no usable config: nothing is served
-  std::set<int64_t> failed_now;             // versions whose load failed earlier in this update
+  bool config_changed = false;             // a new config applies: every file is tried again
+  bool config_broken = false;              // no usable config: nothing is served
+  std::set<int64_t> failed_now;            // versions whose load failed earlier in this update
   std::vector<int64_t> removed_from_disk;  // versions whose files went since the last update
 };
 

@@ -9,8 +9,7 @@ namespace infergate {
 
 std::vector<int64_t> SelectVersions(const v1::VersionPolicy& policy, const std::vector<int64_t>& loadable) {
   switch (policy.policy_choice_case()) {
-    case v1::VersionPolicy::kAll:
-      return loadable;
+    case v1::VersionPolicy::kAll: return loadable;
     case v1::VersionPolicy::kSpecific: {
       std::vector<int64_t> out;
       for (int64_t v : loadable) {
@@ -20,8 +19,7 @@ std::vector<int64_t> SelectVersions(const v1::VersionPolicy& policy, const std::
       return out;
     }
     case v1::VersionPolicy::kLatest:
-    case v1::VersionPolicy::POLICY_CHOICE_NOT_SET:
-      break;
+    case v1::VersionPolicy::POLICY_CHOICE_NOT_SET: break;
   }
   size_t n = policy.has_latest() ? std::max<uint32_t>(policy.latest().num_versions(), 1) : 1;
   n = std::min(n, loadable.size());
@@ -30,13 +28,11 @@ std::vector<int64_t> SelectVersions(const v1::VersionPolicy& policy, const std::
 
 std::string DescribePolicy(const v1::VersionPolicy& policy) {
   switch (policy.policy_choice_case()) {
-    case v1::VersionPolicy::kAll:
-      return "all versions";
+    case v1::VersionPolicy::kAll: return "all versions";
     case v1::VersionPolicy::kSpecific:
       return absl::StrCat("version", policy.specific().versions_size() == 1 ? " " : "s ",
                           absl::StrJoin(policy.specific().versions(), ", "));
-    default:
-      break;
+    default: break;
   }
   uint32_t n = policy.has_latest() ? std::max<uint32_t>(policy.latest().num_versions(), 1) : 1;
   return n == 1 ? "the latest version" : absl::StrCat("the latest ", n, " versions");
@@ -52,8 +48,8 @@ absl::Status ValidateVersionPolicy(const v1::VersionPolicy& policy) {
     }
     for (int i = 0; i < policy.specific().versions_size(); ++i) {
       if (policy.specific().versions(i) < 0) {
-        return absl::InvalidArgumentError(absl::StrCat("version_policy.specific.versions[", i, "]: ",
-                                                       policy.specific().versions(i), " is negative"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("version_policy.specific.versions[", i, "]: ", policy.specific().versions(i), " is negative"));
       }
     }
   }

@@ -23,8 +23,8 @@ struct VersionStatus {
   // Which load of this version answers: a new number for every accepted
   // model.pt or config.pbtxt, so old and new copies are cached apart.
   uint64_t generation = 0;
-  FileStamp stamp;  // the model.pt that answers (READY)
-  FileStamp tried;  // the newest model.pt tried; a failed one is not retried until it changes
+  FileStamp stamp;             // the model.pt that answers (READY)
+  FileStamp tried;             // the newest model.pt tried; a failed one is not retried until it changes
   bool failed = false;         // the file in `tried` failed to load
   bool out_of_policy = false;  // UNAVAILABLE because version_policy leaves it out
 };

@@ -61,22 +61,21 @@ std::optional<DeviceKind> KindByName(absl::string_view name) {
 AccuracyLedger::AccuracyLedger(std::shared_ptr<StateFile> state_file, std::string libtorch_version)
     : state_file_(std::move(state_file)), libtorch_version_(std::move(libtorch_version)) {}
 
-std::string AccuracyLedger::Render(const AccuracyKey& key, const std::string& libtorch,
-                                   const AccuracyMeasurement& m) {
+std::string AccuracyLedger::Render(const AccuracyKey& key, const std::string& libtorch, const AccuracyMeasurement& m) {
   std::string measured;
   if (!m.problem.empty()) {
     measured = absl::StrCat("problem=", Escape(m.problem));
   } else {
     std::vector<std::string> outputs;
     for (const OutputError& e : m.outputs) {
-      outputs.push_back(absl::StrFormat("%s=%.17g/%.17g/%d", Escape(e.output), e.max_abs_error,
-                                        e.reference_magnitude, e.new_non_finite ? 1 : 0));
+      outputs.push_back(absl::StrFormat("%s=%.17g/%.17g/%d", Escape(e.output), e.max_abs_error, e.reference_magnitude,
+                                        e.new_non_finite ? 1 : 0));
     }
     measured = absl::StrCat("outputs=", absl::StrJoin(outputs, ";"));
   }
-  return absl::StrCat(DeviceKindName(key.kind), "\t", Escape(key.device_signature), "\t", DTypeName(key.dtype),
-                      "\t", Escape(key.model), "\t", key.file_digest, "\t", Escape(key.inputs), "\t", libtorch,
-                      "\t", measured);
+  return absl::StrCat(DeviceKindName(key.kind), "\t", Escape(key.device_signature), "\t", DTypeName(key.dtype), "\t",
+                      Escape(key.model), "\t", key.file_digest, "\t", Escape(key.inputs), "\t", libtorch, "\t",
+                      measured);
 }
 
 std::optional<AccuracyLedger::Entry> AccuracyLedger::Parse(const std::string& line) {

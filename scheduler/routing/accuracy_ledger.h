@@ -20,22 +20,22 @@
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/status/status.h"
+#include "common/mutex.h"
 #include "devices/device_id.h"
 #include "devices/dtype.h"
-#include "scheduler/model/accuracy_tolerance.h"
 #include "scheduler/cache/state_file.h"
+#include "scheduler/model/accuracy_tolerance.h"
 
 namespace infergate {
 
 struct AccuracyKey {
   std::string model;
-  std::string file_digest;       // SHA-256 of the model file
+  std::string file_digest;  // SHA-256 of the model file
   DeviceKind kind = DeviceKind::kCpu;
   std::string device_signature;  // what picks the device's kernels
   DType dtype = DType::kFloat16;
-  std::string inputs;            // fingerprint of the check inputs' source
+  std::string inputs;  // fingerprint of the check inputs' source
   friend auto operator<=>(const AccuracyKey&, const AccuracyKey&) = default;
 };
 

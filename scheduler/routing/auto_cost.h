@@ -43,9 +43,9 @@ struct RouteCandidate {
   size_t queued = 0;   // jobs waiting
   size_t running = 0;  // jobs executing
   int workers = 1;
-  bool resident = false;               // the model is loaded there
-  bool demoted = false;                // not resident: demoted from there to make room
-  std::optional<double> latency_us;    // the model's average there, if measured
+  bool resident = false;             // the model is loaded there
+  bool demoted = false;              // not resident: demoted from there to make room
+  std::optional<double> latency_us;  // the model's average there, if measured
   // Not resident: how long until a copy could be ready there if a request
   // loaded it now (its load time learned there, plus the moves queued on
   // the device's link); unset while no load there was measured.

@@ -59,10 +59,10 @@ struct MoveInputs {
 };
 
 struct MoveDecision {
-  std::string promote;               // empty: none
-  std::vector<std::string> demote;   // to make room for it, smallest gain first
-  double gain_us = 0;                // the promoted model's over the window
-  double cost_us = 0;                // its transfer plus the displaced models' gains
+  std::string promote;              // empty: none
+  std::vector<std::string> demote;  // to make room for it, smallest gain first
+  double gain_us = 0;               // the promoted model's over the window
+  double cost_us = 0;               // its transfer plus the displaced models' gains
   friend bool operator==(const MoveDecision&, const MoveDecision&) = default;
 };
 

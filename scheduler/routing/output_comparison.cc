@@ -12,8 +12,8 @@ AccuracyMeasurement CompareOutputs(const std::vector<NamedTensor>& reference,
                                    const std::vector<NamedTensor>& candidate) {
   AccuracyMeasurement m;
   if (reference.size() != candidate.size()) {
-    m.problem = absl::StrCat("the reduced-precision run returned ", candidate.size(), " outputs, FP32 ",
-                             reference.size());
+    m.problem =
+        absl::StrCat("the reduced-precision run returned ", candidate.size(), " outputs, FP32 ", reference.size());
     return m;
   }
   for (const NamedTensor& ref : reference) {

@@ -10,8 +10,7 @@
 
 namespace infergate {
 
-PlacementController::PlacementController(Hooks hooks, Options options)
-    : hooks_(std::move(hooks)), options_(options) {}
+PlacementController::PlacementController(Hooks hooks, Options options) : hooks_(std::move(hooks)), options_(options) {}
 
 PlacementController::~PlacementController() { Stop(); }
 

@@ -77,8 +77,8 @@ class PlacementController {
     // passes, not one per model).
     int max_promotions_per_pass = 4;
     MoveObjective objective = MoveObjective::kTail;  // move_policy.h
-    double window_s = 10;       // the demand window the gains are counted over
-    double hysteresis = 1.5;    // move_policy.h
+    double window_s = 10;                            // the demand window the gains are counted over
+    double hysteresis = 1.5;                         // move_policy.h
     double min_residence_s = 5;
   };
 

@@ -255,8 +255,7 @@ PrecisionChecker::Entry PrecisionChecker::Check(const Route& route, DType dtype,
   if (!got.ok()) {
     // The device failing (out of memory, an op it lacks, a lost device) is
     // the failure policy's business, not a finding about accuracy.
-    if (DeviceFailureOf(got.status()) || absl::IsResourceExhausted(got.status()) ||
-        absl::IsUnavailable(got.status())) {
+    if (DeviceFailureOf(got.status()) || absl::IsResourceExhausted(got.status()) || absl::IsUnavailable(got.status())) {
       entry.note = absl::StrCat("the ", Lower(DTypeName(dtype)), " run failed: ", got.status().message());
       return entry;
     }
@@ -325,8 +324,9 @@ void PrecisionChecker::OfferRunningCheck(const Route& route, const std::vector<N
     }
   }
   if (!queued) {
-    if (observer_) observer_->OnPrecisionCheck(route.model->name, route.device.id.ToString(), dtype,
-                                             PrecisionCheckKind::kRunning, PrecisionCheckResult::kDropped);
+    if (observer_)
+      observer_->OnPrecisionCheck(route.model->name, route.device.id.ToString(), dtype, PrecisionCheckKind::kRunning,
+                                  PrecisionCheckResult::kDropped);
     return;
   }
   Task task;

@@ -24,31 +24,31 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <tuple>
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/strings/string_view.h"
+#include "common/mutex.h"
 #include "devices/device_registry.h"
-#include "scheduler/routing/accuracy_ledger.h"
+#include "scheduler/cache/model_manager.h"
 #include "scheduler/model/accuracy_tolerance.h"
 #include "scheduler/model/inference_types.h"
-#include "scheduler/cache/model_manager.h"
-#include "scheduler/routing/precision_decision.h"
 #include "scheduler/model/route.h"
 #include "scheduler/model/scheduler_observer.h"
 #include "scheduler/model/tensor_types.h"
+#include "scheduler/routing/accuracy_ledger.h"
+#include "scheduler/routing/precision_decision.h"
 
 namespace infergate {
 
 class PrecisionChecker {
  public:
   struct Options {
-    bool enabled = true;        // false: every dtype counts as verified (no checks)
-    size_t max_queued = 64;     // checks waiting; more are asked again by later requests
+    bool enabled = true;     // false: every dtype counts as verified (no checks)
+    size_t max_queued = 64;  // checks waiting; more are asked again by later requests
   };
   // True when the CPU has no work queued or running.
   using CpuIdle = std::function<bool()>;
@@ -85,8 +85,7 @@ class PrecisionChecker {
   bool WantsRunningCheck(const Route& route);
   // Queues the FP32 re-run of a request already answered, if the CPU is idle
   // and no other re-run waits; else drops it. Copies the inputs.
-  void OfferRunningCheck(const Route& route, const std::vector<NamedTensor>& inputs,
-                         std::vector<NamedTensor> outputs);
+  void OfferRunningCheck(const Route& route, const std::vector<NamedTensor>& inputs, std::vector<NamedTensor> outputs);
 
   // The combinations checked or being checked for the served generations
   // of `model`.
@@ -119,14 +118,14 @@ class PrecisionChecker {
   enum class Stage { kQueued, kDone, kNotChecked };
   struct Entry {
     Stage stage = Stage::kQueued;
-    AccuracyMeasurement measurement;       // kDone
+    AccuracyMeasurement measurement;  // kDone
     // kDone: the measurement judged against the config of the generation
     // it was made for (a changed config is a new generation).
     AccuracyVerdict verdict;
     std::optional<AccuracyKey> ledger_key;  // where kDone's measurement is kept
-    bool from_ledger = false;              // kDone: read from the state file, not measured now
-    std::string note;                      // kNotChecked: why
-    Clock::time_point retry_after;         // kNotChecked: a request may ask again from then on
+    bool from_ledger = false;               // kDone: read from the state file, not measured now
+    std::string note;                       // kNotChecked: why
+    Clock::time_point retry_after;          // kNotChecked: a request may ask again from then on
   };
   struct Task {
     Route route;

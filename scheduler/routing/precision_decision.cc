@@ -26,8 +26,8 @@ PrecisionDecision DecidePrecision(const PrecisionQuery& q) {
   d.reason = state == AccuracyState::kUnchecked ? PrecisionReasonKind::kUnverified : PrecisionReasonKind::kInaccurate;
   if (state == AccuracyState::kUnchecked) d.check = q.picked;
   if (q.client_asked && !q.allow_fallback) {
-    d.refusal = state == AccuracyState::kUnchecked ? absl::StatusCode::kUnavailable
-                                                   : absl::StatusCode::kFailedPrecondition;
+    d.refusal =
+        state == AccuracyState::kUnchecked ? absl::StatusCode::kUnavailable : absl::StatusCode::kFailedPrecondition;
     return d;
   }
   const DType other = q.picked == DType::kFloat16 ? DType::kBFloat16 : DType::kFloat16;
@@ -47,8 +47,10 @@ PrecisionDecision DecidePrecision(const PrecisionQuery& q) {
 std::string PrecisionReasonText(const PrecisionDecision& decision) {
   switch (decision.reason) {
     case PrecisionReasonKind::kNone: return "";
-    case PrecisionReasonKind::kUnverified: return absl::StrCat("unverified:", absl::AsciiStrToLower(DTypeName(decision.about)));
-    case PrecisionReasonKind::kInaccurate: return absl::StrCat("inaccurate:", absl::AsciiStrToLower(DTypeName(decision.about)));
+    case PrecisionReasonKind::kUnverified:
+      return absl::StrCat("unverified:", absl::AsciiStrToLower(DTypeName(decision.about)));
+    case PrecisionReasonKind::kInaccurate:
+      return absl::StrCat("inaccurate:", absl::AsciiStrToLower(DTypeName(decision.about)));
   }
   return "";
 }

@@ -40,9 +40,9 @@ enum class ReadyPath {
 
 struct PathChoice {
   ReadyPath path = ReadyPath::kColdStart;
-  int index = -1;            // the candidate it runs on
-  double expected_us = 0;    // when it is expected to finish (from now)
-  double alternative_us = 0; // kResident / kLoadAndRun: the path not taken's estimate (0: none)
+  int index = -1;             // the candidate it runs on
+  double expected_us = 0;     // when it is expected to finish (from now)
+  double alternative_us = 0;  // kResident / kLoadAndRun: the path not taken's estimate (0: none)
 };
 
 // `ideal`: the index of the best device were the model resident everywhere

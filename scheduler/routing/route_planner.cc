@@ -31,7 +31,7 @@ RoutePlanner::RoutePlanner(ModelRepository& repository, const DeviceRegistry& de
       accuracy_(accuracy) {}
 
 DType RoutePlanner::ComputeDType(const ModelEntry& model, const FileStamp& file, const PrecisionTraits& device,
-                                Precision precision) {
+                                 Precision precision) {
   bool float64_model = false;
   for (const InputSpec& in : model.declared.inputs) float64_model |= in.dtype == DType::kFloat64;
   Precision model_override = PrecisionFromProto(model.config.precision()).value_or(Precision::kAuto);
@@ -107,13 +107,13 @@ absl::Status RoutePlanner::ApplyAccuracy(Route& route, Precision precision, bool
   if (decision.reason == PrecisionReasonKind::kNone) return absl::OkStatus();
   AccuracyVerdict verdict;
   if (decision.reason == PrecisionReasonKind::kInaccurate) accuracy_->State(route, decision.about, &verdict);
-  const std::string what = absl::StrCat("model '", route.model->name, "' in ",
-                                        absl::AsciiStrToLower(DTypeName(decision.about)), " on ",
-                                        route.device.id.ToString());
+  const std::string what =
+      absl::StrCat("model '", route.model->name, "' in ", absl::AsciiStrToLower(DTypeName(decision.about)), " on ",
+                   route.device.id.ToString());
   if (decision.refusal == absl::StatusCode::kFailedPrecondition) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "precision: ", what, " failed its accuracy check (", verdict.Describe(),
-        ") and fallback is DENY; ask for another precision or allow fallback"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("precision: ", what, " failed its accuracy check (", verdict.Describe(),
+                     ") and fallback is DENY; ask for another precision or allow fallback"));
   }
   if (decision.refusal == absl::StatusCode::kUnavailable) {
     return absl::UnavailableError(absl::StrCat("precision: ", what,
@@ -237,8 +237,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
     if (!request.allow_fallback) {
       return absl::FailedPreconditionError(absl::StrCat(
           "device: requested device '", wanted.ToString(), "' is ",
-          cooling_down ? "out of service after a failure" : "not available on this server",
-          " and fallback is DENY"));
+          cooling_down ? "out of service after a failure" : "not available on this server", " and fallback is DENY"));
     }
     static LogRateLimiter limiter(5);
     if (uint64_t held = 0; limiter.Allow(&held)) {
@@ -255,14 +254,12 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
   } else if (std::optional<FallbackReason> learned = learned_limit(target->kind)) {
     // Known not to run there: go straight to the CPU instead of failing first.
     if (!request.allow_fallback) {
-      return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' cannot run on ",
-                                                        target->ToString(), " (", learned->ToString(),
-                                                        ") and fallback is DENY"));
+      return absl::FailedPreconditionError(absl::StrCat("device: model '", name, "' cannot run on ", target->ToString(),
+                                                        " (", learned->ToString(), ") and fallback is DENY"));
     }
     reason = *std::move(learned);
   }
-  if (!reason && request.allow_fallback &&
-      AnswersFromCpuCopy(route, request.precision, *target)) {
+  if (!reason && request.allow_fallback && AnswersFromCpuCopy(route, request.precision, *target)) {
     reason = FallbackReason{FallbackKind::kDemoted, target->ToString()};
   }
   if (!reason) return PlaceOn(std::move(route), *target, request.precision, request.allow_fallback);
@@ -278,9 +275,8 @@ absl::StatusOr<Route> RoutePlanner::FallBackToCpu(const Route& route, FallbackRe
                                                   bool allow_fallback, const absl::Status& failure) const {
   if (!allow_fallback || !DeviceAllowed(route.model->config, kCpuDevice)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "device: model '", route.model->name, "' cannot run on ", route.device.id.ToString(), " (",
-        reason.ToString(), ") and ", allow_fallback ? "may not run on the cpu" : "fallback is DENY", ": ",
-        failure.message()));
+        "device: model '", route.model->name, "' cannot run on ", route.device.id.ToString(), " (", reason.ToString(),
+        ") and ", allow_fallback ? "may not run on the cpu" : "fallback is DENY", ": ", failure.message()));
   }
   Route moved = route;
   moved.fallback = std::move(reason);

@@ -18,9 +18,9 @@
 #include "absl/strings/string_view.h"
 #include "devices/device_registry.h"
 #include "devices/precision.h"
-#include "scheduler/routing/precision_checker.h"
 #include "scheduler/model/route.h"
 #include "scheduler/routing/auto_cost.h"
+#include "scheduler/routing/precision_checker.h"
 #include "scheduler/routing/unsupported_ops.h"
 
 namespace infergate {
@@ -105,8 +105,7 @@ class RoutePlanner {
                                               const std::vector<LoadTarget>& targets, const DeviceRegistry& devices);
 
  private:
-  absl::StatusOr<Route> PlaceOn(Route route, const DeviceId& device, Precision precision,
-                                bool allow_fallback) const;
+  absl::StatusOr<Route> PlaceOn(Route route, const DeviceId& device, Precision precision, bool allow_fallback) const;
   // Applies the accuracy contract to route.dtype.
   absl::Status ApplyAccuracy(Route& route, Precision precision, bool allow_fallback) const;
   // The allowed device `auto` costs least; with one allowed, that one, and

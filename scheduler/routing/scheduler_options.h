@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "devices/device_id.h"
 #include "scheduler/routing/placement_controller.h"
@@ -26,7 +26,7 @@ struct SchedulerOptions {
   bool fair_queueing = true;
   // A waiting request's priority improves by one level per this much waiting.
   std::chrono::milliseconds priority_aging{100};
-  bool batching = true;    // false: every request runs alone
+  bool batching = true;  // false: every request runs alone
   // A tensor's elements at most (the requests' limit): a warm-up sample's
   // too (warmup_samples.h).
   int64_t max_tensor_elements = int64_t{1} << 28;

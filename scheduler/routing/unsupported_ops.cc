@@ -46,8 +46,8 @@ absl::Status UnsupportedOpTable::Load() {
     std::optional<DeviceKind> kind = parts.size() == 5 ? KindFromName(parts[0]) : std::nullopt;
     std::optional<FallbackReason> reason = parts.size() == 5 ? FallbackReason::Parse(parts[4]) : std::nullopt;
     if (!kind || parts[1].empty() || !reason) {
-      return absl::DataLossError(absl::StrCat("state file ", state_file_->path(), ": learned device limit ",
-                                              line_no, " is malformed: '", line, "'"));
+      return absl::DataLossError(absl::StrCat("state file ", state_file_->path(), ": learned device limit ", line_no,
+                                              " is malformed: '", line, "'"));
     }
     if (parts[3] != libtorch_version_) {
       ++stale;
@@ -88,8 +88,8 @@ bool UnsupportedOpTable::Record(const std::string& model, const std::string& fil
 std::vector<std::string> UnsupportedOpTable::Render() const {
   std::vector<std::string> out;
   for (const auto& [key, reason] : entries_) {
-    out.push_back(absl::StrCat(DeviceKindName(key.kind), "\t", key.model, "\t", key.file, "\t", libtorch_version_,
-                               "\t", reason.ToString()));
+    out.push_back(absl::StrCat(DeviceKindName(key.kind), "\t", key.model, "\t", key.file, "\t", libtorch_version_, "\t",
+                               reason.ToString()));
   }
   return out;
 }

@@ -20,11 +20,11 @@
 #include <utility>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/status/status.h"
+#include "common/mutex.h"
 #include "devices/device_id.h"
-#include "scheduler/model/fallback_reason.h"
 #include "scheduler/cache/state_file.h"
+#include "scheduler/model/fallback_reason.h"
 
 namespace infergate {
 

@@ -6,14 +6,13 @@
 
 #include <algorithm>
 
-#include "common/logging.h"
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 
 namespace infergate {
@@ -101,9 +100,9 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFiles(const std::string& inference_file
     if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(file->flag, ": ", t.status().message()));
     // At start-up a file without a token is a mistake to stop on, not a lock.
     if (t->tokens.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          file->flag, ": token file ", file->path, " holds no token",
-          t->skipped.empty() ? "" : absl::StrCat(" (", SkippedLines(t->skipped), ")")));
+      return absl::InvalidArgumentError(
+          absl::StrCat(file->flag, ": token file ", file->path, " holds no token",
+                       t->skipped.empty() ? "" : absl::StrCat(" (", SkippedLines(t->skipped), ")")));
     }
     if (!t->skipped.empty()) LOG_WARNING << file->flag << " " << file->path << ": " << SkippedLines(t->skipped);
     const bool inference = file == &shared.inference_file;
@@ -154,8 +153,9 @@ void TokenAuth::MaybeReload() const {
     }
     if (!next) next = std::make_shared<Tokens>(*shared.tokens);
     (file == &shared.inference_file ? next->inference : next->admin) = std::move(tokens);
-    LOG_INFO << file->flag << " " << file->path << " re-read: "
-             << (file == &shared.inference_file ? next->inference.size() : next->admin.size()) << " token(s)";
+    LOG_INFO << file->flag << " " << file->path
+             << " re-read: " << (file == &shared.inference_file ? next->inference.size() : next->admin.size())
+             << " token(s)";
   }
   if (next) shared.tokens = std::move(next);
 }
@@ -165,9 +165,7 @@ bool TokenAuth::enabled() const {
   return tokens->inference_guarded || tokens->admin_guarded || admin_ == AdminAccess::kDisabled;
 }
 
-bool TokenAuth::admin_open_to_anyone() const {
-  return admin_ == AdminAccess::kOpen && !Current()->admin_guarded;
-}
+bool TokenAuth::admin_open_to_anyone() const { return admin_ == AdminAccess::kOpen && !Current()->admin_guarded; }
 
 bool TokenAuth::OwnHostName(absl::string_view host) const {
   absl::string_view name = host;

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/mutex.h"
 
 namespace infergate {
 

@@ -75,8 +75,8 @@ class CallEnvironment {
   // calling thread).
   // `trace_settings` may be null (the trace extension is not served).
   CallEnvironment(InferBackend backend, CodecLimits limits, TokenAuth auth, InflightBudget* budget,
-           InferCallObserver* observer, Tracing* tracing = nullptr, HandlerWorkPool* handler_pool = nullptr,
-           TraceSettings* trace_settings = nullptr)
+                  InferCallObserver* observer, Tracing* tracing = nullptr, HandlerWorkPool* handler_pool = nullptr,
+                  TraceSettings* trace_settings = nullptr)
       : backend_(std::move(backend)),
         limits_(limits),
         auth_(std::move(auth)),

@@ -32,12 +32,13 @@ std::string CallTally::Summary() const {
     const uint64_t n = counts_[i].load(std::memory_order_relaxed);
     if (n == 0) continue;
     total += n;
-    absl::StrAppend(&parts, parts.empty() ? "" : ", ", absl::StatusCodeToString(static_cast<absl::StatusCode>(i)),
-                    " ", n);
+    absl::StrAppend(&parts, parts.empty() ? "" : ", ", absl::StatusCodeToString(static_cast<absl::StatusCode>(i)), " ",
+                    n);
   }
   std::string out =
       absl::StrCat("answered ", total, " inference call", total == 1 ? "" : "s", parts.empty() ? "" : ": ", parts);
-  if (const uint64_t refused = drain_refusals(); refused > 0) absl::StrAppend(&out, "; ", refused, " refused while draining");
+  if (const uint64_t refused = drain_refusals(); refused > 0)
+    absl::StrAppend(&out, "; ", refused, " refused while draining");
   return out;
 }
 

@@ -45,8 +45,8 @@ absl::StatusOr<std::vector<std::vector<ClassScore>>> TopClasses(const at::Tensor
       ClassScore c;
       c.index = static_cast<uint64_t>(order[i]);
       c.score = row[order[i]];
-      c.score_text = floating ? std::to_string(c.score)
-                              : std::to_string(integers.data_ptr<int64_t>()[r * per_row + order[i]]);
+      c.score_text =
+          floating ? std::to_string(c.score) : std::to_string(integers.data_ptr<int64_t>()[r * per_row + order[i]]);
       if (labels && c.index < labels->size()) c.label = (*labels)[c.index];
       classes.push_back(std::move(c));
     }

@@ -10,11 +10,11 @@
 //
 // Threading: pure functions.
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"

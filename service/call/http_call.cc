@@ -45,8 +45,8 @@ absl::StatusOr<Clock::time_point> RestDeadline(const HttpRequest& request, Clock
   if (header.empty()) return Clock::time_point::max();
   uint64_t ms = 0;
   if (!absl::SimpleAtoi(header, &ms) || ms == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(kDeadlineHeader, ": '", header.substr(0, 32),
-                                                   "' is not a positive count of milliseconds"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kDeadlineHeader, ": '", header.substr(0, 32), "' is not a positive count of milliseconds"));
   }
   // Past about 292 years the steady clock overflows: no deadline.
   if (ms > uint64_t{1} << 52) return Clock::time_point::max();

@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/caught_exception.h"
 #include "common/logging.h"
-#include "scheduler/execution/drain_refusal.h"
 #include "scheduler/core/inference_core.h"
+#include "scheduler/execution/drain_refusal.h"
 #include "scheduler/execution/request_trace.h"
 #include "scheduler/model/string_tensor.h"
 #include "service/tracing/call_trace.h"
@@ -46,7 +46,8 @@ InferBackend InferBackend::Of(InferenceCore& core) {
   return backend;
 }
 
-std::shared_ptr<InferCall> InferCall::Begin(const CallEnvironment& environment, absl::string_view model, Finish finish) {
+std::shared_ptr<InferCall> InferCall::Begin(const CallEnvironment& environment, absl::string_view model,
+                                            Finish finish) {
   return std::make_shared<InferCall>(environment, model, std::move(finish));
 }
 
@@ -55,7 +56,8 @@ InferCall::InferCall(const CallEnvironment& environment, absl::string_view model
 
 InferCall::~InferCall() = default;
 
-void InferCall::Trace(const CallTraceStart& start, absl::FunctionRef<absl::string_view(absl::string_view name)> header) {
+void InferCall::Trace(const CallTraceStart& start,
+                      absl::FunctionRef<absl::string_view(absl::string_view name)> header) {
   Tracing* tracing = environment_.tracing();
   if (!tracing) return;
   CallTraceStart at_start = start;
@@ -197,7 +199,8 @@ void InferCall::End(const RequestLabels& labels, const absl::Status& status, con
     handle.swap(handle_);
   }
   const Clock::time_point ended = Clock::now();
-  if (InferCallObserver* o = environment_.observer()) o->RecordInfer(labels, status, result, MicrosBetween(received_, ended));
+  if (InferCallObserver* o = environment_.observer())
+    o->RecordInfer(labels, status, result, MicrosBetween(received_, ended));
   environment_.tally().Count(status);
   LogEnd(labels, status, ended);
   // An unsampled call's span ends with it, recording nothing.

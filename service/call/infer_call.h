@@ -38,9 +38,9 @@
 #include "common/mutex.h"
 #include "scheduler/model/inference_types.h"
 #include "scheduler/model/request_handle.h"
-#include "service/tracing/call_trace_start.h"
 #include "service/call/call_environment.h"
 #include "service/call/inflight_budget.h"
+#include "service/tracing/call_trace_start.h"
 
 namespace infergate {
 

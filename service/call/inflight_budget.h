@@ -33,7 +33,9 @@ class InflightBudget {
   class Reservation {
    public:
     Reservation() = default;
-    Reservation(Reservation&& other) noexcept : budget_(other.budget_), bytes_(other.bytes_) { other.budget_ = nullptr; }
+    Reservation(Reservation&& other) noexcept : budget_(other.budget_), bytes_(other.bytes_) {
+      other.budget_ = nullptr;
+    }
     Reservation& operator=(Reservation&& other) noexcept;
     ~Reservation() { Release(); }
     // Gives back what it holds beyond `bytes` (room reserved for a message

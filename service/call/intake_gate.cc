@@ -86,8 +86,7 @@ bool IntakeGate::TrySlot(Lane lane, absl::string_view peer, uint64_t max_bytes, 
       // always finds one, however many a client trickling its messages
       // keeps busy.
       auto it = addresses_.find(address);
-      if (small_reads_ >= kMaxSmallReads ||
-          (it != addresses_.end() && it->second.small >= kMaxSmallReads / 2)) {
+      if (small_reads_ >= kMaxSmallReads || (it != addresses_.end() && it->second.small >= kMaxSmallReads / 2)) {
         return false;
       }
       ++small_reads_;
@@ -106,8 +105,7 @@ bool IntakeGate::TrySlot(Lane lane, absl::string_view peer, uint64_t max_bytes, 
       ++new_reads_;
       room = std::min(max_bytes, kFastFloor);
       break;
-    default:
-      return false;
+    default: return false;
   }
   // Counted, but not refused when the budget is full: these reads are
   // bounded by their slots, and a small request must not wait behind large
@@ -249,19 +247,14 @@ void IntakeGate::End(Ticket* ticket) {
       --small_reads_;
       if (auto it = addresses_.find(ticket->address_); it != addresses_.end()) --it->second.small;
       break;
-    case Lane::kFast:
-      --fast_reads_;
-      break;
-    case Lane::kNew:
-      --new_reads_;
-      break;
+    case Lane::kFast: --fast_reads_; break;
+    case Lane::kNew: --new_reads_; break;
     case Lane::kRoom:
       --room_reads_;
       pending_room_ -= ticket->pending_;
       break;
     case Lane::kStream:
-    case Lane::kNone:
-      break;
+    case Lane::kNone: break;
   }
   auto it = addresses_.find(ticket->address_);
   if (it != addresses_.end()) {
@@ -329,13 +322,13 @@ absl::Status IntakeGate::Refusal() const {
 
 absl::Status IntakeGate::Overdue(const Ticket& ticket) const {
   if (ticket.lane() == Lane::kSmall) {
-    return absl::ResourceExhaustedError(absl::StrCat("the request message did not arrive within ",
-                                                     Seconds(kSmallReadTimeout), " s of its call"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the request message did not arrive within ", Seconds(kSmallReadTimeout), " s of its call"));
   }
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "the request message did not arrive in time: the server waits ", Seconds(options_.grace), " s plus ",
-      options_.min_rate, " bytes a second (--min-receive-rate) for a request of up to ", room_bytes_,
-      " bytes; send it faster, or retry"));
+  return absl::ResourceExhaustedError(absl::StrCat("the request message did not arrive in time: the server waits ",
+                                                   Seconds(options_.grace), " s plus ", options_.min_rate,
+                                                   " bytes a second (--min-receive-rate) for a request of up to ",
+                                                   room_bytes_, " bytes; send it faster, or retry"));
 }
 
 }  // namespace infergate

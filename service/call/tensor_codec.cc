@@ -1,5 +1,3 @@
-#include "absl/strings/string_view.h"
-#include "common/status_macros.h"
 #include "service/call/tensor_codec.h"
 
 #include <ATen/ops/empty.h>
@@ -14,10 +12,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "common/wire_strings.h"
 #include "devices/torch_dtype.h"
 #include "proto/proto_enums.h"
 #include "scheduler/model/string_tensor.h"
-#include "common/wire_strings.h"
 
 namespace infergate {
 namespace {

@@ -1,12 +1,12 @@
 #pragma once
 // Wire tensors (raw little-endian bytes + dtype + shape) <-> LibTorch tensors.
 
-#include <cstdint>
-#include "absl/strings/string_view.h"
-
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "infergate/v1/tensor.pb.h"
 #include "service/call/wire_tensor.h"
 

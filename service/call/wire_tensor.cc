@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "proto/proto_enums.h"
 #include "common/wire_strings.h"
+#include "proto/proto_enums.h"
 
 namespace infergate {
 
@@ -30,8 +30,8 @@ absl::StatusOr<int64_t> ValidateShape(const std::vector<int64_t>& shape, absl::s
       continue;
     }
     if (nonzero_product > max_elements / shape[d]) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".shape: [", absl::StrJoin(shape, ","),
-                                                     "] has more than ", max_elements, " elements"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".shape: [", absl::StrJoin(shape, ","), "] has more than ", max_elements, " elements"));
     }
     nonzero_product *= shape[d];
   }
@@ -47,10 +47,9 @@ absl::Status CheckShapeFitsInt64(const std::vector<int64_t>& shape, size_t eleme
   }
   for (int64_t d : shape) {
     if (product > INT64_MAX / d) {
-      return absl::InvalidArgumentError(absl::StrCat("invalid shape for input '", input, "': shape [",
-                                                     absl::StrJoin(shape, ","),
-                                                     "] causes total element count to exceed maximum size of ",
-                                                     INT64_MAX));
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid shape for input '", input, "': shape [", absl::StrJoin(shape, ","),
+                       "] causes total element count to exceed maximum size of ", INT64_MAX));
     }
     product *= d;
   }
@@ -62,8 +61,8 @@ absl::Status CheckShapeFitsInt64(const std::vector<int64_t>& shape, size_t eleme
   return absl::OkStatus();
 }
 
-absl::Status ValidateRawBytes(DType dtype, int64_t elements, const std::vector<int64_t>& shape,
-                              absl::string_view bytes, absl::string_view data_field) {
+absl::Status ValidateRawBytes(DType dtype, int64_t elements, const std::vector<int64_t>& shape, absl::string_view bytes,
+                              absl::string_view data_field) {
   if (dtype == DType::kBytes) return ParseSerializedStrings(bytes, elements, data_field).status();
   uint64_t expected = static_cast<uint64_t>(elements) * ElementSize(dtype);
   if (bytes.size() != expected) {

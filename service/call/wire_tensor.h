@@ -66,8 +66,9 @@ absl::StatusOr<int64_t> ValidateShape(const std::vector<int64_t>& shape, absl::s
 absl::Status CheckShapeFitsInt64(const std::vector<int64_t>& shape, size_t element_size, absl::string_view input);
 
 // Raw element bytes for `elements` values of `dtype`: the byte count, and
-// BOOL bytes of 0 or 1; for BYTES, the serialized strings (wire_strings.h). `data_field` names where the bytes came from.
-absl::Status ValidateRawBytes(DType dtype, int64_t elements, const std::vector<int64_t>& shape,
-                              absl::string_view bytes, absl::string_view data_field);
+// BOOL bytes of 0 or 1; for BYTES, the serialized strings (wire_strings.h). `data_field` names where the bytes came
+// from.
+absl::Status ValidateRawBytes(DType dtype, int64_t elements, const std::vector<int64_t>& shape, absl::string_view bytes,
+                              absl::string_view data_field);
 
 }  // namespace infergate

@@ -29,8 +29,7 @@ absl::Status CheckToken(const TokenAuth& auth, const grpc::ServerContextBase& ct
   return auth.Check([&ctx] { return Authorization(ctx); }, role);
 }
 
-void TraceInferCall(InferCall& call, const grpc::ServerContextBase& ctx, const InferRpc& rpc,
-                    absl::string_view model) {
+void TraceInferCall(InferCall& call, const grpc::ServerContextBase& ctx, const InferRpc& rpc, absl::string_view model) {
   if (!call.environment().tracing()) return;
   CallTraceStart start;
   start.transport = CallTransport::kGrpc;

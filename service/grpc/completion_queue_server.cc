@@ -130,9 +130,7 @@ class AsyncCall {
           OnReadDone(ok);
         }
         break;
-      case Event::kWritten:
-        OnWriteDone(ok);
-        break;
+      case Event::kWritten: OnWriteDone(ok); break;
       case Event::kRetry:
         alarm_set_ = false;
         if (ok && waiting_ && !gone_) AskToRead(/*again=*/true);
@@ -161,8 +159,7 @@ class AsyncCall {
         }
         OnDoneNotice(gone_);
         break;
-      case Event::kFinished:
-        break;
+      case Event::kFinished: break;
     }
     if (--outstanding_ > 0) return;
     // Counted out only once gone: Stop may shut the queues down after.
@@ -215,7 +212,7 @@ class AsyncCall {
       return StartAdmittedRead();
     }
     const auto waited = turn == IntakeGate::Turn::kRefused ? std::chrono::steady_clock::duration::max()
-                                                             : std::chrono::steady_clock::now() - asked_;
+                                                           : std::chrono::steady_clock::now() - asked_;
     if (RefuseWithoutRoom(waited)) {
       context_.gate.Leave(this);
       waiting_ = false;
@@ -288,11 +285,11 @@ class AsyncCall {
   // Operations started and not yet back, plus the finish and the done
   // notice; writes and finishes may start on other threads.
   std::atomic<int> outstanding_{0};
-  bool waiting_ = false;  // waiting for room to read
-  bool reading_ = false;  // a read is outstanding
-  bool read_abandoned_ = false;  // refused past its deadline: its end is dropped
+  bool waiting_ = false;                         // waiting for room to read
+  bool reading_ = false;                         // a read is outstanding
+  bool read_abandoned_ = false;                  // refused past its deadline: its end is dropped
   std::chrono::steady_clock::time_point asked_;  // when it first asked to read
-  bool gone_ = false;      // the client cancelled, or its deadline passed
+  bool gone_ = false;                            // the client cancelled, or its deadline passed
   bool alarm_set_ = false;
   bool read_timer_set_ = false;
   bool rearm_read_timer_ = false;  // the timer's pending event is an earlier read's
@@ -392,7 +389,8 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
     if (!line_full && (waited < kMaxReadWait || context_.gate.WaitsForASlotOnly(peer_, MaxMessageBytes()))) {
       return false;
     }
-    if (InferCallObserver* o = context_.environment.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+    if (InferCallObserver* o = context_.environment.observer())
+      o->OnAdmissionRejection(RejectionReason::kInflightBytes);
     if (exchange_) {
       EndUnread(context_.gate.Refusal());
     } else {
@@ -406,7 +404,8 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
   }
   void RefuseOverdueRead(const absl::Status& why) override {
     if (exchange_) {
-      if (InferCallObserver* o = context_.environment.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+      if (InferCallObserver* o = context_.environment.observer())
+        o->OnAdmissionRejection(RejectionReason::kInflightBytes);
       return EndUnread(why);
     }
     Finish(why);
@@ -433,8 +432,8 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
     // hold is charged (with the message) before the parser runs, and a
     // message over the wire limits is refused unparsed.
     const uint64_t request_bytes = request_bytes_.Length();
-    absl::StatusOr<WireCost> cost = ScanRequestBytes(request_bytes_, exchange_->RequestType(),
-                                                     context_.InferScanLimits());
+    absl::StatusOr<WireCost> cost =
+        ScanRequestBytes(request_bytes_, exchange_->RequestType(), context_.InferScanLimits());
     const uint64_t charge = cost.ok() ? std::max(request_bytes, cost->parsed_bytes) : request_bytes;
     const absl::Status charged = context_.gate.Read(peer_, charge, &ticket_);
     absl::Status parsed = cost.status();
@@ -487,8 +486,8 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
       // The client closed its side: a bidirectional method's stream ends
       // once its answers are written; any other had no request.
       if (method_->shape == GrpcMethod::Shape::kBidi && served_) return Finish(absl::OkStatus());
-      return FinishNow(ToGrpcStatus(absl::InvalidArgumentError(
-          absl::StrCat(ctx_.method().substr(1), ": no request message"))));
+      return FinishNow(
+          ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(ctx_.method().substr(1), ": no request message"))));
     }
     const uint64_t bytes = request_bytes_.Length();
     const uint64_t limit = MaxMessageBytes();
@@ -512,7 +511,8 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
         !charged.ok()) {
       ticket_ = IntakeGate::Ticket();
       request_bytes_.Clear();
-      if (InferCallObserver* o = context_.environment.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
+      if (InferCallObserver* o = context_.environment.observer())
+        o->OnAdmissionRejection(RejectionReason::kInflightBytes);
       return Finish(charged);
     }
     held_.push_back(std::move(ticket_.room()));
@@ -621,7 +621,7 @@ class AsyncGenericCall final : public AsyncCall, private GrpcServerCall {
 
   // A method of the table:
   const GrpcMethod* method_ = nullptr;
-  bool served_ = false;  // a request was handed to the method (on the poller)
+  bool served_ = false;                            // a request was handed to the method (on the poller)
   std::vector<InflightBudget::Reservation> held_;  // its requests' charges
   struct Queued {
     grpc::ByteBuffer bytes;
@@ -674,7 +674,8 @@ class AsyncStreamInferCall final : public AsyncCall, private InferStreamTranspor
     // Scanned before it is parsed, and charged meanwhile at what parsing
     // it holds; then the stream's admission of the request counts it.
     const uint64_t bytes = read_bytes_.Length();
-    absl::StatusOr<WireCost> cost = ScanRequestBytes(read_bytes_, *reading_->GetDescriptor(), context_.InferScanLimits());
+    absl::StatusOr<WireCost> cost =
+        ScanRequestBytes(read_bytes_, *reading_->GetDescriptor(), context_.InferScanLimits());
     const uint64_t held = cost.ok() ? std::max(bytes, cost->parsed_bytes) : bytes;
     absl::Status parsed = context_.gate.Read(peer_, held, &ticket_);
     if (parsed.ok()) parsed = cost.status();
@@ -743,9 +744,9 @@ void Poll(grpc::ServerCompletionQueue* queue) {
 
 }  // namespace
 
-CompletionQueueServer::CompletionQueueServer(grpc::ServerBuilder& builder, int threads, const CallEnvironment& environment,
-                                             const GrpcMethods& methods, const GrpcInferCalls& infer_calls,
-                                             const IntakeOptions& intake)
+CompletionQueueServer::CompletionQueueServer(grpc::ServerBuilder& builder, int threads,
+                                             const CallEnvironment& environment, const GrpcMethods& methods,
+                                             const GrpcInferCalls& infer_calls, const IntakeOptions& intake)
     : context_(std::make_unique<Context>(environment, methods, infer_calls, intake)) {
   builder.RegisterAsyncGenericService(&context_->generic);
   for (int i = 0; i < threads; ++i) queues_.push_back(builder.AddCompletionQueue());
@@ -779,9 +780,8 @@ void CompletionQueueServer::Stop() {
     context_->stopping = true;
     // The server's shutdown returns the posted requests (not ok); calls in
     // progress end as the core answers them.
-    context_->no_calls_left.wait(lock.native(), [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return context_->live_calls == 0;
-    });
+    context_->no_calls_left.wait(lock.native(),
+                                 [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return context_->live_calls == 0; });
   }
   for (auto& queue : queues_) queue->Shutdown();
   for (std::thread& poller : pollers_) poller.join();

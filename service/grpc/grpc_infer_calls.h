@@ -145,7 +145,8 @@ struct InferStreamMethod {
   // Posts a request for the next stream of the method on `queue`, with
   // `tag` for its arrival (the front end's registered async service; the
   // method is raw: its messages are bytes).
-  std::function<void(grpc::ServerContext* ctx, grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream,
+  std::function<void(grpc::ServerContext* ctx,
+                     grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream,
                      grpc::ServerCompletionQueue* queue, void* tag)>
       post;
   // Opens one stream's session over `transport`; both, and `ctx`, live

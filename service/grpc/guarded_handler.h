@@ -8,9 +8,9 @@
 //
 // Threading: whatever thread gRPC runs the handler on.
 
-#include <string>
-
 #include <grpcpp/grpcpp.h>
+
+#include <string>
 
 #include "absl/strings/string_view.h"
 #include "common/caught_exception.h"

@@ -153,14 +153,11 @@ int FixedWidth(FieldDescriptor::Type type) {
   switch (type) {
     case FieldDescriptor::TYPE_DOUBLE:
     case FieldDescriptor::TYPE_FIXED64:
-    case FieldDescriptor::TYPE_SFIXED64:
-      return 8;
+    case FieldDescriptor::TYPE_SFIXED64: return 8;
     case FieldDescriptor::TYPE_FLOAT:
     case FieldDescriptor::TYPE_FIXED32:
-    case FieldDescriptor::TYPE_SFIXED32:
-      return 4;
-    default:
-      return 0;
+    case FieldDescriptor::TYPE_SFIXED32: return 4;
+    default: return 0;
   }
 }
 
@@ -169,10 +166,8 @@ int NaturalWireType(FieldDescriptor::Type type) {
   switch (type) {
     case FieldDescriptor::TYPE_STRING:
     case FieldDescriptor::TYPE_BYTES:
-    case FieldDescriptor::TYPE_MESSAGE:
-      return kLengthDelimited;
-    case FieldDescriptor::TYPE_GROUP:
-      return kStartGroup;
+    case FieldDescriptor::TYPE_MESSAGE: return kLengthDelimited;
+    case FieldDescriptor::TYPE_GROUP: return kStartGroup;
     default: {
       const int width = FixedWidth(type);
       return width == 8 ? kFixed64 : width == 4 ? kFixed32 : kVarint;
@@ -252,8 +247,7 @@ class Scanner {
   static bool Known(const FieldDescriptor* field, int wire) {
     const int natural = NaturalWireType(field->type());
     if (wire == natural) return true;
-    return wire == kLengthDelimited && field->is_repeated() && natural != kLengthDelimited &&
-           natural != kStartGroup;
+    return wire == kLengthDelimited && field->is_repeated() && natural != kLengthDelimited && natural != kStartGroup;
   }
 
   bool Field(const FieldDescriptor* field, int wire, int depth, std::unordered_map<int, int64_t>& repeated_counts) {
@@ -297,7 +291,8 @@ class Scanner {
     }
     // A number (or enum, or bool).
     const int width = FixedWidth(type);
-    const uint64_t element = type == FieldDescriptor::TYPE_BOOL ? 1 : width != 0 ? width
+    const uint64_t element = type == FieldDescriptor::TYPE_BOOL ? 1
+                             : width != 0                       ? width
                              : (type == FieldDescriptor::TYPE_INT64 || type == FieldDescriptor::TYPE_UINT64 ||
                                 type == FieldDescriptor::TYPE_SINT64)
                                  ? 8
@@ -323,23 +318,18 @@ class Scanner {
   bool SkipValue(int wire) {
     uint64_t value;
     switch (wire) {
-      case kVarint:
-        return in_.ReadVarint(&value);
-      case kFixed64:
-        return in_.Skip(8);
-      case kFixed32:
-        return in_.Skip(4);
-      case kLengthDelimited:
-        return in_.ReadVarint(&value) && in_.Skip(value);
-      default:
-        return false;
+      case kVarint: return in_.ReadVarint(&value);
+      case kFixed64: return in_.Skip(8);
+      case kFixed32: return in_.Skip(4);
+      case kLengthDelimited: return in_.ReadVarint(&value) && in_.Skip(value);
+      default: return false;
     }
   }
 
   bool Unknown(uint32_t number, int wire, int depth) {
     if (++cost_.unknown_fields > limits_.max_unknown_fields) {
-      return Exceeded(absl::StrCat("carries more than ", limits_.max_unknown_fields,
-                                   " fields its message type does not define"));
+      return Exceeded(
+          absl::StrCat("carries more than ", limits_.max_unknown_fields, " fields its message type does not define"));
     }
     cost_.parsed_bytes += kUnknownRecord;
     if (wire == kStartGroup) {

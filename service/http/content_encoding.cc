@@ -120,8 +120,9 @@ absl::StatusOr<std::string> DecodeContentEncoding(absl::string_view content_enco
   if (absl::EqualsIgnoreCase(e, "deflate")) {
     // RFC 9110 means the zlib format; a raw deflate stream has no zlib
     // header (its first two bytes are not a multiple of 31 with method 8).
-    const bool zlib_header = body.size() >= 2 && (static_cast<unsigned char>(body[0]) & 0x0f) == 8 &&
-                             ((static_cast<unsigned char>(body[0]) << 8) | static_cast<unsigned char>(body[1])) % 31 == 0;
+    const bool zlib_header =
+        body.size() >= 2 && (static_cast<unsigned char>(body[0]) & 0x0f) == 8 &&
+        ((static_cast<unsigned char>(body[0]) << 8) | static_cast<unsigned char>(body[1])) % 31 == 0;
     return Inflate(zlib_header ? Format::kZlib : Format::kRawDeflate, body, "deflate", max_bytes, account);
   }
   return absl::UnimplementedError(absl::StrCat(

@@ -2,16 +2,16 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace infergate {
 namespace {
 
 absl::Status Refused(absl::string_view why) {
-  return absl::PermissionDeniedError(absl::StrCat(
-      "cross-origin request refused (", why,
-      "): infergate answers no CORS; call it from a program, or from a page served by the same origin"));
+  return absl::PermissionDeniedError(
+      absl::StrCat("cross-origin request refused (", why,
+                   "): infergate answers no CORS; call it from a program, or from a page served by the same origin"));
 }
 
 }  // namespace

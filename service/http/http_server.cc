@@ -3,18 +3,17 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include <cerrno>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cerrno>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,10 +24,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/client_text.h"
-#include "common/mutex.h"
 #include "common/caught_exception.h"
+#include "common/client_text.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/thread_name.h"
 
 namespace infergate {
@@ -50,7 +49,7 @@ std::string ErrorBody(absl::string_view message) {
 
 // Identity of a file as it is now (inode, size, mtime); "" when missing.
 std::string FileIdentity(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   if (path.empty() || stat(path.c_str(), &st) != 0) return "";
   return absl::StrCat(st.st_ino, ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
 }
@@ -75,8 +74,7 @@ absl::StatusOr<std::shared_ptr<ssl::context>> MakeTlsContext(const HttpServerOpt
 absl::StatusOr<tcp::endpoint> ParseEndpoint(const std::string& address, const std::string& flag) {
   size_t colon = address.rfind(':');
   int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
-      port > 65535) {
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat(flag, ": '", address, "' is not HOST:PORT"));
   }
   std::string host = address.substr(0, colon);
@@ -190,11 +188,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     id_ = server_.Register(this->weak_from_this());
     if constexpr (std::is_same_v<Stream, beast::ssl_stream<beast::tcp_stream>>) {
       beast::get_lowest_layer(stream_).expires_after(server_.options.request_timeout);
-      stream_.async_handshake(ssl::stream_base::server,
-                              [self = this->shared_from_this()](beast::error_code ec) {
-                                if (ec) return self->Close();
-                                self->ReadRequest();
-                              });
+      stream_.async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+        if (ec) return self->Close();
+        self->ReadRequest();
+      });
     } else {
       ReadRequest();
     }
@@ -230,9 +227,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     out->path = std::string(target.substr(0, q));
     if (q != absl::string_view::npos) out->query = std::string(target.substr(q + 1));
     for (const auto& field : message) {
-      out->headers.emplace_back(absl::AsciiStrToLower(absl::string_view(field.name_string().data(),
-                                                                        field.name_string().size())),
-                                std::string(field.value()));
+      out->headers.emplace_back(
+          absl::AsciiStrToLower(absl::string_view(field.name_string().data(), field.name_string().size())),
+          std::string(field.value()));
     }
   }
 
@@ -240,8 +237,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // or closed).
   bool ReadFailed(beast::error_code ec) {
     if (ec == http::error::body_limit) {
-      Reject(413, absl::StrCat("request body is larger than the server's limit of ",
-                               server_.options.max_body_bytes, " bytes"));
+      Reject(413, absl::StrCat("request body is larger than the server's limit of ", server_.options.max_body_bytes,
+                               " bytes"));
       return true;
     }
     if (ec == http::error::header_limit) {
@@ -314,8 +311,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       self->server_.PostIfRunning(self->stream_.get_executor(), [self, shared] { self->Write(std::move(*shared)); });
     };
     const std::string where = absl::StrCat(request->method, " ", request->path.substr(0, 128));
-    const absl::Status escaped =
-        RunCatching(where, [&] { server_.handler(std::move(request), respond); });
+    const absl::Status escaped = RunCatching(where, [&] { server_.handler(std::move(request), respond); });
     if (!escaped.ok()) {
       HttpResponse failure;
       failure.status = 500;
@@ -350,8 +346,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     bool gone = static_cast<bool>(ec);
     if (!gone) {
       char byte;
-      const ssize_t n = ::recv(beast::get_lowest_layer(stream_).socket().native_handle(), &byte, 1,
-                               MSG_PEEK | MSG_DONTWAIT);
+      const ssize_t n =
+          ::recv(beast::get_lowest_layer(stream_).socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return WatchForHangUp();
       gone = n <= 0;
     }
@@ -382,14 +378,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     message->keep_alive(keep_alive_ && !server_.stopping.load());
     message->prepare_payload();
     beast::get_lowest_layer(stream_).expires_after(server_.options.request_timeout);
-    http::async_write(stream_, *message,
-                      [self = this->shared_from_this(), message, held = std::move(response.held)](beast::error_code ec,
-                                                                                                  size_t) {
-                        self->busy_ = false;
-                        if (!ec && self->linger_) return self->LingeringClose();
-                        if (ec || !message->keep_alive()) return self->Close();
-                        self->ReadRequest();
-                      });
+    http::async_write(
+        stream_, *message,
+        [self = this->shared_from_this(), message, held = std::move(response.held)](beast::error_code ec, size_t) {
+          self->busy_ = false;
+          if (!ec && self->linger_) return self->LingeringClose();
+          if (ec || !message->keep_alive()) return self->Close();
+          self->ReadRequest();
+        });
   }
 
   // After refusing a request whose body may still be arriving (413 and the
@@ -407,12 +403,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     Discard();
   }
   void Discard() {
-    beast::get_lowest_layer(stream_).async_read_some(
-        net::buffer(*discard_), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
-          self->discarded_ += n;
-          if (ec || self->discarded_ > kLingerBytes) return self->Close();
-          self->Discard();
-        });
+    beast::get_lowest_layer(stream_).async_read_some(net::buffer(*discard_),
+                                                     [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                                                       self->discarded_ += n;
+                                                       if (ec || self->discarded_ > kLingerBytes) return self->Close();
+                                                       self->Discard();
+                                                     });
   }
   static constexpr std::chrono::seconds kLingerTime{2};
   static constexpr size_t kLingerBytes = size_t{64} << 20;
@@ -431,12 +427,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::optional<http::request_parser<http::string_body>> parser_;
   uint64_t id_ = 0;
   bool keep_alive_ = true;
-  bool busy_ = false;  // a request is being answered
-  bool linger_ = false;  // refused: drain what the client still sends before closing
-  bool watching_ = false;  // WatchForHangUp's wait is pending and current
-  uint64_t watch_generation_ = 0;  // of the current wait; older ones complete ignored
-  std::shared_ptr<CancelSignal> client_gone_;  // of the request being answered
-  const bool reserved_;  // past the ordinary cap: serves only the reserved path prefix
+  bool busy_ = false;                                 // a request is being answered
+  bool linger_ = false;                               // refused: drain what the client still sends before closing
+  bool watching_ = false;                             // WatchForHangUp's wait is pending and current
+  uint64_t watch_generation_ = 0;                     // of the current wait; older ones complete ignored
+  std::shared_ptr<CancelSignal> client_gone_;         // of the request being answered
+  const bool reserved_;                               // past the ordinary cap: serves only the reserved path prefix
   std::unique_ptr<std::array<char, 16384>> discard_;  // allocated only when lingering
   size_t discarded_ = 0;
 };
@@ -505,9 +501,8 @@ void HttpServer::Impl::OnAccept(tcp::socket socket) {
   socket.set_option(tcp::no_delay(true), ignored);
   if (std::shared_ptr<ssl::context> ctx = CurrentTls()) {
     using TlsStream = beast::ssl_stream<beast::tcp_stream>;
-    auto session =
-        std::make_shared<Session<TlsStream>>(*this, TlsStream(beast::tcp_stream(std::move(socket)), *ctx), ctx,
-                                             reserved);
+    auto session = std::make_shared<Session<TlsStream>>(*this, TlsStream(beast::tcp_stream(std::move(socket)), *ctx),
+                                                        ctx, reserved);
     session->Start();
   } else {
     auto session =
@@ -519,7 +514,7 @@ void HttpServer::Impl::OnAccept(tcp::socket socket) {
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, HttpHandler handler,
-                                                               HttpHeadScreen screen) {
+                                                              HttpHeadScreen screen) {
   absl::StatusOr<tcp::endpoint> endpoint = ParseEndpoint(options.address, options.flag_name);
   if (!endpoint.ok()) return endpoint.status();
   const int threads = std::max(1, options.threads);
@@ -532,9 +527,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
     if (!tls.ok()) return tls.status();
     MutexLock lock(impl->tls_mu);  // nothing else runs yet; the analysis asks for it
     impl->tls = *std::move(tls);
-    impl->tls_identity =
-        absl::StrCat(FileIdentity(impl->options.tls_cert), "|", FileIdentity(impl->options.tls_key), "|",
-                     FileIdentity(impl->options.tls_client_ca));
+    impl->tls_identity = absl::StrCat(FileIdentity(impl->options.tls_cert), "|", FileIdentity(impl->options.tls_key),
+                                      "|", FileIdentity(impl->options.tls_client_ca));
     impl->next_tls_check = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   }
   beast::error_code ec;

@@ -33,9 +33,9 @@
 namespace infergate {
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string path;    // the target before any '?'
-  std::string query;   // after the '?', undecoded
+  std::string method;                                        // "GET", "POST", ...
+  std::string path;                                          // the target before any '?'
+  std::string query;                                         // after the '?', undecoded
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   std::string body;
   // Fires when the client closes its connection (or it breaks) before the
@@ -71,8 +71,8 @@ using HttpHandler = std::function<void(std::shared_ptr<HttpRequest>, HttpRespond
 using HttpHeadScreen = std::function<std::optional<HttpResponse>(const HttpRequest& head)>;
 
 struct HttpServerOptions {
-  std::string address;      // HOST:PORT; port 0 picks one; IPv6 hosts in brackets
-  std::string flag_name;    // for messages, e.g. "--http-address"
+  std::string address;    // HOST:PORT; port 0 picks one; IPv6 hosts in brackets
+  std::string flag_name;  // for messages, e.g. "--http-address"
   int threads = 1;
   uint64_t max_body_bytes = 64 << 20;
   uint32_t max_header_bytes = 16 << 10;
@@ -83,7 +83,7 @@ struct HttpServerOptions {
   // clients holding every ordinary slot cannot make probes fail.
   size_t reserved_connections = 0;
   std::string reserved_path_prefix;
-  std::string tls_cert;       // PEM chain; TLS when set (with tls_key)
+  std::string tls_cert;  // PEM chain; TLS when set (with tls_key)
   std::string tls_key;
   std::string tls_client_ca;  // PEM CA; clients must present a certificate it signed
 };

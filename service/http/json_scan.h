@@ -23,8 +23,8 @@ struct JsonScan {
   // which nlohmann's parser would end the document, ignoring what follows);
   // -1 when there is none.
   int64_t first_nul = -1;
-  uint64_t strings = 0;       // string tokens (values and keys)
-  uint64_t string_heap = 0;   // bytes of those too long for std::string's inline buffer, with their allocation
+  uint64_t strings = 0;      // string tokens (values and keys)
+  uint64_t string_heap = 0;  // bytes of those too long for std::string's inline buffer, with their allocation
   // An estimate of the bytes the parsed tree holds: every value a 16-byte
   // node with array slack, each object member a map node with its key, and
   // each string its own heap object (a std::string and its allocation:

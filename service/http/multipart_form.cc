@@ -19,7 +19,8 @@ std::string HeaderParameter(absl::string_view header, absl::string_view name) {
   for (absl::string_view part : absl::StrSplit(header, ';')) {
     part = absl::StripAsciiWhitespace(part);
     const size_t eq = part.find('=');
-    if (eq == absl::string_view::npos || !absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(part.substr(0, eq)), name)) {
+    if (eq == absl::string_view::npos ||
+        !absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(part.substr(0, eq)), name)) {
       continue;
     }
     absl::string_view value = absl::StripAsciiWhitespace(part.substr(eq + 1));
@@ -56,7 +57,8 @@ absl::StatusOr<absl::string_view> MultipartFormField(absl::string_view content_t
   while (true) {
     at += delimiter.size();
     if (body.substr(at, 2) == "--") break;  // the closing delimiter
-    if (body.substr(at, 2) != "\r\n") return absl::InvalidArgumentError("the multipart body is malformed after a boundary");
+    if (body.substr(at, 2) != "\r\n")
+      return absl::InvalidArgumentError("the multipart body is malformed after a boundary");
     if (++parts > kMaxMultipartParts) {
       return absl::InvalidArgumentError(
           absl::StrCat("the multipart body has more than ", kMaxMultipartParts, " parts"));

@@ -1,34 +1,30 @@
 #include "service/metrics/metrics.h"
 
-#include "common/status_macros.h"
-#include "service/tracing/tracing.h"
-
-#include <algorithm>
 #include <prometheus/client_metric.h>
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
 
-#include <sstream>
-
+#include <algorithm>
 #include <mutex>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/caught_exception.h"
+#include "common/status_macros.h"
 #include "devices/caching_cpu_allocator.h"
 #include "scheduler/repository/repository_scan.h"
+#include "service/tracing/tracing.h"
 
 namespace infergate {
 namespace {
-
 
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {
   return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 }
 
-prometheus::ClientMetric Sample(std::vector<std::pair<std::string, std::string>> labels, double value,
-                                bool counter) {
+prometheus::ClientMetric Sample(std::vector<std::pair<std::string, std::string>> labels, double value, bool counter) {
   prometheus::ClientMetric m;
   for (auto& [k, v] : labels) m.label.push_back({k, v});
   if (counter) {
@@ -66,8 +62,7 @@ class DeviceCollector : public prometheus::Collectable {
                          MetricType::Gauge);
     auto in_flight = Family("infergate_device_in_flight", "Requests running on the device.", MetricType::Gauge);
     auto busy = Family("infergate_device_busy_seconds_total",
-                       "Worker time spent running models; rate() over workers gives utilisation.",
-                       MetricType::Counter);
+                       "Worker time spent running models; rate() over workers gives utilisation.", MetricType::Counter);
     auto workers = Family("infergate_device_workers", "Worker threads serving the device.", MetricType::Gauge);
     auto capacity = Family("infergate_device_queue_capacity", "Requests the device's queue holds before refusing.",
                            MetricType::Gauge);
@@ -75,10 +70,10 @@ class DeviceCollector : public prometheus::Collectable {
     auto mem_used = Family("infergate_device_memory_used_bytes", "Device memory in use.", MetricType::Gauge);
     auto resident = Family("infergate_model_cache_resident_bytes", "Parameter bytes of models resident on the device.",
                            MetricType::Gauge);
-    auto resident_models = Family("infergate_model_cache_resident_models", "Models resident on the device.",
-                                  MetricType::Gauge);
-    auto budget = Family("infergate_model_cache_budget_bytes", "Model cache budget of the device (0: none).",
-                         MetricType::Gauge);
+    auto resident_models =
+        Family("infergate_model_cache_resident_models", "Models resident on the device.", MetricType::Gauge);
+    auto budget =
+        Family("infergate_model_cache_budget_bytes", "Model cache budget of the device (0: none).", MetricType::Gauge);
     for (const DeviceStatus& status : core_.Devices()) {
       const DeviceInfo& d = status.info;
       std::string id = d.id.ToString();
@@ -88,12 +83,13 @@ class DeviceCollector : public prometheus::Collectable {
                                  d.available ? 1 : 0, false));
       depth.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.queue_depth), false));
       for (const ModelQueueDepth& q : status.model_queues) {
-        model_depth.metric.push_back(Sample({{"device", id}, {"model", q.model}, {"version", std::to_string(q.version)}},
-                                            static_cast<double>(q.depth), false));
+        model_depth.metric.push_back(
+            Sample({{"device", id}, {"model", q.model}, {"version", std::to_string(q.version)}},
+                   static_cast<double>(q.depth), false));
       }
       in_flight.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.in_flight), false));
-      oldest.metric.push_back(Sample({{"device", id}}, std::chrono::duration<double>(status.oldest_running).count(),
-                                     false));
+      oldest.metric.push_back(
+          Sample({{"device", id}}, std::chrono::duration<double>(status.oldest_running).count(), false));
       busy.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.busy_us) / 1e6, true));
       workers.metric.push_back(Sample({{"device", id}}, status.workers, false));
       capacity.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.queue_capacity), false));
@@ -106,8 +102,7 @@ class DeviceCollector : public prometheus::Collectable {
       }
       resident.metric.push_back(Sample({{"device", id}}, bytes, false));
       resident_models.metric.push_back(Sample({{"device", id}}, count, false));
-      budget.metric.push_back(
-          Sample({{"device", id}}, static_cast<double>(status.cache_budget_bytes), false));
+      budget.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.cache_budget_bytes), false));
     }
     auto versions = Family("infergate_model_versions",
                            "Versions of each model by lifecycle state (LOADING, READY, UNAVAILABLE, UNLOADING).",
@@ -126,17 +121,18 @@ class DeviceCollector : public prometheus::Collectable {
                                                 {"format", std::string(ModelFileFormatName(file))}},
                                                1, false));
         }
-        for (VersionState state : {VersionState::kLoading, VersionState::kReady, VersionState::kUnavailable,
-                                   VersionState::kUnloading}) {
+        for (VersionState state :
+             {VersionState::kLoading, VersionState::kReady, VersionState::kUnavailable, VersionState::kUnloading}) {
           double n = static_cast<double>(std::count_if(m.states.begin(), m.states.end(),
                                                        [&](const VersionStatus& v) { return v.state == state; }));
-          versions.metric.push_back(Sample({{"model", m.name}, {"state", std::string(VersionStateName(state))}}, n, false));
+          versions.metric.push_back(
+              Sample({{"model", m.name}, {"state", std::string(VersionStateName(state))}}, n, false));
         }
       }
     }
-    std::vector<prometheus::MetricFamily> families = {up,       depth,     model_depth, capacity, in_flight,
-                                                      oldest,   busy,      workers,     mem_total, mem_used,
-                                                      resident, resident_models, budget, versions, version_info};
+    std::vector<prometheus::MetricFamily> families = {
+        up,        depth,    model_depth, capacity,        in_flight, oldest,   busy,        workers,
+        mem_total, mem_used, resident,    resident_models, budget,    versions, version_info};
     auto caught = Family("infergate_caught_exceptions_total",
                          "Exceptions that escaped a handler, a worker's answer or a pool's task and were caught: "
                          "the client got INTERNAL (or a 500) and the server went on. Any is a bug to report.",
@@ -148,8 +144,8 @@ class DeviceCollector : public prometheus::Collectable {
                              "Bytes of inference requests held now (queued or running), against "
                              "--max-inflight-bytes.",
                              MetricType::Gauge);
-      auto limit = Family("infergate_inflight_request_bytes_limit", "--max-inflight-bytes (0: no limit).",
-                          MetricType::Gauge);
+      auto limit =
+          Family("infergate_inflight_request_bytes_limit", "--max-inflight-bytes (0: no limit).", MetricType::Gauge);
       inflight.metric.push_back(Sample({}, static_cast<double>(budget_->in_use()), false));
       limit.metric.push_back(Sample({}, static_cast<double>(budget_->limit()), false));
       families.insert(families.end(), {inflight, limit});
@@ -168,14 +164,15 @@ class DeviceCollector : public prometheus::Collectable {
       families.insert(families.end(), {held, hits, misses});
     }
     if (tracing_) {
-      auto exported = Family("infergate_trace_spans_exported_total",
-                             "Trace spans the OTLP collector accepted.", MetricType::Counter);
+      auto exported = Family("infergate_trace_spans_exported_total", "Trace spans the OTLP collector accepted.",
+                             MetricType::Counter);
       auto dropped = Family("infergate_trace_spans_dropped_total",
                             "Trace spans lost: the export queue was full (queue_full; a slow or absent collector), or "
                             "the collector refused them or could not be reached (export_failed).",
                             MetricType::Counter);
       exported.metric.push_back(Sample({}, static_cast<double>(tracing_->spans_exported()), true));
-      dropped.metric.push_back(Sample({{"reason", "queue_full"}}, static_cast<double>(tracing_->spans_dropped()), true));
+      dropped.metric.push_back(
+          Sample({{"reason", "queue_full"}}, static_cast<double>(tracing_->spans_dropped()), true));
       dropped.metric.push_back(
           Sample({{"reason", "export_failed"}}, static_cast<double>(tracing_->spans_failed_export()), true));
       families.insert(families.end(), {exported, dropped});
@@ -227,8 +224,8 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {}
 Metrics::~Metrics() { http_.reset(); }
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& address, const InferenceCore& core,
-                                                         const BuildVersions& versions,
-                                                         const InflightBudget* budget, const Tracing* tracing) {
+                                                        const BuildVersions& versions, const InflightBudget* budget,
+                                                        const Tracing* tracing) {
   std::unique_ptr<Metrics> m(new Metrics());
   m->RegisterRequestFamilies(versions);
   m->RegisterModelFamilies();
@@ -262,29 +259,34 @@ void Metrics::RegisterRequestFamilies(const BuildVersions& versions) {
                      .Register(r);
   handler_input_seconds_ = &prometheus::BuildHistogram()
                                 .Name("infergate_handler_input_duration_seconds")
-                                .Help("Time a built-in TorchServe handler took to turn one instance into the "
-                                      "model's input (image decoding and preprocessing; JSON lists to tensors).")
+                                .Help(
+                                    "Time a built-in TorchServe handler took to turn one instance into the "
+                                    "model's input (image decoding and preprocessing; JSON lists to tensors).")
                                 .Register(r);
   fallbacks_ = &prometheus::BuildCounter()
                     .Name("infergate_fallbacks_total")
                     .Help("Requests moved off the device they were meant for, by from, to and reason.")
                     .Register(r);
-  rejections_ = &prometheus::BuildCounter()
-                     .Name("infergate_rejections_total")
-                     .Help("Requests answered without running, by model (\"\" before it is known) and reason (queue_full, "
-                           "model_queue_full, queue_timeout, deadline, cancelled, draining, inflight_bytes).")
-                     .Register(r);
+  rejections_ =
+      &prometheus::BuildCounter()
+           .Name("infergate_rejections_total")
+           .Help(
+               "Requests answered without running, by model (\"\" before it is known) and reason (queue_full, "
+               "model_queue_full, queue_timeout, deadline, cancelled, draining, inflight_bytes).")
+           .Register(r);
   precision_checks_ = &prometheus::BuildCounter()
                            .Name("infergate_precision_checks_total")
-                           .Help("Accuracy checks of a model in a reduced dtype on a device against FP32 on the "
-                                 "cpu, by kind (check: before the dtype serves; running: a served request "
-                                 "re-run) and result: passed, failed, skipped (could not run), dropped (a "
-                                 "running check while the cpu was busy).")
+                           .Help(
+                               "Accuracy checks of a model in a reduced dtype on a device against FP32 on the "
+                               "cpu, by kind (check: before the dtype serves; running: a served request "
+                               "re-run) and result: passed, failed, skipped (could not run), dropped (a "
+                               "running check while the cpu was busy).")
                            .Register(r);
   precision_error_ = &prometheus::BuildGauge()
                           .Name("infergate_precision_check_relative_error")
-                          .Help("Largest error an accuracy check measured, relative to the largest magnitude of "
-                                "the FP32 output, by model, device and dtype.")
+                          .Help(
+                              "Largest error an accuracy check measured, relative to the largest magnitude of "
+                              "the FP32 output, by model, device and dtype.")
                           .Register(r);
   prometheus::BuildGauge()
       .Name("infergate_build_info")
@@ -314,8 +316,9 @@ void Metrics::RegisterModelFamilies() {
                        .Register(r);
   transfer_seconds_ = &prometheus::BuildCounter()
                            .Name("infergate_model_transfer_seconds_total")
-                           .Help("Time model loads spent moving weights onto an accelerator, by device (measured; "
-                                 "a simulated device's charged cost).")
+                           .Help(
+                               "Time model loads spent moving weights onto an accelerator, by device (measured; "
+                               "a simulated device's charged cost).")
                            .Register(r);
   transfer_bytes_ = &prometheus::BuildCounter()
                          .Name("infergate_model_transfer_bytes_total")
@@ -327,15 +330,17 @@ void Metrics::RegisterModelFamilies() {
                           .Register(r);
   moves_ = &prometheus::BuildCounter()
                 .Name("infergate_model_moves_total")
-                .Help("Models moved by the placement controller, off the request path, by model, device and "
-                      "reason (promoted: loaded there, its demand gaining more than the move costs; demoted: "
-                      "evicted from there to make room, answering from a CPU copy meanwhile).")
+                .Help(
+                    "Models moved by the placement controller, off the request path, by model, device and "
+                    "reason (promoted: loaded there, its demand gaining more than the move costs; demoted: "
+                    "evicted from there to make room, answering from a CPU copy meanwhile).")
                 .Register(r);
   updates_ = &prometheus::BuildCounter()
                   .Name("infergate_model_updates_total")
-                  .Help("Changes the repository poller (or LoadModel) acted on, by model and result: loaded (a new "
-                        "version or file answers), failed (refused; the last good one still answers), removed, unloaded "
-                        "(an explicit unload).")
+                  .Help(
+                      "Changes the repository poller (or LoadModel) acted on, by model and result: loaded (a new "
+                      "version or file answers), failed (refused; the last good one still answers), removed, unloaded "
+                      "(an explicit unload).")
                   .Register(r);
   evictions_ = &prometheus::BuildCounter()
                     .Name("infergate_model_evictions_total")
@@ -367,8 +372,8 @@ absl::Status Metrics::Serve(const std::string& address) {
   http.request_timeout = std::chrono::seconds(10);
   http.max_connections = 256;
   std::vector<std::weak_ptr<prometheus::Collectable>> collectables = {registry_, device_collector_};
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
-      std::move(http), [collectables](std::shared_ptr<HttpRequest> request, HttpResponder respond) {
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start(std::move(http), [collectables](std::shared_ptr<HttpRequest> request, HttpResponder respond) {
         respond(ServeMetricsPath(*request, collectables));
       });
   if (!server.ok()) return server.status();
@@ -417,8 +422,9 @@ void Metrics::RecordRequest(const std::string& model, const std::string& device,
   int code = grpc_code >= 0 && grpc_code < 17 ? grpc_code : 2;
   prometheus::Counter* counter = s.by_code[code].load(std::memory_order_acquire);
   if (!counter) {
-    counter = &requests_->Add(
-        {{"model", model}, {"device", device}, {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
+    counter = &requests_->Add({{"model", model},
+                               {"device", device},
+                               {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
     s.by_code[code].store(counter, std::memory_order_release);
   }
   counter->Increment();

@@ -16,14 +16,14 @@
 #include <memory>
 #include <string>
 
-#include "common/mutex.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "scheduler/core/inference_core.h"
-#include "scheduler/repository/torchserve/torchserve_store.h"
 #include "scheduler/model/scheduler_observer.h"
+#include "scheduler/repository/torchserve/torchserve_store.h"
 #include "service/call/call_environment.h"
-#include "service/http/http_server.h"
 #include "service/call/inflight_budget.h"
+#include "service/http/http_server.h"
 
 namespace infergate {
 
@@ -52,8 +52,8 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
   // One finished Infer call. `model` must be a repository model or "" (never
   // a client-supplied unknown name); `device` "" when it was never routed.
   // Timings are absent (zero) for calls that did not run.
-  void RecordRequest(const std::string& model, const std::string& device, int grpc_code, double total_s,
-                     double queue_s, double compute_s, uint32_t batch_size, bool ran);
+  void RecordRequest(const std::string& model, const std::string& device, int grpc_code, double total_s, double queue_s,
+                     double compute_s, uint32_t batch_size, bool ran);
 
   // One finished inference call of any front end: `status` is what the
   // client got; `result` is set when the model ran and the answer went out.

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 
 namespace infergate {
 

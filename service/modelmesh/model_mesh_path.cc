@@ -1,5 +1,4 @@
 #include "service/modelmesh/model_mesh_path.h"
-#include "common/folder_entries.h"
 
 #include <filesystem>
 #include <vector>
@@ -7,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/folder_entries.h"
 #include "common/status_macros.h"
 #include "scheduler/repository/repository_scan.h"
 

@@ -9,8 +9,8 @@
 #include "scheduler/repository/model_name.h"
 #include "service/grpc/guarded_handler.h"
 #include "service/grpc/message_bytes.h"
-#include "service/modelmesh/model_mesh_path.h"
 #include "service/grpc/status_convert.h"
+#include "service/modelmesh/model_mesh_path.h"
 
 namespace infergate {
 namespace {
@@ -67,7 +67,8 @@ grpc::Status ModelMeshRuntime::Serve(grpc::ServerContext* ctx, grpc::ServerUnary
   Request request;
   if (!call->Read(&request)) return ToGrpcStatus(UnparsableRequest(request));
   Response response;
-  grpc::Status status = GuardedSync(Request::descriptor()->name(), [&] { return (this->*method)(ctx, request, &response); });
+  grpc::Status status =
+      GuardedSync(Request::descriptor()->name(), [&] { return (this->*method)(ctx, request, &response); });
   if (status.ok()) call->Write(response);
   return status;
 }
@@ -100,7 +101,8 @@ grpc::Status ModelMeshRuntime::LoadModel(grpc::ServerContext* ctx, const mmesh::
     // A model of the repository itself, or one ModelMesh's load of is still
     // running (ModelMeshModels refuses that one the same way).
     return ToGrpcStatus(absl::FailedPreconditionError(
-        absl::StrCat("modelId: '", id, "' is served already (a model of the repository, or a load in progress); "
+        absl::StrCat("modelId: '", id,
+                     "' is served already (a model of the repository, or a load in progress); "
                      "nothing was loaded")));
   }
   LOG_INFO << "ModelMesh: loading '" << id << "' from " << *folder;

@@ -70,9 +70,9 @@ absl::StatusOr<LogLevel> ApplyLogSettings(LogLevel current, const LogSettings& c
         absl::StrCat("settings.log_info: cannot be false while log_verbose_level is above 0", kNest));
   }
   if ((verbose.value_or(false) || info.value_or(false)) && warning.has_value() && !*warning) {
-    return absl::InvalidArgumentError(absl::StrCat("settings.log_warning: cannot be false while ",
-                                                   info.value_or(false) ? "log_info is true" : "log_verbose_level is above 0",
-                                                   kNest));
+    return absl::InvalidArgumentError(
+        absl::StrCat("settings.log_warning: cannot be false while ",
+                     info.value_or(false) ? "log_info is true" : "log_verbose_level is above 0", kNest));
   }
   bool v = verbose.value_or(current <= LogLevel::kDebug);
   bool i = info.value_or(current <= LogLevel::kInfo);

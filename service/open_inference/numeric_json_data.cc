@@ -266,8 +266,7 @@ bool StoreNumber(const NumberToken& token, DType dtype, char* at) {
       if (!token.integer || integer < 0 || integer > UINT8_MAX) return false;
       *at = static_cast<char>(static_cast<uint8_t>(integer));
       return true;
-    default:
-      return false;  // BOOL and BYTES hold no numbers
+    default: return false;  // BOOL and BYTES hold no numbers
   }
 }
 

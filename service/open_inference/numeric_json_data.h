@@ -34,7 +34,7 @@
 namespace infergate {
 
 struct NumericData {
-  std::string body_without_arrays;  // the body, each found array replaced by `0`
+  std::string body_without_arrays;             // the body, each found array replaced by `0`
   std::map<size_t, absl::string_view> arrays;  // input index -> its `data` array's text, brackets included
 };
 

@@ -266,7 +266,8 @@ absl::Status OpenInferenceApi::RepositoryIndex(const std::string& repository, bo
       if (ready_only && !ready) continue;
       std::string reason = v.reason;
       if (!m.problem.ok()) reason = std::string(m.problem.message());
-      if (ready && !m.config_problem.empty()) reason = reason.empty() ? m.config_problem : reason + "; " + m.config_problem;
+      if (ready && !m.config_problem.empty())
+        reason = reason.empty() ? m.config_problem : reason + "; " + m.config_problem;
       absl::string_view state = VersionStateName(v.state);
       if (v.state == VersionState::kReady && !ready) state = "UNAVAILABLE";
       add(absl::StrCat(v.version), state, reason);
@@ -276,9 +277,8 @@ absl::Status OpenInferenceApi::RepositoryIndex(const std::string& repository, bo
 }
 
 absl::StatusOr<LoadRequest> LoadRequestFromParameters(
-    const std::string& model,
-    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload,
-    uint64_t max_file_bytes, bool allow_native) {
+    const std::string& model, const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params,
+    bool unload, uint64_t max_file_bytes, bool allow_native) {
   LoadRequest load;
   load.model = model;
   std::map<std::string, std::string> files;
@@ -309,7 +309,8 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
         return absl::Status(code, absl::StrCat("failed to poll from model repository: ", field, ": ", why));
       };
       const std::string path = key.substr(5);
-      if (absl::Status s = CheckUploadPath(path); !s.ok()) return refused(absl::StatusCode::kInvalidArgument, s.message());
+      if (absl::Status s = CheckUploadPath(path); !s.ok())
+        return refused(absl::StatusCode::kInvalidArgument, s.message());
       if (max_file_bytes == 0) {
         return refused(absl::StatusCode::kFailedPrecondition,
                        "this server takes no model files sent with a load (uploads are off unless "
@@ -329,16 +330,15 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
       }
       file_bytes += content.size();
       if (file_bytes > max_file_bytes) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            field, ": the files sent with this load hold more than --max-load-file-bytes (", max_file_bytes,
-            " bytes)"));
+        return absl::ResourceExhaustedError(
+            absl::StrCat(field, ": the files sent with this load hold more than --max-load-file-bytes (",
+                         max_file_bytes, " bytes)"));
       }
       if (!allow_native) {
         RETURN_IF_ERROR(CheckNotNativeCode(path, content));
       }
       if (++file_count > kMaxUploadFiles) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(field, ": a load carries at most ", kMaxUploadFiles, " files"));
+        return absl::InvalidArgumentError(absl::StrCat(field, ": a load carries at most ", kMaxUploadFiles, " files"));
       }
       files[path] = std::move(content);
       continue;

@@ -28,8 +28,7 @@ class OpenInferenceApi {
 
   // Name, version and the extensions served; `extra_extensions` are those
   // only one transport has (REST: "binary_tensor_data").
-  void ServerMetadata(const std::vector<std::string>& extra_extensions,
-                      inference::ServerMetadataResponse* out) const;
+  void ServerMetadata(const std::vector<std::string>& extra_extensions, inference::ServerMetadataResponse* out) const;
   // Whether the model (version "" = any) can serve now; false, not an
   // error, for an unknown model.
   bool ModelReady(const std::string& name, const std::string& version) const;
@@ -63,9 +62,8 @@ class OpenInferenceApi {
 // that is native code (CheckNotNativeCode) PERMISSION_DENIED unless
 // `allow_native`. Any other parameter is INVALID_ARGUMENT naming it.
 absl::StatusOr<LoadRequest> LoadRequestFromParameters(
-    const std::string& model,
-    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params, bool unload,
-    uint64_t max_file_bytes = 0, bool allow_native = false);
+    const std::string& model, const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& params,
+    bool unload, uint64_t max_file_bytes = 0, bool allow_native = false);
 
 // A repository load that failed, in Triton's words first ("failed to load
 // 'x': ..." ; clients match on them), with the same code.

@@ -21,7 +21,6 @@
 namespace infergate {
 namespace {
 
-
 using Parameters = google::protobuf::Map<std::string, inference::InferParameter>;
 
 absl::StatusOr<std::string> StringParameter(const Parameters& params, const std::string& key) {
@@ -39,13 +38,11 @@ absl::StatusOr<uint64_t> UnsignedParameter(const Parameters& params, const std::
   auto it = params.find(key);
   if (it == params.end()) return 0;
   switch (it->second.parameter_choice_case()) {
-    case inference::InferParameter::kUint64Param:
-      return it->second.uint64_param();
+    case inference::InferParameter::kUint64Param: return it->second.uint64_param();
     case inference::InferParameter::kInt64Param:
       if (it->second.int64_param() >= 0) return static_cast<uint64_t>(it->second.int64_param());
       break;
-    default:
-      break;
+    default: break;
   }
   return absl::InvalidArgumentError(absl::StrCat("parameters.", key, ": expected a non-negative integer"));
 }
@@ -67,8 +64,8 @@ absl::StatusOr<at::Tensor> FromTyped(const Values& values, DType dtype, const st
     if constexpr (std::is_integral_v<Element> && !std::is_same_v<Element, bool> && sizeof(Element) < 8) {
       const int64_t wide = static_cast<int64_t>(v);
       if (wide < std::numeric_limits<Element>::min() || wide > std::numeric_limits<Element>::max()) {
-        return absl::InvalidArgumentError(absl::StrCat(field, ".contents.", contents_field, "[", i, "]: ", v,
-                                                       " does not fit ", DatatypeName(dtype)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".contents.", contents_field, "[", i, "]: ", v, " does not fit ", DatatypeName(dtype)));
       }
     }
     data[i] = static_cast<Element>(v);
@@ -84,11 +81,9 @@ absl::StatusOr<at::Tensor> DecodeTyped(const inference::InferTensorContents& c, 
     case DType::kInt8: return FromTyped<int8_t>(c.int_contents(), dtype, shape, elements, field, "int_contents");
     case DType::kInt16: return FromTyped<int16_t>(c.int_contents(), dtype, shape, elements, field, "int_contents");
     case DType::kInt32: return FromTyped<int32_t>(c.int_contents(), dtype, shape, elements, field, "int_contents");
-    case DType::kInt64:
-      return FromTyped<int64_t>(c.int64_contents(), dtype, shape, elements, field, "int64_contents");
+    case DType::kInt64: return FromTyped<int64_t>(c.int64_contents(), dtype, shape, elements, field, "int64_contents");
     case DType::kFloat32: return FromTyped<float>(c.fp32_contents(), dtype, shape, elements, field, "fp32_contents");
-    case DType::kFloat64:
-      return FromTyped<double>(c.fp64_contents(), dtype, shape, elements, field, "fp64_contents");
+    case DType::kFloat64: return FromTyped<double>(c.fp64_contents(), dtype, shape, elements, field, "fp64_contents");
     case DType::kBytes: {
       if (c.bytes_contents_size() != elements) {
         return absl::InvalidArgumentError(absl::StrCat(field, ".contents.bytes_contents: holds ",
@@ -147,10 +142,10 @@ absl::StatusOr<bool> BoolParameter(const Parameters& params, const std::string& 
 absl::Status TypedBesideRaw(const inference::ModelInferRequest& request, int i) {
   const std::string& name = request.inputs(i).name();
   // Triton's words first: clients match on them.
-  return absl::InvalidArgumentError(absl::StrCat(
-      "contents field must not be specified when using raw_input_contents for '", name.substr(0, 64),
-      "' for model '", request.model_name().substr(0, 64), "' (inputs[", i,
-      "].contents: the request also has raw_input_contents; send each input one way only)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("contents field must not be specified when using raw_input_contents for '", name.substr(0, 64),
+                   "' for model '", request.model_name().substr(0, 64), "' (inputs[", i,
+                   "].contents: the request also has raw_input_contents; send each input one way only)"));
 }
 
 // The outputs asked for (each at most once: an output named K times would
@@ -166,18 +161,19 @@ absl::Status CheckRequestedOutputs(const inference::ModelInferRequest& request, 
       auto [first, fresh] = seen.emplace(request.outputs(i).name(), i);
       if (!fresh) {
         // Triton's words first (its clients and tests match them).
-        return absl::InvalidArgumentError(absl::StrCat(
-            "output '", request.outputs(i).name().substr(0, 64), "' already exists in request (outputs[", i,
-            "].name: also requested by outputs[", first->second, "])"));
+        return absl::InvalidArgumentError(absl::StrCat("output '", request.outputs(i).name().substr(0, 64),
+                                                       "' already exists in request (outputs[", i,
+                                                       "].name: also requested by outputs[", first->second, "])"));
       }
     }
   }
   for (int i = 0; i < request.outputs_size(); ++i) {
     const Parameters& output_params = request.outputs(i).parameters();
     if (output_params.contains("shared_memory_region")) {
-      return absl::UnimplementedError(absl::StrCat(
-          "outputs[", i, "].parameters.shared_memory_region: shared memory is not supported; outputs come back in the "
-          "answer"));
+      return absl::UnimplementedError(
+          absl::StrCat("outputs[", i,
+                       "].parameters.shared_memory_region: shared memory is not supported; outputs come back in the "
+                       "answer"));
     }
     if (absl::StatusOr<uint64_t> k = UnsignedParameter(output_params, "classification"); !k.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("outputs[", i, "].", k.status().message()));
@@ -185,9 +181,10 @@ absl::Status CheckRequestedOutputs(const inference::ModelInferRequest& request, 
   }
   for (int i = 0; i < request.inputs_size(); ++i) {
     if (request.inputs(i).parameters().contains("shared_memory_region")) {
-      return absl::UnimplementedError(absl::StrCat(
-          "inputs[", i, "].parameters.shared_memory_region: shared memory is not supported; send the tensor in "
-          "raw_input_contents"));
+      return absl::UnimplementedError(
+          absl::StrCat("inputs[", i,
+                       "].parameters.shared_memory_region: shared memory is not supported; send the tensor in "
+                       "raw_input_contents"));
     }
   }
   return absl::OkStatus();
@@ -255,9 +252,9 @@ absl::StatusOr<NamedTensor> DecodeInput(const inference::ModelInferRequest& requ
   if (*dtype == DType::kBytes) {
     *strings += elements;
     if (*strings > limits.max_string_elements) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": the request's string inputs hold ", *strings, " elements by here, more than the server's limit of ",
-          limits.max_string_elements, " (--max-string-elements)"));
+      return absl::InvalidArgumentError(absl::StrCat(field, ": the request's string inputs hold ", *strings,
+                                                     " elements by here, more than the server's limit of ",
+                                                     limits.max_string_elements, " (--max-string-elements)"));
     }
   }
   if (request.raw_input_contents_size() == 0) {

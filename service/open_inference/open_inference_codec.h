@@ -13,8 +13,8 @@
 #include "devices/dtype.h"
 #include "inference/grpc_service.pb.h"
 #include "scheduler/model/inference_types.h"
-#include "service/open_inference/open_inference_datatype.h"
 #include "service/call/wire_tensor.h"
+#include "service/open_inference/open_inference_datatype.h"
 
 namespace infergate {
 

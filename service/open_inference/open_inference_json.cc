@@ -1,8 +1,5 @@
 #include "service/open_inference/open_inference_json.h"
 
-#include "common/status_macros.h"
-#include "service/http/json_scan.h"
-
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -10,14 +7,16 @@
 #include <cstring>
 #include <limits>
 #include <map>
-#include <variant>
 #include <nlohmann/json.hpp>
+#include <variant>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/client_text.h"
 #include "absl/strings/str_join.h"
+#include "common/client_text.h"
+#include "common/status_macros.h"
 #include "common/wire_strings.h"
+#include "service/http/json_scan.h"
 #include "service/open_inference/numeric_json_data.h"
 #include "service/open_inference/open_inference_datatype.h"
 
@@ -41,9 +40,7 @@ std::string Quote(absl::string_view text) {
   return Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what) {
-  return ParseBoundedJson(text, what);
-}
+absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what) { return ParseBoundedJson(text, what); }
 
 // A settings or parameters body: blank (nothing to change: nullopt) or one
 // JSON object; anything else is refused as "request body: `expected`".
@@ -340,8 +337,7 @@ Json FieldToJson(const google::protobuf::Message& m, const FieldDescriptor* f, i
     case FieldDescriptor::CPPTYPE_DOUBLE: return rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f);
     case FieldDescriptor::CPPTYPE_FLOAT: return rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f);
     case FieldDescriptor::CPPTYPE_BOOL: return rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f);
-    case FieldDescriptor::CPPTYPE_ENUM:
-      return (rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f))->name();
+    case FieldDescriptor::CPPTYPE_ENUM: return (rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f))->name();
     case FieldDescriptor::CPPTYPE_STRING: return rep ? r->GetRepeatedString(m, f, index) : r->GetString(m, f);
     case FieldDescriptor::CPPTYPE_MESSAGE:
       return MessageToJson(rep ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f));
@@ -414,7 +410,7 @@ absl::StatusOr<InputDecoded> DecodeInput(const Json& in, size_t i, absl::string_
   if (numeric != nullptr) {
     if (auto array = numeric->arrays.find(i); array != numeric->arrays.end()) {
       return DecodeNumericData(array->second, dtype, elements, bytes) ? InputDecoded::kStoredFromText
-                                                                       : InputDecoded::kUseTheTree;
+                                                                      : InputDecoded::kUseTheTree;
     }
   }
   RETURN_IF_ERROR(StoreData(in["data"], dtype, elements, field + ".data", bytes));
@@ -553,7 +549,8 @@ absl::StatusOr<RestBody> WriteRestInferResponse(const inference::ModelInferRespo
     const std::string& raw = response.raw_output_contents(i);
     const bool bytes = o.datatype() == "BYTES";  // strings, and classification answers
     std::optional<DType> dtype = KnownDatatype(o.datatype());
-    if (!dtype && !bytes) return absl::InternalError(absl::StrCat("output '", o.name(), "' has datatype ", o.datatype()));
+    if (!dtype && !bytes)
+      return absl::InternalError(absl::StrCat("output '", o.name(), "' has datatype ", o.datatype()));
     if (i > 0) json.push_back(',');
     json.append("{\"name\":").append(Quote(o.name()));
     json.append(",\"datatype\":").append(Quote(o.datatype()));
@@ -644,7 +641,8 @@ absl::StatusOr<LogSettings> ParseLogSettings(absl::string_view body) {
     } else if (value.is_string()) {
       out[key] = value.get<std::string>();
     } else {
-      return Invalid(absl::StrCat("settings.", key.substr(0, 64)), "expected a boolean, an unsigned integer or a string");
+      return Invalid(absl::StrCat("settings.", key.substr(0, 64)),
+                     "expected a boolean, an unsigned integer or a string");
     }
   }
   return out;

@@ -16,23 +16,23 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <vector>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 #include "inference/grpc_service.pb.h"
-#include "service/open_inference/log_settings.h"
 #include "service/call/wire_tensor.h"
+#include "service/open_inference/log_settings.h"
 #include "service/tracing/trace_settings.h"
 
 namespace infergate {
 
 struct RestInferRequest {
   inference::ModelInferRequest request;
-  bool all_outputs_binary = false;      // the binary_data_output parameter
+  bool all_outputs_binary = false;       // the binary_data_output parameter
   std::set<std::string> binary_outputs;  // outputs asking binary_data: true
   std::set<std::string> json_outputs;    // outputs asking binary_data: false
   // Inputs whose `data` was decoded from the text, not the JSON tree

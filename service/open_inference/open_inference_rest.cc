@@ -1,16 +1,15 @@
 #include "service/open_inference/open_inference_rest.h"
 
-#include "service/http/content_encoding.h"
-#include "service/http/json_scan.h"
-
 #include "absl/strings/numbers.h"
-#include "nlohmann/json.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "service/call/http_call.h"
 #include "service/call/infer_call.h"
+#include "service/http/content_encoding.h"
 #include "service/http/cross_origin.h"
+#include "service/http/json_scan.h"
 #include "service/open_inference/open_inference_codec.h"
 #include "service/open_inference/open_inference_extensions.h"
 #include "service/open_inference/open_inference_json.h"
@@ -71,8 +70,8 @@ HttpResponse WrongMethod(const HttpRequest& request, const char* allowed) {
 
 }  // namespace
 
-OpenInferenceRest::OpenInferenceRest(InferenceCore& core, const CallEnvironment& environment, std::string server_version,
-                                     uint64_t max_body_bytes)
+OpenInferenceRest::OpenInferenceRest(InferenceCore& core, const CallEnvironment& environment,
+                                     std::string server_version, uint64_t max_body_bytes)
     : core_(core), environment_(environment), api_(core, std::move(server_version)), max_body_bytes_(max_body_bytes) {}
 
 absl::Status OpenInferenceRest::InflateBody(HttpRequest& request) const {
@@ -98,14 +97,14 @@ absl::Status OpenInferenceRest::InflateBody(HttpRequest& request) const {
 std::optional<HttpResponse> OpenInferenceRest::Screen(const HttpRequest& head) const {
   if (absl::Status s = CheckSameOrigin(head); !s.ok()) return Error(s);
   std::vector<absl::string_view> parts = absl::StrSplit(head.path, '/', absl::SkipEmpty());
-  if (parts.empty() || parts[0] != "v2") return std::nullopt;  // no such route: 404 later
+  if (parts.empty() || parts[0] != "v2") return std::nullopt;          // no such route: 404 later
   if (parts.size() == 3 && parts[1] == "health") return std::nullopt;  // probes carry no token
   const bool admin = (parts.size() == 5 && parts[1] == "repository" && parts[2] == "models" &&
                       (parts[4] == "load" || parts[4] == "unload")) ||
                      (parts.size() == 2 && parts[1] == "logging" && head.method == "POST") ||
                      (head.method == "POST" && IsTraceSettingRoute(parts));
-  absl::Status s = environment_.auth().Check(head.Header("authorization"), admin ? TokenAuth::Role::kAdmin
-                                                                   : TokenAuth::Role::kInference);
+  absl::Status s = environment_.auth().Check(head.Header("authorization"),
+                                             admin ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
   if (s.ok()) {
     s = admin ? environment_.auth().CheckAdminHost(head.Header("host"))
               : environment_.auth().CheckInferenceHost(head.Header("host"));
@@ -169,7 +168,8 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
     // The protocol's index is a bare array of models.
     std::string json = ProtoToJson(index);
     const std::string prefix = "{\"models\":";
-    if (json.rfind(prefix, 0) == 0 && json.size() > prefix.size()) json = json.substr(prefix.size(), json.size() - prefix.size() - 1);
+    if (json.rfind(prefix, 0) == 0 && json.size() > prefix.size())
+      json = json.substr(prefix.size(), json.size() - prefix.size() - 1);
     return Json(200, std::move(json));
   }
   if (parts.size() >= 2 && (parts[1] == "systemsharedmemory" || parts[1] == "cudasharedmemory")) {
@@ -231,8 +231,7 @@ HttpResponse OpenInferenceRest::Route(const HttpRequest& request, const std::vec
 
 HttpResponse OpenInferenceRest::SharedMemory(const HttpRequest& request, const std::vector<std::string>& parts) {
   // /v2/{system,cuda}sharedmemory[/region/{name}]/{status,register,unregister}
-  const SharedMemoryKind kind =
-      parts[1] == "systemsharedmemory" ? SharedMemoryKind::kSystem : SharedMemoryKind::kCuda;
+  const SharedMemoryKind kind = parts[1] == "systemsharedmemory" ? SharedMemoryKind::kSystem : SharedMemoryKind::kCuda;
   std::string name;
   std::string action;
   if (parts.size() == 3) {
@@ -278,9 +277,9 @@ HttpResponse OpenInferenceRest::TraceSetting(const HttpRequest& request, const s
 }
 
 absl::StatusOr<RestInferRequest> OpenInferenceRest::ParseJsonBody(InferCall& call, const HttpRequest& request,
-                                                                 std::optional<uint64_t> json_length,
-                                                                 const std::string& model,
-                                                                 const std::string& version) const {
+                                                                  std::optional<uint64_t> json_length,
+                                                                  const std::string& model,
+                                                                  const std::string& version) const {
   // The parse tree lives only while the body is read into tensors, but it
   // is the largest thing the call holds: some tens of bytes per value.
   absl::string_view json_text = request.body;
@@ -289,17 +288,17 @@ absl::StatusOr<RestInferRequest> OpenInferenceRest::ParseJsonBody(InferCall& cal
   RETURN_IF_ERROR(CheckScannedJson(scan, "the request body"));
   absl::StatusOr<InflightBudget::Reservation> tree = call.Reserve(scan.TreeBytes());
   if (!tree.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the JSON body's parse tree (about ", scan.TreeBytes(), " bytes for ", scan.values,
-        " values) does not fit the in-flight budget: ", tree.status().message(),
-        "; send tensors in the binary extension instead"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the JSON body's parse tree (about ", scan.TreeBytes(), " bytes for ", scan.values,
+                     " values) does not fit the in-flight budget: ", tree.status().message(),
+                     "; send tensors in the binary extension instead"));
   }
   // The tree is gone once this returns, and `tree` gives its room back.
   return ParseRestInferRequest(request.body, json_length, model, version, environment_.limits());
 }
 
 absl::StatusOr<RestInferRequest> OpenInferenceRest::ParseRawBody(const HttpRequest& request, const std::string& model,
-                                                                const std::string& version) const {
+                                                                 const std::string& version) const {
   // The input's name, datatype and shape come from the model's config.
   inference::ModelConfigResponse config;
   RETURN_IF_ERROR(api_.ModelConfig(model, version, &config));
@@ -315,9 +314,9 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
     RestBody answer;
   };
   auto exchange = std::make_shared<Exchange>();
-  std::shared_ptr<InferCall> call =
-      InferCall::Begin(environment_, model, [exchange, respond = std::move(respond),
-                                           budget = environment_.budget()](const absl::Status& status) {
+  std::shared_ptr<InferCall> call = InferCall::Begin(
+      environment_, model,
+      [exchange, respond = std::move(respond), budget = environment_.budget()](const absl::Status& status) {
         if (!status.ok()) return respond(Error(status));
         HttpResponse r = Json(200, std::move(exchange->answer.body));
         r.held = HoldAnswer(budget, r.body.size());
@@ -346,8 +345,9 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
   }
   absl::StatusOr<Clock::time_point> deadline = RestDeadline(*request, call->received());
   if (!deadline.ok()) return call->Refuse(deadline.status());
-  absl::StatusOr<RestInferRequest> parsed = json_length == 0u ? ParseRawBody(*request, model, version)
-                                                              : ParseJsonBody(*call, *request, json_length, model, version);
+  absl::StatusOr<RestInferRequest> parsed = json_length == 0u
+                                                ? ParseRawBody(*request, model, version)
+                                                : ParseJsonBody(*call, *request, json_length, model, version);
   if (!parsed.ok()) return call->Refuse(parsed.status());
   exchange->rest = *std::move(parsed);
   // A client that closes its connection before the answer cancels the call.
@@ -375,16 +375,16 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
   });
 }
 
-void OpenInferenceRest::Load(const HttpRequest& request, const std::string& model, bool load,
-                             HttpResponder respond) {
+void OpenInferenceRest::Load(const HttpRequest& request, const std::string& model, bool load, HttpResponder respond) {
   if (absl::Status s = environment_.auth().Check(request.Header("authorization"), TokenAuth::Role::kAdmin); !s.ok()) {
     return respond(Error(s));
   }
   absl::StatusOr<google::protobuf::Map<std::string, inference::ModelRepositoryParameter>> params =
       ParseRepositoryParameters(request.body);
   if (!params.ok()) return respond(Error(params.status()));
-  absl::StatusOr<LoadRequest> parsed = LoadRequestFromParameters(model, *params, /*unload=*/!load, environment_.limits().max_load_file_bytes,
-                                                                 environment_.limits().allow_native_uploads);
+  absl::StatusOr<LoadRequest> parsed =
+      LoadRequestFromParameters(model, *params, /*unload=*/!load, environment_.limits().max_load_file_bytes,
+                                environment_.limits().allow_native_uploads);
   if (!parsed.ok()) return respond(Error(load ? LoadFailure(model, parsed.status()) : parsed.status()));
   if (!load) {
     absl::StatusOr<size_t> n = core_.UnloadModel(*parsed);

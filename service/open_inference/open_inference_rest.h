@@ -32,9 +32,9 @@
 
 #include "scheduler/core/inference_core.h"
 #include "service/call/call_environment.h"
-#include "service/http/http_server.h"
 #include "service/call/http_call.h"
 #include "service/call/infer_call.h"
+#include "service/http/http_server.h"
 #include "service/open_inference/open_inference_api.h"
 #include "service/open_inference/open_inference_json.h"
 

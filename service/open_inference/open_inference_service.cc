@@ -7,12 +7,12 @@
 #include "service/grpc/call_context.h"
 #include "service/grpc/message_bytes.h"
 #include "service/grpc/model_infer_answer_bytes.h"
+#include "service/grpc/status_convert.h"
 #include "service/open_inference/open_inference_api.h"
 #include "service/open_inference/open_inference_codec.h"
 #include "service/open_inference/open_inference_extensions.h"
 #include "service/open_inference/open_inference_stream.h"
 #include "service/tracing/trace_settings.h"
-#include "service/grpc/status_convert.h"
 
 namespace infergate {
 namespace {
@@ -31,7 +31,8 @@ void Answered(Call* call, const absl::Status& status) {
 
 }  // namespace
 
-OpenInferenceService::OpenInferenceService(InferenceCore& core, const CallEnvironment& environment, std::string server_version)
+OpenInferenceService::OpenInferenceService(InferenceCore& core, const CallEnvironment& environment,
+                                           std::string server_version)
     : core_(core), environment_(environment), api_(core, std::move(server_version)) {}
 
 template <typename Request, typename Response>
@@ -96,9 +97,8 @@ void OpenInferenceService::Register(GrpcMethods& methods, GrpcInferCalls& infer_
   InferStreamMethod stream;
   stream.rpc = &kModelStreamInferRpc;
   stream.post = [this](grpc::ServerContext* ctx, grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* rw,
-                       grpc::ServerCompletionQueue* queue, void* tag) {
-    RequestModelStreamInfer(ctx, rw, queue, queue, tag);
-  };
+                       grpc::ServerCompletionQueue* queue,
+                       void* tag) { RequestModelStreamInfer(ctx, rw, queue, queue, tag); };
   stream.open = [this](InferStreamTransport& transport,
                        const grpc::ServerContextBase& ctx) -> std::unique_ptr<InferStreamSession> {
     return std::make_unique<ModelStreamInferSession>(transport, environment_, ctx);
@@ -114,13 +114,16 @@ void OpenInferenceService::Register(GrpcMethods& methods, GrpcInferCalls& infer_
   const uint64_t small = kSmallRequestBytes;
   // Probes need no token, like the health service.
   add("ServerLive", std::nullopt, small, pb::ServerLiveRequest::descriptor(), &OpenInferenceService::HandleServerLive);
-  add("ServerReady", std::nullopt, small, pb::ServerReadyRequest::descriptor(), &OpenInferenceService::HandleServerReady);
-  add("ModelReady", Role::kInference, small, pb::ModelReadyRequest::descriptor(), &OpenInferenceService::HandleModelReady);
+  add("ServerReady", std::nullopt, small, pb::ServerReadyRequest::descriptor(),
+      &OpenInferenceService::HandleServerReady);
+  add("ModelReady", Role::kInference, small, pb::ModelReadyRequest::descriptor(),
+      &OpenInferenceService::HandleModelReady);
   add("ServerMetadata", Role::kInference, small, pb::ServerMetadataRequest::descriptor(),
       &OpenInferenceService::HandleServerMetadata);
   add("ModelMetadata", Role::kInference, small, pb::ModelMetadataRequest::descriptor(),
       &OpenInferenceService::HandleModelMetadata);
-  add("ModelConfig", Role::kInference, small, pb::ModelConfigRequest::descriptor(), &OpenInferenceService::HandleModelConfig);
+  add("ModelConfig", Role::kInference, small, pb::ModelConfigRequest::descriptor(),
+      &OpenInferenceService::HandleModelConfig);
   add("ModelStatistics", Role::kInference, small, pb::ModelStatisticsRequest::descriptor(),
       &OpenInferenceService::HandleModelStatistics);
   add("RepositoryIndex", Role::kInference, small, pb::RepositoryIndexRequest::descriptor(),
@@ -146,7 +149,8 @@ void OpenInferenceService::Register(GrpcMethods& methods, GrpcInferCalls& infer_
       &OpenInferenceService::HandleTraceSetting);
   // Reading the settings needs the inference token, changing them the
   // admin one (checked once the request says which).
-  add("LogSettings", Role::kInference, small, pb::LogSettingsRequest::descriptor(), &OpenInferenceService::HandleLogSettings);
+  add("LogSettings", Role::kInference, small, pb::LogSettingsRequest::descriptor(),
+      &OpenInferenceService::HandleLogSettings);
 }
 
 void OpenInferenceService::HandleServerLive(GrpcServerCall& server_call) {
@@ -165,20 +169,18 @@ void OpenInferenceService::HandleServerReady(GrpcServerCall& server_call) {
 }
 
 void OpenInferenceService::HandleModelReady(GrpcServerCall& server_call) {
-  return Serve<pb::ModelReadyRequest, pb::ModelReadyResponse>(
-      server_call, [&](const auto& request, auto* response) {
-        response->set_ready(api_.ModelReady(ModelNameOf(server_call.context(), request.name()), request.version()) &&
-                            !environment_.draining());
-        return absl::OkStatus();
-      });
+  return Serve<pb::ModelReadyRequest, pb::ModelReadyResponse>(server_call, [&](const auto& request, auto* response) {
+    response->set_ready(api_.ModelReady(ModelNameOf(server_call.context(), request.name()), request.version()) &&
+                        !environment_.draining());
+    return absl::OkStatus();
+  });
 }
 
 void OpenInferenceService::HandleServerMetadata(GrpcServerCall& server_call) {
-  return Serve<pb::ServerMetadataRequest, pb::ServerMetadataResponse>(
-      server_call, [&](const auto&, auto* response) {
-        api_.ServerMetadata({}, response);
-        return absl::OkStatus();
-      });
+  return Serve<pb::ServerMetadataRequest, pb::ServerMetadataResponse>(server_call, [&](const auto&, auto* response) {
+    api_.ServerMetadata({}, response);
+    return absl::OkStatus();
+  });
 }
 
 void OpenInferenceService::HandleModelMetadata(GrpcServerCall& server_call) {
@@ -189,10 +191,9 @@ void OpenInferenceService::HandleModelMetadata(GrpcServerCall& server_call) {
 }
 
 void OpenInferenceService::HandleModelConfig(GrpcServerCall& server_call) {
-  return Serve<pb::ModelConfigRequest, pb::ModelConfigResponse>(
-      server_call, [&](const auto& request, auto* response) {
-        return api_.ModelConfig(request.name(), request.version(), response);
-      });
+  return Serve<pb::ModelConfigRequest, pb::ModelConfigResponse>(server_call, [&](const auto& request, auto* response) {
+    return api_.ModelConfig(request.name(), request.version(), response);
+  });
 }
 
 void OpenInferenceService::SubmitModelInfer(InferCall& call, const grpc::ServerContextBase& ctx,
@@ -226,10 +227,9 @@ void OpenInferenceService::HandleRepositoryModelLoad(GrpcServerCall& server_call
   auto* call = RawUnaryCall<pb::RepositoryModelLoadRequest, pb::RepositoryModelLoadResponse>::Start(server_call);
   if (call == nullptr) return;
   const pb::RepositoryModelLoadRequest& request = call->request();
-  absl::StatusOr<LoadRequest> load =
-      LoadRequestFromParameters(request.model_name(), request.parameters(),
-                                /*unload=*/false, environment_.limits().max_load_file_bytes,
-                                environment_.limits().allow_native_uploads);
+  absl::StatusOr<LoadRequest> load = LoadRequestFromParameters(
+      request.model_name(), request.parameters(),
+      /*unload=*/false, environment_.limits().max_load_file_bytes, environment_.limits().allow_native_uploads);
   if (!load.ok()) return Answered(call, LoadFailure(request.model_name(), load.status()));
   // Model files sent with the load are held (and written out) until it
   // ends: the call's share of the in-flight budget (its message, charged
@@ -308,8 +308,8 @@ void OpenInferenceService::HandleTraceSetting(GrpcServerCall& server_call) {
   TraceSettings::Change changes;
   for (const auto& [key, value] : request.settings()) {
     changes[key] = value.value().empty() ? std::nullopt
-                                         : std::optional<std::vector<std::string>>(std::vector<std::string>(
-                                               value.value().begin(), value.value().end()));
+                                         : std::optional<std::vector<std::string>>(
+                                               std::vector<std::string>(value.value().begin(), value.value().end()));
   }
   absl::StatusOr<TraceSettings::Values> now = change ? settings->Update(model, changes) : settings->Get(model);
   if (!now.ok()) return Answered(call, now.status());
@@ -327,20 +327,15 @@ void OpenInferenceService::HandleLogSettings(GrpcServerCall& server_call) {
   // Reading needs the inference token; changing the server's logging, the
   // admin one: which one, only the parsed request says.
   const bool change = request.settings_size() > 0;
-  absl::Status s = CheckToken(environment_.auth(), server_call.context(), change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
+  absl::Status s = CheckToken(environment_.auth(), server_call.context(),
+                              change ? TokenAuth::Role::kAdmin : TokenAuth::Role::kInference);
   if (!s.ok()) return Answered(call, s);
   infergate::LogSettings changes;
   for (const auto& [key, value] : request.settings()) {
     switch (value.parameter_choice_case()) {
-      case pb::LogSettingsRequest::SettingValue::kBoolParam:
-        changes[key] = value.bool_param();
-        break;
-      case pb::LogSettingsRequest::SettingValue::kUint32Param:
-        changes[key] = value.uint32_param();
-        break;
-      case pb::LogSettingsRequest::SettingValue::kStringParam:
-        changes[key] = value.string_param();
-        break;
+      case pb::LogSettingsRequest::SettingValue::kBoolParam: changes[key] = value.bool_param(); break;
+      case pb::LogSettingsRequest::SettingValue::kUint32Param: changes[key] = value.uint32_param(); break;
+      case pb::LogSettingsRequest::SettingValue::kStringParam: changes[key] = value.string_param(); break;
       default:
         return Answered(call,
                         absl::InvalidArgumentError(absl::StrCat("settings.", key.substr(0, 64), ": has no value")));

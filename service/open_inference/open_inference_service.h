@@ -15,10 +15,10 @@
 #include "scheduler/core/inference_core.h"
 #include "service/call/call_environment.h"
 #include "service/call/infer_call.h"
-#include "service/open_inference/open_inference_api.h"
 #include "service/grpc/grpc_infer_calls.h"
 #include "service/grpc/grpc_method.h"
 #include "service/grpc/raw_unary_call.h"
+#include "service/open_inference/open_inference_api.h"
 
 namespace infergate {
 
@@ -33,16 +33,18 @@ namespace infergate {
 // its message read and parsed before any check.
 namespace open_inference_service_base {
 using Grpc = inference::GRPCInferenceService;
-using Type = Grpc::WithGenericMethod_ServerLive<Grpc::WithGenericMethod_ServerReady<
-    Grpc::WithGenericMethod_ModelReady<Grpc::WithGenericMethod_ServerMetadata<
-    Grpc::WithGenericMethod_ModelMetadata<Grpc::WithRawMethod_ModelStreamInfer<
-    Grpc::WithGenericMethod_ModelConfig<Grpc::WithGenericMethod_ModelStatistics<
-    Grpc::WithGenericMethod_RepositoryIndex<Grpc::WithGenericMethod_RepositoryModelLoad<
-    Grpc::WithGenericMethod_RepositoryModelUnload<Grpc::WithGenericMethod_SystemSharedMemoryStatus<
-    Grpc::WithGenericMethod_SystemSharedMemoryRegister<Grpc::WithGenericMethod_SystemSharedMemoryUnregister<
-    Grpc::WithGenericMethod_CudaSharedMemoryStatus<Grpc::WithGenericMethod_CudaSharedMemoryRegister<
-    Grpc::WithGenericMethod_CudaSharedMemoryUnregister<Grpc::WithGenericMethod_TraceSetting<
-    Grpc::WithGenericMethod_LogSettings<Grpc::WithGenericMethod_ModelInfer<Grpc::Service>>>>>>>>>>>>>>>>>>>>;
+using Type = Grpc::WithGenericMethod_ServerLive<
+    Grpc::WithGenericMethod_ServerReady<Grpc::WithGenericMethod_ModelReady<Grpc::WithGenericMethod_ServerMetadata<
+        Grpc::WithGenericMethod_ModelMetadata<Grpc::WithRawMethod_ModelStreamInfer<Grpc::WithGenericMethod_ModelConfig<
+            Grpc::WithGenericMethod_ModelStatistics<Grpc::WithGenericMethod_RepositoryIndex<
+                Grpc::WithGenericMethod_RepositoryModelLoad<Grpc::WithGenericMethod_RepositoryModelUnload<
+                    Grpc::WithGenericMethod_SystemSharedMemoryStatus<Grpc::WithGenericMethod_SystemSharedMemoryRegister<
+                        Grpc::WithGenericMethod_SystemSharedMemoryUnregister<
+                            Grpc::WithGenericMethod_CudaSharedMemoryStatus<
+                                Grpc::WithGenericMethod_CudaSharedMemoryRegister<
+                                    Grpc::WithGenericMethod_CudaSharedMemoryUnregister<
+                                        Grpc::WithGenericMethod_TraceSetting<Grpc::WithGenericMethod_LogSettings<
+                                            Grpc::WithGenericMethod_ModelInfer<Grpc::Service>>>>>>>>>>>>>>>>>>>>;
 }  // namespace open_inference_service_base
 
 class OpenInferenceService final : public open_inference_service_base::Type {

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/grpc/call_context.h"
-#include "service/open_inference/open_inference_codec.h"
 #include "service/grpc/status_convert.h"
+#include "service/open_inference/open_inference_codec.h"
 
 namespace infergate {
 
@@ -107,13 +107,12 @@ void InferStream::Accept(std::shared_ptr<inference::ModelInferRequest> request, 
     CallbackLockGuard lock(mu_);
     place.ticket = next_ticket_++;
     if (place.ordered) place.slot = next_slot_++;
-    call = InferCall::Begin(environment_, request->model_name(),
-                            [this, request, response, place](const absl::Status& status) {
-                              Answer(status.ok() ? std::make_unique<inference::ModelStreamInferResponse>(
-                                                       std::move(*response))
-                                                 : ErrorResponse(*request, status),
-                                     place);
-                            });
+    call = InferCall::Begin(
+        environment_, request->model_name(), [this, request, response, place](const absl::Status& status) {
+          Answer(status.ok() ? std::make_unique<inference::ModelStreamInferResponse>(std::move(*response))
+                             : ErrorResponse(*request, status),
+                 place);
+        });
     in_flight_[place.ticket] = call;
     ++submitting_;
     read_on = !Full();
@@ -182,8 +181,7 @@ void InferStream::Answer(std::unique_ptr<inference::ModelStreamInferResponse> re
 }
 
 bool InferStream::Full() const {
-  return in_flight_.size() + waiting_.size() + to_write_.size() + (writing_ ? 1 : 0) + submitting_ >=
-             kMaxHeldAnswers ||
+  return in_flight_.size() + waiting_.size() + to_write_.size() + (writing_ ? 1 : 0) + submitting_ >= kMaxHeldAnswers ||
          held_bytes_ >= kMaxHeldBytes;
 }
 

@@ -166,10 +166,10 @@ class InferStream {
   std::unique_ptr<inference::ModelStreamInferResponse> writing_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::shared_ptr<InferCall>> in_flight_ ABSL_GUARDED_BY(mu_);  // by ticket, until answered
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
-  int submitting_ ABSL_GUARDED_BY(mu_) = 0;  // Submit calls still running
-  uint64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of waiting_, to_write_ and writing_
+  int submitting_ ABSL_GUARDED_BY(mu_) = 0;                        // Submit calls still running
+  uint64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;                   // of waiting_, to_write_ and writing_
   InflightBudget::Reservation answers_held_ ABSL_GUARDED_BY(mu_);  // held_bytes_, in the budget
-  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;  // no read outstanding: the stream is Full()
+  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;                  // no read outstanding: the stream is Full()
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

@@ -32,12 +32,12 @@ absl::StatusOr<std::string> WireDatatype(inference::DataType type, const std::st
 absl::StatusOr<RestInferRequest> ParseRawInferRequest(absl::string_view body, const inference::ModelConfig& config,
                                                       const std::string& model, const std::string& version) {
   if (config.input_size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Raw request must only have 1 input (found 1) to be deduced but got ", config.input_size(), " inputs in '",
-        model, "' model configuration",
-        config.input_size() == 0 ? " (the raw form takes its input's name, datatype and shape from the "
-                                   "configuration, and this one declares none: send JSON)"
-                                 : ""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Raw request must only have 1 input (found 1) to be deduced but got ", config.input_size(),
+                     " inputs in '", model, "' model configuration",
+                     config.input_size() == 0 ? " (the raw form takes its input's name, datatype and shape from the "
+                                                "configuration, and this one declares none: send JSON)"
+                                              : ""));
   }
   const inference::ModelInput& input = config.input(0);
   ASSIGN_OR_RETURN(const std::string datatype, WireDatatype(input.data_type(), input.name()));
@@ -69,8 +69,8 @@ absl::StatusOr<RestInferRequest> ParseRawInferRequest(absl::string_view body, co
   std::string* bytes = req.add_raw_input_contents();
   if (datatype == "BYTES") {
     if (variable_axis || fixed_elements != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("For BYTE datatype raw input '", input.name(),
-                                                     "', the model must have input shape [1]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("For BYTE datatype raw input '", input.name(), "', the model must have input shape [1]"));
     }
     if (body.size() > UINT32_MAX) {
       return absl::InvalidArgumentError(

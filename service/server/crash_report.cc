@@ -115,7 +115,7 @@ void InstallCrashReport(const char* argv0) {
   ss.ss_sp = alternate_stack;
   ss.ss_size = sizeof(alternate_stack);
   sigaltstack(&ss, nullptr);
-  struct sigaction action {};
+  struct sigaction action{};
   action.sa_sigaction = &OnFatalSignal;
   action.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&action.sa_mask);

@@ -26,8 +26,8 @@ LivenessWatchdog::~LivenessWatchdog() {
 void LivenessWatchdog::Run() {
   // Look four times per limit (between 50 ms and 1 s), so a stuck batch is
   // noticed at most a quarter of the limit late.
-  const auto period = std::clamp<std::chrono::milliseconds>(limit_ / 4, std::chrono::milliseconds(50),
-                                                            std::chrono::seconds(1));
+  const auto period =
+      std::clamp<std::chrono::milliseconds>(limit_ / 4, std::chrono::milliseconds(50), std::chrono::seconds(1));
   bool live = true;
   UniqueMutexLock lock(mu_);
   while (!cv_.wait_for(lock.native(), period, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; })) {

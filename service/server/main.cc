@@ -19,9 +19,9 @@
 #include "common/logging.h"
 #include "common/thread_name.h"
 #include "common/units.h"
-#include "scheduler/core/inference_core.h"
 #include "devices/caching_cpu_allocator.h"
 #include "devices/host_requirements.h"
+#include "scheduler/core/inference_core.h"
 #include "service/server/crash_report.h"
 #include "service/server/protobuf_log.h"
 #include "service/server/server.h"
@@ -154,7 +154,8 @@ int Run(int argc, char** argv) {
            << " ms (a second signal is ignored, a third ends the process at once)";
   server.Drain(std::chrono::steady_clock::now() + opts.drain_timeout);
   created->reset();
-  if (StopSignals::Count() > 1) LOG_INFO << "ignored " << StopSignals::Count() - 1 << " more stop signal(s) while draining";
+  if (StopSignals::Count() > 1)
+    LOG_INFO << "ignored " << StopSignals::Count() - 1 << " more stop signal(s) while draining";
   LOG_INFO << "stopped";
   return 0;
 }

@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/client_text.h"
 #include "common/file_util.h"
-#include "common/owned_temp_folder.h"
 #include "common/logging.h"
+#include "common/owned_temp_folder.h"
 #include "common/status_macros.h"
 #include "devices/device_registry.h"
 #include "devices/system_info.h"
@@ -23,23 +23,23 @@
 #include "scheduler/repository/torchserve/torchserve_store.h"
 #include "service/call/call_environment.h"
 #include "service/call/handler_work_pool.h"
+#include "service/call/inflight_budget.h"
 #include "service/grpc/completion_queue_server.h"
 #include "service/grpc/grpc_infer_calls.h"
 #include "service/grpc/grpc_method.h"
 #include "service/grpc/health_service.h"
 #include "service/grpc/reflection_service.h"
 #include "service/http/http_server.h"
-#include "service/v1/inference_service.h"
-#include "service/call/inflight_budget.h"
-#include "service/server/liveness_watchdog.h"
-#include "service/server/memory_return.h"
 #include "service/metrics/metrics.h"
 #include "service/modelmesh/model_mesh_runtime.h"
 #include "service/open_inference/open_inference_rest.h"
 #include "service/open_inference/open_inference_service.h"
+#include "service/server/liveness_watchdog.h"
+#include "service/server/memory_return.h"
 #include "service/torchserve/torchserve_grpc.h"
 #include "service/torchserve/torchserve_rest.h"
 #include "service/tracing/tracing.h"
+#include "service/v1/inference_service.h"
 
 namespace infergate {
 namespace {
@@ -155,7 +155,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   // Requests held at once are bounded in bytes, so a burst of large ones is
   // refused instead of growing the process past its memory limit.
   uint64_t inflight_bytes = opts.max_inflight_bytes;
-  if (inflight_bytes == 0) inflight_bytes = std::max<uint64_t>(ReadHostMemory().total_bytes / 4, opts.max_receive_bytes);
+  if (inflight_bytes == 0)
+    inflight_bytes = std::max<uint64_t>(ReadHostMemory().total_bytes / 4, opts.max_receive_bytes);
   p->budget = std::make_unique<InflightBudget>(inflight_bytes);
   LOG_INFO << "in-flight request budget " << inflight_bytes << " bytes";
   // Once a second, after 64 MiB of requests came and went and none is in
@@ -175,11 +176,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
     p->core->SetObserver(p->metrics.get());
     LOG_INFO << "metrics on http://" << HostOf(opts.metrics_address) << ":" << p->metrics->port() << "/metrics";
   }
-  absl::StatusOr<TokenAuth> auth = TokenAuth::FromFiles(
-      opts.auth_token_file, opts.admin_token_file,
-      opts.disable_admin    ? TokenAuth::AdminAccess::kDisabled
-      : opts.open_admin_api ? TokenAuth::AdminAccess::kOpen
-                            : TokenAuth::AdminAccess::kTokenOnly);
+  absl::StatusOr<TokenAuth> auth = TokenAuth::FromFiles(opts.auth_token_file, opts.admin_token_file,
+                                                        opts.disable_admin    ? TokenAuth::AdminAccess::kDisabled
+                                                        : opts.open_admin_api ? TokenAuth::AdminAccess::kOpen
+                                                                              : TokenAuth::AdminAccess::kTokenOnly);
   if (!auth.ok()) return auth.status();
   auth->SetHostNames(opts.http_host_names);
   auth->SetLoopbackOnly(!opts.http_address.empty() && !ListensBeyondLoopback(opts.http_address));
@@ -208,8 +208,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   if (!p->tracing) p->trace_settings_off = std::make_unique<TraceSettings>(/*exporting=*/false);
   TraceSettings* trace_settings = p->tracing ? &p->tracing->settings() : p->trace_settings_off.get();
   p->environment = std::make_unique<CallEnvironment>(InferBackend::Of(*p->core), opts.tensor_limits, *std::move(auth),
-                                            p->budget.get(), p->metrics.get(), p->tracing.get(),
-                                            p->handler_pool.get(), trace_settings);
+                                                     p->budget.get(), p->metrics.get(), p->tracing.get(),
+                                                     p->handler_pool.get(), trace_settings);
   p->service = std::make_unique<InferenceServiceImpl>(*p->core, *p->environment);
   // The REST API, on its own port, with the same tokens, budget and limits.
   if (!opts.http_address.empty()) {
@@ -275,7 +275,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   // gRPC binds with SO_REUSEPORT unless told not to: a second server on a
   // port in use would start without a word and take half its connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, static_cast<int>(opts.grpc_handshake_timeout.count()));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(opts.grpc_handshake_timeout.count()));
   if (opts.max_connection_idle.count() > 0) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, static_cast<int>(opts.max_connection_idle.count()));
   }
@@ -298,9 +299,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   intake.max_message_bytes = opts.max_receive_bytes;
   intake.min_receive_rate = opts.min_receive_rate;
   intake.max_reads_per_address = opts.max_reads_per_address;
-  p->queued_infer = std::make_unique<CompletionQueueServer>(builder, static_cast<int>(opts.grpc_infer_threads),
-                                                            *p->environment, *p->grpc_methods,
-                                                            *p->grpc_infer_calls, intake);
+  p->queued_infer =
+      std::make_unique<CompletionQueueServer>(builder, static_cast<int>(opts.grpc_infer_threads), *p->environment,
+                                              *p->grpc_methods, *p->grpc_infer_calls, intake);
   p->grpc_server = builder.BuildAndStart();
   if (!p->grpc_server || p->port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", opts.address));
   // ModelMesh's SPI on its own port, without tokens: loopback only (the
@@ -390,8 +391,8 @@ bool Server::Drain(std::chrono::steady_clock::time_point deadline) {
   // Every call has ended: its spans go out now, within what is left of the
   // drain time (from one to five seconds), so a stopping server loses none.
   if (p.tracing) {
-    const auto left = std::clamp<std::chrono::steady_clock::duration>(
-        deadline - std::chrono::steady_clock::now(), std::chrono::seconds(1), std::chrono::seconds(5));
+    const auto left = std::clamp<std::chrono::steady_clock::duration>(deadline - std::chrono::steady_clock::now(),
+                                                                      std::chrono::seconds(1), std::chrono::seconds(5));
     if (!p.tracing->Flush(std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
       LOG_WARNING << "tracing: spans were still being exported when the drain time ran out";
     }

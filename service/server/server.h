@@ -49,9 +49,9 @@ class Server {
   bool Drain(std::chrono::steady_clock::time_point deadline);
 
   int port() const;
-  int http_port() const;        // 0 when REST is off
-  int metrics_port() const;     // 0 when metrics are off
-  int modelmesh_port() const;   // 0 when the SPI is off or on a unix socket
+  int http_port() const;       // 0 when REST is off
+  int metrics_port() const;    // 0 when metrics are off
+  int modelmesh_port() const;  // 0 when the SPI is off or on a unix socket
   InferenceCore& core();
 
   struct Parts;

@@ -12,8 +12,8 @@
 #include "absl/strings/strip.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
-#include "scheduler/repository/model_config.h"
 #include "common/units.h"
+#include "scheduler/repository/model_config.h"
 
 namespace infergate {
 namespace {
@@ -44,10 +44,10 @@ struct RawFlags {
   std::string state_file;
   std::chrono::milliseconds device_failure_cooldown{30000};
   std::chrono::milliseconds repository_poll_interval{5000};
-  std::string model_control_mode;  // "" (infergate's own), none, poll, explicit
-  std::string load_model;          // explicit mode's models at start, comma-separated; "*" every one
-  std::string devices;           // allow-list; empty = all
-  std::string simulate_devices;  // e.g. "mps,cuda:0=2GiB@7.5"
+  std::string model_control_mode;            // "" (infergate's own), none, poll, explicit
+  std::string load_model;                    // explicit mode's models at start, comma-separated; "*" every one
+  std::string devices;                       // allow-list; empty = all
+  std::string simulate_devices;              // e.g. "mps,cuda:0=2GiB@7.5"
   std::string simulate_mps_unsupported_ops;  // empty = the default list
   std::string simulate_failing_devices;
   int64_t simulate_failures_after = 0;
@@ -109,8 +109,9 @@ absl::Status ModelControlFrom(const RawFlags& f, SchedulerOptions* s) {
                                                    f.model_control_mode.substr(0, 32), "'"));
   }
   if (!names.empty()) {
-    return absl::InvalidArgumentError("--load-model: only with --model-control-mode=explicit (the other modes serve "
-                                      "every model in the repository)");
+    return absl::InvalidArgumentError(
+        "--load-model: only with --model-control-mode=explicit (the other modes serve "
+        "every model in the repository)");
   }
   return absl::OkStatus();
 }
@@ -202,7 +203,6 @@ absl::StatusOr<DiscoveryOptions> DiscoveryFrom(const RawFlags& f) {
   return d;
 }
 
-
 // Where the server serves from and how it starts and stops: its gRPC address, the model repository (or a
 // TorchServe model store), the log level.
 void AddServingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
@@ -263,8 +263,7 @@ void AddIntakeFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
             "gRPC request messages one client address (its host, whatever the port) may have being read at once; "
             "more wait their turn.",
             InRange(1, 100000));
-  flags.Int("max-tensor-rank", &f.max_tensor_rank, "Largest rank accepted for an input tensor.",
-            InRange(1, 64));
+  flags.Int("max-tensor-rank", &f.max_tensor_rank, "Largest rank accepted for an input tensor.", InRange(1, 64));
   flags.Int("max-tensor-elements", &f.max_tensor_elements, "Largest element count accepted for an input tensor.",
             Must<int64_t>([](int64_t v) { return v >= 1 && v <= CodecLimits::kElementsCeiling; },
                           absl::StrCat("must be 1..", CodecLimits::kElementsCeiling,
@@ -295,9 +294,10 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
             InRange(0, 1024));
   flags.Int("queue-capacity", &f.queue_capacity, "Requests that may wait per device; more get RESOURCE_EXHAUSTED.",
             Must<int64_t>([](int64_t v) { return v >= 1; }, "must be at least 1"));
-  flags.Int("worker-spin-us", &f.worker_spin_us,
-            "Microseconds an idle worker polls its queue before sleeping, yielding the core to any thread that has work "
-            "meanwhile; trades CPU for latency.");
+  flags.Int(
+      "worker-spin-us", &f.worker_spin_us,
+      "Microseconds an idle worker polls its queue before sleeping, yielding the core to any thread that has work "
+      "meanwhile; trades CPU for latency.");
   flags.Bool("batching", &f.batching, "Dynamic batching for models whose config sets max_batch_size > 1.");
   flags.Bool("fair-queueing", &f.fair_queueing,
              "Models share each device by device time, so one model's flood does not queue another's requests "
@@ -334,8 +334,7 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
                "slowest requests keep the accelerator first) or mean (saved time unweighed: a lower mean, a higher "
                "tail).");
   flags.Duration("move-min-residence", &f.move_min_residence,
-                 "A model that moved onto an accelerator is not displaced for this long.",
-                 NotNegative());
+                 "A model that moved onto an accelerator is not displaced for this long.", NotNegative());
   flags.Duration("move-period", &f.move_period,
                  "How often the move policy decides (and at once when a request ran away from its best device).",
                  Must<Ms>([](Ms v) { return v.count() >= 10; }, "must be at least 10ms"));
@@ -354,8 +353,7 @@ void AddNetworkFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
                  "be read within it; slower connections are closed.",
                  Must<Ms>([](Ms v) { return v.count() >= 1; }, "must be positive"));
   flags.Int("http-max-connections", &o.http_max_connections,
-            "Open HTTP connections at most; more are answered 503 and closed.",
-            InRange(1, 1000000));
+            "Open HTTP connections at most; more are answered 503 and closed.", InRange(1, 1000000));
   flags.Int("max-concurrent-streams", &o.max_concurrent_streams,
             "Calls one client connection may have open at once; more wait in the client (HTTP/2 flow control).",
             InRange(1, 100000));
@@ -389,7 +387,8 @@ void AddNetworkFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
 
 // Who may call what: TLS, tokens, the admin API, reflection.
 void AddSecurityFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
-  flags.String("tls-cert", &o.tls_cert, "PEM certificate chain for the gRPC and HTTP ports; enables TLS (with --tls-key).");
+  flags.String("tls-cert", &o.tls_cert,
+               "PEM certificate chain for the gRPC and HTTP ports; enables TLS (with --tls-key).");
   flags.String("tls-key", &o.tls_key, "PEM private key for --tls-cert.");
   flags.String("tls-client-ca", &o.tls_client_ca,
                "PEM CA bundle; clients must present a certificate it signed (mutual TLS).");
@@ -420,10 +419,10 @@ void AddModelMeshFlags(FlagSet& flags, ServerOptions& o) {
                "Folder every ModelMesh modelPath, and everything in it with links resolved, must lie under (e.g. "
                "/models, where ModelMesh's storage helper puts them). Required with a TCP --modelmesh-address; "
                "on a unix: socket empty allows any folder the server can read.");
-  flags.Duration("modelmesh-load-timeout", &o.modelmesh_load_timeout,
-                 "How long ModelMesh should let one model load take (told to ModelMesh in runtimeStatus).",
-                 Must<Ms>([](Ms v) { return v.count() >= 1 && v.count() <= UINT32_MAX; },
-                          "must be between 1ms and 49 days"));
+  flags.Duration(
+      "modelmesh-load-timeout", &o.modelmesh_load_timeout,
+      "How long ModelMesh should let one model load take (told to ModelMesh in runtimeStatus).",
+      Must<Ms>([](Ms v) { return v.count() >= 1 && v.count() <= UINT32_MAX; }, "must be between 1ms and 49 days"));
   flags.ByteSize("modelmesh-default-model-size", &o.modelmesh_default_model_size,
                  "The size ModelMesh assumes for a model before it is sized (told in runtimeStatus).");
 }
@@ -441,7 +440,8 @@ void AddTracingFlags(FlagSet& flags, TracingFlags& tracing) {
                "parentbased_always_on (default), parentbased_always_off or parentbased_traceidratio.");
   flags.String("trace-sampler-arg", &tracing.sampler_arg,
                "The traceidratio samplers' ratio, 0 to 1 (OTEL_TRACES_SAMPLER_ARG), e.g. 0.01 for 1% of calls.");
-  flags.String("service-name", &tracing.service_name, "service.name of the spans (OTEL_SERVICE_NAME); default infergate.");
+  flags.String("service-name", &tracing.service_name,
+               "service.name of the spans (OTEL_SERVICE_NAME); default infergate.");
   flags.String("resource-attributes", &tracing.resource_attributes,
                "More resource attributes of the spans, key=value,... (added to OTEL_RESOURCE_ATTRIBUTES).");
   flags.Int("trace-queue-size", &tracing.max_queue_size,
@@ -590,9 +590,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, const char* const* ar
   using Mode = SchedulerOptions::ModelControl;
   if (!o.modelmesh_address.empty() &&
       (o.scheduler.model_control == Mode::kNone || o.scheduler.model_control == Mode::kPoll)) {
-    return absl::InvalidArgumentError(absl::StrCat("--modelmesh-address: ModelMesh loads and unloads models, which --model-control-mode=",
-                                                   o.scheduler.model_control == Mode::kNone ? "none" : "poll",
-                                                   " refuses; use explicit, or leave the mode unset"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--modelmesh-address: ModelMesh loads and unloads models, which --model-control-mode=",
+        o.scheduler.model_control == Mode::kNone ? "none" : "poll", " refuses; use explicit, or leave the mode unset"));
   }
   return o;
 }
@@ -621,18 +621,19 @@ absl::StatusOr<std::string> TorchServeHostPort(const std::string& url, absl::str
   absl::string_view rest = url;
   const bool tls = absl::ConsumePrefix(&rest, "https://");
   if (!tls && !absl::ConsumePrefix(&rest, "http://")) {
-    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, ": '", url.substr(0, 128),
-                                                   "' is not http://HOST:PORT"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.properties: ", key, ": '", url.substr(0, 128), "' is not http://HOST:PORT"));
   }
   if (tls && options.tls_cert.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, " is https: set --tls-cert and --tls-key"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.properties: ", key, " is https: set --tls-cert and --tls-key"));
   }
   const size_t colon = rest.rfind(':');
   int port = 0;
   if (colon == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(colon + 1), &port) || port < 0 ||
       port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("config.properties: ", key, ": '", url.substr(0, 128),
-                                                   "' has no port"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.properties: ", key, ": '", url.substr(0, 128), "' has no port"));
   }
   return std::string(rest);
 }

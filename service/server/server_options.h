@@ -11,10 +11,10 @@
 #include "absl/status/statusor.h"
 #include "common/cpu_policy.h"
 #include "devices/device_registry.h"
-#include "scheduler/routing/scheduler_options.h"
 #include "scheduler/repository/torchserve/torchserve_config.h"
-#include "service/tracing/tracing_options.h"
+#include "scheduler/routing/scheduler_options.h"
 #include "service/call/wire_tensor.h"
+#include "service/tracing/tracing_options.h"
 
 namespace infergate {
 
@@ -38,7 +38,7 @@ struct ServerOptions {
   uint64_t min_receive_rate = 1 << 20;
   // gRPC reads one client address may have unfinished at once.
   int max_reads_per_address = 64;
-  uint64_t max_load_file_bytes = 0;  // model files one load may carry; 0 (the default) refuses them
+  uint64_t max_load_file_bytes = 0;   // model files one load may carry; 0 (the default) refuses them
   bool allow_native_uploads = false;  // those files may be native code (.pt2, shared libraries)
   // Freed CPU tensor blocks kept for reuse (CachingCpuAllocator); 0: off.
   uint64_t cpu_tensor_cache_bytes = 256 << 20;
@@ -81,7 +81,7 @@ struct ServerOptions {
   std::chrono::milliseconds max_connection_idle{std::chrono::minutes(5)};
   // A new gRPC connection must finish TLS and HTTP/2 set-up within this long.
   std::chrono::milliseconds grpc_handshake_timeout{std::chrono::seconds(10)};
-  int64_t max_concurrent_streams = 256;              // per client connection
+  int64_t max_concurrent_streams = 256;  // per client connection
   // Threads polling a completion queue each for the unary inference calls
   // (completion_queue_server.h): they admit, decode and queue each call.
   int64_t grpc_infer_threads = 2;

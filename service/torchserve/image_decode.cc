@@ -7,8 +7,8 @@
 #include <memory>
 
 // jpeglib.h needs size_t and FILE declared first.
-#include <jpeglib.h>
 #include <jerror.h>
+#include <jpeglib.h>
 #include <png.h>
 
 #include "absl/strings/match.h"
@@ -93,16 +93,16 @@ absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes, absl::string_view f
     return Unreadable(field, "JPEG", d->truncated ? "the file is truncated" : d->message);
   }
   jpeg_create_decompress(&d->cinfo);
-  jpeg_mem_src(&d->cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
+  jpeg_mem_src(&d->cinfo, reinterpret_cast<const unsigned char*>(bytes.data()),
+               static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&d->cinfo, TRUE);
   // A multi-scan (progressive) JPEG keeps every coefficient until its last
   // scan: 64 shorts per 8x8 block and component. libjpeg may hold that and
   // a little working memory, no more (it fails rather than exceed it).
   const uint64_t w = d->cinfo.image_width;
   const uint64_t h = d->cinfo.image_height;
-  const uint64_t coefficients = jpeg_has_multiple_scans(&d->cinfo)
-                                    ? ((w + 15) / 8) * ((h + 15) / 8) * 64 * 2 * d->cinfo.num_components
-                                    : 0;
+  const uint64_t coefficients =
+      jpeg_has_multiple_scans(&d->cinfo) ? ((w + 15) / 8) * ((h + 15) / 8) * 64 * 2 * d->cinfo.num_components : 0;
   if (absl::Status s = CheckSize(w, h, coefficients, field, options); !s.ok()) {
     jpeg_destroy_decompress(&d->cinfo);
     return s;
@@ -215,9 +215,9 @@ absl::StatusOr<RgbImage> DecodePng(absl::string_view bytes, absl::string_view fi
     png_destroy_read_struct(&d->png, &d->info, nullptr);
     return s;
   }
-  png_set_expand(d->png);        // palette to RGB, gray below 8 bits to 8, tRNS to alpha
-  png_set_strip_16(d->png);      // the high byte, as Pillow keeps
-  png_set_strip_alpha(d->png);   // dropped, not composited, as convert("RGB")
+  png_set_expand(d->png);       // palette to RGB, gray below 8 bits to 8, tRNS to alpha
+  png_set_strip_16(d->png);     // the high byte, as Pillow keeps
+  png_set_strip_alpha(d->png);  // dropped, not composited, as convert("RGB")
   png_set_gray_to_rgb(d->png);
   png_set_interlace_handling(d->png);
   if (options.keep_going) png_set_read_status_fn(d->png, PngRowDone);

@@ -17,10 +17,10 @@
 // whole, would be 256 x 256,000,000.
 // Pure functions; thread-safe.
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <utility>
-
-#include <ATen/core/Tensor.h>
 
 #include "service/torchserve/image_decode.h"
 

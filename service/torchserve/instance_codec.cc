@@ -43,8 +43,8 @@ absl::Status CheckValue(const nlohmann::json& v, DType dtype, const std::string&
   }
   if (IsFloatingPoint(dtype)) return absl::OkStatus();
   if (v.is_number_float()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", v.dump(), " is not a whole number, and the input is ",
-                                                   DTypeName(dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", v.dump(), " is not a whole number, and the input is ", DTypeName(dtype)));
   }
   return absl::OkStatus();
 }
@@ -65,9 +65,9 @@ std::pair<int64_t, int64_t> RangeOf(DType dtype) {
 absl::Status CheckListAtDepth(const nlohmann::json& value, const std::vector<int64_t>& shape, size_t depth,
                               const std::string& where) {
   if (value.is_array() && static_cast<int64_t>(value.size()) == shape[depth]) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      where, ": expected a list of ", shape[depth], " like the first at this depth, got ",
-      value.is_array() ? absl::StrCat("a list of ", value.size()) : std::string(value.type_name())));
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": expected a list of ", shape[depth], " like the first at this depth, got ",
+                   value.is_array() ? absl::StrCat("a list of ", value.size()) : std::string(value.type_name())));
 }
 
 // Collects the leaves of `value` in row-major order: as doubles for a
@@ -104,8 +104,8 @@ absl::Status CollectStrings(const nlohmann::json& value, const std::vector<int64
                             const std::string& where, std::vector<std::string>& strings) {
   if (depth == shape.size()) {
     if (!value.is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": expected a string for a BYTES input, got ",
-                                                     value.type_name()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": expected a string for a BYTES input, got ", value.type_name()));
     }
     strings.push_back(value.get<std::string>());
     return absl::OkStatus();
@@ -156,9 +156,8 @@ absl::StatusOr<at::Tensor> InstanceTensor(const nlohmann::json& value, DType dty
   std::vector<double> reals;
   std::vector<int64_t> wholes;
   RETURN_IF_ERROR(Collect(value, shape, 0, dtype, std::string(where), reals, wholes));
-  at::Tensor out = IsFloatingPoint(dtype)
-                       ? at::tensor(reals, at::TensorOptions().dtype(at::kDouble))
-                       : at::tensor(wholes, at::TensorOptions().dtype(at::kLong));
+  at::Tensor out = IsFloatingPoint(dtype) ? at::tensor(reals, at::TensorOptions().dtype(at::kDouble))
+                                          : at::tensor(wholes, at::TensorOptions().dtype(at::kLong));
   out = out.reshape(shape).to(ToScalarType(dtype));
   return out;
 }

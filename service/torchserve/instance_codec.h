@@ -6,10 +6,10 @@
 // one row of a batch.
 // Pure functions; thread-safe.
 
+#include <ATen/core/Tensor.h>
+
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"

@@ -2,13 +2,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/caught_exception.h"
-#include "service/grpc/call_context.h"
 #include "service/call/handler_work_pool.h"
 #include "service/call/infer_call.h"
+#include "service/grpc/call_context.h"
 #include "service/grpc/message_bytes.h"
 #include "service/grpc/raw_unary_call.h"
-#include "service/torchserve/torchserve_handlers.h"
 #include "service/http/json_scan.h"
+#include "service/torchserve/torchserve_handlers.h"
 
 namespace infergate {
 namespace {
@@ -104,8 +104,9 @@ void TorchServeGrpcService::SubmitPredictions(InferCall& call, const grpc::Serve
         const absl::Status failed = RunCatching("preparing a prediction", work);
         if (!failed.ok()) shared->Refuse(failed);
       })) {
-    call.Refuse(absl::ResourceExhaustedError(absl::StrCat(
-        "model '", model, "': ", pool->max_queued(), " requests already wait to have their images decoded; retry later")));
+    call.Refuse(
+        absl::ResourceExhaustedError(absl::StrCat("model '", model, "': ", pool->max_queued(),
+                                                  " requests already wait to have their images decoded; retry later")));
   }
 }
 

@@ -6,10 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "scheduler/repository/class_labels.h"
+#include "service/http/json_scan.h"
 #include "service/torchserve/image_decode.h"
 #include "service/torchserve/image_preprocess.h"
 #include "service/torchserve/instance_codec.h"
-#include "service/http/json_scan.h"
 
 namespace infergate {
 namespace {
@@ -83,9 +83,8 @@ std::string TopClasses(const InferenceResult& result, int64_t row) {
   std::string out = "{";
   for (int64_t i = 0; i < k; ++i) {
     const int64_t index = classes[i].item<int64_t>();
-    const std::string name = labels != nullptr && index < static_cast<int64_t>(labels->size())
-                                 ? (*labels)[index]
-                                 : absl::StrCat(index);
+    const std::string name =
+        labels != nullptr && index < static_cast<int64_t>(labels->size()) ? (*labels)[index] : absl::StrCat(index);
     if (i > 0) out += ", ";
     out += nlohmann::json(name).dump();
     out += ": ";

@@ -17,23 +17,23 @@
 // RGB first (TorchServe's pipeline fails on them).
 // Pure functions; thread-safe.
 
+#include <ATen/core/Tensor.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 
-#include <ATen/core/Tensor.h>
-
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/cancel_signal.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/model/inference_types.h"
 #include "scheduler/repository/torchserve/mar_manifest.h"
-#include "common/cancel_signal.h"
 #include "service/call/call_environment.h"
 #include "service/call/inflight_budget.h"
-#include "service/torchserve/torchserve_models.h"
 #include "service/call/wire_tensor.h"
+#include "service/torchserve/torchserve_models.h"
 
 namespace infergate {
 

@@ -4,8 +4,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "service/torchserve/instance_codec.h"
 #include "proto/proto_enums.h"
+#include "service/torchserve/instance_codec.h"
 
 namespace infergate {
 
@@ -39,7 +39,8 @@ absl::StatusOr<PredictionTarget> TorchServeModels::Resolve(const std::string& mo
   }
   absl::StatusOr<ModelStatus> status = core_.Model(model, t.version);
   if (!status.ok()) {
-    if (!core_.KnownModel(model)) return absl::NotFoundError(absl::StrCat("Model not found: '", model.substr(0, 128), "'"));
+    if (!core_.KnownModel(model))
+      return absl::NotFoundError(absl::StrCat("Model not found: '", model.substr(0, 128), "'"));
     return status.status();
   }
   t.max_batch_size = status->config.max_batch_size();

@@ -7,11 +7,11 @@
 //
 // Thread-safe: const over the core's model view and the store's catalog.
 
+#include <ATen/core/Tensor.h>
+
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
 #include "devices/dtype.h"
@@ -25,7 +25,7 @@ struct PredictionTarget {
   std::string model;
   std::string version;  // the repository's version number; "" for the latest
   MarHandler handler = MarHandler::kBase;
-  uint32_t max_batch_size = 0;  // 0: the model takes each instance alone
+  uint32_t max_batch_size = 0;          // 0: the model takes each instance alone
   DType input_dtype = DType::kFloat32;  // the model's first declared input, else float32
 
   // Instances [first, first + count) of `rows` as the model's input: stacked

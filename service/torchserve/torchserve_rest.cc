@@ -6,18 +6,18 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/caught_exception.h"
+#include "common/client_text.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
-#include "service/http/cross_origin.h"
+#include "proto/proto_enums.h"
 #include "service/call/handler_work_pool.h"
-#include "common/client_text.h"
 #include "service/call/http_call.h"
 #include "service/call/infer_call.h"
-#include "service/torchserve/instance_codec.h"
-#include "service/http/multipart_form.h"
-#include "service/torchserve/torchserve_handlers.h"
+#include "service/http/cross_origin.h"
 #include "service/http/json_scan.h"
-#include "proto/proto_enums.h"
+#include "service/http/multipart_form.h"
+#include "service/torchserve/instance_codec.h"
+#include "service/torchserve/torchserve_handlers.h"
 
 namespace infergate {
 namespace {
@@ -48,7 +48,8 @@ absl::string_view TorchServeErrorType(int status) {
 
 HttpResponse TorchServeError(const absl::Status& status) {
   const int code = HttpStatusFor(status);
-  HttpResponse r = JsonAnswer(code, {{"code", code}, {"type", TorchServeErrorType(code)}, {"message", status.message()}});
+  HttpResponse r =
+      JsonAnswer(code, {{"code", code}, {"type", TorchServeErrorType(code)}, {"message", status.message()}});
   if (status.code() == absl::StatusCode::kUnauthenticated) r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
 }
@@ -126,7 +127,8 @@ struct TorchServeRest::Prediction {
   }
 };
 
-TorchServeRest::TorchServeRest(InferenceCore& core, const CallEnvironment& environment, const TorchServeCatalog* catalog)
+TorchServeRest::TorchServeRest(InferenceCore& core, const CallEnvironment& environment,
+                               const TorchServeCatalog* catalog)
     : core_(core), environment_(environment), models_(core, catalog) {}
 
 bool TorchServeRest::Serves(absl::string_view path) {
@@ -161,8 +163,11 @@ void TorchServeRest::Handle(std::shared_ptr<HttpRequest> request, HttpResponder 
     HttpResponse r = error(absl::InvalidArgumentError(
         absl::StrCat(method, " is not served on ", request->path.substr(0, 128), "; use ", allowed)));
     r.status = 405;
-    if (!kserve) r.body = nlohmann::json({{"code", 405}, {"type", TorchServeErrorType(405)},
-                                          {"message", absl::StrCat(method, " is not served here; use ", allowed)}}).dump();
+    if (!kserve)
+      r.body = nlohmann::json({{"code", 405},
+                               {"type", TorchServeErrorType(405)},
+                               {"message", absl::StrCat(method, " is not served here; use ", allowed)}})
+                   .dump();
     r.headers.emplace_back("Allow", allowed);
     return r;
   };
@@ -244,9 +249,9 @@ void TorchServeRest::Predict(std::shared_ptr<HttpRequest> request, Protocol prot
     if (!failed.ok()) prediction->Refuse(failed);
   };
   if (!pool->TrySubmit(std::move(work))) {
-    prediction->Refuse(absl::ResourceExhaustedError(
-        absl::StrCat("model '", model, "': ", pool->max_queued(),
-                     " requests already wait to have their images decoded; retry later")));
+    prediction->Refuse(
+        absl::ResourceExhaustedError(absl::StrCat("model '", model, "': ", pool->max_queued(),
+                                                  " requests already wait to have their images decoded; retry later")));
   }
 }
 
@@ -270,9 +275,9 @@ void TorchServeRest::PredictWith(std::shared_ptr<HttpRequest> request, Predictio
     absl::StatusOr<InflightBudget::Reservation> reserved = budget->Reserve(scan.TreeBytes());
     if (!reserved.ok()) {
       if (InferCallObserver* o = environment_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
-      return prediction->Refuse(absl::ResourceExhaustedError(absl::StrCat(
-          "the JSON body's parse tree (about ", scan.TreeBytes(), " bytes) does not fit the in-flight budget: ",
-          reserved.status().message())));
+      return prediction->Refuse(absl::ResourceExhaustedError(
+          absl::StrCat("the JSON body's parse tree (about ", scan.TreeBytes(),
+                       " bytes) does not fit the in-flight budget: ", reserved.status().message())));
     }
     tree = *std::move(reserved);
   }
@@ -297,8 +302,8 @@ absl::Status TorchServeRest::ChargeInstance(Prediction& prediction, const at::Te
   const uint64_t bytes = row.nbytes();
   if (absl::Status s = budget->Extend(prediction.rows_held, bytes); !s.ok()) {
     if (InferCallObserver* o = environment_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
-    return absl::ResourceExhaustedError(absl::StrCat(where, ": its input tensor (", bytes,
-                                                     " bytes) does not fit the in-flight budget: ", s.message()));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(where, ": its input tensor (", bytes, " bytes) does not fit the in-flight budget: ", s.message()));
   }
   return absl::OkStatus();
 }
@@ -356,9 +361,8 @@ absl::StatusOr<TorchServeRest::Instances> TorchServeRest::DecodeKServeV1Instance
 }
 
 void TorchServeRest::SubmitInBatches(const std::shared_ptr<HttpRequest>& request, const PredictionTarget& target,
-                                     const std::string& model, const std::string& version,
-                                     Clock::time_point deadline, Instances instances,
-                                     const std::shared_ptr<Prediction>& prediction) {
+                                     const std::string& model, const std::string& version, Clock::time_point deadline,
+                                     Instances instances, const std::shared_ptr<Prediction>& prediction) {
   const std::vector<at::Tensor>& rows = instances.rows;
   const size_t per_call = target.InstancesPerCall();
   const size_t call_count = (rows.size() + per_call - 1) / per_call;
@@ -380,8 +384,8 @@ void TorchServeRest::SubmitInBatches(const std::shared_ptr<HttpRequest>& request
     if (environment_.tracing()) {
       TraceHttpCall(*call, *request,
                     prediction->protocol == Protocol::kKServeV1 ? "POST /v1/models/{model_name}:predict"
-                    : version.empty()                            ? "POST /predictions/{model_name}"
-                                                                 : "POST /predictions/{model_name}/{model_version}",
+                    : version.empty()                           ? "POST /predictions/{model_name}"
+                                                                : "POST /predictions/{model_name}/{model_version}",
                     model);
     }
     if (!call->Admit([&request] { return request->Header("authorization"); }, bytes_per_call)) continue;
@@ -456,8 +460,8 @@ HttpResponse TorchServeRest::DescribeModel(const std::string& model, const std::
                    {"workers", std::move(workers)}});
   }
   if (out.empty()) {
-    return TorchServeError(absl::NotFoundError(absl::StrCat("Model version '", version.substr(0, 64),
-                                                            "' of model '", model, "' not found")));
+    return TorchServeError(absl::NotFoundError(
+        absl::StrCat("Model version '", version.substr(0, 64), "' of model '", model, "' not found")));
   }
   return JsonAnswer(200, out);
 }

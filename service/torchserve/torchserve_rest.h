@@ -68,7 +68,7 @@ class TorchServeRest {
 
   void Predict(std::shared_ptr<HttpRequest> request, Protocol protocol, const std::string& model,
                const std::string& version, HttpResponder respond);
-  struct Instances;   // a prediction's instances as the model's input rows
+  struct Instances;  // a prediction's instances as the model's input rows
 
   // Predict's work once the target is known: the instances made into the
   // model's inputs (on the handler pool for images), then the calls.

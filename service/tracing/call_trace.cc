@@ -26,9 +26,9 @@ TraceSpanRef RefOf(const otel::trace::SpanContext& context) {
 }
 
 otel::trace::SpanContext ContextOf(const TraceSpanRef& ref) {
-  return otel::trace::SpanContext(
-      otel::trace::TraceId(ref.trace_id), otel::trace::SpanId(ref.span_id),
-      otel::trace::TraceFlags(ref.sampled ? otel::trace::TraceFlags::kIsSampled : 0), /*is_remote=*/false);
+  return otel::trace::SpanContext(otel::trace::TraceId(ref.trace_id), otel::trace::SpanId(ref.span_id),
+                                  otel::trace::TraceFlags(ref.sampled ? otel::trace::TraceFlags::kIsSampled : 0),
+                                  /*is_remote=*/false);
 }
 
 // gRPC server spans are errors for these codes only; the rest are the
@@ -40,10 +40,8 @@ bool GrpcServerError(absl::StatusCode code) {
     case absl::StatusCode::kUnimplemented:
     case absl::StatusCode::kInternal:
     case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDataLoss:
-      return true;
-    default:
-      return false;
+    case absl::StatusCode::kDataLoss: return true;
+    default: return false;
   }
 }
 
@@ -132,8 +130,7 @@ void CallTrace::AddAttempts(Clock::time_point call_end) {
     if (!a.dtype.empty()) attempt->SetAttribute("infergate.dtype", a.dtype);
     if (!a.fallback_reason.empty()) {
       attempt->SetAttribute("infergate.fallback_reason", a.fallback_reason);
-      server_->AddEvent("infergate.fallback",
-                        otel::common::SystemTimestamp(anchor_.ToSystem(a.enqueued)),
+      server_->AddEvent("infergate.fallback", otel::common::SystemTimestamp(anchor_.ToSystem(a.enqueued)),
                         {{"infergate.fallback_reason", a.fallback_reason},
                          {"infergate.device", a.device},
                          {"infergate.device.from", i > 0 ? attempts[i - 1].device : std::string("")}});
@@ -145,7 +142,8 @@ void CallTrace::AddAttempts(Clock::time_point call_end) {
     shared_ptr<otel::trace::Span> queue = Child("infergate.queue", a.enqueued, parent);
     queue->SetAttribute("infergate.device", a.device);
     queue->SetAttribute("infergate.queue_us", static_cast<int64_t>(MicrosBetween(a.enqueued, dequeued)));
-    if (!a.started && i + 1 == attempts.size()) queue->SetStatus(otel::trace::StatusCode::kError, "left the queue unrun");
+    if (!a.started && i + 1 == attempts.size())
+      queue->SetStatus(otel::trace::StatusCode::kError, "left the queue unrun");
     EndAt(*queue, dequeued);
     if (a.started && a.waited_for_load) {
       shared_ptr<otel::trace::Span> load = Child("infergate.model_load", a.dequeued, parent);

@@ -35,8 +35,8 @@
 #include "opentelemetry/trace/span.h"
 #include "opentelemetry/trace/span_startoptions.h"
 #include "opentelemetry/trace/tracer.h"
-#include "scheduler/model/inference_types.h"
 #include "scheduler/execution/request_trace.h"
+#include "scheduler/model/inference_types.h"
 #include "service/tracing/call_trace_start.h"
 
 namespace infergate {
@@ -85,8 +85,8 @@ class CallTrace {
   opentelemetry::trace::StartSpanOptions ChildOptions(Clock::time_point start,
                                                       const opentelemetry::trace::SpanContext& parent) const;
   // A span under `parent` from `start`; EndAt ends it.
-  opentelemetry::nostd::shared_ptr<opentelemetry::trace::Span> Child(
-      const char* name, Clock::time_point start, const opentelemetry::trace::SpanContext& parent);
+  opentelemetry::nostd::shared_ptr<opentelemetry::trace::Span> Child(const char* name, Clock::time_point start,
+                                                                     const opentelemetry::trace::SpanContext& parent);
   void EndAt(opentelemetry::trace::Span& span, Clock::time_point end);
   void AddAttempts(Clock::time_point call_end);
 

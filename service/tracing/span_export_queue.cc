@@ -37,9 +37,7 @@ SpanExportQueue::SpanExportQueue(std::unique_ptr<sdktrace::SpanExporter> exporte
 
 SpanExportQueue::~SpanExportQueue() { Shutdown(); }  // no timeout: nothing may outlive it
 
-std::unique_ptr<sdktrace::Recordable> SpanExportQueue::MakeRecordable() noexcept {
-  return exporter_->MakeRecordable();
-}
+std::unique_ptr<sdktrace::Recordable> SpanExportQueue::MakeRecordable() noexcept { return exporter_->MakeRecordable(); }
 
 void SpanExportQueue::OnStart(sdktrace::Recordable&, const opentelemetry::trace::SpanContext&) noexcept {}
 
@@ -64,8 +62,7 @@ bool SpanExportQueue::ForceFlush(std::chrono::microseconds timeout) noexcept {
   const uint64_t target = enqueued_;
   flush_asked_ = true;
   wake_.notify_one();
-  return WaitAtMost(done_, lock.native(), timeout,
-                    [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return settled_ >= target; });
+  return WaitAtMost(done_, lock.native(), timeout, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return settled_ >= target; });
 }
 
 bool SpanExportQueue::Shutdown(std::chrono::microseconds timeout) noexcept {
@@ -112,8 +109,8 @@ void SpanExportQueue::ExportLoop() {
       queue_.pop_front();
     }
     lock.Unlock();
-    const opentelemetry::sdk::common::ExportResult result =
-        exporter_->Export(opentelemetry::nostd::span<std::unique_ptr<sdktrace::Recordable>>(batch.data(), batch.size()));
+    const opentelemetry::sdk::common::ExportResult result = exporter_->Export(
+        opentelemetry::nostd::span<std::unique_ptr<sdktrace::Recordable>>(batch.data(), batch.size()));
     (result == opentelemetry::sdk::common::ExportResult::kSuccess ? exported_ : failed_)
         .fetch_add(n, std::memory_order_relaxed);
     batch.clear();

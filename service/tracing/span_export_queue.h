@@ -62,8 +62,8 @@ class SpanExportQueue final : public opentelemetry::sdk::trace::SpanProcessor {
   const std::unique_ptr<opentelemetry::sdk::trace::SpanExporter> exporter_;
   const Options options_;
   Mutex mu_;
-  std::condition_variable wake_;   // the export thread: a batch is due, a flush asked, or stop
-  std::condition_variable done_;   // flushers: an export round finished
+  std::condition_variable wake_;  // the export thread: a batch is due, a flush asked, or stop
+  std::condition_variable done_;  // flushers: an export round finished
   std::deque<std::unique_ptr<opentelemetry::sdk::trace::Recordable>> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t settled_ ABSL_GUARDED_BY(mu_) = 0;   // of those, spans whose export finished
   uint64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;  // spans ever queued

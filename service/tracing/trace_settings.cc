@@ -32,8 +32,8 @@ absl::StatusOr<bool> ParseLevel(const std::vector<std::string>& levels) {
           "trace_level: TENSORS is not served: this server's spans carry each call's timestamps (its queue, "
           "compute and device), not its tensors; use [\"TIMESTAMPS\"]");
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("trace_level: '", level.substr(0, 32),
-                                                     "' is not a level; expected OFF or TIMESTAMPS"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("trace_level: '", level.substr(0, 32), "' is not a level; expected OFF or TIMESTAMPS"));
     }
   }
   return on;

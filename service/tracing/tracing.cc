@@ -162,8 +162,7 @@ std::unique_ptr<sdktrace::SpanExporter> MakeExporter(const TracingOptions& o) {
 absl::StatusOr<std::unique_ptr<Tracing>> Tracing::Create(const TracingOptions& options) {
   otel::sdk::common::internal_log::GlobalLogHandler::SetLogHandler(
       otel::nostd::shared_ptr<otel::sdk::common::internal_log::LogHandler>(new SdkLogHandler()));
-  otel::sdk::common::internal_log::GlobalLogHandler::SetLogLevel(
-      otel::sdk::common::internal_log::LogLevel::Warning);
+  otel::sdk::common::internal_log::GlobalLogHandler::SetLogLevel(otel::sdk::common::internal_log::LogLevel::Warning);
   std::unique_ptr<sdktrace::SpanExporter> exporter = MakeExporter(options);
   if (!exporter) return absl::InvalidArgumentError("tracing: the OTLP exporter could not be made");
   SpanExportQueue::Options queue_options;
@@ -175,14 +174,14 @@ absl::StatusOr<std::unique_ptr<Tracing>> Tracing::Create(const TracingOptions& o
   otel::sdk::resource::ResourceAttributes attributes;
   for (const auto& [key, value] : options.resource_attributes) attributes.SetAttribute(key, value);
   attributes.SetAttribute("service.name", options.service_name);
-  std::shared_ptr<sdktrace::TracerProvider> provider = sdktrace::TracerProviderFactory::Create(
-      std::move(queue), otel::sdk::resource::Resource::Create(attributes),
-      std::make_unique<ChosenRootSampler>(MakeSampler(options)));
+  std::shared_ptr<sdktrace::TracerProvider> provider =
+      sdktrace::TracerProviderFactory::Create(std::move(queue), otel::sdk::resource::Resource::Create(attributes),
+                                              std::make_unique<ChosenRootSampler>(MakeSampler(options)));
   LOG_INFO << "tracing: OTLP/" << (options.protocol == TracingOptions::Protocol::kGrpc ? "gRPC" : "HTTP") << " to "
            << options.endpoint << ", sampler " << options.sampler
-           << (options.sampler.find("traceidratio") != std::string::npos ? absl::StrCat(" ", options.sampler_ratio) : std::string())
-           << ", service.name " << options.service_name << ", at most " << options.max_queue_size
-           << " spans queued";
+           << (options.sampler.find("traceidratio") != std::string::npos ? absl::StrCat(" ", options.sampler_ratio)
+                                                                         : std::string())
+           << ", service.name " << options.service_name << ", at most " << options.max_queue_size << " spans queued";
   return std::make_unique<Tracing>(options, std::move(provider), queue_ptr);
 }
 

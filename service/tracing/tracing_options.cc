@@ -71,10 +71,14 @@ std::string PercentDecode(absl::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
     int hi = 0, lo = 0;
     auto hex = [](char c, int* v) {
-      if (c >= '0' && c <= '9') *v = c - '0';
-      else if (c >= 'a' && c <= 'f') *v = c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') *v = c - 'A' + 10;
-      else return false;
+      if (c >= '0' && c <= '9')
+        *v = c - '0';
+      else if (c >= 'a' && c <= 'f')
+        *v = c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        *v = c - 'A' + 10;
+      else
+        return false;
       return true;
     };
     if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1], &hi) && hex(text[i + 2], &lo)) {
@@ -168,7 +172,8 @@ absl::StatusOr<TracingOptions> ResolveTracingOptions(const TracingFlags& flags, 
   std::string from;
 
   // Which protocol, since it decides the default endpoint and its path.
-  std::string protocol = Pick(flags.otlp_protocol, "--otlp-protocol", getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", &from);
+  std::string protocol =
+      Pick(flags.otlp_protocol, "--otlp-protocol", getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", &from);
   if (protocol.empty()) {
     from = "OTEL_EXPORTER_OTLP_PROTOCOL";
     protocol = Env(getenv, "OTEL_EXPORTER_OTLP_PROTOCOL");

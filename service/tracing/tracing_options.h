@@ -22,13 +22,13 @@ namespace infergate {
 // The tracing flags as given; empty means not set (the environment, then
 // the default, applies).
 struct TracingFlags {
-  std::string otlp_endpoint;      // --otlp-endpoint
-  std::string otlp_protocol;      // --otlp-protocol
-  std::string sampler;            // --trace-sampler
-  std::string sampler_arg;        // --trace-sampler-arg
-  std::string service_name;       // --service-name
-  std::string resource_attributes;  // --resource-attributes
-  int64_t max_queue_size = 0;     // --trace-queue-size; 0: not set
+  std::string otlp_endpoint;                    // --otlp-endpoint
+  std::string otlp_protocol;                    // --otlp-protocol
+  std::string sampler;                          // --trace-sampler
+  std::string sampler_arg;                      // --trace-sampler-arg
+  std::string service_name;                     // --service-name
+  std::string resource_attributes;              // --resource-attributes
+  int64_t max_queue_size = 0;                   // --trace-queue-size; 0: not set
   std::chrono::milliseconds schedule_delay{0};  // --trace-export-delay; 0: not set
 };
 

@@ -6,12 +6,12 @@
 #include "common/client_text.h"
 #include "proto/proto_enums.h"
 #include "scheduler/repository/class_labels.h"
+#include "service/call/classification.h"
+#include "service/call/tensor_codec.h"
 #include "service/grpc/call_context.h"
 #include "service/grpc/message_bytes.h"
-#include "service/call/classification.h"
 #include "service/grpc/raw_unary_call.h"
 #include "service/grpc/status_convert.h"
-#include "service/call/tensor_codec.h"
 #include "service/v1/v1_request_check.h"
 
 namespace infergate {
@@ -183,14 +183,10 @@ namespace {
 
 v1::ModelVersionState VersionStateToProto(VersionState state) {
   switch (state) {
-    case VersionState::kLoading:
-      return v1::MODEL_VERSION_LOADING;
-    case VersionState::kReady:
-      return v1::MODEL_VERSION_READY;
-    case VersionState::kUnavailable:
-      return v1::MODEL_VERSION_UNAVAILABLE;
-    case VersionState::kUnloading:
-      return v1::MODEL_VERSION_UNLOADING;
+    case VersionState::kLoading: return v1::MODEL_VERSION_LOADING;
+    case VersionState::kReady: return v1::MODEL_VERSION_READY;
+    case VersionState::kUnavailable: return v1::MODEL_VERSION_UNAVAILABLE;
+    case VersionState::kUnloading: return v1::MODEL_VERSION_UNLOADING;
   }
   return v1::MODEL_VERSION_STATE_UNSPECIFIED;
 }

@@ -29,7 +29,8 @@ absl::StatusOr<CheckedInferRequest> CheckInferRequest(const v1::InferRequest& re
   checked.allow_fallback = request.fallback() == v1::ALLOW;
   checked.inputs.reserve(request.inputs_size());
   for (int i = 0; i < request.inputs_size(); ++i) {
-    absl::StatusOr<WireTensorInfo> info = ValidateWireTensor(request.inputs(i), absl::StrCat("inputs[", i, "]"), limits);
+    absl::StatusOr<WireTensorInfo> info =
+        ValidateWireTensor(request.inputs(i), absl::StrCat("inputs[", i, "]"), limits);
     if (!info.ok()) return info.status();
     checked.inputs.push_back(*std::move(info));
   }

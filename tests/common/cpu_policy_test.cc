@@ -1,7 +1,6 @@
 #include "common/cpu_policy.h"
 
 #include <gtest/gtest.h>
-
 #include <sched.h>
 #include <sys/resource.h>
 

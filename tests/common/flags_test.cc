@@ -66,8 +66,8 @@ TEST(Flags, TypedFlagsParseOnceAndRepeatedFlagsCollect) {
   f.ByteSize("max-receive-bytes", &bytes, "b");
   f.Double("duration", &seconds, "s");
   f.Repeated("input", &inputs, "i");
-  const char* argv[] = {"prog", "--drain-timeout=500ms", "--max-receive-bytes", "64MiB", "--duration=2.5",
-                        "--input", "x=1x4:random", "--input=y=2:random", "infer"};
+  const char* argv[] = {"prog",    "--drain-timeout=500ms", "--max-receive-bytes", "64MiB", "--duration=2.5",
+                        "--input", "x=1x4:random",          "--input=y=2:random",  "infer"};
   bool help = false;
   auto rest = f.Parse(9, argv, &help);
   ASSERT_TRUE(rest.ok()) << rest.status();

@@ -78,8 +78,8 @@ TEST_F(ZipExtractTest, ExtractsOnlyTheEntriesUnderAFolder) {
   fs::remove_all(out());
   fs::create_directories(out());
   absl::StatusOr<uint64_t> bad =
-      ExtractZip(Archive({{"data/aotinductor/cpu/ok.so", "fine"}, {"data/aotinductor/cpu/../../evil", "owned"}}),
-                 out(), {}, "data/aotinductor/cpu/");
+      ExtractZip(Archive({{"data/aotinductor/cpu/ok.so", "fine"}, {"data/aotinductor/cpu/../../evil", "owned"}}), out(),
+                 {}, "data/aotinductor/cpu/");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
   EXPECT_TRUE(OutIsEmpty());
 }

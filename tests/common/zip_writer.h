@@ -48,25 +48,25 @@ inline std::string ZipOf(const std::vector<ZipWriterEntry>& entries) {
   std::string body, directory;
   for (const ZipWriterEntry& e : entries) {
     const std::string payload = e.deflate ? Deflated(e.data) : e.data;
-    uint32_t crc = static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(e.data.data()),
-                                               static_cast<uInt>(e.data.size())));
+    uint32_t crc = static_cast<uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(e.data.data()), static_cast<uInt>(e.data.size())));
     if (e.bad_crc) crc ^= 1;
     const uint64_t size = e.declared_size >= 0 ? static_cast<uint64_t>(e.declared_size) : e.data.size();
     const uint16_t method = e.deflate ? 8 : 0;
     const uint64_t offset = e.directory_only ? e.local_at : body.size();
     const std::string& local_name = e.local_name.empty() ? e.name : e.local_name;
     if (!e.directory_only) {
-    PutLe(body, 0x04034b50, 4);
-    PutLe(body, 20, 2);
-    PutLe(body, 0, 2);
-    PutLe(body, method, 2);
-    PutLe(body, 0, 4);
-    PutLe(body, crc, 4);
-    PutLe(body, payload.size(), 4);
-    PutLe(body, size, 4);
-    PutLe(body, local_name.size(), 2);
-    PutLe(body, 0, 2);
-    body += local_name + payload;
+      PutLe(body, 0x04034b50, 4);
+      PutLe(body, 20, 2);
+      PutLe(body, 0, 2);
+      PutLe(body, method, 2);
+      PutLe(body, 0, 4);
+      PutLe(body, crc, 4);
+      PutLe(body, payload.size(), 4);
+      PutLe(body, size, 4);
+      PutLe(body, local_name.size(), 2);
+      PutLe(body, 0, 2);
+      body += local_name + payload;
     }
     PutLe(directory, 0x02014b50, 4);
     PutLe(directory, e.unix_mode != 0 ? (3 << 8) | 20 : 20, 2);  // made by: Unix or FAT

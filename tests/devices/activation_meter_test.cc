@@ -17,10 +17,10 @@ at::Tensor Input() { return at::ones({kElements}); }
 TEST(ActivationMeter, CountsNewOutputsOnly) {
   at::Tensor x = Input();
   ActivationMeter meter;
-  at::Tensor a = at::add(x, x);           // new: counted
-  at::relu_(a);                   // in place: nothing new
-  at::Tensor view = a.view({32, 32});  // a view of a: nothing new
-  at::Tensor b = at::add(view.flatten(), x);   // new: counted
+  at::Tensor a = at::add(x, x);               // new: counted
+  at::relu_(a);                               // in place: nothing new
+  at::Tensor view = a.view({32, 32});         // a view of a: nothing new
+  at::Tensor b = at::add(view.flatten(), x);  // new: counted
   EXPECT_EQ(meter.peak_bytes(), 2 * kTensorBytes);
 }
 

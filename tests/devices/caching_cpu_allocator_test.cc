@@ -1,11 +1,10 @@
 #include "devices/caching_cpu_allocator.h"
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
-
-#include <ATen/ATen.h>
 
 namespace infergate {
 namespace {
@@ -48,7 +47,9 @@ TEST(CachingCpuAllocator, AFreedLargeBlockServesTheNextOfItsClass) {
 
 TEST(CachingCpuAllocator, SmallBlocksAreNotHeld) {
   CachingCpuAllocator allocator(1 << 20);
-  { c10::DataPtr block = allocator.allocate(1000); }
+  {
+    c10::DataPtr block = allocator.allocate(1000);
+  }
   EXPECT_EQ(allocator.stats().cached_bytes, 0u);
   EXPECT_EQ(allocator.stats().hits + allocator.stats().misses, 0u);
   c10::DataPtr empty = allocator.allocate(0);
@@ -86,7 +87,9 @@ TEST(CachingCpuAllocator, HoldsAtMostItsLimitAndReleasesTheLeastRecentlyFreed) {
   EXPECT_EQ(x.get(), newest) << "the most recently freed block is reused first";
   EXPECT_EQ(y.get(), middle);
   // A block larger than the whole limit is never held.
-  { c10::DataPtr huge = allocator.allocate(512 * kKiB); }
+  {
+    c10::DataPtr huge = allocator.allocate(512 * kKiB);
+  }
   EXPECT_EQ(allocator.stats().cached_bytes, 0u);
   allocator.Release();
   EXPECT_EQ(allocator.stats().cached_bytes, 0u);

@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include "absl/strings/ascii.h"
-
 #include <string>
+
+#include "absl/strings/ascii.h"
 
 namespace infergate {
 namespace {
@@ -36,22 +36,29 @@ TEST(Precision, NamesParseInAnyCase) {
     EXPECT_EQ(ParsePrecisionName(absl::AsciiStrToLower(PrecisionName(p))), p);
   }
   EXPECT_EQ(ParsePrecisionName(""), Precision::kAuto);
-  for (const char* bad : {"fp8", "FP 16", "float16", "half", "auto "}) EXPECT_EQ(ParsePrecisionName(bad), std::nullopt) << bad;
+  for (const char* bad : {"fp8", "FP 16", "float16", "half", "auto "})
+    EXPECT_EQ(ParsePrecisionName(bad), std::nullopt) << bad;
 }
 
 TEST(Precision, WholeTable) {
   const Row rows[] = {
-      {"cpu", {DeviceKind::kCpu, 0, 0},
+      {"cpu",
+       {DeviceKind::kCpu, 0, 0},
        {{"32", "32", "16", "bf"}, {"32", "32", "32", "32"}, {"16", "16", "16", "16"}, {"bf", "bf", "bf", "bf"}}},
-      {"cuda cc7.5", {DeviceKind::kCuda, 75, 0},
+      {"cuda cc7.5",
+       {DeviceKind::kCuda, 75, 0},
        {{"16", "32", "16", "16"}, {"32", "32", "32", "32"}, {"16", "16", "16", "16"}, {"16", "16", "16", "16"}}},
-      {"cuda cc8.0", {DeviceKind::kCuda, 80, 0},
+      {"cuda cc8.0",
+       {DeviceKind::kCuda, 80, 0},
        {{"bf", "32", "16", "bf"}, {"32", "32", "32", "32"}, {"16", "16", "16", "16"}, {"bf", "bf", "bf", "bf"}}},
-      {"cuda cc9.0", {DeviceKind::kCuda, 90, 0},
+      {"cuda cc9.0",
+       {DeviceKind::kCuda, 90, 0},
        {{"bf", "32", "16", "bf"}, {"32", "32", "32", "32"}, {"16", "16", "16", "16"}, {"bf", "bf", "bf", "bf"}}},
-      {"mps macOS 13", {DeviceKind::kMps, 0, 13},
+      {"mps macOS 13",
+       {DeviceKind::kMps, 0, 13},
        {{"16", "32", "16", "16"}, {"32", "32", "32", "32"}, {"16", "16", "16", "16"}, {"16", "16", "16", "16"}}},
-      {"mps macOS 14", {DeviceKind::kMps, 0, 14},
+      {"mps macOS 14",
+       {DeviceKind::kMps, 0, 14},
        {{"16", "32", "16", "bf"}, {"32", "32", "32", "32"}, {"16", "16", "16", "16"}, {"bf", "bf", "bf", "bf"}}},
   };
   for (const Row& row : rows) {
@@ -67,14 +74,11 @@ TEST(Precision, WholeTable) {
 TEST(Precision, Float64ModelsUnderAuto) {
   // Nobody asked: keep float64 where the device has it, float32 on MPS.
   EXPECT_EQ(ResolveComputeDType({DeviceKind::kCpu, 0, 0}, Precision::kAuto, Precision::kAuto, true), DType::kFloat64);
-  EXPECT_EQ(ResolveComputeDType({DeviceKind::kCuda, 80, 0}, Precision::kAuto, Precision::kAuto, true),
-            DType::kFloat64);
-  EXPECT_EQ(ResolveComputeDType({DeviceKind::kMps, 0, 14}, Precision::kAuto, Precision::kAuto, true),
-            DType::kFloat32);
+  EXPECT_EQ(ResolveComputeDType({DeviceKind::kCuda, 80, 0}, Precision::kAuto, Precision::kAuto, true), DType::kFloat64);
+  EXPECT_EQ(ResolveComputeDType({DeviceKind::kMps, 0, 14}, Precision::kAuto, Precision::kAuto, true), DType::kFloat32);
   // Somebody asked: that wins.
   EXPECT_EQ(ResolveComputeDType({DeviceKind::kCpu, 0, 0}, Precision::kFp32, Precision::kAuto, true), DType::kFloat32);
-  EXPECT_EQ(ResolveComputeDType({DeviceKind::kMps, 0, 14}, Precision::kAuto, Precision::kFp16, true),
-            DType::kFloat16);
+  EXPECT_EQ(ResolveComputeDType({DeviceKind::kMps, 0, 14}, Precision::kAuto, Precision::kFp16, true), DType::kFloat16);
 }
 
 TEST(Precision, CastTargetNeverTouchesIntegersAndNormalisesFloat64) {

@@ -22,9 +22,9 @@ TEST(SimulatedLink, TransferTimeIsTheFixedCostPlusTheBytesOverTheRate) {
     uint64_t bytes;
     int64_t expected_us;
   };
-  for (const Row& r : {Row{12e9, 2000, 0, 2000}, Row{12e9, 2000, 12'000'000'000, 1'002'000},
-                       Row{12e9, 2000, 200'000'000, 18'667}, Row{60e9, 500, 60'000'000, 1'500},
-                       Row{0, 700, 1'000'000'000, 700}}) {
+  for (const Row& r :
+       {Row{12e9, 2000, 0, 2000}, Row{12e9, 2000, 12'000'000'000, 1'002'000}, Row{12e9, 2000, 200'000'000, 18'667},
+        Row{60e9, 500, 60'000'000, 1'500}, Row{0, 700, 1'000'000'000, 700}}) {
     SimulatedLink link(r.bytes_per_second, microseconds(r.per_move_us));
     EXPECT_EQ(link.TransferTime(r.bytes).count(), r.expected_us)
         << r.bytes << " bytes at " << r.bytes_per_second << " B/s + " << r.per_move_us << " us";

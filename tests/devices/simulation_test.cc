@@ -34,7 +34,8 @@ TEST(Simulation, RejectsBadSpecsNamingTheFlag) {
 // Each device's transfer cost follows it in the list; unset, the kind's
 // default applies (set by the registry, device_registry_test).
 TEST(Simulation, ParsesEachDevicesTransferCost) {
-  auto specs = ParseSimulatedDevices("cuda:0=8GiB@8.0,bandwidth=12GB/s,transfer_latency=3ms,mps,cuda:1,bandwidth=1GiB/s");
+  auto specs =
+      ParseSimulatedDevices("cuda:0=8GiB@8.0,bandwidth=12GB/s,transfer_latency=3ms,mps,cuda:1,bandwidth=1GiB/s");
   ASSERT_TRUE(specs.ok()) << specs.status();
   ASSERT_EQ(specs->size(), 3u);
   EXPECT_EQ((*specs)[0].memory_bytes, uint64_t{8} << 30);

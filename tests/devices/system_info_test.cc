@@ -11,8 +11,8 @@ namespace infergate {
 namespace {
 
 TEST(SystemInfo, ParsesMeminfoUsingAvailable) {
-  HostMemory m = ParseMeminfo(
-      "MemTotal:       16000 kB\nMemFree:         1000 kB\nMemAvailable:    6000 kB\nBuffers: 10 kB\n");
+  HostMemory m =
+      ParseMeminfo("MemTotal:       16000 kB\nMemFree:         1000 kB\nMemAvailable:    6000 kB\nBuffers: 10 kB\n");
   EXPECT_EQ(m.total_bytes, 16000u * 1024);
   EXPECT_EQ(m.used_bytes, 10000u * 1024);
 }
@@ -67,7 +67,7 @@ class CgroupTest : public ::testing::Test {
 };
 
 TEST_F(CgroupTest, ReadsTheV2AndV1Limits) {
-  EXPECT_EQ(ContainerMemoryLimit(root_), 0u);  // no cgroup files: no limit
+  EXPECT_EQ(ContainerMemoryLimit(root_), 0u);                      // no cgroup files: no limit
   Write("memory/memory.limit_in_bytes", "9223372036854771712\n");  // v1 without a limit
   EXPECT_EQ(ContainerMemoryLimit(root_), 0u);
   Write("memory/memory.limit_in_bytes", "4294967296\n");

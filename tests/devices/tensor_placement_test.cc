@@ -1,7 +1,5 @@
 #include "devices/tensor_placement.h"
 
-#include <cmath>
-
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
@@ -12,6 +10,8 @@
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "devices/simulated_run.h"
 
@@ -116,7 +116,9 @@ TEST(SimulatedRun, WorkingSetPastTheMemorySizeIsOutOfMemory) {
 
 TEST(SimulatedRun, OnlyWatchesTheThreadAndScopeItLivesIn) {
   DeviceInfo mps = SimulatedMps();
-  { SimulatedRun run(*mps.simulation); }
+  {
+    SimulatedRun run(*mps.simulation);
+  }
   at::linear(at::randn({2, 3}), at::randn({4, 3}));  // no run alive: nothing recorded anywhere
   SimulatedRun run(*mps.simulation);
   EXPECT_NO_THROW(run.Check());

@@ -10,49 +10,48 @@
 // links no LibTorch, to keep its build quick.
 //   build-fuzz/tests/fuzz/request_fuzzer tests/fuzz/corpus -max_total_time=600
 
-#include <cstddef>
+#include <google/protobuf/text_format.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
-#include <unistd.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/utf8.h"
+#include "common/wire_strings.h"
 #include "common/zip_extract.h"
 #include "common/zip_listing.h"
-#include "scheduler/repository/torchserve/torchserve_config.h"
-#include "service/torchserve/image_decode.h"
-#include "service/http/multipart_form.h"
 #include "devices/device_id.h"
-#include "scheduler/repository/aoti_package.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "inference/grpc_service.pb.h"
 #include "infergate/v1/inference.pb.h"
+#include "scheduler/repository/aoti_package.h"
+#include "scheduler/repository/config_override.h"
 #include "scheduler/repository/input_signature.h"
 #include "scheduler/repository/model_config.h"
 #include "scheduler/repository/model_name.h"
 #include "scheduler/repository/model_repository.h"
-#include "service/open_inference/open_inference_datatype.h"
-#include "service/http/json_scan.h"
-#include "service/open_inference/open_inference_json.h"
-#include "service/open_inference/raw_infer_request.h"
-#include "google/protobuf/util/message_differencer.h"
-#include "service/http/content_encoding.h"
-#include "service/open_inference/log_settings.h"
-#include "service/open_inference/triton_model_config.h"
-#include "scheduler/repository/config_override.h"
-#include "service/v1/v1_request_check.h"
+#include "scheduler/repository/torchserve/torchserve_config.h"
 #include "service/call/wire_tensor.h"
 #include "service/grpc/wire_scan.h"
-#include "inference/grpc_service.pb.h"
-#include "common/wire_strings.h"
-#include "common/utf8.h"
-
-#include <google/protobuf/text_format.h>
-#include <nlohmann/json.hpp>
-
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
+#include "service/http/content_encoding.h"
+#include "service/http/json_scan.h"
+#include "service/http/multipart_form.h"
+#include "service/open_inference/log_settings.h"
+#include "service/open_inference/open_inference_datatype.h"
+#include "service/open_inference/open_inference_json.h"
+#include "service/open_inference/raw_infer_request.h"
+#include "service/open_inference/triton_model_config.h"
+#include "service/torchserve/image_decode.h"
+#include "service/v1/v1_request_check.h"
 
 namespace {
 
@@ -146,7 +145,8 @@ void FuzzRequest(const uint8_t* data, size_t size) {
     // What the decoder will wrap: exactly elements x width bytes, within the limits.
     Require(info.elements <= limits.max_elements);
     Require(static_cast<int>(info.shape.size()) <= limits.max_rank);
-    Require(req.inputs(static_cast<int>(i)).data().size() == static_cast<size_t>(info.elements) * ElementSize(info.dtype));
+    Require(req.inputs(static_cast<int>(i)).data().size() ==
+            static_cast<size_t>(info.elements) * ElementSize(info.dtype));
     int64_t product = 1;
     for (int64_t d : info.shape) {
       Require(d >= 0);
@@ -371,8 +371,8 @@ void FuzzImage(const uint8_t* data, size_t size) {
   ImageDecodeOptions options;
   options.max_pixels = 1 << 20;
   options.max_aspect_ratio = 100;
-  absl::StatusOr<RgbImage> image = DecodeImage(absl::string_view(reinterpret_cast<const char*>(data), size), "body",
-                                               options);
+  absl::StatusOr<RgbImage> image =
+      DecodeImage(absl::string_view(reinterpret_cast<const char*>(data), size), "body", options);
   if (!image.ok()) {
     Require(image.status().code() == absl::StatusCode::kInvalidArgument);
     return;
@@ -431,7 +431,8 @@ void FuzzStrings(const uint8_t* data, size_t size) {
   const int64_t elements =
       (count & 0x80000000u) ? -static_cast<int64_t>(count & 0x7fffffffu) : static_cast<int64_t>(count);
   const absl::string_view bytes(reinterpret_cast<const char*>(data + 4), size - 4);
-  absl::StatusOr<std::vector<absl::string_view>> parsed = ParseSerializedStrings(bytes, elements, "raw_input_contents[0]");
+  absl::StatusOr<std::vector<absl::string_view>> parsed =
+      ParseSerializedStrings(bytes, elements, "raw_input_contents[0]");
   if (!parsed.ok()) {
     Require(parsed.status().code() == absl::StatusCode::kInvalidArgument);
     Require(absl::StartsWith(parsed.status().message(), "raw_input_contents[0]: "));

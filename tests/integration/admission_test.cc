@@ -8,8 +8,8 @@
 // state file admits each model by the size the first one learned.
 
 #include <ATen/ops/zeros.h>
-#include <torch/script.h>
 #include <stdlib.h>
+#include <torch/script.h>
 
 #include <atomic>
 #include <filesystem>
@@ -96,7 +96,8 @@ TEST_F(AdmissionTest, ResidentBytesNeverExceedTheBudgetWhileModelsLoadAndARestar
   Sample worst;
   int samples = 0;
   std::thread sampler([&] {
-    auto own = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+    auto own =
+        v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
     while (!done.load()) {
       Sample s = ReadCuda0(*own);
       worst.memory_used = std::max(worst.memory_used, s.memory_used);
@@ -111,7 +112,8 @@ TEST_F(AdmissionTest, ResidentBytesNeverExceedTheBudgetWhileModelsLoadAndARestar
   std::vector<std::thread> clients;
   for (int t = 0; t < 3; ++t) {
     clients.emplace_back([&, t] {
-      auto own = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+      auto own =
+          v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
       for (int i = 0; i < 10; ++i) {
         v1::InferRequest req;
         req.set_model("wide" + std::to_string((t + 2 * i) % kModels));
@@ -148,8 +150,8 @@ TEST_F(AdmissionTest, ResidentBytesNeverExceedTheBudgetWhileModelsLoadAndARestar
   EXPECT_EQ(on_cuda.load(), 30);
   std::cout << "samples " << samples << ": highest memory in use " << worst.memory_used << " bytes, cache resident "
             << worst.cache_resident << " bytes; device high-water mark " << end.memory_peak << " bytes; budget "
-            << kBudget << " bytes; loads " << Count(log, "admitting ") << ", evictions "
-            << Count(log, "bytes): budget") << "\n";
+            << kBudget << " bytes; loads " << Count(log, "admitting ") << ", evictions " << Count(log, "bytes): budget")
+            << "\n";
   EXPECT_GT(samples, 20);
   EXPECT_LE(worst.memory_used, kBudget);
   EXPECT_LE(worst.cache_resident, kBudget);

@@ -71,8 +71,7 @@ TEST_F(ServerTest, EveryDemoModelAgreesWithInProcessForward) {
   ExpectAgreement("mlp", {{"x", at::randn({5, 256})}}, v1::FLOAT32);
   ExpectAgreement("cnn", {{"image", at::randn({2, 3, 64, 64})}}, v1::FLOAT32);
   ExpectAgreement("poly64", {{"x", at::randn({3, 4}, at::TensorOptions().dtype(at::kDouble))}}, v1::FLOAT64);
-  ExpectAgreement("embed", {{"ids", at::randint(0, 100, {4, 8}, at::TensorOptions().dtype(at::kLong))}},
-                  v1::FLOAT32);
+  ExpectAgreement("embed", {{"ids", at::randint(0, 100, {4, 8}, at::TensorOptions().dtype(at::kLong))}}, v1::FLOAT32);
 }
 
 TEST_F(ServerTest, Float64ModelRunsInFloat64AndIntegerInputsAreNotCast) {
@@ -207,7 +206,8 @@ TEST_F(ServerTest, ListModelsLoadAndUnload) {
     v1::ListDevicesResponse devices;
     EXPECT_TRUE(stub_->ListDevices(&dctx, v1::ListDevicesRequest(), &devices).ok());
     std::vector<std::string> out;
-    for (const auto& d : devices.devices()) out.insert(out.end(), d.resident_models().begin(), d.resident_models().end());
+    for (const auto& d : devices.devices())
+      out.insert(out.end(), d.resident_models().begin(), d.resident_models().end());
     return out;
   };
   auto r = resident();
@@ -243,9 +243,9 @@ TEST_F(ServerTest, CliTalksToTheServer) {
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(out.rfind("cpu\t", 0), 0u) << out;
   out.clear();
-  rc = RunCommand({INFERGATE_CLI_BIN, "--address", server_->address(), "infer", "--model", "embed", "--input",
-                   "ids=2x8:random"},
-                  &out);
+  rc = RunCommand(
+      {INFERGATE_CLI_BIN, "--address", server_->address(), "infer", "--model", "embed", "--input", "ids=2x8:random"},
+      &out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("output embedding FLOAT32 [2,16]"), std::string::npos) << out;
 }

@@ -33,17 +33,13 @@ std::vector<BadCase> BadCases() {
       {"extra input", [](v1::InferRequest* r) { *r->add_inputs() = r->inputs(0); }, C::INVALID_ARGUMENT, "inputs"},
       {"wrong name", [](v1::InferRequest* r) { r->mutable_inputs(0)->set_name("y"); }, C::INVALID_ARGUMENT,
        "inputs[0].name"},
-      {"wrong dtype",
-       [](v1::InferRequest* r) {
-         r->mutable_inputs(0)->set_dtype(v1::INT32);
-       },
-       C::INVALID_ARGUMENT, "inputs[0].dtype"},
+      {"wrong dtype", [](v1::InferRequest* r) { r->mutable_inputs(0)->set_dtype(v1::INT32); }, C::INVALID_ARGUMENT,
+       "inputs[0].dtype"},
       {"unset dtype", [](v1::InferRequest* r) { r->mutable_inputs(0)->set_dtype(v1::DATA_TYPE_UNSPECIFIED); },
        C::INVALID_ARGUMENT, "inputs[0].dtype"},
       {"wrong rank", [&](v1::InferRequest* r) { set_shape(r, {256}); }, C::INVALID_ARGUMENT, "inputs[0].shape"},
       {"wrong dim", [&](v1::InferRequest* r) { set_shape(r, {2, 128}); }, C::INVALID_ARGUMENT, "inputs[0].shape[1]"},
-      {"bytes mismatch", [&](v1::InferRequest* r) { set_shape(r, {2, 256}); }, C::INVALID_ARGUMENT,
-       "inputs[0].data"},
+      {"bytes mismatch", [&](v1::InferRequest* r) { set_shape(r, {2, 256}); }, C::INVALID_ARGUMENT, "inputs[0].data"},
       {"truncated data", [](v1::InferRequest* r) { r->mutable_inputs(0)->mutable_data()->resize(1000); },
        C::INVALID_ARGUMENT, "inputs[0].data"},
       {"negative dim", [&](v1::InferRequest* r) { set_shape(r, {1, -256}); }, C::INVALID_ARGUMENT,
@@ -52,17 +48,18 @@ std::vector<BadCase> BadCases() {
        "inputs[0].shape"},
       {"rank 40", [&](v1::InferRequest* r) { set_shape(r, std::vector<int64_t>(40, 1)); }, C::INVALID_ARGUMENT,
        "inputs[0].shape"},
-      {"batch over max", [&](v1::InferRequest* r) {
+      {"batch over max",
+       [&](v1::InferRequest* r) {
          set_shape(r, {65, 256});
          r->mutable_inputs(0)->mutable_data()->resize(65 * 256 * 4);
-       }, C::INVALID_ARGUMENT, "inputs[0].shape[0]"},
+       },
+       C::INVALID_ARGUMENT, "inputs[0].shape[0]"},
       {"unknown device", [](v1::InferRequest* r) { r->set_device("gpu:0"); }, C::INVALID_ARGUMENT, "device"},
       {"bad precision", [](v1::InferRequest* r) { r->set_precision(static_cast<v1::Precision>(17)); },
        C::INVALID_ARGUMENT, "precision"},
       {"bad fallback", [](v1::InferRequest* r) { r->set_fallback(static_cast<v1::FallbackPolicy>(9)); },
        C::INVALID_ARGUMENT, "fallback"},
-      {"broken config", [](v1::InferRequest* r) { r->set_model("badconfig"); }, C::FAILED_PRECONDITION,
-       "config.pbtxt"},
+      {"broken config", [](v1::InferRequest* r) { r->set_model("badconfig"); }, C::FAILED_PRECONDITION, "config.pbtxt"},
   };
 }
 

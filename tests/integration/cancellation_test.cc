@@ -241,8 +241,8 @@ TEST_F(Cancellation, AStreamWhoseDeadlinePassesHasItsQueuedRequestsDropped) {
     const std::string text = ScrapeMetrics(*server_);
     double n = 0;
     for (const char* reason : {"cancelled", "deadline"}) {
-      const double v = MetricValue(text, std::string("infergate_rejections_total{model=\"slow\",reason=\"") +
-                                             reason + "\"}");
+      const double v =
+          MetricValue(text, std::string("infergate_rejections_total{model=\"slow\",reason=\"") + reason + "\"}");
       if (!std::isnan(v)) n += v;
     }
     return n;
@@ -357,12 +357,13 @@ TEST(Streams, AClientThatStopsReadingIsHeldBackAndMemoryStaysBounded) {
   }
   stream->Finish();
   const uint64_t growth_mib = peak_kib > before_kib ? (peak_kib - before_kib) / 1024 : 0;
-  std::printf("unread stream: the client wrote %d of %d 1 MiB requests before stalling; RSS before %llu MiB, "
-              "peak %llu MiB, growth %llu MiB (held answers %llu MiB + budget %llu MiB + margin %llu MiB)\n",
-              stalled_at, kRequests, static_cast<unsigned long long>(before_kib / 1024),
-              static_cast<unsigned long long>(peak_kib / 1024), static_cast<unsigned long long>(growth_mib),
-              static_cast<unsigned long long>(kHeldMiB), static_cast<unsigned long long>(kBudgetMiB),
-              static_cast<unsigned long long>(kMarginMiB));
+  std::printf(
+      "unread stream: the client wrote %d of %d 1 MiB requests before stalling; RSS before %llu MiB, "
+      "peak %llu MiB, growth %llu MiB (held answers %llu MiB + budget %llu MiB + margin %llu MiB)\n",
+      stalled_at, kRequests, static_cast<unsigned long long>(before_kib / 1024),
+      static_cast<unsigned long long>(peak_kib / 1024), static_cast<unsigned long long>(growth_mib),
+      static_cast<unsigned long long>(kHeldMiB), static_cast<unsigned long long>(kBudgetMiB),
+      static_cast<unsigned long long>(kMarginMiB));
   EXPECT_LT(stalled_at, kRequests) << "the server read every request of a stream whose client never reads";
   if (MemoryBoundsApply()) {
     EXPECT_LE(growth_mib, kHeldMiB + kBudgetMiB + kMarginMiB);

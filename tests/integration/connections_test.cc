@@ -1,6 +1,5 @@
 // Connection lifetimes, stream limits, idle floods and start-up.
 
-#include <iostream>
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -12,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <iostream>
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "tests/integration/server_fixture.h"
@@ -61,9 +61,9 @@ TEST(Connections, MaxConnectionAgeRecyclesWithoutFailingCalls) {
   EXPECT_GE(reconnects.load(), 2) << "connections older than 500 ms were not recycled in 2.5 s";
   std::string out;
   std::string port = server->address().substr(server->address().rfind(':') + 1);
-  EXPECT_EQ(RunCommand({INFERGATE_CLI_BIN, "--address", "dns:///localhost:" + port, "--lb", "round_robin", "devices"},
-                       &out),
-            0)
+  EXPECT_EQ(
+      RunCommand({INFERGATE_CLI_BIN, "--address", "dns:///localhost:" + port, "--lb", "round_robin", "devices"}, &out),
+      0)
       << out;
   EXPECT_NE(out.find("cpu"), std::string::npos);
   stub.reset();
@@ -79,8 +79,8 @@ TEST(Connections, MaxConnectionAgeRecyclesWithoutFailingCalls) {
 // until the first was answered; each call's queue_us says which happened,
 // whatever the machine's speed (no sampling of a moving count).
 TEST(Connections, ConcurrentStreamLimitQueuesCallsInTheClient) {
-  auto server = ServerProcess::Start(
-      {"--model-repository=" + DemoRepository(), "--max-concurrent-streams=1", "--cpu-workers=1"});
+  auto server =
+      ServerProcess::Start({"--model-repository=" + DemoRepository(), "--max-concurrent-streams=1", "--cpu-workers=1"});
   ASSERT_NE(server, nullptr);
   auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
   std::atomic<int> ok{0};
@@ -100,16 +100,16 @@ TEST(Connections, ConcurrentStreamLimitQueuesCallsInTheClient) {
   for (auto& t : clients) t.join();
   EXPECT_EQ(ok.load(), 8);
   struct Waited {
-    double longest_queue_s = 0;   // the call that waited longer in the server's queue
+    double longest_queue_s = 0;  // the call that waited longer in the server's queue
     double shortest_compute_s = 0;
   };
   auto two_slow_calls = [&](bool one_connection) {
     grpc::ChannelArguments separate;
     separate.SetInt("infergate.test.unique", one_connection ? 0 : 1);  // distinct arguments: its own connection
     std::vector<std::shared_ptr<grpc::Channel>> channels = {
-        channel, one_connection ? channel
-                                : grpc::CreateCustomChannel(server->address(), grpc::InsecureChannelCredentials(),
-                                                            separate)};
+        channel, one_connection
+                     ? channel
+                     : grpc::CreateCustomChannel(server->address(), grpc::InsecureChannelCredentials(), separate)};
     // Both connections up before either call starts: on a busy machine a
     // connection set up on demand can take longer than the first call.
     for (auto& ch : channels) {
@@ -199,8 +199,7 @@ TEST(Connections, MoreUnaryCallsAtOnceThanArePostedAreEachAnsweredWithTheirOwnRo
   for (int c = 0; c < 4; ++c) {
     grpc::ChannelArguments separate;
     separate.SetInt("infergate.test.unique", c);  // distinct arguments: a connection each
-    channels.push_back(
-        grpc::CreateCustomChannel(server->address(), grpc::InsecureChannelCredentials(), separate));
+    channels.push_back(grpc::CreateCustomChannel(server->address(), grpc::InsecureChannelCredentials(), separate));
     ASSERT_TRUE(channels.back()->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60)));
   }
   // Row i of the batch is call i's input (v1) and call i's (ModelInfer).
@@ -280,8 +279,8 @@ TEST(Connections, ThreadsThatMoveRequestsDoNotPreemptDeviceWorkers) {
     auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--devices=cpu", "--cpu-workers=2",
                                         "--http-address=127.0.0.1:0", "--io-thread-policy=" + policy});
     ASSERT_NE(server, nullptr);
-    auto stub = v1::InferenceService::NewStub(
-        grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+    auto stub =
+        v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
     v1::InferRequest request;
     request.set_model("mlp");

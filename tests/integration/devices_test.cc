@@ -1,8 +1,9 @@
 // Simulated accelerators, precision, fallback, learned limits and memory through the real server.
 
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <thread>
+
 #include "inference/grpc_service.grpc.pb.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
@@ -227,9 +228,7 @@ TEST_F(SimulatedDevicesTest, UnsupportedOpWithDenyFailsWithTheRealMessage) {
 
 class ForceCpuTest : public ServerTest {
  protected:
-  std::vector<std::string> ExtraArgs() const override {
-    return {"--simulate-devices=mps,cuda:0", "--devices=cpu"};
-  }
+  std::vector<std::string> ExtraArgs() const override { return {"--simulate-devices=mps,cuda:0", "--devices=cpu"}; }
 };
 
 TEST_F(ForceCpuTest, AllowListHidesEveryOtherDevice) {
@@ -346,13 +345,13 @@ TEST_F(BackgroundMoveTest, AutoRunsWhereTheModelIsReadyWhileItMovesToTheFasterDe
   // there first (the accuracy check's), so it is awaited, not assumed.
   bool promoted = false;
   for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-       !promoted && std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+       !promoted && std::chrono::steady_clock::now() < end;
+       std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
     promoted = server_->Log().find("model 'slow' version 1 moved to cuda:0 in the background") != std::string::npos;
   }
   EXPECT_TRUE(promoted) << server_->Log();
   EXPECT_EQ(added("infergate_model_moves_total{device=\"cuda:0\",model=\"slow\",reason=\"promoted\"}"), 1);
-  EXPECT_EQ(added("infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0)
-      << "a request waited for the move";
+  EXPECT_EQ(added("infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0) << "a request waited for the move";
 }
 
 // Learned device limits survive a restart through the state file.
@@ -369,8 +368,8 @@ TEST(StateFile, RestartRemembersWhatMpsCannotRun) {
     auto server = ServerProcess::Start(args);
     ASSERT_NE(server, nullptr);
     {
-      auto stub = v1::InferenceService::NewStub(
-          grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+      auto stub =
+          v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
       grpc::ClientContext ctx;
       v1::InferResponse resp;
       ASSERT_TRUE(stub->Infer(&ctx, req, &resp).ok());
@@ -487,8 +486,8 @@ TEST(Pinning, AModelPinnedToCuda1RunsThereAndNowhereElse) {
   ASSERT_FALSE(scratch.path().empty());
   const fs::path repo = scratch.path();
   // "pinned" may run on cuda:1 only; "pinned_or_cpu" may also fall back to the cpu.
-  for (const auto& [name, devices] : {std::pair<std::string, std::string>{"pinned", "\"cuda:1\""},
-                                      {"pinned_or_cpu", "\"cuda:1\", \"cpu\""}}) {
+  for (const auto& [name, devices] :
+       {std::pair<std::string, std::string>{"pinned", "\"cuda:1\""}, {"pinned_or_cpu", "\"cuda:1\", \"cpu\""}}) {
     fs::create_directories(repo / name / "1");
     fs::copy_file(DemoRepository() + "/mlp/1/model.pt", repo / name / "1" / "model.pt");
     std::ofstream(repo / name / "config.pbtxt")
@@ -561,7 +560,7 @@ TEST(AcceleratorWorkers, BatchesOfOneModelOverlapOnTheDeviceWithTwoWorkers) {
   for (const Case& c : {Case{2, nullptr, 2}, Case{1, nullptr, 1},
                         Case{1, R"({"instance_group": [{"kind": "KIND_GPU", "count": 2}]})", 2}}) {
     SCOPED_TRACE(::testing::Message() << "--accelerator-workers=" << c.workers << " config "
-                                    << (c.instances_config ? c.instances_config : "(none)"));
+                                      << (c.instances_config ? c.instances_config : "(none)"));
     auto server = ServerProcess::Start({"--model-repository=" + repo.string(), "--simulate-devices=cuda:0=8GiB",
                                         "--accelerator-workers=" + std::to_string(c.workers)});
     ASSERT_NE(server, nullptr);
@@ -619,8 +618,9 @@ TEST(AcceleratorWorkers, BatchesOfOneModelOverlapOnTheDeviceWithTwoWorkers) {
       }
     });
     if (c.overlap == 2) {
-      ASSERT_TRUE(WaitForDevice(*stub, [](const v1::DeviceInfo& d) { return d.id() == "cuda:0" && d.in_flight() >= 2; }))
-          << "two slow batches never ran on cuda:0 at once";
+      ASSERT_TRUE(WaitForDevice(*stub, [](const v1::DeviceInfo& d) {
+        return d.id() == "cuda:0" && d.in_flight() >= 2;
+      })) << "two slow batches never ran on cuda:0 at once";
       v1::InferRequest light;
       light.set_model("mlp");
       light.set_device("cuda:0");

@@ -15,7 +15,8 @@ TEST(Faults, CorruptModelIsServedOnceFixedInPlaceAndADeletedModelIsUnloaded) {
   fs::copy(DemoRepository() + "/embed", repo + "/embed", fs::copy_options::recursive);
   fs::create_directories(repo + "/broken/1");
   std::ofstream(repo + "/broken/1/model.pt") << "not a model";
-  std::ofstream(repo + "/broken/config.pbtxt") << "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\n";
+  std::ofstream(repo + "/broken/config.pbtxt")
+      << "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\n";
   auto server = ServerProcess::Start({"--model-repository=" + repo, "--repository-poll-interval=200ms"});
   ASSERT_NE(server, nullptr);
   auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
@@ -164,7 +165,8 @@ TEST_F(InflightBudgetTest, LargeRequestsBeyondTheBudgetAreRefusedWhileOthersAreS
   // /metrics names the reason; the model is "" (the budget is taken before
   // the name is checked against the repository, and an unchecked name a
   // client made up must not become a label).
-  EXPECT_EQ(MetricValue(ScrapeMetrics(*server_), "infergate_rejections_total{model=\"\",reason=\"inflight_bytes\"}"), 1.0);
+  EXPECT_EQ(MetricValue(ScrapeMetrics(*server_), "infergate_rejections_total{model=\"\",reason=\"inflight_bytes\"}"),
+            1.0);
   {
     // A connection of its own (distinct arguments: gRPC shares a connection
     // among channels made alike).
@@ -225,8 +227,8 @@ TEST_F(BurstBudgetTest, ABurstBeyondTheBudgetIsRefusedAndMemoryStaysBounded) {
   std::vector<std::thread> small;
   for (int c = 0; c < 2; ++c) {
     small.emplace_back([&] {
-      auto stub = v1::InferenceService::NewStub(
-          grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+      auto stub =
+          v1::InferenceService::NewStub(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
       v1::InferRequest req = Request("mlp", {{"x", at::randn({1, 256})}});
       while (!burst_over.load()) {
         grpc::ClientContext ctx;
@@ -304,13 +306,14 @@ TEST_F(BurstBudgetTest, ABurstBeyondTheBudgetIsRefusedAndMemoryStaysBounded) {
   const uint64_t peak_kib = ProcStatusKib(server_->pid(), "VmHWM:");
   const uint64_t growth_mib = peak_kib > before_kib ? (peak_kib - before_kib) / 1024 : 0;
   const uint64_t sent_mib = kLargeClients * kEach * large.ByteSizeLong() / (1024 * 1024);
-  std::printf("burst: %d large requests of %zu bytes (%llu MiB in all; %d OK, %d RESOURCE_EXHAUSTED, %d overdue), "
-              "%d small OK; "
-              "RSS before %llu MiB, peak %llu MiB, growth %llu MiB (budget %llu MiB + margin %llu MiB)\n",
-              kLargeClients * kEach, large.ByteSizeLong(), static_cast<unsigned long long>(sent_mib), ok.load(),
-              exhausted.load(), overdue.load(), small_ok.load(), static_cast<unsigned long long>(before_kib / 1024),
-              static_cast<unsigned long long>(peak_kib / 1024), static_cast<unsigned long long>(growth_mib),
-              static_cast<unsigned long long>(kBudgetMiB), static_cast<unsigned long long>(kMarginMiB));
+  std::printf(
+      "burst: %d large requests of %zu bytes (%llu MiB in all; %d OK, %d RESOURCE_EXHAUSTED, %d overdue), "
+      "%d small OK; "
+      "RSS before %llu MiB, peak %llu MiB, growth %llu MiB (budget %llu MiB + margin %llu MiB)\n",
+      kLargeClients * kEach, large.ByteSizeLong(), static_cast<unsigned long long>(sent_mib), ok.load(),
+      exhausted.load(), overdue.load(), small_ok.load(), static_cast<unsigned long long>(before_kib / 1024),
+      static_cast<unsigned long long>(peak_kib / 1024), static_cast<unsigned long long>(growth_mib),
+      static_cast<unsigned long long>(kBudgetMiB), static_cast<unsigned long long>(kMarginMiB));
   EXPECT_TRUE(other.empty()) << other;
   EXPECT_EQ(ok.load() + exhausted.load() + overdue.load(), kLargeClients * kEach);
   EXPECT_GT(exhausted.load(), 0) << "the burst never passed the budget";

@@ -48,9 +48,9 @@ class NoColdStart : public ::testing::Test {
     }
     // BF16 on the simulated cuda:0 (unchecked, so the copy the policy moves
     // is the one requests use): about 0.8 MB each; the budget holds one.
-    std::vector<std::string> args = {"--model-repository=" + repo.string(), "--precision-checks=false",
-                                     "--cache-budget=cuda:0=1.2MiB", "--metrics-address=127.0.0.1:0",
-                                     "--move-min-residence=0s", "--move-period=100ms"};
+    std::vector<std::string> args = {
+        "--model-repository=" + repo.string(), "--precision-checks=false", "--cache-budget=cuda:0=1.2MiB",
+        "--metrics-address=127.0.0.1:0",       "--move-min-residence=0s",  "--move-period=100ms"};
     args.insert(args.end(), extra.begin(), extra.end());
     server_ = ServerProcess::Start(args);
     ASSERT_NE(server_, nullptr);
@@ -182,9 +182,9 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
   EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0);
   EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cpu\"}"), 0);
   auto moves = [&](const std::string& model, const std::string& reason) {
-    return AddedSince(before, *server_,
-                      "infergate_model_moves_total{device=\"cuda:0\",model=\"" + model + "\",reason=\"" + reason +
-                          "\"}");
+    return AddedSince(
+        before, *server_,
+        "infergate_model_moves_total{device=\"cuda:0\",model=\"" + model + "\",reason=\"" + reason + "\"}");
   };
   EXPECT_EQ(moves(x, "promoted"), 1);
   EXPECT_EQ(moves(y, "demoted"), 1);
@@ -214,8 +214,7 @@ TEST_F(NoColdStart, DenyWaitsForItsDevice) {
 // Starts moving `x` back (its demand, on a CPU 100x slower than the GPU,
 // pays for a 1 s transfer within a few hundred requests) and returns once
 // ListModels shows it moving; false if it never did.
-bool UntilMoving(const std::function<grpc::Status(v1::InferResponse*)>& infer,
-                 const std::function<Where()>& where) {
+bool UntilMoving(const std::function<grpc::Status(v1::InferResponse*)>& infer, const std::function<Where()>& where) {
   v1::InferResponse resp;
   for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
        std::chrono::steady_clock::now() < end;) {
@@ -230,8 +229,7 @@ TEST_F(NoColdStart, ADrainDuringAMoveEndsCleanly) {
   Start({"--simulate-devices=cuda:0,transfer_latency=1s", "--simulate-cpu-slowdown=100"});
   const auto [x, y] = DemotedAndResident();
   ASSERT_FALSE(x.empty());
-  ASSERT_TRUE(UntilMoving(
-      [&](v1::InferResponse* r) { return Infer(x, "", v1::ALLOW, r); }, [&] { return WhereIs(x); }))
+  ASSERT_TRUE(UntilMoving([&](v1::InferResponse* r) { return Infer(x, "", v1::ALLOW, r); }, [&] { return WhereIs(x); }))
       << server_->Log();
   stub_.reset();
   channel_.reset();
@@ -250,8 +248,7 @@ TEST_F(NoColdStart, ADeviceThatFailsDuringAMoveLeavesRequestsAnswered) {
          "--simulate-failing-devices=cuda:0", "--simulate-failures-after=2"});
   const auto [x, y] = DemotedAndResident();
   ASSERT_FALSE(x.empty());
-  ASSERT_TRUE(UntilMoving(
-      [&](v1::InferResponse* r) { return Infer(x, "", v1::ALLOW, r); }, [&] { return WhereIs(x); }))
+  ASSERT_TRUE(UntilMoving([&](v1::InferResponse* r) { return Infer(x, "", v1::ALLOW, r); }, [&] { return WhereIs(x); }))
       << server_->Log();
   // Every request is answered while the move fails and after it: where it
   // is resident, or on the CPU as a device failure falls back.

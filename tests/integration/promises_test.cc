@@ -108,8 +108,7 @@ void ExpectTheDrainTimeoutCutsTheQueue(bool rest) {
   // bound is that, twice over for a loaded machine, and it stays well under
   // the eight slow calls' time of work that was queued.
   const double bound = 0.3 + 2 * (slow_call_s + 1.0);
-  std::cout << "SIGTERM to exit: " << took << " s (one slow call: " << slow_call_s << " s, bound " << bound
-            << " s)\n";
+  std::cout << "SIGTERM to exit: " << took << " s (one slow call: " << slow_call_s << " s, bound " << bound << " s)\n";
   EXPECT_LT(took, bound) << "the drain outlasted --drain-timeout=300ms by far";
   EXPECT_LT(bound, 8 * slow_call_s) << "the bound no longer tells a cut queue from a drained one";
   EXPECT_NE(server->Log().find("drain timeout passed with work still queued or running"), std::string::npos)
@@ -219,9 +218,9 @@ TEST_F(ServerTest, TheInflightBudgetDefaultsToAQuarterOfTheMemory) {
   const double expected = static_cast<double>(std::max<uint64_t>(memory / 4, uint64_t{64} << 20));
   const std::string scrape = ScrapeMetrics(*server_);
   EXPECT_EQ(MetricValue(scrape, "infergate_inflight_request_bytes_limit"), expected) << scrape;
-  EXPECT_NE(server_->Log().find("in-flight request budget " + std::to_string(static_cast<uint64_t>(expected)) +
-                                " bytes"),
-            std::string::npos)
+  EXPECT_NE(
+      server_->Log().find("in-flight request budget " + std::to_string(static_cast<uint64_t>(expected)) + " bytes"),
+      std::string::npos)
       << server_->Log();
 }
 
@@ -303,15 +302,13 @@ TEST_F(TightLimitsTest, SetLimitsAreEnforcedAndBatchingOffRunsRequestsAlone) {
 // under model="" (never a client's string).
 TEST_F(ServerTest, ListedMetricsCarryTheirValues) {
   v1::InferResponse resp;
-  ASSERT_TRUE(Infer(Request("embed", {{"ids", at::randint(0, 100, {1, 8}, at::TensorOptions().dtype(at::kLong))}}),
-                    &resp)
-                  .ok());
+  ASSERT_TRUE(
+      Infer(Request("embed", {{"ids", at::randint(0, 100, {1, 8}, at::TensorOptions().dtype(at::kLong))}}), &resp)
+          .ok());
   EXPECT_EQ(Infer(Request("no-such-model-xyz", {{"x", at::ones({1})}}), &resp).error_code(),
             grpc::StatusCode::NOT_FOUND);
   const std::string scrape = ScrapeMetrics(*server_);
-  EXPECT_NE(scrape.find("infergate_device_queue_capacity{device=\"cpu\"} 1024"),
-            std::string::npos)
-      << scrape;
+  EXPECT_NE(scrape.find("infergate_device_queue_capacity{device=\"cpu\"} 1024"), std::string::npos) << scrape;
   // Busy time grew past zero once something ran.
   size_t busy = scrape.find("infergate_device_busy_seconds_total{device=\"cpu\"");
   ASSERT_NE(busy, std::string::npos) << scrape;
@@ -354,10 +351,10 @@ TEST(Promises, TokensGuardListModelsAndTheCliCarriesTokenAndTls) {
                        &out),
             0)
       << out;
-  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--auth-token-file=" + dir + "/tokens",
-                                      "--admin-token-file=" + dir + "/admin", "--tls-cert=" + dir + "/s.pem",
-                                      "--tls-key=" + dir + "/s.key"},
-                                     std::chrono::seconds(120), dir + "/ca.pem");
+  auto server = ServerProcess::Start(
+      {"--model-repository=" + DemoRepository(), "--auth-token-file=" + dir + "/tokens",
+       "--admin-token-file=" + dir + "/admin", "--tls-cert=" + dir + "/s.pem", "--tls-key=" + dir + "/s.key"},
+      std::chrono::seconds(120), dir + "/ca.pem");
   ASSERT_NE(server, nullptr);
   const std::vector<std::string> tls = {"--tls-ca", dir + "/ca.pem"};
   auto cli = [&](std::vector<std::string> extra, const std::string& command, std::string* output) {
@@ -419,8 +416,8 @@ class ConfigAppliedTest : public ::testing::Test {
     copy("pinned", "pinned: true\n");
     copy("plain", "");
     // A cuda:0 budget that holds one mlp copy (about 1.6 MB in FP32) but not two.
-    server_ = ServerProcess::Start({"--model-repository=" + repo_, "--simulate-devices=cuda:0",
-                                    "--cache-budget=cuda:0=2500KiB"});
+    server_ = ServerProcess::Start(
+        {"--model-repository=" + repo_, "--simulate-devices=cuda:0", "--cache-budget=cuda:0=2500KiB"});
     ASSERT_NE(server_, nullptr);
     stub_ = v1::InferenceService::NewStub(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
   }

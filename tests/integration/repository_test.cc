@@ -8,8 +8,8 @@
 #include <torch/script.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -24,7 +24,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kPoll = std::chrono::milliseconds(200);
 constexpr char kConfig[] =
-    "max_batch_size: 8\ninputs { name: \"x\" dtype: FLOAT32 dims: [4] }\noutputs { name: \"y\" dtype: FLOAT32 dims: [4] "
+    "max_batch_size: 8\ninputs { name: \"x\" dtype: FLOAT32 dims: [4] }\noutputs { name: \"y\" dtype: FLOAT32 dims: "
+    "[4] "
     "}\n";
 
 // A TorchScript model answering y = x * factor, with 8 MiB of padding so a
@@ -122,7 +123,8 @@ class Callers {
   // long after `since` it came, or nullopt.
   std::optional<std::chrono::milliseconds> AwaitFactor(float factor, Clock::time_point since,
                                                        std::chrono::seconds limit = std::chrono::seconds(20)) {
-    for (auto end = Clock::now() + limit; Clock::now() < end; std::this_thread::sleep_for(std::chrono::milliseconds(5))) {
+    for (auto end = Clock::now() + limit; Clock::now() < end;
+         std::this_thread::sleep_for(std::chrono::milliseconds(5))) {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = first_seen_.find(factor);
       if (it != first_seen_.end()) return std::chrono::duration_cast<std::chrono::milliseconds>(it->second - since);
@@ -172,8 +174,8 @@ TEST(Repository, FollowsTheDiskWhileClientsCallWithoutAFailedRequest) {
   std::ofstream(live / "config.pbtxt") << kConfig;
   PublishVersion(live, 1, 1.0f);
 
-  auto server = ServerProcess::Start({"--model-repository=" + models.string(), "--repository-poll-interval=200ms",
-                                      "--devices=cpu"});
+  auto server = ServerProcess::Start(
+      {"--model-repository=" + models.string(), "--repository-poll-interval=200ms", "--devices=cpu"});
   ASSERT_NE(server, nullptr);
   auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
   auto list = [&] {

@@ -7,10 +7,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "inference/grpc_service.grpc.pb.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
-
-#include "inference/grpc_service.grpc.pb.h"
 
 namespace infergate::testing {
 namespace {
@@ -264,13 +263,13 @@ int RestStatus(const ServerProcess& server, const std::string& path) {
   for (const char* service : {"", "infergate.v1.InferenceService", "inference.GRPCInferenceService"}) {
     if (const Status::ServingStatus named = HealthStatus(server.address(), service, std::chrono::seconds(2));
         named != Status::NOT_SERVING) {
-      return ::testing::AssertionFailure() << "gRPC readiness of '" << service << "' answered "
-                                           << Status::ServingStatus_Name(named) << " " << when;
+      return ::testing::AssertionFailure()
+             << "gRPC readiness of '" << service << "' answered " << Status::ServingStatus_Name(named) << " " << when;
     }
   }
   {
-    auto open_inference =
-        ::inference::GRPCInferenceService::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+    auto open_inference = ::inference::GRPCInferenceService::NewStub(
+        grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     ::inference::ServerReadyResponse ready_answer;
@@ -316,9 +315,10 @@ int RestStatus(const ServerProcess& server, const std::string& path) {
     if (::testing::AssertionResult probes = NotReadyButLive(server, "while draining"); !probes) return probes;
     // And still so well into the drain, where a kubelet's next probe lands.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    if (const Status::ServingStatus live = HealthStatus(server.address(), "liveness", std::chrono::seconds(2)); live != Status::SERVING) {
-      return ::testing::AssertionFailure() << "gRPC liveness answered " << Status::ServingStatus_Name(live)
-                                           << " 200 ms into the drain";
+    if (const Status::ServingStatus live = HealthStatus(server.address(), "liveness", std::chrono::seconds(2));
+        live != Status::SERVING) {
+      return ::testing::AssertionFailure()
+             << "gRPC liveness answered " << Status::ServingStatus_Name(live) << " 200 ms into the drain";
     }
     return ::testing::AssertionSuccess();
   }
@@ -390,7 +390,8 @@ class SlowCall {
   // Joins the call; OK with its input echoed back, or why not.
   ::testing::AssertionResult AnsweredOk() {
     thread_.join();
-    if (!status_.ok()) return ::testing::AssertionFailure() << "code " << status_.error_code() << ": " << status_.error_message();
+    if (!status_.ok())
+      return ::testing::AssertionFailure() << "code " << status_.error_code() << ": " << status_.error_message();
     if (response_.outputs_size() != 1 || !at::equal(FromWire(response_.outputs(0)), at::full({4}, 2.0f))) {
       return ::testing::AssertionFailure() << "wrong answer";
     }
@@ -654,8 +655,7 @@ TEST(QueuePolicy, AModelsQueueLimitAndQueueTimeoutRefuseAndAreCounted) {
   const std::string after = ScrapeMetrics(*server);
   EXPECT_EQ(MetricValue(after, "infergate_rejections_total{model=\"capped\",reason=\"model_queue_full\"}"), 1.0)
       << after;
-  EXPECT_EQ(MetricValue(after, "infergate_rejections_total{model=\"timed\",reason=\"queue_timeout\"}"), 1.0)
-      << after;
+  EXPECT_EQ(MetricValue(after, "infergate_rejections_total{model=\"timed\",reason=\"queue_timeout\"}"), 1.0) << after;
   EXPECT_EQ(MetricValue(after, oldest), 0.0) << "idle again";
   EXPECT_TRUE(std::isnan(MetricValue(after, depth))) << "versions with nothing waiting are left out";
   EXPECT_EQ(server->Stop(), 0);
@@ -744,10 +744,22 @@ TEST_F(StressTest, MixedModelsAndDevicesGiveZeroWrongAnswers) {
         std::string model;
         std::vector<std::pair<std::string, at::Tensor>> in;
         switch (pick) {
-          case 0: model = "mlp"; in = {{"x", at::randn({1 + k % 3, 256})}}; break;
-          case 1: model = "cnn"; in = {{"image", at::randn({1, 3, 64, 64})}}; break;
-          case 2: model = "embed"; in = {{"ids", at::randint(0, 100, {2, 8}, at::TensorOptions().dtype(at::kLong))}}; break;
-          default: model = "poly64"; in = {{"x", at::randn({2, 4}, at::TensorOptions().dtype(at::kDouble))}}; break;
+          case 0:
+            model = "mlp";
+            in = {{"x", at::randn({1 + k % 3, 256})}};
+            break;
+          case 1:
+            model = "cnn";
+            in = {{"image", at::randn({1, 3, 64, 64})}};
+            break;
+          case 2:
+            model = "embed";
+            in = {{"ids", at::randint(0, 100, {2, 8}, at::TensorOptions().dtype(at::kLong))}};
+            break;
+          default:
+            model = "poly64";
+            in = {{"x", at::randn({2, 4}, at::TensorOptions().dtype(at::kDouble))}};
+            break;
         }
         v1::InferRequest req = Request(model, in);
         req.set_device(devices[(t + k) % 5]);

@@ -16,7 +16,8 @@ struct Pki {
       p.dir = ProcessScratchDir().path() + "/pki";
       std::filesystem::create_directory(p.dir);
       std::string script =
-          "set -e; cd " + p.dir + "; "
+          "set -e; cd " + p.dir +
+          "; "
           "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca -keyout ca.key -out ca.pem 2>/dev/null; "
           "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=stranger -keyout other.key -out other.pem "
           "2>/dev/null; "
@@ -76,7 +77,8 @@ TEST(Security, TlsPortRefusesPlaintextAndServesTls) {
                                       "--tls-key=" + pki.Path("server.key")},
                                      std::chrono::seconds(120), /*tls_ca=*/pki.Path("ca.pem"));
   ASSERT_NE(server, nullptr);
-  auto plain = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  auto plain =
+      v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
   EXPECT_FALSE(ListDevicesWith(*plain).ok());
   auto tls = TlsStub(server->address());
   EXPECT_TRUE(ListDevicesWith(*tls).ok());
@@ -104,11 +106,13 @@ TEST(Security, ARotatedCertificateIsServedWithoutARestart) {
   const Pki& pki = Pki::Get();
   std::string dir = pki.Path("rotation");
   std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(pki.Path("server.pem"), dir + "/tls.crt", std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::copy_file(pki.Path("server.key"), dir + "/tls.key", std::filesystem::copy_options::overwrite_existing);
-  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(), "--tls-cert=" + dir + "/tls.crt",
-                                      "--tls-key=" + dir + "/tls.key"},
-                                     std::chrono::seconds(120), /*tls_ca=*/pki.Path("ca.pem"));
+  std::filesystem::copy_file(pki.Path("server.pem"), dir + "/tls.crt",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(pki.Path("server.key"), dir + "/tls.key",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto server = ServerProcess::Start(
+      {"--model-repository=" + DemoRepository(), "--tls-cert=" + dir + "/tls.crt", "--tls-key=" + dir + "/tls.key"},
+      std::chrono::seconds(120), /*tls_ca=*/pki.Path("ca.pem"));
   ASSERT_NE(server, nullptr);
   EXPECT_TRUE(ListDevicesWith(*TlsStub(server->address())).ok());
   // The new pair, from another CA, replaces the old one file by file.
@@ -152,9 +156,9 @@ TEST(Security, ARotatedTokenFileTakesEffectWithoutARestart) {
 
 TEST(Security, TokensGuardInferenceAndAdminRpcsButNotHealth) {
   const Pki& pki = Pki::Get();
-  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(),
-                                      "--auth-token-file=" + pki.Path("tokens"),
-                                      "--admin-token-file=" + pki.Path("admin-tokens")});
+  auto server =
+      ServerProcess::Start({"--model-repository=" + DemoRepository(), "--auth-token-file=" + pki.Path("tokens"),
+                            "--admin-token-file=" + pki.Path("admin-tokens")});
   ASSERT_NE(server, nullptr);  // health answered without a token
   auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
   const std::string inference = "inference-token-0123456789", admin = "admin-token-0123456789abcdef";
@@ -167,7 +171,8 @@ TEST(Security, TokensGuardInferenceAndAdminRpcsButNotHealth) {
   req.set_model("mlp");
   *req.add_inputs() = ToWire(at::randn({1, 256}), "x");
   for (auto [token, code] : std::vector<std::pair<std::string, grpc::StatusCode>>{
-           {"", grpc::StatusCode::UNAUTHENTICATED}, {"wrong-token-000000000000", grpc::StatusCode::UNAUTHENTICATED},
+           {"", grpc::StatusCode::UNAUTHENTICATED},
+           {"wrong-token-000000000000", grpc::StatusCode::UNAUTHENTICATED},
            {inference, grpc::StatusCode::OK}}) {
     grpc::ClientContext ctx;
     if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
@@ -177,10 +182,10 @@ TEST(Security, TokensGuardInferenceAndAdminRpcsButNotHealth) {
   v1::LoadModelRequest load;
   load.set_model("embed");
   load.set_device("cpu");
-  for (auto [token, code] : std::vector<std::pair<std::string, grpc::StatusCode>>{
-           {"", grpc::StatusCode::UNAUTHENTICATED},
-           {inference, grpc::StatusCode::PERMISSION_DENIED},
-           {admin, grpc::StatusCode::OK}}) {
+  for (auto [token, code] :
+       std::vector<std::pair<std::string, grpc::StatusCode>>{{"", grpc::StatusCode::UNAUTHENTICATED},
+                                                             {inference, grpc::StatusCode::PERMISSION_DENIED},
+                                                             {admin, grpc::StatusCode::OK}}) {
     grpc::ClientContext ctx;
     if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
     v1::LoadModelResponse resp;
@@ -216,8 +221,8 @@ TEST(Security, TheAdminRpcsAreClosedByDefault) {
 
 TEST(Security, InferenceTokensAloneCloseTheAdminRpcs) {
   const Pki& pki = Pki::Get();
-  auto server = ServerProcess::Start({"--model-repository=" + DemoRepository(),
-                                      "--auth-token-file=" + pki.Path("tokens"), "--open-admin-api=false"});
+  auto server = ServerProcess::Start(
+      {"--model-repository=" + DemoRepository(), "--auth-token-file=" + pki.Path("tokens"), "--open-admin-api=false"});
   ASSERT_NE(server, nullptr);
   auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
   for (const std::string token : {"", "inference-token-0123456789"}) {
@@ -269,8 +274,8 @@ TEST(Security, TokensTurnReflectionOffUnlessAskedFor) {
     bool served;
   };
   // (Without tokens and flag reflection is on: ReflectionListsAndDescribesTheService.)
-  for (const Case& c : {Case{true, "", false}, Case{true, "--reflection=on", true},
-                        Case{false, "--reflection=off", false}}) {
+  for (const Case& c :
+       {Case{true, "", false}, Case{true, "--reflection=on", true}, Case{false, "--reflection=off", false}}) {
     std::vector<std::string> args = {"--model-repository=" + DemoRepository()};
     if (c.tokens) args.push_back("--auth-token-file=" + pki.Path("tokens"));
     if (!c.flag.empty()) args.push_back(c.flag);

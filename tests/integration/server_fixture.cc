@@ -1,7 +1,7 @@
 #include "tests/integration/server_fixture.h"
 
-#include <sys/stat.h>
 #include <ATen/Parallel.h>
+#include <sys/stat.h>
 #include <torch/script.h>
 
 #include <filesystem>
@@ -37,7 +37,7 @@ at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& in
   using FileKey = std::tuple<std::string, off_t, time_t, long>;
   thread_local std::map<FileKey, torch::jit::Module> loaded;
   const std::string path = DemoRepository() + "/" + model + "/" + std::to_string(version) + "/model.pt";
-  struct stat file {};
+  struct stat file{};
   if (stat(path.c_str(), &file) != 0) throw std::runtime_error("Reference: no model file " + path);
   const FileKey key{path, file.st_size, file.st_mtim.tv_sec, file.st_mtim.tv_nsec};
   auto it = loaded.find(key);
@@ -56,7 +56,8 @@ void WriteMatrixProductModel(const std::filesystem::path& dir, int products, con
   m.define(absl::StrCat(R"(
 def forward(self, x):
     y = torch.ones([1024, 1024]) * 0.001
-    for _ in range()", products, R"():
+    for _ in range()",
+                        products, R"():
         y = torch.mm(y, y) * 0.001
     return x + torch.sum(y) * 0.0
 )"));
@@ -65,7 +66,8 @@ def forward(self, x):
   // Served as saved: the optimization's check would run the products twice
   // more at every load, and these tests time their calls, not the load.
   std::ofstream(dir / "config.pbtxt") << "inputs { name: \"x\" dtype: FLOAT32 dims: [-1] }\n"
-                                      << "torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF\n" << config;
+                                      << "torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF\n"
+                                      << config;
 }
 
 }  // namespace infergate::testing

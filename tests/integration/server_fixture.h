@@ -21,8 +21,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,8 +64,7 @@ void WriteMatrixProductModel(const std::filesystem::path& dir, int products, con
 
 // Polls ListDevices (up to 30 s) until some device satisfies `running`;
 // false if none did. Synchronises a test with work it started.
-inline bool WaitForDevice(v1::InferenceService::Stub& stub,
-                          const std::function<bool(const v1::DeviceInfo&)>& running) {
+inline bool WaitForDevice(v1::InferenceService::Stub& stub, const std::function<bool(const v1::DeviceInfo&)>& running) {
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        std::chrono::steady_clock::now() < deadline;) {
     grpc::ClientContext ctx;

@@ -1,15 +1,14 @@
 #include "tests/integration/server_process.h"
 
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
-#include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -126,9 +125,9 @@ std::unique_ptr<ServerProcess> ServerProcess::Launch(const std::vector<std::stri
   return server;
 }
 
-std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& args,
-                                                    std::chrono::seconds timeout, const std::string& tls_ca,
-                                                    const std::string& tls_cert, const std::string& tls_key) {
+std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& args, std::chrono::seconds timeout,
+                                                    const std::string& tls_ca, const std::string& tls_cert,
+                                                    const std::string& tls_key) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_ptr<ServerProcess> server = Launch(args, timeout);
   if (!server) return nullptr;
@@ -231,7 +230,7 @@ std::string DemoRepositoryTemplate() {
   // Made once per build of make-demo-models (its size and time name the
   // copy) by whichever test process comes first, under a lock; a rebuilt
   // binary makes a new one.
-  struct stat made {};
+  struct stat made{};
   if (stat(MAKE_DEMO_MODELS_BIN, &made) != 0) {
     ADD_FAILURE() << MAKE_DEMO_MODELS_BIN << " is missing";
     return "";

@@ -14,8 +14,8 @@
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
 #include <dirent.h>
-#include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <torch/script.h>
 
 #include <atomic>
@@ -112,7 +112,10 @@ TEST(Soak, MixedTrafficKeepsAnswersRightAndResourcesFlat) {
   std::vector<Model> models = {
       {"mlp", "x", [](std::mt19937& r) { return at::randn({1 + static_cast<int64_t>(r() % 4), 256}); }, {}},
       {"cnn", "image", [](std::mt19937&) { return at::randn({1, 3, 64, 64}); }, {}},
-      {"embed", "ids", [](std::mt19937&) { return at::randint(0, 100, {2, 8}, at::TensorOptions().dtype(at::kLong)); }, {}},
+      {"embed",
+       "ids",
+       [](std::mt19937&) { return at::randint(0, 100, {2, 8}, at::TensorOptions().dtype(at::kLong)); },
+       {}},
       {"poly64", "x", [](std::mt19937&) { return at::randn({3, 4}, at::TensorOptions().dtype(at::kDouble)); }, {}},
   };
   for (Model& m : models) {
@@ -145,7 +148,8 @@ TEST(Soak, MixedTrafficKeepsAnswersRightAndResourcesFlat) {
   };
   auto client = [&](int id) {
     std::mt19937 rng(id);
-    auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+    auto stub =
+        v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
     while (!stop.load()) {
       Model& m = models[rng() % models.size()];
       at::Tensor x = m.make(rng);
@@ -343,9 +347,9 @@ TEST(Soak, MixedTrafficKeepsAnswersRightAndResourcesFlat) {
   for (auto& t : clients) t.join();
   const size_t half = net_mib.size() / 2;
   const double growth_mib = net_mib.back() - net_mib.front();
-  const double late_trend_mib =
-      Slope(std::vector<double>(at_s.begin() + half, at_s.end()), std::vector<double>(net_mib.begin() + half, net_mib.end())) *
-      (at_s.back() - at_s[half]);
+  const double late_trend_mib = Slope(std::vector<double>(at_s.begin() + half, at_s.end()),
+                                      std::vector<double>(net_mib.begin() + half, net_mib.end())) *
+                                (at_s.back() - at_s[half]);
 
   std::ostringstream summary;
   summary << "soak " << seconds << " s after 10 s warm-up: " << sent.load() - sent_start << " requests measured, "

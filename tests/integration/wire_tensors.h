@@ -1,9 +1,9 @@
 #pragma once
 // LibTorch tensors <-> wire tensors for the integration tests' clients.
 
-#include <string>
-
 #include <ATen/core/Tensor.h>
+
+#include <string>
 
 #include "infergate/v1/tensor.pb.h"
 

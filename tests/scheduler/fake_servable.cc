@@ -77,8 +77,7 @@ absl::Status UnsupportedOp(const std::string& op) {
 
 TempRepository::TempRepository(const std::map<std::string, std::string>& configs) {
   static std::atomic<int> counter{0};
-  root_ = (std::filesystem::temp_directory_path() /
-           absl::StrCat("infergate-core-test-", ::getpid(), "-", counter++))
+  root_ = (std::filesystem::temp_directory_path() / absl::StrCat("infergate-core-test-", ::getpid(), "-", counter++))
               .string();
   for (const auto& [name, config] : configs) {
     std::filesystem::create_directories(std::filesystem::path(root_) / name / "1");

@@ -77,9 +77,7 @@ struct Answer {
       if (calls.fetch_add(1) == 0) promise.set_value(std::move(result));
     };
   }
-  bool ready_within(std::chrono::milliseconds ms) const {
-    return future.wait_for(ms) == std::future_status::ready;
-  }
+  bool ready_within(std::chrono::milliseconds ms) const { return future.wait_for(ms) == std::future_status::ready; }
 };
 
 // cpu plus the given accelerators, as discovery would list them.

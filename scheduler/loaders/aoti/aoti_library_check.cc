@@ -5,13 +5,13 @@
 #include <fcntl.h>
 #include <link.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <torch/version.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/cleanup/cleanup.h"
@@ -37,8 +37,7 @@ std::string BaseName(const std::string& path) {
 }
 
 // Reads [offset, offset + size) of `fd`, a file of `file_size` bytes.
-absl::StatusOr<std::string> ReadRange(int fd, uint64_t file_size, uint64_t offset, uint64_t size,
-                                      const char* what) {
+absl::StatusOr<std::string> ReadRange(int fd, uint64_t file_size, uint64_t offset, uint64_t size, const char* what) {
   if (size > kMaxTableBytes) return absl::InvalidArgumentError(absl::StrCat(what, ": ", size, " bytes is implausible"));
   if (offset > file_size || size > file_size - offset) {
     return absl::InvalidArgumentError(absl::StrCat(what, " lies outside the file"));
@@ -90,7 +89,7 @@ absl::StatusOr<ElfLinkage> ReadElfLinkage(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
   absl::Cleanup close_fd = [fd] { close(fd); };
-  struct stat st {};
+  struct stat st{};
   if (fstat(fd, &st) != 0) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
 
@@ -98,7 +97,8 @@ absl::StatusOr<ElfLinkage> ReadElfLinkage(const std::string& path) {
   if (!header.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": not an ELF file"));
   Elf64_Ehdr eh;
   std::memcpy(&eh, header->data(), sizeof eh);
-  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return absl::InvalidArgumentError(absl::StrCat(path, ": not an ELF file"));
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not an ELF file"));
   if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a 64-bit little-endian ELF file"));
   }
@@ -181,8 +181,7 @@ absl::Status CheckAotiLinkage(const ElfLinkage& linkage, const std::vector<std::
   std::vector<std::string> foreign;
   for (const std::string& needed : linkage.needed) {
     if (!IsLibTorchName(needed)) continue;
-    if (std::find(loaded_libtorch_names.begin(), loaded_libtorch_names.end(), needed) ==
-        loaded_libtorch_names.end()) {
+    if (std::find(loaded_libtorch_names.begin(), loaded_libtorch_names.end(), needed) == loaded_libtorch_names.end()) {
       foreign.push_back(needed);
     }
   }
@@ -192,7 +191,8 @@ absl::Status CheckAotiLinkage(const ElfLinkage& linkage, const std::vector<std::
         ", a LibTorch other than this server's (LibTorch ", server_version, ", loaded as ",
         loaded_libtorch_names.empty() ? std::string("nothing") : absl::StrJoin(loaded_libtorch_names, ", "),
         "): opening it would bring a second LibTorch into the process. Export the package with PyTorch ",
-        server_version, " where it is the only one installed, or with inductor_configs "
+        server_version,
+        " where it is the only one installed, or with inductor_configs "
         "{\"aot_inductor.link_libtorch\": False}"));
   }
   std::vector<std::string> missing;

@@ -33,9 +33,9 @@ namespace infergate {
 
 // The dynamic linking facts of an ELF shared library, read from its file.
 struct ElfLinkage {
-  std::string soname;                        // DT_SONAME, "" when none
-  std::vector<std::string> needed;           // DT_NEEDED, in order
-  std::vector<std::string> undefined_names;  // undefined, non-weak dynamic symbols
+  std::string soname;                           // DT_SONAME, "" when none
+  std::vector<std::string> needed;              // DT_NEEDED, in order
+  std::vector<std::string> undefined_names;     // undefined, non-weak dynamic symbols
   bool marked_nodelete = false;                 // DF_1_NODELETE
   std::vector<std::string> bound_unique_names;  // GNU unique symbols it defines and its relocations name
 };

@@ -1,6 +1,5 @@
 #include "scheduler/loaders/aoti/aoti_model.h"
 
-#include <thread>
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 #include <torch/torch.h>
@@ -8,6 +7,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <thread>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
@@ -20,13 +20,13 @@
 #include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"
 #include "nlohmann/json.hpp"
-#include "scheduler/repository/aoti_package.h"
-#include "scheduler/repository/aoti_signature.h"
 #include "scheduler/loaders/aoti/aoti_library_check.h"
 #include "scheduler/loaders/aoti/aoti_unpacked_variant.h"
 #include "scheduler/model/declared_outputs.h"
-#include "scheduler/repository/model_config.h"
 #include "scheduler/model/torch_status.h"
+#include "scheduler/repository/aoti_package.h"
+#include "scheduler/repository/aoti_signature.h"
+#include "scheduler/repository/model_config.h"
 
 namespace infergate {
 namespace {
@@ -60,8 +60,8 @@ int64_t InputsInCallSpec(const std::vector<std::string>& call_spec) {
 void WarnIfLoopsOutnumberWorkerThreads(const std::string& model, const std::string& path, const AotiVariant& variant) {
   absl::StatusOr<int> loop_threads = CompiledLoopThreads(path, variant);
   if (!loop_threads.ok()) {
-    LOG_DEBUG << "model '" << model << "': cannot read how its compiled loops are threaded: "
-              << loop_threads.status().message();
+    LOG_DEBUG << "model '" << model
+              << "': cannot read how its compiled loops are threaded: " << loop_threads.status().message();
     return;
   }
   const int worker_threads = at::get_num_threads();
@@ -143,7 +143,8 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
     RETURN_IF_ERROR(admit(bytes));
   }
   absl::StatusOr<std::unique_ptr<UnpackedAotiVariant>> files = UnpackedAotiVariant::Unpack(path, *variant);
-  if (!files.ok()) return refuse(absl::StrCat("cannot unpack variant '", variant->name, "': ", files.status().message()));
+  if (!files.ok())
+    return refuse(absl::StrCat("cannot unpack variant '", variant->name, "': ", files.status().message()));
   impl->files = *std::move(files);
   // Native code built against another LibTorch is refused before it is
   // opened: opening it can end the process rather than fail the load.
@@ -151,10 +152,11 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
       CheckAotiLibraryFitsThisLibTorch(impl->files->library(), absl::StrCat("variant '", variant->name, "'"));
   if (!linkage.ok()) return refuse(linkage.status().message());
   if (StaysLoadedOnceOpened(*linkage)) {
-    LOG_WARNING << "model '" << model << "': the compiled library of variant '" << variant->name << "' of " << path
-                << " cannot be unloaded (it binds GNU unique symbols of its own, as PyTorch 2.15's AOTInductor writes): its "
-                << bytes << " bytes stay mapped, and its unpacked file keeps its space in the temp folder, until the "
-                << "server exits; each reload of this package adds as much";
+    LOG_WARNING
+        << "model '" << model << "': the compiled library of variant '" << variant->name << "' of " << path
+        << " cannot be unloaded (it binds GNU unique symbols of its own, as PyTorch 2.15's AOTInductor writes): its "
+        << bytes << " bytes stay mapped, and its unpacked file keeps its space in the temp folder, until the "
+        << "server exits; each reload of this package adds as much";
   }
   impl->instances = static_cast<size_t>(std::max(1, instances));
   try {
@@ -163,7 +165,8 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
     const auto opening = std::chrono::steady_clock::now();
     impl->container = OpenAotiContainer(*impl->files, *variant, impl->device.str(), impl->instances);
     if (!impl->device.is_cpu()) {
-      impl->transfer_time = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - opening);
+      impl->transfer_time =
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - opening);
     }
     const int64_t expected = InputsInCallSpec(impl->container->get_call_spec());
     if (expected >= 0 && expected != static_cast<int64_t>(signature.inputs.size())) {
@@ -172,12 +175,14 @@ absl::StatusOr<std::shared_ptr<AotiModel>> AotiModel::Load(const std::string& pa
     }
   } catch (const std::exception& e) {
     const std::string why = ConciseTorchMessage(e.what());
-    return refuse(absl::StrCat("AOTInductor cannot load variant '", variant->name, "': ", why,
-                               absl::StrContains(why, "undefined symbol")
-                                   ? absl::StrCat(" (the library calls a runtime function this server's LibTorch ",
-                                                  TORCH_VERSION, " lacks: it was likely compiled by a newer PyTorch; "
-                                                  "compile it with PyTorch ", TORCH_VERSION, ")")
-                                   : std::string()));
+    return refuse(
+        absl::StrCat("AOTInductor cannot load variant '", variant->name, "': ", why,
+                     absl::StrContains(why, "undefined symbol")
+                         ? absl::StrCat(" (the library calls a runtime function this server's LibTorch ", TORCH_VERSION,
+                                        " lacks: it was likely compiled by a newer PyTorch; "
+                                        "compile it with PyTorch ",
+                                        TORCH_VERSION, ")")
+                         : std::string()));
   }
   {
     MutexLock lock(impl->turns_mu);  // not shared yet; the analysis asks for it

@@ -1,5 +1,4 @@
 #include "scheduler/loaders/aoti/aoti_unpacked_variant.h"
-#include "common/folder_entries.h"
 
 #include <stdlib.h>
 #include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
@@ -21,8 +20,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/mutex.h"
+#include "common/folder_entries.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/owned_temp_folder.h"
 #include "common/zip_extract.h"
 
@@ -55,11 +55,10 @@ absl::StatusOr<std::string> PickLibrary(const std::string& folder, const AotiVar
   std::vector<std::string> names;
   for (const std::string& library : libraries) names.push_back(fs::path(library).filename().string());
   return absl::InvalidArgumentError(
-      libraries.empty()
-          ? absl::StrCat("variant '", variant.name, "' unpacked no compiled library (.so)")
-          : absl::StrCat("variant '", variant.name, "' holds ", libraries.size(),
-                         " compiled libraries and none is named after its generated C++: ",
-                         absl::StrJoin(names, ", ")));
+      libraries.empty() ? absl::StrCat("variant '", variant.name, "' unpacked no compiled library (.so)")
+                        : absl::StrCat("variant '", variant.name, "' holds ", libraries.size(),
+                                       " compiled libraries and none is named after its generated C++: ",
+                                       absl::StrJoin(names, ", ")));
 }
 
 constexpr absl::string_view kFolderPrefix = "infergate-aoti-";
@@ -78,7 +77,7 @@ std::vector<std::string> RemoveUnpackedFoldersOfGoneProcesses(const std::string&
 }
 
 absl::StatusOr<std::unique_ptr<UnpackedAotiVariant>> UnpackedAotiVariant::Unpack(const std::string& path,
-                                                                                  const AotiVariant& variant) {
+                                                                                 const AotiVariant& variant) {
   absl::StatusOr<std::string> made = MakeOwnedTempFolder(kFolderPrefix);
   if (!made.ok()) return made.status();
   const std::string root = *std::move(made);

@@ -1,28 +1,28 @@
 #include "scheduler/loaders/torchscript/torchscript_model.h"
 
-#include <thread>
 #include <torch/script.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "devices/device_failure.h"
-#include "common/logging.h"
 #include "devices/simulated_run.h"
 #include "devices/tensor_placement.h"
 #include "devices/torch_dtype.h"
 #include "devices/torch_probe.h"
+#include "scheduler/loaders/torchscript/torchscript_optimization.h"
 #include "scheduler/model/check_inputs.h"
 #include "scheduler/model/declared_outputs.h"
 #include "scheduler/model/forward_arguments.h"
-#include "scheduler/repository/model_config.h"
 #include "scheduler/model/model_load_error.h"
 #include "scheduler/model/string_tensor.h"
 #include "scheduler/model/torch_status.h"
-#include "scheduler/loaders/torchscript/torchscript_optimization.h"
+#include "scheduler/repository/model_config.h"
 
 namespace infergate {
 
@@ -32,7 +32,7 @@ struct TorchScriptModel::Impl {
   std::chrono::microseconds transfer_time{0};  // placing the weights on the device, at load
   std::string name;
   std::optional<DeclaredOutputs> outputs;  // set at load
-  bool batching = false;                    // max_batch_size > 0: inputs lead with the batch's rows
+  bool batching = false;                   // max_batch_size > 0: inputs lead with the batch's rows
   // The served module's forward(), looked up once at load (after any
   // optimization replaced the module), not by name on every call.
   std::optional<torch::jit::Method> forward;
@@ -51,9 +51,8 @@ namespace {
 // with its optimized form if that answers the same on the check inputs
 // (torchscript_optimization.h); logs which way it went and why. True when
 // it did.
-bool ServeOptimizedIfSame(torch::jit::Module& module, const TensorPlacement& placement,
-                          const v1::ModelConfig& config, const DeviceInfo& device, const std::string& path,
-                          const InputSignature& signature) {
+bool ServeOptimizedIfSame(torch::jit::Module& module, const TensorPlacement& placement, const v1::ModelConfig& config,
+                          const DeviceInfo& device, const std::string& path, const InputSignature& signature) {
   if (config.torchscript_optimization() == v1::TORCHSCRIPT_OPTIMIZE_OFF) return false;
   if (device.id.kind != DeviceKind::kCpu || device.simulated || placement.dtype != at::kFloat) return false;
   const std::filesystem::path version_dir = std::filesystem::path(path).parent_path();
@@ -62,8 +61,8 @@ bool ServeOptimizedIfSame(torch::jit::Module& module, const TensorPlacement& pla
   absl::StatusOr<OptimizedModule> optimized =
       sample.ok() ? OptimizeForInference(module, sample->tensors) : absl::StatusOr<OptimizedModule>(sample.status());
   if (!optimized.ok()) {
-    LOG_INFO << "model '" << config.name() << "' on cpu: served as saved, not optimized for inference: "
-             << optimized.status().message();
+    LOG_INFO << "model '" << config.name()
+             << "' on cpu: served as saved, not optimized for inference: " << optimized.status().message();
     return false;
   }
   module = std::move(optimized->module);
@@ -82,9 +81,9 @@ TorchScriptModel::~TorchScriptModel() = default;
 bool TorchScriptModel::optimized() const { return impl_->optimized; }
 
 absl::StatusOr<std::shared_ptr<TorchScriptModel>> TorchScriptModel::Load(const std::string& path,
-                                                               const v1::ModelConfig& config,
-                                                               const DeviceInfo& device, DType compute_dtype,
-                                                               const AdmitBytes& admit) {
+                                                                         const v1::ModelConfig& config,
+                                                                         const DeviceInfo& device, DType compute_dtype,
+                                                                         const AdmitBytes& admit) {
   PrepareTorchScriptRuntime();
   auto impl = std::make_unique<Impl>();
   impl->name = config.name();
@@ -123,9 +122,9 @@ absl::StatusOr<std::shared_ptr<TorchScriptModel>> TorchScriptModel::Load(const s
     }
     std::optional<InputSignature> declared;
     if (config.inputs_size() > 0) declared = DeclaredSignature(config);
-    ASSIGN_OR_RETURN(ForwardInputs inputs, MatchForwardArguments(config.name(), arguments,
-                                                                 declared ? &*declared : nullptr,
-                                                                 config.max_batch_size()));
+    ASSIGN_OR_RETURN(
+        ForwardInputs inputs,
+        MatchForwardArguments(config.name(), arguments, declared ? &*declared : nullptr, config.max_batch_size()));
     sig = inputs.signature;
     if (inputs.by_keyword) {
       impl->by_keyword = true;
@@ -155,7 +154,8 @@ absl::StatusOr<std::shared_ptr<TorchScriptModel>> TorchScriptModel::Load(const s
     const auto placing = std::chrono::steady_clock::now();
     for (at::Tensor& t : state) t.set_data(Place(t, impl->placement));
     if (device.id.kind != DeviceKind::kCpu) {
-      impl->transfer_time = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - placing);
+      impl->transfer_time =
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - placing);
     }
     if (!inputs.by_keyword) {
       impl->optimized = ServeOptimizedIfSame(impl->module, impl->placement, config, device, path, sig);
@@ -192,15 +192,17 @@ absl::StatusOr<std::vector<NamedTensor>> TorchScriptModel::Run(const std::vector
     on_device.Check();
 
     std::vector<std::pair<std::string, at::Tensor>> raw;
-    auto is_strings = [](const c10::IValue& v) { return v.isList() && v.type()->isSubtypeOf(*c10::ListType::ofStrings()); };
+    auto is_strings = [](const c10::IValue& v) {
+      return v.isList() && v.type()->isSubtypeOf(*c10::ListType::ofStrings());
+    };
     auto add = [&](std::string name, const c10::IValue& v) -> absl::Status {
       if (is_strings(v)) {
         raw.emplace_back(std::move(name), FromStringList(v.to<c10::List<std::string>>()));
         return absl::OkStatus();
       }
       if (!v.isTensor()) {
-        return absl::InternalError(absl::StrCat("model '", m.name, "' returned a ", v.tagKind(),
-                                                " where a Tensor was expected"));
+        return absl::InternalError(
+            absl::StrCat("model '", m.name, "' returned a ", v.tagKind(), " where a Tensor was expected"));
       }
       raw.emplace_back(std::move(name), v.toTensor());
       return absl::OkStatus();
@@ -225,8 +227,7 @@ absl::StatusOr<std::vector<NamedTensor>> TorchScriptModel::Run(const std::vector
           absl::StrCat("model '", m.name, "' returned a ", result.tagKind(), "; expected Tensor, tuple or dict"));
     }
 
-    const int64_t batch_rows =
-        m.batching && !inputs.empty() && inputs[0].dim() > 0 ? inputs[0].size(0) : 0;
+    const int64_t batch_rows = m.batching && !inputs.empty() && inputs[0].dim() > 0 ? inputs[0].size(0) : 0;
     absl::StatusOr<std::vector<NamedTensor>> answer = m.outputs->ToAnswer(m.name, std::move(raw), batch_rows);
     if (!answer.ok()) return answer.status();
     outputs = *std::move(answer);

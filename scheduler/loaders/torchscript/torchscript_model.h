@@ -11,9 +11,9 @@
 #include "devices/device_info.h"
 #include "devices/dtype.h"
 #include "infergate/v1/model_config.pb.h"
-#include "scheduler/repository/input_signature.h"
 #include "scheduler/model/servable.h"
 #include "scheduler/model/tensor_types.h"
+#include "scheduler/repository/input_signature.h"
 
 namespace infergate {
 
@@ -26,8 +26,8 @@ class TorchScriptModel final : public Servable {
   // `admit`, when set, is asked for room for the parameter bytes before any
   // is placed on the device; its error is returned as is.
   static absl::StatusOr<std::shared_ptr<TorchScriptModel>> Load(const std::string& path, const v1::ModelConfig& config,
-                                                           const DeviceInfo& device, DType compute_dtype,
-                                                           const AdmitBytes& admit = nullptr);
+                                                                const DeviceInfo& device, DType compute_dtype,
+                                                                const AdmitBytes& admit = nullptr);
   ~TorchScriptModel() override;
 
   // Runs forward() on inputs already ordered as signature(). Floating

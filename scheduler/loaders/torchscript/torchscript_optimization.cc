@@ -26,9 +26,7 @@ constexpr double kRelativeTolerance = 1e-4;
 // did; `where` names the output ("output", "output[1]", "output['y']").
 absl::Status Compare(const c10::IValue& plain, const c10::IValue& optimized, const std::string& where,
                      double* max_error) {
-  auto differs = [&](const std::string& what) {
-    return absl::FailedPreconditionError(absl::StrCat(where, " ", what));
-  };
+  auto differs = [&](const std::string& what) { return absl::FailedPreconditionError(absl::StrCat(where, " ", what)); };
   if (plain.isTensor()) {
     if (!optimized.isTensor()) return differs("is no longer a tensor");
     at::Tensor a = plain.toTensor();

@@ -17,11 +17,11 @@
 //
 // Pure but for that one process-wide setting; thread-safe.
 
-#include <string>
-#include <vector>
-
 #include <ATen/core/Tensor.h>
 #include <torch/script.h>
+
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 

@@ -1,8 +1,8 @@
 #include "scheduler/repository/torchserve/mar_manifest.h"
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/file_util.h"
 #include "nlohmann/json.hpp"
 
@@ -34,12 +34,14 @@ absl::StatusOr<MarHandler> BuiltInHandler(absl::string_view handler) {
   if (name == "image_segmenter" || name == "object_detector" || name == "text_classifier" ||
       name == "densenet_handler" || name == "dali_image_classifier" || name == "vision_handler" ||
       name == "text_handler") {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "handler '", name, "' is one of TorchServe's built-in handlers that infergate does not serve (it serves "
-        "base_handler and image_classifier); ", kConvert));
+    return absl::FailedPreconditionError(
+        absl::StrCat("handler '", name,
+                     "' is one of TorchServe's built-in handlers that infergate does not serve (it serves "
+                     "base_handler and image_classifier); ",
+                     kConvert));
   }
-  return absl::FailedPreconditionError(absl::StrCat("handler '", handler.substr(0, 128),
-                                                    "' is a custom Python handler; ", kConvert));
+  return absl::FailedPreconditionError(
+      absl::StrCat("handler '", handler.substr(0, 128), "' is a custom Python handler; ", kConvert));
 }
 
 absl::StatusOr<MarManifest> ReadMarManifest(const std::string& dir, absl::string_view archive) {
@@ -67,9 +69,11 @@ absl::StatusOr<MarManifest> ReadMarManifest(const std::string& dir, absl::string
   if (m.model_name.empty()) return bad("model.modelName is missing");
   if (handler.empty()) return bad("model.handler is missing");
   if (!model_file.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        archive, ": model.modelFile '", model_file.substr(0, 128), "' makes this an eager model whose class is "
-        "Python code (serialized file '", m.serialized_file.substr(0, 128), "' holds only its weights); ", kConvert));
+    return absl::FailedPreconditionError(absl::StrCat(archive, ": model.modelFile '", model_file.substr(0, 128),
+                                                      "' makes this an eager model whose class is "
+                                                      "Python code (serialized file '",
+                                                      m.serialized_file.substr(0, 128), "' holds only its weights); ",
+                                                      kConvert));
   }
   absl::StatusOr<MarHandler> built_in = BuiltInHandler(handler);
   if (!built_in.ok()) return absl::FailedPreconditionError(absl::StrCat(archive, ": ", built_in.status().message()));
@@ -82,9 +86,9 @@ absl::StatusOr<MarManifest> ReadMarManifest(const std::string& dir, absl::string
     m.package = true;
   } else if (!absl::EndsWith(m.serialized_file, ".pt") && !absl::EndsWith(m.serialized_file, ".pth") &&
              !absl::EndsWith(m.serialized_file, ".torchscript")) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        archive, ": serialized file '", m.serialized_file.substr(0, 128),
-        "' is neither TorchScript (.pt) nor an AOTInductor package (.pt2); ", kConvert));
+    return absl::FailedPreconditionError(
+        absl::StrCat(archive, ": serialized file '", m.serialized_file.substr(0, 128),
+                     "' is neither TorchScript (.pt) nor an AOTInductor package (.pt2); ", kConvert));
   }
   return m;
 }

@@ -77,7 +77,8 @@ constexpr KeyRow kKeys[] = {
     {"enable_model_api", {PropertyUse::kNoEffect, "model loads and unloads need infergate's admin token"}},
     {"disable_token_authorization",
      {PropertyUse::kNoEffect, "infergate's tokens are --auth-token-file and --admin-token-file"}},
-    {"token_expiration_min", {PropertyUse::kNoEffect, "infergate's tokens are --auth-token-file and --admin-token-file"}},
+    {"token_expiration_min",
+     {PropertyUse::kNoEffect, "infergate's tokens are --auth-token-file and --admin-token-file"}},
     {"allowed_urls", {PropertyUse::kNoEffect, "infergate registers no model from a URL"}},
     {"use_env_allowed_urls", {PropertyUse::kNoEffect, "infergate registers no model from a URL"}},
     {"decode_input_request", {PropertyUse::kNoEffect, "the built-in handlers decode the body themselves"}},
@@ -95,12 +96,16 @@ constexpr KeyRow kKeys[] = {
     {"certificate_file", {PropertyUse::kRefused, kTls}},
     {"private_key_file", {PropertyUse::kRefused, kTls}},
     {"enable_grpc_ssl", {PropertyUse::kRefused, kTls}},
-    {"cors_allowed_origin", {PropertyUse::kRefused, "infergate refuses cross-origin browser calls; serve pages from a proxy"}},
-    {"cors_allowed_methods", {PropertyUse::kRefused, "infergate refuses cross-origin browser calls; serve pages from a proxy"}},
-    {"cors_allowed_headers", {PropertyUse::kRefused, "infergate refuses cross-origin browser calls; serve pages from a proxy"}},
+    {"cors_allowed_origin",
+     {PropertyUse::kRefused, "infergate refuses cross-origin browser calls; serve pages from a proxy"}},
+    {"cors_allowed_methods",
+     {PropertyUse::kRefused, "infergate refuses cross-origin browser calls; serve pages from a proxy"}},
+    {"cors_allowed_headers",
+     {PropertyUse::kRefused, "infergate refuses cross-origin browser calls; serve pages from a proxy"}},
     {"max_request_size", {PropertyUse::kRefused, "set --max-receive-bytes instead"}},
     {"max_response_size", {PropertyUse::kRefused, "infergate bounds answers by their tensors (--max-receive-bytes)"}},
-    {"default_service_handler", {PropertyUse::kRefused, "infergate runs no Python handler; see the README's TorchServe section"}},
+    {"default_service_handler",
+     {PropertyUse::kRefused, "infergate runs no Python handler; see the README's TorchServe section"}},
     {"workflow_store", {PropertyUse::kRefused, "infergate serves no TorchServe workflows"}},
     {"ts_header_key_sequence_id", {PropertyUse::kRefused, kSequences}},
     {"ts_header_key_sequence_start", {PropertyUse::kRefused, kSequences}},
@@ -154,9 +159,8 @@ absl::StatusOr<TorchServeVersionSettings> ParseVersion(const nlohmann::json& ent
       ASSIGN_OR_RETURN(uint64_t n, Count(value, at, 4096));
       (field == "minWorkers" ? s.min_workers : s.max_workers) = static_cast<uint32_t>(n);
     } else if (field == "startupTimeout" || field == "runtimeType" || field == "deviceType" ||
-               field == "parallelLevel" || field == "parallelType" || field == "deviceIds" ||
-               field == "jobQueueSize" || field == "useJobTicket" || field == "maxRetryTimeoutInSec" ||
-               field == "clientTimeoutInMills") {
+               field == "parallelLevel" || field == "parallelType" || field == "deviceIds" || field == "jobQueueSize" ||
+               field == "useJobTicket" || field == "maxRetryTimeoutInSec" || field == "clientTimeoutInMills") {
       continue;  // worker placement and restart settings, no effect here
     } else {
       return Bad(at, "is not a TorchServe model setting");
@@ -178,7 +182,8 @@ absl::Status ParseSnapshot(const std::string& key, const std::string& text, Torc
     models = &*it;
   }
   for (const auto& [name, versions] : models->items()) {
-    if (!versions.is_object() || versions.empty()) return Bad(absl::StrCat(key, ": ", name), "must map versions to settings");
+    if (!versions.is_object() || versions.empty())
+      return Bad(absl::StrCat(key, ": ", name), "must map versions to settings");
     int defaults = 0;
     for (const auto& [version, entry] : versions.items()) {
       absl::StatusOr<TorchServeVersionSettings> s = ParseVersion(entry, absl::StrCat(key, ": ", name, ".", version));
@@ -210,12 +215,9 @@ absl::StatusOr<TorchServeConfig> ParseTorchServeConfig(absl::string_view text) {
       case PropertyUse::kRefused:
         if (row.why.empty()) return Bad(key, "is not a TorchServe setting infergate knows; remove it");
         return Bad(key, absl::StrCat("is not supported: ", row.why));
-      case PropertyUse::kNoEffect:
-        config.notes.push_back(absl::StrCat(key, " ignored: ", row.why));
-        continue;
+      case PropertyUse::kNoEffect: config.notes.push_back(absl::StrCat(key, " ignored: ", row.why)); continue;
       case PropertyUse::kAddress:
-      case PropertyUse::kRead:
-        break;
+      case PropertyUse::kRead: break;
     }
     if (key == "model_snapshot" || key == "models") {
       RETURN_IF_ERROR(ParseSnapshot(key, value, config));
@@ -240,8 +242,8 @@ absl::StatusOr<TorchServeConfig> ParseTorchServeConfig(absl::string_view text) {
     } else if (key == "metrics_address") {
       config.addresses.metrics = value;
     } else if (key == "grpc_inference_port") {
-      if (!absl::SimpleAtoi(value, &config.addresses.grpc_inference_port) ||
-          config.addresses.grpc_inference_port < 0 || config.addresses.grpc_inference_port > 65535) {
+      if (!absl::SimpleAtoi(value, &config.addresses.grpc_inference_port) || config.addresses.grpc_inference_port < 0 ||
+          config.addresses.grpc_inference_port > 65535) {
         return Bad(key, "is not a port number");
       }
     }

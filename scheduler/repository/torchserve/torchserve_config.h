@@ -24,16 +24,16 @@ namespace infergate {
 struct TorchServeVersionSettings {
   std::string mar_name;  // the archive in the model store
   bool default_version = false;
-  uint32_t batch_size = 1;               // batchSize: most requests per forward pass
-  uint64_t max_batch_delay_ms = 100;     // maxBatchDelay
+  uint32_t batch_size = 1;                     // batchSize: most requests per forward pass
+  uint64_t max_batch_delay_ms = 100;           // maxBatchDelay
   std::optional<uint64_t> response_timeout_s;  // responseTimeout; unset: default_response_timeout
   uint32_t min_workers = 1, max_workers = 1;   // read, and noted: devices' workers serve every model
 };
 
 struct TorchServeAddresses {
-  std::string inference;    // inference_address, e.g. http://0.0.0.0:8085
-  std::string management;   // management_address
-  std::string metrics;      // metrics_address
+  std::string inference;   // inference_address, e.g. http://0.0.0.0:8085
+  std::string management;  // management_address
+  std::string metrics;     // metrics_address
   int grpc_inference_port = 0;
 };
 

@@ -1,5 +1,4 @@
 #include "scheduler/repository/torchserve/torchserve_store.h"
-#include "common/folder_entries.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
+#include "common/folder_entries.h"
 #include "common/logging.h"
 #include "common/owned_temp_folder.h"
 #include "common/status_macros.h"
@@ -36,9 +36,9 @@ constexpr uint64_t kMaxLabelsFileBytes = 16 << 20;
 
 // One archive to serve, before it is grouped with its model's others.
 struct Wanted {
-  std::string mar_name;   // file name in the store
-  std::string model;      // from the snapshot or load_models; "" takes the manifest's
-  std::string version;    // from the snapshot; "" takes the manifest's
+  std::string mar_name;  // file name in the store
+  std::string model;     // from the snapshot or load_models; "" takes the manifest's
+  std::string version;   // from the snapshot; "" takes the manifest's
   TorchServeVersionSettings settings;
 };
 
@@ -88,8 +88,9 @@ absl::StatusOr<std::vector<Wanted>> ArchivesToServe(const TorchServeConfig& conf
       item = item.substr(eq + 1);
     }
     if (absl::StartsWith(item, "http://") || absl::StartsWith(item, "https://") || absl::StartsWith(item, "s3://")) {
-      return absl::InvalidArgumentError(absl::StrCat("config.properties: load_models: '", item.substr(0, 128),
-                                                     "' is a URL; infergate serves archives from the model store only"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.properties: load_models: '", item.substr(0, 128),
+                       "' is a URL; infergate serves archives from the model store only"));
     }
     w.mar_name = std::string(item);
     if (!absl::EndsWith(w.mar_name, ".mar")) absl::StrAppend(&w.mar_name, ".mar");
@@ -104,16 +105,18 @@ absl::StatusOr<std::string> LabelsFromIndexToName(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFile(path, "index_to_name.json"));
   if (text.size() > kMaxLabelsFileBytes) return absl::InvalidArgumentError("index_to_name.json: larger than 16 MiB");
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return absl::InvalidArgumentError("index_to_name.json: not a JSON object");
+  if (doc.is_discarded() || !doc.is_object())
+    return absl::InvalidArgumentError("index_to_name.json: not a JSON object");
   std::map<uint64_t, std::string> labels;
   if (auto names = doc.find("object_type_names"); names != doc.end() && names->is_array()) {
-    for (size_t i = 0; i < names->size(); ++i) labels[i] = (*names)[i].is_string() ? (*names)[i].get<std::string>() : "";
+    for (size_t i = 0; i < names->size(); ++i)
+      labels[i] = (*names)[i].is_string() ? (*names)[i].get<std::string>() : "";
   } else {
     for (const auto& [key, value] : doc.items()) {
       uint64_t index = 0;
       if (!absl::SimpleAtoi(key, &index) || index > 1000000) {
-        return absl::InvalidArgumentError(absl::StrCat("index_to_name.json: key '", key.substr(0, 32),
-                                                       "' is not a class index"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("index_to_name.json: key '", key.substr(0, 32), "' is not a class index"));
       }
       const nlohmann::json& label = value.is_array() && !value.empty() ? value.back() : value;
       if (!label.is_string()) {
@@ -181,8 +184,8 @@ absl::StatusOr<std::string> TorchServeCatalog::RepositoryVersion(const std::stri
   const std::string& wanted = version.empty() ? it->second.default_version : version;
   auto v = it->second.versions.find(wanted);
   if (v == it->second.versions.end()) {
-    return absl::NotFoundError(absl::StrCat("Model version '", wanted.substr(0, 64), "' of model '", model,
-                                            "' not found"));
+    return absl::NotFoundError(
+        absl::StrCat("Model version '", wanted.substr(0, 64), "' of model '", model, "' not found"));
   }
   return absl::StrCat(v->second);
 }
@@ -233,9 +236,9 @@ absl::StatusOr<Extracted> ExtractArchive(Wanted w, const std::string& archives, 
   if (!bytes.ok()) {
     RemoveQuietly(folder);
     if (bytes.status().code() != absl::StatusCode::kResourceExhausted) return bytes.status();
-    return absl::ResourceExhaustedError(
-        absl::StrCat("it extracts to more than is left of the limit of ", max_archive_bytes,
-                     " bytes for all the store's archives (", unpack_budget, " left; --mar-max-bytes)"));
+    return absl::ResourceExhaustedError(absl::StrCat("it extracts to more than is left of the limit of ",
+                                                     max_archive_bytes, " bytes for all the store's archives (",
+                                                     unpack_budget, " left; --mar-max-bytes)"));
   }
   absl::StatusOr<MarManifest> manifest = ReadMarManifest(folder, w.mar_name);
   if (!manifest.ok()) {
@@ -253,8 +256,8 @@ absl::StatusOr<Extracted> ExtractArchive(Wanted w, const std::string& archives, 
                 << "' is not read; batch size, delay and timeout come from config.properties' model_snapshot "
                 << "(or TorchServe's defaults)";
   }
-  LOG_INFO << "TorchServe archive " << w.mar_name << ": model '" << w.model << "' version " << w.version
-           << ", handler " << MarHandlerName(manifest->handler) << ", " << *bytes << " bytes extracted";
+  LOG_INFO << "TorchServe archive " << w.mar_name << ": model '" << w.model << "' version " << w.version << ", handler "
+           << MarHandlerName(manifest->handler) << ", " << *bytes << " bytes extracted";
   unpack_budget -= *bytes;  // what the archives kept take
   return Extracted{std::move(w), folder, *std::move(manifest)};
 }
@@ -272,7 +275,8 @@ absl::Status PlaceVersion(const Extracted& e, const fs::path& version_dir) {
   }
   std::error_code e_exists;
   if (renamed || !fs::exists(served, e_exists)) {
-    return absl::NotFoundError(absl::StrCat("serialized file '", e.manifest.serialized_file, "' is not in the archive"));
+    return absl::NotFoundError(
+        absl::StrCat("serialized file '", e.manifest.serialized_file, "' is not in the archive"));
   }
   return absl::OkStatus();
 }
@@ -320,14 +324,14 @@ void LayOutModel(const std::string& repository, const TorchServeConfig& config, 
   int64_t number = 0;
   for (const Extracted* e : versions) {
     if (model.versions.count(e->wanted.version)) {
-      Refuse(catalog, e->wanted.mar_name, absl::StrCat("version ", e->wanted.version, " of '", name,
-                                              "' is given twice; the first archive serves"));
+      Refuse(catalog, e->wanted.mar_name,
+             absl::StrCat("version ", e->wanted.version, " of '", name, "' is given twice; the first archive serves"));
       continue;
     }
     if (e->manifest.handler != model.handler) {
-      Refuse(catalog, e->wanted.mar_name, absl::StrCat("its handler ", MarHandlerName(e->manifest.handler),
-                                              " differs from the other versions' (", MarHandlerName(model.handler),
-                                              ")"));
+      Refuse(catalog, e->wanted.mar_name,
+             absl::StrCat("its handler ", MarHandlerName(e->manifest.handler), " differs from the other versions' (",
+                          MarHandlerName(model.handler), ")"));
       continue;
     }
     const fs::path version_dir = model_dir / std::to_string(number + 1);

@@ -51,7 +51,7 @@ struct TorchServeModel {
   MarHandler handler = MarHandler::kBase;
   // TorchServe's version name -> the repository's version number.
   std::map<std::string, int64_t> versions;
-  std::string default_version;  // a key of `versions`
+  std::string default_version;                  // a key of `versions`
   std::map<std::string, std::string> archives;  // version name -> .mar file name
   TorchServeVersionSettings settings;           // the default version's
 };

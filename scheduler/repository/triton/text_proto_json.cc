@@ -178,8 +178,6 @@ class Reader {
 
 }  // namespace
 
-absl::StatusOr<nlohmann::json> TextProtoToJson(absl::string_view text) {
-  return Reader(text).Message(0, 0);
-}
+absl::StatusOr<nlohmann::json> TextProtoToJson(absl::string_view text) { return Reader(text).Message(0, 0); }
 
 }  // namespace infergate

@@ -35,10 +35,9 @@ Json AsList(const Json& value) { return value.is_array() ? value : Json::array({
 // (TYPE_STRING: a List[str] argument or result).
 absl::StatusOr<v1::DataType> DataTypeOf(const Json& value, const std::string& field) {
   static const std::map<std::string, v1::DataType> kTypes = {
-      {"TYPE_FP32", v1::FLOAT32}, {"TYPE_FP16", v1::FLOAT16}, {"TYPE_BF16", v1::BFLOAT16},
-      {"TYPE_FP64", v1::FLOAT64}, {"TYPE_INT64", v1::INT64},  {"TYPE_INT32", v1::INT32},
-      {"TYPE_INT16", v1::INT16},  {"TYPE_INT8", v1::INT8},    {"TYPE_UINT8", v1::UINT8},
-      {"TYPE_BOOL", v1::BOOL},    {"TYPE_STRING", v1::BYTES}};
+      {"TYPE_FP32", v1::FLOAT32}, {"TYPE_FP16", v1::FLOAT16}, {"TYPE_BF16", v1::BFLOAT16}, {"TYPE_FP64", v1::FLOAT64},
+      {"TYPE_INT64", v1::INT64},  {"TYPE_INT32", v1::INT32},  {"TYPE_INT16", v1::INT16},   {"TYPE_INT8", v1::INT8},
+      {"TYPE_UINT8", v1::UINT8},  {"TYPE_BOOL", v1::BOOL},    {"TYPE_STRING", v1::BYTES}};
   if (!value.is_string()) return Invalid(field, "expected a TYPE_* name");
   auto it = kTypes.find(value.get<std::string>());
   if (it == kTypes.end()) {
@@ -139,7 +138,8 @@ absl::Status ReadTensors(const Json& given, const std::string& field, bool outpu
           return Invalid(f, "expected FORMAT_NONE, FORMAT_NCHW or FORMAT_NHWC");
         }
       } else if ((key == "optional" || key == "is_shape_tensor" || key == "allow_ragged_batch" ||
-                  key == "is_non_linear_format_io") && IsDefault(value)) {
+                  key == "is_non_linear_format_io") &&
+                 IsDefault(value)) {
         continue;
       } else {
         return NotSupported(f);
@@ -396,11 +396,13 @@ absl::Status ReadParameters(const Json& given, v1::ModelConfig* config) {
     // Models run under inference mode (no autograd) here, always.
     if (name == "INFERENCE_MODE" && (text == "true" || text == "1")) continue;
     if (name == "DISABLE_OPTIMIZED_EXECUTION" && (text == "true" || text == "false")) {
-      config->set_torchscript_optimization(text == "true" ? v1::TORCHSCRIPT_OPTIMIZE_OFF : v1::TORCHSCRIPT_OPTIMIZE_AUTO);
+      config->set_torchscript_optimization(text == "true" ? v1::TORCHSCRIPT_OPTIMIZE_OFF
+                                                          : v1::TORCHSCRIPT_OPTIMIZE_AUTO);
       continue;
     }
-    return NotSupported(f, "infergate takes INFERENCE_MODE \"true\" and DISABLE_OPTIMIZED_EXECUTION "
-                           "\"true\" or \"false\" only; it runs TorchScript in inference mode always");
+    return NotSupported(f,
+                        "infergate takes INFERENCE_MODE \"true\" and DISABLE_OPTIMIZED_EXECUTION "
+                        "\"true\" or \"false\" only; it runs TorchScript in inference mode always");
   }
   return absl::OkStatus();
 }
@@ -454,7 +456,8 @@ absl::StatusOr<ConfigOverride> ReadFields(const Json& parsed, absl::string_view 
       out.fields.insert("warmup_samples");
     } else if (key == "default_model_filename") {
       if (value != "model.pt" && value != "model.pt2") {
-        return NotSupported(key, "a version's file is <version>/model.pt (TorchScript) or model.pt2 (AOTInductor) here");
+        return NotSupported(key,
+                            "a version's file is <version>/model.pt (TorchScript) or model.pt2 (AOTInductor) here");
       }
     } else if (key == "parameters") {
       s = ReadParameters(value, &config);
@@ -493,8 +496,8 @@ absl::StatusOr<ConfigOverride> ReadTritonConfig(const nlohmann::json& config, ab
 
 bool LooksLikeTritonConfig(const nlohmann::json& config) {
   if (!config.is_object()) return false;
-  for (const char* key : {"platform", "backend", "input", "output", "instance_group", "default_model_filename",
-                          "model_warmup"}) {
+  for (const char* key :
+       {"platform", "backend", "input", "output", "instance_group", "default_model_filename", "model_warmup"}) {
     if (config.contains(key)) return true;
   }
   return false;

@@ -100,8 +100,8 @@ class Rules {
       return Refuse("max_batch_size", "'max_batch_size' must be non-negative value for " + model_);
     }
     if (config_.contains("ensemble_scheduling") && StringField(config_, "platform") != "ensemble") {
-      return Refuse("ensemble_scheduling", "ensemble scheduling cannot be set for model '" + model_ +
-                                               "' whose platform is not ensemble");
+      return Refuse("ensemble_scheduling",
+                    "ensemble scheduling cannot be set for model '" + model_ + "' whose platform is not ensemble");
     }
     for (absl::Status s : {InstanceGroups(), DataTypes("input", "input"), DataTypes("output", "output"),
                            DynamicBatching(), SequenceControls(), BatchInputs(), BatchOutputs()}) {
@@ -124,8 +124,8 @@ class Rules {
       const std::string name = StringField(groups[i], "name", absl::StrCat(model_, "_", i));
       const Json gpus = ListOf(groups[i], "gpus");
       if (StringField(groups[i], "kind") == "KIND_CPU" && !gpus.empty()) {
-        return Refuse(field + ".gpus",
-                      "instance group " + name + " of model " + model_ + " has kind KIND_CPU but specifies one or more GPUs");
+        return Refuse(field + ".gpus", "instance group " + name + " of model " + model_ +
+                                           " has kind KIND_CPU but specifies one or more GPUs");
       }
       for (size_t g = 0; g < gpus.size(); ++g) {
         const std::optional<int64_t> id = IntegerOf(gpus[g]);
@@ -180,8 +180,8 @@ class Rules {
       bool delays = batching.contains("default_queue_policy") && Delays(batching["default_queue_policy"]);
       for (const auto& [level, policy] : policies) delays = delays || Delays(policy);
       if (delays) {
-        return Refuse(field, "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for " +
-                                 model_);
+        return Refuse(
+            field, "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for " + model_);
       }
     }
     return absl::OkStatus();
@@ -232,9 +232,12 @@ class Rules {
   }
 
   absl::Status BatchInputs() const {
-    static const std::set<std::string> kOneSource = {
-        "BATCH_ELEMENT_COUNT",          "BATCH_ACCUMULATED_ELEMENT_COUNT", "BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO",
-        "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE", "BATCH_ITEM_SHAPE",            "BATCH_ITEM_SHAPE_FLATTEN"};
+    static const std::set<std::string> kOneSource = {"BATCH_ELEMENT_COUNT",
+                                                     "BATCH_ACCUMULATED_ELEMENT_COUNT",
+                                                     "BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO",
+                                                     "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE",
+                                                     "BATCH_ITEM_SHAPE",
+                                                     "BATCH_ITEM_SHAPE_FLATTEN"};
     const std::set<std::string> inputs = NamesOf(ListOf(config_, "input"));
     const Json batch = ListOf(config_, "batch_input");
     for (size_t i = 0; i < batch.size(); ++i) {
@@ -312,12 +315,12 @@ absl::Status CheckTritonGpuIds(const nlohmann::json& config, absl::string_view m
       if (!id || std::find(cuda_indices.begin(), cuda_indices.end(), *id) != cuda_indices.end()) continue;
       std::vector<std::string> present;
       for (int64_t n : cuda_indices) present.push_back(std::to_string(n));
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ": instance_group[", i, "].gpus[", g, "]: instance group ",
-          StringField(groups[i], "name", absl::StrCat(model, "_", i)), " of model ", model,
-          " specifies invalid or unsupported gpu id ", *id,
-          ". GPUs with at least the minimum required CUDA compute compatibility are: ",
-          present.empty() ? "(none: this server has no CUDA device)" : absl::StrJoin(present, ", ")));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": instance_group[", i, "].gpus[", g, "]: instance group ",
+                       StringField(groups[i], "name", absl::StrCat(model, "_", i)), " of model ", model,
+                       " specifies invalid or unsupported gpu id ", *id,
+                       ". GPUs with at least the minimum required CUDA compute compatibility are: ",
+                       present.empty() ? "(none: this server has no CUDA device)" : absl::StrJoin(present, ", ")));
     }
   }
   return absl::OkStatus();

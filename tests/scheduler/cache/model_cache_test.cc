@@ -113,7 +113,7 @@ TEST(ModelCache, LeastRecentlyUsedIsEvictedUnderTheBudget) {
   ASSERT_TRUE(cache.Acquire(Key("c"), Loader(1000)).ok());
   EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"a", "c"}));
   EXPECT_LE(cache.ResidentBytes({DeviceKind::kCpu, 0}), 2 * model_bytes + 100);
-  EXPECT_EQ(evicted, (std::vector<std::string>{"b"}));  // reported once
+  EXPECT_EQ(evicted, (std::vector<std::string>{"b"}));                                             // reported once
   ASSERT_TRUE(cache.Acquire(Key("d"), Loader(1000), false, Footprint{4000, 0, "expected"}).ok());  // room made up front
   EXPECT_EQ(evicted, (std::vector<std::string>{"b", "a"}));
 }
@@ -193,7 +193,9 @@ TEST(ModelCache, PinnedAndInFlightModelsAreNeverEvictedAndLeaveNoRoomForALoad) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   ASSERT_TRUE(DeviceFailureOf(refused).has_value());
   EXPECT_EQ(DeviceFailureOf(refused)->kind, DeviceFailure::kOutOfMemory);
-  EXPECT_NE(refused.message().find("in use, pinned or loading hold 7.81 KiB of the 7.91 KiB budget"), absl::string_view::npos) << refused;
+  EXPECT_NE(refused.message().find("in use, pinned or loading hold 7.81 KiB of the 7.91 KiB budget"),
+            absl::string_view::npos)
+      << refused;
   EXPECT_LE(cache.ResidentBytes({DeviceKind::kCpu, 0}), 2 * 4000 + 100u);
   std::vector<std::string> names = ResidentNames(cache);
   EXPECT_EQ(names.size(), 2u);

@@ -2,9 +2,8 @@
 // dtype): many clients at once while a check runs on the checker's thread,
 // so ThreadSanitizer sees the request path and the checker together.
 
-#include <gtest/gtest.h>
-
 #include <ATen/ops/arange.h>
+#include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <mutex>

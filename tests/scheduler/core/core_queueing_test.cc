@@ -2,9 +2,8 @@
 // per-model caps, priorities and queue timeouts, with fake servables on one
 // CPU worker (plus the fair-share thread) that the test holds.
 
-#include <gtest/gtest.h>
-
 #include <ATen/ops/ones.h>
+#include <gtest/gtest.h>
 
 #include <map>
 #include <mutex>
@@ -16,13 +15,13 @@
 namespace infergate {
 namespace {
 
+using std::chrono::milliseconds;
 using testing::Answer;
 using testing::FakeDevices;
 using testing::FakeLoader;
 using testing::FakeScript;
 using testing::Gate;
 using testing::TempRepository;
-using std::chrono::milliseconds;
 
 constexpr char kSignature[] = "inputs { name: \"x\" dtype: FLOAT32 dims: [1, 4] }\n";
 
@@ -83,8 +82,8 @@ class CoreQueueingTest : public ::testing::Test {
       {"timed", std::string(kSignature) + "default_queue_policy { default_timeout_microseconds: 50000 }"},
       {"lenient", std::string(kSignature) +
                       "default_queue_policy { default_timeout_microseconds: 50000 allow_timeout_override: true }"},
-      {"delayed", std::string(kSignature) +
-                      "default_queue_policy { default_timeout_microseconds: 1000 timeout_action: DELAY }"},
+      {"delayed",
+       std::string(kSignature) + "default_queue_policy { default_timeout_microseconds: 1000 timeout_action: DELAY }"},
   }};
   std::shared_ptr<FakeScript> script_ = std::make_shared<FakeScript>();
   std::unique_ptr<InferenceCore> core_;
@@ -164,9 +163,9 @@ TEST_F(CoreQueueingTest, QueueTimeoutsRefuseWithUnavailableAndRequestsMayShorten
   Answer by_default, shortened, longer, lengthened;
   Clock::time_point sent = Clock::now();
   core_->Infer(Request("timed"), by_default.callback());
-  core_->Infer(Request("timed", 0, 10000), shortened.callback());          // 10 ms < 50 ms
-  core_->Infer(Request("timed", 0, 10000000), longer.callback());          // 10 s, not allowed to lengthen
-  core_->Infer(Request("lenient", 0, 10000000), lengthened.callback());    // 10 s, allowed
+  core_->Infer(Request("timed", 0, 10000), shortened.callback());        // 10 ms < 50 ms
+  core_->Infer(Request("timed", 0, 10000000), longer.callback());        // 10 s, not allowed to lengthen
+  core_->Infer(Request("lenient", 0, 10000000), lengthened.callback());  // 10 s, allowed
   // Expired requests are answered while the worker is still held: a later
   // submission sweeps them out.
   std::vector<std::unique_ptr<Answer>> probes;

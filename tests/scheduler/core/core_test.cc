@@ -1,18 +1,15 @@
 // The core facade in-process, with fake servables and fake devices: the
 // races and policies that integration tests can only hit by chance.
 
-#include "scheduler/core/inference_core.h"
-
-#include <gtest/gtest.h>
-
 #include <ATen/ops/arange.h>
-
+#include <gtest/gtest.h>
 #include <time.h>
 
 #include <future>
 #include <random>
 #include <thread>
 
+#include "scheduler/core/inference_core.h"
 #include "tests/scheduler/fake_servable.h"
 
 namespace infergate {
@@ -71,11 +68,13 @@ TEST_F(CoreTest, AnswersFromTheServableWhereAsked) {
     EXPECT_FALSE(answer.future.get()->placement.fell_back) << device;
   }
   Answer unknown;
-  core_->Infer([] {
-    InferenceRequest r = Request("cpu");
-    r.model = "nosuch";
-    return r;
-  }(), unknown.callback());
+  core_->Infer(
+      [] {
+        InferenceRequest r = Request("cpu");
+        r.model = "nosuch";
+        return r;
+      }(),
+      unknown.callback());
   EXPECT_EQ(unknown.future.get().status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -94,9 +93,8 @@ TEST_F(CoreTest, UnsupportedOpFallsBackOnceThenRoutesStraightToTheCpu) {
   }
   EXPECT_EQ(script_->runs_elsewhere.load(), 1);  // only the first tried MPS
   std::vector<DeviceStatus> devices = core_->Devices();
-  auto mps = std::find_if(devices.begin(), devices.end(), [](const DeviceStatus& d) {
-    return d.info.id.kind == DeviceKind::kMps;
-  });
+  auto mps = std::find_if(devices.begin(), devices.end(),
+                          [](const DeviceStatus& d) { return d.info.id.kind == DeviceKind::kMps; });
   ASSERT_NE(mps, devices.end());
   EXPECT_EQ(mps->unsupported_ops, std::vector<std::string>{"double:aten::fft_r2c"});
 }
@@ -200,9 +198,8 @@ TEST_F(CoreTest, DrainLetsAcceptedWorkFallBackToTheCpu) {
   Answer accepted;
   core_->Infer(Request("cuda:0", 2), accepted.callback());
   ASSERT_TRUE(cuda_gate.AwaitWaiters(1));
-  std::future<bool> drained = std::async(std::launch::async, [&] {
-    return core_->Drain(std::chrono::steady_clock::now() + std::chrono::seconds(20));
-  });
+  std::future<bool> drained = std::async(
+      std::launch::async, [&] { return core_->Drain(std::chrono::steady_clock::now() + std::chrono::seconds(20)); });
   // New work is refused from the moment draining begins.
   Answer late;
   for (int i = 0; i < 200 && !late.ready_within(std::chrono::milliseconds(0)); ++i) {

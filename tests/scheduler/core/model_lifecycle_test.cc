@@ -30,8 +30,8 @@ class ModelLifecycleTest : public ::testing::Test {
         repository_((fs::remove_all(root_), fs::create_directories(root_), root_.string())),
         devices_(FakeDevices(/*cuda=*/false, /*mps=*/false)),
         models_(repository_,
-                [this](const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device,
-                       DType dtype, const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
+                [this](const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device, DType dtype,
+                       const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
                   std::ifstream in(path);
                   std::stringstream text;
                   text << in.rdbuf();
@@ -215,8 +215,7 @@ TEST_F(ModelLifecycleTest, ARouteOvertakenByARemovalGetsTheRepositorysAnswer) {
   EXPECT_EQ(models_.Acquire(*gone).status().code(), absl::StatusCode::kNotFound);
   absl::Status removed = models_.RepositoryAnswer(*gone, /*follow_latest=*/true);
   EXPECT_EQ(removed.code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(removed.message().find("'gone' was removed from the model repository"), absl::string_view::npos)
-      << removed;
+  EXPECT_NE(removed.message().find("'gone' was removed from the model repository"), absl::string_view::npos) << removed;
   absl::Status unloading = models_.RepositoryAnswer(*m1, /*follow_latest=*/false);
   EXPECT_EQ(unloading.code(), absl::StatusCode::kNotFound);
   EXPECT_NE(unloading.message().find("version 1 is unloading"), absl::string_view::npos) << unloading;
@@ -306,7 +305,7 @@ TEST_F(ModelLifecycleTest, AnOutsideFolderServesUnderTheLoadsNameUntilForgotten)
   EXPECT_EQ(repository_.Lookup("placed__isvc-1"), nullptr);
   EXPECT_TRUE(Resident("placed__isvc-1").empty());
   EXPECT_TRUE(fs::exists(outside / "1" / "model.pt"));  // never the server's to remove
-  lifecycle_.Forget("placed__isvc-1");                   // again: nothing to do
+  lifecycle_.Forget("placed__isvc-1");                  // again: nothing to do
   // A folder that is not there changes nothing.
   source.folder = (outside / "missing").string();
   EXPECT_EQ(lifecycle_.SyncModel("other", nullptr, source).code(), absl::StatusCode::kNotFound);

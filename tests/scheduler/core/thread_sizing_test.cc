@@ -34,14 +34,10 @@ TEST(ThreadSizing, ModelRunsAtOnceFollowTheWorkersThatMayRunTheModel) {
     int want;
   };
   const Case cases[] = {
-      {DeviceKind::kCpu, 2, 1, 0, 2},
-      {DeviceKind::kCpu, 4, 1, 8, 4},  // instances are an accelerator's
-      {DeviceKind::kCpu, 0, 1, 0, 1},  // unsized: at least one
-      {DeviceKind::kCuda, 2, 1, 0, 1},
-      {DeviceKind::kCuda, 2, 3, 0, 3},
-      {DeviceKind::kCuda, 2, 1, 4, 4},
-      {DeviceKind::kMps, 2, 2, 1, 2},
-      {DeviceKind::kCuda, 2, 1, 1000, 64},  // kMaxAcceleratorInstances
+      {DeviceKind::kCpu, 2, 1, 0, 2},  {DeviceKind::kCpu, 4, 1, 8, 4},  // instances are an accelerator's
+      {DeviceKind::kCpu, 0, 1, 0, 1},                                   // unsized: at least one
+      {DeviceKind::kCuda, 2, 1, 0, 1}, {DeviceKind::kCuda, 2, 3, 0, 3},     {DeviceKind::kCuda, 2, 1, 4, 4},
+      {DeviceKind::kMps, 2, 2, 1, 2},  {DeviceKind::kCuda, 2, 1, 1000, 64},  // kMaxAcceleratorInstances
   };
   for (const Case& c : cases) {
     SchedulerOptions o;

@@ -33,7 +33,7 @@ TEST(BatchCost, TakesThePrefixWithTheBestRowsPerSecond) {
   Learn(model, "mlp", 64, us);
   EXPECT_EQ(model.Choose("mlp", {1, 1, 1, 1, 1}), 2u);  // 2 rows: 69k rows/s beats 5 rows: 26k
   std::vector<int64_t> many(40, 1);
-  EXPECT_EQ(model.Choose("mlp", many), 40u);  // 40 rows: 114k rows/s
+  EXPECT_EQ(model.Choose("mlp", many), 40u);   // 40 rows: 114k rows/s
   EXPECT_EQ(model.Choose("mlp", {2, 3}), 1u);  // prefixes are whole jobs: 2 or 5 rows
   // A model on another key has a curve of its own.
   Learn(model, "linear", 8, [](int64_t r) -> uint64_t { return 100 + r; });

@@ -4,11 +4,11 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <map>
-#include <thread>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
+#include <thread>
 
 #include "common/thread_name.h"
 #include "tests/scheduler/execution/policy_routed_job.h"
@@ -36,8 +36,7 @@ struct Recorder {
   }
 };
 
-std::shared_ptr<Job> MakeJob(const std::string& key, int64_t rows, uint32_t max_rows, int id,
-                             uint64_t delay_us = 0) {
+std::shared_ptr<Job> MakeJob(const std::string& key, int64_t rows, uint32_t max_rows, int id, uint64_t delay_us = 0) {
   auto job = std::make_shared<Job>();
   job->batch_key = key;
   job->rows = rows;
@@ -277,9 +276,8 @@ TEST(DeviceExecutor, RefuseQueuedAnswersQueuedRequestsWithoutRunningThem) {
   std::vector<absl::Status> answers(3);
   for (int id = 1; id <= 3; ++id) {
     auto job = MakeJob(id == 3 ? "" : "A", 1, 8, id);
-    job->set_done([&answers, id](absl::StatusOr<InferenceResult> r, const RequestLabels&) {
-      answers[id - 1] = r.status();
-    });
+    job->set_done(
+        [&answers, id](absl::StatusOr<InferenceResult> r, const RequestLabels&) { answers[id - 1] = r.status(); });
     ASSERT_TRUE(ex.Submit(job).ok());
   }
   std::atomic<bool> task_ran{false};

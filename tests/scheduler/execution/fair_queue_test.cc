@@ -30,8 +30,7 @@ void SetPolicy(Job& job, Change change) {
   testing::RouteWithPolicy(job, std::move(policy));
 }
 
-std::shared_ptr<Job> MakeJob(const std::string& flow, int id, Clock::time_point enqueued = kT0,
-                             uint32_t level = 1) {
+std::shared_ptr<Job> MakeJob(const std::string& flow, int id, Clock::time_point enqueued = kT0, uint32_t level = 1) {
   auto job = std::make_shared<Job>();
   job->flow = Flow(flow);
   job->priority_level = level;
@@ -184,8 +183,8 @@ TEST(FairQueue, RejectTimeoutsAreTakenOutAndDelayTimeoutsRunLast) {
   ASSERT_TRUE(q.Push(delay, kT0).ok());
   ASSERT_TRUE(q.Push(MakeJob("other:1", 3, kT0 + milliseconds(20), 9), kT0 + milliseconds(20)).ok());
   EXPECT_TRUE(q.TakeExpired(kT0 + milliseconds(30)).empty());  // DELAY jobs stay
-  EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(30), 10)), 3);     // even level 9 goes first
-  EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(30), 10)), 2);     // then the delayed job runs
+  EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(30), 10)), 3);    // even level 9 goes first
+  EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(30), 10)), 2);    // then the delayed job runs
 }
 
 // On an accelerator's queue a model's accelerator_instances caps its

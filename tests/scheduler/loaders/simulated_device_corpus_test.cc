@@ -21,8 +21,8 @@
 #include "devices/device_failure.h"
 #include "devices/device_registry.h"
 #include "devices/precision.h"
-#include "scheduler/routing/failure_policy.h"
 #include "scheduler/loaders/load_servable.h"
+#include "scheduler/routing/failure_policy.h"
 
 namespace infergate {
 namespace {
@@ -85,8 +85,7 @@ std::vector<Pattern> Corpus() {
        "    h = (h + 1) * 2 - 0.25\n"
        "    return h / 3 + h ** 2 - torch.clamp(h, -1.0, 1.0)\n",
        x16, ""},
-      {"embedding_int64_indices",
-       [](auto& m) { m.register_parameter("table", at::randn({50, 8}), false); },
+      {"embedding_int64_indices", [](auto& m) { m.register_parameter("table", at::randn({50, 8}), false); },
        "def forward(self, ids):\n"
        "    pos = torch.arange(ids.size(1))\n"
        "    return torch.embedding(self.table, (ids + pos) % 50).mean(1)\n",
@@ -141,8 +140,8 @@ std::vector<Pattern> Corpus() {
        "def forward(self, x):\n    return x * self.scale\n", x16, ""},
       // What real MPS refuses: float64 the model makes itself while it runs,
       // and an op the configured deny list names.
-      {"float64_made_in_forward", [](auto&) {},
-       "def forward(self, x):\n    return x.double() * 2.0\n", x16, "dtype:float64"},
+      {"float64_made_in_forward", [](auto&) {}, "def forward(self, x):\n    return x.double() * 2.0\n", x16,
+       "dtype:float64"},
       {"float64_tensor_created_in_forward", [](auto&) {},
        // dtype 7 is torch.float64 (the C++ script compiler resolves no dtype names).
        "def forward(self, x):\n    return x + torch.ones([16], dtype=7)\n", x16, "dtype:float64"},

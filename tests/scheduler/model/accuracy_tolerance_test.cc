@@ -4,18 +4,18 @@
 #include "scheduler/model/accuracy_tolerance.h"
 
 #include <gtest/gtest.h>
-#include <fstream>
-#include "scheduler/model/string_tensor.h"
-#include "scheduler/model/warmup_samples.h"
 #include <torch/torch.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "devices/system_info.h"
-#include "scheduler/routing/accuracy_ledger.h"
 #include "scheduler/model/check_inputs.h"
+#include "scheduler/model/string_tensor.h"
+#include "scheduler/model/warmup_samples.h"
+#include "scheduler/routing/accuracy_ledger.h"
 #include "scheduler/routing/output_comparison.h"
 
 namespace infergate {
@@ -85,8 +85,8 @@ TEST(OutputComparison, MeasuresErrorsMagnitudesAndNewNonFinite) {
 }
 
 TEST(AccuracyLedger, LinesRoundTripWithAwkwardNames) {
-  AccuracyKey key{"m;odel=1/x%", std::string(64, 'a'), DeviceKind::kMps, "cpu:x86_64+avx2", DType::kBFloat16,
-                  "generated:x:FLOAT32[2,8][-1,1)"};
+  AccuracyKey key{"m;odel=1/x%",     std::string(64, 'a'), DeviceKind::kMps,
+                  "cpu:x86_64+avx2", DType::kBFloat16,     "generated:x:FLOAT32[2,8][-1,1)"};
   AccuracyMeasurement m;
   m.outputs.push_back({"out\t1", 0.125, 3.5, false});
   m.outputs.push_back({"o;2", std::numeric_limits<double>::infinity(), 1e-30, true});
@@ -103,8 +103,9 @@ TEST(AccuracyLedger, LinesRoundTripWithAwkwardNames) {
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->measurement, broken);
 
-  for (const char* bad : {"", "mps\tx", "mps\tsig\tFLOAT16\tm\td\tin\t2.6\toutputs=", "tpu\ts\tFLOAT16\tm\td\ti\t2.6\tproblem=x",
-                          "mps\ts\tFLOAT16\tm\td\ti\t2.6\toutputs=y=1/2", "mps\ts\tFLOAT16\tm%Z\td\ti\t2.6\tproblem=x"}) {
+  for (const char* bad :
+       {"", "mps\tx", "mps\tsig\tFLOAT16\tm\td\tin\t2.6\toutputs=", "tpu\ts\tFLOAT16\tm\td\ti\t2.6\tproblem=x",
+        "mps\ts\tFLOAT16\tm\td\ti\t2.6\toutputs=y=1/2", "mps\ts\tFLOAT16\tm%Z\td\ti\t2.6\tproblem=x"}) {
     EXPECT_FALSE(AccuracyLedger::Parse(bad).has_value()) << bad;
   }
 }

@@ -7,9 +7,12 @@ namespace {
 
 TEST(FallbackReason, WireFormRoundTripsForEveryKind) {
   const FallbackReason reasons[] = {
-      {FallbackKind::kDeviceUnavailable, "cuda:7"}, {FallbackKind::kDeviceOutOfService, "cuda:0"},
-      {FallbackKind::kDeviceNotAllowed, "mps"},     {FallbackKind::kUnsupportedOp, "aten::max_pool2d"},
-      {FallbackKind::kDtype, "float64"},            {FallbackKind::kOutOfMemory, ""},
+      {FallbackKind::kDeviceUnavailable, "cuda:7"},
+      {FallbackKind::kDeviceOutOfService, "cuda:0"},
+      {FallbackKind::kDeviceNotAllowed, "mps"},
+      {FallbackKind::kUnsupportedOp, "aten::max_pool2d"},
+      {FallbackKind::kDtype, "float64"},
+      {FallbackKind::kOutOfMemory, ""},
       {FallbackKind::kDeviceError, "cuda:1"},
   };
   for (const FallbackReason& r : reasons) {

@@ -40,6 +40,7 @@ struct Case {
   const char* error;  // a phrase the FAILED_PRECONDITION names, or nullptr
 };
 
+// clang-format off: a table, one row a line
 const Case kCases[] = {
     {"plain tensors, no config", {Tensor("a"), Tensor("b")}, std::nullopt, {"a", "b"}, false, {}, nullptr},
     {"encoder, only src declared", kEncoder, std::vector<std::string>{"src"}, {"src"}, false, {}, nullptr},
@@ -69,6 +70,7 @@ const Case kCases[] = {
     {"a positional mask past a skipped one calls by keyword", kEncoder,
      std::vector<std::string>{"INPUT__0", "INPUT__2"}, {"INPUT__0", "INPUT__2"}, true, {}, nullptr},
 };
+// clang-format on
 
 TEST(ForwardArguments, EachSchemaAndConfig) {
   for (const Case& c : kCases) {

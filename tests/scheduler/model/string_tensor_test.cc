@@ -80,8 +80,7 @@ TEST(StringTensor, TextCheckNamesTheInputElementAndByte) {
                                      {"text", MakeStringTensor({"fine", "ok", std::string("ab\xff", 3)}, {3})}};
   absl::Status s = CheckStringsAreText(inputs, "m");
   ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("inputs[1] 'text': BYTES element 2 is not valid UTF-8 (byte 2)"), std::string::npos)
-      << s;
+  EXPECT_NE(s.message().find("inputs[1] 'text': BYTES element 2 is not valid UTF-8 (byte 2)"), std::string::npos) << s;
   inputs[1].tensor = MakeStringTensor({"", "日本", "\xf0\x9f\x98\x80"}, {3});
   EXPECT_TRUE(CheckStringsAreText(inputs, "m").ok());
 }
@@ -111,9 +110,7 @@ TEST(DeclaredOutputs, StringResultsTakeTheDeclaredShape) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ((*got)[0].tensor.sizes().vec(), (std::vector<int64_t>{2, 3, 2}));
   // 13 strings cannot fill [2, -1, 2]; a tensor where strings are declared is the model's fault.
-  EXPECT_EQ(outputs.ToAnswer("m", {{"", MakeStringTensor(std::vector<std::string>(13, "s"), {13})}}, 2)
-                .status()
-                .code(),
+  EXPECT_EQ(outputs.ToAnswer("m", {{"", MakeStringTensor(std::vector<std::string>(13, "s"), {13})}}, 2).status().code(),
             absl::StatusCode::kInternal);
   absl::Status tensor = outputs.ToAnswer("m", {{"", at::zeros({2, 3, 2})}}, 2).status();
   EXPECT_NE(tensor.message().find("declares TYPE_STRING"), std::string::npos) << tensor;

@@ -37,17 +37,13 @@ TEST(AotiPackageTest, PicksTheVariantBuiltForTheDevice) {
     bool simulated;
     const char* picked;
   } cases[] = {
-      {&cpu_only, DeviceKind::kCpu, false, "model"},
-      {&cpu_only, DeviceKind::kCuda, false, ""},
+      {&cpu_only, DeviceKind::kCpu, false, "model"}, {&cpu_only, DeviceKind::kCuda, false, ""},
       {&cpu_only, DeviceKind::kCuda, true, ""},  // a simulated device needs a variant named for it
-      {&both, DeviceKind::kCpu, false, "cpu"},
-      {&both, DeviceKind::kCuda, false, "cuda"},
-      {&both, DeviceKind::kCuda, true, ""},   // its cuda build is GPU code: not for a simulated device
-      {&both, DeviceKind::kMps, false, ""},
-      {&stand_in, DeviceKind::kCuda, true, "cuda"},
+      {&both, DeviceKind::kCpu, false, "cpu"},       {&both, DeviceKind::kCuda, false, "cuda"},
+      {&both, DeviceKind::kCuda, true, ""},  // its cuda build is GPU code: not for a simulated device
+      {&both, DeviceKind::kMps, false, ""},          {&stand_in, DeviceKind::kCuda, true, "cuda"},
       {&stand_in, DeviceKind::kCuda, false, ""},  // a CPU build named cuda never runs on a real GPU
-      {&stand_in, DeviceKind::kMps, true, ""},
-      {&unnamed_cuda, DeviceKind::kCuda, false, "model"},
+      {&stand_in, DeviceKind::kMps, true, ""},       {&unnamed_cuda, DeviceKind::kCuda, false, "model"},
       {&unnamed_cuda, DeviceKind::kCpu, false, ""},
   };
   for (const Case& c : cases) {
@@ -72,7 +68,8 @@ TEST(AotiPackageTest, ReadsHowTheCompiledLoopsAreThreaded) {
       {"", 0},
       {"void kernel() { for (int i = 0; i < 8; ++i) {} }", 0},
       {"    #pragma omp parallel num_threads(2)\n    {", 2},
-      {"#pragma omp parallel num_threads(4)\n#pragma omp parallel num_threads(16)\n#pragma omp parallel num_threads(8)", 16},
+      {"#pragma omp parallel num_threads(4)\n#pragma omp parallel num_threads(16)\n#pragma omp parallel num_threads(8)",
+       16},
       {"#pragma omp parallel num_threads(2)\n  int x = num_threads(64);\n", 2},  // not a pragma's clause
       {"// num_threads(32) in a comment\n#pragma omp parallel num_threads(3)", 3},
       {"#pragma omp parallel num_threads(12", 0},  // cut off
@@ -128,9 +125,8 @@ TEST(AotiPackageTest, ReadsBothLayoutsAndWhereWeightsAreKept) {
     EXPECT_EQ((*got)[0].weights_outside, c.weights_outside) << c.package;
   }
   // Top folders that differ are no package layout.
-  absl::StatusOr<std::vector<AotiVariant>> mixed =
-      ReadAotiVariants(package("mixed", {{"a/data/aotinductor/model/h_metadata.json", metadata},
-                                         {"b/data/aotinductor/model/h.so", "library"}}));
+  absl::StatusOr<std::vector<AotiVariant>> mixed = ReadAotiVariants(package(
+      "mixed", {{"a/data/aotinductor/model/h_metadata.json", metadata}, {"b/data/aotinductor/model/h.so", "library"}}));
   EXPECT_EQ(mixed.status().code(), absl::StatusCode::kInvalidArgument) << mixed.status();
 }
 

@@ -9,8 +9,8 @@
 #include "scheduler/repository/aoti_package.h"
 #include "scheduler/repository/model_repository.h"
 #include "tests/common/scratch_dir.h"
-#include "tests/common/zip_writer.h"
 #include "tests/common/text_proto.h"
+#include "tests/common/zip_writer.h"
 
 namespace infergate {
 namespace {
@@ -33,8 +33,8 @@ TEST(AotiSignatureTest, TheConfigMustAgreeWithWhatThePackageWasExportedWith) {
     const char* problem;
   } cases[] = {
       {"max_batch_size: 64 " + x + mask + y, ""},
-      {"max_batch_size: 8 " + x + mask + y, ""},                     // below the exported maximum
-      {"max_batch_size: 64 " + x + mask, ""},                        // outputs left out
+      {"max_batch_size: 8 " + x + mask + y, ""},  // below the exported maximum
+      {"max_batch_size: 64 " + x + mask, ""},     // outputs left out
       {"max_batch_size: 64 " + x + R"(inputs { name: "mask" dtype: BOOL dims: [7] })" + y, ""},  // a free dim fixed
       {"max_batch_size: 128 " + x + mask + y, "max_batch_size is 128, above the batch maximum"},
       {"max_batch_size: 0 " + x + mask + y, "max_batch_size is 0 but the package was exported with a batch"},
@@ -115,8 +115,8 @@ TEST(AotiSignatureTest, ThePackageSignatureIsCheckedConfigText) {
   EXPECT_EQ((*one)->max_batch_size(), 64u);
   EXPECT_EQ((*one)->inputs(1).name(), "mask");
 
-  absl::StatusOr<std::optional<v1::ModelConfig>> triton = PackageSignature(
-      variants({R"(max_batch_size: 4 input [{ name: "x", data_type: TYPE_FP32, dims: [3] }])"}), "m");
+  absl::StatusOr<std::optional<v1::ModelConfig>> triton =
+      PackageSignature(variants({R"(max_batch_size: 4 input [{ name: "x", data_type: TYPE_FP32, dims: [3] }])"}), "m");
   ASSERT_TRUE(triton.ok()) << triton.status();
   EXPECT_EQ((*triton)->inputs(0).dims(0), 3);
 
@@ -150,7 +150,7 @@ TEST(AotiSignatureTest, WhatACompiledPackageCanServeAsATable) {
     std::string weights_outside;  // where its weights are kept, "" in the library
     const char* problem;
   } cases[] = {
-      {"max_batch_size: 8 " + x + y, "", "", ""},               // declared by the config alone
+      {"max_batch_size: 8 " + x + y, "", "", ""},  // declared by the config alone
       {"max_batch_size: 64 " + x + R"(inputs { name: "mask" dtype: BOOL dims: [3] })" + y, kExported, "", ""},
       {"max_batch_size: 8 " + x + y, "", "model.wrapper.blob",
        "variant 'v' keeps its weights outside its compiled library (model.wrapper.blob)"},
@@ -192,11 +192,12 @@ TEST(AotiSignatureTest, AModelFolderWithoutConfigTakesTheNewestPackagesSignature
   ASSERT_FALSE(dir.path().empty());
   auto package = [](const std::string& signature) {
     std::string metadata = R"({"AOTI_DEVICE_KEY": "cpu", "infergate.config": ")";
-    for (char c : signature) metadata += c == '"' ? std::string("\\\"") : c == '\n' ? std::string("\\n") : std::string(1, c);
+    for (char c : signature)
+      metadata += c == '"' ? std::string("\\\"") : c == '\n' ? std::string("\\n") : std::string(1, c);
     metadata += "\"}";
     return testing::StoredZip({{"version", "1"},
-                      {"data/aotinductor/model/abc_metadata.json", metadata},
-                      {"data/aotinductor/model/abc.so", "not really a library"}});
+                               {"data/aotinductor/model/abc_metadata.json", metadata},
+                               {"data/aotinductor/model/abc.so", "not really a library"}});
   };
   auto write = [&](const std::string& rel, const std::string& bytes) {
     std::filesystem::create_directories(std::filesystem::path(dir.path() + "/" + rel).parent_path());

@@ -36,7 +36,8 @@ TEST(InputSignature, MatchesByNameInAnyOrder) {
 
 TEST(InputSignature, UnnamedTensorsMatchByPosition) {
   std::vector<int64_t> sa = {1, 4, 3}, sb = {1, 2};
-  auto order = MatchInputs(TwoInputs(), std::vector<TensorMeta>{{"", DType::kFloat32, sa}, {"", DType::kInt64, sb}}, "m");
+  auto order =
+      MatchInputs(TwoInputs(), std::vector<TensorMeta>{{"", DType::kFloat32, sa}, {"", DType::kInt64, sb}}, "m");
   ASSERT_TRUE(order.ok()) << order.status();
   EXPECT_EQ(*order, (std::vector<size_t>{0, 1}));
 }
@@ -49,6 +50,7 @@ struct Bad {
 
 TEST(InputSignature, EveryMismatchNamesItsField) {
   std::vector<int64_t> ok = {1, 256}, rank1 = {256}, wrong = {1, 255}, big = {65, 256}, zero = {0, 256};
+  // clang-format off: a table, one row a line
   std::vector<Bad> cases = {
       {"empty", {}, "inputs:"},
       {"two for one", {{"x", DType::kFloat32, ok}, {"y", DType::kFloat32, ok}}, "inputs:"},
@@ -59,6 +61,7 @@ TEST(InputSignature, EveryMismatchNamesItsField) {
       {"batch too big", {{"x", DType::kFloat32, big}}, "inputs[0].shape[0]"},
       {"batch zero", {{"x", DType::kFloat32, zero}}, "inputs[0].shape[0]"},
   };
+  // clang-format on
   for (const Bad& b : cases) {
     absl::Status s = Check(Mlp(), b.metas);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.what;
@@ -87,6 +90,7 @@ TEST(InputSignature, RefusalsStartWithTritonsWords) {
     const char* triton;
     const char* field;
   };
+  // clang-format off: a table, one row a line
   const std::vector<Case> cases = {
       {"one input missing", {{"INPUT0", DType::kInt32, ok}},
        "expected 2 inputs but got 1 inputs for model 'simple'. Got input(s) ['INPUT0'], but missing required input(s) "
@@ -111,6 +115,7 @@ TEST(InputSignature, RefusalsStartWithTritonsWords) {
       {"batches differ", {{"INPUT0", DType::kInt32, ok}, {"INPUT1", DType::kInt32, two}},
        "input 'INPUT1' batch size does not match other inputs for 'simple'", "(inputs[1].shape[0]: "},
   };
+  // clang-format on
   for (const Case& c : cases) {
     absl::Status s = MatchInputs(Simple(), c.metas, "simple").status();
     ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.what << ": " << s;

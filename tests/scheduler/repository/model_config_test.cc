@@ -132,7 +132,7 @@ namespace {
 TEST(ModelConfig, TritonsReshapeRulesWithTritonsWords) {
   struct Row {
     int max_batch_size;
-    const char* tensor;  // the input or output, in Triton's text format
+    const char* tensor;   // the input or output, in Triton's text format
     const char* refusal;  // "" when served
   };
   const Row rows[] = {
@@ -146,8 +146,7 @@ TEST(ModelConfig, TritonsReshapeRulesWithTritonsWords) {
        "model input 'x' has different size for dims and reshape for m"},
       {4, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 2, -1 ] reshape { shape: [ 2, -1, -1 ] } }])",
        "model input 'x' has different number of variable-size dimensions for dims and reshape for m"},
-      {4, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 2, 4, -1, 6 ] reshape { shape: [ 8, -1, 1, 6 ] } }])",
-       ""},
+      {4, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 2, 4, -1, 6 ] reshape { shape: [ 8, -1, 1, 6 ] } }])", ""},
       {4, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 2, 4, -1, 6 ] reshape { shape: [ 4, -1, 2, 6 ] } }])",
        "model input 'x' has different size for dims and reshape for m"},
       {4, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape { shape: [ 0 ] } }])",
@@ -159,16 +158,18 @@ TEST(ModelConfig, TritonsReshapeRulesWithTritonsWords) {
       {0, R"(output [{ name: "y" data_type: TYPE_FP32 dims: [ 1000 ] reshape { shape: [ 1, 1000, 1, 1 ] } }])", ""},
       {0, R"(input [{ name: "x" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 224, 224 ] }])", ""},
       // Counts past 2^60: a product that wrapped around (2^64 reads 0, 2^64 + 16 reads 16) could match.
-      {0, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 4294967296, 4294967297 ] reshape { shape: [ 4294967296 ] } }])",
+      {0,
+       R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 4294967296, 4294967297 ] reshape { shape: [ 4294967296 ] } }])",
        "model input 'x' dims hold more than 2^60 elements for m"},
-      {0, R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 16 ] reshape { shape: [ 4294967296, 4294967296, 16 ] } }])",
+      {0,
+       R"(input [{ name: "x" data_type: TYPE_FP32 dims: [ 16 ] reshape { shape: [ 4294967296, 4294967296, 16 ] } }])",
        "model input 'x' reshape holds more than 2^60 elements for m"},
       {0, R"(input [{ name: "x" data_type: TYPE_FP32 format: FORMAT_NHWC dims: [ 224, 224 ] }])",
        "model input NHWC/NCHW require 3 dims"},
   };
   for (const Row& row : rows) {
-    const std::string text = absl::StrCat("platform: \"pytorch_libtorch\"\nmax_batch_size: ", row.max_batch_size,
-                                          "\n", row.tensor, "\n");
+    const std::string text =
+        absl::StrCat("platform: \"pytorch_libtorch\"\nmax_batch_size: ", row.max_batch_size, "\n", row.tensor, "\n");
     absl::StatusOr<v1::ModelConfig> config = ParseModelConfig(text, "m");
     if (std::string(row.refusal).empty()) {
       EXPECT_TRUE(config.ok()) << row.tensor << ": " << config.status();
@@ -190,16 +191,19 @@ max_batch_size: 0
 input [ { name: "data_0" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 224, 224 ]
           reshape { shape: [ 1, 3, 224, 224 ] } } ]
 output [ { name: "fc6_1" data_type: TYPE_FP32 dims: [ 1000 ] reshape { shape: [ 1, 1000, 1, 1 ] } } ]
-)", "densenet");
+)",
+                                                            "densenet");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->inputs(0).format(), v1::FORMAT_NCHW);
-  EXPECT_EQ(std::vector<int64_t>(config->inputs(0).reshape().shape().begin(), config->inputs(0).reshape().shape().end()),
-            (std::vector<int64_t>{1, 3, 224, 224}));
+  EXPECT_EQ(
+      std::vector<int64_t>(config->inputs(0).reshape().shape().begin(), config->inputs(0).reshape().shape().end()),
+      (std::vector<int64_t>{1, 3, 224, 224}));
   EXPECT_TRUE(config->outputs(0).has_reshape());
   absl::StatusOr<v1::ModelConfig> scalar = ParseModelConfig(R"(platform: "pytorch_libtorch"
 max_batch_size: 8
 input [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] reshape: { shape: [ ] } } ]
-)", "s");
+)",
+                                                            "s");
   ASSERT_TRUE(scalar.ok()) << scalar.status();
   EXPECT_TRUE(scalar->inputs(0).has_reshape());
   EXPECT_EQ(scalar->inputs(0).reshape().shape_size(), 0);

@@ -17,8 +17,9 @@ TEST(ModelUploadTest, PathsStayInsideTheModelsFolder) {
   for (const char* good : {"1/model.pt", "labels.txt", "12/sub/data.bin", "config.pbtxt"}) {
     EXPECT_TRUE(CheckUploadPath(good).ok()) << good;
   }
-  for (const std::string& bad : std::vector<std::string>{"", "/etc/passwd", "../x", "1/../../x", "./1/model.pt", "1//model.pt", "1/",
-                                "a\\b", std::string("a\0b", 3), "a/b/c/d/e", std::string(300, 'x')}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"", "/etc/passwd", "../x", "1/../../x", "./1/model.pt", "1//model.pt", "1/", "a\\b",
+                                std::string("a\0b", 3), "a/b/c/d/e", std::string(300, 'x')}) {
     absl::Status s = CheckUploadPath(bad);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
   }
@@ -29,14 +30,15 @@ TEST(ModelUploadTest, PathsStayInsideTheModelsFolder) {
 TEST(ModelUploadTest, NativeCodeIsRefusedByNameHeaderOrArchiveEntry) {
   auto refused = [](const std::string& path, const std::string& content) {
     const absl::Status s = CheckNotNativeCode(path, content);
-    return s.code() == absl::StatusCode::kPermissionDenied &&
-           s.message().find("file:" + path) != std::string::npos &&
+    return s.code() == absl::StatusCode::kPermissionDenied && s.message().find("file:" + path) != std::string::npos &&
            s.message().find("--allow-native-uploads") != std::string::npos;
   };
   for (const char* name : {"1/model.pt2", "1/libx.so", "1/libx.so.1", "1/x.dylib", "1/x.DLL", "1/MODEL.PT2"}) {
     EXPECT_TRUE(refused(name, "anything")) << name;
   }
-  EXPECT_TRUE(refused("1/weights.bin", std::string("\x7f" "ELF\x02\x01\x01", 7)));
+  EXPECT_TRUE(refused("1/weights.bin", std::string("\x7f"
+                                                   "ELF\x02\x01\x01",
+                                                   7)));
   EXPECT_TRUE(refused("1/weights.bin", std::string("\xcf\xfa\xed\xfe", 4) + "macho"));
   std::string pe(0x80, '\0');
   pe[0] = 'M';
@@ -47,7 +49,8 @@ TEST(ModelUploadTest, NativeCodeIsRefusedByNameHeaderOrArchiveEntry) {
   EXPECT_TRUE(refused("1/model.pt", testing::StoredZip({{"model/data/aotinductor/model/x.so", "code"}})));
   EXPECT_TRUE(refused("1/model.pt", testing::ZipOf({{"a/b.so", "code", /*deflate=*/true}})));
   EXPECT_TRUE(refused("1/model.pt", "PK\x03\x04 not really a zip"));
-  EXPECT_TRUE(CheckNotNativeCode("1/model.pt", testing::StoredZip({{"model/data.pkl", "x"}, {"model/version", "3"}})).ok());
+  EXPECT_TRUE(
+      CheckNotNativeCode("1/model.pt", testing::StoredZip({{"model/data.pkl", "x"}, {"model/version", "3"}})).ok());
   EXPECT_TRUE(CheckNotNativeCode("labels.txt", "MZ but no PE header follows").ok());
   EXPECT_TRUE(CheckNotNativeCode("config.pbtxt", "name: \"m\"").ok());
 }

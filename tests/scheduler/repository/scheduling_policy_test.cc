@@ -19,11 +19,18 @@ TEST(SchedulingPolicy, ReadOnceFromTheConfig) {
   EXPECT_EQ(Of(""), *DefaultSchedulingPolicy());
   const SchedulingPolicy p = Of(R"pb(
     max_batch_size: 8
-    dynamic_batching { max_queue_delay_us: 500 preferred_batch_sizes: [4, 8] }
+    dynamic_batching {
+      max_queue_delay_us: 500
+      preferred_batch_sizes: [ 4, 8 ]
+    }
     priority_levels: 3
     default_priority_level: 2
-    default_queue_policy { max_queue_size: 16 default_timeout_microseconds: 1000 allow_timeout_override: true
-                           timeout_action: DELAY }
+    default_queue_policy {
+      max_queue_size: 16
+      default_timeout_microseconds: 1000
+      allow_timeout_override: true
+      timeout_action: DELAY
+    }
     accelerator_instances: 2
   )pb");
   EXPECT_EQ(p.max_batch_rows, 8u);
@@ -46,9 +53,9 @@ TEST(SchedulingPolicy, PriorityLevels) {
     int64_t level;  // -1: refused
   };
   const Row rows[] = {
-      {"", 0, 1},                                         // priorities off: everyone at 1
-      {"", 7, 1},                                         // ... whatever was asked
-      {"priority_levels: 3", 0, 3},                       // the default: the lowest
+      {"", 0, 1},                    // priorities off: everyone at 1
+      {"", 7, 1},                    // ... whatever was asked
+      {"priority_levels: 3", 0, 3},  // the default: the lowest
       {"priority_levels: 3 default_priority_level: 2", 0, 2},
       {"priority_levels: 3 default_priority_level: 2", 1, 1},
       {"priority_levels: 3", 3, 3},
@@ -59,8 +66,7 @@ TEST(SchedulingPolicy, PriorityLevels) {
     absl::StatusOr<uint32_t> level = Of(row.config).PriorityLevel(row.asked, "m");
     if (row.level < 0) {
       EXPECT_EQ(level.status().code(), absl::StatusCode::kInvalidArgument);
-      EXPECT_NE(level.status().message().find("priority: 4 is outside model 'm'"), std::string::npos)
-          << level.status();
+      EXPECT_NE(level.status().message().find("priority: 4 is outside model 'm'"), std::string::npos) << level.status();
     } else {
       ASSERT_TRUE(level.ok()) << level.status();
       EXPECT_EQ(*level, static_cast<uint32_t>(row.level));
@@ -78,12 +84,12 @@ TEST(SchedulingPolicy, QueueTimeouts) {
   const char* model_1ms_override =
       "default_queue_policy { default_timeout_microseconds: 1000 allow_timeout_override: true }";
   const Row rows[] = {
-      {"", 0, 0},                        // none at all
-      {"", 500, 500},                    // the request's own
-      {model_1ms, 0, 1000},              // the model's
-      {model_1ms, 500, 500},             // a request may shorten it
-      {model_1ms, 5000, 1000},           // ... but not lengthen it
-      {model_1ms_override, 5000, 5000},  // unless the model allows it
+      {"", 0, 0},                             // none at all
+      {"", 500, 500},                         // the request's own
+      {model_1ms, 0, 1000},                   // the model's
+      {model_1ms, 500, 500},                  // a request may shorten it
+      {model_1ms, 5000, 1000},                // ... but not lengthen it
+      {model_1ms_override, 5000, 5000},       // unless the model allows it
       {"", 400ull * 24 * 3600 * 1000000, 0},  // over a year: no limit
   };
   for (const Row& row : rows) {

@@ -74,6 +74,7 @@ TEST(VersionPlan, EveryDecisionInOneTable) {
   using S = VersionState;
   const char* latest = "";
   const char* latest2 = "latest { num_versions: 2 }";
+  // clang-format off: a table, one row a line
   const Row rows[] = {
       {"a new model: the latest loads, the rest is retired",
        {}, {{1, 1}, {2, 2}}, latest, false, false, {}, {}, "2:load 1:retire"},
@@ -117,6 +118,7 @@ TEST(VersionPlan, EveryDecisionInOneTable) {
        {{1, S::kLoading, 0, 1, false}}, {{1, 1}}, latest, false, false, {}, {}, "1:load"},
       {"no files: nothing to do", {}, {}, latest, false, false, {}, {}, ""},
   };
+  // clang-format on
   for (const Row& row : rows) {
     SCOPED_TRACE(row.what);
     EXPECT_EQ(Plan(row), row.expected);

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "devices/device_failure.h"
 #include "absl/strings/str_cat.h"
+#include "devices/device_failure.h"
 
 namespace infergate {
 namespace {
@@ -13,8 +13,8 @@ namespace {
 TEST(FailurePolicy, EveryFailureKindOnEveryDevice) {
   const DeviceId cpu{DeviceKind::kCpu, 0}, cuda{DeviceKind::kCuda, 1}, mps{DeviceKind::kMps, 0};
   const absl::Status plain = absl::InternalError("the model raised ValueError");
-  const absl::Status op = WithDeviceFailure(absl::UnimplementedError("no op"), DeviceFailure::kUnsupportedOp,
-                                            "aten::fft_r2c");
+  const absl::Status op =
+      WithDeviceFailure(absl::UnimplementedError("no op"), DeviceFailure::kUnsupportedOp, "aten::fft_r2c");
   const absl::Status dtype = WithDeviceFailure(absl::InvalidArgumentError("float64"), DeviceFailure::kDtype, "float64");
   const absl::Status oom = WithDeviceFailure(absl::ResourceExhaustedError("oom"), DeviceFailure::kOutOfMemory, "");
   const absl::Status lost = WithDeviceFailure(absl::InternalError("CUDA error"), DeviceFailure::kDeviceError, "");
@@ -39,7 +39,8 @@ TEST(FailurePolicy, EveryFailureKindOnEveryDevice) {
       {&lost, cpu, false, {A::kFail, std::nullopt}},
   };
   for (const Row& row : rows) {
-    SCOPED_TRACE(absl::StrCat(row.failure->ToString(), " on ", row.device.ToString(), row.oom_retried ? " (retried)" : ""));
+    SCOPED_TRACE(
+        absl::StrCat(row.failure->ToString(), " on ", row.device.ToString(), row.oom_retried ? " (retried)" : ""));
     EXPECT_EQ(DecideOnFailure(*row.failure, row.device, row.oom_retried), row.expected);
   }
 }

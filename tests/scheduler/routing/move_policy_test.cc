@@ -30,6 +30,7 @@ struct Row {
 };
 
 TEST(MovePolicy, Table) {
+  // clang-format off: a table, one row a line
   const std::vector<Row> rows = {
       {"room free, demand pays the transfer: promote",
        {M("a", 10, 1, 20, 50, 100)}, 1000, "a", {}},
@@ -66,6 +67,7 @@ TEST(MovePolicy, Table) {
       {"full of quick requests: a slow model displaces a quick one that saves more time, unweighed",
        {M("slow", 1, 20, 80, 10, 200), M("quick", 7, 2, 12, 10, 200, true)}, 200, "slow", {"quick"}},
   };
+  // clang-format on
   for (const Row& row : rows) {
     MoveInputs in;
     in.budget_bytes = row.budget_mib * kMiB;

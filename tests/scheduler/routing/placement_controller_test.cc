@@ -124,11 +124,10 @@ TEST(PlacementController, APassFollowsAShiftWithSeveralPromotionsEachOnTheStateT
   PlacementController pc(fake.Hooks(), Quick());
   // Room for two of 100 MiB; two new hot models, two idle residents.
   fake.budget = 200 * kMiB;
-  fake.Set({M("new1", 50, 10, 100), M("new2", 40, 10, 100), M("old1", 0, 10, 100, true),
-            M("old2", 0, 10, 100, true)});
+  fake.Set({M("new1", 50, 10, 100), M("new2", 40, 10, 100), M("old1", 0, 10, 100, true), M("old2", 0, 10, 100, true)});
   pc.RunPassForTest();
-  EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu old1", "evict old1", "promote new1", "cpu old2",
-                                                    "evict old2", "promote new2"}));
+  EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu old1", "evict old1", "promote new1", "cpu old2", "evict old2",
+                                                    "promote new2"}));
   EXPECT_EQ(pc.counts().promoted, 2u);
 }
 

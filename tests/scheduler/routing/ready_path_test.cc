@@ -14,7 +14,7 @@ namespace {
 // time plus the link's queue), unset while no load there was measured.
 struct Row {
   const char* what;
-  bool on_cuda, on_cpu;     // resident there
+  bool on_cuda, on_cpu;          // resident there
   size_t cuda_ahead, cpu_ahead;  // requests queued or running there (one worker each)
   std::optional<double> load;
   ReadyPath path;

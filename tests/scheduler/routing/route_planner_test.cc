@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/scheduler/fake_servable.h"
 #include "absl/strings/str_cat.h"
+#include "tests/scheduler/fake_servable.h"
 
 namespace infergate {
 namespace {
@@ -56,7 +56,7 @@ TEST_F(RoutePlannerTest, EveryDecisionInOneTable) {
       {"any", "cpu", true, C::kOk, "cpu", ""},
       {"any", "cuda:0", true, C::kOk, "cuda:0", ""},
       {"any", "CUDA", false, C::kOk, "cuda:0", ""},
-      {"any", "", true, C::kOk, "cuda:0", ""},      // cold start: CUDA first, MPS is learned-out
+      {"any", "", true, C::kOk, "cuda:0", ""},  // cold start: CUDA first, MPS is learned-out
       {"any", "auto", false, C::kOk, "cuda:0", ""},
       {"any", "cuda:3", true, C::kOk, "cpu", "device_unavailable:cuda:3"},
       {"any", "cuda:3", false, C::kFailedPrecondition, "", ""},
@@ -144,7 +144,7 @@ TEST_F(RoutePlannerTest, FallBackToCpuAfterAFailureHonoursDenyAndAllowLists) {
   Route on_cuda = *planner_.Plan({"any", "", "cuda:0", Precision::kAuto, true});
   FallbackReason oom{FallbackKind::kOutOfMemory, ""};
   absl::StatusOr<Route> moved = planner_.FallBackToCpu(on_cuda, oom, Precision::kAuto, true,
-                                                      absl::ResourceExhaustedError("cuda:0 out of memory"));
+                                                       absl::ResourceExhaustedError("cuda:0 out of memory"));
   ASSERT_TRUE(moved.ok()) << moved.status();
   EXPECT_EQ(moved->device.id.ToString(), "cpu");
   EXPECT_EQ(moved->dtype, DType::kFloat32);  // re-derived for the cpu, not kept from cuda's bf16
@@ -255,8 +255,8 @@ TEST_F(RoutePlannerTest, UpdatesLoadWhereTheModelIsResidentOrWhereAColdStartWoul
   };
   auto names = [](const std::vector<LoadTarget>& targets) {
     std::string out;
-    for (const LoadTarget& t : targets) absl::StrAppend(&out, out.empty() ? "" : " ", t.device.ToString(), "/",
-                                                        DTypeName(t.dtype));
+    for (const LoadTarget& t : targets)
+      absl::StrAppend(&out, out.empty() ? "" : " ", t.device.ToString(), "/", DTypeName(t.dtype));
     return out;
   };
 

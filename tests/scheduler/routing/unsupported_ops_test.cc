@@ -1,10 +1,6 @@
 #include "scheduler/routing/unsupported_ops.h"
 
-#include "absl/strings/str_cat.h"
-#include "common/file_util.h"
-
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +9,9 @@
 #include <fstream>
 #include <random>
 #include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 
 namespace infergate {
 namespace {
@@ -26,7 +25,7 @@ class UnsupportedOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("ig_state_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -40,8 +39,10 @@ TEST_F(UnsupportedOpsTest, LearnedLimitsSurviveARestart) {
     UnsupportedOpTable table(path, kTorch);
     ASSERT_TRUE(table.Load().ok());  // no file yet
     EXPECT_TRUE(table.empty());
-    EXPECT_TRUE(table.Record("cnn", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
-    EXPECT_FALSE(table.Record("cnn", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
+    EXPECT_TRUE(
+        table.Record("cnn", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
+    EXPECT_FALSE(
+        table.Record("cnn", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
     EXPECT_TRUE(table.Record("poly", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
     EXPECT_TRUE(table.last_write_status().ok());
   }
@@ -88,8 +89,7 @@ TEST_F(UnsupportedOpsTest, CrashMidWriteNeverCorruptsTheStateFile) {
       UnsupportedOpTable table(path, kTorch);
       (void)table.Load();
       for (int i = 0;; ++i) {
-        table.Record(std::string(200, 'm') + std::to_string(round) + "_" + std::to_string(i), kFile,
-                     DeviceKind::kMps,
+        table.Record(std::string(200, 'm') + std::to_string(round) + "_" + std::to_string(i), kFile, DeviceKind::kMps,
                      FallbackReason{FallbackKind::kUnsupportedOp, "aten::op" + std::to_string(i)});
       }
     }

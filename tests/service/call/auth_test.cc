@@ -1,7 +1,6 @@
 #include "service/call/auth.h"
 
 #include <gtest/gtest.h>
-
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -102,12 +101,16 @@ TEST(Auth, TheHeaderIsReadOnlyWhenARoleNeedsAToken) {
 }
 
 TEST(Auth, BadTokenFilesNameTheFlag) {
-  EXPECT_NE(TokenAuth::FromFiles("/nonexistent/tokens", "", TokenAuth::AdminAccess::kTokenOnly).status().message().find("--auth-token-file"),
+  EXPECT_NE(TokenAuth::FromFiles("/nonexistent/tokens", "", TokenAuth::AdminAccess::kTokenOnly)
+                .status()
+                .message()
+                .find("--auth-token-file"),
             absl::string_view::npos);
   EXPECT_EQ(TokenAuth::FromFiles(TempFile("short\n"), "", TokenAuth::AdminAccess::kTokenOnly).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(TokenAuth::FromFiles("", TempFile("# only a comment\n"), TokenAuth::AdminAccess::kTokenOnly).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      TokenAuth::FromFiles("", TempFile("# only a comment\n"), TokenAuth::AdminAccess::kTokenOnly).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Auth, InferenceTokensAloneCloseTheAdminRpcs) {
@@ -148,7 +151,8 @@ TEST(Auth, ASecretVolumeSymlinkSwapIsSeen) {
   std::ofstream(dir / "v2" / "token") << "new-secret-token-000000\n";
   fs::create_directory_symlink("v1", dir / "..data");
   fs::create_symlink("..data/token", dir / "token");
-  auto auth = TokenAuth::FromFiles((dir / "token").string(), "", TokenAuth::AdminAccess::kTokenOnly, std::chrono::milliseconds(0));
+  auto auth = TokenAuth::FromFiles((dir / "token").string(), "", TokenAuth::AdminAccess::kTokenOnly,
+                                   std::chrono::milliseconds(0));
   ASSERT_TRUE(auth.ok()) << auth.status();
   using R = TokenAuth::Role;
   EXPECT_TRUE(auth->Check("Bearer old-secret-token-000000", R::kInference).ok());
@@ -203,7 +207,8 @@ TEST(Auth, WhatIsOpenToAnyoneIsNamed) {
   EXPECT_EQ(TokenAuth::FromFiles(token, "", TokenAuth::AdminAccess::kOpen)->OpenToAnyone(),
             "model management (load, unload, uploads)");
   EXPECT_EQ(TokenAuth::FromFiles("", "", TokenAuth::AdminAccess::kDisabled)->OpenToAnyone(), "inference");
-  EXPECT_EQ(TokenAuth::FromFiles("", token, TokenAuth::AdminAccess::kTokenOnly)->OpenToAnyone(), "inference") << "only an admin token";
+  EXPECT_EQ(TokenAuth::FromFiles("", token, TokenAuth::AdminAccess::kTokenOnly)->OpenToAnyone(), "inference")
+      << "only an admin token";
   EXPECT_EQ(TokenAuth::FromFiles(token, "", TokenAuth::AdminAccess::kTokenOnly)->OpenToAnyone(), "");
   EXPECT_EQ(TokenAuth::FromFiles(token, token, TokenAuth::AdminAccess::kTokenOnly)->OpenToAnyone(), "");
 }

@@ -10,8 +10,8 @@ namespace {
 
 std::vector<std::string> Texts(const std::vector<ClassScore>& row) {
   std::vector<std::string> out;
-  for (const ClassScore& c : row) out.push_back(c.score_text + ":" + std::to_string(c.index) +
-                                                (c.label.empty() ? "" : ":" + c.label));
+  for (const ClassScore& c : row)
+    out.push_back(c.score_text + ":" + std::to_string(c.index) + (c.label.empty() ? "" : ":" + c.label));
   return out;
 }
 
@@ -32,7 +32,11 @@ TEST(ClassificationTest, AnUnbatchedOutputIsOneRowOfAllItsElements) {
   EXPECT_EQ(Texts((*top)[0]), (std::vector<std::string>{"5.000000:5", "4.000000:4"}));
   ClassBytes bytes = ClassesAsBytes(*top, false);
   EXPECT_EQ(bytes.shape, (std::vector<int64_t>{2}));
-  EXPECT_EQ(bytes.raw, std::string("\x0a\0\0\0" "5.000000:5" "\x0a\0\0\0" "4.000000:4", 28));
+  EXPECT_EQ(bytes.raw, std::string("\x0a\0\0\0"
+                                   "5.000000:5"
+                                   "\x0a\0\0\0"
+                                   "4.000000:4",
+                                   28));
 }
 
 TEST(ClassificationTest, LabelsIntegersNanAndAskingForMoreThanThereAre) {

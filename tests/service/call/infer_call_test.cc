@@ -6,8 +6,6 @@
 
 #include "service/call/infer_call.h"
 
-#include "common/caught_exception.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -20,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "common/cancel_signal.h"
+#include "common/caught_exception.h"
 #include "service/open_inference/open_inference_rest.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/service/fake_core.h"
@@ -268,7 +267,9 @@ TEST_F(InferCallTest, AClientThatHangsUpCancelsThroughItsSignal) {
 
 class InferCallWithTokensTest : public InferCallTest {
  protected:
-  InferCallWithTokensTest() : InferCallTest(*TokenAuth::FromFiles(TokenFile("inference-token-0001"), "", TokenAuth::AdminAccess::kDisabled)) {}
+  InferCallWithTokensTest()
+      : InferCallTest(*TokenAuth::FromFiles(TokenFile("inference-token-0001"), "", TokenAuth::AdminAccess::kDisabled)) {
+  }
 };
 
 TEST_F(InferCallWithTokensTest, AMissingOrWrongTokenIsRefusedBeforeAnythingElse) {

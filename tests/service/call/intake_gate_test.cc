@@ -330,7 +330,8 @@ TEST(IntakeGate, SmallSlotsAreSharedAndTheirWaitersBounded) {
     ASSERT_EQ(gate.Ask(&waiters[i], "ipv4:10.3.0.1:" + std::to_string(i), 4 << 10, &waiting[i]), Turn::kWait) << i;
   }
   EXPECT_EQ(gate.Ask(&waiters.back(), "ipv4:10.3.0.2:1", 4 << 10, &waiting.back()), Turn::kRefused);
-  EXPECT_EQ(gate.Ask(&waiters[0], "ipv4:10.3.0.1:0", 4 << 10, &waiting[0]), Turn::kWait) << "one already waiting waits on";
+  EXPECT_EQ(gate.Ask(&waiters[0], "ipv4:10.3.0.1:0", 4 << 10, &waiting[0]), Turn::kWait)
+      << "one already waiting waits on";
   for (size_t i = 0; i < IntakeGate::kMaxSlotWaiters; ++i) gate.Leave(&waiters[i]);
   EXPECT_EQ(gate.Ask(&waiters.back(), "ipv4:10.3.0.2:1", 4 << 10, &waiting.back()), Turn::kWait);
   gate.Leave(&waiters.back());

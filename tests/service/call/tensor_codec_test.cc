@@ -78,8 +78,8 @@ TEST(TensorCodec, AliasingTensorIsTheOneFromBlobMakes) {
       v1::Tensor wire = Wire(DTypeToProto(d), shape, std::string(elements * ElementSize(d), '\x01'));
       absl::StatusOr<at::Tensor> t = DecodeTensor(wire, "inputs[0]");
       ASSERT_TRUE(t.ok()) << t.status();
-      at::Tensor blob = at::from_blob(const_cast<char*>(wire.data().data()), shape,
-                                      at::TensorOptions().dtype(ToScalarType(d)));
+      at::Tensor blob =
+          at::from_blob(const_cast<char*>(wire.data().data()), shape, at::TensorOptions().dtype(ToScalarType(d)));
       SCOPED_TRACE(testing::Message() << DTypeName(d) << " rank " << shape.size());
       EXPECT_EQ(t->sizes(), blob.sizes());
       EXPECT_EQ(t->strides(), blob.strides());
@@ -160,8 +160,10 @@ TEST(TensorCodec, ElementLimitIsAFlag) {
 TEST(TensorCodec, ByteCountsCannotOverflowWhateverTheLimit) {
   CodecLimits limits;
   limits.max_elements = INT64_MAX;
-  for (std::vector<int64_t> shape : {std::vector<int64_t>{int64_t{1} << 61}, {int64_t{1} << 31, int64_t{1} << 30},
-                                     {INT64_MAX}, {int64_t{1} << 60, 2}}) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{int64_t{1} << 61},
+                                     {int64_t{1} << 31, int64_t{1} << 30},
+                                     {INT64_MAX},
+                                     {int64_t{1} << 60, 2}}) {
     absl::StatusOr<int64_t> n = ValidateShape(shape, "inputs[0]", limits);
     EXPECT_EQ(n.status().code(), absl::StatusCode::kInvalidArgument) << shape[0];
     auto t = DecodeTensor(Wire(v1::FLOAT64, shape, std::string(8, '\0')), "inputs[0]", limits);

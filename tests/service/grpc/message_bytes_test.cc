@@ -2,16 +2,16 @@
 // that parses, bytes that do not (the status, and nothing half-read left),
 // and an answer's bytes.
 #include "service/grpc/message_bytes.h"
-#include "service/grpc/model_infer_answer_bytes.h"
 
-#include <gtest/gtest.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
+#include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "inference/grpc_service.pb.h"
 #include "infergate/v1/inference.pb.h"
+#include "service/grpc/model_infer_answer_bytes.h"
 
 namespace infergate {
 namespace {

@@ -95,8 +95,7 @@ TEST(ContentEncodingTest, TheAccountantCanStopIt) {
 
 TEST(ContentEncodingTest, BrokenDataIsRefusedNamingTheEncoding) {
   const std::string packed = Compress(kBody, 31);
-  for (const std::string& broken : {kBody, packed.substr(0, packed.size() - 10), packed + "trailing",
-                                    std::string()}) {
+  for (const std::string& broken : {kBody, packed.substr(0, packed.size() - 10), packed + "trailing", std::string()}) {
     absl::StatusOr<std::string> body = DecodeContentEncoding("gzip", broken, 1 << 20);
     ASSERT_EQ(body.status().code(), absl::StatusCode::kInvalidArgument) << body.status();
     EXPECT_NE(body.status().message().find("Content-Encoding: gzip"), absl::string_view::npos) << body.status();

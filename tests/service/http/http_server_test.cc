@@ -5,8 +5,6 @@
 
 #include "service/http/http_server.h"
 
-#include "common/caught_exception.h"
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -23,6 +21,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "common/caught_exception.h"
 
 namespace infergate {
 namespace {
@@ -112,7 +112,8 @@ class HttpServerTest : public ::testing::Test {
         r(HttpResponse{200, "text/plain", {}, "answered", nullptr});
         throw std::runtime_error("after the answer");
       }
-      r(HttpResponse{200, "text/plain", {{"X-Path", req->path}}, req->method + " " + req->path + " " + req->body, nullptr});
+      r(HttpResponse{
+          200, "text/plain", {{"X-Path", req->path}}, req->method + " " + req->path + " " + req->body, nullptr});
     });
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);

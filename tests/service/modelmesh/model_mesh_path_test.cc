@@ -18,9 +18,9 @@ class ModelMeshPathTest : public ::testing::Test {
                                            ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
     fs::remove_all(base_);
     root_ = base_ / "models";
-    Model(root_ / "plain");                       // a model folder
-    Model(root_ / "repo" / "only");               // a repository of one model
-    Model(root_ / "two" / "a");                   // ... of two
+    Model(root_ / "plain");          // a model folder
+    Model(root_ / "repo" / "only");  // a repository of one model
+    Model(root_ / "two" / "a");      // ... of two
     Model(root_ / "two" / "b");
     fs::create_directories(root_ / "versions_only" / "3");
     std::ofstream(root_ / "versions_only" / "3" / "model.pt") << "x";

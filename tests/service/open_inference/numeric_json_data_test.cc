@@ -44,10 +44,13 @@ TEST(NumericJsonData, TheWalkTakesFlatNumericDataOfInputsOnly) {
       {"strings are the tree's", R"({"inputs":[{"data":["a"]}]})", {}},
       {"a scalar is the tree's", R"({"inputs":[{"data":5}]})", {}},
       {"data outside inputs", R"({"data":[1],"outputs":[{"data":[1]}],"inputs":[{"x":{"data":[1]}}]})", {}},
-      {"not JSON numbers", R"({"inputs":[{"data":[01]},{"data":[1.]},{"data":[.5]},{"data":[+1]},{"data":[NaN]},)"
-                           R"({"data":[1e]},{"data":[1,]},{"data":[1 2]},{"data":[-]}]})", {}},
+      {"not JSON numbers",
+       R"({"inputs":[{"data":[01]},{"data":[1.]},{"data":[.5]},{"data":[+1]},{"data":[NaN]},)"
+       R"({"data":[1e]},{"data":[1,]},{"data":[1 2]},{"data":[-]}]})",
+       {}},
       {"skipped values with brackets and escapes in strings",
-       R"({"id":"a]\"}[","parameters":{"k":["}",{"x":"\\"}]},"inputs":[{"name":"[\"","data":[7]}]})", {0}},
+       R"({"id":"a]\"}[","parameters":{"k":["}",{"x":"\\"}]},"inputs":[{"name":"[\"","data":[7]}]})",
+       {0}},
       {"a key with an escape: unsure", R"({"inputs":[{"d\u0061ta":[1],"data":[2]}]})", {}},
       {"data twice: unsure", R"({"inputs":[{"data":[1],"data":[2]}]})", {}},
       {"inputs twice: unsure", R"({"inputs":[{"data":[1]}],"inputs":[{"data":[2]}]})", {}},
@@ -130,8 +133,8 @@ bool ExpectSameBothWays(const std::string& body, Path path = Path::kEither) {
 }
 
 std::string Body(const char* datatype, size_t count, const std::string& data) {
-  return std::string(R"({"id":"r","inputs":[{"name":"x","shape":[)") + std::to_string(count) +
-         R"(],"datatype":")" + datatype + R"(","data":)" + data + "}]}";
+  return std::string(R"({"id":"r","inputs":[{"name":"x","shape":[)") + std::to_string(count) + R"(],"datatype":")" +
+         datatype + R"(","data":)" + data + "}]}";
 }
 
 TEST(NumericJsonData, NumericArraysAreDecodedFromTheTextAndTheRestThroughTheTree) {
@@ -148,10 +151,10 @@ TEST(NumericJsonData, NumericArraysAreDecodedFromTheTextAndTheRestThroughTheTree
   // One input the decoder refuses (an integer past uint64's range in text
   // the tree takes as a double) sends the whole body to the tree, which
   // serves it.
-  absl::StatusOr<RestInferRequest> refused = Parse(
-      R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2]},)"
-      R"({"name":"y","shape":[2],"datatype":"FP32","data":[18446744073709551616,1]}]})",
-      JsonDataDecoding::kDirect);
+  absl::StatusOr<RestInferRequest> refused =
+      Parse(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2]},)"
+            R"({"name":"y","shape":[2],"datatype":"FP32","data":[18446744073709551616,1]}]})",
+            JsonDataDecoding::kDirect);
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->inputs_decoded_from_text, 0);
 }
@@ -198,8 +201,10 @@ TEST(NumericJsonData, RandomFloatsInEveryPrintedFormDecodeAsTheTreeDoes) {
       double v;
       switch (i % 4) {
         case 0: v = std::uniform_real_distribution<double>(-1, 1)(rng); break;
-        case 1: v = std::ldexp(std::uniform_real_distribution<double>(0.5, 1)(rng),
-                               std::uniform_int_distribution<int>(-160, 140)(rng)); break;
+        case 1:
+          v = std::ldexp(std::uniform_real_distribution<double>(0.5, 1)(rng),
+                         std::uniform_int_distribution<int>(-160, 140)(rng));
+          break;
         case 2: v = static_cast<double>(std::uniform_int_distribution<int64_t>(-100000, 100000)(rng)); break;
         default: {
           const uint64_t bits = rng();

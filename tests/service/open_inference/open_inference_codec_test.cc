@@ -57,9 +57,12 @@ TEST(OpenInferenceCodec, PriorityAndTimeoutAreReadFromEitherIntegerType) {
 // Precision names read the same on inference and on repository load and
 // unload (load once took only upper case while inference took any case).
 TEST(OpenInferenceCodec, PrecisionNamesParseTheSameForInferenceAndLoads) {
-  for (const auto& [text, want] : std::vector<std::pair<std::string, Precision>>{
-           {"", Precision::kAuto}, {"auto", Precision::kAuto}, {"FP16", Precision::kFp16},
-           {"fp16", Precision::kFp16}, {"Bf16", Precision::kBf16}, {"fp32", Precision::kFp32}}) {
+  for (const auto& [text, want] : std::vector<std::pair<std::string, Precision>>{{"", Precision::kAuto},
+                                                                                 {"auto", Precision::kAuto},
+                                                                                 {"FP16", Precision::kFp16},
+                                                                                 {"fp16", Precision::kFp16},
+                                                                                 {"Bf16", Precision::kBf16},
+                                                                                 {"fp32", Precision::kFp32}}) {
     InferenceRequest out;
     ASSERT_TRUE(DecodeInferRequest(WithParameter("precision", String(text)), {}, &out).ok()) << text;
     EXPECT_EQ(out.precision, want) << text;
@@ -90,7 +93,10 @@ TEST(OpenInferenceCodec, AnOutputRequestedTwiceIsRefusedNamingBoth) {
   for (int i = 0; i < 1000; ++i) request.add_outputs()->set_name("logits");
   absl::Status s = DecodeInferRequest(request, {}, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("output 'logits' already exists in request (outputs[2].name: also requested by outputs[0])"), std::string::npos) << s;
+  EXPECT_NE(
+      s.message().find("output 'logits' already exists in request (outputs[2].name: also requested by outputs[0])"),
+      std::string::npos)
+      << s;
 }
 
 TEST(OpenInferenceCodec, TensorCountsAreCheckedBeforeAnyTensorIsDecoded) {
@@ -111,9 +117,12 @@ TEST(OpenInferenceCodec, TensorCountsAreCheckedBeforeAnyTensorIsDecoded) {
 
 TEST(OpenInferenceCodec, MalformedQueueingParametersAreNamed) {
   InferenceRequest out;
-  for (const auto& [key, value] : std::vector<std::pair<std::string, inference::InferParameter>>{
-           {"priority", Int64(-1)}, {"priority", String("high")}, {"priority", Uint64(uint64_t{1} << 40)},
-           {"timeout", Int64(-5)}, {"timeout", String("1s")}}) {
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, inference::InferParameter>>{{"priority", Int64(-1)},
+                                                                      {"priority", String("high")},
+                                                                      {"priority", Uint64(uint64_t{1} << 40)},
+                                                                      {"timeout", Int64(-5)},
+                                                                      {"timeout", String("1s")}}) {
     absl::Status s = DecodeInferRequest(WithParameter(key, value), {}, &out);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << key << " " << value.DebugString();
     EXPECT_NE(s.message().find("parameters." + key), std::string::npos) << s;

@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iostream>
-#include <cstring>
 #include <limits>
 #include <random>
 
@@ -120,8 +120,9 @@ TEST(RestInferRequest, BadBodiesNameTheFieldAtFault) {
   ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1.5]}]})", "expected an integer");
   ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[1]}]})", "expected true or false");
   ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32"}]})", "inputs[0].data: is missing");
-  ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1],"parameters":{"binary_data_size":4}}]})",
-                "has both data and");
+  ExpectInvalid(
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1],"parameters":{"binary_data_size":4}}]})",
+      "has both data and");
   ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":4}}]})",
                 "only 0 bytes of binary data are left");
   ExpectInvalid(R"({"inputs":[],"parameters":{"device":["cpu"]}})", "parameters.device");
@@ -133,8 +134,9 @@ TEST(RestInferRequest, BadBodiesNameTheFieldAtFault) {
 TEST(RestInferRequest, NestingDeeperThanAnyRankIsRefusedWithoutRecursion) {
   std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
   // Refused by the whole body's depth, before a tree is built.
-  ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}",
-                "JSON nesting depth exceeds maximum allowed limit (100): the request body is nested 100003 levels deep");
+  ExpectInvalid(
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}",
+      "JSON nesting depth exceeds maximum allowed limit (100): the request body is nested 100003 levels deep");
 }
 
 // Peak resident memory (VmHWM) since the last ResetPeak, in KiB.
@@ -166,8 +168,8 @@ TEST(RestInferRequest, AShapeLargerThanItsDataCostsNoMemory) {
 TEST(RestInferRequest, ZeroSizeDimensionsCannotHideHugeOnes) {
   CodecLimits limits;
   limits.max_elements = 1 << 20;
-  auto r = Parse(R"({"inputs":[{"name":"x","shape":[0,1099511627776,1099511627776],"datatype":"FP32","data":[]}]})",
-                 limits);
+  auto r =
+      Parse(R"({"inputs":[{"name":"x","shape":[0,1099511627776,1099511627776],"datatype":"FP32","data":[]}]})", limits);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("inputs[0].shape"), std::string::npos) << r.status();
 }
@@ -236,8 +238,16 @@ TEST(HalfPrecision, ConversionsMatchLibTorchsRounding) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> wide(-70000.0f, 70000.0f);
   std::uniform_real_distribution<float> tiny(-1e-4f, 1e-4f);
-  std::vector<float> values = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e-8f, 6e-8f, 3e-5f,
-                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  std::vector<float> values = {0.0f,
+                               -0.0f,
+                               1.0f,
+                               65504.0f,
+                               65520.0f,
+                               1e-8f,
+                               6e-8f,
+                               3e-5f,
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity()};
   for (int i = 0; i < 20000; ++i) values.push_back(i % 2 ? wide(rng) : tiny(rng));
   for (float v : values) {
     c10::Half h(v);
@@ -286,7 +296,8 @@ TEST(RepositoryBodies, ParametersAndReadyFlag) {
 // shapes, a repeated output name (the codec's test).
 TEST(TritonTexts, RefusalsCarryTritonsWordsFirst) {
   const std::string deep = std::string(250000, '[') + "true" + std::string(250000, ']');
-  for (const std::string& body : std::vector<std::string>{R"({"ready":"yes"})", R"({ "ready" : [true]})", "{\"ready\":" + deep + "}"}) {
+  for (const std::string& body :
+       std::vector<std::string>{R"({"ready":"yes"})", R"({ "ready" : [true]})", "{\"ready\":" + deep + "}"}) {
     absl::StatusOr<bool> ready = ParseRepositoryIndexReady(body);
     ASSERT_FALSE(ready.ok()) << body.substr(0, 40);
     EXPECT_EQ(ready.status().code(), absl::StatusCode::kInvalidArgument);
@@ -296,8 +307,8 @@ TEST(TritonTexts, RefusalsCarryTritonsWordsFirst) {
   EXPECT_EQ(*ParseRepositoryIndexReady(R"( {"ready": false} )"), false);
   // Nesting: 50 levels of data pass the depth check, 120 do not.
   auto nested = [](int depth) {
-    return R"({"inputs":[{"name":"INPUT0","shape":[1,1],"datatype":"INT64","data":)" + std::string(depth, '[') +
-           "123" + std::string(depth, ']') + "}]}";
+    return R"({"inputs":[{"name":"INPUT0","shape":[1,1],"datatype":"INT64","data":)" + std::string(depth, '[') + "123" +
+           std::string(depth, ']') + "}]}";
   };
   absl::StatusOr<RestInferRequest> fifty = Parse(nested(50));
   EXPECT_TRUE(fifty.ok() || fifty.status().message().find("nesting depth") == std::string::npos) << fifty.status();

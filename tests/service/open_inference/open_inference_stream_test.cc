@@ -9,13 +9,12 @@
 
 #include "service/open_inference/open_inference_stream.h"
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <ATen/ATen.h>
 
 #include "service/call/inflight_budget.h"
 #include "tests/service/fake_core.h"

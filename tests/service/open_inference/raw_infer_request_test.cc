@@ -22,7 +22,7 @@ inference::ModelConfig Config(const std::string& text) {
 
 struct Case {
   const char* what;
-  const char* config;   // the model's configuration (text format)
+  const char* config;  // the model's configuration (text format)
   std::string body;
   // Expected: the input's name, datatype, shape and raw bytes; or a
   // refusal containing `refused`.
@@ -36,6 +36,7 @@ struct Case {
 TEST(RawInferRequest, DeducesTheOneInputFromTheConfigOrRefusesAsTritonDoes) {
   const std::string eight_floats(32, '\1');
   const std::string one_row_of_four(16, '\2');
+  // clang-format off: a table, one row a line
   const Case cases[] = {
       {"batched, one variable dim: [1, bytes / 4]", R"(max_batch_size: 8 input { name: "INPUT0" data_type: TYPE_FP32 dims: [-1] })",
        eight_floats, "INPUT0", "FP32", {1, 8}, eight_floats, nullptr},
@@ -70,6 +71,7 @@ TEST(RawInferRequest, DeducesTheOneInputFromTheConfigOrRefusesAsTritonDoes) {
       {"dims whose product overflows", R"(input { name: "x" data_type: TYPE_FP32 dims: [4294967296, 4294967296, -1] })",
        eight_floats, nullptr, nullptr, {}, "", "overflow"},
   };
+  // clang-format on
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     absl::StatusOr<RestInferRequest> r = ParseRawInferRequest(c.body, Config(c.config), "m", "3");

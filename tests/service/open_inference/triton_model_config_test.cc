@@ -18,6 +18,7 @@ TEST(TritonModelConfigTest, MapsEachServedField) {
     const char* config;  // infergate's text form of what is set
     std::set<std::string> fields;
   };
+  // clang-format off: a table, one row a line
   const std::vector<Case> cases = {
       {R"({"max_batch_size": 8})", "max_batch_size: 8", {"max_batch_size"}},
       {R"({"name": "m", "platform": "pytorch_libtorch", "backend": "pytorch"})", "", {}},
@@ -62,6 +63,7 @@ TEST(TritonModelConfigTest, MapsEachServedField) {
       {R"({"parameters": [{"key": "DISABLE_OPTIMIZED_EXECUTION", "value": {"string_value": "true"}}]})",
        "torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF", {"torchscript_optimization"}},
   };
+  // clang-format on
   for (const Case& c : cases) {
     absl::StatusOr<ConfigOverride> got = ConfigOverrideFromTritonJson(c.json, "m");
     ASSERT_TRUE(got.ok()) << c.json << ": " << got.status();
@@ -87,7 +89,8 @@ TEST(TritonModelConfigTest, RefusesWhatItDoesNotServeNamingTheField) {
        "model_warmup[0].inputs[\"x\"].input_data_file: expected a file name in the model folder's warmup/ folder"},
       {R"({"ensemble_scheduling": {"step": [{"model_name": "a"}]}})", "ensemble_scheduling"},
       {R"({"model_transaction_policy": {"decoupled": true}})", "model_transaction_policy"},
-      {R"({"parameters": {"ENABLE_NVFUSER": {"string_value": "true"}}})", "parameters.config.parameters.ENABLE_NVFUSER"},
+      {R"({"parameters": {"ENABLE_NVFUSER": {"string_value": "true"}}})",
+       "parameters.config.parameters.ENABLE_NVFUSER"},
       {R"({"default_model_filename": "model.onnx"})", "default_model_filename"},
       {R"({"input": [{"name": "x", "data_type": "TYPE_UINT16", "dims": [1]}]})", "input[0].data_type"},
       {R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [1], "reshape": {"order": [1]}}]})",

@@ -18,6 +18,7 @@ struct DocumentedFlag {
   const char* help_default;
   const char* readme_default;
 };
+// clang-format off: a table, one row a line
 constexpr DocumentedFlag kFlags[] = {
     {"--address", "\"0.0.0.0:50051\"", "`0.0.0.0:50051`"},
     {"--model-repository", "\"./models\"", "`./models`"},
@@ -99,6 +100,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--device-failure-cooldown", "30000ms", "30s"},
     {"--nvml-library", "\"libnvidia-ml.so.1\"", "`libnvidia-ml.so.1`"},
 };
+// clang-format on
 
 std::string Help() {
   const char* argv[] = {"infergate", "--help"};
@@ -236,12 +238,26 @@ TEST(ServerOptions, DurationsSizesAndDeviceListsAreParsedOnceIntoTypedFields) {
 }
 
 TEST(ServerOptions, BadValuesNameTheirFlag) {
-  for (const char* bad : {"--drain-timeout=soon", "--max-connection-age=-1s", "--grpc-handshake-timeout=0s", "--max-connection-idle=30d", "--max-receive-bytes=lots",
-                          "--cache-budget=cpu", "--simulate-failing-devices=cuda:0", "--devices=tpu",
-                          "--queue-capacity=0", "--max-tensor-elements=2305843009213693952", "--grpc-infer-threads=0",
-                          "--grpc-infer-threads=65", "--move-objective=median", "--cpu-workers=257",
-                          "--move-window=99ms", "--http-threads=0", "--min-receive-rate=1000",
-                          "--modelmesh-load-timeout=0s", "--move-hysteresis=nan", "--max-string-elements=0"}) {
+  for (const char* bad : {"--drain-timeout=soon",
+                          "--max-connection-age=-1s",
+                          "--grpc-handshake-timeout=0s",
+                          "--max-connection-idle=30d",
+                          "--max-receive-bytes=lots",
+                          "--cache-budget=cpu",
+                          "--simulate-failing-devices=cuda:0",
+                          "--devices=tpu",
+                          "--queue-capacity=0",
+                          "--max-tensor-elements=2305843009213693952",
+                          "--grpc-infer-threads=0",
+                          "--grpc-infer-threads=65",
+                          "--move-objective=median",
+                          "--cpu-workers=257",
+                          "--move-window=99ms",
+                          "--http-threads=0",
+                          "--min-receive-rate=1000",
+                          "--modelmesh-load-timeout=0s",
+                          "--move-hysteresis=nan",
+                          "--max-string-elements=0"}) {
     const char* argv[] = {"infergate", bad};
     std::string help;
     auto o = ParseServerOptions(2, argv, &help);
@@ -264,8 +280,7 @@ TEST(ServerOptions, ModelMeshOnTcpNeedsAModelRoot) {
   const char* bare[] = {"infergate", "--modelmesh-address=127.0.0.1:8085"};
   auto refused = ParseServerOptions(2, bare, &help);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("--modelmesh-model-root: required"), std::string::npos)
-      << refused.status();
+  EXPECT_NE(refused.status().message().find("--modelmesh-model-root: required"), std::string::npos) << refused.status();
   const char* rooted[] = {"infergate", "--modelmesh-address=127.0.0.1:8085", "--modelmesh-model-root=/models"};
   EXPECT_TRUE(ParseServerOptions(3, rooted, &help).ok());
   const char* socket[] = {"infergate", "--modelmesh-address=unix:/run/infergate/mesh.sock"};
@@ -334,12 +349,18 @@ TEST(ServerOptions, ModelControlModesSetPollingAndTheInitialModels) {
       {{"--model-control-mode=explicit", "--load-model=mlp, cnn"}, nullptr, Mode::kExplicit, 0, {"mlp", "cnn"}},
       {{"--model-control-mode=explicit", "--load-model=*"}, nullptr, Mode::kExplicit, 0, {"*"}},
       {{"--model-control-mode=explicit"}, nullptr, Mode::kExplicit, 0, {}},
-      {{"--model-control-mode=poll", "--repository-poll-interval=0"}, "--repository-poll-interval must not be 0",
-       Mode::kFollow, 0, {}},
+      {{"--model-control-mode=poll", "--repository-poll-interval=0"},
+       "--repository-poll-interval must not be 0",
+       Mode::kFollow,
+       0,
+       {}},
       {{"--model-control-mode=sometimes"}, "must be none, poll or explicit", Mode::kFollow, 0, {}},
       {{"--load-model=mlp"}, "--load-model: only with --model-control-mode=explicit", Mode::kFollow, 0, {}},
-      {{"--model-control-mode=poll", "--modelmesh-address=unix:/tmp/mesh.sock"}, "ModelMesh loads and unloads models",
-       Mode::kFollow, 0, {}},
+      {{"--model-control-mode=poll", "--modelmesh-address=unix:/tmp/mesh.sock"},
+       "ModelMesh loads and unloads models",
+       Mode::kFollow,
+       0,
+       {}},
   };
   for (const Case& c : cases) {
     std::vector<const char*> argv = {"infergate"};

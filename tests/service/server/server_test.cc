@@ -95,10 +95,10 @@ size_t HeldOnCpu(InferenceCore& core) {
 }
 
 TEST(Server, StartsNotReadyServesWhenWarmAndDrainsInOrder) {
-  auto created = Server::Create(Options({"--model-repository=" + DemoRepository(), "--address=127.0.0.1:0",
-                                         "--http-address=127.0.0.1:0", "--metrics-address=127.0.0.1:0",
-                                         "--cpu-workers=1"}),
-                                "test");
+  auto created =
+      Server::Create(Options({"--model-repository=" + DemoRepository(), "--address=127.0.0.1:0",
+                              "--http-address=127.0.0.1:0", "--metrics-address=127.0.0.1:0", "--cpu-workers=1"}),
+                     "test");
   ASSERT_TRUE(created.ok()) << created.status();
   Server& server = **created;
   ASSERT_GT(server.port(), 0);
@@ -132,8 +132,8 @@ TEST(Server, StartsNotReadyServesWhenWarmAndDrainsInOrder) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_EQ(HeldOnCpu(server.core()), 3u);
-  std::future<bool> drained =
-      std::async(std::launch::async, [&server] { return server.Drain(std::chrono::steady_clock::now() + seconds(300)); });
+  std::future<bool> drained = std::async(
+      std::launch::async, [&server] { return server.Drain(std::chrono::steady_clock::now() + seconds(300)); });
   for (auto end = std::chrono::steady_clock::now() + seconds(60);
        HealthStatus(*channel, "") != kNotServing && std::chrono::steady_clock::now() < end;) {
   }
@@ -170,10 +170,10 @@ TEST(Server, APortInUseIsUnavailable) {
                                        "--http-address=", "--metrics-address="}),
                               "test");
   ASSERT_TRUE(first.ok()) << first.status();
-  auto second = Server::Create(Options({"--model-repository=" + DemoRepository(),
-                                        "--address=127.0.0.1:" + std::to_string((*first)->port()),
-                                        "--http-address=", "--metrics-address="}),
-                               "test");
+  auto second = Server::Create(
+      Options({"--model-repository=" + DemoRepository(), "--address=127.0.0.1:" + std::to_string((*first)->port()),
+               "--http-address=", "--metrics-address="}),
+      "test");
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
 }

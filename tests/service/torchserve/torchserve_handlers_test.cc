@@ -1,5 +1,7 @@
 // The pieces of TorchServe's handlers: multipart forms, JSON instances,
 // image decoding and preprocessing, top-5 answers.
+#include "service/torchserve/torchserve_handlers.h"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -8,11 +10,10 @@
 #include <cstring>
 
 #include "scheduler/repository/class_labels.h"
+#include "service/http/multipart_form.h"
 #include "service/torchserve/image_decode.h"
 #include "service/torchserve/image_preprocess.h"
 #include "service/torchserve/instance_codec.h"
-#include "service/http/multipart_form.h"
-#include "service/torchserve/torchserve_handlers.h"
 
 namespace infergate {
 namespace {
@@ -69,10 +70,12 @@ TEST(MultipartForm, RefusesMalformedBodies) {
 
 TEST(InstanceCodec, NestedListsBecomeTensorsOfTheModelsDtype) {
   CodecLimits limits;
-  absl::StatusOr<at::Tensor> t = InstanceTensor(nlohmann::json::parse("[[1, 2.5], [3, -4]]"), DType::kFloat32, "body", limits);
+  absl::StatusOr<at::Tensor> t =
+      InstanceTensor(nlohmann::json::parse("[[1, 2.5], [3, -4]]"), DType::kFloat32, "body", limits);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_TRUE(at::equal(*t, at::tensor({1.0f, 2.5f, 3.0f, -4.0f}).reshape({2, 2})));
-  absl::StatusOr<at::Tensor> ids = InstanceTensor(nlohmann::json::parse("[9007199254740993]"), DType::kInt64, "b", limits);
+  absl::StatusOr<at::Tensor> ids =
+      InstanceTensor(nlohmann::json::parse("[9007199254740993]"), DType::kInt64, "b", limits);
   ASSERT_TRUE(ids.ok());
   EXPECT_EQ(ids->item<int64_t>(), 9007199254740993);  // exact beyond a double's 53 bits
   EXPECT_TRUE(InstanceTensor(nlohmann::json::parse("[true, 0]"), DType::kBool, "b", limits).ok());
@@ -159,8 +162,16 @@ RgbImage Noise(int width, int height, uint32_t seed) {
 // there, for images wider, taller, smaller and larger than the resize, so
 // computing only the window changes no answer.
 TEST(ImagePreprocess, TheWindowIsExactlyTheWholeResizesCrop) {
-  for (auto [w, h] : std::vector<std::pair<int, int>>{{300, 200}, {200, 300}, {1000, 260}, {256, 256}, {250, 333},
-                                                      {7, 700}, {640, 9}, {224, 224}, {100, 80}, {4000, 3000}}) {
+  for (auto [w, h] : std::vector<std::pair<int, int>>{{300, 200},
+                                                      {200, 300},
+                                                      {1000, 260},
+                                                      {256, 256},
+                                                      {250, 333},
+                                                      {7, 700},
+                                                      {640, 9},
+                                                      {224, 224},
+                                                      {100, 80},
+                                                      {4000, 3000}}) {
     const RgbImage image = Noise(w, h, static_cast<uint32_t>(w * 7919 + h));
     const auto [rw, rh] = ResizedSize(w, h, 256);
     const RgbImage whole = ResizedWindowLikePillow(image, rw, rh, 0, 0, static_cast<int>(rw), static_cast<int>(rh));

@@ -129,8 +129,9 @@ void OtlpReceiver::ServeHttpConnection(int fd) {
       http_posts_.push_back(path + " " + type);
     }
     if (parsed) Record(request, stopped);
-    const std::string answer = parsed ? "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n"
-                                      : "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+    const std::string answer =
+        parsed ? "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n"
+               : "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
     if (::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(answer.size())) {
       return (void)::close(fd);
     }
@@ -148,8 +149,7 @@ grpc::Status OtlpReceiver::Export(grpc::ServerContext* ctx, const collector::Exp
   return grpc::Status::OK;
 }
 
-void OtlpReceiver::Record(const collector::ExportTraceServiceRequest& request,
-                          const std::function<bool()>& cancelled) {
+void OtlpReceiver::Record(const collector::ExportTraceServiceRequest& request, const std::function<bool()>& cancelled) {
   exports_++;
   for (auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(delay_ms_.load());
        std::chrono::steady_clock::now() < until && !cancelled() && delay_ms_.load() > 0;) {

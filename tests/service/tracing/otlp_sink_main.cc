@@ -21,7 +21,7 @@ int main() {
   int signal = 0;
   sigwait(&stop, &signal);
   sink.Stop();
-  std::printf("otlp-sink received %llu spans in %llu exports\n",
-              static_cast<unsigned long long>(sink.spans_received()), static_cast<unsigned long long>(sink.exports()));
+  std::printf("otlp-sink received %llu spans in %llu exports\n", static_cast<unsigned long long>(sink.spans_received()),
+              static_cast<unsigned long long>(sink.exports()));
   return 0;
 }

@@ -68,8 +68,8 @@ void WaitInExport(ExporterState& state) {
 
 TEST(SpanExportQueue, ExportsInBatchesAndFlushes) {
   auto state = std::make_shared<ExporterState>();
-  SpanExportQueue queue(std::make_unique<FakeExporter>(state), {.max_queue_size = 100, .max_export_batch_size = 10,
-                                                                .schedule_delay = std::chrono::hours(1)});
+  SpanExportQueue queue(std::make_unique<FakeExporter>(state),
+                        {.max_queue_size = 100, .max_export_batch_size = 10, .schedule_delay = std::chrono::hours(1)});
   EndSpans(queue, 25);
   EXPECT_TRUE(queue.ForceFlush(std::chrono::seconds(30)));
   EXPECT_EQ(queue.exported(), 25u);
@@ -81,8 +81,9 @@ TEST(SpanExportQueue, ExportsInBatchesAndFlushes) {
 
 TEST(SpanExportQueue, APartialBatchGoesOutAfterTheDelay) {
   auto state = std::make_shared<ExporterState>();
-  SpanExportQueue queue(std::make_unique<FakeExporter>(state), {.max_queue_size = 100, .max_export_batch_size = 50,
-                                                                .schedule_delay = std::chrono::milliseconds(20)});
+  SpanExportQueue queue(
+      std::make_unique<FakeExporter>(state),
+      {.max_queue_size = 100, .max_export_batch_size = 50, .schedule_delay = std::chrono::milliseconds(20)});
   EndSpans(queue, 3);
   for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        queue.exported() < 3 && std::chrono::steady_clock::now() < until;) {
@@ -96,8 +97,9 @@ TEST(SpanExportQueue, APartialBatchGoesOutAfterTheDelay) {
 TEST(SpanExportQueue, AStuckExporterCostsOnlyDroppedSpans) {
   auto state = std::make_shared<ExporterState>();
   Hold(*state, true);
-  SpanExportQueue queue(std::make_unique<FakeExporter>(state), {.max_queue_size = 8, .max_export_batch_size = 4,
-                                                                .schedule_delay = std::chrono::milliseconds(1)});
+  SpanExportQueue queue(
+      std::make_unique<FakeExporter>(state),
+      {.max_queue_size = 8, .max_export_batch_size = 4, .schedule_delay = std::chrono::milliseconds(1)});
   EndSpans(queue, 4);
   WaitInExport(*state);  // the first batch of 4 is out, and stuck
   EndSpans(queue, 20);   // 8 fit the queue
@@ -111,8 +113,8 @@ TEST(SpanExportQueue, AStuckExporterCostsOnlyDroppedSpans) {
 TEST(SpanExportQueue, FailedExportsAreCounted) {
   auto state = std::make_shared<ExporterState>();
   state->fail = true;
-  SpanExportQueue queue(std::make_unique<FakeExporter>(state), {.max_queue_size = 100, .max_export_batch_size = 10,
-                                                                .schedule_delay = std::chrono::hours(1)});
+  SpanExportQueue queue(std::make_unique<FakeExporter>(state),
+                        {.max_queue_size = 100, .max_export_batch_size = 10, .schedule_delay = std::chrono::hours(1)});
   EndSpans(queue, 5);
   EXPECT_TRUE(queue.ForceFlush(std::chrono::seconds(30)));
   EXPECT_EQ(queue.failed(), 5u);
@@ -121,8 +123,8 @@ TEST(SpanExportQueue, FailedExportsAreCounted) {
 
 TEST(SpanExportQueue, ShutdownExportsWhatIsLeftThenRefusesMore) {
   auto state = std::make_shared<ExporterState>();
-  SpanExportQueue queue(std::make_unique<FakeExporter>(state), {.max_queue_size = 100, .max_export_batch_size = 10,
-                                                                .schedule_delay = std::chrono::hours(1)});
+  SpanExportQueue queue(std::make_unique<FakeExporter>(state),
+                        {.max_queue_size = 100, .max_export_batch_size = 10, .schedule_delay = std::chrono::hours(1)});
   EndSpans(queue, 15);
   EXPECT_TRUE(queue.Shutdown(std::chrono::seconds(30)));
   EXPECT_EQ(queue.exported(), 15u);
@@ -136,9 +138,9 @@ TEST(SpanExportQueue, ShutdownGivesUpOnAStuckExport) {
   Hold(*state, true);
   // Abandoned on purpose, as Tracing does: its thread is still in Export.
   static SpanExportQueue* abandoned = nullptr;
-  abandoned = new SpanExportQueue(std::make_unique<FakeExporter>(state),
-                                  {.max_queue_size = 8, .max_export_batch_size = 4,
-                                   .schedule_delay = std::chrono::milliseconds(1)});
+  abandoned = new SpanExportQueue(
+      std::make_unique<FakeExporter>(state),
+      {.max_queue_size = 8, .max_export_batch_size = 4, .schedule_delay = std::chrono::milliseconds(1)});
   EndSpans(*abandoned, 4);
   WaitInExport(*state);
   const auto start = std::chrono::steady_clock::now();

@@ -21,7 +21,9 @@ std::vector<bool> Admits(TraceSettings& settings, const std::string& model, int 
 
 TEST(TraceSettings, ChangesAreRefusedNamingTheSettingAndLeaveNothingHalfApplied) {
   TraceSettings settings(/*exporting=*/true);
-  const Values defaults = {{"trace_level", {"TIMESTAMPS"}}, {"trace_rate", {"1"}}, {"trace_count", {"-1"}},
+  const Values defaults = {{"trace_level", {"TIMESTAMPS"}},
+                           {"trace_rate", {"1"}},
+                           {"trace_count", {"-1"}},
                            {"trace_mode", {"opentelemetry"}}};
   EXPECT_EQ(settings.Get(""), defaults);
   struct Case {
@@ -30,6 +32,7 @@ TEST(TraceSettings, ChangesAreRefusedNamingTheSettingAndLeaveNothingHalfApplied)
     absl::StatusCode code;
     const char* says;
   };
+  // clang-format off: a table, one row a line
   const Case cases[] = {
       {{{"trace_rate", std::vector<std::string>{"fast"}}}, "", absl::StatusCode::kInvalidArgument,
        "Unable to parse 'trace_rate', got: fast"},
@@ -56,6 +59,7 @@ TEST(TraceSettings, ChangesAreRefusedNamingTheSettingAndLeaveNothingHalfApplied)
       {{{"trace_count", std::vector<std::string>{"5"}}, {"trace_rate", std::vector<std::string>{"x"}}}, "",
        absl::StatusCode::kInvalidArgument, "trace_rate"},
   };
+  // clang-format on
   for (const Case& c : cases) {
     absl::StatusOr<Values> r = settings.Update(c.model, c.change);
     ASSERT_FALSE(r.ok()) << c.says;
@@ -89,9 +93,10 @@ TEST(TraceSettings, LevelRateAndCountChooseTheCallsAModelOrTheGlobalSettingsAdmi
   EXPECT_EQ(Admits(settings, "b", 4), std::vector<bool>({true, false, true, false}));
   EXPECT_EQ(Admits(settings, "c", 3), std::vector<bool>({true, false, false}));
   // Count: the next two of b's admitted calls, then none; the rest unaffected.
-  ASSERT_TRUE(settings.Update("b", {{"trace_rate", std::vector<std::string>{"1"}},
-                                    {"trace_count", std::vector<std::string>{"2"}}})
-                  .ok());
+  ASSERT_TRUE(
+      settings
+          .Update("b", {{"trace_rate", std::vector<std::string>{"1"}}, {"trace_count", std::vector<std::string>{"2"}}})
+          .ok());
   EXPECT_EQ(Admits(settings, "b", 3), std::vector<bool>({true, true, false}));
   EXPECT_EQ(settings.Get("b")["trace_count"], std::vector<std::string>{"0"});
   // Level OFF for a: none of a's; clearing it gives a the global level back.
@@ -101,9 +106,10 @@ TEST(TraceSettings, LevelRateAndCountChooseTheCallsAModelOrTheGlobalSettingsAdmi
   ASSERT_TRUE(cleared.ok());
   EXPECT_EQ((*cleared)["trace_level"], std::vector<std::string>{"TIMESTAMPS"});
   // Global OFF turns off every model without a level of its own.
-  ASSERT_TRUE(settings.Update("", {{"trace_level", std::vector<std::string>{"OFF"}},
-                                   {"trace_rate", std::vector<std::string>{"1"}}})
-                  .ok());
+  ASSERT_TRUE(
+      settings
+          .Update("", {{"trace_level", std::vector<std::string>{"OFF"}}, {"trace_rate", std::vector<std::string>{"1"}}})
+          .ok());
   EXPECT_EQ(Admits(settings, "c", 2), std::vector<bool>({false, false}));
   ASSERT_TRUE(settings.Update("d", {{"trace_level", std::vector<std::string>{"TIMESTAMPS"}}}).ok());
   EXPECT_EQ(Admits(settings, "d", 2), std::vector<bool>({true, true}));

@@ -56,14 +56,23 @@ TEST(TracingOptions, TracingIsOnOnlyWhenACollectorIsNamed) {
        P::kHttpProtobuf},
       {"HTTP keeps a traces endpoint as it is",
        {},
-       {{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/custom"}, {"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"}},
+       {{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/custom"},
+        {"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"}},
        true,
        "http://c:4318/custom",
        P::kHttpProtobuf},
-      {"HTTP by flag", {.otlp_endpoint = "http://c:4318", .otlp_protocol = "http/protobuf"}, {}, true,
-       "http://c:4318/v1/traces", P::kHttpProtobuf},
-      {"OTEL_TRACES_EXPORTER=otlp asks for the default collector", {}, {{"OTEL_TRACES_EXPORTER", "otlp"}}, true,
-       "http://localhost:4317", P::kGrpc},
+      {"HTTP by flag",
+       {.otlp_endpoint = "http://c:4318", .otlp_protocol = "http/protobuf"},
+       {},
+       true,
+       "http://c:4318/v1/traces",
+       P::kHttpProtobuf},
+      {"OTEL_TRACES_EXPORTER=otlp asks for the default collector",
+       {},
+       {{"OTEL_TRACES_EXPORTER", "otlp"}},
+       true,
+       "http://localhost:4317",
+       P::kGrpc},
       {"OTEL_TRACES_EXPORTER=none keeps it off",
        {.otlp_endpoint = "http://c:4317"},
        {{"OTEL_TRACES_EXPORTER", "none"}},
@@ -89,10 +98,9 @@ TEST(TracingOptions, TracingIsOnOnlyWhenACollectorIsNamed) {
 
 TEST(TracingOptions, SamplerAndResource) {
   absl::StatusOr<TracingOptions> o = ResolveTracingOptions(
-      {.sampler_arg = "0.5"},
-      EnvOf({{"OTEL_TRACES_SAMPLER", "parentbased_traceidratio"},
-             {"OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod,k8s.pod.name=a%2Cb"},
-             {"OTEL_SERVICE_NAME", "scorer"}}));
+      {.sampler_arg = "0.5"}, EnvOf({{"OTEL_TRACES_SAMPLER", "parentbased_traceidratio"},
+                                     {"OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod,k8s.pod.name=a%2Cb"},
+                                     {"OTEL_SERVICE_NAME", "scorer"}}));
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->sampler, "parentbased_traceidratio");
   EXPECT_DOUBLE_EQ(o->sampler_ratio, 0.5);  // the flag over the (absent) variable
@@ -118,9 +126,10 @@ TEST(TracingOptions, SamplerAndResource) {
 }
 
 TEST(TracingOptions, TheExportQueueFollowsTheBatchProcessorVariablesAndFlags) {
-  absl::StatusOr<TracingOptions> o = ResolveTracingOptions(
-      {}, EnvOf({{"OTEL_BSP_MAX_QUEUE_SIZE", "100"}, {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "500"},
-                 {"OTEL_BSP_SCHEDULE_DELAY", "250"}, {"OTEL_EXPORTER_OTLP_TIMEOUT", "3000"}}));
+  absl::StatusOr<TracingOptions> o = ResolveTracingOptions({}, EnvOf({{"OTEL_BSP_MAX_QUEUE_SIZE", "100"},
+                                                                      {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "500"},
+                                                                      {"OTEL_BSP_SCHEDULE_DELAY", "250"},
+                                                                      {"OTEL_EXPORTER_OTLP_TIMEOUT", "3000"}}));
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->max_queue_size, 100u);
   EXPECT_EQ(o->max_export_batch_size, 100u) << "a batch is at most the queue";

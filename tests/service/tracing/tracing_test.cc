@@ -79,8 +79,9 @@ std::string MlpJsonBody() {
 // the response body in `*out`.
 int RestPost(const std::string& http_address, const std::string& path, const std::string& body,
              const std::vector<std::string>& headers, std::string* out) {
-  std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-o", "-", "-w", "\n%{http_code}", "-X", "POST",
-                                   "-H", "Content-Type: application/json", "--data-binary", body};
+  std::vector<std::string> argv = {"/usr/bin/curl",  "-s", "-o",   "-",  "-w",
+                                   "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/json",
+                                   "--data-binary",  body};
   for (const std::string& h : headers) {
     argv.push_back("-H");
     argv.push_back(h);
@@ -101,7 +102,8 @@ double MetricValue(const std::string& metrics_address, const std::string& name, 
   double sum = -1;
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(name, 0) != 0 || (line.size() > name.size() && line[name.size()] != '{' && line[name.size()] != ' ')) {
+    if (line.rfind(name, 0) != 0 ||
+        (line.size() > name.size() && line[name.size()] != '{' && line[name.size()] != ' ')) {
       continue;
     }
     if (!labels.empty() && line.find(labels) == std::string::npos) continue;
@@ -124,9 +126,9 @@ class TracingTest : public ServerTest {
   virtual std::vector<std::string> MoreArgs() const { return {}; }
 
   std::vector<Span> WaitForTrace(const std::string& trace_id) {
-    return SpansOf(receiver_->WaitFor([&](const auto& all) { return Complete(all, trace_id); },
-                                      std::chrono::seconds(60)),
-                   trace_id);
+    return SpansOf(
+        receiver_->WaitFor([&](const auto& all) { return Complete(all, trace_id); }, std::chrono::seconds(60)),
+        trace_id);
   }
 
   // The children every answered call has, under its server span.
@@ -229,9 +231,7 @@ TEST_F(TracingTest, OpenInferenceStreamRequestsEachContinueTheStreamsTrace) {
   ASSERT_TRUE(stream->Finish().ok());
   ASSERT_EQ(answers, 2);
   std::vector<ReceivedSpan> all = receiver_->WaitFor(
-      [&](const auto& got) {
-        return AllNamed(SpansOf(got, caller.trace_id), "infergate.encode").size() >= 2;
-      },
+      [&](const auto& got) { return AllNamed(SpansOf(got, caller.trace_id), "infergate.encode").size() >= 2; },
       std::chrono::seconds(60));
   std::vector<Span> spans = SpansOf(all, caller.trace_id);
   std::vector<const Span*> servers = AllNamed(spans, "inference.GRPCInferenceService/ModelStreamInfer");
@@ -269,10 +269,10 @@ TEST_F(TracingTest, RefusedCallsAreTracedWithTheirStatus) {
     EXPECT_EQ(stub_->Infer(&ctx, Request("no-such-model", {{"x", at::randn({1, 256})}}), &resp).error_code(),
               grpc::StatusCode::NOT_FOUND);
   }
-  std::vector<Span> spans = SpansOf(
-      receiver_->WaitFor([&](const auto& all) { return !SpansOf(all, unknown.trace_id).empty(); },
-                         std::chrono::seconds(60)),
-      unknown.trace_id);
+  std::vector<Span> spans =
+      SpansOf(receiver_->WaitFor([&](const auto& all) { return !SpansOf(all, unknown.trace_id).empty(); },
+                                 std::chrono::seconds(60)),
+              unknown.trace_id);
   const Span* server = Named(spans, "infergate.v1.InferenceService/Infer");
   ASSERT_NE(server, nullptr);
   EXPECT_EQ(Attribute(*server, "rpc.grpc.status_code"), std::to_string(grpc::StatusCode::NOT_FOUND));
@@ -308,8 +308,8 @@ TEST_F(TracingTest, CallsWithoutTraceContextStartTheirOwnTrace) {
   std::vector<ReceivedSpan> all = receiver_->WaitFor(
       [&](const auto& got) {
         int roots = 0;
-        for (const ReceivedSpan& r : got) roots += r.span.name() == "infergate.v1.InferenceService/Infer" &&
-                                                   r.span.parent_span_id().empty();
+        for (const ReceivedSpan& r : got)
+          roots += r.span.name() == "infergate.v1.InferenceService/Infer" && r.span.parent_span_id().empty();
         return roots >= 2;
       },
       std::chrono::seconds(60));
@@ -380,7 +380,9 @@ TEST_F(TracingTest, TritonTraceSettingsChangeWhichCallsAreTraced) {
   };
   auto traced = [&](const std::string& trace_id) { return !SpansOf(receiver_->Spans(), trace_id).empty(); };
   using Values = std::map<std::string, std::vector<std::string>>;
-  const Values defaults = {{"trace_level", {"TIMESTAMPS"}}, {"trace_rate", {"1"}}, {"trace_count", {"-1"}},
+  const Values defaults = {{"trace_level", {"TIMESTAMPS"}},
+                           {"trace_rate", {"1"}},
+                           {"trace_count", {"-1"}},
                            {"trace_mode", {"opentelemetry"}}};
   EXPECT_EQ(setting("", {}), defaults);
   EXPECT_EQ(setting("mlp", {}), defaults) << "a model without its own values has the global ones";
@@ -469,7 +471,8 @@ TEST_F(TracingFlushTest, SpansOfTheLastCallsAreFlushedWhenTheServerStops) {
     v1::InferResponse resp;
     ASSERT_TRUE(stub_->Infer(&ctx, Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
   }
-  EXPECT_TRUE(SpansOf(receiver_->Spans(), caller.trace_id).empty()) << "exported before the stop: the delay is not 60 s";
+  EXPECT_TRUE(SpansOf(receiver_->Spans(), caller.trace_id).empty())
+      << "exported before the stop: the delay is not 60 s";
   stub_.reset();
   channel_.reset();
   const auto stop_started = std::chrono::steady_clock::now();
@@ -530,13 +533,14 @@ TEST_F(TracingFallbackTest, AFallbackFromMpsCarriesItsReason) {
   const std::string reason = resp.placement().fallback_reason();
   EXPECT_EQ(reason, "unsupported_op:aten::max_pool2d");
 
-  std::vector<Span> spans = SpansOf(receiver_->WaitFor(
-                                        [&](const auto& all) {
-                                          return AllNamed(SpansOf(all, caller.trace_id), "infergate.attempt").size() >= 2 &&
-                                                 Complete(all, caller.trace_id);
-                                        },
-                                        std::chrono::seconds(60)),
-                                    caller.trace_id);
+  std::vector<Span> spans =
+      SpansOf(receiver_->WaitFor(
+                  [&](const auto& all) {
+                    return AllNamed(SpansOf(all, caller.trace_id), "infergate.attempt").size() >= 2 &&
+                           Complete(all, caller.trace_id);
+                  },
+                  std::chrono::seconds(60)),
+              caller.trace_id);
   const Span* server = Named(spans, "infergate.v1.InferenceService/Infer");
   ASSERT_NE(server, nullptr);
   EXPECT_EQ(Attribute(*server, "infergate.fallback_reason"), reason);
@@ -546,7 +550,8 @@ TEST_F(TracingFallbackTest, AFallbackFromMpsCarriesItsReason) {
   bool event = false;
   for (const auto& e : server->events()) {
     if (e.name() != "infergate.fallback") continue;
-    for (const auto& kv : e.attributes()) event |= kv.key() == "infergate.fallback_reason" && kv.value().string_value() == reason;
+    for (const auto& kv : e.attributes())
+      event |= kv.key() == "infergate.fallback_reason" && kv.value().string_value() == reason;
   }
   EXPECT_TRUE(event) << "no infergate.fallback event with the reason on the server span";
   std::vector<const Span*> attempts = AllNamed(spans, "infergate.attempt");
@@ -682,8 +687,8 @@ class TracingSlowCollectorTest : public TracingTest {
       v1::InferResponse resp;
       auto start = std::chrono::steady_clock::now();
       EXPECT_TRUE(stub_->Infer(&ctx, Request("mlp", {{"x", at::randn({1, 256})}}), &resp).ok());
-      us.push_back(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start)
-                       .count());
+      us.push_back(
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count());
     }
     std::sort(us.begin(), us.end());
     return {us[us.size() / 2], us.back()};

@@ -3,9 +3,9 @@
 // ELF reader on this process's own LibTorch files and on damaged files.
 #include "scheduler/loaders/aoti/aoti_library_check.h"
 
+#include <c10/core/DeviceType.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <c10/core/DeviceType.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -37,6 +37,7 @@ struct Row {
 TEST(AotiLibraryCheckTest, PackagesAgainstTheServersLibTorchAsATable) {
   const std::vector<std::string> pypi = {"libc10.so", "libtorch.so", "libtorch_cpu.so"};
   const std::vector<std::string> debian = {"libc10.so.2.6", "libtorch.so.2.6", "libtorch_cpu.so.2.6"};
+  // clang-format off: a table, one row a line
   const std::vector<Row> rows = {
       {"links no LibTorch, calls known functions", L({"libstdc++.so.6", "libc.so.6"}, {"aoti_torch_empty_strided", "memcpy"}),
        pypi, absl::StatusCode::kOk, {}},
@@ -53,9 +54,11 @@ TEST(AotiLibraryCheckTest, PackagesAgainstTheServersLibTorchAsATable) {
        L({}, {"aoti_a", "aoti_b", "aoti_c", "aoti_d", "aoti_e", "aoti_f"}), pypi,
        absl::StatusCode::kFailedPrecondition, {"aoti_a, aoti_b, aoti_c, aoti_d and 2 more"}},
   };
+  // clang-format on
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);
-    const absl::Status got = CheckAotiLinkage(row.linkage, row.loaded, DefinesOnlyOldFunctions, "variant 'cpu'", "9.9.9");
+    const absl::Status got =
+        CheckAotiLinkage(row.linkage, row.loaded, DefinesOnlyOldFunctions, "variant 'cpu'", "9.9.9");
     EXPECT_EQ(got.code(), row.code) << got;
     for (const std::string& name : row.message_names) EXPECT_NE(got.message().find(name), std::string::npos) << got;
     if (!got.ok()) {

@@ -3,11 +3,10 @@
 // (tools/make_pt2_models.py --mlp), as a PyTorch 2.x user makes one.
 
 #include "scheduler/loaders/aoti/aoti_model.h"
-#include "scheduler/loaders/aoti/aoti_library_check.h"
 
 #include <gtest/gtest.h>
-#include <torch/version.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <atomic>
 #include <chrono>
@@ -23,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "scheduler/loaders/aoti/aoti_library_check.h"
 #include "scheduler/repository/model_repository.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/tmpdir_override.h"
@@ -216,8 +216,8 @@ TEST_F(AotiModelTest, InstancesShareOneUnpackedCopyAndRunsAnswerRight) {
   }
   model.reset();
   EXPECT_FALSE(std::filesystem::exists(folder)) << folder << " outlived its model";
-  EXPECT_EQ(MapsFileBelow(folder), stays_loaded)
-      << (stays_loaded ? "a library that cannot be unloaded was unmapped" : "the library stayed open after its model went");
+  EXPECT_EQ(MapsFileBelow(folder), stays_loaded) << (stays_loaded ? "a library that cannot be unloaded was unmapped"
+                                                                  : "the library stayed open after its model went");
   one.reset();
   EXPECT_TRUE(Folders(temp).empty());
 }
@@ -228,7 +228,9 @@ TEST_F(AotiModelTest, ALibraryThatCannotBeOpenedIsRefusedAndLeavesNothing) {
   testing::TmpdirOverride temp("ig_aoti_tmp_");
   const std::string package = testing::ProcessScratchDir().File(
       "junk_", testing::ZipOf({{"data/aotinductor/model/x_metadata.json", R"({"AOTI_DEVICE_KEY": "cpu"})"},
-                               {"data/aotinductor/model/x.so", "\x7f" "ELF not a library"}}));
+                               {"data/aotinductor/model/x.so",
+                                "\x7f"
+                                "ELF not a library"}}));
   absl::StatusOr<v1::ModelConfig> config = ReadModelConfig(*folder_, "mlp_pt2");
   ASSERT_TRUE(config.ok()) << config.status();
   std::filesystem::rename(package, package + ".pt2");

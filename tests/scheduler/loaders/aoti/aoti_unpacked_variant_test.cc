@@ -101,7 +101,8 @@ TEST_F(UnpackedAotiVariantTest, RefusesAVariantWithoutOneLibraryToOpenAndLeavesN
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.says);
-    absl::StatusOr<std::unique_ptr<UnpackedAotiVariant>> files = UnpackedAotiVariant::Unpack(Package(c.entries), c.variant);
+    absl::StatusOr<std::unique_ptr<UnpackedAotiVariant>> files =
+        UnpackedAotiVariant::Unpack(Package(c.entries), c.variant);
     ASSERT_FALSE(files.ok());
     EXPECT_EQ(files.status().code(), absl::StatusCode::kInvalidArgument) << files.status();
     EXPECT_NE(files.status().message().find(c.says), std::string::npos) << files.status();

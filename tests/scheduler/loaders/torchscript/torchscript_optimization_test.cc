@@ -48,8 +48,8 @@ class TorchScriptOptimization : public ::testing::Test {
   }
 
   absl::StatusOr<std::shared_ptr<TorchScriptModel>> Load(const std::string& config_text,
-                                                    const DeviceInfo& device = DeviceInfo{},
-                                                    DType dtype = DType::kFloat32) {
+                                                         const DeviceInfo& device = DeviceInfo{},
+                                                         DType dtype = DType::kFloat32) {
     return TorchScriptModel::Load(path_, testing::FromText<v1::ModelConfig>(config_text), device, dtype);
   }
 
@@ -58,8 +58,13 @@ class TorchScriptOptimization : public ::testing::Test {
 };
 
 constexpr char kDeclared[] = R"pb(
-  name: "cnn" max_batch_size: 8
-  inputs { name: "image" dtype: FLOAT32 dims: [3, 8, 8] }
+  name: "cnn"
+  max_batch_size: 8
+  inputs {
+    name: "image"
+    dtype: FLOAT32
+    dims: [ 3, 8, 8 ]
+  }
 )pb";
 
 TEST_F(TorchScriptOptimization, ACpuCopyWithDeclaredInputsIsServedOptimizedAndAnswersTheSame) {

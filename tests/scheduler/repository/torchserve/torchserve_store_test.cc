@@ -1,7 +1,5 @@
 #include "scheduler/repository/torchserve/torchserve_store.h"
 
-#include "common/owned_temp_folder.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,8 +7,9 @@
 #include <fstream>
 
 #include "common/file_util.h"
-#include "scheduler/repository/torchserve/java_properties.h"
+#include "common/owned_temp_folder.h"
 #include "scheduler/repository/model_config.h"
+#include "scheduler/repository/torchserve/java_properties.h"
 #include "scheduler/repository/torchserve/torchserve_config.h"
 #include "tests/common/zip_writer.h"
 
@@ -189,8 +188,8 @@ model_snapshot={"name":"startup.cfg","modelCount":1,"models":{"clf":{"1.0":{"def
 
 TEST_F(TorchServeStoreTest, AFolderOfArchivesServesEveryOne) {
   Mar("a.mar", {{"MAR-INF/MANIFEST.json", Manifest("a", "", "base_handler")}, {"model.pt", "a"}});
-  Mar("b.mar", {{"MAR-INF/MANIFEST.json", Manifest("b", "3", "ts.torch_handler.base_handler", "b.pt2")},
-                {"b.pt2", "b"}});
+  Mar("b.mar",
+      {{"MAR-INF/MANIFEST.json", Manifest("b", "3", "ts.torch_handler.base_handler", "b.pt2")}, {"b.pt2", "b"}});
   const std::string archives = (root_ / "store" / "model-store").string();
   EXPECT_TRUE(IsTorchServeStore(archives));
   EXPECT_TRUE(IsTorchServeStore(store()));
@@ -211,8 +210,8 @@ TEST_F(TorchServeStoreTest, AFolderOfArchivesServesEveryOne) {
 TEST_F(TorchServeStoreTest, RefusesWhatItCannotServeAndServesTheRest) {
   Mar("good.mar", {{"MAR-INF/MANIFEST.json", Manifest("good", "1.0", "base_handler")}, {"model.pt", "ok"}});
   Mar("custom.mar", {{"MAR-INF/MANIFEST.json", Manifest("custom", "1.0", "my_handler.py")}, {"model.pt", "x"}});
-  Mar("eager.mar", {{"MAR-INF/MANIFEST.json", Manifest("eager", "1.0", "base_handler", "w.pth", "net.py")},
-                    {"w.pth", "weights"}});
+  Mar("eager.mar",
+      {{"MAR-INF/MANIFEST.json", Manifest("eager", "1.0", "base_handler", "w.pth", "net.py")}, {"w.pth", "weights"}});
   Mar("segment.mar", {{"MAR-INF/MANIFEST.json", Manifest("segment", "1.0", "image_segmenter")}, {"model.pt", "x"}});
   Mar("slip.mar", {{"MAR-INF/MANIFEST.json", Manifest("slip", "1.0", "base_handler")}, {"../../escaped", "owned"}});
   Mar("bomb.mar", {{"MAR-INF/MANIFEST.json", Manifest("bomb", "1.0", "base_handler")},
@@ -255,8 +254,8 @@ TEST_F(TorchServeStoreTest, RefusesWhatItCannotServeAndServesTheRest) {
 TEST_F(TorchServeStoreTest, OneBudgetForEveryArchive) {
   const std::string weights(400 << 10, 'w');
   for (const char* name : {"a", "b", "c"}) {
-    Mar(std::string(name) + ".mar", {{"MAR-INF/MANIFEST.json", Manifest(name, "1.0", "base_handler")},
-                                     {"model.pt", weights, true}});
+    Mar(std::string(name) + ".mar",
+        {{"MAR-INF/MANIFEST.json", Manifest(name, "1.0", "base_handler")}, {"model.pt", weights, true}});
   }
   options_.max_archive_bytes = 1 << 20;
   absl::StatusOr<std::unique_ptr<TorchServeStore>> opened = TorchServeStore::Open(store(), options_);

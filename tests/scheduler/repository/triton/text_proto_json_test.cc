@@ -60,7 +60,8 @@ TEST(TextProtoJsonTest, ATritonConfigPbtxtIsReadAsInfergatesConfig) {
     instance_group [ { kind: KIND_CPU } ]
     dynamic_batching { max_queue_delay_microseconds: 200 }
     version_policy: { latest: { num_versions: 2 } }
-  )", "m");
+  )",
+                                                            "m");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->max_batch_size(), 8u);
   ASSERT_EQ(config->inputs_size(), 1);
@@ -73,7 +74,8 @@ TEST(TextProtoJsonTest, ATritonConfigPbtxtIsReadAsInfergatesConfig) {
   absl::StatusOr<v1::ModelConfig> refused = ParseModelConfig(R"(
     platform: "pytorch_libtorch"
     sequence_batching { max_sequence_idle_microseconds: 5000000 }
-  )", "m");
+  )",
+                                                             "m");
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("config.pbtxt.sequence_batching"), absl::string_view::npos)
       << refused.status();

@@ -21,7 +21,8 @@ std::string Config(const std::string& extra, const std::string& io = "") {
   return R"(name: "m" platform: "pytorch_libtorch" max_batch_size: 8
     input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
     output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-  )" + io + extra;
+  )" + io +
+         extra;
 }
 
 struct Rule {
@@ -37,9 +38,8 @@ std::vector<Rule> Rules() {
       {"max_batch_size is not negative",
        R"(name: "m" platform: "pytorch_libtorch" max_batch_size: -2 input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ])",
        "max_batch_size", "'max_batch_size' must be non-negative value for m"},
-      {"an input has a data_type",
-       R"(name: "m" platform: "pytorch_libtorch" input [ { name: "input" dims: [ 1 ] } ])", "input[0].data_type",
-       "model input 'input' must specify 'data_type'"},
+      {"an input has a data_type", R"(name: "m" platform: "pytorch_libtorch" input [ { name: "input" dims: [ 1 ] } ])",
+       "input[0].data_type", "model input 'input' must specify 'data_type'"},
       {"an output has a data_type",
        R"(name: "m" platform: "pytorch_libtorch" input [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] } ]
           output [ { name: "y" dims: [ 1 ] } ])",
@@ -57,10 +57,12 @@ std::vector<Rule> Rules() {
                                  source_input: "UNKNOWN_INPUT" } ])"),
        "batch_input[0].source_input", "unknown source input name 'UNKNOWN_INPUT'"},
       {"a batch input is INT32 or FP32",
-       Config(R"(batch_input [ { kind: BATCH_ITEM_SHAPE target_name: "N" data_type: TYPE_FP16 source_input: "INPUT" } ])"),
+       Config(
+           R"(batch_input [ { kind: BATCH_ITEM_SHAPE target_name: "N" data_type: TYPE_FP16 source_input: "INPUT" } ])"),
        "batch_input[0].data_type", "batch input data type must be TYPE_INT32 or TYPE_FP32"},
       {"a batch output has one source", Config(scatter + R"(target_name: "OUTPUT" } ])"),
-       "batch_output[0].source_input", "batch output kind 'BATCH_SCATTER_WITH_INPUT_SHAPE' expects 1 source input, got 0"},
+       "batch_output[0].source_input",
+       "batch output kind 'BATCH_SCATTER_WITH_INPUT_SHAPE' expects 1 source input, got 0"},
       {"a batch output's source is an input",
        Config(scatter + R"(target_name: "OUTPUT" source_input: "UNKNOWN_INPUT" } ])"), "batch_output[0].source_input",
        "unknown source input name 'UNKNOWN_INPUT'"},
@@ -76,14 +78,19 @@ std::vector<Rule> Rules() {
        Config("dynamic_batching { priority_levels: 3 default_priority_level: 5 }"),
        "dynamic_batching.default_priority_level", "default priority level must be in range [1, 3] for m"},
       {"a priority queue policy is for a level (not 0)",
-       Config("dynamic_batching { priority_levels: 3 default_priority_level: 2 priority_queue_policy { key: 0 value: { } } }"),
-       "dynamic_batching.priority_queue_policy", "priority queue policy must have priority level in range [1, 3] for m"},
+       Config("dynamic_batching { priority_levels: 3 default_priority_level: 2 priority_queue_policy { key: 0 value: { "
+              "} } }"),
+       "dynamic_batching.priority_queue_policy",
+       "priority queue policy must have priority level in range [1, 3] for m"},
       {"a priority queue policy is for a level (not past the last)",
-       Config("dynamic_batching { priority_levels: 3 default_priority_level: 2 priority_queue_policy { key: 4 value: { } } }"),
-       "dynamic_batching.priority_queue_policy", "priority queue policy must have priority level in range [1, 3] for m"},
+       Config("dynamic_batching { priority_levels: 3 default_priority_level: 2 priority_queue_policy { key: 4 value: { "
+              "} } }"),
+       "dynamic_batching.priority_queue_policy",
+       "priority queue policy must have priority level in range [1, 3] for m"},
       {"preserve_ordering with one priority level",
        Config("dynamic_batching { preserve_ordering: true priority_levels: 3 default_priority_level: 2 }"),
-       "dynamic_batching.preserve_ordering", "Only one priority level is allowed when 'preserve_ordering' is true for m"},
+       "dynamic_batching.preserve_ordering",
+       "Only one priority level is allowed when 'preserve_ordering' is true for m"},
       {"preserve_ordering without DELAY (default policy)",
        Config("dynamic_batching { preserve_ordering: true default_queue_policy { timeout_action: DELAY "
               "default_timeout_microseconds: 1000 } }"),
@@ -94,19 +101,18 @@ std::vector<Rule> Rules() {
               "priority_queue_policy { key: 1 value: { timeout_action: DELAY default_timeout_microseconds: 9 } } }"),
        "dynamic_batching.preserve_ordering",
        "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for m"},
-      {"one tensor per sequence control",
-       Config(R"(sequence_batching { control_input [
+      {"one tensor per sequence control", Config(R"(sequence_batching { control_input [
            { name: "E1" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] },
            { name: "E2" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] } ] })"),
        "sequence_batching.control_input[1]", "sequence batching specifies multiple CONTROL_SEQUENCE_END tensors for m"},
-      {"one control per tensor",
-       Config(R"(sequence_batching { control_input [
+      {"one control per tensor", Config(R"(sequence_batching { control_input [
            { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] },
            { name: "START" control [ { kind: CONTROL_SEQUENCE_READY int32_false_true: [ 0, 1 ] } ] } ] })"),
        "sequence_batching.control_input[1]",
        "sequence batching control tensor 'START' is specified for multiple control kinds for m"},
       {"a boolean control gives its false and true values",
-       Config(R"(sequence_batching { control_input [ { name: "READY" control [ { kind: CONTROL_SEQUENCE_READY } ] } ] })"),
+       Config(
+           R"(sequence_batching { control_input [ { name: "READY" control [ { kind: CONTROL_SEQUENCE_READY } ] } ] })"),
        "sequence_batching.control_input[0]",
        "sequence batching must specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for "
        "CONTROL_SEQUENCE_READY for m"},
