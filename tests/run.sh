@@ -118,6 +118,8 @@ echo "left out by flags: $([ "$tsan" = 1 ] || echo "the ThreadSanitizer suite (-
 # Before anything builds: a source file git does not hold builds here and
 # breaks every fresh clone.
 ./tests/sources_tracked.sh
+# And every C++ file is in the project's style (.clang-format; about 2 s).
+./tests/format_check.sh
 
 build_dir="${BUILD_DIR:-build}"
 # The PyPI stage's environments (4.4 GB of wheels the first time) are made
