@@ -14,6 +14,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cerrno>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "common/thread_name.h"
+#include "service/http/chunked_with_length.h"
 
 namespace infergate {
 
@@ -205,9 +207,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
  private:
   void ReadRequest() {
     if (server_.stopping.load()) return Close();
-    parser_.emplace();
-    parser_->body_limit(server_.options.max_body_bytes);
-    parser_->header_limit(server_.options.max_header_bytes);
+    mended_ = false;
+    NewParser();
     // buffer_ keeps what was read past the last request: the next pipelined
     // request, which this parser reads first. (Clearing it dropped those
     // requests, and left the rest of a body to be parsed as a request.)
@@ -215,8 +216,49 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     beast::get_lowest_layer(stream_).expires_after(server_.options.request_timeout);
     // The head first: a request the screen refuses is answered before its
     // body is read.
+    ReadHead();
+  }
+  void NewParser() {
+    parser_.emplace();
+    parser_->body_limit(server_.options.max_body_bytes);
+    parser_->header_limit(server_.options.max_header_bytes);
+  }
+  void ReadHead() {
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHead(ec); });
+  }
+
+  // A head Beast refused for framing its body both ways, chunked and with a
+  // length (chunked_with_length.h): parsed again, once, without its
+  // Content-Length, and the connection closed after the answer. When Beast
+  // refuses a field it has consumed the start line and the fields before
+  // it (kept in its message), and the refused field and the rest are still
+  // in the buffer: the head is written again from both. False for any
+  // other head (refused as malformed, as before).
+  bool MendChunkedWithLength(beast::error_code ec) {
+    if (mended_ || (ec != http::error::bad_content_length && ec != http::error::bad_transfer_encoding)) return false;
+    const auto& head = parser_->get();
+    std::string fields;
+    for (const auto& field : head) {
+      absl::StrAppend(&fields, absl::string_view(field.name_string().data(), field.name_string().size()), ": ",
+                      absl::string_view(field.value().data(), field.value().size()), "\r\n");
+    }
+    const auto unread = buffer_.data();
+    fields.append(static_cast<const char*>(unread.data()), unread.size());
+    std::optional<std::string> mended = DropLengthBesideChunked(fields);
+    if (!mended) return false;
+    const std::string start = absl::StrCat(absl::string_view(head.method_string().data(), head.method_string().size()),
+                                           " ", absl::string_view(head.target().data(), head.target().size()), " HTTP/",
+                                           head.version() / 10, ".", head.version() % 10, "\r\n");
+    buffer_.consume(buffer_.size());
+    const auto room = buffer_.prepare(start.size() + mended->size());
+    std::memcpy(room.data(), start.data(), start.size());
+    std::memcpy(static_cast<char*>(room.data()) + start.size(), mended->data(), mended->size());
+    buffer_.commit(start.size() + mended->size());
+    mended_ = true;
+    NewParser();
+    ReadHead();
+    return true;
   }
 
   // Fills `out`'s method, path, query and headers from what the parser read.
@@ -258,7 +300,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void OnHead(beast::error_code ec) {
+    if (MendChunkedWithLength(ec)) return;
     if (ReadFailed(ec)) return;
+    // A Transfer-Encoding that does not end in chunked leaves the body's
+    // end unknown (RFC 9112, 6.3); Beast would read it by its length.
+    if (parser_->get().count(http::field::transfer_encoding) > 0 && !parser_->chunked()) {
+      parser_.reset();
+      return Reject(400, "malformed HTTP request: a Transfer-Encoding must end in chunked");
+    }
     if (reserved_) {
       absl::string_view target(parser_->get().target().data(), parser_->get().target().size());
       if (!absl::StartsWith(target, server_.options.reserved_path_prefix)) {
@@ -293,7 +342,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (ReadFailed(ec)) return;
     http::request<http::string_body> message = parser_->release();
     parser_.reset();
-    keep_alive_ = message.keep_alive();
+    // A mended head's connection closes after its answer (RFC 9112, 6.3).
+    keep_alive_ = message.keep_alive() && !mended_;
     auto request = std::make_shared<HttpRequest>();
     FillHead(message, request.get());
     request->body = std::move(message.body());
@@ -427,6 +477,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::optional<http::request_parser<http::string_body>> parser_;
   uint64_t id_ = 0;
   bool keep_alive_ = true;
+  bool mended_ = false;                               // this request's head was mended (chunked with a length)
   bool busy_ = false;                                 // a request is being answered
   bool linger_ = false;                               // refused: drain what the client still sends before closing
   bool watching_ = false;                             // WatchForHangUp's wait is pending and current

@@ -383,6 +383,43 @@ TEST_F(HttpServerTest, ARequestThatTricklesPastTheDeadlineIsClosed) {
   EXPECT_EQ(handled_.load(), 0);
 }
 
+// A body sent chunked with a Content-Length beside it (some clients add
+// one) is taken by its chunks, whichever header comes first, and the
+// connection closes after the answer (RFC 9112, 6.3). A pair that could
+// frame the body two ways is still refused.
+TEST_F(HttpServerTest, AChunkedBodyWithALengthIsTakenByItsChunksAndTheConnectionCloses) {
+  StartServer(HttpServerOptions{});
+  const std::string chunks = "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+  for (const std::string& framing : {std::string("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n"),
+                                     std::string("Content-Length: 99\r\nTransfer-Encoding: chunked\r\n")}) {
+    Client c(server_->port());
+    ASSERT_TRUE(c.connected());
+    ASSERT_TRUE(c.Send("POST /sum HTTP/1.1\r\nHost: x\r\n" + framing + "\r\n" + chunks + Get("/next")));
+    const std::string answer = c.ReadResponse();
+    EXPECT_NE(answer.find("200 OK"), std::string::npos) << answer;
+    EXPECT_NE(answer.find("POST /sum hello world"), std::string::npos) << answer;
+    // The pipelined request after it is not served: the connection closes.
+    EXPECT_TRUE(c.ClosedByServer()) << framing;
+  }
+  Client refused(server_->port());
+  ASSERT_TRUE(refused.connected());
+  ASSERT_TRUE(
+      refused.Send("POST /sum HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n"
+                   "Content-Length: 5\r\n\r\n" +
+                   chunks));
+  const std::string answer = refused.ReadResponse();
+  EXPECT_NE(answer.find("400"), std::string::npos) << answer;
+  // Nor is a coding other than chunked read by its length, in either order.
+  for (const std::string& framing : {std::string("Transfer-Encoding: gzip\r\nContent-Length: 5\r\n"),
+                                     std::string("Content-Length: 5\r\nTransfer-Encoding: gzip\r\n")}) {
+    Client c(server_->port());
+    ASSERT_TRUE(c.connected());
+    ASSERT_TRUE(c.Send("POST /sum HTTP/1.1\r\nHost: x\r\n" + framing + "\r\nhello"));
+    const std::string gzip = c.ReadResponse();
+    EXPECT_NE(gzip.find("400"), std::string::npos) << framing << gzip;
+  }
+}
+
 TEST_F(HttpServerTest, LimitsAnswerWithTheirStatus) {
   HttpServerOptions o;
   o.max_body_bytes = 1000;
