@@ -6,7 +6,7 @@
 #
 #   tests/format_check.sh             every tracked .h and .cc
 #   tests/format_check.sh REV         only those changed since REV (and
-#                                     those changed in the work tree)
+#                                     those changed or new in the work tree)
 # A missing clang-format fails: a check that cannot run is not a pass
 # (tests/run.sh installs it with the test packages).
 set -euo pipefail
@@ -15,7 +15,8 @@ format="${CLANG_FORMAT:-clang-format-19}"
 command -v "$format" >/dev/null ||
   { echo "format: $format is not installed (deploy/packages.txt [test])" >&2; exit 1; }
 if [ $# -gt 0 ]; then
-  files=$( (git diff --name-only --diff-filter=d "$1" -- '*.h' '*.cc'; git diff --name-only --diff-filter=d -- '*.h' '*.cc') | sort -u)
+  files=$( (git diff --name-only --diff-filter=d "$1" -- '*.h' '*.cc'; git diff --name-only --diff-filter=d -- '*.h' '*.cc'
+    git ls-files --others --exclude-standard -- '*.h' '*.cc') | sort -u)
 else
   files=$(git ls-files -- '*.h' '*.cc')
 fi
