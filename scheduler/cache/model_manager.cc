@@ -149,9 +149,7 @@ absl::StatusOr<size_t> ModelManager::Unload(const LoadRequest& request) {
   }
   std::optional<int64_t> version;
   if (!request.version.empty()) {
-    absl::StatusOr<int64_t> v = ParseVersion(request.version, "version");
-    if (!v.ok()) return v.status();
-    version = *v;
+    ASSIGN_OR_RETURN(version, ParseVersion(request.version, "version"));
   }
   std::optional<DeviceRequest> device;
   if (!request.device.empty()) {

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "devices/device_failure.h"
 #include "scheduler/execution/batch_execution.h"
 #include "scheduler/execution/drain_refusal.h"
@@ -53,9 +54,7 @@ void PrepareBatching(Job& job, bool batching_enabled, const std::vector<TensorMe
 absl::Status PrepareQueueing(Job& job) {
   const ModelEntry& model = *job.route.model;
   job.flow = FlowKey{model.name, job.route.version};
-  absl::StatusOr<uint32_t> level = model.scheduling->PriorityLevel(job.request.priority, model.name);
-  if (!level.ok()) return level.status();
-  job.priority_level = *level;
+  ASSIGN_OR_RETURN(job.priority_level, model.scheduling->PriorityLevel(job.request.priority, model.name));
   if (const uint64_t timeout_us = model.scheduling->QueueTimeoutUs(job.request.timeout_us); timeout_us > 0) {
     job.queue_deadline = job.enqueued + std::chrono::microseconds(timeout_us);
   }

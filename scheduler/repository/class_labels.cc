@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 namespace fs = std::filesystem;
@@ -67,9 +68,7 @@ absl::StatusOr<std::shared_ptr<const ClassLabels>> ReadClassLabels(const std::st
   const fs::path model_wide = fs::path(dir) / "labels.txt";
   std::error_code ec;
   if (fs::is_regular_file(model_wide, ec)) {
-    absl::StatusOr<std::vector<std::string>> read = ReadLabelFile(model_wide, "labels.txt");
-    if (!read.ok()) return read.status();
-    labels->model_wide = *std::move(read);
+    ASSIGN_OR_RETURN(labels->model_wide, ReadLabelFile(model_wide, "labels.txt"));
   }
   if (labels->by_output.empty() && labels->model_wide.empty()) return std::shared_ptr<const ClassLabels>();
   return std::shared_ptr<const ClassLabels>(std::move(labels));

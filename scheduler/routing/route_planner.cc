@@ -179,9 +179,7 @@ bool RoutePlanner::AnswersFromCpuCopy(const Route& route, Precision precision, c
 
 absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
   Route route;
-  absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository_.Find(request.model);
-  if (!entry.ok()) return entry.status();
-  route.model = *std::move(entry);
+  ASSIGN_OR_RETURN(route.model, repository_.Find(request.model));
   ASSIGN_OR_RETURN(int64_t version, repository_.ResolveVersion(*route.model, request.version));
   route.version = version;
   route.latest = request.version.empty();

@@ -88,9 +88,7 @@ absl::Status OpenInferenceRest::InflateBody(HttpRequest& request) const {
       if (InferCallObserver* o = environment_.observer()) o->OnAdmissionRejection(RejectionReason::kInflightBytes);
     return s;
   };
-  absl::StatusOr<std::string> body = DecodeContentEncoding(encoding, request.body, max_body_bytes_, account);
-  if (!body.ok()) return body.status();
-  request.body = *std::move(body);
+  ASSIGN_OR_RETURN(request.body, DecodeContentEncoding(encoding, request.body, max_body_bytes_, account));
   return absl::OkStatus();
 }
 
@@ -368,9 +366,7 @@ void OpenInferenceRest::Infer(std::shared_ptr<HttpRequest> request, const std::s
     inference::ModelInferResponse response;
     absl::Status status = EncodeInferResponse(exchange->rest.request, result, &response);
     if (!status.ok()) return status;
-    absl::StatusOr<RestBody> body = WriteRestInferResponse(response, exchange->rest);
-    if (!body.ok()) return body.status();
-    exchange->answer = *std::move(body);
+    ASSIGN_OR_RETURN(exchange->answer, WriteRestInferResponse(response, exchange->rest));
     return absl::OkStatus();
   });
 }

@@ -130,10 +130,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   // A TorchServe model store is laid out as a repository of our own first.
   std::string repository = opts.model_repository;
   if (IsTorchServeStore(opts.model_repository)) {
-    absl::StatusOr<std::unique_ptr<TorchServeStore>> store =
-        TorchServeStore::Open(opts.model_repository, TorchServeStoreOptions{opts.mar_max_bytes, ""});
-    if (!store.ok()) return store.status();
-    p->torchserve = *std::move(store);
+    ASSIGN_OR_RETURN(p->torchserve,
+                     TorchServeStore::Open(opts.model_repository, TorchServeStoreOptions{opts.mar_max_bytes, ""}));
     repository = p->torchserve->repository();
     if (opts.torchserve_addresses) {
       RETURN_IF_ERROR(ApplyTorchServeAddresses(p->torchserve->config().addresses, opts));
@@ -168,10 +166,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
     p->tracing = *std::move(tracing);
   }
   if (!opts.metrics_address.empty()) {
-    absl::StatusOr<std::unique_ptr<Metrics>> started = Metrics::Start(
-        opts.metrics_address, *p->core, {version, TorchVersion(), grpc::Version()}, p->budget.get(), p->tracing.get());
-    if (!started.ok()) return started.status();
-    p->metrics = *std::move(started);
+    ASSIGN_OR_RETURN(p->metrics,
+                     Metrics::Start(opts.metrics_address, *p->core, {version, TorchVersion(), grpc::Version()},
+                                    p->budget.get(), p->tracing.get()));
     if (opts.torchserve_metrics) p->metrics->ExportTorchServeNames(p->torchserve ? &p->torchserve->catalog() : nullptr);
     p->core->SetObserver(p->metrics.get());
     LOG_INFO << "metrics on http://" << HostOf(opts.metrics_address) << ":" << p->metrics->port() << "/metrics";
@@ -194,9 +191,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& give
   }
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!opts.tls_cert.empty()) {
-    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls = TlsCredentials(opts);
-    if (!tls.ok()) return tls.status();
-    credentials = *std::move(tls);
+    ASSIGN_OR_RETURN(credentials, TlsCredentials(opts));
   }
   // Every inference front end takes one call path, with these tokens,
   // limits and budget, and drains on one switch.

@@ -167,12 +167,8 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
 
 absl::StatusOr<DiscoveryOptions> DiscoveryFrom(const RawFlags& f) {
   DiscoveryOptions d;
-  absl::StatusOr<std::vector<DeviceRequest>> allow = ParseDeviceAllowList(f.devices);
-  if (!allow.ok()) return allow.status();
-  d.allow = *std::move(allow);
-  absl::StatusOr<std::vector<SimulatedDeviceSpec>> sim = ParseSimulatedDevices(f.simulate_devices);
-  if (!sim.ok()) return sim.status();
-  d.simulated = *std::move(sim);
+  ASSIGN_OR_RETURN(d.allow, ParseDeviceAllowList(f.devices));
+  ASSIGN_OR_RETURN(d.simulated, ParseSimulatedDevices(f.simulate_devices));
   if (!f.simulate_mps_unsupported_ops.empty()) {
     d.mps_unsupported_ops.clear();
     for (absl::string_view op : absl::StrSplit(f.simulate_mps_unsupported_ops, ',', absl::SkipWhitespace())) {
@@ -642,9 +638,7 @@ absl::StatusOr<std::string> TorchServeHostPort(const std::string& url, absl::str
 
 absl::Status ApplyTorchServeAddresses(const TorchServeAddresses& a, ServerOptions& options) {
   if (!a.inference.empty()) {
-    absl::StatusOr<std::string> http = TorchServeHostPort(a.inference, "inference_address", options);
-    if (!http.ok()) return http.status();
-    options.http_address = *http;
+    ASSIGN_OR_RETURN(options.http_address, TorchServeHostPort(a.inference, "inference_address", options));
   }
   if (!a.metrics.empty()) {
     ASSIGN_OR_RETURN(std::string metrics, TorchServeHostPort(a.metrics, "metrics_address", options));

@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "proto/proto_enums.h"
 #include "service/torchserve/instance_codec.h"
 
@@ -25,9 +26,7 @@ absl::StatusOr<PredictionTarget> TorchServeModels::Resolve(const std::string& mo
   PredictionTarget t;
   t.model = model;
   if (catalog_ != nullptr && (Archived(model) != nullptr || !core_.KnownModel(model))) {
-    absl::StatusOr<std::string> number = catalog_->RepositoryVersion(model, version);
-    if (!number.ok()) return number.status();
-    t.version = *number;
+    ASSIGN_OR_RETURN(t.version, catalog_->RepositoryVersion(model, version));
     t.handler = Archived(model)->handler;
   } else {
     int64_t n = 0;

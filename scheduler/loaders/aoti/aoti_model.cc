@@ -245,9 +245,7 @@ absl::StatusOr<std::vector<NamedTensor>> AotiModel::Run(const std::vector<at::Te
     std::vector<std::pair<std::string, at::Tensor>> positional;
     positional.reserve(raw.size());
     for (at::Tensor& t : raw) positional.emplace_back("", std::move(t));
-    absl::StatusOr<std::vector<NamedTensor>> answer = m.outputs->ToAnswer(m.name, std::move(positional));
-    if (!answer.ok()) return answer.status();
-    outputs = *std::move(answer);
+    ASSIGN_OR_RETURN(outputs, m.outputs->ToAnswer(m.name, std::move(positional)));
   } catch (const std::exception& e) {
     return StatusFromTorchException(e, absl::StrCat("model '", m.name, "' failed: "));
   }

@@ -24,6 +24,7 @@
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "common/owned_temp_folder.h"
+#include "common/status_macros.h"
 #include "common/zip_extract.h"
 
 namespace infergate {
@@ -78,9 +79,7 @@ std::vector<std::string> RemoveUnpackedFoldersOfGoneProcesses(const std::string&
 
 absl::StatusOr<std::unique_ptr<UnpackedAotiVariant>> UnpackedAotiVariant::Unpack(const std::string& path,
                                                                                  const AotiVariant& variant) {
-  absl::StatusOr<std::string> made = MakeOwnedTempFolder(kFolderPrefix);
-  if (!made.ok()) return made.status();
-  const std::string root = *std::move(made);
+  ASSIGN_OR_RETURN(const std::string root, MakeOwnedTempFolder(kFolderPrefix));
   auto refuse = [&](const absl::Status& why) {
     std::error_code ignored;
     fs::remove_all(root, ignored);

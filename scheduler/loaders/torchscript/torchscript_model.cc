@@ -228,9 +228,7 @@ absl::StatusOr<std::vector<NamedTensor>> TorchScriptModel::Run(const std::vector
     }
 
     const int64_t batch_rows = m.batching && !inputs.empty() && inputs[0].dim() > 0 ? inputs[0].size(0) : 0;
-    absl::StatusOr<std::vector<NamedTensor>> answer = m.outputs->ToAnswer(m.name, std::move(raw), batch_rows);
-    if (!answer.ok()) return answer.status();
-    outputs = *std::move(answer);
+    ASSIGN_OR_RETURN(outputs, m.outputs->ToAnswer(m.name, std::move(raw), batch_rows));
   } catch (const std::exception& e) {
     LOG_DEBUG << "model '" << m.name << "' threw: " << e.what();
     return StatusFromTorchException(e, absl::StrCat("model '", m.name, "' failed: "));

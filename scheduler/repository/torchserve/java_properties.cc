@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 namespace {
@@ -101,9 +102,7 @@ absl::StatusOr<std::map<std::string, std::string>> ParseJavaProperties(absl::str
     while (v < logical.size() && IsBlank(logical[v])) ++v;
     absl::StatusOr<std::string> key = Unescape(absl::string_view(logical).substr(0, k), first_line);
     if (!key.ok()) return key.status();
-    absl::StatusOr<std::string> value = Unescape(absl::string_view(logical).substr(v), first_line);
-    if (!value.ok()) return value.status();
-    out[*std::move(key)] = *std::move(value);
+    ASSIGN_OR_RETURN(out[*std::move(key)], Unescape(absl::string_view(logical).substr(v), first_line));
   }
   return out;
 }
