@@ -153,9 +153,8 @@ absl::StatusOr<size_t> ModelManager::Unload(const LoadRequest& request) {
   }
   std::optional<DeviceRequest> device;
   if (!request.device.empty()) {
-    absl::StatusOr<DeviceRequest> d = ParseDeviceRequest(request.device);
-    if (!d.ok()) return d.status();
-    if (!d->automatic) device = *d;
+    ASSIGN_OR_RETURN(DeviceRequest d, ParseDeviceRequest(request.device));
+    if (!d.automatic) device = d;
   }
   std::optional<DType> dtype = PrecisionDType(request.precision);
   size_t n = cache_.Unload([&](const ModelKey& key) {

@@ -272,9 +272,8 @@ absl::StatusOr<std::vector<ModelStats>> InferenceCore::Statistics(absl::string_v
       if (version.empty()) {
         for (int64_t v : (*entry)->versions) wanted.emplace_back((*entry)->name, v);
       } else {
-        absl::StatusOr<int64_t> v = parts_->repository.ResolveVersion(**entry, version);
-        if (!v.ok()) return v.status();
-        wanted.emplace_back((*entry)->name, *v);
+        ASSIGN_OR_RETURN(int64_t v, parts_->repository.ResolveVersion(**entry, version));
+        wanted.emplace_back((*entry)->name, v);
       }
     }
   }

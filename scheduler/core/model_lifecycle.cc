@@ -234,11 +234,10 @@ absl::Status ModelLifecycle::CheckUpload(const std::string& name, const std::str
     config = CheckModelConfig(ApplyConfigOverride(*config, *config_override), name, "parameters.config");
     if (!config.ok()) return config.status();
   }
-  absl::StatusOr<DiskModel> disk = ScanModel(fs::path(dir).parent_path().string(), name);
-  if (!disk.ok()) return disk.status();
+  ASSIGN_OR_RETURN(DiskModel disk, ScanModel(fs::path(dir).parent_path().string(), name));
   std::optional<DeviceInfo> cpu = devices_.Find(kCpuDevice);
   if (!cpu) return absl::FailedPreconditionError("no cpu device to check the uploaded model on");
-  for (const auto& [version, stamp] : disk->versions) {
+  for (const auto& [version, stamp] : disk.versions) {
     const std::string path = VersionModelFile((fs::path(dir) / std::to_string(version)).string());
     if (absl::Status s = models_.CheckLoads(path, *config, *cpu); !s.ok()) {
       return absl::FailedPreconditionError(absl::StrCat("file:", version, "/", fs::path(path).filename().string(),

@@ -54,8 +54,7 @@ absl::StatusOr<CheckInputs> FromSampleFile(const InputSignature& signature, cons
   }
   absl::StatusOr<std::string> bytes = ReadFile(path, "accuracy.sample_inputs");
   if (!bytes.ok()) return absl::InvalidArgumentError(bytes.status().message());
-  absl::StatusOr<std::string> digest = Sha256OfFile(path, "accuracy.sample_inputs");
-  if (!digest.ok()) return digest.status();
+  ASSIGN_OR_RETURN(std::string digest, Sha256OfFile(path, "accuracy.sample_inputs"));
 
   c10::IValue loaded;
   try {
@@ -65,7 +64,7 @@ absl::StatusOr<CheckInputs> FromSampleFile(const InputSignature& signature, cons
                                                    " is not a file torch.save wrote: ", ConciseTorchMessage(e.what())));
   }
   CheckInputs out;
-  out.fingerprint = absl::StrCat("sample:", *digest);
+  out.fingerprint = absl::StrCat("sample:", digest);
   auto take = [&](const c10::IValue& v, const std::string& input) -> absl::Status {
     if (!v.isTensor()) {
       return absl::InvalidArgumentError(

@@ -96,9 +96,8 @@ absl::StatusOr<at::Tensor> RowTensor(const v1::WarmupInput& input, const Row& ro
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".data_file: warmup/", input.data_file(), " cannot be read"));
     }
-    absl::StatusOr<std::string> digest = Sha256OfFile(path, field + ".data_file");
-    if (!digest.ok()) return digest.status();
-    digests->push_back(*digest);
+    ASSIGN_OR_RETURN(std::string digest, Sha256OfFile(path, field + ".data_file"));
+    digests->push_back(digest);
     if (row.dtype == DType::kBytes) {
       ASSIGN_OR_RETURN(std::vector<absl::string_view> strings,
                        ParseSerializedStrings(*bytes, row.elements, field + ".data_file"));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 #include "common/zip_listing.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/repository/aoti_signature.h"
@@ -124,9 +125,8 @@ int MaxLoopThreads(absl::string_view source) {
 
 absl::StatusOr<int> CompiledLoopThreads(const std::string& path, const AotiVariant& variant) {
   if (variant.source.name.empty()) return 0;
-  absl::StatusOr<std::string> text = ReadStoredZipEntry(path, variant.source, kMaxSourceBytes);
-  if (!text.ok()) return text.status();
-  return MaxLoopThreads(*text);
+  ASSIGN_OR_RETURN(std::string text, ReadStoredZipEntry(path, variant.source, kMaxSourceBytes));
+  return MaxLoopThreads(text);
 }
 
 absl::StatusOr<AotiVariant> PickAotiVariant(const std::vector<AotiVariant>& variants, const DeviceInfo& device) {

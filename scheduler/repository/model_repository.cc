@@ -69,9 +69,8 @@ absl::StatusOr<v1::ModelConfig> ReadModelConfig(const std::string& dir, const st
   if (!fs::exists(path, ec)) {
     config.emplace().set_name(name);
   } else {
-    absl::StatusOr<std::string> text = ReadFile(path.string(), "config.pbtxt");
-    if (!text.ok()) return text.status();
-    config = ParseModelConfig(*text, name, naming);
+    ASSIGN_OR_RETURN(std::string text, ReadFile(path.string(), "config.pbtxt"));
+    config = ParseModelConfig(text, name, naming);
     if (!config.ok()) return config;
   }
   // What the config leaves out of the signature, the newest package's own

@@ -128,9 +128,8 @@ absl::StatusOr<std::string> UploadFolders::Write(const std::string& model,
   fs::path upload;
   {
     MutexLock lock(mu_);
-    absl::StatusOr<std::string> root = Root();
-    if (!root.ok()) return root.status();
-    upload = fs::path(*root) / std::to_string(next_++);
+    ASSIGN_OR_RETURN(std::string root, Root());
+    upload = fs::path(root) / std::to_string(next_++);
   }
   const fs::path dir = upload / model;
   std::error_code ec;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_digest.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "devices/device_failure.h"
 #include "devices/system_info.h"
@@ -192,15 +193,13 @@ std::optional<Route> PrecisionChecker::ReferenceRoute(const Route& route) const 
 
 absl::StatusOr<std::vector<NamedTensor>> PrecisionChecker::RunOn(const Route& route,
                                                                  const std::vector<NamedTensor>& inputs) {
-  absl::StatusOr<ModelCache::Lease> lease = models_.Acquire(route);
-  if (!lease.ok()) return lease.status();
+  ASSIGN_OR_RETURN(ModelCache::Lease lease, models_.Acquire(route));
   std::vector<TensorMeta> metas = TensorMetas(inputs);
-  absl::StatusOr<std::vector<size_t>> order = MatchInputs((*lease)->signature(), metas, route.model->name);
-  if (!order.ok()) return order.status();
+  ASSIGN_OR_RETURN(std::vector<size_t> order, MatchInputs(lease->signature(), metas, route.model->name));
   std::vector<at::Tensor> ordered;
-  ordered.reserve(order->size());
-  for (size_t i : *order) ordered.push_back(inputs[i].tensor);
-  return (*lease)->Run(ordered);
+  ordered.reserve(order.size());
+  for (size_t i : order) ordered.push_back(inputs[i].tensor);
+  return lease->Run(ordered);
 }
 
 PrecisionChecker::Entry PrecisionChecker::Check(const Route& route, DType dtype,

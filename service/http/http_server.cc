@@ -29,6 +29,7 @@
 #include "common/client_text.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "service/http/chunked_with_length.h"
 
@@ -566,8 +567,7 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, HttpHandler handler,
                                                               HttpHeadScreen screen) {
-  absl::StatusOr<tcp::endpoint> endpoint = ParseEndpoint(options.address, options.flag_name);
-  if (!endpoint.ok()) return endpoint.status();
+  ASSIGN_OR_RETURN(tcp::endpoint endpoint, ParseEndpoint(options.address, options.flag_name));
   const int threads = std::max(1, options.threads);
   auto impl = std::make_unique<Impl>(threads);
   impl->options = std::move(options);
@@ -583,9 +583,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
     impl->next_tls_check = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   }
   beast::error_code ec;
-  impl->acceptor.open(endpoint->protocol(), ec);
+  impl->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) impl->acceptor.bind(*endpoint, ec);
+  if (!ec) impl->acceptor.bind(endpoint, ec);
   if (!ec) impl->acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
     return absl::UnavailableError(

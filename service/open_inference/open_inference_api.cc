@@ -115,19 +115,18 @@ std::vector<std::pair<std::string, std::string>> AccuracyParameters(const ModelS
 
 absl::Status OpenInferenceApi::ModelMetadata(const std::string& name, const std::string& version,
                                              inference::ModelMetadataResponse* out) const {
-  absl::StatusOr<ModelStatus> model = core_.Model(name, version);
-  if (!model.ok()) return model.status();
-  out->set_name(model->name);
+  ASSIGN_OR_RETURN(ModelStatus model, core_.Model(name, version));
+  out->set_name(model.name);
   if (version.empty()) {
-    for (int64_t v : model->versions) out->add_versions(absl::StrCat(v));
+    for (int64_t v : model.versions) out->add_versions(absl::StrCat(v));
   } else {
     out->add_versions(version);
   }
-  out->set_platform(PlatformOf(*model, version));
-  const bool batched = model->config.max_batch_size() > 0;
-  for (const v1::TensorSpec& in : model->config.inputs()) FillTensorMetadata(in, batched, out->add_inputs());
-  for (const v1::TensorSpec& o : model->config.outputs()) FillTensorMetadata(o, batched, out->add_outputs());
-  for (auto& [key, value] : AccuracyParameters(*model, version)) {
+  out->set_platform(PlatformOf(model, version));
+  const bool batched = model.config.max_batch_size() > 0;
+  for (const v1::TensorSpec& in : model.config.inputs()) FillTensorMetadata(in, batched, out->add_inputs());
+  for (const v1::TensorSpec& o : model.config.outputs()) FillTensorMetadata(o, batched, out->add_outputs());
+  for (auto& [key, value] : AccuracyParameters(model, version)) {
     (*out->mutable_parameters())[key].set_string_param(std::move(value));
   }
   return absl::OkStatus();

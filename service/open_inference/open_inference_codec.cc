@@ -333,11 +333,11 @@ absl::Status EncodeInferResponse(const inference::ModelInferRequest& request, In
   for (size_t c = 0; c < chosen.size(); ++c) {
     const NamedTensor* t = chosen[c];
     if (class_counts[c] > 0) {
-      absl::StatusOr<std::vector<std::vector<ClassScore>>> classes =
+      ASSIGN_OR_RETURN(
+          std::vector<std::vector<ClassScore>> classes,
           TopClasses(t->tensor, result.batched, class_counts[c], result.labels ? result.labels->For(t->name) : nullptr,
-                     absl::StrCat("outputs[", c, "].parameters.classification"));
-      if (!classes.ok()) return classes.status();
-      ClassBytes bytes = ClassesAsBytes(*classes, result.batched);
+                     absl::StrCat("outputs[", c, "].parameters.classification")));
+      ClassBytes bytes = ClassesAsBytes(classes, result.batched);
       *response->add_raw_output_contents() = std::move(bytes.raw);
       inference::ModelInferResponse::InferOutputTensor* out = response->add_outputs();
       out->set_name(t->name);
@@ -346,11 +346,10 @@ absl::Status EncodeInferResponse(const inference::ModelInferRequest& request, In
       continue;
     }
     std::string* bytes = response->add_raw_output_contents();
-    absl::StatusOr<DType> dtype = TensorBytes(t->tensor, t->name, bytes);
-    if (!dtype.ok()) return dtype.status();
+    ASSIGN_OR_RETURN(DType dtype, TensorBytes(t->tensor, t->name, bytes));
     inference::ModelInferResponse::InferOutputTensor* out = response->add_outputs();
     out->set_name(t->name);
-    out->set_datatype(std::string(DatatypeName(*dtype)));
+    out->set_datatype(std::string(DatatypeName(dtype)));
     for (int64_t d : t->tensor.sizes()) out->add_shape(d);
   }
   // The placement: where it ran and in what dtype, always (a client judges

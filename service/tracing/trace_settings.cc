@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace infergate {
 namespace {
@@ -126,15 +127,14 @@ absl::StatusOr<TraceSettings::Values> TraceSettings::Update(const std::string& m
       }
       next.on = *on;
     } else {
-      absl::StatusOr<std::string> text = OneValue(name, *value);
-      if (!text.ok()) return text.status();
+      ASSIGN_OR_RETURN(std::string text, OneValue(name, *value));
       if (name == "trace_rate") {
-        absl::StatusOr<uint32_t> rate = ParseRate(*text);
+        absl::StatusOr<uint32_t> rate = ParseRate(text);
         if (!rate.ok()) return rate.status();
         next.rate = *rate;
         next.calls = 0;
       } else {
-        absl::StatusOr<int32_t> count = ParseCount(*text);
+        absl::StatusOr<int32_t> count = ParseCount(text);
         if (!count.ok()) return count.status();
         next.count = *count;
       }

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/client_text.h"
+#include "common/status_macros.h"
 #include "proto/proto_enums.h"
 #include "scheduler/repository/class_labels.h"
 #include "service/call/classification.h"
@@ -20,12 +21,11 @@ namespace {
 // The top `k` classes of `out`, as infergate.v1 answers them (classification.h).
 absl::Status EncodeClasses(const NamedTensor& out, const InferenceResult& result, uint32_t k,
                            v1::ClassifiedOutput* wire) {
-  absl::StatusOr<std::vector<std::vector<ClassScore>>> rows =
-      TopClasses(out.tensor, result.batched, k, result.labels ? result.labels->For(out.name) : nullptr,
-                 absl::StrCat("class_count (output '", out.name, "')"));
-  if (!rows.ok()) return rows.status();
+  ASSIGN_OR_RETURN(std::vector<std::vector<ClassScore>> rows,
+                   TopClasses(out.tensor, result.batched, k, result.labels ? result.labels->For(out.name) : nullptr,
+                              absl::StrCat("class_count (output '", out.name, "')")));
   wire->set_name(out.name);
-  for (const std::vector<ClassScore>& row : *rows) {
+  for (const std::vector<ClassScore>& row : rows) {
     v1::ClassRow* r = wire->add_rows();
     for (const ClassScore& c : row) {
       v1::ClassScore* score = r->add_classes();
