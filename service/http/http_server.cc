@@ -280,8 +280,16 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // or closed).
   bool ReadFailed(beast::error_code ec) {
     if (ec == http::error::body_limit) {
-      Reject(413, absl::StrCat("request body is larger than the server's limit of ", server_.options.max_body_bytes,
-                               " bytes"));
+      // Triton's words first (its clients and QA suite match them), for a
+      // body of any kind; its size where the head gave it.
+      std::optional<uint64_t> length;
+      if (parser_ && parser_->content_length()) length = *parser_->content_length();
+      Reject(413,
+             absl::StrCat("request JSON size of ",
+                          length ? absl::StrCat(*length) : absl::StrCat("more than ", server_.options.max_body_bytes),
+                          " bytes exceeds the maximum allowed input size of ", server_.options.max_body_bytes,
+                          " bytes (the request body is larger than the server's limit; "
+                          "--max-receive-bytes raises it)"));
       return true;
     }
     if (ec == http::error::header_limit) {

@@ -2,12 +2,14 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/client_text.h"
 #include "common/status_macros.h"
 #include "proto/proto_enums.h"
 #include "scheduler/repository/model_upload.h"
+#include "scheduler/routing/scheduler_options.h"
 #include "service/open_inference/open_inference_codec.h"
 #include "service/open_inference/triton_model_config.h"
 
@@ -374,7 +376,8 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
 }
 
 absl::Status LoadFailure(const std::string& model, const absl::Status& failed) {
-  if (failed.ok()) return failed;
+  // A mode that takes no loads refused it: Triton's words start the message.
+  if (failed.ok() || absl::StartsWith(failed.message(), SchedulerOptions::kModelControlRefusal)) return failed;
   return absl::Status(failed.code(), absl::StrCat("failed to load '", model.substr(0, 64), "': ", failed.message()));
 }
 

@@ -200,6 +200,12 @@ absl::StatusOr<std::vector<int64_t>> ParseShape(const Json& input, const std::st
     if (!dim.is_number_integer() || (dim.is_number_unsigned() && dim.get<uint64_t>() > INT64_MAX)) {
       return Invalid(absl::StrCat(field, ".shape[", d, "]"), "expected an integer");
     }
+    if (dim.get<int64_t>() < 0) {
+      // Triton's words first (it reads each dimension as unsigned).
+      return absl::InvalidArgumentError(
+          absl::StrCat("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer (",
+                       field, ".shape[", d, "]: ", dim.get<int64_t>(), " is negative)"));
+    }
     shape.push_back(dim.get<int64_t>());
   }
   return shape;
@@ -384,7 +390,7 @@ absl::StatusOr<InputDecoded> DecodeInput(const Json& in, size_t i, absl::string_
   ASSIGN_OR_RETURN(const DType dtype, DatatypeFromName(datatype, field + ".datatype"));
   ASSIGN_OR_RETURN(const std::vector<int64_t> shape, ParseShape(in, field));
   RETURN_IF_ERROR(CheckShapeFitsInt64(shape, ElementSize(dtype), name));
-  ASSIGN_OR_RETURN(const int64_t elements, ValidateShape(shape, field + ".shape", limits));
+  ASSIGN_OR_RETURN(const int64_t elements, ValidateShape(shape, field, limits));
   ASSIGN_OR_RETURN(const std::optional<uint64_t> binary_size, BinaryDataSize(in, field));
 
   inference::ModelInferRequest::InferInputTensor* tensor = req->add_inputs();

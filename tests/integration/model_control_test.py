@@ -100,11 +100,11 @@ def main():
             for call in (lambda: stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="cnn")),
                          lambda: stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="cnn"))):
                 e = refused(call)
-                check(e is not None and e.code() == grpc.StatusCode.UNAVAILABLE and REFUSAL in e.details(),
+                check(e is not None and e.code() == grpc.StatusCode.UNAVAILABLE and e.details().startswith(REFUSAL),
                       "%s: gRPC load/unload: %s" % (mode, e and (e.code(), e.details())))
             for action in ("load", "unload"):
                 status, body = rest("POST", "/v2/repository/models/cnn/" + action)
-                check(status == 503 and REFUSAL in json.loads(body)["error"],
+                check(status == 503 and json.loads(body)["error"].startswith(REFUSAL),
                       "%s: REST %s: %d %r" % (mode, action, status, body[:200]))
             check(stub.ModelReady(pb.ModelReadyRequest(name="cnn")).ready, "%s: cnn still ready" % mode)
             check(server.stop() == 0, "server did not exit cleanly")

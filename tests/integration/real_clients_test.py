@@ -11,10 +11,13 @@ it from tests/pypi/clients-requirements.txt).
 
   tritonclient.grpc   liveness, readiness, server and model metadata, the
                       model's config, infer (raw contents), async_infer, a
-                      stream of requests with ids, the repository index,
+                      stream of requests with ids, infergate's request
+                      parameters (device, precision, fallback, timing) and
+                      the placement in the answer's, the repository index,
                       unload and load, statistics, an unknown model's error
   tritonclient.http   the same over REST: infer with and without the
-                      binary extension, async_infer, the repository index,
+                      binary extension, the request parameters and the
+                      placement, async_infer, the repository index,
                       unload and load, an unknown model's error
   kserve              InferenceGRPCClient and InferenceRESTClient (v2):
                       readiness of server and model, infer, an unknown
@@ -79,6 +82,24 @@ def triton_grpc(grpc_address, x, want):
     c.stop_stream()
     assert ids == {"s0", "s1", "s2", "s3"}, ids
 
+    # infergate's request parameters as tritonclient sends them, and the
+    # placement the answer carries in its parameters (docs/protocols.md).
+    r = c.infer("mlp", inputs, outputs=outputs, parameters={"device": "cpu", "precision": "FP32", "timing": True})
+    p = r.get_response().parameters
+    assert p["device"].string_param == "cpu" and p["requested_device"].string_param == "cpu", p
+    assert p["dtype"].string_param == "FP32" and p["batch_size"].int64_param >= 1, p
+    assert close(r.as_numpy("logits"), want), "infer with parameters answered wrong"
+    r = c.infer("mlp", inputs, outputs=outputs, parameters={"device": "mps"})  # never present on Linux
+    p = r.get_response().parameters
+    assert p["device"].string_param == "cpu" and p["fell_back"].bool_param and p["fallback_reason"].string_param, p
+    for parameters, code in (({"device": "mps", "fallback": "DENY"}, "FAILED_PRECONDITION"),
+                             ({"device": "tpu:0"}, "INVALID_ARGUMENT"), ({"precision": "FP8"}, "INVALID_ARGUMENT")):
+        try:
+            c.infer("mlp", inputs, outputs=outputs, parameters=parameters)
+            raise AssertionError("%s answered" % parameters)
+        except InferenceServerException as e:
+            assert e.status() == "StatusCode." + code, (parameters, e.status(), e.message())
+
     index = c.get_model_repository_index().models
     assert any(m.name == "mlp" for m in index), index
     c.unload_model("mlp")
@@ -96,7 +117,7 @@ def triton_grpc(grpc_address, x, want):
         print("unknown model:", e.status(), e.message())
         assert "no_such_model" in e.message(), e.message()
     c.close()
-    return "tritonclient.grpc: 11 calls checked"
+    return "tritonclient.grpc: 16 calls checked"
 
 
 def triton_http(http_address, x, want):
@@ -118,6 +139,19 @@ def triton_http(http_address, x, want):
         r = c.infer("mlp", [i], outputs=[o], request_id="b%d" % binary)
         assert close(r.as_numpy("logits"), want), "infer (binary_data=%s) answered wrong" % binary
         assert r.get_response()["id"] == "b%d" % binary, r.get_response()
+    r = c.infer("mlp", [i], outputs=[o], parameters={"device": "cpu", "precision": "FP32", "timing": True})
+    p = r.get_response()["parameters"]
+    assert p["device"] == "cpu" and p["requested_device"] == "cpu" and p["dtype"] == "FP32", p
+    assert p["batch_size"] >= 1, p
+    r = c.infer("mlp", [i], outputs=[o], parameters={"device": "mps"})
+    p = r.get_response()["parameters"]
+    assert p["device"] == "cpu" and p["fell_back"] is True and p["fallback_reason"], p
+    for parameters, status in (({"device": "mps", "fallback": "DENY"}, "400"), ({"device": "tpu:0"}, "400")):
+        try:
+            c.infer("mlp", [i], outputs=[o], parameters=parameters)
+            raise AssertionError("%s answered" % parameters)
+        except InferenceServerException as e:
+            assert e.status() == status, (parameters, e.status(), e.message())
     pending = c.async_infer("mlp", [i], outputs=[o])
     assert close(pending.get_result().as_numpy("logits"), want), "async_infer answered wrong"
     index = c.get_model_repository_index()
@@ -135,7 +169,7 @@ def triton_http(http_address, x, want):
         print("unknown model:", e.status(), e.message())
         assert "no_such_model" in e.message(), e.message()
     c.close()
-    return "tritonclient.http: 10 calls checked"
+    return "tritonclient.http: 14 calls checked"
 
 
 def kserve_clients(grpc_address, http_address, x, want):

@@ -320,6 +320,10 @@ TEST(TritonTexts, RefusalsCarryTritonsWordsFirst) {
   ExpectInvalid(R"({"inputs":[{"name":"INPUT0","shape":[4,1152921504606846978],"datatype":"FP32","data":[1.0]}]})",
                 "byte size overflow for input 'INPUT0': element count (4611686018427387912) * data type size (4) "
                 "exceeds maximum allowed size (9223372036854775807)");
+  // A negative dimension: Triton's words (it reads dimensions as unsigned), then the dimension.
+  ExpectInvalid(R"({"inputs":[{"name":"INPUT0","shape":[2,-5],"datatype":"FP32","data":[1.0]}]})",
+                "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer "
+                "(inputs[0].shape[1]: -5 is negative)");
   // Within INT64_MAX, the element limit's own words.
   ExpectInvalid(R"({"inputs":[{"name":"INPUT0","shape":[1000000000000],"datatype":"FP32","data":[1.0]}]})",
                 "inputs[0].shape");
