@@ -249,17 +249,20 @@ hog_on
 start=$(date +%s)
 cd "$build_dir"
 if [ "$asan" = 1 ]; then
-  # The unit tests, what the ASan suite left out and the memory-bound
-  # GoogleTest cases, then the memory-labelled tests (one CTest call each:
-  # -R and -L would intersect).
+  # The unit tests, what the ASan suite left out, the memory-bound
+  # GoogleTest cases and the memory-labelled tests, in one CTest call so
+  # that they fill the cores beside the longest chain (the soak, the
+  # benchmark and churn smoke runs, which take one lock); the labelled
+  # tests by name, since -R and -L would intersect.
   listed=$(ctest -N -R "$memory_tests" | sed -n 's/^Total Tests: //p')
   if [ "$listed" != "$memory_test_count" ]; then
     echo "the memory-bound GoogleTest cases: $memory_test_count named in tests/run.sh, $listed found by CTest" >&2
     exit 1
   fi
+  labelled=$(ctest -N -L "$memory_label" | sed -n 's/^ *Test *#[0-9]*: *//p' | paste -sd '|')
+  [ -n "$labelled" ] || { echo "no test carries the label $memory_label" >&2; exit 1; }
   ctest_no_skips --output-on-failure -j "$(nproc)" "${ctest_args[@]}" \
-    -R "^(common_test|devices_test|core_test|service_test|service_test_serial)\$|$asan_skips|$memory_tests" "$@"
-  ctest_no_skips --output-on-failure -j "$(nproc)" -L "$memory_label" "$@"
+    -R "^(common_test|devices_test|core_test|service_test|service_test_serial|$labelled)\$|$asan_skips|$memory_tests" "$@"
 else
   ctest_no_skips --output-on-failure -j "$(nproc)" "${ctest_args[@]}" "$@"
 fi
