@@ -289,5 +289,31 @@ TEST_F(CoreTest, SimulatedCpuSlowdownMultipliesTheRunsOwnWorkNotTheTimeItWaited)
   EXPECT_LT(waited, 4 * 40.0) << "the 40 ms the run waited (no CPU of its own) was multiplied";
 }
 
+// model_warmup's count: each sample runs `count` times before the model
+// serves (0 means once), and a config without samples runs once on zeros.
+TEST(CoreWarmup, EachSampleRunsCountTimesBeforeTheModelServes) {
+  const std::string input = R"(max_batch_size: 8 inputs { name: "x" dtype: FLOAT32 dims: [4] } warmup: true )";
+  const std::string sample = R"( inputs { name: "x" dtype: FLOAT32 dims: [4] source: RANDOM_DATA } })";
+  TempRepository repo({{"three", input + R"(warmup_samples { name: "a" batch_size: 2 count: 3)" + sample},
+                       {"twice_once", input + R"(warmup_samples { name: "a" batch_size: 1 count: 2)" + sample +
+                                          R"( warmup_samples { name: "b" batch_size: 1)" + sample},
+                       {"zeros", input}});
+  // One model served at a time (explicit model control), so each count is its own.
+  for (const auto& [model, runs] :
+       std::vector<std::pair<std::string, int>>{{"three", 3}, {"twice_once", 3}, {"zeros", 1}}) {
+    SchedulerOptions options;
+    options.precision_checks = false;
+    options.cpu_workers = 1;
+    options.intra_op_threads = 1;
+    options.initial_models = {model};
+    options.model_control = SchedulerOptions::ModelControl::kExplicit;
+    auto script = std::make_shared<FakeScript>();
+    InferenceCore core(repo.root(), DeviceRegistry(FakeDevices(false, false)), options, FakeLoader(script));
+    ASSERT_TRUE(core.Start().ok()) << model;
+    EXPECT_EQ(script->runs_on_cpu.load(), runs) << model;
+    EXPECT_EQ(script->runs_elsewhere.load(), 0) << model;
+  }
+}
+
 }  // namespace
 }  // namespace infergate
