@@ -157,10 +157,12 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
   ASSERT_TRUE(Infer(x, "", v1::ALLOW, &resp).ok());
   EXPECT_EQ(resp.placement().device(), "cpu") << "auto waited for a load instead of the ready cpu copy";
   EXPECT_EQ(resp.placement().fallback_reason(), "demoted:cuda:0");
+  int demoted_answers = 1;  // each is counted in the fallback metric under reason="demoted"
   // Named, with fallback allowed: the same.
   ASSERT_TRUE(Infer(x, "cuda:0", v1::ALLOW, &resp).ok());
   if (resp.placement().device() == "cpu") {
     EXPECT_EQ(resp.placement().fallback_reason(), "demoted:cuda:0");
+    ++demoted_answers;
   }
   // Its demand pays for the move: it moves back, displacing the idle one
   // (which keeps answering from its own CPU copy), and nobody waited.
@@ -172,6 +174,7 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
     back = resp.placement().device() == "cuda:0";
     if (!back) {
       ++on_cpu;
+      ++demoted_answers;
       EXPECT_EQ(resp.placement().device(), "cpu");
       EXPECT_EQ(resp.placement().fallback_reason(), "demoted:cuda:0");
     }
@@ -195,6 +198,13 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
   ASSERT_TRUE(Infer(y, "", v1::ALLOW, &resp).ok());
   EXPECT_EQ(resp.placement().device(), "cpu");
   EXPECT_EQ(resp.placement().fallback_reason(), "demoted:cuda:0");
+  ++demoted_answers;
+  // Counted from where each was meant to run: "auto", or the device it named.
+  auto demoted_from = [&](const std::string& from) {
+    return AddedSince(before, *server_,
+                      "infergate_fallbacks_total{from=\"" + from + "\",reason=\"demoted\",to=\"cpu\"}");
+  };
+  EXPECT_EQ(demoted_from("auto") + demoted_from("cuda:0"), demoted_answers) << ScrapeMetrics(*server_);
 }
 
 TEST_F(NoColdStart, DenyWaitsForItsDevice) {
