@@ -149,7 +149,8 @@ class NoColdStart : public ::testing::Test {
 
 TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack) {
   // The CPU 4x slower than the simulated GPU, as a real one is (more so).
-  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=4"});
+  // Debug lines: the move decisions are logged there.
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=4", "--log-level=debug"});
   const auto [x, y] = DemotedAndResident();
   ASSERT_FALSE(x.empty());
   const std::string before = ScrapeMetrics(*server_);
@@ -205,6 +206,17 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
                       "infergate_fallbacks_total{from=\"" + from + "\",reason=\"demoted\",to=\"cpu\"}");
   };
   EXPECT_EQ(demoted_from("auto") + demoted_from("cuda:0"), demoted_answers) << ScrapeMetrics(*server_);
+  // The decision is a debug line with its gain and cost; the move warms the
+  // new copy up (a run on zeros) before it is announced and serves.
+  const std::string log = server_->Log();
+  const size_t decided = log.find("placement on cuda:0: promote '" + x + "' (latency-weighed gain ");
+  ASSERT_NE(decided, std::string::npos) << log;
+  EXPECT_NE(log.find(" ms: its move plus what the displaced lose)", decided), std::string::npos) << log;
+  const size_t warmed = log.find("warm-up of model '" + x + "' on cuda:0 took", decided);
+  const size_t moved = log.find("model '" + x + "' version 1 moved to cuda:0 in the background", decided);
+  ASSERT_NE(warmed, std::string::npos) << log;
+  ASSERT_NE(moved, std::string::npos) << log;
+  EXPECT_LT(warmed, moved) << "the moved copy served before its warm-up\n" << log;
 }
 
 TEST_F(NoColdStart, DenyWaitsForItsDevice) {
