@@ -12,7 +12,8 @@ reference stubs) and REST (JSON and the binary extension):
   simple_string           decimal strings summed: raw BYTES (4-byte
                           lengths), bytes_contents, JSON strings, binary
   simple_identity         10,000 random strings (empty, long, non-ASCII)
-                          back unchanged, on both protocols
+                          back unchanged, over gRPC and REST, and over
+                          infergate.v1, KServe V1 and /predictions
   densenet_onnx,          format and reshape echoed in ModelConfig; a red
   inception_onnx          (green) image classified RED (GREEN), by argmax
                           and through the classification extension
@@ -236,6 +237,26 @@ def main():
             {"name": "INPUT0", "datatype": "BYTES", "shape": [1, len(strings)], "data": strings}]})
         check(status == 200 and body["outputs"][0]["data"] == strings,
               "simple_identity REST: 10,000 strings did not come back unchanged (%d)" % status)
+        # The same strings over infergate.v1 (a BYTES tensor: 4-byte lengths,
+        # then the bytes), KServe V1 (instances of JSON strings) and
+        # TorchServe's /predictions (one instance, a JSON list).
+        from infergate.v1 import inference_pb2 as v1
+        from infergate.v1 import inference_pb2_grpc as v1_grpc
+        from infergate.v1 import tensor_pb2
+        v1_request = v1.InferRequest(model="simple_identity")
+        v1_request.inputs.add(name="INPUT0", dtype=tensor_pb2.BYTES, shape=[1, len(encoded)], data=serialized(encoded))
+        v1_answer = v1_grpc.InferenceServiceStub(channel).Infer(v1_request, timeout=120)
+        check(len(v1_answer.outputs) == 1 and v1_answer.outputs[0].dtype == tensor_pb2.BYTES and
+              list(v1_answer.outputs[0].shape) == [1, 10000] and parse_serialized(v1_answer.outputs[0].data) == encoded,
+              "simple_identity infergate.v1: 10,000 strings did not come back unchanged")
+        rows = [strings[:5000], strings[5000:]]
+        status, body = rest_json("/v1/models/simple_identity:predict", {"instances": rows})
+        check(status == 200 and body.get("predictions") == rows,
+              "simple_identity KServe V1: the strings did not come back unchanged (%d)" % status)
+        status, _, data = rest("POST", "/predictions/simple_identity", json.dumps(strings[:1000]),
+                               {"Content-Type": "application/json"})
+        check(status == 200 and json.loads(data) == strings[:1000],
+              "simple_identity /predictions: the strings did not come back unchanged (%d %r)" % (status, data[:200]))
         # Invalid UTF-8 where the model takes str: refused, naming the element.
         code, details = grpc_error(lambda: stub.ModelInfer(infer("simple_identity", [
             ("INPUT0", "BYTES", [1, 2], serialized([b"ok", b"\xff\xfe"]), None)])))
