@@ -84,6 +84,22 @@ TEST(OutputComparison, MeasuresErrorsMagnitudesAndNewNonFinite) {
   EXPECT_FALSE(CompareOutputs({{"y", ref}}, {{"y", cand.reshape({2, 2})}}).problem.empty());
 }
 
+// String outputs have no error to measure: the same strings pass with no
+// error, other strings (or a string against numbers) are the check's problem.
+TEST(OutputComparison, StringOutputsMustBeTheSameStrings) {
+  const at::Tensor words = MakeStringTensor({"cat", "", "dög"}, {3});
+  AccuracyMeasurement same = CompareOutputs({{"label", words}}, {{"label", MakeStringTensor({"cat", "", "dög"}, {3})}});
+  ASSERT_TRUE(same.problem.empty()) << same.problem;
+  ASSERT_EQ(same.outputs.size(), 1u);
+  EXPECT_EQ(same.outputs[0], (OutputError{"label", 0, 0, false}));
+  for (const at::Tensor& other :
+       {MakeStringTensor({"cat", "", "dog"}, {3}), MakeStringTensor({"cat", " ", "dög"}, {3}), at::zeros({3})}) {
+    AccuracyMeasurement m = CompareOutputs({{"label", words}}, {{"label", other}});
+    EXPECT_EQ(m.problem, "output 'label' holds other strings in reduced precision than in FP32");
+  }
+  EXPECT_FALSE(CompareOutputs({{"label", at::zeros({3})}}, {{"label", words}}).problem.empty());
+}
+
 TEST(AccuracyLedger, LinesRoundTripWithAwkwardNames) {
   AccuracyKey key{"m;odel=1/x%",     std::string(64, 'a'), DeviceKind::kMps,
                   "cpu:x86_64+avx2", DType::kBFloat16,     "generated:x:FLOAT32[2,8][-1,1)"};
