@@ -177,8 +177,7 @@ absl::Status InferenceCore::CheckExplicitControl() const {
     return absl::OkStatus();
   }
   return absl::UnavailableError(absl::StrCat(
-      SchedulerOptions::kModelControlRefusal,
-      " (--model-control-mode=", mode == SchedulerOptions::ModelControl::kNone ? "none" : "poll",
+      kModelControlRefusal, " (--model-control-mode=", mode == SchedulerOptions::ModelControl::kNone ? "none" : "poll",
       ": the repository decides what is served; start the server with --model-control-mode=explicit to load and "
       "unload models through the API)"));
 }

@@ -84,6 +84,11 @@ struct ModelStatus {
 
 class InferenceCore {
  public:
+  // How the none and poll model-control modes refuse a load or unload
+  // (UNAVAILABLE): Triton's words, which its clients match at the start of
+  // the message.
+  static constexpr char kModelControlRefusal[] = "explicit model load / unload is not allowed if polling is enabled";
+
   // `loader` empty means TorchScript models; tests pass fakes.
   InferenceCore(std::string repository_root, DeviceRegistry devices, SchedulerOptions options,
                 ServableLoader loader = {});

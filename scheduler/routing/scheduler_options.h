@@ -48,9 +48,6 @@ struct SchedulerOptions {
   // repository (when polled) and takes loads and unloads too.
   enum class ModelControl { kFollow, kNone, kPoll, kExplicit };
   ModelControl model_control = ModelControl::kFollow;
-  // How kNone and kPoll refuse a load or unload (UNAVAILABLE): Triton's
-  // words, which its clients match at the start of the message.
-  static constexpr char kModelControlRefusal[] = "explicit model load / unload is not allowed if polling is enabled";
   // kExplicit: the models served from the start ("*": every one).
   std::vector<std::string> initial_models;
   RouterOptions router;

@@ -9,7 +9,6 @@
 #include "common/status_macros.h"
 #include "proto/proto_enums.h"
 #include "scheduler/repository/model_upload.h"
-#include "scheduler/routing/scheduler_options.h"
 #include "service/open_inference/open_inference_codec.h"
 #include "service/open_inference/triton_model_config.h"
 
@@ -377,7 +376,7 @@ absl::StatusOr<LoadRequest> LoadRequestFromParameters(
 
 absl::Status LoadFailure(const std::string& model, const absl::Status& failed) {
   // A mode that takes no loads refused it: Triton's words start the message.
-  if (failed.ok() || absl::StartsWith(failed.message(), SchedulerOptions::kModelControlRefusal)) return failed;
+  if (failed.ok() || absl::StartsWith(failed.message(), InferenceCore::kModelControlRefusal)) return failed;
   return absl::Status(failed.code(), absl::StrCat("failed to load '", model.substr(0, 64), "': ", failed.message()));
 }
 
