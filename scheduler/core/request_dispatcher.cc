@@ -15,6 +15,7 @@
 #include "scheduler/model/string_tensor.h"
 #include "scheduler/repository/input_signature.h"
 #include "scheduler/routing/failure_policy.h"
+#include "scheduler/routing/ready_path.h"
 
 namespace infergate {
 namespace {
@@ -81,6 +82,7 @@ void RequestDispatcher::NoteQueued(const Job& job) {
   if (!trace) return;
   trace->Queued(job.route.device.id.ToString(), job.route.fallback ? job.route.fallback->ToString() : "",
                 job.priority_level, Clock::now());
+  if (job.route.ready_path != nullptr) trace->Routed(job.route.ready_path, job.route.expected_us);
 }
 
 void RequestDispatcher::NoteRan(const BatchRun& run, Clock::time_point model_ready, DType dtype) {
@@ -289,6 +291,10 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
     result.timing.compute_input_ns = run.times.input_ns;
     result.timing.compute_infer_ns = run.times.infer_ns;
     result.timing.compute_output_ns = run.times.output_ns;
+    if (job.route.ready_path != nullptr) {
+      core_.observer->OnReadyPathAnswered(job.route.ready_path, device_name,
+                                          IsRegret(job.route.expected_us, static_cast<double>(result.timing.total_us)));
+    }
     job.Finish(std::move(result));
   }
 }

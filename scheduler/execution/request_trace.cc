@@ -24,6 +24,13 @@ void RequestTrace::Queued(absl::string_view device, absl::string_view fallback_r
   a.enqueued = at;
 }
 
+void RequestTrace::Routed(absl::string_view ready_path, double expected_us) {
+  MutexLock lock(mu_);
+  if (attempts_.empty()) return;
+  attempts_.back().ready_path = std::string(ready_path);
+  attempts_.back().expected_us = expected_us;
+}
+
 void RequestTrace::Started(Clock::time_point dequeued, Clock::time_point model_ready, bool waited_for_load) {
   MutexLock lock(mu_);
   if (attempts_.empty()) return;

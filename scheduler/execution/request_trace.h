@@ -40,6 +40,11 @@ class RequestTrace {
   struct Attempt {
     std::string device;           // "cpu", "mps", "cuda:0"
     std::string fallback_reason;  // why the request came to this device instead of the one asked for; "" if it did not
+    // The ready path `auto` chose (scheduler/routing/ready_path.h) and its
+    // estimate of when the request finishes, in microseconds from its
+    // planning; "" and 0 when it was not chosen that way.
+    std::string ready_path;
+    double expected_us = 0;
     uint32_t priority = 0;
     Clock::time_point enqueued;
     // Taken off the queue by a worker, and when the model was ready to run
@@ -71,6 +76,8 @@ class RequestTrace {
 
   // A new attempt: queued on `device` at `at`.
   void Queued(absl::string_view device, absl::string_view fallback_reason, uint32_t priority, Clock::time_point at);
+  // The current attempt's ready path and its estimate (Attempt::ready_path).
+  void Routed(absl::string_view ready_path, double expected_us);
   // The current attempt was taken by a worker at `dequeued`; its model was
   // ready at `model_ready`.
   void Started(Clock::time_point dequeued, Clock::time_point model_ready, bool waited_for_load);

@@ -29,6 +29,11 @@ struct Route {
   std::string precision_reason;
   // A reduced dtype whose accuracy check should start (precision_checker.h).
   std::optional<DType> precision_check;
+  // Under `auto` with background moves: the ready path taken
+  // (ReadyPathName, scheduler/routing/ready_path.h; null otherwise) and its
+  // estimate of when the request finishes, from its planning (0: none).
+  const char* ready_path = nullptr;
+  double expected_us = 0;
 
   ModelKey key() const { return {model->name, version, device.id, dtype, generation}; }
 };

@@ -26,4 +26,18 @@ PathChoice ChooseReadyPath(const std::vector<RouteCandidate>& candidates, int id
   return {ReadyPath::kResident, ready, ready_us, load_us};
 }
 
+const char* ReadyPathName(ReadyPath path) {
+  switch (path) {
+    case ReadyPath::kIdeal: return "ideal";
+    case ReadyPath::kResident: return "resident";
+    case ReadyPath::kLoadAndRun: return "load_and_run";
+    case ReadyPath::kColdStart: return "cold_start";
+  }
+  return "cold_start";
+}
+
+bool IsRegret(double expected_us, double took_us) {
+  return expected_us > 0 && took_us > expected_us * (1 + kRegretMargin);
+}
+
 }  // namespace infergate

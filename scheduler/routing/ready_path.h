@@ -50,4 +50,15 @@ struct PathChoice {
 // candidates) gives a cold start with index -1.
 PathChoice ChooseReadyPath(const std::vector<RouteCandidate>& candidates, int ideal, const RouterOptions& options);
 
+// "ideal", "resident", "load_and_run", "cold_start": the path's label in
+// metrics and logs.
+const char* ReadyPathName(ReadyPath path);
+
+// Regret: a request that finished more than kRegretMargin (20%) after the
+// estimate of the path it took, the fastest ready when it arrived (the
+// estimate was wrong, or the path was slower than the estimates said).
+// False without an estimate (expected_us <= 0: a load never measured).
+inline constexpr double kRegretMargin = 0.2;
+bool IsRegret(double expected_us, double took_us);
+
 }  // namespace infergate

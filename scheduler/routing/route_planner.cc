@@ -157,9 +157,11 @@ RoutePlanner::AutoChoice RoutePlanner::ChooseAuto(const Route& route, Precision 
   for (RouteCandidate& c : all_resident) c.resident = true;
   const int ideal = ChooseDevice(all_resident, options_);
   const PathChoice path = ChooseReadyPath(candidates, ideal, options_);
-  if (path.path != ReadyPath::kResident) return {candidates[path.index].device, std::nullopt};
+  if (path.path != ReadyPath::kResident) {
+    return {candidates[path.index].device, std::nullopt, ReadyPathName(path.path), path.expected_us};
+  }
   move_wanted_();
-  AutoChoice choice{candidates[path.index].device, std::nullopt};
+  AutoChoice choice{candidates[path.index].device, std::nullopt, ReadyPathName(path.path), path.expected_us};
   if (candidates[ideal].demoted) {
     choice.demoted = FallbackReason{FallbackKind::kDemoted, candidates[ideal].device.ToString()};
   }
@@ -211,6 +213,8 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
     }
     AutoChoice chosen = ChooseAuto(route, request.precision, allowed);
     route.fallback = std::move(chosen.demoted);
+    route.ready_path = chosen.ready_path;
+    route.expected_us = chosen.expected_us;
     return PlaceOn(std::move(route), chosen.device, request.precision, request.allow_fallback);
   }
 

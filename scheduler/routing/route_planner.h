@@ -113,6 +113,8 @@ class RoutePlanner {
   struct AutoChoice {
     DeviceId device;
     std::optional<FallbackReason> demoted;  // ran elsewhere: the model was demoted from its best device
+    const char* ready_path = nullptr;       // the ready path's name (background moves on; else null)
+    double expected_us = 0;                 // its estimate of when the request finishes
   };
   AutoChoice ChooseAuto(const Route& route, Precision precision, const std::vector<DeviceId>& allowed) const;
   // The probe's figures for `route`'s model on `device`, in the dtype a

@@ -267,6 +267,18 @@ void Metrics::RegisterRequestFamilies(const BuildVersions& versions) {
                     .Name("infergate_fallbacks_total")
                     .Help("Requests moved off the device they were meant for, by from, to and reason.")
                     .Register(r);
+  ready_paths_ = &prometheus::BuildCounter()
+                      .Name("infergate_ready_path_requests_total")
+                      .Help(
+                          "Requests auto sent down the fastest path ready when they arrived (background moves on), "
+                          "by path (ideal, resident, load_and_run, cold_start) and the device that answered.")
+                      .Register(r);
+  regrets_ = &prometheus::BuildCounter()
+                  .Name("infergate_regret_total")
+                  .Help(
+                      "Of those, the requests that finished more than 20% after their path's estimate, by path "
+                      "and device.")
+                  .Register(r);
   rejections_ =
       &prometheus::BuildCounter()
            .Name("infergate_rejections_total")
@@ -532,6 +544,11 @@ void Metrics::OnEviction(const DeviceId& device, EvictionReason why) {
 
 void Metrics::OnFallback(const std::string& from, const std::string& to, const std::string& reason) {
   Cached(*fallbacks_, {{"from", from}, {"to", to}, {"reason", reason}}).Increment();
+}
+
+void Metrics::OnReadyPathAnswered(const std::string& path, const std::string& device, bool regret) {
+  Cached(*ready_paths_, {{"path", path}, {"device", device}}).Increment();
+  if (regret) Cached(*regrets_, {{"path", path}, {"device", device}}).Increment();
 }
 
 void Metrics::OnPrecisionCheck(const std::string& model, const std::string& device, const std::string& dtype,

@@ -128,6 +128,10 @@ void CallTrace::AddAttempts(Clock::time_point call_end) {
     attempt->SetAttribute("infergate.device", a.device);
     attempt->SetAttribute("infergate.priority", static_cast<int64_t>(a.priority));
     if (!a.dtype.empty()) attempt->SetAttribute("infergate.dtype", a.dtype);
+    if (!a.ready_path.empty()) {
+      attempt->SetAttribute("infergate.ready_path", a.ready_path);
+      attempt->SetAttribute("infergate.ready_path.expected_us", static_cast<int64_t>(a.expected_us));
+    }
     if (!a.fallback_reason.empty()) {
       attempt->SetAttribute("infergate.fallback_reason", a.fallback_reason);
       server_->AddEvent("infergate.fallback", otel::common::SystemTimestamp(anchor_.ToSystem(a.enqueued)),

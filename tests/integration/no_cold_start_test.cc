@@ -206,6 +206,17 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
                       "infergate_fallbacks_total{from=\"" + from + "\",reason=\"demoted\",to=\"cpu\"}");
   };
   EXPECT_EQ(demoted_from("auto") + demoted_from("cuda:0"), demoted_answers) << ScrapeMetrics(*server_);
+  // Each auto request is counted under the ready path it took: the cpu
+  // copy's (resident) while x was demoted, and y's after; x's first answer
+  // back on cuda:0 (ideal). Regret counts some of them, never more.
+  auto path_answers = [&](const char* series, const std::string& device, const std::string& path) {
+    return AddedSince(before, *server_, std::string(series) + "{device=\"" + device + "\",path=\"" + path + "\"}");
+  };
+  const int auto_from_cpu = demoted_answers - static_cast<int>(demoted_from("cuda:0"));
+  EXPECT_EQ(path_answers("infergate_ready_path_requests_total", "cpu", "resident"), auto_from_cpu)
+      << ScrapeMetrics(*server_);
+  EXPECT_GE(path_answers("infergate_ready_path_requests_total", "cuda:0", "ideal"), 1) << ScrapeMetrics(*server_);
+  EXPECT_LE(path_answers("infergate_regret_total", "cpu", "resident"), auto_from_cpu);
   // The decision is a debug line with its gain and cost; the move warms the
   // new copy up (a run on zeros) before it is announced and serves.
   const std::string log = server_->Log();

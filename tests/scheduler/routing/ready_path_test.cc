@@ -90,5 +90,26 @@ TEST(ReadyPath, ReportsThePathNotTaken) {
   EXPECT_EQ(ChooseReadyPath({}, -1, RouterOptions{}).index, -1);
 }
 
+// Regret: finished more than 20% after the taken path's estimate; never
+// without an estimate.
+TEST(ReadyPath, RegretIsMoreThanTwentyPercentPastTheEstimate) {
+  struct RegretRow {
+    double expected, took;
+    bool regret;
+  };
+  for (const RegretRow& row : std::vector<RegretRow>{{10'000, 10'000, false},
+                                                     {10'000, 12'000, false},
+                                                     {10'000, 12'001, true},
+                                                     {10'000, 3'000, false},
+                                                     {0, 1'000'000, false},
+                                                     {-1, 5, false}}) {
+    EXPECT_EQ(IsRegret(row.expected, row.took), row.regret) << row.expected << " " << row.took;
+  }
+  EXPECT_STREQ(ReadyPathName(ReadyPath::kIdeal), "ideal");
+  EXPECT_STREQ(ReadyPathName(ReadyPath::kResident), "resident");
+  EXPECT_STREQ(ReadyPathName(ReadyPath::kLoadAndRun), "load_and_run");
+  EXPECT_STREQ(ReadyPathName(ReadyPath::kColdStart), "cold_start");
+}
+
 }  // namespace
 }  // namespace infergate

@@ -619,6 +619,25 @@ TEST_F(TracingModelLoadTest, ARequestThatWaitsForALoadHasAModelLoadSpan) {
   EXPECT_GT(load->end_time_unix_nano(), load->start_time_unix_nano());
   // The next request finds it resident: no load span.
   EXPECT_EQ(Named(WaitForTrace(resident.trace_id), "infergate.model_load"), nullptr);
+  // Under auto, the attempt carries the ready path chosen and its estimate;
+  // a request that named its device carries none.
+  EXPECT_FALSE(HasAttribute(*attempt, "infergate.ready_path"));
+  Caller routed = NewCaller();
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("traceparent", routed.traceparent());
+    v1::InferRequest req = OnCuda("cnn");
+    req.set_device("auto");
+    req.set_fallback(v1::ALLOW);
+    v1::InferResponse resp;
+    ASSERT_TRUE(stub_->Infer(&ctx, req, &resp).ok());
+  }
+  spans = WaitForTrace(routed.trace_id);
+  const Span* auto_attempt = Named(spans, "infergate.attempt");
+  ASSERT_NE(auto_attempt, nullptr);
+  const std::string path = Attribute(*auto_attempt, "infergate.ready_path");
+  EXPECT_TRUE(path == "ideal" || path == "resident" || path == "load_and_run" || path == "cold_start") << path;
+  EXPECT_TRUE(HasAttribute(*auto_attempt, "infergate.ready_path.expected_us"));
 }
 
 TEST_F(TracingTest, ABatchedRequestLinksToTheOtherRequestsOfItsBatch) {
