@@ -157,11 +157,9 @@ RoutePlanner::AutoChoice RoutePlanner::ChooseAuto(const Route& route, Precision 
   for (RouteCandidate& c : all_resident) c.resident = true;
   const int ideal = ChooseDevice(all_resident, options_);
   const PathChoice path = ChooseReadyPath(candidates, ideal, options_);
-  if (path.path != ReadyPath::kResident) {
-    return {candidates[path.index].device, std::nullopt, ReadyPathName(path.path), path.expected_us};
-  }
-  move_wanted_();
   AutoChoice choice{candidates[path.index].device, std::nullopt, ReadyPathName(path.path), path.expected_us};
+  if (path.path != ReadyPath::kResident) return choice;
+  move_wanted_();
   if (candidates[ideal].demoted) {
     choice.demoted = FallbackReason{FallbackKind::kDemoted, candidates[ideal].device.ToString()};
   }
