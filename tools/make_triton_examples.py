@@ -132,13 +132,18 @@ SEQUENCE_CONTROLS = """sequence_batching {
 """
 
 
+def write_sum_diff(root, name, type_name):
+    """Triton's `simple` (or `simple_int8`): two [16] inputs, their sum and difference, batching to 8."""
+    write(root, name, SumDiff(), config(
+        name, 8, [io_block("input", "INPUT0", type_name, [16]), io_block("input", "INPUT1", type_name, [16])],
+        [io_block("output", "OUTPUT0", type_name, [16]), io_block("output", "OUTPUT1", type_name, [16])]))
+
+
 def main():
     root = sys.argv[1]
     os.makedirs(root, exist_ok=True)
     for name, type_name in (("simple", "TYPE_INT32"), ("simple_int8", "TYPE_INT8")):
-        write(root, name, SumDiff(), config(
-            name, 8, [io_block("input", "INPUT0", type_name, [16]), io_block("input", "INPUT1", type_name, [16])],
-            [io_block("output", "OUTPUT0", type_name, [16]), io_block("output", "OUTPUT1", type_name, [16])]))
+        write_sum_diff(root, name, type_name)
     write(root, "simple_string", StringSumDiff(), config(
         "simple_string", 8,
         [io_block("input", "INPUT0", "TYPE_STRING", [16]), io_block("input", "INPUT1", "TYPE_STRING", [16])],

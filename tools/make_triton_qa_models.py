@@ -28,12 +28,12 @@ Uses Debian's python3-torch.
 """
 import os
 import sys
-from typing import List, Tuple
+from typing import Tuple
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_triton_examples import StringIdentity, SumDiff, config, io_block, write  # noqa: E402
+from make_triton_examples import StringIdentity, config, io_block, write, write_sum_diff  # noqa: E402
 
 
 class Identity(torch.nn.Module):
@@ -79,9 +79,7 @@ def main():
     identity(http, "simple_identity_int64", "TYPE_INT64", [-1])
 
     grpc = os.path.join(sys.argv[1], "grpc")
-    write(grpc, "simple", SumDiff(), config(
-        "simple", 8, [io_block("input", "INPUT0", "TYPE_INT32", [16]), io_block("input", "INPUT1", "TYPE_INT32", [16])],
-        [io_block("output", "OUTPUT0", "TYPE_INT32", [16]), io_block("output", "OUTPUT1", "TYPE_INT32", [16])]))
+    write_sum_diff(grpc, "simple", "TYPE_INT32")
     identity(grpc, "string_identity", "TYPE_STRING", [-1], max_batch_size=0)
 
 
