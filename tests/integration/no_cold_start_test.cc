@@ -333,8 +333,14 @@ TEST_F(NoColdStart, AutoKeepsTheReadyCopyWhenLoadingIsSlower) {
 // With the accuracy contract on (the default), a model's first copy on a
 // BF16 device serves FP32 until its BF16 check passes; once it has, auto's
 // requests go on being answered without waiting for the BF16 copy to load.
+// The CPU is simulated 4x slower, as a real one is: the check's FP32
+// reference leaves a copy on the cpu, and with the two equally fast (both
+// are this machine's CPU) auto may rightly prefer it on its learned
+// latencies, and never ask cuda:0 for the BF16 copy (seen once beside a
+// loaded ASan suite: cuda:0/FLOAT32, then the cpu for 60 s).
 TEST_F(NoColdStart, NoRequestWaitsWhenTheVerifiedDtypeReplacesTheUnverifiedOne) {
-  Start({"--simulate-devices=cuda:0", "--precision-checks=true", "--cache-budget=cuda:0=64MiB"});
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=4", "--precision-checks=true",
+         "--cache-budget=cuda:0=64MiB"});
   v1::InferRequest req;
   req.set_model("a");
   *req.add_inputs() = ToWire(at::randn({1, 256}), "x");
