@@ -9,8 +9,10 @@ same arrivals:
                     from it answers from a CPU copy (demoted:cuda:0); its
                     objective the tail (the default)
   policy mean       the same with --move-objective=mean
-  evict-and-reload  --background-moves=false: the least recently used model
-                    is evicted and the next request for it waits for its load
+  evict-and-reload  --background-moves=false --host-copy-share=0: the least
+                    recently used model is evicted and the next request for
+                    it waits for its load, which reads its file again (the
+                    policy rows start loads from host copies of the weights)
   all resident      cuda:0's budget holds every model (the bound)
 
 The models (tools/make_churn_models.py) are COUNT TorchScript models of
@@ -328,7 +330,7 @@ def main():
     rows = [
         ("policy", []),
         ("policy mean", ["--move-objective=mean"]),
-        ("evict-and-reload", ["--background-moves=false"]),
+        ("evict-and-reload", ["--background-moves=false", "--host-copy-share=0"]),
         ("all resident", None),
     ]
     results = []

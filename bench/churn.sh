@@ -3,7 +3,7 @@
 # is three times a simulated cuda:0's budget, open-loop clients under a Zipf
 # distribution whose popular set shifts every 10 s; rows: the no-cold-start
 # policy (its objective the tail, and --move-objective=mean), evict-and-reload
-# (--background-moves=false) and every model resident. Writes
+# (--background-moves=false --host-copy-share=0) and every model resident. Writes
 # bench/results/churn-<stamp>.md, .csv (the rows) and -requests.csv (every
 # request).
 #

@@ -57,8 +57,9 @@ const DeviceId& ModelCache::BudgetOwnerLocked(const DeviceId& device) const {
 }
 
 uint64_t ModelCache::HeldLocked(const DeviceId& device, const ModelKey* except) const {
-  uint64_t held = 0;
   const DeviceId& owner = BudgetOwnerLocked(device);
+  auto outside = outside_.find(owner);
+  uint64_t held = outside == outside_.end() ? 0 : outside->second;
   for (const auto& [key, slot] : slots_) {
     if (BudgetOwnerLocked(key.device) == owner && !(except && key == *except)) held += slot->bytes;
   }
@@ -299,6 +300,41 @@ size_t ModelCache::Unload(const std::function<bool(const ModelKey&)>& match) {
   }
   Notify(dropped, EvictionReason::kUnload);
   return dropped.size();
+}
+
+absl::Status ModelCache::HoldOutsideCopies(const DeviceId& device, uint64_t bytes, const std::string& what) {
+  Evicted evicted;
+  absl::Status held_now = absl::OkStatus();
+  {
+    MutexLock lock(mu_);
+    const DeviceId& owner = BudgetOwnerLocked(device);
+    auto found = budgets_.find(owner);
+    const uint64_t budget = found == budgets_.end() ? 0 : found->second;
+    uint64_t held = 0;
+    if (budget != 0 && bytes <= budget) evicted = EvictLocked(device, budget - bytes, nullptr, &held);
+    if (budget != 0 && (bytes > budget || held + bytes > budget)) {
+      held_now = absl::ResourceExhaustedError(
+          absl::StrCat(what, " needs ", FormatBytes(bytes), " of ", device.ToString(), "'s budget of ",
+                       FormatBytes(budget), ", and models in use, pinned or loading hold ",
+                       FormatBytes(bytes > budget ? HeldLocked(device, nullptr) : held)));
+    } else {
+      outside_[owner] += bytes;
+    }
+  }
+  Notify(evicted, EvictionReason::kBudget);
+  return held_now;
+}
+
+void ModelCache::ReleaseOutsideCopies(const DeviceId& device, uint64_t bytes) {
+  MutexLock lock(mu_);
+  uint64_t& held = outside_[BudgetOwnerLocked(device)];
+  held -= std::min(held, bytes);
+}
+
+uint64_t ModelCache::HeldOutsideCopies(const DeviceId& device) const {
+  MutexLock lock(mu_);
+  auto it = outside_.find(BudgetOwnerLocked(device));
+  return it == outside_.end() ? 0 : it->second;
 }
 
 std::vector<ResidentModel> ModelCache::Resident() const {

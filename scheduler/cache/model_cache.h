@@ -109,6 +109,15 @@ class ModelCache {
   // copy, whose memory is freed when the last of them ends.
   size_t Unload(const std::function<bool(const ModelKey&)>& match);
 
+  // Bytes `device`'s budget lends to something other than a resident copy
+  // (host copies of weights, host_copy_store.h): they count beside the
+  // copies, and idle copies are evicted to make room for them.
+  // RESOURCE_EXHAUSTED, naming `what`, when they cannot fit. Returned with
+  // ReleaseOutsideCopies.
+  absl::Status HoldOutsideCopies(const DeviceId& device, uint64_t bytes, const std::string& what);
+  void ReleaseOutsideCopies(const DeviceId& device, uint64_t bytes);
+  uint64_t HeldOutsideCopies(const DeviceId& device) const;
+
   std::vector<ResidentModel> Resident() const;
   bool IsResident(const ModelKey& key) const;
   uint64_t ResidentBytes(const DeviceId& device) const;
@@ -147,6 +156,7 @@ class ModelCache {
   std::map<ModelKey, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
   std::map<DeviceId, uint64_t> budgets_ ABSL_GUARDED_BY(mu_);       // by budget owner
   std::map<DeviceId, DeviceId> budget_owner_ ABSL_GUARDED_BY(mu_);  // devices sharing another's budget
+  std::map<DeviceId, uint64_t> outside_ ABSL_GUARDED_BY(mu_);       // held outside copies, by budget owner
   uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
   EvictionListener listener_;
 };

@@ -19,14 +19,14 @@ namespace infergate {
 
 ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints,
                            RunsAtOnce runs_at_once)
-    : repository_(repository), loader_(std::move(loader)), footprints_(footprints) {
-  if (!loader_) {
-    loader_ = [runs_at_once = std::move(runs_at_once)](
-                  const std::string& path, const v1::ModelConfig& config, const DeviceInfo& device, DType dtype,
-                  const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
-      return LoadServable(path, config, device, dtype, admit, runs_at_once ? runs_at_once(device.id, config) : 1);
-    };
-  }
+    : repository_(repository),
+      loader_(std::move(loader)),
+      runs_at_once_(std::move(runs_at_once)),
+      footprints_(footprints),
+      host_copies_(
+          [this](uint64_t bytes) { return cache_.HoldOutsideCopies(kCpuDevice, bytes, "a host copy of weights"); },
+          [this](uint64_t bytes) { cache_.ReleaseOutsideCopies(kCpuDevice, bytes); },
+          [this] { return static_cast<uint64_t>(host_copy_share_ * cache_.Budget(kCpuDevice)); }) {
   cache_.SetEvictionListener([this](const ModelKey& key, uint64_t, EvictionReason why) {
     if (observer_) observer_->OnEviction(key.device, why);
     if (listener_.evicted) listener_.evicted(key, why);
@@ -90,8 +90,8 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
         };
         // Triton's reshape, whatever the model file: the file is loaded for
         // the shapes it takes, and clients speak dims.
-        absl::StatusOr<std::shared_ptr<Servable>> model = loader_(
-            path, ReshapedServable::ModelSide(route.model->config), route.device, route.dtype, learn_then_admit);
+        absl::StatusOr<std::shared_ptr<Servable>> model =
+            LoadCopy(route, path, ReshapedServable::ModelSide(route.model->config), learn_then_admit);
         if (model.ok()) model = ReshapedServable::Wrap(*std::move(model), route.model->config);
         if (model.ok()) {
           if (absl::Status same = SameFile(route, path); !same.ok()) model = same;
@@ -119,6 +119,29 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
       route.model->config.pinned(), expected);
   if (observer_) observer_->OnCacheLookup(key.device, lease.ok() && !lease->loaded_now());
   return lease;
+}
+
+namespace {
+
+// The identity of `stamp`'s file for host copies: its content and inode.
+std::string HostCopyContent(const FileStamp& stamp) { return absl::StrCat(stamp.ContentKey(), ":", stamp.inode); }
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Servable>> ModelManager::LoadCopy(const Route& route, const std::string& path,
+                                                                 const v1::ModelConfig& config,
+                                                                 const AdmitBytes& admit) {
+  if (loader_) return loader_(path, config, route.device, route.dtype, admit);
+  HostCopyUse host;
+  if (host_copy_share_ > 0) {
+    host.store = &host_copies_;
+    host.key = HostCopyKey{route.model->name, path, HostCopyContent(route.stamp)};
+    // The copies that may move are the accelerators'; the CPU's copy of a
+    // demoted model starts from one when there is one.
+    host.keep = route.device.id.kind != DeviceKind::kCpu;
+  }
+  return LoadServable(path, config, route.device, route.dtype, admit,
+                      runs_at_once_ ? runs_at_once_(route.device.id, config) : 1, host);
 }
 
 absl::Status ModelManager::SameFile(const Route& route, const std::string& path) {
@@ -241,6 +264,7 @@ size_t ModelManager::EvictIdleAfterOom(const DeviceId& device, const ModelKey& k
 }
 
 size_t ModelManager::DropModel(const std::string& model) {
+  host_copies_.DropIf([&](const HostCopyKey& key) { return key.model == model; });
   return cache_.Unload([&](const ModelKey& key) { return key.model == model; });
 }
 
@@ -256,6 +280,16 @@ size_t ModelManager::DropVersions(const std::string& model, const std::vector<Ve
 }
 
 size_t ModelManager::DropUnserved() {
+  // Host copies of files no READY version serves any more.
+  host_copies_.DropIf([&](const HostCopyKey& key) {
+    std::shared_ptr<const ModelEntry> entry = repository_.Lookup(key.model);
+    if (!entry) return true;
+    for (int64_t version : entry->versions) {
+      const VersionStatus* s = entry->Status(version);
+      if (s && s->state == VersionState::kReady && HostCopyContent(s->stamp) == key.content) return false;
+    }
+    return true;
+  });
   return cache_.Unload([&](const ModelKey& key) {
     std::shared_ptr<const ModelEntry> entry = repository_.Lookup(key.model);
     const VersionStatus* s = entry ? entry->Status(key.version) : nullptr;

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "scheduler/cache/model_cache.h"
 #include "scheduler/cache/model_footprints.h"
+#include "scheduler/model/host_copy_store.h"
 #include "scheduler/model/inference_types.h"
 #include "scheduler/model/route.h"
 #include "scheduler/model/scheduler_observer.h"
@@ -39,6 +40,14 @@ class ModelManager {
   // (TorchScriptModel::Load), or AotiModel::Load for a .pt2 package.
   ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints = nullptr,
                RunsAtOnce runs_at_once = nullptr);
+
+  // Host copies of loaded weights (host_copy_store.h), with the default
+  // loader: a TorchScript model loaded onto a device other than the CPU
+  // leaves its weights as read in host memory, up to `share` of the CPU's
+  // cache budget (counted in it), and later loads of the same file start
+  // from there. Off (0) unless set; before the first load.
+  void SetHostCopyShare(double share) { host_copy_share_ = share; }
+  const HostCopyStore& host_copies() const { return host_copies_; }
 
   // What a config's warm-up samples may take (warmup_samples.h); before
   // the first load.
@@ -144,10 +153,18 @@ class ModelManager {
   // The footprint `route` is expected to take on its device.
   Footprint Expected(const Route& route) const;
 
+  // A load of `route`'s file at `path` (model-side config `config`)
+  // through loader_, or the default loader with host copies.
+  absl::StatusOr<std::shared_ptr<Servable>> LoadCopy(const Route& route, const std::string& path,
+                                                     const v1::ModelConfig& config, const AdmitBytes& admit);
+
   ModelRepository& repository_;
-  ServableLoader loader_;
+  ServableLoader loader_;  // empty: the default (LoadServable, with host copies)
+  RunsAtOnce runs_at_once_;
+  double host_copy_share_ = 0;
   ModelFootprints* footprints_;
   ModelCache cache_;
+  HostCopyStore host_copies_;  // after cache_, whose budget it draws on
   SchedulerObserver* observer_ = nullptr;
   Listener listener_;
   WarmupLimits warmup_limits_;

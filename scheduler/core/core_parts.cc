@@ -72,6 +72,7 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
   WarmupLimits warmup;
   warmup.max_elements = options.max_tensor_elements;
   models.SetWarmupLimits(warmup);
+  models.SetHostCopyShare(options.host_copy_share);
   if (options.background_moves) {
     planner.SetMoveWanted([this] { placement.Wake(); });
     ModelManager::Listener listener;

@@ -312,6 +312,12 @@ std::vector<DeviceStatus> InferenceCore::Devices() const {
       status.busy_us = ex->busy_us();
     }
     status.cache_budget_bytes = parts_->models.Budget(info.id);
+    if (info.id == kCpuDevice) {
+      const HostCopyStore& host = parts_->models.host_copies();
+      status.host_copies = host.count();
+      status.host_copy_bytes = host.bytes();
+      status.loads_from_host_copy = host.hits();
+    }
     for (const ResidentModel& r : resident) {
       if (r.key.device == info.id) status.resident.push_back(r);
     }

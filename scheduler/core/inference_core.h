@@ -62,6 +62,11 @@ struct DeviceStatus {
   uint64_t busy_us = 0;  // cumulative worker time spent running
   uint64_t cache_budget_bytes = 0;
   std::vector<ResidentModel> resident;
+  // The CPU only: host copies of loaded weights (host_copy_store.h), the
+  // bytes they hold in its budget, and the loads that started from one.
+  size_t host_copies = 0;
+  uint64_t host_copy_bytes = 0;
+  uint64_t loads_from_host_copy = 0;
   std::vector<std::string> unsupported_ops;  // learned: "model:aten::op" (MPS)
 };
 

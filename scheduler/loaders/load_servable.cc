@@ -9,12 +9,13 @@ namespace infergate {
 
 absl::StatusOr<std::shared_ptr<Servable>> LoadServable(const std::string& path, const v1::ModelConfig& config,
                                                        const DeviceInfo& device, DType compute_dtype,
-                                                       const AdmitBytes& admit, int instances) {
+                                                       const AdmitBytes& admit, int instances,
+                                                       const HostCopyUse& host) {
   std::shared_ptr<Servable> loaded;
   if (IsAotiPackagePath(path)) {
     ASSIGN_OR_RETURN(loaded, AotiModel::Load(path, config, device, compute_dtype, admit, instances));
   } else {
-    ASSIGN_OR_RETURN(loaded, TorchScriptModel::Load(path, config, device, compute_dtype, admit));
+    ASSIGN_OR_RETURN(loaded, TorchScriptModel::Load(path, config, device, compute_dtype, admit, host));
   }
   return SimulatedServable::Wrap(std::move(loaded), device, config.name());
 }

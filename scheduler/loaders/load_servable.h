@@ -17,6 +17,7 @@
 #include "devices/device_info.h"
 #include "devices/dtype.h"
 #include "infergate/v1/model_config.pb.h"
+#include "scheduler/model/host_copy_store.h"
 #include "scheduler/model/servable.h"
 
 namespace infergate {
@@ -24,9 +25,12 @@ namespace infergate {
 // The model file at `path` loaded for `device` in `compute_dtype`, admitted
 // through `admit` (servable.h). `instances`: how many batches may run at
 // once on the device, the model instances a .pt2 package is opened with
-// (TorchScript runs any number at once on one copy).
+// (TorchScript runs any number at once on one copy). `host`: the file's
+// host copy to start from or keep (host_copy_store.h); TorchScript only,
+// an AOTInductor package is always read from its file.
 absl::StatusOr<std::shared_ptr<Servable>> LoadServable(const std::string& path, const v1::ModelConfig& config,
                                                        const DeviceInfo& device, DType compute_dtype,
-                                                       const AdmitBytes& admit, int instances);
+                                                       const AdmitBytes& admit, int instances,
+                                                       const HostCopyUse& host = {});
 
 }  // namespace infergate

@@ -61,6 +61,13 @@ struct SchedulerOptions {
   // keeps a CPU copy that answers meanwhile. false: today's evict-and-reload
   // (`auto` weighs a load as a fixed penalty, and a request may wait for it).
   bool background_moves = true;
+  // Host copies of loaded weights (host_copy_store.h): a TorchScript model
+  // loaded onto an accelerator keeps its weights as read in host memory,
+  // up to this share of the CPU's cache budget (counted in it), and a later
+  // load of the same file (back onto the accelerator, or the CPU copy of a
+  // demoted model) starts from there, without reading or deserialising the
+  // file. 0: off (every load reads the file).
+  double host_copy_share = 0.5;
   // The move policy's window, hysteresis and minimum residence, and how
   // often it decides (placement_controller.h).
   PlacementController::Options placement;

@@ -74,6 +74,16 @@ class DeviceCollector : public prometheus::Collectable {
         Family("infergate_model_cache_resident_models", "Models resident on the device.", MetricType::Gauge);
     auto budget =
         Family("infergate_model_cache_budget_bytes", "Model cache budget of the device (0: none).", MetricType::Gauge);
+    auto host_copies = Family("infergate_host_copies",
+                              "Models whose weights, as read from their file, are kept in host memory so that "
+                              "their next load starts from there (--host-copy-share).",
+                              MetricType::Gauge);
+    auto host_copy_bytes =
+        Family("infergate_host_copy_bytes",
+               "Bytes the host copies of weights hold, counted in the device's cache budget.", MetricType::Gauge);
+    auto host_copy_loads =
+        Family("infergate_model_loads_from_host_copy_total",
+               "Model loads that started from a host copy of the weights instead of the file.", MetricType::Counter);
     for (const DeviceStatus& status : core_.Devices()) {
       const DeviceInfo& d = status.info;
       std::string id = d.id.ToString();
@@ -103,6 +113,12 @@ class DeviceCollector : public prometheus::Collectable {
       resident.metric.push_back(Sample({{"device", id}}, bytes, false));
       resident_models.metric.push_back(Sample({{"device", id}}, count, false));
       budget.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.cache_budget_bytes), false));
+      if (d.id == kCpuDevice) {
+        host_copies.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.host_copies), false));
+        host_copy_bytes.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.host_copy_bytes), false));
+        host_copy_loads.metric.push_back(
+            Sample({{"device", id}}, static_cast<double>(status.loads_from_host_copy), true));
+      }
     }
     auto versions = Family("infergate_model_versions",
                            "Versions of each model by lifecycle state (LOADING, READY, UNAVAILABLE, UNLOADING).",
@@ -131,8 +147,9 @@ class DeviceCollector : public prometheus::Collectable {
       }
     }
     std::vector<prometheus::MetricFamily> families = {
-        up,        depth,    model_depth, capacity,        in_flight, oldest,   busy,        workers,
-        mem_total, mem_used, resident,    resident_models, budget,    versions, version_info};
+        up,     depth,    model_depth,  capacity,    in_flight,       oldest,
+        busy,   workers,  mem_total,    mem_used,    resident,        resident_models,
+        budget, versions, version_info, host_copies, host_copy_bytes, host_copy_loads};
     auto caught = Family("infergate_caught_exceptions_total",
                          "Exceptions that escaped a handler, a worker's answer or a pool's task and were caught: "
                          "the client got INTERNAL (or a 500) and the server went on. Any is a bug to report.",

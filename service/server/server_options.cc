@@ -33,6 +33,7 @@ struct RawFlags {
   bool fair_queueing = true;
   bool precision_checks = true;
   bool background_moves = true;
+  double host_copy_share = 0.5;
   std::chrono::milliseconds move_window{10000};
   double move_hysteresis = 1.5;
   std::string move_objective = "tail";
@@ -126,6 +127,7 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.fair_queueing = f.fair_queueing;
   s.precision_checks = f.precision_checks;
   s.background_moves = f.background_moves;
+  s.host_copy_share = f.host_copy_share;
   s.placement.window_s = std::chrono::duration<double>(f.move_window).count();
   s.placement.hysteresis = f.move_hysteresis;
   if (f.move_objective == "tail") {
@@ -317,6 +319,12 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
              "is ready elsewhere; models are moved onto the accelerators in the background when their demand "
              "gains more than the move costs, and a model that gives up its room keeps a CPU copy that answers "
              "meanwhile (reason demoted:DEVICE). false: evict and reload (a request may wait for its model's load).");
+  flags.Double("host-copy-share", &f.host_copy_share,
+               "Host copies of loaded weights: a TorchScript model loaded onto an accelerator keeps its weights "
+               "as read in host memory, up to this share of the cpu's cache budget (counted in it), and its later "
+               "loads (back onto the accelerator, or its cpu copy when demoted) start from there instead of "
+               "reading and deserialising the file. 0: off.",
+               Must<double>([](double v) { return v >= 0 && v <= 1; }, "must be 0..1"));
   flags.Duration("move-window", &f.move_window,
                  "The demand window of the move policy: a model's gain from an accelerator is its requests per "
                  "second x this x the time it saves per request there.",

@@ -330,6 +330,41 @@ TEST_F(NoColdStart, AutoKeepsTheReadyCopyWhenLoadingIsSlower) {
   EXPECT_EQ(waited, 0);
 }
 
+// Host copies of weights (host_copy_store.h): each model's load onto
+// cuda:0 leaves its weights as read in host memory, counted in the cpu's
+// budget; the demoted model's cpu copy and its load back onto cuda:0 start
+// from there, not from the file.
+TEST_F(NoColdStart, LoadsAfterTheFirstStartFromTheHostCopy) {
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000", "--move-period=3600s"});
+  ASSERT_FALSE(HasFatalFailure());
+  const auto [x, y] = DemotedAndResident();
+  ASSERT_FALSE(x.empty());
+  const auto [placement, waited] = AutoAfterRoomIsMade(x, y);
+  EXPECT_EQ(placement.device(), "cuda:0") << server_->Log();
+  const std::string scrape = ScrapeMetrics(*server_);
+  EXPECT_EQ(MetricValue(scrape, "infergate_host_copies{device=\"cpu\"}"), 2) << scrape;
+  // Two demo mlps' FP32 weights (about 0.8 MB each as BF16 on cuda:0).
+  const double bytes = MetricValue(scrape, "infergate_host_copy_bytes{device=\"cpu\"}");
+  EXPECT_GT(bytes, 2 * 1.2e6) << scrape;
+  EXPECT_LT(bytes, 2 * 2e6) << scrape;
+  // x's cpu copy (its demotion) and x back on cuda:0, at least.
+  EXPECT_GE(MetricValue(scrape, "infergate_model_loads_from_host_copy_total{device=\"cpu\"}"), 2) << scrape;
+}
+
+// With --host-copy-share=0 nothing is kept, and every load reads the file.
+TEST_F(NoColdStart, WithoutHostCopiesEveryLoadReadsTheFile) {
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000", "--move-period=3600s", "--host-copy-share=0"});
+  ASSERT_FALSE(HasFatalFailure());
+  const auto [x, y] = DemotedAndResident();
+  ASSERT_FALSE(x.empty());
+  const auto [placement, waited] = AutoAfterRoomIsMade(x, y);
+  EXPECT_EQ(placement.device(), "cuda:0") << server_->Log();
+  const std::string scrape = ScrapeMetrics(*server_);
+  EXPECT_EQ(MetricValue(scrape, "infergate_host_copies{device=\"cpu\"}"), 0) << scrape;
+  EXPECT_EQ(MetricValue(scrape, "infergate_host_copy_bytes{device=\"cpu\"}"), 0) << scrape;
+  EXPECT_EQ(MetricValue(scrape, "infergate_model_loads_from_host_copy_total{device=\"cpu\"}"), 0) << scrape;
+}
+
 // With the accuracy contract on (the default), a model's first copy on a
 // BF16 device serves FP32 until its BF16 check passes; once it has, auto's
 // requests go on being answered without waiting for the BF16 copy to load.

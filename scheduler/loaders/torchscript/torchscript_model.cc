@@ -43,9 +43,50 @@ struct TorchScriptModel::Impl {
   std::vector<std::string> input_names;
   std::vector<std::string> pass_none;
   bool optimized = false;  // serving torch::jit::optimize_for_inference's form
+  bool from_host_copy = false;
 };
 
 namespace {
+
+// A TorchScript module as read from its file (eval mode, as saved, on the
+// host), kept in a HostCopyStore; pinned when the device it was read for
+// is a real CUDA device, so copies to it go straight from pinned memory.
+// Never changed once kept: loads deep-copy it.
+class TorchScriptHostWeights final : public HostWeights {
+ public:
+  TorchScriptHostWeights(torch::jit::Module module, uint64_t bytes) : module_(std::move(module)), bytes_(bytes) {}
+  uint64_t bytes() const override { return bytes_; }
+  const torch::jit::Module& module() const { return module_; }
+
+ private:
+  torch::jit::Module module_;
+  uint64_t bytes_;
+};
+
+uint64_t HostBytes(const torch::jit::Module& module) {
+  uint64_t bytes = 0;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) bytes += p.value.nbytes();
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) bytes += b.value.nbytes();
+  return bytes;
+}
+
+bool RealCuda(const DeviceInfo& device) { return device.id.kind == DeviceKind::kCuda && !device.simulated; }
+
+// Leaves a deep copy of `module` (read from the file, not yet placed) in
+// the store; pinned for a real CUDA device, where pinning works.
+void KeepHostCopy(const HostCopyUse& host, const torch::jit::Module& module, const DeviceInfo& device) {
+  torch::jit::Module copy = module.deepcopy();
+  if (RealCuda(device)) {
+    try {
+      for (const auto& p : copy.named_parameters(/*recurse=*/true)) p.value.set_data(p.value.pin_memory());
+      for (const auto& b : copy.named_buffers(/*recurse=*/true)) b.value.set_data(b.value.pin_memory());
+    } catch (const std::exception& e) {
+      LOG_INFO << "host copy of " << host.key.ToString() << " kept unpinned: " << e.what();
+    }
+  }
+  const uint64_t bytes = HostBytes(copy);
+  host.store->Keep(host.key, std::make_shared<TorchScriptHostWeights>(std::move(copy), bytes));
+}
 
 // On the CPU in FP32 (and unless the config says OFF), replaces `module`
 // with its optimized form if that answers the same on the check inputs
@@ -80,27 +121,39 @@ TorchScriptModel::~TorchScriptModel() = default;
 
 bool TorchScriptModel::optimized() const { return impl_->optimized; }
 
+bool TorchScriptModel::from_host_copy() const { return impl_->from_host_copy; }
+
 absl::StatusOr<std::shared_ptr<TorchScriptModel>> TorchScriptModel::Load(const std::string& path,
                                                                          const v1::ModelConfig& config,
                                                                          const DeviceInfo& device, DType compute_dtype,
-                                                                         const AdmitBytes& admit) {
+                                                                         const AdmitBytes& admit,
+                                                                         const HostCopyUse& host) {
   PrepareTorchScriptRuntime();
   auto impl = std::make_unique<Impl>();
   impl->name = config.name();
   impl->batching = config.max_batch_size() > 0;
   impl->placement = PlanPlacement(device, compute_dtype);
-  try {
-    impl->module = torch::jit::load(path, c10::Device(c10::DeviceType::CPU));
-  } catch (const std::exception& e) {
-    return ModelLoadError(config.name(), path, e.what(), TorchVersion());
+  // The module as read: from the file's host copy when the store has one
+  // (shared with other loads, so only read here), else from the file.
+  std::shared_ptr<const TorchScriptHostWeights> host_copy;
+  if (host.store) host_copy = std::dynamic_pointer_cast<const TorchScriptHostWeights>(host.store->Find(host.key));
+  torch::jit::Module source;
+  if (host_copy) {
+    source = host_copy->module();
+  } else {
+    try {
+      source = torch::jit::load(path, c10::Device(c10::DeviceType::CPU));
+    } catch (const std::exception& e) {
+      return ModelLoadError(config.name(), path, e.what(), TorchVersion());
+    }
   }
 
   InputSignature sig;
   sig.max_batch_size = config.max_batch_size();
   uint64_t bytes = 0;
   try {
-    impl->module.eval();
-    auto method = impl->module.find_method("forward");
+    if (!host_copy) source.eval();
+    auto method = source.find_method("forward");
     if (!method) {
       return absl::FailedPreconditionError(
           absl::StrCat("model '", config.name(), "': ", path, " has no forward() method"));
@@ -137,21 +190,35 @@ absl::StatusOr<std::shared_ptr<TorchScriptModel>> TorchScriptModel::Load(const s
     // (indices, counters) keep theirs. Converted once here, per (device,
     // dtype), never per request.
     c10::InferenceMode guard;
-    std::vector<at::Tensor> state;
-    for (const auto& p : impl->module.named_parameters(/*recurse=*/true)) state.push_back(p.value);
-    for (const auto& b : impl->module.named_buffers(/*recurse=*/true)) state.push_back(b.value);
     // What the device will hold, known before anything is placed there:
     // floating tensors in the compute dtype.
-    for (const at::Tensor& t : state) {
-      bytes += t.numel() * c10::elementSize(t.is_floating_point() ? impl->placement.dtype : t.scalar_type());
+    for (const auto& p : source.named_parameters(/*recurse=*/true)) {
+      bytes += p.value.numel() *
+               c10::elementSize(p.value.is_floating_point() ? impl->placement.dtype : p.value.scalar_type());
     }
+    for (const auto& b : source.named_buffers(/*recurse=*/true)) {
+      bytes += b.value.numel() *
+               c10::elementSize(b.value.is_floating_point() ? impl->placement.dtype : b.value.scalar_type());
+    }
+    if (!host_copy && host.store && host.keep) KeepHostCopy(host, source, device);
     if (admit) {
       RETURN_IF_ERROR(admit(bytes));
     }
     // The weights' move to the device, timed (a real accelerator's
     // host-to-device copy; a simulated one's charge is added by
-    // SimulatedServable).
+    // SimulatedServable). From a host copy, a deep copy of it first: on a
+    // real CUDA device made there directly, from pinned memory.
     const auto placing = std::chrono::steady_clock::now();
+    if (host_copy) {
+      impl->module = host_copy->module().deepcopy(RealCuda(device) ? std::optional<at::Device>(impl->placement.device)
+                                                                   : std::nullopt);
+      impl->from_host_copy = true;
+    } else {
+      impl->module = source;
+    }
+    std::vector<at::Tensor> state;
+    for (const auto& p : impl->module.named_parameters(/*recurse=*/true)) state.push_back(p.value);
+    for (const auto& b : impl->module.named_buffers(/*recurse=*/true)) state.push_back(b.value);
     for (at::Tensor& t : state) t.set_data(Place(t, impl->placement));
     if (device.id.kind != DeviceKind::kCpu) {
       impl->transfer_time =

@@ -11,6 +11,7 @@
 #include "devices/device_info.h"
 #include "devices/dtype.h"
 #include "infergate/v1/model_config.pb.h"
+#include "scheduler/model/host_copy_store.h"
 #include "scheduler/model/servable.h"
 #include "scheduler/model/tensor_types.h"
 #include "scheduler/repository/input_signature.h"
@@ -24,10 +25,14 @@ class TorchScriptModel final : public Servable {
   // `device`. Errors: INTERNAL for an unreadable file or a bad signature;
   // RESOURCE_EXHAUSTED (with an OOM device failure) when it does not fit.
   // `admit`, when set, is asked for room for the parameter bytes before any
-  // is placed on the device; its error is returned as is.
+  // is placed on the device; its error is returned as is. With `host`, the
+  // module is copied from the file's host copy when there is one (no file
+  // read, no deserialisation; on a real CUDA device straight from pinned
+  // memory), and one is kept when asked (host_copy_store.h).
   static absl::StatusOr<std::shared_ptr<TorchScriptModel>> Load(const std::string& path, const v1::ModelConfig& config,
                                                                 const DeviceInfo& device, DType compute_dtype,
-                                                                const AdmitBytes& admit = nullptr);
+                                                                const AdmitBytes& admit = nullptr,
+                                                                const HostCopyUse& host = {});
   ~TorchScriptModel() override;
 
   // Runs forward() on inputs already ordered as signature(). Floating
@@ -46,6 +51,8 @@ class TorchScriptModel final : public Servable {
   // Whether this copy serves the module optimized for inference
   // (torchscript_optimization.h) rather than as saved.
   bool optimized() const;
+  // Whether this copy was made from a host copy rather than the file.
+  bool from_host_copy() const;
 
  private:
   struct Impl;

@@ -118,6 +118,38 @@ TEST(ModelCache, LeastRecentlyUsedIsEvictedUnderTheBudget) {
   EXPECT_EQ(evicted, (std::vector<std::string>{"b", "a"}));
 }
 
+// Bytes held outside the copies (host copies of weights) count against the
+// budget as a copy does: idle copies are evicted to make room for them, a
+// copy in use is not and the hold is refused naming what asked, and while
+// they are held a load finds less room.
+TEST(ModelCache, BytesHeldOutsideTheCopiesCountAgainstTheBudget) {
+  ModelCache cache;
+  const DeviceId cpu{DeviceKind::kCpu, 0};
+  const uint64_t model_bytes = 1000 * 4;
+  cache.SetBudget(cpu, 2 * model_bytes + 100);
+  std::vector<std::string> evicted;
+  cache.SetEvictionListener([&](const ModelKey& key, uint64_t, EvictionReason) { evicted.push_back(key.model); });
+  ASSERT_TRUE(cache.Acquire(Key("a"), Loader(1000)).ok());
+  ASSERT_TRUE(cache.Acquire(Key("b"), Loader(1000)).ok());
+  ASSERT_TRUE(cache.HoldOutsideCopies(cpu, model_bytes, "a host copy").ok());
+  EXPECT_EQ(evicted, (std::vector<std::string>{"a"}));  // the least recently used idle copy
+  EXPECT_EQ(cache.HeldOutsideCopies(cpu), model_bytes);
+  {
+    absl::StatusOr<ModelCache::Lease> in_use = cache.Acquire(Key("b"), Loader(1000));
+    ASSERT_TRUE(in_use.ok());
+    absl::Status refused = cache.HoldOutsideCopies(cpu, model_bytes, "another host copy");
+    EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+    EXPECT_NE(refused.message().find("another host copy"), std::string::npos) << refused;
+    EXPECT_EQ(cache.HeldOutsideCopies(cpu), model_bytes);  // unchanged by the refusal
+    // No room for a second model beside b and the held bytes while b is in use.
+    EXPECT_TRUE(absl::IsResourceExhausted(cache.Acquire(Key("c"), Loader(1000)).status()));
+  }
+  cache.ReleaseOutsideCopies(cpu, model_bytes);
+  EXPECT_EQ(cache.HeldOutsideCopies(cpu), 0u);
+  EXPECT_TRUE(cache.Acquire(Key("c"), Loader(1000)).ok());
+  EXPECT_EQ(ResidentNames(cache), (std::vector<std::string>{"b", "c"}));
+}
+
 // Apple silicon's CPU and MPS share one memory: with MPS drawing on the
 // CPU's budget, a model on either counts against one budget, and a load on
 // one evicts the least recently used idle model of both.
