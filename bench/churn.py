@@ -8,6 +8,8 @@ same arrivals:
                     moves models onto cuda:0 by demand, a model displaced
                     from it answers from a CPU copy (demoted:cuda:0); its
                     objective the tail (the default)
+  policy, no host copies   (--compare-host-copies) the policy with
+                    --host-copy-share=0: every load reads its file
   policy mean       the same with --move-objective=mean
   evict-and-reload  --background-moves=false --host-copy-share=0: the least
                     recently used model is evicted and the next request for
@@ -224,8 +226,18 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, c
         metric(before, "infergate_model_moves_total", {"reason": "demoted"})
     evicted = metric(after, "infergate_model_evictions_total", {"device": "cuda:0"}) - \
         metric(before, "infergate_model_evictions_total", {"device": "cuda:0"})
+    def added(series, labels=None):
+        return metric(after, series, labels) - metric(before, series, labels)
+
+    # Loads onto cuda:0 in the row (moves, load-and-run, cold starts) and
+    # how long each took on average: file read (or host copy), placement,
+    # the simulated transfer and warm-up.
+    gpu_loads = added("infergate_model_load_duration_seconds_count", {"device": "cuda:0"})
+    gpu_load_ms = 1000 * added("infergate_model_load_duration_seconds_sum", {"device": "cuda:0"}) / max(1, gpu_loads)
     return {
         "row": name, "requests": len(results), "failures": len(failures),
+        "gpu_loads": int(gpu_loads), "gpu_load_ms": gpu_load_ms,
+        "loads_from_host_copy": int(added("infergate_model_loads_from_host_copy_total")),
         "first_failure": failures[0][5] if failures else "",
         "p50": percentile(lat, 0.50), "p99": percentile(lat, 0.99), "p999": percentile(lat, 0.999),
         "max": lat[-1] if lat else float("nan"),
@@ -299,6 +311,8 @@ def main():
     ap.add_argument("--transfer-latency", default="2ms")
     ap.add_argument("--settle", type=float, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--compare-host-copies", action="store_true",
+                    help="a row more: the policy with every load reading its file (--host-copy-share=0)")
     ap.add_argument("--out", help="markdown file for the table (printed too)")
     ap.add_argument("--csv", help="csv file for the rows")
     ap.add_argument("--requests-csv", help="csv file for every request of every row")
@@ -333,6 +347,8 @@ def main():
         ("evict-and-reload", ["--background-moves=false", "--host-copy-share=0"]),
         ("all resident", None),
     ]
+    if args.compare_host_copies:
+        rows.insert(1, ("policy, no host copies", ["--host-copy-share=0"]))
     results = []
     for name, extra in rows:
         row_budget = budget if extra is not None else int(total * 1.5)
@@ -351,15 +367,19 @@ def main():
             len(schedule)),
         "",
         "| row | p50 ms | p99 ms | p99.9 ms | max ms | failed | waited for a load | on cuda:0 | MB moved/min "
-        "| cuda:0 peak / budget MB | promoted | demoted | evicted |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| cuda:0 peak / budget MB | promoted | demoted | evicted | loads onto cuda:0, mean ms "
+        "| loads from host copies |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append("| %s | %.1f | %.1f | %.1f | %.1f | %d | %d | %.0f%% | %.0f | %.0f / %.0f | %d | %d | %d |" % (
-            r["row"], r["p50"], r["p99"], r["p999"], r["max"], r["failures"], r["waited"], 100 * r["on_gpu"],
-            r["moved_mb_per_min"], r["peak_memory"] / 1e6, r["budget"] / 1e6, r["promoted"], r["demoted"],
-            r["evicted"]))
-    policy, mean, reload_, resident = results
+        lines.append("| %s | %.1f | %.1f | %.1f | %.1f | %d | %d | %.0f%% | %.0f | %.0f / %.0f | %d | %d | %d "
+                     "| %d, %.1f | %d |" % (
+                         r["row"], r["p50"], r["p99"], r["p999"], r["max"], r["failures"], r["waited"],
+                         100 * r["on_gpu"], r["moved_mb_per_min"], r["peak_memory"] / 1e6, r["budget"] / 1e6,
+                         r["promoted"], r["demoted"], r["evicted"], r["gpu_loads"], r["gpu_load_ms"],
+                         r["loads_from_host_copy"]))
+    named = {r["row"]: r for r in results}
+    policy, mean, reload_, resident = (named[n] for n in ("policy", "policy mean", "evict-and-reload", "all resident"))
     lines += [
         "",
         "policy p99 / all-resident p99: %.2f (target <= 1.5); policy p99 / evict-and-reload p99: %.2f (target <= 0.5); "
@@ -369,6 +389,14 @@ def main():
         "policy mean (--move-objective=mean): p99 / all-resident p99 %.2f, p50 / the policy's p50 %.2f" % (
             mean["p99"] / resident["p99"], mean["p50"] / policy["p50"]),
     ]
+    if "policy, no host copies" in named:
+        files = named["policy, no host copies"]
+        lines.append("host copies of weights: a load onto cuda:0 took %.1f ms on average from host copies, %.1f ms "
+                     "reading the file (%.2fx); the policy's p99 / its p99 with every load reading its file %.2f, "
+                     "max %.2f, p50 %.2f" % (
+                         policy["gpu_load_ms"], files["gpu_load_ms"],
+                         policy["gpu_load_ms"] / max(1e-9, files["gpu_load_ms"]), policy["p99"] / files["p99"],
+                         policy["max"] / files["max"], policy["p50"] / files["p50"]))
     for r in results:
         if r["failures"]:
             lines.append("%s: first failure: %s" % (r["row"], r["first_failure"]))

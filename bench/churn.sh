@@ -29,6 +29,7 @@ if [ "${CHURN_SMOKE:-0}" = 1 ]; then
   set -- --seconds 10 --shift 5 --settle 1 "$@"
 else
   python3 tools/make_churn_models.py "$work/models" --count 24 --min-mb 20 --max-mb 200 >/dev/null
+  set -- --compare-host-copies "$@"
 fi
 mkdir -p "$out_dir"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

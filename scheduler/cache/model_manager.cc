@@ -17,6 +17,17 @@
 
 namespace infergate {
 
+namespace {
+
+// The identity of `stamp`'s file for host copies: its content and inode.
+std::string HostCopyContent(const FileStamp& stamp) { return absl::StrCat(stamp.ContentKey(), ":", stamp.inode); }
+
+HostCopyKey HostCopyKeyOf(const Route& route, const std::string& path) {
+  return HostCopyKey{route.model->name, path, HostCopyContent(route.stamp)};
+}
+
+}  // namespace
+
 ModelManager::ModelManager(ModelRepository& repository, ServableLoader loader, ModelFootprints* footprints,
                            RunsAtOnce runs_at_once)
     : repository_(repository),
@@ -73,8 +84,11 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
       [&](const AdmitBytes& admit) -> absl::StatusOr<std::shared_ptr<Servable>> {
         // The file must be the one this generation was published for, before
         // and after reading it: a file replaced on disk is loaded only once
-        // the poller has seen it settle, never half-written.
-        RETURN_IF_ERROR(SameFile(route, path));
+        // the poller has seen it settle, never half-written. A load from the
+        // host copy of that file reads no file (it holds the published
+        // content), so it stands even when the file has gone since.
+        const bool from_host_copy = host_copy_share_ > 0 && !loader_ && host_copies_.Has(HostCopyKeyOf(route, path));
+        if (!from_host_copy) RETURN_IF_ERROR(SameFile(route, path));
         Clock::time_point start = Clock::now();
         LOG_INFO << "admitting " << key.ToString() << ": expects " << expected.total() << " bytes ("
                  << expected.parameter_bytes << " parameters + " << expected.activation_bytes << " activations, "
@@ -94,7 +108,9 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
             LoadCopy(route, path, ReshapedServable::ModelSide(route.model->config), learn_then_admit);
         if (model.ok()) model = ReshapedServable::Wrap(*std::move(model), route.model->config);
         if (model.ok()) {
-          if (absl::Status same = SameFile(route, path); !same.ok()) model = same;
+          if (absl::Status same = from_host_copy ? absl::OkStatus() : SameFile(route, path); !same.ok()) {
+            model = same;
+          }
         }
         uint64_t took_us = MicrosBetween(start, Clock::now());
         if (observer_) observer_->OnModelLoad(key.model, key.device, took_us / 1e6, model.ok());
@@ -121,13 +137,6 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
   return lease;
 }
 
-namespace {
-
-// The identity of `stamp`'s file for host copies: its content and inode.
-std::string HostCopyContent(const FileStamp& stamp) { return absl::StrCat(stamp.ContentKey(), ":", stamp.inode); }
-
-}  // namespace
-
 absl::StatusOr<std::shared_ptr<Servable>> ModelManager::LoadCopy(const Route& route, const std::string& path,
                                                                  const v1::ModelConfig& config,
                                                                  const AdmitBytes& admit) {
@@ -135,7 +144,7 @@ absl::StatusOr<std::shared_ptr<Servable>> ModelManager::LoadCopy(const Route& ro
   HostCopyUse host;
   if (host_copy_share_ > 0) {
     host.store = &host_copies_;
-    host.key = HostCopyKey{route.model->name, path, HostCopyContent(route.stamp)};
+    host.key = HostCopyKeyOf(route, path);
     // The copies that may move are the accelerators'; the CPU's copy of a
     // demoted model starts from one when there is one.
     host.keep = route.device.id.kind != DeviceKind::kCpu;

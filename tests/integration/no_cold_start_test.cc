@@ -333,12 +333,15 @@ TEST_F(NoColdStart, AutoKeepsTheReadyCopyWhenLoadingIsSlower) {
 // Host copies of weights (host_copy_store.h): each model's load onto
 // cuda:0 leaves its weights as read in host memory, counted in the cpu's
 // budget; the demoted model's cpu copy and its load back onto cuda:0 start
-// from there, not from the file.
+// from there, not from the file, which is deleted before the move back.
 TEST_F(NoColdStart, LoadsAfterTheFirstStartFromTheHostCopy) {
   Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000", "--move-period=3600s"});
   ASSERT_FALSE(HasFatalFailure());
   const auto [x, y] = DemotedAndResident();
   ASSERT_FALSE(x.empty());
+  // The repository is not polled here (no --repository-poll-interval), so
+  // the version stays served; only the host copy has x's weights now.
+  ASSERT_TRUE(fs::remove(fs::path(scratch_.path()) / x / "1" / "model.pt"));
   const auto [placement, waited] = AutoAfterRoomIsMade(x, y);
   EXPECT_EQ(placement.device(), "cuda:0") << server_->Log();
   const std::string scrape = ScrapeMetrics(*server_);

@@ -51,7 +51,9 @@ TEST(HostCopyStore, AKeptCopyIsFoundByItsFileAndChargedToTheBudget) {
   Budget budget;
   HostCopyStore store = budget.Store();
   EXPECT_EQ(store.Find(Key("a")), nullptr);
+  EXPECT_FALSE(store.Has(Key("a")));
   ASSERT_TRUE(store.Keep(Key("a"), std::make_shared<Weights>(300)));
+  EXPECT_TRUE(store.Has(Key("a")));  // not a hit
   EXPECT_EQ(budget.lent, 300u);
   ASSERT_NE(store.Find(Key("a")), nullptr);
   EXPECT_EQ(store.Find(Key("a"))->bytes(), 300u);
