@@ -165,7 +165,9 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, c
     sampler.start()
     before = scrape(server)
     lock = threading.Lock()
-    results = []  # (sent s from the start, model, latency s, ok, device, fallback reason, compute us, queue us)
+    # (sent s from the start, model, latency s, ok, device, fallback reason, compute us, queue us, the ready
+    # path auto took, that path's estimate in us)
+    results = []
     pending = [0]
     all_done = threading.Condition(lock)
 
@@ -174,9 +176,9 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, c
         try:
             r = future.result()
             row = (sent - start, model, latency, True, r.placement.device, r.placement.fallback_reason,
-                   r.timing.compute_us, r.timing.queue_us)
+                   r.timing.compute_us, r.timing.queue_us, r.placement.ready_path, r.placement.ready_path_expected_us)
         except grpc.RpcError as e:
-            row = (sent - start, model, latency, False, "", "%s: %s" % (e.code(), e.details()), 0, 0)
+            row = (sent - start, model, latency, False, "", "%s: %s" % (e.code(), e.details()), 0, 0, "", 0)
         with lock:
             results.append(row)
             pending[0] -= 1
@@ -237,6 +239,10 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, c
     return {
         "row": name, "requests": len(results), "failures": len(failures),
         "gpu_loads": int(gpu_loads), "gpu_load_ms": gpu_load_ms,
+        # auto's requests counted under their ready path, and those that
+        # finished more than 20% after that path's estimate (regret).
+        "ready_path_requests": int(added("infergate_ready_path_requests_total")),
+        "regret": int(added("infergate_regret_total")),
         "loads_from_host_copy": int(added("infergate_model_loads_from_host_copy_total")),
         "first_failure": failures[0][5] if failures else "",
         "p50": percentile(lat, 0.50), "p99": percentile(lat, 0.99), "p999": percentile(lat, 0.999),
@@ -368,16 +374,19 @@ def main():
         "",
         "| row | p50 ms | p99 ms | p99.9 ms | max ms | failed | waited for a load | on cuda:0 | MB moved/min "
         "| cuda:0 peak / budget MB | promoted | demoted | evicted | loads onto cuda:0, mean ms "
-        "| loads from host copies |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| loads from host copies | regret |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append("| %s | %.1f | %.1f | %.1f | %.1f | %d | %d | %.0f%% | %.0f | %.0f / %.0f | %d | %d | %d "
-                     "| %d, %.1f | %d |" % (
+                     "| %d, %.1f | %d | %s |" % (
                          r["row"], r["p50"], r["p99"], r["p999"], r["max"], r["failures"], r["waited"],
                          100 * r["on_gpu"], r["moved_mb_per_min"], r["peak_memory"] / 1e6, r["budget"] / 1e6,
                          r["promoted"], r["demoted"], r["evicted"], r["gpu_loads"], r["gpu_load_ms"],
-                         r["loads_from_host_copy"]))
+                         r["loads_from_host_copy"],
+                         "%d of %d (%.1f%%)" % (r["regret"], r["ready_path_requests"],
+                                                100.0 * r["regret"] / r["ready_path_requests"])
+                         if r["ready_path_requests"] else "-"))
     named = {r["row"]: r for r in results}
     policy, mean, reload_, resident = (named[n] for n in ("policy", "policy mean", "evict-and-reload", "all resident"))
     lines += [
@@ -407,12 +416,14 @@ def main():
         open(args.out, "w").write(text)
     if args.requests_csv:
         with open(args.requests_csv, "w") as f:
-            f.write("row,sent_s,model,latency_ms,ok,device,fallback_reason,compute_us,queue_us\n")
+            f.write("row,sent_s,model,latency_ms,ok,device,fallback_reason,compute_us,queue_us,ready_path,"
+                    "ready_path_expected_ms\n")
             for r in results:
-                for sent, model, latency, ok, device, reason, compute_us, queue_us in r["per_request"]:
-                    f.write("%s,%.4f,%s,%.3f,%d,%s,%s,%d,%d\n" % (
+                for (sent, model, latency, ok, device, reason, compute_us, queue_us, path,
+                     expected_us) in r["per_request"]:
+                    f.write("%s,%.4f,%s,%.3f,%d,%s,%s,%d,%d,%s,%.3f\n" % (
                         r["row"], sent, model, latency * 1000, ok, device, reason.replace(",", ";"), compute_us,
-                        queue_us))
+                        queue_us, path, expected_us / 1000))
     if args.csv:
         with open(args.csv, "w") as f:
             keys = [k for k in results[0].keys() if k not in ("per_request", "cpu_alone")]

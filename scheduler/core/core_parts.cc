@@ -202,7 +202,8 @@ absl::Status CoreParts::KeepOnCpu(const std::string& model) {
   if (models.IsResident(route.key())) return absl::OkStatus();
   const uint64_t budget = models.Budget(kCpuDevice);
   const uint64_t expected = models.ExpectedFootprint(route).total();
-  const uint64_t held = models.ResidentBytes(kCpuDevice);
+  // Host copies of weights are held in the CPU's budget too.
+  const uint64_t held = models.ResidentBytes(kCpuDevice) + models.host_copies().bytes();
   if (budget > 0 && held + expected > budget) {
     return absl::ResourceExhaustedError(absl::StrCat("the cpu's cache budget (", budget, " bytes, ", held,
                                                      " held) has no room for its ", expected, " bytes"));

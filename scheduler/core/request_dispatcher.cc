@@ -292,6 +292,8 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
     result.timing.compute_infer_ns = run.times.infer_ns;
     result.timing.compute_output_ns = run.times.output_ns;
     if (job.route.ready_path != nullptr) {
+      result.placement.ready_path = job.route.ready_path;
+      result.placement.ready_path_expected_us = job.route.expected_us;
       core_.observer->OnReadyPathAnswered(job.route.ready_path, device_name,
                                           IsRegret(job.route.expected_us, static_cast<double>(result.timing.total_us)));
     }

@@ -56,6 +56,12 @@ struct Placement {
   std::string precision_reason;
   uint32_t batch_size = 1;
   int64_t model_version = 0;
+  // Under auto with an accelerator: the ready path the request took
+  // (scheduler/routing/ready_path.h: "ideal", "resident", "load_and_run",
+  // "cold_start") and that path's estimate of its time in the server, in
+  // microseconds; empty and 0 otherwise.
+  std::string ready_path;
+  double ready_path_expected_us = 0;
 };
 
 // Where an accuracy check of one model version in one reduced dtype on one

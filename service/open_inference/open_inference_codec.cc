@@ -372,6 +372,10 @@ absl::Status EncodeInferResponse(const inference::ModelInferRequest& request, In
     SetInt(params, "batch_size", p.batch_size);
     SetInt(params, "queue_us", static_cast<int64_t>(result.timing.queue_us));
     SetInt(params, "compute_us", static_cast<int64_t>(result.timing.compute_us));
+    if (!p.ready_path.empty()) {
+      SetString(params, "ready_path", p.ready_path);
+      SetInt(params, "ready_path_expected_us", static_cast<int64_t>(p.ready_path_expected_us));
+    }
   }
   return absl::OkStatus();
 }

@@ -130,6 +130,8 @@ void InferenceServiceImpl::SubmitInfer(InferCall& call, const grpc::ServerContex
     placement->set_precision_reason(p.precision_reason);
     placement->set_batch_size(p.batch_size);
     placement->set_model_version(p.model_version);
+    placement->set_ready_path(p.ready_path);
+    placement->set_ready_path_expected_us(static_cast<uint64_t>(p.ready_path_expected_us));
     v1::Timing* timing = response->mutable_timing();
     timing->set_queue_us(result.timing.queue_us);
     timing->set_compute_us(result.timing.compute_us);

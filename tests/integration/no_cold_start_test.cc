@@ -314,6 +314,9 @@ TEST_F(NoColdStart, AutoLoadsAndRunsWhenThatIsFasterThanTheReadyCopy) {
   EXPECT_EQ(placement.device(), "cuda:0") << "auto took the cpu copy although loading was faster\n" << server_->Log();
   EXPECT_FALSE(placement.fell_back()) << placement.fallback_reason();
   EXPECT_EQ(waited, 1) << "the request did not load x itself";
+  // The answer says which path it took, and that path's estimate.
+  EXPECT_EQ(placement.ready_path(), "load_and_run");
+  EXPECT_GT(placement.ready_path_expected_us(), 0u);
 }
 
 // The same with every load onto cuda:0 costing 3 s on its link: the cpu
@@ -328,6 +331,8 @@ TEST_F(NoColdStart, AutoKeepsTheReadyCopyWhenLoadingIsSlower) {
   EXPECT_EQ(placement.device(), "cpu") << server_->Log();
   EXPECT_EQ(placement.fallback_reason(), "demoted:cuda:0");
   EXPECT_EQ(waited, 0);
+  EXPECT_EQ(placement.ready_path(), "resident");
+  EXPECT_GT(placement.ready_path_expected_us(), 0u);
 }
 
 // Host copies of weights (host_copy_store.h): each model's load onto

@@ -47,6 +47,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--batching", "true", "true"},
     {"--fair-queueing", "true", "true"},
     {"--background-moves", "true", "true"},
+    {"--host-copy-share", "0.5", "0.5"},
     {"--move-window", "10000ms", "10s"},
     {"--move-hysteresis", "1.5", "1.5"},
     {"--move-objective", "\"tail\"", "tail"},
