@@ -89,6 +89,16 @@ ctest_no_skips() {
   rm -f "$log"
   return "$rc"
 }
+# CTest starts the costliest tests first, by the times it recorded in the
+# build folder (Testing/Temporary/CTestCostData.txt); a fresh clone has
+# none, so it starts tests in the order they are listed, the longest
+# integration tests last, and ends with a core idle while they finish.
+# Times of one run on the development machine (tests/ctest_costs/) seed a
+# build folder that has none; CTest updates them from then on.
+seed_ctest_costs() {  # BUILD_DIR NAME
+  local to="$1/Testing/Temporary/CTestCostData.txt"
+  [ -f "$to" ] || { mkdir -p "$(dirname "$to")"; cp "tests/ctest_costs/$2.txt" "$to"; }
+}
 # Each stage's time, printed as it ends and all together at the end (the
 # run's own record of where its time goes).
 run_start=$(date +%s)
@@ -196,6 +206,7 @@ if [ "$asan" = 1 ]; then
   stage_done "asan build" "$start"
   hog_on
   start=$(date +%s)
+  seed_ctest_costs build-asan asan
   if ! (cd build-asan &&
     INFERGATE_SANITIZER_RUN=1 \
     ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/../tests/sanitizers/lsan.supp" \
@@ -247,6 +258,7 @@ ctest_args=()
 [ "$image" = 1 ] || ctest_args=(-E container_image_test)
 hog_on
 start=$(date +%s)
+seed_ctest_costs "$build_dir" plain
 cd "$build_dir"
 if [ "$asan" = 1 ]; then
   # The unit tests, what the ASan suite left out, the memory-bound
