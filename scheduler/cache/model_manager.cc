@@ -168,9 +168,15 @@ absl::Status ModelManager::SameFile(const Route& route, const std::string& path)
 
 absl::Status ModelManager::CheckLoads(const std::string& path, const v1::ModelConfig& config,
                                       const DeviceInfo& device) const {
-  return loader_(path, ReshapedServable::ModelSide(config), device, DType::kFloat32,
-                 [](uint64_t) { return absl::OkStatus(); })
-      .status();
+  const AdmitBytes admit_all = [](uint64_t) { return absl::OkStatus(); };
+  const v1::ModelConfig model_side = ReshapedServable::ModelSide(config);
+  // Read from the file, never from or into a host copy: whether it loads is the question.
+  if (!loader_) {
+    return LoadServable(path, model_side, device, DType::kFloat32, admit_all,
+                        runs_at_once_ ? runs_at_once_(device.id, config) : 1)
+        .status();
+  }
+  return loader_(path, model_side, device, DType::kFloat32, admit_all).status();
 }
 
 absl::StatusOr<size_t> ModelManager::Unload(const LoadRequest& request) {

@@ -317,6 +317,30 @@ TEST_F(NoColdStart, AutoLoadsAndRunsWhenThatIsFasterThanTheReadyCopy) {
   // The answer says which path it took, and that path's estimate.
   EXPECT_EQ(placement.ready_path(), "load_and_run");
   EXPECT_GT(placement.ready_path_expected_us(), 0u);
+  // Over the Open Inference Protocol, with the timings asked for: x is on
+  // its best device now (ideal). Without them the parameters stay out.
+  auto v2 = inference::GRPCInferenceService::NewStub(channel_);
+  inference::ModelInferRequest req = MlpV2Request();
+  req.set_model_name(x);
+  for (const bool timing : {true, false}) {
+    if (timing) req.mutable_parameters()->operator[]("timing").set_bool_param(true);
+    if (!timing) req.mutable_parameters()->erase("timing");
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    inference::ModelInferResponse resp;
+    const grpc::Status s = v2->ModelInfer(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    const auto& params = resp.parameters();
+    if (timing) {
+      ASSERT_TRUE(params.count("ready_path"));
+      EXPECT_EQ(params.at("ready_path").string_param(), "ideal");
+      ASSERT_TRUE(params.count("ready_path_expected_us"));
+      EXPECT_GT(params.at("ready_path_expected_us").int64_param(), 0);
+    } else {
+      EXPECT_FALSE(params.count("ready_path"));
+      EXPECT_FALSE(params.count("ready_path_expected_us"));
+    }
+  }
 }
 
 // The same with every load onto cuda:0 costing 3 s on its link: the cpu

@@ -278,8 +278,13 @@ def main():
               "placement %s" % out["parameters"])
         timed = curl(http, "POST", "/v2/models/mlp/infer",
                      infer_body([{"name": "x", "shape": [2, 256], "datatype": "FP32", "data": x}], timing=True))
+        # Under auto with an accelerator (the simulated cuda:0), the ready
+        # path the request took and its estimate come with the timings.
         check(timed.status == 200 and sorted(timed.json()["parameters"]) ==
-              ["batch_size", "compute_us", "device", "dtype", "queue_us"], "timed placement %r" % timed)
+              ["batch_size", "compute_us", "device", "dtype", "queue_us", "ready_path", "ready_path_expected_us"],
+              "timed placement %r" % timed)
+        check(timed.json()["parameters"]["ready_path"] in ("ideal", "resident", "load_and_run", "cold_start") and
+              timed.json()["parameters"]["ready_path_expected_us"] > 0, "timed placement %r" % timed)
         nested = curl(http, "POST", "/v2/models/mlp/infer",
                       infer_body([{"name": "x", "shape": [2, 256], "datatype": "FP32", "data": [x[:256], x[256:]]}],
                                  device="cpu"))
