@@ -72,6 +72,41 @@ uint64_t HostBytes(const torch::jit::Module& module) {
 
 bool RealCuda(const DeviceInfo& device) { return device.id.kind == DeviceKind::kCuda && !device.simulated; }
 
+// A new module object tree (the module and each submodule its own object)
+// over `from`'s parameters, shared: a model served in eval mode under
+// inference mode never writes them, and PlaceSlots replaces a slot rather
+// than changing its tensor. Buffers, which a forward() may update (a
+// counter), are copied. No parameter byte is copied here.
+c10::intrusive_ptr<c10::ivalue::Object> OverSharedParameters(const c10::intrusive_ptr<c10::ivalue::Object>& from) {
+  c10::intrusive_ptr<c10::ivalue::Object> to = from->copy();
+  const c10::ClassTypePtr type = to->type();
+  for (size_t i = 0; i < to->slots().size(); ++i) {
+    const c10::IValue& v = to->getSlot(i);
+    if (v.isObject() && v.toObjectRef().type()->is_module()) {
+      to->setSlot(i, OverSharedParameters(v.toObject()));
+    } else if (v.isTensor() && type->is_buffer(i)) {
+      to->setSlot(i, v.toTensor().clone());
+    }
+  }
+  return to;
+}
+
+// Every parameter and buffer of `object` and its submodules as `placement`
+// says (cast, moved): a slot whose tensor changes gets the placed tensor,
+// the tensor it held is left as it was (it may be a host copy's).
+void PlaceSlots(c10::ivalue::Object& object, const TensorPlacement& placement) {
+  const c10::ClassTypePtr type = object.type();
+  for (size_t i = 0; i < object.slots().size(); ++i) {
+    const c10::IValue v = object.getSlot(i);
+    if (v.isObject() && v.toObjectRef().type()->is_module()) {
+      PlaceSlots(*v.toObject(), placement);
+    } else if (v.isTensor() && (type->is_parameter(i) || type->is_buffer(i))) {
+      at::Tensor placed = Place(v.toTensor(), placement);
+      if (!placed.is_same(v.toTensor())) object.setSlot(i, std::move(placed));
+    }
+  }
+}
+
 // Leaves a deep copy of `module` (read from the file, not yet placed) in
 // the store; pinned for a real CUDA device, where pinning works.
 void KeepHostCopy(const HostCopyUse& host, const torch::jit::Module& module, const DeviceInfo& device) {
@@ -206,20 +241,22 @@ absl::StatusOr<std::shared_ptr<TorchScriptModel>> TorchScriptModel::Load(const s
     }
     // The weights' move to the device, timed (a real accelerator's
     // host-to-device copy; a simulated one's charge is added by
-    // SimulatedServable). From a host copy, a deep copy of it first: on a
-    // real CUDA device made there directly, from pinned memory.
+    // SimulatedServable). From a host copy, new module objects over its
+    // parameters, each placed into its own slot: a copy that needs no cast
+    // or move (FP32 on the CPU or a simulated device) shares the host copy's
+    // weights, and a real CUDA device's are copied from pinned memory.
     const auto placing = std::chrono::steady_clock::now();
     if (host_copy) {
-      impl->module = host_copy->module().deepcopy(RealCuda(device) ? std::optional<at::Device>(impl->placement.device)
-                                                                   : std::nullopt);
+      impl->module = torch::jit::Module(OverSharedParameters(host_copy->module()._ivalue()));
+      PlaceSlots(*impl->module._ivalue(), impl->placement);
       impl->from_host_copy = true;
     } else {
       impl->module = source;
+      std::vector<at::Tensor> state;
+      for (const auto& p : impl->module.named_parameters(/*recurse=*/true)) state.push_back(p.value);
+      for (const auto& b : impl->module.named_buffers(/*recurse=*/true)) state.push_back(b.value);
+      for (at::Tensor& t : state) t.set_data(Place(t, impl->placement));
     }
-    std::vector<at::Tensor> state;
-    for (const auto& p : impl->module.named_parameters(/*recurse=*/true)) state.push_back(p.value);
-    for (const auto& b : impl->module.named_buffers(/*recurse=*/true)) state.push_back(b.value);
-    for (at::Tensor& t : state) t.set_data(Place(t, impl->placement));
     if (device.id.kind != DeviceKind::kCpu) {
       impl->transfer_time =
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - placing);

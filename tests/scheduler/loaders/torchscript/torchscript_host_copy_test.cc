@@ -119,6 +119,47 @@ TEST_F(TorchScriptHostCopy, LaterLoadsStartFromTheHostCopyWithoutTheFile) {
   EXPECT_EQ(store_.hits(), 4u);
 }
 
+// A forward() that updates a buffer (a call counter) updates its own copy's:
+// copies from one host copy share its parameters, never its buffers.
+TEST_F(TorchScriptHostCopy, CopiesKeepBuffersOfTheirOwn) {
+  torch::jit::Module counting("Counting");
+  counting.register_parameter("w", at::ones({8}), false);
+  counting.register_buffer("calls", at::zeros({1}));
+  counting.define(R"(
+def forward(self, x):
+    self.calls.add_(1.0)
+    return x * self.w + self.calls
+)");
+  counting.save(path_);
+  constexpr char kCounting[] = R"pb(
+    name: "mlp"
+    max_batch_size: 4
+    inputs {
+      name: "x"
+      dtype: FLOAT32
+      dims: [ 8 ]
+    }
+    torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF
+  )pb";
+  auto load = [&](const DeviceInfo& device, bool keep) {
+    HostCopyUse host{&store_, HostCopyKey{"mlp", path_, "counting"}, keep};
+    return TorchScriptModel::Load(path_, testing::FromText<v1::ModelConfig>(kCounting), device, DType::kFloat32,
+                                  nullptr, host);
+  };
+  ASSERT_TRUE(load(SimulatedCuda(), /*keep=*/true).ok());
+  absl::StatusOr<std::shared_ptr<TorchScriptModel>> a = load(Cpu(), false);
+  absl::StatusOr<std::shared_ptr<TorchScriptModel>> b = load(SimulatedCuda(), false);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->from_host_copy() && (*b)->from_host_copy());
+  const at::Tensor x = at::zeros({1, 8});
+  Answer(**a, x);
+  EXPECT_EQ(Answer(**a, x)[0][0].item<float>(), 2);  // a's second call
+  EXPECT_EQ(Answer(**b, x)[0][0].item<float>(), 1);  // b's first
+  absl::StatusOr<std::shared_ptr<TorchScriptModel>> c = load(Cpu(), false);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(Answer(**c, x)[0][0].item<float>(), 1);  // the host copy's counter never moved
+}
+
 TEST_F(TorchScriptHostCopy, AnotherFileStateOrNoKeepingReadsTheFile) {
   // A CPU load keeps nothing (its copy is in host memory already).
   ASSERT_TRUE(Load(Cpu(), DType::kFloat32, /*keep=*/false).ok());
