@@ -7,7 +7,7 @@
 # bench/results/churn-<stamp>.md, .csv (the rows) and -requests.csv (every
 # request).
 #
-#   bench/churn.sh                      full run (about 7 minutes; 2.5 GB of models in a temporary folder)
+#   bench/churn.sh                      full run (about 9 minutes; 2.5 GB of models in a temporary folder)
 #   CHURN_SMOKE=1 bench/churn.sh        6 models of 2-8 MB, 10 s per row (the test's smoke run)
 #   CHURN_ARGS="--rate 30" bench/churn.sh   more arguments for churn.py
 set -euo pipefail
