@@ -16,8 +16,8 @@
 //     budget; 0: no limit of their own). A new copy makes room by dropping
 //     the least recently used others; one that cannot be given room is not
 //     kept, and loads read the file as they would without it.
-//  4. DropIf removes the copies of a model (unloaded, removed, replaced);
-//     the memory is freed when the last load using a copy has finished.
+//  4. DropIf removes a model's copies (unloaded, removed, replaced); memory
+//     goes once no copy made from one (counted where it lives) shares it.
 //  5. What a copy holds (HostWeights) is the loader's business; the store
 //     never looks inside it and never changes it.
 //

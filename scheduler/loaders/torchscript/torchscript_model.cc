@@ -51,7 +51,7 @@ namespace {
 // A TorchScript module as read from its file (eval mode, as saved, on the
 // host), kept in a HostCopyStore; pinned when the device it was read for
 // is a real CUDA device, so copies to it go straight from pinned memory.
-// Never changed once kept: loads deep-copy it.
+// Never changed once kept: loads share its parameters and copy its buffers.
 class TorchScriptHostWeights final : public HostWeights {
  public:
   TorchScriptHostWeights(torch::jit::Module module, uint64_t bytes) : module_(std::move(module)), bytes_(bytes) {}

@@ -131,21 +131,7 @@ def forward(self, x):
     return x * self.w + self.calls
 )");
   counting.save(path_);
-  constexpr char kCounting[] = R"pb(
-    name: "mlp"
-    max_batch_size: 4
-    inputs {
-      name: "x"
-      dtype: FLOAT32
-      dims: [ 8 ]
-    }
-    torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF
-  )pb";
-  auto load = [&](const DeviceInfo& device, bool keep) {
-    HostCopyUse host{&store_, HostCopyKey{"mlp", path_, "counting"}, keep};
-    return TorchScriptModel::Load(path_, testing::FromText<v1::ModelConfig>(kCounting), device, DType::kFloat32,
-                                  nullptr, host);
-  };
+  auto load = [&](const DeviceInfo& device, bool keep) { return Load(device, DType::kFloat32, keep, "counting"); };
   ASSERT_TRUE(load(SimulatedCuda(), /*keep=*/true).ok());
   absl::StatusOr<std::shared_ptr<TorchScriptModel>> a = load(Cpu(), false);
   absl::StatusOr<std::shared_ptr<TorchScriptModel>> b = load(SimulatedCuda(), false);
