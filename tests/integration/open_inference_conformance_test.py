@@ -118,13 +118,17 @@ def main():
         check(sorted(p.keys()) == ["device", "dtype", "requested_device"], "placement %s" % p)
         check(p["device"].string_param == "cpu" and p["requested_device"].string_param == "cpu" and
               p["dtype"].string_param == "FP32", "placement %s" % p)
-        # The timings come when asked for.
+        # The timings come when asked for; under auto, on this server with
+        # accelerators, the ready path the request took and its estimate too.
         timed = pb.ModelInferRequest(model_name="mlp", inputs=[pb.ModelInferRequest.InferInputTensor(
             name="x", datatype="FP32", shape=[2, 256])], raw_input_contents=[f32_bytes(x)])
         timed.parameters["timing"].bool_param = True
         p = stub.ModelInfer(timed).parameters
-        check(sorted(p.keys()) == ["batch_size", "compute_us", "device", "dtype", "queue_us"] and
-              p["batch_size"].int64_param >= 2 and p["compute_us"].int64_param > 0, "timed placement %s" % p)
+        check(sorted(p.keys()) == ["batch_size", "compute_us", "device", "dtype", "queue_us", "ready_path",
+                                   "ready_path_expected_us"] and
+              p["batch_size"].int64_param >= 2 and p["compute_us"].int64_param > 0 and
+              p["ready_path"].string_param in ("ideal", "resident", "load_and_run", "cold_start") and
+              p["ready_path_expected_us"].int64_param > 0, "timed placement %s" % p)
         timed.parameters["timing"].string_param = "yes"
         try:
             stub.ModelInfer(timed)
