@@ -149,8 +149,15 @@ absl::StatusOr<std::shared_ptr<Servable>> ModelManager::LoadCopy(const Route& ro
     // demoted model starts from one when there is one.
     host.keep = route.device.id.kind != DeviceKind::kCpu;
   }
-  return LoadServable(path, config, route.device, route.dtype, admit,
-                      runs_at_once_ ? runs_at_once_(route.device.id, config) : 1, host);
+  return DefaultLoad(path, config, route.device, route.dtype, admit, host);
+}
+
+absl::StatusOr<std::shared_ptr<Servable>> ModelManager::DefaultLoad(const std::string& path,
+                                                                    const v1::ModelConfig& config,
+                                                                    const DeviceInfo& device, DType dtype,
+                                                                    const AdmitBytes& admit,
+                                                                    const HostCopyUse& host) const {
+  return LoadServable(path, config, device, dtype, admit, runs_at_once_ ? runs_at_once_(device.id, config) : 1, host);
 }
 
 absl::Status ModelManager::SameFile(const Route& route, const std::string& path) {
@@ -171,12 +178,9 @@ absl::Status ModelManager::CheckLoads(const std::string& path, const v1::ModelCo
   const AdmitBytes admit_all = [](uint64_t) { return absl::OkStatus(); };
   const v1::ModelConfig model_side = ReshapedServable::ModelSide(config);
   // Read from the file, never from or into a host copy: whether it loads is the question.
-  if (!loader_) {
-    return LoadServable(path, model_side, device, DType::kFloat32, admit_all,
-                        runs_at_once_ ? runs_at_once_(device.id, config) : 1)
-        .status();
-  }
-  return loader_(path, model_side, device, DType::kFloat32, admit_all).status();
+  return (loader_ ? loader_(path, model_side, device, DType::kFloat32, admit_all)
+                  : DefaultLoad(path, model_side, device, DType::kFloat32, admit_all, HostCopyUse{}))
+      .status();
 }
 
 absl::StatusOr<size_t> ModelManager::Unload(const LoadRequest& request) {

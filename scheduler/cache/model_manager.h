@@ -157,6 +157,11 @@ class ModelManager {
   // through loader_, or the default loader with host copies.
   absl::StatusOr<std::shared_ptr<Servable>> LoadCopy(const Route& route, const std::string& path,
                                                      const v1::ModelConfig& config, const AdmitBytes& admit);
+  // The default loader (LoadServable, with the model instances RunsAtOnce
+  // gives), `host` as LoadCopy or CheckLoads decides.
+  absl::StatusOr<std::shared_ptr<Servable>> DefaultLoad(const std::string& path, const v1::ModelConfig& config,
+                                                        const DeviceInfo& device, DType dtype, const AdmitBytes& admit,
+                                                        const HostCopyUse& host) const;
 
   ModelRepository& repository_;
   ServableLoader loader_;  // empty: the default (LoadServable, with host copies)
