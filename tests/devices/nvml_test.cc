@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/build_paths.h"
+
 namespace infergate {
 namespace {
 
@@ -11,7 +13,7 @@ TEST(Nvml, AbsentLibraryIsNotFound) {
 }
 
 TEST(Nvml, ReadsNamesMemoryAndCapabilityFromTheLibrary) {
-  auto devices = ReadNvmlDevices(FAKE_NVML_LIBRARY);
+  auto devices = ReadNvmlDevices(testing::FakeNvmlLibrary());
   ASSERT_TRUE(devices.ok()) << devices.status();
   ASSERT_EQ(devices->size(), 2u);
   EXPECT_EQ((*devices)[0].name, "Fake A100-SXM4-40GB");

@@ -1,5 +1,6 @@
 // The public API end to end: health, reflection, devices, models, placement, the CLI.
 
+#include "tests/common/build_paths.h"
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
@@ -234,17 +235,17 @@ TEST_F(ServerTest, ListModelsLoadAndUnload) {
 
 TEST_F(ServerTest, CliTalksToTheServer) {
   std::string out;
-  int rc = RunCommand({INFERGATE_CLI_BIN, "--address", server_->address(), "infer", "--model", "mlp"}, &out);
+  int rc = RunCommand({InfergateCliBinary(), "--address", server_->address(), "infer", "--model", "mlp"}, &out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("output logits FLOAT32 [1,10]"), std::string::npos) << out;
   EXPECT_NE(out.find("placement: device=cpu"), std::string::npos) << out;
   out.clear();
-  rc = RunCommand({INFERGATE_CLI_BIN, "--address", server_->address(), "devices"}, &out);
+  rc = RunCommand({InfergateCliBinary(), "--address", server_->address(), "devices"}, &out);
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(out.rfind("cpu\t", 0), 0u) << out;
   out.clear();
   rc = RunCommand(
-      {INFERGATE_CLI_BIN, "--address", server_->address(), "infer", "--model", "embed", "--input", "ids=2x8:random"},
+      {InfergateCliBinary(), "--address", server_->address(), "infer", "--model", "embed", "--input", "ids=2x8:random"},
       &out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("output embedding FLOAT32 [2,16]"), std::string::npos) << out;

@@ -14,6 +14,7 @@
 #include <iostream>
 
 #include "inference/grpc_service.grpc.pb.h"
+#include "tests/common/build_paths.h"
 #include "tests/integration/server_fixture.h"
 
 namespace infergate::testing {
@@ -62,7 +63,8 @@ TEST(Connections, MaxConnectionAgeRecyclesWithoutFailingCalls) {
   std::string out;
   std::string port = server->address().substr(server->address().rfind(':') + 1);
   EXPECT_EQ(
-      RunCommand({INFERGATE_CLI_BIN, "--address", "dns:///localhost:" + port, "--lb", "round_robin", "devices"}, &out),
+      RunCommand({InfergateCliBinary(), "--address", "dns:///localhost:" + port, "--lb", "round_robin", "devices"},
+                 &out),
       0)
       << out;
   EXPECT_NE(out.find("cpu"), std::string::npos);
@@ -319,8 +321,8 @@ TEST(Connections, ThreadsThatMoveRequestsDoNotPreemptDeviceWorkers) {
   }
   std::string out;
   EXPECT_EQ(RunCommand({"/bin/sh", "-c",
-                        std::string(INFERGATE_BIN) + " --address=127.0.0.1:0 --model-repository='" + DemoRepository() +
-                            "' --io-thread-policy=fifo 2>&1"},
+                        std::string(InfergateBinary()) + " --address=127.0.0.1:0 --model-repository='" +
+                            DemoRepository() + "' --io-thread-policy=fifo 2>&1"},
                        &out),
             2);
   EXPECT_NE(out.find("--io-thread-policy: 'fifo'"), std::string::npos) << out;
@@ -431,7 +433,7 @@ TEST(Connections, IdleConnectionsAreClosedAndClientsReconnect) {
 
 TEST(ServerStartup, FlagsComeFromTheEnvironmentToo) {
   std::string out;
-  EXPECT_EQ(RunCommand({"/usr/bin/env", "INFERGATE_DRAIN_TIMEOUT=forever", INFERGATE_BIN, "--address=127.0.0.1:0",
+  EXPECT_EQ(RunCommand({"/usr/bin/env", "INFERGATE_DRAIN_TIMEOUT=forever", InfergateBinary(), "--address=127.0.0.1:0",
                         "--model-repository=" + DemoRepository()},
                        &out),
             2);
@@ -439,13 +441,13 @@ TEST(ServerStartup, FlagsComeFromTheEnvironmentToo) {
 
 TEST(ServerStartup, HelpListsFlagsAndMissingRepositoryFails) {
   std::string out;
-  EXPECT_EQ(RunCommand({INFERGATE_BIN, "--help"}, &out), 0);
+  EXPECT_EQ(RunCommand({InfergateBinary(), "--help"}, &out), 0);
   EXPECT_NE(out.find("--model-repository"), std::string::npos);
   EXPECT_NE(out.find("--max-receive-bytes"), std::string::npos);
   out.clear();
-  EXPECT_NE(RunCommand({INFERGATE_BIN, "--address=127.0.0.1:0", "--model-repository=/nonexistent/ig"}, &out), 0);
+  EXPECT_NE(RunCommand({InfergateBinary(), "--address=127.0.0.1:0", "--model-repository=/nonexistent/ig"}, &out), 0);
   out.clear();
-  EXPECT_EQ(RunCommand({INFERGATE_BIN, "--bogus-flag"}, &out), 2);
+  EXPECT_EQ(RunCommand({InfergateBinary(), "--bogus-flag"}, &out), 2);
 }
 
 }  // namespace

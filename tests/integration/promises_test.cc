@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_split.h"
 #include "devices/system_info.h"
+#include "tests/common/build_paths.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/integration/rest_connection.h"
 #include "tests/integration/server_fixture.h"
@@ -358,7 +359,7 @@ TEST(Promises, TokensGuardListModelsAndTheCliCarriesTokenAndTls) {
   ASSERT_NE(server, nullptr);
   const std::vector<std::string> tls = {"--tls-ca", dir + "/ca.pem"};
   auto cli = [&](std::vector<std::string> extra, const std::string& command, std::string* output) {
-    std::vector<std::string> argv = {INFERGATE_CLI_BIN, "--address", server->address()};
+    std::vector<std::string> argv = {InfergateCliBinary(), "--address", server->address()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     argv.push_back(command);
     return RunCommand(argv, output);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "tests/common/build_paths.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/integration/server_fixture.h"
 
@@ -554,7 +555,7 @@ TEST(Health, NotReadyWhileModelsWarmUpAndTheCliExitCodeSaysSo) {
   // Launch returns at the "listening" line, printed before warm-up starts.
   auto warmed_up = [&] { return server->Log().find("warm-up of model 'warm'") != std::string::npos; };
   auto cli_health = [&](std::vector<std::string> extra, std::string* out) {
-    std::vector<std::string> argv = {INFERGATE_CLI_BIN, "--address", server->address(), "--timeout-ms", "10000"};
+    std::vector<std::string> argv = {InfergateCliBinary(), "--address", server->address(), "--timeout-ms", "10000"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     argv.push_back("health");
     return RunCommand(argv, out);
@@ -588,7 +589,7 @@ TEST(Health, NotReadyWhileModelsWarmUpAndTheCliExitCodeSaysSo) {
   EXPECT_EQ(server->Stop(), 0);
   // No server at all: neither SERVING nor NOT_SERVING, but a failed check.
   std::string none_out;
-  EXPECT_EQ(RunCommand({INFERGATE_CLI_BIN, "--address", address, "--timeout-ms", "2000", "health"}, &none_out), 2)
+  EXPECT_EQ(RunCommand({InfergateCliBinary(), "--address", address, "--timeout-ms", "2000", "health"}, &none_out), 2)
       << none_out;
 }
 

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/common/build_paths.h"
 #include "tests/common/scratch_dir.h"
 
 namespace infergate::testing {
@@ -70,7 +71,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Launch(const std::vector<std::stri
   // The tests load and unload models freely: their servers open the admin
   // API (the default keeps it closed), which `args` may turn off again with
   // --open-admin-api=false (security_test checks the default).
-  std::vector<std::string> full = {INFERGATE_BIN, "--address=127.0.0.1:0", "--metrics-address=127.0.0.1:0",
+  std::vector<std::string> full = {InfergateBinary(), "--address=127.0.0.1:0", "--metrics-address=127.0.0.1:0",
                                    "--http-address=127.0.0.1:0", "--open-admin-api"};
   full.insert(full.end(), args.begin(), args.end());
   pid_t pid = fork();
@@ -231,11 +232,11 @@ std::string DemoRepositoryTemplate() {
   // copy) by whichever test process comes first, under a lock; a rebuilt
   // binary makes a new one.
   struct stat made{};
-  if (stat(MAKE_DEMO_MODELS_BIN, &made) != 0) {
-    ADD_FAILURE() << MAKE_DEMO_MODELS_BIN << " is missing";
+  if (stat(MakeDemoModelsBinary(), &made) != 0) {
+    ADD_FAILURE() << MakeDemoModelsBinary() << " is missing";
     return "";
   }
-  const std::string dir = std::string(MAKE_DEMO_MODELS_BIN) + ".repository-" + std::to_string(made.st_size) + "-" +
+  const std::string dir = std::string(MakeDemoModelsBinary()) + ".repository-" + std::to_string(made.st_size) + "-" +
                           std::to_string(made.st_mtim.tv_sec) + "." + std::to_string(made.st_mtim.tv_nsec);
   const int lock = open((dir + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
   if (lock < 0 || flock(lock, LOCK_EX) != 0) {
@@ -247,7 +248,7 @@ std::string DemoRepositoryTemplate() {
   if (!std::filesystem::exists(dir + "/.complete", ec)) {
     std::filesystem::remove_all(dir, ec);
     std::string out;
-    const int rc = RunCommand({MAKE_DEMO_MODELS_BIN, dir, "--with-test-models"}, &out);
+    const int rc = RunCommand({MakeDemoModelsBinary(), dir, "--with-test-models"}, &out);
     if (rc != 0) ADD_FAILURE() << "make-demo-models failed with " << rc << ":\n" << out;
     std::ofstream(dir + "/.complete") << "made\n";
   }

@@ -14,7 +14,7 @@ namespace infergate::testing {
 
 class ServerProcess {
  public:
-  // Runs INFERGATE_BIN with `args` plus --address=127.0.0.1:0, waits for its
+  // Runs the infergate binary with `args` plus --address=127.0.0.1:0, waits for its
   // "listening" line and for health to report SERVING. Fails the test
   // (returns nullptr) if that does not happen within `timeout`.
   // For a TLS server, `tls_ca` (and for mutual TLS the client pair) are the

@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "tests/common/build_paths.h"
+
 namespace infergate {
 namespace {
 
@@ -125,7 +127,7 @@ std::vector<std::string> HelpFlags(const std::string& help) {
 // The flags table of docs/configuration.md: each row's flags (a row may
 // hold two, "a / b") and its default cell.
 std::map<std::string, std::string> ReadmeFlags() {
-  std::ifstream in(INFERGATE_FLAGS_DOC);
+  std::ifstream in(testing::FlagsDocument());
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t start = text.find("## Server flags");
   size_t end = text.find("\n## ", start + 1);

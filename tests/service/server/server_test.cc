@@ -20,6 +20,7 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "scheduler/core/inference_core.h"
+#include "tests/common/build_paths.h"
 
 namespace infergate {
 namespace {
@@ -31,7 +32,8 @@ const std::string& DemoRepository() {
   static const std::string* dir = [] {
     std::string path = ::testing::TempDir() + "/ig_server_models_XXXXXX";
     EXPECT_NE(mkdtemp(path.data()), nullptr);
-    const std::string command = std::string(MAKE_DEMO_MODELS_BIN) + " " + path + " --with-test-models >/dev/null";
+    const std::string command =
+        std::string(testing::MakeDemoModelsBinary()) + " " + path + " --with-test-models >/dev/null";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
     static const std::string* const made = new std::string(path);
     std::atexit([] {

@@ -24,6 +24,7 @@
 
 #include "scheduler/loaders/aoti/aoti_library_check.h"
 #include "scheduler/repository/model_repository.h"
+#include "tests/common/build_paths.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/tmpdir_override.h"
 #include "tests/common/zip_writer.h"
@@ -48,8 +49,8 @@ class AotiModelTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const std::string root = testing::ProcessScratchDir().path();
     const std::string log = root + "/make_pt2_models.log";
-    const std::string command =
-        std::string(TEST_PYTHON3) + " " + MAKE_PT2_MODELS + " --mlp " + root + " >" + log + " 2>&1";
+    const std::string command = std::string(testing::TestPython3()) + " " + testing::MakePt2ModelsScript() + " --mlp " +
+                                root + " >" + log + " 2>&1";
     if (std::system(command.c_str()) != 0) {
       std::stringstream text;
       text << std::ifstream(log).rdbuf();
