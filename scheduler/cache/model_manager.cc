@@ -87,7 +87,8 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
         // the poller has seen it settle, never half-written. A load from the
         // host copy of that file reads no file (it holds the published
         // content), so it stands even when the file has gone since.
-        const bool from_host_copy = host_copy_share_ > 0 && !loader_ && host_copies_.Has(HostCopyKeyOf(route, path));
+        const HostCopyUse host = HostCopyUseFor(route, path);
+        const bool from_host_copy = host.store != nullptr && host.store->Has(host.key);
         if (!from_host_copy) RETURN_IF_ERROR(SameFile(route, path));
         Clock::time_point start = Clock::now();
         LOG_INFO << "admitting " << key.ToString() << ": expects " << expected.total() << " bytes ("
@@ -105,7 +106,7 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
         // Triton's reshape, whatever the model file: the file is loaded for
         // the shapes it takes, and clients speak dims.
         absl::StatusOr<std::shared_ptr<Servable>> model =
-            LoadCopy(route, path, ReshapedServable::ModelSide(route.model->config), learn_then_admit);
+            LoadCopy(route, path, ReshapedServable::ModelSide(route.model->config), learn_then_admit, host);
         if (model.ok()) model = ReshapedServable::Wrap(*std::move(model), route.model->config);
         if (model.ok()) {
           if (absl::Status same = from_host_copy ? absl::OkStatus() : SameFile(route, path); !same.ok()) {
@@ -137,18 +138,21 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
   return lease;
 }
 
-absl::StatusOr<std::shared_ptr<Servable>> ModelManager::LoadCopy(const Route& route, const std::string& path,
-                                                                 const v1::ModelConfig& config,
-                                                                 const AdmitBytes& admit) {
-  if (loader_) return loader_(path, config, route.device, route.dtype, admit);
+HostCopyUse ModelManager::HostCopyUseFor(const Route& route, const std::string& path) {
   HostCopyUse host;
-  if (host_copy_share_ > 0) {
-    host.store = &host_copies_;
-    host.key = HostCopyKeyOf(route, path);
-    // The copies that may move are the accelerators'; the CPU's copy of a
-    // demoted model starts from one when there is one.
-    host.keep = route.device.id.kind != DeviceKind::kCpu;
-  }
+  if (host_copy_share_ <= 0 || loader_) return host;  // a loader of its own never sees host copies
+  host.store = &host_copies_;
+  host.key = HostCopyKeyOf(route, path);
+  // The copies that may move are the accelerators'; the CPU's copy of a
+  // demoted model starts from one when there is one.
+  host.keep = route.device.id.kind != DeviceKind::kCpu;
+  return host;
+}
+
+absl::StatusOr<std::shared_ptr<Servable>> ModelManager::LoadCopy(const Route& route, const std::string& path,
+                                                                 const v1::ModelConfig& config, const AdmitBytes& admit,
+                                                                 const HostCopyUse& host) {
+  if (loader_) return loader_(path, config, route.device, route.dtype, admit);
   return DefaultLoad(path, config, route.device, route.dtype, admit, host);
 }
 

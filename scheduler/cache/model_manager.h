@@ -153,10 +153,16 @@ class ModelManager {
   // The footprint `route` is expected to take on its device.
   Footprint Expected(const Route& route) const;
 
+  // What a load of `route`'s file at `path` may do with host copies: none
+  // when they are off or loader_ is set (no store), else start from the
+  // copy of that file and, onto an accelerator, keep one. The one decision
+  // both the published-file check and the load follow.
+  HostCopyUse HostCopyUseFor(const Route& route, const std::string& path);
   // A load of `route`'s file at `path` (model-side config `config`)
-  // through loader_, or the default loader with host copies.
+  // through loader_, or the default loader with `host`.
   absl::StatusOr<std::shared_ptr<Servable>> LoadCopy(const Route& route, const std::string& path,
-                                                     const v1::ModelConfig& config, const AdmitBytes& admit);
+                                                     const v1::ModelConfig& config, const AdmitBytes& admit,
+                                                     const HostCopyUse& host);
   // The default loader (LoadServable, with the model instances RunsAtOnce
   // gives), `host` as LoadCopy or CheckLoads decides.
   absl::StatusOr<std::shared_ptr<Servable>> DefaultLoad(const std::string& path, const v1::ModelConfig& config,

@@ -325,6 +325,13 @@ absl::Status IntakeGate::Overdue(const Ticket& ticket) const {
     return absl::ResourceExhaustedError(
         absl::StrCat("the request message did not arrive within ", Seconds(kSmallReadTimeout), " s of its call"));
   }
+  if (ticket.lane() == Lane::kFast || ticket.lane() == Lane::kNew) {
+    // Overstayed its slot, and Overstay found no room to wait in.
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the request message did not arrive within ", kFastReadTenure.count(),
+        " ms, and no room was free to wait for the rest of it (reads from this address, or from others, hold the "
+        "in-flight budget, --max-inflight-bytes); retry shortly"));
+  }
   return absl::ResourceExhaustedError(absl::StrCat("the request message did not arrive in time: the server waits ",
                                                    Seconds(options_.grace), " s plus ", options_.min_rate,
                                                    " bytes a second (--min-receive-rate) for a request of up to ",

@@ -43,9 +43,16 @@ if [ -x build/tools/make-demo-models ]; then
   rm -rf "$demo"
 fi
 # Exit status is non-zero on any crash, sanitizer report or leak.
+# SECONDS of fuzzing on one core, spread over every core: one fuzzing job
+# per core (libFuzzer's fork mode, one corpus) for SECONDS / cores of wall
+# time, so that a core does not sit idle for the whole run. A timeout or an
+# out-of-memory fails the run as it does without fork mode.
+cores=$(nproc)
+wall=$(( (seconds + cores - 1) / cores ))
 rc=0
-build-fuzz/tests/fuzz/request_fuzzer "$corpus" -max_total_time="$seconds" -print_final_stats=1 -close_fd_mask=1 \
-  >"$corpus/.log" 2>&1 || rc=$?
-grep -E "^(stat::|==|SUMMARY|ERROR|Done)|DONE" "$corpus/.log" || true
+build-fuzz/tests/fuzz/request_fuzzer "$corpus" -fork="$cores" -ignore_timeouts=0 -ignore_ooms=0 \
+  -max_total_time="$wall" -print_final_stats=1 -close_fd_mask=1 >"$corpus/.log" 2>&1 || rc=$?
+grep -E "^(stat::|==|SUMMARY|ERROR|Done)|DONE|^INFO: (fuzzed|exiting)" "$corpus/.log" | grep -v "==WARNING: .*symbolizer" || true
+grep -E "^#[0-9]+: cov" "$corpus/.log" | tail -n 1 || true
 if [ "$rc" -ne 0 ]; then tail -n 60 "$corpus/.log"; fi
 exit "$rc"

@@ -246,6 +246,9 @@ TEST(IntakeGate, AFastReadPastItsTenureBecomesARoomReadOrIsRefused) {
   EXPECT_EQ(slow[0].room().bytes(), 64 * kMiB);
   EXPECT_EQ(slow[0].deadline(), clock.now + std::chrono::seconds(5) + std::chrono::seconds(8));
   EXPECT_FALSE(gate.Overstay(&slow[1])) << "the address holds its share of the rooms";
+  EXPECT_NE(gate.Overdue(slow[1]).message().find("did not arrive within 100 ms, and no room was free"),
+            std::string::npos)
+      << gate.Overdue(slow[1]).message();
   slow[1] = IntakeGate::Ticket();
   // The slot the first gave up is the newcomer's.
   EXPECT_EQ(gate.Ask(&nw, "ipv4:10.0.0.2:1", kLarge, &newcomer), Turn::kAdmitted);
