@@ -88,7 +88,7 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
         // host copy of that file reads no file (it holds the published
         // content), so it stands even when the file has gone since.
         const HostCopyUse host = HostCopyUseFor(route, path);
-        const bool from_host_copy = host.store != nullptr && host.store->Has(host.key);
+        const bool from_host_copy = host.copy != nullptr;
         if (!from_host_copy) RETURN_IF_ERROR(SameFile(route, path));
         Clock::time_point start = Clock::now();
         LOG_INFO << "admitting " << key.ToString() << ": expects " << expected.total() << " bytes ("
@@ -146,6 +146,10 @@ HostCopyUse ModelManager::HostCopyUseFor(const Route& route, const std::string& 
   // The copies that may move are the accelerators'; the CPU's copy of a
   // demoted model starts from one when there is one.
   host.keep = route.device.id.kind != DeviceKind::kCpu;
+  // Found once, here: the load starts from this copy (held until it is
+  // done), so whether the file is checked and whether it is read are one
+  // decision, even if the store drops the copy meanwhile.
+  host.copy = host_copies_.Find(host.key);
   return host;
 }
 
@@ -181,10 +185,18 @@ absl::Status ModelManager::CheckLoads(const std::string& path, const v1::ModelCo
                                       const DeviceInfo& device) const {
   const AdmitBytes admit_all = [](uint64_t) { return absl::OkStatus(); };
   const v1::ModelConfig model_side = ReshapedServable::ModelSide(config);
-  // Read from the file, never from or into a host copy: whether it loads is the question.
-  return (loader_ ? loader_(path, model_side, device, DType::kFloat32, admit_all)
-                  : DefaultLoad(path, model_side, device, DType::kFloat32, admit_all, HostCopyUse{}))
-      .status();
+  // Read from the file, never from or into a host copy: whether it loads is
+  // the question. A loader that throws (the loaders catch LibTorch's own, so
+  // a programming error) refuses this version, as a load through the cache
+  // does; it must not end the process.
+  try {
+    return (loader_ ? loader_(path, model_side, device, DType::kFloat32, admit_all)
+                    : DefaultLoad(path, model_side, device, DType::kFloat32, admit_all, HostCopyUse{}))
+        .status();
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("model '", config.name(), "': loading ", path, " threw: ", ConciseTorchMessage(e.what())));
+  }
 }
 
 absl::StatusOr<size_t> ModelManager::Unload(const LoadRequest& request) {

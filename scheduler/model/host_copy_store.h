@@ -56,13 +56,17 @@ struct HostCopyKey {
 
 class HostCopyStore;
 
-// What one load may do with host copies (load_servable.h): start from the
-// copy for `key` when the store has one, and, when `keep`, leave the
-// weights it read from the file there.
+// What one load may do with host copies (load_servable.h): start from
+// `copy` when there is one (found in the store before the load, by whoever
+// decides whether the file must be checked: the load starts from exactly
+// that copy, never from one looked up again, which may be gone by then),
+// and, when reading the file instead and `keep`, leave the weights it read
+// there under `key`.
 struct HostCopyUse {
   HostCopyStore* store = nullptr;  // null: no host copies
   HostCopyKey key;
   bool keep = false;
+  std::shared_ptr<const HostWeights> copy;  // null: the load reads the file
 };
 
 class HostCopyStore {

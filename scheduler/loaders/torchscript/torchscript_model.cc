@@ -168,10 +168,10 @@ absl::StatusOr<std::shared_ptr<TorchScriptModel>> TorchScriptModel::Load(const s
   impl->name = config.name();
   impl->batching = config.max_batch_size() > 0;
   impl->placement = PlanPlacement(device, compute_dtype);
-  // The module as read: from the file's host copy when the store has one
+  // The module as read: from the file's host copy when the caller found one
   // (shared with other loads, so only read here), else from the file.
-  std::shared_ptr<const TorchScriptHostWeights> host_copy;
-  if (host.store) host_copy = std::dynamic_pointer_cast<const TorchScriptHostWeights>(host.store->Find(host.key));
+  std::shared_ptr<const TorchScriptHostWeights> host_copy =
+      std::dynamic_pointer_cast<const TorchScriptHostWeights>(host.copy);
   torch::jit::Module source;
   if (host_copy) {
     source = host_copy->module();

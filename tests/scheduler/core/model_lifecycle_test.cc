@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include "scheduler/cache/model_manager.h"
 #include "tests/scheduler/fake_servable.h"
@@ -39,6 +40,7 @@ class ModelLifecycleTest : public ::testing::Test {
                   std::shared_ptr<const ModelEntry> served = repository_.Lookup(config.name());
                   served_while_loading_.push_back(served ? served->versions : std::vector<int64_t>{});
                   if (text.str().rfind("broken", 0) == 0) return absl::InvalidArgumentError("not a TorchScript file");
+                  if (text.str().rfind("throws", 0) == 0) throw std::runtime_error("a loader's own bug");
                   return FakeLoader(script_)(path, config, device, dtype, admit);
                 }),
         lifecycle_(repository_, models_, devices_) {}
@@ -158,6 +160,20 @@ TEST_F(ModelLifecycleTest, ABrokenVersionIsNeverServedAndNotRetriedUntilItChange
   Write("m", 2, "good two, fixed");
   Poll();
   EXPECT_EQ(Served("m"), (std::vector<int64_t>{2}));
+}
+
+// A loader that throws while a new version is checked (a programming error:
+// the loaders catch LibTorch's own) refuses that version with what it
+// threw; the process and the serving version carry on.
+TEST_F(ModelLifecycleTest, ALoaderThatThrowsRefusesTheVersionAndTheServerCarriesOn) {
+  Config("m", kConfig);
+  Write("m", 1, "good one");
+  Start();
+  Write("m", 2, "throws");
+  Poll();
+  EXPECT_EQ(Served("m"), (std::vector<int64_t>{1}));
+  EXPECT_EQ(State("m", 2).state, VersionState::kUnavailable);
+  EXPECT_NE(State("m", 2).reason.find("threw: a loader's own bug"), std::string::npos) << State("m", 2).reason;
 }
 
 TEST_F(ModelLifecycleTest, AReplacedFileSwapsGenerationsAndABrokenReplacementIsRefused) {

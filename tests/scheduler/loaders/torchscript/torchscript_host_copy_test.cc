@@ -65,7 +65,8 @@ class TorchScriptHostCopy : public ::testing::Test {
 
   absl::StatusOr<std::shared_ptr<TorchScriptModel>> Load(const DeviceInfo& device, DType dtype, bool keep,
                                                          const std::string& content = "v1") {
-    HostCopyUse host{&store_, HostCopyKey{"mlp", path_, content}, keep};
+    const HostCopyKey key{"mlp", path_, content};
+    HostCopyUse host{&store_, key, keep, store_.Find(key)};
     return TorchScriptModel::Load(path_, testing::FromText<v1::ModelConfig>(kConfig), device, dtype, nullptr, host);
   }
 
@@ -144,6 +145,27 @@ def forward(self, x):
   absl::StatusOr<std::shared_ptr<TorchScriptModel>> c = load(Cpu(), false);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(Answer(**c, x)[0][0].item<float>(), 1);  // the host copy's counter never moved
+}
+
+// The caller found the copy and so skipped checking the file: the load
+// starts from that copy even when the store dropped it meanwhile (a reload
+// or the CPU's budget took it), never from a file read it did not check.
+TEST_F(TorchScriptHostCopy, ALoadStartsFromTheCopyItWasGivenEvenOnceTheStoreDroppedIt) {
+  ASSERT_TRUE(Load(SimulatedCuda(), DType::kFloat32, /*keep=*/true).ok());
+  const HostCopyKey key{"mlp", path_, "v1"};
+  HostCopyUse host{&store_, key, /*keep=*/false, store_.Find(key)};
+  ASSERT_NE(host.copy, nullptr);
+  EXPECT_EQ(store_.DropIf([](const HostCopyKey&) { return true; }), 1u);
+  fs::remove(path_);
+  absl::StatusOr<std::shared_ptr<TorchScriptModel>> loaded = TorchScriptModel::Load(
+      path_, testing::FromText<v1::ModelConfig>(kConfig), SimulatedCuda(), DType::kFloat32, nullptr, host);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE((*loaded)->from_host_copy());
+  // Without a copy handed to it, the same load reads the file (gone).
+  host.copy = nullptr;
+  EXPECT_FALSE(TorchScriptModel::Load(path_, testing::FromText<v1::ModelConfig>(kConfig), SimulatedCuda(),
+                                      DType::kFloat32, nullptr, host)
+                   .ok());
 }
 
 TEST_F(TorchScriptHostCopy, AnotherFileStateOrNoKeepingReadsTheFile) {
