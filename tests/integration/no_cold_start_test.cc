@@ -370,12 +370,15 @@ TEST_F(NoColdStart, AutoKeepsTheReadyCopyWhenLoadingIsSlower) {
 // budget; the demoted model's cpu copy and its load back onto cuda:0 start
 // from there, not from the file, which is deleted before the move back.
 TEST_F(NoColdStart, LoadsAfterTheFirstStartFromTheHostCopy) {
-  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000", "--move-period=3600s"});
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000", "--move-period=3600s",
+         "--repository-poll-interval=0"});
   ASSERT_FALSE(HasFatalFailure());
   const auto [x, y] = DemotedAndResident();
   ASSERT_FALSE(x.empty());
-  // The repository is not polled here (no --repository-poll-interval), so
-  // the version stays served; only the host copy has x's weights now.
+  // The repository is not polled here (--repository-poll-interval=0; the
+  // default 5 s poll once saw the deletion while the cpu requests below
+  // ran, 1000x slowed, under ASan), so the version stays served; only the
+  // host copy has x's weights now.
   ASSERT_TRUE(fs::remove(fs::path(scratch_.path()) / x / "1" / "model.pt"));
   const auto [placement, waited] = AutoAfterRoomIsMade(x, y);
   EXPECT_EQ(placement.device(), "cuda:0") << server_->Log();
