@@ -25,7 +25,7 @@ void NoteFloat64(const c10::IValue& v, bool* float64) {
   if (v.isTensor() && v.toTensor().defined() && LivesOnDeviceAsFloat64(v.toTensor())) *float64 = true;
 }
 
-std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
+std::unique_ptr<at::ObserverContext> OnSimulatedOpStart(const at::RecordFunction& fn) {
   if (!t_current) return nullptr;
   bool f64 = false;
   for (const c10::IValue& v : fn.inputs()) NoteFloat64(v, &f64);
@@ -33,7 +33,7 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
   return nullptr;
 }
 
-void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
+void OnSimulatedOpEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   if (!t_current) return;
   bool f64 = false;
   for (const c10::IValue& v : fn.outputs()) NoteFloat64(v, &f64);
@@ -44,7 +44,7 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
 
 SimulatedRun::SimulatedRun(const SimulationRules& rules) : rules_(rules), previous_(t_current) {
   t_current = this;
-  handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&OnStart, &OnEnd)
+  handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&OnSimulatedOpStart, &OnSimulatedOpEnd)
                                            .needsInputs(true)
                                            .needsOutputs(true)
                                            .scopes({at::RecordScope::FUNCTION}));

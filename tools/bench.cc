@@ -20,12 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// gRPC and absl share status code numbers and names.
-std::string CodeName(grpc::StatusCode code) {
-  std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
-  return name.empty() ? "OTHER" : name;
-}
-
 struct Call {
   grpc::ClientContext ctx;
   grpc::Status status;
@@ -129,7 +123,7 @@ BenchResult RunBench(const BenchOptions& options, const v1::InferRequest& reques
   RunClosedLoop<Call>(cq, options.concurrency, end, start_call, [&](std::unique_ptr<Call> call, Clock::time_point now) {
     if (call->start < measure_from || now > end) return;
     if (!call->status.ok()) {
-      result.errors[CodeName(call->status.error_code())]++;
+      result.errors[GrpcCodeName(call->status.error_code())]++;
       return;
     }
     result.ok++;

@@ -33,11 +33,6 @@ const char* Datatype(v1::DataType dtype) {
   }
 }
 
-std::string CodeName(grpc::StatusCode code) {
-  std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
-  return name.empty() ? "OTHER" : name;
-}
-
 // Records one answered request that started at `start`.
 void Record(const inference::ModelInferResponse& response, int64_t rows, Clock::time_point start, Clock::time_point now,
             BenchResult* result) {
@@ -80,7 +75,7 @@ BenchResult RunUnary(const BenchOptions& options, const inference::ModelInferReq
                              if (call->status.ok()) {
                                Record(call->response, rows, call->start, now, &result);
                              } else {
-                               result.errors[CodeName(call->status.error_code())]++;
+                               result.errors[GrpcCodeName(call->status.error_code())]++;
                              }
                            });
   result.seconds = std::chrono::duration<double>(std::min(Clock::now(), end) - measure_from).count();
@@ -119,7 +114,7 @@ class StreamDriver : public grpc::ClientBidiReactor<inference::ModelInferRequest
   BenchResult Finish() {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [&] { return done_; });
-    if (!status_.ok()) result_.errors[CodeName(status_.error_code())]++;
+    if (!status_.ok()) result_.errors[GrpcCodeName(status_.error_code())]++;
     return std::move(result_);
   }
 

@@ -3,14 +3,24 @@
 // calls outstanding on one completion queue until `end`, hand each finished
 // call (its tag) to `finished` with its completion time, and start a new
 // one while time is left. `start` begins a call whose Finish tag is a
-// heap-allocated Call; `finished` takes ownership of it.
+// heap-allocated Call; `finished` takes ownership of it. GrpcCodeName: the
+// name a failed call is tallied under.
 
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <memory>
+#include <string>
+
+#include "absl/status/status.h"
 
 namespace infergate::tools {
+
+// gRPC and absl share status code numbers and names.
+inline std::string GrpcCodeName(grpc::StatusCode code) {
+  std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  return name.empty() ? "OTHER" : name;
+}
 
 template <typename Call, typename Start, typename Finished>
 void RunClosedLoop(grpc::CompletionQueue& cq, int concurrency, std::chrono::steady_clock::time_point end, Start start,

@@ -22,11 +22,6 @@ HostCopyStore::~HostCopyStore() {
   GiveBackAll(gone);
 }
 
-bool HostCopyStore::Has(const HostCopyKey& key) const {
-  MutexLock lock(mu_);
-  return entries_.count(key) > 0;
-}
-
 std::shared_ptr<const HostWeights> HostCopyStore::Find(const HostCopyKey& key) {
   MutexLock lock(mu_);
   auto it = entries_.find(key);

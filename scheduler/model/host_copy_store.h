@@ -83,8 +83,6 @@ class HostCopyStore {
   HostCopyStore(const HostCopyStore&) = delete;
   HostCopyStore& operator=(const HostCopyStore&) = delete;
 
-  // Whether there is a copy for `key` (neither a use nor a hit).
-  bool Has(const HostCopyKey& key) const;
   // The copy for `key`, or null; a hit makes it the most recently used.
   std::shared_ptr<const HostWeights> Find(const HostCopyKey& key);
   // Keeps `weights` for `key` (requirements 2 and 3); false when there was

@@ -11,7 +11,7 @@
 namespace infergate {
 namespace {
 
-std::string DimsText(const v1::TensorSpec& t) { return absl::StrCat("[", absl::StrJoin(t.dims(), ", "), "]"); }
+std::string SpecDimsText(const v1::TensorSpec& t) { return absl::StrCat("[", absl::StrJoin(t.dims(), ", "), "]"); }
 
 // OK when `config`'s tensors agree with the package's; otherwise
 // FAILED_PRECONDITION naming the first difference (the field is
@@ -39,7 +39,7 @@ absl::Status CheckTensors(const google::protobuf::RepeatedPtrField<v1::TensorSpe
     for (int d = 0; same_dims && d < ours.dims_size(); ++d) {
       same_dims = theirs.dims(d) == -1 || ours.dims(d) == theirs.dims(d);
     }
-    if (!same_dims) return differ(field + ".dims", DimsText(ours), DimsText(theirs));
+    if (!same_dims) return differ(field + ".dims", SpecDimsText(ours), SpecDimsText(theirs));
   }
   return absl::OkStatus();
 }

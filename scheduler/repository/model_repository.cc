@@ -170,6 +170,7 @@ absl::Status ModelRepository::Scan(DiskRepository* scanned) {
     MutexLock lock(mu_);
     models_ = std::move(found);
   }
+  read_.store(true);
   if (scanned) *scanned = *std::move(disk);
   return absl::OkStatus();
 }
@@ -191,7 +192,7 @@ std::shared_ptr<const ModelEntry> ModelRepository::Lookup(absl::string_view name
 absl::StatusOr<std::shared_ptr<const ModelEntry>> ModelRepository::Find(absl::string_view name) const {
   RETURN_IF_ERROR(ValidateModelName(name));
   std::shared_ptr<const ModelEntry> entry = Lookup(name);
-  if (!entry) return UnknownModelError(name);
+  if (!entry) return read_.load() ? UnknownModelError(name) : RepositoryNotReadError(name);
   if (!entry->problem.ok()) return entry->problem;
   return entry;
 }
@@ -262,6 +263,12 @@ absl::Status UnknownModelError(absl::string_view name) {
   const absl::string_view shown = name.substr(0, 64);
   return absl::NotFoundError(absl::StrCat("Request for unknown model: '", shown, "' is not found; model: '", shown,
                                           "' is not in the model repository"));
+}
+
+absl::Status RepositoryNotReadError(absl::string_view name) {
+  return absl::UnavailableError(absl::StrCat("Request for model '", name.substr(0, 64),
+                                             "': the server is starting and has not read its model repository yet; "
+                                             "retry once it reports ready"));
 }
 
 }  // namespace infergate

@@ -79,7 +79,10 @@ class ModelRepository {
 
   // A servable model. Errors: INVALID_ARGUMENT for a bad name, NOT_FOUND
   // (unknown or removed), FAILED_PRECONDITION for a model that cannot be
-  // served (broken config, no version).
+  // served (broken config, no version). Before the first Scan has read the
+  // repository, a name it does not hold yet is UNAVAILABLE (the server is
+  // starting; its ports may already answer), never NOT_FOUND: the model
+  // may well be there.
   absl::StatusOr<std::shared_ptr<const ModelEntry>> Find(absl::string_view name) const;
 
   // "" is the highest served version; otherwise an integer that is served.
@@ -113,6 +116,7 @@ class ModelRepository {
   std::string root_;
   ConfigCheck config_check_;
   std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> read_{false};  // a Scan has succeeded
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<const ModelEntry>, std::less<>> models_ ABSL_GUARDED_BY(mu_);
 };
@@ -152,5 +156,7 @@ absl::StatusOr<int64_t> ParseVersion(absl::string_view text, absl::string_view f
 // "Request for unknown model: 'x' is not found; model: 'x' is not in the
 // model repository".
 absl::Status UnknownModelError(absl::string_view name);
+// UNAVAILABLE for a request naming a model before the repository was read.
+absl::Status RepositoryNotReadError(absl::string_view name);
 
 }  // namespace infergate

@@ -10,7 +10,7 @@
 namespace infergate {
 namespace {
 
-constexpr char kSection[] = "accuracy";
+constexpr char kAccuracySection[] = "accuracy";
 
 // Names and problems are free text: the characters the line format uses
 // (tab, newline, ';', '=', '/', '%') are written as %XX.
@@ -118,7 +118,7 @@ std::optional<AccuracyLedger::Entry> AccuracyLedger::Parse(const std::string& li
 absl::Status AccuracyLedger::Load() {
   std::map<AccuracyKey, AccuracyMeasurement> loaded;
   size_t dropped = 0;
-  for (const std::string& line : state_file_->Section(kSection)) {
+  for (const std::string& line : state_file_->Section(kAccuracySection)) {
     std::optional<Entry> e = Parse(line);
     if (!e || e->libtorch != libtorch_version_) {
       ++dropped;
@@ -135,7 +135,7 @@ absl::Status AccuracyLedger::Load() {
   {
     MutexLock lock(mu_);
     entries_ = std::move(loaded);
-    if (dropped > 0) snapshot = state_file_->Stage(kSection, RenderAll());
+    if (dropped > 0) snapshot = state_file_->Stage(kAccuracySection, RenderAll());
   }
   if (snapshot != 0) (void)state_file_->Write(snapshot);
   return absl::OkStatus();
@@ -153,7 +153,7 @@ void AccuracyLedger::Record(const AccuracyKey& key, const AccuracyMeasurement& m
   {
     MutexLock lock(mu_);
     entries_[key] = measurement;
-    snapshot = state_file_->Stage(kSection, RenderAll());
+    snapshot = state_file_->Stage(kAccuracySection, RenderAll());
   }
   if (absl::Status written = state_file_->Write(snapshot); !written.ok()) {
     LOG_WARNING << "cannot persist accuracy check results: " << written.message();

@@ -11,7 +11,7 @@
 namespace infergate {
 namespace {
 
-constexpr char kSection[] = "limit";  // kind, model, model file, libtorch, reason
+constexpr char kLimitSection[] = "limit";  // kind, model, model file, libtorch, reason
 
 std::optional<DeviceKind> KindFromName(absl::string_view name) {
   for (DeviceKind k : {DeviceKind::kCpu, DeviceKind::kCuda, DeviceKind::kMps}) {
@@ -33,7 +33,7 @@ absl::Status UnsupportedOpTable::Load() {
   std::map<Key, FallbackReason> loaded;
   size_t stale = 0;
   size_t line_no = 0;
-  std::vector<std::string> lines = state_file_->Section(kSection);
+  std::vector<std::string> lines = state_file_->Section(kLimitSection);
   std::vector<std::string> v2 = state_file_->Section("");  // the same fields, untagged
   lines.insert(lines.end(), v2.begin(), v2.end());
   for (const std::string& line : lines) {
@@ -64,7 +64,7 @@ absl::Status UnsupportedOpTable::Load() {
     MutexLock lock(mu_);
     entries_ = std::move(loaded);
     size_.store(entries_.size(), std::memory_order_release);
-    if (!v2.empty()) snapshot = state_file_->Stage(kSection, Render());
+    if (!v2.empty()) snapshot = state_file_->Stage(kLimitSection, Render());
   }
   if (snapshot != 0) (void)state_file_->Write(snapshot);
   return absl::OkStatus();
@@ -78,7 +78,7 @@ bool UnsupportedOpTable::Record(const std::string& model, const std::string& fil
     auto [it, inserted] = entries_.emplace(Key{kind, model, file}, reason);
     if (!inserted) return false;
     size_.store(entries_.size(), std::memory_order_release);
-    snapshot = state_file_->Stage(kSection, Render());  // in the order of the changes
+    snapshot = state_file_->Stage(kLimitSection, Render());  // in the order of the changes
   }
   absl::Status written = state_file_->Write(snapshot);
   if (!written.ok()) LOG_WARNING << "cannot persist learned device limits: " << written.message();

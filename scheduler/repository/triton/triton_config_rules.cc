@@ -23,7 +23,7 @@ Json ListOf(const Json& parent, const char* key) {
   return it->is_array() ? *it : Json::array({*it});
 }
 
-std::optional<int64_t> IntegerOf(const Json& value) {
+std::optional<int64_t> OptionalIntegerOf(const Json& value) {
   if (value.is_number_integer()) {
     if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
     return value.get<int64_t>();
@@ -46,7 +46,7 @@ std::optional<int64_t> IntegerOf(const Json& value) {
 int64_t IntegerField(const Json& parent, const char* key) {
   auto it = parent.find(key);
   if (it == parent.end()) return 0;
-  return IntegerOf(*it).value_or(0);
+  return OptionalIntegerOf(*it).value_or(0);
 }
 
 std::string StringField(const Json& parent, const char* key, const std::string& otherwise = "") {
@@ -80,7 +80,8 @@ std::vector<std::pair<int64_t, Json>> PriorityPolicies(const Json& batching) {
   auto it = batching.find("priority_queue_policy");
   if (it == batching.end()) return out;
   if (it->is_object() && !it->contains("key")) {
-    for (const auto& [level, policy] : it->items()) out.emplace_back(IntegerOf(Json(level)).value_or(0), policy);
+    for (const auto& [level, policy] : it->items())
+      out.emplace_back(OptionalIntegerOf(Json(level)).value_or(0), policy);
     return out;
   }
   for (const Json& entry : it->is_array() ? *it : Json::array({*it})) {
@@ -128,7 +129,7 @@ class Rules {
                                            " has kind KIND_CPU but specifies one or more GPUs");
       }
       for (size_t g = 0; g < gpus.size(); ++g) {
-        const std::optional<int64_t> id = IntegerOf(gpus[g]);
+        const std::optional<int64_t> id = OptionalIntegerOf(gpus[g]);
         if (id && *id < 0) {
           return Refuse(absl::StrCat(field, ".gpus[", g, "]"),
                         absl::StrCat("instance group ", name, " of model ", model_,
@@ -311,7 +312,7 @@ absl::Status CheckTritonGpuIds(const nlohmann::json& config, absl::string_view m
     if (!groups[i].is_object()) continue;
     const Json gpus = ListOf(groups[i], "gpus");
     for (size_t g = 0; g < gpus.size(); ++g) {
-      const std::optional<int64_t> id = IntegerOf(gpus[g]);
+      const std::optional<int64_t> id = OptionalIntegerOf(gpus[g]);
       if (!id || std::find(cuda_indices.begin(), cuda_indices.end(), *id) != cuda_indices.end()) continue;
       std::vector<std::string> present;
       for (int64_t n : cuda_indices) present.push_back(std::to_string(n));

@@ -25,7 +25,7 @@ using testing::TempRepository;
 
 constexpr char kSignature[] = "inputs { name: \"x\" dtype: FLOAT32 dims: [1, 4] }\n";
 
-InferenceRequest Request(const std::string& model, uint32_t priority = 0, uint64_t timeout_us = 0) {
+InferenceRequest QueuedRequest(const std::string& model, uint32_t priority = 0, uint64_t timeout_us = 0) {
   InferenceRequest r;
   r.model = model;
   r.device = "cpu";
@@ -55,8 +55,8 @@ class CoreQueueingTest : public ::testing::Test {
   // holds the one worker a model may use, "other" the thread left for other
   // models. Requests sent after this wait in the queue.
   void HoldTheWorker() {
-    core_->Infer(Request("free"), holder_.callback());
-    core_->Infer(Request("other"), other_holder_.callback());
+    core_->Infer(QueuedRequest("free"), holder_.callback());
+    core_->Infer(QueuedRequest("other"), other_holder_.callback());
     ASSERT_TRUE(gate_.AwaitWaiters(2));
   }
   void Release() {
@@ -98,11 +98,11 @@ TEST_F(CoreQueueingTest, AFloodedModelIsRefusedAtItsOwnCapWhileAnotherIsNot) {
   std::vector<std::unique_ptr<Answer>> capped, free;
   for (int i = 0; i < 5; ++i) {
     capped.push_back(std::make_unique<Answer>());
-    core_->Infer(Request("capped"), capped.back()->callback());
+    core_->Infer(QueuedRequest("capped"), capped.back()->callback());
   }
   for (int i = 0; i < 20; ++i) {
     free.push_back(std::make_unique<Answer>());
-    core_->Infer(Request("free"), free.back()->callback());
+    core_->Infer(QueuedRequest("free"), free.back()->callback());
   }
   EXPECT_EQ(QueuedFor("capped"), 2u);
   EXPECT_EQ(QueuedFor("free"), 20u);
@@ -128,7 +128,7 @@ TEST_F(CoreQueueingTest, HigherPriorityRunsFirstUnderLoad) {
   for (uint32_t p : sent) {
     answers.push_back(std::make_unique<Answer>());
     Answer* answer = answers.back().get();
-    core_->Infer(Request("ranked", p), [&, p, answer](absl::StatusOr<InferenceResult> r, const RequestLabels& l) {
+    core_->Infer(QueuedRequest("ranked", p), [&, p, answer](absl::StatusOr<InferenceResult> r, const RequestLabels& l) {
       {
         std::lock_guard<std::mutex> lock(mu);
         order.push_back(p == 0 ? 2 : p);
@@ -147,13 +147,13 @@ TEST_F(CoreQueueingTest, APriorityOutsideTheModelsLevelsIsNamed) {
   released_ = true;  // no run waits here
   Start();
   Answer answer;
-  core_->Infer(Request("ranked", 4), answer.callback());
+  core_->Infer(QueuedRequest("ranked", 4), answer.callback());
   absl::Status s = answer.future.get().status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("priority: 4"), std::string::npos) << s;
   // Models without priority levels take any priority as equal.
   Answer plain;
-  core_->Infer(Request("free", 9), plain.callback());
+  core_->Infer(QueuedRequest("free", 9), plain.callback());
   EXPECT_TRUE(plain.future.get().ok());
 }
 
@@ -162,17 +162,17 @@ TEST_F(CoreQueueingTest, QueueTimeoutsRefuseWithUnavailableAndRequestsMayShorten
   HoldTheWorker();
   Answer by_default, shortened, longer, lengthened;
   Clock::time_point sent = Clock::now();
-  core_->Infer(Request("timed"), by_default.callback());
-  core_->Infer(Request("timed", 0, 10000), shortened.callback());        // 10 ms < 50 ms
-  core_->Infer(Request("timed", 0, 10000000), longer.callback());        // 10 s, not allowed to lengthen
-  core_->Infer(Request("lenient", 0, 10000000), lengthened.callback());  // 10 s, allowed
+  core_->Infer(QueuedRequest("timed"), by_default.callback());
+  core_->Infer(QueuedRequest("timed", 0, 10000), shortened.callback());        // 10 ms < 50 ms
+  core_->Infer(QueuedRequest("timed", 0, 10000000), longer.callback());        // 10 s, not allowed to lengthen
+  core_->Infer(QueuedRequest("lenient", 0, 10000000), lengthened.callback());  // 10 s, allowed
   // Expired requests are answered while the worker is still held: a later
   // submission sweeps them out.
   std::vector<std::unique_ptr<Answer>> probes;
   for (int i = 0; i < 200 && !by_default.ready_within(milliseconds(0)); ++i) {
     std::this_thread::sleep_for(milliseconds(10));
     probes.push_back(std::make_unique<Answer>());
-    core_->Infer(Request("capped"), probes.back()->callback());
+    core_->Infer(QueuedRequest("capped"), probes.back()->callback());
   }
   ASSERT_TRUE(shortened.ready_within(milliseconds(0)));
   ASSERT_TRUE(by_default.ready_within(milliseconds(0)));
@@ -200,7 +200,7 @@ TEST_F(CoreQueueingTest, ADelayedRequestRunsAfterEverythingElse) {
   SchedulerOptions one_thread;
   one_thread.fair_queueing = false;
   Start(one_thread);
-  core_->Infer(Request("free"), holder_.callback());
+  core_->Infer(QueuedRequest("free"), holder_.callback());
   ASSERT_TRUE(gate_.AwaitWaiters(1));
   auto record = [&](const std::string& model, Answer* answer) {
     return [&, model, answer](absl::StatusOr<InferenceResult> r, const RequestLabels& l) {
@@ -212,9 +212,9 @@ TEST_F(CoreQueueingTest, ADelayedRequestRunsAfterEverythingElse) {
     };
   };
   Answer delayed, later;
-  core_->Infer(Request("delayed"), record("delayed", &delayed));
+  core_->Infer(QueuedRequest("delayed"), record("delayed", &delayed));
   std::this_thread::sleep_for(milliseconds(5));  // its 1 ms timeout passes
-  core_->Infer(Request("other"), record("other", &later));
+  core_->Infer(QueuedRequest("other"), record("other", &later));
   released_ = true;
   gate_.Open();
   ASSERT_TRUE(delayed.future.get().ok()) << delayed.future.get().status();

@@ -30,7 +30,8 @@ void SetPolicy(Job& job, Change change) {
   testing::RouteWithPolicy(job, std::move(policy));
 }
 
-std::shared_ptr<Job> MakeJob(const std::string& flow, int id, Clock::time_point enqueued = kT0, uint32_t level = 1) {
+std::shared_ptr<Job> MakeQueuedJob(const std::string& flow, int id, Clock::time_point enqueued = kT0,
+                                   uint32_t level = 1) {
   auto job = std::make_shared<Job>();
   job->flow = Flow(flow);
   job->priority_level = level;
@@ -51,9 +52,9 @@ std::shared_ptr<Job> RunNext(FairQueue& q, Clock::time_point now, double cost_us
 
 TEST(FairQueue, ACheapModelWaitsForRunningWorkNotForAnotherModelsBacklog) {
   FairQueue q;
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(q.Push(MakeJob("heavy:1", i), kT0).ok());
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(q.Push(MakeQueuedJob("heavy:1", i), kT0).ok());
   ASSERT_EQ(Id(RunNext(q, kT0, 20000)), 0);  // one heavy batch ran
-  ASSERT_TRUE(q.Push(MakeJob("light:1", 1000, kT0 + milliseconds(1)), kT0 + milliseconds(1)).ok());
+  ASSERT_TRUE(q.Push(MakeQueuedJob("light:1", 1000, kT0 + milliseconds(1)), kT0 + milliseconds(1)).ok());
   EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(2), 100)), 1000);  // ahead of 99 queued heavy jobs
   EXPECT_EQ(q.size(), 99u);
 }
@@ -62,8 +63,8 @@ TEST(FairQueue, TwoFloodedModelsShareDeviceTimeNotRequestCounts) {
   FairQueue q;
   const std::map<std::string, double> cost_us = {{"cheap:1", 1000}, {"costly:1", 4000}};
   for (int i = 0; i < 2000; ++i) {
-    ASSERT_TRUE(q.Push(MakeJob("cheap:1", i), kT0).ok());
-    ASSERT_TRUE(q.Push(MakeJob("costly:1", i), kT0).ok());
+    ASSERT_TRUE(q.Push(MakeQueuedJob("cheap:1", i), kT0).ok());
+    ASSERT_TRUE(q.Push(MakeQueuedJob("costly:1", i), kT0).ok());
   }
   std::map<std::string, double> used_us;
   std::map<std::string, int> runs;
@@ -84,14 +85,14 @@ TEST(FairQueue, TwoFloodedModelsShareDeviceTimeNotRequestCounts) {
 TEST(FairQueue, AFlowThatWasIdleEarnsNoCredit) {
   FairQueue q;
   // "late" ran once long ago, then was idle while "busy" used the device.
-  ASSERT_TRUE(q.Push(MakeJob("late:1", 0), kT0).ok());
+  ASSERT_TRUE(q.Push(MakeQueuedJob("late:1", 0), kT0).ok());
   RunNext(q, kT0, 1000);
   for (int i = 1; i <= 50; ++i) {
-    ASSERT_TRUE(q.Push(MakeJob("busy:1", i), kT0).ok());
+    ASSERT_TRUE(q.Push(MakeQueuedJob("busy:1", i), kT0).ok());
     RunNext(q, kT0, 1000);
   }
-  for (int i = 100; i < 110; ++i) ASSERT_TRUE(q.Push(MakeJob("busy:1", i), kT0).ok());
-  for (int i = 200; i < 210; ++i) ASSERT_TRUE(q.Push(MakeJob("late:1", i), kT0).ok());
+  for (int i = 100; i < 110; ++i) ASSERT_TRUE(q.Push(MakeQueuedJob("busy:1", i), kT0).ok());
+  for (int i = 200; i < 210; ++i) ASSERT_TRUE(q.Push(MakeQueuedJob("late:1", i), kT0).ok());
   // Had it kept its old virtual time, "late" would now run 10 times in a row.
   int late_in_a_row = 0;
   while (Id(RunNext(q, kT0, 1000)) >= 200) ++late_in_a_row;
@@ -100,10 +101,10 @@ TEST(FairQueue, AFlowThatWasIdleEarnsNoCredit) {
 
 TEST(FairQueue, HigherPriorityRunsFirstAcrossAndWithinModels) {
   FairQueue q(milliseconds(0));  // no aging
-  ASSERT_TRUE(q.Push(MakeJob("a:1", 3, kT0, 3), kT0).ok());
-  ASSERT_TRUE(q.Push(MakeJob("b:1", 2, kT0, 2), kT0).ok());
-  ASSERT_TRUE(q.Push(MakeJob("a:1", 1, kT0, 1), kT0).ok());
-  ASSERT_TRUE(q.Push(MakeJob("b:1", 4, kT0, 3), kT0).ok());
+  ASSERT_TRUE(q.Push(MakeQueuedJob("a:1", 3, kT0, 3), kT0).ok());
+  ASSERT_TRUE(q.Push(MakeQueuedJob("b:1", 2, kT0, 2), kT0).ok());
+  ASSERT_TRUE(q.Push(MakeQueuedJob("a:1", 1, kT0, 1), kT0).ok());
+  ASSERT_TRUE(q.Push(MakeQueuedJob("b:1", 4, kT0, 3), kT0).ok());
   EXPECT_EQ(Id(RunNext(q, kT0, 10)), 1);
   EXPECT_EQ(Id(RunNext(q, kT0, 10)), 2);
   int third = Id(RunNext(q, kT0, 10)), fourth = Id(RunNext(q, kT0, 10));
@@ -112,14 +113,14 @@ TEST(FairQueue, HigherPriorityRunsFirstAcrossAndWithinModels) {
 
 TEST(FairQueue, LowPriorityAgesInsteadOfStarving) {
   FairQueue q(milliseconds(100));
-  ASSERT_TRUE(q.Push(MakeJob("low:1", 0, kT0, 5), kT0).ok());
+  ASSERT_TRUE(q.Push(MakeQueuedJob("low:1", 0, kT0, 5), kT0).ok());
   // A steady stream of fresh level-1 work from another model.
   int id = 1;
   Clock::time_point now = kT0;
   int low_ran_at_ms = -1;
   for (int ms = 0; ms <= 1000 && low_ran_at_ms < 0; ms += 10) {
     now = kT0 + milliseconds(ms);
-    ASSERT_TRUE(q.Push(MakeJob("high:1", id++, now, 1), now).ok());
+    ASSERT_TRUE(q.Push(MakeQueuedJob("high:1", id++, now, 1), now).ok());
     if (Id(RunNext(q, now, 10)) == 0) low_ran_at_ms = ms;
   }
   // Level 5 reaches level 1 after 400 ms and outranks fresh level-1 work
@@ -134,31 +135,31 @@ TEST(FairQueue, LowPriorityAgesInsteadOfStarving) {
 // once made them tie, and the level-1 job won every tie).
 TEST(FairQueue, LowPriorityOutranksHigherWorkThatWaitedLessByTheLevelGap) {
   FairQueue q(milliseconds(100));
-  ASSERT_TRUE(q.Push(MakeJob("m:1", 0, kT0, 3), kT0).ok());
-  ASSERT_TRUE(q.Push(MakeJob("m:1", 1, kT0 + milliseconds(300), 1), kT0 + milliseconds(300)).ok());
+  ASSERT_TRUE(q.Push(MakeQueuedJob("m:1", 0, kT0, 3), kT0).ok());
+  ASSERT_TRUE(q.Push(MakeQueuedJob("m:1", 1, kT0 + milliseconds(300), 1), kT0 + milliseconds(300)).ok());
   // At 500 ms: level 3 - 5 = -2 against level 1 - 2 = -1.
   EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(500), 10)), 0);
   // Less than the gap: the level-1 job first.
   FairQueue close(milliseconds(100));
-  ASSERT_TRUE(close.Push(MakeJob("m:1", 0, kT0, 3), kT0).ok());
-  ASSERT_TRUE(close.Push(MakeJob("m:1", 1, kT0 + milliseconds(100), 1), kT0 + milliseconds(100)).ok());
+  ASSERT_TRUE(close.Push(MakeQueuedJob("m:1", 0, kT0, 3), kT0).ok());
+  ASSERT_TRUE(close.Push(MakeQueuedJob("m:1", 1, kT0 + milliseconds(100), 1), kT0 + milliseconds(100)).ok());
   EXPECT_EQ(Id(RunNext(close, kT0 + milliseconds(500), 10)), 1);
 }
 
 TEST(FairQueue, AModelsCapRefusesThatModelAlone) {
   FairQueue q;
   for (int i = 0; i < 2; ++i) {
-    auto job = MakeJob("capped:1", i);
+    auto job = MakeQueuedJob("capped:1", i);
     SetPolicy(*job, [](SchedulingPolicy& p) { p.max_queue_size = 2; });
     ASSERT_TRUE(q.Push(job, kT0).ok());
   }
-  auto third = MakeJob("capped:1", 2);
+  auto third = MakeQueuedJob("capped:1", 2);
   SetPolicy(*third, [](SchedulingPolicy& p) { p.max_queue_size = 2; });
   absl::Status refused = q.Push(third, kT0);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(refused.message().find("capped:1"), std::string::npos) << refused;
   EXPECT_NE(refused.message().find("max_queue_size"), std::string::npos) << refused;
-  for (int i = 10; i < 20; ++i) EXPECT_TRUE(q.Push(MakeJob("free:1", i), kT0).ok());
+  for (int i = 10; i < 20; ++i) EXPECT_TRUE(q.Push(MakeQueuedJob("free:1", i), kT0).ok());
   RunNext(q, kT0, 10);
   RunNext(q, kT0, 10);
   RunNext(q, kT0, 10);  // at least one capped job left the queue
@@ -168,7 +169,7 @@ TEST(FairQueue, AModelsCapRefusesThatModelAlone) {
 
 TEST(FairQueue, RejectTimeoutsAreTakenOutAndDelayTimeoutsRunLast) {
   FairQueue q(milliseconds(0));
-  auto reject = MakeJob("m:1", 1);
+  auto reject = MakeQueuedJob("m:1", 1);
   reject->queue_deadline = kT0 + milliseconds(10);
   ASSERT_TRUE(q.Push(reject, kT0).ok());
   EXPECT_TRUE(q.TakeExpired(kT0 + milliseconds(5)).empty());
@@ -177,11 +178,11 @@ TEST(FairQueue, RejectTimeoutsAreTakenOutAndDelayTimeoutsRunLast) {
   EXPECT_EQ(Id(expired[0]), 1);
   EXPECT_TRUE(q.empty());
 
-  auto delay = MakeJob("m:1", 2, kT0, 1);
+  auto delay = MakeQueuedJob("m:1", 2, kT0, 1);
   delay->queue_deadline = kT0 + milliseconds(10);
   SetPolicy(*delay, [](SchedulingPolicy& p) { p.delay_on_timeout = true; });
   ASSERT_TRUE(q.Push(delay, kT0).ok());
-  ASSERT_TRUE(q.Push(MakeJob("other:1", 3, kT0 + milliseconds(20), 9), kT0 + milliseconds(20)).ok());
+  ASSERT_TRUE(q.Push(MakeQueuedJob("other:1", 3, kT0 + milliseconds(20), 9), kT0 + milliseconds(20)).ok());
   EXPECT_TRUE(q.TakeExpired(kT0 + milliseconds(30)).empty());  // DELAY jobs stay
   EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(30), 10)), 3);    // even level 9 goes first
   EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(30), 10)), 2);    // then the delayed job runs
@@ -195,11 +196,11 @@ TEST(FairQueue, AModelsInstancesCapItsRunningBatchesOnAnAccelerator) {
     SCOPED_TRACE(accelerator ? "accelerator" : "cpu");
     FairQueue q(milliseconds(0), /*fair=*/true, /*model_instances=*/accelerator);
     for (int i = 0; i < 3; ++i) {
-      auto job = MakeJob("one:1", i);
+      auto job = MakeQueuedJob("one:1", i);
       SetPolicy(*job, [](SchedulingPolicy& p) { p.accelerator_instances = 1; });
       ASSERT_TRUE(q.Push(job, kT0).ok());
     }
-    for (int i = 10; i < 13; ++i) ASSERT_TRUE(q.Push(MakeJob("any:1", i), kT0).ok());
+    for (int i = 10; i < 13; ++i) ASSERT_TRUE(q.Push(MakeQueuedJob("any:1", i), kT0).ok());
     const int device_limit = 2;
     std::map<std::string, int> running;
     for (std::shared_ptr<Job> job; (job = q.Next(kT0, nullptr, device_limit));) ++running[job->flow.model];
@@ -216,8 +217,8 @@ TEST(FairQueue, AModelsInstancesCapItsRunningBatchesOnAnAccelerator) {
 
 TEST(FairQueue, FifoModeServesTheOldestJobFirst) {
   FairQueue q(milliseconds(0), /*fair=*/false);
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(q.Push(MakeJob("heavy:1", i, kT0 + milliseconds(i)), kT0).ok());
-  ASSERT_TRUE(q.Push(MakeJob("light:1", 100, kT0 + milliseconds(10)), kT0).ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(q.Push(MakeQueuedJob("heavy:1", i, kT0 + milliseconds(i)), kT0).ok());
+  ASSERT_TRUE(q.Push(MakeQueuedJob("light:1", 100, kT0 + milliseconds(10)), kT0).ok());
   RunNext(q, kT0 + milliseconds(11), 20000);
   for (int i = 1; i < 5; ++i) EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(11), 20000)), i);
   EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(11), 100)), 100);
@@ -226,7 +227,7 @@ TEST(FairQueue, FifoModeServesTheOldestJobFirst) {
 TEST(FairQueue, CompanionsComeFromTheSameModelBestLevelFirst) {
   FairQueue q(milliseconds(0));
   auto make = [](const std::string& flow, int id, uint32_t level) {
-    auto job = MakeJob(flow, id, kT0, level);
+    auto job = MakeQueuedJob(flow, id, kT0, level);
     job->batch_key = flow + "|x";
     SetPolicy(*job, [](SchedulingPolicy& p) { p.max_batch_rows = 3; });
     return job;

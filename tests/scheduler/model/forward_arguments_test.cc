@@ -5,7 +5,7 @@
 namespace infergate {
 namespace {
 
-ForwardArgument Tensor(const std::string& name) { return {name, "Tensor", true, false, false}; }
+ForwardArgument ArgumentTensor(const std::string& name) { return {name, "Tensor", true, false, false}; }
 ForwardArgument OptionalTensor(const std::string& name, bool has_default = true) {
   return {name, "Optional[Tensor]", false, true, has_default};
 }
@@ -26,11 +26,11 @@ std::vector<std::string> Names(const ForwardInputs& f) {
 }
 
 // nn.TransformerEncoder.forward(src, mask=None, src_key_padding_mask=None, is_causal=None) as scripted.
-const std::vector<ForwardArgument> kEncoder = {Tensor("src"), OptionalTensor("mask"),
+const std::vector<ForwardArgument> kEncoder = {ArgumentTensor("src"), OptionalTensor("mask"),
                                                OptionalTensor("src_key_padding_mask"),
                                                Other("is_causal", "Optional[bool]", true)};
 
-struct Case {
+struct ArgumentsCase {
   const char* what;
   std::vector<ForwardArgument> arguments;
   std::optional<std::vector<std::string>> declared;
@@ -41,31 +41,31 @@ struct Case {
 };
 
 // clang-format off: a table, one row a line
-const Case kCases[] = {
-    {"plain tensors, no config", {Tensor("a"), Tensor("b")}, std::nullopt, {"a", "b"}, false, {}, nullptr},
+const ArgumentsCase kCases[] = {
+    {"plain tensors, no config", {ArgumentTensor("a"), ArgumentTensor("b")}, std::nullopt, {"a", "b"}, false, {}, nullptr},
     {"encoder, only src declared", kEncoder, std::vector<std::string>{"src"}, {"src"}, false, {}, nullptr},
     {"encoder, no config: defaults left alone", kEncoder, std::nullopt, {"src"}, false, {}, nullptr},
     {"encoder with its padding mask: keyword call past the skipped mask", kEncoder,
      std::vector<std::string>{"src", "src_key_padding_mask"}, {"src", "src_key_padding_mask"}, true, {}, nullptr},
     {"encoder with mask: positional", kEncoder, std::vector<std::string>{"src", "mask"}, {"src", "mask"}, false, {},
      nullptr},
-    {"Optional[Tensor] without default passes None", {Tensor("x"), OptionalTensor("mask", false)}, std::nullopt,
+    {"Optional[Tensor] without default passes None", {ArgumentTensor("x"), OptionalTensor("mask", false)}, std::nullopt,
      {"x"}, true, {"mask"}, nullptr},
-    {"required tensor missing from the config", {Tensor("a"), Tensor("b")}, std::vector<std::string>{"a"}, {},
+    {"required tensor missing from the config", {ArgumentTensor("a"), ArgumentTensor("b")}, std::vector<std::string>{"a"}, {},
      false, {}, "'b' is not declared"},
-    {"config names an argument forward() lacks", {Tensor("a")}, std::vector<std::string>{"a", "z"}, {}, false, {},
+    {"config names an argument forward() lacks", {ArgumentTensor("a")}, std::vector<std::string>{"a", "z"}, {}, false, {},
      "declares input 'z'"},
-    {"config names a non-tensor argument", {Tensor("a"), Other("k", "int", true)},
+    {"config names a non-tensor argument", {ArgumentTensor("a"), Other("k", "int", true)},
      std::vector<std::string>{"a", "k"}, {}, false, {}, "type int"},
-    {"non-tensor argument without default", {Tensor("a"), Other("k", "int", false)}, std::nullopt, {}, false, {},
+    {"non-tensor argument without default", {ArgumentTensor("a"), Other("k", "int", false)}, std::nullopt, {}, false, {},
      "'k' is int without a default"},
-    {"Triton's positional names", {Tensor("x"), Tensor("y")}, std::vector<std::string>{"INPUT__0", "INPUT__1"},
+    {"Triton's positional names", {ArgumentTensor("x"), ArgumentTensor("y")}, std::vector<std::string>{"INPUT__0", "INPUT__1"},
      {"INPUT__0", "INPUT__1"}, false, {}, nullptr},
-    {"positional names in another order fill their arguments", {Tensor("x"), Tensor("y")},
+    {"positional names in another order fill their arguments", {ArgumentTensor("x"), ArgumentTensor("y")},
      std::vector<std::string>{"b__1", "a__0"}, {"a__0", "b__1"}, false, {}, nullptr},
-    {"a positional name past the arguments", {Tensor("x")}, std::vector<std::string>{"INPUT__1"}, {}, false, {},
+    {"a positional name past the arguments", {ArgumentTensor("x")}, std::vector<std::string>{"INPUT__1"}, {}, false, {},
      "Triton's '<name>__<N>'"},
-    {"a name and a position for one argument", {Tensor("x"), Tensor("y")},
+    {"a name and a position for one argument", {ArgumentTensor("x"), ArgumentTensor("y")},
      std::vector<std::string>{"x", "INPUT__0", "y"}, {}, false, {}, "both name forward() argument 'x'"},
     {"a positional mask past a skipped one calls by keyword", kEncoder,
      std::vector<std::string>{"INPUT__0", "INPUT__2"}, {"INPUT__0", "INPUT__2"}, true, {}, nullptr},
@@ -73,7 +73,7 @@ const Case kCases[] = {
 // clang-format on
 
 TEST(ForwardArguments, EachSchemaAndConfig) {
-  for (const Case& c : kCases) {
+  for (const ArgumentsCase& c : kCases) {
     std::optional<InputSignature> declared;
     if (c.declared) declared = Declared(*c.declared);
     absl::StatusOr<ForwardInputs> got = MatchForwardArguments("m", c.arguments, declared ? &*declared : nullptr, 8);

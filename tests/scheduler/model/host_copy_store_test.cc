@@ -19,7 +19,7 @@ class Weights final : public HostWeights {
   uint64_t bytes_;
 };
 
-HostCopyKey Key(const std::string& model, const std::string& content = "1") {
+HostCopyKey CopyKey(const std::string& model, const std::string& content = "1") {
   return HostCopyKey{model, "/models/" + model + "/1/model.pt", content};
 }
 
@@ -50,18 +50,16 @@ struct Budget {
 TEST(HostCopyStore, AKeptCopyIsFoundByItsFileAndChargedToTheBudget) {
   Budget budget;
   HostCopyStore store = budget.Store();
-  EXPECT_EQ(store.Find(Key("a")), nullptr);
-  EXPECT_FALSE(store.Has(Key("a")));
-  ASSERT_TRUE(store.Keep(Key("a"), std::make_shared<Weights>(300)));
-  EXPECT_TRUE(store.Has(Key("a")));  // not a hit
+  EXPECT_EQ(store.Find(CopyKey("a")), nullptr);
+  ASSERT_TRUE(store.Keep(CopyKey("a"), std::make_shared<Weights>(300)));
   EXPECT_EQ(budget.lent, 300u);
-  ASSERT_NE(store.Find(Key("a")), nullptr);
-  EXPECT_EQ(store.Find(Key("a"))->bytes(), 300u);
+  ASSERT_NE(store.Find(CopyKey("a")), nullptr);
+  EXPECT_EQ(store.Find(CopyKey("a"))->bytes(), 300u);
   EXPECT_EQ(store.hits(), 2u);
   // The same model's file replaced on disk is another file (requirement 1).
-  EXPECT_EQ(store.Find(Key("a", "2")), nullptr);
+  EXPECT_EQ(store.Find(CopyKey("a", "2")), nullptr);
   // A second copy of the same file is not kept, nor charged.
-  EXPECT_FALSE(store.Keep(Key("a"), std::make_shared<Weights>(300)));
+  EXPECT_FALSE(store.Keep(CopyKey("a"), std::make_shared<Weights>(300)));
   EXPECT_EQ(budget.lent, 300u);
   EXPECT_EQ(store.count(), 1u);
   EXPECT_EQ(store.bytes(), 300u);
@@ -71,9 +69,9 @@ TEST(HostCopyStore, ACopyTheBudgetCannotHoldIsNotKept) {
   Budget budget;
   budget.room = 500;
   HostCopyStore store = budget.Store();
-  ASSERT_TRUE(store.Keep(Key("a"), std::make_shared<Weights>(400)));
-  EXPECT_FALSE(store.Keep(Key("b"), std::make_shared<Weights>(200)));
-  EXPECT_EQ(store.Find(Key("b")), nullptr);
+  ASSERT_TRUE(store.Keep(CopyKey("a"), std::make_shared<Weights>(400)));
+  EXPECT_FALSE(store.Keep(CopyKey("b"), std::make_shared<Weights>(200)));
+  EXPECT_EQ(store.Find(CopyKey("b")), nullptr);
   EXPECT_EQ(budget.lent, 400u);
   EXPECT_EQ(store.bytes(), 400u);
 }
@@ -82,16 +80,16 @@ TEST(HostCopyStore, UnderItsShareTheLeastRecentlyUsedCopiesGoFirst) {
   Budget budget;
   budget.limit = 500;
   HostCopyStore store = budget.Store();
-  ASSERT_TRUE(store.Keep(Key("a"), std::make_shared<Weights>(200)));
-  ASSERT_TRUE(store.Keep(Key("b"), std::make_shared<Weights>(200)));
-  ASSERT_NE(store.Find(Key("a")), nullptr);  // b is now the least recently used
-  ASSERT_TRUE(store.Keep(Key("c"), std::make_shared<Weights>(200)));
-  EXPECT_NE(store.Find(Key("a")), nullptr);
-  EXPECT_EQ(store.Find(Key("b")), nullptr);
-  EXPECT_NE(store.Find(Key("c")), nullptr);
+  ASSERT_TRUE(store.Keep(CopyKey("a"), std::make_shared<Weights>(200)));
+  ASSERT_TRUE(store.Keep(CopyKey("b"), std::make_shared<Weights>(200)));
+  ASSERT_NE(store.Find(CopyKey("a")), nullptr);  // b is now the least recently used
+  ASSERT_TRUE(store.Keep(CopyKey("c"), std::make_shared<Weights>(200)));
+  EXPECT_NE(store.Find(CopyKey("a")), nullptr);
+  EXPECT_EQ(store.Find(CopyKey("b")), nullptr);
+  EXPECT_NE(store.Find(CopyKey("c")), nullptr);
   EXPECT_EQ(budget.lent, 400u);
   // Larger than the whole share: not kept, and nothing dropped for it.
-  EXPECT_FALSE(store.Keep(Key("d"), std::make_shared<Weights>(600)));
+  EXPECT_FALSE(store.Keep(CopyKey("d"), std::make_shared<Weights>(600)));
   EXPECT_EQ(store.count(), 2u);
   EXPECT_EQ(budget.lent, 400u);
 }
@@ -100,13 +98,13 @@ TEST(HostCopyStore, DroppedCopiesGiveTheirBytesBack) {
   Budget budget;
   {
     HostCopyStore store = budget.Store();
-    ASSERT_TRUE(store.Keep(Key("a"), std::make_shared<Weights>(100)));
-    ASSERT_TRUE(store.Keep(Key("a", "2"), std::make_shared<Weights>(100)));
-    ASSERT_TRUE(store.Keep(Key("b"), std::make_shared<Weights>(100)));
+    ASSERT_TRUE(store.Keep(CopyKey("a"), std::make_shared<Weights>(100)));
+    ASSERT_TRUE(store.Keep(CopyKey("a", "2"), std::make_shared<Weights>(100)));
+    ASSERT_TRUE(store.Keep(CopyKey("b"), std::make_shared<Weights>(100)));
     EXPECT_EQ(store.DropIf([](const HostCopyKey& k) { return k.model == "a"; }), 2u);
     EXPECT_EQ(budget.lent, 100u);
-    EXPECT_EQ(store.Find(Key("a")), nullptr);
-    EXPECT_NE(store.Find(Key("b")), nullptr);
+    EXPECT_EQ(store.Find(CopyKey("a")), nullptr);
+    EXPECT_NE(store.Find(CopyKey("b")), nullptr);
   }
   // The store's end gives back the rest.
   EXPECT_EQ(budget.lent, 0u);

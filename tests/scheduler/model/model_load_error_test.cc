@@ -7,14 +7,14 @@ namespace {
 
 // LibTorch 2.6's own messages for each case (as torch.jit.load raised them),
 // and what the error must and must not say.
-struct Case {
+struct LoadErrorCase {
   const char* what;
   const char* libtorch_message;
   std::vector<std::string> names;
   std::vector<std::string> leaves_out;
 };
 
-const Case kCases[] = {
+const LoadErrorCase kLoadErrorCases[] = {
     {"an op this LibTorch lacks",
      "\nUnknown builtin op: aten::sigmoid_from_the_future.\nCould not find any similar ops to "
      "aten::sigmoid_from_the_future. This op may not exist or may not be currently supported in TorchScript.\n:\n"
@@ -44,7 +44,7 @@ const Case kCases[] = {
 };
 
 TEST(ModelLoadError, EachCaseIsFailedPreconditionNamingItsCause) {
-  for (const Case& c : kCases) {
+  for (const LoadErrorCase& c : kLoadErrorCases) {
     absl::Status s = ModelLoadError("m", "/r/m/1/model.pt", c.libtorch_message, "2.6.0");
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << c.what;
     for (const std::string& n : c.names) {

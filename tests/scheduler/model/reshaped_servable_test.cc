@@ -32,7 +32,7 @@ class ShapeRecorder final : public Servable {
   std::vector<int64_t> out_shape_;
 };
 
-v1::ModelConfig Config(int max_batch_size) {
+v1::ModelConfig ReshapeConfig(int max_batch_size) {
   v1::ModelConfig c;
   c.set_name("m");
   c.set_max_batch_size(max_batch_size);
@@ -54,7 +54,7 @@ TEST(ReshapedServable, TheModelSeesReshapeAndClientsDims) {
   sig.max_batch_size = 4;
   sig.inputs.push_back({"x", DType::kFloat32, std::vector<int64_t>{2, 4, -1, 6}});
   auto inner = std::make_shared<ShapeRecorder>(sig, std::vector<int64_t>{3, 8, 5, 1, 6});
-  std::shared_ptr<Servable> wrapped = ReshapedServable::Wrap(inner, Config(4));
+  std::shared_ptr<Servable> wrapped = ReshapedServable::Wrap(inner, ReshapeConfig(4));
   ASSERT_NE(wrapped.get(), inner.get());
   // A batch of 3, the variable dimension 5 in this request.
   absl::StatusOr<std::vector<NamedTensor>> out = wrapped->Run({at::zeros({3, 2, 4, 5, 6})});

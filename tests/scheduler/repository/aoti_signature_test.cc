@@ -15,7 +15,7 @@
 namespace infergate {
 namespace {
 
-v1::ModelConfig Config(const std::string& text) { return testing::FromText<v1::ModelConfig>(text); }
+v1::ModelConfig SignatureConfig(const std::string& text) { return testing::FromText<v1::ModelConfig>(text); }
 
 constexpr char kExported[] = R"(max_batch_size: 64
 inputs { name: "x" dtype: FLOAT32 dims: [16] }
@@ -49,9 +49,9 @@ TEST(AotiSignatureTest, TheConfigMustAgreeWithWhatThePackageWasExportedWith) {
       {"max_batch_size: 64 " + x + mask + R"(outputs { name: "z" dtype: FLOAT32 dims: [4] })",
        "outputs[0].name is 'z'"},
   };
-  const v1::ModelConfig exported = Config(kExported);
+  const v1::ModelConfig exported = SignatureConfig(kExported);
   for (const Case& c : cases) {
-    absl::Status s = CheckConfigAgainstPackage(Config(c.config), exported);
+    absl::Status s = CheckConfigAgainstPackage(SignatureConfig(c.config), exported);
     if (std::string(c.problem).empty()) {
       EXPECT_TRUE(s.ok()) << c.config << ": " << s;
     } else {
@@ -68,9 +68,9 @@ TEST(AotiSignatureTest, TheConfigMustAgreeWithWhatThePackageWasExportedWith) {
 }
 
 TEST(AotiSignatureTest, AConfigTakesWhatItLeavesOutFromThePackage) {
-  const v1::ModelConfig exported = Config(kExported);
+  const v1::ModelConfig exported = SignatureConfig(kExported);
   // Nothing declared: inputs, outputs and max_batch_size all come from the package.
-  v1::ModelConfig done = CompleteConfigFromPackage(Config(R"(name: "m" warmup: true)"), exported);
+  v1::ModelConfig done = CompleteConfigFromPackage(SignatureConfig(R"(name: "m" warmup: true)"), exported);
   EXPECT_EQ(done.max_batch_size(), 64u);
   EXPECT_EQ(done.inputs_size(), 2);
   EXPECT_EQ(done.outputs_size(), 1);
@@ -78,14 +78,14 @@ TEST(AotiSignatureTest, AConfigTakesWhatItLeavesOutFromThePackage) {
   EXPECT_EQ(done.name(), "m");
   EXPECT_TRUE(CheckConfigAgainstPackage(done, exported).ok());
   // Inputs declared: the config's own batch size and inputs stand; the outputs are filled in.
-  done = CompleteConfigFromPackage(Config(R"(max_batch_size: 8 inputs { name: "x" dtype: FLOAT32 dims: [16] })"),
-                                   exported);
+  done = CompleteConfigFromPackage(
+      SignatureConfig(R"(max_batch_size: 8 inputs { name: "x" dtype: FLOAT32 dims: [16] })"), exported);
   EXPECT_EQ(done.max_batch_size(), 8u);
   EXPECT_EQ(done.inputs_size(), 1);
   EXPECT_EQ(done.outputs(0).name(), "y");
   // Outputs declared (say, for a label file) are kept.
-  done = CompleteConfigFromPackage(Config(R"(outputs { name: "y" dtype: FLOAT32 dims: [4] label_filename: "l.txt" })"),
-                                   exported);
+  done = CompleteConfigFromPackage(
+      SignatureConfig(R"(outputs { name: "y" dtype: FLOAT32 dims: [4] label_filename: "l.txt" })"), exported);
   EXPECT_EQ(done.outputs(0).label_filename(), "l.txt");
   EXPECT_EQ(done.inputs_size(), 2);
 }
@@ -171,7 +171,7 @@ TEST(AotiSignatureTest, WhatACompiledPackageCanServeAsATable) {
     variant.library_bytes = 1;
     variant.signature = c.signature;
     variant.weights_outside = c.weights_outside;
-    v1::ModelConfig config = Config(c.config);
+    v1::ModelConfig config = SignatureConfig(c.config);
     config.set_name("m");
     absl::StatusOr<InputSignature> got = CheckConfigForCompiledPackage(config, {variant}, variant);
     if (std::string(c.problem).empty()) {

@@ -89,6 +89,24 @@ TEST_F(ModelRepositoryTest, BrokenConfigIsReportedOnUse) {
   EXPECT_TRUE(repo.Find("good").ok());
 }
 
+// The ports answer before the first scan: a request then for a model the
+// repository may well hold is told the server is starting (UNAVAILABLE, a
+// retry helps), never that the model does not exist; once read, unknown is
+// NOT_FOUND.
+TEST_F(ModelRepositoryTest, BeforeTheFirstScanANameIsUnavailableNotUnknown) {
+  AddVersion("a", "1");
+  ModelRepository repo(root_.string());
+  for (const char* name : {"a", "b"}) {
+    absl::Status early = repo.Find(name).status();
+    EXPECT_EQ(early.code(), absl::StatusCode::kUnavailable) << name << ": " << early;
+    EXPECT_NE(early.message().find("has not read its model repository yet"), absl::string_view::npos) << early;
+  }
+  EXPECT_EQ(repo.Find("../a").status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(repo.Scan().ok());
+  EXPECT_TRUE(repo.Find("a").ok());
+  EXPECT_EQ(repo.Find("b").status().code(), absl::StatusCode::kNotFound);
+}
+
 // Requests read the view only: what is added to disk after the scan is not
 // seen until the lifecycle publishes it (the poller, or LoadModel).
 TEST_F(ModelRepositoryTest, TheViewDoesNotReadTheDisk) {

@@ -31,7 +31,7 @@ struct Known {
   bool failed;
 };
 
-struct Row {
+struct PlanRow {
   const char* what;
   std::vector<Known> known;
   std::map<int64_t, int> on_disk;  // version -> file
@@ -43,7 +43,7 @@ struct Row {
   const char* expected;  // "version:action" in plan order
 };
 
-std::string Plan(const Row& row) {
+std::string Plan(const PlanRow& row) {
   std::map<int64_t, VersionStatus> states;
   for (const Known& k : row.known) {
     VersionStatus& s = states[k.version];
@@ -75,7 +75,7 @@ TEST(VersionPlan, EveryDecisionInOneTable) {
   const char* latest = "";
   const char* latest2 = "latest { num_versions: 2 }";
   // clang-format off: a table, one row a line
-  const Row rows[] = {
+  const PlanRow rows[] = {
       {"a new model: the latest loads, the rest is retired",
        {}, {{1, 1}, {2, 2}}, latest, false, false, {}, {}, "2:load 1:retire"},
       {"nothing changed: kept, and the retired stay retired",
@@ -119,7 +119,7 @@ TEST(VersionPlan, EveryDecisionInOneTable) {
       {"no files: nothing to do", {}, {}, latest, false, false, {}, {}, ""},
   };
   // clang-format on
-  for (const Row& row : rows) {
+  for (const PlanRow& row : rows) {
     SCOPED_TRACE(row.what);
     EXPECT_EQ(Plan(row), row.expected);
   }

@@ -19,8 +19,8 @@ namespace infergate {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr uint64_t kMiB = uint64_t{1} << 20;
-const DeviceId kCuda{DeviceKind::kCuda, 0};
+constexpr uint64_t kMebibyte = uint64_t{1} << 20;
+const DeviceId kCudaZero{DeviceKind::kCuda, 0};
 
 bool WaitFor(const std::function<bool()>& done) {
   for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30); std::chrono::steady_clock::now() < end;
@@ -34,7 +34,7 @@ bool WaitFor(const std::function<bool()>& done) {
 struct Fake {
   Mutex mu;
   std::vector<MoveCandidate> models ABSL_GUARDED_BY(mu);
-  uint64_t budget = 800 * kMiB;
+  uint64_t budget = 800 * kMebibyte;
   std::vector<std::string> calls ABSL_GUARDED_BY(mu);
   absl::Status promote_result ABSL_GUARDED_BY(mu);
   absl::Status evict_result ABSL_GUARDED_BY(mu);
@@ -42,7 +42,7 @@ struct Fake {
 
   PlacementController::Hooks Hooks() {
     PlacementController::Hooks h;
-    h.accelerators = [] { return std::vector<DeviceId>{kCuda}; };
+    h.accelerators = [] { return std::vector<DeviceId>{kCudaZero}; };
     h.inputs = [this](const DeviceId&) {
       MutexLock lock(mu);
       ran_on = std::this_thread::get_id();
@@ -88,8 +88,8 @@ struct Fake {
 };
 
 // demand (req/s), ms there, ms elsewhere, transfer ms, MiB, resident.
-MoveCandidate M(const std::string& name, double rps, double transfer_ms, uint64_t mib, bool resident = false) {
-  return {name, rps, 1000, 20000, transfer_ms * 1000, mib * kMiB, resident, 60};
+MoveCandidate Candidate(const std::string& name, double rps, double transfer_ms, uint64_t mib, bool resident = false) {
+  return {name, rps, 1000, 20000, transfer_ms * 1000, mib * kMebibyte, resident, 60};
 }
 
 PlacementController::Options Quick() {
@@ -103,19 +103,20 @@ PlacementController::Options Quick() {
 TEST(PlacementController, APromotionDisplacesTheSmallestGainWhichGetsACpuCopyBeforeItsEviction) {
   Fake fake;
   PlacementController pc(fake.Hooks(), Quick());
-  fake.Set({M("hot", 50, 100, 400), M("cold", 1, 100, 400, true), M("warm", 20, 100, 400, true)});
+  fake.Set(
+      {Candidate("hot", 50, 100, 400), Candidate("cold", 1, 100, 400, true), Candidate("warm", 20, 100, 400, true)});
   pc.RunPassForTest();
   EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu cold", "evict cold", "promote hot"}));
-  EXPECT_TRUE(pc.Demoted("cold", kCuda));
-  EXPECT_FALSE(pc.Demoted("hot", kCuda));
+  EXPECT_TRUE(pc.Demoted("cold", kCudaZero));
+  EXPECT_FALSE(pc.Demoted("hot", kCudaZero));
   EXPECT_FALSE(pc.Demoted("cold", DeviceId{DeviceKind::kCuda, 1})) << "demoted from another device";
   EXPECT_EQ(pc.counts().promoted, 1u);
   EXPECT_EQ(pc.counts().demoted, 1u);
 
   // Back on the accelerator (the hooks report it resident): no longer demoted.
-  fake.Set({M("hot", 50, 100, 400, true), M("cold", 0, 100, 400, true)});
+  fake.Set({Candidate("hot", 50, 100, 400, true), Candidate("cold", 0, 100, 400, true)});
   pc.RunPassForTest();
-  EXPECT_FALSE(pc.Demoted("cold", kCuda));
+  EXPECT_FALSE(pc.Demoted("cold", kCudaZero));
   EXPECT_TRUE(fake.Calls().empty()) << "nothing left to move";
 }
 
@@ -123,8 +124,9 @@ TEST(PlacementController, APassFollowsAShiftWithSeveralPromotionsEachOnTheStateT
   Fake fake;
   PlacementController pc(fake.Hooks(), Quick());
   // Room for two of 100 MiB; two new hot models, two idle residents.
-  fake.budget = 200 * kMiB;
-  fake.Set({M("new1", 50, 10, 100), M("new2", 40, 10, 100), M("old1", 0, 10, 100, true), M("old2", 0, 10, 100, true)});
+  fake.budget = 200 * kMebibyte;
+  fake.Set({Candidate("new1", 50, 10, 100), Candidate("new2", 40, 10, 100), Candidate("old1", 0, 10, 100, true),
+            Candidate("old2", 0, 10, 100, true)});
   pc.RunPassForTest();
   EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu old1", "evict old1", "promote new1", "cpu old2", "evict old2",
                                                     "promote new2"}));
@@ -138,10 +140,11 @@ TEST(PlacementController, AModelInUseIsNotEvictedAndThePromotionWaits) {
     fake.evict_result = absl::FailedPreconditionError("in use");
   }
   PlacementController pc(fake.Hooks(), Quick());
-  fake.Set({M("hot", 50, 100, 400), M("cold", 1, 100, 400, true), M("warm", 20, 100, 400, true)});
+  fake.Set(
+      {Candidate("hot", 50, 100, 400), Candidate("cold", 1, 100, 400, true), Candidate("warm", 20, 100, 400, true)});
   pc.RunPassForTest();
   EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu cold", "evict cold"}));
-  EXPECT_FALSE(pc.Demoted("cold", kCuda));
+  EXPECT_FALSE(pc.Demoted("cold", kCudaZero));
   EXPECT_EQ(pc.counts().promoted, 0u);
 }
 
@@ -152,11 +155,11 @@ TEST(PlacementController, AFailedMoveIsNotTriedAgainUntilItsBackOffPasses) {
     fake.promote_result = absl::ResourceExhaustedError("does not fit");
   }
   PlacementController pc(fake.Hooks(), Quick());
-  fake.Set({M("big", 50, 100, 400)});
+  fake.Set({Candidate("big", 50, 100, 400)});
   pc.RunPassForTest();
   EXPECT_EQ(fake.Calls(), std::vector<std::string>{"promote big"});
   EXPECT_EQ(pc.counts().failed, 1u);
-  fake.Set({M("big", 50, 100, 400)});
+  fake.Set({Candidate("big", 50, 100, 400)});
   pc.RunPassForTest();
   EXPECT_TRUE(fake.Calls().empty()) << "retried at once after failing";
   std::this_thread::sleep_for(milliseconds(350));
@@ -168,12 +171,12 @@ TEST(PlacementController, ALearnedLoadTimeReplacesTheEstimate) {
   Fake fake;
   PlacementController pc(fake.Hooks(), Quick());
   // 10 req/s x 10 s x 19 ms = 1.9 s of gain against a 50 ms estimate: moves.
-  fake.Set({M("a", 10, 50, 100)});
-  pc.RecordLoadTime("a", kCuda, 5e6);  // but its loads there took 5 s
+  fake.Set({Candidate("a", 10, 50, 100)});
+  pc.RecordLoadTime("a", kCudaZero, 5e6);  // but its loads there took 5 s
   pc.RunPassForTest();
   EXPECT_TRUE(fake.Calls().empty()) << "moved although a move costs more than it gains";
-  EXPECT_EQ(pc.LoadTime("a", kCuda), 5e6);
-  pc.RecordLoadTime("a", kCuda, 20e3);
+  EXPECT_EQ(pc.LoadTime("a", kCudaZero), 5e6);
+  pc.RecordLoadTime("a", kCudaZero, 20e3);
   pc.RunPassForTest();
   EXPECT_EQ(fake.Calls(), std::vector<std::string>{"promote a"});
 }
@@ -181,8 +184,8 @@ TEST(PlacementController, ALearnedLoadTimeReplacesTheEstimate) {
 TEST(PlacementController, AModelEvictedByALoadIsDemotedAndGetsACpuCopy) {
   Fake fake;
   PlacementController pc(fake.Hooks(), Quick());
-  pc.NoteEvicted("lru", kCuda);
-  EXPECT_TRUE(pc.Demoted("lru", kCuda));
+  pc.NoteEvicted("lru", kCudaZero);
+  EXPECT_TRUE(pc.Demoted("lru", kCudaZero));
   fake.Set({});
   pc.RunPassForTest();
   EXPECT_EQ(fake.Calls(), std::vector<std::string>{"cpu lru"});
@@ -197,7 +200,7 @@ TEST(PlacementController, PassesRunOnItsOwnThreadWhenWokenAndStopEndsThem) {
   PlacementController::Options o = Quick();
   o.period = std::chrono::seconds(3600);  // only Wake starts a pass
   PlacementController pc(fake.Hooks(), o);
-  fake.Set({M("a", 10, 1, 100)});
+  fake.Set({Candidate("a", 10, 1, 100)});
   pc.Start();
   pc.Wake();
   ASSERT_TRUE(WaitFor([&] { return pc.counts().promoted == 1; }));

@@ -12,7 +12,7 @@ namespace {
 // CPU), its candidates cuda:0 and the cpu, and which path a request takes.
 // Figures in microseconds; `load` is cuda:0's load estimate (learned load
 // time plus the link's queue), unset while no load there was measured.
-struct Row {
+struct ReadyRow {
   const char* what;
   bool on_cuda, on_cpu;          // resident there
   size_t cuda_ahead, cpu_ahead;  // requests queued or running there (one worker each)
@@ -24,7 +24,7 @@ struct Row {
 
 TEST(ReadyPath, TheFastestPathReadyWhenTheRequestArrives) {
   const double kCuda = 10'000, kCpu = 40'000;
-  const Row rows[] = {
+  const ReadyRow rows[] = {
       {"resident on its best device: runs there", true, true, 0, 0, 5'000, ReadyPath::kIdeal, "cuda:0", 10'000},
       {"resident nowhere: a cold start where auto sends it", false, false, 0, 0, std::nullopt, ReadyPath::kColdStart,
        "cuda:0", 0},
@@ -45,7 +45,7 @@ TEST(ReadyPath, TheFastestPathReadyWhenTheRequestArrives) {
       {"the link's queue is in the load estimate: a move ahead makes it 45 ms", false, true, 0, 0, 5'000 + 40'000,
        ReadyPath::kResident, "cpu", 40'000},
   };
-  for (const Row& r : rows) {
+  for (const ReadyRow& r : rows) {
     SCOPED_TRACE(r.what);
     RouteCandidate cuda, cpu;
     cuda.device = {DeviceKind::kCuda, 0};

@@ -41,7 +41,7 @@ class RoutePlannerTest : public ::testing::Test {
   RoutePlanner planner_;
 };
 
-struct Row {
+struct RouteRow {
   const char* model;
   const char* device;
   bool allow_fallback;
@@ -52,7 +52,7 @@ struct Row {
 
 TEST_F(RoutePlannerTest, EveryDecisionInOneTable) {
   using C = absl::StatusCode;
-  const Row rows[] = {
+  const RouteRow rows[] = {
       {"any", "cpu", true, C::kOk, "cpu", ""},
       {"any", "cuda:0", true, C::kOk, "cuda:0", ""},
       {"any", "CUDA", false, C::kOk, "cuda:0", ""},
@@ -71,7 +71,7 @@ TEST_F(RoutePlannerTest, EveryDecisionInOneTable) {
       {"any", "tpu", true, C::kInvalidArgument, "", ""},
       {"nosuch", "cpu", true, C::kNotFound, "", ""},
   };
-  for (const Row& row : rows) {
+  for (const RouteRow& row : rows) {
     SCOPED_TRACE(absl::StrCat(row.model, " on '", row.device, "' fallback ", row.allow_fallback ? "ALLOW" : "DENY"));
     absl::StatusOr<Route> route = planner_.Plan({row.model, "", row.device, Precision::kAuto, row.allow_fallback});
     ASSERT_EQ(route.status().code(), row.code) << route.status();

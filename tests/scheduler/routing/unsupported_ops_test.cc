@@ -18,8 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kTorch[] = "1.13.1";
-constexpr char kFile[] = "4096:1700000000000000000";
+constexpr char kOpsTorch[] = "1.13.1";
+constexpr char kOpsFile[] = "4096:1700000000000000000";
 
 class UnsupportedOpsTest : public ::testing::Test {
  protected:
@@ -36,22 +36,22 @@ class UnsupportedOpsTest : public ::testing::Test {
 TEST_F(UnsupportedOpsTest, LearnedLimitsSurviveARestart) {
   std::string path = (dir_ / "state").string();
   {
-    UnsupportedOpTable table(path, kTorch);
+    UnsupportedOpTable table(path, kOpsTorch);
     ASSERT_TRUE(table.Load().ok());  // no file yet
     EXPECT_TRUE(table.empty());
-    EXPECT_TRUE(
-        table.Record("cnn", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
-    EXPECT_FALSE(
-        table.Record("cnn", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
-    EXPECT_TRUE(table.Record("poly", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
+    EXPECT_TRUE(table.Record("cnn", kOpsFile, DeviceKind::kMps,
+                             FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
+    EXPECT_FALSE(table.Record("cnn", kOpsFile, DeviceKind::kMps,
+                              FallbackReason{FallbackKind::kUnsupportedOp, "aten::max_pool2d"}));
+    EXPECT_TRUE(table.Record("poly", kOpsFile, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
     EXPECT_TRUE(table.last_write_status().ok());
   }
-  UnsupportedOpTable again(path, kTorch);
+  UnsupportedOpTable again(path, kOpsTorch);
   EXPECT_TRUE(again.empty());
   ASSERT_TRUE(again.Load().ok());
   EXPECT_FALSE(again.empty());  // what the file held counts
-  EXPECT_EQ(again.Lookup("cnn", kFile, DeviceKind::kMps)->ToString(), "unsupported_op:aten::max_pool2d");
-  EXPECT_FALSE(again.Lookup("cnn", kFile, DeviceKind::kCuda).has_value());
+  EXPECT_EQ(again.Lookup("cnn", kOpsFile, DeviceKind::kMps)->ToString(), "unsupported_op:aten::max_pool2d");
+  EXPECT_FALSE(again.Lookup("cnn", kOpsFile, DeviceKind::kCuda).has_value());
   EXPECT_EQ(again.ForKind(DeviceKind::kMps), (std::vector<std::string>{"cnn:aten::max_pool2d", "poly:float64"}));
   // Only the state file is left behind: no temporary files.
   int files = 0;
@@ -62,7 +62,7 @@ TEST_F(UnsupportedOpsTest, LearnedLimitsSurviveARestart) {
 TEST_F(UnsupportedOpsTest, MalformedFileIsReportedAndIgnored) {
   std::string path = (dir_ / "state").string();
   std::ofstream(path) << "mps\tcnn\n";  // a torn line
-  UnsupportedOpTable table(path, kTorch);
+  UnsupportedOpTable table(path, kOpsTorch);
   absl::Status s = table.Load();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(table.ForKind(DeviceKind::kMps).empty());
@@ -86,22 +86,22 @@ TEST_F(UnsupportedOpsTest, CrashMidWriteNeverCorruptsTheStateFile) {
   for (int round = 0; round < 20; ++round) {
     pid_t child = fork();
     if (child == 0) {
-      UnsupportedOpTable table(path, kTorch);
+      UnsupportedOpTable table(path, kOpsTorch);
       (void)table.Load();
       for (int i = 0;; ++i) {
-        table.Record(std::string(200, 'm') + std::to_string(round) + "_" + std::to_string(i), kFile, DeviceKind::kMps,
-                     FallbackReason{FallbackKind::kUnsupportedOp, "aten::op" + std::to_string(i)});
+        table.Record(std::string(200, 'm') + std::to_string(round) + "_" + std::to_string(i), kOpsFile,
+                     DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::op" + std::to_string(i)});
       }
     }
     std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % 20000));
     kill(child, SIGKILL);
     int status = 0;
     waitpid(child, &status, 0);
-    UnsupportedOpTable reread(path, kTorch);
+    UnsupportedOpTable reread(path, kOpsTorch);
     absl::Status s = reread.Load();
     ASSERT_TRUE(s.ok()) << "round " << round << ": " << s;
   }
-  UnsupportedOpTable last(path, kTorch);
+  UnsupportedOpTable last(path, kOpsTorch);
   ASSERT_TRUE(last.Load().ok());
   EXPECT_FALSE(last.ForKind(DeviceKind::kMps).empty());
 }
@@ -111,21 +111,21 @@ TEST_F(UnsupportedOpsTest, CrashMidWriteNeverCorruptsTheStateFile) {
 TEST_F(UnsupportedOpsTest, ConcurrentRecordsAllReachTheFile) {
   std::string path = (dir_ / "state").string();
   {
-    UnsupportedOpTable table(path, kTorch);
+    UnsupportedOpTable table(path, kOpsTorch);
     std::vector<std::thread> threads;
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < 25; ++i) {
           std::string model = absl::StrCat("m", t, "_", i);
-          EXPECT_TRUE(table.Record(model, kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
-          EXPECT_TRUE(table.Lookup(model, kFile, DeviceKind::kMps).has_value());
+          EXPECT_TRUE(table.Record(model, kOpsFile, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
+          EXPECT_TRUE(table.Lookup(model, kOpsFile, DeviceKind::kMps).has_value());
         }
       });
     }
     for (auto& t : threads) t.join();
     EXPECT_TRUE(table.last_write_status().ok()) << table.last_write_status();
   }
-  UnsupportedOpTable reloaded(path, kTorch);
+  UnsupportedOpTable reloaded(path, kOpsTorch);
   ASSERT_TRUE(reloaded.Load().ok());
   EXPECT_EQ(reloaded.ForKind(DeviceKind::kMps).size(), 200u);
 }
@@ -135,31 +135,32 @@ TEST_F(UnsupportedOpsTest, ConcurrentRecordsAllReachTheFile) {
 TEST_F(UnsupportedOpsTest, ReplacedFilesAndOtherLibTorchVersionsAreProbedAfresh) {
   std::string path = (dir_ / "state").string();
   {
-    UnsupportedOpTable table(path, kTorch);
-    EXPECT_TRUE(table.Record("cnn", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::x"}));
+    UnsupportedOpTable table(path, kOpsTorch);
+    EXPECT_TRUE(
+        table.Record("cnn", kOpsFile, DeviceKind::kMps, FallbackReason{FallbackKind::kUnsupportedOp, "aten::x"}));
     EXPECT_FALSE(table.Lookup("cnn", "4100:1700000000000000001", DeviceKind::kMps).has_value());
   }
-  UnsupportedOpTable same(path, kTorch);
+  UnsupportedOpTable same(path, kOpsTorch);
   ASSERT_TRUE(same.Load().ok());
-  EXPECT_TRUE(same.Lookup("cnn", kFile, DeviceKind::kMps).has_value());
+  EXPECT_TRUE(same.Lookup("cnn", kOpsFile, DeviceKind::kMps).has_value());
   UnsupportedOpTable newer(path, "2.1.0");
   ASSERT_TRUE(newer.Load().ok());
-  EXPECT_FALSE(newer.Lookup("cnn", kFile, DeviceKind::kMps).has_value());
+  EXPECT_FALSE(newer.Lookup("cnn", kOpsFile, DeviceKind::kMps).has_value());
   EXPECT_TRUE(newer.ForKind(DeviceKind::kMps).empty());
 
   std::ofstream(path) << "mps\tcnn\tunsupported_op:aten::x\n";  // the v1 format: no file, no LibTorch
-  UnsupportedOpTable old_format(path, kTorch);
+  UnsupportedOpTable old_format(path, kOpsTorch);
   ASSERT_TRUE(old_format.Load().ok());
   EXPECT_TRUE(old_format.ForKind(DeviceKind::kMps).empty());
 }
 
 TEST_F(UnsupportedOpsTest, InMemoryTableWithoutAFile) {
-  UnsupportedOpTable table("", kTorch);
+  UnsupportedOpTable table("", kOpsTorch);
   EXPECT_TRUE(table.Load().ok());
   EXPECT_TRUE(table.empty());
-  EXPECT_TRUE(table.Record("m", kFile, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
+  EXPECT_TRUE(table.Record("m", kOpsFile, DeviceKind::kMps, FallbackReason{FallbackKind::kDtype, "float64"}));
   EXPECT_FALSE(table.empty());
-  EXPECT_TRUE(table.Lookup("m", kFile, DeviceKind::kMps).has_value());
+  EXPECT_TRUE(table.Lookup("m", kOpsFile, DeviceKind::kMps).has_value());
 }
 
 }  // namespace

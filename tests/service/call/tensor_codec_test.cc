@@ -80,7 +80,7 @@ TEST(TensorCodec, AliasingTensorIsTheOneFromBlobMakes) {
       ASSERT_TRUE(t.ok()) << t.status();
       at::Tensor blob =
           at::from_blob(const_cast<char*>(wire.data().data()), shape, at::TensorOptions().dtype(ToScalarType(d)));
-      SCOPED_TRACE(testing::Message() << DTypeName(d) << " rank " << shape.size());
+      SCOPED_TRACE(::testing::Message() << DTypeName(d) << " rank " << shape.size());
       EXPECT_EQ(t->sizes(), blob.sizes());
       EXPECT_EQ(t->strides(), blob.strides());
       EXPECT_EQ(t->scalar_type(), blob.scalar_type());

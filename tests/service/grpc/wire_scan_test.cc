@@ -105,7 +105,7 @@ TEST(WireScan, MalformedBytesAreRefusedAsTheParserWould) {
   EXPECT_EQ(cost.status().message(), "request: not a valid inference.ModelInferRequest message (it does not parse)");
   // A field number of 0, an end-group tag with no group, a bad wire type.
   for (std::string bad : {std::string("\x02\x00", 2), std::string("\x0c"), std::string("\x0e\x00", 2)}) {
-    EXPECT_FALSE(ScanWire(InferType(), bad, WireScanLimits()).ok()) << testing::PrintToString(bad);
+    EXPECT_FALSE(ScanWire(InferType(), bad, WireScanLimits()).ok()) << ::testing::PrintToString(bad);
   }
   // A nested message whose length runs past its parent's.
   const std::string overrun = LengthDelimited(5, LengthDelimited(1, "abcdef")).substr(0, 6);

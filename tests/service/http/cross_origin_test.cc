@@ -5,14 +5,14 @@
 namespace infergate {
 namespace {
 
-struct Case {
+struct OriginCase {
   const char* what;
   const char* method;
   std::vector<std::pair<std::string, std::string>> headers;
   bool allowed;
 };
 
-const Case kCases[] = {
+const OriginCase kCases[] = {
     {"curl, SDKs and Triton's client send neither header", "POST", {{"host", "127.0.0.1:8000"}}, true},
     {"a page elsewhere POSTs text/plain (no preflight)",
      "POST",
@@ -40,7 +40,7 @@ const Case kCases[] = {
 };
 
 TEST(CrossOrigin, UnsafeRequestsFromOtherSitesAreRefused) {
-  for (const Case& c : kCases) {
+  for (const OriginCase& c : kCases) {
     HttpRequest request;
     request.method = c.method;
     request.headers = c.headers;

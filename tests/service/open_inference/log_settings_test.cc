@@ -11,7 +11,7 @@ namespace {
 
 // The policy as a table: from a level, a change, to a level or a refusal
 // naming the setting.
-struct Case {
+struct LogCase {
   const char* what;
   LogLevel from;
   LogSettings change;
@@ -20,7 +20,7 @@ struct Case {
 };
 
 TEST(LogSettingsTest, TheTable) {
-  const std::vector<Case> cases = {
+  const std::vector<LogCase> cases = {
       {"nothing named keeps the level", LogLevel::kWarning, {}, LogLevel::kWarning},
       {"verbose on turns info and warning on",
        LogLevel::kError,
@@ -53,7 +53,7 @@ TEST(LogSettingsTest, TheTable) {
       {"a wrong type", LogLevel::kInfo, {{"log_info", uint32_t{1}}}, std::nullopt, "log_info"},
       {"an unknown setting", LogLevel::kInfo, {{"log_colour", true}}, std::nullopt, "log_colour"},
   };
-  for (const Case& c : cases) {
+  for (const LogCase& c : cases) {
     absl::StatusOr<LogLevel> got = ApplyLogSettings(c.from, c.change);
     if (c.to) {
       ASSERT_TRUE(got.ok()) << c.what << ": " << got.status();

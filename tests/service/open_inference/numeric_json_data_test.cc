@@ -102,7 +102,7 @@ TEST(NumericJsonData, TheDecoderRefusesWhatTheTreeMustAnswer) {
   }
 }
 
-absl::StatusOr<RestInferRequest> Parse(const std::string& body, JsonDataDecoding decoding) {
+absl::StatusOr<RestInferRequest> ParseBoth(const std::string& body, JsonDataDecoding decoding) {
   CodecLimits limits;
   return ParseRestInferRequest(body, std::nullopt, "m", "", limits, decoding);
 }
@@ -115,8 +115,8 @@ enum class Path { kText, kTree, kEither };
 // when it parsed. Where `path` says, the direct parse must have taken it: a
 // decoder that declined everything would pass the comparison alone.
 bool ExpectSameBothWays(const std::string& body, Path path = Path::kEither) {
-  absl::StatusOr<RestInferRequest> direct = Parse(body, JsonDataDecoding::kDirect);
-  absl::StatusOr<RestInferRequest> tree = Parse(body, JsonDataDecoding::kTree);
+  absl::StatusOr<RestInferRequest> direct = ParseBoth(body, JsonDataDecoding::kDirect);
+  absl::StatusOr<RestInferRequest> tree = ParseBoth(body, JsonDataDecoding::kTree);
   EXPECT_EQ(direct.ok(), tree.ok()) << body;
   if (!direct.ok() || !tree.ok()) {
     EXPECT_EQ(direct.status(), tree.status()) << body;
@@ -141,10 +141,10 @@ TEST(NumericJsonData, NumericArraysAreDecodedFromTheTextAndTheRestThroughTheTree
   const std::string body = R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2]},)"
                            R"({"name":"y","shape":[2],"datatype":"BOOL","data":[true,false]},)"
                            R"({"name":"z","shape":[2],"datatype":"INT32","data":[[3],[4]]}]})";
-  absl::StatusOr<RestInferRequest> direct = Parse(body, JsonDataDecoding::kDirect);
+  absl::StatusOr<RestInferRequest> direct = ParseBoth(body, JsonDataDecoding::kDirect);
   ASSERT_TRUE(direct.ok()) << direct.status();
   EXPECT_EQ(direct->inputs_decoded_from_text, 1);
-  absl::StatusOr<RestInferRequest> tree = Parse(body, JsonDataDecoding::kTree);
+  absl::StatusOr<RestInferRequest> tree = ParseBoth(body, JsonDataDecoding::kTree);
   ASSERT_TRUE(tree.ok()) << tree.status();
   EXPECT_EQ(tree->inputs_decoded_from_text, 0);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(direct->request, tree->request));
@@ -152,9 +152,9 @@ TEST(NumericJsonData, NumericArraysAreDecodedFromTheTextAndTheRestThroughTheTree
   // the tree takes as a double) sends the whole body to the tree, which
   // serves it.
   absl::StatusOr<RestInferRequest> refused =
-      Parse(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2]},)"
-            R"({"name":"y","shape":[2],"datatype":"FP32","data":[18446744073709551616,1]}]})",
-            JsonDataDecoding::kDirect);
+      ParseBoth(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2]},)"
+                R"({"name":"y","shape":[2],"datatype":"FP32","data":[18446744073709551616,1]}]})",
+                JsonDataDecoding::kDirect);
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->inputs_decoded_from_text, 0);
 }

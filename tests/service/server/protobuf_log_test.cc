@@ -19,13 +19,13 @@ TEST(ProtobufLog, AStormOfInvalidUtf8RequestsWritesOneServerLogLine) {
   valid.set_name("m\xc3\xa9");  // two bytes of one UTF-8 character
   std::string bytes = valid.SerializeAsString();
   bytes[bytes.size() - 1] = '\xff';  // no longer UTF-8
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   int refused = 0;
   for (int i = 0; i < 200; ++i) {
     inference::ModelMetadataRequest parsed;
     refused += parsed.ParseFromString(bytes) ? 0 : 1;
   }
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(refused, 200);
   int lines = 0;
   for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {

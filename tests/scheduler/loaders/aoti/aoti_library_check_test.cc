@@ -26,7 +26,7 @@ ElfLinkage L(std::vector<std::string> needed, std::vector<std::string> undefined
   return linkage;
 }
 
-struct Row {
+struct LinkageRow {
   const char* name;
   ElfLinkage linkage;
   std::vector<std::string> loaded;
@@ -38,7 +38,7 @@ TEST(AotiLibraryCheckTest, PackagesAgainstTheServersLibTorchAsATable) {
   const std::vector<std::string> pypi = {"libc10.so", "libtorch.so", "libtorch_cpu.so"};
   const std::vector<std::string> debian = {"libc10.so.2.6", "libtorch.so.2.6", "libtorch_cpu.so.2.6"};
   // clang-format off: a table, one row a line
-  const std::vector<Row> rows = {
+  const std::vector<LinkageRow> rows = {
       {"links no LibTorch, calls known functions", L({"libstdc++.so.6", "libc.so.6"}, {"aoti_torch_empty_strided", "memcpy"}),
        pypi, absl::StatusCode::kOk, {}},
       {"links the LibTorch loaded, by its soname", L({"libtorch.so", "libc10.so"}, {}), pypi, absl::StatusCode::kOk, {}},
@@ -55,7 +55,7 @@ TEST(AotiLibraryCheckTest, PackagesAgainstTheServersLibTorchAsATable) {
        absl::StatusCode::kFailedPrecondition, {"aoti_a, aoti_b, aoti_c, aoti_d and 2 more"}},
   };
   // clang-format on
-  for (const Row& row : rows) {
+  for (const LinkageRow& row : rows) {
     SCOPED_TRACE(row.name);
     const absl::Status got =
         CheckAotiLinkage(row.linkage, row.loaded, DefinesOnlyOldFunctions, "variant 'cpu'", "9.9.9");

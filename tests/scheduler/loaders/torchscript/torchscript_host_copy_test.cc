@@ -34,7 +34,7 @@ def forward(self, x):
   return m;
 }
 
-constexpr char kConfig[] = R"pb(
+constexpr char kHostCopyConfig[] = R"pb(
   name: "mlp"
   max_batch_size: 4
   inputs {
@@ -67,7 +67,8 @@ class TorchScriptHostCopy : public ::testing::Test {
                                                          const std::string& content = "v1") {
     const HostCopyKey key{"mlp", path_, content};
     HostCopyUse host{&store_, key, keep, store_.Find(key)};
-    return TorchScriptModel::Load(path_, testing::FromText<v1::ModelConfig>(kConfig), device, dtype, nullptr, host);
+    return TorchScriptModel::Load(path_, testing::FromText<v1::ModelConfig>(kHostCopyConfig), device, dtype, nullptr,
+                                  host);
   }
 
   static at::Tensor Answer(const TorchScriptModel& model, const at::Tensor& x) {
@@ -158,12 +159,12 @@ TEST_F(TorchScriptHostCopy, ALoadStartsFromTheCopyItWasGivenEvenOnceTheStoreDrop
   EXPECT_EQ(store_.DropIf([](const HostCopyKey&) { return true; }), 1u);
   fs::remove(path_);
   absl::StatusOr<std::shared_ptr<TorchScriptModel>> loaded = TorchScriptModel::Load(
-      path_, testing::FromText<v1::ModelConfig>(kConfig), SimulatedCuda(), DType::kFloat32, nullptr, host);
+      path_, testing::FromText<v1::ModelConfig>(kHostCopyConfig), SimulatedCuda(), DType::kFloat32, nullptr, host);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_TRUE((*loaded)->from_host_copy());
   // Without a copy handed to it, the same load reads the file (gone).
   host.copy = nullptr;
-  EXPECT_FALSE(TorchScriptModel::Load(path_, testing::FromText<v1::ModelConfig>(kConfig), SimulatedCuda(),
+  EXPECT_FALSE(TorchScriptModel::Load(path_, testing::FromText<v1::ModelConfig>(kHostCopyConfig), SimulatedCuda(),
                                       DType::kFloat32, nullptr, host)
                    .ok());
 }

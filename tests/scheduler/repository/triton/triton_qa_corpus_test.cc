@@ -28,8 +28,8 @@ namespace infergate {
 namespace {
 
 // One tensor of an input or output list.
-std::string Tensor(const std::string& name, const std::string& dims, const char* reshape = nullptr,
-                   const char* type = "TYPE_FP32") {
+std::string QaTensor(const std::string& name, const std::string& dims, const char* reshape = nullptr,
+                     const char* type = "TYPE_FP32") {
   std::string t = absl::StrCat("{ name: \"", name, "\"");
   if (type != nullptr) absl::StrAppend(&t, " data_type: ", type);
   absl::StrAppend(&t, " dims: [ ", dims, " ]");
@@ -39,8 +39,8 @@ std::string Tensor(const std::string& name, const std::string& dims, const char*
 
 // A model config as Triton's harness gives it to the server: the case's
 // fields, and the platform (PyTorch here).
-std::string Model(const std::string& name, int max_batch_size, const std::string& input, const std::string& output,
-                  const std::string& more = "") {
+std::string QaModel(const std::string& name, int max_batch_size, const std::string& input, const std::string& output,
+                    const std::string& more = "") {
   return absl::StrCat("name: \"", name, "\" max_batch_size: ", max_batch_size, " input [ ", input, " ] output [ ",
                       output, " ] ", more, " platform: \"pytorch_libtorch\"");
 }
@@ -48,14 +48,15 @@ std::string Model(const std::string& name, int max_batch_size, const std::string
 // The INT32 model the batching, sequence and priority cases share.
 std::string IntModel(const std::string& name, int max_batch_size, const std::string& more,
                      const std::string& dims = "1") {
-  return Model(name, max_batch_size, Tensor("INPUT", dims, nullptr, "TYPE_INT32"),
-               Tensor("OUTPUT", dims, nullptr, "TYPE_INT32"), more);
+  return QaModel(name, max_batch_size, QaTensor("INPUT", dims, nullptr, "TYPE_INT32"),
+                 QaTensor("OUTPUT", dims, nullptr, "TYPE_INT32"), more);
 }
 
 // The image model the instance-group and batch-size cases share.
 std::string ImageModel(const std::string& name, int max_batch_size, const std::string& more) {
-  return Model(name, max_batch_size, "{ name: \"data\" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 1, 28, 28 ] }",
-               Tensor("prob", "10, 1, 1"), more);
+  return QaModel(name, max_batch_size,
+                 "{ name: \"data\" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 1, 28, 28 ] }",
+                 QaTensor("prob", "10, 1, 1"), more);
 }
 
 struct Case {
@@ -211,9 +212,10 @@ void AddModelCases(std::vector<Case>& cases) {
                   "instance_group [ { gpus: [ 0 ] } ] instance_group [ { kind: KIND_GPU gpus: [ -1 ] } ]"),
        {"instance group negative_gpu_1 of model negative_gpu specifies invalid or unsupported gpu id -1. GPUs with at "
         "least the minimum required CUDA compute compatibility"}});
-  cases.push_back({"missing_datatype",
-                   Model("missing_datatype", 4, Tensor("input", "2, -1", nullptr, nullptr), Tensor("output", "1")),
-                   {"model input 'input' must specify 'data_type'"}});
+  cases.push_back(
+      {"missing_datatype",
+       QaModel("missing_datatype", 4, QaTensor("input", "2, -1", nullptr, nullptr), QaTensor("output", "1")),
+       {"model input 'input' must specify 'data_type'"}});
   cases.push_back({"negative_max_batch_size",
                    ImageModel("negative_max_batch_size", -2, ""),
                    {"'max_batch_size' must be non-negative value for negative_max_batch_size"}});
@@ -223,10 +225,10 @@ void AddModelCases(std::vector<Case>& cases) {
 // `dims` and `reshape`.
 Case Reshape(const std::string& name, int max_batch_size, bool input, const std::string& dims, const char* reshape,
              const std::string& why) {
-  const std::string shaped = Tensor(input ? "input" : "output", dims, reshape);
+  const std::string shaped = QaTensor(input ? "input" : "output", dims, reshape);
   return {name,
-          input ? Model(name, max_batch_size, shaped, Tensor("output", "1"))
-                : Model(name, max_batch_size, Tensor("input", "1"), shaped),
+          input ? QaModel(name, max_batch_size, shaped, QaTensor("output", "1"))
+                : QaModel(name, max_batch_size, QaTensor("input", "1"), shaped),
           {absl::StrCat("model ", input ? "input 'input' " : "output 'output' ", why, " for ", name)}};
 }
 
@@ -261,8 +263,8 @@ void AddZeroDimCases(std::vector<Case>& cases) {
   auto zero = [&](const std::string& name, bool input, const std::string& dims) {
     const std::string side = input ? "input" : "output";
     return Case{name,
-                input ? Model(name, 8, Tensor("input", dims), Tensor("output", "1"))
-                      : Model(name, 8, Tensor("input", "1"), Tensor("output", dims)),
+                input ? QaModel(name, 8, QaTensor("input", dims), QaTensor("output", "1"))
+                      : QaModel(name, 8, QaTensor("input", "1"), QaTensor("output", dims)),
                 {absl::StrCat("model ", side, " '", side, "' ", why, " for ", name)}};
   };
   cases.push_back(zero("zerodims_input0", true, "1, 0, 28"));
@@ -271,7 +273,7 @@ void AddZeroDimCases(std::vector<Case>& cases) {
   cases.push_back(zero("zerodims_output1", false, "0"));
 }
 
-std::vector<Case> Corpus() {
+std::vector<Case> QaCorpus() {
   std::vector<Case> cases;
   AddBatchInputCases(cases);
   AddBatchOutputCases(cases);
@@ -294,7 +296,7 @@ absl::Status Refusal(const Case& c) {
 }
 
 TEST(TritonQaCorpus, EveryCaseIsRefusedForTritonsReason) {
-  const std::vector<Case> cases = Corpus();
+  const std::vector<Case> cases = QaCorpus();
   ASSERT_EQ(cases.size(), 58u);  // Triton's noautofill_platform cases, all of them
   int refused_as_triton = 0;
   for (const Case& c : cases) {
@@ -316,7 +318,7 @@ TEST(TritonQaCorpus, EveryCaseIsRefusedForTritonsReason) {
 // is caught here, not by a count that still adds up.
 TEST(TritonQaCorpus, EachOfTritonsCasesOnce) {
   std::vector<std::string> names;
-  for (const Case& c : Corpus()) names.push_back(c.name);
+  for (const Case& c : QaCorpus()) names.push_back(c.name);
   std::sort(names.begin(), names.end());
   EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
   EXPECT_EQ(names.front(), "batch_input_less_source0");
