@@ -92,7 +92,7 @@ def self_test():
     if got != want:
         print("self-test: found %s, expected %s" % (got, want))
         return 1
-    print("self-test: the shared names of three made-up files found")
+    print("self-test: the shared names of four made-up files found")
     return 0
 
 

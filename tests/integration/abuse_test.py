@@ -102,13 +102,18 @@ def wait_ready(address):
     fail("server never became ready")
 
 
+def well_behaved_calls(request=None):
+    """One round of the well-behaved client: health, and `request` when given."""
+    return [("GET", "/v2/health/live", None, {})] + ([request] if request else [])
+
+
 def calibrate(address, request=None):
     """Sets the bounds from this server's quiet answers: the slowest of ten
     rounds of the well-behaved client's calls (health, and `request` when
     given), before any abuse."""
     slowest = 0.0
     for _ in range(10):
-        for call in [("GET", "/v2/health/live", None, {})] + ([request] if request else []):
+        for call in well_behaved_calls(request):
             start = time.time()
             status, body = http(address, *call, timeout=30)
             check(status == 200, "quiet %s %s: %d %s" % (call[0], call[1], status, body[:200]))
@@ -152,7 +157,7 @@ class Watch:
 
     def run(self):
         while not self.stop.is_set():
-            for call in [("GET", "/v2/health/live", None, {})] + ([self.request] if self.request else []):
+            for call in well_behaved_calls(self.request):
                 start = time.time()
                 try:
                     status, body = http(self.address, *call, timeout=30)
