@@ -102,20 +102,36 @@ seed_ctest_costs() {  # BUILD_DIR NAME
 # Each stage's time, printed as it ends and all together at the end (the
 # run's own record of where its time goes).
 run_start=$(date +%s)
+# The machine's busy share over the run (from /proc/stat: all cores, every
+# process, the run's and anything beside it).
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; }  # busy idle
+run_ticks=$(cpu_ticks)
 stage_times=()
-stage_done() {  # NAME START
-  local took=$(( $(date +%s) - $2 ))
-  echo "$1 took $took s"
+# busy_share BEFORE AFTER: the busy percentage between two cpu_ticks.
+busy_share() {
+  local busy0 idle0 busy1 idle1
+  IFS=' ' read -r busy0 idle0 <<<"$1"
+  IFS=' ' read -r busy1 idle1 <<<"$2"
+  echo $(( 100 * (busy1 - busy0) / (busy1 - busy0 + idle1 - idle0 + 1) ))
+}
+stage_ticks=$run_ticks
+stage_done() {  # NAME START (the CPU share is since the stage before)
+  local took=$(( $(date +%s) - $2 )) now
+  now=$(cpu_ticks)
+  echo "$1 took $took s (CPU busy $(busy_share "$stage_ticks" "$now")%)"
+  stage_ticks=$now
   stage_times+=("$1 ${took}s")
 }
 print_stage_times() {
   local IFS=,
   echo "stage times: ${stage_times[*]}; in all $(( $(date +%s) - run_start )) s"
+  echo "CPU busy $(busy_share "$run_ticks" "$(cpu_ticks)")% of the run"
 }
 # On the way out, whatever the outcome: the hog stopped, and a failed run's
 # stage times (a run that fails late says what its stages took too).
 finished=0
 on_exit() {
+  [ -z "${chain_pid:-}" ] || kill_tree "$chain_pid"
   if [ -n "$hog" ]; then kill -CONT -- "-$hog" 2>/dev/null; kill -- "-$hog" 2>/dev/null || true; fi
   [ "$finished" = 1 ] || print_stage_times
 }
@@ -145,55 +161,114 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERGATE_BUILD
 cmake --build "$build_dir"
 stage_done build "$start"
 
+# The builds after the first, in order: the ASan/UBSan tree in the
+# foreground (its suite comes next and needs all of it), then the others
+# in one chain in the background at the lowest priority (nice 19) while the
+# ASan/UBSan suite runs: the thread-safety analysis, the TSan tree, the
+# fuzzer and the PyPI build. A suite leaves cores idle while its tests
+# sleep, wait on a deadline or run one at a time under a lock; the chain
+# fills that time and yields the CPU to the tests whenever they want it
+# (they pass beside stress-ng at normal priority, --loaded, so a niced
+# build is no threat to their bounds). Each later stage waits for its
+# build, so failures still come in the stage that owns them, with its log.
+chain_dir="$build_dir/chain"
+rm -rf "$chain_dir"
+mkdir -p "$chain_dir"
+
 # clang's thread-safety analysis: every member a lock guards
 # (ABSL_GUARDED_BY) is touched only under it. Compiled with clang, thrown
 # away; a violation fails the build. Each file compiles alone here
 # (INFERGATE_UNITY_BATCH=1), the only tree that does: a file that uses a
 # header it does not include compiles in its batch, after a file that
 # includes it, and fails here.
-start=$(date +%s)
-cmake -S . -B build-tsa -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-19 \
-  -DINFERGATE_BUILD_TESTS=OFF -DINFERGATE_UNITY_BATCH=1 -DCMAKE_CXX_FLAGS="-O0 -g0" >/dev/null
-# Only the checked objects: the target links infergate_service for its
-# include paths, and building the target would compile every library with
-# clang first (about 420 s of a cold run's CPU for nothing). The objects'
-# own order-only dependencies still generate the protobuf headers.
-tsa_objects=$(cmake --build build-tsa -- -t targets all |
-  sed -n 's|^\(CMakeFiles/thread_safety_check\.dir/[^:]*\.o\): .*|\1|p')
-[ -n "$tsa_objects" ] || { echo "no thread-safety objects found in build-tsa" >&2; exit 1; }
-# shellcheck disable=SC2086  # one object path per word
-cmake --build build-tsa -- $tsa_objects
-stage_done "thread-safety analysis" "$start"
+build_tsa() {
+  cmake -S . -B build-tsa -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-19 \
+    -DINFERGATE_BUILD_TESTS=OFF -DINFERGATE_UNITY_BATCH=1 -DCMAKE_CXX_FLAGS="-O0 -g0" >/dev/null
+  # Only the checked objects: the target links infergate_service for its
+  # include paths, and building the target would compile every library with
+  # clang first (about 420 s of a cold run's CPU for nothing). The objects'
+  # own order-only dependencies still generate the protobuf headers.
+  local tsa_objects
+  tsa_objects=$(cmake --build build-tsa -- -t targets all |
+    sed -n 's|^\(CMakeFiles/thread_safety_check\.dir/[^:]*\.o\): .*|\1|p')
+  [ -n "$tsa_objects" ] || { echo "no thread-safety objects found in build-tsa" >&2; return 1; }
+  # shellcheck disable=SC2086  # one object path per word
+  cmake --build build-tsa -- $tsa_objects
+}
 
-if [ "$tsan" = 1 ]; then
-  # Under ThreadSanitizer: the scheduler's queues, batching, cache and
-  # learned-limits table (core_test), and the front end's own concurrency
-  # without gRPC (service_test: the HTTP server, calls and their
-  # cancellation, stream bookkeeping, span export). LibTorch, gRPC and
-  # Abseil are not instrumented, so races inside them, and order they alone
-  # establish, go unseen: our own locking (std::mutex underneath) is what
-  # this checks. The server over gRPC is therefore not run here: gRPC's
-  # completion queues order its calls through locks TSAN cannot see.
-  # -Wno-tsan: Asio's handler fences (std::atomic_thread_fence), which TSAN
-  # does not model; its own mutexes order the handlers.
-  start=$(date +%s)
+# Under ThreadSanitizer: the scheduler's queues, batching, cache and
+# learned-limits table (core_test), and the front end's own concurrency
+# without gRPC (service_test: the HTTP server, calls and their
+# cancellation, stream bookkeeping, span export). LibTorch, gRPC and
+# Abseil are not instrumented, so races inside them, and order they alone
+# establish, go unseen: our own locking (std::mutex underneath) is what
+# this checks. The server over gRPC is therefore not run here: gRPC's
+# completion queues order its calls through locks TSAN cannot see.
+# -Wno-tsan: Asio's handler fences (std::atomic_thread_fence), which TSAN
+# does not model; its own mutexes order the handlers.
+build_tsan() {
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$sanitizer_opt" \
     -DCMAKE_CXX_FLAGS="-fsanitize=thread -Wno-error=maybe-uninitialized -Wno-tsan" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null
   cmake --build build-tsan --target core_test service_test
-  stage_done "tsan build" "$start"
-  hog_on
-  start=$(date +%s)
-  # (The crash-mid-write test forks and SIGKILLs a writer: not a TSAN subject.)
-  for suite in "core_test --gtest_filter=-*CrashMidWrite*" service_test; do
-    # shellcheck disable=SC2086  # the suite and its filter are two words
-    TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$PWD/tests/sanitizers/tsan.supp" \
-      build-tsan/tests/$suite --gtest_brief=1
+}
+
+# Runs STEP (a function) in the chain: its output in $chain_dir/STEP.log,
+# its exit status in STEP.rc, its time in STEP.took.
+chain_step() {  # STEP
+  local t rc=0
+  t=$(date +%s)
+  # As a job of its own, so that set -e stops STEP at its first failure
+  # (in an "||" list it would be ignored).
+  "$1" >"$chain_dir/$1.log" 2>&1 &
+  wait $! || rc=$?
+  echo "$(( $(date +%s) - t ))" >"$chain_dir/$1.took"
+  echo "$rc" >"$chain_dir/$1.rc"
+}
+build_fuzzer() { ./tests/fuzz/run.sh --build-only; }
+build_pypi() { ./tests/pypi/run.sh --build-only; }  # waits on the venvs' lock
+chain_steps=(build_tsa)
+[ "$tsan" = 1 ] && chain_steps+=(build_tsan)
+[ "${INFERGATE_FUZZ_SECONDS:-60}" -gt 0 ] && chain_steps+=(build_fuzzer)
+[ "$pypi_torch" = 1 ] && chain_steps+=(build_pypi)
+chain_pid=
+start_chain() {
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null  # before it starts anything, which inherits it
+    export CMAKE_BUILD_PARALLEL_LEVEL
+    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)  # two batches at once beside a suite, not ninja's nproc + 2
+    for step in "${chain_steps[@]}"; do
+      chain_step "$step"
+      [ "$(cat "$chain_dir/$step.rc")" = 0 ] || break
+    done
+  ) &
+  chain_pid=$!
+}
+# A run that ends early (a failed stage, a signal) stops the chain with it.
+kill_tree() {  # PID
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+# Waits for STEP of the chain; prints its time, or its log and fails.
+wait_chain_step() {  # STEP NAME
+  local waited
+  waited=$(date +%s)
+  while [ ! -f "$chain_dir/$1.rc" ]; do
+    kill -0 "$chain_pid" 2>/dev/null || { echo "the background builds ended before $2" >&2; exit 1; }
+    sleep 1
   done
-  stage_done "tsan suites" "$start"
-  hog_off
-fi
+  waited=$(( $(date +%s) - waited ))
+  if [ "$(cat "$chain_dir/$1.rc")" != 0 ]; then
+    cat "$chain_dir/$1.log" >&2
+    echo "$2 failed" >&2
+    exit 1
+  fi
+  echo "$2 took $(cat "$chain_dir/$1.took") s in the background (waited $waited s for it)"
+  stage_times+=("$2 $(cat "$chain_dir/$1.took")s (beside; waited ${waited}s)")
+  stage_ticks=$(cpu_ticks)
+}
 
 if [ "$asan" = 1 ]; then
   # Every unit and integration test (the server binary included) under ASan
@@ -207,6 +282,7 @@ if [ "$asan" = 1 ]; then
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
   cmake --build build-asan
   stage_done "asan build" "$start"
+  start_chain
   hog_on
   start=$(date +%s)
   seed_ctest_costs build-asan asan
@@ -223,16 +299,34 @@ if [ "$asan" = 1 ]; then
   tail -n 4 build-asan/ctest.log
   stage_done "asan suite" "$start"
   hog_off
+else
+  start_chain
+fi
+
+wait_chain_step build_tsa "thread-safety analysis"
+
+if [ "$tsan" = 1 ]; then
+  wait_chain_step build_tsan "tsan build"
+  hog_on
+  start=$(date +%s)
+  # (The crash-mid-write test forks and SIGKILLs a writer: not a TSAN subject.)
+  for suite in "core_test --gtest_filter=-*CrashMidWrite*" service_test; do
+    # shellcheck disable=SC2086  # the suite and its filter are two words
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$PWD/tests/sanitizers/tsan.supp" \
+      build-tsan/tests/$suite --gtest_brief=1
+  done
+  stage_done "tsan suites" "$start"
+  hog_off
 fi
 
 if [ "${INFERGATE_FUZZ_SECONDS:-60}" -gt 0 ]; then
   # Request parsing and validation under libFuzzer (ASan + UBSan), bounded.
+  wait_chain_step build_fuzzer "fuzzer build"
   start=$(date +%s)
-  ./tests/fuzz/run.sh --build-only
   hog_on
   ./tests/fuzz/run.sh "${INFERGATE_FUZZ_SECONDS:-60}"
   hog_off
-  stage_done "fuzzer build and run" "$start"
+  stage_done "fuzzer run" "$start"
 fi
 
 if [ "$pypi_torch" = 1 ]; then
@@ -240,18 +334,18 @@ if [ "$pypi_torch" = 1 ]; then
   # tests/pypi/torch-requirements.txt), its CUDA path compiled and linked;
   # its model tests on the CPU with models that torch saves, and each build
   # given the other PyTorch's files. Its own CTest run must skip nothing.
-  start=$(date +%s)
   if ! wait "$venvs_pid"; then
     cat "${PYPI_TORCH_BUILD_DIR:-build-pypi-torch}/venvs.log" >&2
     echo "the PyPI stage's environments could not be made" >&2
     exit 1
   fi
   tail -n 1 "${PYPI_TORCH_BUILD_DIR:-build-pypi-torch}/venvs.log"
-  ./tests/pypi/run.sh --build-only
+  wait_chain_step build_pypi "PyPI-LibTorch build"
+  start=$(date +%s)
   hog_on
   ./tests/pypi/run.sh
   hog_off
-  stage_done "PyPI-LibTorch build and tests" "$start"
+  stage_done "PyPI-LibTorch tests" "$start"
 fi
 
 # Last (CTest's closing lines, then the stage times). After the ASan/UBSan suite, the

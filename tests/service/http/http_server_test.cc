@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -72,6 +73,13 @@ class Client {
   bool ClosedByServer() {
     char c;
     return recv(fd_, &c, 1, 0) == 0;
+  }
+  // The same without waiting: true if the server has closed or reset the
+  // connection by now.
+  bool ClosedByServerAlready() {
+    char c;
+    const ssize_t n = recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
   }
 
  private:
@@ -334,6 +342,19 @@ TEST_F(HttpServerTest, TricklingClientsDoNotDelayOthers) {
   HttpServerOptions o;
   o.threads = 1;  // even one thread is enough
   StartServer(o);
+  // The same request with no trickler yet: the bound below is 50 times it
+  // (a busy or sanitized machine answers everything slower) and never under
+  // 2 s; a server that the tricklers block (a byte a second each, twenty of
+  // them, for 29 seconds) holds the request far longer.
+  milliseconds quiet{0};
+  for (int i = 0; i < 3; ++i) {
+    const auto start = steady_clock::now();
+    Client c(server_->port());
+    ASSERT_TRUE(c.Send(Get("/fast")));
+    ASSERT_NE(c.ReadResponse().find("200 OK"), std::string::npos);
+    quiet = std::max(quiet, std::chrono::duration_cast<milliseconds>(steady_clock::now() - start));
+  }
+  const milliseconds bound = std::max(milliseconds(2000), 50 * quiet);
   std::vector<std::unique_ptr<Client>> slow;
   for (int i = 0; i < 20; ++i) {
     slow.push_back(std::make_unique<Client>(server_->port()));
@@ -353,7 +374,7 @@ TEST_F(HttpServerTest, TricklingClientsDoNotDelayOthers) {
     ASSERT_TRUE(c.Send(Get("/fast")));
     std::string resp = c.ReadResponse();
     EXPECT_NE(resp.find("200 OK"), std::string::npos) << resp;
-    EXPECT_LT(steady_clock::now() - start, milliseconds(2000));
+    EXPECT_LT(steady_clock::now() - start, bound) << "quiet: " << quiet.count() << " ms";
     std::this_thread::sleep_for(milliseconds(300));
   }
   stop = true;
@@ -367,19 +388,19 @@ TEST_F(HttpServerTest, ARequestThatTricklesPastTheDeadlineIsClosed) {
   o.request_timeout = milliseconds(600);
   StartServer(o);
   Client c(server_->port());
-  auto start = steady_clock::now();
-  bool closed = false;
+  // One byte every 20 ms: the whole request takes at least 4.6 s to send,
+  // the deadline is 600 ms. A deadline that each byte extends would let it
+  // send every byte; the server must close while bytes are still coming (a
+  // refused send is the close; no wall-clock bound: the trickle itself is
+  // the measure).
   const std::string request = Get("/never-finished", "X-Pad: " + std::string(200, 'a') + "\r\n");
-  for (size_t i = 0; i < request.size() - 2 && steady_clock::now() - start < milliseconds(5000); ++i) {
-    if (!c.Send(request.substr(i, 1))) {
-      closed = true;
-      break;
-    }
+  const size_t all_but_the_end = request.size() - 2;
+  size_t sent = 0;
+  while (sent < all_but_the_end && !c.ClosedByServerAlready() && c.Send(request.substr(sent, 1))) {
+    ++sent;
     std::this_thread::sleep_for(milliseconds(20));
   }
-  if (!closed) closed = c.ClosedByServer();
-  EXPECT_TRUE(closed);
-  EXPECT_LT(steady_clock::now() - start, milliseconds(4000));
+  EXPECT_LT(sent, all_but_the_end) << "every byte was taken: the deadline did not cover the whole request";
   EXPECT_EQ(handled_.load(), 0);
 }
 
