@@ -15,7 +15,9 @@ same arrivals:
                     recently used model is evicted and the next request for
                     it waits for its load, which reads its file again (the
                     policy rows start loads from host copies of the weights)
-  all resident      cuda:0's budget holds every model (the bound)
+  all resident      cuda:0's budget holds every model, and every request
+                    names cuda:0 (the bound: under auto, a loaded machine
+                    sent some to the CPU while cuda:0's queue was long)
 
 The models (tools/make_churn_models.py) are COUNT TorchScript models of
 MIN_MB to MAX_MB, FP32; the simulated cuda:0's budget (and memory) is a
@@ -116,10 +118,11 @@ def arrivals(seconds, rate, popularity):
     return out
 
 
-def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, calibrate_cpu=False):
+def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, calibrate_cpu=False, device=""):
     """One row. `calibrate_cpu`: after the clock stops, each model's CPU
     latency alone (a warm-up request on the CPU, then 5 timed ones, one at a
-    time), as "cpu_alone": {model: [ms]}."""
+    time), as "cpu_alone": {model: [ms]}. `device`: the device every
+    request names ("": auto)."""
     from infergate.v1 import inference_pb2 as v1
     from infergate.v1 import inference_pb2_grpc as v1_grpc
     from infergate.v1 import tensor_pb2
@@ -134,7 +137,7 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, c
     stub = v1_grpc.InferenceServiceStub(channel)
     requests = {}
     for m in models:
-        req = v1.InferRequest(model=m)
+        req = v1.InferRequest(model=m, device=device)
         t = req.inputs.add()
         t.name = "x"
         t.dtype = tensor_pb2.FLOAT32
@@ -359,7 +362,7 @@ def main():
     for name, extra in rows:
         row_budget = budget if extra is not None else int(total * 1.5)
         r = run_row(name, extra or [], args, models, widths, row_budget, schedule, args.work,
-                    calibrate_cpu=extra is None)
+                    calibrate_cpu=extra is None, device="cuda:0" if extra is None else "")
         print("%-16s %s" % (name, {k: v for k, v in r.items() if k not in ("per_request", "cpu_alone")}), flush=True)
         results.append(r)
 
