@@ -11,7 +11,8 @@
 #   LibTorch 2.6, in BUILD_DIR) and this one, each given the other
 #   PyTorch's files (cross_version_test); and the integration tests of
 #   strings, Triton's configs and model control, REST, the Open Inference
-#   Protocol's conformance and the intake gate against this server.
+#   Protocol's conformance, the intake gate and the accuracy contract
+#   against this server.
 # - The real clients (tests/pypi/clients-requirements.txt): NVIDIA's
 #   tritonclient wheel and KServe's SDK against that server
 #   (real_clients_test) and against the default build's
@@ -135,18 +136,19 @@ rc=0
 # The model tests, the real clients, and the integration tests of what a
 # LibTorch could change under the server: strings (triton_examples_test),
 # Triton's configs and model control, REST, the Open Inference Protocol's
-# conformance and the intake gate. Not torchserve_test: its client imports
+# conformance, the intake gate, and the accuracy contract (reduced
+# precisions checked against FP32 on this LibTorch's kernels). Not torchserve_test: its client imports
 # Debian's torchvision, built against Debian's LibTorch 2.6, which crashes
 # beside the venv's torch in the test's own Python.
 tests="model_corpus_test|aoti_package_test|aoti_model_test|cross_version_test|real_clients_test"
 tests+="|real_clients_default_build_test|triton_examples_test|triton_repository_test|model_control_test"
-tests+="|rest_api_test|open_inference_conformance_test|intake_abuse_test"
+tests+="|rest_api_test|open_inference_conformance_test|intake_abuse_test|accuracy_contract_test"
 ctest --output-on-failure -j "$(nproc)" -R "^($tests)\$" "$@" 2>&1 | tee "$log" || rc=$?
 if grep -E '\*\*\*Skipped|Not Run|No tests were found' "$log" >/dev/null; then
   echo "PyPI-LibTorch tests were skipped or not found" >&2
   rc=1
-elif ! grep -E 'tests failed out of 12$' "$log" >/dev/null; then
-  echo "PyPI stage: expected its 12 tests (${tests//|/, })" >&2
+elif ! grep -E 'tests failed out of 13$' "$log" >/dev/null; then
+  echo "PyPI stage: expected its 13 tests (${tests//|/, })" >&2
   rc=1
 fi
 rm -f "$log"
