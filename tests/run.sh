@@ -5,7 +5,8 @@
 # ThreadSanitizer (build-tsan/), the whole suite under AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-asan/), the request fuzzer (build-fuzz/),
 # and the second build, against PyPI's LibTorch (build-pypi-torch/:
-# tests/pypi/run.sh), with its model tests.
+# tests/pypi/run.sh), with its model tests. The builds after the ASan tree
+# compile in the background, at the lowest priority, while its suite runs.
 # CTest's run includes the container image test (tests/container/), which
 # builds the runtime root file system with mmdebstrap and serves from it.
 #   ./tests/run.sh [--no-tsan] [--no-asan] [--no-image] [--no-pypi-torch] [--loaded] [extra ctest args]
