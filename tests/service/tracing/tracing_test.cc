@@ -464,13 +464,19 @@ class TracingFlushTest : public TracingTest {
   std::vector<std::string> MoreArgs() const override {
     return {"--trace-export-delay=" + std::to_string(kExportDelay.count()) + "s"};
   }
+  // Before the server starts: its exporter's first batch is due
+  // kExportDelay after its start (the delay runs from the exporter's loop,
+  // not from the call), so a stop that waited for that batch would end no
+  // sooner than kExportDelay after this moment.
+  void SetUp() override {
+    launched_ = std::chrono::steady_clock::now();
+    TracingTest::SetUp();
+  }
+  std::chrono::steady_clock::time_point launched_;
 };
 
 TEST_F(TracingFlushTest, SpansOfTheLastCallsAreFlushedWhenTheServerStops) {
   const Caller caller = NewCaller();
-  // The call's spans end after this moment, so a stop that waited for their
-  // batch would end no sooner than kExportDelay after it.
-  const auto call_started = std::chrono::steady_clock::now();
   {
     grpc::ClientContext ctx;
     ctx.AddMetadata("traceparent", caller.traceparent());
@@ -483,7 +489,7 @@ TEST_F(TracingFlushTest, SpansOfTheLastCallsAreFlushedWhenTheServerStops) {
   channel_.reset();
   EXPECT_EQ(server_->Stop(), 0) << server_->Log();
   server_.reset();
-  EXPECT_LT(std::chrono::steady_clock::now() - call_started, kExportDelay)
+  EXPECT_LT(std::chrono::steady_clock::now() - launched_, kExportDelay)
       << "the stop waited for the export delay instead of flushing";
   const std::vector<Span> spans = SpansOf(receiver_->Spans(), caller.trace_id);
   EXPECT_NE(Named(spans, "infergate.v1.InferenceService/Infer"), nullptr)
