@@ -45,17 +45,9 @@ BUDGET_MIB = 128
 MARGIN_MIB = 160  # the 16-64 MiB bodies themselves (received, then copied once), allocator slack
 
 
-
-
-
-
-
-
-
-
-def post(http, path, body, timeout=120):
+def post(http, path, body, timeout=120, headers=None):
     req = urllib.request.Request("http://%s%s" % (http, path), data=body,
-                                 headers={"Content-Type": "application/json"})
+                                 headers=headers or {"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, r.read()
@@ -235,15 +227,9 @@ def main():
             item = struct.pack("<I", chars) + b"a" * chars
             head = json.dumps({"inputs": [{"name": "INPUT0", "shape": [count], "datatype": "BYTES",
                                            "parameters": {"binary_data_size": len(item) * count}}]}).encode()
-            req = urllib.request.Request("http://%s/v2/models/count_strings/infer" % http,
-                                         data=head + item * count,
-                                         headers={"Content-Type": "application/octet-stream",
-                                                  "Inference-Header-Content-Length": str(len(head))})
-            try:
-                with urllib.request.urlopen(req, timeout=120) as r:
-                    return r.status, r.read()[:200]
-            except urllib.error.HTTPError as e:
-                return e.code, e.read()[:300]
+            return post(http, "/v2/models/count_strings/infer", head + item * count,
+                        headers={"Content-Type": "application/octet-stream",
+                                 "Inference-Header-Content-Length": str(len(head))})
 
         alone_fits = binary_bomb(strings // 2, 1)
         if alone_fits[0] != 200:
