@@ -3,13 +3,18 @@
 same machine and the same load generator, in one run (bench/peers.sh sets
 up the peers and calls this).
 
-Model: make-demo-models' mlp (TorchScript, 256 -> 512 -> 512 -> 10), one
-row per request, the same 256 floats to every server. Every server runs it
-on Debian's LibTorch 2.6 (infergate's default build; the peers' Python
-torch is Debian's python3-torch 2.6), one LibTorch thread per worker, as
-many workers as the machine has cores, batching on with the same largest
-batch (64) and about the same wait (infergate 0.5 ms, LitServe 0.5 ms,
-TorchServe 1 ms, its smallest: maxBatchDelay is in whole milliseconds).
+Models: make-demo-models' (TorchScript) demo mlp (256 -> 512 -> 512 ->
+10) and cnn (3x64x64 images, two conv layers), and, so that no result
+rests on one model's shape, its two bench models: small (128 -> 64 -> 5,
+where serving work outweighs the arithmetic) and heavy (512 -> 1536 ->
+1536 -> 512 with layer norm, where the arithmetic outweighs it). One row
+per request, the same values to every server. Every server runs them on
+Debian's LibTorch 2.6 (infergate's default build; the peers' Python torch
+is Debian's python3-torch 2.6), one LibTorch thread per worker, as many
+workers as the machine has cores, batching on with the same largest batch
+(MODELS below) and about the same wait (infergate and LitServe the
+model's own, TorchServe 1 ms, its smallest: maxBatchDelay is in whole
+milliseconds).
 
 Load: h2load for every row (the same tool for all). REST rows: N HTTP/1.1
 connections, one request in flight on each (-c N -m 1), the body each
@@ -27,7 +32,12 @@ CPU per request: the user and system time of the server's whole process
 tree (TorchServe's Java front end and its Python workers; LitServe's API
 server and workers) over the row, divided by the requests answered.
 
+Summary: per model at the largest client count, infergate's requests per
+second and p99 against TorchServe's over REST and over gRPC, and
+infergate's REST CPU per request against its gRPC CPU per request.
+
   peers.py --build-dir build --out bench/results [--seconds 5] [--clients 1,8,64]
+           [--models mlp,cnn,small,heavy]
 """
 import argparse
 import json
@@ -99,9 +109,26 @@ class Peer:
         self.name, self.procs, self.rest, self.grpc = name, procs, rest, grpc or {}
 
 
-# The models: (input name, one row's shape). The same values go to every
-# server: (i % 17) / 17 for element i.
-MODELS = {"mlp": ("x", [256]), "cnn": ("image", [3, 64, 64])}
+class Model:
+    """A served model: its input's name, one row's shape, the floats one
+    row's answer holds, the largest batch and the batching wait (seconds)
+    its config.pbtxt sets (LitServe is given the same; TorchServe 1 ms)."""
+
+    def __init__(self, input_name, shape, outputs, max_batch, wait_s):
+        self.input_name, self.shape, self.outputs = input_name, shape, outputs
+        self.max_batch, self.wait_s = max_batch, wait_s
+
+
+# The same values go to every server: (i % 17) / 17 for element i.
+MODELS = {"mlp": Model("x", [256], 10, 64, 0.0005), "cnn": Model("image", [3, 64, 64], 10, 32, 0.001),
+          "small": Model("x", [128], 5, 64, 0.0005), "heavy": Model("x", [512], 512, 64, 0.0005)}
+
+
+# Each model in the report's words, given its largest batch and wait (ms).
+MODEL_WORDS = {"mlp": "the demo mlp (256-512-512-10; largest batch %d, wait %g ms)",
+               "cnn": "the demo cnn (3x64x64 images, two conv layers; largest batch %d, wait %g ms)",
+               "small": "small (128-64-5; largest batch %d, wait %g ms)",
+               "heavy": "heavy (512-1536-1536-512, layer norm; largest batch %d, wait %g ms)"}
 
 
 def row_values(shape):
@@ -122,13 +149,13 @@ def peer_body(work, model):
     """The body TorchServe's handler and LitServe's API take: {"x": row}."""
     path = os.path.join(work, "peer-%s.json" % model)
     if not os.path.exists(path):
-        shape = MODELS[model][1]
+        shape = MODELS[model].shape
         with open(path, "w") as f:
             json.dump({"x": nested(row_values(shape), shape)}, f)
     return path
 
 
-def start_infergate(args, work, models):
+def start_infergate(args, work, models, served):
     log = open(os.path.join(work, "infergate.log"), "w")
     proc = subprocess.Popen([os.path.join(args.build_dir, "service", "infergate"), "--address=127.0.0.1:0",
                              "--http-address=127.0.0.1:0", "--metrics-address=", "--model-repository=" + models],
@@ -145,9 +172,8 @@ def start_infergate(args, work, models):
     if not wait_http("http://%s/v2/health/ready" % http_address, 120):
         sys.exit("infergate did not become ready")
     rest, grpc = {}, {}
-    for model in ["mlp", "cnn", "mlp_pt2"]:
-        base = model.replace("_pt2", "")
-        name, shape = MODELS[base]
+    for model in served + (["mlp_pt2"] if "mlp" in served else []):
+        spec = MODELS[model.replace("_pt2", "")]
         frame = os.path.join(work, "%s.frame" % model)
         out = subprocess.run([os.path.join(args.build_dir, "tools", "infergate-cli"), "--address", grpc_address,
                               "frame", "--rpc", "v2", "--model", model, "--rows", "1", "--out", frame],
@@ -155,18 +181,18 @@ def start_infergate(args, work, models):
         grpc[model] = ("http://%s%s" % (grpc_address, re.search(r"path=(\S+)", out).group(1)), frame)
         body = os.path.join(work, "infergate-%s.json" % model)
         with open(body, "w") as f:
-            json.dump({"inputs": [{"name": name, "shape": [1] + shape, "datatype": "FP32",
-                                   "data": row_values(shape)}]}, f)
+            json.dump({"inputs": [{"name": spec.input_name, "shape": [1] + spec.shape, "datatype": "FP32",
+                                   "data": row_values(spec.shape)}]}, f)
         url = "http://%s/v2/models/%s/infer" % (http_address, model)
-        assert len(post_json(url, open(body, "rb").read())["outputs"][0]["data"]) == 10
+        assert len(post_json(url, open(body, "rb").read())["outputs"][0]["data"]) == spec.outputs
         rest[model] = (url, body)
     return Peer("infergate", [proc], rest, grpc)
 
 
-def start_torchserve(args, work, models):
+def start_torchserve(args, work, models, served):
     store = os.path.join(work, "ts-store")
     os.makedirs(store)
-    for model in ["mlp", "cnn"]:
+    for model in served:
         subprocess.run([os.path.join(args.venv, "bin", "torch-model-archiver"), "--model-name", model,
                         "--version", "1.0", "--serialized-file", os.path.join(models, model, "1", "model.pt"),
                         "--handler", os.path.join(HERE, "peers", "torchserve_handler.py"), "--export-path", store],
@@ -175,14 +201,15 @@ def start_torchserve(args, work, models):
     config = os.path.join(work, "ts-config.properties")
     model = {m: {"1.0": {"defaultVersion": True, "marName": "%s.mar" % m, "minWorkers": args.workers,
                          "maxWorkers": args.workers, "batchSize": batch, "maxBatchDelay": 1,
-                         "responseTimeout": 120}} for m, batch in (("mlp", 64), ("cnn", 32))}
+                         "responseTimeout": 120}} for m, batch in ((m, MODELS[m].max_batch) for m in served)}
     with open(config, "w") as f:
         f.write("inference_address=http://127.0.0.1:%d\nmanagement_address=http://127.0.0.1:%d\n"
                 "metrics_address=http://127.0.0.1:%d\ngrpc_inference_port=%d\ngrpc_management_port=%d\n"
                 "grpc_inference_address=127.0.0.1\ngrpc_management_address=127.0.0.1\n"
                 "default_workers_per_model=%d\ninstall_py_dep_per_model=false\ndisable_token_authorization=true\n"
-                "enable_model_api=false\nload_models=mlp.mar,cnn.mar\nmodels=%s\n"
-                % (ports[0], ports[1], ports[2], ports[3], ports[4], args.workers, json.dumps(model)))
+                "enable_model_api=false\nload_models=%s\nmodels=%s\n"
+                % (ports[0], ports[1], ports[2], ports[3], ports[4], args.workers,
+                   ",".join("%s.mar" % m for m in served), json.dumps(model)))
     log = open(os.path.join(work, "torchserve.log"), "w")
     env = dict(os.environ, PATH=os.path.join(args.venv, "bin") + ":" + os.environ["PATH"],
                LOG_LOCATION=os.path.join(work, "ts-logs"), METRICS_LOCATION=os.path.join(work, "ts-logs"))
@@ -190,7 +217,7 @@ def start_torchserve(args, work, models):
                              "--disable-token-auth", "--model-store", store, "--ts-config", config],
                             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work, start_new_session=True)
     rest = {}
-    for model in ["mlp", "cnn"]:
+    for model in served:
         management = "http://127.0.0.1:%d/models/%s" % (ports[1], model)
         ready = wait_http(management, 180, lambda body: sum(w.get("status") == "READY" for m in json.loads(body)
                                                             for w in m.get("workers", [])) >= args.workers)
@@ -199,13 +226,13 @@ def start_torchserve(args, work, models):
             sys.exit("TorchServe did not start %d workers for %s" % (args.workers, model))
         url = "http://127.0.0.1:%d/predictions/%s" % (ports[0], model)
         body = peer_body(work, model)
-        assert len(post_json(url, open(body, "rb").read())["logits"]) == 10
+        assert len(post_json(url, open(body, "rb").read())["logits"]) == MODELS[model].outputs
         rest[model] = (url, body)
     # Its gRPC API: a PredictionsRequest (model_name, input {"data": body})
     # framed once, checked to be answered, then replayed by h2load as
     # infergate's frames are.
     grpc = {}
-    for model in ["mlp", "cnn"]:
+    for model in served:
         frame = os.path.join(work, "torchserve-%s.frame" % model)
         message = torchserve_predictions_request(model, open(peer_body(work, model), "rb").read())
         with open(frame, "wb") as f:
@@ -244,24 +271,25 @@ def grpc_unary(address, path, message):
         return call(message, timeout=60)
 
 
-def start_litserve(args, work, models):
+def start_litserve(args, work, models, served):
     """One LitServe server per model (LitServe serves one API per path; two
     servers keep each model's batching its own), each with its workers."""
     procs, rest = [], {}
-    for model, batch in (("mlp", 64), ("cnn", 32)):
+    for model in served:
+        spec = MODELS[model]
         port = free_port()
         log = open(os.path.join(work, "litserve-%s.log" % model), "w")
         procs.append(subprocess.Popen([os.path.join(args.venv, "bin", "python3"),
                                        os.path.join(HERE, "peers", "litserve_server.py"),
                                        os.path.join(models, model, "1", "model.pt"), str(port), str(args.workers),
-                                       str(batch), "0.0005" if model == "mlp" else "0.001"],
+                                       str(spec.max_batch), str(spec.wait_s)],
                                       stdout=log, stderr=subprocess.STDOUT, cwd=work, start_new_session=True))
         if not wait_http("http://127.0.0.1:%d/health" % port, 180):
             print(open(log.name).read()[-4000:])
             sys.exit("LitServe did not become healthy for %s" % model)
         url = "http://127.0.0.1:%d/predict" % port
         body = peer_body(work, model)
-        assert len(post_json(url, open(body, "rb").read())["logits"]) == 10
+        assert len(post_json(url, open(body, "rb").read())["logits"]) == spec.outputs
         rest[model] = (url, body)
     return Peer("LitServe 0.2", procs, rest)
 
@@ -339,44 +367,51 @@ def main():
     ap.add_argument("--seconds", type=int, default=int(os.environ.get("BENCH_SECONDS", "5")))
     ap.add_argument("--clients", default="1,8,64")
     ap.add_argument("--workers", type=int, default=os.cpu_count())
+    ap.add_argument("--models", default=",".join(MODELS))
     args = ap.parse_args()
     args.build_dir, args.venv, args.out = (os.path.abspath(p) for p in (args.build_dir, args.venv, args.out))
     clients = [int(c) for c in args.clients.split(",")]
+    served = args.models.split(",")
+    unknown = [m for m in served if m not in MODELS]
+    if unknown:
+        sys.exit("peers.py: no such model: %s (known: %s)" % (", ".join(unknown), ", ".join(MODELS)))
 
     work = tempfile.mkdtemp(prefix="ig_peers_")
     models = os.path.join(work, "models")
-    subprocess.run([os.path.join(args.build_dir, "tools", "make-demo-models"), models], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([os.path.join(args.build_dir, "tools", "make-demo-models"), models, "--with-bench-models"],
+                   check=True, stdout=subprocess.DEVNULL)
     # The same two models as AOTInductor packages, for infergate's .pt2 row.
     subprocess.run([os.path.join(HERE, "pt2_demo_models.sh"), models], check=True)
     peers = []
     try:
-        peers.append(start_infergate(args, work, models))
-        peers.append(start_torchserve(args, work, models))
-        peers.append(start_litserve(args, work, models))
+        peers.append(start_infergate(args, work, models, served))
+        peers.append(start_torchserve(args, work, models, served))
+        peers.append(start_litserve(args, work, models, served))
         versions = subprocess.run([os.path.join(args.venv, "bin", "python3"), "-c",
                                    "import importlib.metadata as m, torch; print('torchserve', m.version('torchserve'), "
                                    "'litserve', m.version('litserve'), 'torch', torch.__version__)"],
                                   capture_output=True, text=True).stdout.strip()
         java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
         pa_report, pa_rows = perf_analyzer_report(args, peers[0].grpc["mlp"][0].split("/")[2],
-                                                  peers[0].rest["mlp"][0].split("/")[2], work)
+                                                  peers[0].rest["mlp"][0].split("/")[2], work) \
+            if "mlp" in served else ("", [])
         # (server, model, gRPC?): the peers' REST rows, then infergate's gRPC
         # row and, for the mlp, its .pt2 package over REST.
-        rows = {m: [(p, m, False) for p in peers] + [(p, m, True) for p in peers[:2]] for m in ["mlp", "cnn"]}
-        rows["mlp"].append((peers[0], "mlp_pt2", False))
+        rows = {m: [(p, m, False) for p in peers] + [(p, m, True) for p in peers[:2]] for m in served}
+        if "mlp" in rows:
+            rows["mlp"].append((peers[0], "mlp_pt2", False))
         results = {}
-        for model in ["mlp", "cnn"]:
+        for model in served:
             for c in clients:
                 order = rows[model] + rows[model][::-1]  # A B ... B A
-                for peer, served, grpc in order:
+                for peer, name, grpc in order:
                     # (Pausing the other servers with SIGSTOP during a row was
                     # tried: TorchServe answered a third to two thirds less
                     # after each resume, so every server stays up throughout.)
-                    r = h2load(peer, served, c, args.seconds, os.path.join(work, "h2load.log"), grpc)
+                    r = h2load(peer, name, c, args.seconds, os.path.join(work, "h2load.log"), grpc)
                     print("%-16s %-8s %-5s c=%-3d %8.1f req/s  errors %d" % (
-                        peer.name, served, "gRPC" if grpc else "REST", c, r["rps"], r["errors"]), flush=True)
-                    results.setdefault((peer.name, served, grpc, c), []).append(r)
+                        peer.name, name, "gRPC" if grpc else "REST", c, r["rps"], r["errors"]), flush=True)
+                    results.setdefault((peer.name, name, grpc, c), []).append(r)
     finally:
         for p in peers:
             for proc in p.procs:
@@ -395,54 +430,76 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=HERE).stdout.strip()
     lines = ["# Peers: infergate beside TorchServe and LitServe, %s" % stamp, "",
-             "Commit %s, this machine (%d cores), bench/peers.sh. %s; %s. Models: the demo mlp (TorchScript, "
-             "256-512-512-10) and cnn (TorchScript, 3x64x64 images, two conv layers), one row per request, "
-             "batching on in every server (largest batch 64 for the mlp, 32 for the cnn; wait 0.5 ms for the mlp "
-             "and 1 ms for the cnn in infergate and LitServe, 1 ms in TorchServe, whose maxBatchDelay is in whole "
-             "ms), %d workers of one LibTorch thread each, every server on Debian's LibTorch 2.6; infergate also "
-             "serves the mlp as an AOTInductor package (mlp_pt2). Load: h2load, %d s per row after 1 s of warm-up, rows in one order then the reverse (A B ... B A) "
+             "Commit %s, this machine (%d cores), bench/peers.sh. %s; %s. Models (make-demo-models, TorchScript): "
+             "%s; one row per request, batching on in every server (the largest batch and the wait as given, the "
+             "wait in infergate and LitServe; TorchServe 1 ms, whose maxBatchDelay is in whole ms), %d workers of one LibTorch thread each, every server on Debian's LibTorch 2.6%s. Load: h2load, %d s per row after 1 s of warm-up, rows in one order then the reverse (A B ... B A) "
              "per client count, every server up throughout; each figure the mean of two rounds. REST: N HTTP/1.1 connections, one request each "
              "in flight; gRPC (infergate's Open Inference ModelInfer, raw tensor bytes; TorchServe's Predictions, the "
              "JSON body of its REST row): N streams on one connection. CPU ms per "
              "request: the server's process tree over the row (warm-up included) per request answered. Ratio: "
              "req/s against infergate's REST row at the same client count."
-             % (commit, os.cpu_count(), versions, java, args.workers, args.seconds), "",
+             % (commit, os.cpu_count(), versions, java, "; ".join(MODEL_WORDS[m] % (MODELS[m].max_batch,
+                                                                                    MODELS[m].wait_s * 1000)
+                                                                 for m in served),
+                args.workers, "; infergate also serves the mlp as an AOTInductor package (mlp_pt2)"
+                if "mlp" in served else "", args.seconds), "",
              "| server | model | protocol | clients | req/s | ratio to infergate REST | p50 ms | p99 ms | p99.9 ms | CPU ms/req | errors |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for model in ["mlp", "cnn"]:
+    stats = {}
+    for key, rounds in results.items():
+        stats[key] = {"rps": sum(r["rps"] for r in rounds) / len(rounds),
+                      "times": [t for r in rounds for t in r["times"]],
+                      "cpu": sum(r["cpu_s"] for r in rounds) / max(1, sum(r["answered"] for r in rounds)) * 1000,
+                      "errors": sum(r["errors"] for r in rounds)}
+        stats[key]["p99"] = pct(stats[key]["times"], 0.99)
+    for model in served:
         for c in clients:
-            base = None
-            for peer, served, grpc in rows[model]:
-                rounds = results[(peer.name, served, grpc, c)]
-                rps = sum(r["rps"] for r in rounds) / len(rounds)
-                times = [t for r in rounds for t in r["times"]]
-                cpu = sum(r["cpu_s"] for r in rounds) / max(1, sum(r["answered"] for r in rounds)) * 1000
-                errors = sum(r["errors"] for r in rounds)
-                if peer.name == "infergate" and not grpc and base is None:
-                    base = rps
+            base = stats[("infergate", model, False, c)]["rps"]
+            for peer, name, grpc in rows[model]:
+                row = stats[(peer.name, name, grpc, c)]
                 protocol = ("%s (Open Inference)" if peer.name == "infergate" else "%s") % ("gRPC" if grpc else "REST")
-                lines.append("| %s | %s | %s | %d | %.0f | %s | %.2f | %.2f | %.2f | %.3f | %d |" % (
-                    peer.name, served + (" (.pt2)" if served.endswith("_pt2") else ""), protocol, c, rps,
-                    "%.2f" % (rps / base) if base else "-", pct(times, 0.5), pct(times, 0.99), pct(times, 0.999),
-                    cpu, errors))
-    lines += ["", "## Triton's perf_analyzer against infergate", "",
-              "perf_analyzer %s (the binary in NVIDIA's tritonclient 2.41.0 wheel; later wheels carry none, and PyPI's "
-              "perf-analyzer package is a placeholder), --service-kind=triton, shared memory off, the mlp with one row "
-              "per request (its random input), %d ms windows until stable within 20%%. Its own report: "
-              "perf_analyzer-%s.txt beside this file." % ("2.41.0", args.seconds * 1000, stamp), "",
-              "| protocol | load | inferences/s | p50 ms | p90 ms | p99 ms |", "|---|---|---|---|---|---|"]
-    for protocol, mode, v, row in pa_rows:
-        load = ("concurrency %d" if mode == "concurrency" else "%d req/s offered") % v
-        if row is None:
-            lines.append("| %s | %s | failed (see the report) | | | |" % (protocol, load))
-            continue
-        us = lambda k: float(row.get(k, "nan")) / 1000.0  # noqa: E731  microseconds in its csv
-        lines.append("| %s | %s | %.0f | %.2f | %.2f | %.2f |" % (protocol, load, float(row["Inferences/Second"]),
-                                                                   us("p50 latency"), us("p90 latency"),
-                                                                   us("p99 latency")))
+                lines.append("| %s | %s | %s | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %.3f | %d |" % (
+                    peer.name, name + (" (.pt2)" if name.endswith("_pt2") else ""), protocol, c, row["rps"],
+                    row["rps"] / base if base else float("nan"), pct(row["times"], 0.5), row["p99"],
+                    pct(row["times"], 0.999), row["cpu"], row["errors"]))
+    # The summary: infergate against TorchServe, protocol by protocol, at
+    # the largest client count.
+    c = max(clients)
+    ts = next(p.name for p in peers if p.name.startswith("TorchServe"))
+    lines += ["", "## infergate against TorchServe at %d clients" % c, "",
+              "Requests per second and p99 as ratios (infergate's over TorchServe's), each protocol against the same "
+              "protocol; the last column: infergate's CPU per request over REST divided by its CPU per request over "
+              "gRPC.", "",
+              "| model | REST req/s ratio | REST p99 ratio | gRPC req/s ratio | gRPC p99 ratio | infergate CPU/req REST "
+              "/ gRPC |", "|---|---|---|---|---|---|"]
+    for model in served:
+        ig = {grpc: stats[("infergate", model, grpc, c)] for grpc in (False, True)}
+        peer = {grpc: stats[(ts, model, grpc, c)] for grpc in (False, True)}
+        ratio = lambda a, b: a / b if b else float("nan")  # noqa: E731
+        lines.append("| %s | %.1fx | %.2f | %.1fx | %.2f | %.2f |" % (
+            model, ratio(ig[False]["rps"], peer[False]["rps"]), ratio(ig[False]["p99"], peer[False]["p99"]),
+            ratio(ig[True]["rps"], peer[True]["rps"]), ratio(ig[True]["p99"], peer[True]["p99"]),
+            ratio(ig[False]["cpu"], ig[True]["cpu"])))
+    if pa_rows:
+        lines += ["", "## Triton's perf_analyzer against infergate", "",
+                  "perf_analyzer %s (the binary in NVIDIA's tritonclient 2.41.0 wheel; later wheels carry none, and PyPI's "
+                  "perf-analyzer package is a placeholder), --service-kind=triton, shared memory off, the mlp with one row "
+                  "per request (its random input), %d ms windows until stable within 20%%. Its own report: "
+                  "perf_analyzer-%s.txt beside this file." % ("2.41.0", args.seconds * 1000, stamp), "",
+                  "| protocol | load | inferences/s | p50 ms | p90 ms | p99 ms |", "|---|---|---|---|---|---|"]
+        for protocol, mode, v, row in pa_rows:
+            load = ("concurrency %d" if mode == "concurrency" else "%d req/s offered") % v
+            if row is None:
+                lines.append("| %s | %s | failed (see the report) | | | |" % (protocol, load))
+                continue
+            us = lambda k: float(row.get(k, "nan")) / 1000.0  # noqa: E731  microseconds in its csv
+            lines.append("| %s | %s | %.0f | %.2f | %.2f | %.2f |" % (protocol, load, float(row["Inferences/Second"]),
+                                                                       us("p50 latency"), us("p90 latency"),
+                                                                       us("p99 latency")))
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "perf_analyzer-%s.txt" % stamp), "w") as f:
-        f.write(pa_report)
+    if pa_report:
+        with open(os.path.join(args.out, "perf_analyzer-%s.txt" % stamp), "w") as f:
+            f.write(pa_report)
     path = os.path.join(args.out, "peers-%s.md" % stamp)
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")

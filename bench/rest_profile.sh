@@ -15,7 +15,7 @@
 #
 # perf (Debian's linux-perf) is installed into the Debian 13 root here, when
 # the profile runs; neither the README's commands nor the tests install it.
-# The model is made by Debian's python3-torch (the server's LibTorch 2.6).
+# The model is make-demo-models' small bench model (--with-bench-models).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . deploy/platform.sh
@@ -27,7 +27,7 @@ clients="${PROFILE_CLIENTS:-64}"
 if [ "${BENCH_SKIP_BUILD:-0}" != 1 ]; then
   ./deploy/install-deps.sh --test  # h2load
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$build_dir" --target infergate infergate-cli
+  cmake --build "$build_dir" --target infergate infergate-cli make-demo-models
 fi
 if ! command -v perf >/dev/null; then
   echo "bench/rest_profile.sh: installing linux-perf"
@@ -44,36 +44,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$work/models/small/1"
-python3 - "$work/models/small/1/model.pt" <<'EOF'
-import sys
-
-import torch
-
-torch.manual_seed(0)
-
-
-class Small(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = torch.nn.Linear(128, 64)
-        self.b = torch.nn.Linear(64, 5)
-
-    def forward(self, x):
-        return self.b(torch.relu(self.a(x)))
-
-
-# traced: scripting needs the class's source file, and this one comes on stdin
-torch.jit.trace(Small().eval(), torch.zeros(1, 128)).save(sys.argv[1])
-EOF
-cat >"$work/models/small/config.pbtxt" <<'EOF'
-description: "two-layer net 128-64-5, ReLU (bench/rest_profile.sh)"
-max_batch_size: 64
-inputs { name: "x" dtype: FLOAT32 dims: [128] }
-outputs { name: "y" dtype: FLOAT32 dims: [5] }
-dynamic_batching { max_queue_delay_us: 500 }
-warmup: true
-EOF
+"$build_dir/tools/make-demo-models" "$work/models" --with-bench-models >/dev/null
 
 "$build_dir/service/infergate" --address=127.0.0.1:0 --metrics-address= --http-address=127.0.0.1:0 \
   --model-repository="$work/models" >"$work/infergate.out" 2>"$work/infergate.err" &

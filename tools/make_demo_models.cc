@@ -1,7 +1,7 @@
 // Writes the demo model repository: TorchScript models built in C++ with
 // fixed seeds (no Python needed), each with its config.pbtxt.
 //
-//   make-demo-models DIR [--with-test-models]
+//   make-demo-models DIR [--with-test-models] [--with-bench-models]
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/randn.h>
@@ -204,16 +204,84 @@ def forward(self, x):
   }
 }
 
+// Two further shapes for the peer benchmark (bench/peers.py) and the REST
+// profile (bench/rest_profile.sh), so no result rests on the demo mlp's
+// shape alone: a small net whose serving work outweighs its arithmetic,
+// and a heavier one whose arithmetic outweighs it. Not part of the demo.
+void BenchModels(const fs::path& root) {
+  {
+    torch::jit::Module m("Small");
+    m.register_parameter("w1", Weight({64, 128}, 128), false);
+    m.register_parameter("b1", Bias(64), false);
+    m.register_parameter("w2", Weight({5, 64}, 64), false);
+    m.register_parameter("b2", Bias(5), false);
+    m.define(R"(
+def forward(self, x):
+    return torch.linear(torch.relu(torch.linear(x, self.w1, self.b1)), self.w2, self.b2)
+)");
+    Write(root, "small", m, R"(# 128 -> 64 -> 5 two-layer net with ReLU (a peer-benchmark model).
+description: "two-layer net 128-64-5, ReLU"
+max_batch_size: 64
+inputs { name: "x" dtype: FLOAT32 dims: [128] }
+outputs { name: "y" dtype: FLOAT32 dims: [5] }
+dynamic_batching { max_queue_delay_us: 500 }
+warmup: true
+)");
+  }
+  {
+    torch::jit::Module m("Heavy");
+    m.register_parameter("w1", Weight({1536, 512}, 512), false);
+    m.register_parameter("b1", Bias(1536), false);
+    m.register_parameter("g1", at::ones({1536}), false);
+    m.register_parameter("n1", at::zeros({1536}), false);
+    m.register_parameter("w2", Weight({1536, 1536}, 1536), false);
+    m.register_parameter("b2", Bias(1536), false);
+    m.register_parameter("g2", at::ones({1536}), false);
+    m.register_parameter("n2", at::zeros({1536}), false);
+    m.register_parameter("w3", Weight({512, 1536}, 1536), false);
+    m.register_parameter("b3", Bias(512), false);
+    m.define(R"(
+def forward(self, x):
+    h = torch.layer_norm(torch.relu(torch.linear(x, self.w1, self.b1)), [1536], self.g1, self.n1)
+    h = torch.layer_norm(torch.relu(torch.linear(h, self.w2, self.b2)), [1536], self.g2, self.n2)
+    return torch.linear(h, self.w3, self.b3)
+)");
+    Write(root, "heavy", m, R"(# 512 -> 1536 -> 1536 -> 512 with ReLU and layer norm (a peer-benchmark model).
+description: "MLP 512-1536-1536-512, ReLU and layer norm"
+max_batch_size: 64
+inputs { name: "x" dtype: FLOAT32 dims: [512] }
+outputs { name: "y" dtype: FLOAT32 dims: [512] }
+dynamic_batching { max_queue_delay_us: 500 }
+warmup: true
+)");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::string usage =
+      "usage: make-demo-models DIR [--with-test-models] [--with-bench-models]\n"
+      "Writes mlp, cnn, poly64 and embed into DIR; --with-test-models adds models that fail on purpose (for\n"
+      "tests), --with-bench-models the peer benchmark's small and heavy nets.\n";
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::cerr << "usage: make-demo-models DIR [--with-test-models]\n"
-                 "Writes mlp, cnn, poly64 and embed (and, for tests, models that fail on purpose) into DIR.\n";
+    std::cerr << usage;
     return argc < 2 ? 2 : 0;
   }
   fs::path root = argv[1];
-  bool test_models = argc > 2 && std::string(argv[2]) == "--with-test-models";
+  bool test_models = false;
+  bool bench_models = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--with-test-models") {
+      test_models = true;
+    } else if (flag == "--with-bench-models") {
+      bench_models = true;
+    } else {
+      std::cerr << "make-demo-models: unknown argument '" << flag << "'\n" << usage;
+      return 2;
+    }
+  }
   try {
     g_gen = at::make_generator<at::CPUGeneratorImpl>(20261122);
     fs::create_directories(root);
@@ -221,7 +289,10 @@ int main(int argc, char** argv) {
     Cnn(root);
     Poly64(root);
     Embed(root);
+    // Each set draws from the generator after the demo's, so adding one
+    // leaves the others' weights as they were.
     if (test_models) TestModels(root);
+    if (bench_models) BenchModels(root);
   } catch (const std::exception& e) {
     std::cerr << "make-demo-models: " << e.what() << "\n";
     return 1;
