@@ -149,7 +149,8 @@ bool IntakeGate::TryRoom(const std::string& address, Ticket* ticket) {
   return true;
 }
 
-IntakeGate::Turn IntakeGate::Ask(const void* waiter, absl::string_view peer, uint64_t max_bytes, Ticket* ticket) {
+IntakeGate::Turn IntakeGate::Ask(const void* waiter, absl::string_view peer, uint64_t max_bytes, Ticket* ticket,
+                                 const Wake& wake) {
   if (budget_ == nullptr) {
     Leave(waiter);
     return Turn::kAdmitted;
@@ -164,16 +165,19 @@ IntakeGate::Turn IntakeGate::Ask(const void* waiter, absl::string_view peer, uin
     // also leaves it.) Those waiting for a slot are bounded as the line is:
     // each asks again on a timer.
     if (!TrySlot(lane, peer, max_bytes, ticket)) {
-      if (slot_waiters_.contains(waiter)) return Turn::kWait;
+      if (auto waiting = slot_places_.find(waiter); waiting != slot_places_.end()) {
+        waiting->second->woken = false;  // it asked: the next free slot may wake it again
+        return Turn::kWait;
+      }
       if (slot_waiters_.size() >= kMaxSlotWaiters) return Turn::kRefused;
-      slot_waiters_.insert(waiter);
+      slot_places_[waiter] = slot_waiters_.insert(slot_waiters_.end(), SlotWaiter{waiter, wake});
       return Turn::kWait;
     }
-    slot_waiters_.erase(waiter);
+    RemoveSlotWaiter(waiter);
     if (in_line) RemoveFromLine(place);
     return Turn::kAdmitted;
   }
-  slot_waiters_.erase(waiter);
+  RemoveSlotWaiter(waiter);
   const std::string address(AddressOf(peer));
   if (!in_line) {
     if (line_.empty() && TryRoom(address, ticket)) return Turn::kAdmitted;
@@ -218,30 +222,60 @@ void IntakeGate::AskForStream(Ticket* ticket) {
   ticket->deadline_ = Clock::time_point::max();
 }
 
+void IntakeGate::RemoveSlotWaiter(const void* waiter) {
+  auto place = slot_places_.find(waiter);
+  if (place == slot_places_.end()) return;
+  slot_waiters_.erase(place->second);
+  slot_places_.erase(place);
+}
+
+IntakeGate::Wake IntakeGate::NextToWake() {
+  for (SlotWaiter& waiting : slot_waiters_) {
+    if (waiting.woken || !waiting.wake) continue;
+    waiting.woken = true;
+    return waiting.wake;
+  }
+  return nullptr;
+}
+
 void IntakeGate::Leave(const void* waiter) {
   MutexLock lock(mu_);
-  slot_waiters_.erase(waiter);
+  RemoveSlotWaiter(waiter);
   auto place = places_.find(waiter);
   if (place != places_.end()) RemoveFromLine(place);
 }
 
 bool IntakeGate::Overstay(Ticket* ticket) {
   if (ticket->gate_ != this || (ticket->lane_ != Lane::kFast && ticket->lane_ != Lane::kNew)) return false;
-  MutexLock lock(mu_);
-  const std::string address = ticket->address_;
-  if (pending_room_ + room_bytes_ > pending_cap_) return false;
-  // A read that has been slow already takes at most its address's share.
-  if (OverShare(address)) return false;
-  const uint64_t have = ticket->room_.bytes();
-  if (have < room_bytes_ && !budget_->Extend(ticket->room_, room_bytes_ - have).ok()) return false;
-  --(ticket->lane_ == Lane::kNew ? new_reads_ : fast_reads_);
-  ticket->lane_ = Lane::kRoom;
-  CountRoom(address, ticket);
+  Wake wake;
+  {
+    MutexLock lock(mu_);
+    const std::string address = ticket->address_;
+    if (pending_room_ + room_bytes_ > pending_cap_) return false;
+    // A read that has been slow already takes at most its address's share.
+    if (OverShare(address)) return false;
+    const uint64_t have = ticket->room_.bytes();
+    if (have < room_bytes_ && !budget_->Extend(ticket->room_, room_bytes_ - have).ok()) return false;
+    --(ticket->lane_ == Lane::kNew ? new_reads_ : fast_reads_);
+    ticket->lane_ = Lane::kRoom;
+    CountRoom(address, ticket);
+    wake = NextToWake();  // its slot came free
+  }
+  if (wake) wake();
   return true;
 }
 
 void IntakeGate::End(Ticket* ticket) {
-  MutexLock lock(mu_);
+  Wake wake;
+  {
+    MutexLock lock(mu_);
+    EndLocked(ticket);
+    wake = NextToWake();
+  }
+  if (wake) wake();
+}
+
+void IntakeGate::EndLocked(Ticket* ticket) {
   switch (ticket->lane_) {
     case Lane::kSmall:
       --small_reads_;

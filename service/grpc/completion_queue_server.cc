@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -131,10 +132,18 @@ class AsyncCall {
         }
         break;
       case Event::kWritten: OnWriteDone(ok); break;
-      case Event::kRetry:
-        alarm_set_ = false;
-        if (ok && waiting_ && !gone_) AskToRead(/*again=*/true);
+      case Event::kRetry: {
+        bool woken;
+        {
+          MutexLock lock(retry_->mu);
+          retry_->set = false;
+          woken = std::exchange(retry_->woken, false);
+        }
+        // Woken by the gate (a slot came free: the alarm was cancelled), or
+        // its time came.
+        if ((ok || woken) && waiting_ && !gone_) AskToRead(/*again=*/true);
         break;
+      }
       case Event::kReadTimer:
         read_timer_set_ = false;
         if (rearm_read_timer_) {
@@ -153,7 +162,7 @@ class AsyncCall {
             // Never read: out of line, and the call ends here.
             context_.gate.Leave(this);
             waiting_ = false;
-            if (alarm_set_) retry_.Cancel();
+            CancelRetry();
             OnLeftUnread();
           }
         }
@@ -198,7 +207,9 @@ class AsyncCall {
   // The largest message the next read may bring (the method's limit).
   virtual uint64_t MaxMessageBytes() const { return context_.max_message_bytes; }
   // Asks the gate for the next read's turn (a stream's read is its own).
-  virtual IntakeGate::Turn AskGate() { return context_.gate.Ask(this, peer_, MaxMessageBytes(), &ticket_); }
+  virtual IntakeGate::Turn AskGate() {
+    return context_.gate.Ask(this, peer_, MaxMessageBytes(), &ticket_, [retry = retry_] { retry->Wake(); });
+  }
 
   // Starts a read of one message once the intake gate has room for it:
   // now, or from a retry alarm on this call's queue.
@@ -221,8 +232,13 @@ class AsyncCall {
     // Asks again after a short wait, longer as it goes on (to 8 ms).
     waiting_ = true;
     ++outstanding_;
-    alarm_set_ = true;
-    retry_.Set(queue_, std::chrono::system_clock::now() + retry_wait_, &retry_tag_);
+    {
+      MutexLock lock(retry_->mu);
+      // Woken before the alarm was set: it goes off at once.
+      const auto now = std::chrono::system_clock::now();
+      retry_->set = true;
+      retry_->alarm.Set(queue_, std::exchange(retry_->woken, false) ? now : now + retry_wait_, &retry_tag_);
+    }
     retry_wait_ = std::min(retry_wait_ * 2, kLastRetry);
   }
 
@@ -290,11 +306,32 @@ class AsyncCall {
   bool read_abandoned_ = false;                  // refused past its deadline: its end is dropped
   std::chrono::steady_clock::time_point asked_;  // when it first asked to read
   bool gone_ = false;                            // the client cancelled, or its deadline passed
-  bool alarm_set_ = false;
   bool read_timer_set_ = false;
   bool rearm_read_timer_ = false;  // the timer's pending event is an earlier read's
   std::chrono::microseconds retry_wait_ = kFirstRetry;
-  grpc::Alarm retry_;
+  // The alarm a call waiting to read sleeps on between asks, shared with the
+  // wake function it leaves at the intake gate: the gate wakes the call
+  // (on any thread, outside its lock) when a slot comes free by cancelling
+  // the alarm, whose event then comes back at once. Shared, so that a wake
+  // that comes after the call is gone finds it alive (and not set).
+  struct RetryAlarm {
+    Mutex mu;
+    grpc::Alarm alarm ABSL_GUARDED_BY(mu);
+    bool set ABSL_GUARDED_BY(mu) = false;
+    bool woken ABSL_GUARDED_BY(mu) = false;  // ask again when the event comes, or at once if not set
+
+    void Wake() {
+      MutexLock lock(mu);
+      woken = true;
+      if (set) alarm.Cancel();
+    }
+  };
+  void CancelRetry() {
+    MutexLock lock(retry_->mu);
+    retry_->woken = false;
+    if (retry_->set) retry_->alarm.Cancel();
+  }
+  const std::shared_ptr<RetryAlarm> retry_ = std::make_shared<RetryAlarm>();
   grpc::Alarm read_timer_;
 };
 

