@@ -18,37 +18,83 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 // One JSON number's text, by the grammar of RFC 8259 section 6:
 //   -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
 // `integer`: neither fraction nor exponent (the tree keeps those as
-// integers).
+// integers). With its value read as well (ReadNumber<true>): `digits`,
+// the number's digits as an integer, and `exponent`, the power of ten
+// they are scaled by, when the digits fit below kExactDigits and the
+// exponent within kExactPowers (`exact`; else the text is converted).
 struct NumberToken {
   absl::string_view text;
   bool integer = true;
+  bool negative = false;
+  bool exact = false;
+  uint64_t digits = 0;
+  int exponent = 0;
 };
 
-// Reads the number at `p`; false (p unspecified) when the text there is not one.
+// Below 2^53 an integer is a double exactly, and so is every power of ten
+// up to 10^22; one product or quotient of two exact doubles is correctly
+// rounded, so digits * 10^e (or / 10^-e) is the double the text names,
+// as std::from_chars (and the tree's strtod) would give it.
+constexpr uint64_t kExactDigits = uint64_t{1} << 53;
+constexpr int kExactPowers = 22;
+constexpr double kPowersOfTen[kExactPowers + 1] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+// Reads the number at `p`; false (p unspecified) when the text there is
+// not one. `kValue`: also reads its value into the token's digits and
+// exponent where they are exact.
+template <bool kValue>
 bool ReadNumber(const char*& p, const char* end, NumberToken* token) {
   const char* start = p;
-  if (p < end && *p == '-') ++p;
+  uint64_t digits = 0;
+  bool fits = true;  // every digit so far kept in `digits` below kExactDigits
+  int exponent = 0;
+  auto take = [&](char c) {
+    if constexpr (kValue) {
+      if (fits) {
+        digits = digits * 10 + static_cast<uint64_t>(c - '0');
+        fits = digits < kExactDigits;
+      }
+    }
+  };
+  token->negative = p < end && *p == '-';
+  if (token->negative) ++p;
   if (p == end || !IsDigit(*p)) return false;
   if (*p == '0') {
     ++p;
   } else {
-    while (p < end && IsDigit(*p)) ++p;
+    while (p < end && IsDigit(*p)) take(*p++);
   }
   token->integer = true;
   if (p < end && *p == '.') {
     ++p;
     if (p == end || !IsDigit(*p)) return false;
-    while (p < end && IsDigit(*p)) ++p;
+    while (p < end && IsDigit(*p)) {
+      take(*p++);
+      --exponent;
+    }
     token->integer = false;
   }
   if (p < end && (*p == 'e' || *p == 'E')) {
     ++p;
+    const bool negative_power = p < end && *p == '-';
     if (p < end && (*p == '+' || *p == '-')) ++p;
     if (p == end || !IsDigit(*p)) return false;
-    while (p < end && IsDigit(*p)) ++p;
+    int power = 0;
+    while (p < end && IsDigit(*p)) {
+      if (power < 10000) power = power * 10 + (*p - '0');
+      ++p;
+    }
+    exponent += negative_power ? -power : power;
     token->integer = false;
   }
   token->text = absl::string_view(start, static_cast<size_t>(p - start));
+  if constexpr (kValue) {
+    token->exact = fits && exponent >= -kExactPowers && exponent <= kExactPowers;
+    token->digits = digits;
+    token->exponent = exponent;
+  }
   return true;
 }
 
@@ -86,11 +132,11 @@ bool ForEachElement(const char*& p, const char* end, char open, char close, Elem
 // Calls `visit(token)` for each number of the flat array at `p` ('['),
 // leaving `p` after its ']'; false when it is not a flat array of numbers
 // (or `visit` returned false).
-template <typename Visit>
+template <bool kValue = false, typename Visit>
 bool ForEachNumber(const char*& p, const char* end, Visit visit) {
   return ForEachElement(p, end, '[', ']', [&] {
     NumberToken token;
-    return ReadNumber(p, end, &token) && visit(token);
+    return ReadNumber<kValue>(p, end, &token) && visit(token);
   });
 }
 
@@ -223,8 +269,12 @@ bool StoreNumber(const NumberToken& token, DType dtype, char* at) {
   if (token.integer) {
     // The tree keeps an integer token as an integer (beyond int64's range
     // it does otherwise: left to it).
-    const auto [end, error] = std::from_chars(first, last, integer);
-    if (error != std::errc() || end != last) return false;
+    if (token.exact) {
+      integer = token.negative ? -static_cast<int64_t>(token.digits) : static_cast<int64_t>(token.digits);
+    } else {
+      const auto [end, error] = std::from_chars(first, last, integer);
+      if (error != std::errc() || end != last) return false;
+    }
   }
   switch (dtype) {
     case DType::kFloat32:
@@ -232,7 +282,11 @@ bool StoreNumber(const NumberToken& token, DType dtype, char* at) {
     case DType::kFloat16:
     case DType::kBFloat16: {
       double value = static_cast<double>(integer);
-      if (!token.integer) {
+      if (!token.integer && token.exact) {
+        value = static_cast<double>(token.digits);
+        value = token.exponent < 0 ? value / kPowersOfTen[-token.exponent] : value * kPowersOfTen[token.exponent];
+        if (token.negative) value = -value;
+      } else if (!token.integer) {
         // Correctly rounded, as the tree's strtod is; out of range (an
         // overflow, or an underflow to zero) is left to the tree.
         const auto [end, error] = std::from_chars(first, last, value);
@@ -293,23 +347,28 @@ std::optional<NumericData> FindNumericData(absl::string_view body) {
 
 bool DecodeNumericData(absl::string_view array, DType dtype, int64_t elements, std::string* out) {
   const size_t size = ElementSize(dtype);
-  if (size == 0 || dtype == DType::kBool || elements < 0) return false;
-  // Counted before memory is taken: a shape that claims more values than
-  // the array holds costs nothing.
-  int64_t count = 0;
+  if (size == 0 || dtype == DType::kBool || elements < 0 || array.empty()) return false;
+  // Counted before memory is taken, by its separators (the walk took only
+  // flat arrays of numbers, and the decoding below refuses any other): a
+  // shape that claims more values than the array holds costs nothing.
   const char* p = array.data();
   const char* const end = array.data() + array.size();
-  if (!ForEachNumber(p, end, [&](const NumberToken&) { return ++count <= elements; }) || count != elements) {
-    return false;
-  }
+  const char* first = p + 1;
+  SkipSpace(first, end);
+  const int64_t count =
+      first < end && *first == ']' ? 0 : static_cast<int64_t>(std::count(array.begin(), array.end(), ',')) + 1;
+  if (count != elements) return false;
   out->resize(static_cast<size_t>(elements) * size);
   char* at = out->data();
-  p = array.data();
-  return ForEachNumber(p, end, [&](const NumberToken& token) {
-    if (!StoreNumber(token, dtype, at)) return false;
-    at += size;
-    return true;
-  });
+  int64_t stored = 0;
+  return ForEachNumber<true>(p, end,
+                             [&](const NumberToken& token) {
+                               if (++stored > elements) return false;
+                               if (!StoreNumber(token, dtype, at)) return false;
+                               at += size;
+                               return true;
+                             }) &&
+         stored == elements;
 }
 
 }  // namespace infergate

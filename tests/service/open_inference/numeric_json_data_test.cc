@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -226,6 +227,66 @@ TEST(NumericJsonData, RandomFloatsInEveryPrintedFormDecodeAsTheTreeDoes) {
     for (const char* datatype : {"FP32", "FP16", "BF16"}) {
       ExpectSameBothWays(Body(datatype, count, data));
     }
+  }
+}
+
+// Numbers whose digits are below 2^53 and whose power of ten is within
+// 22 are computed from their digits (one exact product or quotient), not
+// converted from the text: each must be the double std::from_chars gives,
+// bit for bit, at the edges of that path and beyond them.
+TEST(NumericJsonData, NumbersComputedFromTheirDigitsAreTheDoublesTheTextNames) {
+  std::mt19937_64 rng(11);
+  std::vector<std::string> texts = {"9007199254740991",
+                                    "9007199254740992",
+                                    "9007199254740993",
+                                    "0.9007199254740991",
+                                    "9007199254740991e22",
+                                    "9007199254740991e-22",
+                                    "1e22",
+                                    "1e23",
+                                    "1e-22",
+                                    "1e-23",
+                                    "-0.0",
+                                    "0.000000000000000000001",
+                                    "123456789.123456",
+                                    "0.1",
+                                    "0.3",
+                                    "2.2250738585072014e-308"};
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t digits = rng() % (uint64_t{1} << std::uniform_int_distribution<int>(1, 54)(rng));
+    const int power = std::uniform_int_distribution<int>(-26, 26)(rng);
+    const std::string sign = rng() % 2 ? "-" : "";
+    if (i % 2) {
+      texts.push_back(sign + std::to_string(digits) + "e" + std::to_string(power));
+    } else {
+      // The same digits with a decimal point (a negative power only).
+      std::string d = std::to_string(digits);
+      const size_t point = static_cast<size_t>(std::min<int>(std::abs(power), 20));
+      if (d.size() <= point) d.insert(0, point - d.size() + 1, '0');
+      d.insert(d.size() - point, point ? "." : "");
+      texts.push_back(sign + d);
+    }
+  }
+  std::string array = "[";
+  for (size_t i = 0; i < texts.size(); ++i) array += (i ? "," : "") + texts[i];
+  array += "]";
+  std::string out;
+  ASSERT_TRUE(DecodeNumericData(array, DType::kFloat64, static_cast<int64_t>(texts.size()), &out));
+  ASSERT_EQ(out.size(), texts.size() * sizeof(double));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    double expected = 0;
+    const std::string& text = texts[i];
+    const bool integer = text.find_first_of(".eE") == std::string::npos;
+    if (integer) {
+      int64_t n = 0;
+      std::from_chars(text.data(), text.data() + text.size(), n);
+      expected = static_cast<double>(n);
+    } else {
+      std::from_chars(text.data(), text.data() + text.size(), expected);
+    }
+    double got = 0;
+    std::memcpy(&got, out.data() + i * sizeof(double), sizeof(double));
+    ASSERT_EQ(std::memcmp(&got, &expected, sizeof(double)), 0) << text << ": " << got << " against " << expected;
   }
 }
 
