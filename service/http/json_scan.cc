@@ -1,52 +1,86 @@
 #include "service/http/json_scan.h"
 
+#include <array>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace infergate {
 
+namespace {
+
+// What a byte outside a string is to the scan. Most of a tensor's text is
+// kPlain (digits, signs, points, spaces) or kComma, which are 0 and 1: one
+// look-up, one well-predicted branch and an add for each (a branch per
+// comma, one byte in seven of a list of floats, mispredicted often).
+enum ByteClass : uint8_t { kPlain = 0, kComma = 1, kQuote, kOpen, kClose, kColon, kNul };
+
+constexpr std::array<uint8_t, 256> kByteClasses = [] {
+  std::array<uint8_t, 256> classes{};
+  classes[static_cast<uint8_t>('"')] = kQuote;
+  classes[static_cast<uint8_t>('[')] = kOpen;
+  classes[static_cast<uint8_t>('{')] = kOpen;
+  classes[static_cast<uint8_t>(']')] = kClose;
+  classes[static_cast<uint8_t>('}')] = kClose;
+  classes[static_cast<uint8_t>(',')] = kComma;
+  classes[static_cast<uint8_t>(':')] = kColon;
+  classes[0] = kNul;
+  return classes;
+}();
+
+}  // namespace
+
 JsonScan ScanJson(absl::string_view text) {
   JsonScan scan;
   int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
   uint64_t separators = 0;  // ',' outside strings: one more value each
   uint64_t containers = 0;
-  uint64_t string_chars = 0;  // of the string being read
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '\0' && scan.first_nul < 0) scan.first_nul = static_cast<int64_t>(i);
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-        ++scan.strings;
-        // Escapes make the text longer than the string: an upper bound.
-        if (string_chars > JsonScan::kInlineStringChars) scan.string_heap += string_chars + 1 + 16;
-        continue;
-      }
-      ++string_chars;
+  const size_t size = text.size();
+  const char* const data = text.data();
+  for (size_t i = 0; i < size; ++i) {
+    const uint8_t byte_class = kByteClasses[static_cast<uint8_t>(data[i])];
+    if (byte_class <= kComma) {
+      separators += byte_class;
       continue;
     }
-    switch (c) {
-      case '"':
-        in_string = true;
-        string_chars = 0;
-        break;
-      case '[':
-      case '{':
+    switch (byte_class) {
+      case kColon: ++scan.members; break;
+      case kOpen:
         ++containers;
         if (++depth > scan.max_depth) scan.max_depth = depth;
         break;
-      case ']':
-      case '}':
+      case kClose:
         if (depth > 0) --depth;
         break;
-      case ',': ++separators; break;
-      case ':': ++scan.members; break;
+      case kNul:
+        if (scan.first_nul < 0) scan.first_nul = static_cast<int64_t>(i);
+        break;
+      case kQuote: {
+        // A string, to its closing quote (or the text's end).
+        uint64_t string_chars = 0;
+        bool closed = false;
+        for (++i; i < size; ++i) {
+          const char c = data[i];
+          if (c == '\0' && scan.first_nul < 0) scan.first_nul = static_cast<int64_t>(i);
+          if (c == '"') {
+            closed = true;
+            break;
+          }
+          ++string_chars;
+          if (c == '\\' && i + 1 < size) {
+            // The escaped character is the string's too (a NUL among them).
+            ++i;
+            if (data[i] == '\0' && scan.first_nul < 0) scan.first_nul = static_cast<int64_t>(i);
+            ++string_chars;
+          }
+        }
+        if (closed) {
+          ++scan.strings;
+          // Escapes make the text longer than the string: an upper bound.
+          if (string_chars > JsonScan::kInlineStringChars) scan.string_heap += string_chars + 1 + 16;
+        }
+        break;
+      }
       default: break;
     }
   }

@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace infergate {
 namespace {
@@ -78,6 +81,78 @@ TEST(JsonScan, TreeBytesGrowWithValuesNotBytes) {
   EXPECT_GE(ScanJson(letters).TreeBytes(), 1000 * (JsonScan::kTreeBytesPerValue + JsonScan::kTreeBytesPerString));
   EXPECT_EQ(ScanJson(letters).strings, 1000u);
   EXPECT_EQ(ScanJson(R"({"key": "a string longer than fifteen", "b": "\"q\""})").strings, 4u);
+}
+
+// The scan byte by byte, one state per byte, as it was first written: the
+// table-driven scan must give the very same counts on any text, JSON or
+// not (escapes at the end, NULs in strings, unclosed strings).
+JsonScan ReferenceScan(absl::string_view text) {
+  JsonScan scan;
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  uint64_t separators = 0, containers = 0, string_chars = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\0' && scan.first_nul < 0) scan.first_nul = static_cast<int64_t>(i);
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+        ++scan.strings;
+        if (string_chars > JsonScan::kInlineStringChars) scan.string_heap += string_chars + 1 + 16;
+        continue;
+      }
+      ++string_chars;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      string_chars = 0;
+    } else if (c == '[' || c == '{') {
+      ++containers;
+      depth += 1;
+      scan.max_depth = std::max(scan.max_depth, depth);
+    } else if (c == ']' || c == '}') {
+      if (depth > 0) --depth;
+    } else if (c == ',') {
+      ++separators;
+    } else if (c == ':') {
+      ++scan.members;
+    }
+  }
+  scan.values = separators + 2 * containers + 1;
+  return scan;
+}
+
+TEST(JsonScan, CountsAsTheBytewiseScanDoesOnAnyText) {
+  std::mt19937 rng(5);
+  const std::string alphabet = std::string("[]{}\",:0123456789.-e aZ\\") + std::string(1, '\0');
+  std::vector<std::string> texts = {"",
+                                    "\"",
+                                    "\"\\",
+                                    "\"\\\"",
+                                    "\"abc\\\"def\"",
+                                    "[\"\\\0\"]",
+                                    "\"" + std::string(40, 'x') + "\",\"" + std::string(15, 'y') + "\""};
+  for (int i = 0; i < 3000; ++i) {
+    std::string text(std::uniform_int_distribution<size_t>(0, 80)(rng), ' ');
+    for (char& c : text) c = alphabet[std::uniform_int_distribution<size_t>(0, alphabet.size() - 1)(rng)];
+    texts.push_back(text);
+  }
+  for (const std::string& text : texts) {
+    const JsonScan got = ScanJson(text);
+    const JsonScan want = ReferenceScan(text);
+    ASSERT_EQ(got.values, want.values) << text;
+    ASSERT_EQ(got.members, want.members) << text;
+    ASSERT_EQ(got.max_depth, want.max_depth) << text;
+    ASSERT_EQ(got.first_nul, want.first_nul) << text;
+    ASSERT_EQ(got.strings, want.strings) << text;
+    ASSERT_EQ(got.string_heap, want.string_heap) << text;
+  }
 }
 
 }  // namespace
