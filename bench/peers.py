@@ -26,7 +26,14 @@ API) replay one pre-encoded request on N streams of one connection. Rows run in 
 machine's drift falls on every server alike; each figure is the mean of
 the two rounds (percentiles from both rounds' requests together). Every
 server stays up throughout: an idle one's threads take some CPU from the
-measured one on this 2-core machine, alike for all.
+measured one on this 2-core machine, alike for all. LitServe's servers are
+the exception: idle, each (its API process and its workers) keeps about a
+quarter of a core busy polling, so with one per model they took some 95%
+of a core from every row; each is stopped (SIGSTOP) while a row other than
+its own runs, and continued (SIGCONT) before its own row's warm-up.
+(Stopping TorchServe the same way was tried: it answered a third to two
+thirds less after each resume, so it stays up; idle, its Java front end
+and workers take about 3% of a core.)
 
 CPU per request: the user and system time of the server's whole process
 tree (TorchServe's Java front end and its Python workers; LitServe's API
@@ -103,10 +110,25 @@ def post_json(url, body):
 
 class Peer:
     """A started server: its name, processes, and per model how a request
-    reaches it ({model: (url, body file)}; gRPC: {model: (url, frame)})."""
+    reaches it ({model: (url, body file)}; gRPC: {model: (url, frame)}).
+    `paused_when_idle`: {model: process} of servers stopped while a row
+    other than their model's runs (LitServe's)."""
 
-    def __init__(self, name, procs, rest, grpc=None):
+    def __init__(self, name, procs, rest, grpc=None, paused_when_idle=None):
         self.name, self.procs, self.rest, self.grpc = name, procs, rest, grpc or {}
+        self.paused_when_idle = paused_when_idle or {}
+
+
+def pause_idle(peers, active=None, model=None):
+    """Stops every server that polls when idle, but `active`'s for `model`,
+    which is continued; with no `active`, continues them all."""
+    for peer in peers:
+        for served, proc in peer.paused_when_idle.items():
+            run = active is None or (peer is active and served == model)
+            try:
+                os.killpg(proc.pid, signal.SIGCONT if run else signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
 
 
 class Model:
@@ -274,7 +296,7 @@ def grpc_unary(address, path, message):
 def start_litserve(args, work, models, served):
     """One LitServe server per model (LitServe serves one API per path; two
     servers keep each model's batching its own), each with its workers."""
-    procs, rest = [], {}
+    procs, rest, by_model = [], {}, {}
     for model in served:
         spec = MODELS[model]
         port = free_port()
@@ -291,7 +313,8 @@ def start_litserve(args, work, models, served):
         body = peer_body(work, model)
         assert len(post_json(url, open(body, "rb").read())["logits"]) == spec.outputs
         rest[model] = (url, body)
-    return Peer("LitServe 0.2", procs, rest)
+        by_model[model] = procs[-1]
+    return Peer("LitServe 0.2", procs, rest, paused_when_idle=by_model)
 
 
 def h2load(peer, model, clients, seconds, log, grpc):
@@ -392,6 +415,7 @@ def main():
                                    "'litserve', m.version('litserve'), 'torch', torch.__version__)"],
                                   capture_output=True, text=True).stdout.strip()
         java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+        pause_idle(peers, peers[0])  # every LitServe server stopped while perf_analyzer measures infergate
         pa_report, pa_rows = perf_analyzer_report(args, peers[0].grpc["mlp"][0].split("/")[2],
                                                   peers[0].rest["mlp"][0].split("/")[2], work) \
             if "mlp" in served else ("", [])
@@ -405,6 +429,7 @@ def main():
             for c in clients:
                 order = rows[model] + rows[model][::-1]  # A B ... B A
                 for peer, name, grpc in order:
+                    pause_idle(peers, peer, name)
                     # (Pausing the other servers with SIGSTOP during a row was
                     # tried: TorchServe answered a third to two thirds less
                     # after each resume, so every server stays up throughout.)
@@ -413,6 +438,7 @@ def main():
                         peer.name, name, "gRPC" if grpc else "REST", c, r["rps"], r["errors"]), flush=True)
                     results.setdefault((peer.name, name, grpc, c), []).append(r)
     finally:
+        pause_idle(peers)  # a stopped process would not act on SIGTERM
         for p in peers:
             for proc in p.procs:
                 try:
@@ -433,7 +459,7 @@ def main():
              "Commit %s, this machine (%d cores), bench/peers.sh. %s; %s. Models (make-demo-models, TorchScript): "
              "%s; one row per request, batching on in every server (the largest batch and the wait as given, the "
              "wait in infergate and LitServe; TorchServe 1 ms, whose maxBatchDelay is in whole ms), %d workers of one LibTorch thread each, every server on Debian's LibTorch 2.6%s. Load: h2load, %d s per row after 1 s of warm-up, rows in one order then the reverse (A B ... B A) "
-             "per client count, every server up throughout; each figure the mean of two rounds. REST: N HTTP/1.1 connections, one request each "
+             "per client count, every server up throughout but LitServe's, each stopped while rows other than its own run (idle, each polled on a quarter of a core); each figure the mean of two rounds. REST: N HTTP/1.1 connections, one request each "
              "in flight; gRPC (infergate's Open Inference ModelInfer, raw tensor bytes; TorchServe's Predictions, the "
              "JSON body of its REST row): N streams on one connection. CPU ms per "
              "request: the server's process tree over the row (warm-up included) per request answered. Ratio: "
