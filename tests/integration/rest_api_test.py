@@ -147,7 +147,10 @@ def connection_limits(args, models, servers):
     those a connection gets 503 at once; the holders, which never finish a
     request, are closed once the request timeout passes (not before), and
     then inference is served again."""
-    cap, timeout_s, reserved = 4, 2.0, 32  # server.cc reserves 32 probe slots
+    # The request timeout must outlast the set-up below (the holders would
+    # be closed under it, and the last connection find a slot): 2 s did not
+    # under ASan on a loaded machine.
+    cap, timeout_s, reserved = 4, 5.0, 32  # server.cc reserves 32 probe slots
     server = Server(args.server, ["--model-repository=" + models, "--http-max-connections=%d" % cap,
                                   "--http-request-timeout=%dms" % int(timeout_s * 1000)],
                     os.path.join(WORK, "limits.log"))
@@ -167,7 +170,10 @@ def connection_limits(args, models, servers):
     check(probe.startswith(b"HTTP/1.1 200"), "a probe on a reserved slot: %r" % probe[:300])
     # Fill the reserved slots too: the next connection is refused at once.
     probes = [raw_connection(http, b"G") for _ in range(reserved)]
+    set_up = time.time() - started
     full = read_answer(raw_connection(http))
+    check(set_up < timeout_s * 0.9, "the set-up took %.1f s, past the request timeout (%.1f s): the holders may be "
+          "closed already, so no check of the slots can hold" % (set_up, timeout_s))
     check(full.startswith(b"HTTP/1.1 503") and b"too many connections" in full,
           "a connection past every slot: %r" % full[:300])
     # Every holder is closed by the server, none before the request timeout.
