@@ -133,14 +133,9 @@ class AsyncCall {
         break;
       case Event::kWritten: OnWriteDone(ok); break;
       case Event::kRetry: {
-        bool woken;
-        {
-          MutexLock lock(retry_->mu);
-          retry_->set = false;
-          woken = std::exchange(retry_->woken, false);
-        }
         // Woken by the gate (a slot came free: the alarm was cancelled), or
         // its time came.
+        const bool woken = retry_->Fired();
         if ((ok || woken) && waiting_ && !gone_) AskToRead(/*again=*/true);
         break;
       }
@@ -162,7 +157,7 @@ class AsyncCall {
             // Never read: out of line, and the call ends here.
             context_.gate.Leave(this);
             waiting_ = false;
-            CancelRetry();
+            retry_->Cancel();
             OnLeftUnread();
           }
         }
@@ -232,13 +227,7 @@ class AsyncCall {
     // Asks again after a short wait, longer as it goes on (to 8 ms).
     waiting_ = true;
     ++outstanding_;
-    {
-      MutexLock lock(retry_->mu);
-      // Woken before the alarm was set: it goes off at once.
-      const auto now = std::chrono::system_clock::now();
-      retry_->set = true;
-      retry_->alarm.Set(queue_, std::exchange(retry_->woken, false) ? now : now + retry_wait_, &retry_tag_);
-    }
+    retry_->Set(queue_, retry_wait_, &retry_tag_);
     retry_wait_ = std::min(retry_wait_ * 2, kLastRetry);
   }
 
@@ -314,23 +303,39 @@ class AsyncCall {
   // (on any thread, outside its lock) when a slot comes free by cancelling
   // the alarm, whose event then comes back at once. Shared, so that a wake
   // that comes after the call is gone finds it alive (and not set).
-  struct RetryAlarm {
-    Mutex mu;
-    grpc::Alarm alarm ABSL_GUARDED_BY(mu);
-    bool set ABSL_GUARDED_BY(mu) = false;
-    bool woken ABSL_GUARDED_BY(mu) = false;  // ask again when the event comes, or at once if not set
-
-    void Wake() {
-      MutexLock lock(mu);
-      woken = true;
-      if (set) alarm.Cancel();
+  class RetryAlarm {
+   public:
+    // Sets the alarm to go off on `queue` with `tag` after `wait`, or at
+    // once when woken since its last event.
+    void Set(grpc::ServerCompletionQueue* queue, std::chrono::microseconds wait, Tag* tag) {
+      MutexLock lock(mu_);
+      const auto now = std::chrono::system_clock::now();
+      set_ = true;
+      alarm_.Set(queue, std::exchange(woken_, false) ? now : now + wait, tag);
     }
+    // The gate's wake (any thread): the alarm goes off now, or at once
+    // when next set.
+    void Wake() { Cancel(/*woken=*/true); }
+    // The call ends unread: the alarm goes off now, not woken.
+    void Cancel() { Cancel(/*woken=*/false); }
+    // Its event came back: whether it was woken.
+    bool Fired() {
+      MutexLock lock(mu_);
+      set_ = false;
+      return std::exchange(woken_, false);
+    }
+
+   private:
+    void Cancel(bool woken) {
+      MutexLock lock(mu_);
+      woken_ = woken;
+      if (set_) alarm_.Cancel();
+    }
+    Mutex mu_;
+    grpc::Alarm alarm_ ABSL_GUARDED_BY(mu_);
+    bool set_ ABSL_GUARDED_BY(mu_) = false;
+    bool woken_ ABSL_GUARDED_BY(mu_) = false;
   };
-  void CancelRetry() {
-    MutexLock lock(retry_->mu);
-    retry_->woken = false;
-    if (retry_->set) retry_->alarm.Cancel();
-  }
   const std::shared_ptr<RetryAlarm> retry_ = std::make_shared<RetryAlarm>();
   grpc::Alarm read_timer_;
 };

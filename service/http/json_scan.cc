@@ -59,20 +59,16 @@ JsonScan ScanJson(absl::string_view text) {
         // A string, to its closing quote (or the text's end).
         uint64_t string_chars = 0;
         bool closed = false;
+        bool escaped = false;
         for (++i; i < size; ++i) {
           const char c = data[i];
           if (c == '\0' && scan.first_nul < 0) scan.first_nul = static_cast<int64_t>(i);
-          if (c == '"') {
+          if (c == '"' && !escaped) {
             closed = true;
             break;
           }
           ++string_chars;
-          if (c == '\\' && i + 1 < size) {
-            // The escaped character is the string's too (a NUL among them).
-            ++i;
-            if (data[i] == '\0' && scan.first_nul < 0) scan.first_nul = static_cast<int64_t>(i);
-            ++string_chars;
-          }
+          escaped = c == '\\' && !escaped;
         }
         if (closed) {
           ++scan.strings;

@@ -32,6 +32,15 @@ IntakeGate::Options Options(uint64_t max_message, size_t max_waiting, FakeClock*
   return o;
 }
 
+// Marks `peer` as a connection of small messages (the fast lane's), as a
+// read of one does.
+void SendSmall(IntakeGate& gate, const std::string& peer) {
+  IntakeGate::Ticket t;
+  int w = 0;
+  ASSERT_EQ(gate.Ask(&w, peer, kLarge, &t), Turn::kAdmitted);
+  ASSERT_TRUE(gate.Read(peer, 100, &t).ok());
+}
+
 // Marks `peer` as a connection of large messages, as a read of one does.
 void SendLarge(IntakeGate& gate, const std::string& peer, uint64_t bytes = 24 * kMiB) {
   IntakeGate::Ticket t;
@@ -163,12 +172,7 @@ TEST(IntakeGate, AFastReadThatOutgrowsTheBudgetIsRefused) {
 TEST(IntakeGate, FastReadsAreFewAtOnce) {
   InflightBudget budget(1000 * kMiB);
   IntakeGate gate(&budget, Options(32 * kMiB, 8));
-  {
-    IntakeGate::Ticket t;
-    int w = 0;
-    ASSERT_EQ(gate.Ask(&w, "small", kLarge, &t), Turn::kAdmitted);
-    ASSERT_TRUE(gate.Read("small", 100, &t).ok());
-  }
+  SendSmall(gate, "small");
   absl::StatusOr<InflightBudget::Reservation> rest = budget.Reserve(budget.limit() - 10 * kMiB);
   ASSERT_TRUE(rest.ok());
   std::vector<IntakeGate::Ticket> fast(IntakeGate::kMaxFastReads + 1);
@@ -200,12 +204,7 @@ TEST(IntakeGate, FastReadsAreFewAtOnce) {
 TEST(IntakeGate, AReadThatEndsWakesTheLongestWaitingSlotWaiter) {
   InflightBudget budget(1000 * kMiB);
   IntakeGate gate(&budget, Options(32 * kMiB, 8));
-  {
-    IntakeGate::Ticket t;
-    int w = 0;
-    ASSERT_EQ(gate.Ask(&w, "small", kLarge, &t), Turn::kAdmitted);
-    ASSERT_TRUE(gate.Read("small", 100, &t).ok());
-  }
+  SendSmall(gate, "small");
   constexpr int kSlots = IntakeGate::kMaxFastReads;
   std::vector<IntakeGate::Ticket> held(kSlots);
   int holders[kSlots] = {};
