@@ -3,7 +3,8 @@
 # NVIDIA GPU and runs the CUDA path for real: device discovery (LibTorch and
 # NVML), placement, each precision against the CPU's answer, TorchScript and
 # AOTInductor (.pt2) models built for CUDA, the Prometheus device metrics,
-# throughput on the GPU, and several workers per GPU against one.
+# throughput on the GPU, several workers per GPU against one, and loads
+# from host copies under a cuda:0 budget too small for two models.
 #
 #   tests/gpu/cuda_check.sh PACKAGES_DIR OUT_DIR
 #
@@ -118,7 +119,7 @@ stop_server() {
 }
 
 step "demo models"
-with_deps "$build/tools/make-demo-models" "$models" > /dev/null && ls "$models"
+with_deps "$build/tools/make-demo-models" "$models" --with-bench-models > /dev/null && ls "$models"
 wait "$pt2_pid"; cat "$out/pt2.log" | grep -v Warning | tail -5
 
 step "server, one worker per GPU"
@@ -203,6 +204,26 @@ bench "cnn cuda:0 c64" --model cnn --device cuda:0 --concurrency 64
 echo "--- mlp and cnn together on cuda:0"
 together
 alive two
+stop_server
+
+step "host copies: a cuda:0 budget that holds heavy (15.7 MB) or mlp (1.6 MB) in FP32, not both"
+start_server copies --cache-budget "cuda:0=17000000" || exit 1
+cli infer --model heavy --device cpu --precision FP32 --show 3
+cli infer --model mlp --device cpu --precision FP32 --show 3
+for round in 1 2 3; do
+  echo "--- round $round"
+  cli infer --model heavy --device cuda:0 --precision FP32 --show 3
+  cli infer --model mlp --device cuda:0 --precision FP32 --show 3
+done
+python3 - <<'PY'
+import urllib.request
+metrics = urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=30).read().decode()
+for l in metrics.splitlines():
+    if not l.startswith("#") and ("host_copy" in l or "model_loads" in l or "evict" in l):
+        print(" ", l[:200])
+PY
+grep -iE "evict|host cop|demot|loaded (heavy|mlp)" "$out/server-copies.log" | head -20
+alive copies
 stop_server
 grep -ciE "error|fatal" "$out"/server-*.log
 step "done"
