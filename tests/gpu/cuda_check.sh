@@ -92,7 +92,11 @@ cli() { with_deps timeout 60 "$build/tools/infergate-cli" --address 127.0.0.1:50
 server_pid=""
 start_server() {  # NAME FLAGS...: serves $models; waits for it to listen
   local name=$1; shift
-  with_deps "$build/service/infergate" --address 127.0.0.1:50051 --http-address 127.0.0.1:8000 \
+  # Started directly, not through with_deps: a function run in the
+  # background is a subshell, whose pid $! would be, and SIGTERM would end
+  # it and leave the server holding its ports.
+  LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$build/service/infergate" --address 127.0.0.1:50051 --http-address 127.0.0.1:8000 \
     --metrics-address 127.0.0.1:9464 --model-repository "$models" "$@" > "$out/server-$name.log" 2>&1 &
   server_pid=$!
   # Ready once warm-up (accuracy checks and a first run of each warm-up
