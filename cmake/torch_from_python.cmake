@@ -16,6 +16,14 @@
 # backend registers itself when they load. The build tree's RPATH names the
 # wheel's lib folder, whose libraries find the NVIDIA packages' own.
 #
+# libstdc++ is named before LibTorch's libraries, so the server lists it
+# first among the libraries it needs and the dynamic loader finds the C++
+# library's functions there: the wheel's libraries carry private copies
+# of some (libtorch_cpu's std::filesystem, with no symbol versions, which
+# satisfy any versioned reference), and a server that found those first
+# called them (torch 2.11's remove_all jumped to address 0). tests/pypi/run.sh
+# checks every binding of the server's.
+#
 # Defines the imported target `torch` and Torch_VERSION, as
 # find_package(Torch) does.
 function(infergate_torch_from_python python)
@@ -53,7 +61,7 @@ function(infergate_torch_from_python python)
   set_target_properties(torch PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${dir}/include;${dir}/include/torch/csrc/api/include"
     INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=${cxx11_abi}"
-    INTERFACE_LINK_LIBRARIES "-Wl,--push-state,--no-as-needed;${libs};-Wl,--pop-state")
+    INTERFACE_LINK_LIBRARIES "-Wl,--push-state,--no-as-needed;-lstdc++;${libs};-Wl,--pop-state")
   set(Torch_VERSION "${version}" PARENT_SCOPE)
   set(Torch_DIR "${dir}" PARENT_SCOPE)
   if(cuda)

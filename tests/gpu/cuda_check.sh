@@ -57,6 +57,7 @@ step "configure"
 # library, so infergate's generated code linked no protobuf at all, and they
 # spend 40 s detecting a CUDA compiler infergate does not
 # use (its code reaches the GPU through LibTorch's device-generic API only).
+# libstdc++ comes first (cmake/torch_from_python.cmake says why).
 cuda_include=""
 [ -n "$nvcc_path" ] && cuda_include=";$(dirname "$(dirname "$(readlink -f "$nvcc_path")")")/include"
 mkdir -p "$work/torch-config"
@@ -65,7 +66,7 @@ add_library(torch INTERFACE IMPORTED)
 set_target_properties(torch PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "$torch_dir/include;$torch_dir/include/torch/csrc/api/include$cuda_include"
   INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1"
-  INTERFACE_LINK_LIBRARIES "-Wl,--no-as-needed;$torch_dir/lib/libtorch_cuda.so;$torch_dir/lib/libc10_cuda.so;$torch_dir/lib/libtorch.so;$torch_dir/lib/libtorch_cpu.so;$torch_dir/lib/libc10.so")
+  INTERFACE_LINK_LIBRARIES "-Wl,--no-as-needed;-lstdc++;$torch_dir/lib/libtorch_cuda.so;$torch_dir/lib/libc10_cuda.so;$torch_dir/lib/libtorch.so;$torch_dir/lib/libtorch_cpu.so;$torch_dir/lib/libc10.so")
 set(TORCH_FOUND TRUE)
 CMAKE
 # Debian's pkg-config files (re2's, read by gRPC's CMake files) give -l

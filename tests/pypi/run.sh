@@ -123,6 +123,24 @@ if grep -q "not found" <<<"$linked"; then
 fi
 echo "the PyPI-LibTorch server links LibTorch's CUDA libraries (libtorch_cuda, libc10_cuda, libcudart)"
 
+# The wheel's libraries export private copies of parts of the C++ library
+# (libtorch_cpu: std::filesystem, 142 functions in 2.15) with no symbol
+# versions, which satisfy any versioned reference: a server that lists
+# them before libstdc++ calls them instead of the system's (torch 2.11's
+# remove_all jumped to address 0 on an H200, ending the server at its
+# first AOTInductor load after a crash: cmake/torch_from_python.cmake
+# says how it is linked now). Every binding the dynamic loader makes for
+# the server's own references, resolved at start (LD_BIND_NOW), must put
+# no std:: function in LibTorch.
+bindings=$(LD_BIND_NOW=1 LD_DEBUG=bindings "$build_dir/service/infergate" --help 2>&1 >/dev/null |
+  grep -E "binding file [^ ]*/service/infergate \[0\] to [^ ]*(torch|c10)[^ ]* \[0\]: normal symbol .(_ZNSt|_ZNKSt|_ZSt)" || true)
+if [ -n "$bindings" ]; then
+  echo "the PyPI-LibTorch server binds $(wc -l <<<"$bindings") C++ library functions to LibTorch's copies, e.g.:" >&2
+  head -5 <<<"$bindings" >&2
+  exit 1
+fi
+echo "the PyPI-LibTorch server binds no C++ library function to LibTorch's private copies"
+
 [ "$build_only" = 0 ] || exit 0
 
 # A skipped test fails the run, as in tests/run.sh. CTest's first run in a
