@@ -41,6 +41,7 @@ simulated device's memory peak against its budget) and the moves.
     churn.py --server BIN --proto-dir proto --models DIR [--seconds 60] [--smoke]
 """
 import argparse
+import csv
 import math
 import os
 import random
@@ -428,11 +429,13 @@ def main():
                         r["row"], sent, model, latency * 1000, ok, device, reason.replace(",", ";"), compute_us,
                         queue_us, path, expected_us / 1000))
     if args.csv:
-        with open(args.csv, "w") as f:
+        with open(args.csv, "w", newline="") as f:
+            # Quoted where a field holds a comma (a failure's message).
             keys = [k for k in results[0].keys() if k not in ("per_request", "cpu_alone")]
-            f.write(",".join(keys) + "\n")
+            out = csv.writer(f, lineterminator="\n")
+            out.writerow(keys)
             for r in results:
-                f.write(",".join(str(r[k]) for k in keys) + "\n")
+                out.writerow([r[k] for k in keys])
     bad = [r["row"] for r in results if r["exit"] != 0]
     if bad:
         igtest.fail("server exited uncleanly in rows %s" % bad)

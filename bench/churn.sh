@@ -10,6 +10,9 @@
 #   bench/churn.sh                      full run (about 9 minutes; 2.5 GB of models in a temporary folder)
 #   CHURN_SMOKE=1 bench/churn.sh        6 models of 2-8 MB, 10 s per row (the test's smoke run)
 #   CHURN_ARGS="--rate 30" bench/churn.sh   more arguments for churn.py
+#   CHURN_SEEDS="1 2 3" bench/churn.sh  one run per seed (arrivals and popular sets), the same models,
+#                                       then churn-<stamp>-seeds.md: each figure's median and spread
+#                                       over the seeds (bench/churn_seeds.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . deploy/platform.sh
@@ -33,8 +36,24 @@ else
 fi
 mkdir -p "$out_dir"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
-# shellcheck disable=SC2086 # CHURN_ARGS is split on purpose
-python3 bench/churn.py --server "$build_dir/service/infergate" --proto-dir proto --models "$work/models" \
-  --work "$work" --out "$out_dir/churn-$stamp.md" --csv "$out_dir/churn-$stamp.csv" \
-  --requests-csv "$out_dir/churn-$stamp-requests.csv" "$@" ${CHURN_ARGS:-}
-echo "written: $out_dir/churn-$stamp.md"
+run() {  # NAME ARGS...: one run of churn.py, its files named churn-NAME
+  local name=$1; shift
+  # shellcheck disable=SC2086 # CHURN_ARGS is split on purpose
+  python3 bench/churn.py --server "$build_dir/service/infergate" --proto-dir proto --models "$work/models" \
+    --work "$work/$name" --out "$out_dir/churn-$name.md" --csv "$out_dir/churn-$name.csv" \
+    --requests-csv "$out_dir/churn-$name-requests.csv" "$@" ${CHURN_ARGS:-}
+  echo "written: $out_dir/churn-$name.md"
+}
+if [ -z "${CHURN_SEEDS:-}" ]; then
+  run "$stamp" "$@"
+  exit 0
+fi
+csvs=()
+for seed in $CHURN_SEEDS; do
+  run "$stamp-seed$seed" --seed "$seed" "$@"
+  csvs+=("$out_dir/churn-$stamp-seed$seed.csv")
+done
+# shellcheck disable=SC2086 # the seeds' list is split on purpose
+python3 bench/churn_seeds.py --seeds "$(echo $CHURN_SEEDS | tr ' ' ',')" \
+  --out "$out_dir/churn-$stamp-seeds.md" "${csvs[@]}"
+echo "written: $out_dir/churn-$stamp-seeds.md"
