@@ -10,6 +10,9 @@ same arrivals:
                     objective the tail (the default)
   policy, no host copies   (--compare-host-copies) the policy with
                     --host-copy-share=0: every load reads its file
+  policy, displacing   (--compare-displacing) the policy with
+                    --load-and-run-displaces: a request's load and run may
+                    evict idle copies when the device has no free room
   policy mean       the same with --move-objective=mean
   evict-and-reload  --background-moves=false --host-copy-share=0: the least
                     recently used model is evicted and the next request for
@@ -321,6 +324,8 @@ def main():
     ap.add_argument("--transfer-latency", default="2ms")
     ap.add_argument("--settle", type=float, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--compare-displacing", action="store_true",
+                    help="a row more: the policy with --load-and-run-displaces")
     ap.add_argument("--compare-host-copies", action="store_true",
                     help="a row more: the policy with every load reading its file (--host-copy-share=0)")
     ap.add_argument("--out", help="markdown file for the table (printed too)")
@@ -357,6 +362,8 @@ def main():
         ("evict-and-reload", ["--background-moves=false", "--host-copy-share=0"]),
         ("all resident", None),
     ]
+    if args.compare_displacing:
+        rows.insert(1, ("policy, displacing", ["--load-and-run-displaces"]))
     if args.compare_host_copies:
         rows.insert(1, ("policy, no host copies", ["--host-copy-share=0"]))
     results = []

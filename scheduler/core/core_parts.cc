@@ -167,14 +167,30 @@ std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const 
   const ModelKey key = there.key();
   std::optional<double> load = placement.LoadTime(key.model, key.device);
   if (!load) return std::nullopt;  // never loaded there: its load time is not guessed
-  // Only into room the device has now: a load that evicted another model
-  // would be evict-and-reload on the request path, and the two could take
-  // turns; displacing is the move policy's decision (move_policy.h).
+  // Into room the device has now. Unless load and run may displace, a load
+  // that evicted another model would be evict-and-reload on the request
+  // path, and the two could take turns; displacing is then the move
+  // policy's decision (move_policy.h). When it may, only copies that have
+  // been resident for the move policy's minimum residence count as room.
   const uint64_t budget = models.Budget(key.device);
-  if (budget > 0 && models.ResidentBytes(key.device) + models.ExpectedFootprint(there).total() > budget) {
-    return std::nullopt;
+  if (budget > 0) {
+    const uint64_t needed = models.ExpectedFootprint(there).total();
+    uint64_t held = models.ResidentBytes(key.device);
+    if (held + needed > budget && options.load_and_run_displaces) held -= DisplaceableBytes(key.device);
+    if (held + needed > budget) return std::nullopt;
   }
   return *load + LinkQueueUs(key.device);
+}
+
+uint64_t CoreParts::DisplaceableBytes(const DeviceId& device) const {
+  const auto settled =
+      std::chrono::steady_clock::now() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                             std::chrono::duration<double>(options.placement.min_residence_s));
+  uint64_t bytes = 0;
+  for (const ResidentModel& r : models.Resident()) {
+    if (r.key.device == device && !r.pinned && r.in_flight == 0 && r.ready_since <= settled) bytes += r.bytes;
+  }
+  return bytes;
 }
 
 double CoreParts::LinkQueueUs(const DeviceId& device) const {

@@ -69,8 +69,12 @@ struct CoreParts {
   // The probe's load-and-run estimate for `there` (ready_path.h): the
   // model's load time learned on that device plus its link's queue; unset
   // when no load there was measured or its copy would not fit the device's
-  // budget without evicting another.
+  // budget without evicting another (with load_and_run_displaces: without
+  // evicting more than DisplaceableBytes).
   std::optional<double> LoadAndRunEstimateUs(const Route& there) const;
+  // Bytes of the copies on `device` a load may displace: idle, unpinned and
+  // resident for at least the move policy's minimum residence.
+  uint64_t DisplaceableBytes(const DeviceId& device) const;
   // What a move onto `device` would wait for its link now: its simulated
   // link's queue; 0 on a real device (not measured there yet).
   double LinkQueueUs(const DeviceId& device) const;

@@ -68,6 +68,14 @@ struct SchedulerOptions {
   // demoted model) starts from there, without reading or deserialising the
   // file. 0: off (every load reads the file).
   double host_copy_share = 0.5;
+  // Load and run may displace (ready_path.h): a request whose model would
+  // finish sooner loaded onto its best device than on a ready copy elsewhere
+  // takes that path also when the device has no free room, if idle,
+  // unpinned copies resident there for at least the move policy's minimum
+  // residence can make it (they are evicted by the load, least recently used
+  // first, and keep answering from CPU copies). false: load and run only
+  // into free room; displacing is the move policy's alone.
+  bool load_and_run_displaces = false;
   // The move policy's window, hysteresis and minimum residence, and how
   // often it decides (placement_controller.h).
   PlacementController::Options placement;

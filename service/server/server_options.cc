@@ -33,6 +33,7 @@ struct RawFlags {
   bool fair_queueing = true;
   bool precision_checks = true;
   bool background_moves = true;
+  bool load_and_run_displaces = false;
   double host_copy_share = 0.5;
   std::chrono::milliseconds move_window{10000};
   double move_hysteresis = 1.5;
@@ -128,6 +129,7 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.precision_checks = f.precision_checks;
   s.background_moves = f.background_moves;
   s.host_copy_share = f.host_copy_share;
+  s.load_and_run_displaces = f.load_and_run_displaces;
   s.placement.window_s = std::chrono::duration<double>(f.move_window).count();
   s.placement.hysteresis = f.move_hysteresis;
   if (f.move_objective == "tail") {
@@ -325,6 +327,11 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
                "loads (back onto the accelerator, or its cpu copy when demoted) start from there instead of "
                "reading and deserialising the file. 0: off.",
                Must<double>([](double v) { return v >= 0 && v <= 1; }, "must be 0..1"));
+  flags.Bool("load-and-run-displaces", &f.load_and_run_displaces,
+             "No cold start: a request whose model would finish sooner loaded onto its best accelerator than on "
+             "a ready copy elsewhere is sent there also when the accelerator has no free room, if idle copies "
+             "resident there for at least --move-min-residence can make it (they are evicted and answer from CPU "
+             "copies). false: it loads only into free room, and displacing is the move policy's alone.");
   flags.Duration("move-window", &f.move_window,
                  "The demand window of the move policy: a model's gain from an accelerator is its requests per "
                  "second x this x the time it saves per request there.",

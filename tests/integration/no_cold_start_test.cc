@@ -135,6 +135,13 @@ class NoColdStart : public ::testing::Test {
     v1::UnloadModelResponse unloaded;
     grpc::Status s = stub_->UnloadModel(&ctx, unload, &unloaded);
     EXPECT_TRUE(s.ok()) << s.error_message();
+    return AutoAfterMeasuringTheCpu(x);
+  }
+  // x's cpu latency measured (three requests there), then the placement of
+  // the next auto request for x and how many requests waited for a load on
+  // cuda:0 meanwhile.
+  std::pair<v1::Placement, double> AutoAfterMeasuringTheCpu(const std::string& x) {
+    grpc::Status s;
     v1::InferResponse resp;
     for (int i = 0; i < 3; ++i) EXPECT_TRUE(Infer(x, "cpu", v1::ALLOW, &resp).ok());
     const std::string before = ScrapeMetrics(*server_);
@@ -352,6 +359,49 @@ TEST_F(NoColdStart, AutoLoadsAndRunsWhenThatIsFasterThanTheReadyCopy) {
 // 1000x: the demo mlp took 8.8 ms a request under ASan on a loaded machine
 // once, which 1000x made 8.8 s on the CPU, and loading (3 s) rightly won;
 // 30x keeps the CPU ten times faster than a load even then.
+// cuda:0 full (y resident there, idle), x's cpu copy 1000x slower: with
+// --load-and-run-displaces, x's request loads x onto cuda:0, evicting y
+// (which still answers); without it, or while y has been resident for
+// less than the minimum residence, it takes x's ready cpu copy and leaves
+// displacing to the move policy (asleep here).
+class LoadAndRunWhileFull : public NoColdStart {
+ protected:
+  void Expect(const std::vector<std::string>& extra, const std::string& device, const std::string& path,
+              double waited) {
+    std::vector<std::string> flags = {"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000",
+                                      "--move-period=3600s"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    Start(flags);
+    ASSERT_FALSE(HasFatalFailure());
+    const auto [x, y] = DemotedAndResident();
+    ASSERT_FALSE(x.empty());
+    const auto [placement, loads_waited] = AutoAfterMeasuringTheCpu(x);
+    EXPECT_EQ(placement.device(), device) << server_->Log();
+    EXPECT_EQ(placement.ready_path(), path);
+    EXPECT_EQ(loads_waited, waited);
+    if (device == "cuda:0") {
+      // Displaced (x and y do not fit together). Otherwise a request that
+      // took the slow ready copy wakes the move policy, which may move x in
+      // at once: where y is then is not this test's.
+      const Where wy = WhereIs(y);
+      EXPECT_FALSE(wy.On(wy.resident, "cuda:0")) << "y still on cuda:0 beside x";
+    }
+    v1::InferResponse resp;
+    const grpc::Status s = Infer(y, "", v1::ALLOW, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+};
+
+TEST_F(LoadAndRunWhileFull, DisplacesAnIdleSettledCopyWhenAllowed) {
+  Expect({"--load-and-run-displaces"}, "cuda:0", "load_and_run", 1);
+}
+
+TEST_F(LoadAndRunWhileFull, TakesTheReadyCopyWhenNotAllowed) { Expect({}, "cpu", "resident", 0); }
+
+TEST_F(LoadAndRunWhileFull, TakesTheReadyCopyWhileTheResidentCopyHasNotSettled) {
+  Expect({"--load-and-run-displaces", "--move-min-residence=3600s"}, "cpu", "resident", 0);
+}
+
 TEST_F(NoColdStart, AutoKeepsTheReadyCopyWhenLoadingIsSlower) {
   Start({"--simulate-devices=cuda:0,transfer_latency=3s", "--simulate-cpu-slowdown=30", "--move-period=3600s"});
   ASSERT_FALSE(HasFatalFailure());

@@ -50,6 +50,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--fair-queueing", "true", "true"},
     {"--background-moves", "true", "true"},
     {"--host-copy-share", "0.5", "0.5"},
+    {"--load-and-run-displaces", "false", "false"},
     {"--move-window", "10000ms", "10s"},
     {"--move-hysteresis", "1.5", "1.5"},
     {"--move-objective", "\"tail\"", "tail"},
