@@ -176,7 +176,7 @@ std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const 
   if (budget > 0) {
     const uint64_t needed = models.ExpectedFootprint(there).total();
     uint64_t held = models.ResidentBytes(key.device);
-    if (held + needed > budget && options.load_and_run_displaces) held -= DisplaceableBytes(key.device);
+    if (held + needed > budget && options.load_and_run_displaces) held -= std::min(held, DisplaceableBytes(key.device));
     if (held + needed > budget) return std::nullopt;
   }
   return *load + LinkQueueUs(key.device);
