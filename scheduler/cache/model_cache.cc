@@ -88,11 +88,26 @@ ModelCache::Evicted ModelCache::EvictLocked(const DeviceId& device, uint64_t tar
   return evicted;
 }
 
+ModelCache::Room ModelCache::EvictForLocked(const DeviceId& device, uint64_t bytes, const ModelKey* keep,
+                                            Evicted* evicted) {
+  Room room;
+  auto found = budgets_.find(BudgetOwnerLocked(device));
+  room.budget = found == budgets_.end() ? 0 : found->second;
+  if (room.budget == 0) return room;
+  if (bytes > room.budget) {
+    room.held = HeldLocked(device, keep);
+    return room;
+  }
+  Evicted more = EvictLocked(device, room.budget - bytes, keep, &room.held);  // nothing if it fits already
+  evicted->insert(evicted->end(), more.begin(), more.end());
+  return room;
+}
+
 absl::Status ModelCache::MakeRoomLocked(const ModelKey& key, uint64_t bytes, const std::string& source,
                                         Evicted* evicted) {
-  auto found = budgets_.find(BudgetOwnerLocked(key.device));
-  if (found == budgets_.end() || found->second == 0) return absl::OkStatus();
-  const uint64_t budget = found->second;
+  const Room room = EvictForLocked(key.device, bytes, &key, evicted);
+  if (room.Fits(bytes)) return absl::OkStatus();
+  const uint64_t budget = room.budget;
   if (bytes > budget) {
     return WithDeviceFailure(
         absl::ResourceExhaustedError(
@@ -101,10 +116,7 @@ absl::Status ModelCache::MakeRoomLocked(const ModelKey& key, uint64_t bytes, con
                          FormatBytes(budget), " (", budget, " bytes): it can never be loaded there")),
         DeviceFailure::kTooLarge, "");
   }
-  uint64_t held = 0;
-  Evicted more = EvictLocked(key.device, budget - bytes, &key, &held);  // evicts nothing if it fits already
-  evicted->insert(evicted->end(), more.begin(), more.end());
-  if (held + bytes <= budget) return absl::OkStatus();
+  const uint64_t held = room.held;
   return WithDeviceFailure(
       absl::ResourceExhaustedError(absl::StrCat("no room for model ", key.ToString(), " on ", key.device.ToString(),
                                                 " now: it needs ", FormatBytes(bytes), " (", bytes, " bytes, ", source,
@@ -307,18 +319,13 @@ absl::Status ModelCache::HoldOutsideCopies(const DeviceId& device, uint64_t byte
   absl::Status held_now = absl::OkStatus();
   {
     MutexLock lock(mu_);
-    const DeviceId& owner = BudgetOwnerLocked(device);
-    auto found = budgets_.find(owner);
-    const uint64_t budget = found == budgets_.end() ? 0 : found->second;
-    uint64_t held = 0;
-    if (budget != 0 && bytes <= budget) evicted = EvictLocked(device, budget - bytes, nullptr, &held);
-    if (budget != 0 && (bytes > budget || held + bytes > budget)) {
-      held_now = absl::ResourceExhaustedError(
-          absl::StrCat(what, " needs ", FormatBytes(bytes), " of ", device.ToString(), "'s budget of ",
-                       FormatBytes(budget), ", and models in use, pinned or loading hold ",
-                       FormatBytes(bytes > budget ? HeldLocked(device, nullptr) : held)));
+    const Room room = EvictForLocked(device, bytes, nullptr, &evicted);
+    if (!room.Fits(bytes)) {
+      held_now = absl::ResourceExhaustedError(absl::StrCat(
+          what, " needs ", FormatBytes(bytes), " of ", device.ToString(), "'s budget of ", FormatBytes(room.budget),
+          ", and models in use, pinned or loading hold ", FormatBytes(room.held)));
     } else {
-      outside_[owner] += bytes;
+      outside_[BudgetOwnerLocked(device)] += bytes;
     }
   }
   Notify(evicted, EvictionReason::kBudget);

@@ -144,6 +144,19 @@ class ModelCache {
   // `held`, when set, receives what the others hold afterwards.
   Evicted EvictLocked(const DeviceId& device, uint64_t target, const ModelKey* keep, uint64_t* held = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What making room found on a device's budget: the budget (0: unlimited)
+  // and what the others held after the evictions.
+  struct Room {
+    uint64_t budget = 0;
+    uint64_t held = 0;
+    bool Fits(uint64_t bytes) const { return budget == 0 || (bytes <= budget && held + bytes <= budget); }
+  };
+  // Evicts idle unpinned copies on `device` (never `keep`) until `bytes`
+  // more fit its budget; none when the budget is unlimited, or smaller
+  // than `bytes` alone (nothing would make room). The one place both a
+  // model's admission and the host copies' hold make room.
+  Room EvictForLocked(const DeviceId& device, uint64_t bytes, const ModelKey* keep, Evicted* evicted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts until `bytes` for `key` fit beside the other models on its
   // device, or says why they cannot. `source` says where `bytes` came from.
   absl::Status MakeRoomLocked(const ModelKey& key, uint64_t bytes, const std::string& source, Evicted* evicted)
