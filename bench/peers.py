@@ -430,9 +430,9 @@ def main():
                 order = rows[model] + rows[model][::-1]  # A B ... B A
                 for peer, name, grpc in order:
                     pause_idle(peers, peer, name)
-                    # (Pausing the other servers with SIGSTOP during a row was
-                    # tried: TorchServe answered a third to two thirds less
-                    # after each resume, so every server stays up throughout.)
+                    # Only LitServe's servers are paused (pause_idle): stopped
+                    # with SIGSTOP between its rows, TorchServe answered a
+                    # third to two thirds less after each resume.
                     r = h2load(peer, name, c, args.seconds, os.path.join(work, "h2load.log"), grpc)
                     print("%-16s %-8s %-5s c=%-3d %8.1f req/s  errors %d" % (
                         peer.name, name, "gRPC" if grpc else "REST", c, r["rps"], r["errors"]), flush=True)

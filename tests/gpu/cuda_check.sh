@@ -30,7 +30,8 @@ work=/tmp/infergate-gpu
 build=$work/build
 models=$work/models
 mkdir -p "$work" "$models"
-with_deps() { LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+deps_library_path="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+with_deps() { LD_LIBRARY_PATH="$deps_library_path" "$@"; }
 
 step "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
@@ -96,7 +97,7 @@ start_server() {  # NAME FLAGS...: serves $models; waits for it to listen
   # Started directly, not through with_deps: a function run in the
   # background is a subshell, whose pid $! would be, and SIGTERM would end
   # it and leave the server holding its ports.
-  LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  LD_LIBRARY_PATH="$deps_library_path" \
     "$build/service/infergate" --address 127.0.0.1:50051 --http-address 127.0.0.1:8000 \
     --metrics-address 127.0.0.1:9464 --model-repository "$models" "$@" > "$out/server-$name.log" 2>&1 &
   server_pid=$!
