@@ -13,6 +13,9 @@ same arrivals:
   policy, displacing   (--compare-displacing) the policy with
                     --load-and-run-displaces: a request's load and run may
                     evict idle copies when the device has no free room
+  policy, no change detection   (--compare-change-detection) the policy
+                    with --demand-change-threshold=0: demand is the decaying
+                    rate alone, which follows a shift in windows, not seconds
   policy mean       the same with --move-objective=mean
   evict-and-reload  --background-moves=false --host-copy-share=0: the least
                     recently used model is evicted and the next request for
@@ -328,6 +331,8 @@ def main():
                     help="a row more: the policy with --load-and-run-displaces")
     ap.add_argument("--compare-host-copies", action="store_true",
                     help="a row more: the policy with every load reading its file (--host-copy-share=0)")
+    ap.add_argument("--compare-change-detection", action="store_true",
+                    help="a row more: the policy without change detection in demand (--demand-change-threshold=0)")
     ap.add_argument("--out", help="markdown file for the table (printed too)")
     ap.add_argument("--csv", help="csv file for the rows")
     ap.add_argument("--requests-csv", help="csv file for every request of every row")
@@ -364,6 +369,8 @@ def main():
     ]
     if args.compare_displacing:
         rows.insert(1, ("policy, displacing", ["--load-and-run-displaces"]))
+    if args.compare_change_detection:
+        rows.insert(1, ("policy, no change detection", ["--demand-change-threshold=0"]))
     if args.compare_host_copies:
         rows.insert(1, ("policy, no host copies", ["--host-copy-share=0"]))
     results = []

@@ -50,6 +50,7 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
           },
           &checker),
       lifecycle(repository, models, devices),
+      demand(options.demand),
       placement(PlacementController::Hooks{
                     [this] {
                       std::vector<DeviceId> accelerators;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "devices/device_id.h"
+#include "scheduler/routing/demand_meter.h"
 #include "scheduler/routing/placement_controller.h"
 #include "scheduler/routing/router_options.h"
 
@@ -79,6 +80,9 @@ struct SchedulerOptions {
   // The move policy's window, hysteresis and minimum residence, and how
   // often it decides (placement_controller.h).
   PlacementController::Options placement;
+  // How each model's demand is measured for the move policy: its window
+  // and the change detection that follows a step in it (demand_meter.h).
+  DemandMeter::Options demand;
   // Simulation only: a CPU run takes this many times its compute time (the
   // worker waits out the rest), so simulated accelerators, which compute on
   // the same CPU, are that much faster than the CPU as a real one would be.

@@ -40,6 +40,8 @@ struct RawFlags {
   std::string move_objective = "tail";
   std::chrono::milliseconds move_min_residence{5000};
   std::chrono::milliseconds move_period{1000};
+  std::chrono::milliseconds demand_window{10000};
+  double demand_change_threshold = 5;
   double simulate_cpu_slowdown = 1;
   std::chrono::milliseconds priority_aging{100};
   std::string cache_budget;  // "cpu=8GiB,cuda:0=20GiB"
@@ -132,6 +134,8 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.load_and_run_displaces = f.load_and_run_displaces;
   s.placement.window_s = std::chrono::duration<double>(f.move_window).count();
   s.placement.hysteresis = f.move_hysteresis;
+  s.demand.window = f.demand_window;
+  s.demand.change_threshold = f.demand_change_threshold;
   if (f.move_objective == "tail") {
     s.placement.objective = MoveObjective::kTail;
   } else if (f.move_objective == "mean") {
@@ -346,6 +350,15 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
                "tail).");
   flags.Duration("move-min-residence", &f.move_min_residence,
                  "A model that moved onto an accelerator is not displaced for this long.", NotNegative());
+  flags.Duration("demand-window", &f.demand_window,
+                 "A model's demand (the move policy's requests per second) decays with this time constant.",
+                 Must<Ms>([](Ms v) { return v.count() >= 100; }, "must be at least 100ms"));
+  flags.Double("demand-change-threshold", &f.demand_change_threshold,
+               "Change detection in a model's demand: when the evidence for its rate having doubled or halved "
+               "(a log-likelihood sum over its arrivals) passes this, its demand restarts from the rate since the "
+               "change began. Lower follows steps sooner and takes more false alarms; 0: off (the decaying rate "
+               "alone).",
+               Must<double>([](double v) { return v == 0 || (v >= 1 && v <= 100); }, "must be 0 or 1..100"));
   flags.Duration("move-period", &f.move_period,
                  "How often the move policy decides (and at once when a request ran away from its best device).",
                  Must<Ms>([](Ms v) { return v.count() >= 10; }, "must be at least 10ms"));

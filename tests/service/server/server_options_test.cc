@@ -55,6 +55,8 @@ constexpr DocumentedFlag kFlags[] = {
     {"--move-hysteresis", "1.5", "1.5"},
     {"--move-objective", "\"tail\"", "tail"},
     {"--move-min-residence", "5000ms", "5s"},
+    {"--demand-window", "10000ms", "10s"},
+    {"--demand-change-threshold", "5", "5"},
     {"--move-period", "1000ms", "1s"},
     {"--precision-checks", "true", "true"},
     {"--priority-aging", "100ms", "100ms"},
@@ -261,6 +263,8 @@ TEST(ServerOptions, BadValuesNameTheirFlag) {
                           "--min-receive-rate=1000",
                           "--modelmesh-load-timeout=0s",
                           "--move-hysteresis=nan",
+                          "--demand-window=50ms",
+                          "--demand-change-threshold=0.5",
                           "--max-string-elements=0"}) {
     const char* argv[] = {"infergate", bad};
     std::string help;
