@@ -16,6 +16,9 @@ same arrivals:
   policy, no change detection   (--compare-change-detection) the policy
                     with --demand-change-threshold=0: demand is the decaying
                     rate alone, which follows a shift in windows, not seconds
+  policy, staging   (--compare-staging SHARE) the policy with
+                    --staging-share=SHARE: that share of cuda:0's budget is
+                    left to requests that load and run
   policy mean       the same with --move-objective=mean
   evict-and-reload  --background-moves=false --host-copy-share=0: the least
                     recently used model is evicted and the next request for
@@ -333,6 +336,8 @@ def main():
                     help="a row more: the policy with every load reading its file (--host-copy-share=0)")
     ap.add_argument("--compare-change-detection", action="store_true",
                     help="a row more: the policy without change detection in demand (--demand-change-threshold=0)")
+    ap.add_argument("--compare-staging", type=float, metavar="SHARE",
+                    help="a row more: the policy with --staging-share=SHARE")
     ap.add_argument("--out", help="markdown file for the table (printed too)")
     ap.add_argument("--csv", help="csv file for the rows")
     ap.add_argument("--requests-csv", help="csv file for every request of every row")
@@ -369,6 +374,8 @@ def main():
     ]
     if args.compare_displacing:
         rows.insert(1, ("policy, displacing", ["--load-and-run-displaces"]))
+    if args.compare_staging:
+        rows.insert(1, ("policy, staging %g" % args.compare_staging, ["--staging-share=%g" % args.compare_staging]))
     if args.compare_change_detection:
         rows.insert(1, ("policy, no change detection", ["--demand-change-threshold=0"]))
     if args.compare_host_copies:

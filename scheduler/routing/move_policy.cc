@@ -35,12 +35,21 @@ MoveDecision DecideMoves(const MoveInputs& inputs) {
   // so the decision does not depend on the order it was given).
   std::vector<const MoveCandidate*> displaceable;
   for (const MoveCandidate* m : residents) {
-    if (!m->pinned && m->resident_for_s >= inputs.min_residence_s) displaceable.push_back(m);
+    if (!m->pinned && (m->staged || m->resident_for_s >= inputs.min_residence_s)) displaceable.push_back(m);
   }
   std::sort(displaceable.begin(), displaceable.end(), [&](const MoveCandidate* a, const MoveCandidate* b) {
     const double ga = gain_of(*a), gb = gain_of(*b);
     return ga != gb ? ga < gb : a->model < b->model;
   });
+  if (used > inputs.budget_bytes) {  // over the policy's budget: trim first
+    MoveDecision trim;
+    for (size_t i = 0; used > inputs.budget_bytes && i < displaceable.size(); ++i) {
+      trim.demote.push_back(displaceable[i]->model);
+      trim.cost_us += gain_of(*displaceable[i]);
+      used -= displaceable[i]->bytes;
+    }
+    if (!trim.demote.empty()) return trim;
+  }
 
   MoveDecision best;
   double best_margin = 0;

@@ -25,6 +25,15 @@
 // moved for a gain that its own transfer eats, and two models of like
 // demand do not swap back and forth. At most one promotion per decision: the next decision
 // sees its effect.
+//
+// The staging share: the budget given here is the policy's, less than the
+// device's when requests may load and run into the rest (scheduler_options.h
+// staging_share). Copies they load are `staged`. When the resident copies
+// exceed the policy's budget, the decision is a trim: copies demoted, the
+// smallest gains first, until they fit (a staged copy whatever its
+// residence, another once past the minimum residence; never a pinned one),
+// so a staged copy that gains more than a placed one is kept in its place
+// and the staging room comes back either way.
 
 #include <cstdint>
 #include <string>
@@ -42,6 +51,10 @@ struct MoveCandidate {
   bool resident = false;         // on the accelerator now
   double resident_for_s = 0;     // since it moved there (resident only)
   bool pinned = false;           // its config keeps it there: never displaced
+  // Resident because a request loaded it (load and run into the staging
+  // share), not by the policy's decision: displaced however recently it
+  // came, so the staging share is the policy's to keep or give back.
+  bool staged = false;
 };
 
 enum class MoveObjective {
@@ -59,8 +72,8 @@ struct MoveInputs {
 };
 
 struct MoveDecision {
-  std::string promote;              // empty: none
-  std::vector<std::string> demote;  // to make room for it, smallest gain first
+  std::string promote;              // empty: none (a trim when `demote` is not)
+  std::vector<std::string> demote;  // to make room for it (or the trim), smallest gain first
   double gain_us = 0;               // the promoted model's over the window
   double cost_us = 0;               // its transfer plus the displaced models' gains
   friend bool operator==(const MoveDecision&, const MoveDecision&) = default;

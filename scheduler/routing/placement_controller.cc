@@ -143,22 +143,31 @@ bool PlacementController::Decide(const DeviceId& device) {
       const Key key{m.model, device};
       if (m.resident) {
         demoted_.erase(key);  // it is back (a request or a load put it there)
+        m.staged = placed_.count(key) == 0;
       } else if (auto failed = failed_at_.find(key); failed != failed_at_.end()) {
         if (now - failed->second < options_.retry_after) continue;
         failed_at_.erase(failed);
       }
+      if (!m.resident) placed_.erase(key);  // gone since the controller placed it (evicted, unloaded)
       if (auto learned = load_us_.find(key); learned != load_us_.end()) m.transfer_us = learned->second;
       eligible.push_back(std::move(m));
     }
     in.models = std::move(eligible);
   }
   const MoveDecision decision = DecideMoves(in);
-  if (decision.promote.empty()) return false;
-  LOG_DEBUG << "placement on " << device.ToString() << ": promote '" << decision.promote << "' (latency-weighed gain "
-            << decision.gain_us / 1000 << " ms over " << in.window_s << " s, cost " << decision.cost_us / 1000
-            << " ms: its move plus what the displaced lose)"
-            << (decision.demote.empty() ? "" : absl::StrCat(", demote '", absl::StrJoin(decision.demote, "', '"), "'"))
-            << "; " << in.models.size() << " model(s) weighed, budget " << in.budget_bytes << " bytes";
+  if (decision.promote.empty() && decision.demote.empty()) return false;
+  if (decision.promote.empty()) {
+    LOG_DEBUG << "placement on " << device.ToString() << ": over the policy's budget of " << in.budget_bytes
+              << " bytes, trim '" << absl::StrJoin(decision.demote, "', '") << "' (latency-weighed gain "
+              << decision.cost_us / 1000 << " ms over " << in.window_s << " s)";
+  } else {
+    LOG_DEBUG << "placement on " << device.ToString() << ": promote '" << decision.promote << "' (latency-weighed gain "
+              << decision.gain_us / 1000 << " ms over " << in.window_s << " s, cost " << decision.cost_us / 1000
+              << " ms: its move plus what the displaced lose)"
+              << (decision.demote.empty() ? ""
+                                          : absl::StrCat(", demote '", absl::StrJoin(decision.demote, "', '"), "'"))
+              << "; " << in.models.size() << " model(s) weighed, budget " << in.budget_bytes << " bytes";
+  }
   for (const std::string& model : decision.demote) {
     if (absl::Status kept = hooks_.keep_on_cpu(model); kept.ok()) {
       MutexLock lock(mu_);
@@ -168,14 +177,17 @@ bool PlacementController::Decide(const DeviceId& device) {
                 << " without a cpu copy: " << kept.message();
     }
     if (absl::Status evicted = hooks_.evict(model, device); !evicted.ok()) {
-      LOG_DEBUG << "placement on " << device.ToString() << ": '" << decision.promote << "' waits, '" << model
-                << "' stays: " << evicted.message();
+      LOG_DEBUG << "placement on " << device.ToString() << ": "
+                << (decision.promote.empty() ? "the trim" : absl::StrCat("'", decision.promote, "'")) << " waits, '"
+                << model << "' stays: " << evicted.message();
       return false;
     }
     MutexLock lock(mu_);
     demoted_.insert({model, device});
+    placed_.erase({model, device});
     ++counts_.demoted;
   }
+  if (decision.promote.empty()) return true;  // a trim: the next decision sees the room it gave back
   {
     MutexLock lock(mu_);
     moving_ = Key{decision.promote, device};
@@ -186,6 +198,8 @@ bool PlacementController::Decide(const DeviceId& device) {
     moving_.reset();
     if (promoted.ok()) {
       demoted_.erase({decision.promote, device});
+      if (placed_.size() >= 65536) placed_.clear();  // bounded: forgetting only makes copies count as staged
+      placed_.insert({decision.promote, device});
       ++counts_.promoted;
       return true;
     }

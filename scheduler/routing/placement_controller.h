@@ -136,6 +136,10 @@ class PlacementController {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
   std::set<Key> demoted_ ABSL_GUARDED_BY(mu_);
+  // Copies this controller promoted and that are still resident: the
+  // policy's. Any other resident copy on an accelerator is staged (a
+  // request loaded it; move_policy.h).
+  std::set<Key> placed_ ABSL_GUARDED_BY(mu_);
   std::optional<Key> moving_ ABSL_GUARDED_BY(mu_);  // the promotion under way
   std::set<std::string> wants_cpu_copy_ ABSL_GUARDED_BY(mu_);
   std::map<Key, double> load_us_ ABSL_GUARDED_BY(mu_);

@@ -77,6 +77,14 @@ struct SchedulerOptions {
   // first, and keep answering from CPU copies). false: load and run only
   // into free room; displacing is the move policy's alone.
   bool load_and_run_displaces = false;
+  // The staging share (move_policy.h): this share of each accelerator's
+  // budget is left out of the move policy's, so a request whose model
+  // would finish sooner loaded there than on a ready copy elsewhere finds
+  // room to load and run. The copies it loads are the policy's to keep in
+  // place of one it placed (when they gain more) or to give back. 0: the
+  // policy's budget is the device's, and load and run has room only where
+  // the policy left some.
+  double staging_share = 0;
   // The move policy's window, hysteresis and minimum residence, and how
   // often it decides (placement_controller.h).
   PlacementController::Options placement;

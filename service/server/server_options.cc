@@ -34,6 +34,7 @@ struct RawFlags {
   bool precision_checks = true;
   bool background_moves = true;
   bool load_and_run_displaces = false;
+  double staging_share = 0;
   double host_copy_share = 0.5;
   std::chrono::milliseconds move_window{10000};
   double move_hysteresis = 1.5;
@@ -132,6 +133,7 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.background_moves = f.background_moves;
   s.host_copy_share = f.host_copy_share;
   s.load_and_run_displaces = f.load_and_run_displaces;
+  s.staging_share = f.staging_share;
   s.placement.window_s = std::chrono::duration<double>(f.move_window).count();
   s.placement.hysteresis = f.move_hysteresis;
   s.demand.window = f.demand_window;
@@ -336,6 +338,12 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
              "a ready copy elsewhere is sent there also when the accelerator has no free room, if idle copies "
              "resident there for at least --move-min-residence can make it (they are evicted and answer from CPU "
              "copies). false: it loads only into free room, and displacing is the move policy's alone.");
+  flags.Double("staging-share", &f.staging_share,
+               "No cold start: this share of each accelerator's cache budget is left out of the move policy's, so "
+               "a request whose model would finish sooner loaded there than on a ready copy elsewhere finds room to "
+               "load and run; the policy keeps such a copy in place of one it placed that gains less, or gives the "
+               "room back on its next decision. 0: the policy's budget is the device's.",
+               Must<double>([](double v) { return v >= 0 && v < 1; }, "must be 0 or more and under 1"));
   flags.Duration("move-window", &f.move_window,
                  "The demand window of the move policy: a model's gain from an accelerator is its requests per "
                  "second x this x the time it saves per request there.",

@@ -21,6 +21,14 @@ MoveCandidate Pinned(MoveCandidate m) {
   return m;
 }
 
+// Resident because a request loaded and ran it (the staging share), `for_s` ago.
+MoveCandidate Staged(MoveCandidate m, double for_s = 0.5) {
+  m.resident = true;
+  m.resident_for_s = for_s;
+  m.staged = true;
+  return m;
+}
+
 struct Row {
   const char* what;
   std::vector<MoveCandidate> models;
@@ -66,6 +74,19 @@ TEST(MovePolicy, Table) {
        {M("quick", 7, 2, 12, 10, 200), M("slow", 1, 20, 80, 10, 200)}, 200, "slow", {}},
       {"full of quick requests: a slow model displaces a quick one that saves more time, unweighed",
        {M("slow", 1, 20, 80, 10, 200), M("quick", 7, 2, 12, 10, 200, true)}, 200, "slow", {"quick"}},
+      {"over the policy's budget (a request staged a copy): trim the staged copy that gains least, however new",
+       {M("a", 20, 1, 20, 100, 400, true), Staged(M("s", 1, 1, 20, 100, 400))}, 400, "", {"s"}},
+      {"over the policy's budget: a staged copy that gains more is kept, the settled one that gains less goes",
+       {M("a", 1, 1, 20, 100, 400, true), Staged(M("s", 20, 1, 20, 100, 400))}, 400, "", {"a"}},
+      {"over the policy's budget: a placed copy within its minimum residence stays, the staged one goes",
+       {M("a", 1, 1, 20, 100, 400, true, 1), Staged(M("s", 20, 1, 20, 100, 400))}, 400, "", {"s"}},
+      {"over the policy's budget: trims until it fits, the smallest gains first",
+       {M("a", 9, 1, 20, 100, 200, true), Staged(M("s1", 1, 1, 20, 100, 200)), Staged(M("s2", 2, 1, 20, 100, 200)),
+        Staged(M("s3", 3, 1, 20, 100, 200))}, 400, "", {"s1", "s2"}},
+      {"over the policy's budget and nothing it may trim (pinned, or just moved): no decision",
+       {Pinned(M("p", 1, 1, 20, 100, 400, true)), M("a", 1, 1, 20, 100, 400, true, 1)}, 400, "", {}},
+      {"a staged copy is displaced by a promotion however new (it is not the policy's)",
+       {M("hot", 50, 1, 20, 100, 400), Staged(M("s", 1, 1, 20, 100, 400))}, 400, "hot", {"s"}},
   };
   // clang-format on
   for (const Row& row : rows) {

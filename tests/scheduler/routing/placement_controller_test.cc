@@ -1,8 +1,8 @@
 // The placement controller over fake hooks: a promotion carried out, the
 // displaced model given a CPU copy before its eviction, a failed move not
 // retried until its back-off passes, learned load times over estimates, an
-// eviction by a load noted as a demotion, and passes on its own thread
-// that Stop ends.
+// eviction by a load noted as a demotion, copies beyond the policy's budget
+// trimmed (staged ones first), and passes on its own thread that Stop ends.
 #include "scheduler/routing/placement_controller.h"
 
 #include <gtest/gtest.h>
@@ -131,6 +131,36 @@ TEST(PlacementController, APassFollowsAShiftWithSeveralPromotionsEachOnTheStateT
   EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu old1", "evict old1", "promote new1", "cpu old2", "evict old2",
                                                     "promote new2"}));
   EXPECT_EQ(pc.counts().promoted, 2u);
+}
+
+// The staging share: copies a request loaded (not this controller) beyond
+// the policy's budget are trimmed on the next pass, whatever their
+// residence; one the controller placed keeps its minimum residence, and
+// once settled gives way to a staged copy that gains more.
+TEST(PlacementController, CopiesBeyondThePolicysBudgetAreTrimmedStagedOnesFirst) {
+  Fake fake;
+  PlacementController pc(fake.Hooks(), Quick());
+  fake.budget = 400 * kMebibyte;
+  fake.Set({Candidate("placed", 50, 100, 400)});
+  pc.RunPassForTest();
+  ASSERT_EQ(fake.Calls(), std::vector<std::string>{"promote placed"});
+
+  MoveCandidate placed = Candidate("placed", 50, 100, 400, true);
+  placed.resident_for_s = 1;  // within the minimum residence (5 s)
+  MoveCandidate staged = Candidate("staged", 100, 100, 400, true);
+  staged.resident_for_s = 0.5;
+  fake.Set({placed, staged});
+  pc.RunPassForTest();
+  EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu staged", "evict staged"}))
+      << "the placed copy keeps its minimum residence";
+  EXPECT_TRUE(pc.Demoted("staged", kCudaZero));
+
+  placed.resident_for_s = 60;  // settled: the staged copy gains more and is kept in its place
+  fake.Set({placed, staged});
+  pc.RunPassForTest();
+  EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu placed", "evict placed"}));
+  EXPECT_EQ(pc.counts().promoted, 1u);
+  EXPECT_EQ(pc.counts().demoted, 2u);
 }
 
 TEST(PlacementController, AModelInUseIsNotEvictedAndThePromotionWaits) {

@@ -51,6 +51,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--background-moves", "true", "true"},
     {"--host-copy-share", "0.5", "0.5"},
     {"--load-and-run-displaces", "false", "false"},
+    {"--staging-share", "0", "0"},
     {"--move-window", "10000ms", "10s"},
     {"--move-hysteresis", "1.5", "1.5"},
     {"--move-objective", "\"tail\"", "tail"},
@@ -264,6 +265,7 @@ TEST(ServerOptions, BadValuesNameTheirFlag) {
                           "--modelmesh-load-timeout=0s",
                           "--move-hysteresis=nan",
                           "--demand-window=50ms",
+                          "--staging-share=1",
                           "--demand-change-threshold=0.5",
                           "--max-string-elements=0"}) {
     const char* argv[] = {"infergate", bad};
