@@ -440,15 +440,16 @@ def main():
     if args.out:
         open(args.out, "w").write(text)
     if args.requests_csv:
-        with open(args.requests_csv, "w") as f:
-            f.write("row,sent_s,model,latency_ms,ok,device,fallback_reason,compute_us,queue_us,ready_path,"
-                    "ready_path_expected_ms\n")
+        with open(args.requests_csv, "w", newline="") as f:
+            # Quoted where a field holds a comma (a row's name, a reason).
+            out = csv.writer(f)
+            out.writerow(["row", "sent_s", "model", "latency_ms", "ok", "device", "fallback_reason", "compute_us",
+                          "queue_us", "ready_path", "ready_path_expected_ms"])
             for r in results:
                 for (sent, model, latency, ok, device, reason, compute_us, queue_us, path,
                      expected_us) in r["per_request"]:
-                    f.write("%s,%.4f,%s,%.3f,%d,%s,%s,%d,%d,%s,%.3f\n" % (
-                        r["row"], sent, model, latency * 1000, ok, device, reason.replace(",", ";"), compute_us,
-                        queue_us, path, expected_us / 1000))
+                    out.writerow([r["row"], "%.4f" % sent, model, "%.3f" % (latency * 1000), "%d" % ok, device,
+                                  reason, "%d" % compute_us, "%d" % queue_us, path, "%.3f" % (expected_us / 1000)])
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             # Quoted where a field holds a comma (a failure's message).

@@ -143,14 +143,20 @@ HostCopyUse ModelManager::HostCopyUseFor(const Route& route, const std::string& 
   if (host_copy_share_ <= 0 || loader_) return host;  // a loader of its own never sees host copies
   host.store = &host_copies_;
   host.key = HostCopyKeyOf(route, path);
-  // The copies that may move are the accelerators'; the CPU's copy of a
-  // demoted model starts from one when there is one.
-  host.keep = route.device.id.kind != DeviceKind::kCpu;
+  // The copies that may move are the accelerators' (and, when set, every
+  // copy's, so a model first loaded on the CPU moves from host memory); the
+  // CPU's copy of a demoted model starts from one when there is one.
+  host.keep = route.device.id.kind != DeviceKind::kCpu || host_copies_of_cpu_loads_;
   // Found once, here: the load starts from this copy (held until it is
   // done), so whether the file is checked and whether it is read are one
   // decision, even if the store drops the copy meanwhile.
   host.copy = host_copies_.Find(host.key);
   return host;
+}
+
+bool ModelManager::HasHostCopy(const Route& route) const {
+  if (host_copy_share_ <= 0 || loader_) return false;
+  return host_copies_.Contains(HostCopyKeyOf(route, repository_.ModelFile(*route.model, route.version)));
 }
 
 absl::StatusOr<std::shared_ptr<Servable>> ModelManager::LoadCopy(const Route& route, const std::string& path,

@@ -47,7 +47,14 @@ class ModelManager {
   // cache budget (counted in it), and later loads of the same file start
   // from there. Off (0) unless set; before the first load.
   void SetHostCopyShare(double share) { host_copy_share_ = share; }
+  // Whether a CPU load keeps a host copy too (with a share set): for a
+  // server whose models may move onto an accelerator, so a model first
+  // loaded on the CPU moves from host memory, not its file. Before the
+  // first load.
+  void SetHostCopiesOfCpuLoads(bool keep) { host_copies_of_cpu_loads_ = keep; }
   const HostCopyStore& host_copies() const { return host_copies_; }
+  // Whether a load of `route` would start from a host copy now.
+  bool HasHostCopy(const Route& route) const;
 
   // What a config's warm-up samples may take (warmup_samples.h); before
   // the first load.
@@ -173,6 +180,7 @@ class ModelManager {
   ServableLoader loader_;  // empty: the default (LoadServable, with host copies)
   RunsAtOnce runs_at_once_;
   double host_copy_share_ = 0;
+  bool host_copies_of_cpu_loads_ = false;
   ModelFootprints* footprints_;
   ModelCache cache_;
   HostCopyStore host_copies_;  // after cache_, whose budget it draws on

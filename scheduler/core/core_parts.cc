@@ -74,6 +74,15 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
   warmup.max_elements = options.max_tensor_elements;
   models.SetWarmupLimits(warmup);
   models.SetHostCopyShare(options.host_copy_share);
+  // Models may move onto an accelerator: one first loaded on the cpu keeps
+  // its weights in host memory too, so its first move (and a request's load
+  // and run) starts there, not from its file.
+  if (options.background_moves) {
+    bool accelerators = false;
+    for (const DeviceInfo& d : devices.Snapshot())
+      accelerators = accelerators || (d.available && d.id.kind != DeviceKind::kCpu);
+    models.SetHostCopiesOfCpuLoads(accelerators);
+  }
   if (options.background_moves) {
     planner.SetMoveWanted([this] { placement.Wake(); });
     ModelManager::Listener listener;
@@ -172,7 +181,14 @@ MoveInputs CoreParts::PlacementInputs(const DeviceId& device) {
 std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const {
   const ModelKey key = there.key();
   std::optional<double> load = placement.LoadTime(key.model, key.device);
-  if (!load) return std::nullopt;  // never loaded there: its load time is not guessed
+  // Never loaded there: its file's reading, deserialisation and warm-up are
+  // not guessed; from a host copy a load is its transfer, which is.
+  bool queue_counted = false;
+  if (!load && models.HasHostCopy(there)) {
+    load = EstimatedTransferUs(key.device, models.ExpectedFootprint(there).total());
+    queue_counted = true;  // the estimate includes the link's queue
+  }
+  if (!load) return std::nullopt;
   // Into room the device has now. Unless load and run may displace, a load
   // that evicted another model would be evict-and-reload on the request
   // path, and the two could take turns; displacing is then the move
@@ -183,9 +199,12 @@ std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const 
     const uint64_t needed = models.ExpectedFootprint(there).total();
     uint64_t held = models.ResidentBytes(key.device);
     if (held + needed > budget && options.load_and_run_displaces) held -= std::min(held, DisplaceableBytes(key.device));
+    if (held + needed > budget && options.staging_share > 0) {
+      for (const ResidentModel& r : IdleStagedCopies(key.device)) held -= std::min(held, r.bytes);
+    }
     if (held + needed > budget) return std::nullopt;
   }
-  return *load + LinkQueueUs(key.device);
+  return *load + (queue_counted ? 0.0 : LinkQueueUs(key.device));
 }
 
 uint64_t CoreParts::DisplaceableBytes(const DeviceId& device) const {
@@ -197,6 +216,31 @@ uint64_t CoreParts::DisplaceableBytes(const DeviceId& device) const {
     if (r.key.device == device && !r.pinned && r.in_flight == 0 && r.ready_since <= settled) bytes += r.bytes;
   }
   return bytes;
+}
+
+std::vector<ResidentModel> CoreParts::IdleStagedCopies(const DeviceId& device) const {
+  std::vector<ResidentModel> staged;
+  for (ResidentModel& r : models.Resident()) {
+    if (r.key.device == device && !r.pinned && r.in_flight == 0 && !placement.Placed(r.key.model, device)) {
+      staged.push_back(std::move(r));
+    }
+  }
+  std::sort(staged.begin(), staged.end(),
+            [](const ResidentModel& a, const ResidentModel& b) { return a.ready_since < b.ready_since; });
+  return staged;
+}
+
+void CoreParts::MakeStagingRoom(const Route& there) {
+  const ModelKey key = there.key();
+  if (options.staging_share <= 0 || key.device.kind == DeviceKind::kCpu || models.IsResident(key)) return;
+  const uint64_t budget = models.Budget(key.device);
+  if (budget == 0) return;
+  const uint64_t needed = models.ExpectedFootprint(there).total();
+  for (const ResidentModel& r : IdleStagedCopies(key.device)) {
+    if (models.ResidentBytes(key.device) + needed <= budget) return;
+    // kBudget: the listener notes it as demoted (it answers from the cpu).
+    models.EvictIdleCopies([&](const ModelKey& k) { return k == r.key; }, EvictionReason::kBudget);
+  }
 }
 
 double CoreParts::LinkQueueUs(const DeviceId& device) const {

@@ -70,11 +70,22 @@ struct CoreParts {
   // model's load time learned on that device plus its link's queue; unset
   // when no load there was measured or its copy would not fit the device's
   // budget without evicting another (with load_and_run_displaces: without
-  // evicting more than DisplaceableBytes).
+  // evicting more than DisplaceableBytes; with a staging share, than the
+  // idle staged copies).
   std::optional<double> LoadAndRunEstimateUs(const Route& there) const;
   // Bytes of the copies on `device` a load may displace: idle, unpinned and
   // resident for at least the move policy's minimum residence.
   uint64_t DisplaceableBytes(const DeviceId& device) const;
+  // With a staging share: the idle, unpinned copies on `device` that
+  // requests loaded (staged, not placed by the move policy), the longest
+  // resident first, and their bytes.
+  std::vector<ResidentModel> IdleStagedCopies(const DeviceId& device) const;
+  // Before a request's load onto an accelerator (load and run), with a
+  // staging share: evicts idle staged copies there, the longest resident
+  // first, until `there`'s copy fits the budget; the move policy's copies
+  // stay (the cache's own eviction, least recently used, would not tell
+  // them apart).
+  void MakeStagingRoom(const Route& there);
   // What a move onto `device` would wait for its link now: its simulated
   // link's queue; 0 on a real device (not measured there yet).
   double LinkQueueUs(const DeviceId& device) const;

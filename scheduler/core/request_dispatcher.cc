@@ -222,6 +222,7 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
   const Route& route = jobs[0]->route;
   const DeviceId device = route.device.id;
   Clock::time_point started = Clock::now();
+  core_.MakeStagingRoom(route);  // a request's load onto an accelerator takes staged copies' room, not the policy's
   absl::StatusOr<ModelCache::Lease> lease = core_.models.Acquire(route);
   // The repository may also have moved on between that look and the load:
   // the copy planned for was unloaded and its file is gone or replaced.

@@ -31,6 +31,11 @@ std::shared_ptr<const HostWeights> HostCopyStore::Find(const HostCopyKey& key) {
   return it->second.weights;
 }
 
+bool HostCopyStore::Contains(const HostCopyKey& key) const {
+  MutexLock lock(mu_);
+  return entries_.count(key) > 0;
+}
+
 bool HostCopyStore::MakeRoomLocked(uint64_t bytes, uint64_t limit, std::vector<uint64_t>* gone) {
   if (limit == 0) return true;
   if (bytes > limit) return false;

@@ -85,6 +85,8 @@ class HostCopyStore {
 
   // The copy for `key`, or null; a hit makes it the most recently used.
   std::shared_ptr<const HostWeights> Find(const HostCopyKey& key);
+  // Whether there is a copy for `key` now (no use counted, nothing held).
+  bool Contains(const HostCopyKey& key) const;
   // Keeps `weights` for `key` (requirements 2 and 3); false when there was
   // no room and nothing was kept. A second copy of a kept key is not kept.
   bool Keep(const HostCopyKey& key, std::shared_ptr<const HostWeights> weights);

@@ -57,6 +57,11 @@ bool PlacementController::Demoted(const std::string& model, const DeviceId& devi
   return demoted_.count({model, device}) > 0;
 }
 
+bool PlacementController::Placed(const std::string& model, const DeviceId& device) const {
+  MutexLock lock(mu_);
+  return placed_.count({model, device}) > 0;
+}
+
 PlacementController::ModelPlacement PlacementController::PlacementOf(const std::string& model) const {
   ModelPlacement out;
   MutexLock lock(mu_);

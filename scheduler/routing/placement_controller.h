@@ -96,6 +96,9 @@ class PlacementController {
   void NoteEvicted(const std::string& model, const DeviceId& device);
   // Whether `model` was demoted from `device` and has not moved back.
   bool Demoted(const std::string& model, const DeviceId& device) const;
+  // Whether `model`'s copy on `device` is one this controller placed there
+  // (not staged by a request's load and run).
+  bool Placed(const std::string& model, const DeviceId& device) const;
   // Where `model` is moving to now, and the accelerators it was demoted
   // from and is not back on (ListModels shows them per copy).
   struct ModelPlacement {
