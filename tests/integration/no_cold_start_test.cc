@@ -442,6 +442,32 @@ TEST_F(NoColdStart, LoadsAfterTheFirstStartFromTheHostCopy) {
   EXPECT_GE(MetricValue(scrape, "infergate_model_loads_from_host_copy_total{device=\"cpu\"}"), 2) << scrape;
 }
 
+// A model first loaded on the cpu (it was never on cuda:0) keeps its
+// weights in host memory too: auto weighs loading it onto cuda:0 by that
+// copy's transfer (its file reading is not guessed, and from a host copy
+// there is none), finds it faster than the 1000x slower cpu, and loads it
+// from the copy: its file is gone by then.
+TEST_F(NoColdStart, AModelNeverOnTheAcceleratorLoadsAndRunsFromTheHostCopyItsCpuLoadKept) {
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000", "--move-period=3600s",
+         "--repository-poll-interval=0"});
+  ASSERT_FALSE(HasFatalFailure());
+  v1::InferResponse resp;
+  grpc::Status s = Infer("a", "cpu", v1::ALLOW, &resp);  // its cold start, on the cpu
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const std::string scrape = ScrapeMetrics(*server_);
+  EXPECT_EQ(MetricValue(scrape, "infergate_host_copies{device=\"cpu\"}"), 1) << scrape;
+  ASSERT_TRUE(fs::remove(fs::path(scratch_.path()) / "a" / "1" / "model.pt"));
+  const auto [placement, waited] = AutoAfterMeasuringTheCpu("a");
+  EXPECT_EQ(placement.device(), "cuda:0") << server_->Log();
+  EXPECT_EQ(placement.ready_path(), "load_and_run");
+  EXPECT_GT(placement.ready_path_expected_us(), 0u);
+  EXPECT_EQ(waited, 1);
+  const std::string after = ScrapeMetrics(*server_);
+  // Counted under the copy's device (the cpu): a's load onto cuda:0, the
+  // only load after its cold start.
+  EXPECT_EQ(MetricValue(after, "infergate_model_loads_from_host_copy_total{device=\"cpu\"}"), 1) << after;
+}
+
 // With --host-copy-share=0 nothing is kept, and every load reads the file.
 TEST_F(NoColdStart, WithoutHostCopiesEveryLoadReadsTheFile) {
   Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000", "--move-period=3600s", "--host-copy-share=0"});
