@@ -28,6 +28,18 @@ ROW_FIGURES = [  # (column, heading, format)
     ("regret_percent", "regret %", "%.1f"),
 ]
 BOUND_LINE = re.compile(r"^The lowest p99 any placement can reach .*?: ([0-9.]+) ms", re.M)
+LOAD_AND_RUN_BOUND_LINE = re.compile(r"^The lowest p99 under the rule with load and run .*?\): ([0-9.]+) ms", re.M)
+
+
+def read_load_and_run_bound(csv_path):
+    """The run's bound under the rule with load and run, in ms (None when its
+    Markdown has none: a run from before it was computed)."""
+    md = os.path.splitext(csv_path)[0] + ".md"
+    if not os.path.exists(md):
+        return None
+    with open(md) as f:
+        m = LOAD_AND_RUN_BOUND_LINE.search(f.read())
+    return float(m.group(1)) if m else None
 
 
 def read_run(csv_path):
@@ -75,9 +87,10 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
-def summarize(runs, seeds):
+def summarize(runs, seeds, load_and_run_bounds=None):
     """The summary's lines for `runs` ([(rows, bound)], one per seed, in the
-    order of `seeds`)."""
+    order of `seeds`), and each seed's bound under the rule with load and
+    run when given."""
     names = []
     for rows, _ in runs:
         names += [n for n in rows if n not in names]
@@ -111,6 +124,16 @@ def summarize(runs, seeds):
             per_seed(lambda r, b: ratio(r["policy"]["p99"], b)), "%.2f"),
         "- the bound / all-resident p99: %s" % spread(
             per_seed(lambda r, b: ratio(b, r["all resident"]["p99"])), "%.2f"),
+    ]
+    if load_and_run_bounds is not None:
+        lines += [
+            "- policy p99 / the bound under the rule with load and run: %s; that bound / all-resident p99: %s" % (
+                spread([ratio(rows["policy"]["p99"], b) if "policy" in rows else None
+                        for (rows, _), b in zip(runs, load_and_run_bounds)], "%.2f"),
+                spread([ratio(b, rows["all resident"]["p99"]) if "all resident" in rows else None
+                        for (rows, _), b in zip(runs, load_and_run_bounds)], "%.2f")),
+        ]
+    lines += [
         "- policy p99 / evict-and-reload p99: %s" % spread(
             per_seed(lambda r, b: ratio(r["policy"]["p99"], r["evict-and-reload"]["p99"])), "%.2f"),
         "- bytes moved, policy / evict-and-reload: %s (target at most 1)" % spread(
@@ -135,10 +158,11 @@ def main():
         ap.error("--seeds names %d seeds for %d files" % (len(seeds), len(args.runs)))
     try:
         runs = [read_run(p) for p in args.runs]
+        load_and_run_bounds = [read_load_and_run_bound(p) for p in args.runs]
     except (OSError, ValueError, KeyError) as e:
         print("churn_seeds: %s" % e, file=sys.stderr)
         return 1
-    text = "\n".join(summarize(runs, seeds)) + "\n"
+    text = "\n".join(summarize(runs, seeds, load_and_run_bounds)) + "\n"
     print(text)
     if args.out:
         with open(args.out, "w") as f:

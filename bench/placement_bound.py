@@ -42,9 +42,29 @@ def placement_bound(models, sizes, slower_than, candidates, budget, phases, quan
     """The lowest `quantile` latency slower_share allows: the smallest of
     `candidates` (latencies) that leaves at most 1 - quantile of the
     requests slower. Returns (that latency, the models that must stay on
-    the accelerator for it); (inf, set()) when no candidate does."""
-    for threshold in sorted(set(candidates)):
-        share, resident = slower_share(models, sizes, slower_than, budget, phases, threshold)
+    the accelerator for it); (inf, set()) when no candidate does. The share
+    falls as the latency grows (slower_than does), so the candidates are
+    searched by halves."""
+    ordered = sorted(set(candidates))
+    found = float("inf"), set()
+    low, high = 0, len(ordered) - 1
+    while low <= high:
+        mid = (low + high) // 2
+        share, resident = slower_share(models, sizes, slower_than, budget, phases, ordered[mid])
         if share <= 1 - quantile + 1e-12:
-            return threshold, resident
-    return float("inf"), set()
+            found = ordered[mid], resident
+            high = mid - 1
+        else:
+            low = mid + 1
+    return found
+
+
+def with_load_and_run(cpu_slower_than, loaded_slower_than):
+    """The rule with load and run: a request whose model is not on the
+    accelerator runs on the CPU or loads its model there and runs, whichever
+    is sooner, so it is slower than t only when both would be (the two
+    drawn independently). `loaded_slower_than(m, t)`: the share of loads
+    and runs of m longer than t. With each load at the link's full rate
+    (no queue on the link or the device, no room to make) it is a lower
+    bound for that rule too."""
+    return lambda m, t: cpu_slower_than(m, t) * loaded_slower_than(m, t)

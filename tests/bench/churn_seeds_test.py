@@ -99,6 +99,25 @@ class Summary(unittest.TestCase):
         self.assertIn("(1 of 2 seeds)", self.line(lines, "| evict-and-reload |"))
         self.assertIn("(1 of 2 seeds)", self.line(lines, "- policy p99 / evict-and-reload p99:"))
 
+    def test_the_bound_under_the_rule_with_load_and_run_is_read_from_each_seed(self):
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for i, lr_bound in enumerate((40, 50, None)):
+                rows, bound = seed(100, 20, 600, 80)
+                paths.append(write_run(d, "s%d" % i, rows, bound))
+                if lr_bound is not None:
+                    with open(os.path.splitext(paths[-1])[0] + ".md", "a") as f:
+                        f.write("The lowest p99 under the rule with load and run (a request ... resident; "
+                                "bench/placement_bound.py with_load_and_run): %.1f ms, 2.00x the all-resident "
+                                "p99; the policy row's p99 is 2.50x it.\n" % lr_bound)
+            runs = [churn_seeds.read_run(p) for p in paths]
+            bounds = [churn_seeds.read_load_and_run_bound(p) for p in paths]
+        self.assertEqual(bounds, [40, 50, None])
+        lines = churn_seeds.summarize(runs, ["1", "2", "3"], bounds)
+        self.assertEqual(self.line(lines, "- policy p99 / the bound under the rule with load and run:"),
+                         "- policy p99 / the bound under the rule with load and run: 2.25 [2.00-2.50] (2 of 3 seeds); "
+                         "that bound / all-resident p99: 2.25 [2.00-2.50] (2 of 3 seeds)")
+
     def test_a_row_whose_fields_do_not_match_the_header_is_refused(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "bad.csv")

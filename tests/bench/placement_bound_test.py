@@ -8,7 +8,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-from placement_bound import MIB, placement_bound, slower_share  # noqa: E402
+from placement_bound import MIB, placement_bound, slower_share, with_load_and_run  # noqa: E402
 
 
 def always_slow_above(cpu_ms):
@@ -79,6 +79,37 @@ class PlacementBound(unittest.TestCase):
                                           [{"a": 1.0}])
         self.assertEqual(bound, float("inf"))
         self.assertEqual(resident, set())
+
+
+class WithLoadAndRun(unittest.TestCase):
+    def test_a_request_is_slow_only_when_the_cpu_and_load_and_run_both_are(self):
+        # No room on the accelerator at all: without load and run every
+        # request takes its CPU time; with it, the sooner of that and its
+        # load and run (a: 30 ms, b: 120 ms, slower than its CPU's 60).
+        sizes = {"a": 100 * MIB, "b": 100 * MIB}
+        cpu = always_slow_above({"a": 80, "b": 60})
+        loaded = always_slow_above({"a": 30, "b": 120})
+        phases = [{"a": 0.5, "b": 0.5}]
+        candidates = [0, 30, 60, 80, 120]
+        self.assertEqual(placement_bound("ab", sizes, cpu, candidates, 0, phases)[0], 80)
+        self.assertEqual(placement_bound("ab", sizes, with_load_and_run(cpu, loaded), candidates, 0, phases)[0], 60)
+        # Shares multiply: 40% of a's CPU runs and half its loads are slow.
+        both = with_load_and_run(lambda m, t: 0.4, lambda m, t: 0.5)
+        self.assertAlmostEqual(both("a", 10), 0.2)
+
+    def test_the_search_by_halves_finds_what_a_scan_would(self):
+        sizes = {m: 100 * MIB for m in "abcd"}
+        cpu_ms = {"a": 40, "b": 60, "c": 90, "d": 15}
+        phases = [{"a": 0.6, "b": 0.2, "c": 0.15, "d": 0.05}, {"a": 0.1, "b": 0.1, "c": 0.1, "d": 0.7}]
+        candidates = list(range(0, 100, 5))
+        for budget in (0, 100, 200, 400):
+            for quantile in (0.5, 0.9, 0.99):
+                scan = next((t for t in candidates
+                             if slower_share("abcd", sizes, always_slow_above(cpu_ms), budget * MIB, phases, t)[0]
+                             <= 1 - quantile + 1e-12), float("inf"))
+                got, _ = placement_bound("abcd", sizes, always_slow_above(cpu_ms), candidates, budget * MIB, phases,
+                                         quantile=quantile)
+                self.assertEqual(got, scan, msg="budget %d, quantile %g" % (budget, quantile))
 
 
 if __name__ == "__main__":
