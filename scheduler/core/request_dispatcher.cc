@@ -1,6 +1,7 @@
 #include "scheduler/core/request_dispatcher.h"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -83,6 +84,11 @@ void RequestDispatcher::NoteQueued(const Job& job) {
   trace->Queued(job.route.device.id.ToString(), job.route.fallback ? job.route.fallback->ToString() : "",
                 job.priority_level, Clock::now());
   if (job.route.ready_path != nullptr) trace->Routed(job.route.ready_path, job.route.expected_us);
+}
+
+void RequestDispatcher::ExpectCompute(Job& job) const {
+  job.expected_us = std::llround(core_.latency.Mean(job.route.model->name, job.route.device.id)
+                                     .value_or(core_.options.router.unmeasured_latency_us));
 }
 
 void RequestDispatcher::NoteRan(const BatchRun& run, Clock::time_point model_ready, DType dtype) {
@@ -168,6 +174,7 @@ std::shared_ptr<RequestHandle> RequestDispatcher::Submit(InferenceRequest reques
     return job;
   }
   NoteQueued(*job);
+  ExpectCompute(*job);
   std::optional<RejectionReason> refusal;
   if (absl::Status s = ex->Submit(job, &refusal); !s.ok()) {
     if (refusal) core_.observer->OnRejected(device, job->model_label, *refusal);
@@ -373,6 +380,7 @@ void RequestDispatcher::FallBack(Batch& jobs, const FallbackReason& reason, cons
     job->route = *std::move(moved);
     job->batch_key.clear();
     NoteQueued(*job);
+    ExpectCompute(*job);
     if (absl::Status s = cpu->Submit(job); !s.ok()) job->Finish(s);
   }
 }

@@ -50,6 +50,10 @@ class RequestDispatcher {
   // job's routed device now; and the batch `run` that ran on a model ready
   // at `model_ready`, in `dtype`.
   void NoteQueued(const Job& job);
+  // The job's expected compute where it is routed (Job::expected_us): its
+  // model's learned latency there, or the router's figure for an
+  // unmeasured one; the executor counts it as work ahead (auto_cost.h).
+  void ExpectCompute(Job& job) const;
   void NoteRan(const BatchRun& run, Clock::time_point model_ready, DType dtype);
 
   CoreParts& core_;

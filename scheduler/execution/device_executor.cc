@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/thread_name.h"
@@ -89,6 +90,8 @@ absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, std::optional<Reje
         status = absl::ResourceExhaustedError(absl::StrCat("device ", device_.ToString(), ": ", pushed.message()));
       } else {
         GrowForInstances(*job);
+        job->counted_us = job->expected_us;
+        expected_work_us_.fetch_add(job->counted_us, std::memory_order_relaxed);
         depth_.store(queue_.size(), std::memory_order_relaxed);
         if (waiting_batchers_ > 0) batch_cv_.notify_all();
         // Only a sleeping worker that may run the job is woken, and none
@@ -138,8 +141,15 @@ size_t DeviceExecutor::RefuseQueued(const absl::Status& status) {
   return refused;
 }
 
+void DeviceExecutor::Uncount(const Batch& jobs) {
+  int64_t us = 0;
+  for (const auto& job : jobs) us += std::exchange(job->counted_us, 0);
+  if (us != 0) expected_work_us_.fetch_sub(us, std::memory_order_relaxed);
+}
+
 void DeviceExecutor::Reject(Batch& jobs, const absl::Status& status, RejectionReason reason) {
   if (jobs.empty()) return;
+  Uncount(jobs);
   for (auto& job : jobs) {
     if (rejection_listener_) rejection_listener_(*job, reason);
     job->Finish(status);
@@ -150,6 +160,7 @@ void DeviceExecutor::Reject(Batch& jobs, const absl::Status& status, RejectionRe
 
 void DeviceExecutor::RejectExpired(Batch& expired) {
   Clock::time_point now = Clock::now();
+  Uncount(expired);
   for (auto& job : expired) {
     if (rejection_listener_) rejection_listener_(*job, RejectionReason::kQueueTimeout);
     // Triton's code for a queue timeout: the request was not run, and
@@ -338,11 +349,17 @@ void DeviceExecutor::WorkerLoop() {
     if (more_runnable) work_cv_.notify_one();
     const FlowKey flow = batch[0]->flow;
     Clock::time_point start = Clock::now();
+    // Running jobs stay counted until the run ends; what they added is
+    // taken now, as a job that falls back is submitted to another executor
+    // from within the run and counted there.
+    int64_t running_us = 0;
+    for (const auto& job : batch) running_us += std::exchange(job->counted_us, 0);
     if (is_task) {
       batch[0]->task();
     } else {
       runner_(batch);
     }
+    if (running_us != 0) expected_work_us_.fetch_sub(running_us, std::memory_order_relaxed);
     uint64_t took_us = MicrosBetween(start, Clock::now());
     busy_us_.fetch_add(took_us, std::memory_order_relaxed);
     running_jobs_.fetch_sub(batch.size(), std::memory_order_relaxed);

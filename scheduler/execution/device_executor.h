@@ -11,6 +11,7 @@
 // thread that refused the job (a worker, or a submitter), outside the
 // queue's lock.
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -103,6 +104,12 @@ class DeviceExecutor {
   };
   QueueDepths QueueDepthsNow() const;
   size_t in_flight() const { return running_jobs_.load(std::memory_order_relaxed); }
+  // The work ahead of a job submitted now, in microseconds: the sum of the
+  // queued and running jobs' expected compute (Job::expected_us; a running
+  // job counted whole).
+  double expected_work_us() const {
+    return static_cast<double>(std::max<int64_t>(0, expected_work_us_.load(std::memory_order_relaxed)));
+  }
   // How long the oldest batch now running has been running; zero when none
   // runs. A model stuck in a batch shows here (the liveness watchdog).
   Clock::duration OldestRunningAge() const;
@@ -169,6 +176,9 @@ class DeviceExecutor {
   int sleeping_workers_ ABSL_GUARDED_BY(mu_) = 0;  // waiting on work_cv_
   std::atomic<size_t> depth_{0};
   std::atomic<size_t> running_jobs_{0};
+  std::atomic<int64_t> expected_work_us_{0};
+  // Takes the jobs' counted work back (they ran, or were answered unrun).
+  void Uncount(const Batch& jobs);
   std::atomic<uint64_t> busy_us_{0};
   std::atomic<int> spin_us_{0};
   std::atomic<int> spinning_{0};

@@ -46,6 +46,12 @@ struct Job final : RequestHandle {
   Clock::time_point queue_deadline = Clock::time_point::max();
   // Set for non-inference work; runs alone.
   std::function<void()> task;
+  // The router's estimate of the job's compute where it is sent (its
+  // model's learned latency there), in microseconds; 0 for none (a task).
+  // The executor counts it as work ahead from Submit until the job ran or
+  // was answered without running (DeviceExecutor::expected_work_us).
+  int64_t expected_us = 0;
+  int64_t counted_us = 0;  // what the executor that holds it added (its to take back)
   std::atomic<bool> cancelled{false};
   // The executor whose queue holds the job, or last held it. A fallback
   // moves the job to another executor while a client may be cancelling it,

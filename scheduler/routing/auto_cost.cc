@@ -37,8 +37,9 @@ void EstimateUnmeasuredAccelerators(std::vector<RouteCandidate>& candidates, con
 
 double ExpectedCompletionUs(const RouteCandidate& c, const RouterOptions& options) {
   const double latency = c.latency_us.value_or(options.unmeasured_latency_us);
-  const double ahead = static_cast<double>(c.queued + c.running) / std::max(1, c.workers) + 1.0;
-  return ahead * latency;
+  const double workers = std::max(1, c.workers);
+  if (c.work_ahead_us) return *c.work_ahead_us / workers + latency;
+  return (static_cast<double>(c.queued + c.running) / workers + 1.0) * latency;
 }
 
 int ChooseDevice(const std::vector<RouteCandidate>& candidates, const RouterOptions& options) {

@@ -312,6 +312,44 @@ TEST(DeviceExecutor, CancelledJobsLeaveTheQueue) {
   EXPECT_EQ(rec.batches, (std::vector<std::vector<int>>{{102}}));
 }
 
+// The work ahead (expected_work_us): each queued job's expected compute is
+// counted from Submit until it ran, was cancelled or refused; a running
+// job counts until its run ends.
+TEST(DeviceExecutor, TheWorkAheadCountsEachJobsExpectedComputeUntilItIsDone) {
+  Gate gate;
+  std::promise<void> running, finish;
+  std::shared_future<void> finished = finish.get_future().share();
+  std::atomic<int> runs{0};
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, [&](Batch& batch) {
+    if (runs++ == 0) {
+      running.set_value();
+      finished.wait();
+    }
+    for (auto& j : batch) j->Finish(InferenceResult{});
+  });
+  ASSERT_NO_FATAL_FAILURE(gate.HoldAWorkerOf(ex));
+  EXPECT_EQ(ex.expected_work_us(), 0) << "a task is expected to take nothing";
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (int id = 1; id <= 4; ++id) {
+    jobs.push_back(MakeJob("", 1, 0, id));
+    jobs.back()->expected_us = 1000 * id;
+    ASSERT_TRUE(ex.Submit(jobs.back()).ok());
+  }
+  EXPECT_EQ(ex.expected_work_us(), 10'000);
+  jobs[1]->cancelled = true;
+  EXPECT_EQ(ex.PurgeCancelled(), 1u);
+  EXPECT_EQ(ex.expected_work_us(), 8'000) << "the cancelled job's 2 ms left";
+  gate.release.set_value();
+  running.get_future().wait();  // job 1 runs, 3 and 4 wait
+  EXPECT_EQ(ex.expected_work_us(), 8'000) << "a running job counts until its run ends";
+  EXPECT_EQ(ex.RefuseQueued(absl::UnavailableError("stopping")), 2u);
+  EXPECT_EQ(ex.expected_work_us(), 1'000) << "the refused jobs' 7 ms left";
+  finish.set_value();
+  ASSERT_TRUE(ex.WaitIdle(Clock::now() + std::chrono::seconds(30)));
+  EXPECT_EQ(ex.expected_work_us(), 0);
+  ex.Stop();
+}
+
 TEST(DeviceExecutor, WaitIdleWaitsForQueuedWorkAndStopRefusesMore) {
   std::atomic<int> ran{0};
   DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, [](Batch&) {});
