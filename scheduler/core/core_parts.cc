@@ -52,19 +52,13 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
           &checker),
       lifecycle(repository, models, devices),
       demand(options.demand),
-      placement(PlacementController::Hooks{
-                    [this] {
-                      std::vector<DeviceId> accelerators;
-                      for (const DeviceId& id : devices.Available()) {
-                        if (id.kind != DeviceKind::kCpu) accelerators.push_back(id);
-                      }
-                      return accelerators;
-                    },
-                    [this](const DeviceId& device) { return PlacementInputs(device); },
-                    [this](const std::string& model) { return KeepOnCpu(model); },
-                    [this](const std::string& model, const DeviceId& device) { return Demote(model, device); },
-                    [this](const std::string& model, const DeviceId& device) { return Promote(model, device); }},
-                options.placement),
+      placement(
+          PlacementController::Hooks{
+              [this] { return Accelerators(); }, [this](const DeviceId& device) { return PlacementInputs(device); },
+              [this](const std::string& model) { return KeepOnCpu(model); },
+              [this](const std::string& model, const DeviceId& device) { return Demote(model, device); },
+              [this](const std::string& model, const DeviceId& device) { return Promote(model, device); }},
+          options.placement),
       executors(
           devices.Snapshot(), options, [this](DeviceExecutor::Batch& batch) { dispatcher->RunQueued(batch); },
           [this](const DeviceId& device, const Job& job, RejectionReason reason) {
@@ -75,16 +69,11 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
   warmup.max_elements = options.max_tensor_elements;
   models.SetWarmupLimits(warmup);
   models.SetHostCopyShare(options.host_copy_share);
-  // Models may move onto an accelerator: one first loaded on the cpu keeps
-  // its weights in host memory too, so its first move (and a request's load
-  // and run) starts there, not from its file.
   if (options.background_moves) {
-    bool accelerators = false;
-    for (const DeviceInfo& d : devices.Snapshot())
-      accelerators = accelerators || (d.available && d.id.kind != DeviceKind::kCpu);
-    models.SetHostCopiesOfCpuLoads(accelerators);
-  }
-  if (options.background_moves) {
+    // Models may move onto an accelerator: one first loaded on the cpu keeps
+    // its weights in host memory too, so its first move (and a request's
+    // load and run) starts there, not from its file.
+    models.SetHostCopiesOfCpuLoads(!Accelerators().empty());
     planner.SetMoveWanted([this] { placement.Wake(); });
     ModelManager::Listener listener;
     listener.loaded = [this](const ModelKey& key, uint64_t took_us) {
@@ -185,8 +174,9 @@ std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const 
   // Never loaded there: its file's reading, deserialisation and warm-up are
   // not guessed; from a host copy a load is its transfer, which is.
   bool queue_counted = false;
+  const uint64_t needed = models.ExpectedFootprint(there).total();
   if (!load && models.HasHostCopy(there)) {
-    load = EstimatedTransferUs(key.device, models.ExpectedFootprint(there).total());
+    load = EstimatedTransferUs(key.device, needed);
     queue_counted = true;  // the estimate includes the link's queue
   }
   if (!load) return std::nullopt;
@@ -197,7 +187,6 @@ std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const 
   // been resident for the move policy's minimum residence count as room.
   const uint64_t budget = models.Budget(key.device);
   if (budget > 0) {
-    const uint64_t needed = models.ExpectedFootprint(there).total();
     uint64_t held = models.ResidentBytes(key.device);
     if (held + needed > budget && options.load_and_run_displaces) held -= std::min(held, DisplaceableBytes(key.device));
     if (held + needed > budget && options.staging_share > 0) {
@@ -213,19 +202,23 @@ uint64_t CoreParts::DisplaceableBytes(const DeviceId& device) const {
       std::chrono::steady_clock::now() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                              std::chrono::duration<double>(options.placement.min_residence_s));
   uint64_t bytes = 0;
-  for (const ResidentModel& r : models.Resident()) {
-    if (r.key.device == device && !r.pinned && r.in_flight == 0 && r.ready_since <= settled) bytes += r.bytes;
+  for (const ResidentModel& r : IdleCopies(device)) {
+    if (r.ready_since <= settled) bytes += r.bytes;
   }
   return bytes;
 }
 
-std::vector<ResidentModel> CoreParts::IdleStagedCopies(const DeviceId& device) const {
-  std::vector<ResidentModel> staged;
+std::vector<ResidentModel> CoreParts::IdleCopies(const DeviceId& device) const {
+  std::vector<ResidentModel> idle;
   for (ResidentModel& r : models.Resident()) {
-    if (r.key.device == device && !r.pinned && r.in_flight == 0 && !placement.Placed(r.key.model, device)) {
-      staged.push_back(std::move(r));
-    }
+    if (r.key.device == device && !r.pinned && r.in_flight == 0) idle.push_back(std::move(r));
   }
+  return idle;
+}
+
+std::vector<ResidentModel> CoreParts::IdleStagedCopies(const DeviceId& device) const {
+  std::vector<ResidentModel> staged = IdleCopies(device);
+  std::erase_if(staged, [&](const ResidentModel& r) { return placement.Placed(r.key.model, device); });
   std::sort(staged.begin(), staged.end(),
             [](const ResidentModel& a, const ResidentModel& b) { return a.ready_since < b.ready_since; });
   return staged;
@@ -242,6 +235,14 @@ void CoreParts::MakeStagingRoom(const Route& there) {
     // kBudget: the listener notes it as demoted (it answers from the cpu).
     models.EvictIdleCopies([&](const ModelKey& k) { return k == r.key; }, EvictionReason::kBudget);
   }
+}
+
+std::vector<DeviceId> CoreParts::Accelerators() const {
+  std::vector<DeviceId> accelerators;
+  for (const DeviceId& id : devices.Available()) {
+    if (id.kind != DeviceKind::kCpu) accelerators.push_back(id);
+  }
+  return accelerators;
 }
 
 double CoreParts::LinkQueueUs(const DeviceId& device) const {

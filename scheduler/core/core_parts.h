@@ -76,6 +76,10 @@ struct CoreParts {
   // Bytes of the copies on `device` a load may displace: idle, unpinned and
   // resident for at least the move policy's minimum residence.
   uint64_t DisplaceableBytes(const DeviceId& device) const;
+  // The copies on `device` a load could evict now: idle and unpinned.
+  std::vector<ResidentModel> IdleCopies(const DeviceId& device) const;
+  // The accelerators available now (the placement controller's devices).
+  std::vector<DeviceId> Accelerators() const;
   // With a staging share: the idle, unpinned copies on `device` that
   // requests loaded (staged, not placed by the move policy), the longest
   // resident first, and their bytes.

@@ -141,15 +141,19 @@ size_t DeviceExecutor::RefuseQueued(const absl::Status& status) {
   return refused;
 }
 
-void DeviceExecutor::Uncount(const Batch& jobs) {
+int64_t DeviceExecutor::TakeCounted(const Batch& jobs) {
   int64_t us = 0;
   for (const auto& job : jobs) us += std::exchange(job->counted_us, 0);
+  return us;
+}
+
+void DeviceExecutor::Uncount(int64_t us) {
   if (us != 0) expected_work_us_.fetch_sub(us, std::memory_order_relaxed);
 }
 
 void DeviceExecutor::Reject(Batch& jobs, const absl::Status& status, RejectionReason reason) {
   if (jobs.empty()) return;
-  Uncount(jobs);
+  Uncount(TakeCounted(jobs));
   for (auto& job : jobs) {
     if (rejection_listener_) rejection_listener_(*job, reason);
     job->Finish(status);
@@ -160,7 +164,7 @@ void DeviceExecutor::Reject(Batch& jobs, const absl::Status& status, RejectionRe
 
 void DeviceExecutor::RejectExpired(Batch& expired) {
   Clock::time_point now = Clock::now();
-  Uncount(expired);
+  Uncount(TakeCounted(expired));
   for (auto& job : expired) {
     if (rejection_listener_) rejection_listener_(*job, RejectionReason::kQueueTimeout);
     // Triton's code for a queue timeout: the request was not run, and
@@ -352,14 +356,13 @@ void DeviceExecutor::WorkerLoop() {
     // Running jobs stay counted until the run ends; what they added is
     // taken now, as a job that falls back is submitted to another executor
     // from within the run and counted there.
-    int64_t running_us = 0;
-    for (const auto& job : batch) running_us += std::exchange(job->counted_us, 0);
+    const int64_t running_us = TakeCounted(batch);
     if (is_task) {
       batch[0]->task();
     } else {
       runner_(batch);
     }
-    if (running_us != 0) expected_work_us_.fetch_sub(running_us, std::memory_order_relaxed);
+    Uncount(running_us);
     uint64_t took_us = MicrosBetween(start, Clock::now());
     busy_us_.fetch_add(took_us, std::memory_order_relaxed);
     running_jobs_.fetch_sub(batch.size(), std::memory_order_relaxed);

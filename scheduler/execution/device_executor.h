@@ -177,8 +177,11 @@ class DeviceExecutor {
   std::atomic<size_t> depth_{0};
   std::atomic<size_t> running_jobs_{0};
   std::atomic<int64_t> expected_work_us_{0};
-  // Takes the jobs' counted work back (they ran, or were answered unrun).
-  void Uncount(const Batch& jobs);
+  // The work `jobs` added to expected_work_us_, taken off them (they ran,
+  // or were answered unrun); Uncount subtracts it, at once or, for a batch
+  // that runs, once its run ends.
+  static int64_t TakeCounted(const Batch& jobs);
+  void Uncount(int64_t us);
   std::atomic<uint64_t> busy_us_{0};
   std::atomic<int> spin_us_{0};
   std::atomic<int> spinning_{0};
