@@ -128,6 +128,13 @@ def arrivals(seconds, rate, popularity):
     return out
 
 
+def host_cpu_slowdown(opts):
+    """The server's --simulate-cpu-slowdown: the CPU --cpu-slowdown times
+    slower than cuda:0, which computes in --compute-scale times a run's host
+    CPU time when that is set (its own time, whatever else the two share)."""
+    return opts.cpu_slowdown * (opts.compute_scale if opts.compute_scale > 0 else 1)
+
+
 def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, calibrate_cpu=False, device=""):
     """One row. `calibrate_cpu`: after the clock stops, each model's CPU
     latency alone (a warm-up request on the CPU, then 5 timed ones, one at a
@@ -139,8 +146,10 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, c
     import grpc
 
     sim = "cuda:0=%d,bandwidth=%s,transfer_latency=%s" % (budget, opts.bandwidth, opts.transfer_latency)
+    if opts.compute_scale > 0:
+        sim += ",compute_scale=%g" % opts.compute_scale
     args = ["--model-repository=" + opts.models, "--simulate-devices=" + sim, "--cache-budget=cuda:0=%d" % budget,
-            "--simulate-cpu-slowdown=%g" % opts.cpu_slowdown, "--repository-poll-interval=0"] + extra_args
+            "--simulate-cpu-slowdown=%g" % host_cpu_slowdown(opts), "--repository-poll-interval=0"] + extra_args
     server = igtest.Server(opts.server, args, os.path.join(log_dir, "churn_%s.log" % name.replace(" ", "_")))
     server.wait_serving()
     channel = grpc.insecure_channel(server.address)
@@ -354,6 +363,10 @@ def main():
     ap.add_argument("--profile", help="a device profile (bench/device_profile.py; bench/profiles/, or measured by "
                     "tests/gpu/calibrate.py): sets --bandwidth, --transfer-latency and --cpu-slowdown")
     ap.add_argument("--cpu-slowdown", type=float, default=4)
+    ap.add_argument("--compute-scale", type=float, default=0,
+                    help="cuda:0 holds each run to this many times the CPU time it took the host thread "
+                    "(--simulate-devices compute_scale), so its time per model stays its own while it shares the "
+                    "host's cores; 0: the wall time a run takes")
     ap.add_argument("--bandwidth", default="12GB/s")
     ap.add_argument("--transfer-latency", default="2ms")
     ap.add_argument("--settle", type=float, default=3)
@@ -418,11 +431,13 @@ def main():
 
     lines = [
         "Churn: %d models of %.0f-%.0f MB (%.0f MB in all), cuda:0 budget %.0f MB (a third; all resident: %.0f MB), "
-        "link %s + %s per load, CPU %gx slower than cuda:0; open loop %.0f req/s for %.0f s, Zipf %.2f, popular set "
+        "link %s + %s per load, CPU %gx slower than cuda:0%s; open loop %.0f req/s for %.0f s, Zipf %.2f, popular set "
         "shifted every %.0f s; %d requests per row, the same arrivals in each." % (
             len(models), min((w * w + w) * 4 for w in widths.values()) / 1e6,
             max((w * w + w) * 4 for w in widths.values()) / 1e6, total / 1e6, budget / 1e6, total * 1.5 / 1e6,
-            args.bandwidth, args.transfer_latency, args.cpu_slowdown, args.rate, args.seconds, args.zipf, args.shift,
+            args.bandwidth, args.transfer_latency, args.cpu_slowdown,
+            (", cuda:0 computing in %gx a run's host CPU time" % args.compute_scale) if args.compute_scale > 0 else "",
+            args.rate, args.seconds, args.zipf, args.shift,
             len(schedule)),
         "",
         "| row | p50 ms | p99 ms | p99.9 ms | max ms | failed | waited for a load | on cuda:0 | MB moved/min "

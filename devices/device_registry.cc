@@ -88,6 +88,7 @@ DeviceInfo SimulatedDevice(const SimulatedDeviceSpec& spec, const DiscoveryOptio
                             : cuda                             ? kSimulatedCudaTransferLatency
                                                                : kSimulatedMpsTransferLatency;
   rules->link = std::make_shared<SimulatedLink>(rules->transfer_bytes_per_second, rules->transfer_latency);
+  rules->compute_scale = spec.compute_scale;
   if (spec.id.kind == DeviceKind::kCuda) {
     d.precision.compute_capability = spec.compute_capability;
     d.compute_capability = CapabilityText(spec.compute_capability);

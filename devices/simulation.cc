@@ -53,11 +53,18 @@ absl::StatusOr<std::vector<SimulatedDeviceSpec>> ParseSimulatedDevices(absl::str
     auto bad = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat("--simulate-devices: entry '", entry, "': ", why));
     };
-    // A transfer setting of the device listed before it.
-    if (absl::StartsWith(entry, "bandwidth=") || absl::StartsWith(entry, "transfer_latency=")) {
+    // A transfer or compute setting of the device listed before it.
+    if (absl::StartsWith(entry, "bandwidth=") || absl::StartsWith(entry, "transfer_latency=") ||
+        absl::StartsWith(entry, "compute_scale=")) {
       if (out.empty()) return bad("names no device: list it after the device it sets (cuda:0,bandwidth=12GB/s)");
       absl::string_view value = entry.substr(entry.find('=') + 1);
-      if (absl::StartsWith(entry, "bandwidth=")) {
+      if (absl::StartsWith(entry, "compute_scale=")) {
+        double scale = 0;
+        if (!absl::SimpleAtod(value, &scale) || !(scale > 0 && scale <= 1000)) {
+          return bad("expected a number above 0 and at most 1000: the device's time over the host thread's CPU time");
+        }
+        out.back().compute_scale = scale;
+      } else if (absl::StartsWith(entry, "bandwidth=")) {
         absl::string_view per_second = value;
         if (!absl::ConsumeSuffix(&per_second, "/s")) return bad("expected bytes per second, as 12GB/s");
         absl::StatusOr<uint64_t> bytes = ParseByteSize(per_second);

@@ -53,6 +53,13 @@ struct SimulationRules {
   // The device's one link at those rates, shared by every move onto it
   // (simulated_link.h); null: each move is charged alone.
   std::shared_ptr<SimulatedLink> link;
+  // How long the device takes to compute a forward pass, as a multiple of
+  // the CPU time the pass took the host thread that ran it (0: the pass
+  // takes the wall time it takes). A real accelerator's time for a model is
+  // its own, whatever the host's other threads do; a simulated one that
+  // computes on the host's shared cores is not, unless charged this way
+  // (the run is held until then, never less than it took).
+  double compute_scale = 0;
 };
 
 // The simulated time to move `bytes` of weights onto the device `rules`
@@ -78,8 +85,8 @@ inline constexpr double kSimulatedMpsBytesPerSecond = 60e9;
 inline constexpr std::chrono::microseconds kSimulatedMpsTransferLatency{500};
 
 // One device of --simulate-devices: "cuda:0", "cuda:1=2GiB@7.5", "mps@13",
-// optionally followed by entries that set its transfer cost:
-// "cuda:0=8GiB@8.0,bandwidth=12GB/s,transfer_latency=2ms".
+// optionally followed by entries that set its transfer cost and its
+// compute time: "cuda:0=8GiB@8.0,bandwidth=12GB/s,transfer_latency=2ms,compute_scale=2".
 struct SimulatedDeviceSpec {
   DeviceId id;
   uint64_t memory_bytes = uint64_t{16} << 30;
@@ -87,11 +94,13 @@ struct SimulatedDeviceSpec {
   int macos_major = 14;                            // MPS
   double transfer_bytes_per_second = 0;            // the kind's default (above) when not given
   std::chrono::microseconds transfer_latency{-1};  // the kind's default when negative
+  double compute_scale = 0;                        // SimulationRules::compute_scale; 0: wall time
 };
 
 // Parses the comma-separated --simulate-devices list: devices, each
-// followed by its own `bandwidth=` (bytes per second: "12GB/s") and
-// `transfer_latency=` ("2ms") entries. Errors name the flag and the entry.
+// followed by its own `bandwidth=` (bytes per second: "12GB/s"),
+// `transfer_latency=` ("2ms") and `compute_scale=` (a positive number, at
+// most 1000) entries. Errors name the flag and the entry.
 absl::StatusOr<std::vector<SimulatedDeviceSpec>> ParseSimulatedDevices(absl::string_view text);
 
 // Ops real MPS has lacked in some releases; the default deny list.

@@ -1,11 +1,10 @@
 #include "scheduler/execution/batch_execution.h"
 
-#include <time.h>
-
 #include <exception>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/thread_cpu_time.h"
 #include "scheduler/execution/batch_tensors.h"
 #include "scheduler/model/string_tensor.h"
 #include "scheduler/model/torch_status.h"
@@ -21,16 +20,6 @@ std::vector<TensorMeta> TensorMetas(const std::vector<NamedTensor>& inputs) {
   }
   return metas;
 }
-
-namespace {
-
-uint64_t ThreadCpuMicros() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
-}
-
-}  // namespace
 
 int64_t BatchRun::total_rows() const {
   int64_t total = 0;

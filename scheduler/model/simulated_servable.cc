@@ -1,9 +1,14 @@
 #include "scheduler/model/simulated_servable.h"
 
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/thread_cpu_time.h"
 #include "devices/device_failure.h"
 #include "devices/simulated_run.h"
 
@@ -48,7 +53,19 @@ absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::Watched(RunInner run
   // The loader's DeviceComputeScope around its forward pass applies the
   // rules and fails the run as the backend would.
   SimulationRulesForThisThread rules(rules_.get());
-  return run();
+  const auto started = std::chrono::steady_clock::now();
+  const uint64_t cpu_started = ThreadCpuMicros();
+  absl::StatusOr<std::vector<NamedTensor>> outputs = run();
+  if (rules_->compute_scale > 0 && outputs.ok()) {
+    const auto took = std::chrono::steady_clock::now() - started;
+    const double work_us =
+        at::get_num_threads() == 1
+            ? static_cast<double>(ThreadCpuMicros() - cpu_started)
+            : static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(took).count());
+    std::this_thread::sleep_until(started +
+                                  std::chrono::microseconds(static_cast<int64_t>(work_us * rules_->compute_scale)));
+  }
+  return outputs;
 }
 
 absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::Run(const std::vector<at::Tensor>& inputs) const {

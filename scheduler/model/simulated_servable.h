@@ -18,6 +18,12 @@
 //      fail the run as the real backend would, with its DeviceFailure. The
 //      inputs' placement and the outputs' conversion, which a real backend
 //      does around the forward pass, are not watched.
+//   4. With the device's compute_scale, each run that succeeds is held
+//      until that many times the CPU time it took the calling thread (the
+//      wall time when LibTorch runs more than one intra-op thread, whose
+//      work the caller's clock does not see): the device's time for a model
+//      is then its own, not what the host's other threads leave of a shared
+//      core. Never shorter than the run took.
 //
 // Servables on the CPU, or on a device that is not simulated, are returned
 // unwrapped. Immutable after Wrap; thread-safe as the inner servable is

@@ -33,7 +33,7 @@ TEST(Simulation, RejectsBadSpecsNamingTheFlag) {
 
 // Each device's transfer cost follows it in the list; unset, the kind's
 // default applies (set by the registry, device_registry_test).
-TEST(Simulation, ParsesEachDevicesTransferCost) {
+TEST(Simulation, ParsesEachDevicesTransferCostAndComputeScale) {
   auto specs =
       ParseSimulatedDevices("cuda:0=8GiB@8.0,bandwidth=12GB/s,transfer_latency=3ms,mps,cuda:1,bandwidth=1GiB/s");
   ASSERT_TRUE(specs.ok()) << specs.status();
@@ -44,8 +44,15 @@ TEST(Simulation, ParsesEachDevicesTransferCost) {
   EXPECT_DOUBLE_EQ((*specs)[1].transfer_bytes_per_second, 0);  // the default
   EXPECT_LT((*specs)[1].transfer_latency.count(), 0);
   EXPECT_DOUBLE_EQ((*specs)[2].transfer_bytes_per_second, double{1 << 30});
-  for (const char* bad : {"bandwidth=12GB/s,cuda:0", "cuda:0,bandwidth=12GB", "cuda:0,bandwidth=0/s",
-                          "cuda:0,bandwidth=fast/s", "cuda:0,transfer_latency=soon"}) {
+  EXPECT_DOUBLE_EQ((*specs)[0].compute_scale, 0);  // wall time
+  specs = ParseSimulatedDevices("cuda:0,compute_scale=2.5,mps");
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  EXPECT_DOUBLE_EQ((*specs)[0].compute_scale, 2.5);
+  EXPECT_DOUBLE_EQ((*specs)[1].compute_scale, 0);
+  for (const char* bad :
+       {"bandwidth=12GB/s,cuda:0", "cuda:0,bandwidth=12GB", "cuda:0,bandwidth=0/s", "cuda:0,bandwidth=fast/s",
+        "cuda:0,transfer_latency=soon", "compute_scale=2,cuda:0", "cuda:0,compute_scale=0", "cuda:0,compute_scale=-1",
+        "cuda:0,compute_scale=nan", "cuda:0,compute_scale=fast", "cuda:0,compute_scale=1e9"}) {
     auto refused = ParseSimulatedDevices(bad);
     ASSERT_FALSE(refused.ok()) << bad;
     EXPECT_NE(refused.status().message().find("--simulate-devices"), absl::string_view::npos) << refused.status();

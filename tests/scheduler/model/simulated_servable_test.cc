@@ -1,16 +1,19 @@
 // What a simulated accelerator charges any servable, once (SimulatedServable):
 // its memory reserved while the servable lives and refused past the
 // device's capacity, its move charged on the device's link, and the part of
-// each run the device computes held to the backend's rules; the CPU and
-// real devices pass through.
+// each run the device computes held to the backend's rules and, with a
+// compute scale, to a time of its own; the CPU and real devices pass
+// through.
 #include "scheduler/model/simulated_servable.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <vector>
 
+#include "common/thread_cpu_time.h"
 #include "devices/device_failure.h"
 #include "devices/simulated_run.h"
 #include "scheduler/model/torch_status.h"
@@ -171,6 +174,71 @@ TEST(SimulatedServable, AnInjectedDeviceFaultFailsRunsAsALostDevice) {
   absl::StatusOr<std::vector<NamedTensor>> out = (*wrapped)->Run({});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(FailureKind(out.status()), DeviceFailure::kDeviceError);
+}
+
+// Spins the calling thread for `cpu` of CPU time, then answers (or fails
+// as a refused run does, `fail`).
+class Spins final : public Servable {
+ public:
+  Spins(std::chrono::microseconds cpu, bool fail) : cpu_(cpu), fail_(fail) {}
+  absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>&) const override {
+    const uint64_t start = ThreadCpuMicros();
+    volatile uint64_t spins = 0;
+    while (ThreadCpuMicros() - start < static_cast<uint64_t>(cpu_.count())) spins = spins + 1;
+    if (fail_) return absl::InvalidArgumentError("refused");
+    return std::vector<NamedTensor>{{"y", at::ones({1})}};
+  }
+  const InputSignature& signature() const override { return signature_; }
+  DType compute_dtype() const override { return DType::kFloat32; }
+  uint64_t resident_bytes() const override { return 1000; }
+  std::chrono::microseconds transfer_time() const override { return std::chrono::microseconds(0); }
+
+ private:
+  std::chrono::microseconds cpu_;
+  bool fail_;
+  InputSignature signature_;
+};
+
+// How long one Run of `servable` takes on the calling thread.
+std::chrono::microseconds TimedRun(const Servable& servable, bool* ok) {
+  const auto start = std::chrono::steady_clock::now();
+  *ok = servable.Run({}).ok();
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
+}
+
+TEST(SimulatedServable, AComputeScaleHoldsEachRunToThatManyTimesItsCpuTime) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const auto cpu = std::chrono::milliseconds(20);
+  struct Case {
+    double scale;
+    bool fail;
+    std::chrono::microseconds at_least, below;  // below: 0 when unbounded
+  };
+  const Case cases[] = {
+      // 20 ms of CPU charged as 60 ms of device time, however long the
+      // host took to give the thread those 20 ms.
+      {3, false, std::chrono::milliseconds(60), std::chrono::microseconds(0)},
+      // A run that fails is not held: 20 ms of CPU, not the 1 s charge.
+      {50, true, std::chrono::milliseconds(20), std::chrono::milliseconds(500)},
+      // No scale: the run takes what it takes.
+      {0, false, std::chrono::milliseconds(20), std::chrono::milliseconds(500)},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "scale " << c.scale << (c.fail ? ", failing" : ""));
+    DeviceInfo cuda = Simulated(DeviceKind::kCuda, 10'000'000, [&](SimulationRules& r) { r.compute_scale = c.scale; });
+    absl::StatusOr<std::shared_ptr<Servable>> wrapped =
+        SimulatedServable::Wrap(std::make_shared<Spins>(cpu, c.fail), cuda, "m");
+    ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+    bool ok = false;
+    const std::chrono::microseconds took = TimedRun(**wrapped, &ok);
+    EXPECT_EQ(ok, !c.fail);
+    EXPECT_GE(took, c.at_least);
+    if (c.below.count() > 0) {
+      EXPECT_LT(took, c.below);
+    }
+  }
+  at::set_num_threads(threads);
 }
 
 }  // namespace
