@@ -128,6 +128,12 @@ def arrivals(seconds, rate, popularity):
     return out
 
 
+def estimated(row):
+    """The row's requests whose ready path had an estimate: those the
+    regret judges."""
+    return row["ready_path_requests"] - row["unestimated"]
+
+
 def host_cpu_slowdown(opts):
     """The server's --simulate-cpu-slowdown: the CPU --cpu-slowdown times
     slower than cuda:0, which computes in --compute-scale times a run's host
@@ -261,9 +267,12 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, c
     return {
         "row": name, "requests": len(results), "failures": len(failures),
         "gpu_loads": int(gpu_loads), "gpu_load_ms": gpu_load_ms,
-        # auto's requests counted under their ready path, and those that
-        # finished more than 20% after that path's estimate (regret).
+        # auto's requests counted under their ready path, those whose path
+        # had no estimate (the model's latency there not yet measured), and
+        # of the rest those that finished more than 20% after that path's
+        # estimate (regret).
         "ready_path_requests": int(added("infergate_ready_path_requests_total")),
+        "unestimated": int(added("infergate_ready_path_unestimated_total")),
         "regret": int(added("infergate_regret_total")),
         "loads_from_host_copy": int(added("infergate_model_loads_from_host_copy_total")),
         "first_failure": failures[0][5] if failures else "",
@@ -452,9 +461,9 @@ def main():
                          100 * r["on_gpu"], r["moved_mb_per_min"], r["peak_memory"] / 1e6, r["budget"] / 1e6,
                          r["promoted"], r["demoted"], r["evicted"], r["gpu_loads"], r["gpu_load_ms"],
                          r["loads_from_host_copy"],
-                         "%d of %d (%.1f%%)" % (r["regret"], r["ready_path_requests"],
-                                                100.0 * r["regret"] / r["ready_path_requests"])
-                         if r["ready_path_requests"] else "-"))
+                         "%d of %d (%.1f%%), %d unestimated" % (
+                             r["regret"], estimated(r), 100.0 * r["regret"] / estimated(r), r["unestimated"])
+                         if estimated(r) else "-"))
     named = {r["row"]: r for r in results}
     policy, mean, reload_, resident = (named[n] for n in ("policy", "policy mean", "evict-and-reload", "all resident"))
     lines += [

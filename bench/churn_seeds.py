@@ -57,7 +57,8 @@ def read_run(csv_path):
                 except ValueError:
                     named[k] = v
             named["on_gpu_percent"] = 100 * named["on_gpu"]
-            asked = named.get("ready_path_requests", 0)
+            # The regret judges the requests whose path had an estimate.
+            asked = named.get("ready_path_requests", 0) - named.get("unestimated", 0)
             named["regret_percent"] = 100 * named["regret"] / asked if asked else None
             rows[r["row"]] = named
     bound = None

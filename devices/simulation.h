@@ -53,12 +53,13 @@ struct SimulationRules {
   // The device's one link at those rates, shared by every move onto it
   // (simulated_link.h); null: each move is charged alone.
   std::shared_ptr<SimulatedLink> link;
-  // How long the device takes to compute a forward pass, as a multiple of
-  // the CPU time the pass took the host thread that ran it (0: the pass
-  // takes the wall time it takes). A real accelerator's time for a model is
-  // its own, whatever the host's other threads do; a simulated one that
-  // computes on the host's shared cores is not, unless charged this way
-  // (the run is held until then, never less than it took).
+  // How long the device takes to compute a forward pass: this many times
+  // the least CPU time such a pass of the model has taken the host thread
+  // that ran it (0: the pass takes the wall time it takes). A real
+  // accelerator's time for a model is its own, whatever the host's other
+  // threads do; a simulated one that computes on the host's shared cores
+  // and memory is not, unless charged this way (SimulatedServable holds
+  // the run until then, never less than it took).
   double compute_scale = 0;
 };
 

@@ -261,8 +261,7 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
   if (device.kind == DeviceKind::kCpu && core_.options.simulated_cpu_slowdown > 1) SlowDownAsSimulated(run, own_cpu);
 
   const int64_t total_rows = run.total_rows();
-  core_.latency.Observe(route.model->name, device,
-                        static_cast<double>(run.compute_us) / static_cast<double>(run.jobs.size()));
+  core_.latency.Observe(route.model->name, device, static_cast<double>(run.compute_us));
   if (!run.jobs[0]->batch_key.empty() && run.jobs.size() == jobs.size()) {
     if (DeviceExecutor* ex = core_.executors.Find(device)) {
       ex->RecordBatchCost(run.jobs[0]->batch_key, total_rows, own_cpu ? run.cpu_us : run.compute_us);
@@ -302,7 +301,7 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
     if (job.route.ready_path != nullptr) {
       result.placement.ready_path = job.route.ready_path;
       result.placement.ready_path_expected_us = job.route.expected_us;
-      core_.observer->OnReadyPathAnswered(job.route.ready_path, device_name,
+      core_.observer->OnReadyPathAnswered(job.route.ready_path, device_name, job.route.expected_us > 0,
                                           IsRegret(job.route.expected_us, static_cast<double>(result.timing.total_us)));
     }
     job.Finish(std::move(result));

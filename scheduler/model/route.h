@@ -31,7 +31,8 @@ struct Route {
   std::optional<DType> precision_check;
   // Under `auto` with background moves: the ready path taken
   // (ReadyPathName, scheduler/routing/ready_path.h; null otherwise) and its
-  // estimate of when the request finishes, from its planning (0: none).
+  // estimate of when the request finishes, from its planning (0: none, the
+  // model's latency on that device not measured yet).
   const char* ready_path = nullptr;
   double expected_us = 0;
 

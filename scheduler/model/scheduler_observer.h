@@ -30,7 +30,10 @@ class SchedulerObserver {
   // A request `auto` sent down a ready path (ReadyPathName) answered on
   // `device`; `regret` when it finished more than 20% after that path's
   // estimate (IsRegret).
-  virtual void OnReadyPathAnswered(const std::string& /*path*/, const std::string& /*device*/, bool /*regret*/) {}
+  // `estimated`: the path had an estimate (the model's latency there was
+  // measured); regret is judged only then.
+  virtual void OnReadyPathAnswered(const std::string& /*path*/, const std::string& /*device*/, bool /*estimated*/,
+                                   bool /*regret*/) {}
   // reason: device_unavailable, device_not_allowed, unsupported_op, dtype, oom
   virtual void OnFallback(const std::string& /*from*/, const std::string& /*to*/, const std::string& /*reason*/) {}
   // A request answered without running. `model` is "" when not yet known;

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -49,7 +50,8 @@ SimulatedServable::~SimulatedServable() {
 }
 
 template <typename RunInner>
-absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::Watched(RunInner run) const {
+absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::Watched(const std::vector<at::Tensor>& inputs,
+                                                                    RunInner run) const {
   // The loader's DeviceComputeScope around its forward pass applies the
   // rules and fails the run as the backend would.
   SimulationRulesForThisThread rules(rules_.get());
@@ -57,23 +59,33 @@ absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::Watched(RunInner run
   const uint64_t cpu_started = ThreadCpuMicros();
   absl::StatusOr<std::vector<NamedTensor>> outputs = run();
   if (rules_->compute_scale > 0 && outputs.ok()) {
-    const auto took = std::chrono::steady_clock::now() - started;
-    const double work_us =
-        at::get_num_threads() == 1
-            ? static_cast<double>(ThreadCpuMicros() - cpu_started)
-            : static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(took).count());
-    std::this_thread::sleep_until(started +
-                                  std::chrono::microseconds(static_cast<int64_t>(work_us * rules_->compute_scale)));
+    const uint64_t work_us = at::get_num_threads() == 1
+                                 ? ThreadCpuMicros() - cpu_started
+                                 : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                             std::chrono::steady_clock::now() - started)
+                                                             .count());
+    const int64_t rows = !inputs.empty() && inputs[0].dim() > 0 ? inputs[0].size(0) : 0;
+    std::this_thread::sleep_until(started + ComputeTime(rows, work_us));
   }
   return outputs;
 }
 
+std::chrono::microseconds SimulatedServable::ComputeTime(int64_t rows, uint64_t work_us) const {
+  uint64_t fastest = work_us;
+  {
+    MutexLock lock(fastest_mu_);
+    auto [it, added] = fastest_work_us_.emplace(rows, work_us);
+    if (!added) it->second = fastest = std::min(it->second, work_us);
+  }
+  return std::chrono::microseconds(static_cast<int64_t>(static_cast<double>(fastest) * rules_->compute_scale));
+}
+
 absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::Run(const std::vector<at::Tensor>& inputs) const {
-  return Watched([&] { return inner_->Run(inputs); });
+  return Watched(inputs, [&] { return inner_->Run(inputs); });
 }
 
 absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::WarmUp(const std::vector<at::Tensor>& inputs) const {
-  return Watched([&] { return inner_->WarmUp(inputs); });
+  return Watched(inputs, [&] { return inner_->WarmUp(inputs); });
 }
 
 }  // namespace infergate

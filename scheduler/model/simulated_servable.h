@@ -19,11 +19,14 @@
 //      inputs' placement and the outputs' conversion, which a real backend
 //      does around the forward pass, are not watched.
 //   4. With the device's compute_scale, each run that succeeds is held
-//      until that many times the CPU time it took the calling thread (the
-//      wall time when LibTorch runs more than one intra-op thread, whose
-//      work the caller's clock does not see): the device's time for a model
-//      is then its own, not what the host's other threads leave of a shared
-//      core. Never shorter than the run took.
+//      until that many times the least CPU time a run of this copy with as
+//      many rows has taken the calling thread (the CPU time, not the wall
+//      time: another thread's turn on a shared core is not this device's
+//      work; the least, since contention for the host's memory and caches
+//      lengthens CPU time too; the wall time when LibTorch runs more than
+//      one intra-op thread, whose work the caller's clock does not see): the
+//      device's time for a model is then its own, as a real device's is.
+//      Never shorter than the run took.
 //
 // Servables on the CPU, or on a device that is not simulated, are returned
 // unwrapped. Immutable after Wrap; thread-safe as the inner servable is
@@ -31,11 +34,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "devices/device_info.h"
 #include "devices/simulation.h"
 #include "scheduler/model/servable.h"
@@ -61,14 +66,20 @@ class SimulatedServable final : public Servable {
  private:
   SimulatedServable(std::shared_ptr<Servable> inner, std::shared_ptr<const SimulationRules> rules,
                     uint64_t reserved_bytes, std::chrono::microseconds transfer_time);
-  // `run` (the inner Run or WarmUp) under the device's rules.
+  // `run` (the inner Run or WarmUp of `inputs`) under the device's rules,
+  // held to its compute time (4).
   template <typename RunInner>
-  absl::StatusOr<std::vector<NamedTensor>> Watched(RunInner run) const;
+  absl::StatusOr<std::vector<NamedTensor>> Watched(const std::vector<at::Tensor>& inputs, RunInner run) const;
+  // (4): the device's time for a run of `rows` rows that took `work_us` of
+  // the host's time, which lowers the least time seen for those rows.
+  std::chrono::microseconds ComputeTime(int64_t rows, uint64_t work_us) const;
 
   std::shared_ptr<Servable> inner_;
   std::shared_ptr<const SimulationRules> rules_;
   uint64_t reserved_bytes_;
   std::chrono::microseconds transfer_time_;
+  mutable Mutex fastest_mu_;
+  mutable std::map<int64_t, uint64_t> fastest_work_us_ ABSL_GUARDED_BY(fastest_mu_);  // by rows
 };
 
 }  // namespace infergate

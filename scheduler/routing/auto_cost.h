@@ -17,8 +17,9 @@
 
 namespace infergate {
 
-// Exponentially weighted moving averages of per-request compute time, by
-// (model, device). A copy's first run pays for lazy initialisation (the
+// Exponentially weighted moving averages of the compute time of the run
+// that carries a request (a batch's whole run: each of its requests waits
+// for all of it), by (model, device). A copy's first run pays for lazy initialisation (the
 // TorchScript executor profiles and optimises it), so the first sample is
 // not an average's seed: Mean answers nothing until a second sample, which
 // replaces the first. Thread-safe; updates are one short lock.

@@ -157,7 +157,12 @@ RoutePlanner::AutoChoice RoutePlanner::ChooseAuto(const Route& route, Precision 
   for (RouteCandidate& c : all_resident) c.resident = true;
   const int ideal = ChooseDevice(all_resident, options_);
   const PathChoice path = ChooseReadyPath(candidates, ideal, options_);
-  AutoChoice choice{candidates[path.index].device, std::nullopt, ReadyPathName(path.path), path.expected_us};
+  // A path whose latency there is neither measured nor guessed from the
+  // CPU's has no estimate: its expected time rests on the assumed latency
+  // of a model never measured, not on anything learned of this one.
+  const bool estimated = candidates[path.index].latency_us.has_value();
+  AutoChoice choice{candidates[path.index].device, std::nullopt, ReadyPathName(path.path),
+                    estimated ? path.expected_us : 0.0};
   if (path.path != ReadyPath::kResident) return choice;
   move_wanted_();
   if (candidates[ideal].demoted) {

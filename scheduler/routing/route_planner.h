@@ -114,7 +114,7 @@ class RoutePlanner {
     DeviceId device;
     std::optional<FallbackReason> demoted;  // ran elsewhere: the model was demoted from its best device
     const char* ready_path = nullptr;       // the ready path's name (background moves on; else null)
-    double expected_us = 0;                 // its estimate of when the request finishes
+    double expected_us = 0;                 // its estimate of when the request finishes; 0: none
   };
   AutoChoice ChooseAuto(const Route& route, Precision precision, const std::vector<DeviceId>& allowed) const;
   // The probe's figures for `route`'s model on `device`, in the dtype a

@@ -296,6 +296,12 @@ void Metrics::RegisterRequestFamilies(const BuildVersions& versions) {
                       "Of those, the requests that finished more than 20% after their path's estimate, by path "
                       "and device.")
                   .Register(r);
+  unestimated_ = &prometheus::BuildCounter()
+                      .Name("infergate_ready_path_unestimated_total")
+                      .Help(
+                          "Of those, the requests whose path had no estimate (the model's latency on that device "
+                          "not measured yet), which the regret does not judge, by path and device.")
+                      .Register(r);
   rejections_ =
       &prometheus::BuildCounter()
            .Name("infergate_rejections_total")
@@ -563,8 +569,9 @@ void Metrics::OnFallback(const std::string& from, const std::string& to, const s
   Cached(*fallbacks_, {{"from", from}, {"to", to}, {"reason", reason}}).Increment();
 }
 
-void Metrics::OnReadyPathAnswered(const std::string& path, const std::string& device, bool regret) {
+void Metrics::OnReadyPathAnswered(const std::string& path, const std::string& device, bool estimated, bool regret) {
   Cached(*ready_paths_, {{"path", path}, {"device", device}}).Increment();
+  if (!estimated) Cached(*unestimated_, {{"path", path}, {"device", device}}).Increment();
   if (regret) Cached(*regrets_, {{"path", path}, {"device", device}}).Increment();
 }
 

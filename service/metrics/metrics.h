@@ -68,7 +68,7 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
   void OnModelUpdate(const std::string& model, ModelUpdateResult result) override;
   void OnEviction(const DeviceId& device, EvictionReason why) override;
   void OnFallback(const std::string& from, const std::string& to, const std::string& reason) override;
-  void OnReadyPathAnswered(const std::string& path, const std::string& device, bool regret) override;
+  void OnReadyPathAnswered(const std::string& path, const std::string& device, bool estimated, bool regret) override;
   void OnRejected(const DeviceId& device, const std::string& model, RejectionReason reason) override;
   void OnPrecisionCheck(const std::string& model, const std::string& device, const std::string& dtype,
                         PrecisionCheckKind kind, PrecisionCheckResult result) override;
@@ -134,6 +134,7 @@ class Metrics final : public SchedulerObserver, public InferCallObserver {
   prometheus::Family<prometheus::Counter>* fallbacks_ = nullptr;
   prometheus::Family<prometheus::Counter>* ready_paths_ = nullptr;
   prometheus::Family<prometheus::Counter>* regrets_ = nullptr;
+  prometheus::Family<prometheus::Counter>* unestimated_ = nullptr;
   prometheus::Family<prometheus::Counter>* rejections_ = nullptr;
   prometheus::Family<prometheus::Counter>* precision_checks_ = nullptr;
   prometheus::Family<prometheus::Gauge>* precision_error_ = nullptr;  // Add/Set are thread-safe; rare calls

@@ -491,13 +491,15 @@ void AddDeviceFlags(FlagSet& flags, RawFlags& f) {
   flags.String("nvml-library", &f.nvml_library, "NVIDIA management library to read GPU names and memory from.");
   flags.Duration("device-failure-cooldown", &f.device_failure_cooldown,
                  "How long a device that failed stays out of service (its work goes to the CPU).");
-  flags.String("simulate-devices", &f.simulate_devices,
-               "Simulated devices for tests and demos: mps and cuda:N entries, each optionally =MEMORY "
-               "(e.g. 2GiB) and @CAPABILITY (cuda, e.g. 7.5) or @MACOS (mps, e.g. 13), and followed by "
-               "bandwidth=12GB/s and transfer_latency=2ms entries: what a load's move of weights onto it costs "
-               "(default: a PCIe 4 GPU's for cuda, unified memory's for mps), and a compute_scale=2 entry: each run "
-               "held to that many times the CPU time it took the host thread (default: the wall time it takes). "
-               "They compute on the CPU but enforce the real backend's rules.");
+  flags.String(
+      "simulate-devices", &f.simulate_devices,
+      "Simulated devices for tests and demos: mps and cuda:N entries, each optionally =MEMORY "
+      "(e.g. 2GiB) and @CAPABILITY (cuda, e.g. 7.5) or @MACOS (mps, e.g. 13), and followed by "
+      "bandwidth=12GB/s and transfer_latency=2ms entries: what a load's move of weights onto it costs "
+      "(default: a PCIe 4 GPU's for cuda, unified memory's for mps), and a compute_scale=2 entry: each run "
+      "held to that many times the least CPU time such a run has taken the host thread (default: the wall time it "
+      "takes). "
+      "They compute on the CPU but enforce the real backend's rules.");
   flags.String("simulate-mps-unsupported-ops", &f.simulate_mps_unsupported_ops,
                "Comma-separated aten ops simulated MPS raises NotImplementedError for; empty uses a default list "
                "of ops real MPS has lacked (aten::upsample_bicubic2d, aten::grid_sampler_3d, ...).");

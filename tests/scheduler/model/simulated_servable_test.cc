@@ -176,15 +176,17 @@ TEST(SimulatedServable, AnInjectedDeviceFaultFailsRunsAsALostDevice) {
   EXPECT_EQ(FailureKind(out.status()), DeviceFailure::kDeviceError);
 }
 
-// Spins the calling thread for `cpu` of CPU time, then answers (or fails
-// as a refused run does, `fail`).
+// Spins the calling thread for `cpu` of CPU time (the next of `cpu`'s
+// times at each run, the last one from then on), then answers (or fails as
+// a refused run does, `fail`).
 class Spins final : public Servable {
  public:
-  Spins(std::chrono::microseconds cpu, bool fail) : cpu_(cpu), fail_(fail) {}
+  Spins(std::vector<std::chrono::microseconds> cpu, bool fail) : cpu_(std::move(cpu)), fail_(fail) {}
   absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>&) const override {
     const uint64_t start = ThreadCpuMicros();
+    const auto cpu = cpu_[std::min(runs_++, cpu_.size() - 1)];
     volatile uint64_t spins = 0;
-    while (ThreadCpuMicros() - start < static_cast<uint64_t>(cpu_.count())) spins = spins + 1;
+    while (ThreadCpuMicros() - start < static_cast<uint64_t>(cpu.count())) spins = spins + 1;
     if (fail_) return absl::InvalidArgumentError("refused");
     return std::vector<NamedTensor>{{"y", at::ones({1})}};
   }
@@ -194,8 +196,9 @@ class Spins final : public Servable {
   std::chrono::microseconds transfer_time() const override { return std::chrono::microseconds(0); }
 
  private:
-  std::chrono::microseconds cpu_;
+  std::vector<std::chrono::microseconds> cpu_;
   bool fail_;
+  mutable size_t runs_ = 0;
   InputSignature signature_;
 };
 
@@ -227,8 +230,8 @@ TEST(SimulatedServable, AComputeScaleHoldsEachRunToThatManyTimesItsCpuTime) {
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "scale " << c.scale << (c.fail ? ", failing" : ""));
     DeviceInfo cuda = Simulated(DeviceKind::kCuda, 10'000'000, [&](SimulationRules& r) { r.compute_scale = c.scale; });
-    absl::StatusOr<std::shared_ptr<Servable>> wrapped =
-        SimulatedServable::Wrap(std::make_shared<Spins>(cpu, c.fail), cuda, "m");
+    absl::StatusOr<std::shared_ptr<Servable>> wrapped = SimulatedServable::Wrap(
+        std::make_shared<Spins>(std::vector<std::chrono::microseconds>{cpu}, c.fail), cuda, "m");
     ASSERT_TRUE(wrapped.ok()) << wrapped.status();
     bool ok = false;
     const std::chrono::microseconds took = TimedRun(**wrapped, &ok);
@@ -238,6 +241,27 @@ TEST(SimulatedServable, AComputeScaleHoldsEachRunToThatManyTimesItsCpuTime) {
       EXPECT_LT(took, c.below);
     }
   }
+  at::set_num_threads(threads);
+}
+
+TEST(SimulatedServable, TheComputeTimeIsTheLeastCpuTimeARunHasTakenScaled) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  // Runs of 10, 2, then 10 ms of CPU (the last as contention for memory
+  // lengthens a run's CPU time): charged 100, 20, then 20 ms at a scale of
+  // 10, not 100 again.
+  DeviceInfo cuda = Simulated(DeviceKind::kCuda, 10'000'000, [](SimulationRules& r) { r.compute_scale = 10; });
+  const std::vector<std::chrono::microseconds> cpu = {std::chrono::milliseconds(10), std::chrono::milliseconds(2),
+                                                      std::chrono::milliseconds(10)};
+  absl::StatusOr<std::shared_ptr<Servable>> wrapped =
+      SimulatedServable::Wrap(std::make_shared<Spins>(cpu, false), cuda, "m");
+  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  bool ok = false;
+  EXPECT_GE(TimedRun(**wrapped, &ok), std::chrono::milliseconds(100));
+  EXPECT_GE(TimedRun(**wrapped, &ok), std::chrono::milliseconds(20));
+  const std::chrono::microseconds third = TimedRun(**wrapped, &ok);
+  EXPECT_GE(third, std::chrono::milliseconds(20));
+  EXPECT_LT(third, std::chrono::milliseconds(80));
   at::set_num_threads(threads);
 }
 

@@ -185,6 +185,42 @@ TEST(RoutePlannerProbe, AutoProbesOnlyWhenThereIsAChoice) {
   EXPECT_EQ(probed, (std::vector<std::string>{"cuda:0", "cpu"}));
 }
 
+// With background moves, a ready path whose latency there was learned (or,
+// on an accelerator, guessed from the CPU's) has an estimate; one that
+// rests on the latency assumed for a model never measured has none (0),
+// which the regret does not judge.
+TEST(RoutePlannerProbe, AReadyPathHasAnEstimateOnlyWhereTheLatencyWasMeasured) {
+  TempRepository repo(kModels);
+  ModelRepository repository(repo.root());
+  ASSERT_TRUE(repository.Scan().ok());
+  DeviceRegistry devices(FakeDevices(/*cuda=*/true, /*mps=*/false));
+  UnsupportedOpTable learned("", "test");
+  struct Row {
+    std::optional<double> cuda_us, cpu_us;
+    std::string device;
+    double expected_us;
+  };
+  const double speedup = RouterOptions{}.assumed_accelerator_speedup;
+  const Row rows[] = {
+      {400, 2000, "cuda:0", 400},                      // measured where it runs
+      {std::nullopt, 2000, "cuda:0", 2000 / speedup},  // guessed from the cpu's latency
+      {std::nullopt, std::nullopt, "cuda:0", 0},       // nothing measured: no estimate
+      {4000, 2000, "cpu", 2000},                       // the cpu is faster and measured
+      {400, std::nullopt, "cuda:0", 400},
+  };
+  for (const Row& r : rows) {
+    RoutePlanner planner(repository, devices, learned, {}, [&r](const Route& there, RouteCandidate* c) {
+      c->resident = true;
+      c->latency_us = there.device.id.kind == DeviceKind::kCpu ? r.cpu_us : r.cuda_us;
+    });
+    planner.SetMoveWanted([] {});
+    absl::StatusOr<Route> route = planner.Plan({"any", "", "auto", Precision::kAuto, true});
+    ASSERT_TRUE(route.ok()) << route.status();
+    EXPECT_EQ(route->device.id.ToString(), r.device);
+    EXPECT_DOUBLE_EQ(route->expected_us, r.expected_us) << r.device;
+  }
+}
+
 }  // namespace
 }  // namespace infergate
 
