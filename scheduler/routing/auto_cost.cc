@@ -22,16 +22,24 @@ std::optional<double> LatencyStats::Mean(const std::string& model, const DeviceI
   return it->second.ewma;
 }
 
-void EstimateUnmeasuredAccelerators(std::vector<RouteCandidate>& candidates, const RouterOptions& options) {
-  std::optional<double> cpu;
-  for (const RouteCandidate& c : candidates) {
-    if (c.device.kind == DeviceKind::kCpu) cpu = c.latency_us;
-  }
-  if (!cpu) return;
+void EstimateUnmeasuredLatencies(std::vector<RouteCandidate>& candidates, const RouterOptions& options) {
+  const double speedup = std::max(1.0, options.assumed_accelerator_speedup);
+  RouteCandidate* cpu = nullptr;
+  std::optional<double> fastest_accelerator;
   for (RouteCandidate& c : candidates) {
-    if (c.device.kind != DeviceKind::kCpu && !c.latency_us) {
-      c.latency_us = *cpu / std::max(1.0, options.assumed_accelerator_speedup);
+    if (c.device.kind == DeviceKind::kCpu) {
+      cpu = &c;
+    } else if (c.latency_us && (!fastest_accelerator || *c.latency_us < *fastest_accelerator)) {
+      fastest_accelerator = c.latency_us;
     }
+  }
+  if (cpu == nullptr) return;
+  if (cpu->latency_us) {
+    for (RouteCandidate& c : candidates) {
+      if (c.device.kind != DeviceKind::kCpu && !c.latency_us) c.latency_us = *cpu->latency_us / speedup;
+    }
+  } else if (fastest_accelerator) {
+    cpu->latency_us = *fastest_accelerator * speedup;
   }
 }
 

@@ -62,10 +62,13 @@ struct RouteCandidate {
 // of this request) over the workers, then this request's latency there.
 double ExpectedCompletionUs(const RouteCandidate& candidate, const RouterOptions& options);
 
-// Fills in the latency of each accelerator candidate not measured yet as
-// the CPU candidate's measured one over `options.assumed_accelerator_speedup`
-// (an accelerator is assumed faster until it is measured).
-void EstimateUnmeasuredAccelerators(std::vector<RouteCandidate>& candidates, const RouterOptions& options);
+// Fills in the latencies not measured yet from the one measured: each
+// accelerator candidate's as the CPU candidate's over
+// `options.assumed_accelerator_speedup` (an accelerator is assumed faster
+// until it is measured), or, with the CPU's not measured, the CPU's as the
+// fastest measured accelerator's times that speedup (a model demoted to
+// the CPU is not taken for a 1 ms one there). Nothing measured: unset.
+void EstimateUnmeasuredLatencies(std::vector<RouteCandidate>& candidates, const RouterOptions& options);
 
 // Index of the candidate with the smallest expected completion time:
 // (work ahead / workers + this request) x latency, plus the load penalty

@@ -147,7 +147,7 @@ RoutePlanner::AutoChoice RoutePlanner::ChooseAuto(const Route& route, Precision 
   std::vector<RouteCandidate> candidates;
   candidates.reserve(allowed.size());
   for (const DeviceId& id : allowed) candidates.push_back(Probe(route, id, precision));
-  EstimateUnmeasuredAccelerators(candidates, options_);
+  EstimateUnmeasuredLatencies(candidates, options_);
   const int chosen = ChooseDevice(candidates, options_);
   if (!move_wanted_) return {candidates[chosen].device, std::nullopt};
   // No cold start (ready_path.h): where it would go had the model been

@@ -82,23 +82,37 @@ TEST(LatencyStats, MovingAverageFromTheSecondSample) {
   EXPECT_FALSE(stats.Mean("m", {DeviceKind::kCuda, 0}).has_value());
 }
 
-TEST(AutoCost, AnUnmeasuredAcceleratorIsTakenAsTheCpuOverTheAssumedSpeedup) {
+// The latencies not measured, guessed from the measured ones at an
+// assumed speedup of 4: the accelerators' from the CPU's, else the CPU's
+// from the fastest accelerator's.
+TEST(AutoCost, UnmeasuredLatenciesAreGuessedFromTheMeasuredAtTheAssumedSpeedup) {
   RouterOptions options;
   options.assumed_accelerator_speedup = 4;
-  std::vector<RouteCandidate> c(3);
-  c[0].device = {DeviceKind::kCuda, 0};
-  c[1].device = {DeviceKind::kCuda, 1};
-  c[1].latency_us = 900;  // measured: kept
-  c[2].device = {DeviceKind::kCpu, 0};
-  c[2].latency_us = 400;
-  EstimateUnmeasuredAccelerators(c, options);
-  EXPECT_EQ(c[0].latency_us, 100);
-  EXPECT_EQ(c[1].latency_us, 900);
-  EXPECT_EQ(c[2].latency_us, 400);
-  c[2].latency_us.reset();  // nothing measured on the CPU: nothing to go by
-  c[0].latency_us.reset();
-  EstimateUnmeasuredAccelerators(c, options);
-  EXPECT_FALSE(c[0].latency_us.has_value());
+  using L = std::optional<double>;
+  struct Row {
+    L cuda0, cuda1, cpu;                 // measured (or not)
+    L want_cuda0, want_cuda1, want_cpu;  // after the guesses
+  };
+  const Row rows[] = {
+      {{}, 900, 400, 100, 900, 400},     // an accelerator from the cpu; the measured kept
+      {{}, {}, {}, {}, {}, {}},          // nothing measured: nothing to go by
+      {{}, 900, {}, {}, 900, 3600},      // the cpu from the accelerator
+      {300, 900, {}, 300, 900, 1200},    // from the fastest accelerator
+      {300, 900, 2000, 300, 900, 2000},  // all measured: unchanged
+  };
+  for (const Row& r : rows) {
+    std::vector<RouteCandidate> c(3);
+    c[0].device = {DeviceKind::kCuda, 0};
+    c[1].device = {DeviceKind::kCuda, 1};
+    c[2].device = {DeviceKind::kCpu, 0};
+    c[0].latency_us = r.cuda0;
+    c[1].latency_us = r.cuda1;
+    c[2].latency_us = r.cpu;
+    EstimateUnmeasuredLatencies(c, options);
+    EXPECT_EQ(c[0].latency_us, r.want_cuda0);
+    EXPECT_EQ(c[1].latency_us, r.want_cuda1);
+    EXPECT_EQ(c[2].latency_us, r.want_cpu);
+  }
 }
 
 }  // namespace

@@ -185,10 +185,10 @@ TEST(RoutePlannerProbe, AutoProbesOnlyWhenThereIsAChoice) {
   EXPECT_EQ(probed, (std::vector<std::string>{"cuda:0", "cpu"}));
 }
 
-// With background moves, a ready path whose latency there was learned (or,
-// on an accelerator, guessed from the CPU's) has an estimate; one that
-// rests on the latency assumed for a model never measured has none (0),
-// which the regret does not judge.
+// With background moves, a ready path whose latency there was learned, or
+// guessed from another device's, has an estimate; one that rests on the
+// latency assumed for a model never measured has none (0), which the
+// regret does not judge.
 TEST(RoutePlannerProbe, AReadyPathHasAnEstimateOnlyWhereTheLatencyWasMeasured) {
   TempRepository repo(kModels);
   ModelRepository repository(repo.root());
@@ -206,7 +206,7 @@ TEST(RoutePlannerProbe, AReadyPathHasAnEstimateOnlyWhereTheLatencyWasMeasured) {
       {std::nullopt, 2000, "cuda:0", 2000 / speedup},  // guessed from the cpu's latency
       {std::nullopt, std::nullopt, "cuda:0", 0},       // nothing measured: no estimate
       {4000, 2000, "cpu", 2000},                       // the cpu is faster and measured
-      {400, std::nullopt, "cuda:0", 400},
+      {400, std::nullopt, "cuda:0", 400},              // the cpu guessed from cuda:0's: slower
   };
   for (const Row& r : rows) {
     RoutePlanner planner(repository, devices, learned, {}, [&r](const Route& there, RouteCandidate* c) {
