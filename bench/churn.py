@@ -32,7 +32,11 @@ The models (tools/make_churn_models.py) are COUNT TorchScript models of
 MIN_MB to MAX_MB, FP32; the simulated cuda:0's budget (and memory) is a
 third of their total, behind a simulated host-to-device link (--bandwidth,
 --transfer-latency), and the CPU is --cpu-slowdown times slower than it
-(--simulate-cpu-slowdown: the simulated GPU computes on the same CPU);
+(--simulate-cpu-slowdown: the simulated GPU computes on the same CPU). The
+simulated GPU's time for a run is --compute-scale (2) times the least CPU
+time such a run has taken (so what else runs on the two shared cores does
+not lengthen it, as it does not a real GPU's), and the CPU's slowdown is
+scaled with it;
 --profile FILE takes all three from a device profile (bench/profiles/, or
 one tests/gpu/calibrate.py measured on a real GPU).
 The clients are open-loop: requests arrive at --rate per second (Poisson,
@@ -372,10 +376,10 @@ def main():
     ap.add_argument("--profile", help="a device profile (bench/device_profile.py; bench/profiles/, or measured by "
                     "tests/gpu/calibrate.py): sets --bandwidth, --transfer-latency and --cpu-slowdown")
     ap.add_argument("--cpu-slowdown", type=float, default=4)
-    ap.add_argument("--compute-scale", type=float, default=0,
-                    help="cuda:0 holds each run to this many times the CPU time it took the host thread "
-                    "(--simulate-devices compute_scale), so its time per model stays its own while it shares the "
-                    "host's cores; 0: the wall time a run takes")
+    ap.add_argument("--compute-scale", type=float, default=2,
+                    help="cuda:0 holds each run to this many times the least CPU time such a run has taken the host "
+                    "thread (--simulate-devices compute_scale), so its time per model stays its own while it shares "
+                    "the host's cores and memory; 0: the wall time a run takes")
     ap.add_argument("--bandwidth", default="12GB/s")
     ap.add_argument("--transfer-latency", default="2ms")
     ap.add_argument("--settle", type=float, default=3)
