@@ -32,7 +32,7 @@ struct Route {
   // Under `auto` with background moves: the ready path taken
   // (ReadyPathName, scheduler/routing/ready_path.h; null otherwise) and its
   // estimate of when the request finishes, from its planning (0: none, the
-  // model's latency on that device not measured yet).
+  // model's latency measured neither there nor anywhere to guess it from).
   const char* ready_path = nullptr;
   double expected_us = 0;
 

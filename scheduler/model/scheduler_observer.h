@@ -30,8 +30,9 @@ class SchedulerObserver {
   // A request `auto` sent down a ready path (ReadyPathName) answered on
   // `device`; `regret` when it finished more than 20% after that path's
   // estimate (IsRegret).
-  // `estimated`: the path had an estimate (the model's latency there was
-  // measured); regret is judged only then.
+  // `estimated`: the path had an estimate (the model's latency measured
+  // there, or on another device to guess it from); regret is judged only
+  // then.
   virtual void OnReadyPathAnswered(const std::string& /*path*/, const std::string& /*device*/, bool /*estimated*/,
                                    bool /*regret*/) {}
   // reason: device_unavailable, device_not_allowed, unsupported_op, dtype, oom

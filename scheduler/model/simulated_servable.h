@@ -29,8 +29,10 @@
 //      Never shorter than the run took.
 //
 // Servables on the CPU, or on a device that is not simulated, are returned
-// unwrapped. Immutable after Wrap; thread-safe as the inner servable is
-// (each run's watch is its own thread's).
+// unwrapped. Immutable after Wrap but for (4)'s least run times, kept
+// under their own lock (taken for a lookup, never across a run);
+// thread-safe as the inner servable is (each run's watch is its own
+// thread's).
 
 #include <chrono>
 #include <cstdint>

@@ -19,10 +19,10 @@ namespace infergate {
 
 // Exponentially weighted moving averages of the compute time of the run
 // that carries a request (a batch's whole run: each of its requests waits
-// for all of it), by (model, device). A copy's first run pays for lazy initialisation (the
-// TorchScript executor profiles and optimises it), so the first sample is
-// not an average's seed: Mean answers nothing until a second sample, which
-// replaces the first. Thread-safe; updates are one short lock.
+// for all of it), by (model, device). A copy's first run pays for lazy
+// initialisation (the TorchScript executor profiles and optimises it), so
+// the first sample is not an average's seed: Mean answers nothing until a
+// second sample, which replaces the first. Thread-safe; updates are one short lock.
 class LatencyStats {
  public:
   explicit LatencyStats(double alpha = 0.2) : alpha_(alpha) {}
