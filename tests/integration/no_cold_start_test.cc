@@ -363,7 +363,11 @@ TEST_F(NoColdStart, AutoLoadsAndRunsWhenThatIsFasterThanTheReadyCopy) {
 // --load-and-run-displaces, x's request loads x onto cuda:0, evicting y
 // (which still answers); without it, or while y has been resident for
 // less than the minimum residence, it takes x's ready cpu copy and leaves
-// displacing to the move policy (asleep here).
+// displacing to the move policy (asleep here). With a staging share, y's
+// copy (loaded by a request, not placed by the policy) is staged: x's load
+// and run takes its room, however recently it came. (A share of 0.3 leaves
+// the policy 0.84 MiB, which y's 0.76 MiB fits; past that the policy trims
+// staged copies to its part, and y would be gone before x asks.)
 class LoadAndRunWhileFull : public NoColdStart {
  protected:
   void Expect(const std::vector<std::string>& extra, const std::string& device, const std::string& path,
@@ -400,6 +404,10 @@ TEST_F(LoadAndRunWhileFull, TakesTheReadyCopyWhenNotAllowed) { Expect({}, "cpu",
 
 TEST_F(LoadAndRunWhileFull, TakesTheReadyCopyWhileTheResidentCopyHasNotSettled) {
   Expect({"--load-and-run-displaces", "--move-min-residence=3600s"}, "cpu", "resident", 0);
+}
+
+TEST_F(LoadAndRunWhileFull, TakesAStagedCopysRoomWithAStagingShare) {
+  Expect({"--staging-share=0.3", "--move-min-residence=3600s"}, "cuda:0", "load_and_run", 1);
 }
 
 TEST_F(NoColdStart, AutoKeepsTheReadyCopyWhenLoadingIsSlower) {
