@@ -12,6 +12,7 @@
 #include "common/thread_cpu_time.h"
 #include "devices/device_failure.h"
 #include "devices/simulated_run.h"
+#include "scheduler/model/inference_types.h"
 
 namespace infergate {
 
@@ -55,15 +56,12 @@ absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::Watched(const std::v
   // The loader's DeviceComputeScope around its forward pass applies the
   // rules and fails the run as the backend would.
   SimulationRulesForThisThread rules(rules_.get());
-  const auto started = std::chrono::steady_clock::now();
+  const Clock::time_point started = Clock::now();
   const uint64_t cpu_started = ThreadCpuMicros();
   absl::StatusOr<std::vector<NamedTensor>> outputs = run();
   if (rules_->compute_scale > 0 && outputs.ok()) {
-    const uint64_t work_us = at::get_num_threads() == 1
-                                 ? ThreadCpuMicros() - cpu_started
-                                 : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                                             std::chrono::steady_clock::now() - started)
-                                                             .count());
+    const uint64_t work_us =
+        at::get_num_threads() == 1 ? ThreadCpuMicros() - cpu_started : MicrosBetween(started, Clock::now());
     const int64_t rows = !inputs.empty() && inputs[0].dim() > 0 ? inputs[0].size(0) : 0;
     std::this_thread::sleep_until(started + ComputeTime(rows, work_us));
   }

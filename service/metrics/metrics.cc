@@ -299,8 +299,9 @@ void Metrics::RegisterRequestFamilies(const BuildVersions& versions) {
   unestimated_ = &prometheus::BuildCounter()
                       .Name("infergate_ready_path_unestimated_total")
                       .Help(
-                          "Of those, the requests whose path had no estimate (the model's latency on that device "
-                          "not measured yet), which the regret does not judge, by path and device.")
+                          "Of those, the requests whose path had no estimate (the model's latency measured neither "
+                          "on that device nor on another to guess it from), which the regret does not judge, by path "
+                          "and device.")
                       .Register(r);
   rejections_ =
       &prometheus::BuildCounter()

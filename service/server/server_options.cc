@@ -498,8 +498,7 @@ void AddDeviceFlags(FlagSet& flags, RawFlags& f) {
       "bandwidth=12GB/s and transfer_latency=2ms entries: what a load's move of weights onto it costs "
       "(default: a PCIe 4 GPU's for cuda, unified memory's for mps), and a compute_scale=2 entry: each run "
       "held to that many times the least CPU time such a run has taken the host thread (default: the wall time it "
-      "takes). "
-      "They compute on the CPU but enforce the real backend's rules.");
+      "takes). They compute on the CPU but enforce the real backend's rules.");
   flags.String("simulate-mps-unsupported-ops", &f.simulate_mps_unsupported_ops,
                "Comma-separated aten ops simulated MPS raises NotImplementedError for; empty uses a default list "
                "of ops real MPS has lacked (aten::upsample_bicubic2d, aten::grid_sampler_3d, ...).");

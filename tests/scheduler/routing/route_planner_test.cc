@@ -160,16 +160,25 @@ TEST_F(RoutePlannerTest, FallBackToCpuAfterAFailureHonoursDenyAndAllowLists) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// The models above on a cpu and cuda:0, for planners built with the probe
+// each test gives.
+class RoutePlannerProbe : public ::testing::Test {
+ protected:
+  RoutePlannerProbe()
+      : repo_(kModels), repository_(repo_.root()), devices_(FakeDevices(/*cuda=*/true, /*mps=*/false)) {}
+  void SetUp() override { ASSERT_TRUE(repository_.Scan().ok()); }
+
+  TempRepository repo_;
+  ModelRepository repository_;
+  DeviceRegistry devices_;
+  UnsupportedOpTable learned_{"", "test"};
+};
+
 // The load probe (queue depths, residency, latency: locks on the hot path) is
 // asked only when `auto` has more than one device to weigh.
-TEST(RoutePlannerProbe, AutoProbesOnlyWhenThereIsAChoice) {
-  TempRepository repo(kModels);
-  ModelRepository repository(repo.root());
-  ASSERT_TRUE(repository.Scan().ok());
-  DeviceRegistry devices(FakeDevices(/*cuda=*/true, /*mps=*/false));
-  UnsupportedOpTable learned("", "test");
+TEST_F(RoutePlannerProbe, AutoProbesOnlyWhenThereIsAChoice) {
   std::vector<std::string> probed;
-  RoutePlanner planner(repository, devices, learned, {}, [&probed](const Route& there, RouteCandidate* c) {
+  RoutePlanner planner(repository_, devices_, learned_, {}, [&probed](const Route& there, RouteCandidate* c) {
     probed.push_back(there.device.id.ToString());
     c->resident = there.device.id.kind == DeviceKind::kCpu;  // the cpu looks best, so the choice is visible
     c->latency_us = 10;
@@ -189,12 +198,7 @@ TEST(RoutePlannerProbe, AutoProbesOnlyWhenThereIsAChoice) {
 // guessed from another device's, has an estimate; one that rests on the
 // latency assumed for a model never measured has none (0), which the
 // regret does not judge.
-TEST(RoutePlannerProbe, AReadyPathHasAnEstimateOnlyWhereTheLatencyWasMeasured) {
-  TempRepository repo(kModels);
-  ModelRepository repository(repo.root());
-  ASSERT_TRUE(repository.Scan().ok());
-  DeviceRegistry devices(FakeDevices(/*cuda=*/true, /*mps=*/false));
-  UnsupportedOpTable learned("", "test");
+TEST_F(RoutePlannerProbe, AReadyPathHasAnEstimateOnlyWhereTheLatencyWasMeasured) {
   struct Row {
     std::optional<double> cuda_us, cpu_us;
     std::string device;
@@ -209,7 +213,7 @@ TEST(RoutePlannerProbe, AReadyPathHasAnEstimateOnlyWhereTheLatencyWasMeasured) {
       {400, std::nullopt, "cuda:0", 400},              // the cpu guessed from cuda:0's: slower
   };
   for (const Row& r : rows) {
-    RoutePlanner planner(repository, devices, learned, {}, [&r](const Route& there, RouteCandidate* c) {
+    RoutePlanner planner(repository_, devices_, learned_, {}, [&r](const Route& there, RouteCandidate* c) {
       c->resident = true;
       c->latency_us = there.device.id.kind == DeviceKind::kCpu ? r.cpu_us : r.cuda_us;
     });
