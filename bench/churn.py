@@ -19,6 +19,9 @@ same arrivals:
   policy, staging   (--compare-staging SHARE) the policy with
                     --staging-share=SHARE: that share of cuda:0's budget is
                     left to requests that load and run
+  NAME              (--compare "NAME=FLAGS", repeatable) the server with
+                    those flags (space-separated) added to the policy's, e.g.
+                    --compare "LRU, host copies=--background-moves=false"
   policy mean       the same with --move-objective=mean
   evict-and-reload  --background-moves=false --host-copy-share=0: the least
                     recently used model is evicted and the next request for
@@ -392,6 +395,8 @@ def main():
                     help="a row more: the policy without change detection in demand (--demand-change-threshold=0)")
     ap.add_argument("--compare-staging", type=float, metavar="SHARE",
                     help="a row more: the policy with --staging-share=SHARE")
+    ap.add_argument("--compare", action="append", default=[], metavar="NAME=FLAGS",
+                    help="a row more: the server with these flags (space-separated) beside the policy's; repeatable")
     ap.add_argument("--out", help="markdown file for the table (printed too)")
     ap.add_argument("--csv", help="csv file for the rows")
     ap.add_argument("--requests-csv", help="csv file for every request of every row")
@@ -434,6 +439,11 @@ def main():
         rows.insert(1, ("policy, no change detection", ["--demand-change-threshold=0"]))
     if args.compare_host_copies:
         rows.insert(1, ("policy, no host copies", ["--host-copy-share=0"]))
+    for spec in reversed(args.compare):
+        name, sep, flags = spec.partition("=")
+        if not sep or not name.strip():
+            ap.error("--compare %r: NAME=FLAGS" % spec)
+        rows.insert(1, (name.strip(), flags.split()))
     results = []
     for name, extra in rows:
         row_budget = budget if extra is not None else int(total * 1.5)
