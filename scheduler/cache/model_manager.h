@@ -118,10 +118,10 @@ class ModelManager {
   }
 
   // Told of every load that finished (on the loading thread, with what it
-  // took) and every eviction (on the evicting thread, after the cache's
+  // took and whether it started from a host copy) and every eviction (on the evicting thread, after the cache's
   // lock is released). Set before serving; must not block.
   struct Listener {
-    std::function<void(const ModelKey& key, uint64_t took_us)> loaded;
+    std::function<void(const ModelKey& key, uint64_t took_us, bool from_host_copy)> loaded;
     std::function<void(const ModelKey& key, EvictionReason why)> evicted;
   };
   void SetListener(Listener listener) { listener_ = std::move(listener); }

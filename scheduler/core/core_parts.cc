@@ -76,9 +76,10 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
     models.SetHostCopiesOfCpuLoads(!Accelerators().empty());
     planner.SetMoveWanted([this] { placement.Wake(); });
     ModelManager::Listener listener;
-    listener.loaded = [this](const ModelKey& key, uint64_t took_us) {
+    listener.loaded = [this](const ModelKey& key, uint64_t took_us, bool from_host_copy) {
       if (key.device.kind != DeviceKind::kCpu)
-        placement.RecordLoadTime(key.model, key.device, static_cast<double>(took_us));
+        placement.RecordLoadTime(key.model, key.device, from_host_copy ? LoadSource::kHostCopy : LoadSource::kFile,
+                                 static_cast<double>(took_us));
     };
     listener.evicted = [this](const ModelKey& key, EvictionReason why) {
       // Made room for another load (or after running out of memory): it
@@ -159,6 +160,7 @@ MoveInputs CoreParts::PlacementInputs(const DeviceId& device) {
     }
     if (!c.resident && !there.ok()) continue;  // it may not (or cannot) run there
     if (!c.resident) c.bytes = models.ExpectedFootprint(*there).total();
+    c.loads_from_host_copy = there.ok() && models.HasHostCopy(*there);
     c.elsewhere_us = latency.Mean(name, kCpuDevice).value_or(options.router.unmeasured_latency_us);
     c.accelerator_us =
         latency.Mean(name, device).value_or(c.elsewhere_us / std::max(1.0, options.router.assumed_accelerator_speedup));
@@ -170,12 +172,17 @@ MoveInputs CoreParts::PlacementInputs(const DeviceId& device) {
 
 std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const {
   const ModelKey key = there.key();
-  std::optional<double> load = placement.LoadTime(key.model, key.device);
-  // Never loaded there: its file's reading, deserialisation and warm-up are
-  // not guessed; from a host copy a load is its transfer, which is.
+  // The load a request would start now: from the host copy when there is
+  // one (what a load from the file took, its reading and deserialising,
+  // says nothing of it), else from the file. Never loaded there from that
+  // source: a file's reading, deserialisation and warm-up are not guessed;
+  // from a host copy a load is its transfer, which is.
+  const bool from_host_copy = models.HasHostCopy(there);
+  std::optional<double> load =
+      placement.LoadTime(key.model, key.device, from_host_copy ? LoadSource::kHostCopy : LoadSource::kFile);
   bool queue_counted = false;
   const uint64_t needed = models.ExpectedFootprint(there).total();
-  if (!load && models.HasHostCopy(there)) {
+  if (!load && from_host_copy) {
     load = EstimatedTransferUs(key.device, needed);
     queue_counted = true;  // the estimate includes the link's queue
   }

@@ -72,15 +72,17 @@ PlacementController::ModelPlacement PlacementController::PlacementOf(const std::
   return out;
 }
 
-void PlacementController::RecordLoadTime(const std::string& model, const DeviceId& device, double micros) {
+void PlacementController::RecordLoadTime(const std::string& model, const DeviceId& device, LoadSource source,
+                                         double micros) {
   MutexLock lock(mu_);
   if (load_us_.size() >= 65536) load_us_.clear();
-  load_us_[{model, device}] = micros;
+  load_us_[{{model, device}, source}] = micros;
 }
 
-std::optional<double> PlacementController::LoadTime(const std::string& model, const DeviceId& device) const {
+std::optional<double> PlacementController::LoadTime(const std::string& model, const DeviceId& device,
+                                                    LoadSource source) const {
   MutexLock lock(mu_);
-  auto it = load_us_.find({model, device});
+  auto it = load_us_.find({{model, device}, source});
   if (it == load_us_.end()) return std::nullopt;
   return it->second;
 }
@@ -154,7 +156,8 @@ bool PlacementController::Decide(const DeviceId& device) {
         failed_at_.erase(failed);
       }
       if (!m.resident) placed_.erase(key);  // gone since the controller placed it (evicted, unloaded)
-      if (auto learned = load_us_.find(key); learned != load_us_.end()) m.transfer_us = learned->second;
+      const LoadSource source = m.loads_from_host_copy ? LoadSource::kHostCopy : LoadSource::kFile;
+      if (auto learned = load_us_.find({key, source}); learned != load_us_.end()) m.transfer_us = learned->second;
       eligible.push_back(std::move(m));
     }
     in.models = std::move(eligible);

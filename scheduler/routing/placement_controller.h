@@ -19,7 +19,11 @@
 //
 // What moving a model costs is learned: the load times recorded for it on
 // the device (RecordLoadTime), the latest, until then the estimate the
-// inputs give. A move that failed (the model cannot fit or run there) is
+// inputs give; a load that starts from a host copy of the weights and one
+// that reads the file are learned apart (LoadSource), as the one a model's
+// next move makes is looked up (MoveCandidate::loads_from_host_copy). A
+// time learned reading the file (the first load, seconds of deserialising
+// and warm-up) is not what a move from a host copy costs. A move that failed (the model cannot fit or run there) is
 // not tried again for `retry_after`, so a model that cannot move costs no
 // load attempt and log line per pass.
 //
@@ -106,9 +110,10 @@ class PlacementController {
     std::vector<DeviceId> demoted;
   };
   ModelPlacement PlacementOf(const std::string& model) const;
-  // A load of `model` on `device` took `micros` (what a move there costs).
-  void RecordLoadTime(const std::string& model, const DeviceId& device, double micros);
-  std::optional<double> LoadTime(const std::string& model, const DeviceId& device) const;
+  // A load of `model` on `device` from `source` took `micros` (what a move
+  // there from that source costs).
+  void RecordLoadTime(const std::string& model, const DeviceId& device, LoadSource source, double micros);
+  std::optional<double> LoadTime(const std::string& model, const DeviceId& device, LoadSource source) const;
 
   // Runs one pass now, on the caller's thread (tests; the thread's passes
   // and this one do not overlap).
@@ -145,7 +150,7 @@ class PlacementController {
   std::set<Key> placed_ ABSL_GUARDED_BY(mu_);
   std::optional<Key> moving_ ABSL_GUARDED_BY(mu_);  // the promotion under way
   std::set<std::string> wants_cpu_copy_ ABSL_GUARDED_BY(mu_);
-  std::map<Key, double> load_us_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<Key, LoadSource>, double> load_us_ ABSL_GUARDED_BY(mu_);
   std::map<Key, Clock::time_point> failed_at_ ABSL_GUARDED_BY(mu_);
   Counts counts_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

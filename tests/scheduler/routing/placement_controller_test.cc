@@ -202,13 +202,38 @@ TEST(PlacementController, ALearnedLoadTimeReplacesTheEstimate) {
   PlacementController pc(fake.Hooks(), Quick());
   // 10 req/s x 10 s x 19 ms = 1.9 s of gain against a 50 ms estimate: moves.
   fake.Set({Candidate("a", 10, 50, 100)});
-  pc.RecordLoadTime("a", kCudaZero, 5e6);  // but its loads there took 5 s
+  pc.RecordLoadTime("a", kCudaZero, LoadSource::kFile, 5e6);  // but its loads there took 5 s
   pc.RunPassForTest();
   EXPECT_TRUE(fake.Calls().empty()) << "moved although a move costs more than it gains";
-  EXPECT_EQ(pc.LoadTime("a", kCudaZero), 5e6);
-  pc.RecordLoadTime("a", kCudaZero, 20e3);
+  EXPECT_EQ(pc.LoadTime("a", kCudaZero, LoadSource::kFile), 5e6);
+  pc.RecordLoadTime("a", kCudaZero, LoadSource::kFile, 20e3);
   pc.RunPassForTest();
   EXPECT_EQ(fake.Calls(), std::vector<std::string>{"promote a"});
+}
+
+TEST(PlacementController, ALoadTimeIsLearnedForWhereTheLoadStarted) {
+  // 10 req/s x 10 s x 19 ms = 1.9 s of gain; its next load starts from a
+  // host copy, estimated at 50 ms.
+  MoveCandidate a = Candidate("a", 10, 50, 100);
+  a.loads_from_host_copy = true;
+  {
+    Fake fake;
+    PlacementController pc(fake.Hooks(), Quick());
+    pc.RecordLoadTime("a", kCudaZero, LoadSource::kFile, 5e6);  // its first load read the file: 5 s
+    EXPECT_EQ(pc.LoadTime("a", kCudaZero, LoadSource::kHostCopy), std::nullopt);
+    fake.Set({a});
+    pc.RunPassForTest();
+    EXPECT_EQ(fake.Calls(), std::vector<std::string>{"promote a"}) << "weighed by the file's load time";
+  }
+  Fake fake;
+  PlacementController pc(fake.Hooks(), Quick());
+  pc.RecordLoadTime("a", kCudaZero, LoadSource::kFile, 20e3);
+  pc.RecordLoadTime("a", kCudaZero, LoadSource::kHostCopy, 5e6);  // a move from the host copy took 5 s
+  fake.Set({a});
+  pc.RunPassForTest();
+  EXPECT_TRUE(fake.Calls().empty()) << "moved although a move from the host copy costs more than it gains";
+  EXPECT_EQ(pc.LoadTime("a", kCudaZero, LoadSource::kFile), 20e3) << "the file's time is kept apart";
+  EXPECT_EQ(pc.LoadTime("a", kCudaZero, LoadSource::kHostCopy), 5e6);
 }
 
 TEST(PlacementController, AModelEvictedByALoadIsDemotedAndGetsACpuCopy) {
