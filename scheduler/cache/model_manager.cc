@@ -119,7 +119,8 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
           footprints_->RecordParameters(key.model, route.stamp.ContentKey(), key.device.kind, key.dtype,
                                         (*model)->resident_bytes());
         }
-        if (model.ok() && listener_.loaded) listener_.loaded(key, took_us, from_host_copy);
+        if (model.ok() && listener_.loaded)
+          listener_.loaded(key, took_us, from_host_copy ? LoadSource::kHostCopy : LoadSource::kFile);
         if (model.ok()) {
           const std::chrono::microseconds transfer = (*model)->transfer_time();
           if (observer_ && transfer.count() > 0) {

@@ -19,6 +19,7 @@
 #include "scheduler/cache/model_footprints.h"
 #include "scheduler/model/host_copy_store.h"
 #include "scheduler/model/inference_types.h"
+#include "scheduler/model/load_source.h"
 #include "scheduler/model/route.h"
 #include "scheduler/model/scheduler_observer.h"
 #include "scheduler/model/servable.h"
@@ -118,10 +119,11 @@ class ModelManager {
   }
 
   // Told of every load that finished (on the loading thread, with what it
-  // took and whether it started from a host copy) and every eviction (on the evicting thread, after the cache's
-  // lock is released). Set before serving; must not block.
+  // took and where it started) and every eviction (on the evicting thread,
+  // after the cache's lock is released). Set before serving; must not
+  // block.
   struct Listener {
-    std::function<void(const ModelKey& key, uint64_t took_us, bool from_host_copy)> loaded;
+    std::function<void(const ModelKey& key, uint64_t took_us, LoadSource source)> loaded;
     std::function<void(const ModelKey& key, EvictionReason why)> evicted;
   };
   void SetListener(Listener listener) { listener_ = std::move(listener); }

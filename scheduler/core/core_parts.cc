@@ -76,10 +76,9 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
     models.SetHostCopiesOfCpuLoads(!Accelerators().empty());
     planner.SetMoveWanted([this] { placement.Wake(); });
     ModelManager::Listener listener;
-    listener.loaded = [this](const ModelKey& key, uint64_t took_us, bool from_host_copy) {
+    listener.loaded = [this](const ModelKey& key, uint64_t took_us, LoadSource source) {
       if (key.device.kind != DeviceKind::kCpu)
-        placement.RecordLoadTime(key.model, key.device, from_host_copy ? LoadSource::kHostCopy : LoadSource::kFile,
-                                 static_cast<double>(took_us));
+        placement.RecordLoadTime(key.model, key.device, source, static_cast<double>(took_us));
     };
     listener.evicted = [this](const ModelKey& key, EvictionReason why) {
       // Made room for another load (or after running out of memory): it
@@ -160,7 +159,7 @@ MoveInputs CoreParts::PlacementInputs(const DeviceId& device) {
     }
     if (!c.resident && !there.ok()) continue;  // it may not (or cannot) run there
     if (!c.resident) c.bytes = models.ExpectedFootprint(*there).total();
-    c.loads_from_host_copy = there.ok() && models.HasHostCopy(*there);
+    if (there.ok()) c.next_load = NextLoadSource(*there);
     c.elsewhere_us = latency.Mean(name, kCpuDevice).value_or(options.router.unmeasured_latency_us);
     c.accelerator_us =
         latency.Mean(name, device).value_or(c.elsewhere_us / std::max(1.0, options.router.assumed_accelerator_speedup));
@@ -177,12 +176,11 @@ std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const 
   // says nothing of it), else from the file. Never loaded there from that
   // source: a file's reading, deserialisation and warm-up are not guessed;
   // from a host copy a load is its transfer, which is.
-  const bool from_host_copy = models.HasHostCopy(there);
-  std::optional<double> load =
-      placement.LoadTime(key.model, key.device, from_host_copy ? LoadSource::kHostCopy : LoadSource::kFile);
+  const LoadSource source = NextLoadSource(there);
+  std::optional<double> load = placement.LoadTime(key.model, key.device, source);
   bool queue_counted = false;
   const uint64_t needed = models.ExpectedFootprint(there).total();
-  if (!load && from_host_copy) {
+  if (!load && source == LoadSource::kHostCopy) {
     load = EstimatedTransferUs(key.device, needed);
     queue_counted = true;  // the estimate includes the link's queue
   }
@@ -202,6 +200,10 @@ std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const 
     if (held + needed > budget) return std::nullopt;
   }
   return *load + (queue_counted ? 0.0 : LinkQueueUs(key.device));
+}
+
+LoadSource CoreParts::NextLoadSource(const Route& there) const {
+  return models.HasHostCopy(there) ? LoadSource::kHostCopy : LoadSource::kFile;
 }
 
 uint64_t CoreParts::DisplaceableBytes(const DeviceId& device) const {

@@ -27,6 +27,7 @@
 #include "scheduler/core/executor_set.h"
 #include "scheduler/core/model_lifecycle.h"
 #include "scheduler/core/repository_poller.h"
+#include "scheduler/model/load_source.h"
 #include "scheduler/model/model_statistics.h"
 #include "scheduler/model/scheduler_observer.h"
 #include "scheduler/model/servable.h"
@@ -73,6 +74,9 @@ struct CoreParts {
   // evicting more than DisplaceableBytes; with a staging share, than the
   // idle staged copies).
   std::optional<double> LoadAndRunEstimateUs(const Route& there) const;
+  // Where a load of `there`'s copy would start now: its host copy when it
+  // has one, else its file.
+  LoadSource NextLoadSource(const Route& there) const;
   // Bytes of the copies on `device` a load may displace: idle, unpinned and
   // resident for at least the move policy's minimum residence.
   uint64_t DisplaceableBytes(const DeviceId& device) const;

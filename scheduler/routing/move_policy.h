@@ -39,6 +39,8 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/model/load_source.h"
+
 namespace infergate {
 
 struct MoveCandidate {
@@ -55,14 +57,10 @@ struct MoveCandidate {
   // share), not by the policy's decision: displaced however recently it
   // came, so the staging share is the policy's to keep or give back.
   bool staged = false;
-  // Its next load there starts from a host copy of its weights, not its
-  // file (which of the learned load times transfer_us is).
-  bool loads_from_host_copy = false;
+  // Where its next load there starts (which of the learned load times
+  // transfer_us is).
+  LoadSource next_load = LoadSource::kFile;
 };
-
-// Where a load's weights come from: the model's file (read, deserialised)
-// or a host copy of weights already read (host_copy_store.h).
-enum class LoadSource { kFile, kHostCopy };
 
 enum class MoveObjective {
   kTail,  // savings weighed by the requests' latency (the summed squared latency)

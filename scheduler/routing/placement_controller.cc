@@ -156,8 +156,7 @@ bool PlacementController::Decide(const DeviceId& device) {
         failed_at_.erase(failed);
       }
       if (!m.resident) placed_.erase(key);  // gone since the controller placed it (evicted, unloaded)
-      const LoadSource source = m.loads_from_host_copy ? LoadSource::kHostCopy : LoadSource::kFile;
-      if (auto learned = load_us_.find({key, source}); learned != load_us_.end()) m.transfer_us = learned->second;
+      if (auto learned = load_us_.find({key, m.next_load}); learned != load_us_.end()) m.transfer_us = learned->second;
       eligible.push_back(std::move(m));
     }
     in.models = std::move(eligible);

@@ -20,12 +20,13 @@
 // What moving a model costs is learned: the load times recorded for it on
 // the device (RecordLoadTime), the latest, until then the estimate the
 // inputs give; a load that starts from a host copy of the weights and one
-// that reads the file are learned apart (LoadSource), as the one a model's
-// next move makes is looked up (MoveCandidate::loads_from_host_copy). A
-// time learned reading the file (the first load, seconds of deserialising
-// and warm-up) is not what a move from a host copy costs. A move that failed (the model cannot fit or run there) is
-// not tried again for `retry_after`, so a model that cannot move costs no
-// load attempt and log line per pass.
+// that reads the file are learned apart (LoadSource), and the one a
+// model's next move makes is looked up (MoveCandidate::next_load): a time
+// learned reading the file (the first load, seconds of deserialising and
+// warm-up) is not what a move from a host copy costs. A move that failed
+// (the model cannot fit or run there) is not tried again for
+// `retry_after`, so a model that cannot move costs no load attempt and log
+// line per pass.
 //
 // Threading: one thread of its own runs the passes and the hooks, without
 // the controller's lock held; every public member may be called from any

@@ -215,7 +215,7 @@ TEST(PlacementController, ALoadTimeIsLearnedForWhereTheLoadStarted) {
   // 10 req/s x 10 s x 19 ms = 1.9 s of gain; its next load starts from a
   // host copy, estimated at 50 ms.
   MoveCandidate a = Candidate("a", 10, 50, 100);
-  a.loads_from_host_copy = true;
+  a.next_load = LoadSource::kHostCopy;
   {
     Fake fake;
     PlacementController pc(fake.Hooks(), Quick());
