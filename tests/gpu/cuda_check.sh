@@ -9,7 +9,8 @@
 #   tests/gpu/cuda_check.sh PACKAGES_DIR OUT_DIR
 #
 # PACKAGES_DIR holds the Debian 13 packages that building needs, less
-# LibTorch (tests/gpu/fetch_build_packages.sh); they are unpacked into a
+# LibTorch (tests/gpu/fetch_build_packages.sh), or prefix.tar.xz, the same
+# packed smaller (tests/gpu/pack_build_prefix.sh); they are unpacked into a
 # private prefix, /opt/infergate-deps, and nothing is installed. The
 # machine supplies the compiler (GCC 13+), CMake, Ninja and python3 with
 # torch built for CUDA. Everything it serves listens on 127.0.0.1 only.
@@ -49,8 +50,12 @@ pt2_pid=$!
 
 step "unpack the Debian 13 packages into $prefix"
 mkdir -p "$prefix"
-for deb in "$packages"/*.deb; do dpkg -x "$deb" "$prefix"; done
-echo "$(ls "$packages"/*.deb | wc -l) packages"
+if [ -f "$packages/prefix.tar.xz" ]; then  # tests/gpu/pack_build_prefix.sh's archive of them
+  tar -xJf "$packages/prefix.tar.xz" -C "$prefix" && echo "unpacked $packages/prefix.tar.xz"
+else
+  for deb in "$packages"/*.deb; do dpkg -x "$deb" "$prefix"; done
+  echo "$(ls "$packages"/*.deb | wc -l) packages"
+fi
 
 step "configure"
 # The torch package is described directly rather than through its own CMake

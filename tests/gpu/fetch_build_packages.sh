@@ -24,6 +24,9 @@ toolchain=" gcc-14-base libasan8 libatomic1 libc-dev-bin libc6 libc6-dev libcryp
   libgcc-s1 libgomp1 libhwasan0 libitm1 liblsan0 libquadmath0 libstdc++-14-dev libstdc++6 libtsan2 libubsan1
   linux-libc-dev rpcsvc-proto pkgconf pkgconf-bin libpkgconf3 googletest "
 
+# One space around every name, line breaks too, so a name at a line's end
+# matches (libgcc-14-dev and libubsan1 slipped through before).
+toolchain=" $(tr -s ' \n' '  ' <<< "$toolchain") "
 apt-get update -qq
 list=""
 for p in $(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
