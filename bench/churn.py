@@ -41,7 +41,11 @@ time such a run has taken (so what else runs on the two shared cores does
 not lengthen it, as it does not a real GPU's), and the CPU's slowdown is
 scaled with it;
 --profile FILE takes all three from a device profile (bench/profiles/, or
-one tests/gpu/calibrate.py measured on a real GPU).
+one tests/gpu/calibrate.py measured on a real GPU). --real-device serves on
+the machine's own cuda:0 instead (LibTorch finds it; only its budget is
+set, the link and both devices' speeds are the machine's), for
+tests/gpu/churn_on_gpu.sh to set beside the simulation given that
+machine's profile; the bounds are then computed from the profile.
 The clients are open-loop: requests arrive at --rate per second (Poisson,
 seeded: every row gets the same arrivals) whatever the server does, each
 for a model drawn from a Zipf distribution (--zipf) whose ranking rotates
@@ -158,11 +162,13 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, c
     from infergate.v1 import tensor_pb2
     import grpc
 
-    sim = "cuda:0=%d,bandwidth=%s,transfer_latency=%s" % (budget, opts.bandwidth, opts.transfer_latency)
-    if opts.compute_scale > 0:
-        sim += ",compute_scale=%g" % opts.compute_scale
-    args = ["--model-repository=" + opts.models, "--simulate-devices=" + sim, "--cache-budget=cuda:0=%d" % budget,
-            "--simulate-cpu-slowdown=%g" % host_cpu_slowdown(opts), "--repository-poll-interval=0"] + extra_args
+    args = ["--model-repository=" + opts.models, "--cache-budget=cuda:0=%d" % budget, "--repository-poll-interval=0"]
+    if not opts.real_device:
+        sim = "cuda:0=%d,bandwidth=%s,transfer_latency=%s" % (budget, opts.bandwidth, opts.transfer_latency)
+        if opts.compute_scale > 0:
+            sim += ",compute_scale=%g" % opts.compute_scale
+        args += ["--simulate-devices=" + sim, "--simulate-cpu-slowdown=%g" % host_cpu_slowdown(opts)]
+    args += extra_args
     server = igtest.Server(opts.server, args, os.path.join(log_dir, "churn_%s.log" % name.replace(" ", "_")))
     server.wait_serving()
     channel = grpc.insecure_channel(server.address)
@@ -201,7 +207,8 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, c
     before = scrape(server)
     lock = threading.Lock()
     # (sent s from the start, model, latency s, ok, device, fallback reason, compute us, queue us, the ready
-    # path auto took, that path's estimate in us)
+    # path auto took, that path's estimate in us, the server's own time for it in us: what the latency holds
+    # beyond it is the client's and the connection's)
     results = []
     pending = [0]
     all_done = threading.Condition(lock)
@@ -211,9 +218,10 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, c
         try:
             r = future.result()
             row = (sent - start, model, latency, True, r.placement.device, r.placement.fallback_reason,
-                   r.timing.compute_us, r.timing.queue_us, r.placement.ready_path, r.placement.ready_path_expected_us)
+                   r.timing.compute_us, r.timing.queue_us, r.placement.ready_path, r.placement.ready_path_expected_us,
+                   r.timing.total_us)
         except grpc.RpcError as e:
-            row = (sent - start, model, latency, False, "", "%s: %s" % (e.code(), e.details()), 0, 0, "", 0)
+            row = (sent - start, model, latency, False, "", "%s: %s" % (e.code(), e.details()), 0, 0, "", 0, 0)
         with lock:
             results.append(row)
             pending[0] -= 1
@@ -385,6 +393,9 @@ def main():
                     "the host's cores and memory; 0: the wall time a run takes")
     ap.add_argument("--bandwidth", default="12GB/s")
     ap.add_argument("--transfer-latency", default="2ms")
+    ap.add_argument("--real-device", action="store_true",
+                    help="serve on the machine's real cuda:0 (budget only; no simulated link or speeds); give "
+                    "--profile as measured there so the bounds use its link and CPU")
     ap.add_argument("--settle", type=float, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--compare-displacing", action="store_true",
@@ -453,12 +464,15 @@ def main():
         results.append(r)
 
     lines = [
-        "Churn: %d models of %.0f-%.0f MB (%.0f MB in all), cuda:0 budget %.0f MB (a third; all resident: %.0f MB), "
+        "Churn: %d models of %.0f-%.0f MB (%.0f MB in all), %scuda:0 budget %.0f MB (a third; all resident: %.0f MB), "
         "link %s + %s per load, CPU %gx slower than cuda:0%s; open loop %.0f req/s for %.0f s, Zipf %.2f, popular set "
         "shifted every %.0f s; %d requests per row, the same arrivals in each." % (
             len(models), min((w * w + w) * 4 for w in widths.values()) / 1e6,
-            max((w * w + w) * 4 for w in widths.values()) / 1e6, total / 1e6, budget / 1e6, total * 1.5 / 1e6,
+            max((w * w + w) * 4 for w in widths.values()) / 1e6, total / 1e6,
+            "the machine's real " if args.real_device else "", budget / 1e6, total * 1.5 / 1e6,
             args.bandwidth, args.transfer_latency, args.cpu_slowdown,
+            " (the profile's, for the bounds; cuda:0's peak is the cache's count of resident bytes, the server "
+            "knowing no real device's memory peak)" if args.real_device else
             (", cuda:0 computing in %gx a run's host CPU time" % args.compute_scale) if args.compute_scale > 0 else "",
             args.rate, args.seconds, args.zipf, args.shift,
             len(schedule)),
@@ -472,7 +486,8 @@ def main():
         lines.append("| %s | %.1f | %.1f | %.1f | %.1f | %d | %d | %.0f%% | %.0f | %.0f / %.0f | %d | %d | %d "
                      "| %d, %.1f | %d | %s |" % (
                          r["row"], r["p50"], r["p99"], r["p999"], r["max"], r["failures"], r["waited"],
-                         100 * r["on_gpu"], r["moved_mb_per_min"], r["peak_memory"] / 1e6, r["budget"] / 1e6,
+                         100 * r["on_gpu"], r["moved_mb_per_min"],
+                         (r["peak_resident"] if args.real_device else r["peak_memory"]) / 1e6, r["budget"] / 1e6,
                          r["promoted"], r["demoted"], r["evicted"], r["gpu_loads"], r["gpu_load_ms"],
                          r["loads_from_host_copy"],
                          "%d of %d (%.1f%%), %d unestimated" % (
@@ -510,12 +525,13 @@ def main():
             # Quoted where a field holds a comma (a row's name, a reason).
             out = csv.writer(f)
             out.writerow(["row", "sent_s", "model", "latency_ms", "ok", "device", "fallback_reason", "compute_us",
-                          "queue_us", "ready_path", "ready_path_expected_ms"])
+                          "queue_us", "ready_path", "ready_path_expected_ms", "server_total_us"])
             for r in results:
                 for (sent, model, latency, ok, device, reason, compute_us, queue_us, path,
-                     expected_us) in r["per_request"]:
+                     expected_us, total_us) in r["per_request"]:
                     out.writerow([r["row"], "%.4f" % sent, model, "%.3f" % (latency * 1000), "%d" % ok, device,
-                                  reason, "%d" % compute_us, "%d" % queue_us, path, "%.3f" % (expected_us / 1000)])
+                                  reason, "%d" % compute_us, "%d" % queue_us, path, "%.3f" % (expected_us / 1000),
+                                  "%d" % total_us])
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             # Quoted where a field holds a comma (a failure's message).
