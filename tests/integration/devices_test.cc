@@ -315,7 +315,10 @@ TEST_F(SlowLinkCudaTest, ALoadPaysTheTransferAndTheRequestThatWaitedIsCounted) {
 
 // auto and a model resident only on the CPU, where it is slow: its
 // requests run on the CPU while it moves to the simulated GPU in the
-// background (a 1.5 s transfer nobody waits for), then run on the GPU.
+// background (a 1.5 s transfer), then run on the GPU. A request that
+// arrives near the move's end may wait for it where that is faster than
+// the CPU (the no-cold-start rule: the fastest path ready when it arrived;
+// ready_path "load_and_run"); no other request waits.
 class BackgroundMoveTest : public ServerTest {
  protected:
   std::vector<std::string> ExtraArgs() const override {
@@ -333,25 +336,34 @@ TEST_F(BackgroundMoveTest, AutoRunsWhereTheModelIsReadyWhileItMovesToTheFasterDe
   v1::InferRequest automatic = Request("slow", {{"x", at::ones({4})}});
   ASSERT_TRUE(Infer(automatic, &resp, 600000).ok());
   EXPECT_EQ(resp.placement().device(), "cpu") << "auto waited for a load instead of using the ready copy";
-  // The GPU copy arrives after the transfer; until then auto keeps to the CPU.
+  EXPECT_EQ(resp.placement().ready_path(), "resident");
+  // The GPU copy arrives after the transfer; until then auto keeps to the
+  // CPU, but for a request that found waiting for the move faster.
   bool on_gpu = false;
+  int chose_the_move = 0;
   for (int i = 0; i < 60 && !on_gpu; ++i) {
     ASSERT_TRUE(Infer(automatic, &resp, 600000).ok());
     on_gpu = resp.placement().device() == "cuda:0";
+    if (resp.placement().ready_path() == "load_and_run") {
+      ++chose_the_move;
+      EXPECT_EQ(resp.placement().device(), "cuda:0");
+    } else if (!on_gpu) {
+      EXPECT_EQ(resp.placement().ready_path(), "resident") << "request " << i;
+    }
   }
   EXPECT_TRUE(on_gpu) << "the model never moved to cuda:0\n" << server_->Log();
-  // The promotion's own end is logged once its warm-up has run; the copy
-  // that answered may be one that shared cuda:0's link with it and got
-  // there first (the accuracy check's), so it is awaited, not assumed.
-  bool promoted = false;
+  // The promotion is counted once its warm-up has run; the copy that
+  // answered may be one that shared cuda:0's link with it and got there
+  // first (the accuracy check's), so it is awaited, not assumed.
+  const std::string promoted = "infergate_model_moves_total{device=\"cuda:0\",model=\"slow\",reason=\"promoted\"}";
   for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-       !promoted && std::chrono::steady_clock::now() < end;
+       added(promoted) < 1 && std::chrono::steady_clock::now() < end;
        std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
-    promoted = server_->Log().find("model 'slow' version 1 moved to cuda:0 in the background") != std::string::npos;
   }
-  EXPECT_TRUE(promoted) << server_->Log();
-  EXPECT_EQ(added("infergate_model_moves_total{device=\"cuda:0\",model=\"slow\",reason=\"promoted\"}"), 1);
-  EXPECT_EQ(added("infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0) << "a request waited for the move";
+  EXPECT_EQ(added(promoted), 1) << server_->Log();
+  EXPECT_NE(server_->Log().find("model 'slow' version 1 moved to cuda:0 in the background"), std::string::npos);
+  EXPECT_LE(added("infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), chose_the_move)
+      << "a request waited for the move although the CPU's copy was the faster path";
 }
 
 // Learned device limits survive a restart through the state file.
