@@ -18,9 +18,13 @@ struct NvmlDevice {
   int cc_minor = 0;
 };
 
-// Opens `library` (default: the driver's libnvidia-ml.so.1) and reads every
-// device it reports, in NVML index order. NOT_FOUND when the library is
-// absent; UNAVAILABLE when it is present but cannot initialise (no driver).
+// Reads every device `library` (default: the driver's libnvidia-ml.so.1)
+// reports, in NVML index order. NOT_FOUND when the library is absent;
+// UNAVAILABLE when it is present but cannot initialise (no driver). The
+// library is opened and initialised on the first call for its path and
+// kept for the process's lifetime (nvmlInit costs milliseconds, and every
+// ListDevices and metrics scrape reads the devices); later calls read
+// only, and a first call's failure is the answer from then on. Thread-safe.
 absl::StatusOr<std::vector<NvmlDevice>> ReadNvmlDevices(const std::string& library = "libnvidia-ml.so.1");
 
 }  // namespace infergate

@@ -11,6 +11,12 @@ struct nvmlMemory_t {
 };
 static nvmlDevice_st g_devices[2] = {{0}, {1}};
 static int g_inits = 0;
+static unsigned long long g_used[2] = {1ull << 30, 2ull << 30};
+
+// For the tests: how many times nvmlInit_v2 ran, and device i's memory in
+// use from now on.
+int fake_nvml_inits() { return g_inits; }
+void fake_nvml_set_used(unsigned int i, unsigned long long used) { g_used[i % 2] = used; }
 
 int nvmlInit_v2() { return ++g_inits > 0 ? 0 : 1; }
 int nvmlShutdown() { return 0; }
@@ -30,7 +36,7 @@ int nvmlDeviceGetName(nvmlDevice_st* d, char* buf, unsigned int len) {
 }
 int nvmlDeviceGetMemoryInfo(nvmlDevice_st* d, nvmlMemory_t* m) {
   m->total = d->index == 0 ? 40ull << 30 : 16ull << 30;
-  m->used = d->index == 0 ? 1ull << 30 : 2ull << 30;
+  m->used = g_used[d->index];
   m->free = m->total - m->used;
   return 0;
 }
