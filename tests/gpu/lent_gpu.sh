@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything to run when a GPU machine is lent, as one call that fits the
-# device time a session gets (about 9 minutes on an H200 with 16 cores):
+# device time a session gets (about 5 minutes on an H200 with 16 cores):
 #  1. tests/gpu/cuda_check.sh: the build against the machine's CUDA
 #     PyTorch and the CUDA path for real (OUT_DIR/cuda/);
 #  2. tests/gpu/calibrate.py: the machine's device profile
@@ -21,6 +21,15 @@
 # against 53: what a lent machine's 64 MiB upload, the tree included, has
 # room for), with the client's Python wheels (grpcio and protobuf for the
 # machine's Python) in PACKAGES_DIR/wheels for the churn step.
+#
+# Prepared on any host (the packages through the Debian 13 root, the wheels
+# for the GPU machine's Python, 3.12 on Ubuntu 24.04):
+#   deploy/debian13-root.sh tests/gpu/fetch_build_packages.sh gpu-packages
+#   deploy/debian13-root.sh tests/gpu/pack_build_prefix.sh gpu-packages gpu-packed
+#   python3 -m pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
+#     --platform manylinux_2_17_x86_64 -d gpu-packed/wheels grpcio==1.68.1 protobuf==4.21.12
+# then, there: tests/gpu/lent_gpu.sh gpu-packed /tmp/gpu-out, and OUT_DIR
+# taken back as one archive where the machine returns only a few files.
 set -uo pipefail
 [ $# -eq 2 ] || { echo "usage: lent_gpu.sh PACKAGES_DIR OUT_DIR" >&2; exit 2; }
 here="$(cd "$(dirname "$0")" && pwd)"
