@@ -523,7 +523,7 @@ def main():
     if args.requests_csv:
         with open(args.requests_csv, "w", newline="") as f:
             # Quoted where a field holds a comma (a row's name, a reason).
-            out = csv.writer(f)
+            out = csv.writer(f, lineterminator="\n")
             out.writerow(["row", "sent_s", "model", "latency_ms", "ok", "device", "fallback_reason", "compute_us",
                           "queue_us", "ready_path", "ready_path_expected_ms", "server_total_us"])
             for r in results:

@@ -30,6 +30,11 @@ using NameFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
 using MemoryFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
 using CapabilityFn = nvmlReturn_t (*)(nvmlDevice_t, int*, int*);
 
+template <typename Fn>
+Fn Symbol(void* library, const char* name) {
+  return reinterpret_cast<Fn>(dlsym(library, name));
+}
+
 // One NVML library opened and initialised, kept for the process's lifetime:
 // nvmlInit costs milliseconds (tens of them where the driver must wake),
 // and every device snapshot (each ListDevices, each metrics scrape) paid it
@@ -80,23 +85,18 @@ class Session {
  private:
   explicit Session(const std::string& library) { opened_ = Open(library); }
 
-  template <typename Fn>
-  Fn Get(void* lib, const char* name) {
-    return reinterpret_cast<Fn>(dlsym(lib, name));
-  }
-
   absl::Status Open(const std::string& library) {
     void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) {
       const char* err = dlerror();
       return absl::NotFoundError(absl::StrCat("NVML library ", library, " not loaded: ", err ? err : "unknown"));
     }
-    auto init = Get<InitFn>(lib, "nvmlInit_v2");
-    count_ = Get<CountFn>(lib, "nvmlDeviceGetCount_v2");
-    handle_ = Get<HandleFn>(lib, "nvmlDeviceGetHandleByIndex_v2");
-    name_ = Get<NameFn>(lib, "nvmlDeviceGetName");
-    memory_ = Get<MemoryFn>(lib, "nvmlDeviceGetMemoryInfo");
-    capability_ = Get<CapabilityFn>(lib, "nvmlDeviceGetCudaComputeCapability");
+    auto init = Symbol<InitFn>(lib, "nvmlInit_v2");
+    count_ = Symbol<CountFn>(lib, "nvmlDeviceGetCount_v2");
+    handle_ = Symbol<HandleFn>(lib, "nvmlDeviceGetHandleByIndex_v2");
+    name_ = Symbol<NameFn>(lib, "nvmlDeviceGetName");
+    memory_ = Symbol<MemoryFn>(lib, "nvmlDeviceGetMemoryInfo");
+    capability_ = Symbol<CapabilityFn>(lib, "nvmlDeviceGetCudaComputeCapability");
     if (!init || !count_ || !handle_ || !name_ || !memory_ || !capability_) {
       dlclose(lib);
       return absl::UnavailableError(absl::StrCat("NVML library ", library, " lacks an expected function"));

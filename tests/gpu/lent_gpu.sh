@@ -36,7 +36,6 @@ here="$(cd "$(dirname "$0")" && pwd)"
 packages="$(cd "$1" && pwd)"
 out="$(mkdir -p "$2" && cd "$2" && pwd)"
 cd "$here/../.."
-rm -rf /tmp/infergate-churn-gpu/models  # made afresh by the third step
 
 echo "=== $(date +%T) cuda_check.sh"
 timeout "${CUDA_CHECK_TIMEOUT_S:-330}" "$here/cuda_check.sh" "$packages" "$out/cuda" > /dev/null 2>&1

@@ -36,8 +36,7 @@ c++ -std=c++20 -I"$repo" -M -MG "$repo/service/http/http_server.cc" 2>/dev/null 
   tr ' \\' '\n\n' | grep -o '^/usr/include/boost/.*' | sort -u > "$work/boost-headers"
 [ -s "$work/boost-headers" ] || { echo "pack_build_prefix: no Boost header found through http_server.cc" >&2; exit 1; }
 rm -rf "$root/usr/include/boost"
-(cd / && sed 's|^/||' "$work/boost-headers" | cpio -pdm --quiet "$root") 2>/dev/null ||
-  { cd / && sed 's|^/||' "$work/boost-headers" | tar -cf - -T - | tar -xf - -C "$root"; }
+(cd / && sed 's|^/||' "$work/boost-headers" | tar -cf - -T - | tar -xf - -C "$root")
 cp -r /usr/include/boost/config "$root/usr/include/boost/"
 cp /usr/include/boost/config.hpp /usr/include/boost/version.hpp "$root/usr/include/boost/"
 tar -C "$root" -cf - . | xz -T0 -6 > "$out/prefix.tar.xz"
