@@ -32,7 +32,9 @@ same arrivals:
                     sent some to the CPU while cuda:0's queue was long)
 
 The models (tools/make_churn_models.py) are COUNT TorchScript models of
-MIN_MB to MAX_MB, FP32; the simulated cuda:0's budget (and memory) is a
+MIN_MB to MAX_MB, FP32, or its --mix real (ResNet-50-like conv nets and
+BERT-base-like encoders beside GEMV layers; their inputs, bytes and
+compute from its models.json); the simulated cuda:0's budget (and memory) is a
 third of their total, behind a simulated host-to-device link (--bandwidth,
 --transfer-latency), and the CPU is --cpu-slowdown times slower than it
 (--simulate-cpu-slowdown: the simulated GPU computes on the same CPU). The
@@ -62,6 +64,7 @@ simulated device's memory peak against its budget) and the moves.
 """
 import argparse
 import csv
+import json
 import math
 import os
 import random
@@ -152,7 +155,41 @@ def host_cpu_slowdown(opts):
     return opts.cpu_slowdown * (opts.compute_scale if opts.compute_scale > 0 else 1)
 
 
-def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, calibrate_cpu=False, device=""):
+def read_models(folder):
+    """{name: {"input": {"name", "dtype", "dims"}, "bytes", "kind", "gflop"}}
+    of the repository tools/make_churn_models.py wrote: from its models.json,
+    or, in a repository from before it wrote one, from each config's one
+    input of width W (a W x W layer and its bias, FP32)."""
+    manifest = os.path.join(folder, "models.json")
+    if os.path.exists(manifest):
+        with open(manifest) as f:
+            return {m["name"]: m for m in json.load(f)["models"]}
+    specs = {}
+    for name in sorted(os.listdir(folder)):
+        cfg = os.path.join(folder, name, "config.pbtxt")
+        if os.path.exists(cfg):
+            width = int(re.search(r"dims: \[(\d+)\]", open(cfg).read()).group(1))
+            specs[name] = {"input": {"name": "x", "dtype": "FLOAT32", "dims": [width]},
+                           "bytes": (width * width + width) * 4, "kind": "gemv", "gflop": 2 * width * width / 1e9}
+    return specs
+
+
+ELEMENT_BYTES = {"FLOAT32": 4, "INT64": 8}
+
+
+def model_request(v1, tensor_pb2, name, spec, device=""):
+    """An infergate.v1 InferRequest of one row of zeros for `name`, as its
+    spec (read_models) says."""
+    req = v1.InferRequest(model=name, device=device)
+    t = req.inputs.add()
+    t.name = spec["input"]["name"]
+    t.dtype = getattr(tensor_pb2, spec["input"]["dtype"])
+    t.shape.extend([1] + spec["input"]["dims"])
+    t.data = bytes(ELEMENT_BYTES[spec["input"]["dtype"]] * math.prod(spec["input"]["dims"]))
+    return req
+
+
+def run_row(name, extra_args, opts, models, specs, budget, schedule, log_dir, calibrate_cpu=False, device=""):
     """One row. `calibrate_cpu`: after the clock stops, each model's CPU
     latency alone (a warm-up request on the CPU, then 5 timed ones, one at a
     time), as "cpu_alone": {model: [ms]}. `device`: the device every
@@ -173,15 +210,7 @@ def run_row(name, extra_args, opts, models, widths, budget, schedule, log_dir, c
     server.wait_serving()
     channel = grpc.insecure_channel(server.address)
     stub = v1_grpc.InferenceServiceStub(channel)
-    requests = {}
-    for m in models:
-        req = v1.InferRequest(model=m, device=device)
-        t = req.inputs.add()
-        t.name = "x"
-        t.dtype = tensor_pb2.FLOAT32
-        t.shape.extend([1, widths[m]])
-        t.data = bytes(4 * widths[m])
-        requests[m] = req
+    requests = {m: model_request(v1, tensor_pb2, m, specs[m], device) for m in models}
     # Cold starts, not measured: every model asked for once, then a pause for
     # what they set off (CPU copies of the displaced) to settle.
     for m in models:
@@ -311,6 +340,18 @@ def transfer_ms(nbytes, bandwidth, latency):
     return nbytes / per_second * 1000 + float(fixed.group(1)) * {"us": 1e-3, "ms": 1, "s": 1000}[fixed.group(2)]
 
 
+def mix_text(specs):
+    """" (4 GEMV layers, 2 conv nets, 1 encoder)" where the mix has more
+    than GEMV layers, else ""."""
+    kinds = [specs[m]["kind"] for m in sorted(specs)]
+    if set(kinds) <= {"gemv"}:
+        return ""
+    names = {"gemv": ("GEMV layer", "GEMV layers"), "conv": ("conv net", "conv nets"),
+             "encoder": ("encoder", "encoders")}
+    return " (%s)" % ", ".join("%d %s" % (kinds.count(k), names.get(k, (k, k))[kinds.count(k) != 1])
+                               for k in ("gemv", "conv", "encoder") if k in kinds)
+
+
 def median(values):
     values = sorted(values)
     return values[len(values) // 2] if values else float("nan")
@@ -421,16 +462,10 @@ def main():
             ap.error("--profile: %s" % e)
 
     igtest.generate_stubs(args.proto_dir, os.path.join(args.work, "stubs"))
-    models, widths, sizes, total = [], {}, {}, 0
-    for name in sorted(os.listdir(args.models)):
-        cfg = os.path.join(args.models, name, "config.pbtxt")
-        if not os.path.exists(cfg):
-            continue
-        width = int(re.search(r"dims: \[(\d+)\]", open(cfg).read()).group(1))
-        models.append(name)
-        widths[name] = width
-        sizes[name] = (width * width + width) * 4
-        total += sizes[name]
+    specs = read_models(args.models)
+    models = sorted(specs)
+    sizes = {m: specs[m]["bytes"] for m in models}
+    total = sum(sizes.values())
     if len(models) < 3:
         igtest.fail("need at least 3 models in %s" % args.models)
     budget = total // 3
@@ -458,17 +493,16 @@ def main():
     results = []
     for name, extra in rows:
         row_budget = budget if extra is not None else int(total * 1.5)
-        r = run_row(name, extra or [], args, models, widths, row_budget, schedule, args.work,
+        r = run_row(name, extra or [], args, models, specs, row_budget, schedule, args.work,
                     calibrate_cpu=extra is None, device="cuda:0" if extra is None else "")
         print("%-16s %s" % (name, {k: v for k, v in r.items() if k not in ("per_request", "cpu_alone")}), flush=True)
         results.append(r)
 
     lines = [
-        "Churn: %d models of %.0f-%.0f MB (%.0f MB in all), %scuda:0 budget %.0f MB (a third; all resident: %.0f MB), "
+        "Churn: %d models%s of %.0f-%.0f MB (%.0f MB in all), %scuda:0 budget %.0f MB (a third; all resident: %.0f MB), "
         "link %s + %s per load, CPU %gx slower than cuda:0%s; open loop %.0f req/s for %.0f s, Zipf %.2f, popular set "
         "shifted every %.0f s; %d requests per row, the same arrivals in each." % (
-            len(models), min((w * w + w) * 4 for w in widths.values()) / 1e6,
-            max((w * w + w) * 4 for w in widths.values()) / 1e6, total / 1e6,
+            len(models), mix_text(specs), min(sizes.values()) / 1e6, max(sizes.values()) / 1e6, total / 1e6,
             "the machine's real " if args.real_device else "", budget / 1e6, total * 1.5 / 1e6,
             args.bandwidth, args.transfer_latency, args.cpu_slowdown,
             " (the profile's, for the bounds; cuda:0's peak is the cache's count of resident bytes, the server "

@@ -10,6 +10,11 @@
 #   bench/churn.sh                      full run (about 9 minutes; 2.5 GB of models in a temporary folder)
 #   CHURN_SMOKE=1 bench/churn.sh        6 models of 2-8 MB, 10 s per row (the test's smoke run)
 #   CHURN_ARGS="--rate 30" bench/churn.sh   more arguments for churn.py
+#   CHURN_MODELS_ARGS="--mix real" bench/churn.sh   more arguments for tools/make_churn_models.py:
+#                                       here ResNet-50-like conv nets and BERT-base-like encoders
+#                                       beside the GEMV layers (about 4 GB of models; the conv
+#                                       nets and encoders compute for seconds a request on a
+#                                       2-core host: a mix for a real GPU, or --scale for a test)
 #   CHURN_SEEDS="1 2 3" bench/churn.sh  one run per seed (arrivals and popular sets), the same models,
 #                                       then churn-<stamp>-seeds.md: each figure's median and spread
 #                                       over the seeds (bench/churn_seeds.py)
@@ -28,10 +33,12 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [ "${CHURN_SMOKE:-0}" = 1 ]; then
-  python3 tools/make_churn_models.py "$work/models" --count 6 --min-mb 2 --max-mb 8 >/dev/null
+  # shellcheck disable=SC2086 # CHURN_MODELS_ARGS is split on purpose
+  python3 tools/make_churn_models.py "$work/models" --count 6 --min-mb 2 --max-mb 8 ${CHURN_MODELS_ARGS:-} >/dev/null
   set -- --seconds 10 --shift 5 --settle 1 "$@"
 else
-  python3 tools/make_churn_models.py "$work/models" --count 24 --min-mb 20 --max-mb 200 >/dev/null
+  # shellcheck disable=SC2086 # CHURN_MODELS_ARGS is split on purpose
+  python3 tools/make_churn_models.py "$work/models" --count 24 --min-mb 20 --max-mb 200 ${CHURN_MODELS_ARGS:-} >/dev/null
   set -- --compare-host-copies "$@"
 fi
 mkdir -p "$out_dir"

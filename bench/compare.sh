@@ -8,6 +8,8 @@
 # (geometric mean over the turns, and how many pairs the after side won).
 #
 #   bench/compare.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR
+#                 (rows may name the demo models and make-demo-models'
+#                  bench models, small and heavy)
 #   COMPARE_ROUNDS=3 COMPARE_SECONDS=4 bench/compare.sh ../before/build build
 #   COMPARE_ROWS="cnn_pt2:8 mlp_pt2:8" bench/compare.sh ...   (model:concurrency;
 #                  the _pt2 models are the demo networks as .pt2 packages)
@@ -42,7 +44,7 @@ done
 work=$(mktemp -d)
 server=""
 trap '[ -z "$server" ] || kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
-"$after_dir/tools/make-demo-models" "$work/models" >/dev/null
+"$after_dir/tools/make-demo-models" "$work/models" --with-bench-models >/dev/null
 # Rows may name the demo networks as AOTInductor packages (mlp_pt2, cnn_pt2).
 if [[ " $rows" =~ _pt2: ]]; then bench/pt2_demo_models.sh "$work/models"; fi
 cli="$after_dir/tools/infergate-cli"
