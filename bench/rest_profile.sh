@@ -12,6 +12,7 @@
 #   bench/rest_profile.sh                 (PROFILE_SECONDS per protocol, default 10;
 #                                          PROFILE_CLIENTS, default 64)
 #   BENCH_SKIP_BUILD=1 bench/rest_profile.sh   uses build/ as it is
+#   PROFILE_KEEP=DIR bench/rest_profile.sh     keeps the profiles (DIR/rest.perf.data, grpc.perf.data)
 #
 # perf (Debian's linux-perf) is installed into the Debian 13 root here, when
 # the profile runs; neither the README's commands nor the tests install it.
@@ -86,6 +87,7 @@ profile() {  # NAME h2load-args...
   echo "## $name: $rps requests/s, $answered answered, server CPU per request $(awk -v a="$cpu0" -v b="$cpu1" \
     -v n="$answered" 'BEGIN { printf "%.3f ms", n ? (b - a) * 1000 / n : 0 }') (CPU measured over the h2load run)"
   python3 bench/perf_categories.py "$work/$name.perf.data"
+  [ -z "${PROFILE_KEEP:-}" ] || cp "$work/$name.perf.data" "$PROFILE_KEEP/$name.perf.data"
   echo
 }
 

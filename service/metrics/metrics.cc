@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/caught_exception.h"
+#include "common/process_allocator.h"
 #include "common/status_macros.h"
 #include "devices/caching_cpu_allocator.h"
 #include "scheduler/repository/repository_scan.h"
@@ -326,9 +327,12 @@ void Metrics::RegisterRequestFamilies(const BuildVersions& versions) {
                           .Register(r);
   prometheus::BuildGauge()
       .Name("infergate_build_info")
-      .Help("Versions infergate was built with.")
+      .Help("Versions infergate was built with, and the allocator serving its memory.")
       .Register(r)
-      .Add({{"version", versions.infergate}, {"libtorch", versions.libtorch}, {"grpc", versions.grpc}})
+      .Add({{"version", versions.infergate},
+            {"libtorch", versions.libtorch},
+            {"grpc", versions.grpc},
+            {"allocator", CurrentProcessAllocator().name}})
       .Set(1);
 }
 

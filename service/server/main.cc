@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/cpu_policy.h"
 #include "common/logging.h"
+#include "common/process_allocator.h"
 #include "common/thread_name.h"
 #include "common/units.h"
 #include "devices/caching_cpu_allocator.h"
@@ -53,7 +54,8 @@ LogLevel ParseLevel(const std::string& s) {
   return LogLevel::kInfo;
 }
 
-// Request and reply buffers of a megabyte or more get their own mappings,
+// Under glibc's malloc (the sanitizer builds; the server links jemalloc):
+// request and reply buffers of a megabyte or more get their own mappings,
 // returned to the system when freed. glibc otherwise raises its mmap
 // threshold after the first such free (up to 32 MiB) and serves later large
 // buffers from per-thread arenas that keep the memory: measured with a
@@ -61,7 +63,7 @@ LogLevel ParseLevel(const std::string& s) {
 // peak RSS grew 165 MiB with the default and 91 MiB with this.
 void ReturnLargeBuffersToTheSystem() {
 #if defined(__GLIBC__)
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  if (CurrentProcessAllocator().kind == AllocatorKind::kSystem) mallopt(M_MMAP_THRESHOLD, 1 << 20);
 #endif
 }
 
@@ -84,6 +86,7 @@ int Run(int argc, char** argv) {
   // CPU at high request rates, for a check meant for debug builds.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
+  LOG_INFO << "allocator: " << CurrentProcessAllocator().name;
   ReturnLargeBuffersToTheSystem();
   RaiseOpenFileLimit();
   // Before any tensor exists, so every tensor block comes back to it.

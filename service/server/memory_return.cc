@@ -1,8 +1,6 @@
 #include "service/server/memory_return.h"
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
+#include "common/process_allocator.h"
 
 namespace infergate {
 
@@ -31,9 +29,7 @@ void MemoryReturner::Loop() {
     if (budget_.in_use() != 0 || total - returned_through < threshold_) continue;
     returned_through = total;
     lock.Unlock();
-#if defined(__GLIBC__)
-    malloc_trim(0);
-#endif
+    ReturnFreedMemoryToTheSystem();
     lock.Lock();
     ++returns_;
   }

@@ -1,11 +1,13 @@
 #pragma once
-// Gives the memory of finished requests back to the system. glibc keeps
-// freed heap pages in its arenas, so without this every spike of large
-// requests became permanent RSS. A background thread looks every
+// Gives the memory of finished requests back to the system. An allocator
+// keeps freed pages for reuse (glibc in its arenas; jemalloc for seconds,
+// and only while something allocates), so without this every spike of
+// large requests became permanent RSS. A background thread looks every
 // `interval`; when no request bytes are in flight and at least `threshold`
-// bytes of requests came and went since it last returned memory, it calls
-// malloc_trim(0) (a no-op where the C library is not glibc). It never runs
-// on a request's thread and never while a request holds memory.
+// bytes of requests came and went since it last returned memory, it gives
+// the allocator's freed memory back (ReturnFreedMemoryToTheSystem: a purge
+// of jemalloc's arenas, or glibc's malloc_trim). It never runs on a
+// request's thread and never while a request holds memory.
 //
 // Threading: constructed and destroyed on one thread; the worker only reads
 // the budget's atomics. The budget must outlive this object.

@@ -17,7 +17,7 @@ out="$(mkdir -p "$1" && cd "$1" && pwd)"
 
 wanted="libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libboost-dev libssl-dev nlohmann-json3-dev zlib1g-dev opentelemetry-cpp-dev
-  libopentelemetry-proto-dev opentelemetry-proto libjpeg62-turbo-dev libpng-dev"
+  libopentelemetry-proto-dev opentelemetry-proto libjpeg62-turbo-dev libpng-dev libjemalloc-dev"
 # The C library, the compiler's own libraries and tools: the target
 # machine's are used.
 toolchain=" gcc-14-base libasan8 libatomic1 libc-dev-bin libc6 libc6-dev libcrypt-dev libcrypt1 libgcc-14-dev

@@ -335,6 +335,20 @@ TEST_F(ServerTest, ListedMetricsCarryTheirValues) {
   }
 }
 
+// The allocator the build linked is the one serving the process's memory
+// (cmake/allocator.cmake: jemalloc, the system's under a sanitizer), as
+// the build_info metric says: a link that left glibc's malloc in place
+// would only show as a slower server.
+TEST_F(ServerTest, BuildInfoNamesTheAllocatorTheBuildLinked) {
+  const std::string scrape = ScrapeMetrics(*server_);
+  const size_t at = scrape.find("\ninfergate_build_info{");
+  ASSERT_NE(at, std::string::npos) << scrape;
+  const std::string line = scrape.substr(at + 1, scrape.find('\n', at + 1) - at - 1);
+  const std::string expected = INFERGATE_EXPECTED_ALLOCATOR;
+  const std::string label = expected == "jemalloc" ? "allocator=\"jemalloc " : "allocator=\"system\"";
+  EXPECT_NE(line.find(label), std::string::npos) << "expected " << label << " in " << line;
+}
+
 // Tokens guard ListModels and UnloadModel too; the CLI's --token and TLS
 // flags reach a server that needs them.
 TEST(Promises, TokensGuardListModelsAndTheCliCarriesTokenAndTls) {
