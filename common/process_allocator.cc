@@ -30,13 +30,20 @@ bool CountsThisThreadsAllocations(Mallctl mallctl) {
   return read && after >= before + (1 << 16);
 }
 
-}  // namespace
-
-ProcessAllocator DetectProcessAllocator() {
+// What CurrentProcessAllocator answers, and jemalloc's control interface
+// when jemalloc is the process's malloc (else null).
+struct Detected {
   ProcessAllocator allocator;
+  Mallctl jemalloc = nullptr;
+};
+
+Detected Detect() {
+  Detected detected;
+  ProcessAllocator& allocator = detected.allocator;
   allocator.name = "system";
   Mallctl mallctl = FindMallctl();
-  if (mallctl == nullptr || !CountsThisThreadsAllocations(mallctl)) return allocator;
+  if (mallctl == nullptr || !CountsThisThreadsAllocations(mallctl)) return detected;
+  detected.jemalloc = mallctl;
   allocator.kind = AllocatorKind::kJemalloc;
   const char* version = nullptr;
   size_t size = sizeof(version);
@@ -45,18 +52,22 @@ ProcessAllocator DetectProcessAllocator() {
     allocator.name += " ";
     allocator.name += version;
   }
-  return allocator;
+  return detected;
 }
 
-const ProcessAllocator& CurrentProcessAllocator() {
-  static const ProcessAllocator allocator = DetectProcessAllocator();
-  return allocator;
+const Detected& Detection() {
+  static const Detected detected = Detect();
+  return detected;
 }
+
+}  // namespace
+
+const ProcessAllocator& CurrentProcessAllocator() { return Detection().allocator; }
 
 void ReturnFreedMemoryToTheSystem() {
-  if (CurrentProcessAllocator().kind == AllocatorKind::kJemalloc) {
+  if (Mallctl jemalloc = Detection().jemalloc) {
     // MALLCTL_ARENAS_ALL (4096): every arena.
-    FindMallctl()("arena.4096.purge", nullptr, nullptr, nullptr, 0);
+    jemalloc("arena.4096.purge", nullptr, nullptr, nullptr, 0);
     return;
   }
 #if defined(__GLIBC__)

@@ -25,9 +25,6 @@ struct ProcessAllocator {
 // malloc was preloaded ahead of it is not taken for the process's own),
 // else "system" (the C library's, or whatever was preloaded).
 const ProcessAllocator& CurrentProcessAllocator();
-// The same, looked at again now (CurrentProcessAllocator keeps its first
-// answer); for tests.
-ProcessAllocator DetectProcessAllocator();
 
 // Gives memory freed since the last call back to the system now: jemalloc
 // purges every arena's unused pages, glibc's malloc trims its heaps
