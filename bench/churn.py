@@ -348,7 +348,7 @@ def mix_text(specs):
         return ""
     names = {"gemv": ("GEMV layer", "GEMV layers"), "conv": ("conv net", "conv nets"),
              "encoder": ("encoder", "encoders")}
-    return " (%s)" % ", ".join("%d %s" % (kinds.count(k), names.get(k, (k, k))[kinds.count(k) != 1])
+    return " (%s)" % ", ".join("%d %s" % (kinds.count(k), names[k][kinds.count(k) != 1])
                                for k in ("gemv", "conv", "encoder") if k in kinds)
 
 

@@ -169,6 +169,11 @@ def example_row(spec):
     return torch.zeros(dims)
 
 
+def module_bytes(module):
+    """The bytes of a module's parameters and buffers."""
+    return sum(t.numel() * t.element_size() for t in list(module.parameters()) + list(module.buffers()))
+
+
 def gflop(module, row):
     """One row's forward pass in GFLOP (torch's counter; None without one)."""
     try:
@@ -230,7 +235,7 @@ def main():
         model_dir = os.path.join(args.out_dir, name)
         os.makedirs(os.path.join(model_dir, "1"), exist_ok=True)
         scripted.save(os.path.join(model_dir, "1", "model.pt"))
-        nbytes = sum(t.numel() * t.element_size() for t in list(module.parameters()) + list(module.buffers()))
+        nbytes = module_bytes(module)
         with open(os.path.join(model_dir, "config.pbtxt"), "w") as f:
             f.write("max_batch_size: 8\nprecision: FP32\n")
             f.write('inputs { name: "%s" dtype: %s dims: [%s] }\n' % (

@@ -37,37 +37,36 @@ ARGS = None
 GEMV_FLOP_PER_BYTE = 0.5  # a multiply and an add per 4-byte weight
 
 
-def module_bytes(module):
-    return sum(t.numel() * t.element_size() for t in list(module.parameters()) + list(module.buffers()))
+module_bytes = make_churn_models.module_bytes
 
 
 class FullSize(unittest.TestCase):
     """What the generator's docstring (and the docs) say of the full-size
     models."""
 
+    def check_full_size(self, module, params_m, megabytes, spec, gflop, flop_per_byte_over):
+        """`module` has about params_m million parameters and `megabytes` MB
+        of weights; one row of `spec` costs about `gflop` GFLOP, over
+        flop_per_byte_over times a GEMV layer's FLOP a byte of weights."""
+        params = sum(p.numel() for p in module.parameters())
+        self.assertAlmostEqual(params / 1e6, params_m[0], delta=params_m[1])
+        self.assertAlmostEqual(module_bytes(module) / 1e6, megabytes, delta=1)
+        flops = make_churn_models.gflop(module.eval(), make_churn_models.example_row(spec))
+        if flops is not None:
+            self.assertAlmostEqual(flops, gflop[0], delta=gflop[1])
+            self.assertGreater(flops * 1e9 / module_bytes(module), flop_per_byte_over * GEMV_FLOP_PER_BYTE)
+
     def test_the_conv_net_is_resnet50_sized(self):
         module, spec = make_churn_models.conv_spec(1.0)
         self.assertEqual(spec["dims"], [3, 224, 224])
-        params = sum(p.numel() for p in module.parameters())
-        self.assertAlmostEqual(params / 1e6, 25.6, delta=0.1)
-        self.assertAlmostEqual(module_bytes(module) / 1e6, 102, delta=1)
-        flops = make_churn_models.gflop(module.eval(), make_churn_models.example_row(spec))
-        if flops is not None:
-            self.assertAlmostEqual(flops, 8.2, delta=0.1)
-            # 80 FLOP a byte of weights, against a GEMV layer's 0.5
-            self.assertGreater(flops * 1e9 / module_bytes(module), 100 * GEMV_FLOP_PER_BYTE)
+        # 80 FLOP a byte of weights, against a GEMV layer's 0.5
+        self.check_full_size(module, (25.6, 0.1), 102, spec, (8.2, 0.1), 100)
 
     def test_the_encoder_is_bert_base_sized(self):
         module, spec = make_churn_models.encoder_spec(1.0)
         self.assertEqual(spec, {"name": "ids", "dtype": "INT64", "dims": [128]})
-        params = sum(p.numel() for p in module.parameters())
-        self.assertAlmostEqual(params / 1e6, 109.5, delta=0.5)
-        self.assertAlmostEqual(module_bytes(module) / 1e6, 438, delta=1)
-        flops = make_churn_models.gflop(module.eval(), make_churn_models.example_row(spec))
-        if flops is not None:
-            self.assertAlmostEqual(flops, 21.7, delta=0.2)
-            # 50 FLOP a byte of weights, against a GEMV layer's 0.5
-            self.assertGreater(flops * 1e9 / module_bytes(module), 90 * GEMV_FLOP_PER_BYTE)
+        # 50 FLOP a byte of weights, against a GEMV layer's 0.5
+        self.check_full_size(module, (109.5, 0.5), 438, spec, (21.7, 0.2), 90)
 
     def test_a_gemv_layer_computes_half_a_flop_a_byte(self):
         module, spec = make_churn_models.gemv_spec(20)
