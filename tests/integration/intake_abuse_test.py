@@ -7,8 +7,12 @@ of the round-5 probe, against the real server on loopback:
   object of 30-100 bytes each once parsed): to ServerLive, which needs no
   token, six at once, and to ModelInfer without a token and with one. Each
   is refused (RESOURCE_EXHAUSTED over the method's limit; UNAUTHENTICATED
-  unread; INVALID_ARGUMENT naming `inputs` before parsing) and the server's
-  peak memory grows by less than 100 MB.
+  unread; INVALID_ARGUMENT naming `inputs` before parsing). The server's
+  peak memory grows by less than 100 MB for one message, and for the six
+  ServerLive calls by less than the six messages themselves and 32 MiB: a
+  message over a small method's limit is known only once gRPC has read it
+  whole, so each small-method slot a client holds (up to 8 an address)
+  can hold one (SECURITY.md); parsed, the six were 3.8 GB.
 - H2: thirty connections that announce a 60 MB ModelInfer and send a byte a
   second (no token needed: the server has none). Meanwhile a new
   connection's small call and an 8 MiB call are answered within 2 s (or
@@ -135,7 +139,9 @@ def h1_empty_fields(server, pid, bounds):
     check(all(r[0] == "RESOURCE_EXHAUSTED" and "ServerLive takes" in r[1] for r in results),
           "ServerLive with 20 MB of fields: %s" % results[:2])
     if bounds:
-        check(growth < 100, "six 20 MB ServerLive calls grew the peak by %.0f MiB (bound 100)" % growth)
+        read_whole = 6 * len(payload) / float(1 << 20) + 32
+        check(growth < read_whole, "six 20 MB ServerLive calls grew the peak by %.0f MiB (bound %.0f: the six "
+              "messages, each read whole before its size is known, and 32 MiB)" % (growth, read_whole))
 
     inputs = empty_fields(5, 20 * 1000 * 1000)  # ModelInferRequest.inputs, 10 million empty ones
     before = start_peak(pid)

@@ -48,6 +48,41 @@ def wait_value(prom, expr, want, timeout=60):
     fail("Prometheus says %s = %s, expected %s" % (expr, got, want))
 
 
+def start_prometheus(work, target, attempts=3, timeout=120):
+    """A Prometheus server scraping `target` every second, once it says it
+    is ready: (process, address). Its port is chosen free, then bound by
+    Prometheus; one taken in between is tried again on another."""
+    config = os.path.join(work, "prometheus.yml")
+    with open(config, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: infergate\n"
+                "    static_configs:\n      - targets: ['%s']\n" % target)
+    log_path = os.path.join(work, "prom.log")
+    for attempt in range(attempts):
+        address = "127.0.0.1:%d" % free_port()
+        with open(log_path, "w") as log:
+            prom = subprocess.Popen(["prometheus", "--config.file=" + config,
+                                     "--storage.tsdb.path=%s/tsdb%d" % (work, attempt),
+                                     "--web.listen-address=" + address, "--log.level=warn"],
+                                    stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while time.time() < deadline and prom.poll() is None:
+            try:
+                with urllib.request.urlopen("http://%s/-/ready" % address, timeout=5) as r:
+                    if r.status == 200:
+                        return prom, address
+            except OSError:
+                pass
+            time.sleep(0.2)
+        log_text = open(log_path).read()
+        if prom.poll() is None:
+            prom.kill()
+            prom.wait()
+            fail("Prometheus on %s was not ready within %d s:\n%s" % (address, timeout, log_text[-2000:]))
+        if "address already in use" not in log_text:
+            fail("Prometheus ended with %s before it was ready:\n%s" % (prom.returncode, log_text[-2000:]))
+    fail("Prometheus found no free port in %d tries" % attempts)
+
+
 def main():
     args = required_arguments("--server", "--make-models", "--proto-dir", "--monitoring-dir")
     work = tempfile.mkdtemp(prefix="ig_mon_")
@@ -70,15 +105,7 @@ def main():
                                       "--queue-capacity=1"], os.path.join(work, "server.log"))
         server.wait_serving()
 
-        port = free_port()
-        prom_addr = "127.0.0.1:%d" % port
-        config = os.path.join(work, "prometheus.yml")
-        with open(config, "w") as f:
-            f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: infergate\n"
-                    "    static_configs:\n      - targets: ['%s']\n" % server.metrics_address)
-        prom = subprocess.Popen(["prometheus", "--config.file=" + config, "--storage.tsdb.path=" + work + "/tsdb",
-                                 "--web.listen-address=" + prom_addr, "--log.level=warn"],
-                                stdout=open(os.path.join(work, "prom.log"), "w"), stderr=subprocess.STDOUT)
+        prom, prom_addr = start_prometheus(work, server.metrics_address)
 
         channel = grpc.insecure_channel(server.address)
         stub = inference_pb2_grpc.InferenceServiceStub(channel)
