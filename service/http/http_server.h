@@ -10,8 +10,11 @@
 // connections (more are answered 503 and closed at once). TLS (and mutual
 // TLS) with the certificate re-read when its files change.
 //
-// Threading and ownership: `threads` asio threads run every connection.
-// The handler is called on one of them and must not block; it answers
+// Threading and ownership: `threads` asio threads, each with an io_context
+// of its own; a connection lives on one of them (given out in turn as
+// connections are accepted), so one connection's work never runs on two
+// threads at once. The handler is called on that thread and must not
+// block (a long one holds up the thread's other connections); it answers
 // through the responder exactly once, from any thread (an answer after
 // Shutdown is dropped). The server must outlive every responder: destroy it
 // only once nothing can answer any more (after the core has shut down).
