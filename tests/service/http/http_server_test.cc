@@ -1,7 +1,8 @@
 // The HTTP server on its own, over raw loopback sockets: slow and idle
 // clients cannot hold it, limits answer with the right status, the
-// connection cap holds, answers in progress survive a shutdown, and a
-// client that hangs up while waiting is noticed.
+// connection cap holds, answers in progress survive a shutdown, a client
+// that hangs up while waiting is noticed, and a large body's long handler
+// holds up no other connection.
 
 #include "service/http/http_server.h"
 
@@ -114,6 +115,17 @@ class HttpServerTest : public ::testing::Test {
         }).detach();
         return;
       }
+      if (req->path == "/hold-large") {
+        // Blocks its thread until the test lets it go: a decode that takes
+        // as long as the test likes.
+        std::unique_lock<std::mutex> lock(held_mu_);
+        holding_ = true;
+        held_changed_.notify_all();
+        held_changed_.wait(lock, [this] { return released_; });
+        lock.unlock();
+        r(HttpResponse{200, "text/plain", {}, "released", nullptr});
+        return;
+      }
       // Handlers that throw: before answering, and after.
       if (req->path == "/throw") throw std::bad_alloc();
       if (req->path == "/answer-then-throw") {
@@ -141,7 +153,35 @@ class HttpServerTest : public ::testing::Test {
   std::mutex held_mu_;
   std::condition_variable held_changed_;
   std::vector<std::pair<std::shared_ptr<HttpRequest>, HttpResponder>> held_;
+  bool holding_ = false;   // a /hold-large handler is running (held_mu_)
+  bool released_ = false;  // /hold-large handlers may answer (held_mu_)
 };
+
+// A request with a large body is handled off its connection's thread: with
+// one I/O thread, a handler of a 256 KiB body that takes as long as the test
+// likes does not keep another connection's request from being answered.
+TEST_F(HttpServerTest, ALargeBodysLongHandlerDoesNotHoldUpOtherConnections) {
+  HttpServerOptions options;
+  options.threads = 1;
+  StartServer(options);
+  Client large(server_->port()), small(server_->port(), milliseconds(30000));
+  const std::string body(256 << 10, 'x');
+  ASSERT_TRUE(large.Send("POST /hold-large HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+                         "\r\n\r\n" + body));
+  {
+    std::unique_lock<std::mutex> lock(held_mu_);
+    ASSERT_TRUE(held_changed_.wait_for(lock, std::chrono::seconds(60), [this] { return holding_; }));
+  }
+  ASSERT_TRUE(small.Send(Get("/small")));
+  const std::string answer = small.ReadResponse();
+  EXPECT_NE(answer.find("GET /small"), std::string::npos) << "the other connection waited: " << answer;
+  {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    released_ = true;
+  }
+  held_changed_.notify_all();
+  EXPECT_NE(large.ReadResponse().find("released"), std::string::npos);
+}
 
 // No exception ends the process: a handler that throws (std::bad_alloc
 // included) gets its client a 500 naming what was thrown, one that throws
