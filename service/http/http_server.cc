@@ -427,7 +427,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       auto shared = std::make_shared<HttpResponse>(std::move(response));
       self->server_.PostIfRunning(self->stream_.get_executor(), [self, shared] { self->Write(std::move(*shared)); });
     };
-    if (request->body.size() >= HttpServer::Impl::kLargeBodyBytes && server_.large_bodies) {
+    if (request->body.size() >= HttpServer::Impl::kLargeBodyBytes) {
       net::post(*server_.large_bodies, [&server = server_, request = std::move(request), respond]() mutable {
         Handle(server, std::move(request), respond);
       });
@@ -667,8 +667,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
         absl::StrCat(impl->options.flag_name, ": cannot listen on ", impl->options.address, ": ", ec.message()));
   }
   impl->port = impl->acceptor.local_endpoint().port();
-  impl->Accept();
+  // Before the first connection can be accepted: every request finds it.
   impl->large_bodies = std::make_unique<net::thread_pool>(static_cast<size_t>(threads));
+  impl->Accept();
   for (auto& context : impl->contexts) impl->work.push_back(net::make_work_guard(*context));
   Impl* raw = impl.get();
   for (int i = 0; i < threads; ++i) {
