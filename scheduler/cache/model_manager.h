@@ -91,9 +91,9 @@ class ModelManager {
   // (batch of 1), so the first client does not pay for lazy
   // initialisation, and measures the runs' activation peak, which counts
   // against the device's budget from then on and is learned for later
-  // loads. Without samples, OK without running when the inputs are not
-  // fully declared (or take strings); a sample that cannot be made or run
-  // fails the warm-up, naming it.
+  // loads. When the listener wants it, the last input runs once more,
+  // timed: the copy's latency known before its first request. Without samples, OK without running when the inputs are
+  // not fully declared (or take strings); a sample that cannot be made or run fails the warm-up, naming it.
   absl::Status WarmUp(const Route& route);
 
   // Loads the model file at `path` under `config` on `device` in FP32 and
@@ -125,6 +125,12 @@ class ModelManager {
   struct Listener {
     std::function<void(const ModelKey& key, uint64_t took_us, LoadSource source)> loaded;
     std::function<void(const ModelKey& key, EvictionReason why)> evicted;
+    // Warm-ups that measure (both set, or neither): whether a warm-up of
+    // `key` should run its last input once more, timed, because its
+    // latency there is not known yet; and that run's wall time and the
+    // warming thread's CPU time (on the warming thread).
+    std::function<bool(const ModelKey& key)> wants_timed_run;
+    std::function<void(const ModelKey& key, uint64_t wall_us, uint64_t cpu_us)> timed_run;
   };
   void SetListener(Listener listener) { listener_ = std::move(listener); }
 

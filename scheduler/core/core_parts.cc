@@ -46,7 +46,7 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
             // (the accuracy contract applied): a copy in another is not it.
             c->resident = models.IsResident(key);
             c->demoted = !c->resident && placement.Demoted(key.model, key.device);
-            c->latency_us = latency.Mean(key.model, key.device);
+            c->latency_us = latency.Expected(key.model, key.device);
             if (!c->resident && key.device.kind != DeviceKind::kCpu) c->load_us = LoadAndRunEstimateUs(there);
           },
           &checker),
@@ -86,6 +86,23 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
       if (key.device.kind != DeviceKind::kCpu && (why == EvictionReason::kBudget || why == EvictionReason::kOom)) {
         placement.NoteEvicted(key.model, key.device);
       }
+    };
+    // A copy warmed up before its model's latency there is known times one
+    // more run (ModelManager::WarmUp), so the first requests after a load
+    // or a move are routed on a measurement, not on a guess. Counted as a
+    // request's run is (RequestDispatcher::Execute): wall time, plus on a
+    // CPU simulated slower the extra a slower CPU would take for the run's
+    // work (its thread's CPU time with one intra-op thread).
+    listener.wants_timed_run = [this](const ModelKey& key) {
+      return !latency.Expected(key.model, key.device).has_value();
+    };
+    listener.timed_run = [this](const ModelKey& key, uint64_t wall_us, uint64_t cpu_us) {
+      double micros = static_cast<double>(wall_us);
+      if (key.device.kind == DeviceKind::kCpu && options.simulated_cpu_slowdown > 1) {
+        const double work_us = static_cast<double>(options.intra_op_threads == 1 ? cpu_us : wall_us);
+        micros += work_us * (options.simulated_cpu_slowdown - 1);
+      }
+      latency.Seed(key.model, key.device, micros);
     };
     models.SetListener(std::move(listener));
   }

@@ -87,7 +87,7 @@ void RequestDispatcher::NoteQueued(const Job& job) {
 }
 
 void RequestDispatcher::ExpectCompute(Job& job) const {
-  job.expected_us = std::llround(core_.latency.Mean(job.route.model->name, job.route.device.id)
+  job.expected_us = std::llround(core_.latency.Expected(job.route.model->name, job.route.device.id)
                                      .value_or(core_.options.router.unmeasured_latency_us));
 }
 

@@ -15,6 +15,19 @@ void LatencyStats::Observe(const std::string& model, const DeviceId& device, dou
   }
 }
 
+void LatencyStats::Seed(const std::string& model, const DeviceId& device, double micros) {
+  MutexLock lock(mu_);
+  ewma_[{model, device}].seed = micros;
+}
+
+std::optional<double> LatencyStats::Expected(const std::string& model, const DeviceId& device) const {
+  MutexLock lock(mu_);
+  auto it = ewma_.find({model, device});
+  if (it == ewma_.end()) return std::nullopt;
+  if (it->second.samples >= 2) return it->second.ewma;
+  return it->second.seed;
+}
+
 std::optional<double> LatencyStats::Mean(const std::string& model, const DeviceId& device) const {
   MutexLock lock(mu_);
   auto it = ewma_.find({model, device});

@@ -27,7 +27,17 @@ class LatencyStats {
  public:
   explicit LatencyStats(double alpha = 0.2) : alpha_(alpha) {}
   void Observe(const std::string& model, const DeviceId& device, double micros);
+  // The requests' average; unset before a second sample.
   std::optional<double> Mean(const std::string& model, const DeviceId& device) const;
+  // A run measured outside a request (a warm-up's timed run, after the
+  // runs that paid for lazy initialisation), kept apart from the requests'
+  // samples.
+  void Seed(const std::string& model, const DeviceId& device, double micros);
+  // What a request there is expected to take: the requests' average, else
+  // the seed; unset when neither was measured. Routing goes by this; the
+  // move policy by Mean, the requests' own (what a warm-up on an idle
+  // device measured is no demand's evidence).
+  std::optional<double> Expected(const std::string& model, const DeviceId& device) const;
 
  private:
   double alpha_;
@@ -35,6 +45,7 @@ class LatencyStats {
   struct Entry {
     double ewma = 0;
     uint64_t samples = 0;
+    std::optional<double> seed;
   };
   std::map<std::pair<std::string, DeviceId>, Entry> ewma_ ABSL_GUARDED_BY(mu_);
 };

@@ -410,6 +410,27 @@ TEST_F(LoadAndRunWhileFull, TakesAStagedCopysRoomWithAStagingShare) {
   Expect({"--staging-share=0.3", "--move-min-residence=3600s"}, "cuda:0", "load_and_run", 1);
 }
 
+// A copy warmed up before its model's latency there was known times one
+// more run (ModelManager::WarmUp): x's cpu copy, made when x was demoted,
+// was never asked for, and its only run on cuda:0 was its first (lazy
+// initialisation, no measurement); yet x's first auto request is routed on
+// an estimate, not counted as unestimated. Without the timed run it had
+// none (expected 0).
+TEST_F(NoColdStart, ACopyWarmedUpIsRoutedOnItsTimedRunBeforeAnyRequestMeasuredIt) {
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=4", "--move-period=3600s"});
+  ASSERT_FALSE(HasFatalFailure());
+  const auto [x, y] = DemotedAndResident();
+  ASSERT_FALSE(x.empty());
+  const std::string before = ScrapeMetrics(*server_);
+  v1::InferResponse resp;
+  ASSERT_TRUE(Infer(x, "", v1::ALLOW, &resp).ok());
+  EXPECT_EQ(resp.placement().device(), "cpu") << server_->Log();
+  EXPECT_EQ(resp.placement().ready_path(), "resident");
+  EXPECT_GT(resp.placement().ready_path_expected_us(), 0u) << "routed on a guess";
+  EXPECT_EQ(AddedSince(before, *server_, "infergate_ready_path_unestimated_total{device=\"cpu\",path=\"resident\"}"),
+            0);
+}
+
 TEST_F(NoColdStart, AutoKeepsTheReadyCopyWhenLoadingIsSlower) {
   Start({"--simulate-devices=cuda:0,transfer_latency=3s", "--simulate-cpu-slowdown=30", "--move-period=3600s"});
   ASSERT_FALSE(HasFatalFailure());

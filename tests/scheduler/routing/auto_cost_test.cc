@@ -82,6 +82,28 @@ TEST(LatencyStats, MovingAverageFromTheSecondSample) {
   EXPECT_FALSE(stats.Mean("m", {DeviceKind::kCuda, 0}).has_value());
 }
 
+// A warm-up's timed run is what a request is expected to take while
+// requests have measured nothing (or only a first, lazily initialising
+// run); once they have, their average is. Mean, the move policy's, is the
+// requests' alone.
+TEST(LatencyStats, AWarmUpsTimedRunIsTheExpectationUntilRequestsMeasure) {
+  LatencyStats stats(0.5);
+  const DeviceId cpu{DeviceKind::kCpu, 0};
+  EXPECT_FALSE(stats.Expected("m", cpu).has_value());
+  stats.Seed("m", cpu, 300);
+  EXPECT_DOUBLE_EQ(*stats.Expected("m", cpu), 300) << "the seed, nothing else measured";
+  EXPECT_FALSE(stats.Mean("m", cpu).has_value()) << "no request measured it";
+  stats.Observe("m", cpu, 5000);  // a first run, with lazy initialisation
+  EXPECT_DOUBLE_EQ(*stats.Expected("m", cpu), 300) << "one request's run is not a measurement";
+  stats.Observe("m", cpu, 100);
+  stats.Observe("m", cpu, 200);
+  EXPECT_DOUBLE_EQ(*stats.Expected("m", cpu), 150) << "the requests' average";
+  EXPECT_DOUBLE_EQ(*stats.Mean("m", cpu), 150);
+  stats.Seed("m", cpu, 1000);
+  EXPECT_DOUBLE_EQ(*stats.Expected("m", cpu), 150) << "a later warm-up does not override the requests";
+  EXPECT_FALSE(stats.Expected("m", {DeviceKind::kCuda, 0}).has_value());
+}
+
 // The latencies not measured, guessed from the measured ones at an
 // assumed speedup of 4: the accelerators' from the CPU's, else the CPU's
 // from the fastest accelerator's.
