@@ -92,8 +92,10 @@ class ModelManager {
   // initialisation, and measures the runs' activation peak, which counts
   // against the device's budget from then on and is learned for later
   // loads. When the listener wants it, the last input runs once more,
-  // timed: the copy's latency known before its first request. Without samples, OK without running when the inputs are
-  // not fully declared (or take strings); a sample that cannot be made or run fails the warm-up, naming it.
+  // timed: the copy's latency known before its first request. Without
+  // samples, OK without running when the inputs are not fully declared (or
+  // take strings); a sample that cannot be made or run fails the warm-up,
+  // naming it.
   absl::Status WarmUp(const Route& route);
 
   // Loads the model file at `path` under `config` on `device` in FP32 and
