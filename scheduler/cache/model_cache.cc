@@ -348,7 +348,7 @@ std::vector<ResidentModel> ModelCache::Resident() const {
   MutexLock lock(mu_);
   std::vector<ResidentModel> out;
   for (const auto& [key, slot] : slots_) {
-    if (slot->ready) out.push_back({key, slot->bytes, slot->pinned, slot->in_flight, slot->ready_at});
+    if (slot->ready) out.push_back({key, slot->bytes, slot->pinned, slot->in_flight, slot->ready_at, slot->last_used});
   }
   return out;
 }

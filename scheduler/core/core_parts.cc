@@ -141,9 +141,9 @@ namespace infergate {
 MoveInputs CoreParts::PlacementInputs(const DeviceId& device) {
   MoveInputs in;
   in.budget_bytes = models.Budget(device);
-  if (in.budget_bytes == 0) {
-    in.budget_bytes = UINT64_MAX / 2;  // unlimited
-  } else if (options.staging_share > 0) {
+  if (in.budget_bytes == 0) in.budget_bytes = UINT64_MAX / 2;  // unlimited
+  in.device_budget_bytes = in.budget_bytes;
+  if (options.staging_share > 0 && models.Budget(device) > 0) {
     // The staging share is left to the requests' load and run.
     in.budget_bytes = static_cast<uint64_t>(static_cast<double>(in.budget_bytes) * (1 - options.staging_share));
   }
@@ -246,7 +246,7 @@ std::vector<ResidentModel> CoreParts::IdleStagedCopies(const DeviceId& device) c
   std::vector<ResidentModel> staged = IdleCopies(device);
   std::erase_if(staged, [&](const ResidentModel& r) { return placement.Placed(r.key.model, device); });
   std::sort(staged.begin(), staged.end(),
-            [](const ResidentModel& a, const ResidentModel& b) { return a.ready_since < b.ready_since; });
+            [](const ResidentModel& a, const ResidentModel& b) { return a.last_used < b.last_used; });
   return staged;
 }
 

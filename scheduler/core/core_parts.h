@@ -85,11 +85,11 @@ struct CoreParts {
   // The accelerators available now (the placement controller's devices).
   std::vector<DeviceId> Accelerators() const;
   // With a staging share: the idle, unpinned copies on `device` that
-  // requests loaded (staged, not placed by the move policy), the longest
-  // resident first, and their bytes.
+  // requests loaded (staged, not placed by the move policy), the least
+  // recently used first.
   std::vector<ResidentModel> IdleStagedCopies(const DeviceId& device) const;
   // Before a request's load onto an accelerator (load and run), with a
-  // staging share: evicts idle staged copies there, the longest resident
+  // staging share: evicts idle staged copies there, the least recently used
   // first, until `there`'s copy fits the budget; the move policy's copies
   // stay (the cache's own eviction, least recently used, would not tell
   // them apart).

@@ -31,6 +31,7 @@ struct ResidentModel {
   bool pinned = false;
   int in_flight = 0;
   std::chrono::steady_clock::time_point ready_since;  // when its load finished
+  uint64_t last_used = 0;                             // the order of its latest use (larger: later)
 };
 
 }  // namespace infergate

@@ -24,11 +24,20 @@ double AcceleratorGain(const MoveCandidate& model, double window_s, double refer
 MoveDecision DecideMoves(const MoveInputs& inputs) {
   const double reference = inputs.objective == MoveObjective::kTail ? ReferenceLatency(inputs.models) : 0;
   auto gain_of = [&](const MoveCandidate& m) { return AcceleratorGain(m, inputs.window_s, reference); };
-  uint64_t used = 0;
+  // Two limits: the copies the policy placed hold at most its budget, and
+  // every copy there at most the device's. With a staging share (the
+  // policy's budget below the device's) the copies requests staged hold
+  // none of the policy's budget: they stay in the rest until a load needs
+  // their room. Without one, every copy counts against the one budget.
+  const uint64_t device_budget = std::max(inputs.budget_bytes, inputs.device_budget_bytes);
+  const bool staging_room = device_budget > inputs.budget_bytes;
+  auto holds_policy_budget = [&](const MoveCandidate& m) { return !m.staged || !staging_room; };
+  uint64_t placed_used = 0, used = 0;
   std::vector<const MoveCandidate*> residents;
   for (const MoveCandidate& m : inputs.models) {
     if (!m.resident) continue;
     used += m.bytes;
+    if (holds_policy_budget(m)) placed_used += m.bytes;
     residents.push_back(&m);
   }
   // Those that may be displaced, the smallest gain first (name breaks ties,
@@ -41,13 +50,31 @@ MoveDecision DecideMoves(const MoveInputs& inputs) {
     const double ga = gain_of(*a), gb = gain_of(*b);
     return ga != gb ? ga < gb : a->model < b->model;
   });
-  if (used > inputs.budget_bytes) {  // over the policy's budget: trim first
-    MoveDecision trim;
-    for (size_t i = 0; used > inputs.budget_bytes && i < displaceable.size(); ++i) {
-      trim.demote.push_back(displaceable[i]->model);
-      trim.cost_us += gain_of(*displaceable[i]);
-      used -= displaceable[i]->bytes;
+  // Displaces into `d`, the smallest gains first, until the placed copies
+  // with `adding` more fit the policy's budget (by copies that hold it) and
+  // every copy with `adding` more fits the device's; whether they fit.
+  auto displace = [&](uint64_t adding, MoveDecision& d) {
+    uint64_t placed_after = placed_used + adding, after = used + adding;
+    std::vector<bool> taken(displaceable.size(), false);
+    auto take = [&](size_t i) {
+      const MoveCandidate& out = *displaceable[i];
+      taken[i] = true;
+      d.demote.push_back(out.model);
+      d.cost_us += gain_of(out);
+      after -= out.bytes;
+      if (holds_policy_budget(out)) placed_after -= out.bytes;
+    };
+    for (size_t i = 0; placed_after > inputs.budget_bytes && i < displaceable.size(); ++i) {
+      if (holds_policy_budget(*displaceable[i])) take(i);
     }
+    for (size_t i = 0; after > device_budget && i < displaceable.size(); ++i) {
+      if (!taken[i]) take(i);
+    }
+    return placed_after <= inputs.budget_bytes && after <= device_budget;
+  };
+  if (placed_used > inputs.budget_bytes || used > device_budget) {  // over a budget: trim first
+    MoveDecision trim;
+    displace(0, trim);
     if (!trim.demote.empty()) return trim;
   }
 
@@ -61,13 +88,7 @@ MoveDecision DecideMoves(const MoveInputs& inputs) {
     d.promote = m.model;
     d.gain_us = gain;
     d.cost_us = m.transfer_us;
-    uint64_t free = inputs.budget_bytes > used ? inputs.budget_bytes - used : 0;
-    for (size_t i = 0; free < m.bytes && i < displaceable.size(); ++i) {
-      d.demote.push_back(displaceable[i]->model);
-      d.cost_us += gain_of(*displaceable[i]);
-      free += displaceable[i]->bytes;
-    }
-    if (free < m.bytes) continue;  // room only by displacing models that just moved
+    if (!displace(m.bytes, d)) continue;  // room only by displacing models that just moved
     if (gain <= inputs.hysteresis * d.cost_us) continue;
     const double margin = gain - inputs.hysteresis * d.cost_us;
     if (best.promote.empty() || margin > best_margin || (margin == best_margin && m.model < best.promote)) {

@@ -26,14 +26,18 @@
 // demand do not swap back and forth. At most one promotion per decision: the next decision
 // sees its effect.
 //
-// The staging share: the budget given here is the policy's, less than the
-// device's when requests may load and run into the rest (scheduler_options.h
-// staging_share). Copies they load are `staged`. When the resident copies
-// exceed the policy's budget, the decision is a trim: copies demoted, the
-// smallest gains first, until they fit (a staged copy whatever its
-// residence, another once past the minimum residence; never a pinned one),
-// so a staged copy that gains more than a placed one is kept in its place
-// and the staging room comes back either way.
+// The staging share: `budget_bytes` is the policy's, less than the device's
+// (`device_budget_bytes`) when requests may load and run into the rest
+// (scheduler_options.h staging_share). Copies they load are `staged`: they
+// hold none of the policy's budget and stay in the rest until a load needs
+// their room (core_parts.h MakeStagingRoom); a promotion displaces placed
+// copies for the policy's budget and staged ones only for the device's.
+// (They were trimmed back on every decision once: the rows that loaded and
+// ran reloaded half their copies within a second of the trim.) Over either
+// budget (the policy's shrunk, a race) the decision is a trim: copies
+// demoted, the smallest gains first, until both fit (a staged copy whatever
+// its residence, a placed one once past the minimum residence; never a
+// pinned one). Without a staging share every copy counts in the one budget.
 
 #include <cstdint>
 #include <string>
@@ -70,8 +74,9 @@ enum class MoveObjective {
 struct MoveInputs {
   MoveObjective objective = MoveObjective::kTail;
   double window_s = 10;
-  uint64_t budget_bytes = 0;  // the accelerator's
-  double hysteresis = 1.5;    // a promotion must gain this many times its cost
+  uint64_t budget_bytes = 0;         // the policy's: what the copies it placed may hold
+  uint64_t device_budget_bytes = 0;  // every copy's there (0: budget_bytes)
+  double hysteresis = 1.5;           // a promotion must gain this many times its cost
   double min_residence_s = 5;
   std::vector<MoveCandidate> models;
 };

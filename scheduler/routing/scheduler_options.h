@@ -80,10 +80,10 @@ struct SchedulerOptions {
   // The staging share (move_policy.h): this share of each accelerator's
   // budget is left out of the move policy's, so a request whose model
   // would finish sooner loaded there than on a ready copy elsewhere finds
-  // room to load and run. The copies it loads are the policy's to keep in
-  // place of one it placed (when they gain more) or to give back. 0: the
-  // policy's budget is the device's, and load and run has room only where
-  // the policy left some.
+  // room to load and run. The copies it loads (staged) stay in that room
+  // until a later load needs it, the least recently used going first, or a
+  // promotion needs the device's room. 0: the policy's budget is the
+  // device's, and load and run has room only where the policy left some.
   double staging_share = 0;
   // The move policy's window, hysteresis and minimum residence, and how
   // often it decides (placement_controller.h).

@@ -365,9 +365,9 @@ TEST_F(NoColdStart, AutoLoadsAndRunsWhenThatIsFasterThanTheReadyCopy) {
 // less than the minimum residence, it takes x's ready cpu copy and leaves
 // displacing to the move policy (asleep here). With a staging share, y's
 // copy (loaded by a request, not placed by the policy) is staged: x's load
-// and run takes its room, however recently it came. (A share of 0.3 leaves
-// the policy 0.84 MiB, which y's 0.76 MiB fits; past that the policy trims
-// staged copies to its part, and y would be gone before x asks.)
+// and run takes its room, however recently it came. (Staged, it holds
+// none of the policy's budget: the policy leaves it there until a load
+// needs the room.)
 class LoadAndRunWhileFull : public NoColdStart {
  protected:
   void Expect(const std::vector<std::string>& extra, const std::string& device, const std::string& path,

@@ -1,8 +1,9 @@
 // The placement controller over fake hooks: a promotion carried out, the
 // displaced model given a CPU copy before its eviction, a failed move not
 // retried until its back-off passes, learned load times over estimates, an
-// eviction by a load noted as a demotion, copies beyond the policy's budget
-// trimmed (staged ones first), and passes on its own thread that Stop ends.
+// eviction by a load noted as a demotion, staged copies left in the staging
+// room, copies over the budget trimmed (loaded ones first), and passes on
+// its own thread that Stop ends.
 #include "scheduler/routing/placement_controller.h"
 
 #include <gtest/gtest.h>
@@ -35,6 +36,7 @@ struct Fake {
   Mutex mu;
   std::vector<MoveCandidate> models ABSL_GUARDED_BY(mu);
   uint64_t budget = 800 * kMebibyte;
+  uint64_t device_budget = 0;  // 0: the policy's budget is the device's (no staging share)
   std::vector<std::string> calls ABSL_GUARDED_BY(mu);
   absl::Status promote_result ABSL_GUARDED_BY(mu);
   absl::Status evict_result ABSL_GUARDED_BY(mu);
@@ -48,6 +50,7 @@ struct Fake {
       ran_on = std::this_thread::get_id();
       MoveInputs in;
       in.budget_bytes = budget;
+      in.device_budget_bytes = device_budget;
       in.models = models;
       return in;
     };
@@ -133,11 +136,40 @@ TEST(PlacementController, APassFollowsAShiftWithSeveralPromotionsEachOnTheStateT
   EXPECT_EQ(pc.counts().promoted, 2u);
 }
 
-// The staging share: copies a request loaded (not this controller) beyond
-// the policy's budget are trimmed on the next pass, whatever their
-// residence; one the controller placed keeps its minimum residence, and
-// once settled gives way to a staged copy that gains more.
-TEST(PlacementController, CopiesBeyondThePolicysBudgetAreTrimmedStagedOnesFirst) {
+// The staging share: a copy a request loaded (not this controller) is
+// staged. It holds none of the policy's budget and stays in the rest of the
+// device's however little it gains, until a load needs its room; a
+// promotion takes the policy's room from the copies this controller placed.
+TEST(PlacementController, StagedCopiesStayAndAPromotionTakesThePolicysRoomFromPlacedOnes) {
+  Fake fake;
+  PlacementController pc(fake.Hooks(), Quick());
+  fake.budget = 400 * kMebibyte;
+  fake.device_budget = 800 * kMebibyte;
+  fake.Set({Candidate("placed", 50, 100, 400)});
+  pc.RunPassForTest();
+  ASSERT_EQ(fake.Calls(), std::vector<std::string>{"promote placed"});
+
+  MoveCandidate placed = Candidate("placed", 50, 100, 400, true);
+  placed.resident_for_s = 60;
+  MoveCandidate staged = Candidate("staged", 1, 100, 400, true);
+  staged.resident_for_s = 0.5;
+  fake.Set({placed, staged});
+  pc.RunPassForTest();
+  EXPECT_EQ(fake.Calls(), std::vector<std::string>{}) << "the staged copy stays in the staging room";
+
+  fake.Set({placed, staged, Candidate("hot", 500, 100, 400)});
+  pc.RunPassForTest();
+  EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu placed", "evict placed", "promote hot"}))
+      << "the policy's room comes from its own copy; the staged one (gaining less) fills the rest";
+  EXPECT_TRUE(pc.Demoted("placed", kCudaZero));
+  EXPECT_FALSE(pc.Demoted("staged", kCudaZero));
+}
+
+// Without a staging share every copy counts in the one budget: over it, a
+// copy a request loaded goes whatever its residence, while one the
+// controller placed keeps its minimum residence and once settled gives
+// way to a loaded copy that gains more.
+TEST(PlacementController, WithoutAStagingShareCopiesOverTheBudgetAreTrimmedLoadedOnesFirst) {
   Fake fake;
   PlacementController pc(fake.Hooks(), Quick());
   fake.budget = 400 * kMebibyte;
@@ -155,7 +187,7 @@ TEST(PlacementController, CopiesBeyondThePolicysBudgetAreTrimmedStagedOnesFirst)
       << "the placed copy keeps its minimum residence";
   EXPECT_TRUE(pc.Demoted("staged", kCudaZero));
 
-  placed.resident_for_s = 60;  // settled: the staged copy gains more and is kept in its place
+  placed.resident_for_s = 60;  // settled: the loaded copy gains more and is kept in its place
   fake.Set({placed, staged});
   pc.RunPassForTest();
   EXPECT_EQ(fake.Calls(), (std::vector<std::string>{"cpu placed", "evict placed"}));
