@@ -42,6 +42,11 @@ std::chrono::microseconds SimulatedMove(const SimulationRules& rules, uint64_t b
   return alone;
 }
 
+double SimulatedCpuExtraUs(double wall_us, double cpu_us, bool own_cpu, double factor) {
+  if (factor <= 1) return 0;
+  return (own_cpu ? cpu_us : wall_us) * (factor - 1);
+}
+
 std::chrono::microseconds SimulatedLinkQueue(const SimulationRules& rules) {
   return rules.link ? rules.link->Queued() : std::chrono::microseconds(0);
 }

@@ -76,6 +76,15 @@ std::chrono::microseconds SimulatedMove(const SimulationRules& rules, uint64_t b
 // one).
 std::chrono::microseconds SimulatedLinkQueue(const SimulationRules& rules);
 
+// What a CPU `factor` times slower (--simulate-cpu-slowdown) adds to a run
+// that took `wall_us`: its work times (factor - 1), the work being
+// `cpu_us`, the running thread's CPU time, when the run was the thread's
+// alone (`own_cpu`: one intra-op thread), else the wall time. So the time
+// other threads held the core (loads, simulated accelerators' runs) is
+// waited once, as on a real slower CPU, not `factor` times. 0 for a factor
+// of 1 or less.
+double SimulatedCpuExtraUs(double wall_us, double cpu_us, bool own_cpu, double factor);
+
 // Host-to-device transfer of a simulated device unless its entry says
 // otherwise: a PCIe 4.0 x16 GPU's effective rate from pageable host memory
 // and its per-load cost (allocation, stream set-up) for CUDA; a copy within

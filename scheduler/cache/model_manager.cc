@@ -294,13 +294,11 @@ absl::Status ModelManager::RunWarmUp(const Route& route, ModelCache::Lease model
   LOG_INFO << "warm-up of model '" << route.model->name << "' on " << route.device.id.ToString() << " took "
            << MicrosBetween(start, Clock::now()) << " us; activation peak " << activation_bytes << " bytes";
   const ModelKey key = route.key();
-  if (listener_.wants_timed_run && listener_.wants_timed_run(key)) {
+  if (Listener::TimedRunSink timed = listener_.timed_run ? listener_.timed_run(key) : nullptr) {
     // Lazy initialisation was paid by the runs above: this one measures.
     const Clock::time_point began = Clock::now();
     const uint64_t cpu_began = ThreadCpuMicros();
-    if (model->WarmUp(runs.back().first).ok()) {
-      listener_.timed_run(key, MicrosBetween(began, Clock::now()), ThreadCpuMicros() - cpu_began);
-    }
+    if (model->WarmUp(runs.back().first).ok()) timed(MicrosBetween(began, Clock::now()), ThreadCpuMicros() - cpu_began);
   }
   model = ModelCache::Lease();  // idle again: making room for its activations may evict others, not it
   if (footprints_) {

@@ -127,12 +127,12 @@ class ModelManager {
   struct Listener {
     std::function<void(const ModelKey& key, uint64_t took_us, LoadSource source)> loaded;
     std::function<void(const ModelKey& key, EvictionReason why)> evicted;
-    // Warm-ups that measure (both set, or neither): whether a warm-up of
-    // `key` should run its last input once more, timed, because its
-    // latency there is not known yet; and that run's wall time and the
-    // warming thread's CPU time (on the warming thread).
-    std::function<bool(const ModelKey& key)> wants_timed_run;
-    std::function<void(const ModelKey& key, uint64_t wall_us, uint64_t cpu_us)> timed_run;
+    // Warm-ups that measure: asked after a warm-up of `key` (on the warming
+    // thread), it returns where a timed run's wall time and the warming
+    // thread's CPU time go when one is wanted (its latency there is not
+    // known yet), else an empty function: no timed run.
+    using TimedRunSink = std::function<void(uint64_t wall_us, uint64_t cpu_us)>;
+    std::function<TimedRunSink(const ModelKey& key)> timed_run;
   };
   void SetListener(Listener listener) { listener_ = std::move(listener); }
 

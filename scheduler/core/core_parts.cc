@@ -93,16 +93,16 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
     // request's run is (RequestDispatcher::Execute): wall time, plus on a
     // CPU simulated slower the extra a slower CPU would take for the run's
     // work (its thread's CPU time with one intra-op thread).
-    listener.wants_timed_run = [this](const ModelKey& key) {
-      return !latency.Expected(key.model, key.device).has_value();
-    };
-    listener.timed_run = [this](const ModelKey& key, uint64_t wall_us, uint64_t cpu_us) {
-      double micros = static_cast<double>(wall_us);
-      if (key.device.kind == DeviceKind::kCpu && options.simulated_cpu_slowdown > 1) {
-        const double work_us = static_cast<double>(options.intra_op_threads == 1 ? cpu_us : wall_us);
-        micros += work_us * (options.simulated_cpu_slowdown - 1);
-      }
-      latency.Seed(key.model, key.device, micros);
+    listener.timed_run = [this](const ModelKey& key) -> ModelManager::Listener::TimedRunSink {
+      if (latency.Expected(key.model, key.device).has_value()) return nullptr;
+      return [this, key](uint64_t wall_us, uint64_t cpu_us) {
+        double micros = static_cast<double>(wall_us);
+        if (key.device.kind == DeviceKind::kCpu) {
+          micros += SimulatedCpuExtraUs(micros, static_cast<double>(cpu_us), options.intra_op_threads == 1,
+                                        options.simulated_cpu_slowdown);
+        }
+        latency.Seed(key.model, key.device, micros);
+      };
     };
     models.SetListener(std::move(listener));
   }

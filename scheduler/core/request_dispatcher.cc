@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "devices/device_failure.h"
+#include "devices/simulation.h"
 #include "scheduler/execution/batch_execution.h"
 #include "scheduler/execution/drain_refusal.h"
 #include "scheduler/execution/job.h"
@@ -312,8 +313,8 @@ void RequestDispatcher::SlowDownAsSimulated(BatchRun& run, bool own_cpu) const {
   // The worker is held for the whole simulated time, as a slower CPU would
   // hold it; the wait takes no CPU from the simulated accelerators.
   const double factor = core_.options.simulated_cpu_slowdown;
-  const double work_us = static_cast<double>(own_cpu ? run.cpu_us : run.compute_us);
-  const auto extra = std::chrono::microseconds(static_cast<int64_t>(work_us * (factor - 1)));
+  const auto extra = std::chrono::microseconds(static_cast<int64_t>(
+      SimulatedCpuExtraUs(static_cast<double>(run.compute_us), static_cast<double>(run.cpu_us), own_cpu, factor)));
   std::this_thread::sleep_for(extra);
   run.compute_us += static_cast<uint64_t>(extra.count());
   run.cpu_us = static_cast<uint64_t>(static_cast<double>(run.cpu_us) * factor);

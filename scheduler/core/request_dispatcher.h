@@ -38,10 +38,8 @@ class RequestDispatcher {
   // `stage` ("loading", "running") is for the log.
   // --simulate-cpu-slowdown: the CPU run in `run` made as long as a CPU
   // `factor` times slower would take (its compute_us too, so what is learned
-  // from it sees the slower CPU). `own_cpu`: run.cpu_us is the run's whole
-  // work (one intra-op thread), and only it is multiplied: the time other
-  // threads held the core (loads, the simulated accelerators' runs) is
-  // waited once, as on a real slower CPU, not `factor` times.
+  // from it sees the slower CPU); the extra is SimulatedCpuExtraUs
+  // (devices/simulation.h), `own_cpu` as there.
   void SlowDownAsSimulated(BatchRun& run, bool own_cpu) const;
   void HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried, const char* stage);
   void FallBack(Batch& jobs, const FallbackReason& reason, const absl::Status& failure);

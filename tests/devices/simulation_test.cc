@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "devices/device_failure.h"
 
 namespace infergate {
@@ -68,6 +70,25 @@ TEST(Simulation, TransferTimeIsTheLatencyPlusTheBytesOverTheBandwidth) {
   rules.transfer_latency = kSimulatedCudaTransferLatency;
   EXPECT_EQ(SimulatedTransferTime(rules, 0).count(), 2000);
   EXPECT_EQ(SimulatedTransferTime(rules, 200000000).count(), 2000 + 16667);
+}
+
+// A slower CPU's extra: the run's own work (its thread's CPU time when it
+// ran alone on one intra-op thread, else its wall time) times factor - 1.
+TEST(Simulation, ASlowerCpuAddsTheRunsOwnWorkTimesTheFactorLessOne) {
+  struct Row {
+    double wall_us, cpu_us;
+    bool own_cpu;
+    double factor, extra_us;
+  };
+  for (const Row& r : std::vector<Row>{
+           {100, 60, true, 4, 180},   // only its own 60 us of work is multiplied
+           {100, 60, false, 4, 300},  // threads shared: the wall time is its work
+           {100, 60, true, 1, 0},     // no slowdown
+           {100, 60, false, 0.5, 0},  // never faster
+       }) {
+    EXPECT_DOUBLE_EQ(SimulatedCpuExtraUs(r.wall_us, r.cpu_us, r.own_cpu, r.factor), r.extra_us)
+        << r.wall_us << " " << r.cpu_us << " " << r.own_cpu << " " << r.factor;
+  }
 }
 
 TEST(Simulation, MemoryLedgerNeverOvercommits) {
