@@ -40,9 +40,7 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
               c->queued = ex->queue_depth();
               c->running = ex->in_flight();
               c->workers = ex->workers();
-              // Another model's running batch is not ahead of a job that a
-              // free thread (the fair-share one) would start at once.
-              c->work_ahead_us = ex->WouldStartNow(FlowKey{key.model, there.version}) ? 0.0 : ex->expected_work_us();
+              c->work_ahead_us = ex->expected_work_us();
             }
             // `key` names the dtype a request would be served in there
             // (the accuracy contract applied): a copy in another is not it.

@@ -26,12 +26,6 @@ DeviceExecutor::DeviceExecutor(DeviceId device, Options options, BatchRunner run
   for (int i = 0; i < workers; ++i) StartWorker();
 }
 
-bool DeviceExecutor::WouldStartNow(const FlowKey& flow) const {
-  MutexLock lock(mu_);
-  return accepting_ && queue_.empty() && running_workers_ < static_cast<int>(workers_.size()) &&
-         queue_.MayRunAnother(flow, running_limit_);
-}
-
 int DeviceExecutor::threads() const {
   MutexLock lock(mu_);
   return static_cast<int>(workers_.size());

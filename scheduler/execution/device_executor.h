@@ -110,12 +110,6 @@ class DeviceExecutor {
   double expected_work_us() const {
     return static_cast<double>(std::max<int64_t>(0, expected_work_us_.load(std::memory_order_relaxed)));
   }
-  // Whether a job of `flow` submitted now would start at once: nothing
-  // waits, a thread is free (the fair-share thread too, once started), and
-  // the flow runs fewer batches than it may. Then the work ahead
-  // (expected_work_us, the other models' running batches) is not ahead of
-  // it. Takes the queue's lock.
-  bool WouldStartNow(const FlowKey& flow) const;
   // How long the oldest batch now running has been running; zero when none
   // runs. A model stuck in a batch shows here (the liveness watchdog).
   Clock::duration OldestRunningAge() const;

@@ -89,13 +89,6 @@ bool FairQueue::HasRunnable(int running_limit) const {
   return false;
 }
 
-bool FairQueue::MayRunAnother(const FlowKey& key, int running_limit) const {
-  auto it = flows_.find(key);
-  if (it == flows_.end()) return true;
-  const int limit = RunningLimitOf(it->second, running_limit);
-  return limit <= 0 || it->second.running < limit;
-}
-
 std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, int running_limit) {
   Flow* chosen = nullptr;
   uint32_t chosen_level = 0;

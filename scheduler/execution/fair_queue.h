@@ -69,9 +69,6 @@ class FairQueue {
   std::shared_ptr<Job> Next(Clock::time_point now, double* charged_us = nullptr, int running_limit = 0);
   // Whether Next with this limit would return a job.
   bool HasRunnable(int running_limit) const;
-  // Whether `flow` runs fewer batches than it may under this limit (true
-  // for a flow never queued).
-  bool MayRunAnother(const FlowKey& flow, int running_limit) const;
   // Takes queued jobs of `first`'s flow that may join its batch (same batch
   // key, not cancelled, not a task), best level first and in arrival order,
   // while `*rows` stays within first->max_batch_rows.

@@ -59,10 +59,8 @@ struct RouteCandidate {
   bool demoted = false;              // not resident: demoted from there to make room
   std::optional<double> latency_us;  // the model's average there, if measured
   // The queued and running jobs' expected compute there, in microseconds
-  // (each job its own model's latency; DeviceExecutor::expected_work_us),
-  // 0 when a free thread would start this request at once (another model's
-  // running batch is then beside it, not ahead; WouldStartNow); unset: the
-  // work ahead is counted as `queued + running` of this model.
+  // (each job its own model's latency; DeviceExecutor::expected_work_us);
+  // unset: the work ahead is counted as `queued + running` of this model.
   std::optional<double> work_ahead_us;
   // Not resident: how long until a copy could be ready there if a request
   // loaded it now (its load time learned there, plus the moves queued on

@@ -418,52 +418,6 @@ TEST(DeviceExecutor, FairShareThreadStartsWhenAnotherModelWaitsBehindBusyWorkers
   EXPECT_EQ(ex.threads(), 2);
 }
 
-// What auto's estimate asks (core_parts.cc): would a job of this model start
-// at once? Only with nothing waiting, a free thread, and its model under
-// its limit: once the fair-share thread has started, another model's job
-// starts beside a model holding the only worker, that model's own does not.
-TEST(DeviceExecutor, AJobWouldStartNowOnlyOnAFreeThreadItsModelMayUse) {
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<int> a_running{0};
-  std::promise<void> b_ran;
-  DeviceExecutor::Options options;
-  options.workers = 1;
-  options.capacity = 100;
-  options.fair = true;
-  DeviceExecutor ex({DeviceKind::kCuda, 0}, options, [&](Batch& batch) {
-    if (batch[0]->flow == FlowKey{"A", 1}) {
-      a_running++;
-      released.wait();
-    } else {
-      b_ran.set_value();
-    }
-    for (auto& j : batch) j->Finish(InferenceResult{});
-  });
-  auto job = [](const char* model, int id) {
-    auto j = MakeJob("", 1, 0, id);
-    j->flow = {model, 1};
-    return j;
-  };
-  const FlowKey a{"A", 1}, b{"B", 1};
-  EXPECT_TRUE(ex.WouldStartNow(a)) << "idle";
-  ASSERT_TRUE(ex.Submit(job("A", 1)).ok());
-  while (a_running.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  EXPECT_FALSE(ex.WouldStartNow(a)) << "A holds the only worker";
-  EXPECT_FALSE(ex.WouldStartNow(b)) << "no fair-share thread yet";
-  ASSERT_TRUE(ex.Submit(job("B", 2)).ok());  // waits behind A: the fair-share thread starts and runs it
-  ASSERT_EQ(b_ran.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!ex.WouldStartNow(b) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_TRUE(ex.WouldStartNow(b)) << "the fair-share thread is free for another model";
-  EXPECT_FALSE(ex.WouldStartNow(a)) << "A runs all the batches it may";
-  release.set_value();
-  ex.Stop();
-  EXPECT_FALSE(ex.WouldStartNow(b)) << "stopped";
-}
-
 // A model's accelerator_instances on an accelerator: a device with fewer
 // workers grows to them, the model's batches overlap up to that many, and a
 // model that asks for one instance runs one batch at a time beside them.

@@ -248,22 +248,5 @@ TEST(FairQueue, CompanionsComeFromTheSameModelBestLevelFirst) {
   EXPECT_EQ(q.DepthByFlow(), (std::map<FlowKey, size_t>{{Flow("m:1"), 1}, {Flow("other:1"), 1}}));
 }
 
-// MayRunAnother: a flow under its running limit (or never queued) may run
-// one more batch; one at it may not until a batch settles.
-TEST(FairQueue, AFlowMayRunAnotherBatchOnlyUnderItsLimit) {
-  FairQueue q;
-  EXPECT_TRUE(q.MayRunAnother(Flow("a:1"), 1)) << "never queued";
-  ASSERT_TRUE(q.Push(MakeQueuedJob("a:1", 1), kT0).ok());
-  EXPECT_TRUE(q.MayRunAnother(Flow("a:1"), 1)) << "queued, none running";
-  double charged = 0;
-  ASSERT_NE(q.Next(kT0, &charged, 1), nullptr);
-  EXPECT_FALSE(q.MayRunAnother(Flow("a:1"), 1)) << "one running, limit one";
-  EXPECT_TRUE(q.MayRunAnother(Flow("a:1"), 2));
-  EXPECT_TRUE(q.MayRunAnother(Flow("a:1"), 0)) << "no limit";
-  EXPECT_TRUE(q.MayRunAnother(Flow("b:1"), 1)) << "another flow";
-  q.Settle(Flow("a:1"), charged, charged);
-  EXPECT_TRUE(q.MayRunAnother(Flow("a:1"), 1)) << "settled";
-}
-
 }  // namespace
 }  // namespace infergate
