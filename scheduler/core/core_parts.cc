@@ -140,12 +140,12 @@ namespace infergate {
 
 MoveInputs CoreParts::PlacementInputs(const DeviceId& device) {
   MoveInputs in;
-  in.budget_bytes = models.Budget(device);
-  if (in.budget_bytes == 0) in.budget_bytes = UINT64_MAX / 2;  // unlimited
-  in.device_budget_bytes = in.budget_bytes;
-  if (options.staging_share > 0 && models.Budget(device) > 0) {
+  const uint64_t budget = models.Budget(device);
+  in.device_budget_bytes = budget == 0 ? UINT64_MAX / 2 : budget;  // 0: unlimited
+  in.budget_bytes = in.device_budget_bytes;
+  if (budget > 0 && options.staging_share > 0) {
     // The staging share is left to the requests' load and run.
-    in.budget_bytes = static_cast<uint64_t>(static_cast<double>(in.budget_bytes) * (1 - options.staging_share));
+    in.budget_bytes = static_cast<uint64_t>(static_cast<double>(budget) * (1 - options.staging_share));
   }
   const Clock::time_point now = Clock::now();
   std::map<std::string, std::vector<ResidentModel>> copies;  // on `device`, by model

@@ -29,6 +29,18 @@ MoveCandidate Staged(MoveCandidate m, double for_s = 0.5) {
   return m;
 }
 
+// Decides on `in`: the promotion and demotions a row expects, and a
+// promotion's gain past the hysteresis times its cost.
+void ExpectDecision(const MoveInputs& in, const char* what, const std::string& promote,
+                    const std::vector<std::string>& demote) {
+  const MoveDecision d = DecideMoves(in);
+  EXPECT_EQ(d.promote, promote) << what;
+  EXPECT_EQ(d.demote, demote) << what;
+  if (!d.promote.empty()) {
+    EXPECT_GT(d.gain_us, in.hysteresis * d.cost_us) << what;
+  }
+}
+
 struct Row {
   const char* what;
   std::vector<MoveCandidate> models;
@@ -84,12 +96,7 @@ TEST(MovePolicy, Table) {
     MoveInputs in;
     in.budget_bytes = row.budget_mib * kMiB;
     in.models = row.models;
-    const MoveDecision d = DecideMoves(in);
-    EXPECT_EQ(d.promote, row.promote) << row.what;
-    EXPECT_EQ(d.demote, row.demote) << row.what;
-    if (!d.promote.empty()) {
-      EXPECT_GT(d.gain_us, in.hysteresis * d.cost_us) << row.what;
-    }
+    ExpectDecision(in, row.what, row.promote, row.demote);
   }
 }
 
@@ -135,9 +142,7 @@ TEST(MovePolicy, StagingShareTable) {
     in.budget_bytes = row.policy_mib * kMiB;
     in.device_budget_bytes = row.device_mib * kMiB;
     in.models = row.models;
-    const MoveDecision d = DecideMoves(in);
-    EXPECT_EQ(d.promote, row.promote) << row.what;
-    EXPECT_EQ(d.demote, row.demote) << row.what;
+    ExpectDecision(in, row.what, row.promote, row.demote);
   }
 }
 
