@@ -9,7 +9,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -165,8 +164,12 @@ struct HttpServer::Impl {
   // threads, not handled on its connection's: its decode (about 20 ms for
   // 4 MB of JSON numbers) would hold up every other connection of that
   // thread (measured: a small client's p99 4.5 -> 18 ms beside one
-  // connection posting 4 MB bodies). Created by Start, joined by Shutdown.
-  std::unique_ptr<net::thread_pool> large_bodies;
+  // connection posting 4 MB bodies). Run by as many threads as the I/O
+  // ones ("http large N" in top and traces), started by Start and joined by
+  // Shutdown once the handlers handed over have finished.
+  net::io_context large_bodies;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> large_bodies_work;
+  std::vector<std::thread> large_body_threads;
   static constexpr size_t kLargeBodyBytes = 256 << 10;
 
   explicit Impl(int thread_count) : contexts(MakeContexts(thread_count)) {}
@@ -228,6 +231,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     net::post(session->executor(), [session] { session->Start(); });
   }
 
+  void CloseIfIdle() override {
+    if (!busy_) Close();
+  }
+  ConnectionExecutor executor() override { return stream_.get_executor(); }
+
+ private:
+  // On the connection's thread, from Launch only: the TLS handshake, then
+  // the first request.
   void Start() {
     if constexpr (std::is_same_v<Stream, TlsStream>) {
       beast::get_lowest_layer(stream_).expires_after(server_.options.request_timeout);
@@ -240,12 +251,6 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
   }
 
-  void CloseIfIdle() override {
-    if (!busy_) Close();
-  }
-  ConnectionExecutor executor() override { return stream_.get_executor(); }
-
- private:
   void ReadRequest() {
     if (server_.stopping.load()) return Close();
     mended_ = false;
@@ -428,7 +433,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       self->server_.PostIfRunning(self->stream_.get_executor(), [self, shared] { self->Write(std::move(*shared)); });
     };
     if (request->body.size() >= HttpServer::Impl::kLargeBodyBytes) {
-      net::post(*server_.large_bodies, [&server = server_, request = std::move(request), respond]() mutable {
+      net::post(server_.large_bodies, [&server = server_, request = std::move(request), respond]() mutable {
         Handle(server, std::move(request), respond);
       });
       return;
@@ -668,7 +673,15 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   }
   impl->port = impl->acceptor.local_endpoint().port();
   // Before the first connection can be accepted: every request finds it.
-  impl->large_bodies = std::make_unique<net::thread_pool>(static_cast<size_t>(threads));
+  impl->large_bodies_work.emplace(net::make_work_guard(impl->large_bodies));
+  for (int i = 0; i < threads; ++i) {
+    impl->large_body_threads.emplace_back([raw = impl.get(), i] {
+      NameThisThread(absl::StrCat("http large ", i));
+      for (;;) {
+        if (RunCatching("an HTTP large-body handler", [raw] { raw->large_bodies.run(); }).ok()) break;
+      }
+    });
+  }
   impl->Accept();
   for (auto& context : impl->contexts) impl->work.push_back(net::make_work_guard(*context));
   Impl* raw = impl.get();
@@ -719,7 +732,9 @@ void HttpServer::Shutdown(std::chrono::steady_clock::time_point deadline) {
   for (std::thread& t : impl_->threads) t.join();
   // Handlers already handed over finish (they must not block); their
   // answers are dropped, as the I/O threads have stopped.
-  impl_->large_bodies->join();
+  impl_->large_bodies_work.reset();
+  for (std::thread& t : impl_->large_body_threads) t.join();
+  impl_->large_body_threads.clear();
   impl_->threads.clear();
 }
 
