@@ -341,8 +341,8 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
   flags.Double("staging-share", &f.staging_share,
                "No cold start: this share of each accelerator's cache budget is left out of the move policy's, so "
                "a request whose model would finish sooner loaded there than on a ready copy elsewhere finds room to "
-               "load and run; the policy keeps such a copy in place of one it placed that gains less, or gives the "
-               "room back on its next decision. 0: the policy's budget is the device's.",
+               "load and run; the copies it loads stay until a later load needs their room (the least recently "
+               "used first) or a promotion needs the device's. 0: the policy's budget is the device's.",
                Must<double>([](double v) { return v >= 0 && v < 1; }, "must be 0 or more and under 1"));
   flags.Duration("move-window", &f.move_window,
                  "The demand window of the move policy: a model's gain from an accelerator is its requests per "
