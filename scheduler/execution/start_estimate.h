@@ -11,13 +11,16 @@
 //  2. The queued work is taken by the threads as they free up, the
 //     earliest free first, and the job starts once it is taken: the level
 //     at which the threads' remaining time plus the queued work is spread
-//     evenly over them ("water-filling"). One thread: the sum of what is
-//     ahead; two idle threads and one queued 10 ms job: at once.
+//     evenly over them ("water-filling", the queued work taken as
+//     divisible). One thread: the sum of what is ahead; two threads, one
+//     free now and one in 30 ms, and 10 ms queued: 10 ms.
 //  3. A job whose flow already runs as many batches as it may (FairQueue's
 //     running limit) starts no sooner than the first of them ends.
-// The queued work counts whole, as if it ran before the job; fair sharing
-// may run the job sooner (a flow with nothing waiting goes ahead of a busy
-// one), so the estimate errs late there, never early.
+// The queued work counts whole, as if it all ran before the job. Fair
+// sharing may run the job sooner (a flow with nothing waiting goes ahead
+// of a busy one) or later (a lighter flow's requests that arrive after it
+// go first); neither is estimated, and the second is most of what the
+// churn benchmark counts as regret (docs/benchmarks.md).
 
 #include <optional>
 #include <vector>

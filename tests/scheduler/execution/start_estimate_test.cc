@@ -25,6 +25,8 @@ TEST(StartEstimate, Table) {
                                                         2, {30'000},        10'000, {},       10'000},
       {"two threads, one free, 50 ms queued: both take it, level (50+30)/2",
                                                         2, {30'000},        50'000, {},       40'000},
+      {"two idle threads, 10 ms queued: spread over both (the work taken as divisible)",
+                                                        2, {},              10'000, {},       5'000},
       {"two busy threads: the earlier",                 2, {30'000, 10'000}, 0,     {},       10'000},
       {"two busy threads, 30 ms queued: level (30+10+30)/2",
                                                         2, {30'000, 10'000}, 30'000, {},      35'000},
