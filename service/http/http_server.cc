@@ -14,6 +14,7 @@
 #include <boost/beast/ssl.hpp>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -645,6 +646,22 @@ void HttpServer::Impl::OnAccept(ConnectionSocket socket) {
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+namespace {
+
+// A thread's body: named `name` (top, traces), it runs `context` until it
+// runs out of work. An exception that escapes a handler leaves run(); it is
+// logged and counted as `what`, and the thread serves on.
+std::function<void()> RunNamed(net::io_context& context, std::string name, const char* what) {
+  return [&context, name = std::move(name), what] {
+    NameThisThread(name);
+    for (;;) {
+      if (RunCatching(what, [&context] { context.run(); }).ok()) break;
+    }
+  };
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, HttpHandler handler,
                                                               HttpHeadScreen screen) {
   ASSIGN_OR_RETURN(tcp::endpoint endpoint, ParseEndpoint(options.address, options.flag_name));
@@ -675,12 +692,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   // Before the first connection can be accepted: every request finds it.
   impl->large_bodies_work.emplace(net::make_work_guard(impl->large_bodies));
   for (int i = 0; i < threads; ++i) {
-    impl->large_body_threads.emplace_back([raw = impl.get(), i] {
-      NameThisThread(absl::StrCat("http large ", i));
-      for (;;) {
-        if (RunCatching("an HTTP large-body handler", [raw] { raw->large_bodies.run(); }).ok()) break;
-      }
-    });
+    impl->large_body_threads.emplace_back(
+        RunNamed(impl->large_bodies, absl::StrCat("http large ", i), "an HTTP large-body handler"));
   }
   impl->Accept();
   for (auto& context : impl->contexts) impl->work.push_back(net::make_work_guard(*context));
@@ -688,14 +701,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   for (int i = 0; i < threads; ++i) {
     // std::thread's default stack (8 MiB), not a library's small fixed one:
     // LibTorch's thread-local storage needs more than civetweb's 100 KiB.
-    raw->threads.emplace_back([raw, i] {
-      NameThisThread(absl::StrCat("http ", i));
-      // An exception that escapes a completion handler leaves run(); it is
-      // logged and counted, and the thread serves on.
-      for (;;) {
-        if (RunCatching("an HTTP I/O handler", [raw, i] { raw->contexts[i]->run(); }).ok()) break;
-      }
-    });
+    raw->threads.emplace_back(RunNamed(*raw->contexts[i], absl::StrCat("http ", i), "an HTTP I/O handler"));
   }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
