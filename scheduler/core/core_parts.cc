@@ -40,7 +40,7 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
               c->queued = ex->queue_depth();
               c->running = ex->in_flight();
               c->workers = ex->workers();
-              c->work_ahead_us = ex->expected_work_us();
+              c->starts_in_us = ExpectedStartUs(ex->LoadFor(FlowKey{key.model, there.version}));
             }
             // `key` names the dtype a request would be served in there
             // (the accuracy contract applied): a copy in another is not it.

@@ -180,8 +180,35 @@ void DeviceExecutor::RejectExpired(Batch& expired) {
 
 Clock::duration DeviceExecutor::OldestRunningAge() const {
   MutexLock lock(mu_);
-  if (running_since_.empty()) return Clock::duration::zero();
-  return Clock::now() - *running_since_.begin();
+  if (running_.empty()) return Clock::duration::zero();
+  Clock::time_point oldest = running_.front().start;
+  for (const RunningBatch& r : running_) oldest = std::min(oldest, r.start);
+  return Clock::now() - oldest;
+}
+
+DeviceLoad DeviceExecutor::LoadFor(const FlowKey& flow) const {
+  const Clock::time_point now = Clock::now();
+  MutexLock lock(mu_);
+  DeviceLoad load;
+  load.threads = static_cast<int>(workers_.size()) + (spare_due_ ? 1 : 0);
+  int64_t running_counted = 0;
+  int flow_running = 0;
+  for (const RunningBatch& r : running_) {
+    running_counted += r.counted_us;
+    // A task (a load) holds its thread for a time not estimated: not counted.
+    if (r.task) continue;
+    const bool answered = r.first != nullptr && r.first->finished();
+    const double left = answered ? 0.0 : static_cast<double>(MicrosBetween(now, r.expected_end));
+    load.busy_us.push_back(left);
+    if (r.flow == flow) {
+      ++flow_running;
+      load.flow_free_us = load.flow_free_us ? std::min(*load.flow_free_us, left) : left;
+    }
+  }
+  if (running_limit_ <= 0 || flow_running < running_limit_) load.flow_free_us.reset();
+  load.queued_us =
+      static_cast<double>(std::max<int64_t>(0, expected_work_us_.load(std::memory_order_relaxed) - running_counted));
+  return load;
 }
 
 DeviceExecutor::QueueDepths DeviceExecutor::QueueDepthsNow() const {
@@ -317,7 +344,7 @@ void DeviceExecutor::WorkerLoop() {
     Batch expired;
     bool more_runnable = false;
     bool stopping = false;
-    std::multiset<Clock::time_point>::iterator running_entry;
+    std::list<RunningBatch>::iterator running_entry;
     int64_t batch_rows = 0;
     bool is_task = false;
     {
@@ -341,7 +368,18 @@ void DeviceExecutor::WorkerLoop() {
           running_rows_ += batch_rows;
         }
         running_jobs_.fetch_add(batch.size(), std::memory_order_relaxed);
-        running_entry = running_since_.insert(Clock::now());
+        running_entry = running_.insert(running_.end(), RunningBatch{});
+        RunningBatch& running = *running_entry;
+        running.start = Clock::now();
+        running.task = is_task;
+        running.flow = batch[0]->flow;
+        running.first = batch[0];
+        int64_t longest_us = 0;
+        for (const auto& job : batch) {
+          running.counted_us += job->counted_us;
+          longest_us = std::max(longest_us, job->expected_us);
+        }
+        running.expected_end = running.start + std::chrono::microseconds(longest_us);
       }
       more_runnable = queue_.HasRunnable(running_limit_);
       if (more_runnable) StartSpareIfDue();
@@ -362,7 +400,6 @@ void DeviceExecutor::WorkerLoop() {
     } else {
       runner_(batch);
     }
-    Uncount(running_us);
     uint64_t took_us = MicrosBetween(start, Clock::now());
     busy_us_.fetch_add(took_us, std::memory_order_relaxed);
     running_jobs_.fetch_sub(batch.size(), std::memory_order_relaxed);
@@ -370,7 +407,10 @@ void DeviceExecutor::WorkerLoop() {
     {
       MutexLock lock(mu_);
       queue_.Settle(flow, charged_us, static_cast<double>(took_us));
-      running_since_.erase(running_entry);
+      // Uncounted with its record gone, so LoadFor's queued work (the
+      // count less the running batches') never takes it off twice.
+      Uncount(running_us);
+      running_.erase(running_entry);
       --running_workers_;
       running_rows_ -= batch_rows;
       if (is_task) --running_tasks_;

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,6 +30,7 @@
 #include "scheduler/execution/batch_cost.h"
 #include "scheduler/execution/fair_queue.h"
 #include "scheduler/execution/job.h"
+#include "scheduler/execution/start_estimate.h"
 #include "scheduler/model/event_reasons.h"
 #include "scheduler/repository/model_config.h"
 
@@ -110,6 +112,14 @@ class DeviceExecutor {
   double expected_work_us() const {
     return static_cast<double>(std::max<int64_t>(0, expected_work_us_.load(std::memory_order_relaxed)));
   }
+  // What the threads are doing, as seen by a job of `flow` submitted now:
+  // each running batch's expected end (its start plus its longest job's
+  // expected compute; none once its first job has answered), the queued
+  // work, the threads (the fair-share thread too, once due) and whether
+  // the flow already runs as many batches as it may. ExpectedStartUs
+  // (start_estimate.h) turns it into when the job would start. Takes the
+  // queue's lock.
+  DeviceLoad LoadFor(const FlowKey& flow) const;
   // How long the oldest batch now running has been running; zero when none
   // runs. A model stuck in a batch shows here (the liveness watchdog).
   Clock::duration OldestRunningAge() const;
@@ -169,9 +179,18 @@ class DeviceExecutor {
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int running_workers_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t running_rows_ ABSL_GUARDED_BY(mu_) = 0;                        // rows of the running batches
-  int running_tasks_ ABSL_GUARDED_BY(mu_) = 0;                           // workers running a task
-  std::multiset<Clock::time_point> running_since_ ABSL_GUARDED_BY(mu_);  // start of each running batch
+  int64_t running_rows_ ABSL_GUARDED_BY(mu_) = 0;  // rows of the running batches
+  int running_tasks_ ABSL_GUARDED_BY(mu_) = 0;     // workers running a task
+  // A batch a worker runs, from when it was taken until its run ended.
+  struct RunningBatch {
+    Clock::time_point start;
+    Clock::time_point expected_end;  // start plus its longest job's expected compute
+    FlowKey flow;
+    bool task = false;
+    int64_t counted_us = 0;            // what its jobs added to expected_work_us_
+    std::shared_ptr<const Job> first;  // answered: the run no longer holds the thread for estimates
+  };
+  std::list<RunningBatch> running_ ABSL_GUARDED_BY(mu_);
   int waiting_batchers_ ABSL_GUARDED_BY(mu_) = 0;
   int sleeping_workers_ ABSL_GUARDED_BY(mu_) = 0;  // waiting on work_cv_
   std::atomic<size_t> depth_{0};

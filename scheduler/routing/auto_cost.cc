@@ -59,7 +59,7 @@ void EstimateUnmeasuredLatencies(std::vector<RouteCandidate>& candidates, const 
 double ExpectedCompletionUs(const RouteCandidate& c, const RouterOptions& options) {
   const double latency = c.latency_us.value_or(options.unmeasured_latency_us);
   const double workers = std::max(1, c.workers);
-  if (c.work_ahead_us) return *c.work_ahead_us / workers + latency;
+  if (c.starts_in_us) return *c.starts_in_us + latency;
   return (static_cast<double>(c.queued + c.running) / workers + 1.0) * latency;
 }
 

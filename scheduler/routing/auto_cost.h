@@ -58,10 +58,12 @@ struct RouteCandidate {
   bool resident = false;             // the model is loaded there
   bool demoted = false;              // not resident: demoted from there to make room
   std::optional<double> latency_us;  // the model's average there, if measured
-  // The queued and running jobs' expected compute there, in microseconds
-  // (each job its own model's latency; DeviceExecutor::expected_work_us);
-  // unset: the work ahead is counted as `queued + running` of this model.
-  std::optional<double> work_ahead_us;
+  // How long until a thread there would start this request, in
+  // microseconds (ExpectedStartUs over DeviceExecutor::LoadFor: the
+  // running batches' remaining time, the queued jobs' own expected compute,
+  // the threads); unset: the work ahead is counted as `queued + running`
+  // of this model over the workers.
+  std::optional<double> starts_in_us;
   // Not resident: how long until a copy could be ready there if a request
   // loaded it now (its load time learned there, plus the moves queued on
   // the device's link); unset while no load there was measured.
@@ -69,8 +71,8 @@ struct RouteCandidate {
 };
 
 // When a request sent to `candidate` now would finish, its model resident:
-// the work ahead (the jobs' own expected compute when known, else as many
-// of this request) over the workers, then this request's latency there.
+// when it would start (starts_in_us; else as many of this request's runs
+// as are queued and running, over the workers), then its latency there.
 double ExpectedCompletionUs(const RouteCandidate& candidate, const RouterOptions& options);
 
 // Fills in the latencies not measured yet from the one measured: each

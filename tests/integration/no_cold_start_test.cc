@@ -2,7 +2,7 @@
 // budget holds one of two equal models ("a" and "b", the demo mlp): the one
 // evicted at start-up is demoted (a CPU copy answers for it, with the
 // reason demoted:cuda:0) and moves back once its demand pays for the move,
-// without a request waiting for it; DENY waits for its device; a drain in
+// no request waiting for it but one that found waiting its faster path; DENY waits for its device; a drain in
 // the middle of a move ends cleanly; a device that fails during a move
 // leaves the requests answered, falling back as device failures do; with
 // room on cuda:0, auto loads a model there and runs it when that is faster
@@ -158,9 +158,14 @@ class NoColdStart : public ::testing::Test {
 };
 
 TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack) {
-  // The CPU 4x slower than the simulated GPU, as a real one is (more so).
-  // Debug lines: the move decisions are logged there.
-  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=4", "--log-level=debug"});
+  // The CPU 16x slower than the simulated GPU (a real one is 4x and more):
+  // the simulated cuda:0 takes a run's wall time, which a loaded host
+  // stretches, and the CPU its thread's CPU time times the factor, which it
+  // does not; with 4x, under the ASan suite's load, x's one measured run on
+  // cuda:0 came out slower than its CPU runs, auto rightly took the cpu for
+  // its best device (no "demoted" reason) and x stayed there for thousands
+  // of requests. Debug lines: the move decisions are logged there.
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=16", "--log-level=debug"});
   const auto [x, y] = DemotedAndResident();
   ASSERT_FALSE(x.empty());
   const std::string before = ScrapeMetrics(*server_);
@@ -193,14 +198,30 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
   ASSERT_TRUE(back) << x << " never moved back to cuda:0\n" << server_->Log();
   std::printf("%s answered from the cpu %d times before it was back on cuda:0\n", x.c_str(), on_cpu);
   EXPECT_FALSE(resp.placement().fell_back()) << resp.placement().fallback_reason();
-  EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0);
+  auto path_answers = [&](const char* series, const std::string& device, const std::string& path) {
+    return AddedSince(before, *server_, std::string(series) + "{device=\"" + device + "\",path=\"" + path + "\"}");
+  };
+  // Once the move back had made room (y demoted), the request in flight
+  // may have found loading x and running it on cuda:0 faster than its cpu
+  // copy (the rule allows it: the move under way, or its own load), and
+  // waited for that load. Only such a request waits; none waits on the cpu.
+  const double loaded_and_ran = path_answers("infergate_ready_path_requests_total", "cuda:0", "load_and_run");
+  EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), loaded_and_ran)
+      << "a request waited for the move although the cpu copy was its faster path\n"
+      << ScrapeMetrics(*server_);
   EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cpu\"}"), 0);
   auto moves = [&](const std::string& model, const std::string& reason) {
     return AddedSince(
         before, *server_,
         "infergate_model_moves_total{device=\"cuda:0\",model=\"" + model + "\",reason=\"" + reason + "\"}");
   };
-  EXPECT_EQ(moves(x, "promoted"), 1);
+  // x got there by the move, or by a request's own load (then the move,
+  // finding it there, counts no promotion).
+  if (loaded_and_ran == 0) {
+    EXPECT_EQ(moves(x, "promoted"), 1);
+  } else {
+    EXPECT_LE(moves(x, "promoted"), 1);
+  }
   EXPECT_EQ(moves(y, "demoted"), 1);
   const Where wy = WhereIs(y);
   EXPECT_TRUE(wy.On(wy.demoted, "cuda:0"));
@@ -218,14 +239,13 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
   EXPECT_EQ(demoted_from("auto") + demoted_from("cuda:0"), demoted_answers) << ScrapeMetrics(*server_);
   // Each auto request is counted under the ready path it took: the cpu
   // copy's (resident) while x was demoted, and y's after; x's first answer
-  // back on cuda:0 (ideal). Regret counts some of them, never more.
-  auto path_answers = [&](const char* series, const std::string& device, const std::string& path) {
-    return AddedSince(before, *server_, std::string(series) + "{device=\"" + device + "\",path=\"" + path + "\"}");
-  };
+  // back on cuda:0 (ideal, or load_and_run). Regret counts some of them,
+  // never more.
   const int auto_from_cpu = demoted_answers - static_cast<int>(demoted_from("cuda:0"));
   EXPECT_EQ(path_answers("infergate_ready_path_requests_total", "cpu", "resident"), auto_from_cpu)
       << ScrapeMetrics(*server_);
-  EXPECT_GE(path_answers("infergate_ready_path_requests_total", "cuda:0", "ideal"), 1) << ScrapeMetrics(*server_);
+  EXPECT_GE(path_answers("infergate_ready_path_requests_total", "cuda:0", "ideal") + loaded_and_ran, 1)
+      << ScrapeMetrics(*server_);
   EXPECT_LE(path_answers("infergate_regret_total", "cpu", "resident"), auto_from_cpu);
   // The decision is a debug line with its gain and cost; the move warms the
   // new copy up (a run on zeros) before it is announced and serves.
@@ -234,10 +254,12 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
   ASSERT_NE(decided, std::string::npos) << log;
   EXPECT_NE(log.find(" ms: its move plus what the displaced lose)", decided), std::string::npos) << log;
   const size_t warmed = log.find("warm-up of model '" + x + "' on cuda:0 took", decided);
-  const size_t moved = log.find("model '" + x + "' version 1 moved to cuda:0 in the background", decided);
   ASSERT_NE(warmed, std::string::npos) << log;
-  ASSERT_NE(moved, std::string::npos) << log;
-  EXPECT_LT(warmed, moved) << "the moved copy served before its warm-up\n" << log;
+  if (moves(x, "promoted") == 1) {
+    const size_t moved = log.find("model '" + x + "' version 1 moved to cuda:0 in the background", decided);
+    ASSERT_NE(moved, std::string::npos) << log;
+    EXPECT_LT(warmed, moved) << "the moved copy served before its warm-up\n" << log;
+  }
 }
 
 TEST_F(NoColdStart, DenyWaitsForItsDevice) {

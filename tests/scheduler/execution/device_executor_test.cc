@@ -350,6 +350,64 @@ TEST(DeviceExecutor, TheWorkAheadCountsEachJobsExpectedComputeUntilItIsDone) {
   ex.Stop();
 }
 
+// What a job submitted now would find (LoadFor): a running batch holds its
+// thread until its expected end, and no longer once it has answered; the
+// queued jobs' expected compute; the fair-share thread, due, as a thread;
+// a flow at its running limit waits for its own batch.
+TEST(DeviceExecutor, TheLoadAJobWouldFindIsTheRunningBatchesRemainingTimeAndTheQueue) {
+  std::promise<void> started, answered;
+  std::promise<void> answer, end;
+  std::shared_future<void> may_answer = answer.get_future().share(), may_end = end.get_future().share();
+  DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, [&](Batch& batch) {
+    if (batch[0]->expected_us == 50'000) {
+      started.set_value();
+      may_answer.wait();
+      for (auto& j : batch) j->Finish(InferenceResult{});
+      answered.set_value();
+      may_end.wait();
+      return;
+    }
+    for (auto& j : batch) j->Finish(InferenceResult{});
+  });
+  const FlowKey a{"a", 1}, b{"b", 1};
+  auto job = [](const FlowKey& flow, int64_t expected_us, int id) {
+    auto j = MakeJob("", 1, 0, id);
+    j->flow = flow;
+    j->expected_us = expected_us;
+    return j;
+  };
+  const Clock::time_point before = Clock::now();
+  ASSERT_TRUE(ex.Submit(job(a, 50'000, 1)).ok());
+  started.get_future().wait();
+  DeviceLoad load = ex.LoadFor(a);
+  const double elapsed_us = static_cast<double>(MicrosBetween(before, Clock::now()));
+  EXPECT_EQ(load.threads, 2) << "one worker and the fair-share thread, due";
+  ASSERT_EQ(load.busy_us.size(), 1u);
+  EXPECT_LE(load.busy_us[0], 50'000);
+  EXPECT_GE(load.busy_us[0], 50'000 - elapsed_us) << "what is left of its 50 ms";
+  ASSERT_TRUE(load.flow_free_us.has_value()) << "a runs all the batches it may (one)";
+  EXPECT_DOUBLE_EQ(*load.flow_free_us, load.busy_us[0]);
+  EXPECT_EQ(load.queued_us, 0);
+  EXPECT_GT(ExpectedStartUs(load), 0) << "a's next request waits for a's run";
+  EXPECT_FALSE(ex.LoadFor(b).flow_free_us.has_value());
+  EXPECT_EQ(ExpectedStartUs(ex.LoadFor(b)), 0) << "b's would start at once on the fair-share thread";
+  // Another of a's waits (its flow at its limit): queued work for everyone.
+  ASSERT_TRUE(ex.Submit(job(a, 20'000, 2)).ok());
+  EXPECT_EQ(ex.LoadFor(b).queued_us, 20'000);
+  answer.set_value();
+  answered.get_future().wait();
+  load = ex.LoadFor(b);
+  ASSERT_EQ(load.busy_us.size(), 1u);
+  EXPECT_EQ(load.busy_us[0], 0) << "a run whose answers went out holds nothing";
+  end.set_value();
+  ASSERT_TRUE(ex.WaitIdle(Clock::now() + std::chrono::seconds(30)));
+  load = ex.LoadFor(a);
+  EXPECT_TRUE(load.busy_us.empty());
+  EXPECT_EQ(load.queued_us, 0);
+  EXPECT_FALSE(load.flow_free_us.has_value());
+  ex.Stop();
+}
+
 TEST(DeviceExecutor, WaitIdleWaitsForQueuedWorkAndStopRefusesMore) {
   std::atomic<int> ran{0};
   DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, [](Batch&) {});

@@ -36,27 +36,30 @@ TEST(Router, UnevenQueuesMoveWorkToTheFreerDevice) {
   EXPECT_EQ(ChooseDevice(c), 0);
 }
 
-// The work ahead counted as the jobs' own expected compute: a quick model's
-// request behind one 130 ms job waits for that job, not for one of its own
-// 5 ms runs (which the count of jobs alone assumed), and a slow model's
+// The start as the executor estimates it (starts_in_us: the running
+// batches' remaining time and the queued jobs' own expected compute over
+// the threads, start_estimate.h), then the request's own run: a quick
+// model's request behind one 130 ms job waits for that job, not for one of
+// its own 5 ms runs (which the count of jobs alone assumed); a slow model's
 // request behind ten quick jobs waits for 50 ms, not ten of its own runs.
-TEST(Router, TheWorkAheadIsTheJobsOwnExpectedCompute) {
+TEST(Router, TheRequestStartsWhenTheExecutorEstimatesAndThenRuns) {
   // clang-format off: a table, one row a line
-  struct Row { size_t queued, running; int workers; double latency; std::optional<double> ahead; double expected; };
+  struct Row { size_t queued, running; int workers; double latency; std::optional<double> starts_in; double expected; };
   const Row rows[] = {
       {0, 1, 1, 5'000, 130'000.0, 135'000},    // behind a slow job
       {0, 1, 1, 5'000, {}, 10'000},            // the count alone: one of its own
       {10, 0, 1, 130'000, 50'000.0, 180'000},  // behind ten quick ones
       {10, 0, 1, 130'000, {}, 1'430'000},      // the count alone: ten of its own
-      {3, 1, 2, 10'000, 80'000.0, 50'000},     // two workers share what is ahead
-      {0, 0, 1, 10'000, 0.0, 10'000},          // idle
+      {3, 1, 2, 10'000, 40'000.0, 50'000},     // the threads' share is the executor's to estimate
+      {3, 1, 2, 10'000, {}, 30'000},           // the count alone: its runs over the workers
+      {0, 1, 2, 10'000, 0.0, 10'000},          // a free thread starts it at once
   };
   // clang-format on
   for (const Row& row : rows) {
     RouteCandidate c = C(DeviceKind::kCpu, 0, row.queued, row.running, row.workers, true, row.latency);
-    c.work_ahead_us = row.ahead;
+    c.starts_in_us = row.starts_in;
     EXPECT_DOUBLE_EQ(ExpectedCompletionUs(c, RouterOptions{}), row.expected)
-        << row.queued << " queued, " << row.running << " running, ahead " << row.ahead.value_or(-1);
+        << row.queued << " queued, " << row.running << " running, starts in " << row.starts_in.value_or(-1);
   }
 }
 

@@ -1,0 +1,31 @@
+#include "scheduler/execution/start_estimate.h"
+
+#include <algorithm>
+
+namespace infergate {
+
+double ExpectedStartUs(const DeviceLoad& load) {
+  std::vector<double> free_in = load.busy_us;  // when each thread is free, earliest first
+  for (double& us : free_in) us = std::max(0.0, us);
+  if (static_cast<int>(free_in.size()) < load.threads) free_in.resize(static_cast<size_t>(load.threads), 0.0);
+  if (free_in.empty()) free_in.push_back(0.0);
+  std::sort(free_in.begin(), free_in.end());
+  const double queued = std::max(0.0, load.queued_us);
+  // The queued work fills the k earliest-free threads up to a level t:
+  // queued = sum over those threads of (t - free_in[i]), with t no later
+  // than the next thread's free time (else that one takes some too).
+  double start = free_in.back();
+  double filled = 0;  // sum of free_in[0..k)
+  for (size_t k = 1; k <= free_in.size(); ++k) {
+    filled += free_in[k - 1];
+    const double level = (queued + filled) / static_cast<double>(k);
+    if (k == free_in.size() || level <= free_in[k]) {
+      start = level;
+      break;
+    }
+  }
+  if (load.flow_free_us) start = std::max(start, *load.flow_free_us);
+  return start;
+}
+
+}  // namespace infergate

@@ -1,0 +1,47 @@
+#pragma once
+// When a job submitted to a device now would start running, from what the
+// device's threads are doing: a pure function, so the estimate reads (and
+// is tested) as one table (tests/scheduler/execution/start_estimate_test.cc).
+//
+// `auto` adds the job's own expected compute to it (ExpectedCompletionUs).
+// The rule:
+//  1. A running batch holds its thread until it is expected to end (its
+//     start plus its expected compute); one that ran past that, or whose
+//     answers already went out, holds it no longer.
+//  2. The queued work is taken by the threads as they free up, the
+//     earliest free first, and the job starts once it is taken: the level
+//     at which the threads' remaining time plus the queued work is spread
+//     evenly over them ("water-filling", the queued work taken as
+//     divisible). One thread: the sum of what is ahead; two threads, one
+//     free now and one in 30 ms, and 10 ms queued: 10 ms.
+//  3. A job whose flow already runs as many batches as it may (FairQueue's
+//     running limit) starts no sooner than the first of them ends.
+// The queued work counts whole, as if it all ran before the job. Fair
+// sharing may run the job sooner (a flow with nothing waiting goes ahead
+// of a busy one) or later (a lighter flow's requests that arrive after it
+// go first); neither is estimated, and the second is most of what the
+// churn benchmark counts as regret (docs/benchmarks.md).
+
+#include <optional>
+#include <vector>
+
+namespace infergate {
+
+struct DeviceLoad {
+  // The threads that could run the job, busy or idle (with fair sharing the
+  // fair-share thread too, started or due).
+  int threads = 1;
+  // Each running batch: how long until it is expected to end, at least 0
+  // (0 for one that ran past its estimate or has answered).
+  std::vector<double> busy_us;
+  // The waiting jobs' expected compute.
+  double queued_us = 0;
+  // The job's flow runs all the batches it may: when the first of them is
+  // expected to end. Unset when it may run another now.
+  std::optional<double> flow_free_us;
+};
+
+// Microseconds from now until the job would start (rules 1-3).
+double ExpectedStartUs(const DeviceLoad& load);
+
+}  // namespace infergate
