@@ -372,6 +372,69 @@ TEST_F(BackgroundMoveTest, AutoRunsWhereTheModelIsReadyWhileItMovesToTheFasterDe
       << "a request waited for the move although the CPU's copy was the faster path";
 }
 
+// auto's estimate of when a request would start (start_estimate.h),
+// through the real server: while a heavy model's run holds cuda:0's worker,
+// a light model's request starts at once on the fair-share thread, so auto
+// sends it to cuda:0, four times as fast for it as its ready CPU copy, instead
+// of counting the heavy run ahead of it (which takes longer than the light
+// model's CPU run: counted ahead, it sent the request to the CPU). cuda:0
+// takes 100x a run's host CPU time (compute_scale), the CPU 400x, and every
+// request asks for FP32: on its own dtype (BF16 on cuda:0) the simulated
+// device ran the mlp's BF16 matmuls on the host at about four times the
+// CPU time of the CPU copy's FP32 ones under ASan, cuda:0 came out no
+// faster than the CPU for it, and auto rightly sent it to the CPU (5 of 6
+// runs beside three CPU hogs).
+class StartEstimateTest : public ServerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--simulate-devices=cuda:0,compute_scale=100", "--simulate-cpu-slowdown=400", "--precision-checks=false"};
+  }
+};
+
+TEST_F(StartEstimateTest, ALightModelsRequestStartsBesideAHeavyModelsRunOnTheFairShareThread) {
+  v1::InferResponse resp;
+  // The light model resident on both devices, its latency measured on each
+  // (a latency is learned from a copy's second run on).
+  for (const char* device : {"cpu", "cuda:0"}) {
+    v1::InferRequest req = Request("mlp", {{"x", at::randn({1, 256})}});
+    req.set_device(device);
+    req.set_precision(v1::FP32);
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(Infer(req, &resp, 120000).ok());
+      ASSERT_EQ(resp.placement().device(), device);
+    }
+  }
+  v1::InferRequest heavy = Request("cnn", {{"image", at::randn({1, 3, 64, 64})}});
+  heavy.set_device("cuda:0");
+  heavy.set_precision(v1::FP32);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(Infer(heavy, &resp, 120000).ok());
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Infer(heavy, &resp, 120000).ok());
+  const auto heavy_takes = std::chrono::steady_clock::now() - start;
+  // The heavy run under way, the light request arrives a quarter into it.
+  grpc::Status heavy_status;
+  std::chrono::steady_clock::time_point heavy_done;
+  start = std::chrono::steady_clock::now();
+  std::thread heavy_caller([&] {
+    v1::InferResponse heavy_resp;
+    heavy_status = Infer(heavy, &heavy_resp, 120000);
+    heavy_done = std::chrono::steady_clock::now();
+  });
+  std::this_thread::sleep_until(start + heavy_takes / 4);
+  v1::InferRequest light = Request("mlp", {{"x", at::randn({1, 256})}});
+  light.set_precision(v1::FP32);
+  const grpc::Status light_status = Infer(light, &resp, 120000);
+  const auto light_done = std::chrono::steady_clock::now();
+  heavy_caller.join();
+  ASSERT_TRUE(heavy_status.ok()) << heavy_status.error_message();
+  ASSERT_TRUE(light_status.ok()) << light_status.error_message();
+  EXPECT_EQ(resp.placement().device(), "cuda:0")
+      << "auto counted the heavy model's run ahead of a request the fair-share thread starts at once\n"
+      << resp.placement().DebugString();
+  EXPECT_EQ(resp.placement().ready_path(), "ideal");
+  EXPECT_LT(light_done, heavy_done) << "the light request waited for the heavy run";
+}
+
 // Learned device limits survive a restart through the state file.
 TEST(StateFile, RestartRemembersWhatMpsCannotRun) {
   std::string state = DemoRepository() + "/../ig_state_" + std::to_string(::getpid());
