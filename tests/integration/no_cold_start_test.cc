@@ -2,11 +2,12 @@
 // budget holds one of two equal models ("a" and "b", the demo mlp): the one
 // evicted at start-up is demoted (a CPU copy answers for it, with the
 // reason demoted:cuda:0) and moves back once its demand pays for the move,
-// no request waiting for it but one that found waiting its faster path; DENY waits for its device; a drain in
-// the middle of a move ends cleanly; a device that fails during a move
-// leaves the requests answered, falling back as device failures do; with
-// room on cuda:0, auto loads a model there and runs it when that is faster
-// than its ready cpu copy, and not when it is slower.
+// no request waiting for it but one that found waiting its faster path;
+// DENY waits for its device; a drain in the middle of a move ends cleanly;
+// a device that fails during a move leaves the requests answered, falling
+// back as device failures do; with room on cuda:0, auto loads a model there
+// and runs it when that is faster than its ready cpu copy, and not when it
+// is slower.
 
 #include <chrono>
 #include <filesystem>
