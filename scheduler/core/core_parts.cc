@@ -11,6 +11,7 @@
 #include "devices/torch_probe.h"
 #include "scheduler/core/request_dispatcher.h"
 #include "scheduler/core/thread_sizing.h"
+#include "scheduler/routing/staging_eviction.h"
 
 namespace infergate {
 
@@ -52,6 +53,8 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
           &checker),
       lifecycle(repository, models, devices),
       demand(options.demand),
+      staging_demand(DemandMeter::Options{options.staging_demand_window, options.demand.change_threshold,
+                                          options.demand.min_change_interval}),
       placement(
           PlacementController::Hooks{
               [this] { return Accelerators(); }, [this](const DeviceId& device) { return PlacementInputs(device); },
@@ -242,11 +245,14 @@ std::vector<ResidentModel> CoreParts::IdleCopies(const DeviceId& device) const {
   return idle;
 }
 
+void CoreParts::CountDemand(const std::string& model, std::chrono::steady_clock::time_point now) {
+  demand.Add(model, 1, now);
+  if (options.staging_share > 0 && options.staging_demand_window.count() > 0) staging_demand.Add(model, 1, now);
+}
+
 std::vector<ResidentModel> CoreParts::IdleStagedCopies(const DeviceId& device) const {
   std::vector<ResidentModel> staged = IdleCopies(device);
   std::erase_if(staged, [&](const ResidentModel& r) { return placement.Placed(r.key.model, device); });
-  std::sort(staged.begin(), staged.end(),
-            [](const ResidentModel& a, const ResidentModel& b) { return a.last_used < b.last_used; });
   return staged;
 }
 
@@ -256,10 +262,15 @@ void CoreParts::MakeStagingRoom(const Route& there) {
   const uint64_t budget = models.Budget(key.device);
   if (budget == 0) return;
   const uint64_t needed = models.ExpectedFootprint(there).total();
-  for (const ResidentModel& r : IdleStagedCopies(key.device)) {
+  const auto now = std::chrono::steady_clock::now();
+  const std::vector<ResidentModel> idle = IdleStagedCopies(key.device);
+  std::vector<StagedCopy> staged;
+  for (const ResidentModel& r : idle)
+    staged.push_back({r.key.model, staging_demand.Rate(r.key.model, now), r.last_used});
+  for (size_t i : StagedEvictionOrder(staged)) {
     if (models.ResidentBytes(key.device) + needed <= budget) return;
     // kBudget: the listener notes it as demoted (it answers from the cpu).
-    models.EvictIdleCopies([&](const ModelKey& k) { return k == r.key; }, EvictionReason::kBudget);
+    models.EvictIdleCopies([&](const ModelKey& k) { return k == idle[i].key; }, EvictionReason::kBudget);
   }
 }
 

@@ -84,13 +84,15 @@ struct CoreParts {
   std::vector<ResidentModel> IdleCopies(const DeviceId& device) const;
   // The accelerators available now (the placement controller's devices).
   std::vector<DeviceId> Accelerators() const;
+  // A request for `model` counted at `now`: the move policy's demand, and
+  // the staging demand when it is counted.
+  void CountDemand(const std::string& model, std::chrono::steady_clock::time_point now);
   // With a staging share: the idle, unpinned copies on `device` that
-  // requests loaded (staged, not placed by the move policy), the least
-  // recently used first.
+  // requests loaded (staged, not placed by the move policy).
   std::vector<ResidentModel> IdleStagedCopies(const DeviceId& device) const;
   // Before a request's load onto an accelerator (load and run), with a
-  // staging share: evicts idle staged copies there, the least recently used
-  // first, until `there`'s copy fits the budget; the move policy's copies
+  // staging share: evicts idle staged copies there, the least asked for
+  // lately first (staging_eviction.h), until `there`'s copy fits the budget; the move policy's copies
   // stay (the cache's own eviction, least recently used, would not tell
   // them apart).
   void MakeStagingRoom(const Route& there);
@@ -118,6 +120,10 @@ struct CoreParts {
   std::atomic<bool> draining{false};  // new requests and loads are refused
   // Requests per second per model: the move policy's demand.
   DemandMeter demand;
+  // The same over the staging demand window (scheduler_options.h): which
+  // staged copies a load evicts first (staging_eviction.h). Counted only with
+  // a staging share and the window on.
+  DemandMeter staging_demand;
   // Moves models onto and off the accelerators, off the request path
   // (started by InferenceCore with --background-moves; stopped by its Drain
   // and Shutdown before the rest).

@@ -128,7 +128,7 @@ std::shared_ptr<RequestHandle> RequestDispatcher::Submit(InferenceRequest reques
     job->Finish(route.status());
     return job;
   }
-  core_.demand.Add(route->model->name, 1, Clock::now());
+  core_.CountDemand(route->model->name, Clock::now());
   if (const std::optional<FallbackReason>& reason = route->fallback) {
     // An absent device is labelled by kind, since clients choose the index.
     const DeviceRequest& asked = route->requested;

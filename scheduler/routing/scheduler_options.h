@@ -81,10 +81,15 @@ struct SchedulerOptions {
   // budget is left out of the move policy's, so a request whose model
   // would finish sooner loaded there than on a ready copy elsewhere finds
   // room to load and run. The copies it loads (staged) stay in that room
-  // until a later load needs it, the least recently used going first, or a
-  // promotion needs the device's room. 0: the policy's budget is the
-  // device's, and load and run has room only where the policy left some.
+  // until a later load needs it (staging_eviction.h: the least asked for
+  // over `staging_demand_window` going first) or a promotion needs the
+  // device's room. 0: the policy's budget is the device's, and load and run
+  // has room only where the policy left some.
   double staging_share = 0;
+  // The window of the recent demand that orders the staged copies'
+  // eviction (staging_eviction.h; the move policy's change detection). 0:
+  // the least recently used first.
+  std::chrono::milliseconds staging_demand_window{2000};
   // The move policy's window, hysteresis and minimum residence, and how
   // often it decides (placement_controller.h).
   PlacementController::Options placement;

@@ -35,6 +35,7 @@ struct RawFlags {
   bool background_moves = true;
   bool load_and_run_displaces = false;
   double staging_share = 0;
+  std::chrono::milliseconds staging_demand_window{2000};
   double host_copy_share = 0.5;
   std::chrono::milliseconds move_window{10000};
   double move_hysteresis = 1.5;
@@ -134,6 +135,7 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.host_copy_share = f.host_copy_share;
   s.load_and_run_displaces = f.load_and_run_displaces;
   s.staging_share = f.staging_share;
+  s.staging_demand_window = f.staging_demand_window;
   s.placement.window_s = std::chrono::duration<double>(f.move_window).count();
   s.placement.hysteresis = f.move_hysteresis;
   s.demand.window = f.demand_window;
@@ -341,9 +343,15 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
   flags.Double("staging-share", &f.staging_share,
                "No cold start: this share of each accelerator's cache budget is left out of the move policy's, so "
                "a request whose model would finish sooner loaded there than on a ready copy elsewhere finds room to "
-               "load and run; the copies it loads stay until a later load needs their room (the least recently "
-               "used first) or a promotion needs the device's. 0: the policy's budget is the device's.",
+               "load and run; the copies it loads stay until a later load needs their room (the least asked for "
+               "over --staging-demand-window first) or a promotion needs the device's. 0: the policy's budget is "
+               "the device's.",
                Must<double>([](double v) { return v >= 0 && v < 1; }, "must be 0 or more and under 1"));
+  flags.Duration("staging-demand-window", &f.staging_demand_window,
+                 "With a staging share: a load evicts the staged copies whose models were asked for least over "
+                 "about this long first (a decaying rate), the least recently used of equals first. 0: the least "
+                 "recently used first.",
+                 Must<Ms>([](Ms v) { return v.count() == 0 || v.count() >= 100; }, "must be 0 or at least 100ms"));
   flags.Duration("move-window", &f.move_window,
                  "The demand window of the move policy: a model's gain from an accelerator is its requests per "
                  "second x this x the time it saves per request there.",

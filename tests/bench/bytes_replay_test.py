@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/bytes_replay.py as a table: a request sequence, sizes and a budget
-in; loads and bytes moved out, for least-recently-used and furthest-next-use
-eviction. The churn benchmark's reading of its bytes target rests on it."""
+in; loads and bytes moved out, for least-recently-used, furthest-next-use
+and least-recent-demand eviction. The churn benchmark's reading of its bytes target rests on it."""
 import os
 import sys
 import unittest
@@ -25,6 +25,22 @@ class Replay(unittest.TestCase):
         ]
         for what, sequence, sizes, budget, order, subset, loads, moved in rows:
             self.assertEqual(replay(list(sequence), sizes, budget, order, subset), (loads, moved), what)
+
+    def test_demand_order(self):
+        one = {"a": 1, "b": 1, "c": 1}
+        rows = [
+            # (what, sequence, times, window, budget, loads, bytes)
+            # "a" asked for three times, "b" once, then "c": LRU would evict
+            # "a" (used before "b"); by demand "b" goes, and "a" is a hit.
+            ("the least asked for goes, not the least recently used", "aaabca", [0, 1, 2, 3, 4, 5], 10, 2, 3, 3),
+            # The same, with "a"'s requests long past: its rate has decayed
+            # below "b"'s, so it goes, and its next request loads it again.
+            ("demand long past has decayed", "aaabca", [0, 1, 2, 60, 61, 62], 2, 2, 4, 4),
+            ("equal demand: the least recently used goes", "abcab", [0, 0, 0, 0, 0], 2, 2, 5, 5),
+        ]
+        for what, sequence, times, window, budget, loads, moved in rows:
+            got = replay(list(sequence), one, budget, "demand", None, times, window)
+            self.assertEqual(got, (loads, moved), what)
 
 
 if __name__ == "__main__":
