@@ -7,7 +7,8 @@
 // a device that fails during a move leaves the requests answered, falling
 // back as device failures do; with room on cuda:0, auto loads a model there
 // and runs it when that is faster than its ready cpu copy, and not when it
-// is slower.
+// is slower; a load into the staging share takes the room of the staged
+// copy asked for least lately.
 
 #include <chrono>
 #include <filesystem>
@@ -38,10 +39,12 @@ struct Where {
 
 class NoColdStart : public ::testing::Test {
  protected:
-  void Start(std::vector<std::string> extra) {
+  // `names`: copies of the demo mlp; `budget`: cuda:0's cache budget.
+  void Start(std::vector<std::string> extra, const std::vector<std::string>& names = {"a", "b"},
+             const std::string& budget = "1.2MiB") {
     ASSERT_FALSE(scratch_.path().empty());
     const fs::path repo = scratch_.path();
-    for (const std::string name : {"a", "b"}) {
+    for (const std::string& name : names) {
       fs::create_directories(repo / name / "1");
       fs::copy_file(DemoRepository() + "/mlp/1/model.pt", repo / name / "1" / "model.pt");
       std::ofstream(repo / name / "config.pbtxt")
@@ -50,7 +53,7 @@ class NoColdStart : public ::testing::Test {
     // BF16 on the simulated cuda:0 (unchecked, so the copy the policy moves
     // is the one requests use): about 0.8 MB each; the budget holds one.
     std::vector<std::string> args = {
-        "--model-repository=" + repo.string(), "--precision-checks=false", "--cache-budget=cuda:0=1.2MiB",
+        "--model-repository=" + repo.string(), "--precision-checks=false", "--cache-budget=cuda:0=" + budget,
         "--metrics-address=127.0.0.1:0",       "--move-min-residence=0s",  "--move-period=100ms"};
     args.insert(args.end(), extra.begin(), extra.end());
     server_ = ServerProcess::Start(args);
@@ -432,6 +435,40 @@ TEST_F(LoadAndRunWhileFull, TakesTheReadyCopyWhileTheResidentCopyHasNotSettled) 
 TEST_F(LoadAndRunWhileFull, TakesAStagedCopysRoomWithAStagingShare) {
   Expect({"--staging-share=0.3", "--move-min-residence=3600s"}, "cuda:0", "load_and_run", 1);
 }
+
+// Which staged copy a load takes the room of (staging_eviction.h): cuda:0
+// holds two of three models, the move policy asleep, so every copy there
+// is staged. "a" asked for four times, then "b" once (the most recently
+// used); "c"'s load needs one's room. By recent demand b goes and a stays;
+// with the window off (least recently used first) a goes.
+class StagedEvictionOrder : public NoColdStart {
+ protected:
+  void Expect(const std::string& window, const std::string& evicted, const std::string& kept) {
+    Start({"--simulate-devices=cuda:0", "--move-period=3600s", "--staging-share=0.5",
+           "--staging-demand-window=" + window},
+          {"a", "b", "c"}, "2MiB");
+    ASSERT_FALSE(HasFatalFailure());
+    v1::InferResponse resp;
+    for (const char* model : {"a", "a", "a", "a", "b"}) {
+      const grpc::Status s = Infer(model, "cuda:0", v1::ALLOW, &resp);
+      ASSERT_TRUE(s.ok()) << model << ": " << s.error_message();
+      ASSERT_EQ(resp.placement().device(), "cuda:0") << model;
+    }
+    // b's worker lets go of its copy just after the answer: idle by now.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    ASSERT_TRUE(WhereIs("a").On(WhereIs("a").resident, "cuda:0")) << "a and b should fit together\n" << server_->Log();
+    const grpc::Status s = Infer("c", "cuda:0", v1::ALLOW, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.placement().device(), "cuda:0");
+    const Where we = WhereIs(evicted), wk = WhereIs(kept);
+    EXPECT_FALSE(we.On(we.resident, "cuda:0")) << evicted << " should have made c's room\n" << server_->Log();
+    EXPECT_TRUE(wk.On(wk.resident, "cuda:0")) << kept << " should have stayed\n" << server_->Log();
+  }
+};
+
+TEST_F(StagedEvictionOrder, TheLeastAskedForGoesFirst) { Expect("10s", "b", "a"); }
+
+TEST_F(StagedEvictionOrder, TheLeastRecentlyUsedGoesFirstWithTheWindowOff) { Expect("0s", "a", "b"); }
 
 // A copy warmed up before its model's latency there was known times one
 // more run (ModelManager::WarmUp): x's cpu copy, made when x was demoted,
