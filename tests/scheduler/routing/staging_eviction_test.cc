@@ -7,7 +7,7 @@
 namespace infergate {
 namespace {
 
-struct Row {
+struct EvictionRow {
   const char* what;
   std::vector<StagedCopy> copies;  // model, requests per second, last use
   std::vector<std::string> order;
@@ -15,7 +15,7 @@ struct Row {
 
 TEST(StagedEviction, Table) {
   // clang-format off: a table, one row a line
-  const std::vector<Row> rows = {
+  const std::vector<EvictionRow> rows = {
       {"none staged: nothing to evict",
        {}, {}},
       {"the least asked for first, however recently used",
@@ -28,7 +28,7 @@ TEST(StagedEviction, Table) {
        {{"steady", 4.0, 10}, {"once", 0.5, 11}, {"gone", 0.01, 1}}, {"gone", "once", "steady"}},
   };
   // clang-format on
-  for (const Row& row : rows) {
+  for (const EvictionRow& row : rows) {
     std::vector<std::string> order;
     for (size_t i : StagedEvictionOrder(row.copies)) order.push_back(row.copies[i].model);
     EXPECT_EQ(order, row.order) << row.what;
