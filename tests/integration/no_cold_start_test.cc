@@ -208,9 +208,11 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
   // Once the move back had made room (y demoted), the request in flight
   // may have found loading x and running it on cuda:0 faster than its cpu
   // copy (the rule allows it: the move under way, or its own load), and
-  // waited for that load. Only such a request waits; none waits on the cpu.
+  // waited for that load, unless the move had finished it by the time the
+  // request ran (it did once under the ASan suite: load_and_run 1, waited
+  // 0). Only such a request waits; none waits on the cpu.
   const double loaded_and_ran = path_answers("infergate_ready_path_requests_total", "cuda:0", "load_and_run");
-  EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), loaded_and_ran)
+  EXPECT_LE(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), loaded_and_ran)
       << "a request waited for the move although the cpu copy was its faster path\n"
       << ScrapeMetrics(*server_);
   EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cpu\"}"), 0);
