@@ -113,7 +113,7 @@ def main():
     sizes = {m: s["bytes"] for m, s in specs.items()}
     budget = int(sum(sizes.values()) * a.budget_fraction)
     timed = read_sequence(a.requests, a.row)
-    times = [t for t, _ in timed]
+    sent = [t for t, _ in timed]
     sequence = [m for _, m in timed]
     subset = None
     if a.cpu_ms_over is not None:
@@ -129,7 +129,7 @@ def main():
           + (f", {len(subset)} models slower than {a.cpu_ms_over:g} ms on the CPU served on the accelerator"
              if subset is not None else ", every model on the accelerator"))
     for order in ("lru", "belady", "demand"):
-        loads, moved = replay(sequence, sizes, budget, order, subset, times, a.demand_window)
+        loads, moved = replay(sequence, sizes, budget, order, subset, sent, a.demand_window)
         label = f"demand ({a.demand_window:g} s)" if order == "demand" else order
         print(f"{label}: {loads} loads, {moved / 1e6:.0f} MB")
 

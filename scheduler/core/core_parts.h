@@ -92,9 +92,9 @@ struct CoreParts {
   std::vector<ResidentModel> IdleStagedCopies(const DeviceId& device) const;
   // Before a request's load onto an accelerator (load and run), with a
   // staging share: evicts idle staged copies there, the least asked for
-  // lately first (staging_eviction.h), until `there`'s copy fits the budget; the move policy's copies
-  // stay (the cache's own eviction, least recently used, would not tell
-  // them apart).
+  // lately first (staging_eviction.h), until `there`'s copy fits the
+  // budget; the move policy's copies stay (the cache's own eviction, least
+  // recently used, would not tell them apart).
   void MakeStagingRoom(const Route& there);
   // What a move onto `device` would wait for its link now: its simulated
   // link's queue; 0 on a real device (not measured there yet).

@@ -458,7 +458,8 @@ class StagedEvictionOrder : public NoColdStart {
     }
     // b's worker lets go of its copy just after the answer: idle by now.
     std::this_thread::sleep_for(std::chrono::seconds(1));
-    ASSERT_TRUE(WhereIs("a").On(WhereIs("a").resident, "cuda:0")) << "a and b should fit together\n" << server_->Log();
+    const Where wa = WhereIs("a");
+    ASSERT_TRUE(wa.On(wa.resident, "cuda:0")) << "a and b should fit together\n" << server_->Log();
     const grpc::Status s = Infer("c", "cuda:0", v1::ALLOW, &resp);
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(resp.placement().device(), "cuda:0");
