@@ -7,7 +7,8 @@ same arrivals:
                     runs a request where its model is ready, the move policy
                     moves models onto cuda:0 by demand, a model displaced
                     from it answers from a CPU copy (demoted:cuda:0); its
-                    objective the tail (the default)
+                    objective the tail; half of cuda:0's budget the staging
+                    share, where requests load and run (the defaults)
   policy, no host copies   (--compare-host-copies) the policy with
                     --host-copy-share=0: every load reads its file
   policy, displacing   (--compare-displacing) the policy with
@@ -18,7 +19,8 @@ same arrivals:
                     rate alone, which follows a shift in windows, not seconds
   policy, staging   (--compare-staging SHARE) the policy with
                     --staging-share=SHARE: that share of cuda:0's budget is
-                    left to requests that load and run
+                    left to requests that load and run (0: none, the move
+                    policy's budget the device's)
   NAME              (--compare "NAME=FLAGS", repeatable) the server with
                     those flags (space-separated) added to the policy's, e.g.
                     --compare "LRU, host copies=--background-moves=false"
@@ -27,8 +29,8 @@ same arrivals:
                     recently used model is evicted and the next request for
                     it waits for its load, which reads its file again (the
                     policy rows start loads from host copies of the weights)
-  all resident      cuda:0's budget holds every model, and every request
-                    names cuda:0 (the bound: under auto, a loaded machine
+  all resident      cuda:0's budget holds every model (no staging share),
+                    and every request names cuda:0 (the bound: under auto, a loaded machine
                     sent some to the CPU while cuda:0's queue was long)
 
 The models (tools/make_churn_models.py) are COUNT TorchScript models of
@@ -479,7 +481,7 @@ def main():
     ]
     if args.compare_displacing:
         rows.insert(1, ("policy, displacing", ["--load-and-run-displaces"]))
-    if args.compare_staging:
+    if args.compare_staging is not None:
         rows.insert(1, ("policy, staging %g" % args.compare_staging, ["--staging-share=%g" % args.compare_staging]))
     if args.compare_change_detection:
         rows.insert(1, ("policy, no change detection", ["--demand-change-threshold=0"]))
@@ -493,7 +495,10 @@ def main():
     results = []
     for name, extra in rows:
         row_budget = budget if extra is not None else int(total * 1.5)
-        r = run_row(name, extra or [], args, models, specs, row_budget, schedule, args.work,
+        # All resident: the move policy's budget the device's (a staging
+        # share would leave it part, and it would demote the rest).
+        flags = extra if extra is not None else ["--staging-share=0"]
+        r = run_row(name, flags, args, models, specs, row_budget, schedule, args.work,
                     calibrate_cpu=extra is None, device="cuda:0" if extra is None else "")
         print("%-16s %s" % (name, {k: v for k, v in r.items() if k not in ("per_request", "cpu_alone")}), flush=True)
         results.append(r)

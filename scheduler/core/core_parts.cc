@@ -146,7 +146,7 @@ MoveInputs CoreParts::PlacementInputs(const DeviceId& device) {
   const uint64_t budget = models.Budget(device);
   in.device_budget_bytes = budget == 0 ? UINT64_MAX / 2 : budget;  // 0: unlimited
   in.budget_bytes = in.device_budget_bytes;
-  if (budget > 0 && options.staging_share > 0) {
+  if (budget > 0 && StagingOn()) {
     // The staging share is left to the requests' load and run.
     in.budget_bytes = static_cast<uint64_t>(static_cast<double>(budget) * (1 - options.staging_share));
   }
@@ -214,7 +214,7 @@ std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const 
   if (budget > 0) {
     uint64_t held = models.ResidentBytes(key.device);
     if (held + needed > budget && options.load_and_run_displaces) held -= std::min(held, DisplaceableBytes(key.device));
-    if (held + needed > budget && options.staging_share > 0) {
+    if (held + needed > budget && StagingOn()) {
       for (const ResidentModel& r : IdleStagedCopies(key.device)) held -= std::min(held, r.bytes);
     }
     if (held + needed > budget) return std::nullopt;
@@ -247,7 +247,7 @@ std::vector<ResidentModel> CoreParts::IdleCopies(const DeviceId& device) const {
 
 void CoreParts::CountDemand(const std::string& model, std::chrono::steady_clock::time_point now) {
   demand.Add(model, 1, now);
-  if (options.staging_share > 0 && options.staging_demand_window.count() > 0) staging_demand.Add(model, 1, now);
+  if (StagingOn() && options.staging_demand_window.count() > 0) staging_demand.Add(model, 1, now);
 }
 
 std::vector<ResidentModel> CoreParts::IdleStagedCopies(const DeviceId& device) const {
@@ -258,7 +258,7 @@ std::vector<ResidentModel> CoreParts::IdleStagedCopies(const DeviceId& device) c
 
 void CoreParts::MakeStagingRoom(const Route& there) {
   const ModelKey key = there.key();
-  if (options.staging_share <= 0 || key.device.kind == DeviceKind::kCpu || models.IsResident(key)) return;
+  if (!StagingOn() || key.device.kind == DeviceKind::kCpu || models.IsResident(key)) return;
   const uint64_t budget = models.Budget(key.device);
   if (budget == 0) return;
   const uint64_t needed = models.ExpectedFootprint(there).total();

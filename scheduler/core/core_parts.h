@@ -87,6 +87,9 @@ struct CoreParts {
   // A request for `model` counted at `now`: the move policy's demand, and
   // the staging demand when it is counted.
   void CountDemand(const std::string& model, std::chrono::steady_clock::time_point now);
+  // Whether the staging share is in force: a share set, and background
+  // moves on (without them there is no policy to leave room from).
+  bool StagingOn() const { return options.staging_share > 0 && options.background_moves; }
   // With a staging share: the idle, unpinned copies on `device` that
   // requests loaded (staged, not placed by the move policy).
   std::vector<ResidentModel> IdleStagedCopies(const DeviceId& device) const;

@@ -84,8 +84,12 @@ struct SchedulerOptions {
   // until a later load needs it (staging_eviction.h: the least asked for
   // over `staging_demand_window` going first) or a promotion needs the
   // device's room. 0: the policy's budget is the device's, and load and run
-  // has room only where the policy left some.
-  double staging_share = 0;
+  // has room only where the policy left some. Only with background moves
+  // (evict-and-reload has no policy to leave room from). Half by default:
+  // in the churn benchmark's two device profiles it cut the p99 to 0.32-0.37x
+  // (PCIe 4) and 0.025x (H200, a CPU 24x slower) of the policy's without
+  // one, at about evict-and-reload's bytes (docs/benchmarks.md).
+  double staging_share = 0.5;
   // The window of the recent demand that orders the staged copies'
   // eviction (staging_eviction.h; the move policy's change detection). 0:
   // the least recently used first.

@@ -34,7 +34,7 @@ struct RawFlags {
   bool precision_checks = true;
   bool background_moves = true;
   bool load_and_run_displaces = false;
-  double staging_share = 0;
+  double staging_share = 0.5;
   std::chrono::milliseconds staging_demand_window{2000};
   double host_copy_share = 0.5;
   std::chrono::milliseconds move_window{10000};
@@ -344,8 +344,8 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
                "No cold start: this share of each accelerator's cache budget is left out of the move policy's, so "
                "a request whose model would finish sooner loaded there than on a ready copy elsewhere finds room to "
                "load and run; the copies it loads stay until a later load needs their room (the least asked for "
-               "over --staging-demand-window first) or a promotion needs the device's. 0: the policy's budget is "
-               "the device's.",
+               "over --staging-demand-window first) or a promotion needs the device's. With background moves "
+               "only. 0: the policy's budget is the device's.",
                Must<double>([](double v) { return v >= 0 && v < 1; }, "must be 0 or more and under 1"));
   flags.Duration("staging-demand-window", &f.staging_demand_window,
                  "With a staging share: a load evicts the staged copies whose models were asked for least over "

@@ -27,6 +27,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The move policy alone: the staging share (on by default) would leave the
+// policy half of a budget that holds one model, so none would be placed and
+// every move below would be a request's load and run instead.
+constexpr const char* kPolicyAlone = "--staging-share=0";
+
 // Where one model stands, as ListModels says it.
 struct Where {
   std::vector<std::string> resident;  // devices
@@ -169,7 +174,7 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
   // cuda:0 came out slower than its CPU runs, auto rightly took the cpu for
   // its best device (no "demoted" reason) and x stayed there for thousands
   // of requests. Debug lines: the move decisions are logged there.
-  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=16", "--log-level=debug"});
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=16", "--log-level=debug", kPolicyAlone});
   const auto [x, y] = DemotedAndResident();
   ASSERT_FALSE(x.empty());
   const std::string before = ScrapeMetrics(*server_);
@@ -297,7 +302,7 @@ bool UntilMoving(const std::function<grpc::Status(v1::InferResponse*)>& infer, c
 }
 
 TEST_F(NoColdStart, ADrainDuringAMoveEndsCleanly) {
-  Start({"--simulate-devices=cuda:0,transfer_latency=1s", "--simulate-cpu-slowdown=100"});
+  Start({"--simulate-devices=cuda:0,transfer_latency=1s", "--simulate-cpu-slowdown=100", kPolicyAlone});
   const auto [x, y] = DemotedAndResident();
   ASSERT_FALSE(x.empty());
   ASSERT_TRUE(UntilMoving([&](v1::InferResponse* r) { return Infer(x, "", v1::ALLOW, r); }, [&] { return WhereIs(x); }))
@@ -316,7 +321,7 @@ TEST_F(NoColdStart, ADeviceThatFailsDuringAMoveLeavesRequestsAnswered) {
   // cuda:0 fails every run after the two cold starts: the move's own
   // warm-up is the first run to fail.
   Start({"--simulate-devices=cuda:0,transfer_latency=1s", "--simulate-cpu-slowdown=100",
-         "--simulate-failing-devices=cuda:0", "--simulate-failures-after=2"});
+         "--simulate-failing-devices=cuda:0", "--simulate-failures-after=2", kPolicyAlone});
   const auto [x, y] = DemotedAndResident();
   ASSERT_FALSE(x.empty());
   ASSERT_TRUE(UntilMoving([&](v1::InferResponse* r) { return Infer(x, "", v1::ALLOW, r); }, [&] { return WhereIs(x); }))

@@ -51,7 +51,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--background-moves", "true", "true"},
     {"--host-copy-share", "0.5", "0.5"},
     {"--load-and-run-displaces", "false", "false"},
-    {"--staging-share", "0", "0"},
+    {"--staging-share", "0.5", "0.5"},
     {"--staging-demand-window", "2000ms", "2s"},
     {"--move-window", "10000ms", "10s"},
     {"--move-hysteresis", "1.5", "1.5"},
