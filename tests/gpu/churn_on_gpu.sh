@@ -81,7 +81,7 @@ for mode in $modes; do
   [ "$mode" = sim ] && hide=(env CUDA_VISIBLE_DEVICES=)
   echo "=== $(date +%T) churn, $mode cuda:0"
   "${hide[@]}" python3 bench/churn.py --server "$work/bin/infergate" --proto-dir proto --models "$work/models" \
-    --work "$work/$mode" --profile "$profile" --seconds 15 --shift 5 --settle 2 "${flags[@]}" \
+    --work "$work/$mode" --profile "$profile" --seconds 15 --shift 5 --settle 2 --compare-staging 0 "${flags[@]}" \
     --out "$out/churn-$mode.md" --csv "$out/churn-$mode.csv" --requests-csv "$out/churn-$mode-requests.csv" \
     > "$out/churn-$mode.log" 2>&1 || { echo "churn ($mode) failed:"; tail -20 "$out/churn-$mode.log"; status=1; }
   [ -f "$out/churn-$mode.md" ] && head -12 "$out/churn-$mode.md"
