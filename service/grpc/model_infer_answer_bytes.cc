@@ -1,5 +1,6 @@
 #include "service/grpc/model_infer_answer_bytes.h"
 
+#include <algorithm>
 #include <climits>
 #include <string>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
+#include "service/grpc/message_bytes.h"
 
 namespace infergate {
 namespace {
@@ -25,9 +27,22 @@ void AppendRawOutputHeader(uint64_t length, std::string* out) {
 
 void DeleteString(void* owned) { delete static_cast<std::string*>(owned); }
 
+// An output this large or larger travels in a slice of its own; a smaller
+// one is copied: the copy costs less than the slice's and the string's
+// allocations (a one-row answer of the demo mlp is 40 bytes).
+constexpr size_t kMovedOutputBytes = 4096;
+
 }  // namespace
 
 absl::Status SerializeModelInferAnswer(inference::ModelInferResponse& answer, grpc::ByteBuffer* bytes) {
+  const bool any_moved = std::any_of(answer.raw_output_contents().begin(), answer.raw_output_contents().end(),
+                                     [](const std::string& r) { return r.size() >= kMovedOutputBytes; });
+  if (!any_moved) {
+    // Small outputs only: the ordinary way, one slice.
+    absl::Status serialized = SerializeAnswerBytes(answer, bytes);
+    answer.clear_raw_output_contents();
+    return serialized;
+  }
   bytes->Clear();
   google::protobuf::RepeatedPtrField<std::string> raw;
   raw.Swap(answer.mutable_raw_output_contents());
@@ -36,16 +51,20 @@ absl::Status SerializeModelInferAnswer(inference::ModelInferResponse& answer, gr
   if (total > static_cast<uint64_t>(INT_MAX)) {
     return absl::InternalError(absl::StrCat("the answer (", total, " bytes) is too large for one message"));
   }
-  // The small parts (the other fields, then each output's header) are
-  // copied; each output's bytes travel in the slice that owns them.
+  // The small parts (the other fields, each output's header, and the
+  // outputs under kMovedOutputBytes) are copied; each larger output's bytes
+  // travel in the slice that owns them.
   std::vector<grpc::Slice> slices;
   slices.reserve(1 + 2 * raw.size());
   std::string small = answer.SerializeAsString();
   for (std::string& r : raw) {
     AppendRawOutputHeader(r.size(), &small);
+    if (r.size() < kMovedOutputBytes) {
+      small.append(r);
+      continue;
+    }
     slices.emplace_back(small);
     small.clear();
-    if (r.empty()) continue;
     auto* owned = new std::string(std::move(r));
     slices.emplace_back(owned->data(), owned->size(), &DeleteString, owned);
   }

@@ -9,6 +9,9 @@
 // a slice of its own, owned by the slice (freed when gRPC is done with it),
 // each after its field's tag and length. Repeated fields may follow the
 // others on the wire in any place, so a client parses the same message.
+// Outputs under 4 KiB are copied instead (their slices would cost more
+// than the copy); an answer of such outputs only is serialised the
+// ordinary way, in one slice.
 //
 // Pure function; thread-compatible (one answer, one thread).
 

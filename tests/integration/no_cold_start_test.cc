@@ -405,8 +405,10 @@ class LoadAndRunWhileFull : public NoColdStart {
  protected:
   void Expect(const std::vector<std::string>& extra, const std::string& device, const std::string& path,
               double waited) {
+    // The policy alone unless `extra` gives a staging share (a later flag
+    // wins).
     std::vector<std::string> flags = {"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000",
-                                      "--move-period=3600s"};
+                                      "--move-period=3600s", kPolicyAlone};
     flags.insert(flags.end(), extra.begin(), extra.end());
     Start(flags);
     ASSERT_FALSE(HasFatalFailure());

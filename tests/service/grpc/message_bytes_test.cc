@@ -114,5 +114,34 @@ TEST(MessageBytes, AModelInferAnswerWithItsOutputsMovedParsesToTheSameMessage) {
   EXPECT_EQ(parsed.ByteSizeLong(), 0u);
 }
 
+// Outputs under 4 KiB are copied, not given slices of their own: a
+// one-row answer (the demo mlp's is 40 bytes) is one slice, as the ordinary
+// serialisation makes it, and it parses to the same message.
+TEST(MessageBytes, AModelInferAnswerOfSmallOutputsIsOneSlice) {
+  inference::ModelInferResponse answer;
+  answer.set_model_name("mlp");
+  answer.set_model_version("1");
+  (*answer.mutable_parameters())["device"].set_string_param("cpu");
+  for (const char* name : {"y", "z"}) {
+    inference::ModelInferResponse::InferOutputTensor* out = answer.add_outputs();
+    out->set_name(name);
+    out->set_datatype("FP32");
+    out->add_shape(1);
+    out->add_shape(10);
+  }
+  answer.add_raw_output_contents(std::string(40, '\x05'));
+  answer.add_raw_output_contents(std::string(4095, '\x06'));
+  const inference::ModelInferResponse expected = answer;
+  grpc::ByteBuffer bytes;
+  ASSERT_TRUE(SerializeModelInferAnswer(answer, &bytes).ok());
+  EXPECT_EQ(answer.raw_output_contents_size(), 0) << "the outputs let go of with the answer";
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(bytes.Dump(&slices).ok());
+  EXPECT_EQ(slices.size(), 1u);
+  inference::ModelInferResponse parsed;
+  ASSERT_TRUE(ParseRequestBytes(bytes, &parsed).ok());
+  EXPECT_EQ(parsed.SerializeAsString(), expected.SerializeAsString());
+}
+
 }  // namespace
 }  // namespace infergate
