@@ -27,9 +27,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The move policy alone: the staging share (on by default) would leave the
-// policy half of a budget that holds one model, so none would be placed and
-// every move below would be a request's load and run instead.
+// The move policy alone, in every test unless it gives a staging share of
+// its own (a later flag wins): these tests were written for it. With the
+// share on by default, half of a budget that holds one model holds none, so
+// every copy on cuda:0 would be a request's staged copy, and a load and run
+// could take its room where a test expects the ready copy.
 constexpr const char* kPolicyAlone = "--staging-share=0";
 
 // Where one model stands, as ListModels says it.
@@ -57,9 +59,13 @@ class NoColdStart : public ::testing::Test {
     }
     // BF16 on the simulated cuda:0 (unchecked, so the copy the policy moves
     // is the one requests use): about 0.8 MB each; the budget holds one.
-    std::vector<std::string> args = {
-        "--model-repository=" + repo.string(), "--precision-checks=false", "--cache-budget=cuda:0=" + budget,
-        "--metrics-address=127.0.0.1:0",       "--move-min-residence=0s",  "--move-period=100ms"};
+    std::vector<std::string> args = {"--model-repository=" + repo.string(),
+                                     "--precision-checks=false",
+                                     "--cache-budget=cuda:0=" + budget,
+                                     "--metrics-address=127.0.0.1:0",
+                                     "--move-min-residence=0s",
+                                     "--move-period=100ms",
+                                     kPolicyAlone};
     args.insert(args.end(), extra.begin(), extra.end());
     server_ = ServerProcess::Start(args);
     ASSERT_NE(server_, nullptr);
@@ -174,7 +180,7 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
   // cuda:0 came out slower than its CPU runs, auto rightly took the cpu for
   // its best device (no "demoted" reason) and x stayed there for thousands
   // of requests. Debug lines: the move decisions are logged there.
-  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=16", "--log-level=debug", kPolicyAlone});
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=16", "--log-level=debug"});
   const auto [x, y] = DemotedAndResident();
   ASSERT_FALSE(x.empty());
   const std::string before = ScrapeMetrics(*server_);
@@ -199,9 +205,15 @@ TEST_F(NoColdStart, ADemotedModelAnswersFromTheCpuWithItsReasonWhileItMovesBack)
     back = resp.placement().device() == "cuda:0";
     if (!back) {
       ++on_cpu;
-      ++demoted_answers;
       EXPECT_EQ(resp.placement().device(), "cpu");
-      EXPECT_EQ(resp.placement().fallback_reason(), "demoted:cuda:0");
+      // Demoted; or, on a loaded host (the simulated cuda:0's runs take
+      // wall time, which the load stretches), the cpu judged the faster
+      // device for now, which is no fallback (under ASan beside three busy
+      // loops: 9 such answers, once in three runs).
+      if (resp.placement().fell_back()) {
+        ++demoted_answers;
+        EXPECT_EQ(resp.placement().fallback_reason(), "demoted:cuda:0");
+      }
     }
   }
   ASSERT_TRUE(back) << x << " never moved back to cuda:0\n" << server_->Log();
@@ -302,7 +314,7 @@ bool UntilMoving(const std::function<grpc::Status(v1::InferResponse*)>& infer, c
 }
 
 TEST_F(NoColdStart, ADrainDuringAMoveEndsCleanly) {
-  Start({"--simulate-devices=cuda:0,transfer_latency=1s", "--simulate-cpu-slowdown=100", kPolicyAlone});
+  Start({"--simulate-devices=cuda:0,transfer_latency=1s", "--simulate-cpu-slowdown=100"});
   const auto [x, y] = DemotedAndResident();
   ASSERT_FALSE(x.empty());
   ASSERT_TRUE(UntilMoving([&](v1::InferResponse* r) { return Infer(x, "", v1::ALLOW, r); }, [&] { return WhereIs(x); }))
@@ -321,7 +333,7 @@ TEST_F(NoColdStart, ADeviceThatFailsDuringAMoveLeavesRequestsAnswered) {
   // cuda:0 fails every run after the two cold starts: the move's own
   // warm-up is the first run to fail.
   Start({"--simulate-devices=cuda:0,transfer_latency=1s", "--simulate-cpu-slowdown=100",
-         "--simulate-failing-devices=cuda:0", "--simulate-failures-after=2", kPolicyAlone});
+         "--simulate-failing-devices=cuda:0", "--simulate-failures-after=2"});
   const auto [x, y] = DemotedAndResident();
   ASSERT_FALSE(x.empty());
   ASSERT_TRUE(UntilMoving([&](v1::InferResponse* r) { return Infer(x, "", v1::ALLOW, r); }, [&] { return WhereIs(x); }))
@@ -405,10 +417,8 @@ class LoadAndRunWhileFull : public NoColdStart {
  protected:
   void Expect(const std::vector<std::string>& extra, const std::string& device, const std::string& path,
               double waited) {
-    // The policy alone unless `extra` gives a staging share (a later flag
-    // wins).
     std::vector<std::string> flags = {"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000",
-                                      "--move-period=3600s", kPolicyAlone};
+                                      "--move-period=3600s"};
     flags.insert(flags.end(), extra.begin(), extra.end());
     Start(flags);
     ASSERT_FALSE(HasFatalFailure());
