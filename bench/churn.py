@@ -30,8 +30,9 @@ same arrivals:
                     it waits for its load, which reads its file again (the
                     policy rows start loads from host copies of the weights)
   all resident      cuda:0's budget holds every model (no staging share),
-                    and every request names cuda:0 (the bound: under auto, a loaded machine
-                    sent some to the CPU while cuda:0's queue was long)
+                    and every request names cuda:0 (the bound: under auto,
+                    a loaded machine sent some to the CPU while cuda:0's
+                    queue was long)
 
 The models (tools/make_churn_models.py) are COUNT TorchScript models of
 MIN_MB to MAX_MB, FP32, or its --mix real (ResNet-50-like conv nets and

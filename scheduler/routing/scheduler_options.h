@@ -86,9 +86,9 @@ struct SchedulerOptions {
   // device's room. 0: the policy's budget is the device's, and load and run
   // has room only where the policy left some. Only with background moves
   // (evict-and-reload has no policy to leave room from). Half by default:
-  // in the churn benchmark's two device profiles it cut the p99 to 0.32-0.37x
-  // (PCIe 4) and 0.025x (H200, a CPU 24x slower) of the policy's without
-  // one, at about evict-and-reload's bytes (docs/benchmarks.md).
+  // in the churn benchmark's two device profiles it cut the p99 to 0.34-0.41x
+  // (PCIe 4, three seeds) and 0.02x (H200, a CPU 24x slower) of the policy's
+  // without one, at about evict-and-reload's bytes (docs/benchmarks.md).
   double staging_share = 0.5;
   // The window of the recent demand that orders the staged copies'
   // eviction (staging_eviction.h; the move policy's change detection). 0:
