@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -11,6 +12,7 @@
 #include "devices/torch_probe.h"
 #include "scheduler/core/request_dispatcher.h"
 #include "scheduler/core/thread_sizing.h"
+#include "scheduler/routing/ready_path.h"
 #include "scheduler/routing/staging_eviction.h"
 
 namespace infergate {
@@ -272,6 +274,26 @@ void CoreParts::MakeStagingRoom(const Route& there) {
     // kBudget: the listener notes it as demoted (it answers from the cpu).
     models.EvictIdleCopies([&](const ModelKey& k) { return k == idle[i].key; }, EvictionReason::kBudget);
   }
+}
+
+bool CoreParts::LoadsOnArrival(const Route& route) const {
+  return options.router.load_on_arrival && route.ready_path != nullptr && route.device.id.kind != DeviceKind::kCpu &&
+         std::string_view(route.ready_path) == ReadyPathName(ReadyPath::kLoadAndRun);
+}
+
+void CoreParts::LoadOnArrival(Route route) {
+  const ModelKey key = route.key();
+  if (models.IsResident(key)) return;
+  arrival_loads.Ask(key.device.ToString(), key.ToString(), [this, route = std::move(route)] {
+    if (draining.load() || models.IsResident(route.key())) return;
+    MakeStagingRoom(route);
+    // Held only for the load: the request's worker takes its own lease.
+    absl::StatusOr<ModelCache::Lease> lease = models.Acquire(route);
+    if (!lease.ok()) {
+      LOG_DEBUG << "the load of " << route.key().ToString()
+                << " asked for on a request's arrival failed (its worker loads it again): " << lease.status().message();
+    }
+  });
 }
 
 std::vector<DeviceId> CoreParts::Accelerators() const {

@@ -27,6 +27,7 @@
 #include "scheduler/core/executor_set.h"
 #include "scheduler/core/model_lifecycle.h"
 #include "scheduler/core/repository_poller.h"
+#include "scheduler/execution/arrival_loads.h"
 #include "scheduler/model/load_source.h"
 #include "scheduler/model/model_statistics.h"
 #include "scheduler/model/scheduler_observer.h"
@@ -102,6 +103,14 @@ struct CoreParts {
   // What a move onto `device` would wait for its link now: its simulated
   // link's queue; 0 on a real device (not measured there yet).
   double LinkQueueUs(const DeviceId& device) const;
+  // Load on arrival: whether a request routed so (to load and run onto an
+  // accelerator, ready_path.h) asks for its model's load as it arrives;
+  // then LoadOnArrival, once the request is queued, asks for it on the
+  // device's lane of `arrival_loads` unless the copy is resident (the load
+  // makes staging room as a worker's would). Its own copy of the route: a
+  // queued job's route is its worker's.
+  bool LoadsOnArrival(const Route& route) const;
+  void LoadOnArrival(Route route);
 
   const SchedulerOptions options;
   SchedulerObserver ignore;
@@ -131,6 +140,9 @@ struct CoreParts {
   // (started by InferenceCore with --background-moves; stopped by its Drain
   // and Shutdown before the rest).
   PlacementController placement;
+  // Loads asked for by requests as they arrive (LoadOnArrival); stopped
+  // with the placement controller.
+  ArrivalLoads arrival_loads;
   ExecutorSet executors;
 };
 

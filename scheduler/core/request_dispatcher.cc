@@ -176,11 +176,16 @@ std::shared_ptr<RequestHandle> RequestDispatcher::Submit(InferenceRequest reques
   }
   NoteQueued(*job);
   ExpectCompute(*job);
+  // Copied before the job is queued: from then on its route is its worker's.
+  std::optional<Route> load_ahead;
+  if (core_.LoadsOnArrival(job->route)) load_ahead = job->route;
   std::optional<RejectionReason> refusal;
   if (absl::Status s = ex->Submit(job, &refusal); !s.ok()) {
     if (refusal) core_.observer->OnRejected(device, job->model_label, *refusal);
     job->Finish(s);
+    return job;
   }
+  if (load_ahead) core_.LoadOnArrival(*std::move(load_ahead));
   return job;
 }
 

@@ -1,6 +1,21 @@
 #include "scheduler/routing/ready_path.h"
 
+#include <algorithm>
+
 namespace infergate {
+namespace {
+
+// Path 2's estimate: the load and the wait for the request's turn on the
+// device, in turn, or, with load on arrival, the longer of the two (the
+// load runs while the request waits); then its run.
+double LoadAndRunUs(const RouteCandidate& best, double load_us, const RouterOptions& options) {
+  const double completion = ExpectedCompletionUs(best, options);
+  if (!options.load_on_arrival) return load_us + completion;
+  const double run = best.latency_us.value_or(options.unmeasured_latency_us);
+  return std::max(load_us, completion - run) + run;
+}
+
+}  // namespace
 
 PathChoice ChooseReadyPath(const std::vector<RouteCandidate>& candidates, int ideal, const RouterOptions& options) {
   PathChoice choice;
@@ -20,7 +35,7 @@ PathChoice ChooseReadyPath(const std::vector<RouteCandidate>& candidates, int id
   }
   // Path 2: load (or wait for the move) onto the best device, then run.
   const bool can_load = best.load_us.has_value();
-  const double load_us = can_load ? *best.load_us + ExpectedCompletionUs(best, options) : 0;
+  const double load_us = can_load ? LoadAndRunUs(best, *best.load_us, options) : 0;
   if (ready < 0) return {ReadyPath::kColdStart, ideal, load_us, 0};
   if (can_load && load_us < ready_us) return {ReadyPath::kLoadAndRun, ideal, load_us, ready_us};
   return {ReadyPath::kResident, ready, ready_us, load_us};

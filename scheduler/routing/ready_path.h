@@ -13,9 +13,12 @@
 //  2. load it onto the best device and run there ("load and run"): the
 //     load's estimate (RouteCandidate::load_us: the load time learned
 //     there, which a request would wait for, plus the moves queued on the
-//     device's link) and then its expected completion there. A move the
-//     placement controller has under way is this path too: the cache loads
-//     a copy once, and a request sent there waits for that load.
+//     device's link) and then its expected completion there; with load on
+//     arrival (RouterOptions::load_on_arrival) the load runs while the
+//     request waits for its turn there, so the longer of the two, then its
+//     run. A move the placement controller has under way is this path too:
+//     the cache loads a copy once, and a request sent there waits for that
+//     load.
 // The faster wins; a tie, or a load never measured there (its file
 // reading, deserialisation and warm-up are not guessed), keeps the
 // resident copy. With no copy resident anywhere the request is a cold

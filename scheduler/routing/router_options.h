@@ -11,6 +11,15 @@ struct RouterOptions {
   // An accelerator not measured yet for a model is taken to be this many
   // times faster than the CPU measured for it (auto and the move policy).
   double assumed_accelerator_speedup = 4;
+  // Load on arrival (scheduler/execution/arrival_loads.h): a request that
+  // `auto` sends to load and run (ready_path.h) starts its model's load
+  // when it is routed, so the load runs while the request waits for its
+  // turn on the device, and the worker that takes it is not held by the
+  // transfer (the device's other requests do not queue behind it); load
+  // and run is then weighed as the longer of the load and the wait for its
+  // turn, then its run. false: the worker that takes the request loads the
+  // model then, and load and run is the load, the wait and the run in turn.
+  bool load_on_arrival = true;
 };
 
 }  // namespace infergate

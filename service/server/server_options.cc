@@ -34,6 +34,7 @@ struct RawFlags {
   bool precision_checks = true;
   bool background_moves = true;
   bool load_and_run_displaces = false;
+  bool load_on_arrival = true;
   double staging_share = 0.5;
   std::chrono::milliseconds staging_demand_window{2000};
   double host_copy_share = 0.5;
@@ -134,6 +135,7 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.background_moves = f.background_moves;
   s.host_copy_share = f.host_copy_share;
   s.load_and_run_displaces = f.load_and_run_displaces;
+  s.router.load_on_arrival = f.load_on_arrival;
   s.staging_share = f.staging_share;
   s.staging_demand_window = f.staging_demand_window;
   s.placement.window_s = std::chrono::duration<double>(f.move_window).count();
@@ -340,6 +342,10 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
              "a ready copy elsewhere is sent there also when the accelerator has no free room, if idle copies "
              "resident there for at least --move-min-residence can make it (they are evicted and answer from CPU "
              "copies). false: it loads only into free room, and displacing is the move policy's alone.");
+  flags.Bool("load-on-arrival", &f.load_on_arrival,
+             "No cold start: a request sent to load and run starts its model's load when it arrives, so the load "
+             "runs while the request waits in the device's queue and the worker that takes it is not held by the "
+             "transfer. false: the worker loads the model when it takes the request.");
   flags.Double("staging-share", &f.staging_share,
                "No cold start: this share of each accelerator's cache budget is left out of the move policy's, so "
                "a request whose model would finish sooner loaded there than on a ready copy elsewhere finds room to "

@@ -8,11 +8,13 @@
 // back as device failures do; with room on cuda:0, auto loads a model there
 // and runs it when that is faster than its ready cpu copy, and not when it
 // is slower; a load into the staging share takes the room of the staged
-// copy asked for least lately.
+// copy asked for least lately; a request's load, asked for on its
+// arrival, runs while the request waits behind another model's run.
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <string>
 #include <thread>
 #include <utility>
@@ -33,6 +35,12 @@ namespace fs = std::filesystem;
 // every copy on cuda:0 would be a request's staged copy, and a load and run
 // could take its room where a test expects the ready copy.
 constexpr const char* kPolicyAlone = "--staging-share=0";
+// And the worker that takes a request loads its model, unless a test asks
+// for load on arrival: these tests count the requests that waited for a
+// load, and with the load asked for on arrival the one request they send
+// waits or not by a race between its worker and the load's thread (the
+// worker wins when it is not held off the core for the load's few ms).
+constexpr const char* kLoadWhenTaken = "--load-on-arrival=false";
 
 // Where one model stands, as ListModels says it.
 struct Where {
@@ -65,7 +73,8 @@ class NoColdStart : public ::testing::Test {
                                      "--metrics-address=127.0.0.1:0",
                                      "--move-min-residence=0s",
                                      "--move-period=100ms",
-                                     kPolicyAlone};
+                                     kPolicyAlone,
+                                     kLoadWhenTaken};
     args.insert(args.end(), extra.begin(), extra.end());
     server_ = ServerProcess::Start(args);
     ASSERT_NE(server_, nullptr);
@@ -652,6 +661,80 @@ TEST_F(NoColdStart, NoRequestWaitsWhenTheVerifiedDtypeReplacesTheUnverifiedOne) 
   EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0)
       << "placements:" << path;
   std::printf("placements:%s\n", path.c_str());
+}
+
+// Load on arrival (arrival_loads.h), on two copies of the demo cnn (x
+// and y, FP32, batching off). cuda:0 computes a run in 100 times
+// its least host CPU time (call that U), the cpu in 1000 times, and cuda:0
+// has one worker (FIFO: no second thread for other models). x's auto
+// request arrives behind three y runs (3U, 300-600 ms here) and is sent to
+// load and run (at most 4U against 10U on its cpu copy). Its load, 50 ms
+// on the link, runs on the device's load thread while the request waits in
+// the queue, so the worker finds x resident: no request waits for the
+// load, and x's time outside the queue and its run is a few ms. A worker
+// that loaded x when it took the request (--load-on-arrival=false) would
+// spend the 50 ms transfer there, always.
+TEST_F(NoColdStart, ALoadAskedForOnArrivalRunsWhileTheRequestWaitsInTheQueue) {
+  ASSERT_FALSE(scratch_.path().empty());
+  for (const char* name : {"x", "y"}) {
+    fs::copy(DemoRepository() + "/cnn", fs::path(scratch_.path()) / name, fs::copy_options::recursive);
+  }
+  Start({"--simulate-devices=cuda:0,transfer_latency=50ms,compute_scale=100", "--simulate-cpu-slowdown=1000",
+         "--move-period=3600s", "--fair-queueing=false", "--batching=false", "--load-on-arrival=true"},
+        {}, "1GiB");
+  ASSERT_FALSE(HasFatalFailure());
+  auto infer = [&](const std::string& model, const std::string& device, v1::InferResponse* resp) {
+    v1::InferRequest req;
+    req.set_model(model);
+    req.set_device(device);
+    req.set_fallback(device.empty() ? v1::ALLOW : v1::DENY);
+    req.set_precision(v1::FP32);
+    *req.add_inputs() = ToWire(at::randn({1, 3, 64, 64}), "image");
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    return stub_->Infer(&ctx, req, resp);
+  };
+  v1::InferResponse resp;
+  // x's load onto cuda:0 learned (and its host copy kept), then unloaded
+  // there; its cpu copy and y on cuda:0 measured.
+  ASSERT_TRUE(infer("x", "cuda:0", &resp).ok());
+  {
+    grpc::ClientContext ctx;
+    v1::UnloadModelRequest unload;
+    unload.set_model("x");
+    unload.set_device("cuda:0");
+    v1::UnloadModelResponse unloaded;
+    ASSERT_TRUE(stub_->UnloadModel(&ctx, unload, &unloaded).ok());
+  }
+  ASSERT_TRUE(infer("x", "cpu", &resp).ok());
+  ASSERT_TRUE(infer("y", "cuda:0", &resp).ok());
+  std::vector<std::future<grpc::Status>> ahead;
+  for (int i = 0; i < 3; ++i) {
+    ahead.push_back(std::async(std::launch::async, [&] {
+      v1::InferResponse r;
+      return infer("y", "cuda:0", &r);
+    }));
+  }
+  // One y running and two queued before x arrives.
+  const auto queued = [&] {
+    return MetricValue(ScrapeMetrics(*server_), "infergate_device_queue_depth{device=\"cuda:0\"}") >= 2;
+  };
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       !queued() && std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(std::chrono::milliseconds(2))) {
+  }
+  const std::string before = ScrapeMetrics(*server_);
+  ASSERT_TRUE(infer("x", "", &resp).ok());
+  for (auto& f : ahead) EXPECT_TRUE(f.get().ok());
+  EXPECT_EQ(resp.placement().device(), "cuda:0") << server_->Log();
+  EXPECT_EQ(resp.placement().ready_path(), "load_and_run");
+  EXPECT_EQ(AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}"), 0)
+      << "x's worker waited for its load\n"
+      << server_->Log();
+  const v1::Timing& t = resp.timing();
+  EXPECT_GT(t.queue_us(), 0u);
+  EXPECT_LT(t.total_us() - t.queue_us() - t.compute_us(), 50000u)
+      << "x's time outside the queue and its run held the transfer (total " << t.total_us() << " us, queue "
+      << t.queue_us() << " us, compute " << t.compute_us() << " us)";
 }
 
 }  // namespace

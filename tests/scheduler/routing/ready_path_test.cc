@@ -18,8 +18,9 @@ struct ReadyRow {
   size_t cuda_ahead, cpu_ahead;  // requests queued or running there (one worker each)
   std::optional<double> load;
   ReadyPath path;
-  const char* device;  // where it runs
-  double expected;     // its estimated completion
+  const char* device;       // where it runs
+  double expected;          // its estimated completion
+  bool when_taken = false;  // --load-on-arrival=false: the load waits for the worker
 };
 
 TEST(ReadyPath, TheFastestPathReadyWhenTheRequestArrives) {
@@ -44,6 +45,14 @@ TEST(ReadyPath, TheFastestPathReadyWhenTheRequestArrives) {
        ReadyPath::kResident, "cpu", 40'000},
       {"the link's queue is in the load estimate: a move ahead makes it 45 ms", false, true, 0, 0, 5'000 + 40'000,
        ReadyPath::kResident, "cpu", 40'000},
+      {"load on arrival: the load (25 ms) runs while the two ahead on cuda:0 (20 ms) do: 35 ms beats the cpu's 40",
+       false, true, 2, 0, 25'000, ReadyPath::kLoadAndRun, "cuda:0", 35'000},
+      {"load on arrival, the wait the longer: two ahead (20 ms), a 5 ms load, its run: 30 ms", false, true, 2, 0, 5'000,
+       ReadyPath::kLoadAndRun, "cuda:0", 30'000},
+      {"loaded when taken: the same load after the wait, 25 + 20 + 10 ms, loses to the cpu's 40", false, true, 2, 0,
+       25'000, ReadyPath::kResident, "cpu", 40'000, true},
+      {"loaded when taken: a 5 ms load after the wait, 5 + 20 + 10 ms", false, true, 2, 0, 5'000,
+       ReadyPath::kLoadAndRun, "cuda:0", 35'000, true},
   };
   for (const ReadyRow& r : rows) {
     SCOPED_TRACE(r.what);
@@ -63,7 +72,9 @@ TEST(ReadyPath, TheFastestPathReadyWhenTheRequestArrives) {
     for (RouteCandidate& c : all_resident) c.resident = true;
     const int ideal = ChooseDevice(all_resident);
     ASSERT_EQ(ideal, 0) << "cuda:0 is the best device in every row";
-    const PathChoice choice = ChooseReadyPath(candidates, ideal, RouterOptions{});
+    RouterOptions options;
+    options.load_on_arrival = !r.when_taken;
+    const PathChoice choice = ChooseReadyPath(candidates, ideal, options);
     EXPECT_EQ(choice.path, r.path);
     ASSERT_GE(choice.index, 0);
     EXPECT_EQ(candidates[choice.index].device.ToString(), r.device);
