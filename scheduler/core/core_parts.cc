@@ -281,10 +281,10 @@ bool CoreParts::LoadsOnArrival(const Route& route) const {
          std::string_view(route.ready_path) == ReadyPathName(ReadyPath::kLoadAndRun);
 }
 
-void CoreParts::LoadOnArrival(Route route) {
+bool CoreParts::HoldForLoad(Route route, std::function<void()> queue) {
   const ModelKey key = route.key();
-  if (models.IsResident(key)) return;
-  arrival_loads.Ask(key.device.ToString(), key.ToString(), [this, route = std::move(route)] {
+  if (models.IsResident(key)) return false;
+  auto load = [this, route = std::move(route)] {
     if (draining.load() || models.IsResident(route.key())) return;
     MakeStagingRoom(route);
     // Held only for the load: the request's worker takes its own lease.
@@ -293,7 +293,8 @@ void CoreParts::LoadOnArrival(Route route) {
       LOG_DEBUG << "the load of " << route.key().ToString()
                 << " asked for on a request's arrival failed (its worker loads it again): " << lease.status().message();
     }
-  });
+  };
+  return arrival_loads.Ask(key.device.ToString(), key.ToString(), std::move(load), std::move(queue));
 }
 
 std::vector<DeviceId> CoreParts::Accelerators() const {

@@ -16,6 +16,7 @@
 // last so they are destroyed first.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,13 +105,14 @@ struct CoreParts {
   // link's queue; 0 on a real device (not measured there yet).
   double LinkQueueUs(const DeviceId& device) const;
   // Load on arrival: whether a request routed so (to load and run onto an
-  // accelerator, ready_path.h) asks for its model's load as it arrives;
-  // then LoadOnArrival, once the request is queued, asks for it on the
-  // device's lane of `arrival_loads` unless the copy is resident (the load
-  // makes staging room as a worker's would). Its own copy of the route: a
-  // queued job's route is its worker's.
+  // accelerator, ready_path.h) is held for its model's load before it is
+  // queued; then HoldForLoad asks for the load on the device's lane of
+  // `arrival_loads` (it makes staging room as a worker's would) and runs
+  // `queue` once it has run. False, and `queue` dropped: the copy is
+  // resident, or the lane is full or stopped; the caller queues the
+  // request now.
   bool LoadsOnArrival(const Route& route) const;
-  void LoadOnArrival(Route route);
+  bool HoldForLoad(Route route, std::function<void()> queue);
 
   const SchedulerOptions options;
   SchedulerObserver ignore;
@@ -140,7 +142,7 @@ struct CoreParts {
   // (started by InferenceCore with --background-moves; stopped by its Drain
   // and Shutdown before the rest).
   PlacementController placement;
-  // Loads asked for by requests as they arrive (LoadOnArrival); stopped
+  // Loads asked for by requests as they arrive (HoldForLoad); stopped
   // with the placement controller.
   ArrivalLoads arrival_loads;
   ExecutorSet executors;

@@ -176,17 +176,21 @@ std::shared_ptr<RequestHandle> RequestDispatcher::Submit(InferenceRequest reques
   }
   NoteQueued(*job);
   ExpectCompute(*job);
-  // Copied before the job is queued: from then on its route is its worker's.
-  std::optional<Route> load_ahead;
-  if (core_.LoadsOnArrival(job->route)) load_ahead = job->route;
-  std::optional<RejectionReason> refusal;
-  if (absl::Status s = ex->Submit(job, &refusal); !s.ok()) {
-    if (refusal) core_.observer->OnRejected(device, job->model_label, *refusal);
-    job->Finish(s);
+  // Load on arrival: queued once its model is loaded, so no worker waits
+  // for the transfer.
+  if (core_.LoadsOnArrival(job->route) && core_.HoldForLoad(job->route, [this, job, ex] { Queue(job, *ex); })) {
     return job;
   }
-  if (load_ahead) core_.LoadOnArrival(*std::move(load_ahead));
+  Queue(job, *ex);
   return job;
+}
+
+void RequestDispatcher::Queue(const std::shared_ptr<Job>& job, DeviceExecutor& ex) {
+  std::optional<RejectionReason> refusal;
+  if (absl::Status s = ex.Submit(job, &refusal); !s.ok()) {
+    if (refusal) core_.observer->OnRejected(job->route.device.id, job->model_label, *refusal);
+    job->Finish(s);
+  }
 }
 
 void RequestDispatcher::RunQueued(Batch& batch) {

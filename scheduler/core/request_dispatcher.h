@@ -34,6 +34,8 @@ class RequestDispatcher {
 
  private:
   using Batch = DeviceExecutor::Batch;
+  // Queues a routed job on `ex`, its device's executor; a refusal answers it.
+  void Queue(const std::shared_ptr<Job>& job, DeviceExecutor& ex);
   void Execute(Batch& jobs, bool oom_retried);
   // `stage` ("loading", "running") is for the log.
   // --simulate-cpu-slowdown: the CPU run in `run` made as long as a CPU

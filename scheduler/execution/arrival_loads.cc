@@ -1,25 +1,42 @@
 #include "scheduler/execution/arrival_loads.h"
 
 #include <utility>
-#include <vector>
 
 #include "common/caught_exception.h"
 #include "common/thread_name.h"
 
 namespace infergate {
+namespace {
+
+// What escapes is logged where it is caught; the lane goes on.
+void RunEach(std::vector<std::function<void()>>& thens) {
+  for (std::function<void()>& then : thens) (void)RunCatching("a request held for its model's load", then);
+  thens.clear();  // their captures go here, without the lock held
+}
+
+}  // namespace
 
 ArrivalLoads::~ArrivalLoads() { Stop(); }
 
-bool ArrivalLoads::Ask(const std::string& lane, const std::string& key, std::function<void()> load) {
+bool ArrivalLoads::Ask(const std::string& lane, const std::string& key, std::function<void()> load,
+                       std::function<void()> then) {
   {
     MutexLock lock(mu_);
     if (stopping_) return false;
     std::unique_ptr<Lane>& l = lanes_[lane];
     if (!l) l = std::make_unique<Lane>();
-    if (l->keys.contains(key)) return true;
+    if (auto it = l->by_key.find(key); it != l->by_key.end()) {
+      if (it->second->thens.size() >= capacity_) return false;
+      it->second->thens.push_back(std::move(then));
+      return true;
+    }
     if (l->waiting.size() >= capacity_) return false;
-    l->keys.insert(key);
-    l->waiting.emplace_back(key, std::move(load));
+    auto entry = std::make_shared<Load>();
+    entry->key = key;
+    entry->load = std::move(load);
+    entry->thens.push_back(std::move(then));
+    l->by_key.emplace(key, entry);
+    l->waiting.push_back(std::move(entry));
     if (!l->thread.joinable()) l->thread = std::thread([this, lane, raw = l.get()] { Run(lane, raw); });
   }
   cv_.notify_all();
@@ -37,27 +54,35 @@ void ArrivalLoads::Run(const std::string& name, Lane* lane) {
   UniqueMutexLock lock(mu_);
   for (;;) {
     cv_.wait(lock.native(), [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || !lane->waiting.empty(); });
-    if (stopping_) return;
-    auto [key, load] = std::move(lane->waiting.front());
+    if (lane->waiting.empty()) return;  // stopping, and Stop ran what waited
+    std::shared_ptr<Load> entry = std::move(lane->waiting.front());
     lane->waiting.pop_front();
     lock.Unlock();
-    // What escapes is logged where it is caught; the lane goes on.
-    (void)RunCatching("a load asked for on a request's arrival", load);
-    load = nullptr;  // its captures go without the lock held
+    (void)RunCatching("a load asked for on a request's arrival", entry->load);
+    entry->load = nullptr;
     lock.Lock();
-    lane->keys.erase(key);
+    // Taken with the key's removal, in one hold of the lock: an ask after
+    // this starts a load of its own, never joins a load whose thens ran.
+    std::vector<std::function<void()>> thens = std::move(entry->thens);
+    lane->by_key.erase(entry->key);
+    lock.Unlock();
+    RunEach(thens);
+    lock.Lock();
   }
 }
 
 void ArrivalLoads::Stop() {
   std::vector<std::thread> threads;
-  // Dropped loads' captures go after the lock is released.
   std::vector<std::function<void()>> dropped;
   {
     MutexLock lock(mu_);
     stopping_ = true;
     for (auto& [name, lane] : lanes_) {
-      for (auto& [key, load] : lane->waiting) dropped.push_back(std::move(load));
+      for (std::shared_ptr<Load>& entry : lane->waiting) {
+        for (std::function<void()>& then : entry->thens) dropped.push_back(std::move(then));
+        entry->thens.clear();
+        lane->by_key.erase(entry->key);
+      }
       lane->waiting.clear();
       if (lane->thread.joinable() && lane->thread.get_id() != std::this_thread::get_id()) {
         threads.push_back(std::move(lane->thread));
@@ -65,6 +90,7 @@ void ArrivalLoads::Stop() {
     }
   }
   cv_.notify_all();
+  RunEach(dropped);
   for (std::thread& t : threads) t.join();
 }
 

@@ -1,31 +1,34 @@
 #pragma once
-// Loads started when a request arrives, not when a worker takes it. A
-// request that `auto` sends to load and run (ready_path.h) first waits in
-// its device's queue and then for its model's load; asked for here when it
-// is routed, the load runs while the request waits in the queue, so the
-// request waits for the longer of the two, not their sum, and the worker
-// that takes it is not held by the load (the device's other requests are
-// not queued behind a transfer).
+// Loads started when a request arrives, before it is queued. A request
+// that `auto` sends to load and run (ready_path.h) is held here while its
+// model loads, on a thread of its device's own, and queued on the device
+// once the load is done: the device's worker never waits for the transfer
+// (the device's other requests do not queue behind it), and the request
+// waits for the load and then its turn.
 //
 // Contract:
-//  1. Ask(lane, key, load) queues `load` on `lane` once per key: a key
-//     already waiting or loading on that lane is not queued again (a model
-//     asked for by many requests is loaded once).
+//  1. Ask(lane, key, load, then) runs `load` on `lane` once per key: a key
+//     already waiting or loading there is not loaded again; its `then` is
+//     added to that load's.
 //  2. Each lane runs its loads one at a time, in the order asked, on a
 //     thread of its own (started by the lane's first ask): a lane is a
 //     device, whose link carries one move at a time. Lanes run apart.
-//  3. At most `capacity` loads wait on a lane; past that Ask queues nothing
-//     and answers false (the request's worker loads the model when it takes
-//     the request, as it would without this class).
-//  4. What a load does, and whether it succeeds, is the caller's: nothing
-//     here waits for it or reads its result. A load that failed leaves the
-//     request's worker to load again, and to answer the failure.
-//  5. Stop refuses new asks (false), drops the loads waiting and waits for
-//     the running ones; the destructor stops.
+//  3. Once a load has run, whether or not it succeeded (that is the
+//     caller's to find out), every `then` added to it runs, in the order
+//     asked, on the lane's thread. A load is never run twice for them.
+//  4. At most `capacity` loads wait on a lane, and at most `capacity`
+//     `then`s wait for one load; past that Ask holds nothing and answers
+//     false (the caller queues its request at once, and its worker loads
+//     the model or waits for this load, as without this class).
+//  5. Stop refuses new asks (false), and runs the `then`s of the loads
+//     waiting without running those loads (on the caller's thread), then
+//     waits for the running ones, whose `then`s run on their lanes: every
+//     `then` handed over runs exactly once. The destructor stops.
 //
-// Threading: Ask, Waiting and Stop may be called from any thread. A load
-// runs on its lane's thread without this class's lock held, so it may ask
-// again. Ownership: a load's captures must outlive Stop.
+// Threading: Ask, Waiting and Stop may be called from any thread. Loads
+// and `then`s run without this class's lock held, so they may ask again.
+// What escapes a load or a `then` is caught and logged (RunCatching); the
+// lane goes on. Ownership: their captures must outlive Stop.
 
 #include <condition_variable>
 #include <cstddef>
@@ -33,9 +36,9 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/mutex.h"
 
@@ -48,17 +51,22 @@ class ArrivalLoads {
   ArrivalLoads(const ArrivalLoads&) = delete;
   ArrivalLoads& operator=(const ArrivalLoads&) = delete;
 
-  // Queues `load` for `key` on `lane` (1-3 above). True when it was queued
-  // now or the key was already waiting or loading there.
-  bool Ask(const std::string& lane, const std::string& key, std::function<void()> load);
+  // Holds `then` until `key`'s load on `lane` has run (1-4 above). False:
+  // nothing held (full or stopping); the caller goes on without.
+  bool Ask(const std::string& lane, const std::string& key, std::function<void()> load, std::function<void()> then);
   // Loads waiting on `lane` (not the running one).
   size_t Waiting(const std::string& lane) const;
   void Stop();
 
  private:
+  struct Load {
+    std::string key;
+    std::function<void()> load;
+    std::vector<std::function<void()>> thens;
+  };
   struct Lane {
-    std::deque<std::pair<std::string, std::function<void()>>> waiting;
-    std::set<std::string> keys;  // waiting or running
+    std::deque<std::shared_ptr<Load>> waiting;
+    std::map<std::string, std::shared_ptr<Load>> by_key;  // waiting or running
     std::thread thread;
   };
   void Run(const std::string& name, Lane* lane);

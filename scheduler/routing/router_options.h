@@ -12,13 +12,14 @@ struct RouterOptions {
   // times faster than the CPU measured for it (auto and the move policy).
   double assumed_accelerator_speedup = 4;
   // Load on arrival (scheduler/execution/arrival_loads.h): a request that
-  // `auto` sends to load and run (ready_path.h) starts its model's load
-  // when it is routed, so the load runs while the request waits for its
-  // turn on the device, and the worker that takes it is not held by the
-  // transfer (the device's other requests do not queue behind it); load
-  // and run is then weighed as the longer of the load and the wait for its
-  // turn, then its run. false: the worker that takes the request loads the
-  // model then, and load and run is the load, the wait and the run in turn.
+  // `auto` sends to load and run (ready_path.h) is held while its model
+  // loads, on a thread of the device's own, and queued once it is loaded,
+  // so no worker waits for the transfer (the device's other requests do
+  // not queue behind it) and the queue ahead at its arrival drains during
+  // the load; load and run is then weighed as the longer of the load and
+  // the wait for its turn, then its run. false: the request is queued at
+  // once and the worker that takes it loads the model, and load and run is
+  // the load, the wait and the run in turn.
   bool load_on_arrival = true;
 };
 

@@ -343,9 +343,9 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
              "resident there for at least --move-min-residence can make it (they are evicted and answer from CPU "
              "copies). false: it loads only into free room, and displacing is the move policy's alone.");
   flags.Bool("load-on-arrival", &f.load_on_arrival,
-             "No cold start: a request sent to load and run starts its model's load when it arrives, so the load "
-             "runs while the request waits in the device's queue and the worker that takes it is not held by the "
-             "transfer. false: the worker loads the model when it takes the request.");
+             "No cold start: a request sent to load and run is held while its model loads, on a thread of the "
+             "device's own, and queued once it is loaded, so no worker waits for the transfer. false: it is queued "
+             "at once and the worker that takes it loads the model.");
   flags.Double("staging-share", &f.staging_share,
                "No cold start: this share of each accelerator's cache budget is left out of the move policy's, so "
                "a request whose model would finish sooner loaded there than on a ready copy elsewhere finds room to "

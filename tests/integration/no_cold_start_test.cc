@@ -664,16 +664,16 @@ TEST_F(NoColdStart, NoRequestWaitsWhenTheVerifiedDtypeReplacesTheUnverifiedOne) 
 }
 
 // Load on arrival (arrival_loads.h), on two copies of the demo cnn (x
-// and y, FP32, batching off). cuda:0 computes a run in 100 times
-// its least host CPU time (call that U), the cpu in 1000 times, and cuda:0
-// has one worker (FIFO: no second thread for other models). x's auto
-// request arrives behind three y runs (3U, 300-600 ms here) and is sent to
-// load and run (at most 4U against 10U on its cpu copy). Its load, 50 ms
-// on the link, runs on the device's load thread while the request waits in
-// the queue, so the worker finds x resident: no request waits for the
-// load, and x's time outside the queue and its run is a few ms. A worker
-// that loaded x when it took the request (--load-on-arrival=false) would
-// spend the 50 ms transfer there, always.
+// and y, FP32, batching off). cuda:0 computes a run in 100 times its least
+// host CPU time (call that U), the cpu in 1000 times, and cuda:0 has one
+// worker (FIFO: no second thread for other models). x's auto request
+// arrives behind three y runs (3U, 300-600 ms here) and is sent to load and
+// run (at most 4U against 10U on its cpu copy). It is held while x loads,
+// 50 ms on the link, on the device's load thread, and queued once x is
+// loaded, while the y runs drain: its worker finds x resident, no request
+// waits for the load, and x's time outside its wait and its run is a few
+// ms. A request queued at once, whose worker loaded x when it took it
+// (--load-on-arrival=false), would spend the 50 ms transfer there, always.
 TEST_F(NoColdStart, ALoadAskedForOnArrivalRunsWhileTheRequestWaitsInTheQueue) {
   ASSERT_FALSE(scratch_.path().empty());
   for (const char* name : {"x", "y"}) {

@@ -1,7 +1,8 @@
 // ArrivalLoads' contract (arrival_loads.h), a test per numbered rule: a key
-// loads once while it waits or loads, a lane runs one load at a time in
-// order, lanes run apart, a full lane refuses, Stop drops what waits and
-// waits for what runs, and a load that throws does not end its lane.
+// loads once for every request held for it, a lane runs one load at a
+// time in order, lanes run apart, the held requests go on once the load
+// has run, a full lane or load refuses, Stop hands every held request on
+// exactly once, and a load that throws does not end its lane.
 #include "scheduler/execution/arrival_loads.h"
 
 #include <gtest/gtest.h>
@@ -45,10 +46,10 @@ class HeldLoad {
   std::shared_future<void> released_ = release_.get_future().share();
 };
 
-// Loads that record their names in the order they ran.
+// Loads and thens that write their names, in the order they ran.
 class Ledger {
  public:
-  std::function<void()> Load(const std::string& name) {
+  std::function<void()> Note(const std::string& name) {
     return [this, name] {
       MutexLock lock(mu_);
       ran_.push_back(name);
@@ -58,38 +59,42 @@ class Ledger {
     MutexLock lock(mu_);
     return ran_;
   }
+  // Waits until `n` entries were written.
+  bool WaitFor(size_t n) const {
+    for (auto end = std::chrono::steady_clock::now() + kPatience; std::chrono::steady_clock::now() < end;
+         std::this_thread::sleep_for(std::chrono::milliseconds(1))) {
+      if (ran().size() >= n) return true;
+    }
+    return false;
+  }
 
  private:
   mutable Mutex mu_;
   std::vector<std::string> ran_;
 };
 
-// Asks a last load on `lane` and waits until it ran: the loads asked
-// before it have run (or been dropped) by then.
-bool Settle(ArrivalLoads& loads, const std::string& lane) {
-  static std::atomic<int> settles{0};
-  auto done = std::make_shared<std::promise<void>>();
-  std::future<void> ran = done->get_future();
-  if (!loads.Ask(lane, "settle " + std::to_string(++settles), [done] { done->set_value(); })) return false;
-  return ran.wait_for(kPatience) == std::future_status::ready;
-}
-
-TEST(ArrivalLoads, AKeyWaitingOrLoadingIsNotQueuedAgain) {
+TEST(ArrivalLoads, AKeyLoadsOnceAndEveryRequestHeldForItGoesOnAfterInOrder) {
   ArrivalLoads loads;
   HeldLoad held;
   Ledger ledger;
-  ASSERT_TRUE(loads.Ask("cuda:0", "a", held.Load()));
+  ASSERT_TRUE(loads.Ask("cuda:0", "a", held.Load(), ledger.Note("a's first request")));
   ASSERT_TRUE(held.WaitBegun());
-  EXPECT_TRUE(loads.Ask("cuda:0", "a", ledger.Load("a again, while a loads")));
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(loads.Ask("cuda:0", "b", ledger.Load("b" + std::to_string(i))));
+  // While a loads: a's next request joins it; b's three share one load.
+  EXPECT_TRUE(loads.Ask("cuda:0", "a", ledger.Note("a loaded twice"), ledger.Note("a's second request")));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(loads.Ask("cuda:0", "b", ledger.Note("b loaded " + std::to_string(i)),
+                          ledger.Note("b's request " + std::to_string(i))));
+  }
   EXPECT_EQ(loads.Waiting("cuda:0"), 1u);
+  EXPECT_TRUE(ledger.ran().empty()) << "a request went on before its load ran";
   held.Release();
-  ASSERT_TRUE(Settle(loads, "cuda:0"));
-  EXPECT_EQ(ledger.ran(), std::vector<std::string>{"b0"});
-  // Once a key has loaded it may be asked for again.
-  EXPECT_TRUE(loads.Ask("cuda:0", "b", ledger.Load("b later")));
-  ASSERT_TRUE(Settle(loads, "cuda:0"));
-  EXPECT_EQ(ledger.ran(), (std::vector<std::string>{"b0", "b later"}));
+  ASSERT_TRUE(ledger.WaitFor(6));
+  EXPECT_EQ(ledger.ran(), (std::vector<std::string>{"a's first request", "a's second request", "b loaded 0",
+                                                    "b's request 0", "b's request 1", "b's request 2"}));
+  // Once a key's requests went on, it loads again when asked.
+  EXPECT_TRUE(loads.Ask("cuda:0", "b", ledger.Note("b loaded again"), ledger.Note("b's later request")));
+  ASSERT_TRUE(ledger.WaitFor(8));
+  EXPECT_EQ(ledger.ran().back(), "b's later request");
 }
 
 TEST(ArrivalLoads, ALaneRunsItsLoadsOneAtATimeInTheOrderAsked) {
@@ -97,97 +102,100 @@ TEST(ArrivalLoads, ALaneRunsItsLoadsOneAtATimeInTheOrderAsked) {
   HeldLoad held;
   std::atomic<int> running{0};
   std::atomic<int> most{0};
-  Mutex mu;
-  std::vector<std::string> order;
+  Ledger ledger;
   auto load = [&](const std::string& name) {
     return [&, name] {
       const int now = ++running;
       int seen = most.load();
       while (now > seen && !most.compare_exchange_weak(seen, now)) {
       }
-      {
-        MutexLock lock(mu);
-        order.push_back(name);
-      }
+      ledger.Note(name)();
       --running;
     };
   };
-  ASSERT_TRUE(loads.Ask("cuda:0", "first", held.Load()));
+  ASSERT_TRUE(loads.Ask("cuda:0", "first", held.Load(), [] {}));
   ASSERT_TRUE(held.WaitBegun());
-  for (const char* name : {"c", "a", "d", "b"}) ASSERT_TRUE(loads.Ask("cuda:0", name, load(name)));
+  for (const char* name : {"c", "a", "d", "b"}) ASSERT_TRUE(loads.Ask("cuda:0", name, load(name), [] {}));
   held.Release();
-  ASSERT_TRUE(Settle(loads, "cuda:0"));
-  MutexLock lock(mu);
-  EXPECT_EQ(order, (std::vector<std::string>{"c", "a", "d", "b"}));
+  ASSERT_TRUE(ledger.WaitFor(4));
+  EXPECT_EQ(ledger.ran(), (std::vector<std::string>{"c", "a", "d", "b"}));
   EXPECT_EQ(most.load(), 1);
 }
 
 TEST(ArrivalLoads, LanesRunApart) {
   ArrivalLoads loads;
   HeldLoad held;
-  ASSERT_TRUE(loads.Ask("cuda:0", "a", held.Load()));
+  Ledger ledger;
+  ASSERT_TRUE(loads.Ask("cuda:0", "a", held.Load(), [] {}));
   ASSERT_TRUE(held.WaitBegun());
-  // cuda:1's load runs while cuda:0's is held.
-  EXPECT_TRUE(Settle(loads, "cuda:1")) << "a load on cuda:1 waited for cuda:0's";
+  ASSERT_TRUE(loads.Ask("cuda:1", "a", ledger.Note("cuda:1's load"), ledger.Note("cuda:1's request")));
+  EXPECT_TRUE(ledger.WaitFor(2)) << "cuda:1 waited for cuda:0's load";
   held.Release();
 }
 
-TEST(ArrivalLoads, AFullLaneRefusesAndQueuesNothing) {
+TEST(ArrivalLoads, AFullLaneOrLoadRefusesAndHoldsNothing) {
   ArrivalLoads loads(/*capacity=*/2);
   HeldLoad held;
   Ledger ledger;
-  ASSERT_TRUE(loads.Ask("cuda:0", "running", held.Load()));
+  ASSERT_TRUE(loads.Ask("cuda:0", "running", held.Load(), ledger.Note("running's request")));
   ASSERT_TRUE(held.WaitBegun());
-  EXPECT_TRUE(loads.Ask("cuda:0", "a", ledger.Load("a")));
-  EXPECT_TRUE(loads.Ask("cuda:0", "b", ledger.Load("b")));
-  EXPECT_FALSE(loads.Ask("cuda:0", "c", ledger.Load("c")));
-  EXPECT_TRUE(loads.Ask("cuda:0", "a", ledger.Load("a again"))) << "a waits already: nothing is queued";
+  EXPECT_TRUE(loads.Ask("cuda:0", "a", [] {}, ledger.Note("a's request")));
+  EXPECT_TRUE(loads.Ask("cuda:0", "b", [] {}, ledger.Note("b's request")));
+  EXPECT_FALSE(loads.Ask("cuda:0", "c", [] {}, ledger.Note("c's request"))) << "two loads wait already";
+  EXPECT_TRUE(loads.Ask("cuda:0", "a", [] {}, ledger.Note("a's second request"))) << "a waits already";
+  EXPECT_FALSE(loads.Ask("cuda:0", "a", [] {}, ledger.Note("a's third request"))) << "two requests wait for a";
   EXPECT_EQ(loads.Waiting("cuda:0"), 2u);
   // Another lane has room of its own.
-  EXPECT_TRUE(loads.Ask("cuda:1", "c", ledger.Load("c on cuda:1")));
+  EXPECT_TRUE(loads.Ask("cuda:1", "c", [] {}, ledger.Note("c's request on cuda:1")));
   held.Release();
-  // The lane is full until a and b have run: wait for them, not a settle.
-  for (auto end = std::chrono::steady_clock::now() + kPatience;
-       ledger.ran().size() < 3 && std::chrono::steady_clock::now() < end;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_TRUE(Settle(loads, "cuda:0"));
+  ASSERT_TRUE(ledger.WaitFor(5));
   std::vector<std::string> ran = ledger.ran();
   std::sort(ran.begin(), ran.end());
-  EXPECT_EQ(ran, (std::vector<std::string>{"a", "b", "c on cuda:1"}));
+  EXPECT_EQ(ran, (std::vector<std::string>{"a's request", "a's second request", "b's request", "c's request on cuda:1",
+                                           "running's request"}));
 }
 
-TEST(ArrivalLoads, StopDropsTheWaitingLoadsAndWaitsForTheRunningOne) {
+TEST(ArrivalLoads, StopHandsEveryHeldRequestOnOnceAndRunsNoWaitingLoad) {
   ArrivalLoads loads;
   HeldLoad held;
   Ledger ledger;
-  std::atomic<bool> running_finished{false};
-  ASSERT_TRUE(loads.Ask("cuda:0", "running", [&] {
-    held.Load()();
-    running_finished = true;
-  }));
+  ASSERT_TRUE(loads.Ask(
+      "cuda:0", "running",
+      [&] {
+        held.Load()();
+        ledger.Note("the running load ended")();
+      },
+      ledger.Note("running's request")));
   ASSERT_TRUE(held.WaitBegun());
-  ASSERT_TRUE(loads.Ask("cuda:0", "waiting", ledger.Load("waiting")));
+  ASSERT_TRUE(loads.Ask("cuda:0", "running", [] {}, ledger.Note("running's second request")));
+  ASSERT_TRUE(loads.Ask("cuda:0", "waiting", ledger.Note("the waiting load ran"), ledger.Note("waiting's request")));
   std::future<void> stopped = std::async(std::launch::async, [&] { loads.Stop(); });
-  // Stop waits for the held load; Ask is refused from the moment it began.
-  while (loads.Ask("cuda:1", "probe", [] {})) std::this_thread::yield();
+  // Ask is refused from the moment Stop began; the waiting load's request
+  // goes on at once, without its load.
+  while (loads.Ask("cuda:1", "probe", [] {}, [] {})) std::this_thread::yield();
+  ASSERT_TRUE(ledger.WaitFor(1));
+  EXPECT_EQ(ledger.ran(), std::vector<std::string>{"waiting's request"});
   EXPECT_EQ(stopped.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout)
       << "Stop returned while a load was running";
   held.Release();
   ASSERT_EQ(stopped.wait_for(kPatience), std::future_status::ready);
-  EXPECT_TRUE(running_finished);
-  EXPECT_TRUE(ledger.ran().empty()) << "a waiting load ran after Stop";
-  EXPECT_FALSE(loads.Ask("cuda:0", "after", ledger.Load("after")));
+  EXPECT_EQ(ledger.ran(), (std::vector<std::string>{"waiting's request", "the running load ended", "running's request",
+                                                    "running's second request"}));
+  EXPECT_FALSE(loads.Ask("cuda:0", "after", [] {}, ledger.Note("after")));
   EXPECT_EQ(loads.Waiting("cuda:0"), 0u);
+  loads.Stop();  // again: nothing more runs
+  EXPECT_EQ(ledger.ran().size(), 4u);
 }
 
-TEST(ArrivalLoads, ALoadThatThrowsDoesNotEndItsLane) {
+TEST(ArrivalLoads, ALoadOrRequestThatThrowsDoesNotEndItsLane) {
   ArrivalLoads loads;
   Ledger ledger;
-  ASSERT_TRUE(loads.Ask("cuda:0", "throws", [] { throw std::runtime_error("a load failed"); }));
-  ASSERT_TRUE(loads.Ask("cuda:0", "next", ledger.Load("next")));
-  ASSERT_TRUE(Settle(loads, "cuda:0"));
-  EXPECT_EQ(ledger.ran(), std::vector<std::string>{"next"});
+  ASSERT_TRUE(
+      loads.Ask("cuda:0", "throws", [] { throw std::runtime_error("a load failed"); }, ledger.Note("its request")));
+  ASSERT_TRUE(loads.Ask("cuda:0", "next", [] {}, [] { throw std::runtime_error("a request's queueing failed"); }));
+  ASSERT_TRUE(loads.Ask("cuda:0", "last", [] {}, ledger.Note("last's request")));
+  ASSERT_TRUE(ledger.WaitFor(2));
+  EXPECT_EQ(ledger.ran(), (std::vector<std::string>{"its request", "last's request"}));
 }
 
 }  // namespace
