@@ -281,18 +281,22 @@ bool CoreParts::LoadsOnArrival(const Route& route) const {
          std::string_view(route.ready_path) == ReadyPathName(ReadyPath::kLoadAndRun);
 }
 
-bool CoreParts::HoldForLoad(Route route, std::function<void()> queue) {
+bool CoreParts::HoldForLoad(Route route, ArrivalLoads::ThenFn queue) {
   const ModelKey key = route.key();
   if (models.IsResident(key)) return false;
-  auto load = [this, route = std::move(route)] {
-    if (draining.load() || models.IsResident(route.key())) return;
+  auto load = [this, route = std::move(route)]() -> ArrivalLoads::Hold {
+    if (draining.load()) return nullptr;
     MakeStagingRoom(route);
-    // Held only for the load: the request's worker takes its own lease.
+    // The lease goes with the requests held for the load until they are
+    // answered (Job::model_hold), so the copy loaded for them is not
+    // evicted before they run.
     absl::StatusOr<ModelCache::Lease> lease = models.Acquire(route);
     if (!lease.ok()) {
       LOG_DEBUG << "the load of " << route.key().ToString()
                 << " asked for on a request's arrival failed (its worker loads it again): " << lease.status().message();
+      return nullptr;
     }
+    return std::make_shared<ModelCache::Lease>(*std::move(lease));
   };
   return arrival_loads.Ask(key.device.ToString(), key.ToString(), std::move(load), std::move(queue));
 }

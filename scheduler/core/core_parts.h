@@ -108,11 +108,12 @@ struct CoreParts {
   // accelerator, ready_path.h) is held for its model's load before it is
   // queued; then HoldForLoad asks for the load on the device's lane of
   // `arrival_loads` (it makes staging room as a worker's would) and runs
-  // `queue` once it has run. False, and `queue` dropped: the copy is
-  // resident, or the lane is full or stopped; the caller queues the
-  // request now.
+  // `queue` once it has run, with a lease on the copy loaded (null if the
+  // load failed) for the request to keep until it is answered. False, and
+  // `queue` dropped: the copy is resident, or the lane is full or stopped;
+  // the caller queues the request now.
   bool LoadsOnArrival(const Route& route) const;
-  bool HoldForLoad(Route route, std::function<void()> queue);
+  bool HoldForLoad(Route route, ArrivalLoads::ThenFn queue);
 
   const SchedulerOptions options;
   SchedulerObserver ignore;

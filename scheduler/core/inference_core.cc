@@ -332,7 +332,7 @@ bool InferenceCore::Drain(std::chrono::steady_clock::time_point deadline) {
   ready_.store(false);
   parts_->draining.store(true);
   parts_->placement.Stop();                    // no moves while draining
-  parts_->arrival_loads.Stop();                // a queued request's worker loads its model
+  parts_->arrival_loads.Stop();                // requests held for a load are queued; workers load
   if (parts_->poller) parts_->poller->Stop();  // no loads while draining
   parts_->checker.Stop();
   if (parts_->executors.WaitIdle(deadline)) return true;

@@ -178,7 +178,10 @@ std::shared_ptr<RequestHandle> RequestDispatcher::Submit(InferenceRequest reques
   ExpectCompute(*job);
   // Load on arrival: queued once its model is loaded, so no worker waits
   // for the transfer.
-  if (core_.LoadsOnArrival(job->route) && core_.HoldForLoad(job->route, [this, job, ex] { Queue(job, *ex); })) {
+  if (core_.LoadsOnArrival(job->route) && core_.HoldForLoad(job->route, [this, job, ex](ArrivalLoads::Hold hold) {
+        job->model_hold = std::move(hold);
+        Queue(job, *ex);
+      })) {
     return job;
   }
   Queue(job, *ex);

@@ -9,8 +9,10 @@ namespace infergate {
 namespace {
 
 // What escapes is logged where it is caught; the lane goes on.
-void RunEach(std::vector<std::function<void()>>& thens) {
-  for (std::function<void()>& then : thens) (void)RunCatching("a request held for its model's load", then);
+void RunEach(std::vector<ArrivalLoads::ThenFn>& thens, const ArrivalLoads::Hold& hold) {
+  for (ArrivalLoads::ThenFn& then : thens) {
+    (void)RunCatching("a request held for its model's load", [&] { then(hold); });
+  }
   thens.clear();  // their captures go here, without the lock held
 }
 
@@ -18,8 +20,7 @@ void RunEach(std::vector<std::function<void()>>& thens) {
 
 ArrivalLoads::~ArrivalLoads() { Stop(); }
 
-bool ArrivalLoads::Ask(const std::string& lane, const std::string& key, std::function<void()> load,
-                       std::function<void()> then) {
+bool ArrivalLoads::Ask(const std::string& lane, const std::string& key, LoadFn load, ThenFn then) {
   {
     MutexLock lock(mu_);
     if (stopping_) return false;
@@ -58,28 +59,30 @@ void ArrivalLoads::Run(const std::string& name, Lane* lane) {
     std::shared_ptr<Load> entry = std::move(lane->waiting.front());
     lane->waiting.pop_front();
     lock.Unlock();
-    (void)RunCatching("a load asked for on a request's arrival", entry->load);
+    Hold hold;
+    (void)RunCatching("a load asked for on a request's arrival", [&] { hold = entry->load(); });
     entry->load = nullptr;
     lock.Lock();
     // Taken with the key's removal, in one hold of the lock: an ask after
     // this starts a load of its own, never joins a load whose thens ran.
-    std::vector<std::function<void()>> thens = std::move(entry->thens);
+    std::vector<ThenFn> thens = std::move(entry->thens);
     lane->by_key.erase(entry->key);
     lock.Unlock();
-    RunEach(thens);
+    RunEach(thens, hold);
+    hold.reset();
     lock.Lock();
   }
 }
 
 void ArrivalLoads::Stop() {
   std::vector<std::thread> threads;
-  std::vector<std::function<void()>> dropped;
+  std::vector<ThenFn> dropped;
   {
     MutexLock lock(mu_);
     stopping_ = true;
     for (auto& [name, lane] : lanes_) {
       for (std::shared_ptr<Load>& entry : lane->waiting) {
-        for (std::function<void()>& then : entry->thens) dropped.push_back(std::move(then));
+        for (ThenFn& then : entry->thens) dropped.push_back(std::move(then));
         entry->thens.clear();
         lane->by_key.erase(entry->key);
       }
@@ -90,7 +93,7 @@ void ArrivalLoads::Stop() {
     }
   }
   cv_.notify_all();
-  RunEach(dropped);
+  RunEach(dropped, nullptr);
   for (std::thread& t : threads) t.join();
 }
 

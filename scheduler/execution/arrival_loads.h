@@ -15,13 +15,15 @@
 //     device, whose link carries one move at a time. Lanes run apart.
 //  3. Once a load has run, whether or not it succeeded (that is the
 //     caller's to find out), every `then` added to it runs, in the order
-//     asked, on the lane's thread. A load is never run twice for them.
+//     asked, on the lane's thread, with what the load returned (a hold on
+//     the copy it loaded, so it is not evicted before those requests run;
+//     null when it has none). A load is never run twice for them.
 //  4. At most `capacity` loads wait on a lane, and at most `capacity`
 //     `then`s wait for one load; past that Ask holds nothing and answers
 //     false (the caller queues its request at once, and its worker loads
 //     the model or waits for this load, as without this class).
 //  5. Stop refuses new asks (false), and runs the `then`s of the loads
-//     waiting without running those loads (on the caller's thread), then
+//     waiting (with null) without running those loads (on the caller's thread), then
 //     waits for the running ones, whose `then`s run on their lanes: every
 //     `then` handed over runs exactly once. The destructor stops.
 //
@@ -51,9 +53,14 @@ class ArrivalLoads {
   ArrivalLoads(const ArrivalLoads&) = delete;
   ArrivalLoads& operator=(const ArrivalLoads&) = delete;
 
+  // What a load leaves its requests: a hold on the copy it loaded, kept by
+  // each until it runs (opaque here), or null.
+  using Hold = std::shared_ptr<void>;
+  using LoadFn = std::function<Hold()>;
+  using ThenFn = std::function<void(Hold)>;
   // Holds `then` until `key`'s load on `lane` has run (1-4 above). False:
   // nothing held (full or stopping); the caller goes on without.
-  bool Ask(const std::string& lane, const std::string& key, std::function<void()> load, std::function<void()> then);
+  bool Ask(const std::string& lane, const std::string& key, LoadFn load, ThenFn then);
   // Loads waiting on `lane` (not the running one).
   size_t Waiting(const std::string& lane) const;
   void Stop();
@@ -61,8 +68,8 @@ class ArrivalLoads {
  private:
   struct Load {
     std::string key;
-    std::function<void()> load;
-    std::vector<std::function<void()>> thens;
+    LoadFn load;
+    std::vector<ThenFn> thens;
   };
   struct Lane {
     std::deque<std::shared_ptr<Load>> waiting;

@@ -15,7 +15,9 @@ void Job::Cancel() {
 }
 
 void Job::Finish(absl::StatusOr<InferenceResult> result) {
-  if (finished_.exchange(true) || !done_) return;
+  if (finished_.exchange(true)) return;
+  model_hold.reset();  // the copy loaded for it on arrival may go now
+  if (!done_) return;
   RequestLabels labels;
   if (routed) {
     labels.model = route.model->name;

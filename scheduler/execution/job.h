@@ -59,6 +59,10 @@ struct Job final : RequestHandle {
   std::atomic<DeviceExecutor*> executor{nullptr};
   // Where the answer is counted once routed; not owned, may be null.
   ModelStatistics* statistics = nullptr;
+  // Load on arrival (arrival_loads.h): a lease on the copy loaded for this
+  // request before it was queued, so the copy is not evicted before the
+  // request runs; set before Submit, dropped by Finish.
+  std::shared_ptr<void> model_hold;
 
   // What the routed model's config says about batching and queueing; the
   // default for a job never routed (a task). Read from the route's model

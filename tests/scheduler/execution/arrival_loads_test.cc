@@ -73,17 +73,29 @@ class Ledger {
   std::vector<std::string> ran_;
 };
 
+// Loads and requests that hand on no hold (the hold's own test is last).
+bool Ask(ArrivalLoads& loads, const std::string& lane, const std::string& key, std::function<void()> load,
+         std::function<void()> then) {
+  return loads.Ask(
+      lane, key,
+      [load = std::move(load)] {
+        load();
+        return ArrivalLoads::Hold();
+      },
+      [then = std::move(then)](const ArrivalLoads::Hold&) { then(); });
+}
+
 TEST(ArrivalLoads, AKeyLoadsOnceAndEveryRequestHeldForItGoesOnAfterInOrder) {
   ArrivalLoads loads;
   HeldLoad held;
   Ledger ledger;
-  ASSERT_TRUE(loads.Ask("cuda:0", "a", held.Load(), ledger.Note("a's first request")));
+  ASSERT_TRUE(Ask(loads, "cuda:0", "a", held.Load(), ledger.Note("a's first request")));
   ASSERT_TRUE(held.WaitBegun());
   // While a loads: a's next request joins it; b's three share one load.
-  EXPECT_TRUE(loads.Ask("cuda:0", "a", ledger.Note("a loaded twice"), ledger.Note("a's second request")));
+  EXPECT_TRUE(Ask(loads, "cuda:0", "a", ledger.Note("a loaded twice"), ledger.Note("a's second request")));
   for (int i = 0; i < 3; ++i) {
-    EXPECT_TRUE(loads.Ask("cuda:0", "b", ledger.Note("b loaded " + std::to_string(i)),
-                          ledger.Note("b's request " + std::to_string(i))));
+    EXPECT_TRUE(Ask(loads, "cuda:0", "b", ledger.Note("b loaded " + std::to_string(i)),
+                    ledger.Note("b's request " + std::to_string(i))));
   }
   EXPECT_EQ(loads.Waiting("cuda:0"), 1u);
   EXPECT_TRUE(ledger.ran().empty()) << "a request went on before its load ran";
@@ -92,7 +104,7 @@ TEST(ArrivalLoads, AKeyLoadsOnceAndEveryRequestHeldForItGoesOnAfterInOrder) {
   EXPECT_EQ(ledger.ran(), (std::vector<std::string>{"a's first request", "a's second request", "b loaded 0",
                                                     "b's request 0", "b's request 1", "b's request 2"}));
   // Once a key's requests went on, it loads again when asked.
-  EXPECT_TRUE(loads.Ask("cuda:0", "b", ledger.Note("b loaded again"), ledger.Note("b's later request")));
+  EXPECT_TRUE(Ask(loads, "cuda:0", "b", ledger.Note("b loaded again"), ledger.Note("b's later request")));
   ASSERT_TRUE(ledger.WaitFor(8));
   EXPECT_EQ(ledger.ran().back(), "b's later request");
 }
@@ -113,9 +125,9 @@ TEST(ArrivalLoads, ALaneRunsItsLoadsOneAtATimeInTheOrderAsked) {
       --running;
     };
   };
-  ASSERT_TRUE(loads.Ask("cuda:0", "first", held.Load(), [] {}));
+  ASSERT_TRUE(Ask(loads, "cuda:0", "first", held.Load(), [] {}));
   ASSERT_TRUE(held.WaitBegun());
-  for (const char* name : {"c", "a", "d", "b"}) ASSERT_TRUE(loads.Ask("cuda:0", name, load(name), [] {}));
+  for (const char* name : {"c", "a", "d", "b"}) ASSERT_TRUE(Ask(loads, "cuda:0", name, load(name), [] {}));
   held.Release();
   ASSERT_TRUE(ledger.WaitFor(4));
   EXPECT_EQ(ledger.ran(), (std::vector<std::string>{"c", "a", "d", "b"}));
@@ -126,9 +138,9 @@ TEST(ArrivalLoads, LanesRunApart) {
   ArrivalLoads loads;
   HeldLoad held;
   Ledger ledger;
-  ASSERT_TRUE(loads.Ask("cuda:0", "a", held.Load(), [] {}));
+  ASSERT_TRUE(Ask(loads, "cuda:0", "a", held.Load(), [] {}));
   ASSERT_TRUE(held.WaitBegun());
-  ASSERT_TRUE(loads.Ask("cuda:1", "a", ledger.Note("cuda:1's load"), ledger.Note("cuda:1's request")));
+  ASSERT_TRUE(Ask(loads, "cuda:1", "a", ledger.Note("cuda:1's load"), ledger.Note("cuda:1's request")));
   EXPECT_TRUE(ledger.WaitFor(2)) << "cuda:1 waited for cuda:0's load";
   held.Release();
 }
@@ -137,16 +149,16 @@ TEST(ArrivalLoads, AFullLaneOrLoadRefusesAndHoldsNothing) {
   ArrivalLoads loads(/*capacity=*/2);
   HeldLoad held;
   Ledger ledger;
-  ASSERT_TRUE(loads.Ask("cuda:0", "running", held.Load(), ledger.Note("running's request")));
+  ASSERT_TRUE(Ask(loads, "cuda:0", "running", held.Load(), ledger.Note("running's request")));
   ASSERT_TRUE(held.WaitBegun());
-  EXPECT_TRUE(loads.Ask("cuda:0", "a", [] {}, ledger.Note("a's request")));
-  EXPECT_TRUE(loads.Ask("cuda:0", "b", [] {}, ledger.Note("b's request")));
-  EXPECT_FALSE(loads.Ask("cuda:0", "c", [] {}, ledger.Note("c's request"))) << "two loads wait already";
-  EXPECT_TRUE(loads.Ask("cuda:0", "a", [] {}, ledger.Note("a's second request"))) << "a waits already";
-  EXPECT_FALSE(loads.Ask("cuda:0", "a", [] {}, ledger.Note("a's third request"))) << "two requests wait for a";
+  EXPECT_TRUE(Ask(loads, "cuda:0", "a", [] {}, ledger.Note("a's request")));
+  EXPECT_TRUE(Ask(loads, "cuda:0", "b", [] {}, ledger.Note("b's request")));
+  EXPECT_FALSE(Ask(loads, "cuda:0", "c", [] {}, ledger.Note("c's request"))) << "two loads wait already";
+  EXPECT_TRUE(Ask(loads, "cuda:0", "a", [] {}, ledger.Note("a's second request"))) << "a waits already";
+  EXPECT_FALSE(Ask(loads, "cuda:0", "a", [] {}, ledger.Note("a's third request"))) << "two requests wait for a";
   EXPECT_EQ(loads.Waiting("cuda:0"), 2u);
   // Another lane has room of its own.
-  EXPECT_TRUE(loads.Ask("cuda:1", "c", [] {}, ledger.Note("c's request on cuda:1")));
+  EXPECT_TRUE(Ask(loads, "cuda:1", "c", [] {}, ledger.Note("c's request on cuda:1")));
   held.Release();
   ASSERT_TRUE(ledger.WaitFor(5));
   std::vector<std::string> ran = ledger.ran();
@@ -159,20 +171,20 @@ TEST(ArrivalLoads, StopHandsEveryHeldRequestOnOnceAndRunsNoWaitingLoad) {
   ArrivalLoads loads;
   HeldLoad held;
   Ledger ledger;
-  ASSERT_TRUE(loads.Ask(
-      "cuda:0", "running",
+  ASSERT_TRUE(Ask(
+      loads, "cuda:0", "running",
       [&] {
         held.Load()();
         ledger.Note("the running load ended")();
       },
       ledger.Note("running's request")));
   ASSERT_TRUE(held.WaitBegun());
-  ASSERT_TRUE(loads.Ask("cuda:0", "running", [] {}, ledger.Note("running's second request")));
-  ASSERT_TRUE(loads.Ask("cuda:0", "waiting", ledger.Note("the waiting load ran"), ledger.Note("waiting's request")));
+  ASSERT_TRUE(Ask(loads, "cuda:0", "running", [] {}, ledger.Note("running's second request")));
+  ASSERT_TRUE(Ask(loads, "cuda:0", "waiting", ledger.Note("the waiting load ran"), ledger.Note("waiting's request")));
   std::future<void> stopped = std::async(std::launch::async, [&] { loads.Stop(); });
   // Ask is refused from the moment Stop began; the waiting load's request
   // goes on at once, without its load.
-  while (loads.Ask("cuda:1", "probe", [] {}, [] {})) std::this_thread::yield();
+  while (Ask(loads, "cuda:1", "probe", [] {}, [] {})) std::this_thread::yield();
   ASSERT_TRUE(ledger.WaitFor(1));
   EXPECT_EQ(ledger.ran(), std::vector<std::string>{"waiting's request"});
   EXPECT_EQ(stopped.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout)
@@ -181,7 +193,7 @@ TEST(ArrivalLoads, StopHandsEveryHeldRequestOnOnceAndRunsNoWaitingLoad) {
   ASSERT_EQ(stopped.wait_for(kPatience), std::future_status::ready);
   EXPECT_EQ(ledger.ran(), (std::vector<std::string>{"waiting's request", "the running load ended", "running's request",
                                                     "running's second request"}));
-  EXPECT_FALSE(loads.Ask("cuda:0", "after", [] {}, ledger.Note("after")));
+  EXPECT_FALSE(Ask(loads, "cuda:0", "after", [] {}, ledger.Note("after")));
   EXPECT_EQ(loads.Waiting("cuda:0"), 0u);
   loads.Stop();  // again: nothing more runs
   EXPECT_EQ(ledger.ran().size(), 4u);
@@ -191,11 +203,53 @@ TEST(ArrivalLoads, ALoadOrRequestThatThrowsDoesNotEndItsLane) {
   ArrivalLoads loads;
   Ledger ledger;
   ASSERT_TRUE(
-      loads.Ask("cuda:0", "throws", [] { throw std::runtime_error("a load failed"); }, ledger.Note("its request")));
-  ASSERT_TRUE(loads.Ask("cuda:0", "next", [] {}, [] { throw std::runtime_error("a request's queueing failed"); }));
-  ASSERT_TRUE(loads.Ask("cuda:0", "last", [] {}, ledger.Note("last's request")));
+      Ask(loads, "cuda:0", "throws", [] { throw std::runtime_error("a load failed"); }, ledger.Note("its request")));
+  ASSERT_TRUE(Ask(loads, "cuda:0", "next", [] {}, [] { throw std::runtime_error("a request's queueing failed"); }));
+  ASSERT_TRUE(Ask(loads, "cuda:0", "last", [] {}, ledger.Note("last's request")));
   ASSERT_TRUE(ledger.WaitFor(2));
   EXPECT_EQ(ledger.ran(), (std::vector<std::string>{"its request", "last's request"}));
+}
+
+TEST(ArrivalLoads, EveryRequestHeldForALoadKeepsWhatItLeftUntilItLetsGo) {
+  ArrivalLoads loads;
+  HeldLoad held;
+  Ledger ledger;
+  std::weak_ptr<void> left;
+  Mutex mu;
+  std::vector<ArrivalLoads::Hold> kept;
+  auto keep = [&](const std::string& name) {
+    return [&, name](ArrivalLoads::Hold hold) {
+      EXPECT_NE(hold, nullptr) << name;
+      {
+        MutexLock lock(mu);
+        kept.push_back(std::move(hold));
+      }
+      ledger.Note(name)();
+    };
+  };
+  ASSERT_TRUE(Ask(loads, "cuda:0", "first", held.Load(), [] {}));
+  ASSERT_TRUE(held.WaitBegun());
+  ASSERT_TRUE(loads.Ask(
+      "cuda:0", "a",
+      [&] {
+        auto copy = std::make_shared<int>(7);
+        left = copy;
+        return ArrivalLoads::Hold(copy);
+      },
+      keep("one")));
+  ASSERT_TRUE(loads.Ask("cuda:0", "a", [] { return ArrivalLoads::Hold(); }, keep("two")));
+  held.Release();
+  ASSERT_TRUE(ledger.WaitFor(2));
+  ASSERT_TRUE(Ask(loads, "cuda:0", "settle", [] {}, ledger.Note("settled")));
+  ASSERT_TRUE(ledger.WaitFor(3));
+  {
+    MutexLock lock(mu);
+    ASSERT_EQ(kept.size(), 2u);
+    EXPECT_EQ(kept[0], kept[1]) << "the two requests got different holds";
+    EXPECT_FALSE(left.expired()) << "the lane let go of what the requests keep";
+    kept.clear();
+  }
+  EXPECT_TRUE(left.expired()) << "the lane kept the hold after its requests let go";
 }
 
 }  // namespace
