@@ -73,6 +73,9 @@ class Ledger {
   std::vector<std::string> ran_;
 };
 
+// In each test the ArrivalLoads is declared after what its loads use, so
+// it stops (and joins its lanes) before they go.
+
 // Loads and requests that hand on no hold (the hold's own test is last).
 bool Ask(ArrivalLoads& loads, const std::string& lane, const std::string& key, std::function<void()> load,
          std::function<void()> then) {
@@ -86,9 +89,9 @@ bool Ask(ArrivalLoads& loads, const std::string& lane, const std::string& key, s
 }
 
 TEST(ArrivalLoads, AKeyLoadsOnceAndEveryRequestHeldForItGoesOnAfterInOrder) {
-  ArrivalLoads loads;
   HeldLoad held;
   Ledger ledger;
+  ArrivalLoads loads;
   ASSERT_TRUE(Ask(loads, "cuda:0", "a", held.Load(), ledger.Note("a's first request")));
   ASSERT_TRUE(held.WaitBegun());
   // While a loads: a's next request joins it; b's three share one load.
@@ -110,7 +113,6 @@ TEST(ArrivalLoads, AKeyLoadsOnceAndEveryRequestHeldForItGoesOnAfterInOrder) {
 }
 
 TEST(ArrivalLoads, ALaneRunsItsLoadsOneAtATimeInTheOrderAsked) {
-  ArrivalLoads loads;
   HeldLoad held;
   std::atomic<int> running{0};
   std::atomic<int> most{0};
@@ -125,6 +127,7 @@ TEST(ArrivalLoads, ALaneRunsItsLoadsOneAtATimeInTheOrderAsked) {
       --running;
     };
   };
+  ArrivalLoads loads;
   ASSERT_TRUE(Ask(loads, "cuda:0", "first", held.Load(), [] {}));
   ASSERT_TRUE(held.WaitBegun());
   for (const char* name : {"c", "a", "d", "b"}) ASSERT_TRUE(Ask(loads, "cuda:0", name, load(name), [] {}));
@@ -135,9 +138,9 @@ TEST(ArrivalLoads, ALaneRunsItsLoadsOneAtATimeInTheOrderAsked) {
 }
 
 TEST(ArrivalLoads, LanesRunApart) {
-  ArrivalLoads loads;
   HeldLoad held;
   Ledger ledger;
+  ArrivalLoads loads;
   ASSERT_TRUE(Ask(loads, "cuda:0", "a", held.Load(), [] {}));
   ASSERT_TRUE(held.WaitBegun());
   ASSERT_TRUE(Ask(loads, "cuda:1", "a", ledger.Note("cuda:1's load"), ledger.Note("cuda:1's request")));
@@ -146,9 +149,9 @@ TEST(ArrivalLoads, LanesRunApart) {
 }
 
 TEST(ArrivalLoads, AFullLaneOrLoadRefusesAndHoldsNothing) {
-  ArrivalLoads loads(/*capacity=*/2);
   HeldLoad held;
   Ledger ledger;
+  ArrivalLoads loads(/*capacity=*/2);
   ASSERT_TRUE(Ask(loads, "cuda:0", "running", held.Load(), ledger.Note("running's request")));
   ASSERT_TRUE(held.WaitBegun());
   EXPECT_TRUE(Ask(loads, "cuda:0", "a", [] {}, ledger.Note("a's request")));
@@ -168,9 +171,9 @@ TEST(ArrivalLoads, AFullLaneOrLoadRefusesAndHoldsNothing) {
 }
 
 TEST(ArrivalLoads, StopHandsEveryHeldRequestOnOnceAndRunsNoWaitingLoad) {
-  ArrivalLoads loads;
   HeldLoad held;
   Ledger ledger;
+  ArrivalLoads loads;
   ASSERT_TRUE(Ask(
       loads, "cuda:0", "running",
       [&] {
@@ -200,8 +203,8 @@ TEST(ArrivalLoads, StopHandsEveryHeldRequestOnOnceAndRunsNoWaitingLoad) {
 }
 
 TEST(ArrivalLoads, ALoadOrRequestThatThrowsDoesNotEndItsLane) {
-  ArrivalLoads loads;
   Ledger ledger;
+  ArrivalLoads loads;
   ASSERT_TRUE(
       Ask(loads, "cuda:0", "throws", [] { throw std::runtime_error("a load failed"); }, ledger.Note("its request")));
   ASSERT_TRUE(Ask(loads, "cuda:0", "next", [] {}, [] { throw std::runtime_error("a request's queueing failed"); }));
@@ -211,7 +214,6 @@ TEST(ArrivalLoads, ALoadOrRequestThatThrowsDoesNotEndItsLane) {
 }
 
 TEST(ArrivalLoads, EveryRequestHeldForALoadKeepsWhatItLeftUntilItLetsGo) {
-  ArrivalLoads loads;
   HeldLoad held;
   Ledger ledger;
   std::weak_ptr<void> left;
@@ -227,6 +229,7 @@ TEST(ArrivalLoads, EveryRequestHeldForALoadKeepsWhatItLeftUntilItLetsGo) {
       ledger.Note(name)();
     };
   };
+  ArrivalLoads loads;
   ASSERT_TRUE(Ask(loads, "cuda:0", "first", held.Load(), [] {}));
   ASSERT_TRUE(held.WaitBegun());
   ASSERT_TRUE(loads.Ask(
