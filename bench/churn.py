@@ -240,7 +240,8 @@ def run_row(name, extra_args, opts, models, specs, budget, schedule, log_dir, ca
     lock = threading.Lock()
     # (sent s from the start, model, latency s, ok, device, fallback reason, compute us, queue us, the ready
     # path auto took, that path's estimate in us, the server's own time for it in us: what the latency holds
-    # beyond it is the client's and the connection's)
+    # beyond it is the client's and the connection's; the time held for a load on arrival and the path's
+    # estimate of its load, in us)
     results = []
     pending = [0]
     all_done = threading.Condition(lock)
@@ -251,9 +252,9 @@ def run_row(name, extra_args, opts, models, specs, budget, schedule, log_dir, ca
             r = future.result()
             row = (sent - start, model, latency, True, r.placement.device, r.placement.fallback_reason,
                    r.timing.compute_us, r.timing.queue_us, r.placement.ready_path, r.placement.ready_path_expected_us,
-                   r.timing.total_us)
+                   r.timing.total_us, r.timing.load_wait_us, r.placement.ready_path_load_us)
         except grpc.RpcError as e:
-            row = (sent - start, model, latency, False, "", "%s: %s" % (e.code(), e.details()), 0, 0, "", 0, 0)
+            row = (sent - start, model, latency, False, "", "%s: %s" % (e.code(), e.details()), 0, 0, "", 0, 0, 0, 0)
         with lock:
             results.append(row)
             pending[0] -= 1
@@ -565,13 +566,14 @@ def main():
             # Quoted where a field holds a comma (a row's name, a reason).
             out = csv.writer(f, lineterminator="\n")
             out.writerow(["row", "sent_s", "model", "latency_ms", "ok", "device", "fallback_reason", "compute_us",
-                          "queue_us", "ready_path", "ready_path_expected_ms", "server_total_us"])
+                          "queue_us", "ready_path", "ready_path_expected_ms", "server_total_us", "load_wait_us",
+                          "ready_path_load_ms"])
             for r in results:
                 for (sent, model, latency, ok, device, reason, compute_us, queue_us, path,
-                     expected_us, total_us) in r["per_request"]:
+                     expected_us, total_us, load_wait_us, load_expected_us) in r["per_request"]:
                     out.writerow([r["row"], "%.4f" % sent, model, "%.3f" % (latency * 1000), "%d" % ok, device,
                                   reason, "%d" % compute_us, "%d" % queue_us, path, "%.3f" % (expected_us / 1000),
-                                  "%d" % total_us])
+                                  "%d" % total_us, "%d" % load_wait_us, "%.3f" % (load_expected_us / 1000)])
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             # Quoted where a field holds a comma (a failure's message).

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "devices/device_id.h"
+#include "devices/least_run_times.h"
 #include "devices/simulated_link.h"
 
 namespace infergate {
@@ -59,8 +60,10 @@ struct SimulationRules {
   // accelerator's time for a model is its own, whatever the host's other
   // threads do; a simulated one that computes on the host's shared cores
   // and memory is not, unless charged this way (SimulatedServable holds
-  // the run until then, never less than it took).
+  // the run until then, never less than it took). The least times are the
+  // device's, shared by every copy of a model loaded onto it.
   double compute_scale = 0;
+  std::shared_ptr<LeastRunTimes> least_run_times = std::make_shared<LeastRunTimes>();
 };
 
 // The simulated time to move `bytes` of weights onto the device `rules`

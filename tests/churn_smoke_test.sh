@@ -62,6 +62,10 @@ check "every answered request's server time is in the per-request file, within i
   'awk -F, "NR == 1 { for (i = 1; i <= NF; i++) col[\$i] = i; next }
     \$col[\"ok\"] == 1 && !(\$col[\"server_total_us\"] > 0 && \$col[\"server_total_us\"] <= 1000 * \$col[\"latency_ms\"]) { bad++ }
     END { exit bad > 0 }" "$requests_csv"'
+check "a request held for a load on arrival took load and run, its hold within its queue time" \
+  'awk -F, "NR == 1 { for (i = 1; i <= NF; i++) col[\$i] = i; next }
+    \$col[\"load_wait_us\"] > 0 && !(\$col[\"ready_path\"] == \"load_and_run\" && \$col[\"load_wait_us\"] <= \$col[\"queue_us\"]) { bad++ }
+    END { exit bad > 0 }" "$requests_csv"'
 check "the placement bound was computed" \
   'grep -q "^The lowest p99 any placement can reach .*: [0-9.]* ms, [0-9.]*x the all-resident p99" "$(ls "$out"/churn-*.md)"'
 echo "$passed passed, $failed failed"

@@ -84,7 +84,9 @@ void RequestDispatcher::NoteQueued(const Job& job) {
   if (!trace) return;
   trace->Queued(job.route.device.id.ToString(), job.route.fallback ? job.route.fallback->ToString() : "",
                 job.priority_level, Clock::now());
-  if (job.route.ready_path != nullptr) trace->Routed(job.route.ready_path, job.route.expected_us);
+  if (job.route.ready_path != nullptr) {
+    trace->Routed(job.route.ready_path, job.route.expected_us, job.route.load_expected_us);
+  }
 }
 
 void RequestDispatcher::ExpectCompute(Job& job) const {
@@ -180,6 +182,9 @@ std::shared_ptr<RequestHandle> RequestDispatcher::Submit(InferenceRequest reques
   // for the transfer.
   if (core_.LoadsOnArrival(job->route) && core_.HoldForLoad(job->route, [this, job, ex](ArrivalLoads::Hold hold) {
         job->model_hold = std::move(hold);
+        const Clock::time_point released = Clock::now();
+        job->held_us = MicrosBetween(job->enqueued, released);
+        if (RequestTrace* trace = job->request.trace.get()) trace->Released(released);
         Queue(job, *ex);
       })) {
     return job;
@@ -308,12 +313,14 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
     result.timing.queue_us = MicrosBetween(job.enqueued, started);
     result.timing.compute_us = run.compute_us;
     result.timing.total_us = MicrosBetween(job.request.received, finished);
+    result.timing.load_wait_us = job.held_us;
     result.timing.compute_input_ns = run.times.input_ns;
     result.timing.compute_infer_ns = run.times.infer_ns;
     result.timing.compute_output_ns = run.times.output_ns;
     if (job.route.ready_path != nullptr) {
       result.placement.ready_path = job.route.ready_path;
       result.placement.ready_path_expected_us = job.route.expected_us;
+      result.placement.ready_path_load_us = job.route.load_expected_us;
       core_.observer->OnReadyPathAnswered(job.route.ready_path, device_name, job.route.expected_us > 0,
                                           IsRegret(job.route.expected_us, static_cast<double>(result.timing.total_us)));
     }

@@ -63,6 +63,7 @@ struct Job final : RequestHandle {
   // request before it was queued, so the copy is not evicted before the
   // request runs; set before Submit, dropped by Finish.
   std::shared_ptr<void> model_hold;
+  uint64_t held_us = 0;  // how long it was held for that load
 
   // What the routed model's config says about batching and queueing; the
   // default for a job never routed (a task). Read from the route's model

@@ -24,11 +24,19 @@ void RequestTrace::Queued(absl::string_view device, absl::string_view fallback_r
   a.enqueued = at;
 }
 
-void RequestTrace::Routed(absl::string_view ready_path, double expected_us) {
+void RequestTrace::Routed(absl::string_view ready_path, double expected_us, double load_expected_us) {
   MutexLock lock(mu_);
   if (attempts_.empty()) return;
   attempts_.back().ready_path = std::string(ready_path);
   attempts_.back().expected_us = expected_us;
+  attempts_.back().load_expected_us = load_expected_us;
+}
+
+void RequestTrace::Released(Clock::time_point released) {
+  MutexLock lock(mu_);
+  if (attempts_.empty()) return;
+  attempts_.back().held = true;
+  attempts_.back().released = released;
 }
 
 void RequestTrace::Started(Clock::time_point dequeued, Clock::time_point model_ready, bool waited_for_load) {

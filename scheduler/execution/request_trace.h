@@ -45,8 +45,13 @@ class RequestTrace {
     // planning; "" and 0 when it was not chosen that way.
     std::string ready_path;
     double expected_us = 0;
+    double load_expected_us = 0;  // the load's part of expected_us (0: none)
     uint32_t priority = 0;
     Clock::time_point enqueued;
+    // Load on arrival: held from `enqueued` while its model loaded, and
+    // queued at `released` (arrival_loads.h).
+    bool held = false;
+    Clock::time_point released;
     // Taken off the queue by a worker, and when the model was ready to run
     // (after a load, or at once when it was resident).
     Clock::time_point dequeued;
@@ -77,7 +82,10 @@ class RequestTrace {
   // A new attempt: queued on `device` at `at`.
   void Queued(absl::string_view device, absl::string_view fallback_reason, uint32_t priority, Clock::time_point at);
   // The current attempt's ready path and its estimate (Attempt::ready_path).
-  void Routed(absl::string_view ready_path, double expected_us);
+  void Routed(absl::string_view ready_path, double expected_us, double load_expected_us);
+  // The current attempt was held for its model's load on arrival until
+  // `released`, when it was queued.
+  void Released(Clock::time_point released);
   // The current attempt was taken by a worker at `dequeued`; its model was
   // ready at `model_ready`.
   void Started(Clock::time_point dequeued, Clock::time_point model_ready, bool waited_for_load);

@@ -62,6 +62,7 @@ struct Placement {
   // microseconds; empty and 0 otherwise.
   std::string ready_path;
   double ready_path_expected_us = 0;
+  double ready_path_load_us = 0;  // the load's part of it (load_and_run, cold_start)
 };
 
 // Where an accuracy check of one model version in one reduced dtype on one
@@ -79,6 +80,7 @@ struct Timing {
   uint64_t queue_us = 0;
   uint64_t compute_us = 0;  // joining the batch and running the model
   uint64_t total_us = 0;
+  uint64_t load_wait_us = 0;  // held for its model's load on arrival (part of queue_us)
   // The batch's time, finer: joining inputs, running, splitting outputs.
   uint64_t compute_input_ns = 0;
   uint64_t compute_infer_ns = 0;

@@ -35,6 +35,7 @@ struct Route {
   // model's latency measured neither there nor anywhere to guess it from).
   const char* ready_path = nullptr;
   double expected_us = 0;
+  double load_expected_us = 0;  // the load's part of expected_us (0: no load on the path)
 
   ModelKey key() const { return {model->name, version, device.id, dtype, generation}; }
 };

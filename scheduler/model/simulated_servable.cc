@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/thread_cpu_time.h"
 #include "devices/device_failure.h"
+#include "devices/dtype.h"
 #include "devices/simulated_run.h"
 #include "scheduler/model/inference_types.h"
 
@@ -36,15 +37,19 @@ absl::StatusOr<std::shared_ptr<Servable>> SimulatedServable::Wrap(std::shared_pt
   }
   const std::chrono::microseconds moved = SimulatedMove(rules, bytes);
   const std::chrono::microseconds transfer_time = inner->transfer_time() + moved;
-  return std::shared_ptr<Servable>(new SimulatedServable(std::move(inner), device.simulation, reserved, transfer_time));
+  std::string work_key = absl::StrCat(model, "/", DTypeName(inner->compute_dtype()));
+  return std::shared_ptr<Servable>(
+      new SimulatedServable(std::move(inner), device.simulation, reserved, transfer_time, std::move(work_key)));
 }
 
 SimulatedServable::SimulatedServable(std::shared_ptr<Servable> inner, std::shared_ptr<const SimulationRules> rules,
-                                     uint64_t reserved_bytes, std::chrono::microseconds transfer_time)
+                                     uint64_t reserved_bytes, std::chrono::microseconds transfer_time,
+                                     std::string work_key)
     : inner_(std::move(inner)),
       rules_(std::move(rules)),
       reserved_bytes_(reserved_bytes),
-      transfer_time_(transfer_time) {}
+      transfer_time_(transfer_time),
+      work_key_(std::move(work_key)) {}
 
 SimulatedServable::~SimulatedServable() {
   if (rules_->memory) rules_->memory->Release(reserved_bytes_);
@@ -69,12 +74,7 @@ absl::StatusOr<std::vector<NamedTensor>> SimulatedServable::Watched(const std::v
 }
 
 std::chrono::microseconds SimulatedServable::ComputeTime(int64_t rows, uint64_t work_us) const {
-  uint64_t fastest = work_us;
-  {
-    MutexLock lock(fastest_mu_);
-    auto [it, added] = fastest_work_us_.emplace(rows, work_us);
-    if (!added) it->second = fastest = std::min(it->second, work_us);
-  }
+  const uint64_t fastest = rules_->least_run_times->Lower(work_key_, rows, work_us);
   return std::chrono::microseconds(static_cast<int64_t>(static_cast<double>(fastest) * rules_->compute_scale));
 }
 

@@ -19,8 +19,9 @@
 //      inputs' placement and the outputs' conversion, which a real backend
 //      does around the forward pass, are not watched.
 //   4. With the device's compute_scale, each run that succeeds is held
-//      until that many times the least CPU time a run of this copy with as
-//      many rows has taken the calling thread (the CPU time, not the wall
+//      until that many times the least CPU time a run of this model (in
+//      this dtype, on this device: any of its copies there, LeastRunTimes)
+//      with as many rows has taken the calling thread (the CPU time, not the wall
 //      time: another thread's turn on a shared core is not this device's
 //      work; the least, since contention for the host's memory and caches
 //      lengthens CPU time too; the wall time when LibTorch runs more than
@@ -29,20 +30,18 @@
 //      Never shorter than the run took.
 //
 // Servables on the CPU, or on a device that is not simulated, are returned
-// unwrapped. Immutable after Wrap but for (4)'s least run times, kept
-// under their own lock (taken for a lookup, never across a run);
+// unwrapped. Immutable after Wrap; (4)'s least run times are the device's
+// (their own lock, taken for a lookup, never across a run);
 // thread-safe as the inner servable is (each run's watch is its own
 // thread's).
 
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/mutex.h"
 #include "devices/device_info.h"
 #include "devices/simulation.h"
 #include "scheduler/model/servable.h"
@@ -67,7 +66,7 @@ class SimulatedServable final : public Servable {
 
  private:
   SimulatedServable(std::shared_ptr<Servable> inner, std::shared_ptr<const SimulationRules> rules,
-                    uint64_t reserved_bytes, std::chrono::microseconds transfer_time);
+                    uint64_t reserved_bytes, std::chrono::microseconds transfer_time, std::string work_key);
   // `run` (the inner Run or WarmUp of `inputs`) under the device's rules,
   // held to its compute time (4).
   template <typename RunInner>
@@ -80,8 +79,7 @@ class SimulatedServable final : public Servable {
   std::shared_ptr<const SimulationRules> rules_;
   uint64_t reserved_bytes_;
   std::chrono::microseconds transfer_time_;
-  mutable Mutex fastest_mu_;
-  mutable std::map<int64_t, uint64_t> fastest_work_us_ ABSL_GUARDED_BY(fastest_mu_);  // by rows
+  std::string work_key_;  // the model and its compute dtype: its runs' key in the least run times
 };
 
 }  // namespace infergate

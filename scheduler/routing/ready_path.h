@@ -46,6 +46,7 @@ struct PathChoice {
   int index = -1;             // the candidate it runs on
   double expected_us = 0;     // when it is expected to finish (from now)
   double alternative_us = 0;  // kResident / kLoadAndRun: the path not taken's estimate (0: none)
+  double load_us = 0;         // kLoadAndRun / kColdStart: the load's estimate within expected_us (0: none)
 };
 
 // `ideal`: the index of the best device were the model resident everywhere

@@ -162,7 +162,7 @@ RoutePlanner::AutoChoice RoutePlanner::ChooseAuto(const Route& route, Precision 
   // of a model never measured, not on anything learned of this one.
   const bool estimated = candidates[path.index].latency_us.has_value();
   AutoChoice choice{candidates[path.index].device, std::nullopt, ReadyPathName(path.path),
-                    estimated ? path.expected_us : 0.0};
+                    estimated ? path.expected_us : 0.0, estimated ? path.load_us : 0.0};
   if (path.path != ReadyPath::kResident) return choice;
   move_wanted_();
   if (candidates[ideal].demoted) {
@@ -218,6 +218,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
     route.fallback = std::move(chosen.demoted);
     route.ready_path = chosen.ready_path;
     route.expected_us = chosen.expected_us;
+    route.load_expected_us = chosen.load_us;
     return PlaceOn(std::move(route), chosen.device, request.precision, request.allow_fallback);
   }
 

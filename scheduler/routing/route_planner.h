@@ -115,6 +115,7 @@ class RoutePlanner {
     std::optional<FallbackReason> demoted;  // ran elsewhere: the model was demoted from its best device
     const char* ready_path = nullptr;       // the ready path's name (background moves on; else null)
     double expected_us = 0;                 // its estimate of when the request finishes; 0: none
+    double load_us = 0;                     // the load's part of it (0: no load on the path)
   };
   AutoChoice ChooseAuto(const Route& route, Precision precision, const std::vector<DeviceId>& allowed) const;
   // The probe's figures for `route`'s model on `device`, in the dtype a

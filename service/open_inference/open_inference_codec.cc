@@ -375,6 +375,10 @@ absl::Status EncodeInferResponse(const inference::ModelInferRequest& request, In
     if (!p.ready_path.empty()) {
       SetString(params, "ready_path", p.ready_path);
       SetInt(params, "ready_path_expected_us", static_cast<int64_t>(p.ready_path_expected_us));
+      if (p.ready_path_load_us > 0) SetInt(params, "ready_path_load_us", static_cast<int64_t>(p.ready_path_load_us));
+    }
+    if (result.timing.load_wait_us > 0) {
+      SetInt(params, "load_wait_us", static_cast<int64_t>(result.timing.load_wait_us));
     }
   }
   return absl::OkStatus();

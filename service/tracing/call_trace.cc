@@ -1,5 +1,6 @@
 #include "service/tracing/call_trace.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -131,6 +132,9 @@ void CallTrace::AddAttempts(Clock::time_point call_end) {
     if (!a.ready_path.empty()) {
       attempt->SetAttribute("infergate.ready_path", a.ready_path);
       attempt->SetAttribute("infergate.ready_path.expected_us", static_cast<int64_t>(a.expected_us));
+      if (a.load_expected_us > 0) {
+        attempt->SetAttribute("infergate.ready_path.load_us", static_cast<int64_t>(a.load_expected_us));
+      }
     }
     if (!a.fallback_reason.empty()) {
       attempt->SetAttribute("infergate.fallback_reason", a.fallback_reason);
@@ -149,6 +153,12 @@ void CallTrace::AddAttempts(Clock::time_point call_end) {
     if (!a.started && i + 1 == attempts.size())
       queue->SetStatus(otel::trace::StatusCode::kError, "left the queue unrun");
     EndAt(*queue, dequeued);
+    if (a.held) {
+      // Load on arrival: the first part of the queue span was the hold.
+      shared_ptr<otel::trace::Span> hold = Child("infergate.arrival_load", a.enqueued, parent);
+      hold->SetAttribute("infergate.device", a.device);
+      EndAt(*hold, std::max(a.enqueued, std::min(a.released, dequeued)));
+    }
     if (a.started && a.waited_for_load) {
       shared_ptr<otel::trace::Span> load = Child("infergate.model_load", a.dequeued, parent);
       load->SetAttribute("infergate.device", a.device);

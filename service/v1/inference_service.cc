@@ -132,9 +132,11 @@ void InferenceServiceImpl::SubmitInfer(InferCall& call, const grpc::ServerContex
     placement->set_model_version(p.model_version);
     placement->set_ready_path(p.ready_path);
     placement->set_ready_path_expected_us(static_cast<uint64_t>(p.ready_path_expected_us));
+    placement->set_ready_path_load_us(static_cast<uint64_t>(p.ready_path_load_us));
     v1::Timing* timing = response->mutable_timing();
     timing->set_queue_us(result.timing.queue_us);
     timing->set_compute_us(result.timing.compute_us);
+    timing->set_load_wait_us(result.timing.load_wait_us);
     timing->set_total_us(MicrosBetween(received, Clock::now()));
     response->set_request_id(request->request_id());
     return absl::OkStatus();

@@ -736,6 +736,12 @@ TEST_F(NoColdStart, ALoadAskedForOnArrivalRunsWhileTheRequestWaitsInTheQueue) {
   EXPECT_LT(t.total_us() - t.queue_us() - t.compute_us(), 300000u)
       << "x's time outside the queue and its run held the transfer (total " << t.total_us() << " us, queue "
       << t.queue_us() << " us, compute " << t.compute_us() << " us)";
+  // The answer says it was held for the load, within its queue time, and
+  // what the path's estimate counted for the load: at least the transfer.
+  EXPECT_GE(t.load_wait_us(), 300000u);
+  EXPECT_LE(t.load_wait_us(), t.queue_us());
+  EXPECT_GE(resp.placement().ready_path_load_us(), 300000u);
+  EXPECT_LE(resp.placement().ready_path_load_us(), resp.placement().ready_path_expected_us());
 }
 
 }  // namespace
