@@ -191,7 +191,7 @@ MoveInputs CoreParts::PlacementInputs(const DeviceId& device) {
   return in;
 }
 
-std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const {
+std::optional<double> CoreParts::OwnLoadUs(const Route& there, uint64_t bytes) const {
   const ModelKey key = there.key();
   // The load a request would start now: from the host copy when there is
   // one (what a load from the file took, its reading and deserialising,
@@ -200,12 +200,20 @@ std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const 
   // from a host copy a load is its transfer, which is.
   const LoadSource source = NextLoadSource(there);
   std::optional<double> load = placement.LoadTime(key.model, key.device, source);
-  bool queue_counted = false;
+  if (!load && source == LoadSource::kHostCopy) load = TransferAloneUs(key.device, bytes);
+  return load;
+}
+
+std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const {
+  const ModelKey key = there.key();
   const uint64_t needed = models.ExpectedFootprint(there).total();
-  if (!load && source == LoadSource::kHostCopy) {
-    load = EstimatedTransferUs(key.device, needed);
-    queue_counted = true;  // the estimate includes the link's queue
-  }
+  // With load on arrival the request's load runs on its device's lane
+  // (arrival_loads.h), behind the one running there and those waiting; a
+  // load of its model already running there is one it would join.
+  ArrivalLoads::Ahead lane;
+  if (options.router.load_on_arrival) lane = arrival_loads.Before(key.device.ToString(), key.ToString());
+  if (lane.key_running) return lane.running_left_us;
+  std::optional<double> load = OwnLoadUs(there, needed);
   if (!load) return std::nullopt;
   // Into room the device has now. Unless load and run may displace, a load
   // that evicted another model would be evict-and-reload on the request
@@ -221,7 +229,10 @@ std::optional<double> CoreParts::LoadAndRunEstimateUs(const Route& there) const 
     }
     if (held + needed > budget) return std::nullopt;
   }
-  return *load + (queue_counted ? 0.0 : LinkQueueUs(key.device));
+  // The link carries the running load's transfer and the placement
+  // controller's moves: the longer of its queue and the lane's running
+  // load, then the loads waiting on the lane before it.
+  return *load + std::max(LinkQueueUs(key.device), lane.running_left_us) + lane.waiting_us;
 }
 
 LoadSource CoreParts::NextLoadSource(const Route& there) const {
@@ -284,6 +295,7 @@ bool CoreParts::LoadsOnArrival(const Route& route) const {
 bool CoreParts::HoldForLoad(Route route, ArrivalLoads::ThenFn queue) {
   const ModelKey key = route.key();
   if (models.IsResident(key)) return false;
+  const double estimate_us = OwnLoadUs(route, models.ExpectedFootprint(route).total()).value_or(0);
   auto load = [this, route = std::move(route)]() -> ArrivalLoads::Hold {
     if (draining.load()) return nullptr;
     MakeStagingRoom(route);
@@ -298,7 +310,7 @@ bool CoreParts::HoldForLoad(Route route, ArrivalLoads::ThenFn queue) {
     }
     return std::make_shared<ModelCache::Lease>(*std::move(lease));
   };
-  return arrival_loads.Ask(key.device.ToString(), key.ToString(), std::move(load), std::move(queue));
+  return arrival_loads.Ask(key.device.ToString(), key.ToString(), std::move(load), std::move(queue), estimate_us);
 }
 
 std::vector<DeviceId> CoreParts::Accelerators() const {
@@ -315,12 +327,13 @@ double CoreParts::LinkQueueUs(const DeviceId& device) const {
 }
 
 double CoreParts::EstimatedTransferUs(const DeviceId& device, uint64_t bytes) const {
+  // The link's queue too: a move weighed now starts after those on it.
+  return TransferAloneUs(device, bytes) + LinkQueueUs(device);
+}
+
+double CoreParts::TransferAloneUs(const DeviceId& device, uint64_t bytes) const {
   std::optional<DeviceInfo> info = devices.Find(device);
-  if (info && info->simulation) {
-    // The link's queue too: a move weighed now starts after those on it.
-    return static_cast<double>(
-        (SimulatedTransferTime(*info->simulation, bytes) + SimulatedLinkQueue(*info->simulation)).count());
-  }
+  if (info && info->simulation) return static_cast<double>(SimulatedTransferTime(*info->simulation, bytes).count());
   const bool mps = device.kind == DeviceKind::kMps;
   const double bytes_per_second = mps ? kSimulatedMpsBytesPerSecond : kSimulatedCudaBytesPerSecond;
   const auto fixed = mps ? kSimulatedMpsTransferLatency : kSimulatedCudaTransferLatency;

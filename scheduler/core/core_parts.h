@@ -69,8 +69,17 @@ struct CoreParts {
   // a load there was measured: its simulated link (with the moves queued on
   // it now), or a PCIe 4 GPU's.
   double EstimatedTransferUs(const DeviceId& device, uint64_t bytes) const;
+  // The same with nothing queued on the link.
+  double TransferAloneUs(const DeviceId& device, uint64_t bytes) const;
+  // A load of `there`'s copy (`bytes`) with nothing before it: its time
+  // learned on that device from the source it would load from now, or from
+  // a host copy never loaded there, its transfer; unset when never measured.
+  std::optional<double> OwnLoadUs(const Route& there, uint64_t bytes) const;
   // The probe's load-and-run estimate for `there` (ready_path.h): the
-  // model's load time learned on that device plus its link's queue; unset
+  // model's load time learned on that device (OwnLoadUs) plus what it would
+  // wait for: its link's queue and, with load on arrival, the loads on the
+  // device's lane before it (or what is left of its model's load there,
+  // which it would join); unset
   // when no load there was measured or its copy would not fit the device's
   // budget without evicting another (with load_and_run_displaces: without
   // evicting more than DisplaceableBytes; with a staging share, than the

@@ -1,5 +1,6 @@
 #include "scheduler/execution/arrival_loads.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/caught_exception.h"
@@ -20,7 +21,7 @@ void RunEach(std::vector<ArrivalLoads::ThenFn>& thens, const ArrivalLoads::Hold&
 
 ArrivalLoads::~ArrivalLoads() { Stop(); }
 
-bool ArrivalLoads::Ask(const std::string& lane, const std::string& key, LoadFn load, ThenFn then) {
+bool ArrivalLoads::Ask(const std::string& lane, const std::string& key, LoadFn load, ThenFn then, double estimate_us) {
   {
     MutexLock lock(mu_);
     if (stopping_) return false;
@@ -36,12 +37,33 @@ bool ArrivalLoads::Ask(const std::string& lane, const std::string& key, LoadFn l
     entry->key = key;
     entry->load = std::move(load);
     entry->thens.push_back(std::move(then));
+    entry->estimate_us = estimate_us;
     l->by_key.emplace(key, entry);
     l->waiting.push_back(std::move(entry));
     if (!l->thread.joinable()) l->thread = std::thread([this, lane, raw = l.get()] { Run(lane, raw); });
   }
   cv_.notify_all();
   return true;
+}
+
+ArrivalLoads::Ahead ArrivalLoads::Before(const std::string& lane, const std::string& key) const {
+  Ahead ahead;
+  MutexLock lock(mu_);
+  auto it = lanes_.find(lane);
+  if (it == lanes_.end()) return ahead;
+  const Lane& l = *it->second;
+  if (l.running) {
+    const double ran_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - l.running_since).count();
+    ahead.running_left_us = std::max(0.0, l.running->estimate_us - ran_us);
+    ahead.key_running = l.running->key == key;
+    if (ahead.key_running) return ahead;
+  }
+  for (const std::shared_ptr<Load>& entry : l.waiting) {
+    if (entry->key == key) break;
+    ahead.waiting_us += entry->estimate_us;
+  }
+  return ahead;
 }
 
 size_t ArrivalLoads::Waiting(const std::string& lane) const {
@@ -58,6 +80,8 @@ void ArrivalLoads::Run(const std::string& name, Lane* lane) {
     if (lane->waiting.empty()) return;  // stopping, and Stop ran what waited
     std::shared_ptr<Load> entry = std::move(lane->waiting.front());
     lane->waiting.pop_front();
+    lane->running = entry;
+    lane->running_since = std::chrono::steady_clock::now();
     lock.Unlock();
     Hold hold;
     (void)RunCatching("a load asked for on a request's arrival", [&] { hold = entry->load(); });
@@ -67,6 +91,7 @@ void ArrivalLoads::Run(const std::string& name, Lane* lane) {
     // this starts a load of its own, never joins a load whose thens ran.
     std::vector<ThenFn> thens = std::move(entry->thens);
     lane->by_key.erase(entry->key);
+    lane->running = nullptr;
     lock.Unlock();
     RunEach(thens, hold);
     hold.reset();

@@ -22,16 +22,23 @@
 //     `then`s wait for one load; past that Ask holds nothing and answers
 //     false (the caller queues its request at once, and its worker loads
 //     the model or waits for this load, as without this class).
-//  5. Stop refuses new asks (false), and runs the `then`s of the loads
+//  5. Before(lane, key) says what a load of `key` asked now would wait
+//     for under (2): the time left of the running load (its estimate, as
+//     given to Ask, less how long it has run; never below 0) and the
+//     estimates of the loads waiting ahead of it (all that wait, or those
+//     asked before `key` when it waits). When `key` is the running load,
+//     it says so and how long it has left: a request asking now joins it.
+//  6. Stop refuses new asks (false), and runs the `then`s of the loads
 //     waiting (with null) without running those loads (on the caller's thread), then
 //     waits for the running ones, whose `then`s run on their lanes: every
 //     `then` handed over runs exactly once. The destructor stops.
 //
-// Threading: Ask, Waiting and Stop may be called from any thread. Loads
+// Threading: Ask, Before, Waiting and Stop may be called from any thread. Loads
 // and `then`s run without this class's lock held, so they may ask again.
 // What escapes a load or a `then` is caught and logged (RunCatching); the
 // lane goes on. Ownership: their captures must outlive Stop.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -58,9 +65,17 @@ class ArrivalLoads {
   using Hold = std::shared_ptr<void>;
   using LoadFn = std::function<Hold()>;
   using ThenFn = std::function<void(Hold)>;
-  // Holds `then` until `key`'s load on `lane` has run (1-4 above). False:
-  // nothing held (full or stopping); the caller goes on without.
-  bool Ask(const std::string& lane, const std::string& key, LoadFn load, ThenFn then);
+  // Holds `then` until `key`'s load on `lane` has run (1-4 above), the load
+  // expected to take `estimate_us` (5; 0: unknown). False: nothing held
+  // (full or stopping); the caller goes on without.
+  bool Ask(const std::string& lane, const std::string& key, LoadFn load, ThenFn then, double estimate_us = 0);
+  // What a load of `key` asked on `lane` now would wait for (5).
+  struct Ahead {
+    double running_left_us = 0;  // the running load's time left (0: none running)
+    double waiting_us = 0;       // the waiting loads' estimates ahead of `key`
+    bool key_running = false;    // `key` is the running load (running_left_us is its own)
+  };
+  Ahead Before(const std::string& lane, const std::string& key) const;
   // Loads waiting on `lane` (not the running one).
   size_t Waiting(const std::string& lane) const;
   void Stop();
@@ -70,10 +85,13 @@ class ArrivalLoads {
     std::string key;
     LoadFn load;
     std::vector<ThenFn> thens;
+    double estimate_us = 0;
   };
   struct Lane {
     std::deque<std::shared_ptr<Load>> waiting;
     std::map<std::string, std::shared_ptr<Load>> by_key;  // waiting or running
+    std::shared_ptr<Load> running;                        // null: none
+    std::chrono::steady_clock::time_point running_since;
     std::thread thread;
   };
   void Run(const std::string& name, Lane* lane);

@@ -13,10 +13,13 @@
 //  2. load it onto the best device and run there ("load and run"): the
 //     load's estimate (RouteCandidate::load_us: the load time learned
 //     there, which a request would wait for, plus the moves queued on the
-//     device's link) and then its expected completion there; with load on
-//     arrival (RouterOptions::load_on_arrival) the load runs while the
-//     request waits for its turn there, so the longer of the two, then its
-//     run. A move the placement controller has under way is this path too:
+//     device's link and, with load on arrival, the loads before it on the
+//     device's lane) and then its expected completion there. With load on
+//     arrival (RouterOptions::load_on_arrival; scheduler/execution/
+//     arrival_loads.h) the request is held while its model loads and then
+//     queued, no worker waiting for the load, while the work queued ahead
+//     of it at its arrival runs: the longer of the load and that wait,
+//     then its run. A move the placement controller has under way is this path too:
 //     the cache loads a copy once, and a request sent there waits for that
 //     load.
 // The faster wins; a tie, or a load never measured there (its file

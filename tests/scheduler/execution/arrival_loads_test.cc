@@ -2,7 +2,8 @@
 // loads once for every request held for it, a lane runs one load at a
 // time in order, lanes run apart, the held requests go on once the load
 // has run, a full lane or load refuses, Stop hands every held request on
-// exactly once, and a load that throws does not end its lane.
+// exactly once, a load that throws does not end its lane, and what a load
+// asked now would wait for.
 #include "scheduler/execution/arrival_loads.h"
 
 #include <gtest/gtest.h>
@@ -78,14 +79,14 @@ class Ledger {
 
 // Loads and requests that hand on no hold (the hold's own test is last).
 bool Ask(ArrivalLoads& loads, const std::string& lane, const std::string& key, std::function<void()> load,
-         std::function<void()> then) {
+         std::function<void()> then, double estimate_us = 0) {
   return loads.Ask(
       lane, key,
       [load = std::move(load)] {
         load();
         return ArrivalLoads::Hold();
       },
-      [then = std::move(then)](const ArrivalLoads::Hold&) { then(); });
+      [then = std::move(then)](const ArrivalLoads::Hold&) { then(); }, estimate_us);
 }
 
 TEST(ArrivalLoads, AKeyLoadsOnceAndEveryRequestHeldForItGoesOnAfterInOrder) {
@@ -135,6 +136,46 @@ TEST(ArrivalLoads, ALaneRunsItsLoadsOneAtATimeInTheOrderAsked) {
   ASSERT_TRUE(ledger.WaitFor(4));
   EXPECT_EQ(ledger.ran(), (std::vector<std::string>{"c", "a", "d", "b"}));
   EXPECT_EQ(most.load(), 1);
+}
+
+TEST(ArrivalLoads, BeforeSaysWhatALoadAskedNowWouldWaitFor) {
+  HeldLoad held;
+  ArrivalLoads loads;
+  auto before = [&](const std::string& lane, const std::string& key) { return loads.Before(lane, key); };
+  ArrivalLoads::Ahead none = before("cuda:0", "x");
+  EXPECT_EQ(none.running_left_us, 0);
+  EXPECT_EQ(none.waiting_us, 0);
+  EXPECT_FALSE(none.key_running);
+  // a runs (expected to take 1000 s), b (2 ms) and c (3 ms) wait.
+  constexpr double kLong = 1e9;
+  ASSERT_TRUE(Ask(loads, "cuda:0", "a", held.Load(), [] {}, kLong));
+  ASSERT_TRUE(held.WaitBegun());
+  ASSERT_TRUE(Ask(loads, "cuda:0", "b", [] {}, [] {}, 2000));
+  ASSERT_TRUE(Ask(loads, "cuda:0", "c", [] {}, [] {}, 3000));
+  const ArrivalLoads::Ahead a = before("cuda:0", "a");
+  EXPECT_TRUE(a.key_running) << "a request for a would join its running load";
+  EXPECT_GT(a.running_left_us, kLong - 1e6 * kPatience.count());
+  EXPECT_LE(a.running_left_us, kLong);
+  EXPECT_EQ(a.waiting_us, 0);
+  const ArrivalLoads::Ahead b = before("cuda:0", "b");
+  EXPECT_FALSE(b.key_running);
+  EXPECT_GT(b.running_left_us, kLong - 1e6 * kPatience.count());
+  EXPECT_EQ(b.waiting_us, 0) << "b waits first";
+  EXPECT_EQ(before("cuda:0", "c").waiting_us, 2000) << "c waits behind b";
+  EXPECT_EQ(before("cuda:0", "x").waiting_us, 5000) << "a new key waits behind b and c";
+  EXPECT_EQ(before("cuda:1", "x").running_left_us, 0) << "another lane";
+  held.Release();
+  for (auto end = std::chrono::steady_clock::now() + kPatience;
+       loads.Waiting("cuda:0") > 0 && std::chrono::steady_clock::now() < end;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // A load running past its estimate has nothing left by it, not less.
+  HeldLoad late;
+  ASSERT_TRUE(Ask(loads, "cuda:0", "d", late.Load(), [] {}, 1));
+  ASSERT_TRUE(late.WaitBegun());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(before("cuda:0", "x").running_left_us, 0);
+  late.Release();
 }
 
 TEST(ArrivalLoads, LanesRunApart) {
