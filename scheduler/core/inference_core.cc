@@ -302,6 +302,7 @@ std::vector<DeviceStatus> InferenceCore::Devices() const {
       // One reading of the queue, so a model's depth never exceeds the total.
       DeviceExecutor::QueueDepths depths = ex->QueueDepthsNow();
       status.queue_depth = depths.total;
+      status.held_for_load = parts_->arrival_loads.Held(info.id.ToString());
       status.oldest_running = ex->OldestRunningAge();
       for (const auto& [flow, depth] : depths.by_model) {
         status.model_queues.push_back({flow.model, flow.version, depth});

@@ -72,6 +72,15 @@ size_t ArrivalLoads::Waiting(const std::string& lane) const {
   return it == lanes_.end() ? 0 : it->second->waiting.size();
 }
 
+size_t ArrivalLoads::Held(const std::string& lane) const {
+  MutexLock lock(mu_);
+  auto it = lanes_.find(lane);
+  if (it == lanes_.end()) return 0;
+  size_t held = 0;
+  for (const auto& [key, entry] : it->second->by_key) held += entry->thens.size();
+  return held;
+}
+
 void ArrivalLoads::Run(const std::string& name, Lane* lane) {
   NameThisThread("loads " + name);
   UniqueMutexLock lock(mu_);

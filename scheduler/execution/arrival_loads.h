@@ -33,7 +33,7 @@
 //     waits for the running ones, whose `then`s run on their lanes: every
 //     `then` handed over runs exactly once. The destructor stops.
 //
-// Threading: Ask, Before, Waiting and Stop may be called from any thread. Loads
+// Threading: Ask, Before, Waiting, Held and Stop may be called from any thread. Loads
 // and `then`s run without this class's lock held, so they may ask again.
 // What escapes a load or a `then` is caught and logged (RunCatching); the
 // lane goes on. Ownership: their captures must outlive Stop.
@@ -78,6 +78,8 @@ class ArrivalLoads {
   Ahead Before(const std::string& lane, const std::string& key) const;
   // Loads waiting on `lane` (not the running one).
   size_t Waiting(const std::string& lane) const;
+  // Requests held on `lane`: the `then`s of its waiting and running loads.
+  size_t Held(const std::string& lane) const;
   void Stop();
 
  private:

@@ -54,6 +54,11 @@ class DeviceCollector : public prometheus::Collectable {
     using prometheus::MetricType;
     auto up = Family("infergate_device_up", "1 when the device is available for work.", MetricType::Gauge);
     auto depth = Family("infergate_device_queue_depth", "Requests waiting in the device's queue.", MetricType::Gauge);
+    auto held_for_load =
+        Family("infergate_device_held_for_load",
+               "Requests held while their model loads onto the device on their arrival (--load-on-arrival), "
+               "queued there once it has loaded; not in the queue depth.",
+               MetricType::Gauge);
     auto model_depth = Family("infergate_model_queue_depth",
                               "Requests of a model version waiting in the device's queue (only versions with any).",
                               MetricType::Gauge);
@@ -93,6 +98,7 @@ class DeviceCollector : public prometheus::Collectable {
                                   {"simulated", d.simulated ? "true" : "false"}},
                                  d.available ? 1 : 0, false));
       depth.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.queue_depth), false));
+      held_for_load.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.held_for_load), false));
       for (const ModelQueueDepth& q : status.model_queues) {
         model_depth.metric.push_back(
             Sample({{"device", id}, {"model", q.model}, {"version", std::to_string(q.version)}},
@@ -148,9 +154,9 @@ class DeviceCollector : public prometheus::Collectable {
       }
     }
     std::vector<prometheus::MetricFamily> families = {
-        up,     depth,    model_depth,  capacity,    in_flight,       oldest,
-        busy,   workers,  mem_total,    mem_used,    resident,        resident_models,
-        budget, versions, version_info, host_copies, host_copy_bytes, host_copy_loads};
+        up,       depth,        held_for_load, model_depth,     capacity,       in_flight,       oldest,
+        busy,     workers,      mem_total,     mem_used,        resident,       resident_models, budget,
+        versions, version_info, host_copies,   host_copy_bytes, host_copy_loads};
     auto caught = Family("infergate_caught_exceptions_total",
                          "Exceptions that escaped a handler, a worker's answer or a pool's task and were caught: "
                          "the client got INTERNAL (or a 500) and the server went on. Any is a bug to report.",

@@ -11,6 +11,7 @@
 // copy asked for least lately; a request's load, asked for on its
 // arrival, runs while the request waits behind another model's run.
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -724,7 +725,16 @@ TEST_F(NoColdStart, ALoadAskedForOnArrivalRunsWhileTheRequestWaitsInTheQueue) {
        !queued() && std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(std::chrono::milliseconds(2))) {
   }
   const std::string before = ScrapeMetrics(*server_);
-  ASSERT_TRUE(infer("x", "", &resp).ok());
+  // While x is held for its load (300 ms at least), the device counts it
+  // as held, not queued.
+  std::future<grpc::Status> x = std::async(std::launch::async, [&] { return infer("x", "", &resp); });
+  double most_held = 0;
+  while (x.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) {
+    most_held =
+        std::max(most_held, MetricValue(ScrapeMetrics(*server_), "infergate_device_held_for_load{device=\"cuda:0\"}"));
+  }
+  ASSERT_TRUE(x.get().ok());
+  EXPECT_EQ(most_held, 1) << "x was not seen held";
   for (auto& f : ahead) EXPECT_TRUE(f.get().ok());
   EXPECT_EQ(resp.placement().device(), "cuda:0") << server_->Log();
   EXPECT_EQ(resp.placement().ready_path(), "load_and_run");

@@ -2,11 +2,13 @@
 // the real server.
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "devices/system_info.h"
 #include "tests/common/build_paths.h"
@@ -145,6 +147,44 @@ TEST(Promises, DrainTurnsReadinessOffKeepsLivenessAndEndsAtTheDrainTimeout) {
 }
 
 TEST(Promises, DrainTimeoutCutsQueuedRestCallsToo) { ExpectTheDrainTimeoutCutsTheQueue(/*rest=*/true); }
+
+// The operations guide names every metric family the server exports (its
+// "Metrics and monitoring" section, each name in backticks): a server with
+// a simulated accelerator, background moves, the CPU tensor cache and
+// tracing on (to a collector on loopback that is not there; spans are
+// dropped), after requests answered and refused.
+TEST(Promises, TheOperationsGuideNamesEveryMetricFamily) {
+  auto server = ServerProcess::Start(
+      {"--model-repository=" + DemoRepository(), "--simulate-devices=cuda:0", "--otlp-endpoint=http://127.0.0.1:9"});
+  ASSERT_NE(server, nullptr);
+  std::ifstream in(std::filesystem::path(FlagsDocument()).parent_path() / "operations.md");
+  ASSERT_TRUE(in) << "docs/operations.md";
+  const std::string guide((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  for (const std::string device : {"auto", "cuda:0", "nowhere"}) {  // answered, loaded there, refused
+    v1::InferRequest req;
+    req.set_model("mlp");
+    req.set_device(device);
+    *req.add_inputs() = ToWire(at::randn({1, 256}), "x");
+    grpc::ClientContext ctx;
+    v1::InferResponse resp;
+    EXPECT_EQ(stub->Infer(&ctx, req, &resp).ok(), device != "nowhere") << device;
+  }
+  const std::string scrape = ScrapeMetrics(*server);
+  std::set<std::string> families;
+  for (const auto line : absl::StrSplit(scrape, '\n')) {
+    constexpr absl::string_view kType = "# TYPE ";
+    if (!absl::StartsWith(line, kType)) continue;
+    families.insert(std::string(line.substr(kType.size(), line.find(' ', kType.size()) - kType.size())));
+  }
+  EXPECT_GT(families.size(), 30u) << scrape;
+  for (const std::string& family : families) {
+    EXPECT_TRUE(guide.find("`" + family + "`") != std::string::npos ||
+                guide.find("`" + family + "{") != std::string::npos)
+        << family << " is exported and docs/operations.md does not name it";
+  }
+  EXPECT_EQ(server->Stop(), 0);
+}
 
 // An empty --metrics-address serves no metrics (no port, no line).
 TEST(Promises, EmptyMetricsAddressDisablesMetrics) {

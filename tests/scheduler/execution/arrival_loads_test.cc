@@ -102,9 +102,12 @@ TEST(ArrivalLoads, AKeyLoadsOnceAndEveryRequestHeldForItGoesOnAfterInOrder) {
                     ledger.Note("b's request " + std::to_string(i))));
   }
   EXPECT_EQ(loads.Waiting("cuda:0"), 1u);
+  EXPECT_EQ(loads.Held("cuda:0"), 5u) << "a's two requests and b's three";
+  EXPECT_EQ(loads.Held("cuda:1"), 0u);
   EXPECT_TRUE(ledger.ran().empty()) << "a request went on before its load ran";
   held.Release();
   ASSERT_TRUE(ledger.WaitFor(6));
+  EXPECT_EQ(loads.Held("cuda:0"), 0u);
   EXPECT_EQ(ledger.ran(), (std::vector<std::string>{"a's first request", "a's second request", "b loaded 0",
                                                     "b's request 0", "b's request 1", "b's request 2"}));
   // Once a key's requests went on, it loads again when asked.
