@@ -143,6 +143,7 @@ TEST(ArrivalLoads, ALaneRunsItsLoadsOneAtATimeInTheOrderAsked) {
 
 TEST(ArrivalLoads, BeforeSaysWhatALoadAskedNowWouldWaitFor) {
   HeldLoad held;
+  HeldLoad late;
   ArrivalLoads loads;
   auto before = [&](const std::string& lane, const std::string& key) { return loads.Before(lane, key); };
   ArrivalLoads::Ahead none = before("cuda:0", "x");
@@ -173,7 +174,6 @@ TEST(ArrivalLoads, BeforeSaysWhatALoadAskedNowWouldWaitFor) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   // A load running past its estimate has nothing left by it, not less.
-  HeldLoad late;
   ASSERT_TRUE(Ask(loads, "cuda:0", "d", late.Load(), [] {}, 1));
   ASSERT_TRUE(late.WaitBegun());
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
