@@ -17,7 +17,7 @@ absl::StatusOr<std::shared_ptr<Servable>> LoadServable(const std::string& path, 
   } else {
     ASSIGN_OR_RETURN(loaded, TorchScriptModel::Load(path, config, device, compute_dtype, admit, host));
   }
-  return SimulatedServable::Wrap(std::move(loaded), device, config.name());
+  return SimulatedServable::Wrap(std::move(loaded), device, config.name(), path);
 }
 
 }  // namespace infergate

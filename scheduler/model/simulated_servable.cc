@@ -18,7 +18,8 @@
 namespace infergate {
 
 absl::StatusOr<std::shared_ptr<Servable>> SimulatedServable::Wrap(std::shared_ptr<Servable> inner,
-                                                                  const DeviceInfo& device, const std::string& model) {
+                                                                  const DeviceInfo& device, const std::string& model,
+                                                                  const std::string& file) {
   if (!device.simulation || device.id.kind == DeviceKind::kCpu) return inner;
   const SimulationRules& rules = *device.simulation;
   const uint64_t bytes = inner->resident_bytes();
@@ -37,7 +38,7 @@ absl::StatusOr<std::shared_ptr<Servable>> SimulatedServable::Wrap(std::shared_pt
   }
   const std::chrono::microseconds moved = SimulatedMove(rules, bytes);
   const std::chrono::microseconds transfer_time = inner->transfer_time() + moved;
-  std::string work_key = absl::StrCat(model, "/", DTypeName(inner->compute_dtype()));
+  std::string work_key = absl::StrCat(file.empty() ? model : file, "/", DTypeName(inner->compute_dtype()));
   return std::shared_ptr<Servable>(
       new SimulatedServable(std::move(inner), device.simulation, reserved, transfer_time, std::move(work_key)));
 }

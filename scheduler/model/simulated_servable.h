@@ -19,8 +19,8 @@
 //      inputs' placement and the outputs' conversion, which a real backend
 //      does around the forward pass, are not watched.
 //   4. With the device's compute_scale, each run that succeeds is held
-//      until that many times the least CPU time a run of this model (in
-//      this dtype, on this device: any of its copies there, LeastRunTimes)
+//      until that many times the least CPU time a run of this model file
+//      (in this dtype, on this device: any of its copies there, LeastRunTimes)
 //      with as many rows has taken the calling thread (the CPU time, not the wall
 //      time: another thread's turn on a shared core is not this device's
 //      work; the least, since contention for the host's memory and caches
@@ -50,11 +50,13 @@ namespace infergate {
 
 class SimulatedServable final : public Servable {
  public:
-  // `inner` (loaded for `device` as model `model`) with the charges of
-  // `device`'s simulation, or `inner` itself when `device` is the CPU or
-  // not simulated. Sleeps for the move. Errors as in (1) above.
+  // `inner` (loaded for `device` as model `model`, from `file`) with the
+  // charges of `device`'s simulation, or `inner` itself when `device` is
+  // the CPU or not simulated. Sleeps for the move. Errors as in (1) above.
+  // (4)'s least run times are kept by `file` (by `model` when empty) and
+  // compute dtype: each version's file is a model of its own.
   static absl::StatusOr<std::shared_ptr<Servable>> Wrap(std::shared_ptr<Servable> inner, const DeviceInfo& device,
-                                                        const std::string& model);
+                                                        const std::string& model, const std::string& file = "");
   ~SimulatedServable() override;
 
   absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<at::Tensor>& inputs) const override;

@@ -268,29 +268,32 @@ TEST(SimulatedServable, TheComputeTimeIsTheLeastCpuTimeARunHasTakenScaled) {
 TEST(SimulatedServable, EveryCopyOfAModelOnADeviceIsChargedTheModelsLeastRunTime) {
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
-  // A copy that ran in 2 ms of CPU, then a second copy of the same model
-  // (a reload) whose first run takes 10 ms: charged 20 ms at a scale of 10,
-  // the model's least, not 100 ms from its own first run. Another model's
-  // first run of 10 ms is its own: 100 ms.
+  // A copy of m's version 1 that ran in 2 ms of CPU, then a second copy of
+  // the same file (a reload) whose first run takes 10 ms: charged 20 ms at
+  // a scale of 10, the file's least, not 100 ms from its own first run.
+  // Another model's, or another version's, first run of 10 ms is its own:
+  // 100 ms.
   DeviceInfo cuda = Simulated(DeviceKind::kCuda, 10'000'000, [](SimulationRules& r) { r.compute_scale = 10; });
+  auto spins = [](int64_t us) { return std::make_shared<Spins>(std::vector{std::chrono::microseconds(us)}, false); };
   bool ok = false;
   {
-    absl::StatusOr<std::shared_ptr<Servable>> first = SimulatedServable::Wrap(
-        std::make_shared<Spins>(std::vector{std::chrono::microseconds(2000)}, false), cuda, "m");
+    absl::StatusOr<std::shared_ptr<Servable>> first =
+        SimulatedServable::Wrap(spins(2000), cuda, "m", "/r/m/1/model.pt");
     ASSERT_TRUE(first.ok()) << first.status();
     EXPECT_GE(TimedRun(**first, &ok), std::chrono::milliseconds(20));
   }
-  absl::StatusOr<std::shared_ptr<Servable>> reloaded = SimulatedServable::Wrap(
-      std::make_shared<Spins>(std::vector{std::chrono::microseconds(10'000)}, false), cuda, "m");
+  absl::StatusOr<std::shared_ptr<Servable>> reloaded =
+      SimulatedServable::Wrap(spins(10'000), cuda, "m", "/r/m/1/model.pt");
   ASSERT_TRUE(reloaded.ok()) << reloaded.status();
   const std::chrono::microseconds again = TimedRun(**reloaded, &ok);
   EXPECT_TRUE(ok);
   EXPECT_GE(again, std::chrono::milliseconds(10));
   EXPECT_LT(again, std::chrono::milliseconds(80));
-  absl::StatusOr<std::shared_ptr<Servable>> other = SimulatedServable::Wrap(
-      std::make_shared<Spins>(std::vector{std::chrono::microseconds(10'000)}, false), cuda, "n");
-  ASSERT_TRUE(other.ok()) << other.status();
-  EXPECT_GE(TimedRun(**other, &ok), std::chrono::milliseconds(100));
+  for (const auto& [model, file] : {std::pair{"n", "/r/n/1/model.pt"}, std::pair{"m", "/r/m/2/model.pt"}}) {
+    absl::StatusOr<std::shared_ptr<Servable>> other = SimulatedServable::Wrap(spins(10'000), cuda, model, file);
+    ASSERT_TRUE(other.ok()) << other.status();
+    EXPECT_GE(TimedRun(**other, &ok), std::chrono::milliseconds(100)) << file;
+  }
   at::set_num_threads(threads);
 }
 
