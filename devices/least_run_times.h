@@ -1,7 +1,8 @@
 #pragma once
 // The least host CPU time a forward pass of each model has taken on one
-// simulated device, by model and rows: what that device's compute time is
-// charged from (simulation.h, SimulationRules::compute_scale).
+// simulated device, by model (a key the caller names; SimulatedServable's
+// is the model file and its compute dtype) and rows: what that device's
+// compute time is charged from (simulation.h, SimulationRules::compute_scale).
 //
 // A real accelerator's time for a model and batch is the model's own, the
 // same for every copy it loads. Kept per copy, each fresh copy's first run

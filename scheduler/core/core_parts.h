@@ -79,11 +79,10 @@ struct CoreParts {
   // model's load time learned on that device (OwnLoadUs) plus what it would
   // wait for: its link's queue and, with load on arrival, the loads on the
   // device's lane before it (or what is left of its model's load there,
-  // which it would join); unset
-  // when no load there was measured or its copy would not fit the device's
-  // budget without evicting another (with load_and_run_displaces: without
-  // evicting more than DisplaceableBytes; with a staging share, than the
-  // idle staged copies).
+  // which it would join); unset when no load there was measured or its
+  // copy would not fit the device's budget without evicting another (with
+  // load_and_run_displaces: without evicting more than DisplaceableBytes;
+  // with a staging share, than the idle staged copies).
   std::optional<double> LoadAndRunEstimateUs(const Route& there) const;
   // Where a load of `there`'s copy would start now: its host copy when it
   // has one, else its file.

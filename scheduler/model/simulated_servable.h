@@ -81,7 +81,7 @@ class SimulatedServable final : public Servable {
   std::shared_ptr<const SimulationRules> rules_;
   uint64_t reserved_bytes_;
   std::chrono::microseconds transfer_time_;
-  std::string work_key_;  // the model and its compute dtype: its runs' key in the least run times
+  std::string work_key_;  // the model file and its compute dtype: its runs' key in the least run times
 };
 
 }  // namespace infergate
