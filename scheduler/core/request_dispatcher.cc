@@ -179,15 +179,21 @@ std::shared_ptr<RequestHandle> RequestDispatcher::Submit(InferenceRequest reques
   NoteQueued(*job);
   ExpectCompute(*job);
   // Load on arrival: queued once its model is loaded, so no worker waits
-  // for the transfer.
-  if (core_.LoadsOnArrival(job->route) && core_.HoldForLoad(job->route, [this, job, ex](ArrivalLoads::Hold hold) {
-        job->model_hold = std::move(hold);
-        const Clock::time_point released = Clock::now();
-        job->held_us = MicrosBetween(job->enqueued, released);
-        if (RequestTrace* trace = job->request.trace.get()) trace->Released(released);
-        Queue(job, *ex);
-      })) {
-    return job;
+  // for the transfer. Its reservation (made before the hold, whose release
+  // may come first) ends as it is queued (DeviceExecutor::Submit).
+  if (core_.LoadsOnArrival(job->route)) {
+    if (core_.options.router.load_and_run_reserves && job->route.load_expected_us > 0) {
+      job->reservation = ex->Reserve(job->route.load_expected_us, static_cast<double>(job->expected_us));
+    }
+    if (core_.HoldForLoad(job->route, [this, job, ex](ArrivalLoads::Hold hold) {
+          job->model_hold = std::move(hold);
+          const Clock::time_point released = Clock::now();
+          job->held_us = MicrosBetween(job->enqueued, released);
+          if (RequestTrace* trace = job->request.trace.get()) trace->Released(released);
+          Queue(job, *ex);
+        })) {
+      return job;
+    }
   }
   Queue(job, *ex);
   return job;

@@ -67,6 +67,10 @@ absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, std::optional<Reje
     MutexLock lock(mu_);
     Clock::time_point now = Clock::now();
     expired = queue_.TakeExpired(now);
+    // A held request's reservation ends as it is queued (or refused): a
+    // worker that waited on it looks again.
+    const bool unreserved = job->reservation != 0 && reservations_.erase(std::exchange(job->reservation, 0)) > 0;
+    if (unreserved && sleeping_workers_ > 0) wake = true;
     if (!accepting_) {
       status = absl::UnavailableError(
           absl::StrCat("server is shutting down; device ", device_.ToString(), " takes no new work"));
@@ -99,7 +103,7 @@ absl::Status DeviceExecutor::Submit(std::shared_ptr<Job> job, std::optional<Reje
         // sleeps while one model holds the other workers, and waking it
         // for that model's jobs cost two context switches per request.
         bool runnable = queue_.HasRunnable(running_limit_);
-        wake = runnable && sleeping_workers_ > 0 && spinning_.load() == 0;
+        wake = wake || (runnable && sleeping_workers_ > 0 && spinning_.load() == 0);
         if (runnable) StartSpareIfDue();
       }
     }
@@ -115,6 +119,74 @@ absl::Status DeviceExecutor::SubmitTask(std::function<void()> task) {
   job->task = std::move(task);
   job->enqueued = Clock::now();
   return Submit(std::move(job));
+}
+
+uint64_t DeviceExecutor::Reserve(double due_in_us, double run_us) {
+  const Clock::time_point now = Clock::now();
+  const auto due_in = std::chrono::microseconds(static_cast<int64_t>(std::max(0.0, due_in_us)));
+  const auto grace = std::chrono::microseconds(static_cast<int64_t>(std::max(kMinReservationGraceUs, due_in_us / 2)));
+  MutexLock lock(mu_);
+  const uint64_t id = next_reservation_++;
+  reservations_[id] = Reservation{now, now + due_in, now + due_in + grace, std::max(0.0, run_us)};
+  return id;
+}
+
+size_t DeviceExecutor::reservations() const {
+  MutexLock lock(mu_);
+  return reservations_.size();
+}
+
+FairQueue::MayStart DeviceExecutor::StartRule(Clock::time_point now, Clock::time_point* recheck) {
+  if (recheck) *recheck = Clock::time_point::max();
+  std::erase_if(reservations_, [now](const auto& entry) { return entry.second.expires <= now; });
+  if (reservations_.empty() || stopping_) return {};
+  // A running task (a load) holds its thread for a time not estimated.
+  constexpr double kTaskUs = 1e18;
+  std::vector<double> busy_us;
+  busy_us.reserve(running_.size());
+  for (const RunningBatch& r : running_) {
+    const bool answered = r.first != nullptr && r.first->finished();
+    busy_us.push_back(r.task ? kTaskUs : answered ? 0.0 : static_cast<double>(MicrosBetween(now, r.expected_end)));
+  }
+  struct Owed {
+    Clock::time_point made;
+    StartReservation reservation;
+  };
+  std::vector<Owed> owed;
+  owed.reserve(reservations_.size());
+  for (const auto& [id, r] : reservations_) {
+    const double due_in_us =
+        static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(r.due - now).count());
+    owed.push_back({r.made, {due_in_us, r.run_us}});
+    if (recheck) *recheck = std::min(*recheck, r.expires);
+  }
+  const int threads = static_cast<int>(workers_.size());
+  return [busy_us = std::move(busy_us), owed = std::move(owed), threads](const Job& job) {
+    if (job.task) return true;
+    std::vector<StartReservation> binding;  // rule 1: made before the job was queued
+    for (const Owed& o : owed) {
+      if (o.made < job.enqueued) binding.push_back(o.reservation);
+    }
+    return MayStartBeforeReservations(static_cast<double>(job.expected_us), threads, busy_us, binding);
+  };
+}
+
+void DeviceExecutor::WaitForStartable(UniqueMutexLock& lock) {
+  for (;;) {
+    if (stopping_ && queue_.empty()) return;
+    Clock::time_point recheck;
+    const Clock::time_point now = Clock::now();
+    // Jobs of a model already running on every worker it may use wait for
+    // one of those workers, which looks for work again when it finishes.
+    if (queue_.HasStartable(running_limit_, now, StartRule(now, &recheck))) return;
+    ++sleeping_workers_;
+    if (recheck == Clock::time_point::max()) {
+      work_cv_.wait(lock.native());
+    } else {
+      work_cv_.wait_until(lock.native(), recheck);
+    }
+    --sleeping_workers_;
+  }
 }
 
 size_t DeviceExecutor::PurgeCancelled() {
@@ -208,6 +280,11 @@ DeviceLoad DeviceExecutor::LoadFor(const FlowKey& flow) const {
   if (running_limit_ <= 0 || flow_running < running_limit_) load.flow_free_us.reset();
   load.queued_us =
       static_cast<double>(std::max<int64_t>(0, expected_work_us_.load(std::memory_order_relaxed) - running_counted));
+  // The requests held for their loads here run before a job queued now
+  // where it would take their thread (start_reservations.h).
+  for (const auto& [id, r] : reservations_) {
+    if (r.expires > now) load.queued_us += r.run_us;
+  }
   return load;
 }
 
@@ -248,7 +325,7 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(UniqueMutexLock& lock, double* c
   Batch batch;
   Clock::time_point now = Clock::now();
   *expired = queue_.TakeExpired(now);
-  std::shared_ptr<Job> first = queue_.Next(now, charged_us, running_limit_);
+  std::shared_ptr<Job> first = queue_.Next(now, charged_us, running_limit_, StartRule(now));
   depth_.store(queue_.size(), std::memory_order_relaxed);
   if (!first) return batch;
   batch.push_back(first);
@@ -349,13 +426,7 @@ void DeviceExecutor::WorkerLoop() {
     bool is_task = false;
     {
       UniqueMutexLock lock(mu_);
-      // Jobs of a model already running on every worker it may use wait for
-      // one of those workers, which looks for work again when it finishes.
-      while (!(stopping_ && queue_.empty()) && !queue_.HasRunnable(running_limit_)) {
-        ++sleeping_workers_;
-        work_cv_.wait(lock.native());
-        --sleeping_workers_;
-      }
+      WaitForStartable(lock);
       if (queue_.empty()) return;  // stopping and drained
       batch = TakeBatch(lock, &charged_us, &expired);
       if (!batch.empty()) {

@@ -4,7 +4,11 @@
 // models and priorities, is the FairQueue's choice; a batch's companions
 // come from the same model version.
 //
-// Threading: Submit, PurgeCancelled and the figures may be called from any
+// A request held for its model's load on arrival may leave a reservation
+// (Reserve): work queued after it starts only where it leaves that request
+// a thread when its load is expected to be done (start_reservations.h).
+//
+// Threading: Submit, Reserve, PurgeCancelled and the figures may be called from any
 // thread. The batch runner and tasks run on this executor's worker threads,
 // one batch per worker at a time; they may Submit to other executors (a
 // fallback) but must not wait for them. The rejection listener runs on the
@@ -31,6 +35,7 @@
 #include "scheduler/execution/fair_queue.h"
 #include "scheduler/execution/job.h"
 #include "scheduler/execution/start_estimate.h"
+#include "scheduler/execution/start_reservations.h"
 #include "scheduler/model/event_reasons.h"
 #include "scheduler/repository/model_config.h"
 
@@ -78,10 +83,24 @@ class DeviceExecutor {
   // full (kQueueFull in `refusal`), or naming the model when its own
   // max_queue_size is reached (kModelQueueFull); UNAVAILABLE once Stop
   // has begun. (Draining refuses new requests in the scheduler, so work
-  // already accepted can still move here.)
+  // already accepted can still move here.) Drops the job's reservation,
+  // queued or refused.
   absl::Status Submit(std::shared_ptr<Job> job, std::optional<RejectionReason>* refusal = nullptr);
   // Runs `task` as a job of its own (explicit loads).
   absl::Status SubmitTask(std::function<void()> task);
+
+  // A request held for its model's load on arrival (arrival_loads.h) is
+  // expected to be submitted in `due_in_us` and to run for `run_us`: until
+  // then, jobs submitted after this call start only where they leave it a
+  // thread (start_reservations.h), and LoadFor counts its run as queued
+  // work. Dropped by the Submit of the job that carries the id
+  // (Job::reservation), or once overdue by its grace (half of `due_in_us`,
+  // at least kMinReservationGraceUs: a load that ran long idles a thread
+  // no longer). Returns the id, never 0.
+  uint64_t Reserve(double due_in_us, double run_us);
+  static constexpr double kMinReservationGraceUs = 2000;
+  // Reservations not yet dropped.
+  size_t reservations() const;
 
   // Takes cancelled jobs out of the queue and answers them CANCELLED.
   size_t PurgeCancelled();
@@ -141,9 +160,18 @@ class DeviceExecutor {
 
  private:
   void WorkerLoop();
-  // Takes the next batch (maybe empty: all expired) and the jobs whose queue
-  // timeout passed, which the caller answers after unlocking.
+  // Takes the next batch (maybe empty: all expired, or held back by a
+  // reservation) and the jobs whose queue timeout passed, which the caller
+  // answers after unlocking.
   Batch TakeBatch(UniqueMutexLock& lock, double* charged_us, Batch* expired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until a job may start, or the executor stops with nothing queued.
+  void WaitForStartable(UniqueMutexLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Which queued jobs may start now under the reservations left (those past
+  // their grace dropped first); empty when there are none, or stopping.
+  // `*recheck` (if given): when the rule next changes by itself, the
+  // earliest grace's end (max: never).
+  FairQueue::MayStart StartRule(Clock::time_point now, Clock::time_point* recheck = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Collect(const std::shared_ptr<Job>& first, int64_t* rows, Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps of `batch` (holding `rows` rows) a prefix of at most one worker's
   // share of the rows in flight (these and the running ones) among the
@@ -191,6 +219,14 @@ class DeviceExecutor {
     std::shared_ptr<const Job> first;  // answered: the run no longer holds the thread for estimates
   };
   std::list<RunningBatch> running_ ABSL_GUARDED_BY(mu_);
+  struct Reservation {
+    Clock::time_point made;
+    Clock::time_point due;
+    Clock::time_point expires;  // due plus its grace
+    double run_us = 0;
+  };
+  std::map<uint64_t, Reservation> reservations_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_reservation_ ABSL_GUARDED_BY(mu_) = 1;
   int waiting_batchers_ ABSL_GUARDED_BY(mu_) = 0;
   int sleeping_workers_ ABSL_GUARDED_BY(mu_) = 0;  // waiting on work_cv_
   std::atomic<size_t> depth_{0};

@@ -89,7 +89,27 @@ bool FairQueue::HasRunnable(int running_limit) const {
   return false;
 }
 
-std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, int running_limit) {
+const Job* FairQueue::StartableHead(const Flow& flow, Clock::time_point now, int running_limit,
+                                    const MayStart& may_start, int64_t* effective, uint32_t* level) const {
+  if (const int limit = RunningLimitOf(flow, running_limit); limit > 0 && flow.running >= limit) return nullptr;
+  if (!BestOf(flow, now, effective, level)) return nullptr;
+  const Job* head = flow.levels.at(*level).front().get();
+  if (may_start && !may_start(*head)) return nullptr;
+  return head;
+}
+
+bool FairQueue::HasStartable(int running_limit, Clock::time_point now, const MayStart& may_start) const {
+  if (!may_start) return HasRunnable(running_limit);
+  for (const auto& [key, flow] : flows_) {
+    int64_t effective = 0;
+    uint32_t level = 0;
+    if (StartableHead(flow, now, running_limit, may_start, &effective, &level)) return true;
+  }
+  return false;
+}
+
+std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, int running_limit,
+                                     const MayStart& may_start) {
   Flow* chosen = nullptr;
   uint32_t chosen_level = 0;
   int64_t best_effective = 0;
@@ -97,9 +117,9 @@ std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, 
   for (auto& [key, flow] : flows_) {
     int64_t effective = 0;
     uint32_t level = 0;
-    if (const int limit = RunningLimitOf(flow, running_limit); limit > 0 && flow.running >= limit) continue;
-    if (!BestOf(flow, now, &effective, &level)) continue;
-    Clock::time_point head_time = flow.levels[level].front()->enqueued;
+    const Job* head = StartableHead(flow, now, running_limit, may_start, &effective, &level);
+    if (!head) continue;
+    Clock::time_point head_time = head->enqueued;
     bool better = !chosen || effective < best_effective ||
                   (effective == best_effective &&
                    (fair_ ? flow.virtual_us < chosen->virtual_us ||

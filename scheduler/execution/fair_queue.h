@@ -28,6 +28,10 @@
 // batches, or (on an accelerator's queue) its model's accelerator_instances
 // where that is lower.
 //
+// Reservations: Next may be given which jobs may start now (the device's
+// threads owed to requests held for their loads, start_reservations.h); a
+// flow whose next job may not is skipped as if it were empty.
+//
 // Threading: none; DeviceExecutor guards it with its queue lock. Owns the
 // queued jobs' shared pointers until they are taken.
 
@@ -61,14 +65,20 @@ class FairQueue {
   // batch trimmed after it was collected). Never refused.
   void PushFront(std::shared_ptr<Job> job);
 
+  // Whether a job may start now; empty: every job may.
+  using MayStart = std::function<bool(const Job&)>;
   // Takes the job that runs next (see above), skipping flows that already
-  // run `running_limit` batches (0: no limit), or their model's instances;
-  // null when none may run. Its
-  // flow is charged an estimate of the batch's time, returned in
+  // run `running_limit` batches (0: no limit), or their model's instances,
+  // and flows whose next job `may_start` refuses; null when none may run.
+  // Its flow is charged an estimate of the batch's time, returned in
   // `charged_us`, and counts one more running batch until Settle.
-  std::shared_ptr<Job> Next(Clock::time_point now, double* charged_us = nullptr, int running_limit = 0);
-  // Whether Next with this limit would return a job.
+  std::shared_ptr<Job> Next(Clock::time_point now, double* charged_us = nullptr, int running_limit = 0,
+                            const MayStart& may_start = {});
+  // Whether Next with this limit would return a job, were every job
+  // allowed to start.
   bool HasRunnable(int running_limit) const;
+  // Whether Next with this limit and `may_start` would return a job now.
+  bool HasStartable(int running_limit, Clock::time_point now, const MayStart& may_start) const;
   // Takes queued jobs of `first`'s flow that may join its batch (same batch
   // key, not cancelled, not a task), best level first and in arrival order,
   // while `*rows` stays within first->max_batch_rows.
@@ -100,6 +110,10 @@ class FairQueue {
   // How many of `flow`'s batches may run at once under `running_limit`
   // (0: no limit).
   static int RunningLimitOf(const Flow& flow, int running_limit);
+  // The job Next would take from `flow` (its best level's head) and that
+  // level, if the flow may run one more batch and `may_start` allows it.
+  const Job* StartableHead(const Flow& flow, Clock::time_point now, int running_limit, const MayStart& may_start,
+                           int64_t* effective, uint32_t* level) const;
   // The best effective level of `flow`'s waiting jobs and the level queue
   // holding that job; false when the flow is empty.
   bool BestOf(const Flow& flow, Clock::time_point now, int64_t* effective, uint32_t* level) const;

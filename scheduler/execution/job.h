@@ -64,6 +64,9 @@ struct Job final : RequestHandle {
   // request runs; set before Submit, dropped by Finish.
   std::shared_ptr<void> model_hold;
   uint64_t held_us = 0;  // how long it was held for that load
+  // The reservation it left on its executor while held (DeviceExecutor::
+  // Reserve); Submit drops it. 0: none.
+  uint64_t reservation = 0;
 
   // What the routed model's config says about batching and queueing; the
   // default for a job never routed (a task). Read from the route's model

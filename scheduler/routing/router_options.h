@@ -21,6 +21,11 @@ struct RouterOptions {
   // once and the worker that takes it loads the model, and load and run is
   // the load, the wait and the run in turn.
   bool load_on_arrival = true;
+  // With load on arrival: the held request reserves a thread of its device
+  // for when its load is expected to be done (DeviceExecutor::Reserve,
+  // scheduler/execution/start_reservations.h), so work that arrives during
+  // the load does not take it. false: the request waits for such work.
+  bool load_and_run_reserves = false;
 };
 
 }  // namespace infergate

@@ -35,6 +35,7 @@ struct RawFlags {
   bool background_moves = true;
   bool load_and_run_displaces = false;
   bool load_on_arrival = true;
+  bool load_and_run_reserves = false;
   double staging_share = 0.5;
   std::chrono::milliseconds staging_demand_window{2000};
   double host_copy_share = 0.5;
@@ -136,6 +137,7 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.host_copy_share = f.host_copy_share;
   s.load_and_run_displaces = f.load_and_run_displaces;
   s.router.load_on_arrival = f.load_on_arrival;
+  s.router.load_and_run_reserves = f.load_and_run_reserves;
   s.staging_share = f.staging_share;
   s.staging_demand_window = f.staging_demand_window;
   s.placement.window_s = std::chrono::duration<double>(f.move_window).count();
@@ -346,6 +348,11 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
              "No cold start: a request sent to load and run is held while its model loads, on a thread of the "
              "device's own, and queued once it is loaded, so no worker waits for the transfer. false: it is queued "
              "at once and the worker that takes it loads the model.");
+  flags.Bool("load-and-run-reserves", &f.load_and_run_reserves,
+             "No cold start, with --load-on-arrival: a request held while its model loads reserves a thread of "
+             "the device for when its load is expected to be done; work that arrives after it starts only where "
+             "it leaves that thread free then (it waits otherwise, at most until the load is half its estimate "
+             "overdue). false: later work may take the thread, and the request waits for that run.");
   flags.Double("staging-share", &f.staging_share,
                "No cold start: this share of each accelerator's cache budget is left out of the move policy's, so "
                "a request whose model would finish sooner loaded there than on a ready copy elsewhere finds room to "

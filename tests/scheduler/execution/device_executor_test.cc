@@ -408,6 +408,73 @@ TEST(DeviceExecutor, TheLoadAJobWouldFindIsTheRunningBatchesRemainingTimeAndTheQ
   ex.Stop();
 }
 
+// A request held for its load leaves a reservation (Reserve): a job
+// queued after it that would still run when the request is due waits,
+// one that fits before runs, and the request, once submitted, goes first;
+// LoadFor counts the reserved run. Timing only bounds from below or by
+// seconds of slack.
+TEST(DeviceExecutor, AReservationKeepsItsThreadFromLaterWorkThatWouldOverlapIt) {
+  Recorder recorder;
+  DeviceExecutor::Options options = DeviceExecutor::WithWorkers(1, 100);
+  options.fair = false;  // one thread, no fair-share thread beside it
+  DeviceExecutor ex({DeviceKind::kCuda, 0}, options, recorder.Runner());
+  auto job = [](int id, int64_t expected_us) {
+    auto j = MakeJob("", 1, 0, id);
+    j->flow = FlowKey{std::string(id, 'm'), 1};
+    j->expected_us = expected_us;
+    return j;
+  };
+  auto held = job(1, 10'000);  // arrived before its reservation was made
+  const uint64_t reservation = ex.Reserve(/*due_in_us=*/2e6, /*run_us=*/10'000);
+  EXPECT_NE(reservation, 0u);
+  EXPECT_EQ(ex.reservations(), 1u);
+  EXPECT_EQ(ex.LoadFor(FlowKey{"x", 1}).queued_us, 10'000) << "the held request's run counts as queued work";
+  ASSERT_TRUE(ex.Submit(job(2, 5'000'000)).ok());  // 5 s from now: past the request's due time
+  ASSERT_TRUE(ex.Submit(job(3, 1'000)).ok());      // done long before it
+  for (int i = 0; i < 2000; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(recorder.mu);
+      if (!recorder.batches.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  {
+    std::lock_guard<std::mutex> lock(recorder.mu);
+    EXPECT_EQ(recorder.batches, (std::vector<std::vector<int>>{{103}})) << "the short job ran, the long one waits";
+  }
+  held->reservation = reservation;
+  ASSERT_TRUE(ex.Submit(held).ok());
+  EXPECT_EQ(held->reservation, 0u);
+  EXPECT_EQ(ex.reservations(), 0u) << "dropped as its request was queued";
+  ASSERT_TRUE(ex.WaitIdle(Clock::now() + std::chrono::seconds(30)));
+  std::lock_guard<std::mutex> lock(recorder.mu);
+  EXPECT_EQ(recorder.batches, (std::vector<std::vector<int>>{{103}, {101}, {102}}))
+      << "the held request, queued first, ran before the job that waited for it";
+  ex.Stop();
+}
+
+// A reservation whose request never comes (its load ran long) binds no
+// longer than its grace after it fell due: the job it held back runs.
+TEST(DeviceExecutor, AReservationOverdueByItsGraceIsDropped) {
+  Recorder recorder;
+  DeviceExecutor::Options options = DeviceExecutor::WithWorkers(1, 100);
+  options.fair = false;
+  std::atomic<int64_t> started_us{-1};
+  const Clock::time_point reserved = Clock::now();
+  DeviceExecutor ex({DeviceKind::kCuda, 0}, options, [&](Batch& batch) {
+    started_us = static_cast<int64_t>(MicrosBetween(reserved, Clock::now()));
+    for (auto& j : batch) j->Finish(InferenceResult{});
+  });
+  ex.Reserve(/*due_in_us=*/40'000, /*run_us=*/10'000);  // grace 20 ms: dropped 60 ms on
+  auto later = MakeJob("", 1, 0, 2);
+  later->expected_us = 1'000'000;
+  ASSERT_TRUE(ex.Submit(later).ok());
+  ASSERT_TRUE(ex.WaitIdle(Clock::now() + std::chrono::seconds(30)));
+  EXPECT_GE(started_us.load(), 60'000) << "held back until the reservation's grace ran out";
+  EXPECT_EQ(ex.reservations(), 0u);
+  ex.Stop();
+}
+
 TEST(DeviceExecutor, WaitIdleWaitsForQueuedWorkAndStopRefusesMore) {
   std::atomic<int> ran{0};
   DeviceExecutor ex({DeviceKind::kCpu, 0}, 1, 100, [](Batch&) {});
