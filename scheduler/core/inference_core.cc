@@ -303,6 +303,7 @@ std::vector<DeviceStatus> InferenceCore::Devices() const {
       DeviceExecutor::QueueDepths depths = ex->QueueDepthsNow();
       status.queue_depth = depths.total;
       status.held_for_load = parts_->arrival_loads.Held(info.id.ToString());
+      status.reserved_for_load = ex->reservations();
       status.oldest_running = ex->OldestRunningAge();
       for (const auto& [flow, depth] : depths.by_model) {
         status.model_queues.push_back({flow.model, flow.version, depth});

@@ -54,7 +54,8 @@ struct ModelQueueDepth {
 struct DeviceStatus {
   DeviceInfo info;  // identity, capabilities, memory; `available` is false while out of service
   size_t queue_depth = 0;
-  size_t held_for_load = 0;  // held while their model loads on arrival, not yet queued (arrival_loads.h)
+  size_t held_for_load = 0;      // held while their model loads on arrival, not yet queued (arrival_loads.h)
+  size_t reserved_for_load = 0;  // of those, the ones reserving a thread (DeviceExecutor::Reserve)
   std::vector<ModelQueueDepth> model_queues;  // versions with requests waiting
   Clock::duration oldest_running{0};          // age of the oldest batch running; zero when idle
   size_t in_flight = 0;

@@ -25,7 +25,7 @@ struct RouterOptions {
   // for when its load is expected to be done (DeviceExecutor::Reserve,
   // scheduler/execution/start_reservations.h), so work that arrives during
   // the load does not take it. false: the request waits for such work.
-  bool load_and_run_reserves = false;
+  bool load_and_run_reserves = true;
 };
 
 }  // namespace infergate

@@ -59,6 +59,12 @@ class DeviceCollector : public prometheus::Collectable {
                "Requests held while their model loads onto the device on their arrival (--load-on-arrival), "
                "queued there once it has loaded; not in the queue depth.",
                MetricType::Gauge);
+    auto reserved_for_load =
+        Family("infergate_device_reserved_for_load",
+               "Threads of the device reserved for requests held for their loads, for when each load is expected "
+               "to be done (--load-and-run-reserves): work queued after a reservation waits where it would take "
+               "that thread then.",
+               MetricType::Gauge);
     auto model_depth = Family("infergate_model_queue_depth",
                               "Requests of a model version waiting in the device's queue (only versions with any).",
                               MetricType::Gauge);
@@ -99,6 +105,8 @@ class DeviceCollector : public prometheus::Collectable {
                                  d.available ? 1 : 0, false));
       depth.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.queue_depth), false));
       held_for_load.metric.push_back(Sample({{"device", id}}, static_cast<double>(status.held_for_load), false));
+      reserved_for_load.metric.push_back(
+          Sample({{"device", id}}, static_cast<double>(status.reserved_for_load), false));
       for (const ModelQueueDepth& q : status.model_queues) {
         model_depth.metric.push_back(
             Sample({{"device", id}, {"model", q.model}, {"version", std::to_string(q.version)}},
@@ -154,9 +162,9 @@ class DeviceCollector : public prometheus::Collectable {
       }
     }
     std::vector<prometheus::MetricFamily> families = {
-        up,       depth,        held_for_load, model_depth,     capacity,       in_flight,       oldest,
-        busy,     workers,      mem_total,     mem_used,        resident,       resident_models, budget,
-        versions, version_info, host_copies,   host_copy_bytes, host_copy_loads};
+        up,     depth,    held_for_load, reserved_for_load, model_depth,     capacity,       in_flight,
+        oldest, busy,     workers,       mem_total,         mem_used,        resident,       resident_models,
+        budget, versions, version_info,  host_copies,       host_copy_bytes, host_copy_loads};
     auto caught = Family("infergate_caught_exceptions_total",
                          "Exceptions that escaped a handler, a worker's answer or a pool's task and were caught: "
                          "the client got INTERNAL (or a 500) and the server went on. Any is a bug to report.",

@@ -35,7 +35,7 @@ struct RawFlags {
   bool background_moves = true;
   bool load_and_run_displaces = false;
   bool load_on_arrival = true;
-  bool load_and_run_reserves = false;
+  bool load_and_run_reserves = true;
   double staging_share = 0.5;
   std::chrono::milliseconds staging_demand_window{2000};
   double host_copy_share = 0.5;

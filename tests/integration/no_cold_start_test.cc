@@ -733,13 +733,18 @@ TEST_F(NoColdStart, ALoadAskedForOnArrivalRunsWhileTheRequestWaitsInTheQueue) {
   // While x is held for its load (300 ms at least), the device counts it
   // as held, not queued.
   std::future<grpc::Status> x = std::async(std::launch::async, [&] { return infer("x", "", &resp); });
-  double most_held = 0;
+  double most_held = 0, most_reserved = 0;
   while (x.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) {
-    most_held =
-        std::max(most_held, MetricValue(ScrapeMetrics(*server_), "infergate_device_held_for_load{device=\"cuda:0\"}"));
+    const std::string scraped = ScrapeMetrics(*server_);
+    most_held = std::max(most_held, MetricValue(scraped, "infergate_device_held_for_load{device=\"cuda:0\"}"));
+    most_reserved =
+        std::max(most_reserved, MetricValue(scraped, "infergate_device_reserved_for_load{device=\"cuda:0\"}"));
   }
   ASSERT_TRUE(x.get().ok());
   EXPECT_EQ(most_held, 1) << "x was not seen held";
+  EXPECT_EQ(most_reserved, 1) << "x reserved no thread for its load's end (--load-and-run-reserves, on by default)";
+  EXPECT_EQ(MetricValue(ScrapeMetrics(*server_), "infergate_device_reserved_for_load{device=\"cuda:0\"}"), 0)
+      << "x's reservation outlived its queueing";
   for (auto& f : ahead) EXPECT_TRUE(f.get().ok());
   EXPECT_EQ(resp.placement().device(), "cuda:0") << server_->Log();
   EXPECT_EQ(resp.placement().ready_path(), "load_and_run");

@@ -52,7 +52,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--host-copy-share", "0.5", "0.5"},
     {"--load-and-run-displaces", "false", "false"},
     {"--load-on-arrival", "true", "true"},
-    {"--load-and-run-reserves", "false", "false"},
+    {"--load-and-run-reserves", "true", "true"},
     {"--staging-share", "0.5", "0.5"},
     {"--staging-demand-window", "2000ms", "2s"},
     {"--move-window", "10000ms", "10s"},
