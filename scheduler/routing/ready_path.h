@@ -19,9 +19,11 @@
 //     arrival_loads.h) the request is held while its model loads and then
 //     queued, no worker waiting for the load, while the work queued ahead
 //     of it at its arrival runs: the longer of the load and that wait,
-//     then its run. A move the placement controller has under way is this path too:
-//     the cache loads a copy once, and a request sent there waits for that
-//     load.
+//     then its run. Work that arrives during the load does not take the
+//     thread it will need (RouterOptions::load_and_run_reserves;
+//     scheduler/execution/start_reservations.h). A move the placement
+//     controller has under way is this path too: the cache loads a copy
+//     once, and a request sent there waits for that load.
 // The faster wins; a tie, or a load never measured there (its file
 // reading, deserialisation and warm-up are not guessed), keeps the
 // resident copy. With no copy resident anywhere the request is a cold
