@@ -13,6 +13,10 @@
 #                                          PROFILE_CLIENTS, default 64)
 #   BENCH_SKIP_BUILD=1 bench/rest_profile.sh   uses build/ as it is
 #   PROFILE_KEEP=DIR bench/rest_profile.sh     keeps the profiles (DIR/rest.perf.data, grpc.perf.data)
+#   PROFILE_PROTOCOLS="grpc v1" PROFILE_MODEL=mlp bench/rest_profile.sh
+#                                          which protocols (rest, grpc: Open Inference ModelInfer, v1:
+#                                          infergate.v1 Infer; default "rest grpc") on which model (default
+#                                          small; rest only on small, whose JSON body it writes)
 #
 # perf (Debian's linux-perf) is installed into the Debian 13 root here, when
 # the profile runs; neither the README's commands nor the tests install it.
@@ -62,9 +66,14 @@ done
 awk 'BEGIN { printf "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,128],\"datatype\":\"FP32\",\"data\":[";
              for (i = 0; i < 128; i++) printf "%s%.4f", (i ? "," : ""), (i % 17) / 17.0; printf "]}]}" }' \
   >"$work/rest.body"
-frame_line=$("$build_dir/tools/infergate-cli" --address "$address" frame --rpc v2 --model small --rows 1 \
+model="${PROFILE_MODEL:-small}"
+protocols="${PROFILE_PROTOCOLS:-rest grpc}"
+frame_line=$("$build_dir/tools/infergate-cli" --address "$address" frame --rpc v2 --model "$model" --rows 1 \
   --out "$work/grpc.frame")
 grpc_path=$(sed -n 's/.* path=\([^ ]*\).*/\1/p' <<<"$frame_line")
+frame_line=$("$build_dir/tools/infergate-cli" --address "$address" frame --rpc infer --model "$model" --rows 1 \
+  --out "$work/v1.frame")
+v1_path=$(sed -n 's/.* path=\([^ ]*\).*/\1/p' <<<"$frame_line")
 
 # server CPU seconds (user + system) from /proc
 server_cpu() { awk -v t="$(getconf CLK_TCK)" '{ print ($14 + $15) / t }' "/proc/$server_pid/stat"; }
@@ -91,8 +100,19 @@ profile() {  # NAME h2load-args...
   echo
 }
 
-echo "small model (128 -> 64 -> 5), $clients clients, ${seconds} s per protocol, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
-profile rest --h1 -c "$clients" -m 1 -d "$work/rest.body" -H "Content-Type: application/json" \
-  "http://$http/v2/models/small/infer"
-profile grpc -c 1 -m "$clients" -d "$work/grpc.frame" -H "content-type: application/grpc" -H "te: trailers" \
-  "http://$address$grpc_path"
+echo "model $model, $clients clients, ${seconds} s per protocol, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+for protocol in $protocols; do
+  case "$protocol" in
+    rest)
+      [ "$model" = small ] || { echo "rest_profile.sh: rest only on the small model" >&2; exit 2; }
+      profile rest --h1 -c "$clients" -m 1 -d "$work/rest.body" -H "Content-Type: application/json" \
+        "http://$http/v2/models/small/infer"
+      ;;
+    grpc | v1)
+      if [ "$protocol" = grpc ]; then frame=$work/grpc.frame path=$grpc_path; else frame=$work/v1.frame path=$v1_path; fi
+      profile "$protocol" -c 1 -m "$clients" -d "$frame" -H "content-type: application/grpc" -H "te: trailers" \
+        "http://$address$path"
+      ;;
+    *) echo "rest_profile.sh: unknown protocol $protocol (rest, grpc, v1)" >&2; exit 2 ;;
+  esac
+done

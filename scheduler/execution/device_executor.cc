@@ -132,8 +132,10 @@ uint64_t DeviceExecutor::Reserve(double due_in_us, double run_us) {
 }
 
 size_t DeviceExecutor::reservations() const {
+  const Clock::time_point now = Clock::now();
   MutexLock lock(mu_);
-  return reservations_.size();
+  return static_cast<size_t>(std::count_if(reservations_.begin(), reservations_.end(),
+                                           [now](const auto& r) { return r.second.expires > now; }));
 }
 
 FairQueue::MayStart DeviceExecutor::StartRule(Clock::time_point now, Clock::time_point* recheck) {

@@ -99,7 +99,7 @@ class DeviceExecutor {
   // no longer). Returns the id, never 0.
   uint64_t Reserve(double due_in_us, double run_us);
   static constexpr double kMinReservationGraceUs = 2000;
-  // Reservations not yet dropped.
+  // Reservations standing (not dropped, not past their grace).
   size_t reservations() const;
 
   // Takes cancelled jobs out of the queue and answers them CANCELLED.
