@@ -162,7 +162,9 @@ FairQueue::MayStart DeviceExecutor::StartRule(Clock::time_point now, Clock::time
     owed.push_back({r.made, {due_in_us, r.run_us}});
     if (recheck) *recheck = std::min(*recheck, r.expires);
   }
-  const int threads = static_cast<int>(workers_.size());
+  // As LoadFor counts them: the fair-share thread, once due, is started
+  // by the Submit that finds the workers busy.
+  const int threads = static_cast<int>(workers_.size()) + (spare_due_ ? 1 : 0);
   return [busy_us = std::move(busy_us), owed = std::move(owed), threads](const Job& job) {
     if (job.task) return true;
     std::vector<StartReservation> binding;  // rule 1: made before the job was queued

@@ -453,6 +453,43 @@ TEST(DeviceExecutor, AReservationKeepsItsThreadFromLaterWorkThatWouldOverlapIt) 
   ex.Stop();
 }
 
+// With fair sharing the fair-share thread, due but not started, counts as
+// a thread (as LoadFor counts it): a later job takes the one worker, and
+// the held request, submitted while it runs, starts the fair-share thread.
+TEST(DeviceExecutor, AReservationCountsTheFairShareThreadDue) {
+  std::promise<void> long_started;
+  std::promise<void> finish_long;
+  std::shared_future<void> may_finish = finish_long.get_future().share();
+  std::promise<void> held_ran;
+  DeviceExecutor ex({DeviceKind::kCuda, 0}, DeviceExecutor::WithWorkers(1, 100), [&](Batch& batch) {
+    if (batch[0]->expected_us == 5'000'000) {
+      long_started.set_value();
+      may_finish.wait();
+    } else {
+      held_ran.set_value();
+    }
+    for (auto& j : batch) j->Finish(InferenceResult{});
+  });
+  auto job = [](int id, int64_t expected_us) {
+    auto j = MakeJob("", 1, 0, id);
+    j->flow = FlowKey{std::string(id, 'm'), 1};
+    j->expected_us = expected_us;
+    return j;
+  };
+  auto held = job(1, 10'000);
+  held->reservation = ex.Reserve(/*due_in_us=*/20e6, /*run_us=*/10'000);  // 20 s: binding, it would hold the job 30 s
+  ASSERT_TRUE(ex.Submit(job(2, 5'000'000)).ok());
+  EXPECT_EQ(long_started.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "the later job did not start on the worker beside the fair-share thread due";
+  EXPECT_TRUE(ex.Submit(held).ok());
+  EXPECT_EQ(held_ran.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "the held request did not run beside the long job";
+  finish_long.set_value();
+  ASSERT_TRUE(ex.WaitIdle(Clock::now() + std::chrono::seconds(30)));
+  EXPECT_EQ(ex.threads(), 2);
+  ex.Stop();
+}
+
 // A reservation whose request never comes (its load ran long) binds no
 // longer than its grace after it fell due: the job it held back runs.
 TEST(DeviceExecutor, AReservationOverdueByItsGraceIsDropped) {
