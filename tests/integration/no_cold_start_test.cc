@@ -665,12 +665,14 @@ TEST_F(NoColdStart, NoRequestWaitsWhenTheVerifiedDtypeReplacesTheUnverifiedOne) 
 }
 
 // Load on arrival (arrival_loads.h), on two copies of the demo cnn (x
-// and y, FP32, batching off). cuda:0 computes a run in 100 times its least
-// host CPU time (call that U, 100-200 ms here), the cpu in 1000 times, and
-// cuda:0 has one worker (FIFO: no second thread for other models). x's
+// and y, FP32, batching off). cuda:0 computes a run in 20 times its least
+// host CPU time (call that U, 20-40 ms here), the cpu in 1000 times (50U),
+// and cuda:0 has one worker (FIFO: no second thread for other models). x's
 // auto request arrives behind three y runs and is sent to load and run
-// (its load, 300 ms on the link, and its run: at most 4U against 10U on
-// its cpu copy). It is held while x loads on the device's load thread and
+// (its load, 300 ms on the link, and its run: at most 4U after the load
+// against 50U on its cpu copy; with 100 times, 4U against 10U, a loaded
+// ASan suite, where the cpu copy's optimised module runs faster than
+// cuda:0's, sent x to the cpu twice in three runs). It is held while x loads on the device's load thread and
 // queued once x is loaded, keeping a lease on x's copy: its worker finds x
 // resident, no request waits for the load, and x's time outside its wait
 // (the hold is part of it) and its run is routing and hand-offs. A request
@@ -686,7 +688,7 @@ TEST_F(NoColdStart, ALoadAskedForOnArrivalRunsWhileTheRequestWaitsInTheQueue) {
     // look faster than cuda:0.
     std::ofstream(fs::path(scratch_.path()) / name / "config.pbtxt", std::ios::app) << "\nprecision: FP32\n";
   }
-  Start({"--simulate-devices=cuda:0,transfer_latency=300ms,compute_scale=100", "--simulate-cpu-slowdown=1000",
+  Start({"--simulate-devices=cuda:0,transfer_latency=300ms,compute_scale=20", "--simulate-cpu-slowdown=1000",
          "--move-period=3600s", "--fair-queueing=false", "--batching=false", "--load-on-arrival=true"},
         {}, "1GiB");
   ASSERT_FALSE(HasFatalFailure());
@@ -717,7 +719,7 @@ TEST_F(NoColdStart, ALoadAskedForOnArrivalRunsWhileTheRequestWaitsInTheQueue) {
   // averaged (LatencyStats), and with no cpu latency measured auto takes
   // the cpu to be the assumed accelerator speed-up (4) times cuda:0's, about
   // what x's load and run would take behind the y's (seen failing under
-  // ASan: x sent ideal to the cpu), not the 10U its cpu runs take.
+  // ASan: x sent ideal to the cpu), not the 50U its cpu runs take.
   ASSERT_TRUE(infer("x", "cpu", &resp).ok());
   ASSERT_TRUE(infer("x", "cpu", &resp).ok());
   ASSERT_TRUE(infer("y", "cuda:0", &resp).ok());
