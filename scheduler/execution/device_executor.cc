@@ -135,20 +135,19 @@ size_t DeviceExecutor::reservations() const {
   const Clock::time_point now = Clock::now();
   MutexLock lock(mu_);
   return static_cast<size_t>(std::count_if(reservations_.begin(), reservations_.end(),
-                                           [now](const auto& r) { return r.second.expires > now; }));
+                                           [now](const auto& r) { return r.second.Standing(now); }));
 }
 
 FairQueue::MayStart DeviceExecutor::StartRule(Clock::time_point now, Clock::time_point* recheck) {
   if (recheck) *recheck = Clock::time_point::max();
-  std::erase_if(reservations_, [now](const auto& entry) { return entry.second.expires <= now; });
+  std::erase_if(reservations_, [now](const auto& entry) { return !entry.second.Standing(now); });
   if (reservations_.empty() || stopping_) return {};
   // A running task (a load) holds its thread for a time not estimated.
   constexpr double kTaskUs = 1e18;
   std::vector<double> busy_us;
   busy_us.reserve(running_.size());
   for (const RunningBatch& r : running_) {
-    const bool answered = r.first != nullptr && r.first->finished();
-    busy_us.push_back(r.task ? kTaskUs : answered ? 0.0 : static_cast<double>(MicrosBetween(now, r.expected_end)));
+    busy_us.push_back(r.task ? kTaskUs : r.LeftUs(now));
   }
   struct Owed {
     Clock::time_point made;
@@ -273,8 +272,7 @@ DeviceLoad DeviceExecutor::LoadFor(const FlowKey& flow) const {
     running_counted += r.counted_us;
     // A task (a load) holds its thread for a time not estimated: not counted.
     if (r.task) continue;
-    const bool answered = r.first != nullptr && r.first->finished();
-    const double left = answered ? 0.0 : static_cast<double>(MicrosBetween(now, r.expected_end));
+    const double left = r.LeftUs(now);
     load.busy_us.push_back(left);
     if (r.flow == flow) {
       ++flow_running;
@@ -287,7 +285,7 @@ DeviceLoad DeviceExecutor::LoadFor(const FlowKey& flow) const {
   // The requests held for their loads here run before a job queued now
   // where it would take their thread (start_reservations.h).
   for (const auto& [id, r] : reservations_) {
-    if (r.expires > now) load.queued_us += r.run_us;
+    if (r.Standing(now)) load.queued_us += r.run_us;
   }
   return load;
 }

@@ -217,6 +217,12 @@ class DeviceExecutor {
     bool task = false;
     int64_t counted_us = 0;            // what its jobs added to expected_work_us_
     std::shared_ptr<const Job> first;  // answered: the run no longer holds the thread for estimates
+    // How long it is expected to hold its thread from `now`: 0 once
+    // answered or past its expected end (a task's end is not estimated).
+    double LeftUs(Clock::time_point now) const {
+      const bool answered = first != nullptr && first->finished();
+      return answered ? 0.0 : static_cast<double>(MicrosBetween(now, expected_end));
+    }
   };
   std::list<RunningBatch> running_ ABSL_GUARDED_BY(mu_);
   struct Reservation {
@@ -224,6 +230,7 @@ class DeviceExecutor {
     Clock::time_point due;
     Clock::time_point expires;  // due plus its grace
     double run_us = 0;
+    bool Standing(Clock::time_point now) const { return expires > now; }
   };
   std::map<uint64_t, Reservation> reservations_ ABSL_GUARDED_BY(mu_);
   uint64_t next_reservation_ ABSL_GUARDED_BY(mu_) = 1;
