@@ -2,7 +2,8 @@
 # The churn benchmark (bench/churn.py): 24 models of 20 to 200 MB whose total
 # is three times a simulated cuda:0's budget, open-loop clients under a Zipf
 # distribution whose popular set shifts every 10 s; rows: the no-cold-start
-# policy (its objective the tail, and --move-objective=mean), evict-and-reload
+# policy (its objective the tail, and --move-objective=mean), the previous rule
+# (--load-and-run=false: no load and run, held to that rule's bound), evict-and-reload
 # (--background-moves=false --host-copy-share=0) and every model resident. Writes
 # bench/results/churn-<stamp>.md, .csv (the rows) and -requests.csv (every
 # request).

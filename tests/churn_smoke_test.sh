@@ -7,7 +7,8 @@
 # start) while evict-and-reload's waited, and the policy without a staging
 # share (a row of its own, "policy alone") moved fewer bytes than
 # evict-and-reload (the default's share moves about as many: its loads are
-# the requests'); every request is in the per-request file, and the
+# the requests'), the previous rule (--load-and-run=false) sent no request
+# to load and run; every request is in the per-request file, and the
 # placement bound was computed.
 set -euo pipefail
 src="$1"
@@ -28,8 +29,8 @@ field() {  # field ROW NAME: the value of column NAME in the row named ROW
   awk -F, -v row="$1" -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
     $col["row"] == row { print $col[name] }' "$csv"
 }
-rows=(policy "policy alone" "policy mean" evict-and-reload "all resident")
-check "five rows" '[ "$(($(wc -l <"$csv") - 1))" -eq 5 ]'
+rows=(policy "policy alone" "policy mean" "previous rule" evict-and-reload "all resident")
+check "six rows" '[ "$(($(wc -l <"$csv") - 1))" -eq 6 ]'
 for row in "${rows[@]}"; do
   check "$row: no request failed ($(field "$row" failures): $(field "$row" first_failure))" '[ "$(field "$row" failures)" = 0 ]'
   check "$row: requests were answered" '[ "$(field "$row" requests)" -gt 50 ]'
@@ -42,10 +43,14 @@ loading_paths() {  # loading_paths ROW: the row's requests whose ready path was 
     $col["row"] == row && ($col["ready_path"] == "load_and_run" || $col["ready_path"] == "cold_start") { n++ }
     END { print n + 0 }' "$requests_csv"
 }
-for row in policy "policy alone" "policy mean"; do
+for row in policy "policy alone" "policy mean" "previous rule"; do
   check "$row: a request waited for a load only where that was its path ($(field "$row" waited) waited, $(loading_paths "$row") chose a load)" \
     '[ "$(field "$row" waited)" -le "$(loading_paths "$row")" ]'
 done
+check "previous rule (--load-and-run=false): no request took load and run" \
+  'awk -F, "NR == 1 { for (i = 1; i <= NF; i++) col[\$i] = i; next }
+    \$col[\"row\"] == \"previous rule\" && \$col[\"ready_path\"] == \"load_and_run\" { bad++ }
+    END { exit bad > 0 }" "$requests_csv"'
 check "evict-and-reload: requests waited for loads ($(field evict-and-reload waited))" \
   '[ "$(field evict-and-reload waited)" -gt 0 ]'
 check "policy: models moved both ways (promoted $(field policy promoted), demoted or evicted $(field policy demoted)/$(field policy evicted))" \

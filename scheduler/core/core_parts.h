@@ -97,9 +97,12 @@ struct CoreParts {
   // A request for `model` counted at `now`: the move policy's demand, and
   // the staging demand when it is counted.
   void CountDemand(const std::string& model, std::chrono::steady_clock::time_point now);
-  // Whether the staging share is in force: a share set, and background
-  // moves on (without them there is no policy to leave room from).
-  bool StagingOn() const { return options.staging_share > 0 && options.background_moves; }
+  // Whether the staging share is in force: a share set, background moves
+  // on (without them there is no policy to leave room from) and load and
+  // run allowed (without it no request loads into the room left).
+  bool StagingOn() const {
+    return options.staging_share > 0 && options.background_moves && options.router.load_and_run;
+  }
   // With a staging share: the idle, unpinned copies on `device` that
   // requests loaded (staged, not placed by the move policy).
   std::vector<ResidentModel> IdleStagedCopies(const DeviceId& device) const;

@@ -34,11 +34,13 @@ PathChoice ChooseReadyPath(const std::vector<RouteCandidate>& candidates, int id
     }
   }
   // Path 2: load (or wait for the move) onto the best device, then run.
-  const bool can_load = best.load_us.has_value();
-  const double load_us = can_load ? LoadAndRunUs(best, *best.load_us, options) : 0;
-  const double load_part = can_load ? *best.load_us : 0;
+  const bool measured = best.load_us.has_value();
+  const double load_us = measured ? LoadAndRunUs(best, *best.load_us, options) : 0;
+  const double load_part = measured ? *best.load_us : 0;
   if (ready < 0) return {ReadyPath::kColdStart, ideal, load_us, 0, load_part};
-  if (can_load && load_us < ready_us) return {ReadyPath::kLoadAndRun, ideal, load_us, ready_us, load_part};
+  // The previous rule (options.load_and_run false) has path 1 alone.
+  if (!options.load_and_run) return {ReadyPath::kResident, ready, ready_us, 0};
+  if (measured && load_us < ready_us) return {ReadyPath::kLoadAndRun, ideal, load_us, ready_us, load_part};
   return {ReadyPath::kResident, ready, ready_us, load_us};
 }
 

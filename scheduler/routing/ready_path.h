@@ -30,7 +30,8 @@
 // start and loads where `auto` would send it anyway. The previous rule
 // ("never wait for a load while a copy is ready") is path 1 alone: it sent
 // a request to a CPU copy 4x slower although loading onto the accelerator
-// and running there would have answered sooner.
+// and running there would have answered sooner. It stays, to compare the
+// two (RouterOptions::load_and_run false, --load-and-run=false).
 
 #include <vector>
 

@@ -11,6 +11,11 @@ struct RouterOptions {
   // An accelerator not measured yet for a model is taken to be this many
   // times faster than the CPU measured for it (auto and the move policy).
   double assumed_accelerator_speedup = 4;
+  // No cold start (ready_path.h): a request whose model is not on its best
+  // device may load it there and run (path 2) when that is expected to
+  // finish first. false: the previous rule, path 1 alone (never wait for a
+  // load while a copy is ready elsewhere), kept to compare the two.
+  bool load_and_run = true;
   // Load on arrival (scheduler/execution/arrival_loads.h): a request that
   // `auto` sends to load and run (ready_path.h) is held while its model
   // loads, on a thread of the device's own, and queued once it is loaded,

@@ -33,6 +33,7 @@ struct RawFlags {
   bool fair_queueing = true;
   bool precision_checks = true;
   bool background_moves = true;
+  bool load_and_run = true;
   bool load_and_run_displaces = false;
   bool load_on_arrival = true;
   bool load_and_run_reserves = true;
@@ -136,6 +137,7 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
   s.background_moves = f.background_moves;
   s.host_copy_share = f.host_copy_share;
   s.load_and_run_displaces = f.load_and_run_displaces;
+  s.router.load_and_run = f.load_and_run;
   s.router.load_on_arrival = f.load_on_arrival;
   s.router.load_and_run_reserves = f.load_and_run_reserves;
   s.staging_share = f.staging_share;
@@ -339,6 +341,11 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
                "loads (back onto the accelerator, or its cpu copy when demoted) start from there instead of "
                "reading and deserialising the file. 0: off.",
                Must<double>([](double v) { return v >= 0 && v <= 1; }, "must be 0..1"));
+  flags.Bool("load-and-run", &f.load_and_run,
+             "No cold start: a request whose model is not on its best accelerator may load it there and run "
+             "when that is expected to finish before the ready copy elsewhere (the staging share's room is "
+             "for such loads). false: the previous rule, never waiting for a load while a copy is ready "
+             "(no staging share), kept to compare the two.");
   flags.Bool("load-and-run-displaces", &f.load_and_run_displaces,
              "No cold start: a request whose model would finish sooner loaded onto its best accelerator than on "
              "a ready copy elsewhere is sent there also when the accelerator has no free room, if idle copies "

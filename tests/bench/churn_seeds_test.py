@@ -3,6 +3,7 @@
 line), the summary's cells and ratios out. What a three-seed claim in the
 docs reads off rests on it: medians and spreads of each row, ratios taken
 within a seed, missing rows and bounds said as such."""
+import csv
 import os
 import subprocess
 import sys
@@ -21,10 +22,11 @@ def write_run(folder, name, rows, bound_ms):
     """A seed's run as churn.py writes it: NAME.csv and NAME.md (with the
     bound's line unless bound_ms is None). rows: [{column: value}]."""
     path = os.path.join(folder, name + ".csv")
-    with open(path, "w") as f:
-        f.write(",".join(COLUMNS) + "\n")
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)  # quoted as churn.py's: row names may hold commas
+        out.writerow(COLUMNS)
         for r in rows:
-            f.write(",".join(str(r.get(c, 0)) for c in COLUMNS) + "\n")
+            out.writerow([r.get(c, 0) for c in COLUMNS])
     with open(os.path.join(folder, name + ".md"), "w") as f:
         f.write("| row | p50 ms |\n|---|---|\n\n")
         if bound_ms is not None:
@@ -34,8 +36,12 @@ def write_run(folder, name, rows, bound_ms):
     return path
 
 
-def seed(policy_p99, resident_p99, reload_p99, bound, regret=10, failures=0, moved=(100, 1000)):
-    return ([{"row": "policy", "requests": 100, "failures": failures, "ready_path_requests": 100, "regret": regret,
+def seed(policy_p99, resident_p99, reload_p99, bound, regret=10, failures=0, moved=(100, 1000), previous=None):
+    """A seed's rows; `previous`: the p99 of the row "previous rule"
+    (none without it)."""
+    extra = [] if previous is None else [{"row": "previous rule", "requests": 100, "p50": 10,
+                                          "p99": previous, "p999": previous, "max": previous, "on_gpu": 0.4}]
+    return (extra + [{"row": "policy", "requests": 100, "failures": failures, "ready_path_requests": 100, "regret": regret,
               "p50": 10, "p99": policy_p99, "p999": policy_p99 + 1, "max": policy_p99 + 2, "on_gpu": 0.4,
               "moved_mb_per_min": moved[0]},
              {"row": "evict-and-reload", "requests": 100, "p50": 20, "p99": reload_p99, "p999": reload_p99,
@@ -71,11 +77,22 @@ class Summary(unittest.TestCase):
              "- policy p99 / all-resident p99:",
              "- policy p99 / all-resident p99: 1.10 [1.10-1.20] (target at most 1.2, stretch 1.1)"),
             ("each seed's p99 against its own bound",
-             [seed(100, 90, 600, 80), seed(100, 90, 600, 50)], "- policy p99 / the placement bound:",
-             "- policy p99 / the placement bound: 1.62 [1.25-2.00] (target at most 1.15)"),
+             [seed(100, 90, 600, 80), seed(100, 90, 600, 50)], "- policy p99 / the bound under the previous rule",
+             "- policy p99 / the bound under the previous rule (no load and run): 1.62 [1.25-2.00] (the rule it "
+             "replaced; no target)"),
             ("a run without the bound's line is counted as missing, not as a ratio",
-             [seed(100, 90, 600, 80), seed(100, 90, 600, None)], "- policy p99 / the placement bound:",
-             "- policy p99 / the placement bound: 1.25 (1 of 2 seeds) (target at most 1.15)"),
+             [seed(100, 90, 600, 80), seed(100, 90, 600, None)], "- policy p99 / the bound under the previous rule",
+             "- policy p99 / the bound under the previous rule (no load and run): 1.25 (1 of 2 seeds) (the rule it "
+             "replaced; no target)"),
+            ("the policy under the previous rule against that rule's bound, within each seed",
+             [seed(100, 90, 600, 80, previous=88), seed(100, 90, 600, 50, previous=60)],
+             "- the policy under the previous rule",
+             "- the policy under the previous rule (row \"previous rule\") p99 / that rule's bound: "
+             "1.15 [1.10-1.20] (target at most 1.10)"),
+            ("a seed without the previous rule's row is counted as missing",
+             [seed(100, 90, 600, 80, previous=88), seed(100, 90, 600, 50)], "- the policy under the previous rule",
+             "- the policy under the previous rule (row \"previous rule\") p99 / that rule's bound: "
+             "1.10 (1 of 2 seeds) (target at most 1.10)"),
             ("regret as a share of the policy's requests",
              [seed(100, 90, 600, 80, regret=1), seed(100, 90, 600, 80, regret=3)],
              "- the policy's requests that finished",
@@ -115,8 +132,8 @@ class Summary(unittest.TestCase):
         self.assertEqual(bounds, [40, 50, None])
         lines = churn_seeds.summarize(runs, ["1", "2", "3"], bounds)
         self.assertEqual(self.line(lines, "- policy p99 / the bound under the rule with load and run:"),
-                         "- policy p99 / the bound under the rule with load and run: 2.25 [2.00-2.50] (2 of 3 seeds); "
-                         "that bound / all-resident p99: 2.25 [2.00-2.50] (2 of 3 seeds)")
+                         "- policy p99 / the bound under the rule with load and run: 2.25 [2.00-2.50] (2 of 3 seeds) "
+                         "(target at most 1.15); that bound / all-resident p99: 2.25 [2.00-2.50] (2 of 3 seeds)")
 
     def test_a_row_whose_fields_do_not_match_the_header_is_refused(self):
         with tempfile.TemporaryDirectory() as d:

@@ -408,6 +408,22 @@ TEST_F(NoColdStart, AutoLoadsAndRunsWhenThatIsFasterThanTheReadyCopy) {
   }
 }
 
+// The previous rule (--load-and-run=false), in the same setting: x's cpu
+// copy, 1000x slower, answers although loading x onto cuda:0 and running
+// it there is faster, with the demoted reason, and nobody waits for a load.
+TEST_F(NoColdStart, ThePreviousRuleTakesTheReadyCopyAlthoughLoadingIsFaster) {
+  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000", "--move-period=3600s", "--load-and-run=false"});
+  ASSERT_FALSE(HasFatalFailure());
+  const auto [x, y] = DemotedAndResident();
+  ASSERT_FALSE(x.empty());
+  const auto [placement, waited] = AutoAfterRoomIsMade(x, y);
+  EXPECT_EQ(placement.device(), "cpu") << server_->Log();
+  EXPECT_EQ(placement.fallback_reason(), "demoted:cuda:0");
+  EXPECT_EQ(waited, 0);
+  EXPECT_EQ(placement.ready_path(), "resident");
+  EXPECT_GT(placement.ready_path_expected_us(), 0u);
+}
+
 // The same with every load onto cuda:0 costing 3 s on its link: the cpu
 // copy, slower than cuda:0 as it is, answers first, with the demoted
 // reason, and nobody waits for a load. The CPU is 30x slower here, not

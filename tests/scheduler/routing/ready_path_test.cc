@@ -18,9 +18,10 @@ struct ReadyRow {
   size_t cuda_ahead, cpu_ahead;  // requests queued or running there (one worker each)
   std::optional<double> load;
   ReadyPath path;
-  const char* device;       // where it runs
-  double expected;          // its estimated completion
-  bool when_taken = false;  // --load-on-arrival=false: the load waits for the worker
+  const char* device;          // where it runs
+  double expected;             // its estimated completion
+  bool when_taken = false;     // --load-on-arrival=false: the load waits for the worker
+  bool previous_rule = false;  // --load-and-run=false: path 1 alone
 };
 
 TEST(ReadyPath, TheFastestPathReadyWhenTheRequestArrives) {
@@ -53,6 +54,12 @@ TEST(ReadyPath, TheFastestPathReadyWhenTheRequestArrives) {
        25'000, ReadyPath::kResident, "cpu", 40'000, true},
       {"loaded when taken: a 5 ms load after the wait, 5 + 20 + 10 ms", false, true, 2, 0, 5'000,
        ReadyPath::kLoadAndRun, "cuda:0", 35'000, true},
+      {"the previous rule: the cpu copy (40 ms) although load and run (5 + 10 ms) is faster", false, true, 0, 0, 5'000,
+       ReadyPath::kResident, "cpu", 40'000, false, true},
+      {"the previous rule: resident on its best device, it runs there", true, true, 0, 0, 5'000, ReadyPath::kIdeal,
+       "cuda:0", 10'000, false, true},
+      {"the previous rule: resident nowhere, still a cold start with its estimate", false, false, 0, 0, 5'000,
+       ReadyPath::kColdStart, "cuda:0", 15'000, false, true},
   };
   for (const ReadyRow& r : rows) {
     SCOPED_TRACE(r.what);
@@ -74,6 +81,7 @@ TEST(ReadyPath, TheFastestPathReadyWhenTheRequestArrives) {
     ASSERT_EQ(ideal, 0) << "cuda:0 is the best device in every row";
     RouterOptions options;
     options.load_on_arrival = !r.when_taken;
+    options.load_and_run = !r.previous_rule;
     const PathChoice choice = ChooseReadyPath(candidates, ideal, options);
     EXPECT_EQ(choice.path, r.path);
     ASSERT_GE(choice.index, 0);
@@ -98,6 +106,12 @@ TEST(ReadyPath, ReportsThePathNotTaken) {
   choice = ChooseReadyPath({cuda, cpu}, 0, RouterOptions{});
   EXPECT_EQ(choice.path, ReadyPath::kResident);
   EXPECT_DOUBLE_EQ(choice.alternative_us, 0) << "no load estimate: no alternative";
+  cuda.load_us = 5'000;
+  RouterOptions previous_rule;
+  previous_rule.load_and_run = false;
+  choice = ChooseReadyPath({cuda, cpu}, 0, previous_rule);
+  EXPECT_EQ(choice.path, ReadyPath::kResident);
+  EXPECT_DOUBLE_EQ(choice.alternative_us, 0) << "the previous rule has no load and run to report";
   EXPECT_EQ(ChooseReadyPath({}, -1, RouterOptions{}).index, -1);
 }
 

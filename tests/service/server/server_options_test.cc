@@ -51,6 +51,7 @@ constexpr DocumentedFlag kFlags[] = {
     {"--background-moves", "true", "true"},
     {"--host-copy-share", "0.5", "0.5"},
     {"--load-and-run-displaces", "false", "false"},
+    {"--load-and-run", "true", "true"},
     {"--load-on-arrival", "true", "true"},
     {"--load-and-run-reserves", "true", "true"},
     {"--staging-share", "0.5", "0.5"},
