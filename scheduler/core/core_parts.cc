@@ -186,6 +186,9 @@ MoveInputs CoreParts::PlacementInputs(const DeviceId& device) {
     c.accelerator_us =
         latency.Mean(name, device).value_or(c.elsewhere_us / std::max(1.0, options.router.assumed_accelerator_speedup));
     c.transfer_us = EstimatedTransferUs(device, c.bytes);
+    // Off the accelerator a request may load it and run there instead (the
+    // rule with load and run; the tail-set objective weighs that path).
+    if (options.router.load_and_run) c.load_and_run_us = c.transfer_us + c.accelerator_us;
     in.models.push_back(std::move(c));
   }
   return in;

@@ -1,6 +1,10 @@
 #include "scheduler/routing/move_policy.h"
 
 #include <algorithm>
+#include <set>
+#include <string>
+
+#include "scheduler/routing/tail_set.h"
 
 namespace infergate {
 
@@ -22,8 +26,24 @@ double AcceleratorGain(const MoveCandidate& model, double window_s, double refer
 }
 
 MoveDecision DecideMoves(const MoveInputs& inputs) {
-  const double reference = inputs.objective == MoveObjective::kTail ? ReferenceLatency(inputs.models) : 0;
-  auto gain_of = [&](const MoveCandidate& m) { return AcceleratorGain(m, inputs.window_s, reference); };
+  const double reference = inputs.objective != MoveObjective::kMean ? ReferenceLatency(inputs.models) : 0;
+  // The tail set's members gain more than any promotion could cost
+  // without one of them: every other model's gain and the largest
+  // transfer, times the hysteresis.
+  std::set<std::string> tail_set;
+  double set_bonus = 0;
+  if (inputs.objective == MoveObjective::kTailSet) {
+    tail_set = ChooseTailSet(inputs.models, inputs.budget_bytes, inputs.tail_share).models;
+    double gains = 0, transfer = 0;
+    for (const MoveCandidate& m : inputs.models) {
+      gains += AcceleratorGain(m, inputs.window_s, reference);
+      transfer = std::max(transfer, m.transfer_us);
+    }
+    set_bonus = std::max(1.0, inputs.hysteresis) * (gains + transfer) + 1;
+  }
+  auto gain_of = [&](const MoveCandidate& m) {
+    return AcceleratorGain(m, inputs.window_s, reference) + (tail_set.count(m.model) ? set_bonus : 0);
+  };
   // Two limits: the copies the policy placed hold at most its budget, and
   // every copy there at most the device's. With a staging share (the
   // policy's budget below the device's) the copies requests staged hold

@@ -26,6 +26,13 @@
 // demand do not swap back and forth. At most one promotion per decision: the next decision
 // sees its effect.
 //
+// Under the tail-set objective the models of the tail set (tail_set.h: those
+// that must be on the accelerator for the fewest requests to pass the
+// lowest threshold the budget allows) gain more than every other model's
+// gain and cost together: they are promoted first, displace the others
+// first, and are displaced by none (nor by one another: each is worth more
+// than the promotion that would displace it).
+//
 // The staging share: `budget_bytes` is the policy's, less than the device's
 // (`device_budget_bytes`) when requests may load and run into the rest
 // (scheduler_options.h staging_share). Copies they load are `staged`: they
@@ -64,11 +71,20 @@ struct MoveCandidate {
   // Where its next load there starts (which of the learned load times
   // transfer_us is).
   LoadSource next_load = LoadSource::kFile;
+  // A request's time when it loads the model there and runs (load and run,
+  // ready_path.h), when the rule allows it; 0: it does not. Only the
+  // tail-set objective reads it (tail_set.h); tail and mean weigh the copy
+  // elsewhere.
+  double load_and_run_us = 0;
 };
 
 enum class MoveObjective {
   kTail,  // savings weighed by the requests' latency (the summed squared latency)
   kMean,  // savings unweighed (the summed latency)
+  // The fewest requests past the lowest threshold the budget allows
+  // (tail_set.h): the models that keep their requests under it are kept
+  // first, whatever the others gain; then as kTail.
+  kTailSet,
 };
 
 struct MoveInputs {
@@ -78,6 +94,7 @@ struct MoveInputs {
   uint64_t device_budget_bytes = 0;  // every copy's there (0: budget_bytes)
   double hysteresis = 1.5;           // a promotion must gain this many times its cost
   double min_residence_s = 5;
+  double tail_share = 0.01;  // kTailSet: the share of the demand that may be slow (the p99's)
   std::vector<MoveCandidate> models;
 };
 

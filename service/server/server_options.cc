@@ -150,9 +150,11 @@ absl::StatusOr<SchedulerOptions> SchedulerFrom(const RawFlags& f) {
     s.placement.objective = MoveObjective::kTail;
   } else if (f.move_objective == "mean") {
     s.placement.objective = MoveObjective::kMean;
+  } else if (f.move_objective == "tail-set") {
+    s.placement.objective = MoveObjective::kTailSet;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("--move-objective: must be tail or mean, got '", f.move_objective, "'"));
+        absl::StrCat("--move-objective: must be tail, tail-set or mean, got '", f.move_objective, "'"));
   }
   s.placement.min_residence_s = std::chrono::duration<double>(f.move_min_residence).count();
   s.placement.period = f.move_period;
@@ -382,8 +384,9 @@ void AddSchedulingFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
                Must<double>([](double v) { return v >= 1 && v <= 100; }, "must be 1..100"));
   flags.String("move-objective", &f.move_objective,
                "What the move policy keeps low: tail (each request's saved time weighed by its latency, so the "
-               "slowest requests keep the accelerator first) or mean (saved time unweighed: a lower mean, a higher "
-               "tail).");
+               "slowest requests keep the accelerator first), tail-set (first the models that must be there for "
+               "at most 1% of the requests to pass the lowest threshold the budget allows, then as tail) or mean "
+               "(saved time unweighed: a lower mean, a higher tail).");
   flags.Duration("move-min-residence", &f.move_min_residence,
                  "A model that moved onto an accelerator is not displaced for this long.", NotNegative());
   flags.Duration("demand-window", &f.demand_window,

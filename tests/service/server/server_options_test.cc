@@ -246,6 +246,10 @@ TEST(ServerOptions, DurationsSizesAndDeviceListsAreParsedOnceIntoTypedFields) {
   ASSERT_EQ(o->discovery.failing.size(), 1u);
   EXPECT_EQ(o->tensor_limits.max_rank, 4);
   EXPECT_EQ(o->scheduler.placement.objective, MoveObjective::kMean);
+  const char* tail_set[] = {"infergate", "--move-objective=tail-set"};
+  auto t = ParseServerOptions(2, tail_set, &help);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->scheduler.placement.objective, MoveObjective::kTailSet);
 }
 
 TEST(ServerOptions, BadValuesNameTheirFlag) {
