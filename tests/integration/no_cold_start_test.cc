@@ -176,6 +176,22 @@ class NoColdStart : public ::testing::Test {
             AddedSince(before, *server_, "infergate_requests_waited_for_load_total{device=\"cuda:0\"}")};
   }
 
+  // Started with `flags`, x demoted and room made for it on cuda:0: auto
+  // answers x from its cpu copy, with the demoted reason and the resident
+  // path's estimate, and nobody waits for a load.
+  void ExpectTheReadyCopyAnswers(const std::vector<std::string>& flags) {
+    Start(flags);
+    ASSERT_FALSE(HasFatalFailure());
+    const auto [x, y] = DemotedAndResident();
+    ASSERT_FALSE(x.empty());
+    const auto [placement, waited] = AutoAfterRoomIsMade(x, y);
+    EXPECT_EQ(placement.device(), "cpu") << server_->Log();
+    EXPECT_EQ(placement.fallback_reason(), "demoted:cuda:0");
+    EXPECT_EQ(waited, 0);
+    EXPECT_EQ(placement.ready_path(), "resident");
+    EXPECT_GT(placement.ready_path_expected_us(), 0u);
+  }
+
   ScratchDir scratch_{"ig_no_cold_start_"};
   std::unique_ptr<ServerProcess> server_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -412,16 +428,8 @@ TEST_F(NoColdStart, AutoLoadsAndRunsWhenThatIsFasterThanTheReadyCopy) {
 // copy, 1000x slower, answers although loading x onto cuda:0 and running
 // it there is faster, with the demoted reason, and nobody waits for a load.
 TEST_F(NoColdStart, ThePreviousRuleTakesTheReadyCopyAlthoughLoadingIsFaster) {
-  Start({"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000", "--move-period=3600s", "--load-and-run=false"});
-  ASSERT_FALSE(HasFatalFailure());
-  const auto [x, y] = DemotedAndResident();
-  ASSERT_FALSE(x.empty());
-  const auto [placement, waited] = AutoAfterRoomIsMade(x, y);
-  EXPECT_EQ(placement.device(), "cpu") << server_->Log();
-  EXPECT_EQ(placement.fallback_reason(), "demoted:cuda:0");
-  EXPECT_EQ(waited, 0);
-  EXPECT_EQ(placement.ready_path(), "resident");
-  EXPECT_GT(placement.ready_path_expected_us(), 0u);
+  ExpectTheReadyCopyAnswers(
+      {"--simulate-devices=cuda:0", "--simulate-cpu-slowdown=1000", "--move-period=3600s", "--load-and-run=false"});
 }
 
 // The same with every load onto cuda:0 costing 3 s on its link: the cpu
@@ -538,16 +546,8 @@ TEST_F(NoColdStart, ACopyWarmedUpIsRoutedOnItsTimedRunBeforeAnyRequestMeasuredIt
 }
 
 TEST_F(NoColdStart, AutoKeepsTheReadyCopyWhenLoadingIsSlower) {
-  Start({"--simulate-devices=cuda:0,transfer_latency=3s", "--simulate-cpu-slowdown=30", "--move-period=3600s"});
-  ASSERT_FALSE(HasFatalFailure());
-  const auto [x, y] = DemotedAndResident();
-  ASSERT_FALSE(x.empty());
-  const auto [placement, waited] = AutoAfterRoomIsMade(x, y);
-  EXPECT_EQ(placement.device(), "cpu") << server_->Log();
-  EXPECT_EQ(placement.fallback_reason(), "demoted:cuda:0");
-  EXPECT_EQ(waited, 0);
-  EXPECT_EQ(placement.ready_path(), "resident");
-  EXPECT_GT(placement.ready_path_expected_us(), 0u);
+  ExpectTheReadyCopyAnswers(
+      {"--simulate-devices=cuda:0,transfer_latency=3s", "--simulate-cpu-slowdown=30", "--move-period=3600s"});
 }
 
 // Host copies of weights (host_copy_store.h): each model's load onto
