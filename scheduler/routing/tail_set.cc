@@ -20,6 +20,7 @@ TailSet ChooseTailSet(const std::vector<MoveCandidate>& models, uint64_t budget_
     thresholds.push_back(m.accelerator_us);
   }
   std::sort(thresholds.begin(), thresholds.end());
+  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());  // each T weighed once
   const double slack = std::clamp(tail_share, 0.0, 1.0) * demand;
   const uint64_t room = budget_bytes > pinned_bytes ? budget_bytes - pinned_bytes : 0;
   for (const double t : thresholds) {
