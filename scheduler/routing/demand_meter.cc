@@ -18,6 +18,7 @@ void DemandMeter::ChangeTest::Restart(Clock::time_point now) {
   sum = 0;
   since = now;
   arrivals = 0;
+  taken = false;
 }
 
 void DemandMeter::Advance(Entry& e, Clock::time_point now) {
@@ -42,11 +43,17 @@ void DemandMeter::TakeChangeIfDetected(Entry& e, Clock::time_point now) {
   const double threshold = options_.change_threshold + std::log(std::max(1.0, e.rate));
   ChangeTest* passed = e.rise.sum > threshold ? &e.rise : e.fall.sum > threshold ? &e.fall : nullptr;
   if (passed == nullptr) return;
-  const double over = std::max(Seconds(now - passed->since), Seconds(options_.min_change_interval));
-  e.rate = passed->arrivals / over;
+  if (!passed->taken) ++changes_;
+  const double counted_for = Seconds(now - passed->since);
+  const double minimum = Seconds(options_.min_change_interval);
+  e.rate = passed->arrivals / std::max(counted_for, minimum);
+  if (counted_for < minimum) {
+    // Provisional: the test keeps counting until the interval is complete.
+    passed->taken = true;
+    return;
+  }
   e.rise.Restart(now);
   e.fall.Restart(now);
-  ++changes_;
 }
 
 void DemandMeter::Add(const std::string& model, double requests, Clock::time_point now) {

@@ -14,10 +14,16 @@
 //     the other direction, each floored at zero). When either sum passes
 //     `change_threshold` plus ln(the rate per second) (evidence piles up
 //     faster at a higher rate, and so would chance's: the term keeps false
-//     alarms per second level) the estimate restarts from the rate counted since
-//     that test last stood at zero, the change's estimated start (over no
-//     less than `min_change_interval`, so a burst in one instant is not an
-//     unbounded rate). A threshold of 5 keeps false alarms to a few per
+//     alarms per second level) the estimate restarts from the rate counted
+//     since that test last stood at zero, the change's estimated start,
+//     over no less than `min_change_interval`, so a burst in one instant is
+//     not an unbounded rate. Evidence in sooner than that interval gives a
+//     provisional rate (the arrivals so far over the whole interval), and
+//     the test keeps counting until the interval is complete, when the rate
+//     is taken over the time counted. (Restarted at once, a steady high
+//     rate, whose evidence is in within a fraction of the interval, was
+//     read as the threshold's worth of arrivals per interval: 96 requests a
+//     second as 15, over and over.) A threshold of 5 keeps false alarms to a few per
 //     model per two minutes under steady Poisson demand and finds a halving
 //     or doubling within a few seconds (tests/scheduler/routing/
 //     demand_meter_test.cc); 0 turns detection off (the decaying rate
@@ -65,6 +71,7 @@ class DemandMeter {
     double sum = 0;
     Clock::time_point since;
     double arrivals = 0;
+    bool taken = false;  // passed within the minimum interval: its rate taken provisionally
     void Restart(Clock::time_point now);
   };
   struct Entry {

@@ -159,6 +159,25 @@ TEST(DemandMeter, SteadyDemandRarelySetsOffDetection) {
   }
 }
 
+// A steady rate high enough that the evidence of a rise is in within a
+// fraction of the minimum interval is read as itself: the test keeps
+// counting until the interval is complete (taken at once, 96 requests a
+// second were read as 15, the threshold's worth per interval, and set off
+// detection seven times a second).
+TEST(DemandMeter, AHighSteadyRateIsReadAsItselfNotAsTheThresholdsWorthPerInterval) {
+  for (double rate : {50.0, 96.0, 400.0}) {
+    DemandMeter meter(Window10s(5));
+    Clock::time_point t{};
+    const auto gap = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1 / rate));
+    for (int i = 0; i < static_cast<int>(rate * 30); ++i) {
+      t += gap;
+      meter.Add("busy", 1, t);
+    }
+    EXPECT_NEAR(meter.Rate("busy", t), rate, 0.05 * rate) << rate << "/s for 30 s";
+    EXPECT_LE(meter.changes(), 3u) << rate << "/s for 30 s: one rise from nothing, not one every fraction of a second";
+  }
+}
+
 // A burst in one instant is counted over the minimum interval, not as an
 // unbounded rate, and falls back once the arrivals stop.
 TEST(DemandMeter, ABurstInOneInstantIsCountedOverTheMinimumInterval) {
