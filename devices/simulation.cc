@@ -1,5 +1,6 @@
 #include "devices/simulation.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -42,9 +43,9 @@ std::chrono::microseconds SimulatedMove(const SimulationRules& rules, uint64_t b
   return alone;
 }
 
-double SimulatedCpuExtraUs(double wall_us, double cpu_us, bool own_cpu, double factor) {
+double SimulatedCpuExtraUs(double wall_us, double least_work_us, double factor) {
   if (factor <= 1) return 0;
-  return (own_cpu ? cpu_us : wall_us) * (factor - 1);
+  return std::max(0.0, least_work_us * factor - wall_us);
 }
 
 std::chrono::microseconds SimulatedLinkQueue(const SimulationRules& rules) {

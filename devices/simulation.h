@@ -80,13 +80,17 @@ std::chrono::microseconds SimulatedMove(const SimulationRules& rules, uint64_t b
 std::chrono::microseconds SimulatedLinkQueue(const SimulationRules& rules);
 
 // What a CPU `factor` times slower (--simulate-cpu-slowdown) adds to a run
-// that took `wall_us`: its work times (factor - 1), the work being
-// `cpu_us`, the running thread's CPU time, when the run was the thread's
-// alone (`own_cpu`: one intra-op thread), else the wall time. So the time
-// other threads held the core (loads, simulated accelerators' runs) is
-// waited once, as on a real slower CPU, not `factor` times. 0 for a factor
-// of 1 or less.
-double SimulatedCpuExtraUs(double wall_us, double cpu_us, bool own_cpu, double factor);
+// that took `wall_us`: the run is held to `factor` times `least_work_us`,
+// the least work a run of that model with as many rows has taken there
+// (LeastRunTimes; the work being the running thread's CPU time when the
+// run was the thread's alone, one intra-op thread, else the wall time), so
+// the extra is that less what it took already, at least 0. A real slower
+// CPU's time for a run is the model's own; charged from the run's own work
+// instead, a CPU run on this project's 2-core host took twice as long
+// whenever a simulated accelerator computed beside it (the two share the
+// host's memory bandwidth), which a real accelerator does not do to its
+// host. 0 for a factor of 1 or less.
+double SimulatedCpuExtraUs(double wall_us, double least_work_us, double factor);
 
 // Host-to-device transfer of a simulated device unless its entry says
 // otherwise: a PCIe 4.0 x16 GPU's effective rate from pageable host memory

@@ -298,7 +298,11 @@ absl::Status ModelManager::RunWarmUp(const Route& route, ModelCache::Lease model
     // Lazy initialisation was paid by the runs above: this one measures.
     const Clock::time_point began = Clock::now();
     const uint64_t cpu_began = ThreadCpuMicros();
-    if (model->WarmUp(runs.back().first).ok()) timed(MicrosBetween(began, Clock::now()), ThreadCpuMicros() - cpu_began);
+    const std::vector<at::Tensor>& inputs = runs.back().first;
+    if (model->WarmUp(inputs).ok()) {
+      const int64_t rows = !inputs.empty() && inputs[0].dim() > 0 ? inputs[0].size(0) : 0;
+      timed(MicrosBetween(began, Clock::now()), ThreadCpuMicros() - cpu_began, rows);
+    }
   }
   model = ModelCache::Lease();  // idle again: making room for its activations may evict others, not it
   if (footprints_) {

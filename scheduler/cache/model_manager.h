@@ -128,10 +128,11 @@ class ModelManager {
     std::function<void(const ModelKey& key, uint64_t took_us, LoadSource source)> loaded;
     std::function<void(const ModelKey& key, EvictionReason why)> evicted;
     // Warm-ups that measure: asked after a warm-up of `key` (on the warming
-    // thread), it returns where a timed run's wall time and the warming
-    // thread's CPU time go when one is wanted (its latency there is not
-    // known yet), else an empty function: no timed run.
-    using TimedRunSink = std::function<void(uint64_t wall_us, uint64_t cpu_us)>;
+    // thread), it returns where a timed run's wall time, the warming
+    // thread's CPU time and the run's rows (its first input's first
+    // dimension) go when one is wanted (its latency there is not known
+    // yet), else an empty function: no timed run.
+    using TimedRunSink = std::function<void(uint64_t wall_us, uint64_t cpu_us, int64_t rows)>;
     std::function<TimedRunSink(const ModelKey& key)> timed_run;
   };
   void SetListener(Listener listener) { listener_ = std::move(listener); }

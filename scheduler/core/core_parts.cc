@@ -96,15 +96,13 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
     // more run (ModelManager::WarmUp), so the first requests after a load
     // or a move are routed on a measurement, not on a guess. Counted as a
     // request's run is (RequestDispatcher::Execute): wall time, plus on a
-    // CPU simulated slower the extra a slower CPU would take for the run's
-    // work (its thread's CPU time with one intra-op thread).
+    // CPU simulated slower what such a CPU holds the run for beyond it.
     listener.timed_run = [this](const ModelKey& key) -> ModelManager::Listener::TimedRunSink {
       if (latency.Expected(key.model, key.device).has_value()) return nullptr;
-      return [this, key](uint64_t wall_us, uint64_t cpu_us) {
+      return [this, key](uint64_t wall_us, uint64_t cpu_us, int64_t rows) {
         double micros = static_cast<double>(wall_us);
         if (key.device.kind == DeviceKind::kCpu) {
-          micros += SimulatedCpuExtraUs(micros, static_cast<double>(cpu_us), options.intra_op_threads == 1,
-                                        options.simulated_cpu_slowdown);
+          micros += SimulatedCpuExtraUs(key, rows, wall_us, options.intra_op_threads == 1 ? cpu_us : wall_us);
         }
         latency.Seed(key.model, key.device, micros);
       };
@@ -322,6 +320,13 @@ std::vector<DeviceId> CoreParts::Accelerators() const {
     if (id.kind != DeviceKind::kCpu) accelerators.push_back(id);
   }
   return accelerators;
+}
+
+double CoreParts::SimulatedCpuExtraUs(const ModelKey& key, int64_t rows, uint64_t wall_us, uint64_t work_us) {
+  if (options.simulated_cpu_slowdown <= 1) return 0;
+  const uint64_t least = simulated_cpu_work.Lower(absl::StrCat(key.ToString(), "#", key.generation), rows, work_us);
+  return infergate::SimulatedCpuExtraUs(static_cast<double>(wall_us), static_cast<double>(least),
+                                        options.simulated_cpu_slowdown);
 }
 
 double CoreParts::LinkQueueUs(const DeviceId& device) const {

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "devices/device_registry.h"
+#include "devices/least_run_times.h"
 #include "scheduler/cache/model_footprints.h"
 #include "scheduler/cache/model_manager.h"
 #include "scheduler/cache/state_file.h"
@@ -112,6 +113,12 @@ struct CoreParts {
   // budget; the move policy's copies stay (the cache's own eviction, least
   // recently used, would not tell them apart).
   void MakeStagingRoom(const Route& there);
+  // With --simulate-cpu-slowdown: what a CPU run of `key`'s copy with
+  // `rows` rows that took `wall_us` (its work `work_us`: the thread's CPU
+  // time with one intra-op thread, else the wall time) is held for beyond
+  // that (devices/simulation.h SimulatedCpuExtraUs, from the least work
+  // such a run has taken, kept in simulated_cpu_work). 0 without.
+  double SimulatedCpuExtraUs(const ModelKey& key, int64_t rows, uint64_t wall_us, uint64_t work_us);
   // What a move onto `device` would wait for its link now: its simulated
   // link's queue; 0 on a real device (not measured there yet).
   double LinkQueueUs(const DeviceId& device) const;
@@ -136,6 +143,9 @@ struct CoreParts {
   UnsupportedOpTable learned;  // what a device cannot run, per model file
   ModelFootprints footprints;
   LatencyStats latency;
+  // The least work a CPU run of each copy (and rows) has taken: what a
+  // simulated slower CPU charges from (SimulatedCpuExtraUs).
+  LeastRunTimes simulated_cpu_work;
   ModelManager models;
   AccuracyLedger accuracy_ledger;
   PrecisionChecker checker;

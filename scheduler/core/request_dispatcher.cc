@@ -282,7 +282,9 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
   BatchRun run = RunBatch(**lease, jobs, own_cpu);
   if (run.jobs.empty()) return;
   if (!run.outputs.ok()) return HandleFailure(run.jobs, run.outputs.status(), oom_retried, "running");
-  if (device.kind == DeviceKind::kCpu && core_.options.simulated_cpu_slowdown > 1) SlowDownAsSimulated(run, own_cpu);
+  if (device.kind == DeviceKind::kCpu && core_.options.simulated_cpu_slowdown > 1) {
+    SlowDownAsSimulated(route.key(), run, own_cpu);
+  }
 
   const int64_t total_rows = run.total_rows();
   core_.latency.Observe(route.model->name, device, static_cast<double>(run.compute_us));
@@ -334,15 +336,15 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
   }
 }
 
-void RequestDispatcher::SlowDownAsSimulated(BatchRun& run, bool own_cpu) const {
+void RequestDispatcher::SlowDownAsSimulated(const ModelKey& key, BatchRun& run, bool own_cpu) const {
   // The worker is held for the whole simulated time, as a slower CPU would
   // hold it; the wait takes no CPU from the simulated accelerators.
-  const double factor = core_.options.simulated_cpu_slowdown;
-  const auto extra = std::chrono::microseconds(static_cast<int64_t>(
-      SimulatedCpuExtraUs(static_cast<double>(run.compute_us), static_cast<double>(run.cpu_us), own_cpu, factor)));
+  const uint64_t work_us = own_cpu ? run.cpu_us : run.compute_us;
+  const auto extra = std::chrono::microseconds(
+      static_cast<int64_t>(core_.SimulatedCpuExtraUs(key, run.total_rows(), run.compute_us, work_us)));
   std::this_thread::sleep_for(extra);
   run.compute_us += static_cast<uint64_t>(extra.count());
-  run.cpu_us = static_cast<uint64_t>(static_cast<double>(run.cpu_us) * factor);
+  if (own_cpu) run.cpu_us = run.compute_us;  // the slower CPU's own time for the run
 }
 
 void RequestDispatcher::HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried, const char* stage) {

@@ -38,11 +38,12 @@ class RequestDispatcher {
   void Queue(const std::shared_ptr<Job>& job, DeviceExecutor& ex);
   void Execute(Batch& jobs, bool oom_retried);
   // `stage` ("loading", "running") is for the log.
-  // --simulate-cpu-slowdown: the CPU run in `run` made as long as a CPU
-  // `factor` times slower would take (its compute_us too, so what is learned
-  // from it sees the slower CPU); the extra is SimulatedCpuExtraUs
-  // (devices/simulation.h), `own_cpu` as there.
-  void SlowDownAsSimulated(BatchRun& run, bool own_cpu) const;
+  // --simulate-cpu-slowdown: the CPU run in `run` of `key`'s copy made as
+  // long as a CPU `factor` times slower would take (its compute_us too, so
+  // what is learned from it sees the slower CPU); the extra is
+  // CoreParts::SimulatedCpuExtraUs, from the run's work: its thread's CPU
+  // time when `own_cpu` (one intra-op thread), else its wall time.
+  void SlowDownAsSimulated(const ModelKey& key, BatchRun& run, bool own_cpu) const;
   void HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried, const char* stage);
   void FallBack(Batch& jobs, const FallbackReason& reason, const absl::Status& failure);
   void ReportFallback(const std::string& from, const DeviceId& to, const FallbackReason& reason);

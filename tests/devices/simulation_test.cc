@@ -72,22 +72,22 @@ TEST(Simulation, TransferTimeIsTheLatencyPlusTheBytesOverTheBandwidth) {
   EXPECT_EQ(SimulatedTransferTime(rules, 200000000).count(), 2000 + 16667);
 }
 
-// A slower CPU's extra: the run's own work (its thread's CPU time when it
-// ran alone on one intra-op thread, else its wall time) times factor - 1.
-TEST(Simulation, ASlowerCpuAddsTheRunsOwnWorkTimesTheFactorLessOne) {
+// A slower CPU's extra: the run is held to factor times the least work a
+// run of its model with as many rows has taken (its own CPU time, or its
+// wall time when threads shared the core), whatever this run took.
+TEST(Simulation, ASlowerCpuHoldsTheRunToTheFactorTimesItsLeastWork) {
   struct Row {
-    double wall_us, cpu_us;
-    bool own_cpu;
-    double factor, extra_us;
+    double wall_us, least_work_us, factor, extra_us;
   };
   for (const Row& r : std::vector<Row>{
-           {100, 60, true, 4, 180},   // only its own 60 us of work is multiplied
-           {100, 60, false, 4, 300},  // threads shared: the wall time is its work
-           {100, 60, true, 1, 0},     // no slowdown
-           {100, 60, false, 0.5, 0},  // never faster
+           {60, 60, 4, 180},   // the run took its least: held to 4x it
+           {120, 60, 4, 120},  // a slower run (another thread took the memory bus) is held to the same end
+           {300, 60, 4, 0},    // past it already: nothing added
+           {100, 60, 1, 0},    // no slowdown
+           {100, 60, 0.5, 0},  // never faster
        }) {
-    EXPECT_DOUBLE_EQ(SimulatedCpuExtraUs(r.wall_us, r.cpu_us, r.own_cpu, r.factor), r.extra_us)
-        << r.wall_us << " " << r.cpu_us << " " << r.own_cpu << " " << r.factor;
+    EXPECT_DOUBLE_EQ(SimulatedCpuExtraUs(r.wall_us, r.least_work_us, r.factor), r.extra_us)
+        << r.wall_us << " " << r.least_work_us << " " << r.factor;
   }
 }
 
