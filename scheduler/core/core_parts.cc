@@ -102,7 +102,7 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
       return [this, key](uint64_t wall_us, uint64_t cpu_us, int64_t rows) {
         double micros = static_cast<double>(wall_us);
         if (key.device.kind == DeviceKind::kCpu) {
-          micros += SimulatedCpuExtraUs(key, rows, wall_us, options.intra_op_threads == 1 ? cpu_us : wall_us);
+          micros += SimulatedCpuExtraUs(key, rows, wall_us, cpu_us);
         }
         latency.Seed(key.model, key.device, micros);
       };
@@ -322,8 +322,9 @@ std::vector<DeviceId> CoreParts::Accelerators() const {
   return accelerators;
 }
 
-double CoreParts::SimulatedCpuExtraUs(const ModelKey& key, int64_t rows, uint64_t wall_us, uint64_t work_us) {
+double CoreParts::SimulatedCpuExtraUs(const ModelKey& key, int64_t rows, uint64_t wall_us, uint64_t cpu_us) {
   if (options.simulated_cpu_slowdown <= 1) return 0;
+  const uint64_t work_us = options.intra_op_threads == 1 ? cpu_us : wall_us;
   const uint64_t least = simulated_cpu_work.Lower(absl::StrCat(key.ToString(), "#", key.generation), rows, work_us);
   return infergate::SimulatedCpuExtraUs(static_cast<double>(wall_us), static_cast<double>(least),
                                         options.simulated_cpu_slowdown);

@@ -114,11 +114,12 @@ struct CoreParts {
   // recently used, would not tell them apart).
   void MakeStagingRoom(const Route& there);
   // With --simulate-cpu-slowdown: what a CPU run of `key`'s copy with
-  // `rows` rows that took `wall_us` (its work `work_us`: the thread's CPU
-  // time with one intra-op thread, else the wall time) is held for beyond
-  // that (devices/simulation.h SimulatedCpuExtraUs, from the least work
-  // such a run has taken, kept in simulated_cpu_work). 0 without.
-  double SimulatedCpuExtraUs(const ModelKey& key, int64_t rows, uint64_t wall_us, uint64_t work_us);
+  // `rows` rows that took `wall_us`, its thread's CPU time `cpu_us`, is
+  // held for beyond that (devices/simulation.h SimulatedCpuExtraUs, from
+  // the least work such a run has taken, kept in simulated_cpu_work). Its
+  // work is the thread's CPU time with one intra-op thread (the run was the
+  // thread's alone), else the wall time. 0 without.
+  double SimulatedCpuExtraUs(const ModelKey& key, int64_t rows, uint64_t wall_us, uint64_t cpu_us);
   // What a move onto `device` would wait for its link now: its simulated
   // link's queue; 0 on a real device (not measured there yet).
   double LinkQueueUs(const DeviceId& device) const;

@@ -339,9 +339,8 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
 void RequestDispatcher::SlowDownAsSimulated(const ModelKey& key, BatchRun& run, bool own_cpu) const {
   // The worker is held for the whole simulated time, as a slower CPU would
   // hold it; the wait takes no CPU from the simulated accelerators.
-  const uint64_t work_us = own_cpu ? run.cpu_us : run.compute_us;
   const auto extra = std::chrono::microseconds(
-      static_cast<int64_t>(core_.SimulatedCpuExtraUs(key, run.total_rows(), run.compute_us, work_us)));
+      static_cast<int64_t>(core_.SimulatedCpuExtraUs(key, run.total_rows(), run.compute_us, run.cpu_us)));
   std::this_thread::sleep_for(extra);
   run.compute_us += static_cast<uint64_t>(extra.count());
   if (own_cpu) run.cpu_us = run.compute_us;  // the slower CPU's own time for the run

@@ -41,8 +41,8 @@ class RequestDispatcher {
   // --simulate-cpu-slowdown: the CPU run in `run` of `key`'s copy made as
   // long as a CPU `factor` times slower would take (its compute_us too, so
   // what is learned from it sees the slower CPU); the extra is
-  // CoreParts::SimulatedCpuExtraUs, from the run's work: its thread's CPU
-  // time when `own_cpu` (one intra-op thread), else its wall time.
+  // CoreParts::SimulatedCpuExtraUs; with `own_cpu` (one intra-op thread)
+  // the run's CPU time is the slower CPU's whole time for it.
   void SlowDownAsSimulated(const ModelKey& key, BatchRun& run, bool own_cpu) const;
   void HandleFailure(Batch& jobs, const absl::Status& failure, bool oom_retried, const char* stage);
   void FallBack(Batch& jobs, const FallbackReason& reason, const absl::Status& failure);
