@@ -43,7 +43,9 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
               c->queued = ex->queue_depth();
               c->running = ex->in_flight();
               c->workers = ex->workers();
-              c->starts_in_us = ExpectedStartUs(ex->LoadFor(FlowKey{key.model, there.version}));
+              DeviceLoad load = ex->LoadFor(FlowKey{key.model, there.version});
+              load.job_us = latency.Expected(key.model, key.device).value_or(0.0);
+              c->starts_in_us = ExpectedStartUs(load);
             }
             // `key` names the dtype a request would be served in there
             // (the accuracy contract applied): a copy in another is not it.

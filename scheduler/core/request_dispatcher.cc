@@ -90,8 +90,9 @@ void RequestDispatcher::NoteQueued(const Job& job) {
 }
 
 void RequestDispatcher::ExpectCompute(Job& job) const {
+  const double planned = job.route.compute_expected_us;
   job.expected_us = std::llround(core_.latency.Expected(job.route.model->name, job.route.device.id)
-                                     .value_or(core_.options.router.unmeasured_latency_us));
+                                     .value_or(planned > 0 ? planned : core_.options.router.unmeasured_latency_us));
 }
 
 void RequestDispatcher::NoteRan(const BatchRun& run, Clock::time_point model_ready, DType dtype) {

@@ -52,8 +52,11 @@ class RequestDispatcher {
   // at `model_ready`, in `dtype`.
   void NoteQueued(const Job& job);
   // The job's expected compute where it is routed (Job::expected_us): its
-  // model's learned latency there, or the router's figure for an
-  // unmeasured one; the executor counts it as work ahead (auto_cost.h).
+  // model's learned latency there; before one is learned, the figure its
+  // route was planned on (Route::compute_expected_us), else the router's
+  // figure for an unmeasured model. The executor counts it as work ahead,
+  // and a request held for its load reserves a thread for it (auto_cost.h,
+  // start_reservations.h).
   void ExpectCompute(Job& job) const;
   void NoteRan(const BatchRun& run, Clock::time_point model_ready, DType dtype);
 

@@ -285,7 +285,9 @@ DeviceLoad DeviceExecutor::LoadFor(const FlowKey& flow) const {
   // The requests held for their loads here run before a job queued now
   // where it would take their thread (start_reservations.h).
   for (const auto& [id, r] : reservations_) {
-    if (r.Standing(now)) load.queued_us += r.run_us;
+    if (r.Standing(now))
+      load.reserved.push_back(
+          {static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(r.due - now).count()), r.run_us});
   }
   return load;
 }

@@ -92,8 +92,8 @@ class DeviceExecutor {
   // A request held for its model's load on arrival (arrival_loads.h) is
   // expected to be submitted in `due_in_us` and to run for `run_us`: until
   // then, jobs submitted after this call start only where they leave it a
-  // thread (start_reservations.h), and LoadFor counts its run as queued
-  // work. Dropped by the Submit of the job that carries the id
+  // thread (start_reservations.h), and LoadFor reports it (when it falls
+  // due, how long it runs: rule 4 of start_estimate.h). Dropped by the Submit of the job that carries the id
   // (Job::reservation), or once overdue by its grace (half of `due_in_us`,
   // at least kMinReservationGraceUs: a load that ran long idles a thread
   // no longer). Returns the id, never 0.
@@ -134,8 +134,10 @@ class DeviceExecutor {
   // What the threads are doing, as seen by a job of `flow` submitted now:
   // each running batch's expected end (its start plus its longest job's
   // expected compute; none once its first job has answered), the queued
-  // work, the threads (the fair-share thread too, once due) and whether
-  // the flow already runs as many batches as it may. ExpectedStartUs
+  // work, the reservations standing, the threads (the fair-share thread
+  // too, once due) and whether the flow already runs as many batches as it
+  // may. The caller sets the job's own compute (DeviceLoad::job_us).
+  // ExpectedStartUs
   // (start_estimate.h) turns it into when the job would start. Takes the
   // queue's lock.
   DeviceLoad LoadFor(const FlowKey& flow) const;

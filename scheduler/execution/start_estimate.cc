@@ -10,6 +10,15 @@ double ExpectedStartUs(const DeviceLoad& load) {
   if (static_cast<int>(free_in.size()) < load.threads) free_in.resize(static_cast<size_t>(load.threads), 0.0);
   if (free_in.empty()) free_in.push_back(0.0);
   std::sort(free_in.begin(), free_in.end());
+  std::vector<StartReservation> reserved = load.reserved;
+  std::stable_sort(reserved.begin(), reserved.end(),
+                   [](const StartReservation& a, const StartReservation& b) { return a.due_in_us < b.due_in_us; });
+  for (const StartReservation& r : reserved) {  // rule 4; free_in[0] is the thread free earliest
+    const double due = std::max(0.0, r.due_in_us);
+    if (load.job_us > 0 && free_in[0] + load.job_us <= due) continue;  // the job goes first there
+    free_in[0] = std::max(free_in[0], due) + std::max(0.0, r.run_us);
+    std::sort(free_in.begin(), free_in.end());
+  }
   const double queued = std::max(0.0, load.queued_us);
   // The queued work fills the k earliest-free threads up to a level t:
   // queued = sum over those threads of (t - free_in[i]), with t no later

@@ -16,6 +16,14 @@
 //     free now and one in 30 ms, and 10 ms queued: 10 ms.
 //  3. A job whose flow already runs as many batches as it may (FairQueue's
 //     running limit) starts no sooner than the first of them ends.
+//  4. Before the queued work, each request held for its load with a
+//     reservation on the device (start_reservations.h) takes the thread
+//     free earliest, in the order they fall due: from when it falls due
+//     (or the thread frees, if later) to the end of its run. A thread
+//     free until a reservation falls due is not taken, though: it gets the
+//     job where the job, started there, would be done by then (rule 2
+//     there). A reservation is thus not work queued now: one due in 8 ms
+//     that runs 9 ms holds a free thread until 17 ms, not 9 ms.
 // The queued work counts whole, as if it all ran before the job. Fair
 // sharing may run the job sooner (a flow with nothing waiting goes ahead
 // of a busy one) or later (a lighter flow's requests that arrive after it
@@ -24,6 +32,8 @@
 
 #include <optional>
 #include <vector>
+
+#include "scheduler/execution/start_reservations.h"
 
 namespace infergate {
 
@@ -39,9 +49,14 @@ struct DeviceLoad {
   // The job's flow runs all the batches it may: when the first of them is
   // expected to end. Unset when it may run another now.
   std::optional<double> flow_free_us;
+  // The reservations standing there (rule 4), in any order.
+  std::vector<StartReservation> reserved;
+  // The job's own expected compute (0: unknown, so it fits before no
+  // reservation).
+  double job_us = 0;
 };
 
-// Microseconds from now until the job would start (rules 1-3).
+// Microseconds from now until the job would start (rules 1-4).
 double ExpectedStartUs(const DeviceLoad& load);
 
 }  // namespace infergate

@@ -15,8 +15,9 @@
 //
 // The rule:
 //  1. A reservation binds only the jobs queued after it was made: their
-//     own estimates counted it (DeviceExecutor::LoadFor adds its run to the
-//     queued work). Work queued before it was in the held request's
+//     own estimates counted it (DeviceExecutor::LoadFor reports it, and
+//     ExpectedStartUs gives it a thread from when it falls due: rule 4 of
+//     start_estimate.h). Work queued before it was in the held request's
 //     estimate, and starts as it would have. The caller passes the
 //     reservations that bind the job.
 //  2. A job may start unless, for a reservation that binds it and falls due

@@ -36,6 +36,12 @@ struct Route {
   const char* ready_path = nullptr;
   double expected_us = 0;
   double load_expected_us = 0;  // the load's part of expected_us (0: no load on the path)
+  // The run's part of expected_us: the model's latency on `device` the
+  // planning used, measured there or, before it ever ran there, guessed
+  // from the CPU's (EstimateUnmeasuredLatencies). The job's expected
+  // compute falls back to it until a run there is measured
+  // (RequestDispatcher::ExpectCompute); 0: none, or the route moved since.
+  double compute_expected_us = 0;
 
   ModelKey key() const { return {model->name, version, device.id, dtype, generation}; }
 };

@@ -161,8 +161,9 @@ RoutePlanner::AutoChoice RoutePlanner::ChooseAuto(const Route& route, Precision 
   // CPU's has no estimate: its expected time rests on the assumed latency
   // of a model never measured, not on anything learned of this one.
   const bool estimated = candidates[path.index].latency_us.has_value();
-  AutoChoice choice{candidates[path.index].device, std::nullopt, ReadyPathName(path.path),
-                    estimated ? path.expected_us : 0.0, estimated ? path.load_us : 0.0};
+  AutoChoice choice{candidates[path.index].device,  std::nullopt,
+                    ReadyPathName(path.path),       estimated ? path.expected_us : 0.0,
+                    estimated ? path.load_us : 0.0, candidates[path.index].latency_us.value_or(0.0)};
   if (path.path != ReadyPath::kResident) return choice;
   move_wanted_();
   if (candidates[ideal].demoted) {
@@ -219,6 +220,7 @@ absl::StatusOr<Route> RoutePlanner::Plan(const RouteRequest& request) const {
     route.ready_path = chosen.ready_path;
     route.expected_us = chosen.expected_us;
     route.load_expected_us = chosen.load_us;
+    route.compute_expected_us = chosen.compute_us;
     return PlaceOn(std::move(route), chosen.device, request.precision, request.allow_fallback);
   }
 
@@ -287,6 +289,7 @@ absl::StatusOr<Route> RoutePlanner::FallBackToCpu(const Route& route, FallbackRe
   Route moved = route;
   moved.fallback = std::move(reason);
   moved.precision_reason.clear();
+  moved.compute_expected_us = 0;  // estimated for the device it leaves
   return PlaceOn(std::move(moved), kCpuDevice, precision, allow_fallback);
 }
 

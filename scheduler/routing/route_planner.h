@@ -116,6 +116,7 @@ class RoutePlanner {
     const char* ready_path = nullptr;       // the ready path's name (background moves on; else null)
     double expected_us = 0;                 // its estimate of when the request finishes; 0: none
     double load_us = 0;                     // the load's part of it (0: no load on the path)
+    double compute_us = 0;                  // the run's part of it (0: none)
   };
   AutoChoice ChooseAuto(const Route& route, Precision precision, const std::vector<DeviceId>& allowed) const;
   // The probe's figures for `route`'s model on `device`, in the dtype a

@@ -411,7 +411,8 @@ TEST(DeviceExecutor, TheLoadAJobWouldFindIsTheRunningBatchesRemainingTimeAndTheQ
 // A request held for its load leaves a reservation (Reserve): a job
 // queued after it that would still run when the request is due waits,
 // one that fits before runs, and the request, once submitted, goes first;
-// LoadFor counts the reserved run. Timing only bounds from below or by
+// LoadFor reports the reservation (when it falls due, how long it runs), not
+// as queued work. Timing only bounds from below or by
 // seconds of slack.
 TEST(DeviceExecutor, AReservationKeepsItsThreadFromLaterWorkThatWouldOverlapIt) {
   Recorder recorder;
@@ -428,7 +429,12 @@ TEST(DeviceExecutor, AReservationKeepsItsThreadFromLaterWorkThatWouldOverlapIt) 
   const uint64_t reservation = ex.Reserve(/*due_in_us=*/2e6, /*run_us=*/10'000);
   EXPECT_NE(reservation, 0u);
   EXPECT_EQ(ex.reservations(), 1u);
-  EXPECT_EQ(ex.LoadFor(FlowKey{"x", 1}).queued_us, 10'000) << "the held request's run counts as queued work";
+  const DeviceLoad load = ex.LoadFor(FlowKey{"x", 1});
+  EXPECT_EQ(load.queued_us, 0) << "the held request's run is not work queued now";
+  ASSERT_EQ(load.reserved.size(), 1u);
+  EXPECT_GT(load.reserved[0].due_in_us, 1e6) << "due in about 2 s";
+  EXPECT_LE(load.reserved[0].due_in_us, 2e6);
+  EXPECT_EQ(load.reserved[0].run_us, 10'000);
   ASSERT_TRUE(ex.Submit(job(2, 5'000'000)).ok());  // 5 s from now: past the request's due time
   ASSERT_TRUE(ex.Submit(job(3, 1'000)).ok());      // done long before it
   for (int i = 0; i < 2000; ++i) {

@@ -197,7 +197,9 @@ TEST_F(RoutePlannerProbe, AutoProbesOnlyWhenThereIsAChoice) {
 // With background moves, a ready path whose latency there was learned, or
 // guessed from another device's, has an estimate; one that rests on the
 // latency assumed for a model never measured has none (0), which the
-// regret does not judge.
+// regret does not judge. The route carries the run's part of it
+// (compute_expected_us), which the job's expected compute falls back to
+// before a run there is measured; a fallback to the cpu drops it.
 TEST_F(RoutePlannerProbe, AReadyPathHasAnEstimateOnlyWhereTheLatencyWasMeasured) {
   struct Row {
     std::optional<double> cuda_us, cpu_us;
@@ -212,6 +214,7 @@ TEST_F(RoutePlannerProbe, AReadyPathHasAnEstimateOnlyWhereTheLatencyWasMeasured)
       {4000, 2000, "cpu", 2000},                       // the cpu is faster and measured
       {400, std::nullopt, "cuda:0", 400},              // the cpu guessed from cuda:0's: slower
   };
+  const FallbackReason oom{FallbackKind::kOutOfMemory, ""};
   for (const Row& r : rows) {
     RoutePlanner planner(repository_, devices_, learned_, {}, [&r](const Route& there, RouteCandidate* c) {
       c->resident = true;
@@ -222,6 +225,14 @@ TEST_F(RoutePlannerProbe, AReadyPathHasAnEstimateOnlyWhereTheLatencyWasMeasured)
     ASSERT_TRUE(route.ok()) << route.status();
     EXPECT_EQ(route->device.id.ToString(), r.device);
     EXPECT_DOUBLE_EQ(route->expected_us, r.expected_us) << r.device;
+    // Resident, so the whole estimate is the run's (no queue ahead).
+    EXPECT_DOUBLE_EQ(route->compute_expected_us, r.expected_us) << r.device;
+    if (route->device.id.kind != DeviceKind::kCpu) {
+      absl::StatusOr<Route> moved =
+          planner.FallBackToCpu(*route, oom, Precision::kAuto, true, absl::ResourceExhaustedError("full"));
+      ASSERT_TRUE(moved.ok()) << moved.status();
+      EXPECT_DOUBLE_EQ(moved->compute_expected_us, 0) << "estimated for cuda:0, not the cpu";
+    }
   }
 }
 
