@@ -18,7 +18,8 @@
 #                                       2-core host: a mix for a real GPU, or --scale for a test)
 #   CHURN_SEEDS="1 2 3" bench/churn.sh  one run per seed (arrivals and popular sets), the same models,
 #                                       then churn-<stamp>-seeds.md: each figure's median and spread
-#                                       over the seeds (bench/churn_seeds.py)
+#                                       over the seeds (bench/churn_seeds.py), and the policy's late
+#                                       requests by cause on each seed (bench/regret_causes.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . deploy/platform.sh
@@ -57,11 +58,15 @@ if [ -z "${CHURN_SEEDS:-}" ]; then
   exit 0
 fi
 csvs=()
+requests=()
 for seed in $CHURN_SEEDS; do
   run "$stamp-seed$seed" --seed "$seed" "$@"
   csvs+=("$out_dir/churn-$stamp-seed$seed.csv")
+  requests+=("$out_dir/churn-$stamp-seed$seed-requests.csv")
 done
 # shellcheck disable=SC2086 # the seeds' list is split on purpose
 python3 bench/churn_seeds.py --seeds "$(echo $CHURN_SEEDS | tr ' ' ',')" \
   --out "$out_dir/churn-$stamp-seeds.md" "${csvs[@]}"
+# Each seed's late requests of the policy by cause, after the summary.
+{ echo; python3 bench/regret_causes.py --row policy "${requests[@]}"; } >>"$out_dir/churn-$stamp-seeds.md"
 echo "written: $out_dir/churn-$stamp-seeds.md"
