@@ -95,6 +95,15 @@ void RequestDispatcher::ExpectCompute(Job& job) const {
                                      .value_or(planned > 0 ? planned : core_.options.router.unmeasured_latency_us));
 }
 
+void RequestDispatcher::PromiseStart(Job& job) const {
+  if (job.route.ready_path == nullptr || job.route.expected_us <= 0) return;
+  // It finishes within its estimate's margin if it starts by then, its
+  // compute as expected.
+  const double latest_us =
+      std::max(0.0, (1 + kRegretMargin) * job.route.expected_us - static_cast<double>(job.expected_us));
+  job.start_by = job.enqueued + std::chrono::microseconds(std::llround(latest_us));
+}
+
 void RequestDispatcher::NoteRan(const BatchRun& run, Clock::time_point model_ready, DType dtype) {
   const Clock::time_point inputs_joined = model_ready + std::chrono::nanoseconds(run.times.input_ns);
   const Clock::time_point computed = inputs_joined + std::chrono::nanoseconds(run.times.infer_ns);
@@ -179,6 +188,7 @@ std::shared_ptr<RequestHandle> RequestDispatcher::Submit(InferenceRequest reques
   }
   NoteQueued(*job);
   ExpectCompute(*job);
+  PromiseStart(*job);
   // Load on arrival: queued once its model is loaded, so no worker waits
   // for the transfer. Its reservation (made before the hold, whose release
   // may come first) ends as it is queued (DeviceExecutor::Submit).
@@ -406,6 +416,7 @@ void RequestDispatcher::FallBack(Batch& jobs, const FallbackReason& reason, cons
     }
     job->route = *std::move(moved);
     job->batch_key.clear();
+    job->start_by = Clock::time_point::max();  // its ready path's promise was for the device it left
     NoteQueued(*job);
     ExpectCompute(*job);
     if (absl::Status s = cpu->Submit(job); !s.ok()) job->Finish(s);

@@ -58,6 +58,10 @@ class RequestDispatcher {
   // and a request held for its load reserves a thread for it (auto_cost.h,
   // start_reservations.h).
   void ExpectCompute(Job& job) const;
+  // The latest start that keeps the promise of the job's ready path
+  // (Job::start_by; FairQueue's rule 3), from its route's estimate and its
+  // expected compute; none without an estimate. After ExpectCompute.
+  void PromiseStart(Job& job) const;
   void NoteRan(const BatchRun& run, Clock::time_point model_ready, DType dtype);
 
   CoreParts& core_;

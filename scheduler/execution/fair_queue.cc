@@ -133,6 +133,7 @@ std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, 
     }
   }
   if (!chosen) return nullptr;
+  if (fair_ && flows_.size() > 1) KeepPromises(now, running_limit, may_start, best_effective, &chosen, &chosen_level);
   std::deque<std::shared_ptr<Job>>& jobs = chosen->levels[chosen_level];
   std::shared_ptr<Job> job = std::move(jobs.front());
   jobs.pop_front();
@@ -144,6 +145,24 @@ std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, 
   chosen->virtual_us += chosen->batch_cost_us;
   if (charged_us) *charged_us = chosen->batch_cost_us;
   return job;
+}
+
+void FairQueue::KeepPromises(Clock::time_point now, int running_limit, const MayStart& may_start,
+                             int64_t best_effective, Flow** chosen, uint32_t* chosen_level) {
+  // Rule 3: the fair choice's head would hold a thread until about here.
+  const Job& fair_head = *(*chosen)->levels.at(*chosen_level).front();
+  const Clock::time_point fair_ends = now + std::chrono::microseconds(std::max<int64_t>(0, fair_head.expected_us));
+  Clock::time_point earliest = fair_head.start_by;
+  for (auto& [key, flow] : flows_) {
+    if (&flow == *chosen) continue;
+    int64_t effective = 0;
+    uint32_t level = 0;
+    const Job* head = StartableHead(flow, now, running_limit, may_start, &effective, &level);
+    if (!head || effective != best_effective || head->start_by >= earliest || head->start_by >= fair_ends) continue;
+    earliest = head->start_by;
+    *chosen = &flow;
+    *chosen_level = level;
+  }
 }
 
 void FairQueue::CollectCompanions(const Job& first, int64_t* rows, std::vector<std::shared_ptr<Job>>* batch) {

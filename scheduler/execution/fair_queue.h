@@ -18,7 +18,17 @@
 //     A flow that had nothing waiting starts from the current virtual time,
 //     so idling earns no credit. A cheap model's request thus waits for the
 //     batches already running, not for an expensive model's whole queue.
-//  3. Within a flow and level, arrival order.
+//  3. Promises. A job `auto` routed on an estimate carries the latest start
+//     that keeps it (Job::start_by). Among the flows at the best level,
+//     the fair choice gives way to another flow's job whose latest start
+//     is earlier than the fair choice's and would pass while the fair
+//     choice runs (now plus its expected compute): the job whose latest
+//     start comes first runs instead. Fair sharing thus lets a later,
+//     lighter flow go ahead of a busy flow's request only while that
+//     request still finishes within its estimate; the lighter flow's own
+//     request was estimated behind all the work queued at its arrival, so
+//     its promise holds too. Jobs without an estimate claim nothing.
+//  4. Within a flow and level, arrival order.
 // Batching stays within a flow: companions of a batch come from the same
 // flow (a batch key names one model version).
 //
@@ -117,6 +127,12 @@ class FairQueue {
   // The best effective level of `flow`'s waiting jobs and the level queue
   // holding that job; false when the flow is empty.
   bool BestOf(const Flow& flow, Clock::time_point now, int64_t* effective, uint32_t* level) const;
+  // Rule 3: replaces the fair choice (`*chosen`, its head at
+  // `*chosen_level`) by the flow whose startable head at `best_effective`
+  // has the earliest latest start, where that is earlier than the fair
+  // head's and than the fair head's expected end.
+  void KeepPromises(Clock::time_point now, int running_limit, const MayStart& may_start, int64_t best_effective,
+                    Flow** chosen, uint32_t* chosen_level);
   int64_t EffectiveLevel(const Job& job, Clock::time_point now) const;
   void Removed(Flow& flow, size_t n);
 

@@ -44,6 +44,12 @@ struct Job final : RequestHandle {
   FlowKey flow;
   uint32_t priority_level = 1;
   Clock::time_point queue_deadline = Clock::time_point::max();
+  // The latest start that keeps the promise of the ready path `auto` chose
+  // for it (to finish within kRegretMargin of the estimate it was routed
+  // on, scheduler/routing/ready_path.h); max for none (no estimate, an
+  // explicit device, a fallback). FairQueue lets no other flow's job go
+  // ahead of it where that would start it later (its rule 3).
+  Clock::time_point start_by = Clock::time_point::max();
   // Set for non-inference work; runs alone.
   std::function<void()> task;
   // The router's estimate of the job's compute where it is sent (its

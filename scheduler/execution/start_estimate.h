@@ -27,8 +27,10 @@
 // The queued work counts whole, as if it all ran before the job. Fair
 // sharing may run the job sooner (a flow with nothing waiting goes ahead
 // of a busy one) or later (a lighter flow's requests that arrive after it
-// go first); neither is estimated, and the second is most of what the
-// churn benchmark counts as regret (docs/benchmarks.md).
+// go first); neither is estimated. The second was most of what the churn
+// benchmark counted as regret (docs/benchmarks.md): a job routed on this
+// estimate now carries the latest start that keeps it, and fair sharing
+// goes ahead of it only until then (FairQueue's rule 3).
 
 #include <optional>
 #include <vector>

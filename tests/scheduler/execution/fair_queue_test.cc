@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 
 #include "tests/scheduler/execution/policy_routed_job.h"
 
@@ -57,6 +58,41 @@ TEST(FairQueue, ACheapModelWaitsForRunningWorkNotForAnotherModelsBacklog) {
   ASSERT_TRUE(q.Push(MakeQueuedJob("light:1", 1000, kT0 + milliseconds(1)), kT0 + milliseconds(1)).ok());
   EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(2), 100)), 1000);  // ahead of 99 queued heavy jobs
   EXPECT_EQ(q.size(), 99u);
+}
+
+// Rule 3 as a table: a busy model's request, routed on an estimate that
+// holds only if it starts by `start_by`, and a lighter model's later one
+// that fair sharing would run first. The fair turn gives way only where
+// running it would break the busy request's promise, and never across
+// priority levels.
+TEST(FairQueue, AFairTurnGivesWayToARequestWhoseEstimateItWouldBreak) {
+  struct Row {
+    const char* why;
+    std::optional<int> busy_start_by_ms;  // from kT0; unset: no estimate
+    int64_t light_expected_us;
+    uint32_t busy_level, light_level;
+    int first;
+  };
+  const Row rows[] = {
+      {"no promise: the lighter flow first, as fair sharing has it", std::nullopt, 10'000, 1, 1, 2},
+      {"the light run would end past the busy request's latest start: the busy one first", 5, 10'000, 1, 1, 1},
+      {"its latest start comes after the light run's end: fair", 50, 10'000, 1, 1, 2},
+      {"a light run of unknown compute ends now: fair", 5, 0, 1, 1, 2},
+      {"a promise does not outrank a higher priority", 5, 10'000, 2, 1, 2},
+  };
+  for (const Row& row : rows) {
+    FairQueue q;
+    ASSERT_TRUE(q.Push(MakeQueuedJob("busy:1", 0), kT0).ok());
+    ASSERT_EQ(Id(RunNext(q, kT0, 20'000)), 0);  // the busy model has used the device
+    auto busy = MakeQueuedJob("busy:1", 1, kT0, row.busy_level);
+    busy->expected_us = 40'000;
+    if (row.busy_start_by_ms) busy->start_by = kT0 + milliseconds(*row.busy_start_by_ms);
+    auto light = MakeQueuedJob("light:1", 2, kT0 + milliseconds(1), row.light_level);
+    light->expected_us = row.light_expected_us;
+    ASSERT_TRUE(q.Push(busy, kT0).ok());
+    ASSERT_TRUE(q.Push(light, kT0 + milliseconds(1)).ok());
+    EXPECT_EQ(Id(RunNext(q, kT0 + milliseconds(2), 100)), row.first) << row.why;
+  }
 }
 
 TEST(FairQueue, TwoFloodedModelsShareDeviceTimeNotRequestCounts) {
