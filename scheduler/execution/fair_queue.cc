@@ -158,7 +158,13 @@ void FairQueue::KeepPromises(Clock::time_point now, int running_limit, const May
     int64_t effective = 0;
     uint32_t level = 0;
     const Job* head = StartableHead(flow, now, running_limit, may_start, &effective, &level);
-    if (!head || effective != best_effective || head->start_by >= earliest || head->start_by >= fair_ends) continue;
+    // A promise already broken (its latest start passed) claims nothing:
+    // under overload fair sharing resumes, and a job without one is not
+    // held back for ever by others' late ones.
+    if (!head || effective != best_effective || head->start_by < now || head->start_by >= earliest ||
+        head->start_by >= fair_ends) {
+      continue;
+    }
     earliest = head->start_by;
     *chosen = &flow;
     *chosen_level = level;

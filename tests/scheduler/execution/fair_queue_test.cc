@@ -78,6 +78,7 @@ TEST(FairQueue, AFairTurnGivesWayToARequestWhoseEstimateItWouldBreak) {
       {"the light run would end past the busy request's latest start: the busy one first", 5, 10'000, 1, 1, 1},
       {"its latest start comes after the light run's end: fair", 50, 10'000, 1, 1, 2},
       {"a light run of unknown compute ends now: fair", 5, 0, 1, 1, 2},
+      {"a promise already broken (its latest start 1 ms ago) claims nothing: fair", 1, 10'000, 1, 1, 2},
       {"a promise does not outrank a higher priority", 5, 10'000, 2, 1, 2},
   };
   for (const Row& row : rows) {
