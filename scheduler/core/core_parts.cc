@@ -39,19 +39,19 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
           repository, devices, learned, options.router,
           [this](const Route& there, RouteCandidate* c) {
             const ModelKey key = there.key();
+            c->latency_us = latency.Expected(key.model, key.device);
             if (DeviceExecutor* ex = executors.Find(key.device)) {
               c->queued = ex->queue_depth();
               c->running = ex->in_flight();
               c->workers = ex->workers();
               DeviceLoad load = ex->LoadFor(FlowKey{key.model, there.version});
-              load.job_us = latency.Expected(key.model, key.device).value_or(0.0);
+              load.job_us = c->latency_us.value_or(0.0);
               c->starts_in_us = ExpectedStartUs(load);
             }
             // `key` names the dtype a request would be served in there
             // (the accuracy contract applied): a copy in another is not it.
             c->resident = models.IsResident(key);
             c->demoted = !c->resident && placement.Demoted(key.model, key.device);
-            c->latency_us = latency.Expected(key.model, key.device);
             if (!c->resident && key.device.kind != DeviceKind::kCpu) c->load_us = LoadAndRunEstimateUs(there);
           },
           &checker),
