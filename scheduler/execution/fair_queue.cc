@@ -114,11 +114,27 @@ std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, 
   uint32_t chosen_level = 0;
   int64_t best_effective = 0;
   Clock::time_point chosen_head_time;
+  // Rule 3: at the best level, the head whose promise comes first. One
+  // already broken (its latest start passed) claims nothing: under
+  // overload fair sharing resumes, and a job without one is not held back
+  // for ever by others' late ones.
+  Flow* promised = nullptr;
+  uint32_t promised_level = 0;
+  Clock::time_point promised_by = Clock::time_point::max();
   for (auto& [key, flow] : flows_) {
     int64_t effective = 0;
     uint32_t level = 0;
     const Job* head = StartableHead(flow, now, running_limit, may_start, &effective, &level);
     if (!head) continue;
+    if (!chosen || effective < best_effective) {  // a better level than any so far: its promises alone count
+      promised = nullptr;
+      promised_by = Clock::time_point::max();
+    }
+    if ((!chosen || effective <= best_effective) && head->start_by >= now && head->start_by < promised_by) {
+      promised = &flow;
+      promised_level = level;
+      promised_by = head->start_by;
+    }
     Clock::time_point head_time = head->enqueued;
     bool better = !chosen || effective < best_effective ||
                   (effective == best_effective &&
@@ -133,7 +149,16 @@ std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, 
     }
   }
   if (!chosen) return nullptr;
-  if (fair_ && flows_.size() > 1) KeepPromises(now, running_limit, may_start, best_effective, &chosen, &chosen_level);
+  if (fair_ && promised != nullptr && promised != chosen) {
+    // The fair choice gives way where its run (until about now plus its
+    // expected compute) would pass a promise earlier than its own.
+    const Job& fair_head = *chosen->levels.at(chosen_level).front();
+    const Clock::time_point fair_ends = now + std::chrono::microseconds(std::max<int64_t>(0, fair_head.expected_us));
+    if (promised_by < fair_head.start_by && promised_by < fair_ends) {
+      chosen = promised;
+      chosen_level = promised_level;
+    }
+  }
   std::deque<std::shared_ptr<Job>>& jobs = chosen->levels[chosen_level];
   std::shared_ptr<Job> job = std::move(jobs.front());
   jobs.pop_front();
@@ -145,30 +170,6 @@ std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, 
   chosen->virtual_us += chosen->batch_cost_us;
   if (charged_us) *charged_us = chosen->batch_cost_us;
   return job;
-}
-
-void FairQueue::KeepPromises(Clock::time_point now, int running_limit, const MayStart& may_start,
-                             int64_t best_effective, Flow** chosen, uint32_t* chosen_level) {
-  // Rule 3: the fair choice's head would hold a thread until about here.
-  const Job& fair_head = *(*chosen)->levels.at(*chosen_level).front();
-  const Clock::time_point fair_ends = now + std::chrono::microseconds(std::max<int64_t>(0, fair_head.expected_us));
-  Clock::time_point earliest = fair_head.start_by;
-  for (auto& [key, flow] : flows_) {
-    if (&flow == *chosen) continue;
-    int64_t effective = 0;
-    uint32_t level = 0;
-    const Job* head = StartableHead(flow, now, running_limit, may_start, &effective, &level);
-    // A promise already broken (its latest start passed) claims nothing:
-    // under overload fair sharing resumes, and a job without one is not
-    // held back for ever by others' late ones.
-    if (!head || effective != best_effective || head->start_by < now || head->start_by >= earliest ||
-        head->start_by >= fair_ends) {
-      continue;
-    }
-    earliest = head->start_by;
-    *chosen = &flow;
-    *chosen_level = level;
-  }
 }
 
 void FairQueue::CollectCompanions(const Job& first, int64_t* rows, std::vector<std::shared_ptr<Job>>* batch) {

@@ -130,12 +130,6 @@ class FairQueue {
   // The best effective level of `flow`'s waiting jobs and the level queue
   // holding that job; false when the flow is empty.
   bool BestOf(const Flow& flow, Clock::time_point now, int64_t* effective, uint32_t* level) const;
-  // Rule 3: replaces the fair choice (`*chosen`, its head at
-  // `*chosen_level`) by the flow whose startable head at `best_effective`
-  // has the earliest latest start, where that is earlier than the fair
-  // head's and than the fair head's expected end.
-  void KeepPromises(Clock::time_point now, int running_limit, const MayStart& may_start, int64_t best_effective,
-                    Flow** chosen, uint32_t* chosen_level);
   int64_t EffectiveLevel(const Job& job, Clock::time_point now) const;
   void Removed(Flow& flow, size_t n);
 
