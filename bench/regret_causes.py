@@ -23,15 +23,11 @@ enough for one.
 """
 import argparse
 import csv
+import statistics
 import sys
 
 REGRET_MARGIN = 0.2  # kRegretMargin
 CAUSES = ("the load", "the run", "the wait")
-
-
-def median(values):
-    values = sorted(values)
-    return values[len(values) // 2]
 
 
 def classify(requests):
@@ -42,12 +38,14 @@ def classify(requests):
     for r in requests:
         if int(r["ok"]):
             runs.setdefault((r["model"], r["device"]), []).append(float(r["compute_us"]) / 1000)
-    typical = {key: median(values) for key, values in runs.items()}
+    # The upper median, as bench/churn.py's median takes it.
+    typical = {key: statistics.median_high(values) for key, values in runs.items()}
     found = []
     for r in requests:
         expected = float(r["ready_path_expected_ms"])
         took = float(r["server_total_us"]) / 1000
-        if not int(r["ok"]) or expected <= 0 or took <= (1 + REGRET_MARGIN) * expected:
+        margin_ends = (1 + REGRET_MARGIN) * expected
+        if not int(r["ok"]) or expected <= 0 or took <= margin_ends:
             continue
         compute = float(r["compute_us"]) / 1000
         load_over = 0.0
@@ -56,7 +54,7 @@ def classify(requests):
         run_over = compute - typical[(r["model"], r["device"])]
         wait_over = (took - expected) - load_over - run_over
         over = {"the load": load_over, "the run": run_over, "the wait": wait_over}
-        found.append((r["ready_path"], max(CAUSES, key=lambda c: over[c]), took - (1 + REGRET_MARGIN) * expected))
+        found.append((r["ready_path"], max(CAUSES, key=lambda c: over[c]), took - margin_ends))
     return found
 
 
