@@ -9,7 +9,8 @@
 // and runs it when that is faster than its ready cpu copy, and not when it
 // is slower; a load into the staging share takes the room of the staged
 // copy asked for least lately; a request's load, asked for on its
-// arrival, runs while the request waits behind another model's run.
+// arrival, runs while the request waits behind another model's run; fair
+// sharing gives way to a request whose estimate its turn would break.
 
 #include <algorithm>
 #include <chrono>
@@ -786,6 +787,120 @@ TEST_F(NoColdStart, ALoadAskedForOnArrivalRunsWhileTheRequestWaitsInTheQueue) {
   EXPECT_LE(t.load_wait_us(), t.queue_us());
   EXPECT_GE(resp.placement().ready_path_load_us(), 300000u);
   EXPECT_LE(resp.placement().ready_path_load_us(), resp.placement().ready_path_expected_us());
+}
+
+// Fair sharing keeps a ready path's estimate (fair_queue.h rule 3), through
+// the real server. cuda:0 (simulated) runs one batch of a model at a time,
+// on its worker and its fair-share thread. "long" holds one of them; "a"
+// runs on the other with a second request of "a" queued behind it; then a
+// request of "c" arrives, which fair sharing would start first when a's run
+// ends (a has used the device, c not). With the second request of a sent
+// to cuda:0 by name it carries no estimate, and c goes first: fair sharing
+// alone. Sent auto, it was routed on an estimate that c's run, twice as
+// long as a's, would break by far more than the 20% margin: it goes first,
+// and finishes within its estimate. Each model does matrix products on the
+// host (long 6 a call, a 2, c 4), held to 8 times their least CPU time, so
+// the two orders are a whole run apart (a quarter second or more). Priority
+// aging is off: a's request waits longer than c's, a level ahead of it for
+// every 100 ms more (rule 1), and the rounds test rules 2 and 3.
+TEST(FairSharingAndEstimates, AFairTurnGivesWayToARequestWhoseEstimateItWouldBreak) {
+  ScratchDir scratch("ig_promise_");
+  ASSERT_FALSE(scratch.path().empty());
+  const fs::path repo = scratch.path();
+  // FP32 throughout: a BF16 run is emulated on the host, far slower.
+  WriteMatrixProductModel(repo / "long", 6, "precision: FP32\n");
+  WriteMatrixProductModel(repo / "a", 2, "precision: FP32\n");
+  WriteMatrixProductModel(repo / "c", 4, "precision: FP32\n");
+  // The cpu 4 times slower than cuda:0, so auto keeps a's request there
+  // behind a's run (at most twice a run) rather than run it on the cpu.
+  auto server = ServerProcess::Start({"--model-repository=" + repo.string(),
+                                      "--simulate-devices=cuda:0,compute_scale=8", "--simulate-cpu-slowdown=32",
+                                      "--precision-checks=false", "--priority-aging=0", kPolicyAlone});
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  auto infer = [&](const std::string& model, const std::string& device, v1::InferResponse* resp) {
+    v1::InferRequest req;
+    req.set_model(model);
+    req.set_device(device);
+    req.set_precision(v1::FP32);
+    *req.add_inputs() = ToWire(at::ones({4}), "x");
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    return stub->Infer(&ctx, req, resp);
+  };
+  v1::InferResponse resp;
+  // Each model's latency on cuda:0 learned (from a copy's second run on);
+  // c first, so that its share of the device's time is behind a's when the
+  // rounds start (a flow's use is counted from the moment it last waited).
+  for (const char* model : {"c", "a", "long"}) {
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(infer(model, "cuda:0", &resp).ok()) << model;
+      ASSERT_EQ(resp.placement().device(), "cuda:0") << model;
+    }
+  }
+  // cuda:0's requests running, and those queued.
+  const auto running = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ListDevicesResponse devices;
+    if (!stub->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok()) return -1;
+    for (const auto& d : devices.devices()) {
+      if (d.id() == "cuda:0") return static_cast<int>(d.in_flight());
+    }
+    return -1;
+  };
+  const auto queued = [&] {
+    return static_cast<int>(MetricValue(ScrapeMetrics(*server), "infergate_device_queue_depth{device=\"cuda:0\"}"));
+  };
+  const auto wait_for = [](const std::function<int()>& count, int n) {
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         count() < n && std::chrono::steady_clock::now() < end;
+         std::this_thread::sleep_for(std::chrono::milliseconds(1))) {
+    }
+    return count() >= n;
+  };
+  struct Call {
+    std::future<grpc::Status> status;
+    v1::InferResponse resp;
+    std::chrono::steady_clock::time_point done;
+  };
+  const auto send = [&](const std::string& model, const std::string& device, Call& call) {
+    call.status = std::async(std::launch::async, [&infer, &call, model, device] {
+      grpc::Status s = infer(model, device, &call.resp);
+      call.done = std::chrono::steady_clock::now();
+      return s;
+    });
+  };
+  // One round: long, then a, then a's second request (to `a_device`), then
+  // c; returns whether a's second request finished before c's.
+  const auto round = [&](const std::string& a_device, v1::InferResponse* second) {
+    Call hold, first, behind, light;
+    send("long", "cuda:0", hold);
+    EXPECT_TRUE(wait_for(running, 1));
+    send("a", "cuda:0", first);
+    EXPECT_TRUE(wait_for(running, 2));
+    send("a", a_device, behind);
+    EXPECT_TRUE(wait_for(queued, 1));
+    send("c", "cuda:0", light);
+    EXPECT_TRUE(wait_for(queued, 2));
+    EXPECT_EQ(running(), 2) << "a's first run ended before c arrived: the round proves nothing";
+    for (Call* call : {&hold, &first, &behind, &light}) EXPECT_TRUE(call->status.get().ok());
+    EXPECT_EQ(behind.resp.placement().device(), "cuda:0") << behind.resp.placement().DebugString();
+    *second = behind.resp;
+    return behind.done < light.done;
+  };
+  v1::InferResponse second;
+  EXPECT_FALSE(round("cuda:0", &second)) << "fair sharing did not start c first; the other round proves nothing";
+  EXPECT_EQ(second.placement().ready_path_expected_us(), 0u) << "a request sent by name carried an estimate";
+  const std::string before = ScrapeMetrics(*server);
+  EXPECT_TRUE(round("", &second)) << "c's fair turn went ahead of a's request and broke its estimate\n"
+                                  << second.placement().DebugString() << server->Log();
+  EXPECT_EQ(second.placement().ready_path(), "ideal");
+  EXPECT_GT(second.placement().ready_path_expected_us(), 0u);
+  EXPECT_LE(second.timing().total_us(), 1.2 * second.placement().ready_path_expected_us())
+      << second.timing().DebugString() << second.placement().DebugString();
+  EXPECT_EQ(AddedSince(before, *server, "infergate_regret_total{device=\"cuda:0\",path=\"ideal\"}"), 0);
+  EXPECT_EQ(server->Stop(), 0);
 }
 
 }  // namespace
