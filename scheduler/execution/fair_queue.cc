@@ -108,67 +108,69 @@ bool FairQueue::HasStartable(int running_limit, Clock::time_point now, const May
   return false;
 }
 
+bool FairQueue::Fairer(const Candidate& a, const Candidate& b) const {
+  if (fair_ && a.flow->virtual_us != b.flow->virtual_us) return a.flow->virtual_us < b.flow->virtual_us;
+  return a.head->enqueued < b.head->enqueued;
+}
+
 std::shared_ptr<Job> FairQueue::Next(Clock::time_point now, double* charged_us, int running_limit,
                                      const MayStart& may_start) {
-  Flow* chosen = nullptr;
-  uint32_t chosen_level = 0;
-  int64_t best_effective = 0;
-  Clock::time_point chosen_head_time;
-  // Rule 3: at the best level, the head whose promise comes first. One
+  // Rule 1: the best effective level, the fairer flow on a tie, decides
+  // which priority level is served.
+  candidates_.clear();
+  const Candidate* lead = nullptr;
+  for (auto& [key, flow] : flows_) {
+    Candidate c{&flow};
+    c.head = StartableHead(flow, now, running_limit, may_start, &c.effective, &c.level);
+    if (!c.head) continue;
+    c.rank = c.effective == kDelayedLevel ? kDelayedLevel : c.head->priority_level;
+    candidates_.push_back(c);
+  }
+  for (const Candidate& c : candidates_) {
+    if (!lead || c.effective < lead->effective || (c.effective == lead->effective && Fairer(c, *lead))) lead = &c;
+  }
+  if (!lead) return nullptr;
+  // Rule 2 among that level's flows, but those whose head another level
+  // outranks: aging lifts a level over others, it does not order the
+  // requests of one level by their waits (then fair sharing would end
+  // wherever a backlog had waited one aging).
+  int64_t other_levels_best = kDelayedLevel;
+  for (const Candidate& c : candidates_) {
+    if (c.rank != lead->rank) other_levels_best = std::min(other_levels_best, c.effective);
+  }
+  const Candidate* chosen = nullptr;
+  // Rule 3: among the same flows, the head whose promise comes first. One
   // already broken (its latest start passed) claims nothing: under
   // overload fair sharing resumes, and a job without one is not held back
   // for ever by others' late ones.
-  Flow* promised = nullptr;
-  uint32_t promised_level = 0;
-  Clock::time_point promised_by = Clock::time_point::max();
-  for (auto& [key, flow] : flows_) {
-    int64_t effective = 0;
-    uint32_t level = 0;
-    const Job* head = StartableHead(flow, now, running_limit, may_start, &effective, &level);
-    if (!head) continue;
-    if (!chosen || effective < best_effective) {  // a better level than any so far: its promises alone count
-      promised = nullptr;
-      promised_by = Clock::time_point::max();
-    }
-    if ((!chosen || effective <= best_effective) && head->start_by >= now && head->start_by < promised_by) {
-      promised = &flow;
-      promised_level = level;
-      promised_by = head->start_by;
-    }
-    Clock::time_point head_time = head->enqueued;
-    bool better = !chosen || effective < best_effective ||
-                  (effective == best_effective &&
-                   (fair_ ? flow.virtual_us < chosen->virtual_us ||
-                                (flow.virtual_us == chosen->virtual_us && head_time < chosen_head_time)
-                          : head_time < chosen_head_time));
-    if (better) {
-      chosen = &flow;
-      chosen_level = level;
-      best_effective = effective;
-      chosen_head_time = head_time;
-    }
+  const Candidate* promised = nullptr;
+  for (const Candidate& c : candidates_) {
+    if (c.rank != lead->rank || c.effective > other_levels_best) continue;
+    if (!chosen || Fairer(c, *chosen)) chosen = &c;
+    if (c.head->start_by >= now && (!promised || c.head->start_by < promised->head->start_by)) promised = &c;
   }
-  if (!chosen) return nullptr;
   if (fair_ && promised != nullptr && promised != chosen) {
     // The fair choice gives way where its run (until about now plus its
     // expected compute) would pass a promise earlier than its own.
-    const Job& fair_head = *chosen->levels.at(chosen_level).front();
+    const Job& fair_head = *chosen->head;
     const Clock::time_point fair_ends = now + std::chrono::microseconds(std::max<int64_t>(0, fair_head.expected_us));
-    if (promised_by < fair_head.start_by && promised_by < fair_ends) {
-      chosen = promised;
-      chosen_level = promised_level;
-    }
+    const Clock::time_point promised_by = promised->head->start_by;
+    if (promised_by < fair_head.start_by && promised_by < fair_ends) chosen = promised;
   }
-  std::deque<std::shared_ptr<Job>>& jobs = chosen->levels[chosen_level];
+  return Take(*chosen->flow, chosen->level, charged_us, now);
+}
+
+std::shared_ptr<Job> FairQueue::Take(Flow& flow, uint32_t level, double* charged_us, Clock::time_point now) {
+  std::deque<std::shared_ptr<Job>>& jobs = flow.levels[level];
   std::shared_ptr<Job> job = std::move(jobs.front());
   jobs.pop_front();
   if (HasRejectDeadline(*job)) --reject_timeouts_;
-  Removed(*chosen, 1);
-  virtual_now_us_ = std::max(virtual_now_us_, chosen->virtual_us);
-  chosen->last_served = now;
-  ++chosen->running;
-  chosen->virtual_us += chosen->batch_cost_us;
-  if (charged_us) *charged_us = chosen->batch_cost_us;
+  Removed(flow, 1);
+  virtual_now_us_ = std::max(virtual_now_us_, flow.virtual_us);
+  flow.last_served = now;
+  ++flow.running;
+  flow.virtual_us += flow.batch_cost_us;
+  if (charged_us) *charged_us = flow.batch_cost_us;
   return job;
 }
 

@@ -10,20 +10,27 @@
 //     and level-1 work that has itself waited once it has waited
 //     (L - 1) x `aging` longer.
 //     A job whose queue timeout passed with the DELAY action drops below
-//     every level: it runs only when nothing else waits.
-//  2. Fairness. Among flows whose best job has the best effective level,
-//     the flow that has used the least device time runs next (start-time
-//     fair queueing on measured cost): each batch is charged its estimated
-//     time when it is taken and corrected to its measured time when it ends.
+//     every level: it runs only when nothing else waits. Aging decides
+//     which level is served (that of the best effective level's head, the
+//     fairer flow's on a tie), not the order within it: the flows whose
+//     head is of that level, and outranked by no other level's, all take
+//     part in rule 2, however long each has waited. (When waits ordered
+//     them too, fair sharing ended wherever a backlog had waited one
+//     aging: a cheap model's request waited behind every request of a
+//     flooded one that had waited 100 ms longer.)
+//  2. Fairness. Among those flows, the flow that has used the least device
+//     time runs next (start-time fair queueing on measured cost): each
+//     batch is charged its estimated time when it is taken and corrected to
+//     its measured time when it ends.
 //     A flow that had nothing waiting starts from the current virtual time,
 //     so idling earns no credit. A cheap model's request thus waits for the
 //     batches already running, not for an expensive model's whole queue.
 //  3. Promises. A job `auto` routed on an estimate carries the latest start
-//     that keeps it (Job::start_by). Among the flows at the best level,
-//     the fair choice gives way to another flow's job whose latest start
-//     is earlier than the fair choice's and would pass while the fair
-//     choice runs (now plus its expected compute): the job whose latest
-//     start comes first runs instead. Fair sharing thus lets a later,
+//     that keeps it (Job::start_by). Among the flows of rule 2, the fair
+//     choice gives way to another flow's job whose latest start is earlier
+//     than the fair choice's and would pass while the fair choice runs (now
+//     plus its expected compute): the job whose latest start comes first
+//     runs instead. Fair sharing thus lets a later,
 //     lighter flow go ahead of a busy flow's request only while that
 //     request still finishes within its estimate; the lighter flow's own
 //     request was estimated behind all the work queued at its arrival, so
@@ -127,6 +134,21 @@ class FairQueue {
   // level, if the flow may run one more batch and `may_start` allows it.
   const Job* StartableHead(const Flow& flow, Clock::time_point now, int running_limit, const MayStart& may_start,
                            int64_t* effective, uint32_t* level) const;
+  // A flow Next may take a job from: its startable head, the level queue
+  // holding it, its effective level and its rank (the head's own priority
+  // level, or kDelayedLevel past a DELAY timeout).
+  struct Candidate {
+    Flow* flow = nullptr;
+    const Job* head = nullptr;
+    uint32_t level = 0;
+    int64_t effective = 0;
+    int64_t rank = 0;
+  };
+  // Whether `a`'s flow comes before `b`'s by fair sharing (the device time
+  // used; arrival order of their heads on a tie, and in FIFO mode).
+  bool Fairer(const Candidate& a, const Candidate& b) const;
+  // Takes `flow`'s head at `level` and charges the flow for it.
+  std::shared_ptr<Job> Take(Flow& flow, uint32_t level, double* charged_us, Clock::time_point now);
   // The best effective level of `flow`'s waiting jobs and the level queue
   // holding that job; false when the flow is empty.
   bool BestOf(const Flow& flow, Clock::time_point now, int64_t* effective, uint32_t* level) const;
@@ -137,7 +159,8 @@ class FairQueue {
   bool fair_;
   bool model_instances_;
   std::map<FlowKey, Flow> flows_;
-  double virtual_now_us_ = 0;  // the virtual time of the last flow served
+  std::vector<Candidate> candidates_;  // Next's, kept to reuse its memory
+  double virtual_now_us_ = 0;          // the virtual time of the last flow served
   size_t size_ = 0;
   size_t reject_timeouts_ = 0;  // queued jobs with a REJECT queue deadline
 };

@@ -60,6 +60,29 @@ TEST(FairQueue, ACheapModelWaitsForRunningWorkNotForAnotherModelsBacklog) {
   EXPECT_EQ(q.size(), 99u);
 }
 
+// The same with a backlog that has waited: a heavy model's requests arrive
+// every 10 ms for a second, each batch taking 20 ms, so its queue holds
+// requests that waited up to half a second when the light one arrives.
+// Aging orders priority levels, not the requests of one level: the light
+// request still goes next (it went after every heavy request that had
+// waited 100 ms longer than it, about 40 of them, when aging ordered them).
+TEST(FairQueue, ACheapModelGoesAheadOfABacklogThatHasWaited) {
+  FairQueue q;  // aging on (100 ms)
+  int heavy = 0;
+  Clock::time_point now = kT0;
+  for (int ms = 0; ms < 1000; ms += 10) {
+    now = kT0 + milliseconds(ms);
+    ASSERT_TRUE(q.Push(MakeQueuedJob("heavy:1", heavy++, now), now).ok());
+    if (ms % 20 == 0) {
+      ASSERT_NE(RunNext(q, now, 20'000), nullptr);
+    }
+  }
+  ASSERT_GT(q.size(), 40u);
+  now += milliseconds(1);
+  ASSERT_TRUE(q.Push(MakeQueuedJob("light:1", 1000, now), now).ok());
+  EXPECT_EQ(Id(RunNext(q, now + milliseconds(1), 100)), 1000);
+}
+
 // Rule 3 as a table: a busy model's request, routed on an estimate that
 // holds only if it starts by `start_by`, and a lighter model's later one
 // that fair sharing would run first. The fair turn gives way only where
