@@ -800,9 +800,10 @@ TEST_F(NoColdStart, ALoadAskedForOnArrivalRunsWhileTheRequestWaitsInTheQueue) {
 // long as a's, would break by far more than the 20% margin: it goes first,
 // and finishes within its estimate. Each model does matrix products on the
 // host (long 6 a call, a 2, c 4), held to 8 times their least CPU time, so
-// the two orders are a whole run apart (a quarter second or more). Priority
-// aging is off: a's request waits longer than c's, a level ahead of it for
-// every 100 ms more (rule 1), and the rounds test rules 2 and 3.
+// the two orders are a whole run apart (a quarter second or more). a's
+// request has waited longer than c's, by more than one priority aging
+// (100 ms) at times: aging orders levels, not the requests of one (rule 1),
+// so the order is fair sharing's and the promise's all the same.
 TEST(FairSharingAndEstimates, AFairTurnGivesWayToARequestWhoseEstimateItWouldBreak) {
   ScratchDir scratch("ig_promise_");
   ASSERT_FALSE(scratch.path().empty());
@@ -813,9 +814,9 @@ TEST(FairSharingAndEstimates, AFairTurnGivesWayToARequestWhoseEstimateItWouldBre
   WriteMatrixProductModel(repo / "c", 4, "precision: FP32\n");
   // The cpu 4 times slower than cuda:0, so auto keeps a's request there
   // behind a's run (at most twice a run) rather than run it on the cpu.
-  auto server = ServerProcess::Start({"--model-repository=" + repo.string(),
-                                      "--simulate-devices=cuda:0,compute_scale=8", "--simulate-cpu-slowdown=32",
-                                      "--precision-checks=false", "--priority-aging=0", kPolicyAlone});
+  auto server =
+      ServerProcess::Start({"--model-repository=" + repo.string(), "--simulate-devices=cuda:0,compute_scale=8",
+                            "--simulate-cpu-slowdown=32", "--precision-checks=false", kPolicyAlone});
   ASSERT_NE(server, nullptr);
   auto stub = v1::InferenceService::NewStub(grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
   auto infer = [&](const std::string& model, const std::string& device, v1::InferResponse* resp) {
