@@ -8,12 +8,12 @@
 // (Reserve): work queued after it starts only where it leaves that request
 // a thread when its load is expected to be done (start_reservations.h).
 //
-// Threading: Submit, Reserve, PurgeCancelled and the figures may be called from any
-// thread. The batch runner and tasks run on this executor's worker threads,
-// one batch per worker at a time; they may Submit to other executors (a
-// fallback) but must not wait for them. The rejection listener runs on the
-// thread that refused the job (a worker, or a submitter), outside the
-// queue's lock.
+// Threading: Submit, Reserve, PurgeCancelled and the figures may be called
+// from any thread. The batch runner and tasks run on this executor's worker
+// threads, one batch per worker at a time; they may Submit to other
+// executors (a fallback) but must not wait for them. The rejection listener
+// runs on the thread that refused the job (a worker, or a submitter),
+// outside the queue's lock.
 
 #include <algorithm>
 #include <atomic>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "scheduler/routing/tail_set.h"
 
@@ -27,23 +28,28 @@ double AcceleratorGain(const MoveCandidate& model, double window_s, double refer
 
 MoveDecision DecideMoves(const MoveInputs& inputs) {
   const double reference = inputs.objective != MoveObjective::kMean ? ReferenceLatency(inputs.models) : 0;
+  // Each model's gain, computed once (models.size() is small, but the
+  // sort below asks for it in every comparison).
+  std::vector<double> gains(inputs.models.size());
+  for (size_t i = 0; i < inputs.models.size(); ++i) {
+    gains[i] = AcceleratorGain(inputs.models[i], inputs.window_s, reference);
+  }
   // The tail set's members gain more than any promotion could cost
   // without one of them: every other model's gain and the largest
   // transfer, times the hysteresis.
-  std::set<std::string> tail_set;
-  double set_bonus = 0;
   if (inputs.objective == MoveObjective::kTailSet) {
-    tail_set = ChooseTailSet(inputs.models, inputs.budget_bytes, inputs.tail_share).models;
-    double gains = 0, transfer = 0;
-    for (const MoveCandidate& m : inputs.models) {
-      gains += AcceleratorGain(m, inputs.window_s, reference);
-      transfer = std::max(transfer, m.transfer_us);
+    const std::set<std::string> tail_set = ChooseTailSet(inputs.models, inputs.budget_bytes, inputs.tail_share).models;
+    double all_gains = 0, transfer = 0;
+    for (size_t i = 0; i < inputs.models.size(); ++i) {
+      all_gains += gains[i];
+      transfer = std::max(transfer, inputs.models[i].transfer_us);
     }
-    set_bonus = std::max(1.0, inputs.hysteresis) * (gains + transfer) + 1;
+    const double set_bonus = std::max(1.0, inputs.hysteresis) * (all_gains + transfer) + 1;
+    for (size_t i = 0; i < inputs.models.size(); ++i) {
+      if (tail_set.count(inputs.models[i].model)) gains[i] += set_bonus;
+    }
   }
-  auto gain_of = [&](const MoveCandidate& m) {
-    return AcceleratorGain(m, inputs.window_s, reference) + (tail_set.count(m.model) ? set_bonus : 0);
-  };
+  auto gain_of = [&](const MoveCandidate& m) { return gains[&m - inputs.models.data()]; };
   // Two limits: the copies the policy placed hold at most its budget, and
   // every copy there at most the device's. With a staging share (the
   // policy's budget below the device's) the copies requests staged hold
