@@ -30,14 +30,14 @@
 //     choice gives way to another flow's job whose latest start is earlier
 //     than the fair choice's and would pass while the fair choice runs (now
 //     plus its expected compute): the job whose latest start comes first
-//     runs instead. Fair sharing thus lets a later,
-//     lighter flow go ahead of a busy flow's request only while that
-//     request still finishes within its estimate; the lighter flow's own
-//     request was estimated behind all the work queued at its arrival, so
-//     its promise holds too. Jobs without an estimate claim nothing, nor
-//     does a promise already broken (its latest start passed): under
-//     overload fair sharing resumes, and a job without an estimate is not
-//     held back for ever by others' late ones.
+//     runs instead. Fair sharing thus lets a later, lighter flow go ahead
+//     of a busy flow's request only while that request still finishes
+//     within its estimate; the lighter flow's own request was estimated
+//     behind all the work queued at its arrival, so its promise holds too.
+//     Jobs without an estimate claim nothing, nor does a promise already
+//     broken (its latest start passed): under overload fair sharing
+//     resumes, and a job without an estimate is not held back for ever by
+//     others' late ones.
 //  4. Within a flow and level, arrival order.
 // Batching stays within a flow: companions of a batch come from the same
 // flow (a batch key names one model version).
