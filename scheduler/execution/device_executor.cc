@@ -368,7 +368,21 @@ DeviceExecutor::Batch DeviceExecutor::TakeBatch(UniqueMutexLock& lock, double* c
   job_rows.reserve(batch.size());
   for (const auto& job : batch) job_rows.push_back(job->rows);
   RequeueTail(batch_cost_.Choose(first->batch_key, job_rows, first->policy().preferred_batch_rows), &batch);
+  KeepReservationsWithCompanions(Clock::now(), &batch);
   return batch;
+}
+
+void DeviceExecutor::KeepReservationsWithCompanions(Clock::time_point now, Batch* batch) {
+  if (batch->size() <= 1 || reservations_.empty()) return;
+  const FairQueue::MayStart may_start = StartRule(now);
+  if (!may_start) return;
+  int64_t longest_us = (*batch)[0]->expected_us;
+  for (size_t i = 1; i < batch->size(); ++i) {
+    const Job& companion = *(*batch)[i];
+    if (companion.expected_us <= longest_us) continue;
+    if (!may_start(companion)) return RequeueTail(i, batch);
+    longest_us = companion.expected_us;
+  }
 }
 
 void DeviceExecutor::RequeueTail(size_t keep, Batch* batch) {

@@ -184,6 +184,15 @@ class DeviceExecutor {
   // Keeps the first `keep` jobs of `batch` and puts the rest back at the
   // head of their model's queue, in order, for the next worker.
   void RequeueTail(size_t keep, Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Under reservations (Reserve): keeps of `batch`, whose first job the
+  // start rule let start, the prefix before the first companion that would
+  // lengthen it past what the rule allows. A batch runs as long as its
+  // longest job (RunningBatch::expected_end), so a companion expected to
+  // run no longer than the jobs before it costs the reservations nothing;
+  // a longer one is held to the rule as if it started alone (with the
+  // reservations that bind it: made before it was queued). The rest is
+  // queued again, in order.
+  void KeepReservationsWithCompanions(Clock::time_point now, Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers jobs refused after they were queued; call without the lock.
   void Reject(Batch& jobs, const absl::Status& status, RejectionReason reason);
   void RejectExpired(Batch& expired);

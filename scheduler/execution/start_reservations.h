@@ -27,6 +27,10 @@
 //     due before it whose runs are still going then, and the job.
 //  3. A job of unknown compute (0: never measured, or a task) may start: no
 //     end can be foreseen for it.
+//  4. A batch runs as long as its longest job: a companion collected for a
+//     job that may start (DeviceExecutor::TakeBatch) is held to (2) as if
+//     it started alone when it is expected to run longer than the jobs
+//     before it, and waits for a later batch if it may not.
 // An overdue reservation (its load ran long) binds as one due now; the
 // executor drops it once it is overdue by more than its grace
 // (DeviceExecutor::Reserve), so a load far longer than its estimate never

@@ -459,6 +459,49 @@ TEST(DeviceExecutor, AReservationKeepsItsThreadFromLaterWorkThatWouldOverlapIt) 
   ex.Stop();
 }
 
+// A companion collected for a batch that the start rule let start is held
+// to the rule too when it would lengthen the batch: a 1 ms job may start
+// before a reservation due in 2 s, but not with a 5 s companion of its
+// model, which waits (queued again, first in its model's queue) until the
+// held request has run. Without the check the two ran as one batch of 5 s.
+TEST(DeviceExecutor, ACompanionThatWouldOverlapAReservationWaitsForIt) {
+  Recorder recorder;
+  Gate gate;
+  DeviceExecutor::Options options = DeviceExecutor::WithWorkers(1, 100);
+  options.fair = false;  // one thread, no fair-share thread beside it
+  DeviceExecutor ex({DeviceKind::kCuda, 0}, options, recorder.Runner());
+  ASSERT_NO_FATAL_FAILURE(gate.HoldAWorkerOf(ex));
+  auto job = [](const std::string& key, int64_t rows, int id, int64_t expected_us) {
+    auto j = MakeJob(key, rows, /*max_rows=*/8, id);
+    j->flow = FlowKey{key, 1};
+    j->expected_us = expected_us;
+    return j;
+  };
+  auto held = job("h", 1, 1, 10'000);  // arrived before its reservation was made
+  const uint64_t reservation = ex.Reserve(/*due_in_us=*/2e6, /*run_us=*/10'000);
+  ASSERT_TRUE(ex.Submit(job("a", 1, 2, 1'000)).ok());
+  ASSERT_TRUE(ex.Submit(job("a", 3, 3, 5'000'000)).ok());
+  gate.release.set_value();
+  for (int i = 0; i < 2000; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(recorder.mu);
+      if (!recorder.batches.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  {
+    std::lock_guard<std::mutex> lock(recorder.mu);
+    EXPECT_EQ(recorder.batches, (std::vector<std::vector<int>>{{102}})) << "the 1 ms job ran without its companion";
+  }
+  held->reservation = reservation;
+  ASSERT_TRUE(ex.Submit(held).ok());
+  ASSERT_TRUE(ex.WaitIdle(Clock::now() + std::chrono::seconds(30)));
+  std::lock_guard<std::mutex> lock(recorder.mu);
+  EXPECT_EQ(recorder.batches, (std::vector<std::vector<int>>{{102}, {101}, {303}}))
+      << "the held request ran before the companion that waited for it";
+  ex.Stop();
+}
+
 // With fair sharing the fair-share thread, due but not started, counts as
 // a thread (as LoadFor counts it): a later job takes the one worker, and
 // the held request, submitted while it runs, starts the fair-share thread.
