@@ -4,16 +4,20 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/scheduler/routing/move_candidate_rows.h"
+
 namespace infergate {
 namespace {
-
-constexpr uint64_t kMiB = uint64_t{1} << 20;
 
 // A model: demand (req/s), ms on the accelerator, ms elsewhere, transfer
 // ms, MiB, resident, seconds resident.
 MoveCandidate M(const std::string& name, double rps, double gpu_ms, double cpu_ms, double transfer_ms, uint64_t mib,
                 bool resident = false, double resident_for_s = 60) {
-  return {name, rps, gpu_ms * 1000, cpu_ms * 1000, transfer_ms * 1000, mib * kMiB, resident, resident_for_s};
+  MoveCandidate m = CandidateRow(name, rps, gpu_ms, cpu_ms, mib);
+  m.transfer_us = transfer_ms * 1000;
+  m.resident = resident;
+  m.resident_for_s = resident_for_s;
+  return m;
 }
 
 MoveCandidate Pinned(MoveCandidate m) {
@@ -94,7 +98,7 @@ TEST(MovePolicy, Table) {
   // clang-format on
   for (const Row& row : rows) {
     MoveInputs in;
-    in.budget_bytes = row.budget_mib * kMiB;
+    in.budget_bytes = row.budget_mib * kCandidateMiB;
     in.models = row.models;
     ExpectDecision(in, row.what, row.promote, row.demote);
   }
@@ -139,8 +143,8 @@ TEST(MovePolicy, StagingShareTable) {
   // clang-format on
   for (const StagingRow& row : rows) {
     MoveInputs in;
-    in.budget_bytes = row.policy_mib * kMiB;
-    in.device_budget_bytes = row.device_mib * kMiB;
+    in.budget_bytes = row.policy_mib * kCandidateMiB;
+    in.device_budget_bytes = row.device_mib * kCandidateMiB;
     in.models = row.models;
     ExpectDecision(in, row.what, row.promote, row.demote);
   }
@@ -152,7 +156,7 @@ TEST(MovePolicy, StagingShareTable) {
 TEST(MovePolicy, TheMeanObjectiveWeighsOnlyTheTimeSaved) {
   MoveInputs in;
   in.objective = MoveObjective::kMean;
-  in.budget_bytes = 200 * kMiB;
+  in.budget_bytes = 200 * kCandidateMiB;
   in.models = {M("quick", 7, 2, 12, 10, 200), M("slow", 1, 20, 80, 10, 200)};
   EXPECT_EQ(DecideMoves(in).promote, "quick");
   in.models = {M("slow", 1, 20, 80, 10, 200), M("quick", 7, 2, 12, 10, 200, true)};
@@ -164,7 +168,7 @@ TEST(MovePolicy, TheMeanObjectiveWeighsOnlyTheTimeSaved) {
 // The decision does not depend on the order the models are listed in.
 TEST(MovePolicy, OrderOfTheListDoesNotMatter) {
   MoveInputs in;
-  in.budget_bytes = 800 * kMiB;
+  in.budget_bytes = 800 * kCandidateMiB;
   in.models = {M("hot", 50, 1, 20, 100, 400), M("cold", 1, 1, 20, 100, 400, true),
                M("cold2", 1, 1, 20, 100, 400, true)};
   const MoveDecision first = DecideMoves(in);

@@ -5,21 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/scheduler/routing/move_candidate_rows.h"
+
 namespace infergate {
 namespace {
-
-constexpr uint64_t kTailMiB = uint64_t{1} << 20;
 
 // A model: demand (req/s), ms on the accelerator, ms on its copy
 // elsewhere, MiB; load and run ms (0: the rule does not allow it).
 MoveCandidate Wanted(const std::string& name, double rps, double gpu_ms, double cpu_ms, uint64_t mib,
                      double load_and_run_ms = 0) {
-  MoveCandidate m;
-  m.model = name;
-  m.demand_per_second = rps;
-  m.accelerator_us = gpu_ms * 1000;
-  m.elsewhere_us = cpu_ms * 1000;
-  m.bytes = mib * kTailMiB;
+  MoveCandidate m = CandidateRow(name, rps, gpu_ms, cpu_ms, mib);
   m.load_and_run_us = load_and_run_ms * 1000;
   return m;
 }
@@ -60,7 +55,7 @@ TEST(TailSet, Table) {
   // clang-format on
   for (const TailRow& row : rows) {
     SCOPED_TRACE(row.what);
-    const TailSet set = ChooseTailSet(row.models, row.budget_mib * kTailMiB, 0.01);
+    const TailSet set = ChooseTailSet(row.models, row.budget_mib * kCandidateMiB, 0.01);
     EXPECT_DOUBLE_EQ(set.threshold_us, row.threshold_ms * 1000);
     EXPECT_EQ(set.models, row.set);
   }
@@ -79,7 +74,7 @@ TEST(TailSet, TheTimeOffTheAcceleratorIsTheFasterPathTheRuleAllows) {
 // threshold the budget allows.
 TEST(TailSet, TheTailSetObjectiveKeepsTheSetFirst) {
   MoveInputs in;
-  in.budget_bytes = 200 * kTailMiB;
+  in.budget_bytes = 200 * kCandidateMiB;
   MoveCandidate big = Wanted("big", 0.4, 55, 220, 200), mid = Wanted("mid", 2, 33, 130, 90);
   big.transfer_us = 20'000;
   mid.transfer_us = 10'000;
