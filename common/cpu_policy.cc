@@ -5,6 +5,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 
 namespace infergate {
 
@@ -37,5 +38,12 @@ absl::Status SetThisThreadCpuPolicy(CpuPolicy policy) {
 }
 
 #endif
+
+void UseNormalCpuPolicyForDeviceWork(absl::string_view what) {
+  static LogRateLimiter limiter(1);
+  if (absl::Status s = SetThisThreadCpuPolicy(CpuPolicy::kNormal); !s.ok()) {
+    if (uint64_t held = 0; limiter.Allow(&held)) LOG_WARNING << what << ": " << s.message() << SuppressedNote(held);
+  }
+}
 
 }  // namespace infergate

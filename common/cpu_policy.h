@@ -13,9 +13,14 @@
 //
 // infergate runs the threads that only move requests (gRPC's, the HTTP
 // server's, the completion-queue pollers, its own helpers) under
-// SCHED_BATCH, and its device workers under SCHED_OTHER (main.cc sets the
-// main thread before it starts any other, so they inherit it; each worker
-// sets its own). What it changed, measured: bench/results/README.md.
+// SCHED_BATCH, and the threads that do a device's work requests wait for
+// under SCHED_OTHER: its device workers and the lanes that load models
+// for requests held on arrival (main.cc sets the main thread before it
+// starts any other, so they inherit it; each of those sets its own,
+// UseNormalCpuPolicyForDeviceWork). Under SCHED_BATCH a lane woken from a
+// simulated transfer's wait on the busy 2-core host took 2-5 ms to run
+// again for one load in seven or eight (the churn benchmark, 2026-12-07). What it changed, measured:
+// bench/results/README.md.
 //
 // Threading: each call reads or sets the calling thread only. Threads it
 // starts afterwards inherit its policy.
@@ -38,5 +43,13 @@ absl::string_view CpuPolicyName(CpuPolicy policy);
 // Sets the calling thread's policy (nice value kept). Fails where the system
 // has no such policy (not Linux) or refuses it (a seccomp filter).
 absl::Status SetThisThreadCpuPolicy(CpuPolicy policy);
+
+// For a thread that does work requests wait for on a device (a device
+// worker; a lane of loads that requests are held for, arrival_loads.h):
+// the normal policy, whatever the thread that started it runs under, so
+// it takes a core as soon as it wakes (from a transfer's wait, say)
+// rather than when the running thread's turn ends. A refusal is logged,
+// at most once a second; `what` names the thread in it.
+void UseNormalCpuPolicyForDeviceWork(absl::string_view what);
 
 }  // namespace infergate

@@ -26,12 +26,7 @@ ExecutorSet::ExecutorSet(const std::vector<DeviceInfo>& devices, const Scheduler
       if (absl::Status s = UseOwnStream(d); !s.ok()) {
         if (uint64_t held = 0; stream_limiter.Allow(&held)) LOG_WARNING << s.message() << SuppressedNote(held);
       }
-      static LogRateLimiter policy_limiter(1);
-      if (absl::Status s = SetThisThreadCpuPolicy(CpuPolicy::kNormal); !s.ok()) {
-        if (uint64_t held = 0; policy_limiter.Allow(&held)) {
-          LOG_WARNING << "device worker: " << s.message() << SuppressedNote(held);
-        }
-      }
+      UseNormalCpuPolicyForDeviceWork("device worker");
     };
     auto executor = std::make_unique<DeviceExecutor>(d.id, executor_options, run);
     executor->set_spin_us(options.worker_spin_us);

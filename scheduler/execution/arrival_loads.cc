@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/caught_exception.h"
+#include "common/cpu_policy.h"
 #include "common/thread_name.h"
 
 namespace infergate {
@@ -40,7 +41,13 @@ bool ArrivalLoads::Ask(const std::string& lane, const std::string& key, LoadFn l
     entry->estimate_us = estimate_us;
     l->by_key.emplace(key, entry);
     l->waiting.push_back(std::move(entry));
-    if (!l->thread.joinable()) l->thread = std::thread([this, lane, raw = l.get()] { Run(lane, raw); });
+    if (!l->thread.joinable())
+      l->thread = std::thread([this, lane, raw = l.get()] {
+        // Requests wait for this thread's loads: it runs as a device worker
+        // does, not as the request-moving thread that started it.
+        UseNormalCpuPolicyForDeviceWork("arrival load lane");
+        Run(lane, raw);
+      });
   }
   cv_.notify_all();
   return true;

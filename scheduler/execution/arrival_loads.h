@@ -11,7 +11,8 @@
 //     already waiting or loading there is not loaded again; its `then` is
 //     added to that load's.
 //  2. Each lane runs its loads one at a time, in the order asked, on a
-//     thread of its own (started by the lane's first ask): a lane is a
+//     thread of its own (started by the lane's first ask, under the normal
+//     CPU policy as a device worker is: common/cpu_policy.h): a lane is a
 //     device, whose link carries one move at a time. Lanes run apart.
 //  3. Once a load has run, whether or not it succeeded (that is the
 //     caller's to find out), every `then` added to it runs, in the order

@@ -7,6 +7,7 @@
 #include "scheduler/execution/arrival_loads.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cpu_policy.h"
 #include "common/mutex.h"
 
 namespace infergate {
@@ -298,6 +300,34 @@ TEST(ArrivalLoads, EveryRequestHeldForALoadKeepsWhatItLeftUntilItLetsGo) {
   }
   EXPECT_TRUE(left.expired()) << "the lane kept the hold after its requests let go";
 }
+
+#if defined(__linux__)
+// A lane does work requests wait for: its thread runs under the normal CPU
+// policy even when the thread that asked first (a gRPC thread) runs under
+// SCHED_BATCH, which would make it wait for a running thread's turn to end
+// each time it woke from a transfer (common/cpu_policy.h).
+TEST(ArrivalLoads, ALanesThreadRunsUnderTheNormalCpuPolicy) {
+  std::promise<int> policy;
+  std::future<int> ran = policy.get_future();
+  std::thread asker([&] {
+    ASSERT_TRUE(SetThisThreadCpuPolicy(CpuPolicy::kBatch).ok());
+    ArrivalLoads loads;
+    ASSERT_TRUE(loads.Ask(
+        "cuda:0", "m",
+        [&]() -> ArrivalLoads::Hold {
+          policy.set_value(sched_getscheduler(0));
+          return nullptr;
+        },
+        [](ArrivalLoads::Hold) {}, 1000));
+    // Stop before the lane took the load would drop it: wait for it.
+    EXPECT_EQ(ran.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    loads.Stop();
+  });
+  asker.join();
+  ASSERT_EQ(ran.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_EQ(ran.get(), SCHED_OTHER);
+}
+#endif
 
 }  // namespace
 }  // namespace infergate
