@@ -34,6 +34,17 @@ struct Recorder {
       batches.push_back(ids);
     };
   }
+  // The batches run so far, once one has run (or `patience` has passed).
+  std::vector<std::vector<int>> OnceOneRan(std::chrono::milliseconds patience = std::chrono::milliseconds(2000)) {
+    const Clock::time_point give_up = Clock::now() + patience;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!batches.empty() || Clock::now() >= give_up) return batches;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
 };
 
 std::shared_ptr<Job> MakeJob(const std::string& key, int64_t rows, uint32_t max_rows, int id, uint64_t delay_us = 0) {
@@ -178,13 +189,7 @@ TEST(DeviceExecutor, BusyAcceleratorWaitsUpToTheQueueDelayForCompanions) {
   ASSERT_TRUE(ex.Submit(MakeJob("A", 1, 8, 2)).ok());
   ASSERT_TRUE(ex.Submit(MakeJob("A", 6, 8, 3)).ok());  // fills the batch: no need to wait longer
   auto filled = Clock::now();
-  while (true) {
-    {
-      std::lock_guard<std::mutex> lock(rec.mu);
-      if (!rec.batches.empty()) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  rec.OnceOneRan(std::chrono::milliseconds(30'000));
   EXPECT_LT(MicrosBetween(filled, Clock::now()), 1'000'000u);
   gate.release.set_value();
   ex.Stop();
@@ -437,17 +442,7 @@ TEST(DeviceExecutor, AReservationKeepsItsThreadFromLaterWorkThatWouldOverlapIt) 
   EXPECT_EQ(load.reserved[0].run_us, 10'000);
   ASSERT_TRUE(ex.Submit(job(2, 5'000'000)).ok());  // 5 s from now: past the request's due time
   ASSERT_TRUE(ex.Submit(job(3, 1'000)).ok());      // done long before it
-  for (int i = 0; i < 2000; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(recorder.mu);
-      if (!recorder.batches.empty()) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  {
-    std::lock_guard<std::mutex> lock(recorder.mu);
-    EXPECT_EQ(recorder.batches, (std::vector<std::vector<int>>{{103}})) << "the short job ran, the long one waits";
-  }
+  EXPECT_EQ(recorder.OnceOneRan(), (std::vector<std::vector<int>>{{103}})) << "the short job ran, the long one waits";
   held->reservation = reservation;
   ASSERT_TRUE(ex.Submit(held).ok());
   EXPECT_EQ(held->reservation, 0u);
@@ -482,17 +477,7 @@ TEST(DeviceExecutor, ACompanionThatWouldOverlapAReservationWaitsForIt) {
   ASSERT_TRUE(ex.Submit(job("a", 1, 2, 1'000)).ok());
   ASSERT_TRUE(ex.Submit(job("a", 3, 3, 5'000'000)).ok());
   gate.release.set_value();
-  for (int i = 0; i < 2000; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(recorder.mu);
-      if (!recorder.batches.empty()) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  {
-    std::lock_guard<std::mutex> lock(recorder.mu);
-    EXPECT_EQ(recorder.batches, (std::vector<std::vector<int>>{{102}})) << "the 1 ms job ran without its companion";
-  }
+  EXPECT_EQ(recorder.OnceOneRan(), (std::vector<std::vector<int>>{{102}})) << "the 1 ms job ran without its companion";
   held->reservation = reservation;
   ASSERT_TRUE(ex.Submit(held).ok());
   ASSERT_TRUE(ex.WaitIdle(Clock::now() + std::chrono::seconds(30)));
