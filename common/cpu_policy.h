@@ -17,10 +17,10 @@
 // under SCHED_OTHER: its device workers and the lanes that load models
 // for requests held on arrival (main.cc sets the main thread before it
 // starts any other, so they inherit it; each of those sets its own,
-// UseNormalCpuPolicyForDeviceWork). Under SCHED_BATCH a lane woken from a
-// simulated transfer's wait on the busy 2-core host took 2-5 ms to run
-// again for one load in seven or eight (the churn benchmark, 2026-12-07). What it changed, measured:
-// bench/results/README.md.
+// UseNormalCpuPolicyForDeviceWork). What SCHED_BATCH changed, measured:
+// bench/results/README.md. With the lanes under SCHED_BATCH, 12-14% of a
+// churn run's loads on arrival ended more than 2 ms past their estimate
+// on the busy 2-core host; under SCHED_OTHER 8-10% (docs/benchmarks.md).
 //
 // Threading: each call reads or sets the calling thread only. Threads it
 // starts afterwards inherit its policy.
