@@ -72,8 +72,7 @@ bool Allowed(const std::vector<DeviceRequest>& allow, const DeviceId& id) {
   return false;
 }
 
-DeviceInfo SimulatedDevice(const SimulatedDeviceSpec& spec, const DiscoveryOptions& options,
-                           std::shared_ptr<LeastRunTimes> host_run_times) {
+DeviceInfo SimulatedDevice(const SimulatedDeviceSpec& spec, const DiscoveryOptions& options) {
   DeviceInfo d;
   d.id = spec.id;
   d.simulated = true;
@@ -90,7 +89,6 @@ DeviceInfo SimulatedDevice(const SimulatedDeviceSpec& spec, const DiscoveryOptio
                                                                : kSimulatedMpsTransferLatency;
   rules->link = std::make_shared<SimulatedLink>(rules->transfer_bytes_per_second, rules->transfer_latency);
   rules->compute_scale = spec.compute_scale;
-  rules->least_run_times = std::move(host_run_times);
   if (spec.id.kind == DeviceKind::kCuda) {
     d.precision.compute_capability = spec.compute_capability;
     d.compute_capability = CapabilityText(spec.compute_capability);
@@ -159,9 +157,6 @@ absl::StatusOr<DeviceRegistry> DeviceRegistry::Discover(const DiscoveryOptions& 
     d.memory_total_bytes = mem.total_bytes;
     devices.push_back(std::move(d));
   }
-  // The simulated devices compute on the host: a model's least time there
-  // is the host's, one table for all of them (simulation.h).
-  auto host_run_times = std::make_shared<LeastRunTimes>();
   for (const SimulatedDeviceSpec& spec : options.simulated) {
     for (const DeviceInfo& d : devices) {
       if (d.id == spec.id) {
@@ -169,7 +164,7 @@ absl::StatusOr<DeviceRegistry> DeviceRegistry::Discover(const DiscoveryOptions& 
             absl::StrCat("--simulate-devices: ", spec.id.ToString(), " is a real device on this machine"));
       }
     }
-    devices.push_back(SimulatedDevice(spec, options, host_run_times));
+    devices.push_back(SimulatedDevice(spec, options));
   }
   // Cold-start preference: CUDA (by index), then MPS; the CPU goes last.
   auto rank = [](const DeviceInfo& d) { return std::pair(d.id.kind == DeviceKind::kCuda ? 0 : 1, d.id.index); };

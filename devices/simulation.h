@@ -61,11 +61,7 @@ struct SimulationRules {
   // threads do; a simulated one that computes on the host's shared cores
   // and memory is not, unless charged this way (SimulatedServable holds
   // the run until then, never less than it took). The least times are the
-  // host's: every simulated device of a registry shares one table (a pass
-  // of a model on any of them is the same work on the same cores), and a
-  // simulated slower CPU charges from it too (SimulatedCpuExtraUs), so a
-  // model's first run on a device it has just moved to is charged from
-  // the passes it made elsewhere, not from one cold sample.
+  // device's, shared by every copy of a model loaded onto it.
   double compute_scale = 0;
   std::shared_ptr<LeastRunTimes> least_run_times = std::make_shared<LeastRunTimes>();
 };

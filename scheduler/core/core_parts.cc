@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <memory>
 #include <set>
 #include <string_view>
 
@@ -13,23 +12,10 @@
 #include "devices/torch_probe.h"
 #include "scheduler/core/request_dispatcher.h"
 #include "scheduler/core/thread_sizing.h"
-#include "scheduler/model/simulated_servable.h"
 #include "scheduler/routing/ready_path.h"
 #include "scheduler/routing/staging_eviction.h"
 
 namespace infergate {
-namespace {
-
-// The host's least run times: the simulated devices' table (they share one,
-// devices/simulation.h), else one for the simulated slower CPU alone.
-std::shared_ptr<LeastRunTimes> HostRunTimes(const DeviceRegistry& devices) {
-  for (const DeviceInfo& d : devices.Snapshot()) {
-    if (d.simulation && d.simulation->least_run_times) return d.simulation->least_run_times;
-  }
-  return std::make_shared<LeastRunTimes>();
-}
-
-}  // namespace
 
 CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry, SchedulerOptions sized_options,
                      ServableLoader loader)
@@ -39,7 +25,6 @@ CoreParts::CoreParts(std::string repository_root, DeviceRegistry device_registry
       state_file(std::make_shared<StateFile>(options.state_file)),
       learned(state_file, TorchVersion()),
       footprints(state_file, TorchVersion()),
-      simulated_cpu_work(HostRunTimes(devices)),
       models(repository, std::move(loader), &footprints,
              [this](const DeviceId& device, const v1::ModelConfig& config) {
                return ModelRunsAtOnce(options, device.kind, config);
@@ -342,13 +327,7 @@ std::vector<DeviceId> CoreParts::Accelerators() const {
 double CoreParts::SimulatedCpuExtraUs(const ModelKey& key, int64_t rows, uint64_t wall_us, uint64_t cpu_us) {
   if (options.simulated_cpu_slowdown <= 1) return 0;
   const uint64_t work_us = options.intra_op_threads == 1 ? cpu_us : wall_us;
-  // Keyed as the simulated devices key the same file's runs: a pass of it
-  // is the same work on the host's cores wherever it is charged.
-  std::string file = key.model;
-  if (absl::StatusOr<std::shared_ptr<const ModelEntry>> entry = repository.Find(key.model); entry.ok()) {
-    file = repository.ModelFile(**entry, key.version);
-  }
-  const uint64_t least = simulated_cpu_work->Lower(SimulatedRunKey(key.model, file, key.dtype), rows, work_us);
+  const uint64_t least = simulated_cpu_work.Lower(absl::StrCat(key.ToString(), "#", key.generation), rows, work_us);
   return infergate::SimulatedCpuExtraUs(static_cast<double>(wall_us), static_cast<double>(least),
                                         options.simulated_cpu_slowdown);
 }

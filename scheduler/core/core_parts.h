@@ -116,8 +116,7 @@ struct CoreParts {
   // With --simulate-cpu-slowdown: what a CPU run of `key`'s copy with
   // `rows` rows that took `wall_us`, its thread's CPU time `cpu_us`, is
   // held for beyond that (devices/simulation.h SimulatedCpuExtraUs, from
-  // the least work such a run of its file has taken on the host, kept in
-  // simulated_cpu_work). Its
+  // the least work such a run has taken, kept in simulated_cpu_work). Its
   // work is the thread's CPU time with one intra-op thread (the run was the
   // thread's alone), else the wall time. 0 without.
   double SimulatedCpuExtraUs(const ModelKey& key, int64_t rows, uint64_t wall_us, uint64_t cpu_us);
@@ -145,11 +144,9 @@ struct CoreParts {
   UnsupportedOpTable learned;  // what a device cannot run, per model file
   ModelFootprints footprints;
   LatencyStats latency;
-  // The least work a run of each model file (and rows) has taken on the
-  // host: what a simulated slower CPU charges from (SimulatedCpuExtraUs).
-  // The simulated devices' table when there are any (they compute on the
-  // same host: devices/simulation.h), else one of its own.
-  std::shared_ptr<LeastRunTimes> simulated_cpu_work;
+  // The least work a CPU run of each copy (and rows) has taken: what a
+  // simulated slower CPU charges from (SimulatedCpuExtraUs).
+  LeastRunTimes simulated_cpu_work;
   ModelManager models;
   AccuracyLedger accuracy_ledger;
   PrecisionChecker checker;

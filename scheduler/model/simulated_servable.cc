@@ -17,10 +17,6 @@
 
 namespace infergate {
 
-std::string SimulatedRunKey(const std::string& model, const std::string& file, DType dtype) {
-  return absl::StrCat(file.empty() ? model : file, "/", DTypeName(dtype));
-}
-
 absl::StatusOr<std::shared_ptr<Servable>> SimulatedServable::Wrap(std::shared_ptr<Servable> inner,
                                                                   const DeviceInfo& device, const std::string& model,
                                                                   const std::string& file) {
@@ -42,7 +38,7 @@ absl::StatusOr<std::shared_ptr<Servable>> SimulatedServable::Wrap(std::shared_pt
   }
   const std::chrono::microseconds moved = SimulatedMove(rules, bytes);
   const std::chrono::microseconds transfer_time = inner->transfer_time() + moved;
-  std::string work_key = SimulatedRunKey(model, file, inner->compute_dtype());
+  std::string work_key = absl::StrCat(file.empty() ? model : file, "/", DTypeName(inner->compute_dtype()));
   return std::shared_ptr<Servable>(
       new SimulatedServable(std::move(inner), device.simulation, reserved, transfer_time, std::move(work_key)));
 }

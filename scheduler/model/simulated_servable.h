@@ -20,12 +20,14 @@
 //      does around the forward pass, are not watched.
 //   4. With the device's compute_scale, each run that succeeds is held
 //      until that many times the least CPU time a run of this model file
-//      (in this dtype, on any simulated device or the simulated slower CPU:
-//      the host's LeastRunTimes, SimulatedRunKey) with as many rows has taken the calling thread (the CPU time, not the
-//      wall time: another thread's turn on a shared core is not this device's work; the least, since contention for the
-//      host's memory and caches lengthens CPU time too; the wall time when LibTorch runs more than one intra-op thread,
-//      whose work the caller's clock does not see): the device's time for a model is then its own, as a real device's
-//      is. Never shorter than the run took.
+//      (in this dtype, on this device: any of its copies there, LeastRunTimes)
+//      with as many rows has taken the calling thread (the CPU time, not the wall
+//      time: another thread's turn on a shared core is not this device's
+//      work; the least, since contention for the host's memory and caches
+//      lengthens CPU time too; the wall time when LibTorch runs more than
+//      one intra-op thread, whose work the caller's clock does not see): the
+//      device's time for a model is then its own, as a real device's is.
+//      Never shorter than the run took.
 //
 // Servables on the CPU, or on a device that is not simulated, are returned
 // unwrapped. Immutable after Wrap; (4)'s least run times are the device's
@@ -45,12 +47,6 @@
 #include "scheduler/model/servable.h"
 
 namespace infergate {
-
-// A model's key in the host's least run times (LeastRunTimes): its file
-// (`model` when none) and compute dtype. Each version's file is a model of
-// its own; the copies of one file on any simulated device, and on a
-// simulated slower CPU, share it.
-std::string SimulatedRunKey(const std::string& model, const std::string& file, DType dtype);
 
 class SimulatedServable final : public Servable {
  public:

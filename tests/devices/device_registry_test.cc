@@ -33,25 +33,6 @@ TEST(DeviceRegistry, SimulatedDevicesChargeTheirOwnOrTheirKindsTransferCost) {
   EXPECT_EQ(rules({DeviceKind::kMps, 0})->transfer_latency, kSimulatedMpsTransferLatency);
 }
 
-// The simulated devices compute on the host, so a model's least run time
-// is the host's: one table for every simulated device of the registry (a
-// model's first run on a device it has just moved to is charged from its
-// runs elsewhere, not from that one sample).
-TEST(DeviceRegistry, SimulatedDevicesShareTheHostsLeastRunTimes) {
-  auto reg = DeviceRegistry::Discover(WithSimulated("cuda:0,cuda:1,mps"));
-  ASSERT_TRUE(reg.ok()) << reg.status();
-  auto least = [&](DeviceId id) { return reg->Find(id)->simulation->least_run_times; };
-  ASSERT_NE(least({DeviceKind::kCuda, 0}), nullptr);
-  EXPECT_EQ(least({DeviceKind::kCuda, 0}), least({DeviceKind::kCuda, 1}));
-  EXPECT_EQ(least({DeviceKind::kCuda, 0}), least({DeviceKind::kMps, 0}));
-  EXPECT_EQ(least({DeviceKind::kCuda, 0})->Lower("m.pt/FLOAT32", 1, 900), 900u);
-  EXPECT_EQ(least({DeviceKind::kMps, 0})->Lower("m.pt/FLOAT32", 1, 1500), 900u) << "the pass cuda:0 made counts";
-  // Another registry (another server in the process) keeps its own.
-  auto other = DeviceRegistry::Discover(WithSimulated("cuda:0"));
-  ASSERT_TRUE(other.ok()) << other.status();
-  EXPECT_NE(other->Find({DeviceKind::kCuda, 0})->simulation->least_run_times, least({DeviceKind::kCuda, 0}));
-}
-
 TEST(DeviceRegistry, SimulatedDevicesAppearOnlyWhenAskedForInPreferenceOrder) {
   auto plain = DeviceRegistry::Discover(DiscoveryOptions{});
   ASSERT_TRUE(plain.ok());
