@@ -73,8 +73,8 @@ memory_test_count=3
 # and won, and made the AddressSanitizer build twice as slow to compile
 # (http_server.cc: 111 s at -O2 -g, 55 s at -O1 -g1).
 sanitizer_opt="-O1 -g1 -DNDEBUG"
-# Both sanitizer trees compile protoc's generated sources uninstrumented
-# (-DINFERGATE_SANITIZE_GENERATED=OFF, CMakeLists.txt says why).
+# The ASan/UBSan tree compiles protoc's generated sources without UBSan
+# (-DINFERGATE_UBSAN_GENERATED=OFF, CMakeLists.txt says why).
 
 # CTest, failing when a test was skipped: a skip is never a pass unless a
 # flag asked for it (and then the test is not run at all: --no-image
@@ -213,7 +213,7 @@ build_tsa() {
 # -Wno-tsan: Asio's handler fences (std::atomic_thread_fence), which TSAN
 # does not model; its own mutexes order the handlers.
 build_tsan() {
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINFERGATE_SANITIZE_GENERATED=OFF \
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$sanitizer_opt" \
     -DCMAKE_CXX_FLAGS="-fsanitize=thread -Wno-error=maybe-uninitialized -Wno-tsan" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null
@@ -282,7 +282,7 @@ if [ "$asan" = 1 ]; then
   # once, in the plain build below.
   start=$(date +%s)
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINFERGATE_BUILD_BENCH_TOOLS=OFF \
-    -DINFERGATE_SANITIZE_GENERATED=OFF \
+    -DINFERGATE_UBSAN_GENERATED=OFF \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$sanitizer_opt" \
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -Wno-error=maybe-uninitialized" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
