@@ -670,7 +670,7 @@ TEST(QueuePolicy, AModelsQueueLimitAndQueueTimeoutRefuseAndAreCounted) {
 std::string FirstOfTwoPriorities(const std::string& aging) {
   const ScratchDir scratch("ig_priority_");
   const std::filesystem::path repo = scratch.path();
-  WriteMatrixProductModel(repo / "ranked", 64, "priority_levels: 3\ndefault_priority_level: 2\n");
+  WriteSizedMatrixProductModel(repo / "ranked", "priority_levels: 3\ndefault_priority_level: 2\n");
   auto server = ServerProcess::Start(
       {"--model-repository=" + repo.string(), "--cpu-workers=1", "--devices=cpu", "--priority-aging=" + aging});
   EXPECT_NE(server, nullptr);
@@ -679,12 +679,14 @@ std::string FirstOfTwoPriorities(const std::string& aging) {
   std::mutex mu;
   std::vector<std::string> finished;  // in the order the calls ended
   bool all_ok = true;
-  auto call = [&](uint32_t priority, const std::string& label) {
+  // `products`: the call's length (the running one long, the waiting ones
+  // short: only their order is looked at).
+  auto call = [&](uint32_t priority, const std::string& label, int64_t products) {
     auto stub = v1::InferenceService::NewStub(channel);
     v1::InferRequest req;
     req.set_model("ranked");
     req.set_priority(priority);
-    *req.add_inputs() = ToWire(at::ones({4}), "x");
+    *req.add_inputs() = ToWire(at::ones({products}), "x");
     grpc::ClientContext ctx;
     v1::InferResponse resp;
     const bool ok = stub->Infer(&ctx, req, &resp).ok();
@@ -694,19 +696,19 @@ std::string FirstOfTwoPriorities(const std::string& aging) {
   };
   const std::string depth = "infergate_model_queue_depth{device=\"cpu\",model=\"ranked\",version=\"1\"}";
   // Loaded first, so the running call below is a run: a call queued behind
-  // the load would be counted as waiting. (64 products, about three seconds
-  // a call here: long enough for the five scrapes below to see both calls
-  // wait, sanitizers and a loaded machine included.)
-  call(1, "load");
+  // the load would be counted as waiting. (The running call's 64 products,
+  // about three seconds here: long enough for the scrapes below to see both
+  // calls wait, sanitizers and a loaded machine included.)
+  call(1, "load", 1);
   finished.clear();
   std::vector<std::thread> calls;
-  calls.emplace_back(call, 1, "running");
+  calls.emplace_back(call, 1, "running", 64);
   bool queued = !ScrapeUntil(*server, [](const std::string& m) {
                    return MetricValue(m, "infergate_device_oldest_running_batch_seconds{device=\"cpu\"}") > 0;
                  }).empty();
-  calls.emplace_back(call, 3, "low");
+  calls.emplace_back(call, 3, "low", 1);
   queued = queued && !ScrapeUntil(*server, [&](const std::string& m) { return MetricValue(m, depth) == 1; }).empty();
-  calls.emplace_back(call, 1, "high");
+  calls.emplace_back(call, 1, "high", 1);
   queued = queued && !ScrapeUntil(*server, [&](const std::string& m) { return MetricValue(m, depth) == 2; }).empty();
   for (auto& t : calls) t.join();
   EXPECT_EQ(server->Stop(), 0);

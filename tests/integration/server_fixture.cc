@@ -51,13 +51,17 @@ at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& in
   return it->second.forward(args).toTensor();
 }
 
-void WriteMatrixProductModel(const std::filesystem::path& dir, int products, const std::string& config) {
+namespace {
+
+// The model directory of WriteMatrixProductModel, whose loop runs `count`
+// (TorchScript) times.
+void WriteProductLoopModel(const std::filesystem::path& dir, const std::string& count, const std::string& config) {
   torch::jit::Module m("MatrixProducts");
   m.define(absl::StrCat(R"(
 def forward(self, x):
     y = torch.ones([1024, 1024]) * 0.001
     for _ in range()",
-                        products, R"():
+                        count, R"():
         y = torch.mm(y, y) * 0.001
     return x + torch.sum(y) * 0.0
 )"));
@@ -68,6 +72,16 @@ def forward(self, x):
   std::ofstream(dir / "config.pbtxt") << "inputs { name: \"x\" dtype: FLOAT32 dims: [-1] }\n"
                                       << "torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF\n"
                                       << config;
+}
+
+}  // namespace
+
+void WriteMatrixProductModel(const std::filesystem::path& dir, int products, const std::string& config) {
+  WriteProductLoopModel(dir, std::to_string(products), config);
+}
+
+void WriteSizedMatrixProductModel(const std::filesystem::path& dir, const std::string& config) {
+  WriteProductLoopModel(dir, "x.numel()", config);
 }
 
 }  // namespace infergate::testing

@@ -61,6 +61,10 @@ at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& in
 // length), and answers x; the demo repository's `slow` does 64, about a
 // second here. `config` is added to the config's input declaration.
 void WriteMatrixProductModel(const std::filesystem::path& dir, int products, const std::string& config);
+// The same, but the model does as many products as x has elements: a
+// call's length is the caller's choice (x of 64 elements, about a second;
+// of one, a few milliseconds), and the load's warm-up is short.
+void WriteSizedMatrixProductModel(const std::filesystem::path& dir, const std::string& config);
 
 // Polls ListDevices (up to 30 s) until some device satisfies `running`;
 // false if none did. Synchronises a test with work it started.

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -256,19 +257,29 @@ std::string DemoRepositoryTemplate() {
   return dir;
 }
 
-const std::string& DemoRepository() {
-  // A copy per test process (tests change it), removed when it exits (a
-  // few MB each), of the repository made once (DemoRepositoryTemplate).
-  static const std::string repo = [] {
-    std::string dir = ProcessScratchDir().path() + "/models";
-    const std::string made = DemoRepositoryTemplate();
-    std::error_code ec;
-    std::filesystem::copy(made, dir, std::filesystem::copy_options::recursive, ec);
-    if (ec) ADD_FAILURE() << "cannot copy " << made << " to " << dir << ": " << ec.message();
-    std::filesystem::remove(dir + "/.complete", ec);
-    return dir;
-  }();
-  return repo;
+std::string DemoRepository() {
+  // A copy per test case, of the repository made once
+  // (DemoRepositoryTemplate): cases change it, and one process runs many
+  // cases (tests/CMakeLists.txt: SHARDS). The previous case's copy (a few
+  // MB) is removed when the next one asks; the last goes with the process.
+  static std::mutex mu;
+  static std::string copied_for;  // the case the copy belongs to
+  static std::string dir;
+  static int copies = 0;
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string test_case =
+      info ? std::string(info->test_suite_name()) + "." + info->name() : std::string("(outside a test)");
+  std::lock_guard<std::mutex> hold(mu);
+  if (!dir.empty() && copied_for == test_case) return dir;
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+  dir = ProcessScratchDir().path() + "/models-" + std::to_string(++copies);
+  copied_for = test_case;
+  const std::string made = DemoRepositoryTemplate();
+  std::filesystem::copy(made, dir, std::filesystem::copy_options::recursive, ec);
+  if (ec) ADD_FAILURE() << "cannot copy " << made << " to " << dir << ": " << ec.message();
+  std::filesystem::remove(dir + "/.complete", ec);
+  return dir;
 }
 
 uint64_t ProcStatusKib(pid_t pid, const char* field) {

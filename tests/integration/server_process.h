@@ -59,9 +59,10 @@ uint64_t ProcStatusKib(pid_t pid, const char* field);
 // Starts a new peak-RSS measurement for `pid` (Linux: writes 5 to clear_refs).
 bool ResetPeakRss(pid_t pid);
 
-// A fresh temporary repository written by make-demo-models
-// --with-test-models; made once per test process.
-const std::string& DemoRepository();
+// A temporary repository written by make-demo-models --with-test-models:
+// a fresh copy for each test case (the first call in a case makes it),
+// which the case may change. Thread-safe.
+std::string DemoRepository();
 
 // The server's /metrics text; "" when it has no metrics port or did not
 // answer. (It runs curl: not for a process whose other threads may be
