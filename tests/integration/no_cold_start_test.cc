@@ -839,20 +839,22 @@ TEST(FairSharingAndEstimates, AFairTurnGivesWayToARequestWhoseEstimateItWouldBre
       ASSERT_EQ(resp.placement().device(), "cuda:0") << model;
     }
   }
-  // cuda:0's requests running, and those queued.
-  const auto running = [&] {
+  // cuda:0's requests running, and those queued: from ListDevices, one
+  // call, where a /metrics scrape starts curl (under ASan, beside a busy
+  // suite, slow enough that a's run once ended between c's arrival and the
+  // scrape that was to see it queued).
+  const auto cuda0 = [&](uint32_t (v1::DeviceInfo::*count)() const) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::ListDevicesResponse devices;
     if (!stub->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok()) return -1;
     for (const auto& d : devices.devices()) {
-      if (d.id() == "cuda:0") return static_cast<int>(d.in_flight());
+      if (d.id() == "cuda:0") return static_cast<int>((d.*count)());
     }
     return -1;
   };
-  const auto queued = [&] {
-    return static_cast<int>(MetricValue(ScrapeMetrics(*server), "infergate_device_queue_depth{device=\"cuda:0\"}"));
-  };
+  const auto running = [&] { return cuda0(&v1::DeviceInfo::in_flight); };
+  const auto queued = [&] { return cuda0(&v1::DeviceInfo::queue_depth); };
   const auto wait_for = [](const std::function<int()>& count, int n) {
     for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
          count() < n && std::chrono::steady_clock::now() < end;
