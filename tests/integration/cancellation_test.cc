@@ -164,7 +164,11 @@ TEST_F(Cancellation, StreamsCancelledWhileTheirRequestsQueueLeaveTheServerServin
 
 // The same for unary calls, v1 Infer and Open Inference ModelInfer in
 // turn: each sends a large request for busy `slow` and cancels it 0-200 ms
-// later, while it is read, queued or (rarely) running. The unary reactor
+// later, while it is read, queued or (rarely) running; every fourth sends
+// a small one and cancels it 200-400 ms later, when it has been read and
+// waits in the queue (40 large reads at once under ASan on a busy machine
+// once left none queued by their cancels; `slow` runs about a second, so
+// no call is answered before its cancel either way). The unary reactor
 // cancels on the thread that sees the cancellation and frees the call on
 // the thread that finishes it, so a cancelled call answers its queued
 // request there. None may wedge the server, keep budget or fail the
@@ -174,6 +178,10 @@ TEST_F(Cancellation, UnaryCallsCancelledWhileTheirRequestsQueueLeaveTheServerSer
   v1::InferRequest large_v1;
   large_v1.set_model("slow");
   *large_v1.add_inputs() = ToWire(at::ones({1 << 20}), "x");
+  const inference::ModelInferRequest small_v2 = LargeTypedSlowRequest(1024);
+  v1::InferRequest small_v1;
+  small_v1.set_model("slow");
+  *small_v1.add_inputs() = ToWire(at::ones({1024}), "x");
   std::atomic<int> cancelled{0}, overdue{0};
   std::string other_statuses;
   std::mutex other_mu;
@@ -182,7 +190,9 @@ TEST_F(Cancellation, UnaryCallsCancelledWhileTheirRequestsQueueLeaveTheServerSer
     cancellers.emplace_back([&, i] {
       std::mt19937 rng(i);
       grpc::ClientContext ctx;
-      const auto cancel_after = std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 200)(rng));
+      const bool small = i % 4 == 3;
+      const auto cancel_after =
+          std::chrono::milliseconds(std::uniform_int_distribution<int>(small ? 200 : 0, small ? 400 : 200)(rng));
       std::thread canceller([&ctx, cancel_after] {
         std::this_thread::sleep_for(cancel_after);
         ctx.TryCancel();
@@ -190,10 +200,10 @@ TEST_F(Cancellation, UnaryCallsCancelledWhileTheirRequestsQueueLeaveTheServerSer
       grpc::Status s;
       if (i % 2 == 0) {
         v1::InferResponse resp;
-        s = v1_stub_->Infer(&ctx, large_v1, &resp);
+        s = v1_stub_->Infer(&ctx, small ? small_v1 : large_v1, &resp);
       } else {
         inference::ModelInferResponse resp;
-        s = v2_stub_->ModelInfer(&ctx, large_v2, &resp);
+        s = v2_stub_->ModelInfer(&ctx, small ? small_v2 : large_v2, &resp);
       }
       canceller.join();
       if (s.error_code() == grpc::StatusCode::CANCELLED) {
@@ -214,7 +224,7 @@ TEST_F(Cancellation, UnaryCallsCancelledWhileTheirRequestsQueueLeaveTheServerSer
   }
   for (auto& t : cancellers) t.join();
   // The worker is held by calls of about a second and each cancel comes
-  // within 200 ms: no call can have been answered before its cancel, so an
+  // within 400 ms: no call can have been answered before its cancel, so an
   // answer other than CANCELLED (or a clean refusal of a read overdue) is
   // the server refusing or failing it.
   std::printf("unary cancels: %d CANCELLED, %d refused as overdue\n", cancelled.load(), overdue.load());
@@ -222,8 +232,8 @@ TEST_F(Cancellation, UnaryCallsCancelledWhileTheirRequestsQueueLeaveTheServerSer
   EXPECT_GE(cancelled.load(), 20) << "most calls must end as their clients cancelled them";
 
   ExpectServingAndBudgetReturned();
-  // Some of them were cancelled while queued (the rest before they were
-  // read, or while they were decoded).
+  // Some of them were cancelled while queued (the small ones at least; the
+  // rest before they were read, or while they were decoded).
   const double cancelled_in_queue =
       MetricValue(ScrapeMetrics(*server_), "infergate_rejections_total{model=\"slow\",reason=\"cancelled\"}");
   std::printf("unary cancels: %.0f of 40 answered from the queue\n", cancelled_in_queue);
