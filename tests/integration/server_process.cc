@@ -257,30 +257,59 @@ std::string DemoRepositoryTemplate() {
   return dir;
 }
 
-std::string DemoRepository() {
-  // A copy per test case, of the repository made once
-  // (DemoRepositoryTemplate): cases change it, and one process runs many
-  // cases (tests/CMakeLists.txt: SHARDS). The previous case's copy (a few
-  // MB) is removed when the next one asks; the last goes with the process.
-  static std::mutex mu;
-  static std::string copied_for;  // the case the copy belongs to
-  static std::string dir;
-  static int copies = 0;
-  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string test_case =
-      info ? std::string(info->test_suite_name()) + "." + info->name() : std::string("(outside a test)");
-  std::lock_guard<std::mutex> hold(mu);
-  if (!dir.empty() && copied_for == test_case) return dir;
-  std::error_code ec;
-  if (!dir.empty()) std::filesystem::remove_all(dir, ec);
-  dir = ProcessScratchDir().path() + "/models-" + std::to_string(++copies);
-  copied_for = test_case;
-  const std::string made = DemoRepositoryTemplate();
-  std::filesystem::copy(made, dir, std::filesystem::copy_options::recursive, ec);
-  if (ec) ADD_FAILURE() << "cannot copy " << made << " to " << dir << ": " << ec.message();
-  std::filesystem::remove(dir + "/.complete", ec);
-  return dir;
-}
+namespace {
+
+// The demo repository's copy for the running test case: made at the case's
+// first DemoRepository(), removed when the case ends (a few MB), so that
+// every case, and every repetition of one (--gtest_repeat), starts from
+// the repository as made, whatever an earlier case changed; the last copy
+// goes with the process's scratch folder. Registered with GoogleTest's
+// listeners before any test runs (a static initialiser). Thread-safe.
+class DemoRepositoryCopies : public ::testing::EmptyTestEventListener {
+ public:
+  static DemoRepositoryCopies& Get() {
+    static DemoRepositoryCopies* const copies = [] {
+      auto* made = new DemoRepositoryCopies();  // GoogleTest's listener list owns it
+      ::testing::UnitTest::GetInstance()->listeners().Append(made);
+      return made;
+    }();
+    return *copies;
+  }
+
+  std::string ForThisCase() {
+    std::lock_guard<std::mutex> hold(mu_);
+    if (!dir_.empty()) return dir_;
+    dir_ = ProcessScratchDir().path() + "/models-" + std::to_string(++copies_);
+    const std::string made = DemoRepositoryTemplate();
+    std::error_code ec;
+    std::filesystem::copy(made, dir_, std::filesystem::copy_options::recursive, ec);
+    if (ec) ADD_FAILURE() << "cannot copy " << made << " to " << dir_ << ": " << ec.message();
+    std::filesystem::remove(dir_ + "/.complete", ec);
+    return dir_;
+  }
+
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    std::lock_guard<std::mutex> hold(mu_);
+    if (dir_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    dir_.clear();
+  }
+
+ private:
+  DemoRepositoryCopies() = default;
+
+  std::mutex mu_;
+  std::string dir_;  // the running case's copy; empty until it asks
+  int copies_ = 0;   // names each copy apart
+};
+
+// Registers the listener before main() runs the tests.
+[[maybe_unused]] const DemoRepositoryCopies& kDemoRepositoryCopies = DemoRepositoryCopies::Get();
+
+}  // namespace
+
+std::string DemoRepository() { return DemoRepositoryCopies::Get().ForThisCase(); }
 
 uint64_t ProcStatusKib(pid_t pid, const char* field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
