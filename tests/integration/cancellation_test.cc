@@ -17,16 +17,18 @@
 namespace infergate::testing {
 namespace {
 
-v1::InferRequest SlowV1Request() {
+// A v1 request for `slow` with `elements` values of x.
+v1::InferRequest SlowV1Request(int64_t elements = 4) {
   v1::InferRequest req;
   req.set_model("slow");
-  *req.add_inputs() = ToWire(at::ones({4}), "x");
+  *req.add_inputs() = ToWire(at::ones({elements}), "x");
   return req;
 }
 
-// A large typed (not raw) request for `slow`: decoding it copies every value,
-// which widens the moment between the server reading it and queueing it.
-inference::ModelInferRequest LargeTypedSlowRequest(int64_t elements) {
+// A typed (not raw) request for `slow`: decoding a large one copies every
+// value, which widens the moment between the server reading it and
+// queueing it.
+inference::ModelInferRequest TypedSlowRequest(int64_t elements) {
   inference::ModelInferRequest req;
   req.set_model_name("slow");
   auto* in = req.add_inputs();
@@ -140,7 +142,7 @@ class Cancellation : public ::testing::Test {
 // that request inside the stream's own lock, wedging gRPC's threads: health
 // timed out, the budget was never returned and SIGTERM never finished.
 TEST_F(Cancellation, StreamsCancelledWhileTheirRequestsQueueLeaveTheServerServing) {
-  const inference::ModelInferRequest large = LargeTypedSlowRequest(1 << 20);  // 4 MiB of FP32, typed
+  const inference::ModelInferRequest large = TypedSlowRequest(1 << 20);  // 4 MiB of FP32, typed
   std::vector<std::thread> cancellers;
   for (int i = 0; i < 40; ++i) {
     cancellers.emplace_back([&, i] {
@@ -174,14 +176,10 @@ TEST_F(Cancellation, StreamsCancelledWhileTheirRequestsQueueLeaveTheServerServin
 // request there. None may wedge the server, keep budget or fail the
 // calls that were not cancelled.
 TEST_F(Cancellation, UnaryCallsCancelledWhileTheirRequestsQueueLeaveTheServerServing) {
-  const inference::ModelInferRequest large_v2 = LargeTypedSlowRequest(1 << 20);  // 4 MiB of FP32, typed
-  v1::InferRequest large_v1;
-  large_v1.set_model("slow");
-  *large_v1.add_inputs() = ToWire(at::ones({1 << 20}), "x");
-  const inference::ModelInferRequest small_v2 = LargeTypedSlowRequest(1024);
-  v1::InferRequest small_v1;
-  small_v1.set_model("slow");
-  *small_v1.add_inputs() = ToWire(at::ones({1024}), "x");
+  const inference::ModelInferRequest large_v2 = TypedSlowRequest(1 << 20);  // 4 MiB of FP32, typed
+  const v1::InferRequest large_v1 = SlowV1Request(1 << 20);
+  const inference::ModelInferRequest small_v2 = TypedSlowRequest(1024);
+  const v1::InferRequest small_v1 = SlowV1Request(1024);
   std::atomic<int> cancelled{0}, overdue{0};
   std::string other_statuses;
   std::mutex other_mu;
@@ -263,7 +261,7 @@ TEST_F(Cancellation, AStreamWhoseDeadlinePassesHasItsQueuedRequestsDropped) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   auto stream = v2_stub_->ModelStreamInfer(&ctx);
-  const inference::ModelInferRequest small = LargeTypedSlowRequest(4);
+  const inference::ModelInferRequest small = TypedSlowRequest(4);
   for (int i = 0; i < kRequests; ++i) ASSERT_TRUE(stream->Write(small));
   int answers = 0;
   inference::ModelStreamInferResponse response;
