@@ -14,8 +14,9 @@
 // infergate runs the threads that only move requests (gRPC's, the HTTP
 // server's, the completion-queue pollers, its own helpers) under
 // SCHED_BATCH, and the threads that do a device's work requests wait for
-// under SCHED_OTHER: its device workers and the lanes that load models
-// for requests held on arrival (main.cc sets the main thread before it
+// under SCHED_OTHER: its device workers, the lanes that load models for
+// requests held on arrival and the placement controller's thread, whose
+// moves requests may wait for (main.cc sets the main thread before it
 // starts any other, so they inherit it; each of those sets its own,
 // UseNormalCpuPolicyForDeviceWork). What SCHED_BATCH changed, measured:
 // bench/results/README.md. With the lanes under SCHED_BATCH, 12-14% of a
@@ -45,7 +46,8 @@ absl::string_view CpuPolicyName(CpuPolicy policy);
 absl::Status SetThisThreadCpuPolicy(CpuPolicy policy);
 
 // For a thread that does work requests wait for on a device (a device
-// worker; a lane of loads that requests are held for, arrival_loads.h):
+// worker; a lane of loads that requests are held for, arrival_loads.h; the
+// placement controller's moves, placement_controller.h):
 // the normal policy, whatever the thread that started it runs under, so
 // it takes a core as soon as it wakes (from a transfer's wait, say)
 // rather than when the running thread's turn ends. A refusal is logged,

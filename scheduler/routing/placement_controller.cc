@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/caught_exception.h"
+#include "common/cpu_policy.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
 
@@ -94,6 +95,10 @@ PlacementController::Counts PlacementController::counts() const {
 
 void PlacementController::Loop() {
   NameThisThread("placement");
+  // Its promotions are moves that requests may wait for (a request routed
+  // to a move under way; ready_path.h): they run under the normal policy,
+  // not the SCHED_BATCH of the gRPC thread whose Start made the thread.
+  UseNormalCpuPolicyForDeviceWork("placement");
   for (;;) {
     {
       UniqueMutexLock lock(mu_);

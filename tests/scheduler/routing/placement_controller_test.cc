@@ -3,7 +3,7 @@
 // retried until its back-off passes, learned load times over estimates, an
 // eviction by a load noted as a demotion, staged copies left in the staging
 // room, copies over the budget trimmed (loaded ones first), and passes on
-// its own thread that Stop ends.
+// its own thread that Stop ends, under the normal CPU policy.
 #include "scheduler/routing/placement_controller.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "common/cpu_policy.h"
 #include "common/mutex.h"
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 namespace infergate {
 namespace {
@@ -301,6 +306,33 @@ TEST(PlacementController, PassesRunOnItsOwnThreadWhenWokenAndStopEndsThem) {
   std::this_thread::sleep_for(milliseconds(50));
   EXPECT_EQ(pc.counts().passes, passes) << "a pass ran after Stop";
 }
+
+#if defined(__linux__)
+// Its promotions are moves requests may wait for: its thread runs under the
+// normal CPU policy even when the thread that started it (a gRPC thread)
+// runs under SCHED_BATCH, which would make each move's wake from a transfer
+// wait for a running thread's turn to end (common/cpu_policy.h).
+TEST(PlacementController, ItsThreadRunsUnderTheNormalCpuPolicy) {
+  Fake fake;
+  fake.Set({Candidate("a", 10, 1, 100)});
+  std::atomic<int> policy{-1};
+  PlacementController::Hooks hooks = fake.Hooks();
+  hooks.promote = [inner = hooks.promote, &policy](const std::string& m, const DeviceId& d) {
+    policy = sched_getscheduler(0);
+    return inner(m, d);
+  };
+  PlacementController pc(hooks, Quick());
+  std::thread starter([&] {
+    ASSERT_TRUE(SetThisThreadCpuPolicy(CpuPolicy::kBatch).ok());
+    pc.Start();
+  });
+  starter.join();
+  pc.Wake();
+  ASSERT_TRUE(WaitFor([&] { return pc.counts().promoted == 1; }));
+  pc.Stop();
+  EXPECT_EQ(policy.load(), SCHED_OTHER);
+}
+#endif
 
 }  // namespace
 }  // namespace infergate
