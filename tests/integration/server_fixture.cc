@@ -84,4 +84,21 @@ void WriteSizedMatrixProductModel(const std::filesystem::path& dir, const std::s
   WriteProductLoopModel(dir, "x.numel()", config);
 }
 
+void WriteWeightedMatrixProductModel(const std::filesystem::path& dir, int products, const std::string& config) {
+  torch::jit::Module m("WeightedMatrixProducts");
+  m.register_parameter("w", torch::zeros({256 * 1024}), /*is_buffer=*/false);
+  m.define(absl::StrCat(R"(
+def forward(self, x):
+    y = torch.ones([256, 256]) * 0.01
+    for _ in range()",
+                        products, R"():
+        y = torch.mm(y, y) * 0.01
+    return x + (torch.sum(y) + torch.sum(self.w)) * 0.0
+)"));
+  std::filesystem::create_directories(dir / "1");
+  m.save((dir / "1" / "model.pt").string());
+  // Served as saved: optimized, its products (on constants) would be folded away.
+  std::ofstream(dir / "config.pbtxt") << "torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF\n" << config;
+}
+
 }  // namespace infergate::testing

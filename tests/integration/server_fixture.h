@@ -65,6 +65,12 @@ void WriteMatrixProductModel(const std::filesystem::path& dir, int products, con
 // call's length is the caller's choice (x of 64 elements, about a second;
 // of one, a few milliseconds), and the load's warm-up is short.
 void WriteSizedMatrixProductModel(const std::filesystem::path& dir, const std::string& config);
+// A model directory whose model holds 1 MiB of weights (FP32) and does
+// `products` 256x256 matrix products per call (a few hundred microseconds
+// each here), answering x: models of one size whose calls cost what the
+// caller says, served as saved (not optimized). `config` is the rest of its
+// config.pbtxt.
+void WriteWeightedMatrixProductModel(const std::filesystem::path& dir, int products, const std::string& config);
 
 // Polls ListDevices (up to 30 s) until some device satisfies `running`;
 // false if none did. Synchronises a test with work it started.
