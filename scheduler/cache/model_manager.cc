@@ -137,6 +137,7 @@ absl::StatusOr<ModelCache::Lease> ModelManager::Acquire(const Route& route) {
       },
       route.model->config.pinned(), expected);
   if (observer_) observer_->OnCacheLookup(key.device, lease.ok() && !lease->loaded_now());
+  if (lease.ok() && lease->loaded_now()) DropIfOutOfService(route);
   return lease;
 }
 
@@ -319,6 +320,20 @@ size_t ModelManager::EvictIdleAfterOom(const DeviceId& device, const ModelKey& k
 size_t ModelManager::DropModel(const std::string& model) {
   host_copies_.DropIf([&](const HostCopyKey& key) { return key.model == model; });
   return cache_.Unload([&](const ModelKey& key) { return key.model == model; });
+}
+
+void ModelManager::DropIfOutOfService(const Route& route) {
+  // Unload and Remove publish the model out of service and then drop its
+  // copies, so a copy that landed after their drop is seen here.
+  std::shared_ptr<const ModelEntry> entry = repository_.Lookup(route.model->name);
+  if (entry && !entry->removed && !entry->unloaded) return;
+  const ModelKey key = route.key();
+  const std::string content = HostCopyContent(route.stamp);
+  host_copies_.DropIf([&](const HostCopyKey& copy) { return copy.model == key.model && copy.content == content; });
+  if (cache_.Unload([&](const ModelKey& resident) { return resident == key; }) > 0) {
+    LOG_INFO << "dropped " << key.ToString() << " again: it finished loading after its model was "
+             << (entry && !entry->removed ? "unloaded" : "removed") << "; the requests that waited for it run on it";
+  }
 }
 
 size_t ModelManager::DropVersions(const std::string& model, const std::vector<VersionCopies>& copies) {

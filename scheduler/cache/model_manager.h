@@ -167,6 +167,14 @@ class ModelManager {
   absl::Status RunWarmUp(const Route& route, ModelCache::Lease model,
                          const std::vector<std::pair<std::vector<at::Tensor>, uint32_t>>& runs);
   static absl::Status SameFile(const Route& route, const std::string& path);
+  // After a load of `route` finished: when an explicit unload or the
+  // model's removal took it out of service while the load ran (a request
+  // held for its load on arrival, a worker's load, a move), the new copy
+  // and its host copy are dropped again. Unload and Remove dropped what was
+  // resident when they ran; a copy landing after them would hold its
+  // device's budget for a model nobody may ask for. The requests that
+  // waited for the load still run on it (their leases keep it).
+  void DropIfOutOfService(const Route& route);
 
   // The footprint `route` is expected to take on its device.
   Footprint Expected(const Route& route) const;

@@ -11,7 +11,11 @@
 // copy asked for least lately; a request's load, asked for on its
 // arrival, runs while the request waits behind another model's run; fair
 // sharing gives way to a request whose estimate its turn would break; the
-// tail and tail-set objectives keep different models on the same demand.
+// tail and tail-set objectives keep different models on the same demand; a
+// request held for its load is answered through an unload (whose copy goes)
+// and a drain.
+
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -1010,6 +1014,92 @@ TEST_F(MoveObjective, TheTailKeepsThePopularModel) {
 TEST_F(MoveObjective, TheTailSetKeepsTheModelWhoseRequestsWouldMakeTheP99) {
   ASSERT_FALSE(scratch_.path().empty());
   EXPECT_EQ(SettledOn("tail-set"), "rare") << server_->Log();
+}
+
+// A request held for its model's load on arrival (arrival_loads.h) while
+// the model goes out of service. Two models of one size on a simulated
+// cuda:0 that holds one; a load there takes 1 s on its link and the cpu
+// runs 1000 times slower, so x's auto request, with cuda:0 free, is held
+// for x's load (its cpu copy would take longer). Returns x once its request
+// was seen held, and the request's answer to come; "" when it never was.
+class HeldForALoad : public NoColdStart {
+ protected:
+  std::string HoldARequest(std::future<grpc::Status>* answer, v1::InferResponse* resp) {
+    const fs::path repo = scratch_.path();
+    const std::string config =
+        "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\nprecision: FP32\n";
+    WriteWeightedMatrixProductModel(repo / "a", 4, config);
+    WriteWeightedMatrixProductModel(repo / "b", 4, config);
+    // The move policy asleep and wanting a gain past any, so that no move
+    // brings x back (a request would wait for that move, not be held).
+    StartOnScratch({"--simulate-devices=cuda:0,transfer_latency=1s", "--simulate-cpu-slowdown=1000",
+                    "--move-period=3600s", "--move-hysteresis=100", "--load-on-arrival=true", "--drain-timeout=30s"},
+                   "2MiB");
+    if (server_ == nullptr) return "";
+    const auto [x, y] = DemotedAndResident();
+    if (x.empty()) return "";
+    grpc::ClientContext ctx;
+    v1::UnloadModelRequest unload;
+    unload.set_model(y);
+    unload.set_device("cuda:0");
+    v1::UnloadModelResponse unloaded;
+    EXPECT_TRUE(stub_->UnloadModel(&ctx, unload, &unloaded).ok());
+    // x's cpu latency measured (its first run is not averaged).
+    for (int i = 0; i < 2; ++i) EXPECT_TRUE(Infer(x, "cpu", v1::ALLOW, resp).ok());
+    *answer = std::async(std::launch::async, [this, x, resp] { return Infer(x, "", v1::ALLOW, resp); });
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+         std::chrono::steady_clock::now() < end &&
+         answer->wait_for(std::chrono::milliseconds(5)) == std::future_status::timeout;) {
+      if (MetricValue(ScrapeMetrics(*server_), "infergate_device_held_for_load{device=\"cuda:0\"}") == 1) return x;
+    }
+    ADD_FAILURE() << "x's request was never seen held for its load\n" << server_->Log();
+    return "";
+  }
+};
+
+// Unloaded while its request is held: the request, accepted before the
+// unload, is answered from the copy loaded for it, and that copy does not
+// stay behind on cuda:0 (it landed after the unload dropped x's copies,
+// and held cuda:0's budget for a model no one may ask for).
+TEST_F(HeldForALoad, AnUnloadLeavesNoCopyBehind) {
+  ASSERT_FALSE(scratch_.path().empty());
+  std::future<grpc::Status> answer;
+  v1::InferResponse resp;
+  const std::string x = HoldARequest(&answer, &resp);
+  ASSERT_FALSE(x.empty());
+  {
+    grpc::ClientContext ctx;
+    v1::UnloadModelRequest unload;
+    unload.set_model(x);
+    v1::UnloadModelResponse unloaded;
+    const grpc::Status s = stub_->UnloadModel(&ctx, unload, &unloaded);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  const grpc::Status s = answer.get();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.placement().device(), "cuda:0");
+  EXPECT_EQ(resp.placement().ready_path(), "load_and_run");
+  const Where w = WhereIs(x);
+  EXPECT_TRUE(w.resident.empty()) << x << " stayed resident on " << w.resident[0] << "\n" << server_->Log();
+  EXPECT_EQ(MetricValue(ScrapeMetrics(*server_), "infergate_model_cache_resident_bytes{device=\"cuda:0\"}"), 0);
+  const grpc::Status after = Infer(x, "", v1::ALLOW, &resp);
+  EXPECT_EQ(after.error_code(), grpc::StatusCode::UNAVAILABLE) << after.error_message();
+  EXPECT_NE(after.error_message().find("unloaded"), std::string::npos) << after.error_message();
+}
+
+// SIGTERM while a request is held: the drain waits for it, it is answered
+// from its load, and the server exits cleanly.
+TEST_F(HeldForALoad, ADrainAnswersTheHeldRequest) {
+  ASSERT_FALSE(scratch_.path().empty());
+  std::future<grpc::Status> answer;
+  v1::InferResponse resp;
+  const std::string x = HoldARequest(&answer, &resp);
+  ASSERT_FALSE(x.empty());
+  ASSERT_EQ(kill(server_->pid(), SIGTERM), 0);
+  const grpc::Status s = answer.get();
+  EXPECT_TRUE(s.ok()) << s.error_message() << "\n" << server_->Log();
+  EXPECT_EQ(resp.placement().device(), "cuda:0");
+  EXPECT_EQ(resp.placement().ready_path(), "load_and_run");
 }
 
 }  // namespace
