@@ -430,10 +430,11 @@ void AddNetworkFlags(FlagSet& flags, ServerOptions& o, RawFlags& f) {
             "they check, decode and queue each request; device workers answer it.",
             InRange(1, 64));
   flags.String("io-thread-policy", &f.io_thread_policy,
-               "Linux CPU policy of every thread but the device workers (gRPC's, the HTTP server's, the inference "
-               "pollers): batch (SCHED_BATCH) lets a thread that wakes for network work wait for a free core or "
-               "the running thread's turn to end instead of preempting a worker mid-batch; normal (SCHED_OTHER) "
-               "lets it preempt. Device workers always run normal.");
+               "Linux CPU policy of every thread but the device workers, the lanes that load models for requests "
+               "held on arrival and the placement controller's (gRPC's, the HTTP server's, the inference pollers): "
+               "batch (SCHED_BATCH) lets a thread that wakes for network work wait for a free core or the running "
+               "thread's turn to end instead of preempting a worker mid-batch; normal (SCHED_OTHER) lets it "
+               "preempt. Those others always run normal.");
   flags.Duration("max-connection-age", &o.max_connection_age,
                  "Close client connections after this long (e.g. 5m) so clients reconnect and new replicas get "
                  "traffic; 0 keeps them open.",
