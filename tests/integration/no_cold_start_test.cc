@@ -77,6 +77,15 @@ class NoColdStart : public ::testing::Test {
     // is the one requests use): about 0.8 MB each; the budget holds one.
     StartOnScratch(std::move(extra), budget);
   }
+  // Models of 1 MiB of weights into scratch_ (WriteWeightedMatrixProductModel),
+  // each name with its products a call, FP32 and batched as the demo mlp.
+  void WriteWeightedModels(const std::vector<std::pair<std::string, int>>& models) {
+    for (const auto& [name, products] : models) {
+      WriteWeightedMatrixProductModel(
+          fs::path(scratch_.path()) / name, products,
+          "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\nprecision: FP32\n");
+    }
+  }
   // The server on the models written into scratch_, with cuda:0's cache
   // budget `budget`.
   void StartOnScratch(std::vector<std::string> extra, const std::string& budget) {
@@ -937,11 +946,7 @@ class MoveObjective : public NoColdStart {
   // Started with `objective`; returns the model cuda:0 settled on ("" if it
   // settled on none within the time allowed).
   std::string SettledOn(const std::string& objective) {
-    const fs::path repo = scratch_.path();
-    const std::string config =
-        "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\nprecision: FP32\n";
-    WriteWeightedMatrixProductModel(repo / "popular", 2, config);
-    WriteWeightedMatrixProductModel(repo / "rare", 6, config);
+    WriteWeightedModels({{"popular", 2}, {"rare", 6}});
     // A load and run (500 ms on the link) slower than any copy's run, so
     // each model's time off cuda:0 is its cpu copy's.
     StartOnScratch({"--simulate-devices=cuda:0,transfer_latency=500ms,compute_scale=2", "--simulate-cpu-slowdown=16",
@@ -1025,11 +1030,7 @@ TEST_F(MoveObjective, TheTailSetKeepsTheModelWhoseRequestsWouldMakeTheP99) {
 class HeldForALoad : public NoColdStart {
  protected:
   std::string HoldARequest(std::future<grpc::Status>* answer, v1::InferResponse* resp) {
-    const fs::path repo = scratch_.path();
-    const std::string config =
-        "max_batch_size: 64\ninputs { name: \"x\" dtype: FLOAT32 dims: [256] }\nprecision: FP32\n";
-    WriteWeightedMatrixProductModel(repo / "a", 4, config);
-    WriteWeightedMatrixProductModel(repo / "b", 4, config);
+    WriteWeightedModels({{"a", 4}, {"b", 4}});
     // The move policy asleep and wanting a gain past any, so that no move
     // brings x back (a request would wait for that move, not be held).
     StartOnScratch({"--simulate-devices=cuda:0,transfer_latency=1s", "--simulate-cpu-slowdown=1000",

@@ -53,52 +53,40 @@ at::Tensor Reference(const std::string& model, const std::vector<at::Tensor>& in
 
 namespace {
 
-// The model directory of WriteMatrixProductModel, whose loop runs `count`
-// (TorchScript) times.
-void WriteProductLoopModel(const std::filesystem::path& dir, const std::string& count, const std::string& config) {
+// A model directory whose model multiplies a `side` x `side` matrix of
+// `scale` by itself `count` (TorchScript) times, scaling each product by
+// `scale`, holds `weight_floats` FP32 weights (none when 0), and answers x.
+// `config` is its whole config.pbtxt, which serves it as saved.
+void WriteProductLoopModel(const std::filesystem::path& dir, const std::string& count, int side,
+                           const std::string& scale, int64_t weight_floats, const std::string& config) {
   torch::jit::Module m("MatrixProducts");
-  m.define(absl::StrCat(R"(
-def forward(self, x):
-    y = torch.ones([1024, 1024]) * 0.001
-    for _ in range()",
-                        count, R"():
-        y = torch.mm(y, y) * 0.001
-    return x + torch.sum(y) * 0.0
-)"));
+  if (weight_floats > 0) m.register_parameter("w", torch::zeros({weight_floats}), /*is_buffer=*/false);
+  m.define(absl::StrCat("def forward(self, x):\n    y = torch.ones([", side, ", ", side, "]) * ", scale,
+                        "\n    for _ in range(", count, "):\n        y = torch.mm(y, y) * ", scale,
+                        "\n    return x + (torch.sum(y)", weight_floats > 0 ? " + torch.sum(self.w)" : "",
+                        ") * 0.0\n"));
   std::filesystem::create_directories(dir / "1");
   m.save((dir / "1" / "model.pt").string());
   // Served as saved: the optimization's check would run the products twice
-  // more at every load, and these tests time their calls, not the load.
-  std::ofstream(dir / "config.pbtxt") << "inputs { name: \"x\" dtype: FLOAT32 dims: [-1] }\n"
-                                      << "torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF\n"
-                                      << config;
+  // more at every load (these tests time their calls, not the load), and
+  // the optimized module would fold products of constants away.
+  std::ofstream(dir / "config.pbtxt") << "torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF\n" << config;
 }
+
+constexpr const char* kAnyLengthInput = "inputs { name: \"x\" dtype: FLOAT32 dims: [-1] }\n";
 
 }  // namespace
 
 void WriteMatrixProductModel(const std::filesystem::path& dir, int products, const std::string& config) {
-  WriteProductLoopModel(dir, std::to_string(products), config);
+  WriteProductLoopModel(dir, std::to_string(products), 1024, "0.001", 0, kAnyLengthInput + config);
 }
 
 void WriteSizedMatrixProductModel(const std::filesystem::path& dir, const std::string& config) {
-  WriteProductLoopModel(dir, "x.numel()", config);
+  WriteProductLoopModel(dir, "x.numel()", 1024, "0.001", 0, kAnyLengthInput + config);
 }
 
 void WriteWeightedMatrixProductModel(const std::filesystem::path& dir, int products, const std::string& config) {
-  torch::jit::Module m("WeightedMatrixProducts");
-  m.register_parameter("w", torch::zeros({256 * 1024}), /*is_buffer=*/false);
-  m.define(absl::StrCat(R"(
-def forward(self, x):
-    y = torch.ones([256, 256]) * 0.01
-    for _ in range()",
-                        products, R"():
-        y = torch.mm(y, y) * 0.01
-    return x + (torch.sum(y) + torch.sum(self.w)) * 0.0
-)"));
-  std::filesystem::create_directories(dir / "1");
-  m.save((dir / "1" / "model.pt").string());
-  // Served as saved: optimized, its products (on constants) would be folded away.
-  std::ofstream(dir / "config.pbtxt") << "torchscript_optimization: TORCHSCRIPT_OPTIMIZE_OFF\n" << config;
+  WriteProductLoopModel(dir, std::to_string(products), 256, "0.01", 256 * 1024, config);
 }
 
 }  // namespace infergate::testing
