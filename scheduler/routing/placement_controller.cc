@@ -97,7 +97,8 @@ void PlacementController::Loop() {
   NameThisThread("placement");
   // Its promotions are moves that requests may wait for (a request routed
   // to a move under way; ready_path.h): they run under the normal policy,
-  // not the SCHED_BATCH of the gRPC thread whose Start made the thread.
+  // not the SCHED_BATCH of the thread that started it (the server's main
+  // thread, main.cc).
   UseNormalCpuPolicyForDeviceWork("placement");
   for (;;) {
     {

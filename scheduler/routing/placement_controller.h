@@ -30,10 +30,11 @@
 //
 // Threading: one thread of its own runs the passes and the hooks, without
 // the controller's lock held, under the normal CPU policy whatever the
-// starting thread's (a move is work requests wait for; cpu_policy.h); every public member may be called from any
-// thread and never waits for a pass (but Stop). Start after the hooks'
-// objects are ready; Stop (or the destructor) waits for a running pass to
-// end. Ownership: the hooks' objects must outlive the controller.
+// starting thread's (a move is work requests wait for; cpu_policy.h);
+// every public member may be called from any thread and never waits for a
+// pass (but Stop). Start after the hooks' objects are ready; Stop (or the
+// destructor) waits for a running pass to end. Ownership: the hooks'
+// objects must outlive the controller.
 
 #include <chrono>
 #include <condition_variable>

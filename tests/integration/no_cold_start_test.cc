@@ -175,14 +175,19 @@ class NoColdStart : public ::testing::Test {
   // ready copy, never before the one measured, so whatever put x back on
   // cuda:0 was the request itself.
   std::pair<v1::Placement, double> AutoAfterRoomIsMade(const std::string& x, const std::string& y) {
-    grpc::ClientContext ctx;
-    v1::UnloadModelRequest unload;
-    unload.set_model(y);
-    unload.set_device("cuda:0");
-    v1::UnloadModelResponse unloaded;
-    grpc::Status s = stub_->UnloadModel(&ctx, unload, &unloaded);
+    const grpc::Status s = Unload(y, "cuda:0");
     EXPECT_TRUE(s.ok()) << s.error_message();
     return AutoAfterMeasuringTheCpu(x);
+  }
+  // An explicit unload of `model`'s copies on `device` (every device's, and
+  // the model out of service, when empty).
+  grpc::Status Unload(const std::string& model, const std::string& device) {
+    grpc::ClientContext ctx;
+    v1::UnloadModelRequest unload;
+    unload.set_model(model);
+    unload.set_device(device);
+    v1::UnloadModelResponse unloaded;
+    return stub_->UnloadModel(&ctx, unload, &unloaded);
   }
   // x's cpu latency measured (three requests there), then the placement of
   // the next auto request for x and how many requests waited for a load on
@@ -745,14 +750,7 @@ TEST_F(NoColdStart, ALoadAskedForOnArrivalRunsWhileTheRequestWaitsInTheQueue) {
   // x's load onto cuda:0 learned (and its host copy kept), then unloaded
   // there; its cpu copy and y on cuda:0 measured.
   ASSERT_TRUE(infer("x", "cuda:0", &resp).ok());
-  {
-    grpc::ClientContext ctx;
-    v1::UnloadModelRequest unload;
-    unload.set_model("x");
-    unload.set_device("cuda:0");
-    v1::UnloadModelResponse unloaded;
-    ASSERT_TRUE(stub_->UnloadModel(&ctx, unload, &unloaded).ok());
-  }
+  ASSERT_TRUE(Unload("x", "cuda:0").ok());
   // Twice: a copy's first run pays for lazy initialisation and is not
   // averaged (LatencyStats), and with no cpu latency measured auto takes
   // the cpu to be the assumed accelerator speed-up (4) times cuda:0's, about
@@ -1039,12 +1037,7 @@ class HeldForALoad : public NoColdStart {
     if (server_ == nullptr) return "";
     const auto [x, y] = DemotedAndResident();
     if (x.empty()) return "";
-    grpc::ClientContext ctx;
-    v1::UnloadModelRequest unload;
-    unload.set_model(y);
-    unload.set_device("cuda:0");
-    v1::UnloadModelResponse unloaded;
-    EXPECT_TRUE(stub_->UnloadModel(&ctx, unload, &unloaded).ok());
+    EXPECT_TRUE(Unload(y, "cuda:0").ok());
     // x's cpu latency measured (its first run is not averaged).
     for (int i = 0; i < 2; ++i) EXPECT_TRUE(Infer(x, "cpu", v1::ALLOW, resp).ok());
     *answer = std::async(std::launch::async, [this, x, resp] { return Infer(x, "", v1::ALLOW, resp); });
@@ -1068,14 +1061,8 @@ TEST_F(HeldForALoad, AnUnloadLeavesNoCopyBehind) {
   v1::InferResponse resp;
   const std::string x = HoldARequest(&answer, &resp);
   ASSERT_FALSE(x.empty());
-  {
-    grpc::ClientContext ctx;
-    v1::UnloadModelRequest unload;
-    unload.set_model(x);
-    v1::UnloadModelResponse unloaded;
-    const grpc::Status s = stub_->UnloadModel(&ctx, unload, &unloaded);
-    ASSERT_TRUE(s.ok()) << s.error_message();
-  }
+  const grpc::Status unloaded = Unload(x, "");
+  ASSERT_TRUE(unloaded.ok()) << unloaded.error_message();
   const grpc::Status s = answer.get();
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.placement().device(), "cuda:0");

@@ -309,8 +309,8 @@ TEST(PlacementController, PassesRunOnItsOwnThreadWhenWokenAndStopEndsThem) {
 
 #if defined(__linux__)
 // Its promotions are moves requests may wait for: its thread runs under the
-// normal CPU policy even when the thread that started it (a gRPC thread)
-// runs under SCHED_BATCH, which would make each move's wake from a transfer
+// normal CPU policy even when the thread that started it (the server's
+// main thread) runs under SCHED_BATCH, which would make each move's wake from a transfer
 // wait for a running thread's turn to end (common/cpu_policy.h).
 TEST(PlacementController, ItsThreadRunsUnderTheNormalCpuPolicy) {
   Fake fake;
