@@ -295,6 +295,17 @@ bool CoreParts::LoadsOnArrival(const Route& route) const {
          std::string_view(route.ready_path) == ReadyPathName(ReadyPath::kLoadAndRun);
 }
 
+namespace {
+
+// What a hold made by HoldForLoad keeps: the lease on the copy loaded, and
+// whose copy it is (DroppedHeldCopy reads both; no other code makes holds).
+struct HeldCopy {
+  ModelKey key;
+  ModelCache::Lease lease;
+};
+
+}  // namespace
+
 bool CoreParts::HoldForLoad(Route route, ArrivalLoads::ThenFn queue) {
   const ModelKey key = route.key();
   if (models.IsResident(key)) return false;
@@ -311,9 +322,16 @@ bool CoreParts::HoldForLoad(Route route, ArrivalLoads::ThenFn queue) {
                 << " asked for on a request's arrival failed (its worker loads it again): " << lease.status().message();
       return nullptr;
     }
-    return std::make_shared<ModelCache::Lease>(*std::move(lease));
+    return std::make_shared<HeldCopy>(HeldCopy{route.key(), *std::move(lease)});
   };
   return arrival_loads.Ask(key.device.ToString(), key.ToString(), std::move(load), std::move(queue), estimate_us);
+}
+
+const ModelCache::Lease* CoreParts::DroppedHeldCopy(const ArrivalLoads::Hold& hold, const ModelKey& key) const {
+  if (hold == nullptr) return nullptr;
+  const auto* held = static_cast<const HeldCopy*>(hold.get());
+  if (!(held->key == key) || models.IsResident(key)) return nullptr;
+  return &held->lease;
 }
 
 std::vector<DeviceId> CoreParts::Accelerators() const {

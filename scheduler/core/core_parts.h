@@ -133,6 +133,14 @@ struct CoreParts {
   // the caller queues the request now.
   bool LoadsOnArrival(const Route& route) const;
   bool HoldForLoad(Route route, ArrivalLoads::ThenFn queue);
+  // The copy that `hold` (made by HoldForLoad) keeps, when it is `key`'s
+  // and the cache no longer has it: an explicit unload or a removal came
+  // after the request was accepted and dropped it (ModelManager::
+  // DropIfOutOfService). The request runs on that copy rather than loading
+  // the model again, for nothing or from a file that may be gone. Null
+  // otherwise (no hold, another key, or the copy still resident: then the
+  // worker acquires it as any other).
+  const ModelCache::Lease* DroppedHeldCopy(const ArrivalLoads::Hold& hold, const ModelKey& key) const;
 
   const SchedulerOptions options;
   SchedulerObserver ignore;

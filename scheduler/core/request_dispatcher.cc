@@ -264,8 +264,21 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
   const Route& route = jobs[0]->route;
   const DeviceId device = route.device.id;
   Clock::time_point started = Clock::now();
-  core_.MakeStagingRoom(route);  // a request's load onto an accelerator takes staged copies' room, not the policy's
-  absl::StatusOr<ModelCache::Lease> lease = core_.models.Acquire(route);
+  // Requests held for their model's load on arrival whose copy an unload or
+  // a removal dropped since run on that copy (they were accepted before it).
+  // The hold is kept here too while the batch runs: a job answered early
+  // (RunBatch) drops its own.
+  const ModelCache::Lease* held = nullptr;
+  ArrivalLoads::Hold held_for_run;
+  for (size_t j = 0; j < jobs.size() && held == nullptr; ++j) {
+    held = core_.DroppedHeldCopy(jobs[j]->model_hold, route.key());
+    if (held != nullptr) held_for_run = jobs[j]->model_hold;
+  }
+  absl::StatusOr<ModelCache::Lease> lease = ModelCache::Lease();
+  if (held == nullptr) {
+    core_.MakeStagingRoom(route);  // a request's load onto an accelerator takes staged copies' room, not the policy's
+    lease = core_.models.Acquire(route);
+  }
   // The repository may also have moved on between that look and the load:
   // the copy planned for was unloaded and its file is gone or replaced.
   // One more look, and the newest route, before the request fails for it;
@@ -280,17 +293,19 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
     }
   }
   if (!lease.ok()) return HandleFailure(jobs, lease.status(), oom_retried, "loading");
+  const ModelCache::Lease& copy = held != nullptr ? *held : *lease;
   const Clock::time_point model_ready = Clock::now();
-  if (lease->waited_for_load()) core_.observer->OnWaitedForLoad(device, jobs.size());
+  const bool waited_for_load = held == nullptr && lease->waited_for_load();  // a held request waited before it queued
+  if (waited_for_load) core_.observer->OnWaitedForLoad(device, jobs.size());
   for (auto& job : jobs) {
-    if (job->request.trace) job->request.trace->Started(started, model_ready, lease->waited_for_load());
+    if (job->request.trace) job->request.trace->Started(started, model_ready, waited_for_load);
   }
 
   // On a CPU worker with one intra-op thread, the thread's CPU time is the
   // batch's cost without the time other threads took the core away; that is
   // what batch sizing learns from (compute_us, reported, stays wall time).
   const bool own_cpu = device.kind == DeviceKind::kCpu && core_.options.intra_op_threads == 1;
-  BatchRun run = RunBatch(**lease, jobs, own_cpu);
+  BatchRun run = RunBatch(*copy, jobs, own_cpu);
   if (run.jobs.empty()) return;
   if (!run.outputs.ok()) return HandleFailure(run.jobs, run.outputs.status(), oom_retried, "running");
   if (device.kind == DeviceKind::kCpu && core_.options.simulated_cpu_slowdown > 1) {
@@ -308,11 +323,14 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
   if (core_.checker.WantsRunningCheck(route)) {
     core_.checker.OfferRunningCheck(route, run.jobs[0]->request.inputs, (*run.outputs)[0]);
   }
-  const DType dtype = (*lease)->compute_dtype();
+  const DType dtype = copy->compute_dtype();
   NoteRan(run, model_ready, dtype);
   // The lease ends before the answers go out, so a client's next request
   // (an unload, or a load that must evict) never finds this model in use.
+  // (A held copy goes with its requests' holds as they are answered: the
+  // cache no longer has it.)
   *lease = ModelCache::Lease();
+  held_for_run.reset();
   const std::string device_name = device.ToString();
   Clock::time_point finished = Clock::now();
   for (size_t j = 0; j < run.jobs.size(); ++j) {

@@ -1027,19 +1027,30 @@ TEST_F(MoveObjective, TheTailSetKeepsTheModelWhoseRequestsWouldMakeTheP99) {
 // was seen held, and the request's answer to come; "" when it never was.
 class HeldForALoad : public NoColdStart {
  protected:
-  std::string HoldARequest(std::future<grpc::Status>* answer, v1::InferResponse* resp) {
+  // A request for x held for x's load onto cuda:0 (a transfer of a
+  // second), answered into `answer` and `resp`; `extra` flags for the
+  // server. Returns x ("" on a failure, reported); loads_before_hold_ is
+  // how many times x had been loaded onto cuda:0 before the request.
+  std::string HoldARequest(std::future<grpc::Status>* answer, v1::InferResponse* resp,
+                           const std::vector<std::string>& extra = {}) {
     WriteWeightedModels({{"a", 4}, {"b", 4}});
     // The move policy asleep and wanting a gain past any, so that no move
     // brings x back (a request would wait for that move, not be held).
-    StartOnScratch({"--simulate-devices=cuda:0,transfer_latency=1s", "--simulate-cpu-slowdown=1000",
-                    "--move-period=3600s", "--move-hysteresis=100", "--load-on-arrival=true", "--drain-timeout=30s"},
-                   "2MiB");
+    std::vector<std::string> flags = {"--simulate-devices=cuda:0,transfer_latency=1s",
+                                      "--simulate-cpu-slowdown=1000",
+                                      "--move-period=3600s",
+                                      "--move-hysteresis=100",
+                                      "--load-on-arrival=true",
+                                      "--drain-timeout=30s"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    StartOnScratch(std::move(flags), "2MiB");
     if (server_ == nullptr) return "";
     const auto [x, y] = DemotedAndResident();
     if (x.empty()) return "";
     EXPECT_TRUE(Unload(y, "cuda:0").ok());
     // x's cpu latency measured (its first run is not averaged).
     for (int i = 0; i < 2; ++i) EXPECT_TRUE(Infer(x, "cpu", v1::ALLOW, resp).ok());
+    loads_before_hold_ = LoadsOntoCuda(x);
     *answer = std::async(std::launch::async, [this, x, resp] { return Infer(x, "", v1::ALLOW, resp); });
     for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
          std::chrono::steady_clock::now() < end &&
@@ -1049,12 +1060,23 @@ class HeldForALoad : public NoColdStart {
     ADD_FAILURE() << "x's request was never seen held for its load\n" << server_->Log();
     return "";
   }
+
+  // How many times x was loaded onto cuda:0, by the server's log.
+  size_t LoadsOntoCuda(const std::string& x) const {
+    const std::string log = server_->Log();
+    const std::string line = "loaded " + x + ":1@cuda:0";
+    size_t n = 0;
+    for (size_t at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
+    return n;
+  }
+  size_t loads_before_hold_ = 0;
 };
 
 // Unloaded while its request is held: the request, accepted before the
-// unload, is answered from the copy loaded for it, and that copy does not
-// stay behind on cuda:0 (it landed after the unload dropped x's copies,
-// and held cuda:0's budget for a model no one may ask for).
+// unload, is answered from the copy loaded for it (not from a second load),
+// and that copy does not stay behind on cuda:0 (it landed after the unload
+// dropped x's copies, and held cuda:0's budget for a model no one may ask
+// for).
 TEST_F(HeldForALoad, AnUnloadLeavesNoCopyBehind) {
   ASSERT_FALSE(scratch_.path().empty());
   std::future<grpc::Status> answer;
@@ -1067,12 +1089,46 @@ TEST_F(HeldForALoad, AnUnloadLeavesNoCopyBehind) {
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.placement().device(), "cuda:0");
   EXPECT_EQ(resp.placement().ready_path(), "load_and_run");
+  EXPECT_EQ(LoadsOntoCuda(x), loads_before_hold_ + 1) << "the held request's worker loaded " << x << " again\n"
+                                                      << server_->Log();
   const Where w = WhereIs(x);
   EXPECT_TRUE(w.resident.empty()) << x << " stayed resident on " << w.resident[0] << "\n" << server_->Log();
   EXPECT_EQ(MetricValue(ScrapeMetrics(*server_), "infergate_model_cache_resident_bytes{device=\"cuda:0\"}"), 0);
   const grpc::Status after = Infer(x, "", v1::ALLOW, &resp);
   EXPECT_EQ(after.error_code(), grpc::StatusCode::UNAVAILABLE) << after.error_message();
   EXPECT_NE(after.error_message().find("unloaded"), std::string::npos) << after.error_message();
+}
+
+// Its folder removed while its request is held: the request, accepted
+// before the removal, is answered from the copy loaded for it (the file a
+// second load would read is gone), and nothing of x stays on cuda:0.
+TEST_F(HeldForALoad, ARemovalAnswersTheHeldRequest) {
+  ASSERT_FALSE(scratch_.path().empty());
+  std::future<grpc::Status> answer;
+  v1::InferResponse resp;
+  // No polling: the load asked for below reads x's folder at once, as a
+  // poll would, and finds it gone.
+  const std::string x = HoldARequest(&answer, &resp, {"--repository-poll-interval=0"});
+  ASSERT_FALSE(x.empty());
+  std::error_code ec;
+  fs::remove_all(fs::path(scratch_.path()) / x, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  grpc::ClientContext ctx;
+  v1::LoadModelRequest load;
+  load.set_model(x);
+  v1::LoadModelResponse loaded;
+  const grpc::Status reread = stub_->LoadModel(&ctx, load, &loaded);
+  ASSERT_NE(server_->Log().find("model '" + x + "' removed from the repository"), std::string::npos)
+      << reread.error_message() << "\n"
+      << server_->Log();
+  ASSERT_EQ(MetricValue(ScrapeMetrics(*server_), "infergate_device_held_for_load{device=\"cuda:0\"}"), 1)
+      << "the hold ended before the removal was seen, so the test proved nothing: give the load a longer transfer\n"
+      << server_->Log();
+  const grpc::Status s = answer.get();
+  EXPECT_TRUE(s.ok()) << s.error_message() << "\n" << server_->Log();
+  EXPECT_EQ(resp.placement().device(), "cuda:0");
+  EXPECT_EQ(LoadsOntoCuda(x), loads_before_hold_ + 1) << server_->Log();
+  EXPECT_EQ(MetricValue(ScrapeMetrics(*server_), "infergate_model_cache_resident_bytes{device=\"cuda:0\"}"), 0);
 }
 
 // SIGTERM while a request is held: the drain waits for it, it is answered
