@@ -1,6 +1,6 @@
 // Memory-aware admission through the real server, on a simulated CUDA device
-// of 2 GiB with a 1 GiB model cache budget: six models that each need about
-// 384 MiB (192 MiB of parameters and as much again at the activation peak of
+// of 512 MiB with a 256 MiB model cache budget: six models that each need
+// about 96 MiB (48 MiB of parameters and as much again at the activation peak of
 // a run), of which two fit at a time, are warmed up and then called in turn
 // by three clients. A sampler reads the device's memory the whole time, and
 // the simulated device's own high-water mark covers the moments between
@@ -22,9 +22,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kModels = 6;
-constexpr int64_t kParameterFloats = int64_t{48} << 20;  // 192 MiB in float32
-constexpr uint64_t kParameterBytes = uint64_t{192} << 20;
-constexpr uint64_t kBudget = uint64_t{1} << 30;
+constexpr int64_t kParameterFloats = int64_t{12} << 20;  // 48 MiB in float32
+constexpr uint64_t kParameterBytes = uint64_t{48} << 20;
+constexpr uint64_t kBudget = uint64_t{256} << 20;
 
 size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -56,7 +56,7 @@ class AdmissionTest : public ::testing::Test {
   void SetUp() override {
     char pattern[] = "/tmp/ig_admission_XXXXXX";
     dir_ = mkdtemp(pattern);
-    // One 192 MiB file, linked into five model folders: five models to the
+    // One 48 MiB file, linked into five model folders: five models to the
     // server, one write to the disk.
     torch::jit::Module m("Wide");
     m.register_parameter("w", at::zeros({kParameterFloats}), false);
@@ -78,7 +78,7 @@ def forward(self, x):
 
   std::vector<std::string> Args() const {
     return {"--model-repository=" + (dir_ / "models").string(), "--devices=cpu,cuda:0",
-            "--simulate-devices=cuda:0=2GiB", "--cache-budget=cuda:0=1GiB",
+            "--simulate-devices=cuda:0=512MiB", "--cache-budget=cuda:0=256MiB",
             "--state-file=" + (dir_ / "state").string()};
   }
 
@@ -185,7 +185,7 @@ TEST_F(AdmissionTest, ResidentBytesNeverExceedTheBudgetWhileModelsLoadAndARestar
     ASSERT_NE(at, std::string::npos) << line_start << " in " << log2;
     std::string line = log2.substr(at, log2.find('\n', at) - at);
     std::cout << line << "\n";
-    // 192 MiB of parameters and at least as much again at the activation peak.
+    // 48 MiB of parameters and at least as much again at the activation peak.
     EXPECT_NE(line.find(std::to_string(kParameterBytes) + " parameters"), std::string::npos) << line;
     ASSERT_NE(line.find("expects "), std::string::npos) << line;
     uint64_t expects = std::stoull(line.substr(line.find("expects ") + 8));
