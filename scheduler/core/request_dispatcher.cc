@@ -265,15 +265,17 @@ void RequestDispatcher::Execute(Batch& jobs, bool oom_retried) {
   const DeviceId device = route.device.id;
   Clock::time_point started = Clock::now();
   // Requests held for their model's load on arrival whose copy an unload or
-  // a removal dropped since run on that copy (they were accepted before it).
-  // The hold is kept here too while the batch runs: a job answered early
-  // (RunBatch) drops its own.
-  const ModelCache::Lease* held = nullptr;
+  // a removal dropped since run on that copy (they were accepted before it):
+  // the first held job's hold decides, asked once. The hold is kept here
+  // too while the batch runs: a job answered early (RunBatch) drops its own.
   ArrivalLoads::Hold held_for_run;
-  for (size_t j = 0; j < jobs.size() && held == nullptr; ++j) {
-    held = core_.DroppedHeldCopy(jobs[j]->model_hold, route.key());
-    if (held != nullptr) held_for_run = jobs[j]->model_hold;
+  for (const auto& job : jobs) {
+    if (job->model_hold != nullptr) {
+      held_for_run = job->model_hold;
+      break;
+    }
   }
+  const ModelCache::Lease* held = core_.DroppedHeldCopy(held_for_run, route.key());
   absl::StatusOr<ModelCache::Lease> lease = ModelCache::Lease();
   if (held == nullptr) {
     core_.MakeStagingRoom(route);  // a request's load onto an accelerator takes staged copies' room, not the policy's

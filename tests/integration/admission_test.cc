@@ -26,12 +26,6 @@ constexpr int64_t kParameterFloats = int64_t{12} << 20;  // 48 MiB in float32
 constexpr uint64_t kParameterBytes = uint64_t{48} << 20;
 constexpr uint64_t kBudget = uint64_t{256} << 20;
 
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 struct Sample {
   uint64_t memory_used = 0;
   uint64_t cache_resident = 0;
@@ -150,8 +144,8 @@ TEST_F(AdmissionTest, ResidentBytesNeverExceedTheBudgetWhileModelsLoadAndARestar
   EXPECT_EQ(on_cuda.load(), 30);
   std::cout << "samples " << samples << ": highest memory in use " << worst.memory_used << " bytes, cache resident "
             << worst.cache_resident << " bytes; device high-water mark " << end.memory_peak << " bytes; budget "
-            << kBudget << " bytes; loads " << Count(log, "admitting ") << ", evictions " << Count(log, "bytes): budget")
-            << "\n";
+            << kBudget << " bytes; loads " << Occurrences(log, "admitting ") << ", evictions "
+            << Occurrences(log, "bytes): budget") << "\n";
   EXPECT_GT(samples, 20);
   EXPECT_LE(worst.memory_used, kBudget);
   EXPECT_LE(worst.cache_resident, kBudget);
@@ -159,26 +153,26 @@ TEST_F(AdmissionTest, ResidentBytesNeverExceedTheBudgetWhileModelsLoadAndARestar
   // The device was really full: two models' parameters at once, and models
   // went and came back (more loads than models).
   EXPECT_GE(end.memory_peak, 2 * kParameterBytes);
-  EXPECT_GT(Count(log, "admitting wide"), static_cast<size_t>(kModels));
-  EXPECT_GE(Count(log, "bytes): budget"), 3u);
+  EXPECT_GT(Occurrences(log, "admitting wide"), static_cast<size_t>(kModels));
+  EXPECT_GE(Occurrences(log, "bytes): budget"), 3u);
   // First loads are admitted by the estimate from the file, later ones by
   // what the first measured.
-  EXPECT_GE(Count(log, "-byte model file)"), static_cast<size_t>(kModels));
-  EXPECT_GE(Count(log, "learned from an earlier load)"), 1u);
+  EXPECT_GE(Occurrences(log, "-byte model file)"), static_cast<size_t>(kModels));
+  EXPECT_GE(Occurrences(log, "learned from an earlier load)"), 1u);
   ASSERT_EQ(server->Stop(), 0);
 
   std::ifstream state_in(dir_ / "state");
   std::stringstream state;
   state << state_in.rdbuf();
-  EXPECT_EQ(Count(state.str(), "footprint\tcuda\tFLOAT32\twide"), static_cast<size_t>(kModels)) << state.str();
+  EXPECT_EQ(Occurrences(state.str(), "footprint\tcuda\tFLOAT32\twide"), static_cast<size_t>(kModels)) << state.str();
 
   // Second start, same state file: every model is admitted by its learned
   // size (parameters plus the activation peak) from its first load on.
   auto again = ServerProcess::Start(Args(), std::chrono::seconds(300));
   ASSERT_NE(again, nullptr);
   std::string log2 = again->Log();
-  EXPECT_EQ(Count(log2, "-byte model file)"), 0u) << log2;
-  EXPECT_GE(Count(log2, "learned from an earlier load)"), static_cast<size_t>(kModels));
+  EXPECT_EQ(Occurrences(log2, "-byte model file)"), 0u) << log2;
+  EXPECT_GE(Occurrences(log2, "learned from an earlier load)"), static_cast<size_t>(kModels));
   for (int i = 0; i < kModels; ++i) {
     std::string line_start = "admitting wide" + std::to_string(i) + ":1@cuda:0/FLOAT32";
     size_t at = log2.find(line_start);

@@ -182,12 +182,7 @@ TEST_F(SimulatedDevicesTest, UnsupportedMpsOpRunsOnCpuOnceLearnedAndDenyFails) {
   }
   // Only the first request touched MPS.
   std::string log = server_->Log();
-  size_t retries = 0;
-  for (size_t at = log.find("retrying model 'cnn' on cpu"); at != std::string::npos;
-       at = log.find("retrying model 'cnn' on cpu", at + 1)) {
-    ++retries;
-  }
-  EXPECT_EQ(retries, 1u) << log;
+  EXPECT_EQ(Occurrences(log, "retrying model 'cnn' on cpu"), 1u) << log;
   // ListDevices shows what was learned.
   grpc::ClientContext ctx;
   v1::ListDevicesResponse devices;

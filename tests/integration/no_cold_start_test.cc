@@ -1062,13 +1062,7 @@ class HeldForALoad : public NoColdStart {
   }
 
   // How many times x was loaded onto cuda:0, by the server's log.
-  size_t LoadsOntoCuda(const std::string& x) const {
-    const std::string log = server_->Log();
-    const std::string line = "loaded " + x + ":1@cuda:0";
-    size_t n = 0;
-    for (size_t at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
-    return n;
-  }
+  size_t LoadsOntoCuda(const std::string& x) const { return Occurrences(server_->Log(), "loaded " + x + ":1@cuda:0"); }
   size_t loads_before_hold_ = 0;
 };
 

@@ -349,6 +349,12 @@ double MetricValue(const std::string& scrape, const std::string& series) {
   return std::nan("");
 }
 
+size_t Occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 double AddedSince(const std::string& before, const ServerProcess& server, const std::string& series) {
   const double was = MetricValue(before, series);
   const double now = MetricValue(ScrapeMetrics(server), series);

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -78,6 +79,10 @@ double MetricValue(const std::string& scrape, const std::string& series);
 // How much a counter of `server` grew since the scrape `before` (an absent
 // series counts as 0).
 double AddedSince(const std::string& before, const ServerProcess& server, const std::string& series);
+
+// How many times `what` occurs in `text` (a server's log, say), counting
+// overlapping occurrences.
+size_t Occurrences(const std::string& text, const std::string& what);
 
 // Runs a command, returns its exit status and fills `output` with stdout.
 int RunCommand(const std::vector<std::string>& argv, std::string* output);
