@@ -293,8 +293,8 @@ if [ "$asan" = 1 ]; then
   start=$(date +%s)
   seed_ctest_costs build-asan asan
   # One test more than there are cores: the timing_bound chain (the
-  # integration cases that bound wall-clock times) holds a slot for half
-  # the suite while it mostly waits (deadlines, drains, held requests), and
+  # integration cases that bound wall-clock times) holds a slot for most
+  # of the suite while it mostly waits (deadlines, drains, held requests), and
   # at two tests on two cores that left a core idle: the suite took 890-897
   # s at 84% busy; at three, 790 and 809 s at 96% (same code, same quiet
   # machine). Every test passes with every core busy (--loaded).
