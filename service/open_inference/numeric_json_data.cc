@@ -1,11 +1,13 @@
 #include "service/open_inference/numeric_json_data.h"
 
+#include <simdjson.h>
+
 #include <algorithm>
+#include <array>
 #include <bit>
-#include <charconv>
 #include <cstring>
-#include <limits>
-#include <system_error>
+#include <memory>
+#include <string_view>
 
 #include "service/open_inference/open_inference_json.h"
 
@@ -13,90 +15,14 @@ namespace infergate {
 namespace {
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
-// One JSON number's text, by the grammar of RFC 8259 section 6:
-//   -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
-// `integer`: neither fraction nor exponent (the tree keeps those as
-// integers). With its value read as well (ReadNumber<true>): `digits`,
-// the number's digits as an integer, and `exponent`, the power of ten
-// they are scaled by, when the digits fit below kExactDigits and the
-// exponent within kExactPowers (`exact`; else the text is converted).
-struct NumberToken {
-  absl::string_view text;
-  bool integer = true;
-  bool negative = false;
-  bool exact = false;
-  uint64_t digits = 0;
-  int exponent = 0;
-};
-
-// Below 2^53 an integer is a double exactly, and so is every power of ten
-// up to 10^22; one product or quotient of two exact doubles is correctly
-// rounded, so digits * 10^e (or / 10^-e) is the double the text names,
-// as std::from_chars (and the tree's strtod) would give it.
-constexpr uint64_t kExactDigits = uint64_t{1} << 53;
-constexpr int kExactPowers = 22;
-constexpr double kPowersOfTen[kExactPowers + 1] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-// Reads the number at `p`; false (p unspecified) when the text there is
-// not one. `kValue`: also reads its value into the token's digits and
-// exponent where they are exact.
-template <bool kValue>
-bool ReadNumber(const char*& p, const char* end, NumberToken* token) {
-  const char* start = p;
-  uint64_t digits = 0;
-  bool fits = true;  // every digit so far kept in `digits` below kExactDigits
-  int exponent = 0;
-  auto take = [&](char c) {
-    if constexpr (kValue) {
-      if (fits) {
-        digits = digits * 10 + static_cast<uint64_t>(c - '0');
-        fits = digits < kExactDigits;
-      }
-    }
-  };
-  token->negative = p < end && *p == '-';
-  if (token->negative) ++p;
-  if (p == end || !IsDigit(*p)) return false;
-  if (*p == '0') {
-    ++p;
-  } else {
-    while (p < end && IsDigit(*p)) take(*p++);
-  }
-  token->integer = true;
-  if (p < end && *p == '.') {
-    ++p;
-    if (p == end || !IsDigit(*p)) return false;
-    while (p < end && IsDigit(*p)) {
-      take(*p++);
-      --exponent;
-    }
-    token->integer = false;
-  }
-  if (p < end && (*p == 'e' || *p == 'E')) {
-    ++p;
-    const bool negative_power = p < end && *p == '-';
-    if (p < end && (*p == '+' || *p == '-')) ++p;
-    if (p == end || !IsDigit(*p)) return false;
-    int power = 0;
-    while (p < end && IsDigit(*p)) {
-      if (power < 10000) power = power * 10 + (*p - '0');
-      ++p;
-    }
-    exponent += negative_power ? -power : power;
-    token->integer = false;
-  }
-  token->text = absl::string_view(start, static_cast<size_t>(p - start));
-  if constexpr (kValue) {
-    token->exact = fits && exponent >= -kExactPowers && exponent <= kExactPowers;
-    token->digits = digits;
-    token->exponent = exponent;
-  }
-  return true;
-}
+// The bytes a flat array of JSON numbers is made of between its brackets:
+// digits, signs, points, exponents, commas and whitespace.
+constexpr std::array<bool, 256> kNumberArrayBytes = [] {
+  std::array<bool, 256> bytes{};
+  for (unsigned char c : std::string_view("0123456789+-.eE, \t\n\r")) bytes[c] = true;
+  return bytes;
+}();
 
 void SkipSpace(const char*& p, const char* end) {
   while (p < end && IsSpace(*p)) ++p;
@@ -129,15 +55,17 @@ bool ForEachElement(const char*& p, const char* end, char open, char close, Elem
   }
 }
 
-// Calls `visit(token)` for each number of the flat array at `p` ('['),
-// leaving `p` after its ']'; false when it is not a flat array of numbers
-// (or `visit` returned false).
-template <bool kValue = false, typename Visit>
-bool ForEachNumber(const char*& p, const char* end, Visit visit) {
-  return ForEachElement(p, end, '[', ']', [&] {
-    NumberToken token;
-    return ReadNumber<kValue>(p, end, &token) && visit(token);
-  });
+// Passes the array at `p` ('[') when it holds only the bytes of numbers,
+// leaving `p` after its ']'; false otherwise. Whether each number is one
+// is the decoder's to find (it refuses text that is not), so the walk
+// reads each byte once and converts nothing.
+bool SkipNumberArray(const char*& p, const char* end) {
+  if (p == end || *p != '[') return false;
+  const char* q = p + 1;
+  while (q < end && kNumberArrayBytes[static_cast<unsigned char>(*q)]) ++q;
+  if (q == end || *q != ']') return false;
+  p = q + 1;
+  return true;
 }
 
 // Walks the body's structure without converting a value: the top-level
@@ -190,7 +118,7 @@ class BodyWalk {
         if (seen_data) return false;
         seen_data = true;
         const char* start = p_;
-        if (ForEachNumber(p_, end_, [](const NumberToken&) { return true; })) {
+        if (SkipNumberArray(p_, end_)) {
           arrays_[this_input] = absl::string_view(start, static_cast<size_t>(p_ - start));
           return true;
         }
@@ -260,69 +188,135 @@ void Store(T value, char* at) {
   if constexpr (std::endian::native != std::endian::little) std::reverse(at, at + sizeof(T));
 }
 
-// One token as the tree's decoding stores it (StoreElement); false where
-// that decoding would refuse it or take it otherwise.
-bool StoreNumber(const NumberToken& token, DType dtype, char* at) {
-  const char* first = token.text.data();
-  const char* last = first + token.text.size();
+void StoreFloat(double value, DType dtype, char* at) {
+  switch (dtype) {
+    case DType::kFloat64: Store<double>(value, at); break;
+    case DType::kFloat32: Store<float>(static_cast<float>(value), at); break;
+    case DType::kFloat16: Store<uint16_t>(FloatToHalf(static_cast<float>(value)), at); break;
+    default: Store<uint16_t>(FloatToBFloat16(static_cast<float>(value)), at); break;
+  }
+}
+
+// A fraction or exponent token the tree decodes as zero although its
+// digits are not all zero: an underflow, which the tree's strtod reports;
+// left to the tree.
+bool UnderflowsToZero(std::string_view token) {
+  for (char c : token) {
+    if (c == 'e' || c == 'E') return false;
+    if (c >= '1' && c <= '9') return true;
+  }
+  return false;
+}
+
+// One number as the tree's decoding stores it (StoreElement: an integer
+// token as an integer, then cast; a fraction or an exponent as the double
+// strtod gives); false where that decoding would refuse it or take it
+// otherwise. simdjson types a number by its token as the tree does (-0 is
+// an integer), refuses text outside JSON's number grammar and doubles that
+// overflow, and rounds a double correctly.
+bool StoreNumber(simdjson::ondemand::value& value, DType dtype, char* at) {
+  simdjson::ondemand::number number;
+  if (value.get_number().get(number) != simdjson::SUCCESS) return false;
   int64_t integer = 0;
-  if (token.integer) {
-    // The tree keeps an integer token as an integer (beyond int64's range
-    // it does otherwise: left to it).
-    if (token.exact) {
-      integer = token.negative ? -static_cast<int64_t>(token.digits) : static_cast<int64_t>(token.digits);
-    } else {
-      const auto [end, error] = std::from_chars(first, last, integer);
-      if (error != std::errc() || end != last) return false;
+  switch (number.get_number_type()) {
+    case simdjson::ondemand::number_type::signed_integer: integer = number.get_int64(); break;
+    case simdjson::ondemand::number_type::floating_point_number: {
+      const bool float_dtype =
+          dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+      if (!float_dtype) return false;  // a fraction or an exponent for an integer dtype
+      const double real = number.get_double();
+      if (real == 0 && UnderflowsToZero(value.raw_json_token())) return false;
+      StoreFloat(real, dtype, at);
+      return true;
     }
+    default: return false;  // past int64's range: the tree takes it otherwise
   }
   switch (dtype) {
     case DType::kFloat32:
     case DType::kFloat64:
     case DType::kFloat16:
-    case DType::kBFloat16: {
-      double value = static_cast<double>(integer);
-      if (!token.integer && token.exact) {
-        value = static_cast<double>(token.digits);
-        value = token.exponent < 0 ? value / kPowersOfTen[-token.exponent] : value * kPowersOfTen[token.exponent];
-        if (token.negative) value = -value;
-      } else if (!token.integer) {
-        // Correctly rounded, as the tree's strtod is; out of range (an
-        // overflow, or an underflow to zero) is left to the tree.
-        const auto [end, error] = std::from_chars(first, last, value);
-        if (error != std::errc() || end != last) return false;
-      }
-      switch (dtype) {
-        case DType::kFloat64: Store<double>(value, at); break;
-        case DType::kFloat32: Store<float>(static_cast<float>(value), at); break;
-        case DType::kFloat16: Store<uint16_t>(FloatToHalf(static_cast<float>(value)), at); break;
-        default: Store<uint16_t>(FloatToBFloat16(static_cast<float>(value)), at); break;
-      }
-      return true;
-    }
-    case DType::kInt64:
-      if (!token.integer) return false;
-      Store<int64_t>(integer, at);
-      return true;
+    case DType::kBFloat16: StoreFloat(static_cast<double>(integer), dtype, at); return true;
+    case DType::kInt64: Store<int64_t>(integer, at); return true;
     case DType::kInt32:
-      if (!token.integer || integer < INT32_MIN || integer > INT32_MAX) return false;
+      if (integer < INT32_MIN || integer > INT32_MAX) return false;
       Store<int32_t>(static_cast<int32_t>(integer), at);
       return true;
     case DType::kInt16:
-      if (!token.integer || integer < INT16_MIN || integer > INT16_MAX) return false;
+      if (integer < INT16_MIN || integer > INT16_MAX) return false;
       Store<int16_t>(static_cast<int16_t>(integer), at);
       return true;
     case DType::kInt8:
-      if (!token.integer || integer < INT8_MIN || integer > INT8_MAX) return false;
+      if (integer < INT8_MIN || integer > INT8_MAX) return false;
       *at = static_cast<char>(static_cast<int8_t>(integer));
       return true;
     case DType::kUInt8:
-      if (!token.integer || integer < 0 || integer > UINT8_MAX) return false;
+      if (integer < 0 || integer > UINT8_MAX) return false;
       *at = static_cast<char>(static_cast<uint8_t>(integer));
       return true;
     default: return false;  // BOOL and BYTES hold no numbers
   }
 }
+
+// simdjson's On Demand parser given an array's elements a chunk at a time.
+// A parser needs about six bytes per byte of the largest document it was
+// given, and simdjson reads up to SIMDJSON_PADDING bytes past a document's
+// end, so each chunk (at most kChunkBytes of elements, cut at a comma)
+// is copied between brackets into a padded buffer of a fixed size: a
+// thread's parser and buffer stay under half a megabyte whatever the body.
+// One per thread (a parser is not for two threads at once); it holds no
+// state between calls.
+class ChunkedArrayParser {
+ public:
+  static constexpr size_t kChunkBytes = kNumericDataChunkBytes;
+
+  ChunkedArrayParser() : buffer_(new char[kChunkBytes + 2 + simdjson::SIMDJSON_PADDING]()) {}
+
+  // Calls `element(value)` for each element of `elements` (an array's text
+  // between its brackets), in order; false when a chunk is not a JSON array,
+  // one element is longer than a chunk, or `element` returned false. An
+  // empty chunk (text such as "1,,2" cut at a comma) is an empty array
+  // here: the caller counts the elements against the commas.
+  template <typename Element>
+  bool ForEach(std::string_view elements, Element element) {
+    do {
+      std::string_view chunk = elements;
+      if (chunk.size() > kChunkBytes) {
+        const size_t comma = elements.rfind(',', kChunkBytes - 1);
+        if (comma == std::string_view::npos) return false;
+        chunk = elements.substr(0, comma);
+        elements.remove_prefix(comma + 1);
+      } else {
+        elements = {};
+      }
+      if (!Parse(chunk, element)) return false;
+    } while (!elements.empty());
+    return true;
+  }
+
+ private:
+  template <typename Element>
+  bool Parse(std::string_view chunk, Element& element) {
+    char* text = buffer_.get();
+    text[0] = '[';
+    std::memcpy(text + 1, chunk.data(), chunk.size());
+    text[chunk.size() + 1] = ']';
+    simdjson::ondemand::document document;
+    simdjson::padded_string_view view(text, chunk.size() + 2, kChunkBytes + 2 + simdjson::SIMDJSON_PADDING);
+    if (parser_.iterate(view).get(document) != simdjson::SUCCESS) return false;
+    simdjson::ondemand::array array;
+    if (document.get_array().get(array) != simdjson::SUCCESS) return false;
+    // After any error the document is left as it is: simdjson's iterator
+    // is not to be used past one.
+    for (auto result : array) {
+      simdjson::ondemand::value value;
+      if (result.get(value) != simdjson::SUCCESS || !element(value)) return false;
+    }
+    return document.at_end();
+  }
+
+  std::unique_ptr<char[]> buffer_;
+  simdjson::ondemand::parser parser_{kChunkBytes + 2};
+};
 
 }  // namespace
 
@@ -347,28 +341,26 @@ std::optional<NumericData> FindNumericData(absl::string_view body) {
 
 bool DecodeNumericData(absl::string_view array, DType dtype, int64_t elements, std::string* out) {
   const size_t size = ElementSize(dtype);
-  if (size == 0 || dtype == DType::kBool || elements < 0 || array.empty()) return false;
+  if (size == 0 || dtype == DType::kBool || elements < 0 || array.size() < 2 || array.front() != '[' ||
+      array.back() != ']') {
+    return false;
+  }
   // Counted before memory is taken, by its separators (the walk took only
   // flat arrays of numbers, and the decoding below refuses any other): a
   // shape that claims more values than the array holds costs nothing.
-  const char* p = array.data();
-  const char* const end = array.data() + array.size();
-  const char* first = p + 1;
-  SkipSpace(first, end);
-  const int64_t count =
-      first < end && *first == ']' ? 0 : static_cast<int64_t>(std::count(array.begin(), array.end(), ',')) + 1;
+  const char* first = array.data() + 1;
+  SkipSpace(first, array.data() + array.size());
+  const int64_t count = *first == ']' ? 0 : static_cast<int64_t>(std::count(array.begin(), array.end(), ',')) + 1;
   if (count != elements) return false;
   out->resize(static_cast<size_t>(elements) * size);
   char* at = out->data();
   int64_t stored = 0;
-  return ForEachNumber<true>(p, end,
-                             [&](const NumberToken& token) {
-                               if (++stored > elements) return false;
-                               if (!StoreNumber(token, dtype, at)) return false;
-                               at += size;
-                               return true;
-                             }) &&
-         stored == elements;
+  thread_local ChunkedArrayParser parser;
+  return parser.ForEach(std::string_view(array.data() + 1, array.size() - 2), [&](simdjson::ondemand::value& value) {
+    if (++stored > elements || !StoreNumber(value, dtype, at)) return false;
+    at += size;
+    return true;
+  }) && stored == elements;
 }
 
 }  // namespace infergate

@@ -45,10 +45,13 @@ TEST(NumericJsonData, TheWalkTakesFlatNumericDataOfInputsOnly) {
       {"strings are the tree's", R"({"inputs":[{"data":["a"]}]})", {}},
       {"a scalar is the tree's", R"({"inputs":[{"data":5}]})", {}},
       {"data outside inputs", R"({"data":[1],"outputs":[{"data":[1]}],"inputs":[{"x":{"data":[1]}}]})", {}},
-      {"not JSON numbers",
+      // Number text that is not JSON's numbers is taken, and the decoder
+      // refuses it (TheDecoderRefusesWhatTheTreeMustAnswer); NaN is no
+      // number text.
+      {"number text, not JSON numbers",
        R"({"inputs":[{"data":[01]},{"data":[1.]},{"data":[.5]},{"data":[+1]},{"data":[NaN]},)"
        R"({"data":[1e]},{"data":[1,]},{"data":[1 2]},{"data":[-]}]})",
-       {}},
+       {0, 1, 2, 3, 5, 6, 7, 8}},
       {"skipped values with brackets and escapes in strings",
        R"({"id":"a]\"}[","parameters":{"k":["}",{"x":"\\"}]},"inputs":[{"name":"[\"","data":[7]}]})",
        {0}},
@@ -82,6 +85,15 @@ TEST(NumericJsonData, TheDecoderRefusesWhatTheTreeMustAnswer) {
   };
   const std::vector<Row> rows = {
       {"floats", "[1,2.5,-3e2]", DType::kFloat32, 3, true},
+      {"a leading zero", "[01]", DType::kFloat32, 1, false},
+      {"a point without digits after", "[1.]", DType::kFloat32, 1, false},
+      {"a point without digits before", "[.5]", DType::kFloat32, 1, false},
+      {"a plus sign", "[+1]", DType::kFloat32, 1, false},
+      {"an exponent without digits", "[1e]", DType::kFloat32, 1, false},
+      {"a comma at the end", "[1,]", DType::kFloat32, 1, false},
+      {"no comma between", "[1 2]", DType::kFloat32, 1, false},
+      {"a sign alone", "[-]", DType::kFloat32, 1, false},
+      {"two signs", "[--1]", DType::kFloat32, 1, false},
       {"fewer than the shape", "[1,2]", DType::kFloat32, 3, false},
       {"more than the shape", "[1,2,3,4]", DType::kFloat32, 3, false},
       {"a fraction for an integer", "[1,2.0]", DType::kInt32, 2, false},
@@ -230,11 +242,10 @@ TEST(NumericJsonData, RandomFloatsInEveryPrintedFormDecodeAsTheTreeDoes) {
   }
 }
 
-// Numbers whose digits are below 2^53 and whose power of ten is within
-// 22 are computed from their digits (one exact product or quotient), not
-// converted from the text: each must be the double std::from_chars gives,
-// bit for bit, at the edges of that path and beyond them.
-TEST(NumericJsonData, NumbersComputedFromTheirDigitsAreTheDoublesTheTextNames) {
+// Each number decodes to the double std::from_chars gives, bit for bit:
+// at the edges of exact arithmetic (digits below 2^53, powers of ten
+// within 22, where a reader may compute instead of convert) and beyond.
+TEST(NumericJsonData, NumbersAreTheDoublesTheTextNames) {
   std::mt19937_64 rng(11);
   std::vector<std::string> texts = {"9007199254740991",
                                     "9007199254740992",
@@ -288,6 +299,44 @@ TEST(NumericJsonData, NumbersComputedFromTheirDigitsAreTheDoublesTheTextNames) {
     std::memcpy(&got, out.data() + i * sizeof(double), sizeof(double));
     ASSERT_EQ(std::memcmp(&got, &expected, sizeof(double)), 0) << text << ": " << got << " against " << expected;
   }
+}
+
+// Arrays longer than the decoder's chunk are read a chunk at a time, cut at
+// a comma: every value lands where the tree puts it, and a cut never makes
+// text that is not an array of numbers pass.
+TEST(NumericJsonData, ArraysLongerThanAChunkDecodeAsTheTreeDoes) {
+  std::mt19937_64 rng(3);
+  std::string data = "[";
+  size_t count = 0;
+  while (data.size() < 3 * kNumericDataChunkBytes + 1000) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.17g", std::uniform_real_distribution<double>(-1e6, 1e6)(rng));
+    data += (count++ ? ", " : "");
+    data += text;
+  }
+  data += "]";
+  for (const char* datatype : {"FP64", "FP32"}) ExpectSameBothWays(Body(datatype, count, data), Path::kText);
+
+  // An empty element (",,") at every place around the first cut: refused
+  // wherever it falls, as the tree refuses it.
+  std::string out;
+  for (size_t at = kNumericDataChunkBytes - 8; at < kNumericDataChunkBytes + 8; ++at) {
+    std::string ones = "[";
+    while (ones.size() < kNumericDataChunkBytes + 64) ones += "1,";
+    ones.back() = ']';
+    std::string doubled = ones;
+    const size_t comma = doubled.find(',', at);
+    doubled.insert(comma, ",");
+    const int64_t commas = std::count(doubled.begin(), doubled.end(), ',');
+    EXPECT_FALSE(DecodeNumericData(doubled, DType::kFloat32, commas + 1, &out)) << "empty element at " << comma;
+    const int64_t fewer = std::count(ones.begin(), ones.end(), ',') + 1;
+    EXPECT_TRUE(DecodeNumericData(ones, DType::kFloat32, fewer, &out));
+  }
+  // One element longer than a chunk (a number padded with spaces) is left
+  // to the tree, which decodes it.
+  const std::string padded = "[1," + std::string(kNumericDataChunkBytes + 10, ' ') + "2]";
+  EXPECT_FALSE(DecodeNumericData(padded, DType::kFloat32, 2, &out));
+  ExpectSameBothWays(Body("FP32", 2, padded), Path::kTree);
 }
 
 TEST(NumericJsonData, BodiesTheWalkIsUnsureOfOrTheTreeRefusesGiveTheTreesAnswer) {
