@@ -22,6 +22,10 @@
 #                  of 1 row, its data random floats in JSON as Python's json
 #                  writes them, replayed by h2load over that many HTTP/1.1
 #                  connections; a non-2xx answer fails the run)
+#   COMPARE_ROWS="rest-v1:cnn:8 rest-ts:cnn:8" bench/compare.sh ...
+#                 (the same row as a KServe V1 request, {"instances": [row]}
+#                  to /v1/models/MODEL:predict, and as a TorchServe one, the
+#                  row's nested list to /predictions/MODEL)
 #
 # Both build folders need service/infergate; the client, the demo models and
 # the ratios come from AFTER_BUILD_DIR's tools. Build the older tree with
@@ -51,15 +55,16 @@ cli="$after_dir/tools/infergate-cli"
 
 # REST rows need the server's HTTP port.
 http_flag=""
-if [[ " $rows" =~ \ rest: ]]; then http_flag="127.0.0.1:0"; fi
+if [[ " $rows" =~ \ rest(-v1|-ts)?: ]]; then http_flag="127.0.0.1:0"; fi
 
-# An Open Inference REST request for model $2 (1 row of its first input,
-# random floats as Python's json module writes them) from the server at $1,
-# into file $3; checked to be answered 200.
+# A REST request for model $2 (1 row of its first input, random floats as
+# Python's json module writes them) from the server at $1, into file $3, in
+# the form $4 (rest: Open Inference, rest-v1: KServe V1, rest-ts:
+# TorchServe); checked to be answered 200. Prints the path to post it to.
 rest_body() {
   python3 - "$@" <<'PY'
 import json, random, sys, urllib.request
-http, model, out = sys.argv[1:]
+http, model, out, kind = sys.argv[1:]
 meta = json.load(urllib.request.urlopen("http://%s/v2/models/%s" % (http, model), timeout=30))
 x = meta["inputs"][0]
 shape = [1 if d < 0 else d for d in x["shape"]]
@@ -67,12 +72,26 @@ count = 1
 for d in shape:
     count *= d
 rng = random.Random(1)
-body = json.dumps({"inputs": [{"name": x["name"], "shape": shape, "datatype": x["datatype"],
-                               "data": [rng.uniform(-1, 1) for _ in range(count)]}]}).encode()
-request = urllib.request.Request("http://%s/v2/models/%s/infer" % (http, model), data=body,
-                                 headers={"Content-Type": "application/json"})
+data = [rng.uniform(-1, 1) for _ in range(count)]
+def nested(values, dims):
+    if len(dims) <= 1:
+        return values
+    step = len(values) // dims[0]
+    return [nested(values[i * step:(i + 1) * step], dims[1:]) for i in range(dims[0])]
+if kind == "rest":
+    path = "/v2/models/%s/infer" % model
+    body = {"inputs": [{"name": x["name"], "shape": shape, "datatype": x["datatype"], "data": data}]}
+elif kind == "rest-v1":
+    path = "/v1/models/%s:predict" % model
+    body = {"instances": [nested(data, shape[1:])]}
+else:
+    path = "/predictions/%s" % model
+    body = nested(data, shape[1:])
+body = json.dumps(body).encode()
+request = urllib.request.Request("http://%s%s" % (http, path), data=body, headers={"Content-Type": "application/json"})
 assert urllib.request.urlopen(request, timeout=30).status == 200
 open(out, "wb").write(body)
+print(path)
 PY
 }
 
@@ -105,17 +124,19 @@ turn() {
           sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p')
         model="h2load_${rpc}_$model"
         ;;
-      rest:*)
-        model=${spec#rest:} model=${model%%:*}
-        [ -s "$work/rest_$model.json" ] || rest_body "$http" "$model" "$work/rest_$model.json"
-        local out
-        out=$(h2load --h1 -c "$concurrency" -m 1 -D "${seconds}s" --warm-up-time=1s -d "$work/rest_$model.json" \
-          -H "Content-Type: application/json" "http://$http/v2/models/$model/infer" 2>&1)
+      rest:* | rest-v1:* | rest-ts:*)
+        local kind=${spec%%:*} out path
+        model=${spec#*:} model=${model%%:*}
+        [ -s "$work/${kind}_$model.path" ] ||
+          rest_body "$http" "$model" "$work/${kind}_$model.json" "$kind" >"$work/${kind}_$model.path"
+        path=$(cat "$work/${kind}_$model.path")
+        out=$(h2load --h1 -c "$concurrency" -m 1 -D "${seconds}s" --warm-up-time=1s -d "$work/${kind}_$model.json" \
+          -H "Content-Type: application/json" "http://$http$path" 2>&1)
         grep -q "status codes: [1-9][0-9]* 2xx, 0 3xx, 0 4xx, 0 5xx" <<<"$out" &&
           grep -q " 0 failed, 0 errored, 0 timeout" <<<"$out" ||
           { echo "the $side server did not answer every REST request with 2xx:" >&2; echo "$out" >&2; exit 1; }
         rate=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
-        model="rest_$model"
+        model="${kind//-/_}_$model"
         ;;
       *)
         model=${spec%%:*}

@@ -88,6 +88,11 @@ TEST(InstanceCodec, RefusalsNameWhere) {
   };
   EXPECT_NE(refusal("[[1, 2], [3]]", DType::kFloat32).find("instances[3][1]"), std::string::npos);
   EXPECT_NE(refusal("[1, \"x\"]", DType::kFloat32).find("instances[3][1]: expected a number"), std::string::npos);
+  // The place is the one refused, after whole lists before it.
+  EXPECT_NE(refusal("[[1, 2], [3, 4], [5, null]]", DType::kFloat32).find("instances[3][2][1]: expected a number"),
+            std::string::npos);
+  EXPECT_NE(refusal("[[[1], [2]], [[3], [4, 5]]]", DType::kFloat32).find("instances[3][1][1]: expected a list of 1"),
+            std::string::npos);
   EXPECT_NE(refusal("[1.5]", DType::kInt64).find("not a whole number"), std::string::npos);
   EXPECT_NE(refusal("[300]", DType::kUInt8).find("does not fit UINT8"), std::string::npos);
   EXPECT_NE(refusal("[2]", DType::kBool).find("true or false"), std::string::npos);
