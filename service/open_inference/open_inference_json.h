@@ -95,10 +95,4 @@ std::string TraceSettingsToJson(const TraceSettings::Values& settings);
 // {"error": message}, escaped.
 std::string JsonError(absl::string_view message);
 
-// IEEE half and bfloat16 <-> float, rounding to nearest even.
-uint16_t FloatToHalf(float value);
-float HalfToFloat(uint16_t bits);
-uint16_t FloatToBFloat16(float value);
-float BFloat16ToFloat(uint16_t bits);
-
 }  // namespace infergate

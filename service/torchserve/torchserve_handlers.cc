@@ -10,6 +10,7 @@
 #include "service/torchserve/image_decode.h"
 #include "service/torchserve/image_preprocess.h"
 #include "service/torchserve/instance_codec.h"
+#include "service/torchserve/instance_text.h"
 
 namespace infergate {
 namespace {
@@ -124,6 +125,12 @@ absl::StatusOr<at::Tensor> HandlerInput(const PredictionTarget& target, const nl
 absl::StatusOr<at::Tensor> HandlerInputFromBytes(const PredictionTarget& target, absl::string_view bytes,
                                                  absl::string_view where, const HandlerInputLimits& limits) {
   if (target.handler == MarHandler::kImageClassifier && LooksLikeImage(bytes)) return ImageInput(bytes, where, limits);
+  if (target.handler != MarHandler::kImageClassifier) {
+    // A list of numbers read from the text; anything else from the tree.
+    if (std::optional<at::Tensor> tensor = InstanceTensorFromText(bytes, target.input_dtype, limits.codec)) {
+      return *std::move(tensor);
+    }
+  }
   absl::StatusOr<nlohmann::json> value = ParseBoundedJson(bytes, where);
   if (!value.ok()) {
     if (target.handler == MarHandler::kImageClassifier) {

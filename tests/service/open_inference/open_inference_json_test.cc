@@ -14,6 +14,8 @@
 #include <limits>
 #include <random>
 
+#include "devices/half_float.h"
+
 namespace infergate {
 namespace {
 

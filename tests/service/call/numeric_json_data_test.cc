@@ -3,7 +3,7 @@
 // refuses, and that a body parses to the very request (or error) the JSON
 // tree gives, for every datatype and for numbers in every form.
 
-#include "service/open_inference/numeric_json_data.h"
+#include "service/call/numeric_json_data.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "service/open_inference/numeric_json_data.h"
+#include "service/call/numeric_json_data.h"
 
 #include <simdjson.h>
 
@@ -9,7 +9,7 @@
 #include <memory>
 #include <string_view>
 
-#include "service/open_inference/open_inference_json.h"
+#include "devices/half_float.h"
 
 namespace infergate {
 namespace {
