@@ -11,6 +11,7 @@
 
 #include "devices/torch_dtype.h"
 #include "service/call/numeric_json_data.h"
+#include "service/http/json_scan.h"
 
 namespace infergate {
 namespace {
@@ -114,6 +115,139 @@ class ListWalk {
   std::string flat_;
 };
 
+// Walks a V1 body's top-level object for its `instances` array, taking
+// each element that is a list (of lists) with no strings or objects in it,
+// and skipping the other members' values (checked after, by the tree of
+// the body without the array).
+class V1BodyWalk {
+ public:
+  explicit V1BodyWalk(absl::string_view body) : body_(body), p_(body.data()), end_(body.data() + body.size()) {}
+
+  bool Run() {
+    SkipSpace();
+    if (!Take('{')) return false;
+    SkipSpace();
+    if (Take('}')) return false;  // no instances
+    while (true) {
+      absl::string_view key;
+      if (!Key(&key)) return false;
+      SkipSpace();
+      if (!Take(':')) return false;
+      SkipSpace();
+      if (key == "instances") {
+        if (array_start_ != nullptr) return false;  // twice: which one the tree keeps is its business
+        if (!Instances()) return false;
+      } else if (!SkipValue()) {
+        return false;
+      }
+      SkipSpace();
+      if (Take('}')) break;
+      if (!Take(',')) return false;
+      SkipSpace();
+    }
+    SkipSpace();
+    return p_ == end_ && array_start_ != nullptr && !instances_.empty();
+  }
+
+  const std::vector<absl::string_view>& instances() const { return instances_; }
+  // The body with the instances array replaced by `0`.
+  std::string Rest() const {
+    std::string rest(body_.data(), static_cast<size_t>(array_start_ - body_.data()));
+    rest.push_back('0');
+    rest.append(array_end_, static_cast<size_t>(end_ - array_end_));
+    return rest;
+  }
+
+ private:
+  void SkipSpace() {
+    while (p_ < end_ && IsSpace(*p_)) ++p_;
+  }
+  bool Take(char c) {
+    if (p_ == end_ || *p_ != c) return false;
+    ++p_;
+    return true;
+  }
+  // A key without escapes (one with an escape may spell "instances").
+  bool Key(absl::string_view* key) {
+    if (!Take('"')) return false;
+    const char* start = p_;
+    while (p_ < end_ && *p_ != '"') {
+      if (*p_ == '\\') return false;
+      ++p_;
+    }
+    if (p_ == end_) return false;
+    *key = absl::string_view(start, static_cast<size_t>(p_ - start));
+    ++p_;
+    return true;
+  }
+  bool Instances() {
+    array_start_ = p_;
+    if (!Take('[')) return false;
+    SkipSpace();
+    if (Take(']')) return false;  // empty: the tree's error
+    while (true) {
+      const char* start = p_;
+      if (!SkipList()) return false;
+      instances_.emplace_back(start, static_cast<size_t>(p_ - start));
+      SkipSpace();
+      if (Take(']')) break;
+      if (!Take(',')) return false;
+      SkipSpace();
+    }
+    array_end_ = p_;
+    return true;
+  }
+  // A list whose nesting holds no strings or objects (what an instance of
+  // numbers is; InstanceTensorFromText reads it).
+  bool SkipList() {
+    if (p_ == end_ || *p_ != '[') return false;
+    int depth = 0;
+    while (p_ < end_) {
+      const char c = *p_++;
+      if (c == '"' || c == '{') return false;
+      if (c == '[') ++depth;
+      if (c == ']' && --depth == 0) return true;
+    }
+    return false;
+  }
+  // Any value, not validated.
+  bool SkipString() {
+    ++p_;
+    while (p_ < end_ && *p_ != '"') p_ += *p_ == '\\' ? 2 : 1;
+    if (p_ >= end_) return false;
+    ++p_;
+    return true;
+  }
+  bool SkipValue() {
+    if (p_ == end_) return false;
+    if (*p_ == '"') return SkipString();
+    if (*p_ == '{' || *p_ == '[') {
+      int depth = 0;
+      while (p_ < end_) {
+        const char c = *p_;
+        if (c == '"') {
+          if (!SkipString()) return false;
+          continue;
+        }
+        ++p_;
+        if (c == '{' || c == '[') ++depth;
+        if ((c == '}' || c == ']') && --depth == 0) return true;
+      }
+      return false;
+    }
+    const char* start = p_;
+    while (p_ < end_ && *p_ != ',' && *p_ != '}' && *p_ != ']' && !IsSpace(*p_)) ++p_;
+    return p_ != start;
+  }
+
+  absl::string_view body_;
+  const char* p_;
+  const char* const end_;
+  const char* array_start_ = nullptr;
+  const char* array_end_ = nullptr;
+  std::vector<absl::string_view> instances_;
+};
+
 }  // namespace
 
 std::optional<at::Tensor> InstanceTensorFromText(absl::string_view text, DType dtype, const CodecLimits& limits) {
@@ -132,6 +266,19 @@ std::optional<at::Tensor> InstanceTensorFromText(absl::string_view text, DType d
   at::Tensor out = at::empty(shape, at::TensorOptions().dtype(ToScalarType(read_as)));
   if (!bytes.empty()) std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
   return read_as == dtype ? out : out.to(ToScalarType(dtype));
+}
+
+std::optional<std::vector<absl::string_view>> V1InstanceTexts(absl::string_view body) {
+  V1BodyWalk walk(body);
+  if (!walk.Run()) return std::nullopt;
+  // The rest must be JSON the tree takes (its depth and bytes checked as
+  // the tree's parse checks them), an object whose `instances` is the 0.
+  const std::string rest = walk.Rest();
+  absl::StatusOr<nlohmann::json> tree = ParseBoundedJson(rest, "the V1 request body");
+  if (!tree.ok() || !tree->is_object()) return std::nullopt;
+  auto instances = tree->find("instances");
+  if (instances == tree->end() || !instances->is_number_integer()) return std::nullopt;
+  return walk.instances();
 }
 
 }  // namespace infergate

@@ -15,6 +15,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <optional>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "devices/dtype.h"
@@ -25,5 +26,12 @@ namespace infergate {
 // `text` (a JSON list, whitespace around it allowed) as a tensor of
 // `dtype`; nullopt where the tree must decide.
 std::optional<at::Tensor> InstanceTensorFromText(absl::string_view text, DType dtype, const CodecLimits& limits);
+
+// The texts of a KServe V1 body's instances (`{"instances": [list, ...]}`,
+// other members allowed), each a JSON list, in order; nullopt where the
+// body is anything else or the walk is unsure of what the tree would hold
+// (an escape in a key, "instances" twice, an instance that is not a list,
+// no instances, the rest of the body not JSON the tree would take).
+std::optional<std::vector<absl::string_view>> V1InstanceTexts(absl::string_view body);
 
 }  // namespace infergate

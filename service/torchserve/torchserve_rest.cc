@@ -17,6 +17,7 @@
 #include "service/http/json_scan.h"
 #include "service/http/multipart_form.h"
 #include "service/torchserve/instance_codec.h"
+#include "service/torchserve/instance_text.h"
 #include "service/torchserve/torchserve_handlers.h"
 
 namespace infergate {
@@ -328,10 +329,42 @@ absl::StatusOr<TorchServeRest::Instances> TorchServeRest::DecodeTorchServeInstan
   return out;
 }
 
+std::optional<absl::StatusOr<TorchServeRest::Instances>> TorchServeRest::KServeV1InstancesFromText(
+    const HttpRequest& request, const PredictionTarget& target, const HandlerInputLimits& limits,
+    Prediction& prediction) const {
+  std::optional<std::vector<absl::string_view>> texts = V1InstanceTexts(request.body);
+  if (!texts || !CheckTensorCount(static_cast<int64_t>(texts->size()), "instances", limits.codec).ok()) {
+    return std::nullopt;
+  }
+  Instances out;
+  out.field = "instances";
+  out.rows.reserve(texts->size());
+  for (absl::string_view text : *texts) {
+    HandlerInputTimer timer(environment_.observer(), target.model);
+    std::optional<at::Tensor> row = InstanceTensorFromText(text, target.input_dtype, limits.codec);
+    if (!row) return std::nullopt;
+    out.rows.push_back(*std::move(row));
+  }
+  // Charged in order once all are read, as the tree's decoding charges
+  // them (the first that does not fit is the same one).
+  for (size_t i = 0; i < out.rows.size(); ++i) {
+    absl::Status charged = ChargeInstance(prediction, out.rows[i], absl::StrCat("instances[", i, "]"));
+    if (!charged.ok()) return absl::StatusOr<Instances>(charged);
+  }
+  return absl::StatusOr<Instances>(std::move(out));
+}
+
 absl::StatusOr<TorchServeRest::Instances> TorchServeRest::DecodeKServeV1Instances(const HttpRequest& request,
                                                                                   const PredictionTarget& target,
                                                                                   const HandlerInputLimits& limits,
                                                                                   Prediction& prediction) const {
+  if (target.handler != MarHandler::kImageClassifier) {
+    // Instances of numbers read from the text; anything else from the tree.
+    if (std::optional<absl::StatusOr<Instances>> instances =
+            KServeV1InstancesFromText(request, target, limits, prediction)) {
+      return *std::move(instances);
+    }
+  }
   ASSIGN_OR_RETURN(const nlohmann::json body, ParseBoundedJson(request.body, "the V1 request body"));
   auto it = body.is_object() ? body.find("instances") : body.end();
   if (!body.is_object() || it == body.end() || !it->is_array()) {

@@ -79,6 +79,12 @@ class TorchServeRest {
   // one (the body, or a form's "data" field), KServe V1's "instances".
   absl::StatusOr<Instances> DecodeTorchServeInstance(const HttpRequest& request, const PredictionTarget& target,
                                                      const HandlerInputLimits& limits, Prediction& prediction) const;
+  // A V1 body's instances read from their text (instance_text.h); nullopt
+  // where the tree must decode it.
+  std::optional<absl::StatusOr<Instances>> KServeV1InstancesFromText(const HttpRequest& request,
+                                                                     const PredictionTarget& target,
+                                                                     const HandlerInputLimits& limits,
+                                                                     Prediction& prediction) const;
   absl::StatusOr<Instances> DecodeKServeV1Instances(const HttpRequest& request, const PredictionTarget& target,
                                                     const HandlerInputLimits& limits, Prediction& prediction) const;
   // Charges one instance's tensor to `prediction` until it is answered;

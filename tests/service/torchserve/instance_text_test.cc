@@ -114,5 +114,33 @@ TEST(InstanceText, RandomImagesInEveryPrintedFormAreReadAsTheTreeReadsThem) {
   }
 }
 
+TEST(InstanceText, AV1BodysInstancesAreFoundWhereTheTreeWouldFindThem) {
+  using Texts = std::vector<absl::string_view>;
+  struct Row {
+    const char* body;
+    std::optional<Texts> texts;
+  };
+  const std::vector<Row> rows = {
+      {R"({"instances": [[1, 2], [3, 4]]})", Texts{"[1, 2]", "[3, 4]"}},
+      {R"( {"parameters": {"k": ["]", {"x": "\\"}]}, "instances":[[[1]]] , "id": 7} )", Texts{"[[1]]"}},
+      {R"({"instances": [[1], [true]]})", Texts{"[1]", "[true]"}},  // the instance's reader refuses the second
+      // The tree's.
+      {R"({"instances": []})", std::nullopt},
+      {R"({"instances": [1, 2]})", std::nullopt},
+      {R"({"instances": [["a"]]})", std::nullopt},
+      {R"({"instances": [{"data": [1]}]})", std::nullopt},
+      {R"({"instances": [[1]], "instances": [[2]]})", std::nullopt},
+      {R"({"inst\u0061nces": [[1]]})", std::nullopt},
+      {R"({"instances": [[1]], "x": tru})", std::nullopt},
+      {R"({"instances": [[1]]} x)", std::nullopt},
+      {R"({"x": 1})", std::nullopt},
+      {R"([[1]])", std::nullopt},
+      {R"({"instances": [[1]])", std::nullopt},
+  };
+  for (const Row& row : rows) {
+    EXPECT_EQ(V1InstanceTexts(row.body), row.texts) << row.body;
+  }
+}
+
 }  // namespace
 }  // namespace infergate
