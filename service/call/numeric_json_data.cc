@@ -3,30 +3,16 @@
 #include <simdjson.h>
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cstring>
 #include <memory>
 #include <string_view>
 
 #include "devices/half_float.h"
+#include "service/http/json_skip.h"
 
 namespace infergate {
 namespace {
-
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-// The bytes a flat array of JSON numbers is made of between its brackets:
-// digits, signs, points, exponents, commas and whitespace.
-constexpr std::array<bool, 256> kNumberArrayBytes = [] {
-  std::array<bool, 256> bytes{};
-  for (unsigned char c : std::string_view("0123456789+-.eE, \t\n\r")) bytes[c] = true;
-  return bytes;
-}();
-
-void SkipSpace(const char*& p, const char* end) {
-  while (p < end && IsSpace(*p)) ++p;
-}
 
 // Calls `element()` with `p` at each element of the list at `p` (`open`
 // ... `close`, elements parted by commas), which must move `p` past it;
@@ -36,14 +22,14 @@ template <typename Element>
 bool ForEachElement(const char*& p, const char* end, char open, char close, Element element) {
   if (p == end || *p != open) return false;
   ++p;
-  SkipSpace(p, end);
+  SkipJsonSpace(p, end);
   if (p < end && *p == close) {
     ++p;
     return true;
   }
   while (true) {
     if (!element()) return false;
-    SkipSpace(p, end);
+    SkipJsonSpace(p, end);
     if (p == end) return false;
     if (*p == close) {
       ++p;
@@ -51,7 +37,7 @@ bool ForEachElement(const char*& p, const char* end, char open, char close, Elem
     }
     if (*p != ',') return false;
     ++p;
-    SkipSpace(p, end);
+    SkipJsonSpace(p, end);
   }
 }
 
@@ -62,7 +48,7 @@ bool ForEachElement(const char*& p, const char* end, char open, char close, Elem
 bool SkipNumberArray(const char*& p, const char* end) {
   if (p == end || *p != '[') return false;
   const char* q = p + 1;
-  while (q < end && kNumberArrayBytes[static_cast<unsigned char>(*q)]) ++q;
+  SkipNumberListBytes(q, end);
   if (q == end || *q != ']') return false;
   p = q + 1;
   return true;
@@ -77,7 +63,7 @@ class BodyWalk {
 
   // The arrays found (input index -> text); empty when unsure.
   std::map<size_t, absl::string_view> Run() {
-    SkipSpace(p_, end_);
+    SkipJsonSpace(p_, end_);
     if (!Object([this](absl::string_view key) {
           if (key != "inputs") return SkipValue();
           if (seen_inputs_) return false;  // which one the tree keeps is its business
@@ -86,7 +72,7 @@ class BodyWalk {
         })) {
       return {};
     }
-    SkipSpace(p_, end_);
+    SkipJsonSpace(p_, end_);
     if (p_ != end_) return {};  // text after the object: the tree refuses it
     return std::move(arrays_);
   }
@@ -99,10 +85,10 @@ class BodyWalk {
     return ForEachElement(p_, end_, '{', '}', [&] {
       absl::string_view key;
       if (!Key(&key)) return false;
-      SkipSpace(p_, end_);
+      SkipJsonSpace(p_, end_);
       if (p_ == end_ || *p_ != ':') return false;
       ++p_;
-      SkipSpace(p_, end_);
+      SkipJsonSpace(p_, end_);
       return member(key);
     });
   }
@@ -129,52 +115,10 @@ class BodyWalk {
   }
 
   // A key without escapes (one with an escape may spell "data" otherwise).
-  bool Key(absl::string_view* key) {
-    if (p_ == end_ || *p_ != '"') return false;
-    const char* start = ++p_;
-    while (p_ < end_ && *p_ != '"') {
-      if (*p_ == '\\') return false;
-      ++p_;
-    }
-    if (p_ == end_) return false;
-    *key = absl::string_view(start, static_cast<size_t>(p_ - start));
-    ++p_;
-    return true;
-  }
-
-  bool SkipString() {
-    ++p_;  // '"'
-    while (p_ < end_ && *p_ != '"') p_ += *p_ == '\\' ? 2 : 1;
-    if (p_ >= end_) return false;
-    ++p_;
-    return true;
-  }
+  bool Key(absl::string_view* key) { return ReadPlainJsonKey(p_, end_, key); }
 
   // Any value, not validated (the tree parses what the walk skipped).
-  bool SkipValue() {
-    if (p_ == end_) return false;
-    if (*p_ == '"') return SkipString();
-    if (*p_ == '{' || *p_ == '[') {
-      int depth = 0;
-      while (p_ < end_) {
-        const char c = *p_;
-        if (c == '"') {
-          if (!SkipString()) return false;
-          continue;
-        }
-        ++p_;
-        if (c == '{' || c == '[') {
-          ++depth;
-        } else if (c == '}' || c == ']') {
-          if (--depth == 0) return true;
-        }
-      }
-      return false;
-    }
-    const char* start = p_;
-    while (p_ < end_ && *p_ != ',' && *p_ != '}' && *p_ != ']' && !IsSpace(*p_)) ++p_;
-    return p_ != start;
-  }
+  bool SkipValue() { return SkipJsonValue(p_, end_); }
 
   const char* p_;
   const char* const end_;
@@ -349,7 +293,7 @@ bool DecodeNumericData(absl::string_view array, DType dtype, int64_t elements, s
   // flat arrays of numbers, and the decoding below refuses any other): a
   // shape that claims more values than the array holds costs nothing.
   const char* first = array.data() + 1;
-  SkipSpace(first, array.data() + array.size());
+  SkipJsonSpace(first, array.data() + array.size());
   const int64_t count = *first == ']' ? 0 : static_cast<int64_t>(std::count(array.begin(), array.end(), ',')) + 1;
   if (count != elements) return false;
   out->resize(static_cast<size_t>(elements) * size);

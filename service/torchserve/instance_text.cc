@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -12,20 +11,10 @@
 #include "devices/torch_dtype.h"
 #include "service/call/numeric_json_data.h"
 #include "service/http/json_scan.h"
+#include "service/http/json_skip.h"
 
 namespace infergate {
 namespace {
-
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-// The bytes of a list of numbers between its brackets (as the numeric
-// data walk takes them): digits, signs, points, exponents, commas and
-// whitespace. Whether they are JSON's numbers is the reader's to find.
-constexpr std::array<bool, 256> kNumberListBytes = [] {
-  std::array<bool, 256> bytes{};
-  for (unsigned char c : std::string_view("0123456789+-.eE, \t\n\r")) bytes[c] = true;
-  return bytes;
-}();
 
 // Walks nested lists, recording each depth's length (that of the first
 // list there) and joining the innermost lists' text, comma-separated, into
@@ -35,7 +24,7 @@ class ListWalk {
  public:
   ListWalk(absl::string_view text, int max_rank) : p_(text.data()), end_(text.data() + text.size()) {
     // The rank: the lists opened before the first element that is not one.
-    for (const char* q = p_; q < end_ && (*q == '[' || IsSpace(*q)); ++q) rank_ += *q == '[';
+    for (const char* q = p_; q < end_ && (*q == '[' || IsJsonSpace(*q)); ++q) rank_ += *q == '[';
     if (rank_ > max_rank) rank_ = 0;
     shape_.assign(static_cast<size_t>(rank_), -1);
     flat_.push_back('[');
@@ -63,9 +52,7 @@ class ListWalk {
   const std::string& flat() const { return flat_; }
 
  private:
-  void SkipSpace() {
-    while (p_ < end_ && IsSpace(*p_)) ++p_;
-  }
+  void SkipSpace() { SkipJsonSpace(p_, end_); }
 
   // The list at p_, at `depth`: its length must be that of the first list
   // at this depth (shape_[depth], -1 until that list is read).
@@ -75,7 +62,7 @@ class ListWalk {
     int64_t length = 0;
     if (static_cast<int>(depth) + 1 == rank_) {
       const char* start = p_;
-      while (p_ < end_ && kNumberListBytes[static_cast<unsigned char>(*p_)]) ++p_;
+      SkipNumberListBytes(p_, end_);
       if (p_ == end_ || *p_ != ']') return false;
       const absl::string_view numbers(start, static_cast<size_t>(p_ - start));
       ++p_;
@@ -159,27 +146,14 @@ class V1BodyWalk {
   }
 
  private:
-  void SkipSpace() {
-    while (p_ < end_ && IsSpace(*p_)) ++p_;
-  }
+  void SkipSpace() { SkipJsonSpace(p_, end_); }
   bool Take(char c) {
     if (p_ == end_ || *p_ != c) return false;
     ++p_;
     return true;
   }
   // A key without escapes (one with an escape may spell "instances").
-  bool Key(absl::string_view* key) {
-    if (!Take('"')) return false;
-    const char* start = p_;
-    while (p_ < end_ && *p_ != '"') {
-      if (*p_ == '\\') return false;
-      ++p_;
-    }
-    if (p_ == end_) return false;
-    *key = absl::string_view(start, static_cast<size_t>(p_ - start));
-    ++p_;
-    return true;
-  }
+  bool Key(absl::string_view* key) { return ReadPlainJsonKey(p_, end_, key); }
   bool Instances() {
     array_start_ = p_;
     if (!Take('[')) return false;
@@ -211,34 +185,7 @@ class V1BodyWalk {
     return false;
   }
   // Any value, not validated.
-  bool SkipString() {
-    ++p_;
-    while (p_ < end_ && *p_ != '"') p_ += *p_ == '\\' ? 2 : 1;
-    if (p_ >= end_) return false;
-    ++p_;
-    return true;
-  }
-  bool SkipValue() {
-    if (p_ == end_) return false;
-    if (*p_ == '"') return SkipString();
-    if (*p_ == '{' || *p_ == '[') {
-      int depth = 0;
-      while (p_ < end_) {
-        const char c = *p_;
-        if (c == '"') {
-          if (!SkipString()) return false;
-          continue;
-        }
-        ++p_;
-        if (c == '{' || c == '[') ++depth;
-        if ((c == '}' || c == ']') && --depth == 0) return true;
-      }
-      return false;
-    }
-    const char* start = p_;
-    while (p_ < end_ && *p_ != ',' && *p_ != '}' && *p_ != ']' && !IsSpace(*p_)) ++p_;
-    return p_ != start;
-  }
+  bool SkipValue() { return SkipJsonValue(p_, end_); }
 
   absl::string_view body_;
   const char* p_;
