@@ -514,9 +514,11 @@ absl::StatusOr<RestInferRequest> ParseRestInferRequest(absl::string_view body, s
       // The tree of the rest. A body it refuses is parsed whole below, so
       // the error's offsets are those of the text the client sent.
       if (absl::StatusOr<Json> rest = ParseJson(numeric->body_without_arrays, "the request body"); rest.ok()) {
-        ASSIGN_OR_RETURN(std::optional<RestInferRequest> out,
-                         DecodeRestInferRequest(*rest, binary, model, version, limits, &*numeric));
-        if (out) return *std::move(out);
+        absl::StatusOr<std::optional<RestInferRequest>> out =
+            DecodeRestInferRequest(*rest, binary, model, version, limits, &*numeric);
+        if (out.ok() && *out) return **std::move(out);
+        // An error is the whole body's tree's to give: an array the walk
+        // took may not be JSON, which only that parse reports.
       }
     }
   }
