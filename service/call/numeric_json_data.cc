@@ -14,46 +14,6 @@
 namespace infergate {
 namespace {
 
-// Calls `element()` with `p` at each element of the list at `p` (`open`
-// ... `close`, elements parted by commas), which must move `p` past it;
-// leaves `p` after `close`. False when the text is no such list or
-// `element` returned false.
-template <typename Element>
-bool ForEachElement(const char*& p, const char* end, char open, char close, Element element) {
-  if (p == end || *p != open) return false;
-  ++p;
-  SkipJsonSpace(p, end);
-  if (p < end && *p == close) {
-    ++p;
-    return true;
-  }
-  while (true) {
-    if (!element()) return false;
-    SkipJsonSpace(p, end);
-    if (p == end) return false;
-    if (*p == close) {
-      ++p;
-      return true;
-    }
-    if (*p != ',') return false;
-    ++p;
-    SkipJsonSpace(p, end);
-  }
-}
-
-// Passes the array at `p` ('[') when it holds only the bytes of numbers,
-// leaving `p` after its ']'; false otherwise. Whether each number is one
-// is the decoder's to find (it refuses text that is not), so the walk
-// reads each byte once and converts nothing.
-bool SkipNumberArray(const char*& p, const char* end) {
-  if (p == end || *p != '[') return false;
-  const char* q = p + 1;
-  SkipNumberListBytes(q, end);
-  if (q == end || *q != ']') return false;
-  p = q + 1;
-  return true;
-}
-
 // Walks the body's structure without converting a value: the top-level
 // object's `inputs` array, each input object's `data`. `unsure` is set
 // where the tree might hold something other than what the walk saw.
@@ -79,23 +39,16 @@ class BodyWalk {
 
  private:
   // The object at p_, calling `member(key)` with p_ at each value (which
-  // it must pass); false when the walk cannot tell.
+  // it must pass); false when the walk cannot tell (a key with an escape
+  // may spell "inputs" or "data" otherwise).
   template <typename Member>
   bool Object(Member member) {
-    return ForEachElement(p_, end_, '{', '}', [&] {
-      absl::string_view key;
-      if (!Key(&key)) return false;
-      SkipJsonSpace(p_, end_);
-      if (p_ == end_ || *p_ != ':') return false;
-      ++p_;
-      SkipJsonSpace(p_, end_);
-      return member(key);
-    });
+    return ForEachJsonMember(p_, end_, member);
   }
 
   bool Inputs() {
     size_t index = 0;
-    return ForEachElement(p_, end_, '[', ']', [&] {
+    return ForEachJsonElement(p_, end_, '[', ']', [&] {
       const size_t this_input = index++;
       if (p_ == end_ || *p_ != '{') return SkipValue();
       bool seen_data = false;
@@ -103,8 +56,12 @@ class BodyWalk {
         if (key != "data") return SkipValue();
         if (seen_data) return false;
         seen_data = true;
+        // An array of number bytes only: whether each number is one is
+        // the decoder's to find (it refuses text that is not), so the walk
+        // reads each byte once and converts nothing.
         const char* start = p_;
-        if (SkipNumberArray(p_, end_)) {
+        absl::string_view numbers;
+        if (ReadNumberList(p_, end_, &numbers)) {
           arrays_[this_input] = absl::string_view(start, static_cast<size_t>(p_ - start));
           return true;
         }
@@ -113,9 +70,6 @@ class BodyWalk {
       });
     });
   }
-
-  // A key without escapes (one with an escape may spell "data" otherwise).
-  bool Key(absl::string_view* key) { return ReadPlainJsonKey(p_, end_, key); }
 
   // Any value, not validated (the tree parses what the walk skipped).
   bool SkipValue() { return SkipJsonValue(p_, end_); }

@@ -33,9 +33,66 @@ inline void SkipNumberListBytes(const char*& p, const char* end) {
   while (p < end && kNumberListBytes[static_cast<unsigned char>(*p)]) ++p;
 }
 
+// The list of numbers at `p` ('['): the bytes between its brackets into
+// `numbers` when they are all number-list bytes, `p` left after its ']';
+// false otherwise.
+inline bool ReadNumberList(const char*& p, const char* end, absl::string_view* numbers) {
+  if (p == end || *p != '[') return false;
+  const char* start = ++p;
+  SkipNumberListBytes(p, end);
+  if (p == end || *p != ']') return false;
+  *numbers = absl::string_view(start, static_cast<size_t>(p - start));
+  ++p;
+  return true;
+}
+
 // An object key without escapes at `p` ('"'), into `key`; false for a key
 // with one (it may spell any name), or no key.
 bool ReadPlainJsonKey(const char*& p, const char* end, absl::string_view* key);
+
+// Calls `element()` with `p` at each element of the list at `p` (`open`
+// ... `close`, elements parted by commas), which must move `p` past it;
+// leaves `p` after `close`. False when the text is no such list or
+// `element` returned false.
+template <typename Element>
+bool ForEachJsonElement(const char*& p, const char* end, char open, char close, Element element) {
+  if (p == end || *p != open) return false;
+  ++p;
+  SkipJsonSpace(p, end);
+  if (p < end && *p == close) {
+    ++p;
+    return true;
+  }
+  while (true) {
+    if (!element()) return false;
+    SkipJsonSpace(p, end);
+    if (p == end) return false;
+    if (*p == close) {
+      ++p;
+      return true;
+    }
+    if (*p != ',') return false;
+    ++p;
+    SkipJsonSpace(p, end);
+  }
+}
+
+// Calls `member(key)` with `p` at the value of each member of the object
+// at `p` ('{'), which must move `p` past it; leaves `p` after '}'. False
+// when the text is no such object, a key has an escape (ReadPlainJsonKey)
+// or `member` returned false.
+template <typename Member>
+bool ForEachJsonMember(const char*& p, const char* end, Member member) {
+  return ForEachJsonElement(p, end, '{', '}', [&] {
+    absl::string_view key;
+    if (!ReadPlainJsonKey(p, end, &key)) return false;
+    SkipJsonSpace(p, end);
+    if (p == end || *p != ':') return false;
+    ++p;
+    SkipJsonSpace(p, end);
+    return member(key);
+  });
+}
 
 // Any one value at `p` (a string, a number or literal, or an array or
 // object with whatever nests in it); false where it does not end.

@@ -57,39 +57,20 @@ class ListWalk {
   // The list at p_, at `depth`: its length must be that of the first list
   // at this depth (shape_[depth], -1 until that list is read).
   bool List(size_t depth) {
-    if (p_ == end_ || *p_ != '[') return false;
-    ++p_;
     int64_t length = 0;
     if (static_cast<int>(depth) + 1 == rank_) {
-      const char* start = p_;
-      SkipNumberListBytes(p_, end_);
-      if (p_ == end_ || *p_ != ']') return false;
-      const absl::string_view numbers(start, static_cast<size_t>(p_ - start));
-      ++p_;
+      absl::string_view numbers;
+      if (!ReadNumberList(p_, end_, &numbers)) return false;
       if (numbers.find_first_not_of(" \t\n\r") != absl::string_view::npos) {
         length = static_cast<int64_t>(std::count(numbers.begin(), numbers.end(), ',')) + 1;
         if (flat_.size() > 1) flat_.push_back(',');
         flat_.append(numbers.data(), numbers.size());
       }
-    } else {
-      SkipSpace();
-      if (p_ < end_ && *p_ == ']') {
-        ++p_;
-      } else {
-        while (true) {
-          if (!List(depth + 1)) return false;
-          ++length;
-          SkipSpace();
-          if (p_ == end_) return false;
-          if (*p_ == ']') {
-            ++p_;
-            break;
-          }
-          if (*p_ != ',') return false;
-          ++p_;
-          SkipSpace();
-        }
-      }
+    } else if (!ForEachJsonElement(p_, end_, '[', ']', [&] {
+                 ++length;
+                 return List(depth + 1);
+               })) {
+      return false;
     }
     if (shape_[depth] < 0) shape_[depth] = length;
     return shape_[depth] == length;
@@ -112,28 +93,15 @@ class V1BodyWalk {
 
   bool Run() {
     SkipSpace();
-    if (!Take('{')) return false;
-    SkipSpace();
-    if (Take('}')) return false;  // no instances
-    while (true) {
-      absl::string_view key;
-      if (!Key(&key)) return false;
-      SkipSpace();
-      if (!Take(':')) return false;
-      SkipSpace();
-      if (key == "instances") {
-        if (array_start_ != nullptr) return false;  // twice: which one the tree keeps is its business
-        if (!Instances()) return false;
-      } else if (!SkipValue()) {
-        return false;
-      }
-      SkipSpace();
-      if (Take('}')) break;
-      if (!Take(',')) return false;
-      SkipSpace();
+    if (!ForEachJsonMember(p_, end_, [this](absl::string_view key) {
+          if (key != "instances") return SkipValue();
+          if (array_start_ != nullptr) return false;  // twice: which one the tree keeps is its business
+          return Instances();
+        })) {
+      return false;
     }
     SkipSpace();
-    return p_ == end_ && array_start_ != nullptr && !instances_.empty();
+    return p_ == end_ && array_start_ != nullptr;
   }
 
   const std::vector<absl::string_view>& instances() const { return instances_; }
@@ -147,29 +115,18 @@ class V1BodyWalk {
 
  private:
   void SkipSpace() { SkipJsonSpace(p_, end_); }
-  bool Take(char c) {
-    if (p_ == end_ || *p_ != c) return false;
-    ++p_;
-    return true;
-  }
-  // A key without escapes (one with an escape may spell "instances").
-  bool Key(absl::string_view* key) { return ReadPlainJsonKey(p_, end_, key); }
   bool Instances() {
     array_start_ = p_;
-    if (!Take('[')) return false;
-    SkipSpace();
-    if (Take(']')) return false;  // empty: the tree's error
-    while (true) {
-      const char* start = p_;
-      if (!SkipList()) return false;
-      instances_.emplace_back(start, static_cast<size_t>(p_ - start));
-      SkipSpace();
-      if (Take(']')) break;
-      if (!Take(',')) return false;
-      SkipSpace();
+    if (!ForEachJsonElement(p_, end_, '[', ']', [this] {
+          const char* start = p_;
+          if (!SkipList()) return false;
+          instances_.emplace_back(start, static_cast<size_t>(p_ - start));
+          return true;
+        })) {
+      return false;
     }
     array_end_ = p_;
-    return true;
+    return !instances_.empty();  // empty: the tree's error
   }
   // A list whose nesting holds no strings or objects (what an instance of
   // numbers is; InstanceTensorFromText reads it).

@@ -353,6 +353,13 @@ TEST(NumericJsonData, BodiesTheWalkIsUnsureOfOrTheTreeRefusesGiveTheTreesAnswer)
            std::string(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2]},)"
                        R"({"name":"y","shape":[1],"datatype":"INT8","data":[300]}]})"),
            std::string(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2]}]} trailing)"),
+           // Number bytes that are not JSON's numbers, in a body the rest
+           // of which is wrong too (found by the fuzzer): the whole body is
+           // not JSON, which only its own parse says, not "name: is missing".
+           std::string(R"({"inputs":[{"shape":[3],"datatype":"FP32","data":[-1, 2, .27]}]})"),
+           std::string(R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP99","data":[1, 02, 3]}]})"),
+           std::string(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1, 2]},)"
+                       R"({"name":"y","shape":[1],"datatype":"INT8","data":[+300]}]})"),
        }) {
     ExpectSameBothWays(body);
   }

@@ -107,6 +107,8 @@ TEST(RestInferRequest, BadBodiesNameTheFieldAtFault) {
   ExpectInvalid(R"({})", "inputs: is missing");
   ExpectInvalid(R"({"inputs":{}})", "inputs: expected an array");
   ExpectInvalid(R"({"inputs":[{"shape":[1],"datatype":"FP32","data":[1]}]})", "inputs[0].name: is missing");
+  // What is not JSON is said first, whatever else the body lacks.
+  ExpectInvalid(R"({"inputs":[{"shape":[3],"datatype":"FP32","data":[-1, 2, .27]}]})", "not valid JSON");
   ExpectInvalid(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT64","data":[1]}]})", "inputs[0].datatype");
   ExpectInvalid(R"({"inputs":[{"name":"x","shape":[2],"datatype":"BYTES","data":["a",1]}]})", "inputs[0].data[1]");
   ExpectInvalid(R"({"inputs":[{"name":"x","shape":[2],"datatype":"BYTES","data":["a"]}]})", "inputs[0].data");
