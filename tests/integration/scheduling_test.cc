@@ -497,7 +497,10 @@ TEST(Drain, AThirdStopSignalEndsTheProcessAtOnceWithStatus130) {
 // Stop signals that arrive while models warm up (here `slow`, about a
 // second of work, warmed on start) neither kill the process nor are lost:
 // a second signal is ignored too, and the drain runs once warm-up ends,
-// with exit status 0.
+// with exit status 0. The exit is awaited for up to two minutes: in a
+// loaded ASan suite, on a slow day, the load (whose accuracy check runs the
+// model) and the warm-up took 30 s between them (about 10 s a run of
+// `slow`), and the drain ended just past WaitForExit's usual 30 s.
 TEST(Drain, SignalsDuringWarmUpDrainAfterIt) {
   namespace fs = std::filesystem;
   ScratchDir scratch("ig_warmup_");
@@ -519,7 +522,7 @@ TEST(Drain, SignalsDuringWarmUpDrainAfterIt) {
   }
   ASSERT_TRUE(seen) << server->Log();
   kill(server->pid(), SIGTERM);
-  EXPECT_EQ(server->WaitForExit(), 0) << server->Log();
+  EXPECT_EQ(server->WaitForExit(std::chrono::minutes(2)), 0) << server->Log();
   const std::string log = server->Log();
   EXPECT_NE(log.find("draining"), std::string::npos) << log;
   EXPECT_NE(log.find("ignored 1 more stop signal(s) while draining"), std::string::npos) << log;

@@ -183,10 +183,10 @@ int ServerProcess::Stop() {
   return WaitForExit();
 }
 
-int ServerProcess::WaitForExit() {
+int ServerProcess::WaitForExit(std::chrono::milliseconds limit) {
   if (pid_ <= 0) return -1;
   int status = 0;
-  for (int i = 0; i < 600; ++i) {
+  for (const auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;) {
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       return WIFEXITED(status) ? WEXITSTATUS(status) : -1;

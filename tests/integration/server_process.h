@@ -39,9 +39,9 @@ class ServerProcess {
   bool Alive();
   // SIGTERM and wait; returns the exit status (or -1).
   int Stop();
-  // Waits (up to 30 s, then SIGKILL) for an exit already under way; returns
-  // the exit status (or -1).
-  int WaitForExit();
+  // Waits (up to `limit`, then SIGKILL) for an exit already under way;
+  // returns the exit status (or -1).
+  int WaitForExit(std::chrono::milliseconds limit = std::chrono::seconds(30));
   std::string Log() const;  // the server's stderr so far
 
  private:
