@@ -24,7 +24,8 @@ class BodyWalk {
   // The arrays found (input index -> text); empty when unsure.
   std::map<size_t, absl::string_view> Run() {
     SkipJsonSpace(p_, end_);
-    if (!Object([this](absl::string_view key) {
+    // ForEachJsonMember refuses a key with an escape: it may spell "inputs".
+    if (!ForEachJsonMember(p_, end_, [this](absl::string_view key) {
           if (key != "inputs") return SkipValue();
           if (seen_inputs_) return false;  // which one the tree keeps is its business
           seen_inputs_ = true;
@@ -38,21 +39,13 @@ class BodyWalk {
   }
 
  private:
-  // The object at p_, calling `member(key)` with p_ at each value (which
-  // it must pass); false when the walk cannot tell (a key with an escape
-  // may spell "inputs" or "data" otherwise).
-  template <typename Member>
-  bool Object(Member member) {
-    return ForEachJsonMember(p_, end_, member);
-  }
-
   bool Inputs() {
     size_t index = 0;
     return ForEachJsonElement(p_, end_, '[', ']', [&] {
       const size_t this_input = index++;
       if (p_ == end_ || *p_ != '{') return SkipValue();
       bool seen_data = false;
-      return Object([&](absl::string_view key) {
+      return ForEachJsonMember(p_, end_, [&](absl::string_view key) {
         if (key != "data") return SkipValue();
         if (seen_data) return false;
         seen_data = true;
