@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "devices/half_float.h"
@@ -221,6 +222,34 @@ TEST(RestInferResponse, JsonDataRoundTripsFloat32AndInt64Exactly) {
             R"({"model_name":"m","model_version":"1","id":"abc","parameters":{"batch_size":4,"device":"cpu",)"
             R"("fell_back":true},"outputs":[{"name":"y","datatype":"FP32","shape":[1,3],"data":[0.1,-2,1e-08]},)"
             R"({"name":"z","datatype":"INT64","shape":[2],"data":[-1,9007199254740993]}]})");
+}
+
+// Names are written as JSON strings whatever bytes they hold: plain ASCII as
+// it is, anything else escaped as the JSON library escapes it (bytes that
+// are not UTF-8 as U+FFFD).
+TEST(RestInferResponse, NamesAreQuotedAsTheJsonLibraryQuotesThem) {
+  const std::vector<std::string> names = {"m",
+                                          "",
+                                          "a model-name_1.2 (x)/y",
+                                          "say \"hi\"",
+                                          "back\\slash",
+                                          std::string("nul\0in", 6),
+                                          "tab\tnew\nline\x01\x1f",
+                                          "del\x7f",
+                                          "caf\xc3\xa9 \xe2\x82\xac",
+                                          "bad \xff\xfe utf-8 \xc3",
+                                          "~ ` ! @ # $ % ^ & * { } [ ] : ; ' < > ? , ."};
+  for (const std::string& name : names) {
+    inference::ModelInferResponse resp = Answer();
+    resp.set_model_name(name);
+    resp.mutable_outputs(0)->set_name(name);
+    absl::StatusOr<RestBody> body = WriteRestInferResponse(resp, RestInferRequest{});
+    ASSERT_TRUE(body.ok()) << body.status();
+    const std::string quoted = nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    EXPECT_EQ(body->body.rfind("{\"model_name\":" + quoted + ",\"model_version\":\"1\"", 0), 0u) << body->body;
+    EXPECT_NE(body->body.find("{\"name\":" + quoted + ",\"datatype\":\"FP32\""), std::string::npos) << body->body;
+    EXPECT_TRUE(nlohmann::json::accept(body->body)) << body->body;
+  }
 }
 
 TEST(RestInferResponse, BinaryOutputsFollowTheJsonInOrder) {
