@@ -185,15 +185,19 @@ record_rounds() {  # spec...
 record() {
   local line="$6"
   echo "  $line" >&2
+  # The line's key=value words as field reads them (after the first word;
+  # the last of a key wins), split once here rather than by nine field
+  # calls, each a subshell and a sed.
+  local -A kv=()
+  local words word
+  read -ra words <<<"$line"
+  for word in "${words[@]:1}"; do [[ "$word" =~ ^[^=]+= ]] && kv[${word%%=*}]=${word#*=}; done
   # The requests per batch size it ran in, where the line says (for the
   # sound bound): "suite,model,mode,concurrency,1:n,2:n,...".
-  local mix
-  mix=$(field batches "$line")
-  [ -n "$mix" ] && echo "$1,$2,$3,$4,$mix" >>"$work/batch_mixes"
+  [ -n "${kv[batches]:-}" ] && echo "$1,$2,$3,$4,${kv[batches]}" >>"$work/batch_mixes"
   printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$1" "$2" "$3" "$4" "$5" \
-    "$(field 'req/s' "$line")" "$(field 'rows/s' "$line")" "$(field p50_ms "$line")" "$(field p99_ms "$line")" \
-    "$(field server_overhead_p50_us "$line")" "$(field mean_batch "$line")" "$(field errors "$line")" \
-    "$(field p999_ms "$line")" >>"$csv"
+    "${kv[req/s]:-}" "${kv[rows/s]:-}" "${kv[p50_ms]:-}" "${kv[p99_ms]:-}" \
+    "${kv[server_overhead_p50_us]:-}" "${kv[mean_batch]:-}" "${kv[errors]:-}" "${kv[p999_ms]:-}" >>"$csv"
 }
 
 concurrencies="1 8 64"
