@@ -25,8 +25,9 @@ of the round-5 probe, against the real server on loopback:
   requests queue; then new requests on that connection are answered.
 - M1: two 50 MB requests of empty bytes_contents to an FP32 model are
   refused before a vector is built (the string limit, counted on the wire),
-  the peak memory growing by less than 100 MB, while a small client on its
-  own connection is answered.
+  the peak memory growing by less than the two messages and 32 MiB (a
+  vector of either's strings would be at least 760 MiB), while a small client
+  on its own connection is answered.
 - M2: a load whose config carries warm-up samples of 400,000,000 zeros,
   dims that are not the model's, and 100,000 runs of a 64-row sample is refused
   before anything is allocated, naming the field.
@@ -466,7 +467,15 @@ def m1_strings(server, pid, pb, pb_grpc, bounds, bounds_factor):
     check(all(r[0] == "INVALID_ARGUMENT" and "limit of string elements" in r[1] for r in results),
           "the string bombs: %s" % [r[1][:100] for r in results])
     if bounds:
-        check(growth < 100, "two string bombs grew the peak by %.0f MiB (bound 100)" % growth)
+        # The two messages may be held at once (each is within the budget,
+        # read whole, then refused): 95 MiB between them, which a bound of
+        # 100 left 5 MiB of gRPC's buffers beside (103 MiB was seen on a
+        # busy machine; 13-73 MiB alone). What the bound is for, a vector of
+        # 25 million strings built before the limit, is at least 760 MiB for
+        # one message (32 bytes a std::string).
+        held = 2 * len(message) / float(1 << 20) + 32
+        check(growth < held, "two string bombs grew the peak by %.0f MiB (bound %.0f: the two messages, each "
+              "read whole, and 32 MiB; a vector of either's strings would be at least 760 MiB)" % (growth, held))
     check(slowest < 2.0 * bounds_factor, "a small client beside the string bombs waited %.2f s" % slowest)
     expect_budget_back(server, "M1")
 
