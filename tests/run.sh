@@ -135,6 +135,7 @@ print_stage_times() {
 finished=0
 on_exit() {
   [ -z "${chain_pid:-}" ] || kill_tree "$chain_pid"
+  [ -z "${pypi_pid:-}" ] || kill_tree "$pypi_pid"
   if [ -n "$hog" ]; then kill -CONT -- "-$hog" 2>/dev/null; kill -- "-$hog" 2>/dev/null || true; fi
   [ "$finished" = 1 ] || print_stage_times
 }
@@ -342,11 +343,15 @@ if [ "${INFERGATE_FUZZ_SECONDS:-60}" -gt 0 ]; then
   stage_done "fuzzer run" "$start"
 fi
 
+pypi_pid=
 if [ "$pypi_torch" = 1 ]; then
   # The second supported build, against PyPI's LibTorch (pinned in
   # tests/pypi/torch-requirements.txt), its CUDA path compiled and linked;
   # its model tests on the CPU with models that torch saves, and each build
-  # given the other PyTorch's files. Its own CTest run must skip nothing.
+  # given the other PyPI's files. Its own CTest run must skip nothing. It
+  # runs beside the plain suite below, each leaving cores idle alone (their
+  # tests wait on servers, deadlines and locks: 78% and 85% busy one after
+  # the other); its log is printed when both have ended.
   if ! wait "$venvs_pid"; then
     cat "${PYPI_TORCH_BUILD_DIR:-build-pypi-torch}/venvs.log" >&2
     echo "the PyPI stage's environments could not be made" >&2
@@ -354,12 +359,27 @@ if [ "$pypi_torch" = 1 ]; then
   fi
   tail -n 1 "${PYPI_TORCH_BUILD_DIR:-build-pypi-torch}/venvs.log"
   wait_chain_step build_pypi "PyPI-LibTorch build"
-  start=$(date +%s)
-  hog_on
-  ./tests/pypi/run.sh
-  hog_off
-  stage_done "PyPI-LibTorch tests" "$start"
+  pypi_log="$PWD/${PYPI_TORCH_BUILD_DIR:-build-pypi-torch}/tests-beside.log"
+  pypi_start=$(date +%s)
+  ( ./tests/pypi/run.sh >"$pypi_log" 2>&1; echo "$(( $(date +%s) - pypi_start ))" >"$pypi_log.took" ) &
+  pypi_pid=$!
 fi
+# The PyPI stage's tests, once they have ended: their closing lines, or
+# their whole log and the run's failure.
+wait_pypi_tests() {
+  [ -n "$pypi_pid" ] || return 0
+  local rc=0
+  wait "$pypi_pid" || rc=$?
+  pypi_pid=
+  if [ "$rc" != 0 ]; then
+    cat "$pypi_log" >&2
+    echo "the PyPI-LibTorch tests failed" >&2
+    exit 1
+  fi
+  grep -E "tests passed|^Total Test time" "$pypi_log" || true
+  echo "PyPI-LibTorch tests took $(cat "$pypi_log.took") s beside the plain suite"
+  stage_times+=("PyPI-LibTorch tests $(cat "$pypi_log.took")s (beside the plain suite)")
+}
 
 # Last (CTest's closing lines, then the stage times). After the ASan/UBSan suite, the
 # plain (shipped, -O3) build runs what that suite left out and the unit
@@ -389,5 +409,6 @@ else
   ctest_no_skips --output-on-failure -j "$(nproc)" "${ctest_args[@]}" "$@"
 fi
 stage_done "plain suite" "$start"
+wait_pypi_tests
 finished=1
 print_stage_times
