@@ -328,20 +328,21 @@ if [ "$tsan" = 1 ]; then
   # 39-46% busy (core_test about 7 s, service_test about 19 s). Each logs
   # to its own file, printed after both have ended (whole if it failed).
   tsan_pids=()
+  tsan_logs=()
   for suite in "core_test --gtest_filter=-*CrashMidWrite*" service_test; do
+    tsan_logs+=("build-tsan/${suite%% *}.log")
     # shellcheck disable=SC2086  # the suite and its filter are two words
     TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$PWD/tests/sanitizers/tsan.supp" \
-      build-tsan/tests/$suite --gtest_brief=1 >"build-tsan/${suite%% *}.log" 2>&1 &
+      build-tsan/tests/$suite --gtest_brief=1 >"${tsan_logs[-1]}" 2>&1 &
     tsan_pids+=($!)
   done
   tsan_failed=0
-  for i in 0 1; do
-    suite=$([ "$i" = 0 ] && echo core_test || echo service_test)
+  for i in "${!tsan_pids[@]}"; do
     if wait "${tsan_pids[$i]}"; then
-      tail -n 3 "build-tsan/$suite.log"
+      tail -n 3 "${tsan_logs[$i]}"
     else
-      cat "build-tsan/$suite.log"
-      echo "the TSan suite $suite failed" >&2
+      cat "${tsan_logs[$i]}"
+      echo "the TSan suite in ${tsan_logs[$i]} failed" >&2
       tsan_failed=1
     fi
   done
